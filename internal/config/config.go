@@ -1,0 +1,193 @@
+// Package config loads dpproxy's own configuration file (dpproxy.yaml): where
+// to listen, which upstream, shadow and ledger databases to use, where the
+// policy files are, and which analysts may connect with which credentials.
+// Dataset policies live in their own files (package policy).
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Config is a loaded, validated dpproxy.yaml. Immutable after Load.
+type Config struct {
+	Listen string `yaml:"listen"`
+	// Policies is a policy file or a directory of them, relative to the
+	// config file.
+	Policies string `yaml:"policies"`
+	// Ledger is the DSN of the ledger database (its own role).
+	Ledger string `yaml:"ledger"`
+	// Datasets maps a dataset name (as in its policy) to its databases.
+	Datasets map[string]DatasetConfig `yaml:"datasets"`
+	// Analysts maps an analyst name (the PostgreSQL user name they connect
+	// with) to their credentials.
+	Analysts map[string]Analyst `yaml:"analysts"`
+	// StatementTimeout bounds each upstream DP query (default 30s).
+	StatementTimeout Duration `yaml:"statement_timeout"`
+	// MaxConnections bounds concurrent client connections (default 200).
+	MaxConnections int `yaml:"max_connections"`
+	// TLS, when set, enables TLS on SSLRequest.
+	TLS *TLSConfig `yaml:"tls"`
+	// LogLevel is debug, info, warn or error (default info).
+	LogLevel string `yaml:"log_level"`
+
+	// Dir is the directory of the config file; relative paths resolve there.
+	Dir string `yaml:"-"`
+}
+
+// DatasetConfig names the databases of one dataset.
+type DatasetConfig struct {
+	// Upstream is the DSN of the data database, as a role that can only
+	// SELECT the exposed columns. Only emitted SQL runs on it.
+	Upstream string `yaml:"upstream"`
+	// Shadow is the DSN analysts' catalog statements run on: a database
+	// holding the exposed schema and no rows, as a role that cannot connect
+	// to the data database.
+	Shadow string `yaml:"shadow"`
+	// ShadowAdmin is the DSN the proxy uses at start-up to (re)build the
+	// shadow schema from the policy. It owns the shadow tables.
+	ShadowAdmin string `yaml:"shadow_admin"`
+}
+
+// Analyst holds one analyst's credentials.
+type Analyst struct {
+	// Password is a SCRAM-SHA-256 verifier made by `dpproxy passwd`, or (for
+	// demos only) a plain password written as "plain:…".
+	Password string `yaml:"password"`
+	// Datasets this analyst may query; empty means all.
+	Datasets []string `yaml:"datasets"`
+}
+
+// TLSConfig holds the server certificate.
+type TLSConfig struct {
+	Cert    string `yaml:"cert"`
+	Key     string `yaml:"key"`
+	Require bool   `yaml:"require"`
+}
+
+// Duration is a time.Duration written as "30s" in YAML.
+type Duration struct{ time.Duration }
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration (write e.g. 30s)", n.Line, n.Value)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return d.Duration.String(), nil }
+
+// Load reads and validates a config file.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	c, err := Parse(data, path)
+	if err != nil {
+		return nil, err
+	}
+	abs, err := filepath.Abs(filepath.Dir(path))
+	if err != nil {
+		return nil, err
+	}
+	c.Dir = abs
+	return c, nil
+}
+
+// Parse decodes and validates config text; name is used in errors.
+func Parse(data []byte, name string) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:6432"
+	}
+	if c.StatementTimeout.Duration == 0 {
+		c.StatementTimeout.Duration = 30 * time.Second
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 200
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	var errs []string
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Sprintf("listen: %q is not host:port", c.Listen))
+	}
+	if c.Policies == "" {
+		errs = append(errs, "policies: name a policy file or a directory of them")
+	}
+	if c.Ledger == "" {
+		errs = append(errs, "ledger: give the DSN of the ledger database")
+	}
+	if len(c.Datasets) == 0 {
+		errs = append(errs, "datasets: declare at least one dataset with its upstream and shadow DSNs")
+	}
+	for n, d := range c.Datasets {
+		if d.Upstream == "" || d.Shadow == "" || d.ShadowAdmin == "" {
+			errs = append(errs, fmt.Sprintf("datasets.%s: upstream, shadow and shadow_admin are all required", n))
+		}
+	}
+	if len(c.Analysts) == 0 {
+		errs = append(errs, "analysts: declare at least one analyst")
+	}
+	for n, a := range c.Analysts {
+		if !strings.HasPrefix(a.Password, "SCRAM-SHA-256$") && !strings.HasPrefix(a.Password, "plain:") {
+			errs = append(errs, fmt.Sprintf("analysts.%s.password: use a verifier from `dpproxy passwd %s` (or plain:… for demos)", n, n))
+		}
+	}
+	if c.MaxConnections < 1 {
+		errs = append(errs, "max_connections must be positive")
+	}
+	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "") {
+		errs = append(errs, "tls: both cert and key are required")
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		errs = append(errs, "log_level: use debug, info, warn or error")
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s: %s", name, strings.Join(errs, "; "))
+	}
+	return &c, nil
+}
+
+// Path resolves a path from the config file against its directory.
+func (c *Config) Path(p string) string {
+	if p == "" || filepath.IsAbs(p) || c.Dir == "" {
+		return p
+	}
+	return filepath.Join(c.Dir, p)
+}
+
+// MayQuery reports whether the analyst may query the dataset.
+func (a Analyst) MayQuery(dataset string) bool {
+	if len(a.Datasets) == 0 {
+		return true
+	}
+	for _, d := range a.Datasets {
+		if d == dataset {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,45 @@
+// Package policy owns the dataset policy file: its YAML format, strict
+// decoding, validation, and the immutable [Dataset] value the rest of dpproxy
+// reads.
+//
+// Privacy-critical: needs DP review. The bounds, contribution limits and
+// budgets declared here are the premises of every sensitivity computation; a
+// policy that loads must be internally consistent (finite bounds, lower ≤
+// upper, positive contribution limits, a unit column on every protected
+// table), and validation errors name the file, the line and what to change.
+//
+// policy imports only the standard library and yaml.v3. Loaded values are
+// immutable: callers must not modify a *Dataset after Load returns it;
+// reloading produces a new value.
+//
+// # File format
+//
+//	dataset: hospital            # the database name analysts connect to
+//	description: Outpatient visits
+//	privacy_unit: patient        # the protected entity, named for humans
+//	budget:                      # per analyst, for this dataset
+//	  epsilon: 3.0
+//	  delta: 1.0e-6
+//	  accountant: pure           # pure | advanced | rdp | zcdp | pld
+//	  global_epsilon: 20         # optional cap summed over all analysts
+//	defaults:
+//	  epsilon: 0.1               # per query unless SET dp.epsilon
+//	  mechanism: laplace         # laplace | gaussian
+//	tables:
+//	  visits:
+//	    schema: public           # optional, default public
+//	    unit_column: patient_id
+//	    max_groups_per_unit: 4   # L0: groups one unit may contribute to
+//	    max_rows_per_unit: 20    # L∞: rows one unit may contribute per group
+//	    columns:
+//	      age:  {type: int, lower: 0, upper: 110}
+//	      cost: {type: numeric, lower: 0, upper: 20000}
+//	      visit_date: {type: date, lower: 2020-01-01, upper: 2024-12-31}
+//	      department: {type: text, public_values: [cardiology, oncology]}
+//	      diagnosis: {type: text}
+//	      notes: {access: none}  # never visible, not even in the catalog
+//	  regions:
+//	    public: true             # no personal data
+//	analysts:
+//	  bob: {epsilon: 1.0}        # per-analyst budget override
+package policy

@@ -1,0 +1,201 @@
+package policy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// maxPolicyBytes bounds the size of a policy file; real policies are a few KB.
+const maxPolicyBytes = 4 << 20
+
+// Error is one problem in a policy file, with its location.
+type Error struct {
+	File string
+	Line int // 1-based; 0 when unknown
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s", e.File, e.Msg)
+}
+
+// Errors is the list of problems found in one or more policy files.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	var b strings.Builder
+	for i, e := range es {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(e.Error())
+	}
+	return b.String()
+}
+
+// Load reads and validates one policy file.
+func Load(path string) (*Dataset, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open policy: %w", err)
+	}
+	defer f.Close()
+	return Parse(f, path)
+}
+
+// LoadDir loads every *.yaml and *.yml file of dir. Two files that declare
+// the same dataset are an error.
+func LoadDir(dir string) ([]*Dataset, error) {
+	var paths []string
+	for _, pat := range []string{"*.yaml", "*.yml"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return nil, err
+		}
+		paths = append(paths, m...)
+	}
+	sort.Strings(paths)
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("no policy files (*.yaml) in %s", dir)
+	}
+	var out []*Dataset
+	var errs Errors
+	seen := map[string]string{}
+	for _, p := range paths {
+		d, err := Load(p)
+		if err != nil {
+			var pe Errors
+			if errors.As(err, &pe) {
+				errs = append(errs, pe...)
+				continue
+			}
+			return nil, err
+		}
+		if prev, dup := seen[d.Name]; dup {
+			errs = append(errs, &Error{File: p, Line: 1, Msg: fmt.Sprintf("dataset %q is already declared in %s; each dataset needs exactly one policy file", d.Name, prev)})
+			continue
+		}
+		seen[d.Name] = p
+		out = append(out, d)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return out, nil
+}
+
+// Parse reads and validates one policy document; name is used in error
+// messages (usually the file path). The returned error is of type Errors
+// when the document was read but is invalid.
+func Parse(r io.Reader, name string) (*Dataset, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxPolicyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read policy %s: %w", name, err)
+	}
+	if len(data) > maxPolicyBytes {
+		return nil, Errors{{File: name, Msg: fmt.Sprintf("policy file is larger than %d bytes", maxPolicyBytes)}}
+	}
+	var raw rawDataset
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&raw); err != nil {
+		return nil, yamlErrors(name, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		return nil, Errors{{File: name, Msg: "more than one YAML document; put one dataset in each policy file"}}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlErrors(name, err)
+	}
+	sum := sha256.Sum256(data)
+	v := &validator{file: name, root: &root}
+	d := v.dataset(&raw)
+	if len(v.errs) > 0 {
+		return nil, v.errs
+	}
+	d.Version = hex.EncodeToString(sum[:8])
+	d.Path = name
+	return d, nil
+}
+
+// yamlErrors turns yaml.v3's errors ("line N: …") into Errors with lines.
+func yamlErrors(file string, err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		var out Errors
+		for _, m := range te.Errors {
+			out = append(out, lineError(file, m))
+		}
+		return out
+	}
+	return Errors{lineError(file, strings.TrimPrefix(err.Error(), "yaml: "))}
+}
+
+func lineError(file, msg string) *Error {
+	var line int
+	if _, err := fmt.Sscanf(msg, "line %d:", &line); err == nil {
+		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
+	}
+	if strings.HasPrefix(msg, "field ") && strings.Contains(msg, " not found in type ") {
+		field := strings.TrimSuffix(strings.TrimPrefix(msg, "field "), msg[strings.Index(msg, " not found"):])
+		msg = fmt.Sprintf("unknown key %q; check its spelling against the policy reference in the README", field)
+	}
+	return &Error{File: file, Line: line, Msg: msg}
+}
+
+// The raw, as-written form of the file. Unknown keys are errors.
+type rawDataset struct {
+	Dataset     string                `yaml:"dataset"`
+	Description string                `yaml:"description"`
+	PrivacyUnit string                `yaml:"privacy_unit"`
+	Budget      *rawBudget            `yaml:"budget"`
+	Defaults    *rawDefaults          `yaml:"defaults"`
+	Tables      map[string]*rawTable  `yaml:"tables"`
+	Analysts    map[string]*rawBudget `yaml:"analysts"`
+}
+
+type rawBudget struct {
+	Epsilon       *float64 `yaml:"epsilon"`
+	Delta         *float64 `yaml:"delta"`
+	Accountant    string   `yaml:"accountant"`
+	GlobalEpsilon *float64 `yaml:"global_epsilon"`
+	GlobalDelta   *float64 `yaml:"global_delta"`
+}
+
+type rawDefaults struct {
+	Epsilon   *float64 `yaml:"epsilon"`
+	Delta     *float64 `yaml:"delta"`
+	Mechanism string   `yaml:"mechanism"`
+}
+
+type rawTable struct {
+	Schema           string                `yaml:"schema"`
+	Public           bool                  `yaml:"public"`
+	UnitColumn       string                `yaml:"unit_column"`
+	MaxGroupsPerUnit *int                  `yaml:"max_groups_per_unit"`
+	MaxRowsPerUnit   *int                  `yaml:"max_rows_per_unit"`
+	Columns          map[string]*rawColumn `yaml:"columns"`
+}
+
+type rawColumn struct {
+	Type         string   `yaml:"type"`
+	Lower        *string  `yaml:"lower"`
+	Upper        *string  `yaml:"upper"`
+	PublicValues []string `yaml:"public_values"`
+	Access       string   `yaml:"access"`
+}

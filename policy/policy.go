@@ -1,0 +1,175 @@
+package policy
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Type is the declared type of a policy column.
+type Type string
+
+// Column types a policy may declare.
+const (
+	TypeInt     Type = "int"     // any PostgreSQL integer type
+	TypeNumeric Type = "numeric" // numeric / decimal
+	TypeFloat   Type = "float"   // real / double precision
+	TypeText    Type = "text"    // text / varchar / char
+	TypeDate    Type = "date"    // date
+	TypeBool    Type = "bool"    // boolean
+)
+
+// Numeric reports whether values of the type can be summed.
+func (t Type) Numeric() bool { return t == TypeInt || t == TypeNumeric || t == TypeFloat }
+
+// Accountant names, as written in budget.accountant.
+const (
+	AccountantPure     = "pure"
+	AccountantAdvanced = "advanced"
+	AccountantRDP      = "rdp"
+	AccountantZCDP     = "zcdp"
+	AccountantPLD      = "pld"
+)
+
+// Mechanism names, as written in defaults.mechanism and SET dp.mechanism.
+const (
+	MechanismLaplace  = "laplace"
+	MechanismGaussian = "gaussian"
+)
+
+// Dataset is one loaded, validated policy file. Immutable; safe for
+// concurrent use.
+type Dataset struct {
+	Name        string // the database name analysts connect to
+	Description string
+	PrivacyUnit string
+	Budget      Budget
+	Defaults    Defaults
+	// Tables by lower-case name; TableOrder lists them in file order.
+	Tables     map[string]*Table
+	TableOrder []string
+	// Analysts holds per-analyst budget overrides by analyst name.
+	Analysts map[string]Budget
+	// Version identifies the file's content (hex SHA-256 prefix); cached
+	// answers are only reused under the same version.
+	Version string
+	Path    string
+}
+
+// Budget is a privacy budget: per analyst, or the dataset-wide cap.
+type Budget struct {
+	Epsilon    float64
+	Delta      float64
+	Accountant string
+	// GlobalEpsilon and GlobalDelta cap the sum over all analysts of this
+	// dataset (collusion); zero means no global cap. Only set on the
+	// dataset's own budget.
+	GlobalEpsilon float64
+	GlobalDelta   float64
+}
+
+// Defaults are per-query defaults that sessions may override.
+type Defaults struct {
+	Epsilon   float64
+	Delta     float64
+	Mechanism string
+}
+
+// Table is one table of the dataset.
+type Table struct {
+	Name   string // lower-case table name
+	Schema string // PostgreSQL schema, default "public"
+	// Public tables hold no personal data: no unit column, no bounds.
+	Public           bool
+	UnitColumn       string
+	MaxGroupsPerUnit int // L0
+	MaxRowsPerUnit   int // L∞ per group
+	// Columns by lower-case name; ColumnOrder lists them in file order.
+	Columns     map[string]*Column
+	ColumnOrder []string
+}
+
+// Column is one declared column.
+type Column struct {
+	Name string // lower-case column name
+	Type Type
+	// Hidden columns (access: none) are never visible to analysts, not even
+	// in the shadow catalog.
+	Hidden bool
+	// HasBounds is true when lower and upper were declared. For numeric
+	// types LowerNum/UpperNum hold them; for dates Lower/Upper hold
+	// YYYY-MM-DD and LowerNum/UpperNum hold days since 1970-01-01.
+	HasBounds          bool
+	Lower, Upper       string // canonical literal text of the bounds
+	LowerNum, UpperNum float64
+	// PublicValues are the declared key domain; a GROUP BY on this column
+	// returns exactly these keys. Nil when none were declared.
+	PublicValues []string
+}
+
+// Table returns the table with the given (case-insensitive) name.
+func (d *Dataset) Table(name string) (*Table, bool) {
+	t, ok := d.Tables[strings.ToLower(name)]
+	return t, ok
+}
+
+// Column returns the column with the given (case-insensitive) name. Hidden
+// columns are returned too; callers must check Hidden.
+func (t *Table) Column(name string) (*Column, bool) {
+	c, ok := t.Columns[strings.ToLower(name)]
+	return c, ok
+}
+
+// VisibleColumns returns the names of the columns analysts may see, in file
+// order, with the unit column first if it is not declared.
+func (t *Table) VisibleColumns() []string {
+	var out []string
+	if t.UnitColumn != "" {
+		if _, declared := t.Columns[t.UnitColumn]; !declared {
+			out = append(out, t.UnitColumn)
+		}
+	}
+	for _, n := range t.ColumnOrder {
+		if !t.Columns[n].Hidden {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// AnalystBudget returns the per-analyst budget of the named analyst: the
+// override from the analysts section if any, else the dataset budget. The
+// global caps are not part of the result.
+func (d *Dataset) AnalystBudget(analyst string) Budget {
+	b := d.Budget
+	b.GlobalEpsilon, b.GlobalDelta = 0, 0
+	if o, ok := d.Analysts[analyst]; ok {
+		if o.Epsilon > 0 {
+			b.Epsilon = o.Epsilon
+		}
+		if o.Delta > 0 {
+			b.Delta = o.Delta
+		}
+	}
+	return b
+}
+
+// ProtectedTables returns the lower-case names of the tables that are not
+// public, sorted.
+func (d *Dataset) ProtectedTables() []string {
+	var out []string
+	for n, t := range d.Tables {
+		if !t.Public {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// String returns a short description for logs.
+func (d *Dataset) String() string {
+	return fmt.Sprintf("dataset %s (policy %s, version %s)", d.Name, d.Path, d.Version)
+}
+
+func sortStrings(s []string) { sort.Strings(s) }

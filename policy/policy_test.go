@@ -1,0 +1,121 @@
+package policy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestLoad_Example(t *testing.T) {
+	d, err := Load("../examples/policies/hospital.yaml")
+	if err != nil {
+		t.Fatalf("Load(example) = %v", err)
+	}
+	if d.Name != "hospital" || d.Budget.Epsilon != 3 || d.Budget.Delta != 1e-6 || d.Defaults.Epsilon != 0.1 {
+		t.Fatalf("Load(example) = %+v", d)
+	}
+	v, ok := d.Table("VISITS")
+	if !ok || v.UnitColumn != "patient_id" || v.MaxGroupsPerUnit != 4 || v.MaxRowsPerUnit != 20 {
+		t.Fatalf("visits = %+v", v)
+	}
+	cost, _ := v.Column("cost")
+	if !cost.HasBounds || cost.LowerNum != 0 || cost.UpperNum != 20000 || cost.Upper != "20000" {
+		t.Fatalf("cost = %+v", cost)
+	}
+	if got := strings.Join(v.VisibleColumns(), ","); got != "patient_id,visit_date,department,diagnosis,age,cost,length_of_stay" {
+		t.Fatalf("VisibleColumns = %s", got)
+	}
+	vd, _ := v.Column("visit_date")
+	if vd.LowerNum != 18262 { // 2020-01-01 is day 18262 after 1970-01-01
+		t.Fatalf("visit_date lower = %v", vd.LowerNum)
+	}
+	if len(d.Version) != 16 {
+		t.Fatalf("Version = %q", d.Version)
+	}
+	if b := d.AnalystBudget("alice"); b.Epsilon != 3 {
+		t.Fatalf("AnalystBudget(alice) = %+v", b)
+	}
+}
+
+func TestParse_Errors(t *testing.T) {
+	const base = `dataset: ds
+privacy_unit: person
+budget: {epsilon: 1}
+tables:
+  t:
+    unit_column: uid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      x: {type: int, lower: 0, upper: 10}
+`
+	tests := []struct {
+		name     string
+		doc      string
+		wantLine int
+		wantMsg  string
+	}{
+		{"unknown key", strings.Replace(base, "budget: {epsilon: 1}", "budget: {epsilon: 1, epsilo: 2}", 1), 3, `unknown key "epsilo"`},
+		{"bad type", strings.Replace(base, "type: int", "type: integer", 1), 10, `unknown type "integer"`},
+		{"lower above upper", strings.Replace(base, "lower: 0, upper: 10", "lower: 11, upper: 10", 1), 10, "greater than upper"},
+		{"non-integer int bound", strings.Replace(base, "upper: 10", "upper: 10.5", 1), 10, "integer"},
+		{"missing unit", strings.Replace(base, "    unit_column: uid\n", "", 1), 5, "needs unit_column"},
+		{"zero contribution", strings.Replace(base, "max_rows_per_unit: 1", "max_rows_per_unit: 0", 1), 8, "max_rows_per_unit must be"},
+		{"negative epsilon", strings.Replace(base, "epsilon: 1", "epsilon: -1", 1), 3, "positive"},
+		{"nan epsilon", strings.Replace(base, "epsilon: 1", "epsilon: .nan", 1), 3, "positive"},
+		{"one bound", strings.Replace(base, "lower: 0, ", "", 1), 10, "only one of lower and upper"},
+		{"gaussian without delta", base + "defaults: {mechanism: gaussian}\n", 11, "needs budget.delta"},
+		{"bad accountant", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, accountant: magic}", 1), 3, "unknown accountant"},
+		{"default above budget", base + "defaults: {epsilon: 2}\n", 11, "larger than budget.epsilon"},
+		{"no tables", "dataset: ds\nprivacy_unit: p\nbudget: {epsilon: 1}\n", 1, "missing key tables"},
+		{"syntax", "dataset: [\n", 1, "did not find"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(strings.NewReader(tt.doc), "p.yaml")
+			var es Errors
+			if !errors.As(err, &es) || len(es) == 0 {
+				t.Fatalf("Parse() = %v, want Errors", err)
+			}
+			e := es[0]
+			if e.File != "p.yaml" || e.Line != tt.wantLine || !strings.Contains(e.Msg, tt.wantMsg) {
+				t.Fatalf("Parse() first error = %q (line %d), want line %d containing %q", e.Error(), e.Line, tt.wantLine, tt.wantMsg)
+			}
+		})
+	}
+}
+
+func TestParse_Valid(t *testing.T) {
+	_, err := Parse(strings.NewReader(`dataset: ds
+privacy_unit: person
+budget: {epsilon: 1, delta: 1e-6, accountant: rdp}
+defaults: {mechanism: gaussian, epsilon: 0.5}
+tables:
+  t:
+    unit_column: uid
+    max_groups_per_unit: 2
+    max_rows_per_unit: 3
+    columns:
+      d: {type: date, lower: 2020-01-01, upper: 2020-12-31}
+      s: {type: text, public_values: [a, b]}
+      secret: {access: none}
+  lookup:
+    public: true
+analysts:
+  bob: {epsilon: 0.5}
+`), "ok.yaml")
+	if err != nil {
+		t.Fatalf("Parse(valid) = %v", err)
+	}
+}
+
+func FuzzPolicyParse(f *testing.F) {
+	f.Add("dataset: ds\nbudget: {epsilon: 1}\n")
+	f.Add("tables: {t: {columns: {x: {type: int, lower: 1, upper: 0}}}}")
+	f.Fuzz(func(t *testing.T, doc string) {
+		d, err := Parse(strings.NewReader(doc), "f.yaml")
+		if err == nil && (d.Budget.Epsilon <= 0 || len(d.Tables) == 0) {
+			t.Fatalf("accepted an invalid policy: %+v", d)
+		}
+	})
+}

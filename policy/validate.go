@@ -1,0 +1,452 @@
+// Privacy-critical: needs DP review.
+
+package policy
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Limits on declared values. They keep every derived sensitivity finite and
+// representable exactly in float64 (2⁵³) after multiplication.
+const (
+	maxContribution = 1_000_000 // max_groups_per_unit, max_rows_per_unit
+	maxAbsBound     = 1e15      // |lower|, |upper| of numeric columns
+	maxPublicValues = 10_000    // keys of one public_values list
+)
+
+var (
+	identRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	decimalRE = regexp.MustCompile(`^[-+]?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
+	integerRE = regexp.MustCompile(`^[-+]?[0-9]+$`)
+)
+
+type validator struct {
+	file string
+	root *yaml.Node
+	errs Errors
+}
+
+// errorf records a problem at the line of the key path (or its deepest
+// existing prefix).
+func (v *validator) errorf(path []string, format string, args ...any) {
+	v.errs = append(v.errs, &Error{File: v.file, Line: v.line(path), Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) line(path []string) int {
+	n := v.root
+	if n == nil {
+		return 0
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	line := n.Line
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			break
+		}
+		found := false
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				line = n.Content[i].Line
+				n = n.Content[i+1]
+				found = true
+				break
+			}
+		}
+		if !found {
+			break
+		}
+	}
+	return line
+}
+
+func p(parts ...string) []string { return parts }
+
+func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
+
+func (v *validator) dataset(r *rawDataset) *Dataset {
+	d := &Dataset{
+		Name:        r.Dataset,
+		Description: r.Description,
+		PrivacyUnit: r.PrivacyUnit,
+		Tables:      map[string]*Table{},
+		Analysts:    map[string]Budget{},
+	}
+	switch {
+	case r.Dataset == "":
+		v.errorf(nil, "missing key dataset: name the database analysts connect to, e.g. \"dataset: hospital\"")
+	case !identRE.MatchString(r.Dataset):
+		v.errorf(p("dataset"), "dataset %q is not a plain identifier; use letters, digits and underscores", r.Dataset)
+	}
+	if r.PrivacyUnit == "" {
+		v.errorf(nil, "missing key privacy_unit: name the protected entity for humans, e.g. \"privacy_unit: patient\"")
+	}
+	d.Budget = v.budget(r.Budget)
+	d.Defaults = v.defaults(r.Defaults, d.Budget)
+	v.tables(r.Tables, d)
+	for name, rb := range r.Analysts {
+		path := p("analysts", name)
+		if rb == nil {
+			v.errorf(path, "analyst %q has no settings; write {epsilon: …} or remove the entry", name)
+			continue
+		}
+		if rb.Accountant != "" || rb.GlobalEpsilon != nil || rb.GlobalDelta != nil {
+			v.errorf(path, "analyst %q: only epsilon and delta can be overridden per analyst", name)
+		}
+		var b Budget
+		if rb.Epsilon != nil {
+			if !finite(*rb.Epsilon) || *rb.Epsilon <= 0 {
+				v.errorf(append(path, "epsilon"), "analyst %q: epsilon must be a positive number", name)
+			}
+			b.Epsilon = *rb.Epsilon
+		}
+		if rb.Delta != nil {
+			if !finite(*rb.Delta) || *rb.Delta < 0 || *rb.Delta >= 1 {
+				v.errorf(append(path, "delta"), "analyst %q: delta must be in [0, 1)", name)
+			}
+			b.Delta = *rb.Delta
+		}
+		d.Analysts[name] = b
+	}
+	return d
+}
+
+func (v *validator) budget(r *rawBudget) Budget {
+	var b Budget
+	if r == nil {
+		v.errorf(nil, "missing key budget: declare at least \"budget: {epsilon: 1.0}\"")
+		return b
+	}
+	if r.Epsilon == nil {
+		v.errorf(p("budget"), "missing key budget.epsilon: the total ε each analyst may spend on this dataset")
+	} else if !finite(*r.Epsilon) || *r.Epsilon <= 0 {
+		v.errorf(p("budget", "epsilon"), "budget.epsilon must be a positive number")
+	} else {
+		b.Epsilon = *r.Epsilon
+	}
+	if r.Delta != nil {
+		if !finite(*r.Delta) || *r.Delta < 0 || *r.Delta >= 1 {
+			v.errorf(p("budget", "delta"), "budget.delta must be in [0, 1); typical values are below 1/(number of units)")
+		} else {
+			b.Delta = *r.Delta
+		}
+	}
+	b.Accountant = r.Accountant
+	switch r.Accountant {
+	case "":
+		b.Accountant = AccountantPure
+	case AccountantPure, AccountantAdvanced, AccountantRDP, AccountantZCDP, AccountantPLD:
+	default:
+		v.errorf(p("budget", "accountant"), "unknown accountant %q; use one of pure, advanced, rdp, zcdp, pld", r.Accountant)
+	}
+	if b.Accountant != AccountantPure && b.Delta == 0 && r.Delta != nil {
+		v.errorf(p("budget", "delta"), "accountant %s needs budget.delta > 0", b.Accountant)
+	}
+	if r.GlobalEpsilon != nil {
+		if !finite(*r.GlobalEpsilon) || *r.GlobalEpsilon <= 0 {
+			v.errorf(p("budget", "global_epsilon"), "budget.global_epsilon must be a positive number (omit it for no global cap)")
+		} else {
+			b.GlobalEpsilon = *r.GlobalEpsilon
+		}
+	}
+	if r.GlobalDelta != nil {
+		if !finite(*r.GlobalDelta) || *r.GlobalDelta <= 0 || *r.GlobalDelta >= 1 {
+			v.errorf(p("budget", "global_delta"), "budget.global_delta must be in (0, 1) (omit it for no global cap)")
+		} else {
+			b.GlobalDelta = *r.GlobalDelta
+		}
+	}
+	return b
+}
+
+func (v *validator) defaults(r *rawDefaults, b Budget) Defaults {
+	d := Defaults{Epsilon: 0.1, Mechanism: MechanismLaplace}
+	if b.Epsilon > 0 && b.Epsilon < d.Epsilon {
+		d.Epsilon = b.Epsilon
+	}
+	if r == nil {
+		return d
+	}
+	if r.Epsilon != nil {
+		if !finite(*r.Epsilon) || *r.Epsilon <= 0 {
+			v.errorf(p("defaults", "epsilon"), "defaults.epsilon must be a positive number")
+		} else if b.Epsilon > 0 && *r.Epsilon > b.Epsilon {
+			v.errorf(p("defaults", "epsilon"), "defaults.epsilon (%g) is larger than budget.epsilon (%g); lower it", *r.Epsilon, b.Epsilon)
+		} else {
+			d.Epsilon = *r.Epsilon
+		}
+	}
+	if r.Delta != nil {
+		if !finite(*r.Delta) || *r.Delta < 0 || *r.Delta >= 1 {
+			v.errorf(p("defaults", "delta"), "defaults.delta must be in [0, 1)")
+		} else if *r.Delta > b.Delta {
+			v.errorf(p("defaults", "delta"), "defaults.delta (%g) is larger than budget.delta (%g)", *r.Delta, b.Delta)
+		} else {
+			d.Delta = *r.Delta
+		}
+	}
+	switch r.Mechanism {
+	case "":
+	case MechanismLaplace:
+	case MechanismGaussian:
+		d.Mechanism = r.Mechanism
+		if b.Delta <= 0 {
+			v.errorf(p("defaults", "mechanism"), "mechanism gaussian needs budget.delta > 0; set budget.delta or use laplace")
+		}
+	default:
+		v.errorf(p("defaults", "mechanism"), "unknown mechanism %q; use laplace or gaussian", r.Mechanism)
+	}
+	return d
+}
+
+func (v *validator) tables(raw map[string]*rawTable, d *Dataset) {
+	if len(raw) == 0 {
+		v.errorf(nil, "missing key tables: declare at least one table")
+		return
+	}
+	for _, name := range sortedKeys(v.root, "tables", raw) {
+		rt := raw[name]
+		path := p("tables", name)
+		if !identRE.MatchString(name) {
+			v.errorf(path, "table name %q is not a plain identifier", name)
+			continue
+		}
+		lname := strings.ToLower(name)
+		if _, dup := d.Tables[lname]; dup {
+			v.errorf(path, "table %q is declared twice (names are case-insensitive)", name)
+			continue
+		}
+		if rt == nil {
+			v.errorf(path, "table %q has no settings; declare unit_column and columns, or public: true", name)
+			continue
+		}
+		t := &Table{Name: lname, Schema: "public", Public: rt.Public, Columns: map[string]*Column{}}
+		if rt.Schema != "" {
+			if !identRE.MatchString(rt.Schema) {
+				v.errorf(append(path, "schema"), "schema %q is not a plain identifier", rt.Schema)
+			}
+			t.Schema = strings.ToLower(rt.Schema)
+		}
+		if rt.Public {
+			if rt.UnitColumn != "" || rt.MaxGroupsPerUnit != nil || rt.MaxRowsPerUnit != nil {
+				v.errorf(path, "public table %q cannot have unit_column or contribution limits; remove them or remove public: true", name)
+			}
+		} else {
+			if rt.UnitColumn == "" {
+				v.errorf(path, "table %q needs unit_column: the column that identifies the privacy unit (or public: true if it holds no personal data)", name)
+			} else if !identRE.MatchString(rt.UnitColumn) {
+				v.errorf(append(path, "unit_column"), "unit_column %q is not a plain identifier", rt.UnitColumn)
+			}
+			t.UnitColumn = strings.ToLower(rt.UnitColumn)
+			t.MaxGroupsPerUnit = v.contribution(append(path, "max_groups_per_unit"), rt.MaxGroupsPerUnit, "max_groups_per_unit", "how many groups one unit may contribute to")
+			t.MaxRowsPerUnit = v.contribution(append(path, "max_rows_per_unit"), rt.MaxRowsPerUnit, "max_rows_per_unit", "how many rows one unit may contribute to one group")
+		}
+		for _, cname := range sortedKeys(v.root, strings.Join(append(path, "columns"), "\x00"), rt.Columns) {
+			c := v.column(append(path, "columns", cname), cname, rt.Columns[cname], t)
+			if c == nil {
+				continue
+			}
+			if _, dup := t.Columns[c.Name]; dup {
+				v.errorf(append(path, "columns", cname), "column %q is declared twice (names are case-insensitive)", cname)
+				continue
+			}
+			t.Columns[c.Name] = c
+			t.ColumnOrder = append(t.ColumnOrder, c.Name)
+		}
+		if uc, ok := t.Columns[t.UnitColumn]; ok && uc.Hidden {
+			v.errorf(append(path, "columns", t.UnitColumn), "the unit column cannot be access: none")
+		}
+		d.Tables[lname] = t
+		d.TableOrder = append(d.TableOrder, lname)
+	}
+}
+
+func (v *validator) contribution(path []string, x *int, key, what string) int {
+	if x == nil {
+		v.errorf(path[:len(path)-1], "missing key %s: %s (a positive integer)", key, what)
+		return 0
+	}
+	if *x < 1 || *x > maxContribution {
+		v.errorf(path, "%s must be between 1 and %d", key, maxContribution)
+		return 0
+	}
+	return *x
+}
+
+func (v *validator) column(path []string, name string, rc *rawColumn, t *Table) *Column {
+	if !identRE.MatchString(name) {
+		v.errorf(path, "column name %q is not a plain identifier", name)
+		return nil
+	}
+	c := &Column{Name: strings.ToLower(name)}
+	if rc == nil {
+		v.errorf(path, "column %q has no settings; write {type: …} or {access: none}", name)
+		return nil
+	}
+	switch rc.Access {
+	case "":
+	case "none":
+		c.Hidden = true
+		if rc.Type != "" || rc.Lower != nil || rc.Upper != nil || rc.PublicValues != nil {
+			v.errorf(path, "column %q is access: none; it takes no other settings", name)
+		}
+		return c
+	default:
+		v.errorf(append(path, "access"), "unknown access %q; the only value is none (omit access for visible columns)", rc.Access)
+		return nil
+	}
+	switch Type(rc.Type) {
+	case TypeInt, TypeNumeric, TypeFloat, TypeText, TypeDate, TypeBool:
+		c.Type = Type(rc.Type)
+	case "":
+		v.errorf(path, "column %q needs a type: int, numeric, float, text, date or bool", name)
+		return nil
+	default:
+		v.errorf(append(path, "type"), "unknown type %q; use int, numeric, float, text, date or bool", rc.Type)
+		return nil
+	}
+	if (rc.Lower == nil) != (rc.Upper == nil) {
+		v.errorf(path, "column %q declares only one of lower and upper; declare both", name)
+		return c
+	}
+	if rc.Lower != nil {
+		v.bounds(path, c, *rc.Lower, *rc.Upper)
+	}
+	if rc.PublicValues != nil {
+		switch {
+		case c.Type != TypeText && c.Type != TypeInt && c.Type != TypeBool && c.Type != TypeDate:
+			v.errorf(append(path, "public_values"), "public_values are for text, int, bool and date columns")
+		case len(rc.PublicValues) == 0:
+			v.errorf(append(path, "public_values"), "public_values is empty; list the keys or remove it")
+		case len(rc.PublicValues) > maxPublicValues:
+			v.errorf(append(path, "public_values"), "public_values has more than %d keys", maxPublicValues)
+		default:
+			seen := map[string]bool{}
+			for _, pv := range rc.PublicValues {
+				if seen[pv] {
+					v.errorf(append(path, "public_values"), "public value %q is listed twice", pv)
+				}
+				seen[pv] = true
+				if c.Type == TypeInt && !integerRE.MatchString(pv) {
+					v.errorf(append(path, "public_values"), "public value %q of int column %q is not an integer", pv, name)
+				}
+				if c.Type == TypeDate {
+					if _, err := time.Parse("2006-01-02", pv); err != nil {
+						v.errorf(append(path, "public_values"), "public value %q of date column %q is not YYYY-MM-DD", pv, name)
+					}
+				}
+				if c.Type == TypeBool && pv != "true" && pv != "false" {
+					v.errorf(append(path, "public_values"), "public value %q of bool column %q must be true or false", pv, name)
+				}
+			}
+			c.PublicValues = append([]string(nil), rc.PublicValues...)
+		}
+	}
+	return c
+}
+
+func (v *validator) bounds(path []string, c *Column, lo, hi string) {
+	switch c.Type {
+	case TypeInt, TypeNumeric, TypeFloat:
+		re := decimalRE
+		if c.Type == TypeInt {
+			re = integerRE
+		}
+		if !re.MatchString(lo) || !re.MatchString(hi) {
+			v.errorf(append(path, "lower"), "bounds of %s column %q must be %s numbers", c.Type, c.Name, map[bool]string{true: "integer", false: "decimal"}[c.Type == TypeInt])
+			return
+		}
+		l, err1 := strconv.ParseFloat(lo, 64)
+		u, err2 := strconv.ParseFloat(hi, 64)
+		if err1 != nil || err2 != nil || !finite(l) || !finite(u) || math.Abs(l) > maxAbsBound || math.Abs(u) > maxAbsBound {
+			v.errorf(append(path, "lower"), "bounds of column %q must be finite numbers of magnitude at most %g", c.Name, maxAbsBound)
+			return
+		}
+		if l > u {
+			v.errorf(append(path, "lower"), "column %q: lower (%s) is greater than upper (%s); swap them", c.Name, lo, hi)
+			return
+		}
+		c.LowerNum, c.UpperNum = l, u
+	case TypeDate:
+		l, err1 := time.Parse("2006-01-02", lo)
+		u, err2 := time.Parse("2006-01-02", hi)
+		if err1 != nil || err2 != nil {
+			v.errorf(append(path, "lower"), "bounds of date column %q must be dates written YYYY-MM-DD", c.Name)
+			return
+		}
+		if l.After(u) {
+			v.errorf(append(path, "lower"), "column %q: lower (%s) is after upper (%s); swap them", c.Name, lo, hi)
+			return
+		}
+		c.LowerNum, c.UpperNum = float64(l.Unix()/86400), float64(u.Unix()/86400)
+	default:
+		v.errorf(append(path, "lower"), "bounds are for int, numeric, float and date columns, not %s", c.Type)
+		return
+	}
+	c.HasBounds = true
+	c.Lower, c.Upper = lo, hi
+}
+
+// sortedKeys returns the keys of m in the order they appear in the file (so
+// errors and ColumnOrder follow the file), falling back to name order.
+func sortedKeys[T any](root *yaml.Node, path string, m map[string]T) []string {
+	order := keyOrder(root, strings.Split(path, "\x00"))
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range order {
+		if _, ok := m[k]; ok && !seen[k] {
+			out = append(out, k)
+			seen[k] = true
+		}
+	}
+	var rest []string
+	for k := range m {
+		if !seen[k] {
+			rest = append(rest, k)
+		}
+	}
+	sortStrings(rest)
+	return append(out, rest...)
+}
+
+func keyOrder(root *yaml.Node, path []string) []string {
+	n := root
+	if n == nil {
+		return nil
+	}
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		n = n.Content[0]
+	}
+	for _, key := range path {
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				next = n.Content[i+1]
+				break
+			}
+		}
+		if next == nil {
+			return nil
+		}
+		n = next
+	}
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
+	var out []string
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		out = append(out, n.Content[i].Value)
+	}
+	return out
+}

@@ -1,0 +1,121 @@
+// Privacy-critical: needs DP review.
+
+package rewrite
+
+import "github.com/dpproxy/dpproxy/policy"
+
+// Plan is a validated DP query over one protected table, ready to run.
+// Immutable; safe for concurrent use.
+//
+// The emitted SQL (Plan.SQL) returns one row per group that has at least one
+// contributing unit, with columns, all cast to text:
+//
+//	key_0, …, key_{k-1}, measure_0, …, measure_{m-1}
+//
+// Keys come in the order of Plan.Keys and measures in the order of
+// Plan.Measures. A measure's value is NULL when the group has no
+// contribution to it (e.g. SUM over no non-null values); release treats NULL
+// as 0 before adding noise. Contribution bounding (max_rows_per_unit,
+// max_groups_per_unit) and clamping to the policy bounds are already applied
+// by the SQL, so each unit changes each measure of each group by at most
+// Measure.LInf and contributes to at most Plan.MaxGroupsPerUnit groups.
+type Plan struct {
+	Dataset string // policy dataset name
+	Table   string // lower-case protected table name
+	SQL     string // the emitted SQL: the only text sent upstream
+
+	Keys     []Key
+	Measures []Measure
+	Outputs  []Output // the analyst's select list, in order
+
+	// MaxGroupsPerUnit is the L0 bound the SQL enforces: min(policy
+	// max_groups_per_unit, number of released groups). 1 when ungrouped.
+	MaxGroupsPerUnit int
+
+	// Post-processing on noisy rows.
+	OrderBy []OrderItem
+	Limit   int64 // -1 when absent
+	Offset  int64
+
+	// Fingerprint is a hash of the canonical plan (not of the analyst's
+	// text): equal fingerprints mean equal emitted SQL and measures.
+	Fingerprint string
+}
+
+// Key is one GROUP BY key. Only keys with a public domain are supported in
+// this version: the released rows are exactly the Domain values, in the
+// given order (groups absent from the data get a noisy zero).
+type Key struct {
+	Column string      // lower-case column name
+	Type   policy.Type // declared column type
+	Domain []string    // public values, from the policy
+}
+
+// MeasureKind is what a measure computes per group.
+type MeasureKind int
+
+// Measure kinds.
+const (
+	// MeasureCount counts bounded rows: COUNT(*) when Column is "", else
+	// COUNT(column) (non-null values).
+	MeasureCount MeasureKind = iota
+	// MeasureSum sums the column's values clamped to [Lower, Upper].
+	MeasureSum
+)
+
+func (k MeasureKind) String() string {
+	switch k {
+	case MeasureCount:
+		return "count"
+	case MeasureSum:
+		return "sum"
+	}
+	return "unknown"
+}
+
+// Measure is one noisy measurement per group.
+type Measure struct {
+	Kind   MeasureKind
+	Column string // "" for COUNT(*)
+	// Integer is true when every value of the measure is an integer (counts,
+	// sums of int columns with integer bounds): integer noise applies.
+	Integer bool
+	// Lower, Upper are the clamping bounds of a sum's column (0 for counts).
+	Lower, Upper float64
+	// LInf bounds how much one unit can change this measure in one group:
+	// max_rows_per_unit for counts, max_rows_per_unit·max(|Lower|,|Upper|)
+	// for sums.
+	LInf float64
+}
+
+// OutputKind says how an output column is computed from keys and noisy
+// measures.
+type OutputKind int
+
+// Output kinds.
+const (
+	OutputKey   OutputKind = iota // Keys[Key]
+	OutputCount                   // noisy Measures[Measure], a count
+	OutputSum                     // noisy Measures[Measure], a sum
+	OutputAvg                     // noisy Measures[Measure] / noisy Measures[CountMeasure]
+)
+
+// Output is one column of the analyst's result.
+type Output struct {
+	Name         string // column name as the analyst will see it
+	Kind         OutputKind
+	Key          int // index into Plan.Keys for OutputKey
+	Measure      int // index into Plan.Measures
+	CountMeasure int // for OutputAvg: the COUNT(column) measure
+	// PGType is the PostgreSQL result type: "int8" (counts), "numeric"
+	// (sums, averages), or the key's type ("text", "int4", "date", "bool").
+	PGType string
+	// Lower, Upper clamp a released average (post-processing).
+	Lower, Upper float64
+}
+
+// OrderItem orders released rows by an output column.
+type OrderItem struct {
+	Output int // index into Plan.Outputs
+	Desc   bool
+}
