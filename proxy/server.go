@@ -7,6 +7,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
@@ -28,8 +29,8 @@ type Config struct {
 	Datasets       map[string]*Dataset // by dataset (database) name
 	Analysts       map[string]config.Analyst
 	Releaser       *release.Releaser
-	Ledger         interface{} // accountant.Store, for SHOW dp.budget
-	TLS            *tls.Config // nil: answer SSLRequest with N
+	Ledger         accountant.Store // for SHOW dp.budget
+	TLS            *tls.Config      // nil: answer SSLRequest with N
 	RequireTLS     bool
 	MaxConnections int
 	IdleTimeout    time.Duration
