@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"go.uber.org/zap"
 )
 
 // ErrBudgetExhausted is wrapped by the *pgerr.Error (SQLSTATE 53400) that
@@ -75,3 +76,15 @@ type Store interface {
 	// Status returns the analyst's budget on the dataset.
 	Status(ctx context.Context, analyst string, ds *policy.Dataset) (Status, error)
 }
+
+// Ledger is the PostgreSQL-backed ledger. Safe for concurrent use; several
+// proxy processes may share one ledger database.
+type Ledger struct{}
+
+// Open connects to the ledger database and creates or migrates its schema.
+func Open(ctx context.Context, dsn string, logger *zap.Logger) (*Ledger, error) {
+	return nil, errors.New("accountant: not implemented")
+}
+
+// Close releases the ledger's connections.
+func (l *Ledger) Close() {}
