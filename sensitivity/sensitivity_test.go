@@ -1,0 +1,57 @@
+package sensitivity
+
+import (
+	"math"
+	"testing"
+)
+
+func TestL1L2(t *testing.T) {
+	tests := []struct {
+		name   string
+		b      Bounds
+		l1, l2 float64
+	}{
+		{"one group", Bounds{L0: 1, LInf: 20}, 20, 20},
+		{"four groups", Bounds{L0: 4, LInf: 20}, 80, 40},
+		{"sum bound", Bounds{L0: 4, LInf: SumLInf(20, 0, 20000)}, 1.6e6, 8e5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l1, err := L1(tt.b)
+			if err != nil || l1 != tt.l1 {
+				t.Fatalf("L1(%v) = %v, %v, want %v", tt.b, l1, err, tt.l1)
+			}
+			l2, err := L2(tt.b)
+			if err != nil || math.Abs(l2-tt.l2) > 1e-9 {
+				t.Fatalf("L2(%v) = %v, %v, want %v", tt.b, l2, err, tt.l2)
+			}
+		})
+	}
+	for _, b := range []Bounds{{0, 1}, {1, 0}, {1, math.NaN()}, {1, math.Inf(1)}, {-1, 1}} {
+		if _, err := L1(b); err == nil {
+			t.Errorf("L1(%v) accepted invalid bounds", b)
+		}
+		if _, err := L2(b); err == nil {
+			t.Errorf("L2(%v) accepted invalid bounds", b)
+		}
+	}
+}
+
+func TestSumLInf(t *testing.T) {
+	// Negative lower bounds dominate when larger in magnitude.
+	if got := SumLInf(3, -50, 10); got != 150 {
+		t.Fatalf("SumLInf(3,-50,10) = %v, want 150", got)
+	}
+	if got := SumLInf(2, 5, 10); got != 20 {
+		t.Fatalf("SumLInf(2,5,10) = %v, want 20", got)
+	}
+	// Monotone in the bounds: widening never lowers the sensitivity.
+	prev := 0.0
+	for u := 1.0; u < 1e6; u *= 3 {
+		got := SumLInf(4, -1, u)
+		if got < prev {
+			t.Fatalf("SumLInf not monotone at upper=%v", u)
+		}
+		prev = got
+	}
+}
