@@ -17,20 +17,6 @@ const (
 	RouteRefuse               // never answered (writes, COPY, …); see the error
 )
 
-// Split splits a simple-query string into statements at top-level
-// semicolons, honouring PostgreSQL quoting and comments. Empty statements
-// (only whitespace/comments) between semicolons are dropped, except that a
-// string with no statement at all yields one empty statement.
-func Split(sql string) ([]string, error) {
-	return nil, pgerr.New(pgerr.FeatureNotSupported, "not implemented")
-}
-
-// Classify decides the route of one statement (as returned by Split). For
-// RouteRefuse the error says why and what to do instead.
-func Classify(ds *policy.Dataset, stmt string) (Route, error) {
-	return RouteRefuse, pgerr.New(pgerr.FeatureNotSupported, "not implemented")
-}
-
 // Rewrite validates one DP statement against the policy and plans it. Every
 // error is a *pgerr.Error with a SQLSTATE and a hint.
 func Rewrite(ds *policy.Dataset, stmt string) (*Plan, error) {

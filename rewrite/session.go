@@ -1,21 +1,25 @@
 package rewrite
 
-import "github.com/dpproxy/dpproxy/internal/pgerr"
+import (
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+)
 
 // SessionKind is the kind of a session statement.
 type SessionKind int
 
 // Session statement kinds.
 const (
-	SessionSet        SessionKind = iota // SET [SESSION|LOCAL] name {=|TO} value; SET TIME ZONE v; SET NAMES v
-	SessionReset                         // RESET name | RESET ALL
-	SessionShow                          // SHOW name | SHOW ALL
-	SessionBegin                         // BEGIN | START TRANSACTION [modes]
-	SessionCommit                        // COMMIT | END
-	SessionRollback                      // ROLLBACK | ABORT
-	SessionDiscard                       // DISCARD ALL|PLANS|SEQUENCES|TEMP
-	SessionDeallocate                    // DEALLOCATE [PREPARE] name|ALL
-	SessionCharacteristics               // SET SESSION CHARACTERISTICS AS TRANSACTION …
+	SessionSet             SessionKind = iota // SET [SESSION|LOCAL] name {=|TO} value; SET TIME ZONE v; SET NAMES v
+	SessionReset                              // RESET name | RESET ALL
+	SessionShow                               // SHOW name | SHOW ALL
+	SessionBegin                              // BEGIN | START TRANSACTION [modes]
+	SessionCommit                             // COMMIT | END
+	SessionRollback                           // ROLLBACK | ABORT
+	SessionDiscard                            // DISCARD ALL|PLANS|SEQUENCES|TEMP
+	SessionDeallocate                         // DEALLOCATE [PREPARE] name|ALL
+	SessionCharacteristics                    // SET SESSION CHARACTERISTICS AS TRANSACTION …
 )
 
 // SessionStmt is a parsed session statement.
@@ -33,7 +37,392 @@ type SessionStmt struct {
 }
 
 // ParseSession parses a session statement (a statement Classify routed to
-// RouteSession).
+// RouteSession). Accepted forms (keywords case-insensitive):
+//
+//	SET [SESSION|LOCAL] name {TO|=} value[, value…] | DEFAULT
+//	SET [SESSION|LOCAL] TIME ZONE value|LOCAL|DEFAULT   → Name "timezone"
+//	SET [SESSION|LOCAL] NAMES value                     → Name "client_encoding"
+//	SET [SESSION|LOCAL] SCHEMA value                    → Name "search_path"
+//	SET SESSION CHARACTERISTICS AS TRANSACTION modes    → Kind SessionCharacteristics, Name "transaction", Value modes
+//	SET TRANSACTION modes                               → Kind SessionSet, Name "transaction", Value modes, Local
+//	RESET name | TIME ZONE | ALL
+//	SHOW name | TIME ZONE | TRANSACTION ISOLATION LEVEL | SESSION AUTHORIZATION | ALL
+//	BEGIN [WORK|TRANSACTION] [modes] | START TRANSACTION [modes]   → Value modes
+//	COMMIT|END [WORK|TRANSACTION] [AND NO CHAIN]
+//	ROLLBACK|ABORT [WORK|TRANSACTION] [AND NO CHAIN]
+//	DISCARD ALL|PLANS|SEQUENCES|TEMP|TEMPORARY           → Name
+//	DEALLOCATE [PREPARE] name|ALL                        → Name
+//
+// Names may be dotted (dp.epsilon). Transaction modes are normalized to lower
+// case and joined with ", " (e.g. "isolation level serializable, read only").
+// Unquoted identifier values are folded to lower case, as PostgreSQL does;
+// quoted strings keep their case. Malformed input is a 42601 error with the
+// position of the offending token.
 func ParseSession(stmt string) (*SessionStmt, error) {
-	return nil, pgerr.New(pgerr.FeatureNotSupported, "not implemented")
+	toks, err := lex(stmt)
+	if err != nil {
+		return nil, err
+	}
+	if len(toks) == 0 {
+		return nil, syntaxErr(stmt, 0, "empty session statement")
+	}
+	p := &sessParser{src: stmt, toks: toks}
+	s, err := p.parse()
+	if err != nil {
+		return nil, err
+	}
+	if p.i < len(toks) {
+		return nil, p.errAt("syntax error at or near %q", p.text(p.i))
+	}
+	return s, nil
+}
+
+type sessParser struct {
+	src  string
+	toks []token
+	i    int
+}
+
+func (p *sessParser) text(i int) string {
+	if i >= len(p.toks) {
+		return "end of input"
+	}
+	return p.src[p.toks[i].pos:p.toks[i].end]
+}
+
+func (p *sessParser) errAt(format string, args ...any) *pgerr.Error {
+	off := len(p.src)
+	if p.i < len(p.toks) {
+		off = p.toks[p.i].pos
+	}
+	return syntaxErr(p.src, off, format, args...)
+}
+
+func (p *sessParser) peek(kw string) bool { return p.i < len(p.toks) && p.toks[p.i].is(kw) }
+
+func (p *sessParser) accept(kw string) bool {
+	if p.peek(kw) {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *sessParser) expect(kw string) error {
+	if !p.accept(kw) {
+		return p.errAt("syntax error at or near %q: expected %s", p.text(p.i), strings.ToUpper(kw))
+	}
+	return nil
+}
+
+func (p *sessParser) atEnd() bool { return p.i >= len(p.toks) }
+
+func (p *sessParser) parse() (*SessionStmt, error) {
+	kw := p.toks[0]
+	p.i = 1
+	switch {
+	case kw.is("set"):
+		return p.set()
+	case kw.is("reset"):
+		name, err := p.settingName(true)
+		if err != nil {
+			return nil, err
+		}
+		return &SessionStmt{Kind: SessionReset, Name: name}, nil
+	case kw.is("show"):
+		if p.accept("transaction") {
+			if err := p.expect("isolation"); err != nil {
+				return nil, err
+			}
+			if err := p.expect("level"); err != nil {
+				return nil, err
+			}
+			return &SessionStmt{Kind: SessionShow, Name: "transaction_isolation"}, nil
+		}
+		if p.accept("session") {
+			if err := p.expect("authorization"); err != nil {
+				return nil, err
+			}
+			return &SessionStmt{Kind: SessionShow, Name: "session_authorization"}, nil
+		}
+		name, err := p.settingName(true)
+		if err != nil {
+			return nil, err
+		}
+		return &SessionStmt{Kind: SessionShow, Name: name}, nil
+	case kw.is("begin"):
+		if !p.accept("work") {
+			p.accept("transaction")
+		}
+		modes, err := p.modes()
+		if err != nil {
+			return nil, err
+		}
+		return &SessionStmt{Kind: SessionBegin, Value: modes}, nil
+	case kw.is("start"):
+		if err := p.expect("transaction"); err != nil {
+			return nil, err
+		}
+		modes, err := p.modes()
+		if err != nil {
+			return nil, err
+		}
+		return &SessionStmt{Kind: SessionBegin, Value: modes}, nil
+	case kw.is("commit"), kw.is("end"), kw.is("rollback"), kw.is("abort"):
+		if !p.accept("work") {
+			p.accept("transaction")
+		}
+		if p.accept("and") {
+			p.accept("no")
+			if !p.toks[p.i-1].is("no") {
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "AND CHAIN is not supported").
+					WithPosition(charPos(p.src, p.toks[p.i-1].pos)).
+					WithHint("end the transaction and start a new one with BEGIN")
+			}
+			if err := p.expect("chain"); err != nil {
+				return nil, err
+			}
+		}
+		k := SessionCommit
+		if kw.is("rollback") || kw.is("abort") {
+			k = SessionRollback
+		}
+		return &SessionStmt{Kind: k}, nil
+	case kw.is("discard"):
+		for _, w := range []string{"all", "plans", "sequences", "temp", "temporary"} {
+			if p.accept(w) {
+				if w == "temporary" {
+					w = "temp"
+				}
+				return &SessionStmt{Kind: SessionDiscard, Name: w}, nil
+			}
+		}
+		return nil, p.errAt("syntax error at or near %q: expected ALL, PLANS, SEQUENCES or TEMP", p.text(p.i))
+	case kw.is("deallocate"):
+		p.accept("prepare")
+		if p.atEnd() || p.toks[p.i].kind != tokIdent {
+			return nil, p.errAt("syntax error at or near %q: expected a prepared statement name or ALL", p.text(p.i))
+		}
+		t := p.toks[p.i]
+		p.i++
+		return &SessionStmt{Kind: SessionDeallocate, Name: t.val}, nil
+	}
+	p.i = 0
+	return nil, p.errAt("syntax error at or near %q: not a session statement", p.text(0))
+}
+
+// settingName reads a (dotted) setting name; with allowAll, ALL and
+// TIME ZONE are accepted too.
+func (p *sessParser) settingName(allowAll bool) (string, error) {
+	if allowAll && p.accept("time") {
+		if err := p.expect("zone"); err != nil {
+			return "", err
+		}
+		return "timezone", nil
+	}
+	if p.atEnd() || p.toks[p.i].kind != tokIdent {
+		return "", p.errAt("syntax error at or near %q: expected a setting name", p.text(p.i))
+	}
+	name := p.toks[p.i].val
+	if p.toks[p.i].quoted {
+		name = strings.ToLower(name)
+	}
+	if name == "all" && !allowAll && !p.toks[p.i].quoted {
+		return "", p.errAt("syntax error at or near \"all\"")
+	}
+	p.i++
+	for p.i+1 < len(p.toks) && p.toks[p.i].isPunct(".") && p.toks[p.i+1].kind == tokIdent {
+		name += "." + strings.ToLower(p.toks[p.i+1].val)
+		p.i += 2
+	}
+	return name, nil
+}
+
+func (p *sessParser) set() (*SessionStmt, error) {
+	s := &SessionStmt{Kind: SessionSet}
+	if p.accept("session") {
+		if p.accept("characteristics") {
+			if err := p.expect("as"); err != nil {
+				return nil, err
+			}
+			if err := p.expect("transaction"); err != nil {
+				return nil, err
+			}
+			modes, err := p.modes()
+			if err != nil {
+				return nil, err
+			}
+			if modes == "" {
+				return nil, p.errAt("syntax error at end of input: expected a transaction mode")
+			}
+			return &SessionStmt{Kind: SessionCharacteristics, Name: "transaction", Value: modes}, nil
+		}
+	} else if p.accept("local") {
+		s.Local = true
+	}
+	switch {
+	case p.accept("transaction"):
+		modes, err := p.modes()
+		if err != nil {
+			return nil, err
+		}
+		if modes == "" {
+			return nil, p.errAt("syntax error at end of input: expected a transaction mode")
+		}
+		s.Name, s.Value, s.Local = "transaction", modes, true
+		return s, nil
+	case p.peek("time") && p.i+1 < len(p.toks) && p.toks[p.i+1].is("zone"):
+		p.i += 2
+		s.Name = "timezone"
+		if p.accept("local") || p.accept("default") {
+			s.Default = true
+			return s, nil
+		}
+		if p.peek("interval") {
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "SET TIME ZONE INTERVAL is not supported").
+				WithPosition(charPos(p.src, p.toks[p.i].pos)).
+				WithHint("write the offset as a string, e.g. SET TIME ZONE '+02:00', or a zone name such as 'Europe/Paris'")
+		}
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		s.Value = v
+		return s, nil
+	case p.accept("names"):
+		s.Name = "client_encoding"
+		if p.accept("default") {
+			s.Default = true
+			return s, nil
+		}
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		s.Value = v
+		return s, nil
+	case p.accept("schema"):
+		s.Name = "search_path"
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		s.Value = v
+		return s, nil
+	}
+	name, err := p.settingName(false)
+	if err != nil {
+		return nil, err
+	}
+	s.Name = name
+	if !p.accept("to") {
+		if p.atEnd() || !p.toks[p.i].isOp("=") {
+			return nil, p.errAt("syntax error at or near %q: expected TO or =", p.text(p.i))
+		}
+		p.i++
+	}
+	if p.accept("default") {
+		s.Default = true
+		return s, nil
+	}
+	var vals []string
+	for {
+		v, err := p.value()
+		if err != nil {
+			return nil, err
+		}
+		vals = append(vals, v)
+		if p.atEnd() || !p.toks[p.i].isPunct(",") {
+			break
+		}
+		p.i++
+	}
+	s.Value = strings.Join(vals, ", ")
+	return s, nil
+}
+
+// value reads one SET value: a string, a (signed) number, or a word.
+func (p *sessParser) value() (string, error) {
+	if p.atEnd() {
+		return "", p.errAt("syntax error at end of input: expected a value")
+	}
+	t := p.toks[p.i]
+	switch t.kind {
+	case tokString:
+		p.i++
+		return t.val, nil
+	case tokNumber:
+		p.i++
+		return t.val, nil
+	case tokIdent:
+		p.i++
+		v := t.val
+		// Dotted words, e.g. SET search_path = public.x is not valid, but
+		// SET dp.mechanism = laplace is a plain word.
+		return v, nil
+	case tokOp:
+		if (t.val == "-" || t.val == "+") && p.i+1 < len(p.toks) && p.toks[p.i+1].kind == tokNumber {
+			p.i += 2
+			if t.val == "-" {
+				return "-" + p.toks[p.i-1].val, nil
+			}
+			return p.toks[p.i-1].val, nil
+		}
+	}
+	return "", p.errAt("syntax error at or near %q: expected a value", p.text(p.i))
+}
+
+// modes reads transaction modes (possibly none), normalized.
+func (p *sessParser) modes() (string, error) {
+	var out []string
+	for !p.atEnd() {
+		if len(out) > 0 && p.toks[p.i].isPunct(",") {
+			p.i++
+		}
+		switch {
+		case p.accept("isolation"):
+			if err := p.expect("level"); err != nil {
+				return "", err
+			}
+			switch {
+			case p.accept("serializable"):
+				out = append(out, "isolation level serializable")
+			case p.accept("repeatable"):
+				if err := p.expect("read"); err != nil {
+					return "", err
+				}
+				out = append(out, "isolation level repeatable read")
+			case p.accept("read"):
+				switch {
+				case p.accept("committed"):
+					out = append(out, "isolation level read committed")
+				case p.accept("uncommitted"):
+					out = append(out, "isolation level read uncommitted")
+				default:
+					return "", p.errAt("syntax error at or near %q: expected COMMITTED or UNCOMMITTED", p.text(p.i))
+				}
+			default:
+				return "", p.errAt("syntax error at or near %q: expected an isolation level", p.text(p.i))
+			}
+		case p.accept("read"):
+			switch {
+			case p.accept("only"):
+				out = append(out, "read only")
+			case p.accept("write"):
+				out = append(out, "read write")
+			default:
+				return "", p.errAt("syntax error at or near %q: expected ONLY or WRITE", p.text(p.i))
+			}
+		case p.accept("deferrable"):
+			out = append(out, "deferrable")
+		case p.accept("not"):
+			if err := p.expect("deferrable"); err != nil {
+				return "", err
+			}
+			out = append(out, "not deferrable")
+		default:
+			return "", p.errAt("syntax error at or near %q: expected a transaction mode", p.text(p.i))
+		}
+	}
+	return strings.Join(out, ", "), nil
 }

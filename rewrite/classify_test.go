@@ -1,0 +1,237 @@
+package rewrite
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+const hospitalPolicy = "../examples/policies/hospital.yaml"
+
+func loadHospital(t testing.TB) *policy.Dataset {
+	t.Helper()
+	ds, err := policy.Load(hospitalPolicy)
+	if err != nil {
+		t.Fatalf("load %s: %v", hospitalPolicy, err)
+	}
+	return ds
+}
+
+func TestSplit(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"one", "SELECT 1", []string{"SELECT 1"}},
+		{"two", "SELECT 1; SELECT 2;", []string{"SELECT 1", " SELECT 2"}},
+		{"empty", "", []string{""}},
+		{"only comments", "-- x\n/* y */ ;;", []string{""}},
+		{"empties dropped", ";;SELECT 1;;", []string{"SELECT 1"}},
+		{"semicolon in string", "SELECT ';'; SELECT 2", []string{"SELECT ';'", " SELECT 2"}},
+		{"semicolon in ident", `SELECT 1 AS ";"; SELECT 2`, []string{`SELECT 1 AS ";"`, " SELECT 2"}},
+		{"semicolon in dollar", "SELECT $$;$$; SELECT 2", []string{"SELECT $$;$$", " SELECT 2"}},
+		{"semicolon in comments", "SELECT 1 -- ;\n; /* ; */ SELECT 2", []string{"SELECT 1 -- ;\n", " /* ; */ SELECT 2"}},
+		{"semicolon in E string", `SELECT E'\';'; SELECT 2`, []string{`SELECT E'\';'`, " SELECT 2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := Split(tc.in)
+			if err != nil {
+				t.Fatalf("Split(%q) error %v", tc.in, err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("Split(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+		})
+	}
+	if _, err := Split("SELECT 'x; SELECT 2"); err == nil {
+		t.Errorf("Split of an unterminated string succeeded")
+	}
+}
+
+func TestClassify(t *testing.T) {
+	t.Parallel()
+	ds := loadHospital(t)
+	tests := []struct {
+		in   string
+		want Route
+		code string // for RouteRefuse
+	}{
+		{"", RouteEmpty, ""},
+		{"  -- nothing\n /* at all */ ", RouteEmpty, ""},
+		{"SET dp.epsilon = 0.5", RouteSession, ""},
+		{"set application_name to 'psql'", RouteSession, ""},
+		{"SHOW dp.budget", RouteSession, ""},
+		{"RESET ALL", RouteSession, ""},
+		{"BEGIN", RouteSession, ""},
+		{"START TRANSACTION READ ONLY", RouteSession, ""},
+		{"COMMIT", RouteSession, ""},
+		{"END", RouteSession, ""},
+		{"ROLLBACK", RouteSession, ""},
+		{"ABORT", RouteSession, ""},
+		{"DISCARD ALL", RouteSession, ""},
+		{"DEALLOCATE PREPARE s1", RouteSession, ""},
+		{"SET search_path = visits", RouteSession, ""},
+		{"SET ROLE postgres", RouteRefuse, pgerr.InsufficientPrivilege},
+		{"SET SESSION AUTHORIZATION postgres", RouteRefuse, pgerr.InsufficientPrivilege},
+		{"SET LOCAL ROLE postgres", RouteRefuse, pgerr.InsufficientPrivilege},
+		{"SAVEPOINT a", RouteRefuse, pgerr.FeatureNotSupported},
+		{"RELEASE SAVEPOINT a", RouteRefuse, pgerr.FeatureNotSupported},
+		{"ROLLBACK TO SAVEPOINT a", RouteRefuse, pgerr.FeatureNotSupported},
+		{"COMMIT PREPARED 'x'", RouteRefuse, pgerr.FeatureNotSupported},
+		{"SELECT department, COUNT(*) FROM visits GROUP BY department", RouteDP, ""},
+		{`SELECT COUNT(*) FROM "visits"`, RouteDP, ""},
+		{`SELECT COUNT(*) FROM public.VISITS`, RouteDP, ""},
+		{`SELECT * FROM visits`, RouteDP, ""},
+		{`(SELECT * FROM patients)`, RouteDP, ""},
+		{`EXPLAIN SELECT COUNT(*) FROM visits`, RouteDP, ""},
+		{`SELECT 'visits'`, RouteCatalog, ""},
+		{`SELECT 1`, RouteCatalog, ""},
+		{`SELECT version()`, RouteCatalog, ""},
+		{`SELECT relname FROM pg_catalog.pg_class`, RouteCatalog, ""},
+		{`EXPLAIN SELECT 1`, RouteCatalog, ""},
+		{`INSERT INTO visits VALUES (1)`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`insert into other values (1)`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`UPDATE other SET a = 1`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`DELETE FROM other`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`COPY visits TO STDOUT`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`CREATE TABLE x (a int)`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`DROP TABLE x`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`GRANT ALL ON x TO y`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`DO $$BEGIN END$$`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`CALL p()`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`PREPARE s AS SELECT 1`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`EXECUTE s`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`VACUUM`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`LISTEN x`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`DECLARE c CURSOR FOR SELECT 1`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`EXPLAIN ANALYZE DELETE FROM other`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`EXPLAIN (ANALYZE, BUFFERS) INSERT INTO other VALUES (1)`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`WITH d AS (DELETE FROM other RETURNING *) SELECT 1`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`SELECT 1 INTO newtable`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`SELECT * FROM pg_class FOR UPDATE`, RouteRefuse, pgerr.FeatureNotSupported},
+		{"SELECT `a`", RouteRefuse, pgerr.SyntaxError},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := Classify(ds, tc.in)
+			if got != tc.want {
+				t.Fatalf("Classify(%q) = %v (%v), want %v", tc.in, got, err, tc.want)
+			}
+			if tc.want == RouteRefuse {
+				pe, ok := pgerr.As(err)
+				if !ok || pe.Code != tc.code || pe.Hint == "" && pe.Code != pgerr.SyntaxError {
+					t.Fatalf("Classify(%q) error = %v, want %s with a hint", tc.in, err, tc.code)
+				}
+			} else if err != nil {
+				t.Fatalf("Classify(%q) error = %v", tc.in, err)
+			}
+		})
+	}
+}
+
+func TestParseSession(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want SessionStmt
+	}{
+		{"SET dp.epsilon = 0.5", SessionStmt{Kind: SessionSet, Name: "dp.epsilon", Value: "0.5"}},
+		{"SET dp.epsilon TO .5", SessionStmt{Kind: SessionSet, Name: "dp.epsilon", Value: ".5"}},
+		{"set DP.Mechanism = Gaussian", SessionStmt{Kind: SessionSet, Name: "dp.mechanism", Value: "gaussian"}},
+		{"SET dp.mechanism = 'Gaussian'", SessionStmt{Kind: SessionSet, Name: "dp.mechanism", Value: "Gaussian"}},
+		{"SET SESSION application_name = 'psql'", SessionStmt{Kind: SessionSet, Name: "application_name", Value: "psql"}},
+		{"SET LOCAL statement_timeout = 0", SessionStmt{Kind: SessionSet, Name: "statement_timeout", Value: "0", Local: true}},
+		{"SET extra_float_digits = -3", SessionStmt{Kind: SessionSet, Name: "extra_float_digits", Value: "-3"}},
+		{`SET search_path = "$user", public`, SessionStmt{Kind: SessionSet, Name: "search_path", Value: "$user, public"}},
+		{"SET datestyle TO DEFAULT", SessionStmt{Kind: SessionSet, Name: "datestyle", Default: true}},
+		{"SET TIME ZONE 'UTC'", SessionStmt{Kind: SessionSet, Name: "timezone", Value: "UTC"}},
+		{"SET TIME ZONE LOCAL", SessionStmt{Kind: SessionSet, Name: "timezone", Default: true}},
+		{"SET NAMES 'UTF8'", SessionStmt{Kind: SessionSet, Name: "client_encoding", Value: "UTF8"}},
+		{"SET SCHEMA 'public'", SessionStmt{Kind: SessionSet, Name: "search_path", Value: "public"}},
+		{"SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED",
+			SessionStmt{Kind: SessionCharacteristics, Name: "transaction", Value: "isolation level read committed"}},
+		{"SET TRANSACTION READ ONLY, ISOLATION LEVEL REPEATABLE READ",
+			SessionStmt{Kind: SessionSet, Name: "transaction", Value: "read only, isolation level repeatable read", Local: true}},
+		{"RESET ALL", SessionStmt{Kind: SessionReset, Name: "all"}},
+		{"RESET dp.epsilon", SessionStmt{Kind: SessionReset, Name: "dp.epsilon"}},
+		{"RESET TIME ZONE", SessionStmt{Kind: SessionReset, Name: "timezone"}},
+		{"SHOW dp.budget", SessionStmt{Kind: SessionShow, Name: "dp.budget"}},
+		{"SHOW ALL", SessionStmt{Kind: SessionShow, Name: "all"}},
+		{"show TimeZone", SessionStmt{Kind: SessionShow, Name: "timezone"}},
+		{"SHOW TIME ZONE", SessionStmt{Kind: SessionShow, Name: "timezone"}},
+		{"SHOW TRANSACTION ISOLATION LEVEL", SessionStmt{Kind: SessionShow, Name: "transaction_isolation"}},
+		{"BEGIN", SessionStmt{Kind: SessionBegin}},
+		{"BEGIN WORK", SessionStmt{Kind: SessionBegin}},
+		{"BEGIN ISOLATION LEVEL SERIALIZABLE READ ONLY NOT DEFERRABLE",
+			SessionStmt{Kind: SessionBegin, Value: "isolation level serializable, read only, not deferrable"}},
+		{"START TRANSACTION READ WRITE", SessionStmt{Kind: SessionBegin, Value: "read write"}},
+		{"COMMIT", SessionStmt{Kind: SessionCommit}},
+		{"END TRANSACTION", SessionStmt{Kind: SessionCommit}},
+		{"COMMIT AND NO CHAIN", SessionStmt{Kind: SessionCommit}},
+		{"ROLLBACK WORK", SessionStmt{Kind: SessionRollback}},
+		{"ABORT", SessionStmt{Kind: SessionRollback}},
+		{"DISCARD ALL", SessionStmt{Kind: SessionDiscard, Name: "all"}},
+		{"DISCARD TEMPORARY", SessionStmt{Kind: SessionDiscard, Name: "temp"}},
+		{"DEALLOCATE PREPARE S1", SessionStmt{Kind: SessionDeallocate, Name: "s1"}},
+		{"DEALLOCATE ALL", SessionStmt{Kind: SessionDeallocate, Name: "all"}},
+		{"/* c */ SET dp.epsilon = 1 -- x", SessionStmt{Kind: SessionSet, Name: "dp.epsilon", Value: "1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseSession(tc.in)
+			if err != nil {
+				t.Fatalf("ParseSession(%q) error %v", tc.in, err)
+			}
+			if *got != tc.want {
+				t.Errorf("ParseSession(%q) = %+v, want %+v", tc.in, *got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseSession_Errors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		code string
+		pos  int
+	}{
+		{"SET", pgerr.SyntaxError, 4},
+		{"SET dp.epsilon", pgerr.SyntaxError, 15},
+		{"SET dp.epsilon = ", pgerr.SyntaxError, 18},
+		{"SET dp.epsilon = 1 2", pgerr.SyntaxError, 20},
+		{"SET dp.epsilon = (1)", pgerr.SyntaxError, 18},
+		{"SHOW", pgerr.SyntaxError, 5},
+		{"SHOW TRANSACTION LEVEL", pgerr.SyntaxError, 18},
+		{"BEGIN ISOLATION LEVEL SOMETIMES", pgerr.SyntaxError, 23},
+		{"COMMIT AND CHAIN", pgerr.FeatureNotSupported, 8},
+		{"DISCARD EVERYTHING", pgerr.SyntaxError, 9},
+		{"SELECT 1", pgerr.SyntaxError, 1},
+		{"SET x = 'a", pgerr.SyntaxError, 9},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseSession(tc.in)
+			pe, ok := pgerr.As(err)
+			if !ok || pe.Code != tc.code || pe.Position != tc.pos {
+				t.Errorf("ParseSession(%q) error = %v (pos %d), want %s at %d", tc.in, err, posOf(pe), tc.code, tc.pos)
+			}
+		})
+	}
+}
+
+func posOf(e *pgerr.Error) int {
+	if e == nil {
+		return -1
+	}
+	return e.Position
+}
