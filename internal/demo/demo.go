@@ -65,9 +65,10 @@ type Options struct {
 	// (docker-compose). The throwaway demo cluster trusts loopback.
 	Passwords bool
 	Logger    *zap.Logger
-
-	// sizes, for tests; zero means NumPatients and NumVisits.
-	patients, visits int
+	// Patients and Visits: sizes of the generated data; zero means
+	// NumPatients and NumVisits (the demo's contract). Smaller sizes are for
+	// tests; Visits must lie in [Patients, 20·Patients].
+	Patients, Visits int
 }
 
 // Result holds the DSNs of a set-up demo cluster.
@@ -115,9 +116,12 @@ func Setup(ctx context.Context, c *pgcluster.Cluster, opts Options) (*Result, er
 	if seed == 0 {
 		seed = Seed
 	}
-	nP, nV := opts.patients, opts.visits
-	if nP == 0 {
+	nP, nV := opts.Patients, opts.Visits
+	if nP == 0 && nV == 0 {
 		nP, nV = NumPatients, NumVisits
+	}
+	if nP < 1 || nV < nP || nV > MaxVisitsPerPatient*nP {
+		return nil, fmt.Errorf("demo sizes: %d visits for %d patients; want 1 to %d visits per patient", nV, nP, MaxVisitsPerPatient)
 	}
 	marker := fmt.Sprintf("%s (seed %d, %d patients, %d visits)", dataMarkerPrefix, seed, nP, nV)
 

@@ -1,0 +1,197 @@
+// Package shadow builds the shadow catalog of a dataset: a separate
+// PostgreSQL database that holds each policy table with only the columns the
+// policy exposes, with their real types, and no rows. Analysts' catalog and
+// metadata statements run there (DESIGN.md, "The one security invariant"),
+// so psql's \d, JDBC DatabaseMetaData and BI tools see a real schema while a
+// misclassified query can leak nothing.
+//
+// Build reads column types from the upstream catalog (pg_attribute, as the
+// reader role) and nothing else: no rows, no statistics, no sizes. It may
+// import only policy and pgx.
+package shadow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+)
+
+// Column is one column of a shadow table.
+type Column struct {
+	Name    string
+	Type    string // format_type() text, e.g. "numeric(10,2)"
+	NotNull bool
+}
+
+// Build (re)creates, in the shadow database reached with adminDSN (the
+// shadow database's owner), every table of ds in its schema with only the
+// visible columns (Table.VisibleColumns; hidden columns never appear) and
+// the column types of the upstream database reached with upstreamDSN, no
+// rows, and grants USAGE on the schemas and SELECT on the tables to
+// shadowRole. Tables of an earlier build that the policy no longer lists are
+// dropped. It runs in one transaction and is idempotent.
+func Build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset, shadowRole string) error {
+	tables, err := UpstreamColumns(ctx, upstreamDSN, ds)
+	if err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, adminDSN)
+	if err != nil {
+		return fmt.Errorf("connect to the shadow database: %w", err)
+	}
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback(context.Background())
+
+	// Serialize concurrent builds (several proxies starting at once).
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7291432)"); err != nil {
+		return err
+	}
+	want := map[string]bool{}
+	for _, name := range ds.TableOrder {
+		t := ds.Tables[name]
+		want[t.Schema+"."+t.Name] = true
+	}
+	// Drop tables of earlier builds that the policy no longer lists: every
+	// table we own outside the system schemas.
+	rows, err := tx.Query(ctx, `
+		SELECT n.nspname, c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p', 'v', 'm', 'f') AND pg_get_userbyid(c.relowner) = current_user
+		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg\_%'`)
+	if err != nil {
+		return err
+	}
+	var stale [][2]string
+	for rows.Next() {
+		var s, n string
+		if err := rows.Scan(&s, &n); err != nil {
+			return err
+		}
+		if !want[s+"."+n] {
+			stale = append(stale, [2]string{s, n})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	var stmts []string
+	for _, sn := range stale {
+		stmts = append(stmts, "DROP TABLE IF EXISTS "+qualified(sn[0], sn[1])+" CASCADE")
+	}
+	schemas := map[string]bool{}
+	for _, name := range ds.TableOrder {
+		t := ds.Tables[name]
+		if !schemas[t.Schema] {
+			schemas[t.Schema] = true
+			stmts = append(stmts,
+				"CREATE SCHEMA IF NOT EXISTS "+ident(t.Schema),
+				"GRANT USAGE ON SCHEMA "+ident(t.Schema)+" TO "+ident(shadowRole))
+		}
+		q := qualified(t.Schema, t.Name)
+		var defs []string
+		for _, c := range tables[name] {
+			d := ident(c.Name) + " " + c.Type
+			if c.NotNull {
+				d += " NOT NULL"
+			}
+			defs = append(defs, d)
+		}
+		stmts = append(stmts,
+			"DROP TABLE IF EXISTS "+q+" CASCADE",
+			"CREATE TABLE "+q+" ("+strings.Join(defs, ", ")+")",
+			"GRANT SELECT ON "+q+" TO "+ident(shadowRole))
+		if ds.Description != "" {
+			stmts = append(stmts, fmt.Sprintf("COMMENT ON TABLE %s IS %s", q, literal("dpproxy shadow of "+ds.Name+": "+ds.Description+" (no rows; query it through dpproxy)")))
+		}
+	}
+	for _, s := range stmts {
+		if _, err := tx.Exec(ctx, s); err != nil {
+			return fmt.Errorf("shadow %s: %s: %w", ds.Name, s, err)
+		}
+	}
+	return tx.Commit(ctx)
+}
+
+// UpstreamColumns returns, for each table of ds (by lower-case name), its
+// visible columns with their upstream types, read from pg_attribute.
+func UpstreamColumns(ctx context.Context, upstreamDSN string, ds *policy.Dataset) (map[string][]Column, error) {
+	conn, err := pgx.Connect(ctx, upstreamDSN)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the upstream database of %s: %w", ds.Name, err)
+	}
+	defer conn.Close(context.Background())
+	out := map[string][]Column{}
+	for _, name := range ds.TableOrder {
+		t := ds.Tables[name]
+		rows, err := conn.Query(ctx, `
+			SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull, tn.nspname
+			FROM pg_attribute a
+			JOIN pg_class c ON c.oid = a.attrelid
+			JOIN pg_namespace n ON n.oid = c.relnamespace
+			JOIN pg_type ty ON ty.oid = a.atttypid
+			JOIN pg_namespace tn ON tn.oid = ty.typnamespace
+			WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped
+			ORDER BY a.attnum`, t.Schema, t.Name)
+		if err != nil {
+			return nil, fmt.Errorf("read columns of %s.%s: %w", t.Schema, t.Name, err)
+		}
+		type col struct {
+			Column
+			typSchema string
+		}
+		upstream := map[string]col{}
+		var order []string
+		for rows.Next() {
+			var c col
+			if err := rows.Scan(&c.Name, &c.Type, &c.NotNull, &c.typSchema); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			upstream[c.Name] = c
+			order = append(order, c.Name)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+		if len(order) == 0 {
+			return nil, fmt.Errorf("policy %s: table %s.%s does not exist in the upstream database (or the upstream role cannot see it); fix the table name in the policy or create the table", ds.Name, t.Schema, t.Name)
+		}
+		names := t.VisibleColumns()
+		if t.Public {
+			names = order
+		}
+		var cols []Column
+		var errs []error
+		for _, n := range names {
+			c, ok := upstream[n]
+			if !ok {
+				errs = append(errs, fmt.Errorf("policy %s: column %s of table %s.%s does not exist in the upstream database; fix or remove it in the policy", ds.Name, n, t.Schema, t.Name))
+				continue
+			}
+			if c.typSchema != "pg_catalog" {
+				errs = append(errs, fmt.Errorf("policy %s: column %s of table %s.%s has the non-built-in type %s, which the shadow catalog cannot reproduce; mark it access: none", ds.Name, n, t.Schema, t.Name, c.Type))
+				continue
+			}
+			cols = append(cols, c.Column)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, err
+		}
+		out[name] = cols
+	}
+	return out, nil
+}
+
+func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+func qualified(schema, name string) string { return pgx.Identifier{schema, name}.Sanitize() }
+
+func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
