@@ -1,0 +1,99 @@
+// Package upstream runs emitted SQL on a dataset's data database: the
+// release.Upstream implementation over a pgx pool.
+//
+// Each query runs in its own READ ONLY transaction with SET LOCAL
+// statement_timeout, through the simple query protocol, so every value comes
+// back as PostgreSQL's text (NULL as nil). Only SQL from rewrite's emitter may
+// be passed here (DESIGN.md, "The one security invariant"); this package
+// neither inspects nor logs it.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Config configures a Pool.
+type Config struct {
+	// DSN of the data database, as the least-privilege reader role.
+	DSN string
+	// StatementTimeout bounds each query (default 30s).
+	StatementTimeout time.Duration
+	// MaxConns bounds the pool (default pgxpool's: max(4, GOMAXPROCS)).
+	MaxConns int32
+}
+
+// Pool runs emitted SQL upstream. Safe for concurrent use.
+type Pool struct {
+	pool    *pgxpool.Pool
+	timeout time.Duration
+}
+
+// New connects (lazily) to the data database and checks that it answers.
+func New(ctx context.Context, cfg Config) (*Pool, error) {
+	pc, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("upstream DSN: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	timeout := cfg.StatementTimeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, fmt.Errorf("upstream pool: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect upstream %s@%s/%s: %w", pc.ConnConfig.User, pc.ConnConfig.Host, pc.ConnConfig.Database, err)
+	}
+	return &Pool{pool: pool, timeout: timeout}, nil
+}
+
+// Query runs sql in a READ ONLY transaction with the statement timeout and
+// returns every value as text, NULL as nil. It implements release.Upstream.
+func (p *Pool) Query(ctx context.Context, sql string) ([][]*string, error) {
+	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("upstream begin: %w", err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", p.timeout.Milliseconds())); err != nil {
+		return nil, fmt.Errorf("upstream statement_timeout: %w", err)
+	}
+	rows, err := tx.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out [][]*string
+	for rows.Next() {
+		raw := rows.RawValues()
+		row := make([]*string, len(raw))
+		for i, b := range raw {
+			if b != nil {
+				s := string(b)
+				row[i] = &s
+			}
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Close closes the pool.
+func (p *Pool) Close() { p.pool.Close() }
