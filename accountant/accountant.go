@@ -1,25 +1,36 @@
+// Privacy-critical: needs DP review.
+
 package accountant
 
 import (
 	"context"
 	"errors"
+	"math"
 
 	"github.com/dpproxy/dpproxy/policy"
-	"go.uber.org/zap"
 )
 
 // ErrBudgetExhausted is wrapped by the *pgerr.Error (SQLSTATE 53400) that
 // Reserve returns when the charge does not fit in the remaining budget.
 var ErrBudgetExhausted = errors.New("privacy budget exhausted")
 
+// ErrLedgerUnavailable is wrapped by the *pgerr.Error (SQLSTATE 58000) that
+// the Ledger returns when the ledger database cannot be reached. DP queries
+// are refused (fail closed) until it is back.
+var ErrLedgerUnavailable = errors.New("privacy ledger unavailable")
+
 // Event is one noisy release, the unit of composition.
 type Event struct {
-	Mechanism string // policy.MechanismLaplace or policy.MechanismGaussian
+	// Mechanism is policy.MechanismLaplace or policy.MechanismGaussian, or
+	// "" for any other (ε, δ)-DP release (partition selection, exponential
+	// mechanism, …), which every accountant composes by its (ε, δ) alone.
+	Mechanism string
 	// Epsilon, Delta: the (ε, δ) guarantee of this release on its own.
 	Epsilon float64
 	Delta   float64
 	// NoiseMultiplier is the noise scale over its sensitivity: Laplace scale
-	// b/Δ₁ or Gaussian σ/Δ₂. Tighter accountants (rdp, zcdp, pld) use it.
+	// b/Δ₁ or Gaussian σ/Δ₂. Tighter accountants (rdp, zcdp, pld) use it;
+	// zero means unknown, and the event is then composed by its (ε, δ).
 	NoiseMultiplier float64
 }
 
@@ -30,6 +41,12 @@ type Charge struct {
 	Events        []Event
 	Fingerprint   string // rewrite.Plan.Fingerprint
 	PolicyVersion string
+	// Policy is the dataset's loaded policy. Reserve takes the limits from
+	// it on every call (Policy.AnalystBudget(Analyst) for the analyst,
+	// Policy.Budget.GlobalEpsilon/GlobalDelta for the cap across analysts)
+	// and the composition method from Policy.Budget.Accountant, so a data
+	// steward raises a budget by editing the policy. Required.
+	Policy *policy.Dataset
 }
 
 // Spent is a composed (ε, δ) amount.
@@ -46,16 +63,29 @@ type Status struct {
 	Limit      Spent
 }
 
-// Remaining returns Limit − Spent, floored at zero.
+// Remaining returns Limit − Spent, floored at zero. The subtraction is done
+// in exact decimal on the shortest decimal form of each figure (see
+// [Method]), so 3 − 2.9 is 0.1, not 0.10000000000000009.
 func (s Status) Remaining() Spent {
-	r := Spent{Epsilon: s.Limit.Epsilon - s.Spent.Epsilon, Delta: s.Limit.Delta - s.Spent.Delta}
-	if r.Epsilon < 0 {
-		r.Epsilon = 0
+	return Spent{Epsilon: decSub(s.Limit.Epsilon, s.Spent.Epsilon), Delta: decSub(s.Limit.Delta, s.Spent.Delta)}
+}
+
+// decSub returns a − b in exact decimal, floored at zero; +Inf − finite is
+// +Inf.
+func decSub(a, b float64) float64 {
+	if math.IsInf(a, 1) {
+		return a
 	}
-	if r.Delta < 0 {
-		r.Delta = 0
+	if math.IsNaN(a) || math.IsNaN(b) || math.IsInf(b, 0) {
+		return 0
 	}
-	return r
+	r := dec(a)
+	r.Sub(r, dec(b))
+	if r.Sign() <= 0 {
+		return 0
+	}
+	f, _ := r.Float64()
+	return f
 }
 
 // Reservation is a durable charge made before any data is read.
@@ -77,14 +107,4 @@ type Store interface {
 	Status(ctx context.Context, analyst string, ds *policy.Dataset) (Status, error)
 }
 
-// Ledger is the PostgreSQL-backed ledger. Safe for concurrent use; several
-// proxy processes may share one ledger database.
-type Ledger struct{}
-
-// Open connects to the ledger database and creates or migrates its schema.
-func Open(ctx context.Context, dsn string, logger *zap.Logger) (*Ledger, error) {
-	return nil, errors.New("accountant: not implemented")
-}
-
-// Close releases the ledger's connections.
-func (l *Ledger) Close() {}
+var _ Store = (*Ledger)(nil)

@@ -1,0 +1,66 @@
+// Privacy-critical: needs DP review.
+
+// Package accountant composes the privacy cost of released answers and keeps
+// the persistent budget ledger in PostgreSQL.
+//
+// It may import policy, internal/pgerr, pgx (pgxpool) and zap. Two parts:
+//
+//   - Composition ([Method], method.go, decimal.go and one file per method):
+//     pure functions with no I/O and no logging that fold releases ([Event])
+//     into a running state and say what (ε, δ) the state guarantees. Methods:
+//     pure (basic composition, exact decimal), and the tighter advanced, rdp,
+//     zcdp and pld, each documented with its guarantee and source. Every
+//     method's figure is the minimum of its own bound and exact basic
+//     composition. [ComposeEpsilon] gives the CLI the same figures.
+//   - The ledger ([Ledger], ledger.go, migrate.go): budget rows per
+//     (analyst, dataset), one global row per dataset (analyst "", the
+//     optional cap across analysts), and one charge row per query. The
+//     ledger logs budget events at Info (analyst, dataset, ε/δ cost,
+//     remaining, fingerprint), never answers or data.
+//
+// # Reserve before read
+//
+// For every DP statement the release path
+//
+//  1. calls [Ledger.Reserve]: one transaction locks the dataset's global
+//     budget row and then the analyst's (fixed order: no deadlocks) with
+//     SELECT … FOR UPDATE, creating them first if missing (INSERT … ON
+//     CONFLICT DO NOTHING), composes the query's events onto each row's
+//     state, refuses (SQLSTATE 53400, wrapping [ErrBudgetExhausted]) if the
+//     analyst's limit or the dataset's global cap would be exceeded, and
+//     otherwise updates the rows and inserts a charge row with status
+//     "reserved", then commits. The charge is durable before Reserve
+//     returns, and before any private data is read;
+//  2. runs the emitted query upstream and adds noise;
+//  3. calls [Ledger.Release] to store the released (noisy) answer on the
+//     charge row (status "released"), which also serves the answer cache
+//     ([Ledger.Cached]).
+//
+// Limits come from the policy passed with each charge ([Charge].Policy), so
+// a data steward raises a budget by editing the policy; the limits in force
+// are stored on the budget row.
+//
+// # Refund rule
+//
+// Nothing is refunded once a query was sent upstream. A reservation whose
+// query then failed, was cancelled, or whose proxy crashed between steps 1
+// and 3 stays charged: whether and when the upstream failed can depend on
+// the data, so a refund would leak. A refused charge (53400) charges nothing.
+//
+// # Failing closed
+//
+// If the ledger database cannot be reached, Reserve, Release and Status
+// return SQLSTATE 58000 "privacy ledger unavailable; DP queries are refused
+// until it is back" (wrapping [ErrLedgerUnavailable]; no DSN, host or user
+// in the text) and no DP answer is released. The connection pool reconnects
+// by itself when the database returns. A transaction that failed before its
+// COMMIT was sent (a stale connection, a serialization failure, a deadlock)
+// is retried; one that may have committed is not, so a lost COMMIT reply
+// can only overcharge.
+//
+// # Exact arithmetic
+//
+// Budgets and charges are added and compared as exact decimals: see the
+// rounding rule in decimal.go. Thirty charges of ε = 0.1 exactly exhaust a
+// budget of 3; no float rounding lets a real overspend through.
+package accountant

@@ -1,0 +1,464 @@
+package accountant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+)
+
+// globalAnalyst is the analyst name of a dataset's global budget row (the
+// optional cap across all analysts). PostgreSQL user names cannot be empty,
+// so no analyst can be called that; Reserve rejects an empty analyst.
+const globalAnalyst = ""
+
+// Ledger is the PostgreSQL-backed ledger. Safe for concurrent use; several
+// proxy processes may share one ledger database.
+type Ledger struct {
+	pool   *pgxpool.Pool
+	logger *zap.Logger
+}
+
+// Log keys of the budget events.
+const (
+	logKeyAnalyst     = "analyst"
+	logKeyDataset     = "dataset"
+	logKeyAccountant  = "accountant"
+	logKeyEpsilon     = "epsilon"
+	logKeyDelta       = "delta"
+	logKeyRemainingE  = "remaining_epsilon"
+	logKeyRemainingD  = "remaining_delta"
+	logKeyFingerprint = "fingerprint"
+	logKeyReservation = "reservation_id"
+)
+
+// Open connects to the ledger database and creates or migrates its schema
+// (idempotent; safe when several proxies start at once). The pool reconnects
+// by itself when the database comes back after an outage.
+func Open(ctx context.Context, dsn string, logger *zap.Logger) (*Ledger, error) {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		// The parse error may quote the DSN (and a password): do not wrap it.
+		return nil, errors.New("accountant: cannot parse the ledger DSN")
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	if cfg.ConnConfig.RuntimeParams == nil {
+		cfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	cfg.ConnConfig.RuntimeParams["application_name"] = "dpproxy-ledger"
+	// Ping a connection idle for more than a second before use, so a
+	// restarted database costs no failed charge (pgxpool's default too).
+	cfg.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > time.Second }
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("accountant: open ledger: %w", redact(err))
+	}
+	l := &Ledger{pool: pool, logger: logger.Named("accountant")}
+	if err := l.migrate(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("accountant: migrate ledger schema: %w", redact(err))
+	}
+	return l, nil
+}
+
+// Close releases the ledger's connections.
+func (l *Ledger) Close() {
+	if l != nil && l.pool != nil {
+		l.pool.Close()
+	}
+}
+
+// redact drops connection details (host, user) from connection errors; a
+// server-side error is kept.
+func redact(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return errors.New("cannot connect to the ledger database")
+}
+
+// unavailable is the client-facing error when the ledger cannot be used.
+func unavailable(err error) *pgerr.Error {
+	return pgerr.New(pgerr.SystemError, "privacy ledger unavailable; DP queries are refused until it is back").
+		WithHint("ask the operator to check the ledger database").
+		Wrap(fmt.Errorf("%w: %w", ErrLedgerUnavailable, err))
+}
+
+// retryable reports whether a failed transaction (not committed) may be
+// retried: serialization failure, deadlock, or a connection that broke
+// before COMMIT was sent.
+func retryable(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code == "40001" || pe.Code == "40P01"
+	}
+	return pgconn.SafeToRetry(err)
+}
+
+// budgetRow is one locked budget row.
+type budgetRow struct {
+	analyst string
+	state   []byte
+}
+
+// Reserve durably charges c or refuses it; see [Store]. The check and the
+// debit are one transaction holding the budget rows FOR UPDATE (first the
+// dataset's global row, then the analyst's, in that fixed order, so that
+// concurrent charges cannot deadlock), and the ledger row is committed
+// before Reserve returns.
+func (l *Ledger) Reserve(ctx context.Context, c Charge) (*Reservation, error) {
+	if err := checkCharge(c); err != nil {
+		return nil, err
+	}
+	m, err := MethodByName(c.Policy.Budget.Accountant)
+	if err != nil {
+		return nil, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
+	}
+	ab := c.Policy.AnalystBudget(c.Analyst)
+	limit := Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}
+	global := globalLimit(c.Policy.Budget)
+	events, err := json.Marshal(eventsJSON(c.Events))
+	if err != nil {
+		return nil, err
+	}
+
+	var res *Reservation
+	var refusal *pgerr.Error
+	for attempt := 0; ; attempt++ {
+		res, refusal, err = l.reserveTx(ctx, m, c, limit, global, events)
+		if err == nil || attempt >= 2 || !retryable(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
+		}
+		var pe *pgerr.Error
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		l.logger.Error("privacy ledger unavailable; refusing DP query", zap.String(logKeyAnalyst, c.Analyst),
+			zap.String(logKeyDataset, c.Dataset), zap.Error(redact(err)))
+		return nil, unavailable(redact(err))
+	}
+	if refusal != nil {
+		return nil, refusal
+	}
+	rem := res.Status.Remaining()
+	l.logger.Info("privacy budget charged",
+		zap.String(logKeyAnalyst, c.Analyst), zap.String(logKeyDataset, c.Dataset),
+		zap.String(logKeyAccountant, m.Name()),
+		zap.Float64(logKeyEpsilon, res.Cost.Epsilon), zap.Float64(logKeyDelta, res.Cost.Delta),
+		zap.Float64(logKeyRemainingE, rem.Epsilon), zap.Float64(logKeyRemainingD, rem.Delta),
+		zap.String(logKeyFingerprint, c.Fingerprint), zap.Int64(logKeyReservation, res.ID))
+	return res, nil
+}
+
+func checkCharge(c Charge) error {
+	bad := func(format string, args ...any) error {
+		return pgerr.New(pgerr.InternalError, "invalid privacy charge").Wrap(fmt.Errorf(format, args...))
+	}
+	if c.Policy == nil {
+		return bad("charge for %q has no policy", c.Dataset)
+	}
+	if c.Analyst == globalAnalyst {
+		return bad("charge has no analyst")
+	}
+	if c.Dataset == "" {
+		return bad("charge has no dataset")
+	}
+	if len(c.Events) == 0 {
+		return bad("charge has no events")
+	}
+	for _, e := range c.Events {
+		if err := checkEvent(e); err != nil {
+			return bad("%w", err)
+		}
+	}
+	return nil
+}
+
+// globalLimit returns the dataset-wide cap; +Inf on a coordinate that has
+// none.
+func globalLimit(b policy.Budget) Spent {
+	g := Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
+	if b.GlobalEpsilon > 0 {
+		g.Epsilon = b.GlobalEpsilon
+	}
+	if b.GlobalDelta > 0 {
+		g.Delta = b.GlobalDelta
+	}
+	return g
+}
+
+func hasCap(s Spent) bool { return !math.IsInf(s.Epsilon, 1) || !math.IsInf(s.Delta, 1) }
+
+// nullable returns nil for +Inf (stored as NULL: no cap).
+func nullable(x float64) any {
+	if math.IsInf(x, 1) {
+		return nil
+	}
+	return x
+}
+
+type eventJSON struct {
+	Mechanism       string  `json:"mechanism,omitempty"`
+	Epsilon         float64 `json:"epsilon"`
+	Delta           float64 `json:"delta"`
+	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"`
+}
+
+func eventsJSON(es []Event) []eventJSON {
+	out := make([]eventJSON, len(es))
+	for i, e := range es {
+		out[i] = eventJSON{Mechanism: e.Mechanism, Epsilon: e.Epsilon, Delta: e.Delta, NoiseMultiplier: e.NoiseMultiplier}
+	}
+	return out
+}
+
+// reserveTx runs one reservation transaction. It returns a refusal (53400)
+// when the charge does not fit, or err when the database failed.
+func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, global Spent, events []byte) (*Reservation, *pgerr.Error, error) {
+	tx, err := l.pool.BeginTx(ctx, pgx.TxOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
+
+	// Create the rows if missing (race-safe), then lock them in a fixed
+	// order: the global row ('' sorts first), then the analyst's.
+	if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.budget (dataset, analyst, accountant)
+		VALUES ($1, '', $3), ($1, $2, $3) ON CONFLICT (dataset, analyst) DO NOTHING`,
+		c.Dataset, c.Analyst, m.Name()); err != nil {
+		return nil, nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT analyst, state FROM dpproxy_ledger.budget
+		WHERE dataset = $1 AND analyst IN ('', $2) ORDER BY analyst FOR UPDATE`, c.Dataset, c.Analyst)
+	if err != nil {
+		return nil, nil, err
+	}
+	var locked []budgetRow
+	for rows.Next() {
+		var r budgetRow
+		if err := rows.Scan(&r.analyst, &r.state); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		locked = append(locked, r)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if len(locked) != 2 || locked[0].analyst != globalAnalyst || locked[1].analyst != c.Analyst {
+		return nil, nil, fmt.Errorf("budget rows of %s/%s missing after insert", c.Dataset, c.Analyst)
+	}
+	gBefore, aBefore := locked[0].state, locked[1].state
+
+	aAfter, err := m.Compose(aBefore, c.Events)
+	if err != nil {
+		return nil, pgerr.New(pgerr.InternalError, "cannot compose the privacy charge").Wrap(err), nil
+	}
+	gAfter, err := m.Compose(gBefore, c.Events)
+	if err != nil {
+		return nil, pgerr.New(pgerr.InternalError, "cannot compose the privacy charge").Wrap(err), nil
+	}
+	spentBefore, err := m.Spent(aBefore, limit.Delta)
+	if err != nil {
+		return nil, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err), nil
+	}
+	spentAfter, err := m.Spent(aAfter, limit.Delta)
+	if err != nil {
+		return nil, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err), nil
+	}
+	cost := Spent{Epsilon: decSub(spentAfter.Epsilon, spentBefore.Epsilon), Delta: decSub(spentAfter.Delta, spentBefore.Delta)}
+	fits, err := m.Fits(aAfter, limit)
+	if err != nil {
+		return nil, pgerr.New(pgerr.InternalError, "cannot check the privacy budget").Wrap(err), nil
+	}
+	if !fits {
+		st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: spentBefore, Limit: limit}
+		return nil, l.refuse(c, m, cost, st, false), nil
+	}
+	gSpentAfter, err := m.Spent(gAfter, global.Delta)
+	if err != nil {
+		return nil, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err), nil
+	}
+	if hasCap(global) {
+		gFits, err := m.Fits(gAfter, global)
+		if err != nil {
+			return nil, pgerr.New(pgerr.InternalError, "cannot check the privacy budget").Wrap(err), nil
+		}
+		if !gFits {
+			gSpentBefore, err := m.Spent(gBefore, global.Delta)
+			if err != nil {
+				return nil, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err), nil
+			}
+			gCost := Spent{Epsilon: decSub(gSpentAfter.Epsilon, gSpentBefore.Epsilon), Delta: decSub(gSpentAfter.Delta, gSpentBefore.Delta)}
+			st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: gSpentBefore, Limit: global}
+			return nil, l.refuse(c, m, gCost, st, true), nil
+		}
+	}
+
+	upd := `UPDATE dpproxy_ledger.budget SET accountant = $3, limit_epsilon = $4, limit_delta = $5,
+		spent_epsilon = $6::numeric, spent_delta = $7::numeric, state = $8, charges = charges + 1, updated_at = now()
+		WHERE dataset = $1 AND analyst = $2`
+	if _, err := tx.Exec(ctx, upd, c.Dataset, globalAnalyst, m.Name(), nullable(global.Epsilon), nullable(global.Delta),
+		numText(gSpentAfter.Epsilon), numText(gSpentAfter.Delta), gAfter); err != nil {
+		return nil, nil, err
+	}
+	if _, err := tx.Exec(ctx, upd, c.Dataset, c.Analyst, m.Name(), limit.Epsilon, limit.Delta,
+		numText(spentAfter.Epsilon), numText(spentAfter.Delta), aAfter); err != nil {
+		return nil, nil, err
+	}
+	var id int64
+	if err := tx.QueryRow(ctx, `INSERT INTO dpproxy_ledger.charge
+		(dataset, analyst, status, fingerprint, policy_version, accountant, events, cost_epsilon, cost_delta)
+		VALUES ($1, $2, 'reserved', $3, $4, $5, $6, $7::numeric, $8::numeric) RETURNING id`,
+		c.Dataset, c.Analyst, c.Fingerprint, c.PolicyVersion, m.Name(), events,
+		numText(cost.Epsilon), numText(cost.Delta)).Scan(&id); err != nil {
+		return nil, nil, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return nil, nil, err
+	}
+	return &Reservation{
+		ID:     id,
+		Cost:   cost,
+		Status: Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: spentAfter, Limit: limit},
+	}, nil, nil
+}
+
+// numText writes a finite float64 as numeric text (its shortest decimal).
+func numText(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// fmtBudget formats a budget figure for messages: shortest decimal, "no cap"
+// for +Inf.
+func fmtBudget(x float64) string {
+	if math.IsInf(x, 1) {
+		return "unlimited"
+	}
+	return strconv.FormatFloat(x, 'g', 6, 64)
+}
+
+// refuse builds the 53400 error and logs the refusal. The figures are
+// budget figures (no data).
+func (l *Ledger) refuse(c Charge, m Method, cost Spent, st Status, global bool) *pgerr.Error {
+	rem := st.Remaining()
+	whose := "your"
+	hint := "lower the query's cost (SET dp.epsilon = …, or fewer aggregates), or ask the data steward for more budget"
+	if global {
+		whose = "the dataset's global (all analysts)"
+		hint = "lower the query's cost (SET dp.epsilon = …), or ask the data steward to raise budget.global_epsilon"
+	}
+	l.logger.Info("privacy budget refused",
+		zap.String(logKeyAnalyst, c.Analyst), zap.String(logKeyDataset, c.Dataset),
+		zap.String(logKeyAccountant, m.Name()), zap.Bool("global_cap", global),
+		zap.Float64(logKeyEpsilon, cost.Epsilon), zap.Float64(logKeyDelta, cost.Delta),
+		zap.Float64(logKeyRemainingE, rem.Epsilon), zap.Float64(logKeyRemainingD, rem.Delta),
+		zap.String(logKeyFingerprint, c.Fingerprint))
+	return &pgerr.Error{
+		Code: pgerr.ConfigurationLimit,
+		Message: fmt.Sprintf("privacy budget exhausted on dataset %s: this query needs ε=%s, δ=%s but %s remaining budget is ε=%s, δ=%s",
+			c.Dataset, fmtBudget(cost.Epsilon), fmtBudget(cost.Delta), whose, fmtBudget(rem.Epsilon), fmtBudget(rem.Delta)),
+		Detail: fmt.Sprintf("accountant %s; spent ε=%s, δ=%s of ε=%s, δ=%s",
+			m.Name(), fmtBudget(st.Spent.Epsilon), fmtBudget(st.Spent.Delta), fmtBudget(st.Limit.Epsilon), fmtBudget(st.Limit.Delta)),
+		Hint: hint,
+		Err:  ErrBudgetExhausted,
+	}
+}
+
+// Release records the released (noisy) answer on the reservation and marks
+// it released. Releasing twice is an error. The answer is stored, never
+// logged.
+func (l *Ledger) Release(ctx context.Context, id int64, answer []byte) error {
+	if !json.Valid(answer) {
+		return pgerr.New(pgerr.InternalError, "cannot record the released answer").Wrap(fmt.Errorf("answer of reservation %d is not JSON", id))
+	}
+	tag, err := l.pool.Exec(ctx, `UPDATE dpproxy_ledger.charge SET status = 'released', answer = $2, released_at = now()
+		WHERE id = $1 AND status = 'reserved'`, id, answer)
+	if err != nil {
+		if ctx.Err() != nil {
+			return pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
+		}
+		l.logger.Error("privacy ledger unavailable while recording a release", zap.Int64(logKeyReservation, id), zap.Error(redact(err)))
+		return unavailable(redact(err))
+	}
+	if tag.RowsAffected() != 1 {
+		return pgerr.New(pgerr.InternalError, "cannot record the released answer").Wrap(fmt.Errorf("reservation %d is unknown or already released", id))
+	}
+	l.logger.Info("privacy budget charge released", zap.Int64(logKeyReservation, id))
+	return nil
+}
+
+// Status returns the analyst's budget on the dataset: limits from ds (the
+// current policy), spending from the ledger. It creates nothing: an analyst
+// with no row has spent nothing.
+func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset) (Status, error) {
+	if ds == nil {
+		return Status{}, pgerr.New(pgerr.InternalError, "budget status without a policy")
+	}
+	m, err := MethodByName(ds.Budget.Accountant)
+	if err != nil {
+		return Status{}, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
+	}
+	ab := ds.AnalystBudget(analyst)
+	st := Status{Dataset: ds.Name, Accountant: m.Name(), Limit: Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}}
+	var state []byte
+	err = l.pool.QueryRow(ctx, `SELECT state FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`,
+		ds.Name, analyst).Scan(&state)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return st, nil
+	case err != nil:
+		if ctx.Err() != nil {
+			return Status{}, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
+		}
+		return Status{}, unavailable(redact(err))
+	}
+	if st.Spent, err = m.Spent(state, st.Limit.Delta); err != nil {
+		return Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
+	}
+	return st, nil
+}
+
+// Cached returns the released answer of an earlier charge of the same plan
+// (fingerprint) under the same policy version on the dataset, if any: the
+// answer cache (the same noisy answer again costs nothing). The newest one
+// wins.
+func (l *Ledger) Cached(ctx context.Context, dataset, fingerprint, policyVersion string) ([]byte, bool, error) {
+	var answer []byte
+	err := l.pool.QueryRow(ctx, `SELECT answer FROM dpproxy_ledger.charge
+		WHERE dataset = $1 AND fingerprint = $2 AND policy_version = $3 AND status = 'released'
+		ORDER BY id DESC LIMIT 1`, dataset, fingerprint, policyVersion).Scan(&answer)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, false, nil
+	case err != nil:
+		if ctx.Err() != nil {
+			return nil, false, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
+		}
+		return nil, false, unavailable(redact(err))
+	}
+	return answer, true, nil
+}

@@ -1,0 +1,86 @@
+package accountant
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// migrationLock is the pg_advisory_xact_lock key that serialises schema
+// migrations of proxies starting at once ("dpproxyL" in ASCII).
+const migrationLock int64 = 0x6470_7072_6f78_794c
+
+// migrations are applied in order, each once; never edit a released one,
+// append a new one.
+var migrations = []string{
+	// 1: budgets and the charge ledger.
+	`CREATE TABLE dpproxy_ledger.budget (
+		dataset       text NOT NULL,
+		analyst       text NOT NULL, -- '' is the dataset's global row (cap across analysts)
+		accountant    text NOT NULL, -- composition method: pure|advanced|rdp|zcdp|pld
+		limit_epsilon double precision, -- from the policy at the last charge; NULL: no cap
+		limit_delta   double precision,
+		spent_epsilon numeric NOT NULL DEFAULT 0, -- composed spending at limit_delta
+		spent_delta   numeric NOT NULL DEFAULT 0,
+		charges       bigint NOT NULL DEFAULT 0,
+		state         jsonb NOT NULL DEFAULT '{}', -- the method's composition state
+		created_at    timestamptz NOT NULL DEFAULT now(),
+		updated_at    timestamptz NOT NULL DEFAULT now(),
+		PRIMARY KEY (dataset, analyst)
+	);
+	CREATE TABLE dpproxy_ledger.charge (
+		id             bigserial PRIMARY KEY,
+		dataset        text NOT NULL,
+		analyst        text NOT NULL,
+		created_at     timestamptz NOT NULL DEFAULT now(),
+		status         text NOT NULL CHECK (status IN ('reserved', 'released')),
+		fingerprint    text NOT NULL,
+		policy_version text NOT NULL,
+		accountant     text NOT NULL,
+		events         jsonb NOT NULL,
+		cost_epsilon   numeric NOT NULL,
+		cost_delta     numeric NOT NULL,
+		answer         jsonb,
+		released_at    timestamptz
+	);
+	CREATE INDEX charge_analyst_idx ON dpproxy_ledger.charge (dataset, analyst, created_at);
+	CREATE INDEX charge_cache_idx ON dpproxy_ledger.charge (dataset, fingerprint, policy_version, id)
+		WHERE status = 'released';`,
+}
+
+// SchemaVersion is the ledger schema version this build writes.
+var SchemaVersion = len(migrations)
+
+func (l *Ledger) migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLock); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS dpproxy_ledger;
+			CREATE TABLE IF NOT EXISTS dpproxy_ledger.schema_version (
+				version    integer PRIMARY KEY,
+				applied_at timestamptz NOT NULL DEFAULT now()
+			)`); err != nil {
+			return err
+		}
+		var have int
+		if err := tx.QueryRow(ctx, `SELECT coalesce(max(version), 0) FROM dpproxy_ledger.schema_version`).Scan(&have); err != nil {
+			return err
+		}
+		if have > len(migrations) {
+			return fmt.Errorf("ledger schema version %d is newer than this dpproxy (%d); upgrade dpproxy", have, len(migrations))
+		}
+		for v := have + 1; v <= len(migrations); v++ {
+			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
+				return fmt.Errorf("migration %d: %w", v, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.schema_version (version) VALUES ($1)`, v); err != nil {
+				return err
+			}
+			l.logger.Info("ledger schema migrated", zap.Int("version", v))
+		}
+		return nil
+	})
+}
