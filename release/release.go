@@ -4,12 +4,26 @@ package release
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/sensitivity"
 )
+
+// maxGroups bounds the number of released groups of one query (the product
+// of the key domains), so one query cannot make the proxy allocate without
+// bound.
+const maxGroups = 1_000_000
 
 // Upstream runs emitted SQL on the data database and returns every value as
 // text (NULL as nil). Implementations run it in a READ ONLY transaction with
@@ -25,10 +39,19 @@ type Config struct {
 
 // Releaser is the one path that turns a plan into released numbers:
 // reserve → run → noise → record. Safe for concurrent use.
-type Releaser struct{ cfg Config }
+type Releaser struct {
+	ledger accountant.Store
+	// testOnlyRand, when set, replaces crypto/rand in every mechanism.
+	testOnlyRand io.Reader
+}
 
 // New returns a Releaser.
-func New(cfg Config) (*Releaser, error) { return &Releaser{cfg: cfg}, nil }
+func New(cfg Config) (*Releaser, error) {
+	if cfg.Ledger == nil {
+		return nil, errors.New("release: a ledger is required")
+	}
+	return &Releaser{ledger: cfg.Ledger}, nil
+}
 
 // Request is one DP query of one analyst.
 type Request struct {
@@ -36,8 +59,8 @@ type Request struct {
 	Dataset   *policy.Dataset
 	Plan      *rewrite.Plan
 	Epsilon   float64 // the query's ε (session dp.epsilon or the policy default)
-	Delta     float64
-	Mechanism string // policy.MechanismLaplace or policy.MechanismGaussian
+	Delta     float64 // the query's δ (Gaussian only)
+	Mechanism string  // policy.MechanismLaplace or policy.MechanismGaussian
 	Upstream  Upstream
 }
 
@@ -54,9 +77,318 @@ type Result struct {
 	// Notice is the text of the NOTICE sent with the rows: cost, remaining
 	// budget, 95% error half-width per column.
 	Notice string
+	// ReservationID is the ledger row of this answer.
+	ReservationID int64
+}
+
+// measurement is one plan measure with its mechanism.
+type measurement struct {
+	measure rewrite.Measure
+	mech    noise.Mechanism
 }
 
 // Run answers the request or returns a *pgerr.Error.
 func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
-	return nil, errors.New("release: not implemented")
+	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	plan := req.Plan
+	groups, err := groupKeys(plan.Keys)
+	if err != nil {
+		return nil, err
+	}
+	ms, err := r.mechanisms(req)
+	if err != nil {
+		return nil, err
+	}
+
+	// 2. Reserve: durable before any private data is read.
+	events := make([]accountant.Event, len(ms))
+	for i, m := range ms {
+		events[i] = accountant.Event{
+			Mechanism:       m.mech.Name(),
+			Epsilon:         m.mech.Epsilon(),
+			Delta:           m.mech.Delta(),
+			NoiseMultiplier: m.mech.NoiseMultiplier(),
+		}
+	}
+	res, err := r.ledger.Reserve(ctx, accountant.Charge{
+		Analyst:       req.Analyst,
+		Dataset:       req.Dataset.Name,
+		Events:        events,
+		Fingerprint:   plan.Fingerprint,
+		PolicyVersion: req.Dataset.Version,
+		Policy:        req.Dataset,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// 3. Run the emitted SQL.
+	rows, err := req.Upstream.Query(ctx, plan.SQL)
+	if err != nil {
+		return nil, upstreamError(ctx, err)
+	}
+	values, err := collect(plan, groups, rows)
+	if err != nil {
+		return nil, err
+	}
+
+	// 4. Noise every measurement of every group.
+	noisy := make([][]*big.Rat, len(groups))
+	for g := range groups {
+		noisy[g] = make([]*big.Rat, len(ms))
+		for i, m := range ms {
+			v, err := m.mech.AddNoise(values[g][i])
+			if err != nil {
+				return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+			}
+			noisy[g][i] = v
+		}
+	}
+
+	// 5. Post-process.
+	out := &Result{ReservationID: res.ID}
+	for _, o := range plan.Outputs {
+		out.Columns = append(out.Columns, Column{Name: o.Name, PGType: o.PGType})
+	}
+	rowsOut := make([][]value, len(groups))
+	for g := range groups {
+		rowsOut[g] = outputRow(plan, groups[g], noisy[g])
+	}
+	rowsOut = orderAndLimit(plan, rowsOut)
+	for _, row := range rowsOut {
+		text := make([]*string, len(row))
+		for i, v := range row {
+			text[i] = v.text()
+		}
+		out.Rows = append(out.Rows, text)
+	}
+	out.Notice = notice(req, res, ms, noisy)
+
+	// 6. Record the released answer. The charge is already durable; a failure
+	// to store the answer does not withhold it (the analyst has paid).
+	if answer, err := json.Marshal(struct {
+		Columns []Column    `json:"columns"`
+		Rows    [][]*string `json:"rows"`
+	}{out.Columns, out.Rows}); err == nil {
+		_ = r.ledger.Release(ctx, res.ID, answer)
+	}
+	return out, nil
+}
+
+func checkRequest(req Request) error {
+	if req.Plan == nil || req.Dataset == nil || req.Upstream == nil {
+		return pgerr.New(pgerr.InternalError, "internal error: incomplete DP request")
+	}
+	if math.IsNaN(req.Epsilon) || math.IsInf(req.Epsilon, 0) || req.Epsilon <= 0 {
+		return pgerr.New(pgerr.InvalidParameterValue, "dp.epsilon must be a positive number").
+			WithHint("SET dp.epsilon = 0.1")
+	}
+	switch req.Mechanism {
+	case policy.MechanismLaplace:
+		if req.Delta != 0 {
+			return pgerr.New(pgerr.InvalidParameterValue, "the Laplace mechanism takes no dp.delta").
+				WithHint("RESET dp.delta, or SET dp.mechanism = gaussian")
+		}
+	case policy.MechanismGaussian:
+		if !(req.Delta > 0 && req.Delta < 1) {
+			return pgerr.New(pgerr.InvalidParameterValue, "the Gaussian mechanism needs 0 < dp.delta < 1").
+				WithHint("SET dp.delta = 1e-7, or SET dp.mechanism = laplace")
+		}
+	default:
+		return pgerr.New(pgerr.InvalidParameterValue, "unknown mechanism %q", req.Mechanism).
+			WithHint("SET dp.mechanism = laplace (or gaussian)")
+	}
+	if len(req.Plan.Measures) == 0 {
+		return pgerr.New(pgerr.FeatureNotSupported, "the query has no aggregate to answer").
+			WithHint("use COUNT(*), SUM(col) or AVG(col)")
+	}
+	return nil
+}
+
+// mechanisms builds one mechanism per measure. The query's ε and δ are split
+// equally between the m measures: by basic composition the m releases
+// together are (ε, δ)-DP.
+func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
+	plan := req.Plan
+	table, ok := req.Dataset.Table(plan.Table)
+	if !ok || table.Public {
+		return nil, pgerr.New(pgerr.InternalError, "internal error: plan names no protected table")
+	}
+	m := float64(len(plan.Measures))
+	out := make([]measurement, len(plan.Measures))
+	for i, ms := range plan.Measures {
+		var lInf float64
+		switch ms.Kind {
+		case rewrite.MeasureCount:
+			lInf = sensitivity.CountLInf(table.MaxRowsPerUnit)
+		case rewrite.MeasureSum:
+			lInf = sensitivity.SumLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper)
+		default:
+			return nil, pgerr.New(pgerr.InternalError, "internal error: unknown measure kind")
+		}
+		// Cross-check the planner: a plan that claims a smaller bound than
+		// the policy implies is refused rather than under-noised.
+		if ms.LInf < lInf {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: plan sensitivity below the policy bound")
+		}
+		lInf = ms.LInf
+		if lInf == 0 {
+			// A sum over a column bounded to [0, 0] is always zero; give it
+			// the smallest positive bound so the mechanism is well defined.
+			lInf = 1
+		}
+		bounds := sensitivity.Bounds{L0: plan.MaxGroupsPerUnit, LInf: lInf}
+		var mech noise.Mechanism
+		var err error
+		switch req.Mechanism {
+		case policy.MechanismLaplace:
+			l1, e := sensitivity.L1(bounds)
+			if e != nil {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
+			}
+			mech, err = noise.NewLaplace(noise.Params{Epsilon: req.Epsilon / m, Sensitivity: l1, Integer: ms.Integer && isInteger(l1), Rand: r.testOnlyRand})
+		case policy.MechanismGaussian:
+			l2, e := sensitivity.L2(bounds)
+			if e != nil {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
+			}
+			mech, err = noise.NewGaussian(noise.Params{Epsilon: req.Epsilon / m, Delta: req.Delta / m, Sensitivity: l2, Integer: ms.Integer, Rand: r.testOnlyRand})
+		}
+		if err != nil {
+			return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate noise for this query: %v", err).
+				WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)")
+		}
+		out[i] = measurement{measure: ms, mech: mech}
+	}
+	return out, nil
+}
+
+func isInteger(x float64) bool { return x == math.Trunc(x) }
+
+// groupKeys returns the released groups: the cartesian product of the key
+// domains, first key outermost, in declared order. An ungrouped query has
+// one group with no keys.
+func groupKeys(keys []rewrite.Key) ([][]string, error) {
+	n := 1
+	for _, k := range keys {
+		if len(k.Domain) == 0 {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: group key without a public domain")
+		}
+		n *= len(k.Domain)
+		if n > maxGroups {
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "the query would release more than %d groups", maxGroups).
+				WithHint("group by fewer columns")
+		}
+	}
+	groups := [][]string{{}}
+	for _, k := range keys {
+		next := make([][]string, 0, len(groups)*len(k.Domain))
+		for _, g := range groups {
+			for _, v := range k.Domain {
+				next = append(next, append(append([]string(nil), g...), canonicalKey(k.Type, v)))
+			}
+		}
+		groups = next
+	}
+	return groups, nil
+}
+
+// canonicalKey normalises a key's text so the policy's value and
+// PostgreSQL's text output compare equal (e.g. "+05" and "5" for ints).
+func canonicalKey(t policy.Type, v string) string {
+	if t == policy.TypeInt {
+		if n, ok := new(big.Int).SetString(strings.TrimPrefix(v, "+"), 10); ok {
+			return n.String()
+		}
+	}
+	return v
+}
+
+// collect maps upstream rows onto the released groups. Rows whose key is
+// outside the domain are ignored (the SQL already filters them); NULL
+// measures count as zero.
+func collect(plan *rewrite.Plan, groups [][]string, rows [][]*string) ([][]*big.Rat, error) {
+	index := make(map[string]int, len(groups))
+	for i, g := range groups {
+		index[strings.Join(g, "\x00")] = i
+	}
+	values := make([][]*big.Rat, len(groups))
+	for g := range values {
+		values[g] = make([]*big.Rat, len(plan.Measures))
+		for i := range values[g] {
+			values[g][i] = new(big.Rat)
+		}
+	}
+	nk, nm := len(plan.Keys), len(plan.Measures)
+	seen := make([]bool, len(groups))
+	for _, row := range rows {
+		if len(row) != nk+nm {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
+		}
+		key := make([]string, nk)
+		skip := false
+		for i := 0; i < nk; i++ {
+			if row[i] == nil {
+				skip = true
+				break
+			}
+			key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+		}
+		if skip {
+			continue
+		}
+		g, ok := index[strings.Join(key, "\x00")]
+		if !ok {
+			continue
+		}
+		if seen[g] {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
+		}
+		seen[g] = true
+		for i := 0; i < nm; i++ {
+			if row[nk+i] == nil {
+				continue
+			}
+			v, ok := new(big.Rat).SetString(*row[nk+i])
+			if !ok {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
+			}
+			if plan.Measures[i].Integer && !v.IsInt() {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
+			}
+			values[g][i] = v
+		}
+	}
+	return values, nil
+}
+
+// upstreamError maps an upstream failure to one generic error. The text of
+// the upstream error is never forwarded: it could depend on the data.
+func upstreamError(ctx context.Context, err error) error {
+	if ctx.Err() != nil || isCancel(err) {
+		return pgerr.New(pgerr.QueryCanceled, "canceling statement: the DP query was cancelled or timed out").
+			WithDetail("The privacy budget for this query stays charged.").Wrap(err)
+	}
+	var pe *pgerr.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return pgerr.New(pgerr.SystemError, "the DP query could not be answered by the database").
+		WithDetail("The privacy budget for this query stays charged.").
+		WithHint("retry later; if it persists, ask the data steward to check the proxy log").Wrap(err)
+}
+
+func isCancel(err error) bool {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) {
+		return s.SQLState() == pgerr.QueryCanceled
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// String formats a Result for debugging (column names and row count only).
+func (r *Result) String() string {
+	return fmt.Sprintf("release.Result{%d columns, %d rows}", len(r.Columns), len(r.Rows))
 }

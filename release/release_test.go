@@ -1,0 +1,336 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// memLedger is an in-memory accountant.Store with pure composition.
+type memLedger struct {
+	mu       sync.Mutex
+	limit    float64
+	spent    float64
+	reserved []accountant.Charge
+	released map[int64][]byte
+}
+
+func (l *memLedger) Reserve(_ context.Context, c accountant.Charge) (*accountant.Reservation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cost := 0.0
+	for _, e := range c.Events {
+		cost += e.Epsilon
+	}
+	if l.spent+cost > l.limit+1e-12 {
+		return nil, pgerr.New(pgerr.ConfigurationLimit, "privacy budget exhausted").Wrap(accountant.ErrBudgetExhausted)
+	}
+	l.spent += cost
+	l.reserved = append(l.reserved, c)
+	return &accountant.Reservation{
+		ID:     int64(len(l.reserved)),
+		Cost:   accountant.Spent{Epsilon: cost},
+		Status: accountant.Status{Dataset: c.Dataset, Accountant: "pure", Spent: accountant.Spent{Epsilon: l.spent}, Limit: accountant.Spent{Epsilon: l.limit}},
+	}, nil
+}
+
+func (l *memLedger) Release(_ context.Context, id int64, answer []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.released == nil {
+		l.released = map[int64][]byte{}
+	}
+	l.released[id] = answer
+	return nil
+}
+
+func (l *memLedger) Status(context.Context, string, *policy.Dataset) (accountant.Status, error) {
+	return accountant.Status{}, errors.New("unused")
+}
+
+// fakeUpstream returns fixed rows and records the SQL it was sent.
+type fakeUpstream struct {
+	rows  [][]*string
+	err   error
+	calls []string
+}
+
+func (u *fakeUpstream) Query(_ context.Context, sql string) ([][]*string, error) {
+	u.calls = append(u.calls, sql)
+	return u.rows, u.err
+}
+
+func s(v string) *string { return &v }
+
+func loadPolicy(t *testing.T) *policy.Dataset {
+	t.Helper()
+	d, err := policy.Load("../examples/policies/hospital.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// groupedPlan is the plan of
+//
+//	SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department
+//
+// as the rewriter builds it (hand-built here so release is tested alone).
+func groupedPlan(ds *policy.Dataset) *rewrite.Plan {
+	vis, _ := ds.Table("visits")
+	dept, _ := vis.Column("department")
+	return &rewrite.Plan{
+		Dataset: "hospital", Table: "visits", SQL: "SELECT /* emitted */",
+		Keys: []rewrite.Key{{Column: "department", Type: policy.TypeText, Domain: dept.PublicValues}},
+		Measures: []rewrite.Measure{
+			{Kind: rewrite.MeasureCount, Integer: true, LInf: 20},
+			{Kind: rewrite.MeasureSum, Column: "cost", Lower: 0, Upper: 20000, LInf: 20 * 20000},
+			{Kind: rewrite.MeasureCount, Column: "cost", Integer: true, LInf: 20},
+		},
+		Outputs: []rewrite.Output{
+			{Name: "department", Kind: rewrite.OutputKey, Key: 0, PGType: "text"},
+			{Name: "count", Kind: rewrite.OutputCount, Measure: 0, PGType: "int8"},
+			{Name: "avg", Kind: rewrite.OutputAvg, Measure: 1, CountMeasure: 2, PGType: "numeric", Lower: 0, Upper: 20000},
+		},
+		MaxGroupsPerUnit: 4, Limit: -1, Fingerprint: "fp1",
+	}
+}
+
+func newTestReleaser(t *testing.T, l accountant.Store, seed uint64) *Releaser {
+	t.Helper()
+	r, err := New(Config{Ledger: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.testOnlyRand = rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)})
+	return r
+}
+
+func TestRun_Grouped(t *testing.T) {
+	ds := loadPolicy(t)
+	plan := groupedPlan(ds)
+	// True per-department figures; "neurology" and "surgery" have no rows.
+	truth := map[string][3]string{
+		"cardiology": {"30000", "45000000.50", "29990"},
+		"emergency":  {"41000", "20500000", "41000"},
+		"oncology":   {"12000", "96000000", "12000"},
+		"pediatrics": {"25000", "12500000", "25000"},
+	}
+	up := &fakeUpstream{}
+	for k, v := range truth {
+		up.rows = append(up.rows, []*string{s(k), s(v[0]), s(v[1]), s(v[2])})
+	}
+	up.rows = append(up.rows, []*string{s("not-public"), s("5"), s("5"), s("5")})
+	led := &memLedger{limit: 3}
+	r := newTestReleaser(t, led, 1)
+	res, err := r.Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: plan, Epsilon: 0.3, Mechanism: policy.MechanismLaplace, Upstream: up})
+	if err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	if len(up.calls) != 1 || up.calls[0] != plan.SQL {
+		t.Fatalf("upstream calls = %q, want exactly the plan's SQL", up.calls)
+	}
+	// Every public key is released, in declared order, and nothing else.
+	if len(res.Rows) != 7 {
+		t.Fatalf("got %d rows, want the 7 public departments", len(res.Rows))
+	}
+	for i, row := range res.Rows {
+		if *row[0] != plan.Keys[0].Domain[i] {
+			t.Fatalf("row %d key = %s, want %s", i, *row[0], plan.Keys[0].Domain[i])
+		}
+	}
+	// The query's ε is split equally over its 3 measurements.
+	if len(led.reserved) != 1 || len(led.reserved[0].Events) != 3 {
+		t.Fatalf("reserved = %+v", led.reserved)
+	}
+	total := 0.0
+	for _, e := range led.reserved[0].Events {
+		total += e.Epsilon
+		if math.Abs(e.Epsilon-0.1) > 1e-12 {
+			t.Fatalf("event ε = %v, want 0.1", e.Epsilon)
+		}
+	}
+	if math.Abs(total-0.3) > 1e-12 {
+		t.Fatalf("charged ε = %v, want 0.3", total)
+	}
+	// Counts: discrete Laplace of scale b = L1/ε_i = (4·20)/0.1 = 800.
+	// P(|Z| ≥ k) ≤ 2·e^{−k/b}, so k = b·ln(2/1e-9) fails with probability
+	// ≤ 1e-9 per cell (7 cells: ≤ 7e-9 for the test).
+	b := 800.0
+	k := b * math.Log(2/1e-9)
+	for _, row := range res.Rows {
+		want := 0.0
+		if v, ok := truth[*row[0]]; ok {
+			want, _ = strconv.ParseFloat(v[0], 64)
+		}
+		got, err := strconv.ParseFloat(*row[1], 64)
+		if err != nil || got < 0 || math.Abs(got-want) > k || strings.Contains(*row[1], ".") {
+			t.Fatalf("count(%s) = %s, want a non-negative integer within %v of %v", *row[0], *row[1], k, want)
+		}
+		avg, err := strconv.ParseFloat(*row[2], 64)
+		if err != nil || avg < 0 || avg > 20000 {
+			t.Fatalf("avg(%s) = %s, want a number in the policy bounds", *row[0], *row[2])
+		}
+	}
+	if !strings.HasPrefix(res.Notice, "dp: epsilon 0.3 spent (pure), 2.7 of 3 remaining; 95% error ±") ||
+		!strings.Contains(res.Notice, "(count)") || !strings.Contains(res.Notice, "(avg)") {
+		t.Fatalf("Notice = %q", res.Notice)
+	}
+	if _, ok := led.released[res.ReservationID]; !ok {
+		t.Fatalf("answer not recorded on reservation %d", res.ReservationID)
+	}
+	if got := []Column{{"department", "text"}, {"count", "int8"}, {"avg", "numeric"}}; len(res.Columns) != 3 || res.Columns[1] != got[1] {
+		t.Fatalf("Columns = %+v", res.Columns)
+	}
+}
+
+func TestRun_ExhaustedReadsNothing(t *testing.T) {
+	ds := loadPolicy(t)
+	up := &fakeUpstream{}
+	led := &memLedger{limit: 0.05}
+	r := newTestReleaser(t, led, 2)
+	_, err := r.Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up})
+	pe, ok := pgerr.As(err)
+	if !ok || pe.Code != pgerr.ConfigurationLimit {
+		t.Fatalf("Run() = %v, want 53400", err)
+	}
+	if len(up.calls) != 0 {
+		t.Fatalf("upstream was queried %d times after a refused reservation", len(up.calls))
+	}
+}
+
+func TestRun_UpstreamFailureKeepsCharge(t *testing.T) {
+	ds := loadPolicy(t)
+	up := &fakeUpstream{err: errors.New(`ERROR: division by zero (SQLSTATE 22012) secret-value-42`)}
+	led := &memLedger{limit: 3}
+	r := newTestReleaser(t, led, 3)
+	_, err := r.Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up})
+	pe, ok := pgerr.As(err)
+	if !ok || pe.Code != pgerr.SystemError {
+		t.Fatalf("Run() = %v, want 58000", err)
+	}
+	for _, text := range []string{pe.Message, pe.Detail, pe.Hint} {
+		if strings.Contains(text, "secret") || strings.Contains(text, "division") {
+			t.Fatalf("upstream error text leaked to the client: %q", text)
+		}
+	}
+	if math.Abs(led.spent-0.1) > 1e-12 || len(led.released) != 0 {
+		t.Fatalf("spent = %v, released = %d; want the charge to stand with no answer", led.spent, len(led.released))
+	}
+}
+
+func TestRun_Cancelled(t *testing.T) {
+	ds := loadPolicy(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	up := &fakeUpstream{err: context.Canceled}
+	led := &memLedger{limit: 3}
+	_, err := newTestReleaser(t, led, 4).Run(ctx, Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up})
+	if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.QueryCanceled {
+		t.Fatalf("Run() = %v, want 57014", err)
+	}
+}
+
+func TestRun_RejectsUnderstatedSensitivity(t *testing.T) {
+	ds := loadPolicy(t)
+	plan := groupedPlan(ds)
+	plan.Measures[1].LInf = 1 // the policy implies 20·20000
+	led := &memLedger{limit: 3}
+	up := &fakeUpstream{}
+	_, err := newTestReleaser(t, led, 5).Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: plan, Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up})
+	if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.InternalError {
+		t.Fatalf("Run() = %v, want XX000", err)
+	}
+	if len(led.reserved) != 0 || len(up.calls) != 0 {
+		t.Fatal("a plan with understated sensitivity was charged or run")
+	}
+}
+
+func TestRun_BadSettings(t *testing.T) {
+	ds := loadPolicy(t)
+	tests := []struct {
+		name  string
+		eps   float64
+		delta float64
+		mech  string
+	}{
+		{"zero epsilon", 0, 0, policy.MechanismLaplace},
+		{"nan epsilon", math.NaN(), 0, policy.MechanismLaplace},
+		{"laplace with delta", 0.1, 1e-6, policy.MechanismLaplace},
+		{"gaussian without delta", 0.1, 0, policy.MechanismGaussian},
+		{"unknown mechanism", 0.1, 0, "exponential"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			led := &memLedger{limit: 3}
+			_, err := newTestReleaser(t, led, 6).Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: groupedPlan(ds), Epsilon: tt.eps, Delta: tt.delta, Mechanism: tt.mech, Upstream: &fakeUpstream{}})
+			if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.InvalidParameterValue || pe.Hint == "" {
+				t.Fatalf("Run() = %v, want 22023 with a hint", err)
+			}
+			if len(led.reserved) != 0 {
+				t.Fatal("a bad request was charged")
+			}
+		})
+	}
+}
+
+func TestOrderAndLimit(t *testing.T) {
+	n := func(x int64) value { return value{num: big.NewRat(x, 1)} }
+	k := func(x string) value { return value{key: &x} }
+	rows := [][]value{{k("a"), n(5)}, {k("b"), n(9)}, {k("c"), {null: true}}, {k("d"), n(1)}}
+	plan := &rewrite.Plan{OrderBy: []rewrite.OrderItem{{Output: 1, Desc: true}}, Limit: 2, Offset: 1}
+	got := orderAndLimit(plan, rows)
+	// DESC puts NULL first (PostgreSQL's default), then 9, 5, 1; OFFSET 1
+	// LIMIT 2 keeps 9 and 5.
+	if len(got) != 2 || *got[0][0].key != "b" || *got[1][0].key != "a" {
+		t.Fatalf("orderAndLimit = %v", got)
+	}
+}
+
+func TestValueText(t *testing.T) {
+	tests := []struct {
+		v    value
+		want string
+	}{
+		{value{num: big.NewRat(12, 1), decimals: -1}, "12"},
+		{value{num: big.NewRat(-7, 4), decimals: -1}, "-1.75"},
+		{value{num: big.NewRat(1, 1024), decimals: -1}, "0.0009765625"},
+		{value{num: big.NewRat(2, 3), decimals: 6}, "0.666667"},
+		{value{num: big.NewRat(5, 2), decimals: 6}, "2.5"},
+	}
+	for _, tt := range tests {
+		if got := *tt.v.text(); got != tt.want {
+			t.Errorf("text(%v) = %s, want %s", tt.v.num, got, tt.want)
+		}
+	}
+}
+
+func TestAverageClamped(t *testing.T) {
+	got := average(big.NewRat(-500, 1), big.NewRat(-3, 1), 0, 100)
+	if got.Sign() != 0 {
+		t.Fatalf("average = %v, want clamped to 0", got)
+	}
+	got = average(big.NewRat(5000, 1), big.NewRat(10, 1), 0, 100)
+	if got.Cmp(big.NewRat(100, 1)) != 0 {
+		t.Fatalf("average = %v, want clamped to 100", got)
+	}
+}
+
+func TestNum(t *testing.T) {
+	for x, want := range map[float64]string{2.9000000000000004: "2.9", 0.1: "0.1", 3: "3", 123456.7: "123457", 1e-7: "1e-07", 0: "0"} {
+		if got := num(x); got != want {
+			t.Errorf("num(%v) = %s, want %s", x, got, want)
+		}
+	}
+}
