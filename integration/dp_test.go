@@ -1,0 +1,339 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// laplaceBound returns k such that a discrete Laplace variable of scale b
+// exceeds k in absolute value with probability at most p:
+// P(|Z| ≥ k) ≤ 2·e^{−k/b}, so k = b·ln(2/p).
+func laplaceBound(b, p float64) float64 { return b * math.Log(2/p) }
+
+func TestDemo_Contract(t *testing.T) {
+	requireDemo(t)
+	if want := regexp.MustCompile(`^postgres://alice:alice@127\.0\.0\.1:\d+/hospital$`); !want.MatchString(env.aliceDSN) {
+		t.Fatalf("ready: line = %q, want %s", env.aliceDSN, want)
+	}
+	if want := regexp.MustCompile(`^postgres://postgres@127\.0\.0\.1:\d+/hospital$`); !want.MatchString(env.upstreamDSN) {
+		t.Fatalf("upstream: line = %q, want %s", env.upstreamDSN, want)
+	}
+	// The steward's upstream DSN works with psql and shows the demo data.
+	out, errOut, code := psql(t, env.upstreamDSN, "-A", "-t", "-c", "SELECT (SELECT count(*) FROM patients), (SELECT count(*) FROM visits)")
+	if code != 0 || strings.TrimSpace(out) != "50000|200000" {
+		t.Fatalf("psql upstream = %q (stderr %q, exit %d), want 50000|200000", out, errOut, code)
+	}
+}
+
+func TestPsql_GroupedQuery(t *testing.T) {
+	requireDemo(t)
+	out, errOut, code := psql(t, env.aliceDSN, "-A", "-F", "|", "-c",
+		"SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department")
+	if code != 0 {
+		t.Fatalf("psql exit %d: %s", code, errOut)
+	}
+	if !regexp.MustCompile(`NOTICE:  00000: dp: epsilon 0\.1 spent \(pure\), [0-9.]+ of 3 remaining; 95% error ±[0-9.]+ \(count\), ±[0-9.]+ \(avg\)`).MatchString(errOut) {
+		t.Fatalf("psql stderr = %q, want the dp NOTICE", errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if lines[0] != "department|count|avg" {
+		t.Fatalf("header = %q", lines[0])
+	}
+	// Every public department is released, and only those.
+	want := []string{"cardiology", "emergency", "neurology", "oncology", "orthopedics", "pediatrics", "surgery"}
+	if len(lines) != len(want)+2 { // header, rows, "(7 rows)"
+		t.Fatalf("psql output = %q", out)
+	}
+	for i, w := range want {
+		f := strings.Split(lines[i+1], "|")
+		if len(f) != 3 || f[0] != w {
+			t.Fatalf("row %d = %q, want department %s", i, lines[i+1], w)
+		}
+		if n, err := strconv.ParseInt(f[1], 10, 64); err != nil || n < 0 {
+			t.Fatalf("count %q is not a non-negative integer", f[1])
+		}
+		if a, err := strconv.ParseFloat(f[2], 64); err != nil || a < 0 || a > 20000 {
+			t.Fatalf("avg %q is not within the policy bounds", f[2])
+		}
+	}
+}
+
+// TestPgx_CountsCloseToTruth checks released counts against the truth on
+// a table where contribution bounding removes nothing (one row per patient,
+// max_groups_per_unit = max_rows_per_unit = 1), so the only error is noise.
+func TestPgx_CountsCloseToTruth(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	truth := map[string]int64{}
+	up := connect(t, ctx, env.upstreamDSN)
+	rows, err := up.Query(ctx, "SELECT sex, count(*) FROM patients GROUP BY sex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		truth[k] = n
+	}
+	if rows.Err() != nil || len(truth) != 2 {
+		t.Fatalf("truth = %v, %v", truth, rows.Err())
+	}
+
+	c := connect(t, ctx, analystDSN("alice"))
+	if _, err := c.Exec(ctx, "SET dp.epsilon = 0.5"); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int64{}
+	rows, err = c.Query(ctx, "SELECT sex, COUNT(*) AS n FROM patients GROUP BY sex ORDER BY sex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		got[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// One measure, ε = 0.5, L1 = 1·1: scale b = 2. Each count is within
+	// laplaceBound(2, 1e-9) ≈ 43 of the truth except with probability 1e-9
+	// (2e-9 for both).
+	k := laplaceBound(2, 1e-9)
+	for sex, n := range truth {
+		if math.Abs(float64(got[sex]-n)) > k {
+			t.Errorf("count(%s) = %d, truth %d: further than %v", sex, got[sex], n, k)
+		}
+	}
+}
+
+func TestPsql_RawRowsRefused(t *testing.T) {
+	requireDemo(t)
+	for _, q := range []string{
+		"SELECT * FROM visits",
+		"SELECT patient_id, cost FROM visits",
+		"SELECT cost FROM visits LIMIT 5",
+	} {
+		out, errOut, code := psql(t, env.aliceDSN, "-c", q)
+		if code == 0 || out != "" {
+			t.Fatalf("%s: exit %d, stdout %q; want a refusal", q, code, out)
+		}
+		if !strings.Contains(errOut, "ERROR:  42501: ") || !strings.Contains(errOut, "only aggregate queries are answered") || !strings.Contains(errOut, "HINT:") {
+			t.Fatalf("%s: stderr = %q, want 42501 with a hint", q, errOut)
+		}
+	}
+}
+
+func TestPsql_CatalogFromShadow(t *testing.T) {
+	requireDemo(t)
+	out, errOut, code := psql(t, env.aliceDSN, "-c", `\dt`)
+	if code != 0 || !strings.Contains(out, "visits") || !strings.Contains(out, "patients") {
+		t.Fatalf(`\dt: exit %d, stdout %q, stderr %q`, code, out, errOut)
+	}
+	// The shadow exposes only visible columns: visit_id is access: none.
+	out, errOut, code = psql(t, env.aliceDSN, "-c", `\d visits`)
+	if code != 0 || !strings.Contains(out, "department") || strings.Contains(out, "visit_id") {
+		t.Fatalf(`\d visits: exit %d, stdout %q, stderr %q`, code, out, errOut)
+	}
+	out, _, code = psql(t, env.aliceDSN, "-A", "-t", "-c", "SELECT 1")
+	if code != 0 || strings.TrimSpace(out) != "1" {
+		t.Fatalf("SELECT 1 = %q (exit %d)", out, code)
+	}
+}
+
+// TestLedger_ReserveBeforeRead holds a lock on the data table so the DP
+// query blocks upstream, and checks that its charge is already committed in
+// the ledger while it waits; after the lock is released the answer arrives
+// and the charge is marked released.
+func TestLedger_ReserveBeforeRead(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lock := connect(t, ctx, env.upstreamDSN)
+	tx, err := lock.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "LOCK TABLE patients IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	ledger := connect(t, ctx, ledgerDSN())
+	var before int64
+	if err := ledger.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge").Scan(&before); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		c, err := pgx.Connect(ctx, analystDSN("alice"))
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close(context.Background())
+		var n int64
+		done <- c.QueryRow(ctx, "SELECT COUNT(*) FROM patients").Scan(&n)
+	}()
+
+	var id int64
+	var status string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := ledger.QueryRow(ctx, "SELECT id, status FROM dpproxy_ledger.charge WHERE id > $1 AND analyst = 'alice' ORDER BY id LIMIT 1", before).Scan(&id, &status)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
+			t.Fatalf("no committed ledger row while the query waits: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if status != "reserved" {
+		t.Fatalf("charge %d status = %s while the upstream query is blocked, want reserved", id, status)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("query answered while the table was locked: %v", err)
+	default:
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("DP query after the lock: %v", err)
+	}
+	if err := ledger.QueryRow(ctx, "SELECT status FROM dpproxy_ledger.charge WHERE id = $1", id).Scan(&status); err != nil || status != "released" {
+		t.Fatalf("charge %d status = %q, %v; want released", id, status, err)
+	}
+}
+
+// TestBudget_ConcurrentNeverOverspends drives analyst bob: the budget
+// decreases with each answer, then two connections with several sessions
+// each race until refused with 53400; the total charged never exceeds the
+// budget of 3.
+func TestBudget_ConcurrentNeverOverspends(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := connect(t, ctx, analystDSN("bob"))
+	remaining := func() float64 {
+		t.Helper()
+		var ds, acc string
+		var es, er, dsp, dr float64
+		if err := c.QueryRow(ctx, "SHOW dp.budget").Scan(&ds, &acc, &es, &er, &dsp, &dr); err != nil {
+			t.Fatalf("SHOW dp.budget: %v", err)
+		}
+		if ds != "hospital" || acc != "pure" {
+			t.Fatalf("SHOW dp.budget = %s, %s", ds, acc)
+		}
+		return er
+	}
+	if r := remaining(); r != 3 {
+		t.Fatalf("bob's initial remaining ε = %v, want 3", r)
+	}
+	if _, err := c.Exec(ctx, "SET dp.epsilon = 0.5"); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := c.QueryRow(ctx, "SELECT COUNT(*) FROM visits WHERE age >= 65").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if r := remaining(); math.Abs(r-2.5) > 1e-9 {
+		t.Fatalf("remaining after one ε=0.5 query = %v, want 2.5", r)
+	}
+
+	const sessions = 8
+	var mu sync.Mutex
+	answered, refused := 0, 0
+	var wg sync.WaitGroup
+	errs := make(chan error, sessions)
+	for i := 0; i < sessions; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, err := pgx.Connect(ctx, analystDSN("bob"))
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer s.Close(context.Background())
+			if _, err := s.Exec(ctx, "SET dp.epsilon = 0.25"); err != nil {
+				errs <- err
+				return
+			}
+			for {
+				var n int64
+				err := s.QueryRow(ctx, "SELECT COUNT(*) FROM patients WHERE region = 'north'").Scan(&n)
+				var pe *pgconn.PgError
+				switch {
+				case err == nil:
+					mu.Lock()
+					answered++
+					mu.Unlock()
+					continue
+				case errors.As(err, &pe) && pe.Code == "53400":
+					mu.Lock()
+					refused++
+					mu.Unlock()
+					// The connection stays usable after the refusal.
+					if _, err := s.Exec(ctx, "SHOW dp.epsilon"); err != nil {
+						errs <- err
+					}
+					return
+				default:
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("session error: %v", err)
+	}
+	// 2.5 remaining at 0.25 each: exactly 10 answers fit.
+	if answered != 10 || refused != sessions {
+		t.Fatalf("answered %d, refused %d; want 10 answered and every session refused", answered, refused)
+	}
+	if r := remaining(); r != 0 {
+		t.Fatalf("remaining = %v, want 0", r)
+	}
+	var total float64
+	var charges int
+	l := connect(t, ctx, ledgerDSN())
+	if err := l.QueryRow(ctx, "SELECT sum(cost_epsilon)::float8, count(*) FROM dpproxy_ledger.charge WHERE analyst = 'bob'").Scan(&total, &charges); err != nil {
+		t.Fatal(err)
+	}
+	if total > 3+1e-9 || charges != 11 {
+		t.Fatalf("ledger: bob charged ε = %v in %d rows; want ≤ 3 in 11", total, charges)
+	}
+}
+
+func connect(t *testing.T, ctx context.Context, dsn string) *pgx.Conn {
+	t.Helper()
+	c, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}

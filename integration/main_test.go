@@ -1,0 +1,181 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+)
+
+// env is the running demo shared by the tests of this package.
+var env struct {
+	skip        string // reason to skip every test, outside CI
+	bin         string // the dpproxy binary
+	proxyAddr   string // host:port of the proxy
+	aliceDSN    string // the "ready:" line
+	upstreamDSN string // the "upstream:" line (superuser, database hospital)
+	dataDir     string
+	stderr      *strings.Builder
+}
+
+func TestMain(m *testing.M) {
+	code, err := run(m)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		os.Exit(1)
+	}
+	os.Exit(code)
+}
+
+func run(m *testing.M) (int, error) {
+	if _, err := exec.LookPath("psql"); err != nil {
+		reason := "psql is not installed: apt-get install -y postgresql-client (as root) or run `make test`, which installs it"
+		if pgtest.InCI() {
+			return 1, fmt.Errorf("CI=true and %s", reason)
+		}
+		env.skip = reason
+		return m.Run(), nil
+	}
+	tmp, err := os.MkdirTemp("", "dpproxy-integration-")
+	if err != nil {
+		return 1, err
+	}
+	defer os.RemoveAll(tmp)
+	env.bin = filepath.Join(tmp, "dpproxy")
+	build := exec.Command("go", "build", "-o", env.bin, "../cmd/dpproxy")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return 1, fmt.Errorf("build dpproxy: %w", err)
+	}
+	env.dataDir = filepath.Join(tmp, "data")
+	addr, err := freeAddr()
+	if err != nil {
+		return 1, err
+	}
+	env.proxyAddr = addr
+	cmd := exec.Command(env.bin, "demo", "--data-dir", env.dataDir, "--listen", addr)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return 1, err
+	}
+	env.stderr = &strings.Builder{}
+	cmd.Stderr = &lockedWriter{w: env.stderr}
+	if err := cmd.Start(); err != nil {
+		return 1, err
+	}
+	stop := func() error {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(60 * time.Second):
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("dpproxy demo did not stop within 60s of SIGTERM")
+		}
+	}
+	if err := readReady(stdout, 5*time.Minute); err != nil {
+		_ = stop()
+		return 1, fmt.Errorf("%w\n--- dpproxy demo stderr ---\n%s", err, env.stderr)
+	}
+	code := m.Run()
+	if err := stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "dpproxy demo did not exit cleanly on SIGTERM: %v\n--- stderr ---\n%s", err, env.stderr)
+		if code == 0 {
+			code = 1
+		}
+	}
+	return code, nil
+}
+
+// readReady reads the demo's stdout until both the ready: and upstream:
+// lines arrived.
+func readReady(r io.Reader, timeout time.Duration) error {
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(timeout)
+	for env.aliceDSN == "" || env.upstreamDSN == "" {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return fmt.Errorf("dpproxy demo exited before printing ready: and upstream:")
+			}
+			if v, found := strings.CutPrefix(l, "ready: "); found {
+				env.aliceDSN = v
+			}
+			if v, found := strings.CutPrefix(l, "upstream: "); found {
+				env.upstreamDSN = v
+			}
+		case <-deadline:
+			return fmt.Errorf("dpproxy demo printed no ready: line within %v", timeout)
+		}
+	}
+	go func() { // keep draining stdout
+		for range lines {
+		}
+	}()
+	return nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func requireDemo(t *testing.T) {
+	t.Helper()
+	if env.skip != "" {
+		t.Skip(env.skip)
+	}
+}
+
+// analystDSN is the proxy DSN of an analyst of the demo config.
+func analystDSN(name string) string {
+	return fmt.Sprintf("postgres://%s:%s@%s/hospital?sslmode=disable", name, name, env.proxyAddr)
+}
+
+// ledgerDSN is a superuser DSN of the demo's ledger database.
+func ledgerDSN() string {
+	return strings.Replace(env.upstreamDSN, "/hospital", "/dpproxy_ledger", 1)
+}
+
+// psql runs the real psql binary and returns stdout, stderr and its exit
+// code.
+func psql(t *testing.T, dsn string, args ...string) (string, string, int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "psql", append([]string{dsn, "-X", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose"}, args...)...)
+	cmd.Env = append(os.Environ(), "PGCONNECT_TIMEOUT=10")
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("psql: %v", err)
+	}
+	return out.String(), errb.String(), code
+}
