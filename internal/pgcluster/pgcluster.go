@@ -184,6 +184,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	c.dataDir = filepath.Join(c.Dir, "pgdata")
+	if err := c.cred.ensureReachable(c.Dir, c.logger); err != nil {
+		return fail(err)
+	}
 
 	if err := c.initIfNeeded(ctx); err != nil {
 		return fail(err)

@@ -110,14 +110,8 @@ func TestStart_ExplicitDirKeepsDataAcrossRestarts(t *testing.T) {
 	skipWithoutPostgres(t)
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "cluster")
-	if os.Geteuid() == 0 {
-		// t.TempDir's parents are private to root; the server user needs to
-		// enter them.
-		for d := dir; d != "/" && d != os.TempDir(); d = filepath.Dir(d) {
-			os.MkdirAll(d, 0o755)
-			os.Chmod(d, 0o755)
-		}
-	}
+	// As root, t.TempDir's 0700 parents get o+x so the postgres user can
+	// reach the data directory.
 	c, err := Start(ctx, Options{Dir: dir, NoFsync: true})
 	if err != nil {
 		t.Fatal(err)
@@ -221,5 +215,31 @@ func TestDSN(t *testing.T) {
 	}
 	if err := e.Stop(); err != nil {
 		t.Errorf("external Stop = %v", err)
+	}
+}
+
+func TestStart_UnreachableDirAsRoot(t *testing.T) {
+	skipWithoutPostgres(t)
+	if os.Geteuid() != 0 {
+		t.Skip("only root runs the server as another user")
+	}
+	cred, err := serverCredential()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A private directory outside the temporary directory is refused with
+	// the command that fixes it, and left unchanged.
+	parent, err := os.MkdirTemp("/var/tmp", "dpproxy-private-")
+	if err != nil {
+		t.Skip(err)
+	}
+	defer os.RemoveAll(parent)
+	os.Chmod(parent, 0o700)
+	err = cred.ensureReachable(filepath.Join(parent), nil)
+	if err == nil || !strings.Contains(err.Error(), "chmod o+x "+parent) {
+		t.Errorf("ensureReachable(private dir) = %v, want the chmod command", err)
+	}
+	if st, _ := os.Stat(parent); st.Mode().Perm() != 0o700 {
+		t.Errorf("mode of %s changed to %v", parent, st.Mode().Perm())
 	}
 }

@@ -4,6 +4,9 @@ package pgcluster
 
 import (
 	"fmt"
+	"strings"
+
+	"go.uber.org/zap"
 	"os"
 	"os/exec"
 	"os/user"
@@ -111,4 +114,62 @@ func detach(cmd *exec.Cmd) {
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || err == syscall.EPERM
+}
+
+// ensureReachable checks that the server user can enter dir and every
+// directory above it (PostgreSQL needs to reach its data directory by path).
+// Directories under the system temporary directory that it cannot enter (a
+// root-owned os.MkdirTemp is 0700) get search permission for others (o+x,
+// not read); anywhere else the error gives the command to run.
+func (c *credential) ensureReachable(dir string, log *zap.Logger) error {
+	if c == nil {
+		return nil
+	}
+	if log == nil {
+		log = zap.NewNop()
+	}
+	tmp := filepath.Clean(os.TempDir())
+	var blocked []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		st, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if !c.canSearch(st) {
+			if strings.HasPrefix(d, tmp+string(filepath.Separator)) {
+				if err := os.Chmod(d, st.Mode().Perm()|0o001); err != nil {
+					return fmt.Errorf("give user %s access to %s: %w", c.name, d, err)
+				}
+				log.Warn("granted search permission (o+x) on a temporary directory so the postgres user can reach its data directory", zap.String("dir", d))
+			} else {
+				blocked = append(blocked, d)
+			}
+		}
+		if d == filepath.Dir(d) {
+			break
+		}
+	}
+	if len(blocked) > 0 {
+		return fmt.Errorf("the PostgreSQL server runs as user %q (it refuses to run as root), which cannot enter %s; choose a --data-dir it can reach (e.g. under /tmp or /var/lib/postgresql) or allow it with: chmod o+x %s",
+			c.name, strings.Join(blocked, ", "), strings.Join(blocked, " "))
+	}
+	return nil
+}
+
+// canSearch reports whether the server user (no supplementary groups) may
+// enter the directory.
+func (c *credential) canSearch(st os.FileInfo) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok {
+		return true
+	}
+	m := st.Mode().Perm()
+	switch {
+	case sys.Uid == c.uid:
+		return m&0o100 != 0
+	case sys.Gid == c.gid:
+		return m&0o010 != 0
+	default:
+		return m&0o001 != 0
+	}
 }
