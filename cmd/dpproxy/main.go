@@ -1,0 +1,97 @@
+// Command dpproxy is a PostgreSQL wire-protocol proxy that answers analysts'
+// SQL aggregates with differentially private results.
+//
+// Usage:
+//
+//	dpproxy serve --config dpproxy.yaml
+//	dpproxy demo [--data-dir DIR] [--listen 127.0.0.1:6432]
+//	dpproxy demo-setup --admin-dsn DSN
+//	dpproxy policy validate FILE...
+//	dpproxy passwd NAME
+//
+// This package only wires flags, configuration, the logger and signals to
+// the other packages; it holds no logic of its own.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage:
+  dpproxy serve --config FILE            serve with a configuration file
+  dpproxy demo [--data-dir DIR] [--listen ADDR]
+                                         start a throwaway PostgreSQL with demo data and serve it
+  dpproxy demo-setup --admin-dsn DSN     load the demo data and roles into an existing PostgreSQL
+  dpproxy policy validate FILE...        check policy files
+  dpproxy passwd NAME                    print a SCRAM-SHA-256 verifier for the config (password from stdin)
+`
+
+// usageError is a bad command line: exit status 2, the reason and the usage.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+
+// errSilent is returned when the command already printed why it failed.
+var errSilent = errors.New("failed")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := dispatch(ctx, args, stdin, stdout, stderr)
+	var ue usageError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "dpproxy: %s\n%s", ue.msg, usage)
+		return 2
+	case errors.Is(err, errSilent):
+		return 1
+	default:
+		fmt.Fprintf(stderr, "dpproxy: %v\n", err)
+		return 1
+	}
+}
+
+func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usagef("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return cmdServe(ctx, args[1:], stderr)
+	case "demo":
+		return cmdDemo(ctx, args[1:], stdout, stderr)
+	case "demo-setup":
+		return cmdDemoSetup(ctx, args[1:], stdout, stderr)
+	case "policy":
+		if len(args) < 2 {
+			return usagef("policy: name a subcommand (validate)")
+		}
+		if args[1] != "validate" {
+			return usagef("policy: unknown subcommand %q (want validate)", args[1])
+		}
+		return cmdPolicyValidate(args[2:], stdout, stderr)
+	case "passwd":
+		return cmdPasswd(args[1:], stdin, stdout, stderr)
+	case "help", "-h", "--help", "-help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	default:
+		return usagef("unknown command %q", args[0])
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"sort"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/shadow"
+	"github.com/dpproxy/dpproxy/internal/upstream"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/proxy"
+	"github.com/dpproxy/dpproxy/release"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	path := fs.String("config", "", "configuration file (dpproxy.yaml)")
+	if err := parseFlags(fs, args, false); err != nil {
+		return err
+	}
+	if *path == "" {
+		return usagef("serve: --config FILE is required")
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+	return runServer(ctx, cfg, log, func(addr net.Addr) {
+		log.Info("dpproxy listening", zap.String("addr", addr.String()))
+	})
+}
+
+// loadPolicies loads cfg.Policies: one file or a directory of them.
+func loadPolicies(cfg *config.Config) ([]*policy.Dataset, error) {
+	p := cfg.Path(cfg.Policies)
+	st, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("policies: %w", err)
+	}
+	if st.IsDir() {
+		return policy.LoadDir(p)
+	}
+	ds, err := policy.Load(p)
+	if err != nil {
+		return nil, err
+	}
+	return []*policy.Dataset{ds}, nil
+}
+
+// runServer is the code path of both `serve` and `demo`: policies, ledger,
+// shadow catalogs, upstream pools, releaser, proxy; ready is called once the
+// listener accepts connections. It returns when ctx is cancelled and the
+// proxy has drained.
+func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready func(net.Addr)) error {
+	policies, err := loadPolicies(cfg)
+	if err != nil {
+		return err
+	}
+	byName := map[string]*policy.Dataset{}
+	for _, ds := range policies {
+		byName[ds.Name] = ds
+	}
+	var names []string
+	for n := range cfg.Datasets {
+		names = append(names, n)
+		if byName[n] == nil {
+			return fmt.Errorf("config: datasets.%s has no policy file in %s; add one (dataset: %s) or remove the entry", n, cfg.Path(cfg.Policies), n)
+		}
+	}
+	sort.Strings(names)
+	for n := range byName {
+		if _, ok := cfg.Datasets[n]; !ok {
+			return fmt.Errorf("config: the policy of dataset %s has no datasets.%s entry (upstream, shadow, shadow_admin)", n, n)
+		}
+	}
+
+	ledger, err := accountant.Open(ctx, cfg.Ledger, log)
+	if err != nil {
+		return fmt.Errorf("open ledger: %w", err)
+	}
+	defer ledger.Close()
+
+	datasets := map[string]*proxy.Dataset{}
+	for _, n := range names {
+		dc, ds := cfg.Datasets[n], byName[n]
+		sc, err := pgx.ParseConfig(dc.Shadow)
+		if err != nil {
+			return fmt.Errorf("datasets.%s.shadow: %w", n, err)
+		}
+		if err := shadow.Build(ctx, dc.ShadowAdmin, dc.Upstream, ds, sc.User); err != nil {
+			return fmt.Errorf("build shadow catalog of %s: %w", n, err)
+		}
+		up, err := upstream.New(ctx, upstream.Config{DSN: dc.Upstream, StatementTimeout: cfg.StatementTimeout.Duration})
+		if err != nil {
+			return fmt.Errorf("datasets.%s.upstream: %w", n, err)
+		}
+		defer up.Close()
+		datasets[n] = &proxy.Dataset{Policy: ds, Upstream: up, ShadowDSN: dc.Shadow}
+		log.Info("dataset ready", zap.String("dataset", n), zap.String("policy_version", ds.Version))
+	}
+
+	rel, err := release.New(release.Config{Ledger: ledger})
+	if err != nil {
+		return err
+	}
+	var tlsCfg *tls.Config
+	if cfg.TLS != nil {
+		cert, err := tls.LoadX509KeyPair(cfg.Path(cfg.TLS.Cert), cfg.Path(cfg.TLS.Key))
+		if err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	srv, err := proxy.New(proxy.Config{
+		Datasets:       datasets,
+		Analysts:       cfg.Analysts,
+		Releaser:       rel,
+		Ledger:         ledger,
+		TLS:            tlsCfg,
+		RequireTLS:     cfg.TLS != nil && cfg.TLS.Require,
+		MaxConnections: cfg.MaxConnections,
+		Logger:         log,
+	})
+	if err != nil {
+		return err
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	ready(ln.Addr())
+	err = srv.Serve(ctx, ln)
+	if errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	log.Info("dpproxy stopped")
+	return err
+}
