@@ -1,0 +1,42 @@
+# dpproxy — see README.md.
+#   make demo    build and run `dpproxy demo` (a throwaway PostgreSQL with demo data)
+#   make test    all tests, unit and integration (real PostgreSQL and psql), with -race
+#   make build   build bin/dpproxy
+#   make bench   benchmarks
+#   make lint    gofmt -l and go vet
+# demo and test first run scripts/ensure-deps.sh, which installs PostgreSQL
+# with apt-get when it is missing and we are root, or prints the command.
+
+GO ?= go
+BIN := bin/dpproxy
+# Extra flags for `dpproxy demo`, e.g. make demo DEMO_FLAGS="--data-dir ./demo-data"
+DEMO_FLAGS ?=
+# Whole-run bound of go test; CI must finish well under 15 minutes.
+TEST_TIMEOUT ?= 12m
+
+.PHONY: all build demo test bench lint deps clean
+
+all: build
+
+deps:
+	@scripts/ensure-deps.sh
+
+build:
+	$(GO) build -o $(BIN) ./cmd/dpproxy
+
+demo: deps build
+	./$(BIN) demo $(DEMO_FLAGS)
+
+test: deps
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+bench:
+	$(GO) test -run='^$$' -bench=. ./...
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin
