@@ -1,0 +1,241 @@
+package main
+
+import (
+	"bytes"
+	"flag"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/examples"
+	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/demo"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+	"gopkg.in/yaml.v3"
+)
+
+var update = flag.Bool("update", false, "rewrite examples/docker/dpproxy.yaml from examples/dpproxy.yaml")
+
+const repoRoot = "../.."
+
+// The compose file's proxy config is examples/dpproxy.yaml with the database
+// host of the compose network and listening on all interfaces of the
+// container.
+const (
+	composePGAddr = "postgres:5432"
+	composeListen = "0.0.0.0:6432"
+)
+
+type composeFile struct {
+	Services map[string]struct {
+		Image       string            `yaml:"image"`
+		Build       string            `yaml:"build"`
+		Command     []string          `yaml:"command"`
+		Environment map[string]string `yaml:"environment"`
+		Ports       []string          `yaml:"ports"`
+		Volumes     []string          `yaml:"volumes"`
+		DependsOn   map[string]struct {
+			Condition string `yaml:"condition"`
+		} `yaml:"depends_on"`
+		Healthcheck map[string]any `yaml:"healthcheck"`
+		Restart     string         `yaml:"restart"`
+	} `yaml:"services"`
+	Volumes map[string]any `yaml:"volumes"`
+}
+
+func TestDockerCompose(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "docker-compose.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf composeFile
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cf); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	pg, proxy, setup := cf.Services["postgres"], cf.Services["dpproxy"], cf.Services["setup"]
+	if pg.Image == "" || proxy.Build == "" || setup.Build == "" {
+		t.Fatalf("want services postgres (image), setup and dpproxy (build); got %+v", cf.Services)
+	}
+
+	// Every service that builds has a Dockerfile, whose Go is new enough.
+	for name, s := range cf.Services {
+		if s.Build == "" {
+			continue
+		}
+		df, err := os.ReadFile(filepath.Join(repoRoot, s.Build, "Dockerfile"))
+		if err != nil {
+			t.Fatalf("service %s: %v", name, err)
+		}
+		checkGoVersion(t, string(df))
+		if !strings.Contains(string(df), "./cmd/dpproxy") {
+			t.Errorf("Dockerfile does not build ./cmd/dpproxy")
+		}
+	}
+	// Dependencies name existing services.
+	for name, s := range cf.Services {
+		for dep := range s.DependsOn {
+			if _, ok := cf.Services[dep]; !ok {
+				t.Errorf("service %s depends on unknown service %s", name, dep)
+			}
+		}
+		for _, v := range s.Volumes {
+			src, _, _ := strings.Cut(v, ":")
+			if strings.HasPrefix(src, ".") {
+				if _, err := os.Stat(filepath.Join(repoRoot, src)); err != nil {
+					t.Errorf("service %s mounts %s: %v", name, src, err)
+				}
+			} else if _, ok := cf.Volumes[src]; !ok {
+				t.Errorf("service %s mounts undeclared volume %s", name, src)
+			}
+		}
+	}
+	if proxy.DependsOn["setup"].Condition != "service_completed_successfully" || setup.DependsOn["postgres"].Condition != "service_healthy" {
+		t.Errorf("want dpproxy after setup completes and setup after postgres is healthy")
+	}
+
+	// The proxy's config: the mounted file, equal to the example with the
+	// compose addresses.
+	cfgPath := flagValue(t, proxy.Command, "--config")
+	host := hostPath(t, proxy.Volumes, cfgPath)
+	got, err := os.ReadFile(filepath.Join(repoRoot, host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := demoConfig(examples.Config(), composePGAddr, composeListen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *update {
+		if err := os.WriteFile(filepath.Join(repoRoot, host), want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got = want
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("%s is not examples/dpproxy.yaml with %s and listen %s; regenerate it with: go test ./cmd/dpproxy -run DockerCompose -update", host, composePGAddr, composeListen)
+	}
+	cfg, err := config.Parse(got, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its policies resolve, inside the container, to a mounted directory of
+	// valid policy files, one per configured dataset.
+	polDir := hostPath(t, proxy.Volumes, path.Join(path.Dir(cfgPath), cfg.Policies))
+	dss, err := policy.LoadDir(filepath.Join(repoRoot, polDir))
+	if err != nil {
+		t.Fatalf("policies mounted from %s: %v", polDir, err)
+	}
+	for _, ds := range dss {
+		if _, ok := cfg.Datasets[ds.Name]; !ok {
+			t.Errorf("policy %s has no dataset in %s", ds.Name, host)
+		}
+	}
+	// The published port is the one the proxy listens on.
+	_, listenPort, _ := net.SplitHostPort(cfg.Listen)
+	if !publishes(proxy.Ports, listenPort) {
+		t.Errorf("dpproxy publishes %v, want container port %s (listen: %s)", proxy.Ports, listenPort, cfg.Listen)
+	}
+
+	// DSNs: setup's admin DSN and every DSN of the config reach the postgres
+	// service; the setup role passwords are the ones demo-setup sets.
+	admin, err := pgx.ParseConfig(flagValue(t, setup.Command, "--admin-dsn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if admin.Host != "postgres" || admin.Port != 5432 || admin.Password != pg.Environment["POSTGRES_PASSWORD"] || admin.User != "postgres" {
+		t.Errorf("setup admin DSN %s@%s:%d does not match the postgres service (password from POSTGRES_PASSWORD)", admin.User, admin.Host, admin.Port)
+	}
+	if setup.Command[0] != "demo-setup" {
+		t.Errorf("setup runs %q, want demo-setup", setup.Command[0])
+	}
+	dsns := map[string]string{"ledger": cfg.Ledger}
+	for n, d := range cfg.Datasets {
+		dsns[n+".upstream"], dsns[n+".shadow"], dsns[n+".shadow_admin"] = d.Upstream, d.Shadow, d.ShadowAdmin
+	}
+	roles := map[string]bool{}
+	for _, r := range demo.Roles {
+		roles[r] = true
+	}
+	for key, dsn := range dsns {
+		c, err := pgx.ParseConfig(dsn)
+		if err != nil {
+			t.Fatalf("%s: %v", key, err)
+		}
+		if c.Host != "postgres" || c.Port != 5432 {
+			t.Errorf("%s reaches %s:%d, want the postgres service on 5432", key, c.Host, c.Port)
+		}
+		if !roles[c.User] || c.Password != c.User {
+			t.Errorf("%s logs in as %s with password %q; demo-setup creates %v with password = role name", key, c.User, c.Password, demo.Roles)
+		}
+	}
+	if !publishes(pg.Ports, "5432") {
+		t.Errorf("postgres publishes %v, want container port 5432 for the steward", pg.Ports)
+	}
+}
+
+func flagValue(t *testing.T, cmd []string, name string) string {
+	t.Helper()
+	for i, a := range cmd {
+		if a == name && i+1 < len(cmd) {
+			return cmd[i+1]
+		}
+	}
+	t.Fatalf("command %v has no %s", cmd, name)
+	return ""
+}
+
+// hostPath maps a container path to the repository path mounted there.
+func hostPath(t *testing.T, volumes []string, containerPath string) string {
+	t.Helper()
+	for _, v := range volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) < 2 {
+			continue
+		}
+		src, dst := parts[0], parts[1]
+		if containerPath == dst {
+			return src
+		}
+		if rel, ok := strings.CutPrefix(containerPath, dst+"/"); ok {
+			return path.Join(src, rel)
+		}
+	}
+	t.Fatalf("%s is not mounted in %v", containerPath, volumes)
+	return ""
+}
+
+func publishes(ports []string, containerPort string) bool {
+	for _, p := range ports {
+		if strings.HasSuffix(p, ":"+containerPort) || p == containerPort {
+			return true
+		}
+	}
+	return false
+}
+
+var goDirective = regexp.MustCompile(`(?m)^go (\d+)\.(\d+)`)
+var goImage = regexp.MustCompile(`FROM golang:(\d+)\.(\d+)`)
+
+func checkGoVersion(t *testing.T, dockerfile string) {
+	t.Helper()
+	mod, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, d := goDirective.FindStringSubmatch(string(mod)), goImage.FindStringSubmatch(dockerfile)
+	if m == nil || d == nil {
+		t.Fatalf("cannot find the go directive (%v) or the golang image (%v)", m, d)
+	}
+	ver := func(s []string) int { a, _ := strconv.Atoi(s[1]); b, _ := strconv.Atoi(s[2]); return a*1000 + b }
+	if ver(d) < ver(m) {
+		t.Errorf("Dockerfile builds with golang:%s.%s, older than go.mod's go %s.%s", d[1], d[2], m[1], m[2])
+	}
+}
