@@ -1,6 +1,10 @@
 package rewrite
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 )
@@ -19,6 +23,30 @@ const (
 
 // Rewrite validates one DP statement against the policy and plans it. Every
 // error is a *pgerr.Error with a SQLSTATE and a hint.
+//
+// The statement is lexed by our PostgreSQL lexer, normalized (normalize.go)
+// into text the TiDB parser reads with the same structure, parsed, and then
+// checked and planned by this package (build.go, pred.go); Plan.SQL comes
+// from our emitter (bounds.go) over the plan, never from analyst text.
 func Rewrite(ds *policy.Dataset, stmt string) (*Plan, error) {
-	return nil, pgerr.New(pgerr.FeatureNotSupported, "not implemented")
+	if ds == nil {
+		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")
+	}
+	return plan(ds, stmt)
+}
+
+// fingerprint hashes the canonical plan: everything but the fingerprint
+// itself, which includes the emitted SQL (and so every bound and the WHERE
+// condition). Two statements that differ only in spelling (case, spaces,
+// comments, aliases of the table) get the same fingerprint.
+func fingerprint(p *Plan) string {
+	c := *p
+	c.Fingerprint = ""
+	data, err := json.Marshal(&c)
+	if err != nil {
+		// Plans hold only strings, numbers and slices of them.
+		panic("rewrite: marshal plan: " + err.Error())
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:16])
 }

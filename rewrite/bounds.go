@@ -1,0 +1,227 @@
+// Privacy-critical: needs DP review.
+
+package rewrite
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// This file holds all clamping and contribution bounding of dpproxy: the
+// per-measure sensitivity bounds of the plan (measureBounds,
+// maxGroupsPerUnit) and the SQL that enforces them (emitSQL). Nothing else
+// in the project clamps values or limits contributions; the noise added
+// downstream is calibrated to the numbers computed here, so the two must
+// agree, and they are kept side by side.
+//
+// # Guarantee
+//
+// Neighbouring databases differ by all rows of one privacy unit (the rows
+// sharing one value of the table's unit_column). The SQL built by emitSQL
+// guarantees, for every such unit u and whatever the data:
+//
+//  1. u contributes to at most Plan.MaxGroupsPerUnit released groups
+//     (L0 bound), and to no group outside the public key domain;
+//  2. in each group, u changes a count measure by at most max_rows_per_unit
+//     and a sum measure over column c by at most
+//     max_rows_per_unit · max(|lower_c|, |upper_c|) (L∞ bound, Measure.LInf).
+//
+// Hence the L1 sensitivity of the vector of one measure over all groups is
+// at most L0·L∞ and the L2 sensitivity at most √L0·L∞ (the standard bounds
+// for user-level contribution bounding; see Wilson et al., "Differentially
+// Private SQL with Bounded User Contribution", PoPETs 2020, §3).
+//
+// # How the SQL enforces it
+//
+// Reading from the inside out:
+//
+//	dp_rows         one row per input row that passes the analyst's WHERE and
+//	                whose keys are in the public domain (key IN (…)); summed
+//	                columns are clamped per row:
+//	                  CASE WHEN c IS NULL THEN NULL
+//	                       ELSE LEAST(GREATEST(c::numeric, lower), upper) END
+//	                (the CASE keeps NULL as NULL: GREATEST ignores NULLs and
+//	                would otherwise turn NULL into lower); each row gets a
+//	                random rank among the rows of its (unit, group).
+//	dp_unit_groups  rows with rank ≤ max_rows_per_unit, aggregated per
+//	                (unit, group): COUNT(*), COUNT(x), SUM(clamped x) in
+//	                numeric. So each (unit, group) row holds at most
+//	                max_rows_per_unit rows' worth, each clamped.
+//	dp_ranked       each (unit, group) row gets a random rank among the
+//	                groups of its unit (only when grouped).
+//	final           rows with group rank ≤ MaxGroupsPerUnit, summed per
+//	                group in numeric (exact: no rounding can exceed the
+//	                bounds) and cast to text.
+//
+// The random choices (ORDER BY random()) are independent of which other
+// units are present, so the bounds hold for every outcome of them.
+//
+// # NULL unit values
+//
+// Rows whose unit column is NULL are not excluded: PARTITION BY puts them
+// all in one partition, so together they are treated as ONE unit and
+// bounded like one. This is conservative: adding or removing a person with
+// NULL-unit rows changes that pooled unit's clamped contribution by no
+// more than the bounds above.
+//
+// # Ungrouped queries
+//
+// Without GROUP BY every unit contributes to the single group, so
+// MaxGroupsPerUnit is 1 and the dp_ranked step is omitted. The final
+// aggregate then returns exactly one row even over no input (with NULL
+// measures, which release treats as 0).
+
+// measureBounds fills the clamping bounds and the L∞ bound of a measure.
+// col is the measure's column (nil for COUNT(*) or an undeclared unit
+// column).
+func measureBounds(t *policy.Table, m Measure, col *policy.Column) Measure {
+	rows := float64(t.MaxRowsPerUnit)
+	switch m.Kind {
+	case MeasureCount:
+		// Each unit keeps at most max_rows_per_unit rows per group, each
+		// counting 1.
+		m.Integer = true
+		m.LInf = rows
+	case MeasureSum:
+		// Each of at most max_rows_per_unit rows adds a value clamped to
+		// [lower, upper], so |sum| ≤ rows·max(|lower|, |upper|).
+		m.Lower, m.Upper = col.LowerNum, col.UpperNum
+		m.Integer = col.Type == policy.TypeInt
+		m.LInf = rows * math.Max(math.Abs(m.Lower), math.Abs(m.Upper))
+	}
+	return m
+}
+
+// maxGroupsPerUnit is the L0 bound the SQL enforces: the policy's
+// max_groups_per_unit, but never more than the number of groups that can
+// be released (the product of the key domains), and 1 when ungrouped.
+func maxGroupsPerUnit(t *policy.Table, keys []Key) int {
+	if len(keys) == 0 {
+		return 1
+	}
+	groups := 1
+	for _, k := range keys {
+		groups *= len(k.Domain)
+		if groups >= t.MaxGroupsPerUnit {
+			return t.MaxGroupsPerUnit
+		}
+	}
+	return min(groups, t.MaxGroupsPerUnit)
+}
+
+// emitSQL builds the SQL of a plan; see the file comment for its shape.
+// Every identifier is a policy name, quoted; every constant is produced by
+// this package.
+func emitSQL(t *policy.Table, p *Plan, where pred) string {
+	var b strings.Builder
+	unit := quoteIdent(t.UnitColumn)
+	var keyCols, keyOut []string
+	for j, k := range p.Keys {
+		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
+		keyOut = append(keyOut, quoteIdent(k.Column)+" AS dp_k"+strconv.Itoa(j))
+	}
+	// dp_rows
+	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
+	for i, m := range p.Measures {
+		x := "dp_x" + strconv.Itoa(i)
+		switch {
+		case m.Kind == MeasureSum:
+			c := quoteIdent(m.Column)
+			cols = append(cols, "CASE WHEN "+c+" IS NULL THEN NULL ELSE LEAST(GREATEST("+c+"::numeric, "+
+				numericConst(t.Columns[m.Column].Lower)+"), "+numericConst(t.Columns[m.Column].Upper)+") END AS "+x)
+		case m.Column != "":
+			cols = append(cols, quoteIdent(m.Column)+" AS "+x)
+		}
+	}
+	partition := append([]string{unit}, quoteIdents(p.Keys)...)
+	cols = append(cols, "ROW_NUMBER() OVER (PARTITION BY "+strings.Join(partition, ", ")+" ORDER BY random()) AS dp_row_rank")
+	var conds []string
+	if where != nil {
+		conds = append(conds, where.sql())
+	}
+	for _, k := range p.Keys {
+		conds = append(conds, quoteIdent(k.Column)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
+	}
+	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+	if len(conds) > 0 {
+		rows += " WHERE " + strings.Join(conds, " AND ")
+	}
+
+	// dp_unit_groups
+	var ms []string
+	for i, m := range p.Measures {
+		x, out := "dp_x"+strconv.Itoa(i), " AS dp_m"+strconv.Itoa(i)
+		switch {
+		case m.Kind == MeasureCount && m.Column == "":
+			ms = append(ms, "COUNT(*)"+out)
+		case m.Kind == MeasureCount:
+			ms = append(ms, "COUNT("+x+")"+out)
+		default:
+			ms = append(ms, "SUM("+x+")"+out)
+		}
+	}
+	group := append([]string{"dp_unit"}, keyCols...)
+	unitGroups := "SELECT " + strings.Join(append(append([]string{}, group...), ms...), ", ") +
+		" FROM (" + rows + ") AS dp_rows WHERE dp_row_rank <= " + strconv.Itoa(t.MaxRowsPerUnit) +
+		" GROUP BY " + strings.Join(group, ", ")
+
+	// final
+	var final []string
+	for _, k := range keyCols {
+		final = append(final, k+"::text")
+	}
+	for i := range p.Measures {
+		final = append(final, "SUM(dp_m"+strconv.Itoa(i)+")::text")
+	}
+	b.WriteString("SELECT " + strings.Join(final, ", ") + " FROM (")
+	if len(p.Keys) == 0 {
+		b.WriteString(unitGroups + ") AS dp_unit_groups")
+		return b.String()
+	}
+	var mcols []string
+	for i := range p.Measures {
+		mcols = append(mcols, "dp_m"+strconv.Itoa(i))
+	}
+	ranked := "SELECT " + strings.Join(append(append([]string{}, keyCols...), mcols...), ", ") +
+		", ROW_NUMBER() OVER (PARTITION BY dp_unit ORDER BY random()) AS dp_group_rank FROM (" +
+		unitGroups + ") AS dp_unit_groups"
+	b.WriteString(ranked + ") AS dp_ranked WHERE dp_group_rank <= " + strconv.Itoa(p.MaxGroupsPerUnit) +
+		" GROUP BY " + strings.Join(keyCols, ", "))
+	return b.String()
+}
+
+func quoteIdents(keys []Key) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, quoteIdent(k.Column))
+	}
+	return out
+}
+
+// numericConst writes a policy bound (validated by policy as a decimal
+// number) as a numeric constant.
+func numericConst(s string) string {
+	return "(" + s + ")::numeric"
+}
+
+// domainConsts writes the public values of a key as constants of its type
+// (validated by policy: integers, YYYY-MM-DD dates, true/false).
+func domainConsts(k Key) []string {
+	var out []string
+	for _, v := range k.Domain {
+		switch k.Type {
+		case policy.TypeInt:
+			out = append(out, "("+v+")")
+		case policy.TypeDate:
+			out = append(out, quoteString(v)+"::date")
+		case policy.TypeBool:
+			out = append(out, strings.ToUpper(v))
+		default:
+			out = append(out, quoteString(v))
+		}
+	}
+	return out
+}

@@ -1,0 +1,675 @@
+package rewrite
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/pingcap/tidb/pkg/parser"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/mysql"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
+	"github.com/pingcap/tidb/pkg/parser/test_driver"
+)
+
+// aggregateHint is the hint for queries that are not aggregates.
+const aggregateHint = "use COUNT(*), SUM(col), AVG(col) … GROUP BY a column with public values, e.g. SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department"
+
+// shapeHint lists the supported query shape.
+const shapeHint = "dpproxy answers SELECT [key,] COUNT(*)|COUNT(col)|SUM(col)|AVG(col) FROM one_table [WHERE col op literal …] [GROUP BY key] [ORDER BY …] [LIMIT n]"
+
+// builder validates one parsed SELECT against the policy.
+type builder struct {
+	ds    *policy.Dataset
+	src   string
+	norm  *normalized
+	table *policy.Table
+	alias string // the FROM alias, or "" (then the table name qualifies)
+
+	keys     []Key
+	keyCols  []*policy.Column
+	measures []Measure
+	outputs  []Output
+	aggs     []aggSpec // per output; fn "" for keys
+	where    pred
+}
+
+// aggSpec is an aggregate call of the select list.
+type aggSpec struct {
+	fn  string // "count", "sum", "avg"
+	col string // "" for COUNT(*)
+}
+
+func newParser() *parser.Parser {
+	p := parser.New()
+	p.SetSQLMode(mysql.ModeANSIQuotes)
+	return p
+}
+
+// plan parses and validates the statement and builds the plan.
+func plan(ds *policy.Dataset, stmt string) (*Plan, error) {
+	n, err := normalize(stmt)
+	if err != nil {
+		return nil, err
+	}
+	if len(n.pieces) == 0 {
+		return nil, syntaxErr(stmt, 0, "empty query").WithHint("%s", shapeHint)
+	}
+	if n.pieces[0].text != "SELECT" {
+		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").
+			WithPosition(charPos(stmt, n.pieces[0].pos)).WithHint("%s", shapeHint)
+	}
+	nodes, _, err := newParser().Parse(n.text, "", "")
+	if err != nil {
+		pos := n.parseErrPos(err.Error())
+		near := ""
+		if toks, lerr := lex(stmt[pos:]); lerr == nil && len(toks) > 0 {
+			near = stmt[pos+toks[0].pos : pos+toks[0].end]
+		}
+		return nil, syntaxErr(stmt, pos, "syntax error at or near %q", near).WithHint("%s", shapeHint).Wrap(err)
+	}
+	if len(nodes) != 1 {
+		return nil, syntaxErr(stmt, 0, "expected one statement").WithHint("send one statement at a time")
+	}
+	sel, ok := nodes[0].(*ast.SelectStmt)
+	if !ok {
+		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").WithHint("%s", shapeHint)
+	}
+	b := &builder{ds: ds, src: stmt, norm: n}
+	return b.build(sel)
+}
+
+func (b *builder) errAt(node ast.Node, code, format string, args ...any) *pgerr.Error {
+	e := pgerr.New(code, format, args...)
+	if node != nil {
+		e = e.WithPosition(charPos(b.src, b.norm.srcPos(node.OriginTextPosition())))
+	}
+	return e
+}
+
+func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
+	switch {
+	case sel.With != nil:
+		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "WITH queries (CTEs) are not supported").WithHint("%s", shapeHint)
+	case sel.Kind != ast.SelectStmtKindSelect:
+		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "only plain SELECT queries are supported").WithHint("%s", shapeHint)
+	case sel.Distinct:
+		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "SELECT DISTINCT is not supported").
+			WithHint("GROUP BY already returns one row per group; remove DISTINCT")
+	case sel.LockInfo != nil && sel.LockInfo.LockType != ast.SelectLockNone:
+		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "locking clauses are not supported").WithHint("remove FOR UPDATE/SHARE")
+	case sel.SelectIntoOpt != nil:
+		return nil, b.errAt(sel, pgerr.InsufficientPrivilege, "SELECT … INTO is not allowed").WithHint("remove INTO")
+	case len(sel.WindowSpecs) > 0:
+		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "window functions are not supported").WithHint("use plain aggregates with GROUP BY")
+	case len(sel.TableHints) > 0:
+		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "optimizer hints are not supported").WithHint("remove the hint comment")
+	case sel.Having != nil:
+		return nil, b.errAt(sel.Having.Expr, pgerr.FeatureNotSupported, "HAVING is not supported yet").
+			WithHint("filter the released rows in your client; HAVING on noisy values comes in a later version")
+	}
+	if err := b.from(sel); err != nil {
+		return nil, err
+	}
+	if sel.Where != nil {
+		w, err := b.pred(sel.Where)
+		if err != nil {
+			return nil, err
+		}
+		b.where = w
+	}
+	if err := b.groupBy(sel); err != nil {
+		return nil, err
+	}
+	if err := b.selectList(sel); err != nil {
+		return nil, err
+	}
+	p := &Plan{
+		Dataset:  b.ds.Name,
+		Table:    b.table.Name,
+		Keys:     b.keys,
+		Measures: b.measures,
+		Outputs:  b.outputs,
+		Limit:    -1,
+	}
+	if err := b.orderBy(sel, p); err != nil {
+		return nil, err
+	}
+	if err := b.limit(sel, p); err != nil {
+		return nil, err
+	}
+	p.MaxGroupsPerUnit = maxGroupsPerUnit(b.table, b.keys)
+	p.SQL = emitSQL(b.table, p, b.where)
+	p.Fingerprint = fingerprint(p)
+	return p, nil
+}
+
+// from checks the FROM clause: exactly one protected table.
+func (b *builder) from(sel *ast.SelectStmt) error {
+	if sel.From == nil || sel.From.TableRefs == nil {
+		return b.errAt(sel, pgerr.FeatureNotSupported, "a DP query needs FROM with one protected table").WithHint("%s", shapeHint)
+	}
+	j := sel.From.TableRefs
+	if j.Right != nil {
+		return b.errAt(j.Right, pgerr.FeatureNotSupported, "joins are not supported").
+			WithHint("query one protected table; filter with WHERE on its own columns")
+	}
+	ts, ok := j.Left.(*ast.TableSource)
+	if !ok {
+		return b.errAt(j.Left, pgerr.FeatureNotSupported, "joins are not supported").
+			WithHint("query one protected table; filter with WHERE on its own columns")
+	}
+	tn, ok := ts.Source.(*ast.TableName)
+	if !ok {
+		return b.errAt(ts, pgerr.FeatureNotSupported, "subqueries are not supported").WithHint("%s", shapeHint)
+	}
+	if tn.AsOf != nil || len(tn.IndexHints) > 0 || len(tn.PartitionNames) > 0 || tn.TableSample != nil {
+		return b.errAt(tn, pgerr.FeatureNotSupported, "table options are not supported").WithHint("write FROM table [AS alias]")
+	}
+	name := tn.Name.O
+	t, ok := b.ds.Tables[name]
+	if !ok {
+		return b.errAt(tn, pgerr.UndefinedTable, "relation %q does not exist in dataset %s", name, b.ds.Name).
+			WithHint("protected tables: %s", strings.Join(b.ds.ProtectedTables(), ", "))
+	}
+	if t.Public {
+		return b.errAt(tn, pgerr.FeatureNotSupported, "a DP query reads one protected table; %q is public", name).
+			WithHint("query the public table without naming a protected table, or aggregate over one protected table")
+	}
+	if tn.Schema.O != "" && tn.Schema.O != t.Schema {
+		return b.errAt(tn, pgerr.UndefinedTable, "relation %s.%s does not exist in dataset %s", tn.Schema.O, name, b.ds.Name).
+			WithHint("the table is in schema %s", t.Schema)
+	}
+	b.table = t
+	b.alias = ts.AsName.O
+	return nil
+}
+
+// colInfo is a resolved column reference.
+type colInfo struct {
+	name string
+	col  *policy.Column // nil for an undeclared unit column
+	unit bool
+}
+
+func (c colInfo) typ() policy.Type {
+	if c.col == nil {
+		return ""
+	}
+	return c.col.Type
+}
+
+// column resolves a column reference of the FROM table.
+func (b *builder) column(e *ast.ColumnNameExpr) (colInfo, error) {
+	cn := e.Name
+	if cn.Table.O != "" {
+		qual := cn.Table.O
+		ok := qual == b.alias || b.alias == "" && qual == b.table.Name &&
+			(cn.Schema.O == "" || cn.Schema.O == b.table.Schema)
+		if !ok || b.alias != "" && cn.Schema.O != "" {
+			return colInfo{}, b.errAt(e, pgerr.UndefinedTable, "missing FROM-clause entry for table %q", qual).
+				WithHint("qualify columns with %q or leave them unqualified", b.fromName())
+		}
+	}
+	name := cn.Name.O
+	if name == b.table.UnitColumn {
+		c := b.table.Columns[name]
+		return colInfo{name: name, col: c, unit: true}, nil
+	}
+	c, ok := b.table.Columns[name]
+	if !ok {
+		return colInfo{}, b.errAt(e, pgerr.UndefinedColumn, "column %q does not exist in %s", name, b.table.Name).
+			WithHint("visible columns: %s", strings.Join(b.table.VisibleColumns(), ", "))
+	}
+	if c.Hidden {
+		return colInfo{}, b.errAt(e, pgerr.InsufficientPrivilege, "column %q of %s is not accessible (access: none)", name, b.table.Name).
+			WithHint("visible columns: %s", strings.Join(b.table.VisibleColumns(), ", "))
+	}
+	return colInfo{name: name, col: c}, nil
+}
+
+func (b *builder) fromName() string {
+	if b.alias != "" {
+		return b.alias
+	}
+	return b.table.Name
+}
+
+// lit returns the literal behind a ? marker, folding a unary minus.
+func (b *builder) lit(e ast.ExprNode) (literal, bool) {
+	switch x := e.(type) {
+	case *test_driver.ParamMarkerExpr:
+		i, ok := b.norm.litAt[x.Offset]
+		if !ok {
+			return literal{}, false
+		}
+		return b.norm.lits[i], true
+	case *ast.ParenthesesExpr:
+		return b.lit(x.Expr)
+	case *ast.UnaryOperationExpr:
+		if x.Op != opcode.Minus && x.Op != opcode.Plus {
+			return literal{}, false
+		}
+		l, ok := b.lit(x.V)
+		if !ok || l.kind != litNumber || l.typ != "" && !l.typ.Numeric() {
+			return literal{}, false
+		}
+		if x.Op == opcode.Minus {
+			if strings.HasPrefix(l.val, "-") {
+				l.val = l.val[1:]
+			} else {
+				l.val = "-" + l.val
+			}
+		}
+		return l, true
+	}
+	return literal{}, false
+}
+
+// groupBy resolves GROUP BY items to public-domain keys.
+func (b *builder) groupBy(sel *ast.SelectStmt) error {
+	if sel.GroupBy == nil {
+		return nil
+	}
+	if sel.GroupBy.Rollup {
+		return b.errAt(sel, pgerr.FeatureNotSupported, "GROUP BY … WITH ROLLUP is not supported").WithHint("GROUP BY plain columns")
+	}
+	fields := sel.Fields.Fields
+	for _, item := range sel.GroupBy.Items {
+		e := item.Expr
+		if item.Desc {
+			return b.errAt(e, pgerr.SyntaxError, "syntax error: ASC/DESC in GROUP BY").WithHint("order with ORDER BY")
+		}
+		if p, ok := e.(*ast.ParenthesesExpr); ok {
+			e = p.Expr
+		}
+		var ref *ast.ColumnNameExpr
+		switch x := e.(type) {
+		case *ast.ColumnNameExpr:
+			ref = x
+			// PostgreSQL resolves GROUP BY names as input columns first,
+			// then as output column names.
+			if _, err := b.column(x); err != nil && x.Name.Table.O == "" {
+				for _, f := range fields {
+					if f.AsName.O == x.Name.Name.O {
+						if c, ok := f.Expr.(*ast.ColumnNameExpr); ok {
+							ref = c
+						} else {
+							return b.errAt(x, pgerr.FeatureNotSupported, "GROUP BY %q refers to an expression", x.Name.Name.O).
+								WithHint("GROUP BY a column with public values")
+						}
+					}
+				}
+			}
+		default:
+			l, ok := b.lit(e)
+			if !ok {
+				return b.errAt(e, pgerr.FeatureNotSupported, "GROUP BY expressions are not supported yet").
+					WithHint("GROUP BY a column with public values, by name or output position")
+			}
+			pos, err := b.position(e, l, len(fields), "GROUP BY")
+			if err != nil {
+				return err
+			}
+			c, ok := fields[pos].Expr.(*ast.ColumnNameExpr)
+			if !ok {
+				if _, agg := fields[pos].Expr.(*ast.AggregateFuncExpr); agg {
+					return b.errAt(e, "42803", "aggregate functions are not allowed in GROUP BY").
+						WithHint("GROUP BY a column with public values")
+				}
+				return b.errAt(e, pgerr.FeatureNotSupported, "GROUP BY position %d refers to an expression", pos+1).
+					WithHint("GROUP BY a column with public values")
+			}
+			ref = c
+		}
+		ci, err := b.column(ref)
+		if err != nil {
+			return err
+		}
+		if err := b.addKey(ref, ci); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// position reads a 1-based output position.
+func (b *builder) position(e ast.Node, l literal, n int, clause string) (int, error) {
+	if l.kind != litNumber || l.typ != "" {
+		return 0, b.errAt(e, pgerr.SyntaxError, "non-integer constant in %s", clause).
+			WithHint("%s a column name, an output alias or an output position", clause)
+	}
+	p, err := strconv.Atoi(l.val)
+	if err != nil || p < 1 || p > n {
+		return 0, b.errAt(e, "42P10", "%s position %s is not in select list", clause, l.val).
+			WithHint("positions count output columns from 1 to %d", n)
+	}
+	return p - 1, nil
+}
+
+func (b *builder) addKey(at ast.Node, ci colInfo) error {
+	for _, k := range b.keys {
+		if k.Column == ci.name {
+			return nil // GROUP BY a, a
+		}
+	}
+	if ci.col == nil || ci.unit || len(ci.col.PublicValues) == 0 {
+		return b.errAt(at, pgerr.FeatureNotSupported, "GROUP BY %s is not supported: the policy declares no public values for it", ci.name).
+			WithHint("GROUP BY a column with public_values in the policy (%s); grouping by other columns needs partition selection, which comes in a later version", strings.Join(b.publicKeys(), ", "))
+	}
+	b.keys = append(b.keys, Key{Column: ci.name, Type: ci.col.Type, Domain: append([]string(nil), ci.col.PublicValues...)})
+	b.keyCols = append(b.keyCols, ci.col)
+	return nil
+}
+
+func (b *builder) publicKeys() []string {
+	var out []string
+	for _, n := range b.table.ColumnOrder {
+		if c := b.table.Columns[n]; !c.Hidden && len(c.PublicValues) > 0 {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"none in this table"}
+	}
+	return out
+}
+
+func (b *builder) keyIndex(name string) int {
+	for i, k := range b.keys {
+		if k.Column == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// selectList builds outputs and measures.
+func (b *builder) selectList(sel *ast.SelectStmt) error {
+	for _, f := range sel.Fields.Fields {
+		if f.WildCard != nil {
+			return b.errAt(sel, pgerr.InsufficientPrivilege, "only aggregate queries are answered; SELECT * returns private rows").
+				WithHint("%s", aggregateHint)
+		}
+		out := Output{}
+		var spec aggSpec
+		switch x := f.Expr.(type) {
+		case *ast.ColumnNameExpr:
+			ci, err := b.column(x)
+			if err != nil {
+				return err
+			}
+			k := b.keyIndex(ci.name)
+			if k < 0 {
+				return b.errAt(x, pgerr.InsufficientPrivilege, "only aggregate queries are answered; column %q is not aggregated", ci.name).
+					WithHint("%s", aggregateHint)
+			}
+			out = Output{Name: ci.name, Kind: OutputKey, Key: k, PGType: keyPGType(b.keys[k])}
+		case *ast.AggregateFuncExpr:
+			s, o, err := b.aggregate(x)
+			if err != nil {
+				return err
+			}
+			spec, out = s, o
+		default:
+			if _, ok := b.lit(f.Expr); ok {
+				return b.errAt(f.Expr, pgerr.FeatureNotSupported, "constants in the select list of a DP query are not supported").
+					WithHint("%s", aggregateHint)
+			}
+			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok {
+				return b.errAt(f.Expr, pgerr.FeatureNotSupported, "function %s is not supported in DP queries", fc.FnName.O).
+					WithHint("%s", aggregateHint)
+			}
+			return b.errAt(f.Expr, pgerr.FeatureNotSupported, "expressions in the select list are not supported yet").
+				WithHint("%s", aggregateHint)
+		}
+		if f.AsName.O != "" {
+			out.Name = f.AsName.O
+		}
+		b.outputs = append(b.outputs, out)
+		b.aggs = append(b.aggs, spec)
+	}
+	if len(b.measures) == 0 {
+		return b.errAt(sel, pgerr.InsufficientPrivilege, "only aggregate queries are answered").WithHint("%s", aggregateHint)
+	}
+	return nil
+}
+
+// aggregate checks an aggregate call and adds its measures.
+func (b *builder) aggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
+	fn := strings.ToLower(x.F)
+	if x.Order != nil {
+		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY inside an aggregate is not supported").WithHint("remove it")
+	}
+	if x.Distinct {
+		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "%s(DISTINCT …) is not supported yet", strings.ToUpper(fn)).
+			WithHint("use COUNT(*), COUNT(col), SUM(col) or AVG(col)")
+	}
+	switch fn {
+	case "count", "sum", "avg":
+	default:
+		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "aggregate %s is not supported yet", fn).
+			WithHint("use COUNT(*), COUNT(col), SUM(col) or AVG(col)")
+	}
+	if len(x.Args) != 1 {
+		return aggSpec{}, Output{}, b.errAt(x, "42883", "function %s with %d arguments does not exist", fn, len(x.Args)).
+			WithHint("%s takes one column", strings.ToUpper(fn))
+	}
+	arg := x.Args[0]
+	if p, ok := arg.(*ast.ParenthesesExpr); ok {
+		arg = p.Expr
+	}
+	if fn == "count" {
+		if _, star := arg.(*test_driver.ValueExpr); star {
+			return aggSpec{fn: "count"}, Output{Name: "count", Kind: OutputCount, Measure: b.measure(MeasureCount, nil), PGType: "int8"}, nil
+		}
+		if l, ok := b.lit(arg); ok {
+			if l.kind == litNull {
+				return aggSpec{}, Output{}, b.errAt(arg, pgerr.FeatureNotSupported, "COUNT(NULL) is always 0").WithHint("use COUNT(*)")
+			}
+			// COUNT(constant) counts every row, like COUNT(*).
+			return aggSpec{fn: "count"}, Output{Name: "count", Kind: OutputCount, Measure: b.measure(MeasureCount, nil), PGType: "int8"}, nil
+		}
+	}
+	c, ok := arg.(*ast.ColumnNameExpr)
+	if !ok {
+		if _, agg := arg.(*ast.AggregateFuncExpr); agg {
+			return aggSpec{}, Output{}, b.errAt(arg, "42803", "aggregate function calls cannot be nested").WithHint("%s", aggregateHint)
+		}
+		return aggSpec{}, Output{}, b.errAt(arg, pgerr.FeatureNotSupported, "expressions inside aggregates are not supported yet").
+			WithHint("aggregate a plain column: %s(col)", strings.ToUpper(fn))
+	}
+	ci, err := b.column(c)
+	if err != nil {
+		return aggSpec{}, Output{}, err
+	}
+	if fn == "count" {
+		m := b.measure(MeasureCount, &ci)
+		return aggSpec{fn: "count", col: ci.name}, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
+	}
+	if ci.unit {
+		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s of the unit column %s is not supported", strings.ToUpper(fn), ci.name).
+			WithHint("sum or average a numeric column with bounds in the policy")
+	}
+	if !ci.col.Type.Numeric() {
+		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s(%s) needs a numeric column; %s is %s", strings.ToUpper(fn), ci.name, ci.name, ci.col.Type).
+			WithHint("sum or average a numeric column with bounds in the policy, or use COUNT(%s)", ci.name)
+	}
+	if !ci.col.HasBounds {
+		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s(%s) needs bounds: the policy declares no lower/upper for %s", strings.ToUpper(fn), ci.name, ci.name).
+			WithHint("ask the data steward to declare lower and upper for %s", ci.name)
+	}
+	if ci.col.LowerNum == 0 && ci.col.UpperNum == 0 {
+		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s(%s) is constant: the policy bounds are [0, 0]", strings.ToUpper(fn), ci.name).
+			WithHint("ask the data steward to declare real bounds for %s", ci.name)
+	}
+	sum := b.measure(MeasureSum, &ci)
+	if fn == "sum" {
+		return aggSpec{fn: "sum", col: ci.name}, Output{Name: "sum", Kind: OutputSum, Measure: sum, PGType: "numeric"}, nil
+	}
+	cnt := b.measure(MeasureCount, &ci)
+	return aggSpec{fn: "avg", col: ci.name}, Output{Name: "avg", Kind: OutputAvg, Measure: sum, CountMeasure: cnt, PGType: "numeric",
+		Lower: ci.col.LowerNum, Upper: ci.col.UpperNum}, nil
+}
+
+// measure returns the index of the measure, adding it when new (measures
+// are de-duplicated: AVG(cost) and SUM(cost) share one sum).
+func (b *builder) measure(kind MeasureKind, ci *colInfo) int {
+	m := Measure{Kind: kind}
+	if ci != nil {
+		m.Column = ci.name
+	}
+	for i, have := range b.measures {
+		if have.Kind == m.Kind && have.Column == m.Column {
+			return i
+		}
+	}
+	var col *policy.Column
+	if ci != nil {
+		col = ci.col
+	}
+	m = measureBounds(b.table, m, col)
+	b.measures = append(b.measures, m)
+	return len(b.measures) - 1
+}
+
+// keyPGType is the PostgreSQL type reported for a key column.
+func keyPGType(k Key) string {
+	switch k.Type {
+	case policy.TypeInt:
+		for _, v := range k.Domain {
+			if x, err := strconv.ParseInt(v, 10, 64); err != nil || x > 1<<31-1 || x < -1<<31 {
+				return "int8"
+			}
+		}
+		return "int4"
+	case policy.TypeNumeric:
+		return "numeric"
+	case policy.TypeFloat:
+		return "float8"
+	case policy.TypeDate:
+		return "date"
+	case policy.TypeBool:
+		return "bool"
+	}
+	return "text"
+}
+
+// orderBy resolves ORDER BY items to outputs (PostgreSQL resolves ORDER BY
+// names as output names first, then as input columns).
+func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
+	if sel.OrderBy == nil {
+		return nil
+	}
+	for _, item := range sel.OrderBy.Items {
+		e := item.Expr
+		if pe, ok := e.(*ast.ParenthesesExpr); ok {
+			e = pe.Expr
+		}
+		idx := -1
+		switch x := e.(type) {
+		case *ast.ColumnNameExpr:
+			if x.Name.Table.O == "" {
+				for i, o := range p.Outputs {
+					if o.Name == x.Name.Name.O {
+						if idx >= 0 {
+							return b.errAt(x, "42702", "ORDER BY %q is ambiguous", o.Name).WithHint("order by output position instead")
+						}
+						idx = i
+					}
+				}
+			}
+			if idx < 0 {
+				ci, err := b.column(x)
+				if err != nil {
+					return err
+				}
+				for i, o := range p.Outputs {
+					if o.Kind == OutputKey && b.keys[o.Key].Column == ci.name {
+						idx = i
+						break
+					}
+				}
+				if idx < 0 {
+					return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY %s: only output columns can be ordered", ci.name).
+						WithHint("add %s to the select list or order by an output column", ci.name)
+				}
+			}
+		case *ast.AggregateFuncExpr:
+			saved := len(b.measures)
+			spec, _, err := b.aggregate(x)
+			if err != nil {
+				return err
+			}
+			for i, s := range b.aggs {
+				if s == spec {
+					idx = i
+					break
+				}
+			}
+			if idx < 0 || len(b.measures) != saved {
+				return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY an aggregate that is not in the select list is not supported").
+					WithHint("add the aggregate to the select list, or order by its output position")
+			}
+		default:
+			l, ok := b.lit(e)
+			if !ok {
+				return b.errAt(e, pgerr.FeatureNotSupported, "ORDER BY expressions are not supported").
+					WithHint("order by an output column name, alias or position")
+			}
+			pos, err := b.position(e, l, len(p.Outputs), "ORDER BY")
+			if err != nil {
+				return err
+			}
+			idx = pos
+		}
+		p.OrderBy = append(p.OrderBy, OrderItem{Output: idx, Desc: item.Desc})
+	}
+	return nil
+}
+
+// limit reads LIMIT and OFFSET (non-negative integer literals).
+func (b *builder) limit(sel *ast.SelectStmt, p *Plan) error {
+	if sel.Limit == nil {
+		return nil
+	}
+	read := func(e ast.ExprNode, what string) (int64, bool, error) {
+		l, ok := b.lit(e)
+		if ok && l.kind == litNull {
+			return 0, false, nil
+		}
+		if !ok || l.kind != litNumber || l.typ != "" && l.typ != policy.TypeInt {
+			return 0, false, b.errAt(e, pgerr.FeatureNotSupported, "%s must be an integer literal", what).WithHint("write %s 10", what)
+		}
+		v, err := strconv.ParseInt(l.val, 10, 64)
+		if err != nil {
+			return 0, false, b.errAt(e, "22P02", "invalid %s %s", what, l.val).WithHint("write a non-negative integer")
+		}
+		if v < 0 {
+			code := "2201W"
+			if what == "OFFSET" {
+				code = "2201X"
+			}
+			return 0, false, b.errAt(e, code, "%s must not be negative", what).WithHint("write a non-negative integer")
+		}
+		return v, true, nil
+	}
+	if sel.Limit.Count != nil {
+		v, ok, err := read(sel.Limit.Count, "LIMIT")
+		if err != nil {
+			return err
+		}
+		if ok {
+			p.Limit = v
+		}
+	}
+	if sel.Limit.Offset != nil {
+		v, _, err := read(sel.Limit.Offset, "OFFSET")
+		if err != nil {
+			return err
+		}
+		p.Offset = v
+	}
+	return nil
+}

@@ -1,0 +1,592 @@
+package rewrite
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// The normalizer turns a lexed PostgreSQL statement into text the TiDB
+// (MySQL-dialect) parser reads with the same structure, or refuses it with a
+// precise error. Its rules:
+//
+//   - Every literal (number, string, TRUE/FALSE, typed literal such as
+//     DATE '…', '…'::date, CAST('…' AS date)) becomes a ? marker, and the
+//     literal itself, decoded by our PostgreSQL lexer, is kept aside with its
+//     declared type. The TiDB parser never interprets a literal, so MySQL's
+//     backslash escapes, _charset prefixes and number typing play no part.
+//   - Unquoted words that are PostgreSQL reserved keywords of the supported
+//     grammar are passed as keywords; the aggregates count/sum/avg/min/max
+//     pass bare when followed by "(". Every other word is written as a
+//     double-quoted identifier (ANSI_QUOTES), folded to lower case as
+//     PostgreSQL folds it, so MySQL-only keywords (div, mod, xor, key,
+//     regexp, …) can never take effect.
+//   - IS [NOT] DISTINCT FROM becomes the null-safe <=> (negated for
+//     DISTINCT), when both operands are simple.
+//   - Everything else that has no exact mapping is refused with its
+//     position: casts of non-literals, $n placeholders, window functions,
+//     CTEs, set operations, joins, subqueries, FILTER, WITHIN GROUP, arrays,
+//     operators other than comparison and arithmetic, LIMIT a,b, ….
+
+// literal is one constant of the analyst's query.
+type literal struct {
+	kind litKind
+	val  string      // number text (with sign), decoded string, "true"/"false"
+	typ  policy.Type // explicit type (cast or typed literal); "" when untyped
+	pos  int         // byte offset in the statement
+}
+
+type litKind int
+
+const (
+	litNumber litKind = iota
+	litString
+	litBool
+	litNull
+)
+
+// piece is one unit of normalized output.
+type piece struct {
+	text string
+	pos  int  // byte offset of the source token
+	lit  int  // index into literals for "?" pieces, else -1
+	word bool // identifier or keyword (part of a primary)
+	nsEq int  // for "<=>": 1 = IS NOT DISTINCT FROM, 2 = IS DISTINCT FROM
+}
+
+type normalized struct {
+	src    string
+	text   string
+	pieces []piece
+	starts []int // normalized byte offset of each piece
+	lits   []literal
+	litAt  map[int]int // normalized offset of a "?" → literal index
+}
+
+// passKeywords are PostgreSQL reserved words of the supported grammar that
+// mean the same to the TiDB parser; they are passed unquoted.
+var passKeywords = map[string]bool{
+	"select": true, "from": true, "where": true, "group": true, "by": true,
+	"order": true, "having": true, "limit": true, "offset": true, "as": true,
+	"and": true, "or": true, "not": true, "in": true, "is": true, "null": true,
+	"between": true, "like": true, "ilike": true, "asc": true, "desc": true,
+	"distinct": true, "all": true, "case": true, "when": true, "then": true,
+	"else": true, "end": true, "on": true,
+}
+
+// aggregateNames pass bare before "(" so the TiDB parser builds aggregate
+// nodes for them.
+var aggregateNames = map[string]bool{"count": true, "sum": true, "avg": true, "min": true, "max": true}
+
+// typeNames maps PostgreSQL type names usable in casts of literals to policy
+// types.
+var typeNames = map[string]policy.Type{
+	"int": policy.TypeInt, "integer": policy.TypeInt, "int2": policy.TypeInt, "int4": policy.TypeInt,
+	"int8": policy.TypeInt, "smallint": policy.TypeInt, "bigint": policy.TypeInt,
+	"numeric": policy.TypeNumeric, "decimal": policy.TypeNumeric,
+	"real": policy.TypeFloat, "float": policy.TypeFloat, "float4": policy.TypeFloat, "float8": policy.TypeFloat,
+	"double": policy.TypeFloat,
+	"text":   policy.TypeText, "varchar": policy.TypeText, "char": policy.TypeText, "character": policy.TypeText,
+	"date":    policy.TypeDate,
+	"boolean": policy.TypeBool, "bool": policy.TypeBool,
+}
+
+// refusedWords are refused wherever they appear as unquoted words, with
+// their SQLSTATE, message and hint.
+var refusedWords = map[string][3]string{
+	"over":      {pgerr.FeatureNotSupported, "window functions are not supported", "use plain aggregates with GROUP BY"},
+	"window":    {pgerr.FeatureNotSupported, "window functions are not supported", "use plain aggregates with GROUP BY"},
+	"with":      {pgerr.FeatureNotSupported, "WITH queries (CTEs) are not supported", "write one SELECT over one protected table"},
+	"union":     {pgerr.FeatureNotSupported, "UNION is not supported", "send the SELECTs as separate queries"},
+	"intersect": {pgerr.FeatureNotSupported, "INTERSECT is not supported", "send the SELECTs as separate queries"},
+	"except":    {pgerr.FeatureNotSupported, "EXCEPT is not supported", "send the SELECTs as separate queries"},
+	"join":      {pgerr.FeatureNotSupported, "joins are not supported", "query one protected table; filter with WHERE on its own columns"},
+	"lateral":   {pgerr.FeatureNotSupported, "LATERAL is not supported", "query one protected table"},
+	"exists":    {pgerr.FeatureNotSupported, "subqueries are not supported", "filter with WHERE comparisons against literals"},
+	"filter":    {pgerr.FeatureNotSupported, "aggregate FILTER is not supported yet", "move the condition to WHERE"},
+	"within":    {pgerr.FeatureNotSupported, "WITHIN GROUP (ordered-set aggregates) is not supported yet", "use COUNT, SUM or AVG"},
+	"fetch":     {pgerr.FeatureNotSupported, "FETCH FIRST is not supported", "write LIMIT n"},
+	"nulls":     {pgerr.FeatureNotSupported, "NULLS FIRST/LAST is not supported", "order by the output column with ASC or DESC only"},
+	"escape":    {pgerr.FeatureNotSupported, "LIKE … ESCAPE is not supported", "use the default escape character \\ in the pattern"},
+	"symmetric": {pgerr.FeatureNotSupported, "BETWEEN SYMMETRIC is not supported", "write BETWEEN low AND high with low ≤ high"},
+	"similar":   {pgerr.FeatureNotSupported, "SIMILAR TO is not supported", "use LIKE"},
+	"any":       {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", "use IN (list of literals)"},
+	"some":      {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", "use IN (list of literals)"},
+	"array":     {pgerr.FeatureNotSupported, "arrays are not supported", "use IN (list of literals)"},
+	"values":    {pgerr.FeatureNotSupported, "VALUES lists are not supported", "query one protected table"},
+	"interval":  {pgerr.FeatureNotSupported, "intervals are not supported yet", "compare date columns with 'YYYY-MM-DD'::date literals"},
+	"collate":   {pgerr.FeatureNotSupported, "COLLATE is not supported", "remove the COLLATE clause"},
+	"at":        {pgerr.FeatureNotSupported, "AT TIME ZONE is not supported", "compare date columns with 'YYYY-MM-DD'::date literals"},
+	"into":      {pgerr.InsufficientPrivilege, "SELECT … INTO is not allowed", "remove INTO; dpproxy answers only aggregate SELECT queries"},
+	"for":       {pgerr.FeatureNotSupported, "locking clauses are not supported", "remove FOR UPDATE/SHARE; dpproxy is read-only"},
+	"natural":   {pgerr.FeatureNotSupported, "joins are not supported", "query one protected table"},
+	"cross":     {pgerr.FeatureNotSupported, "joins are not supported", "query one protected table"},
+	"using":     {pgerr.FeatureNotSupported, "joins are not supported", "query one protected table"},
+	"table":     {pgerr.InsufficientPrivilege, "only aggregate queries are answered", "use COUNT(*), SUM(col), AVG(col) … GROUP BY a column with public values"},
+	"explain":   {pgerr.FeatureNotSupported, "EXPLAIN of DP queries is not supported yet", "run the query itself; EXPLAIN output comes in a later version"},
+}
+
+func refusal(src string, pos int, r [3]string) *pgerr.Error {
+	return pgerr.New(r[0], "%s", r[1]).WithHint("%s", r[2]).WithPosition(charPos(src, pos))
+}
+
+var numberRE = regexp.MustCompile(`^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
+// normalize runs the normalizer over a statement.
+func normalize(src string) (*normalized, error) {
+	toks, err := lex(src)
+	if err != nil {
+		return nil, err
+	}
+	n := &normalized{src: src, litAt: map[int]int{}}
+	add := func(text string, pos int, word bool) {
+		n.pieces = append(n.pieces, piece{text: text, pos: pos, lit: -1, word: word})
+	}
+	addLit := func(l literal) {
+		n.lits = append(n.lits, l)
+		n.pieces = append(n.pieces, piece{text: "?", pos: l.pos, lit: len(n.lits) - 1, word: true})
+	}
+	if len(toks) > 0 {
+		first := toks[0]
+		if first.kind == tokIdent && !first.quoted && refusedKeywords[first.val] {
+			return nil, refuseWrite(src, first)
+		}
+		if !first.is("select") && !first.isPunct("(") && !first.is("with") && !first.is("explain") {
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").
+				WithPosition(charPos(src, first.pos)).WithHint("%s", shapeHint)
+		}
+	}
+	prevIs := func(i int, kw string) bool { return i > 0 && toks[i-1].is(kw) }
+	for i := 0; i < len(toks); i++ {
+		t := toks[i]
+		next := func(k int) token {
+			if i+k < len(toks) {
+				return toks[i+k]
+			}
+			return token{kind: tokPunct, val: "", pos: len(src), end: len(src)}
+		}
+		switch t.kind {
+		case tokParam:
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "bound parameters ($%s) are not supported yet in DP queries", t.val).
+				WithPosition(charPos(src, t.pos)).
+				WithHint("write the value as a literal in the query text")
+		case tokBitString:
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "bit-string constants are not supported").
+				WithPosition(charPos(src, t.pos)).WithHint("compare columns with numbers, strings, dates or booleans")
+		case tokNumber, tokString:
+			l := literal{kind: litNumber, val: t.val, pos: t.pos}
+			if t.kind == tokString {
+				l.kind = litString
+			}
+			if next(1).isPunct("::") {
+				typ, k, err := castType(src, toks, i+2)
+				if err != nil {
+					return nil, err
+				}
+				l.typ = typ
+				i = k - 1
+			}
+			addLit(l)
+		case tokPunct:
+			switch t.val {
+			case "(":
+				if next(1).is("select") || next(1).is("with") || next(1).is("values") || next(1).is("table") {
+					return nil, pgerr.New(pgerr.FeatureNotSupported, "subqueries are not supported").
+						WithPosition(charPos(src, next(1).pos)).
+						WithHint("write one SELECT over one protected table; filter with WHERE comparisons against literals")
+				}
+				add("(", t.pos, false)
+			case ")", ",", ".":
+				add(t.val, t.pos, false)
+			case "::":
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "casts of columns and expressions are not supported").
+					WithPosition(charPos(src, t.pos)).
+					WithHint("compare the column with a literal of its own type, e.g. visit_date >= '2021-01-01'::date")
+			case ";":
+				return nil, syntaxErr(src, t.pos, "several statements in one DP statement").
+					WithHint("send one statement at a time")
+			case "[", "]":
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "arrays are not supported").
+					WithPosition(charPos(src, t.pos)).WithHint("use IN (list of literals)")
+			default:
+				return nil, syntaxErr(src, t.pos, "syntax error at or near %q", t.val)
+			}
+		case tokOp:
+			switch t.val {
+			case "=", "<>", "<", "<=", ">", ">=", "+", "-", "*", "/", "%":
+				add(t.val, t.pos, false)
+			case "!=":
+				add("<>", t.pos, false)
+			case "||":
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "operator || is not supported").
+					WithPosition(charPos(src, t.pos)).
+					WithHint("string concatenation is not available in DP queries; compare columns with literals")
+			case "~", "~*", "!~", "!~*":
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "regular expression operator %s is not supported", t.val).
+					WithPosition(charPos(src, t.pos)).WithHint("use LIKE or ILIKE with a string pattern")
+			default:
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "operator %s is not supported", t.val).
+					WithPosition(charPos(src, t.pos)).
+					WithHint("supported operators: = <> != < <= > >= AND OR NOT IN BETWEEN LIKE ILIKE IS [NOT] NULL")
+			}
+		case tokIdent:
+			if t.quoted {
+				add(quoteIdent(t.val), t.pos, true)
+				continue
+			}
+			w := t.val
+			if r, ok := refusedWords[w]; ok {
+				// Non-reserved words are refused only where they start the
+				// clause they name, so columns may still be called so.
+				refuse := true
+				switch w {
+				case "at":
+					refuse = next(1).is("time")
+				case "filter":
+					refuse = next(1).isPunct("(")
+				case "within":
+					refuse = next(1).is("group")
+				case "nulls":
+					refuse = next(1).is("first") || next(1).is("last")
+				case "fetch":
+					refuse = next(1).is("first") || next(1).is("next")
+				case "over":
+					refuse = i > 0 && toks[i-1].isPunct(")")
+				case "window":
+					refuse = next(2).is("as")
+				case "interval":
+					refuse = next(1).kind == tokString
+				case "escape":
+					refuse = next(1).kind == tokString
+				}
+				if refuse {
+					return nil, refusal(src, t.pos, r)
+				}
+			}
+			switch {
+			case w == "true" || w == "false":
+				if prevIs(i, "is") || prevIs(i, "not") && i > 1 && toks[i-2].is("is") {
+					return nil, pgerr.New(pgerr.FeatureNotSupported, "IS [NOT] %s is not supported", strings.ToUpper(w)).
+						WithPosition(charPos(src, t.pos)).WithHint("write column = %s", w)
+				}
+				addLit(literal{kind: litBool, val: w, pos: t.pos})
+			case w == "null" && !(prevIs(i, "is") || prevIs(i, "not") && i > 1 && toks[i-2].is("is")):
+				addLit(literal{kind: litNull, val: "null", pos: t.pos})
+			case w == "unknown" && prevIs(i, "is") || w == "unknown" && prevIs(i, "not"):
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "IS [NOT] UNKNOWN is not supported").
+					WithPosition(charPos(src, t.pos)).WithHint("write IS [NOT] NULL")
+			case w == "isnull" || w == "notnull":
+				add("IS", t.pos, true)
+				if w == "notnull" {
+					add("NOT", t.pos, true)
+				}
+				add("NULL", t.pos, true)
+			case w == "cast" && next(1).isPunct("("):
+				// CAST ( literal AS type )
+				lt := next(2)
+				if (lt.kind != tokString && lt.kind != tokNumber) || !next(3).is("as") {
+					return nil, pgerr.New(pgerr.FeatureNotSupported, "CAST of columns and expressions is not supported").
+						WithPosition(charPos(src, t.pos)).
+						WithHint("compare the column with a literal of its own type, e.g. visit_date >= '2021-01-01'::date")
+				}
+				typ, k, err := castType(src, toks, i+4)
+				if err != nil {
+					return nil, err
+				}
+				if k >= len(toks) || !toks[k].isPunct(")") {
+					return nil, syntaxErr(src, posAt(src, toks, k), "syntax error in CAST: expected )")
+				}
+				kind := litNumber
+				if lt.kind == tokString {
+					kind = litString
+				}
+				addLit(literal{kind: kind, val: lt.val, typ: typ, pos: lt.pos})
+				i = k
+			case typeNames[w] != "" && next(1).kind == tokString && !prevIs(i, "as"):
+				// Typed literal: DATE '2021-01-01', integer '5'.
+				addLit(literal{kind: litString, val: next(1).val, typ: typeNames[w], pos: t.pos})
+				i++
+			case w == "timestamp" || w == "time" || w == "timestamptz":
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "%s values are not supported", strings.ToUpper(w)).
+					WithPosition(charPos(src, t.pos)).
+					WithHint("compare date columns with 'YYYY-MM-DD'::date literals")
+			case w == "is" && (next(1).is("distinct") || next(1).is("not") && next(2).is("distinct")):
+				neg := 2
+				k := i + 2
+				if next(1).is("not") {
+					neg, k = 1, i+3
+				}
+				if k >= len(toks) || !toks[k].is("from") {
+					return nil, syntaxErr(src, posAt(src, toks, k), "syntax error: expected FROM after IS DISTINCT")
+				}
+				n.pieces = append(n.pieces, piece{text: "<=>", pos: t.pos, lit: -1, nsEq: neg})
+				i = k
+			case w == "distinct" && prevIs(i, "select"):
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "SELECT DISTINCT is not supported").
+					WithPosition(charPos(src, t.pos)).
+					WithHint("GROUP BY already returns one row per group; remove DISTINCT")
+			case w == "limit" && next(1).is("all"):
+				i++ // LIMIT ALL: no limit
+			case w == "limit" && next(2).isPunct(","):
+				return nil, syntaxErr(src, next(2).pos, "LIMIT a, b is MySQL syntax").
+					WithHint("write LIMIT count OFFSET skip")
+			case passKeywords[w]:
+				add(strings.ToUpper(w), t.pos, true)
+			case aggregateNames[w] && next(1).isPunct("("):
+				add(strings.ToUpper(w), t.pos, true)
+			default:
+				add(quoteIdent(w), t.pos, true)
+			}
+		}
+	}
+	if err := n.distinctFrom(); err != nil {
+		return nil, err
+	}
+	n.render()
+	return n, nil
+}
+
+func posAt(src string, toks []token, k int) int {
+	if k < len(toks) {
+		return toks[k].pos
+	}
+	return len(src)
+}
+
+// castType reads a type name at toks[k] (after :: or CAST(… AS) and returns
+// its policy type and the index after it. Type modifiers such as
+// numeric(10,2) and varchar(20) are accepted and ignored for comparison
+// purposes (they do not change how a literal compares).
+func castType(src string, toks []token, k int) (policy.Type, int, error) {
+	if k >= len(toks) || toks[k].kind != tokIdent || toks[k].quoted {
+		return "", k, syntaxErr(src, posAt(src, toks, k), "syntax error: expected a type name")
+	}
+	name := toks[k].val
+	typ, ok := typeNames[name]
+	if !ok {
+		return "", k, pgerr.New(pgerr.FeatureNotSupported, "casts to %s are not supported", name).
+			WithPosition(charPos(src, toks[k].pos)).
+			WithHint("cast literals to int, numeric, float8, text, date or boolean")
+	}
+	k++
+	switch {
+	case name == "double":
+		if k >= len(toks) || !toks[k].is("precision") {
+			return "", k, syntaxErr(src, posAt(src, toks, k), "syntax error: expected PRECISION after DOUBLE")
+		}
+		k++
+	case name == "character" && k < len(toks) && toks[k].is("varying"):
+		k++
+	}
+	if k < len(toks) && toks[k].isPunct("(") {
+		for k < len(toks) && !toks[k].isPunct(")") {
+			if !toks[k].isPunct("(") && !toks[k].isPunct(",") && toks[k].kind != tokNumber {
+				return "", k, syntaxErr(src, toks[k].pos, "syntax error in type modifier")
+			}
+			k++
+		}
+		if k >= len(toks) {
+			return "", k, syntaxErr(src, len(src), "syntax error: unterminated type modifier")
+		}
+		k++
+	}
+	if k < len(toks) && toks[k].isPunct("::") {
+		return "", k, pgerr.New(pgerr.FeatureNotSupported, "chained casts are not supported").
+			WithPosition(charPos(src, toks[k].pos)).WithHint("cast a literal once, to the column's type")
+	}
+	return typ, k, nil
+}
+
+// quoteIdent writes an identifier in double quotes, doubling quotes.
+func quoteIdent(s string) string {
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// distinctFrom rewrites each "<=>" marker into a null-safe comparison of
+// its two operands: (L <=> R) for IS NOT DISTINCT FROM and (NOT (L <=> R))
+// for IS DISTINCT FROM. Operands must be simple primaries (a possibly
+// qualified name, a literal, or a parenthesized expression) so that the
+// grouping cannot differ from PostgreSQL's precedence.
+func (n *normalized) distinctFrom() error {
+	for idx := 0; idx < len(n.pieces); idx++ {
+		p := n.pieces[idx]
+		if p.nsEq == 0 {
+			continue
+		}
+		bad := pgerr.New(pgerr.FeatureNotSupported, "IS DISTINCT FROM is only supported between a column and a literal").
+			WithPosition(charPos(n.src, p.pos)).
+			WithHint("parenthesize the operands, e.g. (cost) IS DISTINCT FROM 0")
+		ls := n.primaryStart(idx - 1)
+		re := n.primaryEnd(idx + 1)
+		if ls < 0 || re < 0 {
+			return bad
+		}
+		if ls > 0 {
+			prev := n.pieces[ls-1].text
+			switch prev {
+			case "(", ",", "AND", "OR", "NOT", "WHERE", "WHEN", "THEN", "ELSE", "SELECT", "HAVING", "ON":
+			default:
+				return bad
+			}
+		}
+		if re+1 < len(n.pieces) {
+			nx := n.pieces[re+1]
+			if !nx.word && nx.text != ")" && nx.text != "," || nx.text == "?" || nx.text == "NULL" {
+				return bad
+			}
+		}
+		open := []piece{{text: "(", pos: p.pos, lit: -1}}
+		closeP := []piece{{text: ")", pos: p.pos, lit: -1}}
+		if p.nsEq == 2 {
+			open = append(open, piece{text: "NOT", pos: p.pos, lit: -1, word: true}, piece{text: "(", pos: p.pos, lit: -1})
+			closeP = append(closeP, piece{text: ")", pos: p.pos, lit: -1})
+		}
+		n.pieces[idx].nsEq = 0
+		out := append([]piece{}, n.pieces[:ls]...)
+		out = append(out, open...)
+		out = append(out, n.pieces[ls:re+1]...)
+		out = append(out, closeP...)
+		out = append(out, n.pieces[re+1:]...)
+		n.pieces = out
+		idx += len(open)
+	}
+	return nil
+}
+
+// primaryStart returns the index of the first piece of the primary ending
+// at piece i, or -1.
+func (n *normalized) primaryStart(i int) int {
+	if i < 0 {
+		return -1
+	}
+	ps := n.pieces
+	if ps[i].text == ")" {
+		depth := 0
+		for j := i; j >= 0; j-- {
+			switch ps[j].text {
+			case ")":
+				depth++
+			case "(":
+				depth--
+				if depth == 0 {
+					if j > 0 && ps[j-1].word && ps[j-1].lit < 0 {
+						return -1 // function call
+					}
+					return j
+				}
+			}
+		}
+		return -1
+	}
+	if !ps[i].word || ps[i].lit < 0 && !strings.HasPrefix(ps[i].text, `"`) {
+		return -1
+	}
+	j := i
+	for j >= 2 && ps[j-1].text == "." && strings.HasPrefix(ps[j-2].text, `"`) {
+		j -= 2
+	}
+	if j > 0 && ps[j-1].text == "-" && ps[j].lit >= 0 {
+		j--
+		if j > 0 && (ps[j-1].word || ps[j-1].text == ")") {
+			return -1 // binary minus
+		}
+	}
+	return j
+}
+
+// primaryEnd returns the index of the last piece of the primary starting
+// at piece i, or -1.
+func (n *normalized) primaryEnd(i int) int {
+	ps := n.pieces
+	if i >= len(ps) {
+		return -1
+	}
+	if ps[i].text == "(" {
+		depth := 0
+		for j := i; j < len(ps); j++ {
+			switch ps[j].text {
+			case "(":
+				depth++
+			case ")":
+				depth--
+				if depth == 0 {
+					return j
+				}
+			}
+		}
+		return -1
+	}
+	if ps[i].text == "-" && i+1 < len(ps) && ps[i+1].lit >= 0 {
+		return i + 1
+	}
+	if ps[i].lit >= 0 {
+		return i
+	}
+	if !strings.HasPrefix(ps[i].text, `"`) {
+		return -1
+	}
+	j := i
+	for j+2 < len(ps) && ps[j+1].text == "." && strings.HasPrefix(ps[j+2].text, `"`) {
+		j += 2
+	}
+	if j+1 < len(ps) && ps[j+1].text == "(" {
+		return -1 // function call
+	}
+	return j
+}
+
+// render joins the pieces with single spaces and records offsets.
+func (n *normalized) render() {
+	var b strings.Builder
+	n.starts = make([]int, len(n.pieces))
+	for i, p := range n.pieces {
+		// MySQL reads a function name followed by a space as an identifier
+		// (IGNORE_SPACE is off), so "(" after a name is written directly.
+		if i > 0 && !(p.text == "(" && (n.pieces[i-1].lit < 0 && n.pieces[i-1].word &&
+			(aggregateNames[strings.ToLower(n.pieces[i-1].text)] || strings.HasPrefix(n.pieces[i-1].text, `"`)))) {
+			b.WriteByte(' ')
+		}
+		n.starts[i] = b.Len()
+		if p.lit >= 0 {
+			n.litAt[b.Len()] = p.lit
+		}
+		b.WriteString(p.text)
+	}
+	n.text = b.String()
+}
+
+// srcPos maps a byte offset of the normalized text to a byte offset of the
+// source statement.
+func (n *normalized) srcPos(off int) int {
+	best := 0
+	for i, s := range n.starts {
+		if s <= off {
+			best = n.pieces[i].pos
+		} else {
+			break
+		}
+	}
+	return best
+}
+
+// tidbErrRE extracts the column of a TiDB parser error ("line 1 column 16
+// near …").
+var tidbErrRE = regexp.MustCompile(`line \d+ column (\d+)`)
+
+// parseErrPos returns the source offset of a TiDB parse error.
+func (n *normalized) parseErrPos(msg string) int {
+	m := tidbErrRE.FindStringSubmatch(msg)
+	if m == nil {
+		return 0
+	}
+	col, err := strconv.Atoi(m[1])
+	if err != nil {
+		return 0
+	}
+	// TiDB reports the column just after the last token it accepted;
+	// point at the token that starts there or before.
+	return n.srcPos(col - 1)
+}

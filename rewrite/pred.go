@@ -1,0 +1,436 @@
+package rewrite
+
+import (
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+	"github.com/pingcap/tidb/pkg/parser/opcode"
+)
+
+// pred is a validated WHERE condition. Its SQL is produced by our emitter:
+// columns are quoted names of policy columns, literals are typed and
+// quoted by us, so the condition cannot raise a data-dependent error.
+type pred interface{ sql() string }
+
+type predBool struct {
+	op   string
+	l, r pred
+} // AND / OR
+type predNot struct{ x pred }
+type predConst struct{ v string } // TRUE / FALSE / NULL
+type predCol struct{ col string } // a boolean column used as a condition
+type predCmp struct {
+	col, op, lit string // "col" op literal, or literal op literal when col is a literal
+}
+type predIn struct {
+	col  string
+	lits []string
+	not  bool
+}
+type predBetween struct {
+	col, lo, hi string
+	not         bool
+}
+type predNull struct {
+	col string
+	not bool
+}
+type predLike struct {
+	col, pattern string
+	not, ilike   bool
+}
+
+func (p predBool) sql() string  { return "(" + p.l.sql() + " " + p.op + " " + p.r.sql() + ")" }
+func (p predNot) sql() string   { return "(NOT " + p.x.sql() + ")" }
+func (p predConst) sql() string { return p.v }
+func (p predCol) sql() string   { return p.col }
+func (p predCmp) sql() string   { return "(" + p.col + " " + p.op + " " + p.lit + ")" }
+func (p predIn) sql() string {
+	not := ""
+	if p.not {
+		not = "NOT "
+	}
+	return "(" + p.col + " " + not + "IN (" + strings.Join(p.lits, ", ") + "))"
+}
+func (p predBetween) sql() string {
+	not := ""
+	if p.not {
+		not = "NOT "
+	}
+	return "(" + p.col + " " + not + "BETWEEN " + p.lo + " AND " + p.hi + ")"
+}
+func (p predNull) sql() string {
+	if p.not {
+		return "(" + p.col + " IS NOT NULL)"
+	}
+	return "(" + p.col + " IS NULL)"
+}
+func (p predLike) sql() string {
+	op := "LIKE"
+	if p.ilike {
+		op = "ILIKE"
+	}
+	if p.not {
+		op = "NOT " + op
+	}
+	return "(" + p.col + " " + op + " " + p.pattern + ")"
+}
+
+const whereHint = "WHERE supports column op literal (= <> != < <= > >=), AND/OR/NOT, IN (literals), BETWEEN, IS [NOT] NULL, [NOT] LIKE/ILIKE 'pattern', IS [NOT] DISTINCT FROM literal"
+
+var cmpOps = map[opcode.Op]string{
+	opcode.EQ: "=", opcode.NE: "<>", opcode.LT: "<", opcode.LE: "<=", opcode.GT: ">", opcode.GE: ">=",
+}
+
+// flip mirrors a comparison when the literal is on the left.
+var flip = map[string]string{"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+// pred converts a WHERE expression.
+func (b *builder) pred(e ast.ExprNode) (pred, error) {
+	switch x := e.(type) {
+	case *ast.ParenthesesExpr:
+		return b.pred(x.Expr)
+	case *ast.BinaryOperationExpr:
+		switch x.Op {
+		case opcode.LogicAnd, opcode.LogicOr:
+			l, err := b.pred(x.L)
+			if err != nil {
+				return nil, err
+			}
+			r, err := b.pred(x.R)
+			if err != nil {
+				return nil, err
+			}
+			op := "AND"
+			if x.Op == opcode.LogicOr {
+				op = "OR"
+			}
+			return predBool{op: op, l: l, r: r}, nil
+		case opcode.NullEQ:
+			return b.compare(x, x.L, x.R, "IS NOT DISTINCT FROM")
+		}
+		if op, ok := cmpOps[x.Op]; ok {
+			return b.compare(x, x.L, x.R, op)
+		}
+		return nil, b.errAt(x, pgerr.FeatureNotSupported, "operator %s is not supported in WHERE", x.Op).WithHint("%s", whereHint)
+	case *ast.UnaryOperationExpr:
+		if x.Op == opcode.Not {
+			// NOT (a <=> b) comes from IS DISTINCT FROM.
+			in := x.V
+			if pe, ok := in.(*ast.ParenthesesExpr); ok {
+				in = pe.Expr
+			}
+			if be, ok := in.(*ast.BinaryOperationExpr); ok && be.Op == opcode.NullEQ {
+				return b.compare(be, be.L, be.R, "IS DISTINCT FROM")
+			}
+			p, err := b.pred(x.V)
+			if err != nil {
+				return nil, err
+			}
+			return predNot{x: p}, nil
+		}
+		return nil, b.errAt(x, pgerr.FeatureNotSupported, "expressions are not supported in WHERE").WithHint("%s", whereHint)
+	case *ast.ColumnNameExpr:
+		ci, err := b.column(x)
+		if err != nil {
+			return nil, err
+		}
+		if ci.typ() != policy.TypeBool {
+			return nil, b.errAt(x, "42804", "argument of WHERE must be type boolean, not %s", typeName(ci)).
+				WithHint("compare the column with a literal, e.g. %s = …", ci.name)
+		}
+		return predCol{col: quoteIdent(ci.name)}, nil
+	case *ast.IsNullExpr:
+		ci, err := b.whereColumn(x.Expr)
+		if err != nil {
+			return nil, err
+		}
+		return predNull{col: quoteIdent(ci.name), not: x.Not}, nil
+	case *ast.PatternInExpr:
+		if x.Sel != nil {
+			return nil, b.errAt(x, pgerr.FeatureNotSupported, "subqueries are not supported").WithHint("use IN (list of literals)")
+		}
+		ci, err := b.whereColumn(x.Expr)
+		if err != nil {
+			return nil, err
+		}
+		out := predIn{col: quoteIdent(ci.name), not: x.Not}
+		for _, item := range x.List {
+			s, err := b.typedLit(item, ci)
+			if err != nil {
+				return nil, err
+			}
+			out.lits = append(out.lits, s)
+		}
+		return out, nil
+	case *ast.BetweenExpr:
+		ci, err := b.whereColumn(x.Expr)
+		if err != nil {
+			return nil, err
+		}
+		lo, err := b.typedLit(x.Left, ci)
+		if err != nil {
+			return nil, err
+		}
+		hi, err := b.typedLit(x.Right, ci)
+		if err != nil {
+			return nil, err
+		}
+		return predBetween{col: quoteIdent(ci.name), lo: lo, hi: hi, not: x.Not}, nil
+	case *ast.PatternLikeOrIlikeExpr:
+		if x.EscapeExplicit {
+			return nil, b.errAt(x, pgerr.FeatureNotSupported, "LIKE … ESCAPE is not supported").WithHint("use the default escape character \\")
+		}
+		ci, err := b.whereColumn(x.Expr)
+		if err != nil {
+			return nil, err
+		}
+		if ci.typ() != policy.TypeText {
+			return nil, b.errAt(x, "42883", "LIKE needs a text column; %s is %s", ci.name, typeName(ci)).
+				WithHint("use comparisons for %s columns", typeName(ci))
+		}
+		l, ok := b.lit(x.Pattern)
+		if !ok || l.kind != litString || l.typ != "" && l.typ != policy.TypeText {
+			return nil, b.errAt(x.Pattern, pgerr.FeatureNotSupported, "the LIKE pattern must be a string literal").
+				WithHint("write %s LIKE 'prefix%%'", ci.name)
+		}
+		return predLike{col: quoteIdent(ci.name), pattern: quoteString(l.val), not: x.Not, ilike: !x.IsLike}, nil
+	case *ast.IsTruthExpr:
+		return nil, b.errAt(x, pgerr.FeatureNotSupported, "IS [NOT] TRUE/FALSE is not supported").WithHint("write column = true")
+	case *ast.SubqueryExpr, *ast.ExistsSubqueryExpr, *ast.CompareSubqueryExpr:
+		return nil, b.errAt(e, pgerr.FeatureNotSupported, "subqueries are not supported").WithHint("%s", whereHint)
+	case *ast.AggregateFuncExpr:
+		return nil, b.errAt(e, "42803", "aggregate functions are not allowed in WHERE").WithHint("filter the released rows in your client")
+	case *ast.FuncCallExpr:
+		return nil, b.errAt(e, pgerr.FeatureNotSupported, "function %s is not supported in WHERE", x.FnName.O).WithHint("%s", whereHint)
+	}
+	if l, ok := b.lit(e); ok {
+		switch {
+		case l.kind == litBool && (l.typ == "" || l.typ == policy.TypeBool):
+			return predConst{v: strings.ToUpper(l.val)}, nil
+		case l.kind == litNull:
+			return predConst{v: "NULL"}, nil
+		}
+		return nil, b.errAt(e, "42804", "argument of WHERE must be type boolean").WithHint("%s", whereHint)
+	}
+	return nil, b.errAt(e, pgerr.FeatureNotSupported, "this WHERE expression is not supported").WithHint("%s", whereHint)
+}
+
+// whereColumn requires a plain column reference.
+func (b *builder) whereColumn(e ast.ExprNode) (colInfo, error) {
+	if pe, ok := e.(*ast.ParenthesesExpr); ok {
+		return b.whereColumn(pe.Expr)
+	}
+	c, ok := e.(*ast.ColumnNameExpr)
+	if !ok {
+		return colInfo{}, b.errAt(e, pgerr.FeatureNotSupported, "expressions are not supported in WHERE yet").
+			WithHint("%s", whereHint)
+	}
+	return b.column(c)
+}
+
+// compare converts col op literal (either order); literal op literal is
+// accepted for constants such as 1 = 1 that BI tools generate.
+func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (pred, error) {
+	_, lcol := unparen(l).(*ast.ColumnNameExpr)
+	_, rcol := unparen(r).(*ast.ColumnNameExpr)
+	switch {
+	case lcol && rcol:
+		return nil, b.errAt(at, pgerr.FeatureNotSupported, "comparisons between two columns are not supported yet").
+			WithHint("compare a column with a literal")
+	case lcol || rcol:
+		colE, litE := l, r
+		if rcol {
+			colE, litE = r, l
+			if f, ok := flip[op]; ok {
+				op = f
+			}
+		}
+		ci, err := b.whereColumn(colE)
+		if err != nil {
+			return nil, err
+		}
+		s, err := b.typedLit(litE, ci)
+		if err != nil {
+			return nil, err
+		}
+		return predCmp{col: quoteIdent(ci.name), op: op, lit: s}, nil
+	}
+	ll, ok1 := b.lit(l)
+	rl, ok2 := b.lit(r)
+	if !ok1 || !ok2 {
+		return nil, b.errAt(at, pgerr.FeatureNotSupported, "expressions are not supported in WHERE yet").WithHint("%s", whereHint)
+	}
+	if ll.kind == litNumber && rl.kind == litNumber && ll.typ == "" && rl.typ == "" {
+		a, err := b.numberLit(l, ll)
+		if err != nil {
+			return nil, err
+		}
+		c, err := b.numberLit(r, rl)
+		if err != nil {
+			return nil, err
+		}
+		return predCmp{col: a, op: op, lit: c}, nil
+	}
+	if ll.kind == litString && rl.kind == litString && ll.typ == "" && rl.typ == "" {
+		return predCmp{col: quoteString(ll.val) + "::text", op: op, lit: quoteString(rl.val) + "::text"}, nil
+	}
+	return nil, b.errAt(at, pgerr.FeatureNotSupported, "this comparison of constants is not supported").
+		WithHint("compare a column with a literal")
+}
+
+func unparen(e ast.ExprNode) ast.ExprNode {
+	for {
+		p, ok := e.(*ast.ParenthesesExpr)
+		if !ok {
+			return e
+		}
+		e = p.Expr
+	}
+}
+
+func typeName(ci colInfo) string {
+	if ci.col == nil {
+		return "the unit column's type"
+	}
+	return string(ci.col.Type)
+}
+
+// maxNumberLen bounds numeric literals so none can overflow PostgreSQL's
+// numeric input.
+const maxNumberLen = 200
+
+func (b *builder) numberLit(at ast.Node, l literal) (string, error) {
+	v := strings.TrimSpace(l.val)
+	if strings.HasPrefix(v, "+") {
+		v = v[1:]
+	}
+	if !numberRE.MatchString(v) || len(v) > maxNumberLen {
+		return "", b.errAt(at, "22P02", "invalid number %q", l.val).
+			WithHint("write a decimal number of at most %d characters, e.g. 42 or 1.5", maxNumberLen)
+	}
+	if i := strings.IndexAny(v, "eE"); i >= 0 {
+		// Keep exponents small: 1e100000 would overflow numeric.
+		exp := strings.TrimLeft(v[i+1:], "+-")
+		if len(exp) > 3 {
+			return "", b.errAt(at, "22003", "number %q is out of range", l.val).WithHint("write the number without a huge exponent")
+		}
+	}
+	return "(" + v + ")", nil
+}
+
+// typedLit checks a literal against the column it is compared with and
+// returns the PostgreSQL text of the literal, typed to the column.
+func (b *builder) typedLit(e ast.ExprNode, ci colInfo) (string, error) {
+	l, ok := b.lit(e)
+	if !ok {
+		if _, isCol := unparen(e).(*ast.ColumnNameExpr); isCol {
+			return "", b.errAt(e, pgerr.FeatureNotSupported, "comparisons between two columns are not supported yet").
+				WithHint("compare a column with a literal")
+		}
+		return "", b.errAt(e, pgerr.FeatureNotSupported, "only literals can be compared with %s", ci.name).WithHint("%s", whereHint)
+	}
+	if l.kind == litNull {
+		return "NULL", nil
+	}
+	mismatch := func() (string, error) {
+		what := map[litKind]string{litNumber: "number", litString: "string", litBool: "boolean"}[l.kind]
+		if l.typ != "" {
+			what = string(l.typ)
+		}
+		return "", b.errAt(e, "42804", "cannot compare %s column %s with a %s", typeName(ci), ci.name, what).
+			WithHint("%s", literalHint(ci))
+	}
+	t := ci.typ()
+	if t == "" {
+		// The unit column's type is not declared: send the literal as an
+		// untyped string constant, which PostgreSQL types from the column
+		// (a malformed literal fails before any row is read).
+		switch {
+		case l.kind == litNumber && l.typ == "":
+			return b.numberLit(e, l)
+		case l.kind == litString && l.typ == "":
+			return quoteString(l.val), nil
+		}
+		return mismatch()
+	}
+	if l.typ != "" && l.typ != t && !(l.typ.Numeric() && t.Numeric()) {
+		return mismatch()
+	}
+	switch t {
+	case policy.TypeInt, policy.TypeNumeric, policy.TypeFloat:
+		switch l.kind {
+		case litNumber:
+			return b.numberLit(e, l)
+		case litString:
+			v := strings.TrimSpace(l.val)
+			if t == policy.TypeInt && !intRE.MatchString(v) || !numberRE.MatchString(strings.TrimPrefix(v, "+")) {
+				return "", b.errAt(e, "22P02", "invalid input syntax for type %s: %q", t, l.val).WithHint("%s", literalHint(ci))
+			}
+			return b.numberLit(e, literal{kind: litNumber, val: v})
+		}
+	case policy.TypeText:
+		if l.kind == litString {
+			return quoteString(l.val) + "::text", nil
+		}
+	case policy.TypeDate:
+		if l.kind == litString {
+			v := strings.TrimSpace(l.val)
+			d, err := time.Parse("2006-01-02", v)
+			if err != nil {
+				d, err = time.Parse("2006-1-2", v)
+			}
+			if err != nil || d.Year() < 1 {
+				return "", b.errAt(e, "22007", "invalid date %q", l.val).WithHint("write dates as 'YYYY-MM-DD'")
+			}
+			return "'" + d.Format("2006-01-02") + "'::date", nil
+		}
+	case policy.TypeBool:
+		switch l.kind {
+		case litBool:
+			return strings.ToUpper(l.val), nil
+		case litString:
+			switch strings.ToLower(strings.TrimSpace(l.val)) {
+			case "t", "true", "y", "yes", "on", "1":
+				return "TRUE", nil
+			case "f", "false", "n", "no", "off", "0":
+				return "FALSE", nil
+			}
+			return "", b.errAt(e, "22P02", "invalid input syntax for type boolean: %q", l.val).WithHint("write true or false")
+		}
+	}
+	return mismatch()
+}
+
+var intRE = regexp.MustCompile(`^[+-]?[0-9]+$`)
+
+func literalHint(ci colInfo) string {
+	switch ci.typ() {
+	case policy.TypeInt:
+		return "compare " + ci.name + " with an integer, e.g. " + ci.name + " >= 18"
+	case policy.TypeNumeric, policy.TypeFloat:
+		return "compare " + ci.name + " with a number, e.g. " + ci.name + " > 100.5"
+	case policy.TypeText:
+		return "compare " + ci.name + " with a quoted string, e.g. " + ci.name + " = 'value'"
+	case policy.TypeDate:
+		return "compare " + ci.name + " with a date, e.g. " + ci.name + " >= '2021-01-01'"
+	case policy.TypeBool:
+		return "compare " + ci.name + " with true or false"
+	}
+	return "compare " + ci.name + " with a number or a quoted string"
+}
+
+// quoteString writes a PostgreSQL string constant whose meaning does not
+// depend on standard_conforming_strings: plain '…' when there is no
+// backslash, else E'…' with backslashes doubled.
+func quoteString(s string) string {
+	q := strings.ReplaceAll(s, "'", "''")
+	if strings.Contains(s, `\`) {
+		return "E'" + strings.ReplaceAll(q, `\`, `\\`) + "'"
+	}
+	return "'" + q + "'"
+}
