@@ -142,7 +142,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return fmt.Errorf("listen on %s: %w (choose another address with listen: in the config, or --listen for the demo)", cfg.Listen, err)
 	}
 	ready(ln.Addr())
 	err = srv.Serve(ctx, ln)
