@@ -290,7 +290,10 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 			ref = x
 			// PostgreSQL resolves GROUP BY names as input columns first,
 			// then as output column names.
-			if _, err := b.column(x); err != nil && x.Name.Table.O == "" {
+			// Only names that are no column of the policy fall back to
+			// aliases (a hidden column keeps its PostgreSQL meaning and
+			// is refused).
+			if _, err := b.column(x); err != nil && x.Name.Table.O == "" && isUndefinedColumn(err) {
 				for _, f := range fields {
 					if f.AsName.O == x.Name.Name.O {
 						if c, ok := f.Expr.(*ast.ColumnNameExpr); ok {
@@ -672,4 +675,9 @@ func (b *builder) limit(sel *ast.SelectStmt, p *Plan) error {
 		p.Offset = v
 	}
 	return nil
+}
+
+func isUndefinedColumn(err error) bool {
+	pe, ok := pgerr.As(err)
+	return ok && pe.Code == pgerr.UndefinedColumn
 }
