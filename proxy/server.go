@@ -2,9 +2,16 @@ package proxy
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"net"
+	"runtime/debug"
+	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
@@ -24,27 +31,286 @@ type Dataset struct {
 	ShadowDSN string
 }
 
+// Releaser answers one DP request: reserve → run → noise → record.
+// *release.Releaser implements it; tests use fakes.
+type Releaser interface {
+	Run(ctx context.Context, req release.Request) (*release.Result, error)
+}
+
 // Config configures a Server.
 type Config struct {
 	Datasets       map[string]*Dataset // by dataset (database) name
 	Analysts       map[string]config.Analyst
-	Releaser       *release.Releaser
+	Releaser       Releaser
 	Ledger         accountant.Store // for SHOW dp.budget
 	TLS            *tls.Config      // nil: answer SSLRequest with N
 	RequireTLS     bool
-	MaxConnections int
-	IdleTimeout    time.Duration
+	MaxConnections int           // 0: 200
+	IdleTimeout    time.Duration // 0: none; idle sessions are closed after it
 	Logger         *zap.Logger
+
+	// ServerVersion is reported as server_version (default
+	// DefaultServerVersion). Clients parse its leading "NN.N".
+	ServerVersion string
+	// MaxStartupMessage bounds every message before authentication ends
+	// (default 10,000 bytes, PostgreSQL's MAX_STARTUP_PACKET_LENGTH).
+	MaxStartupMessage int
+	// MaxMessage bounds every message after authentication (default 1 MiB).
+	MaxMessage int
+	// AuthTimeout bounds the whole start-up and authentication exchange
+	// (default 30s, PostgreSQL's authentication_timeout is 60s).
+	AuthTimeout time.Duration
+	// DrainTimeout is how long Serve waits for running statements after
+	// its context is cancelled before cancelling them (default 10s).
+	DrainTimeout time.Duration
+	// MaxBufferedResult bounds the bytes of one shadow result the proxy
+	// holds for a portal of the extended protocol (default 64 MiB).
+	MaxBufferedResult int
 }
 
+// Defaults of Config.
+const (
+	DefaultServerVersion     = "15.0 (dpproxy)"
+	defaultMaxConnections    = 200
+	defaultMaxStartupMessage = 10_000 // PostgreSQL's MAX_STARTUP_PACKET_LENGTH
+	defaultMaxMessage        = 1 << 20
+	defaultAuthTimeout       = 30 * time.Second
+	defaultDrainTimeout      = 10 * time.Second
+	defaultMaxBufferedResult = 64 << 20
+)
+
 // Server is the PostgreSQL wire-protocol server. Safe for concurrent use.
-type Server struct{ cfg Config }
+type Server struct {
+	cfg   Config
+	log   *zap.Logger
+	creds map[string]scramCredentials // by analyst
+	// mockKey derives stable fake SCRAM salts for unknown users, so that a
+	// probe cannot tell an unknown user from a wrong password.
+	mockKey []byte
+	rt      router
+
+	nextConnID atomic.Uint32
+	active     atomic.Int64
+
+	mu       sync.Mutex
+	sessions map[uint32]*conn // by BackendKeyData process id
+}
 
 // New validates cfg and returns a Server.
-func New(cfg Config) (*Server, error) { return &Server{cfg: cfg}, nil }
+func New(cfg Config) (*Server, error) {
+	if len(cfg.Datasets) == 0 {
+		return nil, errors.New("proxy: no datasets configured")
+	}
+	for name, ds := range cfg.Datasets {
+		if ds == nil || ds.Policy == nil {
+			return nil, fmt.Errorf("proxy: dataset %q has no policy", name)
+		}
+	}
+	if cfg.Releaser == nil {
+		return nil, errors.New("proxy: Config.Releaser is required")
+	}
+	if cfg.Ledger == nil {
+		return nil, errors.New("proxy: Config.Ledger is required")
+	}
+	if cfg.RequireTLS && cfg.TLS == nil {
+		return nil, errors.New("proxy: RequireTLS needs a TLS config")
+	}
+	if cfg.MaxConnections < 0 || cfg.MaxStartupMessage < 0 || cfg.MaxMessage < 0 {
+		return nil, errors.New("proxy: limits must not be negative")
+	}
+	if cfg.MaxConnections == 0 {
+		cfg.MaxConnections = defaultMaxConnections
+	}
+	if cfg.MaxStartupMessage == 0 {
+		cfg.MaxStartupMessage = defaultMaxStartupMessage
+	}
+	if cfg.MaxMessage == 0 {
+		cfg.MaxMessage = defaultMaxMessage
+	}
+	if cfg.AuthTimeout <= 0 {
+		cfg.AuthTimeout = defaultAuthTimeout
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = defaultDrainTimeout
+	}
+	if cfg.MaxBufferedResult <= 0 {
+		cfg.MaxBufferedResult = defaultMaxBufferedResult
+	}
+	if cfg.ServerVersion == "" {
+		cfg.ServerVersion = DefaultServerVersion
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	s := &Server{
+		cfg:      cfg,
+		log:      cfg.Logger.Named("proxy"),
+		creds:    make(map[string]scramCredentials, len(cfg.Analysts)),
+		mockKey:  make([]byte, 32),
+		rt:       defaultRouter(),
+		sessions: map[uint32]*conn{},
+	}
+	if _, err := rand.Read(s.mockKey); err != nil {
+		return nil, fmt.Errorf("proxy: random key: %w", err)
+	}
+	names := make([]string, 0, len(cfg.Analysts))
+	for n := range cfg.Analysts {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c, err := credentialsFor(cfg.Analysts[n].Password)
+		if err != nil {
+			return nil, fmt.Errorf("proxy: analyst %q: %w", n, err)
+		}
+		s.creds[n] = c
+	}
+	return s, nil
+}
 
 // Serve accepts connections on ln until ctx is cancelled, then closes ln and
 // waits for sessions to finish (up to a drain deadline).
+//
+// Idle sessions are closed at once with 57P01; a statement that is running
+// finishes and sends its answer, unless the drain deadline passes first, in
+// which case it is cancelled. Serve returns nil after a clean drain.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	return errors.New("proxy: not implemented")
+	// Sessions run under baseCtx, which outlives ctx by the drain deadline.
+	baseCtx, cancelAll := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancelAll(errShutdown)
+
+	var wg sync.WaitGroup
+	stop := context.AfterFunc(ctx, func() { ln.Close() })
+	defer stop()
+
+	s.log.Info("serving", zap.String(logKeyAddr, ln.Addr().String()))
+	var acceptErr error
+	var tempDelay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				// Transient (e.g. EMFILE surfaces as a temporary error):
+				// back off like net/http does.
+				if tempDelay == 0 {
+					tempDelay = 5 * time.Millisecond
+				} else if tempDelay *= 2; tempDelay > time.Second {
+					tempDelay = time.Second
+				}
+				time.Sleep(tempDelay)
+				continue
+			}
+			acceptErr = fmt.Errorf("accept: %w", err)
+			break
+		}
+		tempDelay = 0
+		id := s.nextConnID.Add(1)
+		n := s.active.Add(1)
+		overLimit := n > int64(s.cfg.MaxConnections)
+		if n > 2*int64(s.cfg.MaxConnections) {
+			// Far over the limit: do not even spend a goroutine on it.
+			s.active.Add(-1)
+			nc.Close()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer s.active.Add(-1)
+			s.handle(baseCtx, nc, id, overLimit)
+		}()
+	}
+
+	// Drain: close idle sessions now, let running statements finish.
+	s.log.Info("draining", zap.Int64(logKeyActive, s.active.Load()))
+	s.mu.Lock()
+	for _, c := range s.sessions {
+		c.shutdown()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.cfg.DrainTimeout):
+		s.log.Warn("drain deadline passed; cancelling running statements")
+		cancelAll(errShutdown)
+		s.mu.Lock()
+		for _, c := range s.sessions {
+			c.netConn.Close()
+		}
+		s.mu.Unlock()
+		<-done
+	}
+	return acceptErr
+}
+
+// handle runs one client connection. A panic is contained here: the client
+// gets a FATAL XX000 written directly to the socket (never the partially
+// built reply), the panic is logged, and the process goes on.
+func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32, overLimit bool) {
+	log := s.log.With(zap.Uint32(logKeyConnID, id), zap.String(logKeyRemote, nc.RemoteAddr().String()))
+	c := &conn{srv: s, id: id, netConn: nc, log: log, overLimit: overLimit}
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic in session; connection closed", zap.Any(logKeyPanic, r), zap.ByteString(logKeyStack, debug.Stack()))
+			writeRawFatal(nc, internalErrorMessage)
+		}
+		c.close()
+	}()
+	c.run(ctx)
+}
+
+// register makes the session reachable by CancelRequest and by Serve's
+// drain. It picks a process id that no other session uses.
+func (s *Server) register(c *conn) error {
+	var b [8]byte
+	for tries := 0; tries < 16; tries++ {
+		if _, err := rand.Read(b[:]); err != nil {
+			return err
+		}
+		pid := binary.BigEndian.Uint32(b[:4]) & 0x7fffffff // positive, like a real pid
+		if pid == 0 {
+			continue
+		}
+		s.mu.Lock()
+		if _, taken := s.sessions[pid]; !taken {
+			c.pid = pid
+			c.secret = append([]byte(nil), b[4:8]...)
+			s.sessions[pid] = c
+			s.mu.Unlock()
+			return nil
+		}
+		s.mu.Unlock()
+	}
+	return errors.New("no free process id")
+}
+
+func (s *Server) unregister(c *conn) {
+	if c.pid == 0 {
+		return
+	}
+	s.mu.Lock()
+	if s.sessions[c.pid] == c {
+		delete(s.sessions, c.pid)
+	}
+	s.mu.Unlock()
+}
+
+// cancel handles a CancelRequest: if the key matches a session, its running
+// statement (if any) is cancelled. Nothing is ever replied, whether or not
+// the key matched (PostgreSQL's behaviour).
+func (s *Server) cancel(pid uint32, secret []byte) bool {
+	s.mu.Lock()
+	c := s.sessions[pid]
+	s.mu.Unlock()
+	if c == nil || !constantTimeEqual(c.secret, secret) {
+		return false
+	}
+	c.cancelStatement()
+	return true
 }

@@ -1,0 +1,216 @@
+package proxy
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/xdg-go/scram"
+)
+
+// scramCredentials are an analyst's SCRAM-SHA-256 stored credentials.
+type scramCredentials = scram.StoredCredentials
+
+// scramIterations is the PBKDF2 iteration count of verifiers the proxy
+// derives: PostgreSQL's default (scram_iterations = 4096).
+const scramIterations = 4096
+
+const scramMechanism = "SCRAM-SHA-256"
+
+// credentialsFor turns a configured password into SCRAM credentials. It
+// accepts a PostgreSQL verifier
+//
+//	SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>
+//
+// (base64 salt and keys, as in pg_authid.rolpassword), or "plain:<password>"
+// for demos, from which credentials are derived once with a random salt.
+func credentialsFor(password string) (scramCredentials, error) {
+	if p, ok := strings.CutPrefix(password, "plain:"); ok {
+		salt := make([]byte, 16)
+		if _, err := rand.Read(salt); err != nil {
+			return scramCredentials{}, err
+		}
+		return deriveCredentials(p, salt, scramIterations)
+	}
+	return parseVerifier(password)
+}
+
+func deriveCredentials(password string, salt []byte, iters int) (scramCredentials, error) {
+	// The client type does the SASLprep normalisation and the key
+	// derivation (SaltedPassword = Hi(SASLprep(p), salt, i), RFC 5802 §3).
+	cl, err := scram.SHA256.NewClient("", password, "")
+	if err != nil {
+		return scramCredentials{}, fmt.Errorf("password: %w", err)
+	}
+	return cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: iters})
+}
+
+// parseVerifier parses PostgreSQL's SCRAM-SHA-256 verifier format.
+func parseVerifier(v string) (scramCredentials, error) {
+	bad := func(what string) (scramCredentials, error) {
+		return scramCredentials{}, fmt.Errorf("password: not a SCRAM-SHA-256 verifier (%s); make one with `dpproxy passwd NAME`", what)
+	}
+	rest, ok := strings.CutPrefix(v, scramMechanism+"$")
+	if !ok {
+		return bad(`it must start with "SCRAM-SHA-256$" or "plain:"`)
+	}
+	params, keys, ok := strings.Cut(rest, "$")
+	if !ok {
+		return bad("missing keys")
+	}
+	iterText, saltText, ok := strings.Cut(params, ":")
+	if !ok {
+		return bad("missing salt")
+	}
+	iters, err := strconv.Atoi(iterText)
+	if err != nil || iters < 1 {
+		return bad("bad iteration count")
+	}
+	salt, err := base64.StdEncoding.DecodeString(saltText)
+	if err != nil || len(salt) == 0 {
+		return bad("bad salt")
+	}
+	storedText, serverText, ok := strings.Cut(keys, ":")
+	if !ok {
+		return bad("missing server key")
+	}
+	stored, err1 := base64.StdEncoding.DecodeString(storedText)
+	server, err2 := base64.StdEncoding.DecodeString(serverText)
+	if err1 != nil || err2 != nil || len(stored) != sha256.Size || len(server) != sha256.Size {
+		return bad("bad keys")
+	}
+	return scramCredentials{
+		KeyFactors: scram.KeyFactors{Salt: string(salt), Iters: iters},
+		StoredKey:  stored,
+		ServerKey:  server,
+	}, nil
+}
+
+// HashPassword returns a SCRAM-SHA-256 verifier for password in
+// PostgreSQL's format, with a random salt, for the analysts section of
+// dpproxy.yaml (`dpproxy passwd`).
+func HashPassword(password string) (string, error) {
+	if password == "" {
+		return "", errors.New("empty password")
+	}
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	c, err := deriveCredentials(password, salt, scramIterations)
+	if err != nil {
+		return "", err
+	}
+	enc := base64.StdEncoding.EncodeToString
+	return fmt.Sprintf("%s$%d:%s$%s:%s", scramMechanism, scramIterations, enc(salt), enc(c.StoredKey), enc(c.ServerKey)), nil
+}
+
+// mockCredentials returns credentials no password matches, with a salt that
+// is stable per user name (PostgreSQL's scram_mock_salt), so that unknown
+// users go through the same exchange as known ones and fail the same way.
+func (s *Server) mockCredentials(user string) scramCredentials {
+	m := hmac.New(sha256.New, s.mockKey)
+	m.Write([]byte("salt\x00" + user))
+	salt := m.Sum(nil)[:16]
+	m.Reset()
+	m.Write([]byte("key\x00" + user))
+	key := m.Sum(nil)
+	return scramCredentials{
+		KeyFactors: scram.KeyFactors{Salt: string(salt), Iters: scramIterations},
+		StoredKey:  key, // not the hash of any key a client can derive
+		ServerKey:  key,
+	}
+}
+
+func authFailed(user string) *pgerr.Error {
+	return pgerr.New(pgerr.InvalidPassword, "password authentication failed for user %q", user)
+}
+
+// authenticate runs SCRAM-SHA-256 with the client. known says whether the
+// user exists and may connect; when it is false the exchange runs against
+// mock credentials and always fails with the same error as a wrong password.
+func (c *conn) authenticate(user string, creds scramCredentials, known bool) error {
+	if !known {
+		creds = c.srv.mockCredentials(user)
+	}
+	srv, err := scram.SHA256.NewServer(func(string) (scram.StoredCredentials, error) {
+		// PostgreSQL ignores the SCRAM user name (libpq sends none) and
+		// authenticates the startup user.
+		return creds, nil
+	})
+	if err != nil {
+		return err
+	}
+	conv := srv.NewConversation()
+
+	c.be.Send(&pgproto3.AuthenticationSASL{AuthMechanisms: []string{scramMechanism}})
+	if err := c.be.Flush(); err != nil {
+		return err
+	}
+	if err := c.be.SetAuthType(pgproto3.AuthTypeSASL); err != nil {
+		return err
+	}
+	msg, err := c.be.Receive()
+	if err != nil {
+		return authReceiveError(err)
+	}
+	first, ok := msg.(*pgproto3.SASLInitialResponse)
+	if !ok {
+		return pgerr.New(pgerr.ProtocolViolation, "expected SASL response, got message type %T", msg)
+	}
+	if first.AuthMechanism != scramMechanism {
+		return pgerr.New(pgerr.ProtocolViolation, "client selected an invalid SASL authentication mechanism")
+	}
+	serverFirst, err := conv.Step(string(first.Data))
+	if err != nil {
+		return authFailed(user).Wrap(err)
+	}
+	c.be.Send(&pgproto3.AuthenticationSASLContinue{Data: []byte(serverFirst)})
+	if err := c.be.Flush(); err != nil {
+		return err
+	}
+	if err := c.be.SetAuthType(pgproto3.AuthTypeSASLContinue); err != nil {
+		return err
+	}
+	msg, err = c.be.Receive()
+	if err != nil {
+		return authReceiveError(err)
+	}
+	final, ok := msg.(*pgproto3.SASLResponse)
+	if !ok {
+		return pgerr.New(pgerr.ProtocolViolation, "expected SASL response, got message type %T", msg)
+	}
+	serverFinal, err := conv.Step(string(final.Data))
+	if err != nil || !conv.Valid() || !known {
+		return authFailed(user)
+	}
+	c.be.Send(&pgproto3.AuthenticationSASLFinal{Data: []byte(serverFinal)})
+	c.be.Send(&pgproto3.AuthenticationOk{})
+	return nil
+}
+
+// authReceiveError maps a failed read during authentication: an
+// oversized or malformed message is a protocol violation; a disconnect
+// stays as it is (and is not reported).
+func authReceiveError(err error) error {
+	var tooBig *pgproto3.ExceededMaxBodyLenErr
+	if errors.As(err, &tooBig) {
+		return pgerr.New(pgerr.ProtocolViolation, "message of %d bytes exceeds the limit of %d bytes before authentication", tooBig.ActualBodyLen, tooBig.MaxExpectedBodyLen)
+	}
+	if isDisconnect(err) {
+		return err
+	}
+	return pgerr.New(pgerr.ProtocolViolation, "invalid message during authentication").Wrap(err)
+}
+
+func constantTimeEqual(a, b []byte) bool {
+	return len(a) == len(b) && subtle.ConstantTimeCompare(a, b) == 1
+}

@@ -1,0 +1,262 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+)
+
+// Binding parameters of DP statements. The rewrite front end parses SQL
+// text, so a DP statement's $n placeholders are replaced by SQL literals
+// built here from the bound values (decoded by type and format, validated,
+// quoted). The result is analyst input like any other statement text: it
+// goes to rewrite, never upstream.
+
+// maxParam returns the highest $n placeholder of a statement (0 if none).
+func maxParam(text string) int {
+	max := 0
+	scanSQL(text, func(t sqlToken) {
+		if t.kind == tokParam {
+			if n, err := strconv.Atoi(t.text[1:]); err == nil && n > max {
+				max = n
+			}
+		}
+	})
+	return max
+}
+
+// bindLiterals replaces every $n of text by the literal of value n.
+func bindLiterals(text string, lits []string) (string, error) {
+	var b strings.Builder
+	var bad error
+	scanSQL(text, func(t sqlToken) {
+		if t.kind != tokParam {
+			b.WriteString(t.text)
+			return
+		}
+		n, err := strconv.Atoi(t.text[1:])
+		if err != nil || n < 1 || n > len(lits) {
+			if bad == nil {
+				bad = pgerr.New(undefinedParameter, "there is no parameter %s", t.text).WithPosition(utf8.RuneCountInString(text[:t.pos]) + 1)
+			}
+			return
+		}
+		b.WriteString(lits[n-1])
+	})
+	if bad != nil {
+		return "", bad
+	}
+	return b.String(), nil
+}
+
+// literals decodes bound parameter values into SQL literals.
+func literals(params [][]byte, formats []int16, oids []uint32) ([]string, error) {
+	out := make([]string, len(params))
+	for i, p := range params {
+		var oid uint32
+		if i < len(oids) {
+			oid = oids[i]
+		}
+		lit, err := literal(p, formatFor(formats, i), oid)
+		if err != nil {
+			return nil, pgerr.New(invalidTextRepresentation, "invalid value for parameter $%d: %s", i+1, err.Error()).
+				WithHint("bind a value of the parameter's type")
+		}
+		out[i] = lit
+	}
+	return out, nil
+}
+
+const invalidTextRepresentation = "22P02"
+
+var numericText = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
+
+type literalError string
+
+func (e literalError) Error() string { return string(e) }
+
+func literal(v []byte, format int16, oid uint32) (string, error) {
+	if v == nil {
+		return "NULL", nil
+	}
+	if format != formatText && format != formatBinary {
+		return "", literalError("unknown format code")
+	}
+	binaryFmt := format == formatBinary
+	switch oid {
+	case oidInt2, oidInt4, oidInt8:
+		if binaryFmt {
+			var n int64
+			switch len(v) {
+			case 2:
+				n = int64(int16(binary.BigEndian.Uint16(v)))
+			case 4:
+				n = int64(int32(binary.BigEndian.Uint32(v)))
+			case 8:
+				n = int64(binary.BigEndian.Uint64(v))
+			default:
+				return "", literalError("bad binary integer length")
+			}
+			return numberLiteral(strconv.FormatInt(n, 10)), nil
+		}
+		s := strings.TrimSpace(string(v))
+		if _, err := strconv.ParseInt(s, 10, 64); err != nil {
+			return "", literalError("not an integer")
+		}
+		return numberLiteral(s), nil
+	case oidFloat4, oidFloat8:
+		var f float64
+		if binaryFmt {
+			switch len(v) {
+			case 4:
+				f = float64(math.Float32frombits(binary.BigEndian.Uint32(v)))
+			case 8:
+				f = math.Float64frombits(binary.BigEndian.Uint64(v))
+			default:
+				return "", literalError("bad binary float length")
+			}
+		} else {
+			var err error
+			if f, err = strconv.ParseFloat(strings.TrimSpace(string(v)), 64); err != nil {
+				return "", literalError("not a number")
+			}
+		}
+		if math.IsNaN(f) || math.IsInf(f, 0) {
+			return "", literalError("NaN and infinity are not supported")
+		}
+		return numberLiteral(strconv.FormatFloat(f, 'g', -1, 64)), nil
+	case oidNumeric:
+		s := strings.TrimSpace(string(v))
+		if binaryFmt {
+			var err error
+			if s, err = decodeNumeric(v); err != nil {
+				return "", err
+			}
+		}
+		if !numericText.MatchString(s) {
+			return "", literalError("not a number")
+		}
+		return numberLiteral(s), nil
+	case oidBool:
+		if binaryFmt {
+			if len(v) != 1 {
+				return "", literalError("bad binary boolean")
+			}
+			if v[0] != 0 {
+				return "TRUE", nil
+			}
+			return "FALSE", nil
+		}
+		b, err := checkBool(nil, string(v))
+		if err != nil {
+			return "", literalError("not a boolean")
+		}
+		if b == "on" {
+			return "TRUE", nil
+		}
+		return "FALSE", nil
+	case oidDate:
+		var d time.Time
+		if binaryFmt {
+			if len(v) != 4 {
+				return "", literalError("bad binary date")
+			}
+			days := int32(binary.BigEndian.Uint32(v))
+			d = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(days))
+		} else {
+			var err error
+			if d, err = time.Parse("2006-01-02", strings.TrimSpace(string(v))); err != nil {
+				return "", literalError("not a date (YYYY-MM-DD)")
+			}
+		}
+		return "'" + d.Format("2006-01-02") + "'", nil
+	}
+	// text, varchar, unknown and anything else: a string literal. A binary
+	// value of those types is its bytes.
+	if binaryFmt && oid != oidText && oid != oidVarchar && oid != 0 && oid != oidUnknown {
+		return "", literalError("binary format is not supported for this parameter type")
+	}
+	return stringLiteral(string(v))
+}
+
+// numberLiteral parenthesises negative numbers so that "x-$1" cannot turn
+// into a "--" comment.
+func numberLiteral(s string) string {
+	if strings.HasPrefix(s, "-") {
+		return "(" + s + ")"
+	}
+	return strings.TrimPrefix(s, "+")
+}
+
+// stringLiteral quotes s as a standard-conforming string literal.
+func stringLiteral(s string) (string, error) {
+	if !utf8.ValidString(s) {
+		return "", literalError("invalid UTF-8")
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return "", literalError("NUL bytes are not allowed")
+	}
+	return "'" + strings.ReplaceAll(s, "'", "''") + "'", nil
+}
+
+// decodeNumeric decodes numeric's binary format into decimal text (the
+// inverse of encodeNumeric).
+func decodeNumeric(v []byte) (string, error) {
+	if len(v) < 8 {
+		return "", literalError("bad binary numeric")
+	}
+	ndigits := int(binary.BigEndian.Uint16(v[0:2]))
+	weight := int(int16(binary.BigEndian.Uint16(v[2:4])))
+	sign := binary.BigEndian.Uint16(v[4:6])
+	dscale := int(int16(binary.BigEndian.Uint16(v[6:8])))
+	if len(v) != 8+2*ndigits || dscale < 0 || dscale > 1000 || ndigits > 1000 || weight > 1000 || weight < -1000 {
+		return "", literalError("bad binary numeric")
+	}
+	if sign == numericNaN || (sign != numericPos && sign != numericNeg) {
+		return "", literalError("NaN and infinity are not supported")
+	}
+	var ip, fp strings.Builder
+	for k := 0; k < ndigits; k++ {
+		d := binary.BigEndian.Uint16(v[8+2*k:])
+		if d > 9999 {
+			return "", literalError("bad binary numeric digit")
+		}
+		g := strconv.Itoa(int(d))
+		g = strings.Repeat("0", 4-len(g)) + g
+		if w := weight - k; w >= 0 {
+			ip.WriteString(g)
+		} else {
+			if k == 0 {
+				fp.WriteString(strings.Repeat("0000", -w-1))
+			}
+			fp.WriteString(g)
+		}
+	}
+	if ndigits > 0 && weight >= ndigits {
+		ip.WriteString(strings.Repeat("0000", weight-ndigits+1))
+	}
+	is := strings.TrimLeft(ip.String(), "0")
+	if is == "" {
+		is = "0"
+	}
+	fs := fp.String()
+	if len(fs) > dscale {
+		fs = fs[:dscale]
+	} else {
+		fs += strings.Repeat("0", dscale-len(fs))
+	}
+	out := is
+	if fs != "" {
+		out += "." + fs
+	}
+	if sign == numericNeg && strings.Trim(out, "0.") != "" {
+		out = "-" + out
+	}
+	return out, nil
+}

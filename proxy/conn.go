@@ -1,0 +1,450 @@
+package proxy
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"go.uber.org/zap"
+)
+
+// Startup packet codes (PostgreSQL's pqcomm.h).
+const (
+	sslRequestCode    = 80877103
+	gssEncRequestCode = 80877104
+	cancelRequestCode = 80877102
+)
+
+// conn is one client connection and its session. Not safe for concurrent
+// use, except for cancelStatement and shutdown, which other goroutines call.
+type conn struct {
+	srv       *Server
+	id        uint32
+	netConn   net.Conn // the socket, or the TLS connection over it
+	tls       bool
+	be        *pgproto3.Backend
+	log       *zap.Logger
+	overLimit bool
+
+	pid    uint32
+	secret []byte
+
+	analyst string
+	ds      *Dataset
+
+	// Session state.
+	settings  map[string]string // current values by lower-case name
+	reported  map[string]string // last value sent in ParameterStatus
+	txStatus  byte              // 'I', 'T' or 'E'
+	txBegin   map[string]string // settings at BEGIN (restored by ROLLBACK)
+	txCommit  map[string]string // settings COMMIT keeps (without SET LOCAL)
+	stmts     map[string]*preparedStatement
+	portals   map[string]*portal
+	extFailed bool // an extended-protocol error: skip until Sync
+
+	shadow *pgconn.PgConn // lazily opened
+
+	cancelMu   sync.Mutex
+	cancelFunc context.CancelCauseFunc // of the running statement, or nil
+
+	shuttingDown atomic.Bool
+}
+
+// shutdown asks the session to end at its next read: it then sends 57P01
+// and closes. A statement that is running finishes first. Safe for
+// concurrent use.
+func (c *conn) shutdown() {
+	c.shuttingDown.Store(true)
+	_ = c.netConn.SetReadDeadline(time.Now())
+}
+
+// cancelStatement cancels the running statement, if any. Safe for
+// concurrent use.
+func (c *conn) cancelStatement() {
+	c.cancelMu.Lock()
+	f := c.cancelFunc
+	c.cancelMu.Unlock()
+	if f != nil {
+		f(errCancelRequest)
+		c.log.Info("statement cancelled by cancel request")
+	}
+}
+
+// statementContext returns the context of one statement: cancellable by a
+// CancelRequest and bounded by statement_timeout. done must be called when
+// the statement ends.
+func (c *conn) statementContext(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	var stopTimer context.CancelFunc = func() {}
+	if ms := c.statementTimeout(); ms > 0 {
+		ctx, stopTimer = context.WithTimeoutCause(ctx, time.Duration(ms)*time.Millisecond, errStatementTimeout)
+	}
+	c.cancelMu.Lock()
+	c.cancelFunc = cancel
+	c.cancelMu.Unlock()
+	return ctx, func() {
+		c.cancelMu.Lock()
+		c.cancelFunc = nil
+		c.cancelMu.Unlock()
+		stopTimer()
+		cancel(nil)
+	}
+}
+
+func (c *conn) close() {
+	c.srv.unregister(c)
+	c.closeShadow()
+	c.netConn.Close()
+}
+
+// run drives the connection from the first byte to the end.
+func (c *conn) run(ctx context.Context) {
+	_ = c.netConn.SetDeadline(time.Now().Add(c.srv.cfg.AuthTimeout))
+	startup, err := c.negotiate()
+	if err != nil {
+		c.startupFailed(err)
+		return
+	}
+	if startup == nil {
+		return // cancel request, or the client went away
+	}
+	if err := c.startup(ctx, startup); err != nil {
+		c.startupFailed(err)
+		return
+	}
+	_ = c.netConn.SetDeadline(time.Time{})
+	c.be.SetMaxBodyLen(c.srv.cfg.MaxMessage)
+	c.log.Info("session started", zap.Bool(logKeyTLS, c.tls), zap.String(logKeyApplication, c.settings["application_name"]))
+	c.loop(ctx)
+	c.log.Info("session ended")
+}
+
+// startupFailed reports a start-up error to the client as FATAL (when it is
+// one the client should see) and logs it.
+func (c *conn) startupFailed(err error) {
+	if isDisconnect(err) {
+		c.log.Debug("client went away during start-up", zap.Error(err))
+		return
+	}
+	c.log.Info("connection refused", zap.Error(err))
+	if c.be == nil {
+		c.be = pgproto3.NewBackend(c.netConn, c.netConn)
+	}
+	c.be.Send(errorResponse(err, severityFatal, c.log))
+	_ = c.be.Flush()
+}
+
+func isDisconnect(err error) bool {
+	var ne net.Error
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		(errors.As(err, &ne) && ne.Timeout())
+}
+
+// negotiate reads start-up packets until a StartupMessage arrives, handling
+// SSLRequest, GSSENCRequest and CancelRequest. It returns nil, nil when the
+// connection ends without a session (a cancel request).
+//
+// Start-up packets are read with exact-length reads from the socket, with no
+// buffering: after an SSLRequest nothing but the TLS handshake can follow,
+// so plaintext bytes a client (or a man in the middle) pipelined after the
+// SSLRequest are read by the TLS layer as a broken handshake and refused,
+// never taken as part of the encrypted session (CVE-2021-23214's class).
+func (c *conn) negotiate() (*startupPacket, error) {
+	for {
+		code, body, err := readStartupPacket(c.netConn, c.srv.cfg.MaxStartupMessage)
+		if err != nil {
+			return nil, err
+		}
+		switch code {
+		case sslRequestCode:
+			if c.tls {
+				return nil, pgerr.New(pgerr.ProtocolViolation, "SSLRequest received on an encrypted connection")
+			}
+			if c.srv.cfg.TLS == nil {
+				if _, err := c.netConn.Write([]byte{'N'}); err != nil {
+					return nil, err
+				}
+				continue
+			}
+			if _, err := c.netConn.Write([]byte{'S'}); err != nil {
+				return nil, err
+			}
+			tc := tls.Server(c.netConn, c.srv.cfg.TLS)
+			if err := tc.Handshake(); err != nil {
+				c.log.Info("TLS handshake failed", zap.Error(err))
+				return nil, nil
+			}
+			c.netConn, c.tls = tc, true
+		case gssEncRequestCode:
+			if _, err := c.netConn.Write([]byte{'N'}); err != nil {
+				return nil, err
+			}
+		case cancelRequestCode:
+			if len(body) < 8 {
+				return nil, nil
+			}
+			pid := binary.BigEndian.Uint32(body[:4])
+			if c.srv.cancel(pid, body[4:]) {
+				c.log.Debug("cancel request matched a session")
+			} else {
+				c.log.Warn("cancel request with an unknown key ignored")
+			}
+			return nil, nil
+		default:
+			major, minor := code>>16, code&0xffff
+			if major != 3 {
+				return nil, pgerr.New(pgerr.FeatureNotSupported,
+					"unsupported frontend protocol %d.%d: server supports 3.0 to 3.0", major, minor)
+			}
+			sp, err := parseStartupParams(body)
+			if err != nil {
+				return nil, err
+			}
+			sp.minor = minor
+			return sp, nil
+		}
+	}
+}
+
+// startupPacket is a decoded StartupMessage.
+type startupPacket struct {
+	minor  uint32
+	params map[string]string
+	order  []string
+}
+
+// readStartupPacket reads one length-prefixed start-up packet with exact
+// reads and returns its code and the bytes after it.
+func readStartupPacket(r io.Reader, max int) (uint32, []byte, error) {
+	var hdr [8]byte
+	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+		return 0, nil, err
+	}
+	n := int(int32(binary.BigEndian.Uint32(hdr[:4])))
+	if n < 8 || n > max {
+		return 0, nil, pgerr.New(pgerr.ProtocolViolation, "invalid length of startup packet")
+	}
+	if _, err := io.ReadFull(r, hdr[4:8]); err != nil {
+		return 0, nil, err
+	}
+	body := make([]byte, n-8)
+	if _, err := io.ReadFull(r, body); err != nil {
+		return 0, nil, err
+	}
+	return binary.BigEndian.Uint32(hdr[4:8]), body, nil
+}
+
+func parseStartupParams(b []byte) (*startupPacket, error) {
+	sp := &startupPacket{params: map[string]string{}}
+	bad := pgerr.New(pgerr.ProtocolViolation, "invalid startup packet layout: expected terminator as last byte")
+	for {
+		if len(b) == 0 {
+			return nil, bad
+		}
+		if b[0] == 0 {
+			if len(b) != 1 {
+				return nil, bad
+			}
+			return sp, nil
+		}
+		k, rest, ok := cutNul(b)
+		if !ok {
+			return nil, bad
+		}
+		v, rest, ok := cutNul(rest)
+		if !ok {
+			return nil, bad
+		}
+		if _, dup := sp.params[k]; !dup {
+			sp.order = append(sp.order, k)
+		}
+		sp.params[k] = v
+		b = rest
+	}
+}
+
+func cutNul(b []byte) (string, []byte, bool) {
+	for i, x := range b {
+		if x == 0 {
+			return string(b[:i]), b[i+1:], true
+		}
+	}
+	return "", nil, false
+}
+
+// startup authenticates the client, checks the dataset, sets up the session
+// and sends the ParameterStatus set, BackendKeyData and ReadyForQuery.
+func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
+	c.be = pgproto3.NewBackend(c.netConn, c.netConn)
+	c.be.SetMaxBodyLen(c.srv.cfg.MaxStartupMessage)
+	if c.overLimit {
+		return pgerr.New(pgerr.TooManyConnections, "sorry, too many clients already")
+	}
+	if c.srv.cfg.RequireTLS && !c.tls {
+		return pgerr.New(pgerr.InvalidAuthorization, "connection requires TLS").
+			WithHint("connect with sslmode=require (or verify-full)")
+	}
+	if sp.minor > 0 {
+		// A newer 3.x client: offer 3.0 and the options we do not know.
+		var unknown []string
+		for _, k := range sp.order {
+			if strings.HasPrefix(k, "_pq_.") {
+				unknown = append(unknown, k)
+			}
+		}
+		c.be.Send(&pgproto3.NegotiateProtocolVersion{NewestMinorProtocol: 0, UnrecognizedOptions: unknown})
+	}
+	user := sp.params["user"]
+	if user == "" {
+		return pgerr.New(pgerr.InvalidAuthorization, "no PostgreSQL user name specified in startup packet")
+	}
+	if v, ok := sp.params["replication"]; ok && v != "false" && v != "off" && v != "0" && v != "no" {
+		return pgerr.New(pgerr.FeatureNotSupported, "replication connections are not supported")
+	}
+	database := sp.params["database"]
+	if database == "" {
+		database = user
+	}
+	c.log = c.log.With(zap.String(logKeyAnalyst, user), zap.String(logKeyDataset, database))
+
+	creds, known := c.srv.creds[user]
+	if err := c.authenticate(user, creds, known); err != nil {
+		return err
+	}
+	ds, ok := c.srv.cfg.Datasets[database]
+	if !ok {
+		return pgerr.New(pgerr.InvalidCatalogName, "database %q does not exist", database).
+			WithHint("connect to one of the datasets this proxy serves; SHOW dp.budget lists yours")
+	}
+	if !c.srv.cfg.Analysts[user].MayQuery(database) {
+		return pgerr.New(pgerr.InvalidAuthorization, "permission denied for database %q", database).
+			WithDetail("User does not have CONNECT privilege.").
+			WithHint("ask the data steward to add %q to the analyst's datasets", database)
+	}
+	c.analyst, c.ds = user, ds
+
+	if err := c.initSettings(sp); err != nil {
+		return err
+	}
+	if err := c.srv.register(c); err != nil {
+		return fmt.Errorf("register session: %w", err)
+	}
+	c.txStatus = 'I'
+	c.stmts = map[string]*preparedStatement{}
+	c.portals = map[string]*portal{}
+	c.reported = map[string]string{}
+	c.sendParameterStatus()
+	c.be.Send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret})
+	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	return c.be.Flush()
+}
+
+// loop reads and answers messages until Terminate, a disconnect, shutdown
+// or a fatal error.
+func (c *conn) loop(ctx context.Context) {
+	for {
+		var deadline time.Time
+		if t := c.srv.cfg.IdleTimeout; t > 0 {
+			deadline = time.Now().Add(t)
+		}
+		_ = c.netConn.SetReadDeadline(deadline)
+		if c.shuttingDown.Load() {
+			c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
+			return
+		}
+		msg, err := c.be.Receive()
+		if err != nil {
+			c.receiveFailed(err)
+			return
+		}
+		switch m := msg.(type) {
+		case *pgproto3.Query:
+			c.simpleQuery(ctx, m.String)
+		case *pgproto3.Parse, *pgproto3.Bind, *pgproto3.Describe, *pgproto3.Execute,
+			*pgproto3.Close, *pgproto3.Sync, *pgproto3.Flush:
+			c.extended(ctx, msg)
+		case *pgproto3.Terminate:
+			return
+		case *pgproto3.FunctionCall:
+			c.sendError(pgerr.New(pgerr.FeatureNotSupported, "the fast-path function call interface is not supported"))
+			c.readyForQuery()
+		case *pgproto3.CopyData, *pgproto3.CopyDone, *pgproto3.CopyFail:
+			// PostgreSQL ignores copy messages outside COPY.
+		default:
+			c.fatal(pgerr.New(pgerr.ProtocolViolation, "invalid frontend message type %T", msg))
+			return
+		}
+		if !needsFlush(msg) {
+			continue
+		}
+		if err := c.be.Flush(); err != nil {
+			c.log.Debug("write failed", zap.Error(err))
+			return
+		}
+	}
+}
+
+func (c *conn) receiveFailed(err error) {
+	var tooBig *pgproto3.ExceededMaxBodyLenErr
+	var ne net.Error
+	switch {
+	case errors.As(err, &tooBig):
+		c.fatal(pgerr.New(pgerr.ProtocolViolation, "message of %d bytes exceeds the limit of %d bytes", tooBig.ActualBodyLen, tooBig.MaxExpectedBodyLen))
+	case errors.As(err, &ne) && ne.Timeout() && c.shuttingDown.Load():
+		c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
+	case errors.As(err, &ne) && ne.Timeout() && c.srv.cfg.IdleTimeout > 0:
+		c.fatal(pgerr.New(idleSessionTimeout, "terminating connection due to idle-session timeout"))
+	case isDisconnect(err):
+		c.log.Debug("client went away", zap.Error(err))
+	default:
+		c.fatal(pgerr.New(pgerr.ProtocolViolation, "invalid message from client").Wrap(err))
+	}
+}
+
+// fatal sends a FATAL error; the caller then closes the connection.
+func (c *conn) fatal(err error) {
+	c.log.Info("session terminated", zap.Error(err))
+	c.be.Send(errorResponse(err, severityFatal, c.log))
+	_ = c.netConn.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_ = c.be.Flush()
+}
+
+// sendError sends an ERROR for a failed statement. Inside an explicit
+// transaction block the transaction becomes failed ('E').
+func (c *conn) sendError(err error) {
+	resp := errorResponse(err, severityError, c.log)
+	if resp.Code == pgerr.InternalError {
+		c.log.Error("statement failed", zap.String(logKeySQLState, resp.Code))
+	} else {
+		c.log.Debug("statement failed", zap.String(logKeySQLState, resp.Code))
+	}
+	c.be.Send(resp)
+	if c.txStatus == 'T' {
+		c.txStatus = 'E'
+	}
+}
+
+// notice sends a NoticeResponse unless client_min_messages hides it.
+func (c *conn) notice(severity, code, msg, hint string) {
+	if !c.wantsMessages(severity) {
+		return
+	}
+	c.be.Send(&pgproto3.NoticeResponse{Severity: severity, SeverityUnlocalized: severity, Code: code, Message: msg, Hint: hint})
+}
+
+// readyForQuery reports changed settings and sends ReadyForQuery.
+func (c *conn) readyForQuery() {
+	c.sendParameterStatus()
+	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+}

@@ -1,0 +1,102 @@
+// Package proxy is dpproxy's PostgreSQL wire-protocol server: analysts
+// connect to it with psql, JDBC, pgx or psycopg as if it were PostgreSQL,
+// and it answers catalog statements from a shadow database with no rows and
+// aggregate queries over protected tables only with differentially private
+// answers.
+//
+// It may import release, rewrite, accountant, policy, internal/config and
+// internal/pgerr, plus pgx's pgproto3 (server side) and pgconn (the shadow
+// connection). Nothing imports proxy except cmd/dpproxy.
+//
+// # Layers
+//
+//   - server.go: the listener loop. One goroutine per connection, started
+//     through a recover so that a panic closes that connection only (with a
+//     FATAL XX000 written straight to the socket, never a partial reply),
+//     MaxConnections (53300 beyond it), and the drain on shutdown.
+//   - conn.go: start-up. SSLRequest (TLS when Config.TLS is set, else 'N'),
+//     GSSENCRequest ('N'), CancelRequest, StartupMessage (protocol 3.0; a
+//     newer 3.x minor gets NegotiateProtocolVersion), with a bound on the
+//     message size before authentication (Config.MaxStartupMessage) and
+//     after it (Config.MaxMessage), and a time bound on the whole start-up.
+//   - auth.go: SCRAM-SHA-256 (xdg-go/scram) against verifiers in
+//     PostgreSQL's format, or "plain:" demo passwords (hashed at start-up).
+//     Unknown users run the same exchange against mock credentials, so a
+//     probe cannot tell them from a wrong password. Only after a successful
+//     exchange are the database (3D000) and the analyst's datasets (28000)
+//     checked.
+//   - query.go, session.go, settings.go: the simple query protocol, routing,
+//     session statements and settings.
+//   - extended.go, bind.go: the extended query protocol.
+//   - shadow.go: the per-session shadow catalog connection.
+//   - dp.go: the DP route (rewrite, then release).
+//   - encode.go: text and binary formats of int8, int4, numeric, text,
+//     date, bool and float8.
+//   - errors.go: the one place that turns errors into ErrorResponses.
+//
+// # Session lifecycle
+//
+// start-up → authentication → ParameterStatus set (server_version,
+// client_encoding UTF8, DateStyle, TimeZone, integer_datetimes,
+// standard_conforming_strings, …) → BackendKeyData → ReadyForQuery('I') →
+// messages until Terminate, a disconnect, IdleTimeout (57P05) or shutdown
+// (57P01). Settings live in the session; those PostgreSQL reports are sent
+// in ParameterStatus before ReadyForQuery when they change, and those that
+// affect catalog answers (TimeZone, DateStyle, search_path, …) are also
+// applied to the shadow session with set_config. BEGIN/COMMIT/ROLLBACK
+// keep the transaction status ('I', 'T', 'E'); in a failed block every
+// statement but COMMIT/ROLLBACK gets 25P02, and ROLLBACK restores the
+// settings of BEGIN.
+//
+// # Simple and extended protocol
+//
+// A Query message is split into statements (rewrite.Split); each is routed
+// and answered in turn (one CommandComplete or error each, one
+// ReadyForQuery); after an error the rest of the string is skipped.
+//
+// In the extended protocol, Parse classifies the statement; Describe of a
+// catalog statement asks the shadow, of a DP statement plans it (its
+// parameter types inferred by the shadow, which has the same schema) and
+// reports the plan's columns without reading data or spending budget.
+// Execute runs a portal once and keeps its rows for row-limited Executes
+// (PortalSuspended). A DP statement's $n parameters are bound as validated,
+// quoted literals before rewriting. After an error, messages are skipped
+// until Sync.
+//
+// # Routing and the security invariant
+//
+// rewrite.Classify routes every statement:
+//
+//   - session statements are answered by the proxy (SET/SHOW/RESET of
+//     dp.epsilon, dp.delta, dp.mechanism and client settings, SHOW
+//     dp.budget from the ledger, transaction control, DISCARD, DEALLOCATE);
+//   - catalog statements go to the session's shadow connection and their
+//     results, notices and errors are forwarded as PostgreSQL wrote them;
+//   - DP statements go to rewrite.Rewrite and the Releaser, and their
+//     answer comes with a NOTICE stating its cost and accuracy;
+//   - everything else is refused with the classifier's error.
+//
+// The invariant: analyst text only ever goes to the shadow connection (and
+// to rewrite's parser). The proxy never holds a connection to the data
+// database; only the Releaser's Upstream does, and it is given the plan
+// (whose SQL rewrite's emitter wrote), never the analyst's text. Errors of
+// the DP path that are not *pgerr.Error become XX000 without their text,
+// so upstream messages cannot carry data to the client.
+//
+// # Cancellation
+//
+// Every statement runs under a context derived from the connection's,
+// cancelled by a CancelRequest that matches the session's BackendKeyData
+// (random process id and secret; a wrong key is ignored silently, as in
+// PostgreSQL) and bounded by statement_timeout. pgconn forwards the
+// cancellation to the shadow with a real cancel request; the Releaser
+// passes it upstream. A cancelled DP query stays charged. Shutdown closes
+// idle sessions at once, lets running statements finish until
+// Config.DrainTimeout, then cancels them.
+//
+// # Logging
+//
+// Each connection logs with conn_id, analyst and dataset. Statements are
+// logged as a fingerprint (literals removed) at Info and as truncated text
+// at Debug only; values, passwords and noiseless numbers never.
+package proxy

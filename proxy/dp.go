@@ -1,0 +1,104 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/release"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"go.uber.org/zap"
+)
+
+// execDP answers a DP statement: rewrite (validate and plan), then release
+// (reserve, run the emitted SQL upstream, add noise, record). The analyst's
+// text goes to rewrite only; the upstream sees the plan's emitted SQL.
+//
+// logText is the statement as the analyst wrote it (with $n placeholders),
+// for the fingerprint; text has parameters bound as literals.
+func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, error) {
+	plan, err := c.srv.rt.rewrite(c.ds.Policy, text)
+	if err != nil {
+		return nil, dpError(ctx, err, c.log)
+	}
+	req := release.Request{
+		Analyst:   c.analyst,
+		Dataset:   c.ds.Policy,
+		Plan:      plan,
+		Epsilon:   c.epsilon(),
+		Delta:     c.delta(),
+		Mechanism: c.mechanism(),
+		Upstream:  c.ds.Upstream,
+	}
+	res, err := c.srv.cfg.Releaser.Run(ctx, req)
+	if err != nil {
+		return nil, dpError(ctx, err, c.log)
+	}
+	if res == nil {
+		return nil, fmt.Errorf("releaser returned no result and no error")
+	}
+	c.log.Info("dp answer released",
+		zap.String(logKeyFingerprint, fingerprint(logText)),
+		zap.String(logKeyPlanHash, plan.Fingerprint),
+		zap.Float64(logKeyEpsilon, req.Epsilon),
+		zap.Float64(logKeyDelta, req.Delta),
+		zap.String(logKeyMechanism, req.Mechanism))
+	return dpResultSet(res)
+}
+
+// dpResultSet turns a released answer into rows for the client.
+func dpResultSet(res *release.Result) (*resultSet, error) {
+	rs := &resultSet{
+		cols: make([]column, len(res.Columns)),
+		rows: res.Rows,
+		tag:  "SELECT " + strconv.Itoa(len(res.Rows)),
+	}
+	for i, col := range res.Columns {
+		rs.cols[i] = column{name: col.Name, oid: oidOf(col.PGType)}
+	}
+	for _, row := range res.Rows {
+		if len(row) != len(rs.cols) {
+			return nil, fmt.Errorf("released row has %d values for %d columns", len(row), len(rs.cols))
+		}
+	}
+	if res.Notice != "" {
+		rs.notices = []*pgproto3.NoticeResponse{{
+			Severity: severityNotice, SeverityUnlocalized: severityNotice,
+			Code: successfulCompletion, Message: res.Notice,
+		}}
+	}
+	return rs, nil
+}
+
+// planColumns returns the result columns a plan will produce, for Describe
+// in the extended protocol (no data is read, no budget spent).
+func planColumns(plan *rewrite.Plan) []column {
+	cols := make([]column, len(plan.Outputs))
+	for i, o := range plan.Outputs {
+		cols[i] = column{name: o.Name, oid: oidOf(o.PGType)}
+	}
+	return cols
+}
+
+// dpError keeps the DP path's error channel clean: client-facing
+// *pgerr.Errors pass, cancellation becomes 57014, and anything else (which
+// might carry the text of an upstream error) becomes XX000 with no detail.
+func dpError(ctx context.Context, err error, log *zap.Logger) error {
+	if _, ok := pgerr.As(err); ok {
+		return err
+	}
+	if ctx.Err() != nil {
+		return statementError(ctx, err)
+	}
+	// The text of err may quote upstream values: log its type and code only.
+	var st interface{ SQLState() string }
+	code := ""
+	if errors.As(err, &st) {
+		code = st.SQLState()
+	}
+	log.Error("dp path failed", zap.String("error_type", fmt.Sprintf("%T", err)), zap.String(logKeySQLState, code))
+	return pgerr.New(pgerr.InternalError, internalErrorMessage).Wrap(err)
+}

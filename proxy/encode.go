@@ -1,0 +1,252 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Type OIDs of the values the proxy builds itself (pg_type.dat).
+const (
+	oidBool    uint32 = 16
+	oidInt8    uint32 = 20
+	oidInt2    uint32 = 21
+	oidInt4    uint32 = 23
+	oidText    uint32 = 25
+	oidFloat4  uint32 = 700
+	oidFloat8  uint32 = 701
+	oidUnknown uint32 = 705
+	oidVarchar uint32 = 1043
+	oidDate    uint32 = 1082
+	oidNumeric uint32 = 1700
+)
+
+// Wire formats.
+const (
+	formatText   int16 = 0
+	formatBinary int16 = 1
+)
+
+// oidOf maps release/rewrite type names to type OIDs.
+func oidOf(pgType string) uint32 {
+	switch strings.ToLower(pgType) {
+	case "int8", "bigint":
+		return oidInt8
+	case "int4", "integer", "int":
+		return oidInt4
+	case "numeric", "decimal":
+		return oidNumeric
+	case "bool", "boolean":
+		return oidBool
+	case "date":
+		return oidDate
+	case "float8", "double precision":
+		return oidFloat8
+	}
+	return oidText
+}
+
+// typeSize is pg_type.typlen for RowDescription.
+func typeSize(oid uint32) int16 {
+	switch oid {
+	case oidBool:
+		return 1
+	case oidInt2:
+		return 2
+	case oidInt4, oidDate, oidFloat4:
+		return 4
+	case oidInt8, oidFloat8:
+		return 8
+	}
+	return -1
+}
+
+// formatFor returns the format of column i from a Bind's result format
+// codes: none means all text, one applies to all columns, else one each.
+func formatFor(formats []int16, i int) int16 {
+	switch len(formats) {
+	case 0:
+		return formatText
+	case 1:
+		return formats[0]
+	}
+	if i < len(formats) {
+		return formats[i]
+	}
+	return formatText
+}
+
+func rowDescription(cols []column, formats []int16) *pgproto3.RowDescription {
+	fields := make([]pgproto3.FieldDescription, len(cols))
+	for i, col := range cols {
+		fields[i] = pgproto3.FieldDescription{
+			Name:         []byte(col.name),
+			DataTypeOID:  col.oid,
+			DataTypeSize: typeSize(col.oid),
+			TypeModifier: -1,
+			Format:       formatFor(formats, i),
+		}
+	}
+	return &pgproto3.RowDescription{Fields: fields}
+}
+
+// encodeRow encodes text values in the requested formats.
+func encodeRow(cols []column, row []*string, formats []int16) ([][]byte, error) {
+	out := make([][]byte, len(cols))
+	for i, col := range cols {
+		if i >= len(row) || row[i] == nil {
+			continue // NULL
+		}
+		v := *row[i]
+		if formatFor(formats, i) == formatText {
+			out[i] = []byte(v)
+			continue
+		}
+		b, err := encodeBinary(col.oid, v)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", col.name, err)
+		}
+		out[i] = b
+	}
+	return out, nil
+}
+
+// encodeBinary encodes one text value in PostgreSQL's binary format of the
+// type (the send functions of int8, int4, bool, date, float8, numeric, text).
+func encodeBinary(oid uint32, v string) ([]byte, error) {
+	switch oid {
+	case oidInt8:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		return binary.BigEndian.AppendUint64(nil, uint64(n)), nil
+	case oidInt4:
+		n, err := strconv.ParseInt(v, 10, 32)
+		if err != nil {
+			return nil, err
+		}
+		return binary.BigEndian.AppendUint32(nil, uint32(int32(n))), nil
+	case oidBool:
+		switch strings.ToLower(v) {
+		case "t", "true", "on", "yes", "1":
+			return []byte{1}, nil
+		case "f", "false", "off", "no", "0":
+			return []byte{0}, nil
+		}
+		return nil, fmt.Errorf("invalid boolean %q", v)
+	case oidDate:
+		d, err := time.Parse("2006-01-02", v)
+		if err != nil {
+			return nil, err
+		}
+		// Days since 2000-01-01 (PostgreSQL's epoch).
+		days := d.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Hours() / 24
+		return binary.BigEndian.AppendUint32(nil, uint32(int32(math.Round(days)))), nil
+	case oidFloat8:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return nil, err
+		}
+		return binary.BigEndian.AppendUint64(nil, math.Float64bits(f)), nil
+	case oidNumeric:
+		return encodeNumeric(v)
+	}
+	return []byte(v), nil
+}
+
+// Numeric sign words of the binary format (PostgreSQL's numeric.c).
+const (
+	numericPos = 0x0000
+	numericNeg = 0x4000
+	numericNaN = 0xC000
+)
+
+// encodeNumeric encodes a decimal text ("-12.3400", "1e-3", "NaN") in
+// numeric's binary format: int16 ndigits, int16 weight, uint16 sign,
+// int16 dscale, then ndigits base-10000 digits, the first of which has
+// weight `weight` (value = Σ digit·10000^(weight−k)).
+func encodeNumeric(v string) ([]byte, error) {
+	s := strings.TrimSpace(v)
+	if strings.EqualFold(s, "nan") {
+		return []byte{0, 0, 0, 0, 0xC0, 0, 0, 0}, nil
+	}
+	sign := uint16(numericPos)
+	switch {
+	case strings.HasPrefix(s, "-"):
+		sign, s = numericNeg, s[1:]
+	case strings.HasPrefix(s, "+"):
+		s = s[1:]
+	}
+	exp := 0
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(s[i+1:])
+		if err != nil || e > 1000 || e < -1000 {
+			return nil, fmt.Errorf("invalid numeric %q", v)
+		}
+		exp, s = e, s[:i]
+	}
+	intPart, frac, _ := strings.Cut(s, ".")
+	if intPart == "" && frac == "" {
+		return nil, fmt.Errorf("invalid numeric %q", v)
+	}
+	for _, r := range intPart + frac {
+		if r < '0' || r > '9' {
+			return nil, fmt.Errorf("invalid numeric %q", v)
+		}
+	}
+	// Shift the decimal point by the exponent.
+	digits := intPart + frac
+	point := len(intPart) + exp // position of the decimal point in digits
+	dscale := len(frac) - exp
+	if dscale < 0 {
+		dscale = 0
+	}
+	for point < 0 {
+		digits = "0" + digits
+		point++
+	}
+	for point > len(digits) {
+		digits += "0"
+	}
+	ip, fp := digits[:point], digits[point:]
+	// Pad to whole groups of four digits around the decimal point.
+	if r := len(ip) % 4; r != 0 {
+		ip = strings.Repeat("0", 4-r) + ip
+	}
+	if r := len(fp) % 4; r != 0 {
+		fp += strings.Repeat("0", 4-r)
+	}
+	all := ip + fp
+	groups := make([]uint16, 0, len(all)/4)
+	for i := 0; i < len(all); i += 4 {
+		g, _ := strconv.Atoi(all[i : i+4])
+		groups = append(groups, uint16(g))
+	}
+	weight := len(ip)/4 - 1
+	// Strip leading and trailing zero groups.
+	for len(groups) > 0 && groups[0] == 0 {
+		groups = groups[1:]
+		weight--
+	}
+	for len(groups) > 0 && groups[len(groups)-1] == 0 {
+		groups = groups[:len(groups)-1]
+	}
+	if len(groups) == 0 {
+		weight, sign = 0, numericPos
+	}
+	out := make([]byte, 0, 8+2*len(groups))
+	out = binary.BigEndian.AppendUint16(out, uint16(len(groups)))
+	out = binary.BigEndian.AppendUint16(out, uint16(int16(weight)))
+	out = binary.BigEndian.AppendUint16(out, sign)
+	out = binary.BigEndian.AppendUint16(out, uint16(int16(dscale)))
+	for _, g := range groups {
+		out = binary.BigEndian.AppendUint16(out, g)
+	}
+	return out, nil
+}

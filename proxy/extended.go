@@ -1,0 +1,529 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"go.uber.org/zap"
+)
+
+// The extended query protocol: Parse, Bind, Describe, Execute, Close,
+// Sync, Flush. Statements are classified at Parse; catalog statements are
+// described and run by the shadow (with pgconn's extended protocol), DP
+// statements are described from their plan (no data read, no budget spent)
+// and run at the first Execute of a portal, whose rows are then kept for
+// row-limited Executes (PortalSuspended).
+
+// preparedStatement is a parsed (named or unnamed) statement.
+type preparedStatement struct {
+	name      string
+	st        statement
+	text      string
+	parseOIDs []uint32 // as given in Parse (0: unspecified)
+	nParams   int
+	// desc is filled by the first Describe (or Bind of a DP statement).
+	desc *statementDesc
+}
+
+// statementDesc is a statement's parameter types and result columns.
+type statementDesc struct {
+	paramOIDs []uint32
+	// Exactly one of cols (proxy-built results), fields (shadow) or
+	// neither (no rows: NoData) is set.
+	cols   []column
+	fields []pgconn.FieldDescription
+}
+
+// portal is a bound statement.
+type portal struct {
+	name          string
+	stmt          *preparedStatement
+	params        [][]byte
+	paramFormats  []int16
+	resultFormats []int16
+	result        *bufferedResult // after the first Execute
+}
+
+// bufferedResult is a result held for a portal, already encoded in the
+// portal's result formats.
+type bufferedResult struct {
+	fields []pgproto3.FieldDescription // nil: no rows
+	rows   [][][]byte
+	tag    string
+	pos    int
+}
+
+// extended handles one message of the extended protocol.
+func (c *conn) extended(ctx context.Context, msg pgproto3.FrontendMessage) {
+	switch msg.(type) {
+	case *pgproto3.Sync:
+		c.extFailed = false
+		if c.txStatus == 'I' {
+			// The implicit transaction ends: so do its portals.
+			for n := range c.portals {
+				delete(c.portals, n)
+			}
+		}
+		c.readyForQuery()
+		return
+	case *pgproto3.Flush:
+		return // the loop flushes
+	}
+	if c.extFailed {
+		return // an error earlier in this batch: skip until Sync
+	}
+	var err error
+	switch m := msg.(type) {
+	case *pgproto3.Parse:
+		err = c.parse(m)
+	case *pgproto3.Bind:
+		err = c.bind(ctx, m)
+	case *pgproto3.Describe:
+		err = c.describe(ctx, m)
+	case *pgproto3.Execute:
+		err = c.execute(ctx, m)
+	case *pgproto3.Close:
+		c.closeObject(m)
+	}
+	if err != nil {
+		c.sendError(err)
+		c.extFailed = true
+	}
+}
+
+// needsFlush reports whether a message asks for the reply to be written
+// now (the others are answered in one write at Sync or Flush).
+func needsFlush(msg pgproto3.FrontendMessage) bool {
+	switch msg.(type) {
+	case *pgproto3.Parse, *pgproto3.Bind, *pgproto3.Describe, *pgproto3.Execute, *pgproto3.Close:
+		return false
+	}
+	return true
+}
+
+func (c *conn) parse(m *pgproto3.Parse) error {
+	if _, exists := c.stmts[m.Name]; exists && m.Name != "" {
+		return pgerr.New(duplicatePreparedStmt, "prepared statement %q already exists", m.Name)
+	}
+	stmts, err := c.srv.rt.split(m.Query)
+	if err != nil {
+		return err
+	}
+	if len(stmts) > 1 {
+		return pgerr.New(pgerr.SyntaxError, "cannot insert multiple commands into a prepared statement")
+	}
+	text := ""
+	if len(stmts) == 1 {
+		text = stmts[0]
+	}
+	st := c.classify(text)
+	if c.txStatus == 'E' && !st.endsFailedTransaction() {
+		return errInFailedTransaction()
+	}
+	if st.err != nil {
+		c.logStatement(st, st.err)
+		return st.err
+	}
+	n := maxParam(text)
+	if len(m.ParameterOIDs) > n {
+		n = len(m.ParameterOIDs)
+	}
+	if st.route == rewrite.RouteSession && n > 0 {
+		return pgerr.New(pgerr.SyntaxError, "parameters ($n) are not allowed in %s", strings.Fields(text)[0]).
+			WithHint("write the value into the statement")
+	}
+	c.stmts[m.Name] = &preparedStatement{
+		name: m.Name, st: st, text: text, nParams: n,
+		parseOIDs: append([]uint32(nil), m.ParameterOIDs...),
+	}
+	c.be.Send(&pgproto3.ParseComplete{})
+	return nil
+}
+
+func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
+	ps, ok := c.stmts[m.PreparedStatement]
+	if !ok {
+		return pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", m.PreparedStatement)
+	}
+	if _, exists := c.portals[m.DestinationPortal]; exists && m.DestinationPortal != "" {
+		return pgerr.New(duplicateCursor, "cursor %q already exists", m.DestinationPortal)
+	}
+	if c.txStatus == 'E' && !ps.st.endsFailedTransaction() {
+		return errInFailedTransaction()
+	}
+	if len(m.Parameters) != ps.nParams {
+		return pgerr.New(pgerr.ProtocolViolation, "bind message supplies %d parameters, but prepared statement %q requires %d",
+			len(m.Parameters), ps.name, ps.nParams)
+	}
+	if n := len(m.ParameterFormatCodes); n > 1 && n != len(m.Parameters) {
+		return pgerr.New(pgerr.ProtocolViolation, "bind message has %d parameter formats but %d parameters", n, len(m.Parameters))
+	}
+	p := &portal{
+		name: m.DestinationPortal, stmt: ps,
+		paramFormats:  append([]int16(nil), m.ParameterFormatCodes...),
+		resultFormats: append([]int16(nil), m.ResultFormatCodes...),
+		params:        make([][]byte, len(m.Parameters)),
+	}
+	for _, f := range p.resultFormats {
+		if f != formatText && f != formatBinary {
+			return pgerr.New(pgerr.ProtocolViolation, "unsupported format code: %d", f)
+		}
+	}
+	for i, v := range m.Parameters {
+		if v != nil {
+			p.params[i] = append([]byte{}, v...)
+		}
+	}
+	c.portals[m.DestinationPortal] = p
+	c.be.Send(&pgproto3.BindComplete{})
+	return nil
+}
+
+func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
+	switch m.ObjectType {
+	case 'S':
+		ps, ok := c.stmts[m.Name]
+		if !ok {
+			return pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", m.Name)
+		}
+		if c.txStatus == 'E' && !ps.st.endsFailedTransaction() {
+			return errInFailedTransaction()
+		}
+		d, err := c.describeStatement(ctx, ps)
+		if err != nil {
+			return err
+		}
+		c.be.Send(&pgproto3.ParameterDescription{ParameterOIDs: d.paramOIDs})
+		c.sendRowDescription(d, nil)
+		return nil
+	case 'P':
+		p, ok := c.portals[m.Name]
+		if !ok {
+			return pgerr.New(invalidCursorName, "portal %q does not exist", m.Name)
+		}
+		if c.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
+			return errInFailedTransaction()
+		}
+		if p.result != nil {
+			if p.result.fields == nil {
+				c.be.Send(&pgproto3.NoData{})
+			} else {
+				c.be.Send(&pgproto3.RowDescription{Fields: p.result.fields})
+			}
+			return nil
+		}
+		d, err := c.describePortal(ctx, p)
+		if err != nil {
+			return err
+		}
+		c.sendRowDescription(d, p.resultFormats)
+		return nil
+	}
+	return pgerr.New(pgerr.ProtocolViolation, "invalid DESCRIBE message subtype %d", m.ObjectType)
+}
+
+// sendRowDescription sends the result columns of d in the given formats (nil:
+// text, as for Describe of a statement), or NoData.
+func (c *conn) sendRowDescription(d *statementDesc, formats []int16) {
+	switch {
+	case d.cols != nil:
+		c.be.Send(rowDescription(d.cols, formats))
+	case d.fields != nil:
+		if formats == nil {
+			formats = []int16{formatText}
+		}
+		c.be.Send(&pgproto3.RowDescription{Fields: toWireFields(d.fields, formats)})
+	default:
+		c.be.Send(&pgproto3.NoData{})
+	}
+}
+
+// describeStatement describes a prepared statement without running it.
+func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*statementDesc, error) {
+	if ps.desc != nil {
+		return ps.desc, nil
+	}
+	sctx, done := c.statementContext(ctx)
+	defer done()
+	d := &statementDesc{paramOIDs: make([]uint32, ps.nParams)}
+	copy(d.paramOIDs, ps.parseOIDs)
+	switch ps.st.route {
+	case rewrite.RouteEmpty:
+	case rewrite.RouteSession:
+		d.cols = sessionColumns(ps.st.sess)
+	case rewrite.RouteCatalog:
+		sd, err := c.describeShadow(sctx, ps.text, ps.parseOIDs)
+		if err != nil {
+			return nil, statementError(sctx, err)
+		}
+		d.paramOIDs, d.fields = sd.ParamOIDs, sd.Fields
+	case rewrite.RouteDP:
+		var shadowFields []pgconn.FieldDescription
+		if ps.nParams > 0 {
+			// The shadow has the same schema: let PostgreSQL infer the
+			// types of the parameters the client left unspecified.
+			if sd, err := c.describeShadow(sctx, ps.text, ps.parseOIDs); err == nil {
+				d.paramOIDs, shadowFields = sd.ParamOIDs, sd.Fields
+			} else {
+				c.log.Debug("shadow could not describe a DP statement", zap.Error(err))
+				for i, o := range d.paramOIDs {
+					if o == 0 {
+						d.paramOIDs[i] = oidText
+					}
+				}
+			}
+		}
+		lits := make([]string, ps.nParams)
+		for i := range lits {
+			lits[i] = dummyLiteral(d.paramOIDs[i])
+		}
+		text, err := bindLiterals(ps.text, lits)
+		if err != nil {
+			return nil, err
+		}
+		plan, err := c.srv.rt.rewrite(c.ds.Policy, text)
+		switch {
+		case err == nil:
+			d.cols = planColumns(plan)
+		case shadowFields != nil:
+			// The plan depends on the values; describe by the shadow's
+			// column types, mapped to the types DP answers use.
+			d.cols = make([]column, len(shadowFields))
+			for i, f := range shadowFields {
+				d.cols[i] = column{name: f.Name, oid: dpTypeOf(f.DataTypeOID)}
+			}
+		default:
+			return nil, dpError(sctx, err, c.log)
+		}
+	}
+	ps.desc = d
+	return d, nil
+}
+
+// describePortal describes a bound statement. For DP statements the plan of
+// the bound values gives the columns.
+func (c *conn) describePortal(ctx context.Context, p *portal) (*statementDesc, error) {
+	ps := p.stmt
+	if ps.st.route != rewrite.RouteDP || ps.nParams == 0 {
+		return c.describeStatement(ctx, ps)
+	}
+	text, err := c.boundText(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := c.srv.rt.rewrite(c.ds.Policy, text)
+	if err != nil {
+		return nil, dpError(ctx, err, c.log)
+	}
+	return &statementDesc{cols: planColumns(plan)}, nil
+}
+
+// boundText returns a DP statement's text with its parameters as literals.
+func (c *conn) boundText(ctx context.Context, p *portal) (string, error) {
+	ps := p.stmt
+	if ps.nParams == 0 {
+		return ps.text, nil
+	}
+	oids := ps.parseOIDs
+	if ps.desc != nil {
+		oids = ps.desc.paramOIDs
+	} else if hasUnspecified(oids, ps.nParams) {
+		if d, err := c.describeStatement(ctx, ps); err == nil {
+			oids = d.paramOIDs
+		}
+	}
+	lits, err := literals(p.params, p.paramFormats, oids)
+	if err != nil {
+		return "", err
+	}
+	return bindLiterals(ps.text, lits)
+}
+
+func hasUnspecified(oids []uint32, n int) bool {
+	if len(oids) < n {
+		return true
+	}
+	for _, o := range oids[:n] {
+		if o == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// dummyLiteral is a value of the type used to plan a statement whose
+// parameters are not bound yet (the plan's columns do not depend on it).
+func dummyLiteral(oid uint32) string {
+	switch oid {
+	case oidInt2, oidInt4, oidInt8, oidFloat4, oidFloat8, oidNumeric:
+		return "0"
+	case oidBool:
+		return "TRUE"
+	case oidDate:
+		return "'2000-01-01'"
+	}
+	return "''"
+}
+
+// dpTypeOf maps a column type to the type a DP answer of it has.
+func dpTypeOf(oid uint32) uint32 {
+	switch oid {
+	case oidInt2, oidInt4:
+		return oidInt4
+	case oidInt8:
+		return oidInt8
+	case oidNumeric, oidFloat4, oidFloat8:
+		return oidNumeric
+	case oidBool, oidDate:
+		return oid
+	}
+	return oidText
+}
+
+// sessionColumns are the result columns of a session statement.
+func sessionColumns(st *rewrite.SessionStmt) []column {
+	if st == nil || st.Kind != rewrite.SessionShow {
+		return nil
+	}
+	switch name := canonicalSetting(st.Name); name {
+	case settingBudget:
+		return []column{
+			{"dataset", oidText}, {"accountant", oidText},
+			{"epsilon_spent", oidFloat8}, {"epsilon_remaining", oidFloat8},
+			{"delta_spent", oidFloat8}, {"delta_remaining", oidFloat8},
+		}
+	case "all":
+		return []column{{"name", oidText}, {"setting", oidText}, {"description", oidText}}
+	case "transaction":
+		return []column{{"transaction_isolation", oidText}}
+	default:
+		return []column{{displayName(name), oidText}}
+	}
+}
+
+func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
+	p, ok := c.portals[m.Portal]
+	if !ok {
+		return pgerr.New(invalidCursorName, "portal %q does not exist", m.Portal)
+	}
+	if c.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
+		return errInFailedTransaction()
+	}
+	if p.stmt.st.route == rewrite.RouteEmpty {
+		c.be.Send(&pgproto3.EmptyQueryResponse{})
+		return nil
+	}
+	if p.result == nil {
+		br, err := c.runPortal(ctx, p)
+		if err != nil {
+			return err
+		}
+		p.result = br
+	}
+	r := p.result
+	n := len(r.rows) - r.pos
+	if m.MaxRows > 0 && int(m.MaxRows) < n {
+		n = int(m.MaxRows)
+	}
+	for _, row := range r.rows[r.pos : r.pos+n] {
+		c.be.Send(&pgproto3.DataRow{Values: row})
+	}
+	suspended := r.pos > 0 || r.pos+n < len(r.rows)
+	r.pos += n
+	if r.pos < len(r.rows) {
+		c.be.Send(&pgproto3.PortalSuspended{})
+		return nil
+	}
+	tag := r.tag
+	if suspended && strings.HasPrefix(tag, "SELECT ") {
+		// Like PostgreSQL: the tag counts the rows of this Execute.
+		tag = "SELECT " + strconv.Itoa(n)
+	}
+	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+	// Re-executing a finished portal returns no more rows.
+	r.rows, r.pos = nil, 0
+	if strings.HasPrefix(r.tag, "SELECT ") {
+		r.tag = "SELECT 0"
+	}
+	return nil
+}
+
+// runPortal runs a portal's statement once and returns its whole result.
+func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error) {
+	ps := p.stmt
+	sctx, done := c.statementContext(ctx)
+	defer done()
+	start := time.Now()
+	var br *bufferedResult
+	var err error
+	switch ps.st.route {
+	case rewrite.RouteSession:
+		var rs *resultSet
+		if rs, err = c.execSession(sctx, ps.st.sess); err == nil {
+			br, err = c.encodeResult(rs, p.resultFormats)
+		}
+	case rewrite.RouteCatalog:
+		br, err = c.execShadowExtended(sctx, p)
+	case rewrite.RouteDP:
+		var text string
+		if text, err = c.boundText(sctx, p); err == nil {
+			var rs *resultSet
+			if rs, err = c.execDP(sctx, text, ps.text); err == nil {
+				br, err = c.encodeResult(rs, p.resultFormats)
+			}
+		}
+	default:
+		err = ps.st.err
+	}
+	err = statementError(sctx, err)
+	c.logStatement(ps.st, err, zap.Duration(logKeyDuration, time.Since(start)))
+	return br, err
+}
+
+// encodeResult sends a proxy-built result's notices and encodes its rows
+// in the portal's result formats.
+func (c *conn) encodeResult(rs *resultSet, formats []int16) (*bufferedResult, error) {
+	for _, n := range rs.notices {
+		if c.wantsMessages(n.Severity) {
+			c.be.Send(n)
+		}
+	}
+	br := &bufferedResult{tag: rs.tag}
+	if rs.cols == nil {
+		return br, nil
+	}
+	br.fields = rowDescription(rs.cols, formats).Fields
+	br.rows = make([][][]byte, 0, len(rs.rows))
+	for _, row := range rs.rows {
+		vals, err := encodeRow(rs.cols, row, formats)
+		if err != nil {
+			return nil, err
+		}
+		br.rows = append(br.rows, vals)
+	}
+	return br, nil
+}
+
+func (c *conn) closeObject(m *pgproto3.Close) {
+	switch m.ObjectType {
+	case 'S':
+		if ps, ok := c.stmts[m.Name]; ok {
+			delete(c.stmts, m.Name)
+			for n, p := range c.portals {
+				if p.stmt == ps {
+					delete(c.portals, n)
+				}
+			}
+		}
+	case 'P':
+		delete(c.portals, m.Name)
+	}
+	// Closing something that does not exist is not an error.
+	c.be.Send(&pgproto3.CloseComplete{})
+}

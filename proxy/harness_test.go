@@ -1,0 +1,262 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/release"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap/zaptest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// hospitalPolicy loads the example policy of the demo.
+func hospitalPolicy(t testing.TB) *policy.Dataset {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	ds, err := policy.Load(filepath.Join(filepath.Dir(file), "..", "examples", "policies", "hospital.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// fakeReleaser answers DP requests with fixed numbers built from the plan
+// (no noise, no upstream), and records the requests.
+type fakeReleaser struct {
+	mu   sync.Mutex
+	reqs []release.Request
+	// err, when set, is returned instead of a result.
+	err error
+	// wait makes Run block until its context ends.
+	wait bool
+	// started is signalled when Run begins (if non-nil).
+	started chan struct{}
+	panics  bool
+}
+
+func (f *fakeReleaser) Run(ctx context.Context, req release.Request) (*release.Result, error) {
+	f.mu.Lock()
+	f.reqs = append(f.reqs, req)
+	err, wait, started, panics := f.err, f.wait, f.started, f.panics
+	f.mu.Unlock()
+	if started != nil {
+		started <- struct{}{}
+	}
+	if panics {
+		panic("fake releaser panic")
+	}
+	if wait {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return fakeResult(req.Plan), nil
+}
+
+func (f *fakeReleaser) requests() []release.Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]release.Request(nil), f.reqs...)
+}
+
+// fakeResult returns one row per value of the plan's first key (or one row),
+// with 42 for counts and 12.5 for sums and averages.
+func fakeResult(p *rewrite.Plan) *release.Result {
+	res := &release.Result{Notice: "dp: epsilon spent (fake)"}
+	for _, o := range p.Outputs {
+		res.Columns = append(res.Columns, release.Column{Name: o.Name, PGType: o.PGType})
+	}
+	nrows := 1
+	if len(p.Keys) > 0 {
+		nrows = len(p.Keys[0].Domain)
+	}
+	for r := 0; r < nrows; r++ {
+		row := make([]*string, len(p.Outputs))
+		for i, o := range p.Outputs {
+			var v string
+			switch o.Kind {
+			case rewrite.OutputKey:
+				v = p.Keys[o.Key].Domain[r]
+			case rewrite.OutputCount:
+				v = "42"
+			default:
+				v = "12.5"
+			}
+			row[i] = &v
+		}
+		res.Rows = append(res.Rows, row)
+	}
+	return res
+}
+
+// fakeStore is an in-memory accountant.Store for SHOW dp.budget.
+type fakeStore struct {
+	spent map[string]accountant.Spent // by dataset
+	err   error
+}
+
+func (s *fakeStore) Reserve(context.Context, accountant.Charge) (*accountant.Reservation, error) {
+	return nil, errors.New("fakeStore: Reserve not used by the proxy")
+}
+
+func (s *fakeStore) Release(context.Context, int64, []byte) error {
+	return errors.New("fakeStore: Release not used by the proxy")
+}
+
+func (s *fakeStore) Status(_ context.Context, analyst string, ds *policy.Dataset) (accountant.Status, error) {
+	if s.err != nil {
+		return accountant.Status{}, s.err
+	}
+	b := ds.AnalystBudget(analyst)
+	return accountant.Status{
+		Dataset: ds.Name, Accountant: b.Accountant,
+		Spent: s.spent[ds.Name],
+		Limit: accountant.Spent{Epsilon: b.Epsilon, Delta: b.Delta},
+	}, nil
+}
+
+// testServer is a running in-process proxy.
+type testServer struct {
+	srv      *Server
+	addr     string
+	releaser *fakeReleaser
+	store    *fakeStore
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+type serverOpts struct {
+	shadowDSN string
+	mutate    func(*Config)
+}
+
+// startServer serves the hospital policy (and a second dataset "clinic"
+// with the same policy) on a loopback port. Analysts: alice (plain
+// password "alice", all datasets), bob (SCRAM verifier of "bob-secret",
+// hospital only), carol (clinic only).
+func startServer(t *testing.T, o serverOpts) *testServer {
+	t.Helper()
+	hosp := hospitalPolicy(t)
+	clinic := *hosp
+	clinic.Name = "clinic"
+	bobVerifier, err := HashPassword("bob-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := &testServer{releaser: &fakeReleaser{}, store: &fakeStore{spent: map[string]accountant.Spent{
+		"hospital": {Epsilon: 0.5, Delta: 0},
+	}}}
+	cfg := Config{
+		Datasets: map[string]*Dataset{
+			"hospital": {Policy: hosp, ShadowDSN: o.shadowDSN},
+			"clinic":   {Policy: &clinic, ShadowDSN: o.shadowDSN},
+		},
+		Analysts: map[string]config.Analyst{
+			"alice": {Password: "plain:alice"},
+			"bob":   {Password: bobVerifier, Datasets: []string{"hospital"}},
+			"carol": {Password: "plain:carol", Datasets: []string{"clinic"}},
+		},
+		Releaser:     ts.releaser,
+		Ledger:       ts.store,
+		Logger:       zaptest.NewLogger(t),
+		DrainTimeout: 2 * time.Second,
+	}
+	if o.mutate != nil {
+		o.mutate(&cfg)
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts.srv, ts.addr, ts.cancel, ts.done = srv, ln.Addr().String(), cancel, make(chan error, 1)
+	go func() { ts.done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(ts.stop)
+	return ts
+}
+
+func (ts *testServer) stop() {
+	ts.cancel()
+	<-ts.done
+	ts.done <- nil // later stops return at once
+}
+
+func (ts *testServer) dsn(user, password, database string) string {
+	return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", user, password, ts.addr, database)
+}
+
+// connect opens a pgconn session as alice on hospital.
+func (ts *testServer) connect(t *testing.T) *pgconn.PgConn {
+	t.Helper()
+	return ts.connectAs(t, "alice", "alice", "hospital")
+}
+
+func (ts *testServer) connectAs(t *testing.T, user, password, db string) *pgconn.PgConn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pc, err := pgconn.Connect(ctx, ts.dsn(user, password, db))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(func() { pc.Close(context.Background()) })
+	return pc
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// execAll runs a simple query and returns its results.
+func execAll(t *testing.T, pc *pgconn.PgConn, sql string) ([]*pgconn.Result, error) {
+	t.Helper()
+	return pc.Exec(ctxT(t), sql).ReadAll()
+}
+
+// sqlstate returns the SQLSTATE of a PostgreSQL error, or "".
+func sqlstate(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// rows returns a result's values as strings (NULL as "<null>").
+func rows(r *pgconn.Result) [][]string {
+	var out [][]string
+	for _, row := range r.Rows {
+		var s []string
+		for _, v := range row {
+			if v == nil {
+				s = append(s, "<null>")
+			} else {
+				s = append(s, string(v))
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}

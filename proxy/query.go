@@ -1,0 +1,247 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"go.uber.org/zap"
+)
+
+// router holds the rewrite functions the session uses. Tests replace it
+// (testOnly seam: Server.rt) to drive the wire layer without the parser.
+type router struct {
+	split        func(sql string) ([]string, error)
+	classify     func(ds *policy.Dataset, stmt string) (rewrite.Route, error)
+	parseSession func(stmt string) (*rewrite.SessionStmt, error)
+	rewrite      func(ds *policy.Dataset, stmt string) (*rewrite.Plan, error)
+}
+
+func defaultRouter() router {
+	return router{split: rewrite.Split, classify: rewrite.Classify, parseSession: rewrite.ParseSession, rewrite: rewrite.Rewrite}
+}
+
+// column is one column of a result the proxy builds itself.
+type column struct {
+	name string
+	oid  uint32
+}
+
+// resultSet is a result the proxy builds itself (session statements, DP
+// answers): text values, NULL as nil. cols is nil for commands.
+type resultSet struct {
+	cols    []column
+	rows    [][]*string
+	tag     string
+	notices []*pgproto3.NoticeResponse // sent before the rows
+}
+
+// statement is one classified statement.
+type statement struct {
+	text  string
+	route rewrite.Route
+	err   error                // the refusal of RouteRefuse, or a parse error
+	sess  *rewrite.SessionStmt // RouteSession
+}
+
+func (c *conn) classify(text string) statement {
+	st := statement{text: text}
+	st.route, st.err = c.srv.rt.classify(c.ds.Policy, text)
+	if st.err != nil {
+		st.route = rewrite.RouteRefuse
+		return st
+	}
+	switch st.route {
+	case rewrite.RouteSession:
+		st.sess, st.err = c.srv.rt.parseSession(text)
+		if st.err != nil {
+			st.route = rewrite.RouteRefuse
+		}
+	case rewrite.RouteRefuse:
+		st.err = pgerr.New(pgerr.FeatureNotSupported, "this statement is not supported by dpproxy")
+	case rewrite.RouteEmpty, rewrite.RouteCatalog, rewrite.RouteDP:
+	default:
+		st.route = rewrite.RouteRefuse
+		st.err = pgerr.New(pgerr.FeatureNotSupported, "this statement is not supported by dpproxy")
+	}
+	return st
+}
+
+// endsFailedTransaction reports whether the statement may run in a failed
+// transaction block (only COMMIT and ROLLBACK may).
+func (st statement) endsFailedTransaction() bool {
+	return st.route == rewrite.RouteSession && st.sess != nil &&
+		(st.sess.Kind == rewrite.SessionCommit || st.sess.Kind == rewrite.SessionRollback)
+}
+
+func errInFailedTransaction() error {
+	return pgerr.New(pgerr.InFailedTransaction, "current transaction is aborted, commands ignored until end of transaction block").
+		WithHint("send ROLLBACK to end the failed transaction")
+}
+
+// simpleQuery runs a Query message: every statement of the string in turn,
+// one CommandComplete (or error) each, and one ReadyForQuery. After an
+// error the rest of the string is skipped, as PostgreSQL does.
+func (c *conn) simpleQuery(ctx context.Context, sql string) {
+	defer c.readyForQuery()
+	stmts, err := c.srv.rt.split(sql)
+	if err != nil {
+		c.sendError(err)
+		return
+	}
+	if len(stmts) == 0 || (len(stmts) == 1 && strings.TrimSpace(stmts[0]) == "") {
+		c.be.Send(&pgproto3.EmptyQueryResponse{})
+		return
+	}
+	cursor := 0
+	for _, text := range stmts {
+		offset := -1
+		if i := strings.Index(sql[cursor:], text); i >= 0 && text != "" {
+			offset = cursor + i
+			cursor = offset + len(text)
+		}
+		st := c.classify(text)
+		if st.route == rewrite.RouteEmpty {
+			if len(stmts) == 1 {
+				c.be.Send(&pgproto3.EmptyQueryResponse{})
+			}
+			continue
+		}
+		if err := c.runSimple(ctx, st); err != nil {
+			c.sendError(shiftPosition(err, sql, offset))
+			return
+		}
+	}
+}
+
+// shiftPosition makes an error position relative to the whole query string
+// (PostgreSQL counts characters from the start of the Query message).
+func shiftPosition(err error, sql string, offset int) error {
+	pe, ok := pgerr.As(err)
+	if !ok || pe.Position <= 0 || offset <= 0 || offset > len(sql) {
+		return err
+	}
+	return pe.WithPosition(pe.Position + utf8.RuneCountInString(sql[:offset]))
+}
+
+// runSimple runs one statement of the simple protocol and sends its reply.
+func (c *conn) runSimple(ctx context.Context, st statement) error {
+	if c.txStatus == 'E' && !st.endsFailedTransaction() {
+		return errInFailedTransaction()
+	}
+	if st.err != nil {
+		c.logStatement(st, nil)
+		return st.err
+	}
+	sctx, done := c.statementContext(ctx)
+	defer done()
+	start := time.Now()
+	var err error
+	switch st.route {
+	case rewrite.RouteSession:
+		var rs *resultSet
+		if rs, err = c.execSession(sctx, st.sess); err == nil {
+			c.sendResultSet(rs)
+		}
+	case rewrite.RouteCatalog:
+		err = c.execShadowSimple(sctx, st.text)
+	case rewrite.RouteDP:
+		var rs *resultSet
+		if rs, err = c.execDP(sctx, st.text, st.text); err == nil {
+			c.sendResultSet(rs)
+		}
+	}
+	err = statementError(sctx, err)
+	c.logStatement(st, err, zap.Duration(logKeyDuration, time.Since(start)))
+	return err
+}
+
+// sendResultSet sends a proxy-built result in the simple protocol: notices,
+// RowDescription (text format), DataRows, CommandComplete.
+func (c *conn) sendResultSet(rs *resultSet) {
+	for _, n := range rs.notices {
+		if c.wantsMessages(n.Severity) {
+			c.be.Send(n)
+		}
+	}
+	if rs.cols != nil {
+		c.be.Send(rowDescription(rs.cols, nil))
+		for _, row := range rs.rows {
+			vals, err := encodeRow(rs.cols, row, nil)
+			if err != nil {
+				// Text format cannot fail; keep the invariant loud.
+				panic(err)
+			}
+			c.be.Send(&pgproto3.DataRow{Values: vals})
+		}
+	}
+	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(rs.tag)})
+}
+
+// logStatement logs one statement: route and fingerprint at Info, the
+// (truncated) text at Debug only.
+func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
+	fields := append([]zap.Field{
+		zap.String(logKeyRoute, routeName(st.route)),
+		zap.String(logKeyFingerprint, fingerprint(st.text)),
+	}, extra...)
+	if err != nil {
+		fields = append(fields, zap.String(logKeySQLState, errorResponse(err, severityError, zap.NewNop()).Code))
+	}
+	if ce := c.log.Check(zap.DebugLevel, "statement"); ce != nil {
+		ce.Write(append(fields, zap.String(logKeyQuery, truncate(st.text, maxDebugQuery)))...)
+		return
+	}
+	c.log.Info("statement", fields...)
+}
+
+func routeName(r rewrite.Route) string {
+	switch r {
+	case rewrite.RouteEmpty:
+		return "empty"
+	case rewrite.RouteSession:
+		return "session"
+	case rewrite.RouteCatalog:
+		return "catalog"
+	case rewrite.RouteDP:
+		return "dp"
+	}
+	return "refuse"
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// fingerprint hashes a statement with its literals and comments removed
+// and its whitespace and case folded, so that logs can group statements
+// without recording their values.
+func fingerprint(stmt string) string {
+	var b strings.Builder
+	scanSQL(stmt, func(tok sqlToken) {
+		switch tok.kind {
+		case tokString, tokNumber, tokParam:
+			b.WriteString("?")
+		case tokComment, tokSpace:
+			b.WriteByte(' ')
+		default:
+			b.WriteString(strings.ToLower(tok.text))
+		}
+	})
+	norm := strings.Join(strings.Fields(b.String()), " ")
+	sum := sha256.Sum256([]byte(norm))
+	return hex.EncodeToString(sum[:8])
+}

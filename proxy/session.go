@@ -1,0 +1,281 @@
+package proxy
+
+import (
+	"context"
+	"maps"
+	"sort"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// execSession answers a session statement (RouteSession) without any
+// database: SET/SHOW/RESET, transaction control, DISCARD and DEALLOCATE.
+func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resultSet, error) {
+	name := canonicalSetting(st.Name)
+	switch st.Kind {
+	case rewrite.SessionSet:
+		return c.execSet(st, name)
+	case rewrite.SessionReset:
+		if err := c.reset(name); err != nil {
+			return nil, err
+		}
+		return &resultSet{tag: "RESET"}, nil
+	case rewrite.SessionShow:
+		return c.execShow(ctx, name)
+	case rewrite.SessionBegin:
+		if c.txStatus != 'I' {
+			c.notice(severityWarning, pgerr.ActiveSQLTransaction, "there is already a transaction in progress", "")
+			return &resultSet{tag: "BEGIN"}, nil
+		}
+		c.txStatus = 'T'
+		c.txBegin = maps.Clone(c.settings)
+		c.txCommit = maps.Clone(c.settings)
+		if iso := isolationIn(st.Value); iso != "" {
+			c.settings["transaction_isolation"] = iso
+		}
+		return &resultSet{tag: "BEGIN"}, nil
+	case rewrite.SessionCommit:
+		switch c.txStatus {
+		case 'I':
+			c.notice(severityWarning, pgerr.NoActiveSQLTransaction, "there is no transaction in progress", "")
+			return &resultSet{tag: "COMMIT"}, nil
+		case 'E':
+			// COMMIT of a failed transaction rolls it back.
+			c.endTransaction(false)
+			return &resultSet{tag: "ROLLBACK"}, nil
+		}
+		c.endTransaction(true)
+		return &resultSet{tag: "COMMIT"}, nil
+	case rewrite.SessionRollback:
+		if c.txStatus == 'I' {
+			c.notice(severityWarning, pgerr.NoActiveSQLTransaction, "there is no transaction in progress", "")
+			return &resultSet{tag: "ROLLBACK"}, nil
+		}
+		c.endTransaction(false)
+		return &resultSet{tag: "ROLLBACK"}, nil
+	case rewrite.SessionDiscard:
+		what := strings.ToUpper(strings.TrimSpace(firstNonEmpty(st.Name, st.Value)))
+		if what == "" {
+			what = "ALL"
+		}
+		switch what {
+		case "ALL":
+			if c.txStatus != 'I' {
+				return nil, pgerr.New(pgerr.ActiveSQLTransaction, "DISCARD ALL cannot run inside a transaction block")
+			}
+			_ = c.reset("all")
+			c.stmts = map[string]*preparedStatement{}
+			c.portals = map[string]*portal{}
+			// The shadow session may hold prepared statements and temp
+			// state of its own: start a fresh one when next needed.
+			c.closeShadow()
+		case "PLANS", "SEQUENCES", "TEMP", "TEMPORARY":
+			if what == "TEMPORARY" {
+				what = "TEMP"
+			}
+		default:
+			return nil, pgerr.New(pgerr.SyntaxError, "syntax error at or near %q", what).
+				WithHint("use DISCARD ALL, PLANS, SEQUENCES or TEMP")
+		}
+		return &resultSet{tag: "DISCARD " + what}, nil
+	case rewrite.SessionDeallocate:
+		target := strings.TrimSpace(firstNonEmpty(st.Name, st.Value))
+		if strings.EqualFold(target, "all") {
+			// Like PostgreSQL, this drops the protocol-level named
+			// statements too (they share one namespace).
+			for n := range c.stmts {
+				if n != "" {
+					delete(c.stmts, n)
+				}
+			}
+			return &resultSet{tag: "DEALLOCATE ALL"}, nil
+		}
+		if _, ok := c.stmts[target]; !ok || target == "" {
+			return nil, pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", target)
+		}
+		delete(c.stmts, target)
+		return &resultSet{tag: "DEALLOCATE"}, nil
+	case rewrite.SessionCharacteristics:
+		// SET SESSION CHARACTERISTICS AS TRANSACTION …: every transaction
+		// of the proxy is read-only already; accept and remember.
+		v := strings.ToLower(st.Value)
+		if iso := isolationIn(v); iso != "" {
+			c.settings["default_transaction_isolation"] = iso
+		}
+		if strings.Contains(v, "read only") {
+			c.settings["default_transaction_read_only"] = "on"
+		} else if strings.Contains(v, "read write") {
+			c.settings["default_transaction_read_only"] = "off"
+		}
+		return &resultSet{tag: "SET"}, nil
+	}
+	return nil, pgerr.New(pgerr.FeatureNotSupported, "unsupported session statement")
+}
+
+func (c *conn) execSet(st *rewrite.SessionStmt, name string) (*resultSet, error) {
+	if name == settingBudget {
+		return nil, pgerr.New(cantChangeRuntimeParam, "parameter %q cannot be changed", settingBudget).
+			WithHint("budgets are granted by the data steward (dpproxy budget grant)")
+	}
+	// SET TRANSACTION … arrives as a setting of the current transaction.
+	if name == "transaction" || name == "transaction_isolation" {
+		if c.txStatus == 'I' {
+			c.notice(severityWarning, pgerr.NoActiveSQLTransaction, "SET TRANSACTION can only be used in transaction blocks", "")
+			return &resultSet{tag: "SET"}, nil
+		}
+		if name == "transaction" {
+			if iso := isolationIn(st.Value); iso != "" {
+				c.settings["transaction_isolation"] = iso
+			}
+			return &resultSet{tag: "SET"}, nil
+		}
+		v, err := checkIsolation(c, st.Value)
+		if err != nil {
+			return nil, err
+		}
+		c.settings["transaction_isolation"] = v
+		return &resultSet{tag: "SET"}, nil
+	}
+	if st.Local && c.txStatus == 'I' {
+		c.notice(severityWarning, pgerr.NoActiveSQLTransaction, "SET LOCAL can only be used in transaction blocks", "")
+		// Validate anyway, as PostgreSQL does, but keep no effect.
+		if d, ok := settingDefs[name]; ok && d.check != nil && !st.Default {
+			if _, err := d.check(c, st.Value); err != nil {
+				return nil, err
+			}
+		}
+		return &resultSet{tag: "SET"}, nil
+	}
+	if err := c.set(name, st.Value, st.Default, st.Local); err != nil {
+		return nil, err
+	}
+	return &resultSet{tag: "SET"}, nil
+}
+
+// isolationIn finds an isolation level in transaction modes text
+// ("ISOLATION LEVEL SERIALIZABLE, READ ONLY").
+func isolationIn(v string) string {
+	l := strings.ToLower(v)
+	for _, iso := range []string{"read uncommitted", "read committed", "repeatable read", "serializable"} {
+		if strings.Contains(l, iso) {
+			return iso
+		}
+	}
+	return ""
+}
+
+// endTransaction ends the transaction block: COMMIT keeps the settings made
+// with SET (not SET LOCAL); ROLLBACK restores those at BEGIN. Portals end
+// with the transaction.
+func (c *conn) endTransaction(commit bool) {
+	keep := c.txBegin
+	if commit {
+		keep = c.txCommit
+	}
+	if keep != nil {
+		keep["transaction_isolation"] = keep["default_transaction_isolation"]
+		for n, v := range keep {
+			if c.settings[n] != v {
+				if d, ok := settingDefs[n]; ok && d.shadow && c.shadow != nil {
+					c.pushShadowSetting(n, v)
+				}
+			}
+		}
+		c.settings = keep
+	}
+	c.txBegin, c.txCommit = nil, nil
+	c.txStatus = 'I'
+	for n := range c.portals {
+		delete(c.portals, n)
+	}
+}
+
+func (c *conn) execShow(ctx context.Context, name string) (*resultSet, error) {
+	switch name {
+	case settingBudget:
+		return c.showBudget(ctx)
+	case "all":
+		names := make([]string, 0, len(c.settings))
+		for n := range c.settings {
+			names = append(names, n)
+		}
+		sort.Slice(names, func(i, j int) bool { return displayName(names[i]) < displayName(names[j]) })
+		rs := &resultSet{
+			cols: []column{{"name", oidText}, {"setting", oidText}, {"description", oidText}},
+			tag:  "SHOW",
+		}
+		for _, n := range names {
+			desc := ""
+			if d, ok := settingDefs[n]; ok {
+				desc = d.desc
+			}
+			rs.rows = append(rs.rows, textRow(displayName(n), c.settings[n], desc))
+		}
+		return rs, nil
+	case "transaction":
+		name = "transaction_isolation"
+	}
+	v, ok := c.settings[name]
+	if !ok {
+		return nil, unknownSetting(name)
+	}
+	return &resultSet{cols: []column{{displayName(name), oidText}}, rows: [][]*string{textRow(v)}, tag: "SHOW"}, nil
+}
+
+// showBudget answers SHOW dp.budget: one row per dataset the analyst may
+// query, from the ledger.
+func (c *conn) showBudget(ctx context.Context) (*resultSet, error) {
+	names := make([]string, 0, len(c.srv.cfg.Datasets))
+	analyst := c.srv.cfg.Analysts[c.analyst]
+	for n := range c.srv.cfg.Datasets {
+		if analyst.MayQuery(n) {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	rs := &resultSet{
+		cols: []column{
+			{"dataset", oidText}, {"accountant", oidText},
+			{"epsilon_spent", oidFloat8}, {"epsilon_remaining", oidFloat8},
+			{"delta_spent", oidFloat8}, {"delta_remaining", oidFloat8},
+		},
+	}
+	for _, n := range names {
+		ds := c.srv.cfg.Datasets[n]
+		st, err := c.srv.cfg.Ledger.Status(ctx, c.analyst, ds.Policy)
+		if err != nil {
+			if _, ok := pgerr.As(err); ok {
+				return nil, err
+			}
+			return nil, pgerr.New(pgerr.SystemError, "the budget ledger is unavailable").Wrap(err).
+				WithHint("try again later; if it persists, tell the data steward")
+		}
+		acct := st.Accountant
+		if acct == "" {
+			acct = ds.Policy.Budget.Accountant
+		}
+		rem := st.Remaining()
+		rs.rows = append(rs.rows, textRow(n, acct,
+			formatFloat(st.Spent.Epsilon), formatFloat(rem.Epsilon),
+			formatFloat(st.Spent.Delta), formatFloat(rem.Delta)))
+	}
+	rs.tag = "SHOW"
+	return rs, nil
+}
+
+func textRow(vals ...string) []*string {
+	row := make([]*string, len(vals))
+	for i := range vals {
+		row[i] = &vals[i]
+	}
+	return row
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,627 @@
+package proxy
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// settingDef describes one run-time setting the proxy keeps per session.
+// The table below is read-only.
+type settingDef struct {
+	name     string // as SHOW prints it, e.g. "DateStyle"
+	def      string // default ("" with defFunc)
+	report   bool   // sent in ParameterStatus (GUC_REPORT in PostgreSQL)
+	readOnly bool   // cannot be SET
+	// shadow settings are also applied to the session's shadow connection,
+	// so catalog statements see the same TimeZone, search_path, …
+	shadow bool
+	// check validates a new value and returns its canonical form.
+	check func(c *conn, v string) (string, error)
+	desc  string
+}
+
+// Names of the DP settings.
+const (
+	settingEpsilon   = "dp.epsilon"
+	settingDelta     = "dp.delta"
+	settingMechanism = "dp.mechanism"
+	settingBudget    = "dp.budget"
+)
+
+var settingDefs = func() map[string]*settingDef {
+	defs := []*settingDef{
+		{name: "application_name", report: true, shadow: true, check: checkApplicationName, desc: "Sets the application name to be reported in statistics and logs."},
+		{name: "client_encoding", def: "UTF8", report: true, check: checkClientEncoding, desc: "Sets the client's character set encoding."},
+		{name: "DateStyle", def: "ISO, MDY", report: true, shadow: true, check: checkDateStyle, desc: "Sets the display format for date and time values."},
+		{name: "IntervalStyle", def: "postgres", report: true, shadow: true, check: enum("postgres", "postgres_verbose", "sql_standard", "iso_8601"), desc: "Sets the display format for interval values."},
+		{name: "TimeZone", def: "UTC", report: true, shadow: true, check: checkTimeZone, desc: "Sets the time zone for displaying and interpreting time stamps."},
+		{name: "integer_datetimes", def: "on", report: true, readOnly: true, desc: "Shows whether datetimes are integer based."},
+		{name: "standard_conforming_strings", def: "on", report: true, check: onlyOn("dpproxy parses SQL with standard conforming strings"), desc: "Causes '...' strings to treat backslashes literally."},
+		{name: "server_version", report: true, readOnly: true, desc: "Shows the server version."},
+		{name: "server_version_num", readOnly: true, desc: "Shows the server version as an integer."},
+		{name: "server_encoding", def: "UTF8", report: true, readOnly: true, desc: "Shows the server (database) character set encoding."},
+		{name: "is_superuser", def: "off", report: true, readOnly: true, desc: "Shows whether the current user is a superuser."},
+		{name: "session_authorization", report: true, readOnly: true, desc: "Sets the session user name."},
+		{name: "default_transaction_read_only", def: "off", report: true, check: checkBool, desc: "Sets the default read-only status of new transactions."},
+		{name: "in_hot_standby", def: "off", report: true, readOnly: true, desc: "Shows whether hot standby is currently active."},
+		{name: "extra_float_digits", def: "1", shadow: true, check: intRange(-15, 3), desc: "Sets the number of digits displayed for floating-point values."},
+		{name: "search_path", def: `"$user", public`, shadow: true, check: anyValue, desc: "Sets the schema search order for names that are not schema-qualified."},
+		{name: "statement_timeout", def: "0", shadow: true, check: checkDuration, desc: "Sets the maximum allowed duration of any statement."},
+		{name: "lock_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed duration of any wait for a lock."},
+		{name: "idle_in_transaction_session_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed idle time between queries, when in a transaction."},
+		{name: "idle_session_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed idle time between queries, when not in a transaction."},
+		{name: "transaction_isolation", def: "read committed", check: checkIsolation, desc: "Sets the current transaction's isolation level."},
+		{name: "default_transaction_isolation", def: "read committed", check: checkIsolation, desc: "Sets the transaction isolation level of each new transaction."},
+		{name: "transaction_read_only", def: "off", check: checkBool, desc: "Sets the current transaction's read-only status."},
+		{name: "bytea_output", def: "hex", shadow: true, check: enum("hex", "escape"), desc: "Sets the output format for bytea."},
+		{name: "client_min_messages", def: "notice", shadow: true, check: enum("debug5", "debug4", "debug3", "debug2", "debug1", "log", "notice", "warning", "error"), desc: "Sets the message levels that are sent to the client."},
+		{name: "xmloption", def: "content", shadow: true, check: enum("content", "document"), desc: "Sets whether XML data in implicit parsing and serialization operations is to be considered as documents or content fragments."},
+		{name: "max_identifier_length", def: "63", readOnly: true, desc: "Shows the maximum identifier length."},
+		{name: "lc_messages", def: "C", check: anyValue, desc: "Sets the language in which messages are displayed."},
+		{name: "lc_monetary", def: "C", check: anyValue, desc: "Sets the locale for formatting monetary amounts."},
+		{name: "lc_numeric", def: "C", check: anyValue, desc: "Sets the locale for formatting numbers."},
+		{name: "lc_time", def: "C", check: anyValue, desc: "Sets the locale for formatting date and time values."},
+		{name: "row_security", def: "on", check: checkBool, desc: "Enable row security."},
+		{name: "synchronous_commit", def: "on", check: anyValue, desc: "Sets the current transaction's synchronization level."},
+		{name: "jit", def: "on", check: checkBool, desc: "Allow JIT compilation."},
+		{name: "work_mem", def: "4MB", check: anyValue, desc: "Sets the maximum memory to be used for query workspaces."},
+		{name: "max_parallel_workers_per_gather", def: "2", check: intRange(0, 1024), desc: "Sets the maximum number of parallel processes per executor node."},
+		{name: "default_text_search_config", def: "pg_catalog.english", check: anyValue, desc: "Sets default text search configuration."},
+		{name: "escape_string_warning", def: "on", check: checkBool, desc: "Warn about backslash escapes in ordinary string literals."},
+		{name: "array_nulls", def: "on", check: checkBool, desc: "Enable input of NULL elements in arrays."},
+		{name: "quote_all_identifiers", def: "off", check: checkBool, desc: "When generating SQL fragments, quote all identifiers."},
+		{name: "geqo", def: "on", check: checkBool, desc: "Enables genetic query optimization."},
+		{name: "plan_cache_mode", def: "auto", check: enum("auto", "force_generic_plan", "force_custom_plan"), desc: "Controls the planner's selection of custom or generic plan."},
+		{name: settingEpsilon, check: checkEpsilon, desc: "Privacy cost ε of each DP query of this session."},
+		{name: settingDelta, check: checkDelta, desc: "Privacy cost δ of each DP query of this session (gaussian mechanism)."},
+		{name: settingMechanism, check: checkMechanism, desc: "Noise mechanism of DP queries: laplace or gaussian."},
+	}
+	m := make(map[string]*settingDef, len(defs))
+	for _, d := range defs {
+		m[strings.ToLower(d.name)] = d
+	}
+	return m
+}()
+
+// settingAliases maps the spellings of SET/SHOW to setting names.
+var settingAliases = map[string]string{
+	"time zone":                   "timezone",
+	"names":                       "client_encoding",
+	"transaction isolation level": "transaction_isolation",
+	"session authorization":       "session_authorization",
+}
+
+func canonicalSetting(name string) string {
+	n := strings.ToLower(strings.TrimSpace(name))
+	if a, ok := settingAliases[n]; ok {
+		return a
+	}
+	return n
+}
+
+// isCustomSetting reports whether name is an extension-style placeholder
+// ("myapp.flag"), which PostgreSQL accepts without validation. dp.* names
+// are the proxy's own and must be known.
+func isCustomSetting(name string) bool {
+	return strings.Contains(name, ".") && !strings.HasPrefix(name, "dp.")
+}
+
+func displayName(name string) string {
+	if d, ok := settingDefs[name]; ok {
+		return d.name
+	}
+	return name
+}
+
+func unknownSetting(name string) error {
+	return pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
+}
+
+// invalidValue is the 22023 error of a bad setting value; name is the
+// setting as SHOW prints it.
+func invalidValue(name, value string) *pgerr.Error {
+	return pgerr.New(pgerr.InvalidParameterValue, "invalid value for parameter %q: %q", name, value)
+}
+
+// defaultSetting returns the default of a setting for this session.
+func (c *conn) defaultSetting(name string) string {
+	switch name {
+	case "server_version":
+		return c.srv.cfg.ServerVersion
+	case "server_version_num":
+		return serverVersionNum(c.srv.cfg.ServerVersion)
+	case "session_authorization":
+		return c.analyst
+	case settingEpsilon:
+		return formatFloat(c.ds.Policy.Defaults.Epsilon)
+	case settingDelta:
+		return formatFloat(c.ds.Policy.Defaults.Delta)
+	case settingMechanism:
+		if m := c.ds.Policy.Defaults.Mechanism; m != "" {
+			return m
+		}
+		return policy.MechanismLaplace
+	}
+	if d, ok := settingDefs[name]; ok {
+		return d.def
+	}
+	return ""
+}
+
+// serverVersionNum turns "15.0 (dpproxy)" into "150000".
+func serverVersionNum(v string) string {
+	f := strings.FieldsFunc(v, func(r rune) bool { return r == '.' || r == ' ' })
+	if len(f) < 2 {
+		return "150000"
+	}
+	major, err1 := strconv.Atoi(f[0])
+	minor, err2 := strconv.Atoi(f[1])
+	if err1 != nil || err2 != nil {
+		return "150000"
+	}
+	return strconv.Itoa(major*10000 + minor)
+}
+
+// initSettings sets the defaults and applies the start-up parameters
+// (PostgreSQL treats them, and "-c name=value" in options, as SETs).
+func (c *conn) initSettings(sp *startupPacket) error {
+	c.settings = map[string]string{}
+	for name := range settingDefs {
+		c.settings[name] = c.defaultSetting(name)
+	}
+	if v := sp.params["fallback_application_name"]; v != "" {
+		c.settings["application_name"], _ = checkApplicationName(c, v)
+	}
+	apply := func(k, v string) error {
+		name := canonicalSetting(k)
+		if name == "client_encoding" {
+			// libpq derives client_encoding from the locale (SQL_ASCII in
+			// the C locale); ASCII is a subset of UTF8, which is all the
+			// proxy sends.
+			if strings.EqualFold(v, "SQL_ASCII") || strings.EqualFold(v, "auto") {
+				return nil
+			}
+		}
+		return c.set(name, v, false, false)
+	}
+	for _, k := range sp.order {
+		switch k {
+		case "user", "database", "replication", "fallback_application_name", "options":
+			continue
+		}
+		if strings.HasPrefix(k, "_pq_.") {
+			continue
+		}
+		if err := apply(k, sp.params[k]); err != nil {
+			return err
+		}
+	}
+	opts, err := parseOptions(sp.params["options"])
+	if err != nil {
+		return err
+	}
+	for _, kv := range opts {
+		if err := apply(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// parseOptions parses the "options" start-up parameter: "-c name=value" and
+// "--name=value", separated by spaces, with backslash escapes (libpq's
+// PGOPTIONS).
+func parseOptions(s string) ([][2]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	for i := 0; i < len(s); i++ {
+		ch := s[i]
+		switch {
+		case ch == '\\' && i+1 < len(s):
+			i++
+			cur.WriteByte(s[i])
+			inWord = true
+		case ch == ' ' || ch == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteByte(ch)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	var out [][2]string
+	bad := func(w string) ([][2]string, error) {
+		return nil, pgerr.New(pgerr.FeatureNotSupported, "unsupported command-line option %q in the options parameter", w).
+			WithHint(`only "-c name=value" and "--name=value" are supported`)
+	}
+	for i := 0; i < len(words); i++ {
+		w := words[i]
+		var kv string
+		switch {
+		case w == "-c" && i+1 < len(words):
+			i++
+			kv = words[i]
+		case strings.HasPrefix(w, "-c") && len(w) > 2:
+			kv = w[2:]
+		case strings.HasPrefix(w, "--"):
+			kv = w[2:]
+		default:
+			return bad(w)
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return bad(w)
+		}
+		out = append(out, [2]string{strings.ReplaceAll(k, "-", "_"), v})
+	}
+	return out, nil
+}
+
+// set validates and stores a setting. local is SET LOCAL (undone at the end
+// of the transaction); isDefault is SET … TO DEFAULT.
+func (c *conn) set(name, value string, isDefault, local bool) error {
+	d, known := settingDefs[name]
+	if !known && !isCustomSetting(name) {
+		return unknownSetting(name)
+	}
+	if known && d.readOnly {
+		if name == "session_authorization" {
+			return pgerr.New(pgerr.InsufficientPrivilege, "permission denied to set session authorization")
+		}
+		return pgerr.New(cantChangeRuntimeParam, "parameter %q cannot be changed", d.name)
+	}
+	v := value
+	if isDefault {
+		v = c.defaultSetting(name)
+	} else if known && d.check != nil {
+		var err error
+		if v, err = d.check(c, value); err != nil {
+			return err
+		}
+	}
+	c.settings[name] = v
+	if c.txStatus != 'I' && !local && c.txCommit != nil {
+		c.txCommit[name] = v
+	}
+	if known && d.shadow && c.shadow != nil {
+		c.pushShadowSetting(name, v)
+	}
+	return nil
+}
+
+// reset restores a setting (or all settings) to its default.
+func (c *conn) reset(name string) error {
+	if name == "all" {
+		for n, d := range settingDefs {
+			if !d.readOnly {
+				_ = c.set(n, "", true, false)
+			}
+		}
+		for n := range c.settings {
+			if _, known := settingDefs[n]; !known {
+				delete(c.settings, n)
+			}
+		}
+		return nil
+	}
+	if _, known := settingDefs[name]; !known {
+		if isCustomSetting(name) {
+			c.settings[name] = ""
+			return nil
+		}
+		return unknownSetting(name)
+	}
+	return c.set(name, "", true, false)
+}
+
+// sendParameterStatus sends ParameterStatus for every reported setting
+// whose value the client has not seen yet (PostgreSQL 14+ sends them just
+// before ReadyForQuery).
+func (c *conn) sendParameterStatus() {
+	names := make([]string, 0, 16)
+	for n, d := range settingDefs {
+		if d.report {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		v := c.settings[n]
+		if old, seen := c.reported[n]; seen && old == v {
+			continue
+		}
+		c.reported[n] = v
+		c.be.Send(&pgproto3.ParameterStatus{Name: settingDefs[n].name, Value: v})
+	}
+}
+
+// statementTimeout returns statement_timeout in milliseconds.
+func (c *conn) statementTimeout() int64 {
+	ms, _ := parseDurationMillis(c.settings["statement_timeout"])
+	return ms
+}
+
+// wantsMessages reports whether client_min_messages lets a message of the
+// given severity through. Errors always pass.
+func (c *conn) wantsMessages(severity string) bool {
+	rank := map[string]int{"debug5": 0, "debug4": 0, "debug3": 0, "debug2": 0, "debug1": 0, "log": 1, "notice": 2, "warning": 3, "error": 4}
+	min := rank[c.settings["client_min_messages"]]
+	switch severity {
+	case severityNotice:
+		return min <= 2
+	case severityWarning:
+		return min <= 3
+	}
+	return true
+}
+
+// Session DP parameters (validated when set).
+func (c *conn) epsilon() float64 {
+	v, _ := strconv.ParseFloat(c.settings[settingEpsilon], 64)
+	return v
+}
+
+func (c *conn) delta() float64 {
+	v, _ := strconv.ParseFloat(c.settings[settingDelta], 64)
+	return v
+}
+
+func (c *conn) mechanism() string { return c.settings[settingMechanism] }
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// Checks of setting values.
+
+func anyValue(_ *conn, v string) (string, error) { return v, nil }
+
+func checkApplicationName(_ *conn, v string) (string, error) {
+	// PostgreSQL keeps printable ASCII only and truncates to NAMEDATALEN-1.
+	b := []byte(v)
+	for i, ch := range b {
+		if ch < 32 || ch > 126 {
+			b[i] = '?'
+		}
+	}
+	if len(b) > 63 {
+		b = b[:63]
+	}
+	return string(b), nil
+}
+
+func checkClientEncoding(_ *conn, v string) (string, error) {
+	switch strings.ToUpper(strings.ReplaceAll(v, "-", "")) {
+	case "UTF8", "UNICODE":
+		return "UTF8", nil
+	}
+	return "", invalidValue("client_encoding", v).WithHint("dpproxy speaks UTF8 only; use SET client_encoding = 'UTF8'")
+}
+
+func checkBool(_ *conn, v string) (string, error) {
+	switch strings.ToLower(strings.TrimSpace(v)) {
+	case "on", "true", "yes", "1", "t", "y":
+		return "on", nil
+	case "off", "false", "no", "0", "f", "n":
+		return "off", nil
+	}
+	return "", pgerr.New(pgerr.InvalidParameterValue, "parameter requires a Boolean value")
+}
+
+func onlyOn(why string) func(*conn, string) (string, error) {
+	return func(c *conn, v string) (string, error) {
+		b, err := checkBool(c, v)
+		if err != nil || b != "on" {
+			return "", pgerr.New(pgerr.InvalidParameterValue, "only \"on\" is supported").WithHint("%s", why)
+		}
+		return b, nil
+	}
+}
+
+func enum(values ...string) func(*conn, string) (string, error) {
+	return func(_ *conn, v string) (string, error) {
+		l := strings.ToLower(strings.TrimSpace(v))
+		for _, x := range values {
+			if l == x {
+				return x, nil
+			}
+		}
+		return "", pgerr.New(pgerr.InvalidParameterValue, "invalid value %q", v).
+			WithHint("Available values: %s.", strings.Join(values, ", "))
+	}
+}
+
+func intRange(lo, hi int) func(*conn, string) (string, error) {
+	return func(_ *conn, v string) (string, error) {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return "", pgerr.New(pgerr.InvalidParameterValue, "invalid value %q: an integer is required", v)
+		}
+		if n < lo || n > hi {
+			return "", pgerr.New(pgerr.InvalidParameterValue, "%d is outside the valid range (%d .. %d)", n, lo, hi)
+		}
+		return strconv.Itoa(n), nil
+	}
+}
+
+func checkIsolation(_ *conn, v string) (string, error) {
+	l := strings.Join(strings.Fields(strings.ToLower(strings.ReplaceAll(v, "-", " "))), " ")
+	switch l {
+	case "read uncommitted", "read committed", "repeatable read", "serializable":
+		return l, nil
+	}
+	return "", pgerr.New(pgerr.InvalidParameterValue, "invalid value %q", v).
+		WithHint("Available values: serializable, repeatable read, read committed, read uncommitted.")
+}
+
+func checkDateStyle(c *conn, v string) (string, error) {
+	style, order := "ISO", "MDY"
+	if cur := strings.Split(c.settings["datestyle"], ", "); len(cur) == 2 {
+		style, order = cur[0], cur[1]
+	}
+	styleSet, orderSet := false, false
+	for _, tok := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' }) {
+		switch strings.ToLower(tok) {
+		case "iso":
+			style, styleSet = "ISO", true
+		case "sql":
+			style, styleSet = "SQL", true
+		case "postgres":
+			style, styleSet = "Postgres", true
+		case "german":
+			style, styleSet = "German", true
+			if !orderSet {
+				order = "DMY"
+			}
+		case "dmy", "euro", "european":
+			order, orderSet = "DMY", true
+		case "mdy", "us", "noneuro", "noneuropean":
+			order, orderSet = "MDY", true
+		case "ymd":
+			order, orderSet = "YMD", true
+		case "default":
+			style, order = "ISO", "MDY"
+		default:
+			return "", invalidValue("DateStyle", v).WithHint("Unrecognized key word: %q.", tok)
+		}
+	}
+	_ = styleSet
+	return style + ", " + order, nil
+}
+
+func checkTimeZone(_ *conn, v string) (string, error) {
+	t := strings.TrimSpace(v)
+	switch strings.ToLower(t) {
+	case "utc", "gmt", "z", "zulu", "universal":
+		return strings.ToUpper(t), nil
+	case "local", "default":
+		return "UTC", nil
+	}
+	if isOffset(t) {
+		return t, nil
+	}
+	if strings.ContainsAny(t, "\x00") || strings.Contains(t, "..") {
+		return "", invalidValue("TimeZone", v)
+	}
+	if _, err := time.LoadLocation(t); err == nil {
+		return t, nil
+	}
+	return "", invalidValue("TimeZone", v).WithHint("use a time zone name such as UTC or Europe/Paris, or an offset such as +02")
+}
+
+// isOffset accepts numeric UTC offsets: "+02", "-5", "+05:30", "3.5".
+func isOffset(s string) bool {
+	if s == "" {
+		return false
+	}
+	if s[0] == '+' || s[0] == '-' {
+		s = s[1:]
+	}
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if (r < '0' || r > '9') && r != ':' && r != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkDuration accepts PostgreSQL's duration forms for millisecond
+// settings: an integer (milliseconds) or a number with a unit (us, ms, s,
+// min, h, d) and returns the canonical text SHOW prints.
+func checkDuration(_ *conn, v string) (string, error) {
+	ms, err := parseDurationMillis(v)
+	if err != nil {
+		return "", pgerr.New(pgerr.InvalidParameterValue, "invalid value %q", v).
+			WithHint(`Valid units for this parameter are "us", "ms", "s", "min", "h", and "d".`)
+	}
+	return formatDurationMillis(ms), nil
+}
+
+func parseDurationMillis(v string) (int64, error) {
+	t := strings.TrimSpace(v)
+	i := 0
+	for i < len(t) && (t[i] >= '0' && t[i] <= '9' || t[i] == '.' || (i == 0 && (t[i] == '-' || t[i] == '+'))) {
+		i++
+	}
+	num, unit := t[:i], strings.TrimSpace(t[i:])
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
+		return 0, fmt.Errorf("bad duration %q", v)
+	}
+	mult := map[string]float64{"": 1, "us": 0.001, "ms": 1, "s": 1000, "min": 60000, "h": 3600000, "d": 86400000}[unit]
+	if mult == 0 {
+		return 0, fmt.Errorf("bad unit %q", unit)
+	}
+	ms := f * mult
+	if ms > math.MaxInt32 {
+		return 0, fmt.Errorf("duration too large")
+	}
+	return int64(math.Round(ms)), nil
+}
+
+func formatDurationMillis(ms int64) string {
+	if ms == 0 {
+		return "0"
+	}
+	for _, u := range []struct {
+		n    int64
+		name string
+	}{{86400000, "d"}, {3600000, "h"}, {60000, "min"}, {1000, "s"}} {
+		if ms%u.n == 0 {
+			return strconv.FormatInt(ms/u.n, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(ms, 10) + "ms"
+}
+
+// checkEpsilon: 0 < ε ≤ the analyst's budget on this dataset, finite.
+func checkEpsilon(c *conn, v string) (string, error) {
+	limit := c.ds.Policy.AnalystBudget(c.analyst).Epsilon
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 || f > limit {
+		return "", invalidValue(settingEpsilon, v).
+			WithHint("dp.epsilon must be a number with 0 < epsilon <= %s (your budget on %s)", formatFloat(limit), c.ds.Policy.Name)
+	}
+	return formatFloat(f), nil
+}
+
+// checkDelta: 0 ≤ δ < 1 and δ ≤ the analyst's δ budget, finite.
+func checkDelta(c *conn, v string) (string, error) {
+	limit := c.ds.Policy.AnalystBudget(c.analyst).Delta
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f >= 1 || f > limit {
+		return "", invalidValue(settingDelta, v).
+			WithHint("dp.delta must be a number with 0 <= delta <= %s (your budget on %s)", formatFloat(limit), c.ds.Policy.Name)
+	}
+	return formatFloat(f), nil
+}
+
+func checkMechanism(c *conn, v string) (string, error) {
+	switch m := strings.ToLower(strings.TrimSpace(v)); m {
+	case policy.MechanismLaplace:
+		return m, nil
+	case policy.MechanismGaussian:
+		if c.ds.Policy.AnalystBudget(c.analyst).Delta <= 0 {
+			return "", invalidValue(settingMechanism, v).
+				WithHint("the gaussian mechanism needs a δ budget, and %s has none; use laplace", c.ds.Policy.Name)
+		}
+		return m, nil
+	}
+	return "", invalidValue(settingMechanism, v).WithHint("use laplace or gaussian")
+}
