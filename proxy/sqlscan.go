@@ -124,7 +124,7 @@ func scanSQL(s string, emit func(sqlToken)) {
 	}
 }
 
-// scanQuoted returns the end of a '…' literal starting at i ('' is a quote;
+// scanQuoted returns the end of a quoted literal starting at i (a doubled quote is a quote;
 // with backslash escapes, \' is too).
 func scanQuoted(s string, i int, backslash bool) int {
 	i++
