@@ -116,8 +116,50 @@ func retryable(err error) bool {
 
 // budgetRow is one locked budget row.
 type budgetRow struct {
-	analyst string
-	state   []byte
+	analyst    string
+	state      []byte
+	accountant string
+	limitDelta *float64 // NULL: no cap
+	spent      Spent    // as stored at the last charge
+}
+
+// spentBefore returns the row's spending under method m at total δ delta:
+// the stored figure when it was computed by m at the same δ (no need to
+// re-run a costly accountant), else recomputed.
+func (r budgetRow) spentBefore(m Method, delta float64) (Spent, error) {
+	if r.accountant == m.Name() && ((r.limitDelta == nil && math.IsInf(delta, 1)) || (r.limitDelta != nil && *r.limitDelta == delta)) {
+		return r.spent, nil
+	}
+	return m.Spent(r.state, delta)
+}
+
+// evaluate is Spent and Fits with one evaluation of the method.
+func evaluate(m Method, st []byte, limit Spent) (Spent, bool, error) {
+	if c, ok := m.(composer); ok {
+		return c.evaluate(st, limit)
+	}
+	sp, err := m.Spent(st, limit.Delta)
+	if err != nil {
+		return Spent{}, false, err
+	}
+	fits, err := m.Fits(st, limit)
+	return sp, fits, err
+}
+
+// basicText returns the exact decimal basic sums of a state.
+func basicText(st []byte) (string, string, error) {
+	s, err := decodeState(st)
+	if err != nil {
+		return "", "", err
+	}
+	e, d := s.BasicEpsilon, s.BasicDelta
+	if e == "" {
+		e = "0"
+	}
+	if d == "" {
+		d = "0"
+	}
+	return e, d, nil
 }
 
 // Reserve durably charges c or refuses it; see [Store]. The check and the
@@ -252,15 +294,15 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 		c.Dataset, c.Analyst, m.Name()); err != nil {
 		return nil, nil, err
 	}
-	rows, err := tx.Query(ctx, `SELECT analyst, state FROM dpproxy_ledger.budget
-		WHERE dataset = $1 AND analyst IN ('', $2) ORDER BY analyst FOR UPDATE`, c.Dataset, c.Analyst)
+	rows, err := tx.Query(ctx, `SELECT analyst, state, accountant, limit_delta, spent_epsilon::float8, spent_delta::float8
+		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst IN ('', $2) ORDER BY analyst FOR UPDATE`, c.Dataset, c.Analyst)
 	if err != nil {
 		return nil, nil, err
 	}
 	var locked []budgetRow
 	for rows.Next() {
 		var r budgetRow
-		if err := rows.Scan(&r.analyst, &r.state); err != nil {
+		if err := rows.Scan(&r.analyst, &r.state, &r.accountant, &r.limitDelta, &r.spent.Epsilon, &r.spent.Delta); err != nil {
 			rows.Close()
 			return nil, nil, err
 		}
@@ -273,58 +315,63 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 	if len(locked) != 2 || locked[0].analyst != globalAnalyst || locked[1].analyst != c.Analyst {
 		return nil, nil, fmt.Errorf("budget rows of %s/%s missing after insert", c.Dataset, c.Analyst)
 	}
-	gBefore, aBefore := locked[0].state, locked[1].state
+	gRow, aRow := locked[0], locked[1]
+	internal := func(msg string, err error) (*Reservation, *pgerr.Error, error) {
+		return nil, pgerr.New(pgerr.InternalError, "%s", msg).Wrap(err), nil
+	}
 
-	aAfter, err := m.Compose(aBefore, c.Events)
+	aAfter, err := m.Compose(aRow.state, c.Events)
 	if err != nil {
-		return nil, pgerr.New(pgerr.InternalError, "cannot compose the privacy charge").Wrap(err), nil
+		return internal("cannot compose the privacy charge", err)
 	}
-	gAfter, err := m.Compose(gBefore, c.Events)
+	gAfter, err := m.Compose(gRow.state, c.Events)
 	if err != nil {
-		return nil, pgerr.New(pgerr.InternalError, "cannot compose the privacy charge").Wrap(err), nil
+		return internal("cannot compose the privacy charge", err)
 	}
-	spentBefore, err := m.Spent(aBefore, limit.Delta)
+	spentAfter, fits, err := evaluate(m, aAfter, limit)
 	if err != nil {
-		return nil, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err), nil
+		return internal("cannot check the privacy budget", err)
 	}
-	spentAfter, err := m.Spent(aAfter, limit.Delta)
+	spentBefore, err := aRow.spentBefore(m, limit.Delta)
 	if err != nil {
-		return nil, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err), nil
+		return internal("cannot read the privacy ledger state", err)
 	}
 	cost := Spent{Epsilon: decSub(spentAfter.Epsilon, spentBefore.Epsilon), Delta: decSub(spentAfter.Delta, spentBefore.Delta)}
-	fits, err := m.Fits(aAfter, limit)
-	if err != nil {
-		return nil, pgerr.New(pgerr.InternalError, "cannot check the privacy budget").Wrap(err), nil
-	}
 	if !fits {
 		st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: spentBefore, Limit: limit}
 		return nil, l.refuse(c, m, cost, st, false), nil
 	}
-	gSpentAfter, err := m.Spent(gAfter, global.Delta)
-	if err != nil {
-		return nil, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err), nil
-	}
+	// The global row: with a cap, evaluated like the analyst's; without one,
+	// it records the exact basic sums (so a cap added later counts the past).
+	var gSpentText [2]string
 	if hasCap(global) {
-		gFits, err := m.Fits(gAfter, global)
+		gSpentAfter, gFits, err := evaluate(m, gAfter, global)
 		if err != nil {
-			return nil, pgerr.New(pgerr.InternalError, "cannot check the privacy budget").Wrap(err), nil
+			return internal("cannot check the privacy budget", err)
 		}
 		if !gFits {
-			gSpentBefore, err := m.Spent(gBefore, global.Delta)
+			gSpentBefore, err := gRow.spentBefore(m, global.Delta)
 			if err != nil {
-				return nil, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err), nil
+				return internal("cannot read the privacy ledger state", err)
 			}
 			gCost := Spent{Epsilon: decSub(gSpentAfter.Epsilon, gSpentBefore.Epsilon), Delta: decSub(gSpentAfter.Delta, gSpentBefore.Delta)}
 			st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: gSpentBefore, Limit: global}
 			return nil, l.refuse(c, m, gCost, st, true), nil
 		}
+		gSpentText = [2]string{numText(gSpentAfter.Epsilon), numText(gSpentAfter.Delta)}
+	} else {
+		e, d, err := basicText(gAfter)
+		if err != nil {
+			return internal("cannot read the privacy ledger state", err)
+		}
+		gSpentText = [2]string{e, d}
 	}
 
 	upd := `UPDATE dpproxy_ledger.budget SET accountant = $3, limit_epsilon = $4, limit_delta = $5,
 		spent_epsilon = $6::numeric, spent_delta = $7::numeric, state = $8, charges = charges + 1, updated_at = now()
 		WHERE dataset = $1 AND analyst = $2`
 	if _, err := tx.Exec(ctx, upd, c.Dataset, globalAnalyst, m.Name(), nullable(global.Epsilon), nullable(global.Delta),
-		numText(gSpentAfter.Epsilon), numText(gSpentAfter.Delta), gAfter); err != nil {
+		gSpentText[0], gSpentText[1], gAfter); err != nil {
 		return nil, nil, err
 	}
 	if _, err := tx.Exec(ctx, upd, c.Dataset, c.Analyst, m.Name(), limit.Epsilon, limit.Delta,

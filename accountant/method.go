@@ -69,6 +69,9 @@ type tightAccountant interface {
 	// epsilon returns an upper bound on ε at δ for the composed state
 	// (+Inf if none), already rounded up.
 	epsilon(raw json.RawMessage, delta float64) (float64, error)
+	// delta returns an upper bound on δ at ε for the composed state (1 if
+	// none), already rounded up.
+	delta(raw json.RawMessage, epsilon float64) (float64, error)
 }
 
 // state is the JSON stored in the ledger's budget.state column.
@@ -241,49 +244,42 @@ func (c composer) tightPair(p parsed, delta float64) (Spent, bool, error) {
 }
 
 func (c composer) Spent(b []byte, delta float64) (Spent, error) {
-	p, err := c.parse(b)
-	if err != nil {
-		return Spent{}, err
-	}
-	basic := Spent{Epsilon: ratFloat(p.be), Delta: ratFloat(p.bd)}
-	if math.IsInf(delta, 1) {
-		delta = basic.Delta
-	}
-	t, ok, err := c.tightPair(p, delta)
-	if err != nil {
-		return Spent{}, err
-	}
-	basicFits := p.bd.Cmp(dec(delta)) <= 0
-	switch {
-	case ok && (!basicFits || t.Epsilon < basic.Epsilon):
-		return t, nil
-	default:
-		return basic, nil
-	}
+	sp, _, err := c.evaluate(b, Spent{Epsilon: math.Inf(1), Delta: delta})
+	return sp, err
 }
 
 func (c composer) Fits(b []byte, limit Spent) (bool, error) {
+	_, fits, err := c.evaluate(b, limit)
+	return fits, err
+}
+
+// evaluate computes Spent(b, limit.Delta) and Fits(b, limit) with one
+// evaluation of the tight part.
+func (c composer) evaluate(b []byte, limit Spent) (Spent, bool, error) {
 	if math.IsNaN(limit.Epsilon) || math.IsNaN(limit.Delta) || limit.Epsilon < 0 || limit.Delta < 0 {
-		return false, fmt.Errorf("bad budget limit (%v, %v)", limit.Epsilon, limit.Delta)
+		return Spent{}, false, fmt.Errorf("bad budget limit (%v, %v)", limit.Epsilon, limit.Delta)
 	}
 	p, err := c.parse(b)
 	if err != nil {
-		return false, err
+		return Spent{}, false, err
 	}
-	epsOK := math.IsInf(limit.Epsilon, 1) || p.be.Cmp(dec(limit.Epsilon)) <= 0
-	deltaOK := math.IsInf(limit.Delta, 1) || p.bd.Cmp(dec(limit.Delta)) <= 0
-	if epsOK && deltaOK {
-		return true, nil
+	basic := Spent{Epsilon: ratFloat(p.be), Delta: ratFloat(p.bd)}
+	delta := limit.Delta
+	if math.IsInf(delta, 1) {
+		delta = ratFloatUp(p.bd)
 	}
-	target := limit.Delta
-	if math.IsInf(target, 1) {
-		target = ratFloatUp(p.bd)
+	basicDeltaOK := p.bd.Cmp(dec(delta)) <= 0
+	basicFits := basicDeltaOK && (math.IsInf(limit.Epsilon, 1) || p.be.Cmp(dec(limit.Epsilon)) <= 0)
+	t, ok, err := c.tightPair(p, delta)
+	if err != nil {
+		return Spent{}, false, err
 	}
-	t, ok, err := c.tightPair(p, target)
-	if err != nil || !ok {
-		return false, err
+	spent := basic
+	if ok && (!basicDeltaOK || t.Epsilon < basic.Epsilon) {
+		spent = t
 	}
-	return t.Epsilon <= limit.Epsilon && t.Delta <= limit.Delta, nil
+	tightFits := ok && t.Epsilon <= limit.Epsilon && t.Delta <= limit.Delta
+	return spent, basicFits || tightFits, nil
 }
 
 // ComposeSpent composes events from nothing with the named method and
@@ -316,4 +312,46 @@ func ComposeEpsilon(method string, events []Event, delta float64) (float64, erro
 		return math.Inf(1), nil
 	}
 	return s.Epsilon, nil
+}
+
+// ComposeDelta returns the δ that the named method needs for the events to
+// be (epsilon, δ)-DP: the smallest δ it can prove (1 when it can prove
+// nothing below 1). The CLI's "dpproxy accountant" uses it.
+func ComposeDelta(method string, events []Event, epsilon float64) (float64, error) {
+	if math.IsNaN(epsilon) || math.IsInf(epsilon, 0) || epsilon < 0 {
+		return 0, fmt.Errorf("epsilon %v must be finite and ≥ 0", epsilon)
+	}
+	m, err := MethodByName(method)
+	if err != nil {
+		return 0, err
+	}
+	c := m.(composer)
+	st, err := c.Compose(nil, events)
+	if err != nil {
+		return 0, err
+	}
+	p, err := c.parse(st)
+	if err != nil {
+		return 0, err
+	}
+	best := 1.0
+	if p.be.Cmp(dec(epsilon)) <= 0 {
+		best = math.Min(best, ratFloatUp(p.bd))
+	}
+	if c.tight != nil {
+		restEps, restDelta := ratFloatUp(p.re), ratFloatUp(p.rd)
+		switch {
+		case len(p.s.Tight) == 0:
+			if restEps <= epsilon {
+				best = math.Min(best, restDelta)
+			}
+		case epsilon >= restEps:
+			d, err := c.tight.delta(p.s.Tight, epsilon-restEps)
+			if err != nil {
+				return 0, err
+			}
+			best = math.Min(best, roundUp(d+restDelta))
+		}
+	}
+	return math.Min(1, best), nil
 }

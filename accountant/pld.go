@@ -1,0 +1,504 @@
+// Privacy-critical: needs DP review.
+
+package accountant
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Privacy-loss distributions (pld).
+//
+// The privacy loss of a release with output o is L(o) = log(P(o)/Q(o)),
+// P and Q its output distributions on neighbouring databases; a mechanism
+// is (ε, δ)-DP exactly when
+//
+//	δ(ε) = P[L = ∞] + E_{o~P}[(1 − e^{ε−L(o)})₊]
+//
+// is at most δ, and the loss of a composition is the sum of the independent
+// losses, so its distribution is the convolution of theirs (Koskela et al.
+// 2020; Doroshenko et al., "Connect the Dots", PETS 2022; Google's
+// dp_accounting). The state is a multiset of releases, and each Reserve
+// recomputes the composed distribution:
+//
+//   - Gaussian releases, μᵢ = Δ₂/σᵢ: their composition is exactly one
+//     Gaussian mechanism with μ = √(Σμᵢ²) (Dong–Roth–Su, Gaussian DP, 2019,
+//     Cor. 3.3), whose curve is Balle–Wang 2018 Thm 8:
+//     δ(ε) = Φ(μ/2 − ε/μ) − e^ε·Φ(−μ/2 − ε/μ). A Gaussian-only workload
+//     is therefore accounted exactly, with no discretisation;
+//   - Laplace releases, ε₀ = Δ₁/b: loss ε₀ w.p. ½, −ε₀ w.p. e^{−ε₀}/2,
+//     continuous on (−ε₀, ε₀) with CDF ½·e^{(t−ε₀)/2};
+//   - any other (ε, δ)-DP release: the dominating pair of Kairouz–Oh–
+//     Viswanath 2015 (Thm 2.1): loss ∞ w.p. δ, ε w.p. (1−δ)e^ε/(1+e^ε), −ε
+//     w.p. (1−δ)/(1+e^ε); every (ε, δ)-DP mechanism is a post-processing of
+//     it.
+//
+// Discretisation is pessimistic, so the computed ε is never below the true
+// one:
+//
+//   - losses are rounded up to the grid h·ℤ (mass in ((i−1)h, ih] goes to
+//     ih); δ(ε) is non-decreasing in every loss value;
+//   - after each convolution, an upper tail of mass ≤ 1e-15 goes to the ∞
+//     atom and a lower tail of mass ≤ 1e-15 is moved up to the lowest kept
+//     point;
+//   - the floating-point error of each FFT convolution is bounded
+//     (Σ|error| ≤ 10·n·log₂n·2⁻⁵³·‖a‖₂‖b‖₂) and that bound is added to the ∞
+//     atom: each term of δ(ε) has a coefficient in [0, 1];
+//   - to bound the number of distinct releases, Laplace ε₀ and generic
+//     (ε, δ) are rounded up to 4 significant digits. Rounding up is a
+//     post-processing argument: Lap(b) is Lap(b′) plus an independent noise
+//     (0 w.p. (b′/b)², Lap(b) otherwise; compare characteristic functions
+//     (1+b′²t²)/(1+b²t²)), so the Laplace with the larger ε₀ dominates;
+//     (ε′, δ′) ≥ (ε, δ) dominates by the KOV pair's definition.
+//
+// The grid is h = 10⁻³ (ε₀ ≥ 0.1), or ε₀,min/100 for smaller releases (at
+// least 10⁻⁵); a distribution that would need more than 2²¹ points is not
+// computed and the method falls back to its RDP bound. The method's figure
+// is the minimum of the PLD bound, the RDP bound of the same releases
+// (rdp.go) and exact basic composition, all valid upper bounds.
+type pldAccountant struct{}
+
+type pldState struct {
+	// MuSq is Σμᵢ² over Gaussian releases (μᵢ = Δ₂/σᵢ), rounded up.
+	MuSq float64 `json:"mu2,omitempty"`
+	// Laplace counts releases by ε₀ (decimal text, rounded up to 4
+	// significant digits).
+	Laplace map[string]int64 `json:"laplace,omitempty"`
+	// Generic counts other releases by "ε,δ" (each rounded up likewise).
+	Generic map[string]int64 `json:"generic,omitempty"`
+}
+
+const (
+	pldKeyDigits  = 4
+	pldTailMass   = 1e-15
+	pldMaxPoints  = 1 << 21
+	pldGaussTails = 9.0 // Gaussian discretised over mean ± 9σ (tail Φ(−9) ≈ 1.1e-19)
+)
+
+// ceilSig rounds x > 0 up to n significant decimal digits; the result is a
+// float64 ≥ x.
+func ceilSig(x float64, n int) float64 {
+	if x <= 0 {
+		return x
+	}
+	s := strconv.FormatFloat(x, 'e', -1, 64) // d.ddddde±XX
+	mant, exp, _ := strings.Cut(s, "e")
+	digits := strings.Replace(mant, ".", "", 1)
+	if len(digits) <= n {
+		return x
+	}
+	e, _ := strconv.Atoi(exp)
+	m, _ := strconv.ParseInt(digits[:n], 10, 64)
+	m++ // the dropped digits are not all zero (shortest form)
+	y, _ := strconv.ParseFloat(fmt.Sprintf("%de%d", m, e-(n-1)), 64)
+	for y < x {
+		y = math.Nextafter(y, math.Inf(1))
+	}
+	return y
+}
+
+func keyOf(x float64) string { return strconv.FormatFloat(ceilSig(x, pldKeyDigits), 'g', -1, 64) }
+
+func (pldAccountant) absorb(raw json.RawMessage, events []Event) (json.RawMessage, []Event, error) {
+	s, err := unmarshalTight[pldState](raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("decode pld state: %w", err)
+	}
+	for _, e := range events {
+		kind, p := classify(e)
+		switch kind {
+		case kindGaussian:
+			s.MuSq = roundUp(s.MuSq + p*p)
+		case kindLaplace:
+			if s.Laplace == nil {
+				s.Laplace = map[string]int64{}
+			}
+			s.Laplace[keyOf(p)]++
+		default:
+			if s.Generic == nil {
+				s.Generic = map[string]int64{}
+			}
+			s.Generic[keyOf(e.Epsilon)+","+keyOf(e.Delta)]++
+		}
+	}
+	out, err := json.Marshal(s)
+	return out, nil, err
+}
+
+// pldType is one kind of release and how many times it happened.
+type pldType struct {
+	laplace        bool
+	epsilon, delta float64
+	count          int64
+}
+
+func (s pldState) types() ([]pldType, error) {
+	var ts []pldType
+	for k, n := range s.Laplace {
+		e, err := strconv.ParseFloat(k, 64)
+		if err != nil || e < 0 || n < 0 {
+			return nil, fmt.Errorf("bad pld state entry %q", k)
+		}
+		ts = append(ts, pldType{laplace: true, epsilon: e, count: n})
+	}
+	for k, n := range s.Generic {
+		es, ds, _ := strings.Cut(k, ",")
+		e, err1 := strconv.ParseFloat(es, 64)
+		d, err2 := strconv.ParseFloat(ds, 64)
+		if err1 != nil || err2 != nil || e < 0 || d < 0 || d >= 1 || n < 0 {
+			return nil, fmt.Errorf("bad pld state entry %q", k)
+		}
+		ts = append(ts, pldType{epsilon: e, delta: d, count: n})
+	}
+	// Deterministic order: the result must not depend on map order.
+	sort.Slice(ts, func(i, j int) bool {
+		a, b := ts[i], ts[j]
+		if a.laplace != b.laplace {
+			return a.laplace
+		}
+		if a.epsilon != b.epsilon {
+			return a.epsilon < b.epsilon
+		}
+		return a.delta < b.delta
+	})
+	return ts, nil
+}
+
+// rdpBound is the RDP bound of the same releases (+Inf when a generic
+// release has δ > 0).
+func (s pldState) rdpCurve(ts []pldType) ([]float64, bool) {
+	r := make([]float64, len(rdpOrders))
+	for i, a := range rdpOrders {
+		r[i] = a * s.MuSq / 2
+	}
+	for _, t := range ts {
+		if !t.laplace && t.delta > 0 {
+			return nil, false
+		}
+		for i, a := range rdpOrders {
+			if t.laplace {
+				r[i] += float64(t.count) * laplaceRDP(a, t.epsilon)
+			} else {
+				r[i] += float64(t.count) * pureRDP(a, t.epsilon)
+			}
+		}
+	}
+	return r, true
+}
+
+// gaussianDelta is the exact curve of the Gaussian mechanism with μ = Δ/σ
+// (Balle–Wang 2018, Thm 8).
+func gaussianDelta(mu, eps float64) float64 {
+	if mu == 0 {
+		return 0
+	}
+	a := mu/2 - eps/mu
+	b := -mu/2 - eps/mu
+	d := phi(a) - math.Exp(eps+logPhi(b))
+	return math.Min(1, math.Max(0, d))
+}
+
+// logPhi is log Φ(x), with the asymptotic expansion where Φ underflows.
+func logPhi(x float64) float64 {
+	if x > -37 {
+		return math.Log(phi(x))
+	}
+	x2 := x * x
+	return -x2/2 - math.Log(-x) - 0.5*math.Log(2*math.Pi) + math.Log1p(-1/x2+3/(x2*x2))
+}
+
+// gaussianEpsilon is the exact ε(δ) of the Gaussian mechanism with μ.
+func gaussianEpsilon(mu, delta float64) float64 {
+	if delta <= 0 {
+		return math.Inf(1)
+	}
+	if mu == 0 || delta >= 1 {
+		return 0
+	}
+	return bisectDecreasing(func(e float64) float64 { return gaussianDelta(mu, e) }, delta, 0, mu*mu/2+40*mu+10)
+}
+
+// pmf is a discretised privacy-loss distribution: loss (off+i)·h with
+// probability p[i], plus an atom inf at +∞.
+type pmf struct {
+	off int
+	p   []float64
+	inf float64
+}
+
+func pointMass() pmf { return pmf{p: []float64{1}} }
+
+// laplacePMF discretises the Laplace loss with ε₀, rounding up.
+func laplacePMF(eps0, h float64) pmf {
+	if eps0 == 0 {
+		return pointMass()
+	}
+	cdf := func(x float64) float64 { // P[L ≤ x]
+		switch {
+		case x < -eps0:
+			return 0
+		case x >= eps0:
+			return 1
+		}
+		return 0.5 * math.Exp((x-eps0)/2)
+	}
+	lo := int(math.Ceil(-eps0 / h))
+	hi := int(math.Ceil(eps0 / h))
+	p := make([]float64, hi-lo+1)
+	for i := lo; i <= hi; i++ {
+		p[i-lo] = math.Max(0, cdf(float64(i)*h)-cdf(float64(i-1)*h))
+	}
+	// Mass at exactly ih belongs to bin i: i·h may round below eps0 in float.
+	if cdf(float64(hi)*h) < 1 {
+		p[len(p)-1] += 1 - cdf(float64(hi)*h)
+	}
+	return pmf{off: lo, p: p}
+}
+
+// dominatingPMF discretises the KOV dominating pair of (ε, δ)-DP.
+func dominatingPMF(eps, delta, h float64) pmf {
+	hi := int(math.Ceil(eps / h))
+	lo := int(math.Ceil(-eps / h))
+	p := make([]float64, hi-lo+1)
+	up := (1 - delta) / (1 + math.Exp(-eps)) // (1−δ)e^ε/(1+e^ε)
+	p[hi-lo] += up
+	p[0] += (1 - delta) - up
+	return pmf{off: lo, p: p, inf: delta}
+}
+
+// gaussianPMF discretises the Gaussian loss N(μ²/2, μ²), rounding up.
+func gaussianPMF(mu, h float64) pmf {
+	m := mu * mu / 2
+	lo := int(math.Ceil((m - pldGaussTails*mu) / h))
+	hi := int(math.Ceil((m + pldGaussTails*mu) / h))
+	p := make([]float64, hi-lo+1)
+	z := func(i int) float64 { return (float64(i)*h - m) / mu }
+	for i := lo; i <= hi; i++ {
+		a, b := z(i-1), z(i)
+		var mass float64
+		if a > 0 {
+			mass = phi(-a) - phi(-b)
+		} else {
+			mass = phi(b) - phi(a)
+		}
+		p[i-lo] = math.Max(0, mass)
+	}
+	p[0] += phi(z(lo - 1))                      // lower tail, moved up
+	return pmf{off: lo, p: p, inf: phi(-z(hi))} // upper tail to ∞
+}
+
+// truncate moves tails of mass ≤ pldTailMass: the upper one to ∞, the lower
+// one up to the lowest kept point.
+func (d pmf) truncate() pmf {
+	p := d.p
+	var lowMass float64
+	i := 0
+	for i < len(p)-1 && lowMass+p[i] <= pldTailMass {
+		lowMass += p[i]
+		i++
+	}
+	var highMass float64
+	j := len(p) - 1
+	for j > i && highMass+p[j] <= pldTailMass {
+		highMass += p[j]
+		j--
+	}
+	out := make([]float64, j-i+1)
+	copy(out, p[i:j+1])
+	out[0] += lowMass
+	return pmf{off: d.off + i, p: out, inf: d.inf + highMass}
+}
+
+func (a pmf) convolve(b pmf) (pmf, error) {
+	n := len(a.p) + len(b.p) - 1
+	if n > pldMaxPoints {
+		return pmf{}, errPLDTooLarge
+	}
+	var c []float64
+	var errBound float64
+	if float64(len(a.p))*float64(len(b.p)) <= 2e7 {
+		c = make([]float64, n)
+		for i, x := range a.p {
+			if x == 0 {
+				continue
+			}
+			for j, y := range b.p {
+				c[i+j] += x * y
+			}
+		}
+	} else {
+		c = fftConvolve(a.p, b.p)
+		size := float64(len(c))
+		errBound = 10 * size * math.Log2(size) * 0x1p-53 * norm2(a.p) * norm2(b.p)
+		for i := range c {
+			if c[i] < 0 {
+				c[i] = 0
+			}
+		}
+	}
+	inf := a.inf + b.inf - a.inf*b.inf + errBound
+	return pmf{off: a.off + b.off, p: c, inf: math.Min(1, inf)}.truncate(), nil
+}
+
+func norm2(x []float64) float64 {
+	var s float64
+	for _, v := range x {
+		s += v * v
+	}
+	return math.Sqrt(s)
+}
+
+var errPLDTooLarge = fmt.Errorf("privacy-loss distribution needs more than %d points", pldMaxPoints)
+
+// power returns the k-fold self-composition by repeated squaring.
+func (a pmf) power(k int64) (pmf, error) {
+	result := pointMass()
+	base := a.truncate()
+	var err error
+	for k > 0 {
+		if k&1 == 1 {
+			if result, err = result.convolve(base); err != nil {
+				return pmf{}, err
+			}
+		}
+		k >>= 1
+		if k > 0 {
+			if base, err = base.convolve(base); err != nil {
+				return pmf{}, err
+			}
+		}
+	}
+	return result, nil
+}
+
+// delta is δ(ε) of the discretised distribution.
+func (d pmf) delta(eps, h float64) float64 {
+	s := d.inf
+	for i := len(d.p) - 1; i >= 0; i-- {
+		l := float64(d.off+i) * h
+		if l <= eps {
+			break
+		}
+		s += d.p[i] * -math.Expm1(eps-l)
+	}
+	return math.Min(1, s)
+}
+
+func (d pmf) epsilon(delta, h float64) float64 {
+	if d.inf > delta {
+		return math.Inf(1)
+	}
+	maxLoss := math.Max(0, float64(d.off+len(d.p)-1)*h)
+	return bisectDecreasing(func(e float64) float64 { return d.delta(e, h) }, delta, 0, maxLoss)
+}
+
+// pldCurve is the composed state, ready to answer ε(δ) and δ(ε).
+type pldCurve struct {
+	gaussOnly bool
+	mu        float64
+	d         pmf
+	h         float64
+	ok        bool      // d was computed (not too large)
+	rdp       []float64 // RDP curve of the same releases, nil if none
+}
+
+func (s pldState) build() (pldCurve, error) {
+	ts, err := s.types()
+	if err != nil {
+		return pldCurve{}, err
+	}
+	c := pldCurve{mu: math.Sqrt(s.MuSq)}
+	if r, ok := s.rdpCurve(ts); ok {
+		c.rdp = r
+	}
+	if len(ts) == 0 {
+		c.gaussOnly = true
+		return c, nil
+	}
+	c.h = 1e-3
+	for _, t := range ts {
+		if t.epsilon > 0 && t.epsilon/100 < c.h {
+			c.h = math.Max(1e-5, t.epsilon/100)
+		}
+	}
+	d := pointMass()
+	if s.MuSq > 0 {
+		d = gaussianPMF(c.mu, c.h)
+	}
+	for _, t := range ts {
+		var one pmf
+		if t.laplace {
+			one = laplacePMF(t.epsilon, c.h)
+		} else {
+			one = dominatingPMF(t.epsilon, t.delta, c.h)
+		}
+		pw, err := one.power(t.count)
+		if err == nil {
+			d, err = d.convolve(pw)
+		}
+		if err == errPLDTooLarge {
+			return c, nil // fall back to the RDP bound
+		}
+		if err != nil {
+			return c, err
+		}
+	}
+	c.d, c.ok = d, true
+	return c, nil
+}
+
+func (c pldCurve) epsilon(delta float64) float64 {
+	e := math.Inf(1)
+	switch {
+	case c.gaussOnly:
+		e = gaussianEpsilon(c.mu, delta)
+	case c.ok:
+		e = c.d.epsilon(delta, c.h)
+	}
+	if c.rdp != nil {
+		e = math.Min(e, rdpEpsilon(rdpOrders, c.rdp, delta))
+	}
+	return e
+}
+
+func (c pldCurve) delta(eps float64) float64 {
+	d := 1.0
+	switch {
+	case c.gaussOnly:
+		d = gaussianDelta(c.mu, eps)
+	case c.ok:
+		d = c.d.delta(eps, c.h)
+	}
+	if c.rdp != nil {
+		d = math.Min(d, rdpDelta(rdpOrders, c.rdp, eps))
+	}
+	return d
+}
+
+func (pldAccountant) curve(raw json.RawMessage) (pldCurve, error) {
+	s, err := unmarshalTight[pldState](raw)
+	if err != nil {
+		return pldCurve{}, fmt.Errorf("decode pld state: %w", err)
+	}
+	return s.build()
+}
+
+func (a pldAccountant) epsilon(raw json.RawMessage, delta float64) (float64, error) {
+	c, err := a.curve(raw)
+	if err != nil {
+		return 0, err
+	}
+	return roundUp(c.epsilon(delta)), nil
+}
+
+func (a pldAccountant) delta(raw json.RawMessage, eps float64) (float64, error) {
+	c, err := a.curve(raw)
+	if err != nil {
+		return 0, err
+	}
+	return roundUp(c.delta(eps)), nil
+}
