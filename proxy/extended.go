@@ -138,6 +138,14 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		return pgerr.New(pgerr.SyntaxError, "parameters ($n) are not allowed in %s", strings.Fields(text)[0]).
 			WithHint("write the value into the statement")
 	}
+	if st.route == rewrite.RouteDP && n == 0 {
+		// Like PostgreSQL's parse analysis: a statement that cannot be
+		// answered fails at Parse (nothing is read, nothing spent).
+		if _, err := c.srv.rt.rewrite(c.ds.Policy, text); err != nil {
+			c.logStatement(st, err)
+			return dpError(context.Background(), err, c.log)
+		}
+	}
 	c.stmts[m.Name] = &preparedStatement{
 		name: m.Name, st: st, text: text, nParams: n,
 		parseOIDs: append([]uint32(nil), m.ParameterOIDs...),

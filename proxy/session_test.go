@@ -214,10 +214,11 @@ func TestSimpleQuery_ErrorPositionInString(t *testing.T) {
 	if e == nil {
 		t.Fatalf("no error in %v", msgs)
 	}
-	// rewrite reports the position within the statement; the client must
-	// get it within the whole string (the statement starts at char 18).
-	if e.Position != 0 && e.Position < 18 {
-		t.Errorf("position %d not shifted past the first statement", e.Position)
+	// rewrite reports position 8 within the statement; the client must
+	// get it within the whole string (the statement starts after 17
+	// characters).
+	if e.Code != "42703" || e.Position != 25 {
+		t.Errorf("got %s at position %d, want 42703 at 25", e.Code, e.Position)
 	}
 }
 

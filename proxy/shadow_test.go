@@ -1,0 +1,421 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// shadowDB creates a shadow catalog database for the hospital policy by
+// hand: the exposed columns and no rows.
+func shadowDB(t *testing.T) string {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t)
+	err := pgtest.Exec(context.Background(), dsn,
+		`CREATE TABLE visits (patient_id bigint, visit_date date, department text, diagnosis text,
+			age int, cost numeric(10,2), length_of_stay int)`,
+		`CREATE TABLE patients (patient_id bigint primary key, birth_year int, sex text, region text)`,
+		`CREATE SCHEMA other`,
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn
+}
+
+func startShadowServer(t *testing.T) *testServer {
+	return startServer(t, serverOpts{shadowDSN: shadowDB(t)})
+}
+
+func TestCatalog_SimpleQuery(t *testing.T) {
+	ts := startShadowServer(t)
+	pc := ts.connect(t)
+
+	res, err := execAll(t, pc, "SELECT 1 AS one; select pg_catalog.version(); SELECT relname FROM pg_class WHERE relname IN ('visits', 'patients') ORDER BY 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3 || res[0].FieldDescriptions[0].Name != "one" || rows(res[0])[0][0] != "1" || res[0].CommandTag.String() != "SELECT 1" {
+		t.Fatalf("SELECT 1: %+v", res)
+	}
+	if v := rows(res[1])[0][0]; !strings.HasPrefix(v, "PostgreSQL 1") {
+		t.Errorf("version() = %q", v)
+	}
+	if got := rows(res[2]); len(got) != 2 || got[0][0] != "patients" || got[1][0] != "visits" {
+		t.Errorf("pg_class rows = %v", got)
+	}
+	// Shadow errors are forwarded as PostgreSQL wrote them (there is no
+	// data in the shadow), with the position.
+	_, err = execAll(t, pc, "SELECT nosuch FROM pg_class")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42703" || pe.Position != 8 {
+		t.Fatalf("shadow error: %#v", err)
+	}
+	// Session settings reach the shadow session.
+	res, err = execAll(t, pc, "SET TimeZone = 'Europe/Paris'; SET search_path = other, public; SELECT current_setting('TimeZone'), current_schema()")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(res[2])[0]; got[0] != "Europe/Paris" || got[1] != "other" {
+		t.Errorf("shadow settings = %v", got)
+	}
+	// ROLLBACK of a SET brings the shadow back too.
+	res, err = execAll(t, pc, "BEGIN; SET TimeZone = 'Asia/Tokyo'; ROLLBACK; SELECT current_setting('TimeZone')")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(res[3])[0][0]; got != "Europe/Paris" {
+		t.Errorf("shadow TimeZone after ROLLBACK = %q", got)
+	}
+}
+
+func TestCatalog_StatementTimeoutAndCancel(t *testing.T) {
+	ts := startShadowServer(t)
+	pc := ts.connect(t)
+	start := time.Now()
+	_, err := execAll(t, pc, "SET statement_timeout = 200; SELECT pg_sleep(5)")
+	if sqlstate(err) != "57014" || !strings.Contains(err.Error(), "statement timeout") {
+		t.Fatalf("statement timeout: %v", err)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Errorf("statement timeout took %v", time.Since(start))
+	}
+	if _, err := execAll(t, pc, "SET statement_timeout = 0"); err != nil {
+		t.Fatal(err)
+	}
+
+	done := make(chan error, 1)
+	go func() {
+		_, err := pc.Exec(context.Background(), "SELECT pg_sleep(5)").ReadAll()
+		done <- err
+	}()
+	time.Sleep(200 * time.Millisecond)
+	cancelCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := pc.CancelRequest(cancelCtx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if sqlstate(err) != "57014" {
+			t.Fatalf("cancelled catalog statement: %v", err)
+		}
+	case <-time.After(4 * time.Second):
+		t.Fatal("catalog statement not cancelled")
+	}
+	res, err := execAll(t, pc, "SELECT 2")
+	if err != nil || rows(res[0])[0][0] != "2" {
+		t.Fatalf("after cancel: %v %v", res, err)
+	}
+}
+
+func pgxConnect(t *testing.T, ts *testServer) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctxT(t), ts.dsn("alice", "alice", "hospital"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// TestExtended_Pgx drives the extended protocol with pgx's default mode
+// (cached named statements, binary results).
+func TestExtended_Pgx(t *testing.T) {
+	ts := startShadowServer(t)
+	conn := pgxConnect(t, ts)
+	ctx := ctxT(t)
+
+	var n int32
+	if err := conn.QueryRow(ctx, "SELECT 1::int4 + $1", 41).Scan(&n); err != nil || n != 42 {
+		t.Fatalf("catalog with a parameter: %d %v", n, err)
+	}
+	var schema string
+	if err := conn.QueryRow(ctx, "select current_schema()").Scan(&schema); err != nil || schema != "public" {
+		t.Fatalf("current_schema: %q %v", schema, err)
+	}
+
+	// A DP statement with a parameter, more than 5 times (named statements).
+	for i := 0; i < 7; i++ {
+		var count int64
+		if err := conn.QueryRow(ctx, "SELECT COUNT(*) FROM visits WHERE age > $1", 30+i).Scan(&count); err != nil || count != 42 {
+			t.Fatalf("DP count #%d: %d %v", i, count, err)
+		}
+	}
+	reqs := ts.releaser.requests()
+	if len(reqs) != 7 {
+		t.Fatalf("releaser called %d times for 7 executions (Describe must not release)", len(reqs))
+	}
+	if !strings.Contains(reqs[6].Plan.SQL, "36") {
+		t.Errorf("bound parameter 36 not in the plan's SQL: %s", reqs[6].Plan.SQL)
+	}
+
+	// Grouped answer with text, int8 and numeric columns in binary.
+	rs, err := conn.Query(ctx, "SELECT department, COUNT(*), AVG(cost) FROM visits WHERE department <> $1 GROUP BY department", "x'; DROP TABLE visits; --")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	for rs.Next() {
+		var dept string
+		var cnt int64
+		var avg pgtype.Numeric
+		if err := rs.Scan(&dept, &cnt, &avg); err != nil {
+			t.Fatal(err)
+		}
+		f, _ := avg.Float64Value()
+		if dept == "" || cnt != 42 || f.Float64 != 12.5 {
+			t.Errorf("row %q %d %v", dept, cnt, f)
+		}
+		got++
+	}
+	if err := rs.Err(); err != nil || got != 7 {
+		t.Fatalf("grouped rows: %d %v", got, err)
+	}
+
+	// Session statements over the extended protocol.
+	if _, err := conn.Exec(ctx, "SET dp.epsilon = 0.3"); err != nil {
+		t.Fatal(err)
+	}
+	var eps string
+	if err := conn.QueryRow(ctx, "SHOW dp.epsilon").Scan(&eps); err != nil || eps != "0.3" {
+		t.Fatalf("SHOW dp.epsilon: %q %v", eps, err)
+	}
+	// A refused query is an ordinary error; the connection stays usable.
+	if _, err := conn.Exec(ctx, "SELECT * FROM visits"); sqlstate(err) == "" {
+		t.Fatalf("raw select: %v", err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var count int64
+	if err := tx.QueryRow(ctx, "SELECT COUNT(*) FROM visits").Scan(&count); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestExtended_RowLimitsAndDescribe drives Parse/Bind/Describe/Execute by
+// hand: Describe never releases, Execute with a row limit suspends, an
+// error discards until Sync.
+func TestExtended_RowLimitsAndDescribe(t *testing.T) {
+	ts := startShadowServer(t)
+	fe, _ := ts.rawSession(t)
+	q := "SELECT department, COUNT(*) FROM visits WHERE age >= $1 GROUP BY department"
+	fe.Send(&pgproto3.Parse{Name: "s1", Query: q})
+	fe.Send(&pgproto3.Describe{ObjectType: 'S', Name: "s1"})
+	fe.Send(&pgproto3.Bind{DestinationPortal: "c1", PreparedStatement: "s1", Parameters: [][]byte{[]byte("18")}, ResultFormatCodes: []int16{0, 1}})
+	fe.Send(&pgproto3.Describe{ObjectType: 'P', Name: "c1"})
+	fe.Send(&pgproto3.Sync{})
+	fe.Flush()
+	msgs := receiveUntilReady(t, fe)
+	if len(ts.releaser.requests()) != 0 {
+		t.Fatal("Describe released an answer")
+	}
+	wantTypes := []string{"*pgproto3.ParseComplete", "*pgproto3.ParameterDescription", "*pgproto3.RowDescription",
+		"*pgproto3.BindComplete", "*pgproto3.RowDescription", "*pgproto3.ReadyForQuery"}
+	if len(msgs) != len(wantTypes) {
+		t.Fatalf("got %d messages %v", len(msgs), typeNames(msgs))
+	}
+	for i, m := range msgs {
+		if typeName(m) != wantTypes[i] {
+			t.Fatalf("message %d is %s, want %s (all: %v)", i, typeName(m), wantTypes[i], typeNames(msgs))
+		}
+	}
+	if p := msgs[1].(*pgproto3.ParameterDescription); len(p.ParameterOIDs) != 1 || p.ParameterOIDs[0] != oidInt4 {
+		t.Errorf("parameter types = %v, want [int4] (inferred by the shadow)", p.ParameterOIDs)
+	}
+	if rd := msgs[4].(*pgproto3.RowDescription); rd.Fields[1].DataTypeOID != oidInt8 || rd.Fields[1].Format != 1 || rd.Fields[0].Format != 0 {
+		t.Errorf("portal description = %+v", rd.Fields)
+	}
+	// The portal was closed by Sync (no explicit transaction): in a
+	// transaction, fetch 3 rows at a time.
+	fe.Send(&pgproto3.Query{String: "BEGIN"})
+	fe.Flush()
+	receiveUntilReady(t, fe)
+	fe.Send(&pgproto3.Bind{DestinationPortal: "c1", PreparedStatement: "s1", Parameters: [][]byte{[]byte("18")}, ResultFormatCodes: []int16{0, 1}})
+	fe.Send(&pgproto3.Execute{Portal: "c1", MaxRows: 3})
+	fe.Send(&pgproto3.Sync{})
+	fe.Flush()
+	msgs = receiveUntilReady(t, fe)
+	if got := typeNames(msgs); strings.Count(got, "DataRow") != 3 || !strings.Contains(got, "PortalSuspended") || !strings.Contains(got, "NoticeResponse") {
+		t.Fatalf("first fetch: %s", got)
+	}
+	for _, m := range msgs {
+		if d, ok := m.(*pgproto3.DataRow); ok && len(d.Values[1]) != 8 {
+			t.Errorf("binary int8 value has %d bytes", len(d.Values[1]))
+		}
+	}
+	fe.Send(&pgproto3.Execute{Portal: "c1", MaxRows: 3})
+	fe.Send(&pgproto3.Execute{Portal: "c1", MaxRows: 3})
+	fe.Send(&pgproto3.Sync{})
+	fe.Flush()
+	msgs = receiveUntilReady(t, fe)
+	got := typeNames(msgs)
+	if strings.Count(got, "DataRow") != 4 || strings.Count(got, "PortalSuspended") != 1 || strings.Count(got, "NoticeResponse") != 0 {
+		t.Fatalf("second fetch: %s", got)
+	}
+	var tag string
+	for _, m := range msgs {
+		if cc, ok := m.(*pgproto3.CommandComplete); ok {
+			tag = string(cc.CommandTag)
+		}
+	}
+	if tag != "SELECT 1" {
+		t.Errorf("final tag %q, want SELECT 1 (rows of the last Execute)", tag)
+	}
+	if n := len(ts.releaser.requests()); n != 1 {
+		t.Errorf("releaser called %d times for one portal", n)
+	}
+
+	// An error discards the rest of the batch until Sync.
+	fe.Send(&pgproto3.Query{String: "ROLLBACK"})
+	fe.Flush()
+	receiveUntilReady(t, fe)
+	fe.Send(&pgproto3.Parse{Query: "SELECT * FROM visits"})
+	fe.Send(&pgproto3.Bind{})
+	fe.Send(&pgproto3.Execute{})
+	fe.Send(&pgproto3.Sync{})
+	fe.Send(&pgproto3.Parse{Query: "SHOW dp.epsilon"})
+	fe.Send(&pgproto3.Bind{})
+	fe.Send(&pgproto3.Execute{})
+	fe.Send(&pgproto3.Sync{})
+	fe.Flush()
+	msgs = receiveUntilReady(t, fe)
+	if got := typeNames(msgs); got != "*pgproto3.ErrorResponse *pgproto3.ReadyForQuery" {
+		t.Errorf("failed batch: %s", got)
+	}
+	msgs = receiveUntilReady(t, fe)
+	if got := typeNames(msgs); got != "*pgproto3.ParseComplete *pgproto3.BindComplete *pgproto3.DataRow *pgproto3.CommandComplete *pgproto3.ReadyForQuery" {
+		t.Errorf("batch after the failed one: %s", got)
+	}
+}
+
+func typeName(m pgproto3.BackendMessage) string {
+	return fmt.Sprintf("%T", m)
+}
+
+func typeNames(ms []pgproto3.BackendMessage) string {
+	var s []string
+	for _, m := range ms {
+		s = append(s, typeName(m))
+	}
+	return strings.Join(s, " ")
+}
+
+// TestBinaryEncodings checks the binary encoders against a real
+// PostgreSQL: values the proxy encodes are sent as binary parameters and
+// read back as text, and binary values PostgreSQL sends are decoded.
+func TestBinaryEncodings(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := ctxT(t)
+	pc, err := pgconn.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close(ctx)
+	roundTrip := func(sql string, oid uint32, text, want string) {
+		t.Helper()
+		b, err := encodeBinary(oid, text)
+		if err != nil {
+			t.Fatalf("encodeBinary(%d, %q): %v", oid, text, err)
+		}
+		res := pc.ExecParams(ctx, sql, [][]byte{b}, []uint32{oid}, []int16{1}, nil).Read()
+		if res.Err != nil {
+			t.Fatalf("%s with %q: %v", sql, text, res.Err)
+		}
+		if got := string(res.Rows[0][0]); got != want {
+			t.Errorf("%s(%q) = %q, want %q", sql, text, got, want)
+		}
+	}
+	for _, v := range []struct{ in, want string }{
+		{"0", "0"}, {"12.5", "12.5"}, {"-12.5", "-12.5"}, {"0.0001", "0.0001"}, {"123456789.123456789", "123456789.123456789"},
+		{"10000", "10000"}, {"-0.00012", "-0.00012"}, {"1e3", "1000"}, {"1.5e-3", "0.0015"}, {"99990000", "99990000"},
+		{"12.50", "12.50"}, {"NaN", "NaN"},
+	} {
+		roundTrip("SELECT $1::numeric::text", oidNumeric, v.in, v.want)
+	}
+	roundTrip("SELECT $1::int8::text", oidInt8, "-9000000000", "-9000000000")
+	roundTrip("SELECT $1::int4::text", oidInt4, "2147483647", "2147483647")
+	roundTrip("SELECT $1::bool::text", oidBool, "t", "true")
+	roundTrip("SELECT $1::date::text", oidDate, "2024-02-29", "2024-02-29")
+	roundTrip("SELECT $1::date::text", oidDate, "1999-12-31", "1999-12-31")
+	roundTrip("SELECT $1::float8::text", oidFloat8, "0.1", "0.1")
+
+	// PostgreSQL's binary numerics decode to the same text.
+	for _, v := range []string{"0", "12.5", "-12.5", "0.0001", "123456789.123456789", "10000", "-0.00012", "12.50", "1e-7"} {
+		res := pc.ExecParams(ctx, "SELECT $1::numeric, $1::numeric::text", [][]byte{[]byte(v)}, nil, nil, []int16{1, 0}).Read()
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		got, err := decodeNumeric(res.Rows[0][0])
+		if err != nil || got != string(res.Rows[0][1]) {
+			t.Errorf("decodeNumeric(%s) = %q, %v; want %q", v, got, err, res.Rows[0][1])
+		}
+	}
+}
+
+// TestPsql runs the real psql binary against the in-process proxy with a
+// real shadow catalog.
+func TestPsql(t *testing.T) {
+	psql, err := exec.LookPath("psql")
+	if err != nil {
+		if pgtest.InCI() {
+			t.Fatal("psql not found; install postgresql-client")
+		}
+		t.Skip("psql not found; install it with: apt-get install postgresql-client")
+	}
+	ts := startShadowServer(t)
+	run := func(args ...string) (string, string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, psql, append([]string{"-X", "-v", "ON_ERROR_STOP=1", ts.dsn("alice", "", "hospital")}, args...)...)
+		cmd.Env = append(os.Environ(), "PGPASSWORD=alice", "PGCONNECT_TIMEOUT=5")
+		var out, errb strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		return out.String(), errb.String(), err
+	}
+	out, stderr, err := run("-At", "-c", "select 1")
+	if err != nil || strings.TrimSpace(out) != "1" {
+		t.Fatalf("psql -c 'select 1': %q %q %v", out, stderr, err)
+	}
+	out, stderr, err = run("-c", `\dt`)
+	if err != nil || !strings.Contains(out, "visits") || !strings.Contains(out, "patients") {
+		t.Fatalf(`\dt: %q %q %v`, out, stderr, err)
+	}
+	out, stderr, err = run("-c", `\d visits`)
+	if err != nil || !strings.Contains(out, "length_of_stay") {
+		t.Fatalf(`\d visits: %q %q %v`, out, stderr, err)
+	}
+	out, stderr, err = run("-c", "SELECT department, COUNT(*) FROM visits GROUP BY department")
+	if err != nil || !strings.Contains(out, "cardiology") || !strings.Contains(out, "(7 rows)") ||
+		!strings.Contains(stderr, "NOTICE:  dp: epsilon spent (fake)") {
+		t.Fatalf("DP query: %q %q %v", out, stderr, err)
+	}
+	_, stderr, err = run("-c", "SELECT * FROM visits")
+	if err == nil || !strings.Contains(stderr, "ERROR:") {
+		t.Fatalf("raw select through psql: %q %v", stderr, err)
+	}
+	out, stderr, err = run("-At", "-c", "SET dp.epsilon = 0.2", "-c", "SHOW dp.epsilon", "-c", "SHOW dp.budget")
+	if err != nil || !strings.Contains(out, "0.2") || !strings.Contains(out, "hospital|pure|0.5|2.5") {
+		t.Fatalf("settings through psql: %q %q %v", out, stderr, err)
+	}
+}
