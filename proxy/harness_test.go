@@ -260,3 +260,14 @@ func rows(r *pgconn.Result) [][]string {
 	}
 	return out
 }
+
+// pgconnConnect connects with a DSN and closes the connection at the end
+// of the test.
+func pgconnConnect(t *testing.T, dsn string) (*pgconn.PgConn, error) {
+	t.Helper()
+	pc, err := pgconn.Connect(ctxT(t), dsn)
+	if err == nil {
+		t.Cleanup(func() { pc.Close(context.Background()) })
+	}
+	return pc, err
+}
