@@ -23,10 +23,11 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,7 +35,6 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgcluster"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"go.uber.org/zap"
 )
 
@@ -259,21 +259,39 @@ func load(ctx context.Context, dsn string, d *Data) error {
 	); err != nil {
 		return err
 	}
-	prows := make([][]any, len(d.Patients))
-	for i, p := range d.Patients {
-		prows[i] = []any{p.ID, int32(p.BirthYear), p.Sex, p.Region}
+	// COPY in PostgreSQL's text format, encoded here: several times faster
+	// than pgx's per-value encoding (which matters under -race in tests).
+	// No value contains a tab, newline or backslash.
+	var buf bytes.Buffer
+	for _, p := range d.Patients {
+		buf.WriteString(strconv.FormatInt(p.ID, 10) + "\t" + strconv.Itoa(p.BirthYear) + "\t" + p.Sex + "\t" + p.Region + "\n")
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"patients"}, []string{"patient_id", "birth_year", "sex", "region"}, pgx.CopyFromRows(prows)); err != nil {
+	if _, err := tx.Conn().PgConn().CopyFrom(ctx, &buf, "COPY patients (patient_id, birth_year, sex, region) FROM STDIN"); err != nil {
 		return fmt.Errorf("copy patients: %w", err)
 	}
-	vrows := make([][]any, len(d.Visits))
-	for i, v := range d.Visits {
-		vrows[i] = []any{v.ID, v.PatientID, pgtype.Date{Time: v.Date, Valid: true}, v.Department, v.Diagnosis,
-			int32(v.Age), pgtype.Numeric{Int: bigInt(v.CostCents), Exp: -2, Valid: true}, int32(v.LengthOfStay)}
+	buf.Reset()
+	for _, v := range d.Visits {
+		b := buf.AvailableBuffer()
+		b = strconv.AppendInt(b, v.ID, 10)
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, v.PatientID, 10)
+		b = append(b, '\t')
+		b = v.Date.AppendFormat(b, time.DateOnly)
+		b = append(b, '\t')
+		b = append(b, v.Department...)
+		b = append(b, '\t')
+		b = append(b, v.Diagnosis...)
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, int64(v.Age), 10)
+		b = append(b, '\t')
+		b = strconv.AppendInt(b, v.CostCents/100, 10)
+		b = append(b, '.', byte('0'+v.CostCents%100/10), byte('0'+v.CostCents%10), '\t')
+		b = strconv.AppendInt(b, int64(v.LengthOfStay), 10)
+		b = append(b, '\n')
+		buf.Write(b)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"visits"},
-		[]string{"visit_id", "patient_id", "visit_date", "department", "diagnosis", "age", "cost", "length_of_stay"},
-		pgx.CopyFromRows(vrows)); err != nil {
+	if _, err := tx.Conn().PgConn().CopyFrom(ctx, &buf,
+		"COPY visits (visit_id, patient_id, visit_date, department, diagnosis, age, cost, length_of_stay) FROM STDIN"); err != nil {
 		return fmt.Errorf("copy visits: %w", err)
 	}
 	if err := execAll(ctx, tx.Conn(), "CREATE INDEX visits_patient_id ON visits (patient_id)"); err != nil {
@@ -352,5 +370,3 @@ func firstLine(s string) string {
 func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
 
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
-
-func bigInt(x int64) *big.Int { return big.NewInt(x) }

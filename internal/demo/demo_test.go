@@ -88,7 +88,7 @@ func TestSetup(t *testing.T) {
 	}
 	// The loaded rows are the generated ones (same seed → same sum).
 	var wantCents int64
-	for _, v := range Generate(Seed).Visits {
+	for _, v := range demoData().Visits {
 		wantCents += v.CostCents
 	}
 	if got := scalar(t, res.AdminDSN, "SELECT (sum(cost) * 100)::bigint FROM visits"); got != itoa(wantCents) {
