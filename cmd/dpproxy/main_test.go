@@ -159,14 +159,23 @@ func TestRun_Passwd(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("passwd: exit %d, stderr %q", code, errOut)
 	}
-	// The output is a YAML snippet for the analysts section that the config
-	// loader accepts.
-	snippet := "listen: 127.0.0.1:6432\npolicies: p\nledger: postgres://l@h/l\ndatasets:\n  d: {upstream: postgres://u@h/d, shadow: postgres://s@h/s, shadow_admin: postgres://a@h/s}\nanalysts:\n" + indent(out)
+	// stdout is exactly one verifier line, which the config loader accepts
+	// as the analyst's password; stderr shows where it goes.
+	v := strings.TrimSuffix(out, "\n")
+	if strings.Contains(v, "\n") {
+		t.Fatalf("passwd stdout = %q, want one line", out)
+	}
+	if !strings.Contains(errOut, "carol:") || !strings.Contains(errOut, v) {
+		t.Errorf("passwd stderr = %q, want the analysts snippet for carol", errOut)
+	}
+	snippet := "listen: 127.0.0.1:6432\npolicies: p\nledger: postgres://l@h/l\ndatasets:\n  d: {upstream: postgres://u@h/d, shadow: postgres://s@h/s, shadow_admin: postgres://a@h/s}\nanalysts:\n  carol:\n    password: \"" + v + "\"\n"
 	cfg, err := config.Parse([]byte(snippet), "snippet")
 	if err != nil {
-		t.Fatalf("passwd output is not a valid analysts entry: %v\n%s", err, out)
+		t.Fatalf("passwd output is not a valid analyst password: %v\n%s", err, out)
 	}
-	v := cfg.Analysts["carol"].Password
+	if cfg.Analysts["carol"].Password != v {
+		t.Fatalf("config read the password as %q, want %q", cfg.Analysts["carol"].Password, v)
+	}
 	iters, salt, stored, server := parseVerifier(t, v)
 	if iters != 4096 || len(salt) != 16 {
 		t.Errorf("iterations %d, salt %d bytes; want 4096 and 16 (PostgreSQL's defaults)", iters, len(salt))
@@ -205,17 +214,6 @@ func TestRun_Passwd(t *testing.T) {
 	if code, _, errOut := runCLI(t, "\n", "passwd", "carol"); code != 1 || !strings.Contains(errOut, "empty password") {
 		t.Errorf("passwd with an empty password: exit %d, stderr %q", code, errOut)
 	}
-}
-
-func indent(s string) string {
-	var b strings.Builder
-	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		if strings.HasPrefix(l, "#") {
-			continue
-		}
-		b.WriteString("  " + l + "\n")
-	}
-	return b.String()
 }
 
 func TestDemoConfig(t *testing.T) {

@@ -38,7 +38,10 @@ func cmdPasswd(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "# dpproxy.yaml, under analysts:\n%s:\n  password: %q\n", name, v)
+	// Only the verifier on stdout, so scripts can capture it; the hint on
+	// stderr.
+	fmt.Fprintln(stdout, v)
+	fmt.Fprintf(stderr, "put it in dpproxy.yaml as:\nanalysts:\n  %s:\n    password: \"%s\"\n", name, v)
 	return nil
 }
 
