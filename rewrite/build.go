@@ -105,6 +105,9 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "window functions are not supported").WithHint("use plain aggregates with GROUP BY")
 	case len(sel.TableHints) > 0:
 		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "optimizer hints are not supported").WithHint("remove the hint comment")
+	case sel.Limit != nil:
+		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "LIMIT inside parentheses is not supported").
+			WithHint("write LIMIT and OFFSET at the end of the query, without parentheses around it")
 	case sel.Having != nil:
 		return nil, b.errAt(sel.Having.Expr, pgerr.FeatureNotSupported, "HAVING is not supported yet").
 			WithHint("filter the released rows in your client; HAVING on noisy values comes in a later version")
@@ -136,7 +139,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	if err := b.orderBy(sel, p); err != nil {
 		return nil, err
 	}
-	if err := b.limit(sel, p); err != nil {
+	if err := b.limit(p); err != nil {
 		return nil, err
 	}
 	p.MaxGroupsPerUnit = maxGroupsPerUnit(b.table, b.keys)
@@ -632,48 +635,41 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 	return nil
 }
 
-// limit reads LIMIT and OFFSET (non-negative integer literals).
-func (b *builder) limit(sel *ast.SelectStmt, p *Plan) error {
-	if sel.Limit == nil {
-		return nil
-	}
-	read := func(e ast.ExprNode, what string) (int64, bool, error) {
-		l, ok := b.lit(e)
-		if ok && l.kind == litNull {
+// limit reads LIMIT and OFFSET (non-negative integer literals; LIMIT ALL
+// and LIMIT NULL mean no limit, OFFSET NULL means 0).
+func (b *builder) limit(p *Plan) error {
+	read := func(l *literal, what string) (int64, bool, error) {
+		if l == nil || l.kind == litNull {
 			return 0, false, nil
 		}
-		if !ok || l.kind != litNumber || l.typ != "" && l.typ != policy.TypeInt {
-			return 0, false, b.errAt(e, pgerr.FeatureNotSupported, "%s must be an integer literal", what).WithHint("write %s 10", what)
-		}
+		at := charPos(b.src, l.pos)
 		v, err := strconv.ParseInt(l.val, 10, 64)
 		if err != nil {
-			return 0, false, b.errAt(e, "22P02", "invalid %s %s", what, l.val).WithHint("write a non-negative integer")
+			return 0, false, pgerr.New("22P02", "invalid %s %s", what, l.val).WithPosition(at).
+				WithHint("write a non-negative integer")
 		}
 		if v < 0 {
 			code := "2201W"
 			if what == "OFFSET" {
 				code = "2201X"
 			}
-			return 0, false, b.errAt(e, code, "%s must not be negative", what).WithHint("write a non-negative integer")
+			return 0, false, pgerr.New(code, "%s must not be negative", what).WithPosition(at).
+				WithHint("write a non-negative integer")
 		}
 		return v, true, nil
 	}
-	if sel.Limit.Count != nil {
-		v, ok, err := read(sel.Limit.Count, "LIMIT")
-		if err != nil {
-			return err
-		}
-		if ok {
-			p.Limit = v
-		}
+	v, ok, err := read(b.norm.limit, "LIMIT")
+	if err != nil {
+		return err
 	}
-	if sel.Limit.Offset != nil {
-		v, _, err := read(sel.Limit.Offset, "OFFSET")
-		if err != nil {
-			return err
-		}
-		p.Offset = v
+	if ok {
+		p.Limit = v
 	}
+	v, _, err = read(b.norm.offset, "OFFSET")
+	if err != nil {
+		return err
+	}
+	p.Offset = v
 	return nil
 }
 

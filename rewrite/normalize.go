@@ -63,6 +63,10 @@ type normalized struct {
 	pieces []piece
 	starts []int // normalized byte offset of each piece
 	lits   []literal
+	// limit and offset are the LIMIT/OFFSET clauses, taken off the text
+	// given to the TiDB parser (PostgreSQL accepts them in either order
+	// and OFFSET alone); nil when absent, kind litNull for LIMIT ALL/NULL.
+	limit, offset *literal
 	litAt  map[int]int // normalized offset of a "?" → literal index
 }
 
@@ -159,6 +163,7 @@ func normalize(src string) (*normalized, error) {
 				WithPosition(charPos(src, first.pos)).WithHint("%s", shapeHint)
 		}
 	}
+	depth := 0
 	prevIs := func(i int, kw string) bool { return i > 0 && toks[i-1].is(kw) }
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
@@ -193,6 +198,7 @@ func normalize(src string) (*normalized, error) {
 		case tokPunct:
 			switch t.val {
 			case "(":
+				depth++
 				if next(1).is("select") || next(1).is("with") || next(1).is("values") || next(1).is("table") {
 					return nil, pgerr.New(pgerr.FeatureNotSupported, "subqueries are not supported").
 						WithPosition(charPos(src, next(1).pos)).
@@ -200,6 +206,9 @@ func normalize(src string) (*normalized, error) {
 				}
 				add("(", t.pos, false)
 			case ")", ",", ".":
+				if t.val == ")" {
+					depth--
+				}
 				add(t.val, t.pos, false)
 			case "::":
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "casts of columns and expressions are not supported").
@@ -328,11 +337,11 @@ func normalize(src string) (*normalized, error) {
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "SELECT DISTINCT is not supported").
 					WithPosition(charPos(src, t.pos)).
 					WithHint("GROUP BY already returns one row per group; remove DISTINCT")
-			case w == "limit" && next(1).is("all"):
-				i++ // LIMIT ALL: no limit
-			case w == "limit" && next(2).isPunct(","):
-				return nil, syntaxErr(src, next(2).pos, "LIMIT a, b is MySQL syntax").
-					WithHint("write LIMIT count OFFSET skip")
+			case (w == "limit" || w == "offset") && depth == 0:
+				if err := n.limitTail(toks[i:]); err != nil {
+					return nil, err
+				}
+				i = len(toks)
 			case passKeywords[w]:
 				add(strings.ToUpper(w), t.pos, true)
 			case aggregateNames[w] && next(1).isPunct("("):
@@ -589,4 +598,69 @@ func (n *normalized) parseErrPos(msg string) int {
 	// TiDB reports the column just after the last token it accepted;
 	// point at the token that starts there or before.
 	return n.srcPos(col - 1)
+}
+
+// limitTail reads the trailing LIMIT/OFFSET clauses of a query, in either
+// order: LIMIT {count | ALL | NULL}, OFFSET start [ROW | ROWS]. Nothing may
+// follow them.
+func (n *normalized) limitTail(toks []token) error {
+	src := n.src
+	i := 0
+	num := func(what string) (*literal, error) {
+		if i >= len(toks) {
+			return nil, syntaxErr(src, len(src), "syntax error at end of input: expected a number after %s", what)
+		}
+		t := toks[i]
+		if t.is("null") || what == "LIMIT" && t.is("all") {
+			i++
+			return &literal{kind: litNull, val: "null", pos: t.pos}, nil
+		}
+		neg := ""
+		if t.isOp("-") && i+1 < len(toks) {
+			neg = "-"
+			i++
+			t = toks[i]
+		}
+		if t.kind != tokNumber {
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "%s must be an integer literal", what).
+				WithPosition(charPos(src, t.pos)).WithHint("write %s 10", what)
+		}
+		i++
+		return &literal{kind: litNumber, val: neg + t.val, pos: t.pos}, nil
+	}
+	for i < len(toks) {
+		t := toks[i]
+		switch {
+		case t.is("limit") && n.limit == nil:
+			i++
+			l, err := num("LIMIT")
+			if err != nil {
+				return err
+			}
+			if i < len(toks) && toks[i].isPunct(",") {
+				return syntaxErr(src, toks[i].pos, "LIMIT a, b is MySQL syntax").
+					WithHint("write LIMIT count OFFSET skip")
+			}
+			n.limit = l
+		case t.is("offset") && n.offset == nil:
+			i++
+			l, err := num("OFFSET")
+			if err != nil {
+				return err
+			}
+			if i < len(toks) && (toks[i].is("row") || toks[i].is("rows")) {
+				i++
+			}
+			n.offset = l
+		case t.is("limit") || t.is("offset"):
+			return syntaxErr(src, t.pos, "multiple %s clauses not allowed", strings.ToUpper(t.val))
+		default:
+			if t.is("fetch") {
+				return refusal(src, t.pos, refusedWords["fetch"])
+			}
+			return syntaxErr(src, t.pos, "syntax error at or near %q", src[t.pos:t.end]).
+				WithHint("LIMIT and OFFSET end the query")
+		}
+	}
+	return nil
 }

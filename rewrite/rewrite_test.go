@@ -1,0 +1,207 @@
+package rewrite
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+func TestNormalize(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in, want string
+		lits           []literal
+	}{
+		{"keywords pass, names are quoted and folded",
+			`SELECT Department, COUNT(*) FROM Visits GROUP BY Department`,
+			`SELECT "department" , COUNT( * ) FROM "visits" GROUP BY "department"`, nil},
+		{"MySQL keywords become identifiers",
+			`SELECT key, div, xor, regexp FROM t`,
+			`SELECT "key" , "div" , "xor" , "regexp" FROM "t"`, nil},
+		{"quoted identifiers keep case",
+			`SELECT "Dept" FROM "T"`, `SELECT "Dept" FROM "T"`, nil},
+		{"literals become markers",
+			`SELECT 1 WHERE a = 'x''y' AND b = E'\\'`,
+			`SELECT ? WHERE "a" = ? AND "b" = ?`,
+			[]literal{{kind: litNumber, val: "1"}, {kind: litString, val: "x'y"}, {kind: litString, val: `\`}}},
+		{"typed literals",
+			`WHERE d >= DATE '2021-01-01' AND d < '2022-01-01'::date AND c = CAST(5 AS numeric(10,2)) AND f = 1.5::double precision`,
+			`WHERE "d" >= ? AND "d" < ? AND "c" = ? AND "f" = ?`,
+			[]literal{{kind: litString, val: "2021-01-01", typ: "date"}, {kind: litString, val: "2022-01-01", typ: "date"},
+				{kind: litNumber, val: "5", typ: "numeric"}, {kind: litNumber, val: "1.5", typ: "float"}}},
+		{"booleans and null",
+			`WHERE a = TRUE AND b IS NULL AND c = NULL`,
+			`WHERE "a" = ? AND "b" IS NULL AND "c" = ?`,
+			[]literal{{kind: litBool, val: "true"}, {kind: litNull, val: "null"}}},
+		{"!= becomes <>", `WHERE a != 1`, `WHERE "a" <> ?`, []literal{{kind: litNumber, val: "1"}}},
+		{"IS NOT DISTINCT FROM", `WHERE a IS NOT DISTINCT FROM 1`, `WHERE ( "a" <=> ? )`, []literal{{kind: litNumber, val: "1"}}},
+		{"IS DISTINCT FROM", `WHERE x.a IS DISTINCT FROM -1 AND b = 2`, `WHERE ( NOT ( "x" . "a" <=> - ? ) ) AND "b" = ?`,
+			[]literal{{kind: litNumber, val: "1"}, {kind: litNumber, val: "2"}}},
+		{"ISNULL", `WHERE a ISNULL OR b NOTNULL`, `WHERE "a" IS NULL OR "b" IS NOT NULL`, nil},
+		{"LIMIT ALL dropped", `SELECT 1 LIMIT ALL`, `SELECT ?`, []literal{{kind: litNumber, val: "1"}}},
+		{"aggregate names only before (", `SELECT count, count(x) FROM t`, `SELECT "count" , COUNT( "x" ) FROM "t"`, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			in := tc.in
+			if !strings.HasPrefix(in, "SELECT") {
+				in = "SELECT 1 FROM t " + in
+			}
+			n, err := normalize(in)
+			if err != nil {
+				t.Fatalf("normalize(%q) error %v", in, err)
+			}
+			got := n.text
+			lits := n.lits
+			if !strings.HasPrefix(tc.in, "SELECT") {
+				got = strings.TrimPrefix(got, `SELECT ? FROM "t" `)
+				lits = lits[1:]
+			}
+			if got != tc.want {
+				t.Errorf("normalize(%q) = %s, want %s", tc.in, got, tc.want)
+			}
+			if len(lits) != len(tc.lits) {
+				t.Fatalf("normalize(%q) literals = %+v, want %+v", tc.in, lits, tc.lits)
+			}
+			for i := range lits {
+				g, w := lits[i], tc.lits[i]
+				if g.kind != w.kind || g.val != w.val || g.typ != w.typ {
+					t.Errorf("normalize(%q) literal %d = %+v, want %+v", tc.in, i, g, w)
+				}
+			}
+		})
+	}
+}
+
+func TestNormalize_Refusals(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		code string
+		pos  int
+	}{
+		{`SELECT a::int FROM t`, pgerr.FeatureNotSupported, 9},
+		{`SELECT a FROM t WHERE a = $1`, pgerr.FeatureNotSupported, 27},
+		{`SELECT a || 'b' FROM t`, pgerr.FeatureNotSupported, 10},
+		{`SELECT a FROM t WHERE a && b`, pgerr.FeatureNotSupported, 25},
+		{`SELECT a FROM t WHERE a ~ 'x'`, pgerr.FeatureNotSupported, 25},
+		{`SELECT a FROM t LIMIT 1, 2`, pgerr.SyntaxError, 24},
+		{`SELECT a FROM t; SELECT 2`, pgerr.SyntaxError, 16},
+		{`SELECT ARRAY[1]`, pgerr.FeatureNotSupported, 8},
+		{`SELECT a FROM t WHERE a IS TRUE`, pgerr.FeatureNotSupported, 28},
+		{`SELECT a FROM t WHERE a = INTERVAL '1 day'`, pgerr.FeatureNotSupported, 27},
+		{`SELECT a FROM t WHERE a = TIMESTAMP '2020-01-01'`, pgerr.FeatureNotSupported, 27},
+		{`SELECT a FROM t WHERE 'x'::money = a`, pgerr.FeatureNotSupported, 28},
+		{`SELECT a FROM t WHERE a + 1 IS DISTINCT FROM 2`, pgerr.FeatureNotSupported, 29},
+		{`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a) FROM t`, pgerr.FeatureNotSupported, 29},
+		{`SELECT a FROM t ORDER BY a NULLS FIRST`, pgerr.FeatureNotSupported, 28},
+		{`SELECT a FROM t FETCH FIRST 1 ROWS ONLY`, pgerr.FeatureNotSupported, 17},
+		{`UPDATE t SET a = 1`, pgerr.InsufficientPrivilege, 1},
+		{`SHOW x`, pgerr.FeatureNotSupported, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.in, func(t *testing.T) {
+			t.Parallel()
+			_, err := normalize(tc.in)
+			pe, ok := pgerr.As(err)
+			if !ok || pe.Code != tc.code || pe.Position != tc.pos || pe.Hint == "" && pe.Code != pgerr.SyntaxError {
+				t.Errorf("normalize(%q) = %v (position %d), want %s at %d with a hint", tc.in, err, posOf(pe), tc.code, tc.pos)
+			}
+		})
+	}
+}
+
+func TestRewrite_Fingerprint(t *testing.T) {
+	t.Parallel()
+	ds := loadHospital(t)
+	fp := func(q string) string {
+		t.Helper()
+		p, err := Rewrite(ds, q)
+		if err != nil {
+			t.Fatalf("Rewrite(%q): %v", q, err)
+		}
+		return p.Fingerprint
+	}
+	a := fp("SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department")
+	b := fp("select Department ,count( * ),avg(COST) -- same\nfrom public.visits v group by 1")
+	if a != b {
+		t.Errorf("spelling changed the fingerprint: %s vs %s", a, b)
+	}
+	for _, q := range []string{
+		"SELECT department, COUNT(*), AVG(cost) FROM visits WHERE age > 1 GROUP BY department",
+		"SELECT department, COUNT(*), AVG(age) FROM visits GROUP BY department",
+		"SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department LIMIT 2",
+		"SELECT department AS d, COUNT(*), AVG(cost) FROM visits GROUP BY department",
+	} {
+		if fp(q) == a {
+			t.Errorf("Rewrite(%q) has the fingerprint of a different plan", q)
+		}
+	}
+}
+
+func FuzzRewrite(f *testing.F) {
+	ds, err := policy.Load(hospitalPolicy)
+	if err != nil {
+		f.Fatal(err)
+	}
+	paths, _ := filepath.Glob("testdata/*.txtar")
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		if q, ok := parseArchive(string(data)).files["query.sql"]; ok {
+			f.Add(q)
+		}
+	}
+	for _, s := range []string{
+		"SELECT count(*) FROM visits WHERE a IS DISTINCT FROM (", "SELECT sum(cost) FROM visits WHERE (cost) IS NOT DISTINCT FROM ((1))",
+		"SELECT COUNT(*) FROM visits WHERE cost = -(-(-1))", "SELECT COUNT(*) FROM visits ORDER BY 0", "SELECT count(*) FROM visits LIMIT 99999999999999999999",
+		"SELECT COUNT(*) FROM visits WHERE visit_date = '0001-01-01'", "SELECT count(*) FROM visits WHERE cost > 1e999",
+		"SELECT avg(cost) FROM visits GROUP BY department, department", "SELECT count(*) FROM visits GROUP BY \"department\" ORDER BY count(*)",
+		"SELECT count(*) FROM visits WHERE department = E'\\x00'", "SELECT COUNT(*) FROM visits WHERE 'a' IN ('b')",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		p, err := Rewrite(ds, q)
+		if err != nil {
+			pe, ok := pgerr.As(err)
+			if !ok {
+				t.Fatalf("Rewrite(%q) error %v is not a *pgerr.Error", q, err)
+			}
+			if len(pe.Code) != 5 || pe.Message == "" {
+				t.Fatalf("Rewrite(%q) error %+v has no code or message", q, pe)
+			}
+			return
+		}
+		checkPlan(t, p)
+		for _, m := range p.Measures {
+			if math.IsInf(m.LInf, 0) || math.IsNaN(m.LInf) {
+				t.Fatalf("Rewrite(%q): infinite LInf", q)
+			}
+		}
+		// The emitted SQL names only the plan's table and policy columns.
+		if !strings.Contains(p.SQL, `FROM "public"."`+p.Table+`"`) {
+			t.Fatalf("Rewrite(%q): emitted SQL does not read the plan's table: %s", q, p.SQL)
+		}
+	})
+}
+
+
+func BenchmarkRewrite(b *testing.B) {
+	ds := loadHospital(b)
+	const q = "SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department"
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Rewrite(ds, q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
