@@ -67,7 +67,7 @@ type normalized struct {
 	// given to the TiDB parser (PostgreSQL accepts them in either order
 	// and OFFSET alone); nil when absent, kind litNull for LIMIT ALL/NULL.
 	limit, offset *literal
-	litAt  map[int]int // normalized offset of a "?" → literal index
+	litAt         map[int]int // normalized offset of a "?" → literal index
 }
 
 // passKeywords are PostgreSQL reserved words of the supported grammar that

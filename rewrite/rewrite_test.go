@@ -194,7 +194,6 @@ func FuzzRewrite(f *testing.F) {
 	})
 }
 
-
 func BenchmarkRewrite(b *testing.B) {
 	ds := loadHospital(b)
 	const q = "SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department"
