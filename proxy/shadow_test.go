@@ -419,3 +419,40 @@ func TestPsql(t *testing.T) {
 		t.Fatalf("settings through psql: %q %q %v", out, stderr, err)
 	}
 }
+
+// TestJDBC runs pgjdbc (Debian's libpostgresql-jdbc-java) against the
+// in-process proxy: sslmode=prefer (SSLRequest answered N), SCRAM,
+// extended protocol with named statements and portals, metadata queries on
+// the shadow.
+func TestJDBC(t *testing.T) {
+	javac, err1 := exec.LookPath("javac")
+	java, err2 := exec.LookPath("java")
+	jar := "/usr/share/java/postgresql.jar"
+	if _, err := os.Stat(jar); err1 != nil || err2 != nil || err != nil {
+		t.Skip("needs a JDK and pgjdbc: apt-get install default-jdk-headless libpostgresql-jdbc-java")
+	}
+	ts := startShadowServer(t)
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, javac, "-d", dir, "testdata/JDBCClient.java").CombinedOutput(); err != nil {
+		t.Fatalf("javac: %v\n%s", err, out)
+	}
+	url := "jdbc:postgresql://" + ts.addr + "/hospital"
+	out, err := exec.CommandContext(ctx, java, "-cp", dir+":"+jar, "JDBCClient", url).CombinedOutput()
+	if err != nil {
+		t.Fatalf("java: %v\n%s", err, out)
+	}
+	got := string(out)
+	for _, want := range []string{
+		"table patients", "table visits", "column age int4", "column cost numeric", "pk patient_id",
+		"count 42", "rows 7", "refused 42501", "epsilon 0.25", "isolation read committed", "valid true",
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("JDBC output lacks %q:\n%s", want, got)
+		}
+	}
+	if n := strings.Count(got, "count 42\n"); n != 7 {
+		t.Errorf("%d prepared executions, want 7", n)
+	}
+}
