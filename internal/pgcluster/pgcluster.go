@@ -212,7 +212,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-var errPortInUse = errors.New("port in use")
+var errPortInUse = errors.New("address already in use")
 
 // testOnlyVersionedBinGlob is where Debian's packages put the server
 // binaries; tests point it elsewhere.
@@ -310,7 +310,7 @@ func (c *Cluster) start(ctx context.Context, port int, opts Options) error {
 		c.kill()
 		msg := readFrom(logPath, logStart)
 		if strings.Contains(msg, "Address already in use") || strings.Contains(msg, "could not create any TCP/IP sockets") {
-			return fmt.Errorf("%w: %d", errPortInUse, port)
+			return fmt.Errorf("PostgreSQL cannot listen on 127.0.0.1:%d: %w (choose another port, or 0 for a free one)", port, errPortInUse)
 		}
 		return fmt.Errorf("postgres did not start: %w\n%s%s", err, tail(msg, 2000), c.cred.accessHint(c.Dir))
 	}

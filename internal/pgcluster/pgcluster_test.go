@@ -3,8 +3,10 @@ package pgcluster
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -241,5 +243,26 @@ func TestStart_UnreachableDirAsRoot(t *testing.T) {
 	}
 	if st, _ := os.Stat(parent); st.Mode().Perm() != 0o700 {
 		t.Errorf("mode of %s changed to %v", parent, st.Mode().Perm())
+	}
+}
+
+func TestStart_PortInUse(t *testing.T) {
+	skipWithoutPostgres(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	port := ln.Addr().(*net.TCPAddr).Port
+	c, err := Start(context.Background(), Options{Port: port, NoFsync: true})
+	if err == nil {
+		c.Stop()
+		t.Fatalf("Start on a busy port %d succeeded", port)
+	}
+	if !errors.Is(err, errPortInUse) || !strings.Contains(err.Error(), strconv.Itoa(port)) {
+		t.Errorf("Start on a busy port: %v, want errPortInUse naming the port", err)
+	}
+	if c != nil {
+		t.Error("Start returned a cluster with its error")
 	}
 }
