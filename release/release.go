@@ -216,7 +216,8 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 	if !ok || table.Public {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: plan names no protected table")
 	}
-	m := float64(len(plan.Measures))
+	epsilon := splitDown(req.Epsilon, len(plan.Measures))
+	delta := splitDown(req.Delta, len(plan.Measures))
 	out := make([]measurement, len(plan.Measures))
 	for i, ms := range plan.Measures {
 		var lInf float64
@@ -248,13 +249,13 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			if e != nil {
 				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
 			}
-			mech, err = noise.NewLaplace(noise.Params{Epsilon: req.Epsilon / m, Sensitivity: l1, Integer: ms.Integer && isInteger(l1), Rand: r.testOnlyRand})
+			mech, err = noise.NewLaplace(noise.Params{Epsilon: epsilon, Sensitivity: l1, Integer: ms.Integer && isInteger(l1), Rand: r.testOnlyRand})
 		case policy.MechanismGaussian:
 			l2, e := sensitivity.L2(bounds)
 			if e != nil {
 				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
 			}
-			mech, err = noise.NewGaussian(noise.Params{Epsilon: req.Epsilon / m, Delta: req.Delta / m, Sensitivity: l2, Integer: ms.Integer, Rand: r.testOnlyRand})
+			mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: l2, Integer: ms.Integer, Rand: r.testOnlyRand})
 		}
 		if err != nil {
 			return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate noise for this query: %v", err).
@@ -263,6 +264,24 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 		out[i] = measurement{measure: ms, mech: mech}
 	}
 	return out, nil
+}
+
+// splitDown returns the largest float64 e with m·e ≤ x in exact
+// arithmetic, so m releases of e each never compose to more than x (a plain
+// x/m can round up by half an ulp).
+func splitDown(x float64, m int) float64 {
+	e := x / float64(m)
+	total := new(big.Rat)
+	limit := new(big.Rat).SetFloat64(x)
+	for e > 0 {
+		total.SetFloat64(e)
+		total.Mul(total, big.NewRat(int64(m), 1))
+		if total.Cmp(limit) <= 0 {
+			return e
+		}
+		e = math.Nextafter(e, 0)
+	}
+	return e
 }
 
 func isInteger(x float64) bool { return x == math.Trunc(x) }

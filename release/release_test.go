@@ -334,3 +334,21 @@ func TestNum(t *testing.T) {
 		}
 	}
 }
+
+func TestSplitDown(t *testing.T) {
+	for _, x := range []float64{0.1, 0.3, 1, 3, 0.7, 1e-6, 2.9} {
+		for m := 1; m <= 12; m++ {
+			e := splitDown(x, m)
+			total := new(big.Rat).Mul(new(big.Rat).SetFloat64(e), big.NewRat(int64(m), 1))
+			if total.Cmp(new(big.Rat).SetFloat64(x)) > 0 {
+				t.Fatalf("splitDown(%v, %d) = %v: m·e exceeds x", x, m, e)
+			}
+			if math.Abs(e*float64(m)-x) > 1e-12*x {
+				t.Fatalf("splitDown(%v, %d) = %v: too far below x/m", x, m, e)
+			}
+		}
+	}
+	if splitDown(0, 3) != 0 {
+		t.Fatal("splitDown(0, 3) != 0")
+	}
+}
