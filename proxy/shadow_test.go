@@ -456,3 +456,30 @@ func TestJDBC(t *testing.T) {
 		t.Errorf("%d prepared executions, want 7", n)
 	}
 }
+
+// TestSQLAlchemy runs SQLAlchemy over psycopg2 (Debian's python3 packages):
+// version and isolation-level checks at connect, inspection of the shadow
+// catalog, a grouped DP query with a bound parameter.
+func TestSQLAlchemy(t *testing.T) {
+	py := "/usr/bin/python3"
+	if err := exec.Command(py, "-c", "import sqlalchemy, psycopg2").Run(); err != nil {
+		t.Skip("needs SQLAlchemy and psycopg2: apt-get install python3-sqlalchemy python3-psycopg2")
+	}
+	ts := startShadowServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := "postgresql+psycopg2://alice:alice@" + ts.addr + "/hospital"
+	out, err := exec.CommandContext(ctx, py, "testdata/sqlalchemy_client.py", url).CombinedOutput()
+	if err != nil {
+		t.Fatalf("python: %v\n%s", err, out)
+	}
+	got := string(out)
+	for _, want := range []string{
+		"one 1", "tables patients,visits", "columns patient_id,visit_date,department,diagnosis,age,cost,length_of_stay",
+		"rows 7 42", "refused 42501", "after 0.1",
+	} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("SQLAlchemy output lacks %q:\n%s", want, got)
+		}
+	}
+}

@@ -1,0 +1,23 @@
+# A SQLAlchemy + psycopg2 session against dpproxy, driven by TestSQLAlchemy.
+import sys
+
+import sqlalchemy as sa
+
+engine = sa.create_engine(sys.argv[1], pool_pre_ping=True, future=True)
+with engine.connect() as conn:
+    print("one", conn.execute(sa.text("SELECT 1")).scalar())
+    insp = sa.inspect(conn)
+    print("tables", ",".join(sorted(insp.get_table_names())))
+    print("columns", ",".join(c["name"] for c in insp.get_columns("visits")))
+    rows = conn.execute(
+        sa.text("SELECT department, COUNT(*) AS n FROM visits WHERE age > :a GROUP BY department"),
+        {"a": 30},
+    ).fetchall()
+    print("rows", len(rows), rows[0].n)
+    try:
+        conn.execute(sa.text("SELECT * FROM visits"))
+        print("not refused")
+    except sa.exc.DBAPIError as e:
+        print("refused", e.orig.pgcode)
+    conn.rollback()
+    print("after", conn.execute(sa.text("SHOW dp.epsilon")).scalar())
