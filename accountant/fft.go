@@ -47,18 +47,20 @@ func fft(x []complex128, inverse bool) {
 	if inverse {
 		sign = 1
 	}
+	// Twiddles e^{∓2πik/n} computed directly (not by repeated
+	// multiplication) to keep the error at O(1) ulp; the stage of length L
+	// uses every (n/L)-th one.
+	tw := make([]complex128, n/2)
+	for k := range tw {
+		tw[k] = cmplx.Rect(1, sign*2*math.Pi*float64(k)/float64(n))
+	}
 	for length := 2; length <= n; length <<= 1 {
 		half := length / 2
-		// Twiddles computed directly (not by repeated multiplication) to keep
-		// the error at O(log n) ulps.
-		tw := make([]complex128, half)
-		for k := range tw {
-			tw[k] = cmplx.Rect(1, sign*2*math.Pi*float64(k)/float64(length))
-		}
+		stride := n / length
 		for start := 0; start < n; start += length {
 			for k := 0; k < half; k++ {
 				u := x[start+k]
-				v := x[start+k+half] * tw[k]
+				v := x[start+k+half] * tw[k*stride]
 				x[start+k] = u + v
 				x[start+k+half] = u - v
 			}

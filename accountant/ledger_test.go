@@ -547,3 +547,66 @@ func TestLedger_RejectsBadCharges(t *testing.T) {
 		})
 	}
 }
+
+// TestLedger_TightAccountants: the policy's budget.accountant selects the
+// method; Reserve accepts exactly the charges whose composed ε (as
+// ComposeEpsilon computes it) fits, e.g. 100 Laplace releases of ε = 0.1
+// cost 4.9842 under rdp (ACCOUNTING.md), so they fit in ε = 5 where pure
+// composition stops at 50.
+func TestLedger_TightAccountants(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	l := openLedger(t, dsn)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		method string
+		event  Event
+		budget float64
+	}{
+		{policy.AccountantRDP, laplace(0.1), 5},
+		{policy.AccountantZCDP, laplace(0.1), 5},
+		{policy.AccountantAdvanced, laplace(0.1), 5},
+		{policy.AccountantPLD, gaussian(10, 0.5, 1e-8), 1},
+		{policy.AccountantPLD, laplace(0.2), 4},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			ds := testPolicy("ds_"+tc.method+fmt.Sprint(tc.budget), tc.budget, 1e-6, tc.method)
+			var events []Event
+			want := 0 // charges that fit by the pure function
+			for {
+				e, err := ComposeEpsilon(tc.method, append(events, tc.event), 1e-6)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if e > tc.budget {
+					break
+				}
+				events = append(events, tc.event)
+				want++
+			}
+			pureFit := int(tc.budget / tc.event.Epsilon)
+			if want <= pureFit {
+				t.Fatalf("%s fits %d charges, no more than pure (%d): the test shows nothing", tc.method, want, pureFit)
+			}
+			got := 0
+			for {
+				_, err := l.Reserve(ctx, charge("alice", ds, tc.event))
+				if err != nil {
+					wantCode(t, err, pgerr.ConfigurationLimit)
+					break
+				}
+				got++
+			}
+			if got != want {
+				t.Fatalf("%s: %d charges accepted, want %d", tc.method, got, want)
+			}
+			st, err := l.Status(ctx, "alice", ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantSpent, _ := ComposeEpsilon(tc.method, events, 1e-6)
+			if st.Accountant != tc.method || st.Spent.Epsilon != wantSpent || st.Spent.Epsilon > tc.budget {
+				t.Fatalf("Status = %+v, want %s spent %v", st, tc.method, wantSpent)
+			}
+		})
+	}
+}

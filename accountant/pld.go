@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,9 +46,10 @@ import (
 //   - after each convolution, an upper tail of mass ≤ 1e-15 goes to the ∞
 //     atom and a lower tail of mass ≤ 1e-15 is moved up to the lowest kept
 //     point;
-//   - the floating-point error of each FFT convolution is bounded
-//     (Σ|error| ≤ 10·n·log₂n·2⁻⁵³·‖a‖₂‖b‖₂) and that bound is added to the ∞
-//     atom: each term of δ(ε) has a coefficient in [0, 1];
+//   - the floating-point error of each FFT convolution is bounded (see
+//     pmf.convolve) and that bound is added to the ∞ atom: each term of
+//     δ(ε) has a coefficient in [0, 1]; convolutions whose bound would
+//     exceed 1e-13 are done directly when affordable;
 //   - to bound the number of distinct releases, Laplace ε₀ and generic
 //     (ε, δ) are rounded up to 4 significant digits. Rounding up is a
 //     post-processing argument: Lap(b) is Lap(b′) plus an independent noise
@@ -56,8 +58,9 @@ import (
 //     (ε′, δ′) ≥ (ε, δ) dominates by the KOV pair's definition.
 //
 // The grid is h = 10⁻³ (ε₀ ≥ 0.1), or ε₀,min/100 for smaller releases (at
-// least 10⁻⁵); a distribution that would need more than 2²¹ points is not
-// computed and the method falls back to its RDP bound. The method's figure
+// least 10⁻⁵); a distribution that would need more than 2¹⁶ points (about
+// 1,600 releases of ε₀ = 0.1) is not computed, to keep a charge fast, and
+// the method falls back to its RDP bound. The method's figure
 // is the minimum of the PLD bound, the RDP bound of the same releases
 // (rdp.go) and exact basic composition, all valid upper bounds.
 type pldAccountant struct{}
@@ -75,7 +78,7 @@ type pldState struct {
 const (
 	pldKeyDigits  = 4
 	pldTailMass   = 1e-15
-	pldMaxPoints  = 1 << 21
+	pldMaxPoints  = 1 << 16
 	pldGaussTails = 9.0 // Gaussian discretised over mean ± 9σ (tail Φ(−9) ≈ 1.1e-19)
 )
 
@@ -320,7 +323,16 @@ func (a pmf) convolve(b pmf) (pmf, error) {
 	}
 	var c []float64
 	var errBound float64
-	if float64(len(a.p))*float64(len(b.p)) <= 2e7 {
+	// FFT rounding error: Higham (Accuracy and Stability of Numerical
+	// Algorithms, 2nd ed., Thm 24.2) bounds the normwise relative error of a
+	// radix-2 FFT by log₂n·η, η ≈ 6u with accurately computed twiddles;
+	// through the pointwise product (|FFT(b)| ≤ Σb ≤ 1) and the scaled
+	// inverse, ‖ĉ − c‖₂ ≤ κ(‖a‖₂ + ‖b‖₂ + ‖c‖₂) with κ = 8·log₂n·u, and
+	// Σ|ĉᵢ − cᵢ| ≤ √n·‖ĉ − c‖₂ (Cauchy–Schwarz). ‖c‖₂ ≤ ‖a‖₂·Σb ≤ ‖a‖₂.
+	size := float64(int(1) << bits.Len(uint(n-1)))
+	fftBound := math.Sqrt(size) * 8 * math.Max(1, math.Log2(size)) * 0x1p-53 * (2*norm2(a.p) + norm2(b.p))
+	direct := float64(len(a.p)) * float64(len(b.p))
+	if direct <= 2e6 || (fftBound > 1e-13 && direct <= 2e7) {
 		c = make([]float64, n)
 		for i, x := range a.p {
 			if x == 0 {
@@ -332,8 +344,7 @@ func (a pmf) convolve(b pmf) (pmf, error) {
 		}
 	} else {
 		c = fftConvolve(a.p, b.p)
-		size := float64(len(c))
-		errBound = 10 * size * math.Log2(size) * 0x1p-53 * norm2(a.p) * norm2(b.p)
+		errBound = fftBound
 		for i := range c {
 			if c[i] < 0 {
 				c[i] = 0
@@ -424,6 +435,21 @@ func (s pldState) build() (pldCurve, error) {
 		if t.epsilon > 0 && t.epsilon/100 < c.h {
 			c.h = math.Max(1e-5, t.epsilon/100)
 		}
+	}
+	// Cost bound: the composed loss has standard deviation at most
+	// √(μ² + Σ countᵢ·εᵢ²) (each non-Gaussian loss lies in [−εᵢ, εᵢ]); after
+	// tail truncation at 1e-15 its support spans about ±8.5 of those around
+	// the mean. If that needs more than pldMaxPoints grid points, the PLD is
+	// not computed and the RDP bound stands (for many releases the two are
+	// within a few per cent: the composed loss is nearly Gaussian).
+	variance := s.MuSq
+	maxEps := 0.0
+	for _, t := range ts {
+		variance += float64(t.count) * t.epsilon * t.epsilon
+		maxEps = math.Max(maxEps, t.epsilon)
+	}
+	if (17*math.Sqrt(variance)+4*maxEps)/c.h > pldMaxPoints {
+		return c, nil
 	}
 	d := pointMass()
 	if s.MuSq > 0 {

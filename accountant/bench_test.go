@@ -1,0 +1,67 @@
+package accountant
+
+import (
+	"math"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// BenchmarkReserveCompose measures what Reserve computes for one charge on
+// a budget row that already holds 10,000 charges: Compose, then Spent and
+// Fits at the limit (through evaluate, as Reserve does). Workloads:
+// identical Laplace charges, a mix of Laplace ε values and Gaussians, and
+// 1,000 Laplace charges (where pld still computes its distribution).
+func BenchmarkReserveCompose(b *testing.B) {
+	workloads := map[string]func(i int) Event{
+		"laplace": func(int) Event { return laplace(0.01) },
+		// 1,000 charges of 0.1: small enough for the PLD to be computed.
+		"laplace1000": func(int) Event { return laplace(0.1) },
+		"mixed": func(i int) Event {
+			if i%2 == 0 {
+				return gaussian(20, 0.3, 1e-9)
+			}
+			return laplace([]float64{0.005, 0.01, 0.02, 0.05}[i%4/2+2*(i%8/4)])
+		},
+	}
+	for _, wname := range []string{"laplace", "mixed", "laplace1000"} {
+		for _, name := range MethodNames() {
+			b.Run(wname+"/"+name, func(b *testing.B) {
+				m := mustMethodB(b, name)
+				var events []Event
+				n := 10000
+				if wname == "laplace1000" {
+					n = 1000
+				}
+				for i := 0; i < n; i++ {
+					events = append(events, workloads[wname](i))
+				}
+				st, err := m.Compose(nil, events)
+				if err != nil {
+					b.Fatal(err)
+				}
+				limit := Spent{Epsilon: math.Inf(1), Delta: 1e-6}
+				b.ReportAllocs()
+				b.ResetTimer()
+				for i := 0; i < b.N; i++ {
+					after, err := m.Compose(st, []Event{workloads[wname](n)})
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, _, err := evaluate(m, after, limit); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+	_ = policy.AccountantPure
+}
+
+func mustMethodB(b *testing.B, name string) Method {
+	m, err := MethodByName(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
