@@ -368,6 +368,15 @@ func (c *conn) loop(ctx context.Context) {
 			c.receiveFailed(err)
 			return
 		}
+		if c.extFailed {
+			// After an error in an extended batch PostgreSQL ignores every
+			// message until Sync, simple queries included.
+			switch msg.(type) {
+			case *pgproto3.Sync, *pgproto3.Terminate:
+			default:
+				continue
+			}
+		}
 		switch m := msg.(type) {
 		case *pgproto3.Query:
 			c.simpleQuery(ctx, m.String)

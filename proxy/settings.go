@@ -319,7 +319,13 @@ func (c *conn) reset(name string) error {
 		}
 		return nil
 	}
-	if _, known := settingDefs[name]; !known {
+	d, known := settingDefs[name]
+	if known && d.readOnly {
+		// RESET SESSION AUTHORIZATION (sent by poolers) and the like:
+		// the value is already the only one there is.
+		return nil
+	}
+	if !known {
 		if isCustomSetting(name) {
 			c.settings[name] = ""
 			return nil

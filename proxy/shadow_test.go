@@ -81,6 +81,7 @@ func TestCatalog_SimpleQuery(t *testing.T) {
 }
 
 func TestCatalog_StatementTimeoutAndCancel(t *testing.T) {
+	t.Parallel()
 	ts := startShadowServer(t)
 	pc := ts.connect(t)
 	start := time.Now()
@@ -375,6 +376,7 @@ func TestBinaryEncodings(t *testing.T) {
 // TestPsql runs the real psql binary against the in-process proxy with a
 // real shadow catalog.
 func TestPsql(t *testing.T) {
+	t.Parallel()
 	psql, err := exec.LookPath("psql")
 	if err != nil {
 		if pgtest.InCI() {
@@ -425,6 +427,7 @@ func TestPsql(t *testing.T) {
 // extended protocol with named statements and portals, metadata queries on
 // the shadow.
 func TestJDBC(t *testing.T) {
+	t.Parallel()
 	javac, err1 := exec.LookPath("javac")
 	java, err2 := exec.LookPath("java")
 	jar := "/usr/share/java/postgresql.jar"
@@ -461,6 +464,7 @@ func TestJDBC(t *testing.T) {
 // version and isolation-level checks at connect, inspection of the shadow
 // catalog, a grouped DP query with a bound parameter.
 func TestSQLAlchemy(t *testing.T) {
+	t.Parallel()
 	py := "/usr/bin/python3"
 	if err := exec.Command(py, "-c", "import sqlalchemy, psycopg2").Run(); err != nil {
 		t.Skip("needs SQLAlchemy and psycopg2: apt-get install python3-sqlalchemy python3-psycopg2")
