@@ -224,8 +224,12 @@ func (l *lexer) next() error {
 				return syntaxErr(src, start, "unterminated dollar-quoted string").
 					WithHint("close the string with %s", tag)
 			}
+			val := src[body : body+j]
+			if strings.IndexByte(val, 0) >= 0 || !utf8.ValidString(val) {
+				return syntaxErr(src, start, "invalid byte sequence for encoding \"UTF8\" in string")
+			}
 			l.i = body + j + len(tag)
-			l.emit(tokString, src[body:body+j], start, false)
+			l.emit(tokString, val, start, false)
 			return nil
 		}
 		return syntaxErr(src, start, "syntax error at or near \"$\"")

@@ -136,5 +136,20 @@ func FuzzLex(f *testing.F) {
 			t.Fatalf("Split(%q) returned no statement", s)
 		}
 		_ = fmt.Sprint(stmts)
+		for _, st := range stmts {
+			r, err := Classify(nil, st)
+			if r == RouteRefuse {
+				if _, ok := pgerr.As(err); !ok {
+					t.Fatalf("Classify(%q) refused without a *pgerr.Error: %v", st, err)
+				}
+			}
+			if r == RouteSession {
+				if _, err := ParseSession(st); err != nil {
+					if _, ok := pgerr.As(err); !ok {
+						t.Fatalf("ParseSession(%q) error %v is not a *pgerr.Error", st, err)
+					}
+				}
+			}
+		}
 	})
 }
