@@ -407,6 +407,11 @@ func TestPsql(t *testing.T) {
 	if err != nil || !strings.Contains(out, "length_of_stay") {
 		t.Fatalf(`\d visits: %q %q %v`, out, stderr, err)
 	}
+	for _, meta := range []string{`\dt+`, `\l`, `\l+`, `\dn`, `\conninfo`} {
+		if out, stderr, err := run("-c", meta); err != nil || out == "" {
+			t.Errorf("%s: %q %q %v", meta, out, stderr, err)
+		}
+	}
 	out, stderr, err = run("-c", "SELECT department, COUNT(*) FROM visits GROUP BY department")
 	if err != nil || !strings.Contains(out, "cardiology") || !strings.Contains(out, "(7 rows)") ||
 		!strings.Contains(stderr, "NOTICE:  dp: epsilon spent (fake)") {

@@ -337,3 +337,27 @@ func TestSession_PanicClosesOnlyThatConnection(t *testing.T) {
 		t.Fatalf("server not serving after a panic: %v", err)
 	}
 }
+
+func TestStartup_NewerMinorVersionNegotiated(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	nc := rawConn(t, ts)
+	fe := pgproto3.NewFrontend(nc, nc)
+	fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion32,
+		Parameters: map[string]string{"user": "alice", "database": "hospital", "_pq_.future": "1"}})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := fe.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	npv, ok := msg.(*pgproto3.NegotiateProtocolVersion)
+	if !ok || npv.NewestMinorProtocol != 0 || len(npv.UnrecognizedOptions) != 1 || npv.UnrecognizedOptions[0] != "_pq_.future" {
+		t.Fatalf("got %#v, want NegotiateProtocolVersion 3.0 naming _pq_.future", msg)
+	}
+	if msg, err := fe.Receive(); err != nil {
+		t.Fatal(err)
+	} else if _, ok := msg.(*pgproto3.AuthenticationSASL); !ok {
+		t.Fatalf("then %T, want AuthenticationSASL", msg)
+	}
+}
