@@ -13,7 +13,11 @@ import "github.com/dpproxy/dpproxy/policy"
 //	key_0, …, key_{k-1}, measure_0, …, measure_{m-1}
 //
 // Keys come in the order of Plan.Keys and measures in the order of
-// Plan.Measures. A measure's value is NULL when the group has no
+// Plan.Measures. Without GROUP BY there are no key columns and the SQL
+// returns exactly one row, even when no row matches. Key values come out as
+// PostgreSQL's text output of the column (dates as YYYY-MM-DD under the
+// ISO DateStyle; int keys as plain integers), and only values of the key's
+// Domain can appear (rows with a NULL or undeclared key are not counted). A measure's value is NULL when the group has no
 // contribution to it (e.g. SUM over no non-null values); release treats NULL
 // as 0 before adding noise. Contribution bounding (max_rows_per_unit,
 // max_groups_per_unit) and clamping to the policy bounds are already applied

@@ -26,11 +26,18 @@ const (
 type SessionStmt struct {
 	Kind SessionKind
 	// Name is the lower-case setting name: "dp.epsilon", "application_name",
-	// "timezone" (for SET TIME ZONE), "transaction isolation level", "all"…
+	// "timezone" (for SET/SHOW/RESET TIME ZONE), "client_encoding" (SET
+	// NAMES), "search_path" (SET SCHEMA), "transaction_isolation" (SHOW
+	// TRANSACTION ISOLATION LEVEL), "transaction" (SET TRANSACTION and SET
+	// SESSION CHARACTERISTICS AS TRANSACTION, with the modes in Value),
+	// "all"…; for DISCARD the target (all, plans, sequences, temp) and for
+	// DEALLOCATE the statement name or "all".
 	Name string
 	// Value is the SET value as text with quotes removed ("DEFAULT" is
 	// reported as Default=true); several comma-separated values are joined
-	// with ", ".
+	// with ", ". For BEGIN/START TRANSACTION and the transaction forms of
+	// SET it holds the normalized modes, e.g.
+	// "isolation level serializable, read only" ("" when none).
 	Value   string
 	Default bool
 	Local   bool // SET LOCAL
