@@ -21,18 +21,13 @@ func Split(sql string) ([]string, error) {
 		return nil, err
 	}
 	var out []string
+	// Every ';' token ends a statement, even inside parentheses: no
+	// PostgreSQL statement has one there, so for valid SQL this is the
+	// split PostgreSQL makes, and for invalid SQL no statement can hide
+	// inside another one's parentheses from Classify.
 	start, n := 0, 0 // start of the current statement; tokens in it
-	depth := 0
 	for _, t := range toks {
-		switch {
-		case t.isPunct("("):
-			depth++
-		case t.isPunct(")"):
-			if depth > 0 {
-				depth--
-			}
-		}
-		if t.isPunct(";") && depth == 0 {
+		if t.isPunct(";") {
 			if n > 0 {
 				out = append(out, sql[start:t.pos])
 			}

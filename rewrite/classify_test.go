@@ -35,6 +35,7 @@ func TestSplit(t *testing.T) {
 		{"semicolon in ident", `SELECT 1 AS ";"; SELECT 2`, []string{`SELECT 1 AS ";"`, " SELECT 2"}},
 		{"semicolon in dollar", "SELECT $$;$$; SELECT 2", []string{"SELECT $$;$$", " SELECT 2"}},
 		{"semicolon in comments", "SELECT 1 -- ;\n; /* ; */ SELECT 2", []string{"SELECT 1 -- ;\n", " /* ; */ SELECT 2"}},
+		{"semicolon in parentheses still splits", "SELECT (1; DROP TABLE x; )", []string{"SELECT (1", " DROP TABLE x", " )"}},
 		{"semicolon in E string", `SELECT E'\';'; SELECT 2`, []string{`SELECT E'\';'`, " SELECT 2"}},
 	}
 	for _, tc := range tests {
