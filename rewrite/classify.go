@@ -65,6 +65,23 @@ var refusedKeywords = map[string]bool{
 	"move": true, "close": true, "savepoint": true, "release": true,
 }
 
+// refusedFunctions have side effects beyond reading (session or server
+// state, files, sleeping, other connections). They are refused on every
+// route, even though the shadow catalog's role could not do much with
+// most of them: set_config would desynchronize the session settings the
+// proxy tracks, and pg_sleep holds a shadow connection.
+var refusedFunctions = map[string]bool{
+	"set_config": true, "pg_sleep": true, "pg_sleep_for": true, "pg_sleep_until": true,
+	"pg_terminate_backend": true, "pg_cancel_backend": true, "pg_reload_conf": true,
+	"pg_rotate_logfile": true, "pg_read_file": true, "pg_read_binary_file": true,
+	"pg_ls_dir": true, "pg_stat_file": true, "lo_import": true, "lo_export": true,
+	"lo_create": true, "lo_unlink": true, "lo_from_bytea": true, "lo_put": true,
+	"nextval": true, "setval": true, "pg_notify": true, "dblink": true, "dblink_exec": true,
+	"dblink_connect": true, "pg_advisory_lock": true, "pg_advisory_xact_lock": true,
+	"pg_try_advisory_lock": true, "pg_try_advisory_xact_lock": true, "pg_switch_wal": true,
+	"pg_create_restore_point": true, "pg_promote": true, "pg_logical_emit_message": true,
+}
+
 func refuseWrite(src string, t token) *pgerr.Error {
 	return pgerr.New(pgerr.InsufficientPrivilege, "%s statements are not allowed through dpproxy", strings.ToUpper(t.val)).
 		WithPosition(charPos(src, t.pos)).
@@ -87,6 +104,9 @@ func refuseWrite(src string, t token) *pgerr.Error {
 //     the name of a protected table: RouteDP. This is deliberately
 //     conservative: a column or alias that happens to share the name also
 //     routes to the DP path, which then refuses what it cannot answer;
+//   - calls of functions with side effects (set_config, pg_sleep,
+//     pg_read_file, lo_import, nextval, dblink, advisory locks…): refused
+//     with 42501;
 //   - everything else: RouteCatalog (the shadow catalog has no rows, so a
 //     misrouted statement there can reveal nothing).
 func Classify(ds *policy.Dataset, stmt string) (Route, error) {
@@ -231,9 +251,18 @@ func refuseWrites(src string, toks []token) error {
 		}
 		return refuseWrites(src, toks[j:])
 	}
-	// Anywhere in a query: data-modifying CTEs and SELECT … INTO.
+	// Anywhere in a query: functions with side effects, data-modifying
+	// CTEs and SELECT … INTO.
 	for k, t := range toks {
-		if t.kind != tokIdent || t.quoted {
+		if t.kind != tokIdent {
+			continue
+		}
+		if refusedFunctions[strings.ToLower(t.val)] && k+1 < len(toks) && toks[k+1].isPunct("(") {
+			return pgerr.New(pgerr.InsufficientPrivilege, "function %s is not allowed through dpproxy", strings.ToLower(t.val)).
+				WithPosition(charPos(src, t.pos)).
+				WithHint("dpproxy answers aggregate SELECT queries and catalog look-ups; session settings are changed with SET")
+		}
+		if t.quoted {
 			continue
 		}
 		switch t.val {

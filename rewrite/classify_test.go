@@ -117,6 +117,11 @@ func TestClassify(t *testing.T) {
 		{`SELECT 1 INTO newtable`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`SELECT * FROM pg_class FOR UPDATE`, RouteRefuse, pgerr.FeatureNotSupported},
 		{"SELECT `a`", RouteRefuse, pgerr.SyntaxError},
+		{`SELECT pg_catalog.set_config('search_path', '', false)`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`SELECT pg_sleep(10)`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`SELECT "nextval"('s')`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`SELECT 'pg_sleep(1)'`, RouteCatalog, ""},
+		{`SELECT COUNT(*) FROM visits WHERE pg_sleep(1) IS NULL`, RouteRefuse, pgerr.InsufficientPrivilege},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
