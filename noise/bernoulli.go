@@ -2,7 +2,10 @@
 
 package noise
 
-import "math/big"
+import (
+	"math/big"
+	"math/bits"
+)
 
 // bernoulliFixedRounds is the number of Bernoulli(γ/k) trials that
 // bernoulliExpNegFrac always draws. CKS 2020 Algorithm 1 stops at the first
@@ -14,29 +17,84 @@ import "math/big"
 // distribution stays exact).
 const bernoulliFixedRounds = 24
 
-// bernoulliRat returns true with probability num/den, 0 ≤ num ≤ den, den > 0:
-// a uniform integer in [0, den) is below num.
-func (s *source) bernoulliRat(num, den *big.Int) bool {
-	return s.uniformBig(den).Cmp(num) < 0
+// fixedGamma is γ = num/den ∈ [0, 1] prepared for Bernoulli(γ/k) draws:
+// g = ⌊γ·2⁶⁴⌋ as a 128-bit integer (γ = 1 gives 2⁶⁴).
+type fixedGamma struct {
+	num, den *big.Int
+	g        u128
+}
+
+func newFixedGamma(num, den *big.Int) fixedGamma {
+	g := new(big.Int).Lsh(num, 64)
+	g.Quo(g, den)
+	return fixedGamma{num: num, den: den, g: u128FromBig(g)}
+}
+
+// div returns ⌊x/k⌋ for a 128-bit x and k ≥ 1.
+func (x u128) div(k uint64) u128 {
+	qhi, r := x.hi/k, x.hi%k
+	qlo, _ := bits.Div64(r, x.lo, k)
+	return u128{hi: qhi, lo: qlo}
+}
+
+func (x u128) add(y uint64) u128 {
+	lo, c := bits.Add64(x.lo, y, 0)
+	return u128{hi: x.hi + c, lo: lo}
+}
+
+// bernoulliOverK returns true with probability γ/k, k ≥ 1, exactly. A
+// uniform U ∈ [0, 1) is drawn 64 bits at a time: with w its first 64 bits,
+// U·2⁶⁴ ∈ [w, w+1) and γ/k·2⁶⁴ ∈ [⌊g/k⌋, ⌈(g+1)/k⌉], so the answer is
+// settled by two comparisons unless w falls in that window (probability
+// ≤ 2⁻⁶²); then further bits of U are drawn and compared exactly with
+// num·2^B/(den·k) until settled.
+func (s *source) bernoulliOverK(fg *fixedGamma, k uint64) bool {
+	w := u128{lo: s.uint64()}
+	tLo := fg.g.div(k)
+	tHi := fg.g.add(k).div(k) // ⌊(g+1 + k−1)/k⌋ = ⌈(g+1)/k⌉
+	sure := w.less(tLo)
+	surelyNot := 1 - w.less(tHi)
+	if sure|surelyNot == 1 {
+		return sure == 1
+	}
+	return s.bernoulliOverKSlow(fg, k, w.lo)
+}
+
+func (s *source) bernoulliOverKSlow(fg *fixedGamma, k uint64, w uint64) bool {
+	u := new(big.Int).SetUint64(w)
+	bitsSoFar := uint(64)
+	dk := new(big.Int).Mul(fg.den, new(big.Int).SetUint64(k))
+	for {
+		target := new(big.Int).Lsh(fg.num, bitsSoFar) // γ/k·2^B·den·k
+		hi := new(big.Int).Add(u, big.NewInt(1))
+		hi.Mul(hi, dk)
+		if hi.Cmp(target) <= 0 { // U < (u+1)/2^B ≤ γ/k
+			return true
+		}
+		lo := new(big.Int).Mul(u, dk)
+		if lo.Cmp(target) >= 0 { // U ≥ u/2^B ≥ γ/k
+			return false
+		}
+		if s.err != nil {
+			return false
+		}
+		u.Lsh(u, 64)
+		u.Or(u, new(big.Int).SetUint64(s.uint64()))
+		bitsSoFar += 64
+	}
 }
 
 // bernoulliExpNegFrac returns true with probability e^{−γ} for γ = num/den
 // ∈ [0, 1], following CKS 2020 Algorithm 1 ("Bernoulli(exp(−γ))", case
 // γ ∈ [0, 1]): with A_k ~ Bernoulli(γ/k) independent, K = min{k : A_k = 0};
 // P(K > k) = γᵏ/k!, so P(K odd) = Σ_j (γ^{2j}/(2j)! − γ^{2j+1}/(2j+1)!) =
-// e^{−γ}. Every trial is drawn as "uniform in [0, den·k) < num".
+// e^{−γ}.
 func (s *source) bernoulliExpNegFrac(num, den *big.Int) bool {
-	if num.Sign() == 0 {
-		return true
-	}
-	var first int // the first k with A_k = 0, or 0 while none
-	scaled := new(big.Int)
-	kBig := new(big.Int)
-	k := 1
+	fg := newFixedGamma(num, den)
+	var first uint64 // the first k with A_k = 0, or 0 while none
+	k := uint64(1)
 	for ; k <= bernoulliFixedRounds; k++ {
-		kBig.SetInt64(int64(k))
-		scaled.Mul(den, kBig)
-		a := s.bernoulliRat(num, scaled)
+		a := s.bernoulliOverK(&fg, k)
 		if !a && first == 0 {
 			first = k
 		}
@@ -45,9 +103,7 @@ func (s *source) bernoulliExpNegFrac(num, den *big.Int) bool {
 		if s.err != nil {
 			return false
 		}
-		kBig.SetInt64(int64(k))
-		scaled.Mul(den, kBig)
-		if !s.bernoulliRat(num, scaled) {
+		if !s.bernoulliOverK(&fg, k) {
 			first = k
 		}
 		k++
