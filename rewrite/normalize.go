@@ -158,6 +158,10 @@ func normalize(src string) (*normalized, error) {
 		if first.kind == tokIdent && !first.quoted && refusedKeywords[first.val] {
 			return nil, refuseWrite(src, first)
 		}
+		if first.is("table") {
+			return nil, pgerr.New(pgerr.InsufficientPrivilege, "only aggregate queries are answered; TABLE returns private rows").
+				WithPosition(charPos(src, first.pos)).WithHint("%s", aggregateHint)
+		}
 		if !first.is("select") && !first.isPunct("(") && !first.is("with") && !first.is("explain") {
 			return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").
 				WithPosition(charPos(src, first.pos)).WithHint("%s", shapeHint)
