@@ -85,7 +85,7 @@ func TestCatalog_StatementTimeoutAndCancel(t *testing.T) {
 	ts := startShadowServer(t)
 	pc := ts.connect(t)
 	start := time.Now()
-	_, err := execAll(t, pc, "SET statement_timeout = 200; SELECT pg_sleep(5)")
+	_, err := execAll(t, pc, "SET statement_timeout = 200; SELECT count(*) FROM generate_series(1, 2000000000)")
 	if sqlstate(err) != "57014" || !strings.Contains(err.Error(), "statement timeout") {
 		t.Fatalf("statement timeout: %v", err)
 	}
@@ -98,7 +98,7 @@ func TestCatalog_StatementTimeoutAndCancel(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := pc.Exec(context.Background(), "SELECT pg_sleep(5)").ReadAll()
+		_, err := pc.Exec(context.Background(), "SELECT count(*) FROM generate_series(1, 2000000000)").ReadAll()
 		done <- err
 	}()
 	time.Sleep(200 * time.Millisecond)
