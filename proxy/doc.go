@@ -52,7 +52,8 @@
 //
 // A Query message is split into statements (rewrite.Split); each is routed
 // and answered in turn (one CommandComplete or error each, one
-// ReadyForQuery); after an error the rest of the string is skipped.
+// ReadyForQuery); after an error the rest of the string is skipped and, as
+// the string is one implicit transaction, its earlier SETs are undone.
 //
 // In the extended protocol, Parse classifies the statement; Describe of a
 // catalog statement asks the shadow, of a DP statement plans it (its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -100,6 +101,13 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 		c.be.Send(&pgproto3.EmptyQueryResponse{})
 		return
 	}
+	// A multi-statement string outside a transaction block runs as one
+	// implicit transaction: an error undoes the SETs made before it.
+	var implicit map[string]string
+	txControl := false
+	if len(stmts) > 1 && c.txStatus == 'I' {
+		implicit = maps.Clone(c.settings)
+	}
 	cursor := 0
 	for _, text := range stmts {
 		offset := -1
@@ -114,8 +122,17 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 			}
 			continue
 		}
+		if st.sess != nil {
+			switch st.sess.Kind {
+			case rewrite.SessionBegin, rewrite.SessionCommit, rewrite.SessionRollback:
+				txControl = true
+			}
+		}
 		if err := c.runSimple(ctx, st); err != nil {
 			c.sendError(shiftPosition(err, sql, offset))
+			if implicit != nil && !txControl && c.txStatus == 'I' {
+				c.restoreSettings(implicit)
+			}
 			return
 		}
 	}

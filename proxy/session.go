@@ -176,20 +176,26 @@ func (c *conn) endTransaction(commit bool) {
 	}
 	if keep != nil {
 		keep["transaction_isolation"] = keep["default_transaction_isolation"]
-		for n, v := range keep {
-			if c.settings[n] != v {
-				if d, ok := settingDefs[n]; ok && d.shadow && c.shadow != nil {
-					c.pushShadowSetting(n, v)
-				}
-			}
-		}
-		c.settings = keep
+		c.restoreSettings(keep)
 	}
 	c.txBegin, c.txCommit = nil, nil
 	c.txStatus = 'I'
 	for n := range c.portals {
 		delete(c.portals, n)
 	}
+}
+
+// restoreSettings replaces the session's settings (at the end of a
+// transaction) and brings the shadow session in line.
+func (c *conn) restoreSettings(keep map[string]string) {
+	for n, v := range keep {
+		if c.settings[n] != v {
+			if d, ok := settingDefs[n]; ok && d.shadow && c.shadow != nil {
+				c.pushShadowSetting(n, v)
+			}
+		}
+	}
+	c.settings = keep
 }
 
 func (c *conn) execShow(ctx context.Context, name string) (*resultSet, error) {

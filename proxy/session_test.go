@@ -193,9 +193,17 @@ func TestSimpleQuery_MultiStatement(t *testing.T) {
 	if len(res) < 2 || res[0].CommandTag.String() != "SET" || rows(res[1])[0][0] != "0.2" {
 		t.Fatalf("results before the error: %+v", res)
 	}
-	// The statement after the error was skipped.
-	if got := show(t, pc, "dp.epsilon"); got != "0.2" {
-		t.Errorf("statement after an error ran: dp.epsilon = %s", got)
+	// The statement after the error was skipped, and the implicit
+	// transaction of the string was rolled back (PostgreSQL's behaviour).
+	if got := show(t, pc, "dp.epsilon"); got != "0.1" {
+		t.Errorf("after a failed multi-statement string dp.epsilon = %s, want 0.1", got)
+	}
+	// With explicit transaction control the earlier part stays.
+	if _, err := execAll(t, pc, "BEGIN; SET dp.epsilon = 0.4; COMMIT; SHOW nosuch"); sqlstate(err) != "42704" {
+		t.Fatal(err)
+	}
+	if got := show(t, pc, "dp.epsilon"); got != "0.4" {
+		t.Errorf("committed SET lost: dp.epsilon = %s", got)
 	}
 }
 
