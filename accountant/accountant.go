@@ -21,9 +21,10 @@ var ErrLedgerUnavailable = errors.New("privacy ledger unavailable")
 
 // Event is one noisy release, the unit of composition.
 type Event struct {
-	// Mechanism is policy.MechanismLaplace or policy.MechanismGaussian, or
-	// "" for any other (ε, δ)-DP release (partition selection, exponential
-	// mechanism, …), which every accountant composes by its (ε, δ) alone.
+	// Mechanism is policy.MechanismLaplace or policy.MechanismGaussian; any
+	// other value ("" or another name: partition selection, exponential
+	// mechanism, …) is a release that every accountant composes by its
+	// (ε, δ) alone.
 	Mechanism string
 	// Epsilon, Delta: the (ε, δ) guarantee of this release on its own.
 	Epsilon float64

@@ -539,12 +539,16 @@ func TestLedger_RejectsBadCharges(t *testing.T) {
 		{"negative epsilon", charge("a", ds, Event{Epsilon: -1})},
 		{"delta 1", charge("a", ds, Event{Epsilon: 0.1, Delta: 1})},
 		{"empty event", charge("a", ds, Event{})},
-		{"unknown mechanism", charge("a", ds, Event{Mechanism: "magic", Epsilon: 0.1})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := l.Reserve(ctx, tc.c)
 			wantCode(t, err, pgerr.InternalError)
 		})
+	}
+	// Another mechanism name is a generic (ε, δ) release, charged by its ε.
+	res, err := l.Reserve(ctx, charge("a", ds, Event{Mechanism: "threshold", Epsilon: 0.1, Delta: 0}))
+	if err != nil || res.Cost.Epsilon != 0.1 {
+		t.Fatalf("Reserve(generic mechanism) = %+v, %v; want cost 0.1", res, err)
 	}
 }
 
@@ -562,7 +566,7 @@ func TestLedger_TightAccountants(t *testing.T) {
 		event  Event
 		budget float64
 	}{
-		{policy.AccountantRDP, laplace(0.1), 5},
+		{policy.AccountantRDP, laplace(0.25), 5},
 		{policy.AccountantZCDP, laplace(0.1), 5},
 		{policy.AccountantAdvanced, laplace(0.1), 5},
 		{policy.AccountantPLD, gaussian(10, 0.5, 1e-8), 1},

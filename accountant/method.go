@@ -109,11 +109,6 @@ func decodeState(b []byte) (state, error) {
 
 // checkEvent rejects events no accountant can compose.
 func checkEvent(e Event) error {
-	switch e.Mechanism {
-	case "", policy.MechanismLaplace, policy.MechanismGaussian:
-	default:
-		return fmt.Errorf("event mechanism %q is not laplace, gaussian or empty", e.Mechanism)
-	}
 	if math.IsNaN(e.Epsilon) || math.IsInf(e.Epsilon, 0) || e.Epsilon < 0 {
 		return fmt.Errorf("event epsilon %v must be finite and ≥ 0", e.Epsilon)
 	}

@@ -285,10 +285,10 @@ func TestPLD_NeverBelowTrue(t *testing.T) {
 // more than pure composition; ComposeDelta inverts ComposeEpsilon.
 func TestMethods_NeverAbovePure(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	for trial := 0; trial < 20; trial++ {
+	for trial := 0; trial < 6; trial++ {
 		var events []Event
-		for i := 0; i < 1+rng.IntN(30); i++ {
-			e := 0.01 + rng.Float64()
+		for i := 0; i < 1+rng.IntN(20); i++ {
+			e := 0.05 + rng.Float64()
 			switch rng.IntN(3) {
 			case 0:
 				events = append(events, laplace(e))
