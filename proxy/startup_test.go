@@ -361,3 +361,38 @@ func TestStartup_NewerMinorVersionNegotiated(t *testing.T) {
 		t.Fatalf("then %T, want AuthenticationSASL", msg)
 	}
 }
+
+func TestServe_DrainCancelsStatementsAfterDeadline(t *testing.T) {
+	ts := startServer(t, serverOpts{mutate: func(c *Config) { c.DrainTimeout = 300 * time.Millisecond }})
+	ts.releaser.wait = true
+	ts.releaser.started = make(chan struct{}, 1)
+	pc := ts.connect(t)
+	done := make(chan error, 1)
+	go func() {
+		_, err := pc.Exec(context.Background(), "SELECT COUNT(*) FROM visits").ReadAll()
+		done <- err
+	}()
+	<-ts.releaser.started
+	start := time.Now()
+	ts.cancel()
+	select {
+	case err := <-ts.done:
+		ts.done <- nil
+		if err != nil {
+			t.Fatalf("Serve = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Serve did not return after the drain deadline")
+	}
+	if d := time.Since(start); d < 250*time.Millisecond {
+		t.Errorf("Serve returned after %v, before the drain deadline", d)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("statement succeeded after shutdown")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("client never saw the end of the statement")
+	}
+}
