@@ -25,16 +25,20 @@ type fixedGamma struct {
 }
 
 func newFixedGamma(num, den *big.Int) fixedGamma {
-	g := new(big.Int).Lsh(num, 64)
+	// ⌊γ·2⁶⁴⌋ = ⌊(num+den)·2⁶⁴/den⌋ − 2⁶⁴: dividing num+den, whose length
+	// is that of den whatever num is, keeps the cost of this division from
+	// depending on the size of num (which is part of the output).
+	g := new(big.Int).Add(num, den)
+	g.Lsh(g, 64)
 	g.Quo(g, den)
+	g.Sub(g, new(big.Int).Lsh(big.NewInt(1), 64))
 	return fixedGamma{num: num, den: den, g: u128FromBig(g)}
 }
 
-// div returns ⌊x/k⌋ for a 128-bit x and k ≥ 1.
-func (x u128) div(k uint64) u128 {
-	qhi, r := x.hi/k, x.hi%k
-	qlo, _ := bits.Div64(r, x.lo, k)
-	return u128{hi: qhi, lo: qlo}
+// mul64 returns the 128-bit product k·w (constant time).
+func mul64(k, w uint64) u128 {
+	hi, lo := bits.Mul64(k, w)
+	return u128{hi: hi, lo: lo}
 }
 
 func (x u128) add(y uint64) u128 {
@@ -42,23 +46,31 @@ func (x u128) add(y uint64) u128 {
 	return u128{hi: x.hi + c, lo: lo}
 }
 
-// bernoulliOverK returns true with probability γ/k, k ≥ 1, exactly. A
-// uniform U ∈ [0, 1) is drawn 64 bits at a time: with w its first 64 bits,
-// U·2⁶⁴ ∈ [w, w+1) and γ/k·2⁶⁴ ∈ [⌊g/k⌋, ⌈(g+1)/k⌉], so the answer is
-// settled by two comparisons unless w falls in that window (probability
-// ≤ 2⁻⁶²); then further bits of U are drawn and compared exactly with
-// num·2^B/(den·k) until settled.
-func (s *source) bernoulliOverK(fg *fixedGamma, k uint64) bool {
-	w := u128{lo: s.uint64()}
-	tLo := fg.g.div(k)
-	tHi := fg.g.add(k).div(k) // ⌊(g+1 + k−1)/k⌋ = ⌈(g+1)/k⌉
-	sure := w.less(tLo)
-	surelyNot := 1 - w.less(tHi)
-	if sure|surelyNot == 1 {
-		return sure == 1
+// bernoulliOverK returns true with probability γ/k, k ≥ 1, exactly: it
+// decides U < γ/k, i.e. k·U < γ, for a uniform U ∈ [0, 1) drawn 64 bits at
+// a time. With w the first 64 bits, k·U·2⁶⁴ ∈ [k·w, k·w + k) and
+// γ·2⁶⁴ ∈ [g, g+1), so k·w + k ≤ g settles "yes" and k·w ≥ g + 1 settles
+// "no"; only if k·w falls in the window (g − k, g + 1) (probability
+// < 2⁻⁶⁰) are more bits of U drawn and compared exactly with
+// num·2^B/(den·k). The fast path uses multiplications and comparisons
+// only, whose time does not depend on the operands (unlike hardware
+// division, whose latency does on many x86 processors).
+func (s *source) bernoulliOverK(fg *fixedGamma, k uint64) uint64 {
+	w := s.uint64()
+	kw := mul64(k, w)
+	sure := 1 - fg.g.less(kw.add(k))      // k·w + k ≤ g
+	surelyNot := 1 - kw.less(fg.g.add(1)) // k·w ≥ g + 1
+	if sure|surelyNot == 1 {              // all but < 2⁻⁶⁰ of the draws
+		return sure
 	}
-	return s.bernoulliOverKSlow(fg, k, w.lo)
+	if s.bernoulliOverKSlow(fg, k, w) {
+		return 1
+	}
+	return 0
 }
+
+// isZero returns 1 if x == 0 and 0 otherwise, without branches.
+func isZero(x uint64) uint64 { return 1 - ((x | -x) >> 63) }
 
 func (s *source) bernoulliOverKSlow(fg *fixedGamma, k uint64, w uint64) bool {
 	u := new(big.Int).SetUint64(w)
@@ -91,19 +103,20 @@ func (s *source) bernoulliOverKSlow(fg *fixedGamma, k uint64, w uint64) bool {
 // e^{−γ}.
 func (s *source) bernoulliExpNegFrac(num, den *big.Int) bool {
 	fg := newFixedGamma(num, den)
-	var first uint64 // the first k with A_k = 0, or 0 while none
+	// first is the first k with A_k = 0, or 0 while none; it is updated
+	// with arithmetic rather than branches, so branch prediction does not
+	// make the time depend on the pattern of the A_k.
+	var first uint64
 	k := uint64(1)
 	for ; k <= bernoulliFixedRounds; k++ {
 		a := s.bernoulliOverK(&fg, k)
-		if !a && first == 0 {
-			first = k
-		}
+		first |= k * ((1 - a) & isZero(first))
 	}
 	for first == 0 {
 		if s.err != nil {
 			return false
 		}
-		if !s.bernoulliOverK(&fg, k) {
+		if s.bernoulliOverK(&fg, k) == 0 {
 			first = k
 		}
 		k++

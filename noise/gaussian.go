@@ -221,8 +221,12 @@ func (s *source) discreteGaussian(sn, sd, t *big.Int) *big.Int {
 		if s.err != nil {
 			return new(big.Int)
 		}
+		// (|Y|+1)·t·sd − t·sd keeps the multiplication's operand non-zero
+		// (big.Int shortcuts zero operands).
 		num := new(big.Int).Abs(y)
+		num.Add(num, big.NewInt(1))
 		num.Mul(num, tsd)
+		num.Sub(num, tsd)
 		num.Sub(num, sn)
 		num.Mul(num, num)
 		if s.bernoulliExpNeg(num, den) {

@@ -153,6 +153,14 @@ func laplaceQuantile(t, c float64) float64 {
 // work of a sample does not depend on its value except with probability
 // < 2⁻⁷⁹.
 func (s *source) discreteLaplace(tn, td *big.Int) *big.Int {
+	// Big-integer arithmetic takes shortcuts for zero operands and its
+	// cost follows the operands' lengths, so X = U + tn·V and ⌊X/td⌋ are
+	// computed with operands that are never zero and have a fixed length:
+	// X = tn·(V+1) + U − tn, and ⌊X/td⌋ = ⌊(X + td·2^L)/td⌋ − 2^L with 2^L
+	// above every X that occurs in practice (V < 2⁶⁴).
+	l := uint(64 * (len(tn.Bits()) + 3))
+	offset := new(big.Int).Lsh(td, l)
+	pow := new(big.Int).Lsh(big.NewInt(1), l)
 	for {
 		u := s.uniformBig(tn)
 		d := s.bernoulliExpNegFrac(u, tn)
@@ -163,10 +171,13 @@ func (s *source) discreteLaplace(tn, td *big.Int) *big.Int {
 		if !d {
 			continue
 		}
-		x := new(big.Int).SetUint64(v)
+		x := new(big.Int).SetUint64(v + 1)
 		x.Mul(x, tn)
 		x.Add(x, u)
+		x.Sub(x, tn)
+		x.Add(x, offset)
 		y := x.Quo(x, td)
+		y.Sub(y, pow)
 		b := s.bit()
 		if b && y.Sign() == 0 {
 			continue
