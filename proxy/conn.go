@@ -31,6 +31,7 @@ const (
 type conn struct {
 	srv       *Server
 	id        uint32
+	raw       net.Conn // the socket (for shutdown from other goroutines)
 	netConn   net.Conn // the socket, or the TLS connection over it
 	tls       bool
 	be        *pgproto3.Backend
@@ -66,7 +67,7 @@ type conn struct {
 // concurrent use.
 func (c *conn) shutdown() {
 	c.shuttingDown.Store(true)
-	_ = c.netConn.SetReadDeadline(time.Now())
+	_ = c.raw.SetReadDeadline(time.Now())
 }
 
 // cancelStatement cancels the running statement, if any. Safe for
@@ -111,6 +112,9 @@ func (c *conn) close() {
 // run drives the connection from the first byte to the end.
 func (c *conn) run(ctx context.Context) {
 	_ = c.netConn.SetDeadline(time.Now().Add(c.srv.cfg.AuthTimeout))
+	if c.shuttingDown.Load() {
+		return
+	}
 	startup, err := c.negotiate()
 	if err != nil {
 		c.startupFailed(err)

@@ -94,6 +94,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[uint32]*conn // by BackendKeyData process id
+	conns    map[*conn]struct{}
 }
 
 // New validates cfg and returns a Server.
@@ -149,6 +150,7 @@ func New(cfg Config) (*Server, error) {
 		mockKey:  make([]byte, 32),
 		rt:       defaultRouter(),
 		sessions: map[uint32]*conn{},
+		conns:    map[*conn]struct{}{},
 	}
 	if _, err := rand.Read(s.mockKey); err != nil {
 		return nil, fmt.Errorf("proxy: random key: %w", err)
@@ -228,7 +230,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	// Drain: close idle sessions now, let running statements finish.
 	s.log.Info("draining", zap.Int64(logKeyActive, s.active.Load()))
 	s.mu.Lock()
-	for _, c := range s.sessions {
+	for c := range s.conns {
 		c.shutdown()
 	}
 	s.mu.Unlock()
@@ -240,8 +242,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.log.Warn("drain deadline passed; cancelling running statements")
 		cancelAll(errShutdown)
 		s.mu.Lock()
-		for _, c := range s.sessions {
-			c.netConn.Close()
+		for c := range s.conns {
+			c.raw.Close()
 		}
 		s.mu.Unlock()
 		<-done
@@ -254,7 +256,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // built reply), the panic is logged, and the process goes on.
 func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32, overLimit bool) {
 	log := s.log.With(zap.Uint32(logKeyConnID, id), zap.String(logKeyRemote, nc.RemoteAddr().String()))
-	c := &conn{srv: s, id: id, netConn: nc, log: log, overLimit: overLimit}
+	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log, overLimit: overLimit}
+	s.mu.Lock()
+	s.conns[c] = struct{}{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+	}()
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("panic in session; connection closed", zap.Any(logKeyPanic, r), zap.ByteString(logKeyStack, debug.Stack()))
