@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -201,6 +202,45 @@ func BenchmarkRewrite(b *testing.B) {
 	for b.Loop() {
 		if _, err := Rewrite(ds, q); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestRewrite_Concurrent checks that Rewrite is safe for concurrent use
+// (run with -race) and deterministic: every goroutine gets the plan the
+// sequential run got.
+func TestRewrite_Concurrent(t *testing.T) {
+	cases := loadGolden(t)
+	want := make([]string, len(cases))
+	for i, gc := range cases {
+		if p, err := Rewrite(gc.ds, gc.query); err == nil {
+			want[i] = p.Fingerprint
+		} else {
+			want[i] = err.Error()
+		}
+	}
+	done := make(chan string, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			for k := range 3 * len(cases) {
+				i := (k*7 + g) % len(cases)
+				got := ""
+				if p, err := Rewrite(cases[i].ds, cases[i].query); err == nil {
+					got = p.Fingerprint
+				} else {
+					got = err.Error()
+				}
+				if got != want[i] {
+					done <- fmt.Sprintf("Rewrite(%q) = %s concurrently, %s sequentially", cases[i].query, got, want[i])
+					return
+				}
+			}
+			done <- ""
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if msg := <-done; msg != "" {
+			t.Error(msg)
 		}
 	}
 }
