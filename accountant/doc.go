@@ -66,7 +66,7 @@
 //	pure      basic composition (Σεᵢ, Σδᵢ), exact decimal           method.go, decimal.go
 //	advanced  Dwork–Rothblum–Vadhan (homogeneous runs) and the
 //	          Kairouz–Oh–Viswanath heterogeneous bound             advanced.go
-//	rdp       Rényi DP over a grid of 202 orders; Gaussian αμ²/2,
+//	rdp       Rényi DP over a grid of 185 orders; Gaussian αμ²/2,
 //	          Laplace by Mironov's Prop. 6; improved conversion    rdp.go
 //	zcdp      ρ (Laplace via ε²/2); tight conversion                zcdp.go
 //	pld       privacy-loss distributions: exact for Gaussians
