@@ -505,8 +505,8 @@ func TestOpen_ConcurrentMigrationIsIdempotent(t *testing.T) {
 		}
 	}
 	l := openLedger(t, dsn) // and once more, sequentially
-	if n := queryOne[int64](t, dsn, `SELECT count(*) FROM dpproxy_ledger.schema_version`); n != int64(SchemaVersion) {
-		t.Fatalf("%d schema_version rows, want %d", n, SchemaVersion)
+	if n := queryOne[int64](t, dsn, `SELECT count(*) FROM dpproxy_ledger.schema_version`); n != int64(SchemaVersion()) {
+		t.Fatalf("%d schema_version rows, want %d", n, SchemaVersion())
 	}
 	if _, err := l.Reserve(ctx, charge("alice", testPolicy("hospital", 1, 0, ""), laplace(0.5))); err != nil {
 		t.Fatal(err)

@@ -50,8 +50,8 @@ var migrations = []string{
 		WHERE status = 'released';`,
 }
 
-// SchemaVersion is the ledger schema version this build writes.
-var SchemaVersion = len(migrations)
+// SchemaVersion returns the ledger schema version this build writes.
+func SchemaVersion() int { return len(migrations) }
 
 func (l *Ledger) migrate(ctx context.Context) error {
 	return pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
