@@ -450,3 +450,47 @@ func copyMessage(m pgproto3.BackendMessage) pgproto3.BackendMessage {
 	}
 	return m
 }
+
+func TestExtended_ProtocolErrors(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	fe, _ := ts.rawSession(t)
+	batch := func(msgs ...pgproto3.FrontendMessage) string {
+		t.Helper()
+		for _, m := range msgs {
+			fe.Send(m)
+		}
+		fe.Send(&pgproto3.Sync{})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		var codes []string
+		for _, m := range receiveUntilReady(t, fe) {
+			if e, ok := m.(*pgproto3.ErrorResponse); ok {
+				codes = append(codes, e.Code)
+			}
+		}
+		return strings.Join(codes, ",")
+	}
+	if got := batch(&pgproto3.Parse{Name: "a", Query: "SHOW dp.epsilon"}); got != "" {
+		t.Fatalf("parse: %s", got)
+	}
+	tests := []struct {
+		name string
+		msgs []pgproto3.FrontendMessage
+		want string
+	}{
+		{"duplicate statement", []pgproto3.FrontendMessage{&pgproto3.Parse{Name: "a", Query: "SHOW dp.delta"}}, "42P05"},
+		{"unknown statement", []pgproto3.FrontendMessage{&pgproto3.Bind{PreparedStatement: "nope"}}, "26000"},
+		{"unknown portal", []pgproto3.FrontendMessage{&pgproto3.Execute{Portal: "nope"}}, "34000"},
+		{"parameter count", []pgproto3.FrontendMessage{&pgproto3.Bind{PreparedStatement: "a", Parameters: [][]byte{[]byte("1")}}}, "08P01"},
+		{"two statements", []pgproto3.FrontendMessage{&pgproto3.Parse{Query: "SHOW dp.delta; SHOW dp.epsilon"}}, "42601"},
+		{"parameters in SET", []pgproto3.FrontendMessage{&pgproto3.Parse{Query: "SET dp.epsilon = $1"}}, "42601"},
+		{"only the first error", []pgproto3.FrontendMessage{&pgproto3.Bind{PreparedStatement: "nope"}, &pgproto3.Execute{Portal: "nope"}}, "26000"},
+		{"close then use", []pgproto3.FrontendMessage{&pgproto3.Close{ObjectType: 'S', Name: "a"}, &pgproto3.Bind{PreparedStatement: "a"}}, "26000"},
+	}
+	for _, tt := range tests {
+		if got := batch(tt.msgs...); got != tt.want {
+			t.Errorf("%s: errors %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
