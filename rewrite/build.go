@@ -46,20 +46,15 @@ type aggSpec struct {
 // tables, half of a whole Rewrite. A parser is used by one goroutine at a
 // time (Get/Put) and carries nothing from one Parse to the next that could
 // change a result (its SQL mode is fixed here), so the pool is a cache,
-// not state.
+// not state. The parser reuses the memory of the AST it returned on its
+// next Parse, so it goes back to the pool only when the plan is built
+// (TestRewrite_Concurrent catches a violation under -race).
 var parsers = sync.Pool{New: func() any {
 	p := parser.New()
 	p.SetSQLMode(mysql.ModeANSIQuotes)
 	return p
 }}
 
-// parse parses normalized text with a pooled parser.
-func parse(text string) ([]ast.StmtNode, error) {
-	p := parsers.Get().(*parser.Parser)
-	defer parsers.Put(p)
-	nodes, _, err := p.Parse(text, "", "")
-	return nodes, err
-}
 
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string) (*Plan, error) {
@@ -74,7 +69,9 @@ func plan(ds *policy.Dataset, stmt string) (*Plan, error) {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").
 			WithPosition(charPos(stmt, n.pieces[0].pos)).WithHint("%s", shapeHint)
 	}
-	nodes, err := parse(n.text)
+	tp := parsers.Get().(*parser.Parser)
+	defer parsers.Put(tp)
+	nodes, _, err := tp.Parse(n.text, "", "")
 	if err != nil {
 		pos := n.parseErrPos(err.Error())
 		near := ""
@@ -229,7 +226,9 @@ func (b *builder) column(e *ast.ColumnNameExpr) (colInfo, error) {
 				WithHint("qualify columns with %q or leave them unqualified", b.fromName())
 		}
 	}
-	name := cn.Name.O
+	// Names are cloned: the plan must not share memory with the AST,
+	// which the pooled parser reuses.
+	name := strings.Clone(cn.Name.O)
 	if name == b.table.UnitColumn {
 		c := b.table.Columns[name]
 		return colInfo{name: name, col: c, unit: true}, nil
@@ -445,7 +444,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				WithHint("%s", aggregateHint)
 		}
 		if f.AsName.O != "" {
-			out.Name = f.AsName.O
+			out.Name = strings.Clone(f.AsName.O)
 		}
 		b.outputs = append(b.outputs, out)
 		b.aggs = append(b.aggs, spec)
