@@ -55,7 +55,6 @@ var parsers = sync.Pool{New: func() any {
 	return p
 }}
 
-
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string) (*Plan, error) {
 	n, err := normalize(stmt)
