@@ -118,10 +118,7 @@ const (
 	duplicatePreparedStmt   = "42P05"
 	invalidCursorName       = "34000"
 	programLimitExceeded    = "54000"
-	warningCode             = "01000"
 	successfulCompletion    = "00000"
-	connectionFailure       = "08006"
-	invalidTxnState         = "25000"
 	undefinedParameter      = "42P02"
 	duplicateCursor         = "42P03"
 )
