@@ -106,6 +106,9 @@ type Store interface {
 	Release(ctx context.Context, id int64, answer []byte) error
 	// Status returns the analyst's budget on the dataset.
 	Status(ctx context.Context, analyst string, ds *policy.Dataset) (Status, error)
+	// Cached returns the released answer of the newest released charge with
+	// this fingerprint under this policy version, if any.
+	Cached(ctx context.Context, dataset, fingerprint, policyVersion string) ([]byte, bool, error)
 }
 
 var _ Store = (*Ledger)(nil)

@@ -167,17 +167,30 @@ func compare(a, b value) int {
 }
 
 // notice is the NOTICE text of a released answer: the cost, the remaining
-// budget and a 95% error half-width per output column. Budget figures are
-// not data; half-widths are functions of the mechanisms (public) and, for
-// averages, of released noisy counts (post-processing).
-func notice(req Request, res *accountant.Reservation, ms []measurement, noisy [][]*big.Rat) string {
+// budget and the 95% error half-widths (errs, from errorsText). Budget
+// figures are not data.
+func notice(cost accountant.Spent, st accountant.Status, cached bool, errs string) string {
 	var b strings.Builder
-	st := res.Status
-	fmt.Fprintf(&b, "dp: epsilon %s", num(res.Cost.Epsilon))
-	if res.Cost.Delta > 0 {
-		fmt.Fprintf(&b, ", delta %s", num(res.Cost.Delta))
+	b.WriteString("dp: ")
+	if cached {
+		b.WriteString("cached answer, ")
+	}
+	fmt.Fprintf(&b, "epsilon %s", num(cost.Epsilon))
+	if cost.Delta > 0 {
+		fmt.Fprintf(&b, ", delta %s", num(cost.Delta))
 	}
 	fmt.Fprintf(&b, " spent (%s), %s of %s remaining", st.Accountant, num(st.Remaining().Epsilon), num(st.Limit.Epsilon))
+	if errs != "" {
+		b.WriteString("; 95% error ")
+		b.WriteString(errs)
+	}
+	return b.String()
+}
+
+// errorsText lists a 95% error half-width per non-key output column.
+// Half-widths are functions of the mechanisms (public) and, for averages,
+// of released noisy counts (post-processing).
+func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 	var parts []string
 	for _, o := range req.Plan.Outputs {
 		var h float64
@@ -191,11 +204,7 @@ func notice(req Request, res *accountant.Reservation, ms []measurement, noisy []
 		}
 		parts = append(parts, fmt.Sprintf("±%s (%s)", num(h), o.Name))
 	}
-	if len(parts) > 0 {
-		b.WriteString("; 95% error ")
-		b.WriteString(strings.Join(parts, ", "))
-	}
-	return b.String()
+	return strings.Join(parts, ", ")
 }
 
 // avgHalfWidth bounds the error of a released average, over all groups. With

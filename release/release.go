@@ -4,12 +4,15 @@ package release
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
@@ -62,6 +65,9 @@ type Request struct {
 	Delta     float64 // the query's δ (Gaussian only)
 	Mechanism string  // policy.MechanismLaplace or policy.MechanismGaussian
 	Upstream  Upstream
+	// NoCache skips the answer cache (SET dp.cache = off): the query is
+	// charged and answered afresh.
+	NoCache bool
 }
 
 // Column is one result column.
@@ -77,8 +83,21 @@ type Result struct {
 	// Notice is the text of the NOTICE sent with the rows: cost, remaining
 	// budget, 95% error half-width per column.
 	Notice string
-	// ReservationID is the ledger row of this answer.
+	// ReservationID is the ledger row of this answer (of the earlier
+	// answer, when Cached).
 	ReservationID int64
+	// Cached is true when the answer is an earlier released answer of the
+	// same query, returned at no cost.
+	Cached bool
+}
+
+// storedAnswer is what the ledger keeps of a released answer: exactly what
+// the analyst saw.
+type storedAnswer struct {
+	Columns []Column    `json:"columns"`
+	Rows    [][]*string `json:"rows"`
+	// Errors is the half-width part of the NOTICE ("±… (count), …").
+	Errors string `json:"errors"`
 }
 
 // measurement is one plan measure with its mechanism.
@@ -101,6 +120,12 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	key := cacheKey(req)
+	if !req.NoCache {
+		if res, ok, err := r.cached(ctx, req, key); err != nil || ok {
+			return res, err
+		}
+	}
 
 	// 2. Reserve: durable before any private data is read.
 	events := make([]accountant.Event, len(ms))
@@ -116,7 +141,7 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 		Analyst:       req.Analyst,
 		Dataset:       req.Dataset.Name,
 		Events:        events,
-		Fingerprint:   plan.Fingerprint,
+		Fingerprint:   key,
 		PolicyVersion: req.Dataset.Version,
 		Policy:        req.Dataset,
 	})
@@ -164,17 +189,46 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 		}
 		out.Rows = append(out.Rows, text)
 	}
-	out.Notice = notice(req, res, ms, noisy)
+	errs := errorsText(req, ms, noisy)
+	out.Notice = notice(res.Cost, res.Status, false, errs)
 
 	// 6. Record the released answer. The charge is already durable; a failure
 	// to store the answer does not withhold it (the analyst has paid).
-	if answer, err := json.Marshal(struct {
-		Columns []Column    `json:"columns"`
-		Rows    [][]*string `json:"rows"`
-	}{out.Columns, out.Rows}); err == nil {
+	if answer, err := json.Marshal(storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs}); err == nil {
 		_ = r.ledger.Release(ctx, res.ID, answer)
 	}
 	return out, nil
+}
+
+// cacheKey identifies a query for the answer cache: the analyst, the
+// canonical plan (which covers ORDER BY/LIMIT) and the privacy parameters.
+// Equal keys under the same policy version get the same released answer, so
+// repeating a query neither costs budget nor lets an attacker average noise
+// away. Answers are cached per analyst: one analyst's answer is never
+// shown to another, whose budget did not pay for it.
+func cacheKey(req Request) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%q\x00%q\x00%q\x00%v\x00%v", req.Analyst, req.Plan.Fingerprint, req.Mechanism,
+		strconv.FormatFloat(req.Epsilon, 'g', -1, 64), strconv.FormatFloat(req.Delta, 'g', -1, 64))
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// cached returns the stored answer of an earlier identical query, if any.
+func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result, bool, error) {
+	answer, ok, err := r.ledger.Cached(ctx, req.Dataset.Name, key, req.Dataset.Version)
+	if err != nil || !ok {
+		return nil, false, err
+	}
+	var sa storedAnswer
+	if err := json.Unmarshal(answer, &sa); err != nil || len(sa.Columns) != len(req.Plan.Outputs) {
+		// An unreadable entry is not an answer: charge and answer afresh.
+		return nil, false, nil
+	}
+	st, err := r.ledger.Status(ctx, req.Analyst, req.Dataset)
+	if err != nil {
+		return nil, false, err
+	}
+	return &Result{Columns: sa.Columns, Rows: sa.Rows, Cached: true, Notice: notice(accountant.Spent{}, st, true, sa.Errors)}, true, nil
 }
 
 func checkRequest(req Request) error {

@@ -55,8 +55,22 @@ func (l *memLedger) Release(_ context.Context, id int64, answer []byte) error {
 	return nil
 }
 
-func (l *memLedger) Status(context.Context, string, *policy.Dataset) (accountant.Status, error) {
-	return accountant.Status{}, errors.New("unused")
+func (l *memLedger) Status(_ context.Context, _ string, ds *policy.Dataset) (accountant.Status, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return accountant.Status{Dataset: ds.Name, Accountant: "pure", Spent: accountant.Spent{Epsilon: l.spent}, Limit: accountant.Spent{Epsilon: l.limit}}, nil
+}
+
+func (l *memLedger) Cached(_ context.Context, dataset, fingerprint, version string) ([]byte, bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id := int64(len(l.reserved)); id >= 1; id-- {
+		c := l.reserved[id-1]
+		if a, ok := l.released[id]; ok && c.Dataset == dataset && c.Fingerprint == fingerprint && c.PolicyVersion == version {
+			return a, true, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // fakeUpstream returns fixed rows and records the SQL it was sent.
@@ -350,5 +364,52 @@ func TestSplitDown(t *testing.T) {
 	}
 	if splitDown(0, 3) != 0 {
 		t.Fatal("splitDown(0, 3) != 0")
+	}
+}
+
+func TestRun_AnswerCache(t *testing.T) {
+	ds := loadPolicy(t)
+	up := &fakeUpstream{rows: [][]*string{{s("oncology"), s("10"), s("100"), s("10")}}}
+	led := &memLedger{limit: 3}
+	r := newTestReleaser(t, led, 7)
+	req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up}
+	first, err := r.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same query again: the stored noisy answer, at no cost, without
+	// touching the data.
+	again, err := r.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !again.Cached || len(up.calls) != 1 || len(led.reserved) != 1 {
+		t.Fatalf("second run: cached=%v, upstream calls %d, charges %d; want a free cached answer", again.Cached, len(up.calls), len(led.reserved))
+	}
+	for i := range first.Rows {
+		for j := range first.Rows[i] {
+			if *first.Rows[i][j] != *again.Rows[i][j] {
+				t.Fatalf("cached answer differs at row %d col %d", i, j)
+			}
+		}
+	}
+	if !strings.HasPrefix(again.Notice, "dp: cached answer, epsilon 0 spent (pure), 2.9 of 3 remaining; 95% error ±") {
+		t.Fatalf("cached Notice = %q", again.Notice)
+	}
+	// Another ε, another analyst, or dp.cache = off: charged afresh.
+	for _, change := range []func(*Request){
+		func(q *Request) { q.Epsilon = 0.2 },
+		func(q *Request) { q.Analyst = "bob" },
+		func(q *Request) { q.NoCache = true },
+	} {
+		q := req
+		change(&q)
+		res, err := r.Run(context.Background(), q)
+		if err != nil || res.Cached {
+			t.Fatalf("Run(%+v) = cached %v, %v; want a fresh answer", q.Epsilon, res != nil && res.Cached, err)
+		}
+	}
+	if len(led.reserved) != 4 {
+		t.Fatalf("charges = %d, want 4", len(led.reserved))
 	}
 }
