@@ -47,15 +47,21 @@ func u128FromBig(x *big.Int) u128 {
 // rounding down for the lower and up for the upper bound. Each step only
 // widens the interval, so the bounds are rigorous.
 func expNegBounds(k, prec int) (lo, hi *big.Int) {
-	p := uint(prec + 64 + 2*bits.Len(uint(k)) + 8) // guard bits
+	all := expNegBoundsUpTo(k, prec)
+	return all[k][0], all[k][1]
+}
+
+// expNegBoundsUpTo returns the bounds of expNegBounds for every k in
+// 0 … kmax, sharing one computation of e^{−1}.
+func expNegBoundsUpTo(kmax, prec int) [][2]*big.Int {
+	p := uint(prec + 64 + 2*bits.Len(uint(kmax)) + 8) // guard bits
 	one := new(big.Int).Lsh(big.NewInt(1), p)
 	// Terms 1/n! in fixed point, down and up.
 	down := new(big.Int).Set(one)
 	up := new(big.Int).Set(one)
 	eLo := new(big.Int).Set(one)
 	eHi := new(big.Int).Set(one)
-	n := int64(1)
-	for ; down.Sign() > 0; n++ {
+	for n := int64(1); down.Sign() > 0; n++ {
 		down.Quo(down, big.NewInt(n))
 		up = ceilDiv(up, big.NewInt(n))
 		eLo.Add(eLo, down)
@@ -67,18 +73,20 @@ func expNegBounds(k, prec int) (lo, hi *big.Int) {
 	sq := new(big.Int).Lsh(big.NewInt(1), 2*p)
 	l1 := new(big.Int).Quo(sq, eHi)
 	h1 := ceilDiv(sq, eLo)
-	lo = new(big.Int).Set(one)
-	hi = new(big.Int).Set(one)
-	for i := 0; i < k; i++ {
-		lo.Mul(lo, l1)
-		lo.Rsh(lo, p)
-		hi.Mul(hi, h1)
-		hi = ceilShift(hi, p)
-	}
+	lo := new(big.Int).Set(one)
+	hi := new(big.Int).Set(one)
 	shift := p - uint(prec)
-	lo.Rsh(lo, shift)
-	hi = ceilShift(hi, shift)
-	return lo, hi
+	out := make([][2]*big.Int, kmax+1)
+	for k := 0; k <= kmax; k++ {
+		if k > 0 {
+			lo.Mul(lo, l1)
+			lo.Rsh(lo, p)
+			hi.Mul(hi, h1)
+			hi = ceilShift(hi, p)
+		}
+		out[k] = [2]*big.Int{new(big.Int).Rsh(lo, shift), ceilShift(hi, shift)}
+	}
+	return out
 }
 
 func ceilDiv(a, b *big.Int) *big.Int {
@@ -105,9 +113,9 @@ type expThreshold struct{ lo, hi u128 }
 var expTable = func() [expTableSize + 1]expThreshold {
 	var t [expTableSize + 1]expThreshold
 	t[0] = expThreshold{lo: u128{hi: ^uint64(0), lo: ^uint64(0)}, hi: u128{hi: ^uint64(0), lo: ^uint64(0)}}
+	all := expNegBoundsUpTo(expTableSize, expFracBits)
 	for k := 1; k <= expTableSize; k++ {
-		lo, hi := expNegBounds(k, expFracBits)
-		t[k] = expThreshold{lo: u128FromBig(lo), hi: u128FromBig(hi)}
+		t[k] = expThreshold{lo: u128FromBig(all[k][0]), hi: u128FromBig(all[k][1])}
 	}
 	return t
 }()
