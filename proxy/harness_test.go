@@ -119,6 +119,11 @@ func (s *fakeStore) Release(context.Context, int64, []byte) error {
 	return errors.New("fakeStore: Release not used by the proxy")
 }
 
+// Cached is part of the ledger's answer cache; the proxy never calls it.
+func (s *fakeStore) Cached(context.Context, string, string, string) ([]byte, bool, error) {
+	return nil, false, nil
+}
+
 func (s *fakeStore) Status(_ context.Context, analyst string, ds *policy.Dataset) (accountant.Status, error) {
 	if s.err != nil {
 		return accountant.Status{}, s.err

@@ -446,12 +446,25 @@ func TestJDBC(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, javac, "-d", dir, "testdata/JDBCClient.java").CombinedOutput(); err != nil {
 		t.Fatalf("javac: %v\n%s", err, out)
 	}
-	url := "jdbc:postgresql://" + ts.addr + "/hospital"
-	out, err := exec.CommandContext(ctx, java, "-cp", dir+":"+jar, "JDBCClient", url).CombinedOutput()
-	if err != nil {
-		t.Fatalf("java: %v\n%s", err, out)
+	// Plaintext (sslmode=prefer: the SSLRequest is answered N), then TLS
+	// on a server that requires it.
+	tlsTS := startServer(t, serverOpts{shadowDSN: ts.srv.cfg.Datasets["hospital"].ShadowDSN, mutate: func(c *Config) {
+		c.TLS, c.RequireTLS = selfSigned(t), true
+	}})
+	for _, url := range []string{
+		"jdbc:postgresql://" + ts.addr + "/hospital",
+		"jdbc:postgresql://" + tlsTS.addr + "/hospital?sslmode=require",
+	} {
+		out, err := exec.CommandContext(ctx, java, "-cp", dir+":"+jar, "JDBCClient", url).CombinedOutput()
+		if err != nil {
+			t.Fatalf("java %s: %v\n%s", url, err, out)
+		}
+		checkJDBCOutput(t, string(out))
 	}
-	got := string(out)
+}
+
+func checkJDBCOutput(t *testing.T, got string) {
+	t.Helper()
 	for _, want := range []string{
 		"table patients", "table visits", "column age int4", "column cost numeric", "pk patient_id",
 		"count 42", "rows 7", "refused 42501", "epsilon 0.25", "isolation read committed", "valid true",
