@@ -16,8 +16,9 @@ import (
 	"go.uber.org/zap"
 )
 
-// router holds the rewrite functions the session uses. Tests replace it
-// (testOnly seam: Server.rt) to drive the wire layer without the parser.
+// router holds the rewrite functions the session uses (Server.rt). It is
+// a seam for tests that need to drive the wire layer with a scripted
+// classifier; the tests in this package use the real rewrite package.
 type router struct {
 	split        func(sql string) ([]string, error)
 	classify     func(ds *policy.Dataset, stmt string) (rewrite.Route, error)
