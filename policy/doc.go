@@ -30,7 +30,7 @@
 //	    schema: public           # optional, default public
 //	    unit_column: patient_id
 //	    max_groups_per_unit: 4   # L0: groups one unit may contribute to
-//	    max_rows_per_unit: 20    # L∞: rows one unit may contribute per group
+//	    max_rows_per_unit: 5     # L∞: rows one unit may contribute per group
 //	    columns:
 //	      age:  {type: int, lower: 0, upper: 110}
 //	      cost: {type: numeric, lower: 0, upper: 20000}

@@ -73,7 +73,7 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 	for i, o := range plan.Outputs {
 		switch o.Kind {
 		case rewrite.OutputKey:
-			k := keys[o.Key]
+			k := keyText(o.PGType, keys[o.Key])
 			row[i] = value{key: &k}
 		case rewrite.OutputCount:
 			// Counts are never negative: flooring at zero is
@@ -90,6 +90,19 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 		}
 	}
 	return row
+}
+
+// keyText writes a key as PostgreSQL's text output does: booleans are t/f.
+func keyText(pgType, k string) string {
+	if pgType == "bool" {
+		switch k {
+		case "true":
+			return "t"
+		case "false":
+			return "f"
+		}
+	}
+	return k
 }
 
 // average is the noisy sum over the noisy count, with the count floored at

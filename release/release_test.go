@@ -108,9 +108,9 @@ func groupedPlan(ds *policy.Dataset) *rewrite.Plan {
 		Dataset: "hospital", Table: "visits", SQL: "SELECT /* emitted */",
 		Keys: []rewrite.Key{{Column: "department", Type: policy.TypeText, Domain: dept.PublicValues}},
 		Measures: []rewrite.Measure{
-			{Kind: rewrite.MeasureCount, Integer: true, LInf: 20},
-			{Kind: rewrite.MeasureSum, Column: "cost", Lower: 0, Upper: 20000, LInf: 20 * 20000},
-			{Kind: rewrite.MeasureCount, Column: "cost", Integer: true, LInf: 20},
+			{Kind: rewrite.MeasureCount, Integer: true, LInf: 5},
+			{Kind: rewrite.MeasureSum, Column: "cost", Lower: 0, Upper: 20000, LInf: 5 * 20000},
+			{Kind: rewrite.MeasureCount, Column: "cost", Integer: true, LInf: 5},
 		},
 		Outputs: []rewrite.Output{
 			{Name: "department", Kind: rewrite.OutputKey, Key: 0, PGType: "text"},
@@ -178,10 +178,10 @@ func TestRun_Grouped(t *testing.T) {
 	if math.Abs(total-0.3) > 1e-12 {
 		t.Fatalf("charged ε = %v, want 0.3", total)
 	}
-	// Counts: discrete Laplace of scale b = L1/ε_i = (4·20)/0.1 = 800.
+	// Counts: discrete Laplace of scale b = L1/ε_i = (4·5)/0.1 = 200.
 	// P(|Z| ≥ k) ≤ 2·e^{−k/b}, so k = b·ln(2/1e-9) fails with probability
 	// ≤ 1e-9 per cell (7 cells: ≤ 7e-9 for the test).
-	b := 800.0
+	b := 200.0
 	k := b * math.Log(2/1e-9)
 	for _, row := range res.Rows {
 		want := 0.0
@@ -259,7 +259,7 @@ func TestRun_Cancelled(t *testing.T) {
 func TestRun_RejectsUnderstatedSensitivity(t *testing.T) {
 	ds := loadPolicy(t)
 	plan := groupedPlan(ds)
-	plan.Measures[1].LInf = 1 // the policy implies 20·20000
+	plan.Measures[1].LInf = 1 // the policy implies 5·20000
 	led := &memLedger{limit: 3}
 	up := &fakeUpstream{}
 	_, err := newTestReleaser(t, led, 5).Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: plan, Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up})
@@ -411,5 +411,15 @@ func TestRun_AnswerCache(t *testing.T) {
 	}
 	if len(led.reserved) != 4 {
 		t.Fatalf("charges = %d, want 4", len(led.reserved))
+	}
+}
+
+func TestKeyText(t *testing.T) {
+	for _, tt := range []struct{ typ, in, want string }{
+		{"bool", "true", "t"}, {"bool", "false", "f"}, {"text", "true", "true"}, {"int4", "5", "5"},
+	} {
+		if got := keyText(tt.typ, tt.in); got != tt.want {
+			t.Errorf("keyText(%s, %s) = %s, want %s", tt.typ, tt.in, got, tt.want)
+		}
 	}
 }
