@@ -8,6 +8,9 @@
 //	dpproxy demo-setup --admin-dsn DSN
 //	dpproxy policy validate FILE...
 //	dpproxy passwd NAME
+//	dpproxy accountant epsilon|delta --method M ... [--laplace B:K]... [--gaussian S:K]...
+//	dpproxy budget show|grant|reset --config FILE ...
+//	dpproxy ledger verify --config FILE
 //
 // This package only wires flags, configuration, the logger and signals to
 // the other packages; it holds no logic of its own.
@@ -30,6 +33,10 @@ const usage = `usage:
   dpproxy demo-setup --admin-dsn DSN     load the demo data and roles into an existing PostgreSQL
   dpproxy policy validate FILE...        check policy files
   dpproxy passwd NAME                    print a SCRAM-SHA-256 verifier for the config (password from stdin)
+  dpproxy accountant epsilon --method M --delta D [--laplace B:K]... [--gaussian S:K]...
+  dpproxy accountant delta --method M --epsilon E [--laplace B:K]... [--gaussian S:K]...
+                                         composed ε (or δ) of a workload; B = Laplace scale/L1
+                                         sensitivity, S = σ/L2 sensitivity, K = releases
 `
 
 // usageError is a bad command line: exit status 2, the reason and the usage.
@@ -88,6 +95,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return cmdPolicyValidate(args[2:], stdout, stderr)
 	case "passwd":
 		return cmdPasswd(args[1:], stdin, stdout, stderr)
+	case "accountant":
+		return cmdAccountant(args[1:], stdout)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return nil
