@@ -123,6 +123,7 @@ type budgetRow struct {
 	accountant string
 	limitDelta *float64 // NULL: no cap
 	spent      Spent    // as stored at the last charge
+	granted    [2]string // steward grants (exact decimal text) on top of the policy's limit
 }
 
 // spentBefore returns the row's spending under method m at total δ delta:
@@ -296,7 +297,8 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 		c.Dataset, c.Analyst, m.Name()); err != nil {
 		return nil, nil, err
 	}
-	rows, err := tx.Query(ctx, `SELECT analyst, state, accountant, limit_delta, spent_epsilon::float8, spent_delta::float8
+	rows, err := tx.Query(ctx, `SELECT analyst, state, accountant, limit_delta, spent_epsilon::float8, spent_delta::float8,
+			granted_epsilon::text, granted_delta::text
 		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst IN ('', $2) ORDER BY analyst FOR UPDATE`, c.Dataset, c.Analyst)
 	if err != nil {
 		return nil, nil, err
@@ -304,7 +306,8 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 	var locked []budgetRow
 	for rows.Next() {
 		var r budgetRow
-		if err := rows.Scan(&r.analyst, &r.state, &r.accountant, &r.limitDelta, &r.spent.Epsilon, &r.spent.Delta); err != nil {
+		if err := rows.Scan(&r.analyst, &r.state, &r.accountant, &r.limitDelta, &r.spent.Epsilon, &r.spent.Delta,
+			&r.granted[0], &r.granted[1]); err != nil {
 			rows.Close()
 			return nil, nil, err
 		}
@@ -320,6 +323,10 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 	gRow, aRow := locked[0], locked[1]
 	internal := func(msg string, err error) (*Reservation, *pgerr.Error, error) {
 		return nil, pgerr.New(pgerr.InternalError, "%s", msg).Wrap(err), nil
+	}
+	// The analyst's limit is the policy's plus the steward's grants.
+	if limit, err = withGrants(limit, aRow.granted); err != nil {
+		return internal("cannot read the privacy ledger state", err)
 	}
 
 	aAfter, err := m.Compose(aRow.state, c.Events)
@@ -474,8 +481,9 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 	ab := ds.AnalystBudget(analyst)
 	st := Status{Dataset: ds.Name, Accountant: m.Name(), Limit: Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}}
 	var state []byte
-	err = l.pool.QueryRow(ctx, `SELECT state FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`,
-		ds.Name, analyst).Scan(&state)
+	var granted [2]string
+	err = l.pool.QueryRow(ctx, `SELECT state, granted_epsilon::text, granted_delta::text FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`,
+		ds.Name, analyst).Scan(&state, &granted[0], &granted[1])
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return st, nil
@@ -484,6 +492,9 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 			return Status{}, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
 		}
 		return Status{}, unavailable(redact(err))
+	}
+	if st.Limit, err = withGrants(st.Limit, granted); err != nil {
+		return Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
 	}
 	if st.Spent, err = m.Spent(state, st.Limit.Delta); err != nil {
 		return Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)

@@ -48,6 +48,30 @@ var migrations = []string{
 	CREATE INDEX charge_analyst_idx ON dpproxy_ledger.charge (dataset, analyst, created_at);
 	CREATE INDEX charge_cache_idx ON dpproxy_ledger.charge (dataset, fingerprint, policy_version, id)
 		WHERE status = 'released';`,
+	// 2: steward grants on top of the policy's limit, and the audit trail of
+	// grants and resets (dpproxy budget grant|reset).
+	`ALTER TABLE dpproxy_ledger.budget
+		ADD COLUMN granted_epsilon numeric NOT NULL DEFAULT 0, -- added to the policy's limit
+		ADD COLUMN granted_delta   numeric NOT NULL DEFAULT 0;
+	CREATE TABLE dpproxy_ledger.audit (
+		id                     bigserial PRIMARY KEY,
+		at                     timestamptz NOT NULL DEFAULT now(),
+		actor                  text NOT NULL, -- who ran the command (OS user@host)
+		db_user                text NOT NULL DEFAULT session_user,
+		action                 text NOT NULL CHECK (action IN ('grant', 'reset')),
+		dataset                text NOT NULL,
+		analyst                text NOT NULL,
+		epsilon                numeric, -- grant: the amount added
+		delta                  numeric,
+		before_spent_epsilon   numeric NOT NULL,
+		before_spent_delta     numeric NOT NULL,
+		before_charges         bigint NOT NULL,
+		before_granted_epsilon numeric NOT NULL,
+		before_granted_delta   numeric NOT NULL,
+		before_state           jsonb NOT NULL,
+		last_charge_id         bigint NOT NULL -- reset: charges up to this id are before it
+	);
+	CREATE INDEX audit_budget_idx ON dpproxy_ledger.audit (dataset, analyst, id);`,
 }
 
 // SchemaVersion returns the ledger schema version this build writes.

@@ -1,0 +1,606 @@
+// Privacy-critical: needs DP review.
+
+package accountant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"reflect"
+	"sort"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// Steward operations on the ledger (dpproxy budget show|grant|reset, dpproxy
+// ledger verify).
+//
+// A grant adds to one analyst's limit on one dataset on top of the policy's
+// (budget.epsilon/delta or the analyst's override): the effective limit that
+// Reserve and Status use is policy + Σ grants, added in exact decimal. A
+// reset sets the analyst's spending, composition state and charge count back
+// to zero; it keeps the grants and the charge rows (the ledger never deletes
+// a charge), does not touch the dataset's global row (the cap across
+// analysts still counts everything), and records the id of the analyst's
+// last charge so that [Ledger.Verify] recomputes the row from the charges
+// after it. Both write an audit row (who, when, what, the values before)
+// in the same transaction, under SELECT … FOR UPDATE of the budget row, so
+// they serialise with concurrent Reserve calls.
+
+// BudgetInfo is one budget row as a data steward sees it.
+type BudgetInfo struct {
+	Dataset string
+	// Analyst is "" for the dataset's global row (the cap across analysts).
+	Analyst string
+	// Status: Limit is the policy's limit plus grants (+Inf: no cap), Spent
+	// the composed spending at Limit.Delta. For the global row without a
+	// cap, Spent is the exact basic sum.
+	Status   Status
+	Granted  Spent
+	Charges  int64 // charges since the last reset
+	Reserved int64 // charges still "reserved": charged, answer never recorded
+}
+
+// withGrants returns limit plus the granted amounts (exact decimal text).
+func withGrants(limit Spent, granted [2]string) (Spent, error) {
+	add := func(x float64, g string) (float64, error) {
+		r, err := parseDec(g)
+		if err != nil {
+			return 0, err
+		}
+		if r.Sign() == 0 || math.IsInf(x, 1) {
+			return x, nil
+		}
+		r.Add(r, dec(x))
+		f, _ := r.Float64()
+		return f, nil
+	}
+	e, err := add(limit.Epsilon, granted[0])
+	if err != nil {
+		return Spent{}, err
+	}
+	d, err := add(limit.Delta, granted[1])
+	if err != nil {
+		return Spent{}, err
+	}
+	return Spent{Epsilon: e, Delta: d}, nil
+}
+
+// ledgerError maps a database failure of a steward operation.
+func (l *Ledger) ledgerError(ctx context.Context, err error) error {
+	var pe *pgerr.Error
+	if errors.As(err, &pe) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
+	}
+	return unavailable(redact(err))
+}
+
+// Budgets lists the budget rows, optionally only of one dataset and/or
+// analyst ("" for all), sorted by dataset and analyst (the global row
+// first). Limits and methods come from policies (by dataset name); a dataset
+// without a policy there shows the limits stored at its last charge. If both
+// filters are set and the analyst has no row yet, a zero row with the
+// policy's limits is returned.
+func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Dataset, dataset, analyst string) ([]BudgetInfo, error) {
+	rows, err := l.pool.Query(ctx, `SELECT b.dataset, b.analyst, b.accountant, b.limit_epsilon, b.limit_delta,
+			b.spent_epsilon::float8, b.spent_delta::float8, b.charges, b.state, b.granted_epsilon::text, b.granted_delta::text,
+			(SELECT count(*) FROM dpproxy_ledger.charge c WHERE c.dataset = b.dataset AND c.status = 'reserved'
+				AND (b.analyst = '' OR c.analyst = b.analyst))
+		FROM dpproxy_ledger.budget b
+		WHERE ($1 = '' OR b.dataset = $1) AND ($2 = '' OR b.analyst = $2)
+		ORDER BY b.dataset, b.analyst`, dataset, analyst)
+	if err != nil {
+		return nil, l.ledgerError(ctx, err)
+	}
+	defer rows.Close()
+	var out []BudgetInfo
+	for rows.Next() {
+		var b BudgetInfo
+		var acc string
+		var le, ld *float64
+		var stored Spent
+		var state []byte
+		var granted [2]string
+		if err := rows.Scan(&b.Dataset, &b.Analyst, &acc, &le, &ld, &stored.Epsilon, &stored.Delta, &b.Charges, &state,
+			&granted[0], &granted[1], &b.Reserved); err != nil {
+			return nil, l.ledgerError(ctx, err)
+		}
+		if b.Granted, err = withGrants(Spent{}, granted); err != nil {
+			return nil, err
+		}
+		ds := policies[b.Dataset]
+		if ds != nil {
+			acc = ds.Budget.Accountant
+		}
+		m, err := MethodByName(acc)
+		if err != nil {
+			return nil, fmt.Errorf("accountant: budget %s/%s: %w", b.Dataset, b.Analyst, err)
+		}
+		b.Status = Status{Dataset: b.Dataset, Accountant: m.Name()}
+		switch {
+		case b.Analyst == globalAnalyst && ds != nil:
+			b.Status.Limit = globalLimit(ds.Budget)
+		case ds != nil:
+			ab := ds.AnalystBudget(b.Analyst)
+			if b.Status.Limit, err = withGrants(Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}, granted); err != nil {
+				return nil, err
+			}
+		default:
+			b.Status.Limit = Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
+			if le != nil {
+				b.Status.Limit.Epsilon = *le
+			}
+			if ld != nil {
+				b.Status.Limit.Delta = *ld
+			}
+		}
+		if b.Analyst == globalAnalyst && !hasCap(b.Status.Limit) {
+			b.Status.Spent = stored
+		} else if b.Status.Spent, err = m.Spent(state, b.Status.Limit.Delta); err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.ledgerError(ctx, err)
+	}
+	if dataset != "" && analyst != "" {
+		found := false
+		for _, b := range out {
+			found = found || b.Analyst == analyst
+		}
+		if ds := policies[dataset]; !found && ds != nil {
+			st, err := l.Status(ctx, analyst, ds)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, BudgetInfo{Dataset: dataset, Analyst: analyst, Status: st})
+		}
+	}
+	return out, nil
+}
+
+// lockForAdmin creates the analyst's budget row if missing and locks it
+// FOR UPDATE; it returns the values an audit row records.
+type adminRow struct {
+	spent   [2]string
+	charges int64
+	granted [2]string
+	state   []byte
+}
+
+func lockForAdmin(ctx context.Context, tx pgx.Tx, ds *policy.Dataset, analyst string, create bool) (adminRow, bool, error) {
+	var r adminRow
+	if create {
+		m, err := MethodByName(ds.Budget.Accountant)
+		if err != nil {
+			return r, false, err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.budget (dataset, analyst, accountant) VALUES ($1, $2, $3)
+			ON CONFLICT (dataset, analyst) DO NOTHING`, ds.Name, analyst, m.Name()); err != nil {
+			return r, false, err
+		}
+	}
+	err := tx.QueryRow(ctx, `SELECT spent_epsilon::text, spent_delta::text, charges, granted_epsilon::text, granted_delta::text, state
+		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2 FOR UPDATE`, ds.Name, analyst).
+		Scan(&r.spent[0], &r.spent[1], &r.charges, &r.granted[0], &r.granted[1], &r.state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, false, nil
+	}
+	return r, err == nil, err
+}
+
+func checkAdmin(ds *policy.Dataset, analyst, actor string) error {
+	switch {
+	case ds == nil:
+		return errors.New("accountant: no policy for the dataset")
+	case analyst == globalAnalyst:
+		return errors.New("accountant: name an analyst")
+	case actor == "":
+		return errors.New("accountant: the audit row needs an actor (who runs the command)")
+	}
+	if _, err := MethodByName(ds.Budget.Accountant); err != nil {
+		return fmt.Errorf("accountant: policy of %s: %w", ds.Name, err)
+	}
+	return nil
+}
+
+// Grant adds (epsilon, delta) to the analyst's limit on the dataset, on top
+// of the policy's, and writes an audit row; it returns the budget after the
+// grant. The amounts must be finite and ≥ 0, not both zero, and the
+// resulting δ limit must stay below 1. actor names who granted (for the
+// audit row).
+func (l *Ledger) Grant(ctx context.Context, ds *policy.Dataset, analyst string, add Spent, actor string) (Status, error) {
+	if err := checkAdmin(ds, analyst, actor); err != nil {
+		return Status{}, err
+	}
+	if math.IsNaN(add.Epsilon) || math.IsInf(add.Epsilon, 0) || add.Epsilon < 0 ||
+		math.IsNaN(add.Delta) || math.IsInf(add.Delta, 0) || add.Delta < 0 || (add.Epsilon == 0 && add.Delta == 0) {
+		return Status{}, fmt.Errorf("accountant: grant ε=%v, δ=%v: both must be finite and ≥ 0, and not both zero", add.Epsilon, add.Delta)
+	}
+	ab := ds.AnalystBudget(analyst)
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		r, _, err := lockForAdmin(ctx, tx, ds, analyst, true)
+		if err != nil {
+			return err
+		}
+		after, err := withGrants(Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}, r.granted)
+		if err == nil {
+			after, err = withGrants(after, [2]string{numText(add.Epsilon), numText(add.Delta)})
+		}
+		if err != nil {
+			return err
+		}
+		if after.Delta >= 1 {
+			return refused("accountant: the grant would take %s's δ limit on %s to %v; it must stay below 1", analyst, ds.Name, after.Delta)
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst, epsilon, delta,
+				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
+			VALUES ($1, 'grant', $2, $3, $4::numeric, $5::numeric, $6::numeric, $7::numeric, $8, $9::numeric, $10::numeric, $11,
+				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND analyst = $3))`,
+			actor, ds.Name, analyst, numText(add.Epsilon), numText(add.Delta), r.spent[0], r.spent[1], r.charges,
+			r.granted[0], r.granted[1], stateOrEmpty(r.state)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE dpproxy_ledger.budget SET granted_epsilon = granted_epsilon + $3::numeric,
+			granted_delta = granted_delta + $4::numeric, updated_at = now() WHERE dataset = $1 AND analyst = $2`,
+			ds.Name, analyst, numText(add.Epsilon), numText(add.Delta))
+		return err
+	})
+	if err != nil {
+		return Status{}, l.adminResult(ctx, err)
+	}
+	l.logger.Info("privacy budget granted", zap.String(logKeyAnalyst, analyst), zap.String(logKeyDataset, ds.Name),
+		zap.Float64(logKeyEpsilon, add.Epsilon), zap.Float64(logKeyDelta, add.Delta), zap.String("actor", actor))
+	return l.Status(ctx, analyst, ds)
+}
+
+// ErrNoBudget is returned by Reset when the analyst has no budget row on
+// the dataset (nothing was ever spent).
+var ErrNoBudget = errors.New("no budget row")
+
+// Reset sets the analyst's spending on the dataset back to zero and writes
+// an audit row with the values before; it returns the status before the
+// reset. Charge rows are kept; see the notes at the top of this file.
+func (l *Ledger) Reset(ctx context.Context, ds *policy.Dataset, analyst, actor string) (Status, error) {
+	if err := checkAdmin(ds, analyst, actor); err != nil {
+		return Status{}, err
+	}
+	before, err := l.Status(ctx, analyst, ds)
+	if err != nil {
+		return Status{}, err
+	}
+	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		r, ok, err := lockForAdmin(ctx, tx, ds, analyst, false)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return refused("accountant: %s has no budget on %s (nothing spent): %w", analyst, ds.Name, ErrNoBudget)
+		}
+		// Status read above without the lock; read the state again under it.
+		m, err := MethodByName(ds.Budget.Accountant)
+		if err != nil {
+			return err
+		}
+		if before.Spent, err = m.Spent(r.state, before.Limit.Delta); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst,
+				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
+			VALUES ($1, 'reset', $2, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8::numeric, $9,
+				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND analyst = $3))`,
+			actor, ds.Name, analyst, r.spent[0], r.spent[1], r.charges, r.granted[0], r.granted[1], stateOrEmpty(r.state)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, `UPDATE dpproxy_ledger.budget SET spent_epsilon = 0, spent_delta = 0, state = '{}', charges = 0,
+			updated_at = now() WHERE dataset = $1 AND analyst = $2`, ds.Name, analyst)
+		return err
+	})
+	if err != nil {
+		return Status{}, l.adminResult(ctx, err)
+	}
+	l.logger.Info("privacy budget reset", zap.String(logKeyAnalyst, analyst), zap.String(logKeyDataset, ds.Name),
+		zap.Float64("before_epsilon", before.Spent.Epsilon), zap.Float64("before_delta", before.Spent.Delta), zap.String("actor", actor))
+	return before, nil
+}
+
+func stateOrEmpty(b []byte) []byte {
+	if len(b) == 0 {
+		return []byte("{}")
+	}
+	return b
+}
+
+// adminError is a refusal of a steward operation (bad amount, no row), as
+// opposed to a database failure.
+type adminError struct{ err error }
+
+func (e adminError) Error() string { return e.err.Error() }
+func (e adminError) Unwrap() error { return e.err }
+
+func refused(format string, args ...any) error { return adminError{fmt.Errorf(format, args...)} }
+
+// adminResult maps the error of a steward transaction.
+func (l *Ledger) adminResult(ctx context.Context, err error) error {
+	var ae adminError
+	if errors.As(err, &ae) {
+		return ae.err
+	}
+	return l.ledgerError(ctx, err)
+}
+
+// ReservedCharge is a charge whose answer was never recorded: the query was
+// sent (or about to be sent) upstream and the proxy failed, was cancelled or
+// crashed before releasing. It stays charged (nothing is refunded).
+type ReservedCharge struct {
+	ID        int64
+	Dataset   string
+	Analyst   string
+	CreatedAt time.Time
+	Cost      Spent
+}
+
+// VerifyReport is the result of [Ledger.Verify].
+type VerifyReport struct {
+	Budgets    int
+	Charges    int
+	Mismatches []string // one line per difference; empty when the ledger is consistent
+	Reserved   []ReservedCharge
+}
+
+// OK reports whether every budget row matched its charges.
+func (r *VerifyReport) OK() bool { return len(r.Mismatches) == 0 }
+
+type verifyCharge struct {
+	id         int64
+	dataset    string
+	analyst    string
+	accountant string
+	events     []Event
+}
+
+// Verify recomputes every budget row from its charge rows, in one
+// consistent snapshot (REPEATABLE READ, read only): the charges since the
+// row's last reset (for the global row: every charge of the dataset since
+// its last reset) are composed in id order, each with the method recorded
+// on it (as Reserve did), and the result is compared with the row: the
+// number of charges, the composition state, and the stored spending
+// (recomputed at the stored limits). It also lists the charges left
+// reserved. A difference is a mismatch; reserved charges are not.
+func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
+	rep := &VerifyReport{}
+	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		resets := map[[2]string]int64{}
+		rows, err := tx.Query(ctx, `SELECT dataset, analyst, max(last_charge_id) FROM dpproxy_ledger.audit
+			WHERE action = 'reset' GROUP BY dataset, analyst`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var k [2]string
+			var id int64
+			if err := rows.Scan(&k[0], &k[1], &id); err != nil {
+				rows.Close()
+				return err
+			}
+			resets[k] = id
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+
+		var charges []verifyCharge
+		rows, err = tx.Query(ctx, `SELECT id, dataset, analyst, accountant, events, status, created_at,
+				cost_epsilon::float8, cost_delta::float8
+			FROM dpproxy_ledger.charge ORDER BY id`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var c verifyCharge
+			var raw []byte
+			var status string
+			var at time.Time
+			var cost Spent
+			if err := rows.Scan(&c.id, &c.dataset, &c.analyst, &c.accountant, &raw, &status, &at, &cost.Epsilon, &cost.Delta); err != nil {
+				rows.Close()
+				return err
+			}
+			var ej []eventJSON
+			if err := json.Unmarshal(raw, &ej); err != nil {
+				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("charge %d: events are not readable: %v", c.id, err))
+			}
+			for _, e := range ej {
+				c.events = append(c.events, Event{Mechanism: e.Mechanism, Epsilon: e.Epsilon, Delta: e.Delta, NoiseMultiplier: e.NoiseMultiplier})
+			}
+			if status == "reserved" {
+				rep.Reserved = append(rep.Reserved, ReservedCharge{ID: c.id, Dataset: c.dataset, Analyst: c.analyst, CreatedAt: at, Cost: cost})
+			}
+			charges = append(charges, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rep.Charges = len(charges)
+
+		rows, err = tx.Query(ctx, `SELECT dataset, analyst, accountant, limit_epsilon, limit_delta,
+				spent_epsilon::text, spent_delta::text, charges, state
+			FROM dpproxy_ledger.budget ORDER BY dataset, analyst`)
+		if err != nil {
+			return err
+		}
+		type row struct {
+			dataset, analyst, accountant string
+			le, ld                       *float64
+			spent                        [2]string
+			charges                      int64
+			state                        []byte
+		}
+		var budgets []row
+		for rows.Next() {
+			var r row
+			if err := rows.Scan(&r.dataset, &r.analyst, &r.accountant, &r.le, &r.ld, &r.spent[0], &r.spent[1], &r.charges, &r.state); err != nil {
+				rows.Close()
+				return err
+			}
+			budgets = append(budgets, r)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		rep.Budgets = len(budgets)
+
+		has := map[[2]string]bool{}
+		for _, r := range budgets {
+			has[[2]string{r.dataset, r.analyst}] = true
+			name := r.dataset + "/" + r.analyst
+			if r.analyst == globalAnalyst {
+				name = r.dataset + " (global)"
+			}
+			after := resets[[2]string{r.dataset, r.analyst}]
+			var st []byte
+			n := int64(0)
+			for _, c := range charges {
+				if c.id <= after || c.dataset != r.dataset || (r.analyst != globalAnalyst && c.analyst != r.analyst) {
+					continue
+				}
+				m, err := MethodByName(c.accountant)
+				if err != nil {
+					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: charge %d: %v", name, c.id, err))
+					continue
+				}
+				if st, err = m.Compose(st, c.events); err != nil {
+					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: charge %d: %v", name, c.id, err))
+					continue
+				}
+				n++
+			}
+			if n != r.charges {
+				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %d charges recorded on the budget row, %d in the ledger", name, r.charges, n))
+			}
+			if diff := compareStates(r.state, st); diff != "" {
+				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: composition state differs from the charges: %s", name, diff))
+			}
+			m, err := MethodByName(r.accountant)
+			if err != nil {
+				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %v", name, err))
+				continue
+			}
+			limit := Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
+			if r.le != nil {
+				limit.Epsilon = *r.le
+			}
+			if r.ld != nil {
+				limit.Delta = *r.ld
+			}
+			var want [2]string
+			switch {
+			case n == 0:
+				want = [2]string{"0", "0"}
+			case r.analyst == globalAnalyst && !hasCap(limit):
+				e, d, err := basicText(st)
+				if err != nil {
+					return err
+				}
+				want = [2]string{e, d}
+			default:
+				sp, _, err := evaluate(m, st, limit)
+				if err != nil {
+					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %v", name, err))
+					continue
+				}
+				want = [2]string{numText(sp.Epsilon), numText(sp.Delta)}
+			}
+			for i, coord := range []string{"ε", "δ"} {
+				if !sameDecimal(r.spent[i], want[i]) {
+					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: spent %s = %s on the budget row, %s recomputed from the charges", name, coord, r.spent[i], want[i]))
+				}
+			}
+		}
+		for _, c := range charges {
+			if !has[[2]string{c.dataset, c.analyst}] || !has[[2]string{c.dataset, globalAnalyst}] {
+				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("charge %d of %s/%s has no budget row", c.id, c.dataset, c.analyst))
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, l.ledgerError(ctx, err)
+	}
+	sort.Strings(rep.Mismatches)
+	return rep, nil
+}
+
+// sameDecimal compares two decimal texts exactly, or within the float64
+// rounding of a recomputed float figure (relative 1e-12).
+func sameDecimal(a, b string) bool {
+	x, ok1 := new(big.Rat).SetString(a)
+	y, ok2 := new(big.Rat).SetString(b)
+	if !ok1 || !ok2 {
+		return a == b
+	}
+	if x.Cmp(y) == 0 {
+		return true
+	}
+	fx, _ := x.Float64()
+	fy, _ := y.Float64()
+	return math.Abs(fx-fy) <= 1e-12*math.Max(math.Abs(fx), math.Abs(fy))
+}
+
+// compareStates compares a stored state with a recomputed one as JSON
+// values (jsonb normalises the text); "" when equal.
+func compareStates(stored, recomputed []byte) string {
+	s, err1 := decodeState(stored)
+	r, err2 := decodeState(recomputed)
+	if err1 != nil || err2 != nil {
+		return fmt.Sprintf("unreadable state (%v, %v)", err1, err2)
+	}
+	if s.Events != r.Events {
+		return fmt.Sprintf("%d events on the row, %d in the charges", s.Events, r.Events)
+	}
+	for _, p := range [][3]string{{"basic ε", s.BasicEpsilon, r.BasicEpsilon}, {"basic δ", s.BasicDelta, r.BasicDelta},
+		{"rest ε", s.RestEpsilon, r.RestEpsilon}, {"rest δ", s.RestDelta, r.RestDelta}} {
+		a, b := p[1], p[2]
+		if a == "" {
+			a = "0"
+		}
+		if b == "" {
+			b = "0"
+		}
+		if !sameDecimal(a, b) {
+			return fmt.Sprintf("%s %s on the row, %s from the charges", p[0], a, b)
+		}
+	}
+	if s.Events > 0 && s.Method != r.Method {
+		return fmt.Sprintf("method %s on the row, %s from the charges", s.Method, r.Method)
+	}
+	var x, y any
+	if len(s.Tight) > 0 {
+		if err := json.Unmarshal(s.Tight, &x); err != nil {
+			return "unreadable tight state on the row"
+		}
+	}
+	if len(r.Tight) > 0 {
+		if err := json.Unmarshal(r.Tight, &y); err != nil {
+			return "unreadable recomputed tight state"
+		}
+	}
+	if !reflect.DeepEqual(x, y) {
+		return "the method's own state (" + s.Method + ") differs"
+	}
+	return ""
+}
