@@ -121,8 +121,8 @@ type budgetRow struct {
 	analyst    string
 	state      []byte
 	accountant string
-	limitDelta *float64 // NULL: no cap
-	spent      Spent    // as stored at the last charge
+	limitDelta *float64  // NULL: no cap
+	spent      Spent     // as stored at the last charge
 	granted    [2]string // steward grants (exact decimal text) on top of the policy's limit
 }
 
