@@ -4,6 +4,7 @@ package noise
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"testing"
 )
@@ -22,8 +23,10 @@ func BenchmarkAddNoise(b *testing.B) {
 					if mech == "laplace" {
 						m, err = NewLaplace(p)
 					} else {
-						// Gaussian: choose ε so that σ ≈ scale·(a few).
+						// Gaussian: ε so that σ ≈ s (Δ₂ = 1, δ = 1e-6):
+						// the classical bound σ = √(2 ln(1.25/δ))/ε.
 						p.Delta = 1e-6
+						p.Epsilon = math.Sqrt(2*math.Log(1.25/p.Delta)) / scale
 						m, err = NewGaussian(p)
 					}
 					if err != nil {
@@ -35,6 +38,14 @@ func BenchmarkAddNoise(b *testing.B) {
 						if _, err := m.AddNoise(x); err != nil {
 							b.Fatal(err)
 						}
+					}
+					b.StopTimer()
+					// Report the noise scale in original units (b or σ).
+					switch mm := m.(type) {
+					case *laplace:
+						b.ReportMetric(mm.t*math.Ldexp(1, mm.granExp), "scale")
+					case *gaussian:
+						b.ReportMetric(mm.sigma*math.Ldexp(1, mm.granExp), "scale")
 					}
 				})
 			}

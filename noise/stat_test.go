@@ -151,8 +151,8 @@ func TestStat_Timing(t *testing.T) {
 	}{
 		{"laplace integer b=30", Params{Epsilon: 1, Sensitivity: 30, Integer: true}, false},
 		{"laplace real b=30", Params{Epsilon: 1, Sensitivity: 30}, false},
-		{"gaussian integer σ≈24", Params{Epsilon: 1, Delta: 1e-6, Sensitivity: 5, Integer: true}, true},
-		{"gaussian real σ≈24", Params{Epsilon: 1, Delta: 1e-6, Sensitivity: 5}, true},
+		{"gaussian integer Δ₂=5 ε=1 δ=1e-6", Params{Epsilon: 1, Delta: 1e-6, Sensitivity: 5, Integer: true}, true},
+		{"gaussian real Δ₂=5 ε=1 δ=1e-6", Params{Epsilon: 1, Delta: 1e-6, Sensitivity: 5}, true},
 	} {
 		var m Mechanism
 		var err error
