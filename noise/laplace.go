@@ -24,6 +24,26 @@ func LaplaceScale(epsilon, l1 float64) (float64, error) {
 	return l1 / epsilon, nil
 }
 
+// LaplaceDelta returns δ(ε) of one release of the continuous Laplace
+// mechanism with scale b and L1 sensitivity Δ, ε₀ = Δ/b (ACCOUNTING.md,
+// "exact Laplace curve"):
+//
+//	δ(ε) = max(0, 1 − e^{(ε−ε₀)/2}) for ε ≥ −ε₀.
+//
+// Derivation: for P = Lap(0, b), Q = Lap(Δ, b) the privacy loss
+// ln(p(x)/q(x)) = (|x−Δ| − |x|)/b exceeds ε exactly for x < c = (Δ − εb)/2,
+// so δ(ε) = P(X < c) − e^ε·Q(X < c) = (1 − ½e^{−c/b}) − e^ε·½e^{−(Δ−c)/b}
+// = 1 − e^{(ε−ε₀)/2} for |ε| ≤ ε₀ (both exponentials equal e^{(ε−ε₀)/2}).
+// The discrete Laplace of this package is ε₀-DP, i.e. δ(ε₀) = 0;
+// accountants that compose Laplace releases tightly may use this curve.
+func LaplaceDelta(b, l1, epsilon float64) float64 {
+	eps0 := l1 / b
+	if epsilon >= eps0 {
+		return 0
+	}
+	return math.Max(0, -math.Expm1((epsilon-eps0)/2))
+}
+
 // laplace is the discrete Laplace mechanism on the grid. Safe for
 // concurrent use: its fields are read-only after construction.
 type laplace struct {
@@ -55,7 +75,7 @@ func NewLaplace(p Params) (Mechanism, error) {
 		return nil, err
 	}
 	if p.Delta != 0 {
-		return nil, ErrLaplaceDelt
+		return nil, ErrLaplaceDelta
 	}
 	eps := ratOf(p.Epsilon)
 	sens := ratOf(p.Sensitivity)

@@ -103,7 +103,7 @@ func TestNewLaplace_Validation(t *testing.T) {
 		{"zero sensitivity", Params{Epsilon: 1, Sensitivity: 0}, ErrSensitivity},
 		{"nan sensitivity", Params{Epsilon: 1, Sensitivity: nan}, ErrSensitivity},
 		{"inf sensitivity", Params{Epsilon: 1, Sensitivity: -inf}, ErrSensitivity},
-		{"delta", Params{Epsilon: 1, Sensitivity: 1, Delta: 1e-6}, ErrLaplaceDelt},
+		{"delta", Params{Epsilon: 1, Sensitivity: 1, Delta: 1e-6}, ErrLaplaceDelta},
 		{"negative cells", Params{Epsilon: 1, Sensitivity: 1, Cells: -1}, ErrCells},
 	}
 	for _, tc := range tests {
@@ -262,5 +262,18 @@ func TestLaplaceScale(t *testing.T) {
 	}
 	if _, err := LaplaceScale(math.NaN(), 1); err == nil {
 		t.Errorf("LaplaceScale(NaN) accepted")
+	}
+}
+
+// Known answers from ACCOUNTING.md row 5 (dp_accounting
+// privacy_loss_mechanism_test.py): the Laplace curve at (b, Δ, ε) =
+// (2, 4, 0.5), (1, 1, 0), (1, 1, 1).
+func TestLaplaceDelta_KnownAnswers(t *testing.T) {
+	for _, tc := range []struct{ b, l1, eps, want float64 }{
+		{2, 4, 0.5, 0.52763345}, {1, 1, 0, 0.39346934}, {1, 1, 1, 0},
+	} {
+		if got := LaplaceDelta(tc.b, tc.l1, tc.eps); math.Abs(got-tc.want) > 5e-9 {
+			t.Errorf("LaplaceDelta(b=%g, Δ=%g, ε=%g) = %.9f, want %.8f", tc.b, tc.l1, tc.eps, got, tc.want)
+		}
 	}
 }

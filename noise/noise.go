@@ -64,11 +64,11 @@ type Params struct {
 // Errors returned by the constructors. They describe parameters only,
 // never data.
 var (
-	ErrEpsilon     = errors.New("noise: epsilon must be a finite number > 0")
-	ErrDelta       = errors.New("noise: delta must be a finite number in (0, 1) for the Gaussian mechanism")
-	ErrLaplaceDelt = errors.New("noise: the Laplace mechanism is pure ε-DP; delta must be 0")
-	ErrSensitivity = errors.New("noise: sensitivity must be a finite number > 0")
-	ErrCells       = errors.New("noise: cells must be ≥ 0")
+	ErrEpsilon      = errors.New("noise: epsilon must be a finite number > 0")
+	ErrDelta        = errors.New("noise: delta must be a finite number in (0, 1) for the Gaussian mechanism")
+	ErrLaplaceDelta = errors.New("noise: the Laplace mechanism is pure ε-DP; delta must be 0")
+	ErrSensitivity  = errors.New("noise: sensitivity must be a finite number > 0")
+	ErrCells        = errors.New("noise: cells must be ≥ 0")
 )
 
 // checkFinitePositive rejects NaN, ±Inf and values ≤ 0.
