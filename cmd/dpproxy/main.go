@@ -5,7 +5,7 @@
 //
 //	dpproxy serve --config dpproxy.yaml
 //	dpproxy demo [--data-dir DIR] [--listen 127.0.0.1:6432]
-//	dpproxy demo-setup --admin-dsn DSN
+//	dpproxy demo-setup --admin-dsn DSN --shadow-admin-dsn DSN
 //	dpproxy policy validate FILE...
 //	dpproxy passwd NAME
 //	dpproxy accountant epsilon|delta --method M ... [--laplace B:K]... [--gaussian S:K]...
@@ -29,14 +29,23 @@ import (
 const usage = `usage:
   dpproxy serve --config FILE            serve with a configuration file
   dpproxy demo [--data-dir DIR] [--listen ADDR]
-                                         start a throwaway PostgreSQL with demo data and serve it
-  dpproxy demo-setup --admin-dsn DSN     load the demo data and roles into an existing PostgreSQL
+                                         start throwaway PostgreSQL clusters (data, shadow catalog) with demo data and serve it
+  dpproxy demo-setup --admin-dsn DSN --shadow-admin-dsn DSN
+                                         load the demo data and roles into an existing PostgreSQL,
+                                         and the shadow catalog's database into a second one
   dpproxy policy validate FILE...        check policy files
   dpproxy passwd NAME                    print a SCRAM-SHA-256 verifier for the config (password from stdin)
   dpproxy accountant epsilon --method M --delta D [--laplace B:K]... [--gaussian S:K]...
   dpproxy accountant delta --method M --epsilon E [--laplace B:K]... [--gaussian S:K]...
                                          composed ε (or δ) of a workload; B = Laplace scale/L1
                                          sensitivity, S = σ/L2 sensitivity, K = releases
+  dpproxy budget show --config FILE [--analyst A] [--dataset D]
+                                         analysts' budgets: spent, limit, remaining
+  dpproxy budget grant --config FILE --analyst A --dataset D --epsilon X [--delta Y]
+                                         add to an analyst's limit (audited)
+  dpproxy budget reset --config FILE --analyst A --dataset D --confirm
+                                         set an analyst's spending back to zero (audited)
+  dpproxy ledger verify --config FILE    recompute every budget from the ledger's charges
 `
 
 // usageError is a bad command line: exit status 2, the reason and the usage.
@@ -97,6 +106,10 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return cmdPasswd(args[1:], stdin, stdout, stderr)
 	case "accountant":
 		return cmdAccountant(args[1:], stdout)
+	case "budget":
+		return cmdBudget(ctx, args[1:], stdout, stderr)
+	case "ledger":
+		return cmdLedger(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return nil
