@@ -275,7 +275,9 @@ func TestBudget_ConcurrentNeverOverspends(t *testing.T) {
 				return
 			}
 			defer s.Close(context.Background())
-			if _, err := s.Exec(ctx, "SET dp.epsilon = 0.25"); err != nil {
+			// Every repetition must be charged: without this the answer
+			// cache would return the first answer at no cost.
+			if _, err := s.Exec(ctx, "SET dp.epsilon = 0.25; SET dp.cache = off"); err != nil {
 				errs <- err
 				return
 			}

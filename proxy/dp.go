@@ -32,6 +32,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		Delta:     c.delta(),
 		Mechanism: c.mechanism(),
 		Upstream:  c.ds.Upstream,
+		NoCache:   c.noCache(),
 	}
 	res, err := c.srv.cfg.Releaser.Run(ctx, req)
 	if err != nil {

@@ -45,6 +45,8 @@ func TestSession_DPSettings(t *testing.T) {
 		{sql: "SET dp.mechanism = gaussian", show: "dp.mechanism", want: "gaussian"},
 		{sql: "SET dp.mechanism = 'LAPLACE'", show: "dp.mechanism", want: "laplace"},
 		{sql: "SET dp.mechanism = exponential", wantCode: "22023"},
+		{sql: "SET dp.cache = off", show: "dp.cache", want: "off"},
+		{sql: "SET dp.cache = maybe", wantCode: "22023"},
 		{sql: "SET dp.budget = 10", wantCode: "55P02"},
 		{sql: "SET dp.nosuch = 1", wantCode: "42704"},
 		{sql: "SHOW nosuch_setting", wantCode: "42704"},
@@ -336,8 +338,28 @@ func TestDP_Route(t *testing.T) {
 		t.Fatalf("releaser called %d times", len(reqs))
 	}
 	r := reqs[0]
-	if r.Analyst != "alice" || r.Dataset.Name != "hospital" || r.Epsilon != 0.5 || r.Delta != 0 || r.Mechanism != "laplace" || r.Plan == nil {
+	if r.Analyst != "alice" || r.Dataset.Name != "hospital" || r.Epsilon != 0.5 || r.Delta != 0 || r.Mechanism != "laplace" || r.Plan == nil || r.NoCache {
 		t.Errorf("request = %+v", r)
+	}
+}
+
+func TestDP_CacheSetting(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	for _, sql := range []string{"SELECT COUNT(*) FROM visits", "SET dp.cache = off", "SELECT COUNT(*) FROM visits", "RESET dp.cache", "SELECT COUNT(*) FROM visits"} {
+		if _, err := execAll(t, pc, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	reqs := ts.releaser.requests()
+	if len(reqs) != 3 || reqs[0].NoCache || !reqs[1].NoCache || reqs[2].NoCache {
+		t.Fatalf("NoCache per request = %v, want false, true, false", func() []bool {
+			var out []bool
+			for _, r := range reqs {
+				out = append(out, r.NoCache)
+			}
+			return out
+		}())
 	}
 }
 

@@ -33,6 +33,7 @@ const (
 	settingEpsilon   = "dp.epsilon"
 	settingDelta     = "dp.delta"
 	settingMechanism = "dp.mechanism"
+	settingCache     = "dp.cache"
 	settingBudget    = "dp.budget"
 )
 
@@ -83,6 +84,7 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingEpsilon, check: checkEpsilon, desc: "Privacy cost ε of each DP query of this session."},
 		{name: settingDelta, check: checkDelta, desc: "Privacy cost δ of each DP query of this session (gaussian mechanism)."},
 		{name: settingMechanism, check: checkMechanism, desc: "Noise mechanism of DP queries: laplace or gaussian."},
+		{name: settingCache, def: "on", check: checkBool, desc: "Answer a repeated DP query with its earlier noisy answer, at no cost."},
 	}
 	m := make(map[string]*settingDef, len(defs))
 	for _, d := range defs {
@@ -389,6 +391,9 @@ func (c *conn) delta() float64 {
 
 func (c *conn) mechanism() string { return c.settings[settingMechanism] }
 
+// noCache is true after SET dp.cache = off.
+func (c *conn) noCache() bool { return c.settings[settingCache] == "off" }
+
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // Checks of setting values.
@@ -424,7 +429,7 @@ func checkBool(_ *conn, v string) (string, error) {
 	case "off", "false", "no", "0", "f", "n":
 		return "off", nil
 	}
-	return "", pgerr.New(pgerr.InvalidParameterValue, "parameter requires a Boolean value")
+	return "", pgerr.New(pgerr.InvalidParameterValue, "parameter requires a Boolean value").WithHint("use on or off")
 }
 
 func onlyOn(why string) func(*conn, string) (string, error) {

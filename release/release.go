@@ -241,10 +241,8 @@ func checkRequest(req Request) error {
 	}
 	switch req.Mechanism {
 	case policy.MechanismLaplace:
-		if req.Delta != 0 {
-			return pgerr.New(pgerr.InvalidParameterValue, "the Laplace mechanism takes no dp.delta").
-				WithHint("RESET dp.delta, or SET dp.mechanism = gaussian")
-		}
+		// δ is ignored: the Laplace mechanism is pure ε-DP (the session's
+		// dp.delta is for the Gaussian mechanism).
 	case policy.MechanismGaussian:
 		if !(req.Delta > 0 && req.Delta < 1) {
 			return pgerr.New(pgerr.InvalidParameterValue, "the Gaussian mechanism needs 0 < dp.delta < 1").
@@ -271,7 +269,10 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: plan names no protected table")
 	}
 	epsilon := splitDown(req.Epsilon, len(plan.Measures))
-	delta := splitDown(req.Delta, len(plan.Measures))
+	delta := 0.0
+	if req.Mechanism == policy.MechanismGaussian {
+		delta = splitDown(req.Delta, len(plan.Measures))
+	}
 	out := make([]measurement, len(plan.Measures))
 	for i, ms := range plan.Measures {
 		var lInf float64

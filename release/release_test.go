@@ -281,7 +281,6 @@ func TestRun_BadSettings(t *testing.T) {
 	}{
 		{"zero epsilon", 0, 0, policy.MechanismLaplace},
 		{"nan epsilon", math.NaN(), 0, policy.MechanismLaplace},
-		{"laplace with delta", 0.1, 1e-6, policy.MechanismLaplace},
 		{"gaussian without delta", 0.1, 0, policy.MechanismGaussian},
 		{"unknown mechanism", 0.1, 0, "exponential"},
 	}
