@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,11 +26,12 @@ var update = flag.Bool("update", false, "rewrite examples/docker/dpproxy.yaml fr
 const repoRoot = "../.."
 
 // The compose file's proxy config is examples/dpproxy.yaml with the database
-// host of the compose network and listening on all interfaces of the
-// container.
+// hosts of the compose network (data and shadow servers) and listening on all
+// interfaces of the container.
 const (
-	composePGAddr = "postgres:5432"
-	composeListen = "0.0.0.0:6432"
+	composePGAddr     = "postgres:5432"
+	composeShadowAddr = "postgres-shadow:5432"
+	composeListen     = "0.0.0.0:6432"
 )
 
 type composeFile struct {
@@ -60,9 +62,13 @@ func TestDockerCompose(t *testing.T) {
 	if err := dec.Decode(&cf); err != nil {
 		t.Fatalf("docker-compose.yml: %v", err)
 	}
-	pg, proxy, setup := cf.Services["postgres"], cf.Services["dpproxy"], cf.Services["setup"]
-	if pg.Image == "" || proxy.Build == "" || setup.Build == "" {
-		t.Fatalf("want services postgres (image), setup and dpproxy (build); got %+v", cf.Services)
+	pg, shadowPG, proxy, setup := cf.Services["postgres"], cf.Services["postgres-shadow"], cf.Services["dpproxy"], cf.Services["setup"]
+	if pg.Image == "" || shadowPG.Image == "" || proxy.Build == "" || setup.Build == "" {
+		t.Fatalf("want services postgres and postgres-shadow (image), setup and dpproxy (build); got %+v", cf.Services)
+	}
+	// The shadow server is a server of its own, with its own storage.
+	if len(shadowPG.Volumes) == 0 || len(pg.Volumes) == 0 || shadowPG.Volumes[0] == pg.Volumes[0] {
+		t.Errorf("postgres-shadow volumes %v must differ from postgres's %v", shadowPG.Volumes, pg.Volumes)
 	}
 
 	// Every service that builds has a Dockerfile, whose Go is new enough.
@@ -97,8 +103,8 @@ func TestDockerCompose(t *testing.T) {
 			}
 		}
 	}
-	if proxy.DependsOn["setup"].Condition != "service_completed_successfully" || setup.DependsOn["postgres"].Condition != "service_healthy" {
-		t.Errorf("want dpproxy after setup completes and setup after postgres is healthy")
+	if proxy.DependsOn["setup"].Condition != "service_completed_successfully" || setup.DependsOn["postgres"].Condition != "service_healthy" || setup.DependsOn["postgres-shadow"].Condition != "service_healthy" {
+		t.Errorf("want dpproxy after setup completes and setup after postgres and postgres-shadow are healthy")
 	}
 
 	// The proxy's config: the mounted file, equal to the example with the
@@ -109,7 +115,7 @@ func TestDockerCompose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := demoConfig(examples.Config(), composePGAddr, composeListen)
+	want, err := demoConfig(examples.Config(), composePGAddr, composeShadowAddr, composeListen)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +126,7 @@ func TestDockerCompose(t *testing.T) {
 		got = want
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is not examples/dpproxy.yaml with %s and listen %s; regenerate it with: go test ./cmd/dpproxy -run DockerCompose -update", host, composePGAddr, composeListen)
+		t.Fatalf("%s is not examples/dpproxy.yaml with %s, %s and listen %s; regenerate it with: go test ./cmd/dpproxy -run DockerCompose -update", host, composePGAddr, composeShadowAddr, composeListen)
 	}
 	cfg, err := config.Parse(got, host)
 	if err != nil {
@@ -144,36 +150,43 @@ func TestDockerCompose(t *testing.T) {
 		t.Errorf("dpproxy publishes %v, want container port %s (listen: %s)", proxy.Ports, listenPort, cfg.Listen)
 	}
 
-	// DSNs: setup's admin DSN and every DSN of the config reach the postgres
-	// service; the setup role passwords are the ones demo-setup sets.
-	admin, err := pgx.ParseConfig(flagValue(t, setup.Command, "--admin-dsn"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if admin.Host != "postgres" || admin.Port != 5432 || admin.Password != pg.Environment["POSTGRES_PASSWORD"] || admin.User != "postgres" {
-		t.Errorf("setup admin DSN %s@%s:%d does not match the postgres service (password from POSTGRES_PASSWORD)", admin.User, admin.Host, admin.Port)
-	}
+	// DSNs: setup's admin DSNs reach the two servers; the config's data
+	// DSNs (ledger, upstream) reach the postgres service as a data role, its
+	// shadow DSNs the postgres-shadow service as a shadow role, with the
+	// passwords demo-setup sets.
 	if setup.Command[0] != "demo-setup" {
 		t.Errorf("setup runs %q, want demo-setup", setup.Command[0])
 	}
-	dsns := map[string]string{"ledger": cfg.Ledger}
+	for flagName, svc := range map[string]string{"--admin-dsn": "postgres", "--shadow-admin-dsn": "postgres-shadow"} {
+		admin, err := pgx.ParseConfig(flagValue(t, setup.Command, flagName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if admin.Host != svc || admin.Port != 5432 || admin.Password != cf.Services[svc].Environment["POSTGRES_PASSWORD"] || admin.User != "postgres" {
+			t.Errorf("setup %s %s@%s:%d does not match the %s service (password from POSTGRES_PASSWORD)", flagName, admin.User, admin.Host, admin.Port, svc)
+		}
+	}
+	type target struct {
+		dsn   string
+		host  string
+		roles []string
+	}
+	dsns := map[string]target{"ledger": {cfg.Ledger, "postgres", demo.DataRoles}}
 	for n, d := range cfg.Datasets {
-		dsns[n+".upstream"], dsns[n+".shadow"], dsns[n+".shadow_admin"] = d.Upstream, d.Shadow, d.ShadowAdmin
+		dsns[n+".upstream"] = target{d.Upstream, "postgres", demo.DataRoles}
+		dsns[n+".shadow"] = target{d.Shadow, "postgres-shadow", demo.ShadowRoles}
+		dsns[n+".shadow_admin"] = target{d.ShadowAdmin, "postgres-shadow", demo.ShadowRoles}
 	}
-	roles := map[string]bool{}
-	for _, r := range demo.Roles {
-		roles[r] = true
-	}
-	for key, dsn := range dsns {
-		c, err := pgx.ParseConfig(dsn)
+	for key, tg := range dsns {
+		c, err := pgx.ParseConfig(tg.dsn)
 		if err != nil {
 			t.Fatalf("%s: %v", key, err)
 		}
-		if c.Host != "postgres" || c.Port != 5432 {
-			t.Errorf("%s reaches %s:%d, want the postgres service on 5432", key, c.Host, c.Port)
+		if c.Host != tg.host || c.Port != 5432 {
+			t.Errorf("%s reaches %s:%d, want the %s service on 5432", key, c.Host, c.Port, tg.host)
 		}
-		if !roles[c.User] || c.Password != c.User {
-			t.Errorf("%s logs in as %s with password %q; demo-setup creates %v with password = role name", key, c.User, c.Password, demo.Roles)
+		if !slices.Contains(tg.roles, c.User) || c.Password != c.User {
+			t.Errorf("%s logs in as %s with password %q; demo-setup creates %v there with password = role name", key, c.User, c.Password, tg.roles)
 		}
 	}
 	if !publishes(pg.Ports, "5432") {

@@ -19,27 +19,68 @@ import (
 	"go.uber.org/zap"
 )
 
-// examplePGAddr is the PostgreSQL address written in examples/dpproxy.yaml;
-// the demo replaces it with its cluster's.
-const examplePGAddr = "127.0.0.1:5432"
+// The PostgreSQL addresses written in examples/dpproxy.yaml: the data
+// cluster (upstream and ledger DSNs) and the shadow cluster (shadow DSNs).
+// The demo replaces them with its clusters' addresses.
+const (
+	examplePGAddr     = "127.0.0.1:5432"
+	exampleShadowAddr = "127.0.0.1:5433"
+)
 
 var listenLine = regexp.MustCompile(`(?m)^listen: .*$`)
 
-// demoConfig turns examples/dpproxy.yaml into the demo's config: the
-// cluster's address in every DSN and the --listen address.
-func demoConfig(tmpl []byte, pgAddr, listen string) ([]byte, error) {
+// demoConfig turns examples/dpproxy.yaml into the demo's config: the data
+// cluster's address in the upstream and ledger DSNs, the shadow cluster's in
+// the shadow DSNs, and the --listen address.
+func demoConfig(tmpl []byte, pgAddr, shadowAddr, listen string) ([]byte, error) {
 	s := string(tmpl)
-	if !strings.Contains(s, "@"+examplePGAddr+"/") || !listenLine.MatchString(s) {
-		return nil, fmt.Errorf("examples/dpproxy.yaml no longer has the %s DSNs and listen: line the demo replaces", examplePGAddr)
+	if !strings.Contains(s, "@"+examplePGAddr+"/") || !strings.Contains(s, "@"+exampleShadowAddr+"/") || !listenLine.MatchString(s) {
+		return nil, fmt.Errorf("examples/dpproxy.yaml no longer has the %s (data) and %s (shadow) DSNs and the listen: line the demo replaces", examplePGAddr, exampleShadowAddr)
 	}
-	s = strings.ReplaceAll(s, "@"+examplePGAddr+"/", "@"+pgAddr+"/")
+	// One pass, so that neither replacement is replaced again.
+	s = strings.NewReplacer("@"+examplePGAddr+"/", "@"+pgAddr+"/", "@"+exampleShadowAddr+"/", "@"+shadowAddr+"/").Replace(s)
 	s = listenLine.ReplaceAllLiteralString(s, "listen: "+listen)
 	return []byte(s), nil
 }
 
+// startClusters starts the data cluster in dataDir and the shadow cluster in
+// dataDir/shadow (both temporary when dataDir is empty), concurrently. The
+// shadow catalog must not share the data's cluster: see internal/demo.
+func startClusters(ctx context.Context, dataDir string, log *zap.Logger) (data, shadow *pgcluster.Cluster, err error) {
+	shadowDir := ""
+	if dataDir != "" {
+		shadowDir = filepath.Join(dataDir, "shadow")
+	}
+	type result struct {
+		c   *pgcluster.Cluster
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: shadowDir, Logger: log.Named("shadow")})
+		ch <- result{c, err}
+	}()
+	data, derr := pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir, Logger: log.Named("data")})
+	sr := <-ch
+	if derr != nil || sr.err != nil {
+		for _, c := range []*pgcluster.Cluster{data, sr.c} {
+			if c != nil {
+				if err := c.Stop(); err != nil {
+					log.Error("stop PostgreSQL", zap.Error(err))
+				}
+			}
+		}
+		if derr != nil {
+			return nil, nil, fmt.Errorf("start the data cluster: %w", derr)
+		}
+		return nil, nil, fmt.Errorf("start the shadow cluster: %w", sr.err)
+	}
+	return data, sr.c, nil
+}
+
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	dataDir := fs.String("data-dir", "", "keep the cluster, its data and its ledger in DIR across restarts (default: a temporary directory removed on exit)")
+	dataDir := fs.String("data-dir", "", "keep the clusters (data in DIR, shadow catalog in DIR/shadow), the data and the ledger across restarts (default: temporary directories removed on exit)")
 	listen := fs.String("listen", "127.0.0.1:6432", "address analysts connect to")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	if err := parseFlags(fs, args, false); err != nil {
@@ -54,21 +95,24 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer log.Sync()
 
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{Dir: *dataDir, Logger: log})
+	cluster, shadowCluster, err := startClusters(ctx, *dataDir, log)
 	if err != nil {
 		return fmt.Errorf("start PostgreSQL: %w", err)
 	}
 	defer func() {
-		if err := cluster.Stop(); err != nil {
-			log.Error("stop PostgreSQL", zap.Error(err))
+		for _, c := range []*pgcluster.Cluster{shadowCluster, cluster} {
+			if err := c.Stop(); err != nil {
+				log.Error("stop PostgreSQL", zap.String("dir", c.Dir), zap.Error(err))
+			}
 		}
 	}()
-	if _, err := demo.Setup(ctx, cluster, demo.Options{Passwords: true, Logger: log}); err != nil {
+	if _, err := demo.Setup(ctx, cluster, shadowCluster, demo.Options{Passwords: true, Logger: log}); err != nil {
 		return fmt.Errorf("set up demo data: %w", err)
 	}
 
 	pgAddr := net.JoinHostPort(cluster.Host, strconv.Itoa(cluster.Port))
-	text, err := demoConfig(examples.Config(), pgAddr, *listen)
+	shadowAddr := net.JoinHostPort(shadowCluster.Host, strconv.Itoa(shadowCluster.Port))
+	text, err := demoConfig(examples.Config(), pgAddr, shadowAddr, *listen)
 	if err != nil {
 		return err
 	}
@@ -86,7 +130,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	log.Info("demo configuration written", zap.String("config", cfgPath))
+	log.Info("demo configuration written", zap.String("config", cfgPath), zap.String("shadow_cluster", shadowAddr))
 
 	return runServer(ctx, cfg, log, func(addr net.Addr) {
 		fmt.Fprintf(stdout, "ready: postgres://alice:alice@%s/%s\n", addr, demo.Database)
@@ -99,12 +143,16 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func cmdDemoSetup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo-setup", flag.ContinueOnError)
-	adminDSN := fs.String("admin-dsn", os.Getenv("DPPROXY_ADMIN_DSN"), "superuser DSN of the PostgreSQL server (default $DPPROXY_ADMIN_DSN)")
+	adminDSN := fs.String("admin-dsn", os.Getenv("DPPROXY_ADMIN_DSN"), "superuser DSN of the data's PostgreSQL server (default $DPPROXY_ADMIN_DSN)")
+	shadowDSN := fs.String("shadow-admin-dsn", os.Getenv("DPPROXY_SHADOW_ADMIN_DSN"), "superuser DSN of a second PostgreSQL server for the shadow catalog (default $DPPROXY_SHADOW_ADMIN_DSN)")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
 	if *adminDSN == "" {
 		return usagef("demo-setup: --admin-dsn DSN (or DPPROXY_ADMIN_DSN) is required")
+	}
+	if *shadowDSN == "" {
+		return usagef("demo-setup: --shadow-admin-dsn DSN (or DPPROXY_SHADOW_ADMIN_DSN) is required: the shadow catalog lives in a second PostgreSQL server")
 	}
 	log, err := newLogger(stderr, "info")
 	if err != nil {
@@ -115,7 +163,11 @@ func cmdDemoSetup(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return fmt.Errorf("--admin-dsn: %w", err)
 	}
-	res, err := demo.Setup(ctx, c, demo.Options{Passwords: true, Logger: log})
+	sc, err := pgcluster.External(*shadowDSN)
+	if err != nil {
+		return fmt.Errorf("--shadow-admin-dsn: %w", err)
+	}
+	res, err := demo.Setup(ctx, c, sc, demo.Options{Passwords: true, Logger: log})
 	if err != nil {
 		return fmt.Errorf("set up demo data: %w", err)
 	}

@@ -8,8 +8,10 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -217,39 +219,54 @@ func TestRun_Passwd(t *testing.T) {
 }
 
 func TestDemoConfig(t *testing.T) {
-	text, err := demoConfig(examples.Config(), "127.0.0.1:40001", "127.0.0.1:7777")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Parse(text, "demo.yaml")
-	if err != nil {
-		t.Fatalf("demo config does not load: %v\n%s", err, text)
-	}
-	if cfg.Listen != "127.0.0.1:7777" {
-		t.Errorf("listen = %s, want 127.0.0.1:7777", cfg.Listen)
-	}
-	dsns := []string{cfg.Ledger}
-	for _, d := range cfg.Datasets {
-		dsns = append(dsns, d.Upstream, d.Shadow, d.ShadowAdmin)
-	}
-	for _, dsn := range dsns {
-		pc, err := pgx.ParseConfig(dsn)
+	for _, tc := range []struct{ data, shadow string }{
+		{"127.0.0.1:40001", "127.0.0.1:40002"},
+		// The placeholders swapped: one pass, nothing replaced twice.
+		{"127.0.0.1:5433", "127.0.0.1:5432"},
+	} {
+		text, err := demoConfig(examples.Config(), tc.data, tc.shadow, "127.0.0.1:7777")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pc.Host != "127.0.0.1" || pc.Port != 40001 {
-			t.Errorf("DSN %s points to %s:%d, want the cluster 127.0.0.1:40001", dsn, pc.Host, pc.Port)
+		cfg, err := config.Parse(text, "demo.yaml")
+		if err != nil {
+			t.Fatalf("demo config does not load: %v\n%s", err, text)
+		}
+		if cfg.Listen != "127.0.0.1:7777" {
+			t.Errorf("listen = %s, want 127.0.0.1:7777", cfg.Listen)
+		}
+		type target struct{ dsn, addr, db string }
+		targets := []target{{cfg.Ledger, tc.data, "dpproxy_ledger"}}
+		for n, d := range cfg.Datasets {
+			// The shadow database is named like the dataset, in the
+			// shadow cluster; never in the data cluster.
+			targets = append(targets, target{d.Upstream, tc.data, n}, target{d.Shadow, tc.shadow, n}, target{d.ShadowAdmin, tc.shadow, n})
+		}
+		for _, tg := range targets {
+			pc, err := pgx.ParseConfig(tg.dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := net.JoinHostPort(pc.Host, strconv.Itoa(int(pc.Port))); got != tg.addr || pc.Database != tg.db {
+				t.Errorf("DSN %s points to %s/%s, want %s/%s", tg.dsn, got, pc.Database, tg.addr, tg.db)
+			}
+		}
+		if _, ok := cfg.Datasets["hospital"]; !ok {
+			t.Error("demo config has no hospital dataset")
+		}
+		for _, a := range []string{"alice", "bob"} {
+			if got := cfg.Analysts[a].Password; got != "plain:"+a {
+				t.Errorf("analyst %s password = %q, want plain:%s (demo: password = name)", a, got, a)
+			}
 		}
 	}
-	if _, ok := cfg.Datasets["hospital"]; !ok {
-		t.Error("demo config has no hospital dataset")
-	}
-	for _, a := range []string{"alice", "bob"} {
-		if got := cfg.Analysts[a].Password; got != "plain:"+a {
-			t.Errorf("analyst %s password = %q, want plain:%s (demo: password = name)", a, got, a)
-		}
-	}
-	if _, err := demoConfig([]byte("listen: x\n"), "h:1", "l:2"); err == nil {
+	if _, err := demoConfig([]byte("listen: x\n"), "h:1", "s:2", "l:2"); err == nil {
 		t.Error("demoConfig accepted a template without the example DSNs")
+	}
+	// A template whose shadow shares the data's address is rejected: the
+	// demo would otherwise put the shadow in the data cluster.
+	oneCluster := strings.ReplaceAll(string(examples.Config()), "@"+exampleShadowAddr+"/", "@"+examplePGAddr+"/")
+	if _, err := demoConfig([]byte(oneCluster), "h:1", "s:2", "l:2"); err == nil {
+		t.Error("demoConfig accepted a template without a separate shadow cluster address")
 	}
 }

@@ -1,25 +1,46 @@
 // Package demo creates the demo dataset of `dpproxy demo` and docker-compose:
 // database hospital with generated patients and visits (fixed seed), plus the
-// least-privilege roles and databases the proxy needs, all in one PostgreSQL
-// cluster.
+// least-privilege roles and databases the proxy needs, in TWO PostgreSQL
+// clusters:
+//
+//   - the data cluster: database hospital (the data), database
+//     dpproxy_ledger (the accountant's ledger) and their roles;
+//   - the shadow cluster: only the shadow catalog, in a database named like
+//     the dataset (hospital), so that current_database(), \l and JDBC
+//     catalog names match what the analyst connected to.
+//
+// The shadow catalog must not share a cluster with the data: some statistics
+// are cluster-wide and readable by every role of the cluster, whatever
+// database it is connected to (pg_stat_database's tup_inserted/tup_returned
+// of every database, pg_database_size() of any database, pg_stat_activity of
+// every session). Analysts' catalog statements run on the shadow connection,
+// so in a shared cluster they could read exact row counts of the data —
+// exactly what DP protects. Setup refuses two connections to the same
+// cluster (same pg_control_system().system_identifier).
 //
 // Roles (created with LOGIN and a password when Options.Passwords says so;
-// the throwaway cluster of `dpproxy demo` trusts loopback connections):
+// the throwaway clusters of `dpproxy demo` trust loopback connections):
 //
-//   - dpproxy_reader: CONNECT on hospital only, SELECT only on the columns the
-//     policy exposes (column-level GRANTs, unit column included),
-//     default_transaction_read_only=on. The proxy's upstream role.
-//   - dpproxy_ledger: owns database dpproxy_ledger.
-//   - dpproxy_shadow_owner: owns database hospital_shadow (the proxy builds
-//     the shadow catalog there at start-up).
-//   - dpproxy_shadow: CONNECT on hospital_shadow only; no CREATE, no TEMP.
-//     Analysts' catalog statements run as this role.
+//   - data cluster, dpproxy_reader: CONNECT on hospital only, SELECT only on
+//     the columns the policy exposes (column-level GRANTs, unit column
+//     included), default_transaction_read_only=on. The proxy's upstream role.
+//   - data cluster, dpproxy_ledger: owns database dpproxy_ledger.
+//   - shadow cluster, dpproxy_shadow_owner: owns the shadow's database
+//     hospital (the proxy builds the shadow catalog there at start-up).
+//   - shadow cluster, dpproxy_shadow: CONNECT on the shadow's hospital only;
+//     no CREATE, no TEMP, default_transaction_read_only=on and
+//     track_activities=off (other analysts' catalog statements, which share
+//     this role, do not show in pg_stat_activity). Analysts' catalog
+//     statements run as this role.
 //
-// CONNECT on hospital and dpproxy_ledger and TEMP on hospital_shadow are
-// revoked from PUBLIC.
+// The shadow roles do not exist in the data cluster, and the data roles not
+// in the shadow cluster. In both clusters every database's CONNECT (and
+// TEMP) is revoked from PUBLIC and granted only to the role that needs it.
 //
 // Setup is idempotent: data already loaded (marked by a COMMENT on database
-// hospital) is not generated again, and roles and grants are re-applied.
+// hospital) is not generated again, and roles and grants are re-applied. It
+// also removes, from the data cluster, the shadow database and roles that
+// earlier versions put there (database hospital_shadow).
 package demo
 
 import (
@@ -35,23 +56,40 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgcluster"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 )
 
 // Names of the demo's databases and roles.
 const (
-	Database         = "hospital"
-	LedgerDatabase   = "dpproxy_ledger"
-	ShadowDatabase   = "hospital_shadow"
-	ReaderRole       = "dpproxy_reader"
-	LedgerRole       = "dpproxy_ledger"
-	ShadowOwnerRole  = "dpproxy_shadow_owner"
-	ShadowRole       = "dpproxy_shadow"
-	dataMarkerPrefix = "dpproxy demo data"
+	// Database is the data database in the data cluster and the dataset's
+	// name.
+	Database       = "hospital"
+	LedgerDatabase = "dpproxy_ledger"
+	// ShadowDatabase is the shadow catalog's database in the shadow
+	// cluster: named like the dataset, so analysts see the name they
+	// connected to.
+	ShadowDatabase  = Database
+	ReaderRole      = "dpproxy_reader"
+	LedgerRole      = "dpproxy_ledger"
+	ShadowOwnerRole = "dpproxy_shadow_owner"
+	ShadowRole      = "dpproxy_shadow"
+
+	// legacyShadowDatabase is where versions before the two-cluster demo
+	// put the shadow catalog, inside the data cluster.
+	legacyShadowDatabase = "hospital_shadow"
+	dataMarkerPrefix     = "dpproxy demo data"
+	shadowComment        = "dpproxy shadow catalog of dataset " + Database + ": the exposed schema, no rows"
 )
 
-// Roles lists the demo's roles.
-var Roles = []string{ReaderRole, LedgerRole, ShadowOwnerRole, ShadowRole}
+var (
+	// DataRoles are the demo's roles in the data cluster.
+	DataRoles = []string{ReaderRole, LedgerRole}
+	// ShadowRoles are the demo's roles in the shadow cluster.
+	ShadowRoles = []string{ShadowOwnerRole, ShadowRole}
+	// Roles lists all the demo's roles (DataRoles, then ShadowRoles).
+	Roles = []string{ReaderRole, LedgerRole, ShadowOwnerRole, ShadowRole}
+)
 
 // Options configures Setup.
 type Options struct {
@@ -62,7 +100,7 @@ type Options struct {
 	Seed uint64
 	// Passwords: when true each role gets its name as password (as in
 	// examples/dpproxy.yaml), for servers that do not trust loopback
-	// (docker-compose). The throwaway demo cluster trusts loopback.
+	// (docker-compose). The throwaway demo clusters trust loopback.
 	Passwords bool
 	Logger    *zap.Logger
 	// Patients and Visits: sizes of the generated data; zero means
@@ -71,18 +109,20 @@ type Options struct {
 	Patients, Visits int
 }
 
-// Result holds the DSNs of a set-up demo cluster.
+// Result holds the DSNs of the set-up demo clusters.
 type Result struct {
-	// AdminDSN is the superuser DSN of database hospital (the steward's
-	// direct access, printed as "upstream:" by dpproxy demo).
+	// AdminDSN is the superuser DSN of database hospital in the data
+	// cluster (the steward's direct access, printed as "upstream:" by
+	// dpproxy demo).
 	AdminDSN string
-	// UpstreamDSN is the reader role's DSN of hospital.
+	// UpstreamDSN is the reader role's DSN of hospital (data cluster).
 	UpstreamDSN string
-	// LedgerDSN is the ledger role's DSN of dpproxy_ledger.
+	// LedgerDSN is the ledger role's DSN of dpproxy_ledger (data cluster).
 	LedgerDSN string
-	// ShadowDSN is the shadow role's DSN of hospital_shadow.
+	// ShadowDSN is the shadow role's DSN of hospital in the shadow cluster.
 	ShadowDSN string
-	// ShadowAdminDSN is the shadow owner's DSN of hospital_shadow.
+	// ShadowAdminDSN is the shadow owner's DSN of hospital in the shadow
+	// cluster.
 	ShadowAdminDSN string
 	// Generated is false when existing data was reused.
 	Generated bool
@@ -93,15 +133,23 @@ func HospitalPolicy() (*policy.Dataset, error) {
 	return policy.Parse(strings.NewReader(string(examples.HospitalPolicy())), "examples/policies/hospital.yaml")
 }
 
-// Setup generates and loads the demo data (unless already there) and
-// creates the roles and databases of the proxy. c must allow superuser
-// connections (Cluster.DSN).
-func Setup(ctx context.Context, c *pgcluster.Cluster, opts Options) (*Result, error) {
+// ErrSameCluster is wrapped by Setup's error when the data and the shadow
+// cluster are one server.
+var ErrSameCluster = errors.New("the shadow catalog must live in a different PostgreSQL cluster than the data: cluster-wide statistics (pg_stat_database, pg_database_size, pg_stat_activity) would show the data's row counts and sessions to analysts")
+
+// Setup generates and loads the demo data into the data cluster (unless
+// already there), creates the ledger database, and creates the shadow
+// catalog's database and roles in the shadow cluster. Both clusters must
+// allow superuser connections (Cluster.DSN) and be different servers.
+func Setup(ctx context.Context, data, shadow *pgcluster.Cluster, opts Options) (*Result, error) {
 	log := opts.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
 	log = log.Named("demo")
+	if data == nil || shadow == nil {
+		return nil, errors.New("demo: Setup needs a data cluster and a separate shadow cluster")
+	}
 	ds := opts.Policy
 	if ds == nil {
 		var err error
@@ -125,11 +173,27 @@ func Setup(ctx context.Context, c *pgcluster.Cluster, opts Options) (*Result, er
 	}
 	marker := fmt.Sprintf("%s (seed %d, %d patients, %d visits)", dataMarkerPrefix, seed, nP, nV)
 
-	admin, err := pgx.Connect(ctx, c.DSN("postgres"))
+	admin, err := pgx.Connect(ctx, data.DSN("postgres"))
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s as superuser: %w", c.DSN("postgres"), err)
+		return nil, fmt.Errorf("connect to the data cluster %s as superuser: %w", data.DSN("postgres"), err)
 	}
 	defer admin.Close(context.Background())
+	shadowAdmin, err := pgx.Connect(ctx, shadow.DSN("postgres"))
+	if err != nil {
+		return nil, fmt.Errorf("connect to the shadow cluster %s as superuser: %w", shadow.DSN("postgres"), err)
+	}
+	defer shadowAdmin.Close(context.Background())
+	dataID, err := systemID(ctx, admin)
+	if err != nil {
+		return nil, fmt.Errorf("data cluster: %w", err)
+	}
+	shadowID, err := systemID(ctx, shadowAdmin)
+	if err != nil {
+		return nil, fmt.Errorf("shadow cluster: %w", err)
+	}
+	if dataID == shadowID {
+		return nil, fmt.Errorf("%w; %s and %s are the same cluster (system identifier %d): start a second PostgreSQL server for the shadow", ErrSameCluster, data.DSN("postgres"), shadow.DSN("postgres"), dataID)
+	}
 
 	pw := func(role string) string {
 		if opts.Passwords {
@@ -137,12 +201,16 @@ func Setup(ctx context.Context, c *pgcluster.Cluster, opts Options) (*Result, er
 		}
 		return ""
 	}
-	for _, role := range Roles {
+
+	// The data cluster.
+	if err := dropLegacyShadow(ctx, admin, log); err != nil {
+		return nil, err
+	}
+	for _, role := range DataRoles {
 		if err := ensureRole(ctx, admin, role, pw(role)); err != nil {
 			return nil, err
 		}
 	}
-
 	var comment *string
 	err = admin.QueryRow(ctx, "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = $1", Database).Scan(&comment)
 	exists := err == nil
@@ -161,7 +229,7 @@ func Setup(ctx context.Context, c *pgcluster.Cluster, opts Options) (*Result, er
 			return nil, fmt.Errorf("create database %s: %w", Database, err)
 		}
 		start := time.Now()
-		if err := load(ctx, c.DSN(Database), generate(seed, nP, nV)); err != nil {
+		if err := load(ctx, data.DSN(Database), generate(seed, nP, nV)); err != nil {
 			return nil, err
 		}
 		if _, err := admin.Exec(ctx, fmt.Sprintf("COMMENT ON DATABASE %s IS %s", ident(Database), literal(marker))); err != nil {
@@ -170,43 +238,121 @@ func Setup(ctx context.Context, c *pgcluster.Cluster, opts Options) (*Result, er
 		generated = true
 		log.Info("demo data generated", zap.Int("patients", nP), zap.Int("visits", nV), zap.Duration("took", time.Since(start)))
 	}
-
-	for _, db := range []struct{ name, owner string }{{LedgerDatabase, LedgerRole}, {ShadowDatabase, ShadowOwnerRole}} {
-		var n int
-		if err := admin.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", db.name).Scan(&n); err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", ident(db.name), ident(db.owner))); err != nil {
-				return nil, fmt.Errorf("create database %s: %w", db.name, err)
-			}
-		}
+	if err := ensureDatabase(ctx, admin, LedgerDatabase, LedgerRole); err != nil {
+		return nil, err
 	}
 	if err := execAll(ctx, admin,
 		"REVOKE ALL ON DATABASE "+ident(Database)+" FROM PUBLIC",
 		"REVOKE ALL ON DATABASE "+ident(LedgerDatabase)+" FROM PUBLIC",
-		"REVOKE TEMPORARY ON DATABASE "+ident(ShadowDatabase)+" FROM PUBLIC",
 		"GRANT CONNECT ON DATABASE "+ident(Database)+" TO "+ident(ReaderRole),
-		"GRANT CONNECT ON DATABASE "+ident(ShadowDatabase)+" TO "+ident(ShadowRole),
 		"ALTER ROLE "+ident(ReaderRole)+" SET default_transaction_read_only = on",
-		"ALTER ROLE "+ident(ShadowRole)+" SET default_transaction_read_only = on",
 	); err != nil {
 		return nil, err
 	}
-	if err := grantReader(ctx, c.DSN(Database), ds); err != nil {
+	if err := grantReader(ctx, data.DSN(Database), ds); err != nil {
 		return nil, err
 	}
-	if err := lockShadow(ctx, c.DSN(ShadowDatabase)); err != nil {
+
+	// The shadow cluster.
+	for _, role := range ShadowRoles {
+		if err := ensureRole(ctx, shadowAdmin, role, pw(role)); err != nil {
+			return nil, err
+		}
+	}
+	if err := ensureDatabase(ctx, shadowAdmin, ShadowDatabase, ShadowOwnerRole); err != nil {
+		return nil, err
+	}
+	if err := execAll(ctx, shadowAdmin,
+		"ALTER DATABASE "+ident(ShadowDatabase)+" OWNER TO "+ident(ShadowOwnerRole),
+		fmt.Sprintf("COMMENT ON DATABASE %s IS %s", ident(ShadowDatabase), literal(shadowComment)),
+		// PUBLIC keeps no CONNECT anywhere: the shadow role reaches only
+		// its database.
+		"REVOKE ALL ON DATABASE "+ident(ShadowDatabase)+" FROM PUBLIC",
+		"REVOKE ALL ON DATABASE postgres FROM PUBLIC",
+		"REVOKE ALL ON DATABASE template1 FROM PUBLIC",
+		"GRANT CONNECT ON DATABASE "+ident(ShadowDatabase)+" TO "+ident(ShadowRole),
+		"ALTER ROLE "+ident(ShadowRole)+" SET default_transaction_read_only = on",
+		// Analysts share this role: without this, pg_stat_activity would
+		// show each analyst the others' catalog statements.
+		"ALTER ROLE "+ident(ShadowRole)+" SET track_activities = off",
+	); err != nil {
+		return nil, err
+	}
+	if err := lockShadow(ctx, shadow.DSN(ShadowDatabase)); err != nil {
 		return nil, err
 	}
 	return &Result{
-		AdminDSN:       c.DSN(Database),
-		UpstreamDSN:    c.RoleDSN(ReaderRole, pw(ReaderRole), Database),
-		LedgerDSN:      c.RoleDSN(LedgerRole, pw(LedgerRole), LedgerDatabase),
-		ShadowDSN:      c.RoleDSN(ShadowRole, pw(ShadowRole), ShadowDatabase),
-		ShadowAdminDSN: c.RoleDSN(ShadowOwnerRole, pw(ShadowOwnerRole), ShadowDatabase),
+		AdminDSN:       data.DSN(Database),
+		UpstreamDSN:    data.RoleDSN(ReaderRole, pw(ReaderRole), Database),
+		LedgerDSN:      data.RoleDSN(LedgerRole, pw(LedgerRole), LedgerDatabase),
+		ShadowDSN:      shadow.RoleDSN(ShadowRole, pw(ShadowRole), ShadowDatabase),
+		ShadowAdminDSN: shadow.RoleDSN(ShadowOwnerRole, pw(ShadowOwnerRole), ShadowDatabase),
 		Generated:      generated,
 	}, nil
+}
+
+// systemID returns the cluster's unique identifier (set by initdb).
+func systemID(ctx context.Context, conn *pgx.Conn) (int64, error) {
+	var id int64
+	if err := conn.QueryRow(ctx, "SELECT system_identifier FROM pg_catalog.pg_control_system()").Scan(&id); err != nil {
+		return 0, fmt.Errorf("read the system identifier: %w", err)
+	}
+	return id, nil
+}
+
+// ensureDatabase creates the database, owned by owner, unless it exists.
+func ensureDatabase(ctx context.Context, conn *pgx.Conn, name, owner string) error {
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", name).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s OWNER %s", ident(name), ident(owner))); err != nil {
+		return fmt.Errorf("create database %s: %w", name, err)
+	}
+	return nil
+}
+
+// dropLegacyShadow removes the shadow database and roles that earlier
+// versions created in the data cluster (e.g. a kept --data-dir or docker
+// volume).
+func dropLegacyShadow(ctx context.Context, conn *pgx.Conn, log *zap.Logger) error {
+	var n int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", legacyShadowDatabase).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		log.Info("removing the shadow catalog of an earlier version from the data cluster", zap.String("database", legacyShadowDatabase))
+		if _, err := conn.Exec(ctx, "DROP DATABASE "+ident(legacyShadowDatabase)+" WITH (FORCE)"); err != nil {
+			return fmt.Errorf("drop database %s: %w", legacyShadowDatabase, err)
+		}
+	}
+	for _, role := range ShadowRoles {
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_roles WHERE rolname = $1", role).Scan(&n); err != nil {
+			return err
+		}
+		if n == 0 {
+			continue
+		}
+		// The role's privileges live in the data cluster's databases
+		// (CONNECT on database objects is in the shared catalog).
+		for _, db := range []string{Database, LedgerDatabase} {
+			if _, err := conn.Exec(ctx, "REVOKE ALL ON DATABASE "+ident(db)+" FROM "+ident(role)); err != nil && !isUndefinedDatabase(err) {
+				return fmt.Errorf("revoke the privileges of %s on %s: %w", role, db, err)
+			}
+		}
+		if _, err := conn.Exec(ctx, "DROP ROLE "+ident(role)); err != nil {
+			return fmt.Errorf("drop role %s of an earlier version from the data cluster: %w", role, err)
+		}
+	}
+	return nil
+}
+
+func isUndefinedDatabase(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "3D000"
 }
 
 func ensureRole(ctx context.Context, conn *pgx.Conn, role, password string) error {

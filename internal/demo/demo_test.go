@@ -6,12 +6,36 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgcluster"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// shadowCluster starts a second throwaway cluster for the shadow catalog,
+// stopped when the test ends (pgtest shares one cluster, and the shadow must
+// not live in the data's cluster).
+func shadowCluster(t *testing.T) *pgcluster.Cluster {
+	t.Helper()
+	pgtest.Cluster(t) // skips, or fails under CI, without PostgreSQL
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{NoFsync: true})
+	if err != nil {
+		if errors.Is(err, pgcluster.ErrNotInstalled) && !pgtest.InCI() {
+			t.Skipf("a second PostgreSQL cluster for the shadow: %v", err)
+		}
+		t.Fatalf("start the shadow cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop the shadow cluster: %v", err)
+		}
+	})
+	return c
+}
 
 func scalar(t *testing.T, dsn, sql string) string {
 	t.Helper()
@@ -55,9 +79,10 @@ func sqlState(t *testing.T, dsn, sql string) string {
 
 func TestSetup(t *testing.T) {
 	c := pgtest.Cluster(t)
+	sc := shadowCluster(t)
 	ctx := context.Background()
 	start := time.Now()
-	res, err := Setup(ctx, c, Options{})
+	res, err := Setup(ctx, c, sc, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,13 +146,32 @@ func TestSetup(t *testing.T) {
 		t.Errorf("reader default_transaction_read_only = %s, want on", got)
 	}
 	// Nobody but the reader (and superusers) connects to the data database.
-	for _, role := range []string{ShadowRole, LedgerRole, ShadowOwnerRole} {
-		if got := sqlState(t, c.RoleDSN(role, "", Database), "SELECT 1"); got != "42501" {
-			t.Errorf("%s connecting to %s: SQLSTATE %q, want 42501", role, Database, got)
+	if got := sqlState(t, c.RoleDSN(LedgerRole, "", Database), "SELECT 1"); got != "42501" {
+		t.Errorf("%s connecting to %s: SQLSTATE %q, want 42501", LedgerRole, Database, got)
+	}
+	// Each cluster has only its own roles: the shadow roles cannot even log
+	// in to the data cluster (28000: role does not exist), nor the data roles
+	// to the shadow cluster.
+	for _, role := range ShadowRoles {
+		if got := sqlState(t, c.RoleDSN(role, "", Database), "SELECT 1"); got != "28000" {
+			t.Errorf("shadow role %s logging in to the data cluster: SQLSTATE %q, want 28000", role, got)
 		}
 	}
-	if got := sqlState(t, c.RoleDSN(ShadowRole, "", LedgerDatabase), "SELECT 1"); got != "42501" {
-		t.Errorf("shadow role connecting to the ledger database: SQLSTATE %q, want 42501", got)
+	for _, role := range DataRoles {
+		if got := sqlState(t, sc.RoleDSN(role, "", ShadowDatabase), "SELECT 1"); got != "28000" {
+			t.Errorf("data role %s logging in to the shadow cluster: SQLSTATE %q, want 28000", role, got)
+		}
+	}
+	// The shadow database is named like the dataset, is in the other
+	// cluster, and is the only database the shadow role reaches there.
+	if got := scalar(t, res.ShadowDSN, "SELECT current_database()"); got != Database {
+		t.Errorf("shadow current_database() = %s, want %s", got, Database)
+	}
+	if scalar(t, res.ShadowDSN, "SELECT system_identifier::text FROM pg_control_system()") == scalar(t, res.AdminDSN, "SELECT system_identifier::text FROM pg_control_system()") {
+		t.Fatal("the shadow DSN reaches the data cluster")
+	}
+	if got := sqlState(t, sc.RoleDSN(ShadowRole, "", "postgres"), "SELECT 1"); got != "42501" {
+		t.Errorf("shadow role connecting to the shadow cluster's postgres database: SQLSTATE %q, want 42501", got)
 	}
 	// The shadow role can connect to its database but create nothing there.
 	if got := sqlState(t, res.ShadowDSN, "CREATE TABLE x(i int)"); got == "" {
@@ -135,6 +179,25 @@ func TestSetup(t *testing.T) {
 	}
 	if got := sqlState(t, res.ShadowDSN, "BEGIN READ WRITE; CREATE TEMP TABLE x(i int)"); got != "42501" {
 		t.Errorf("shadow role CREATE TEMP TABLE: SQLSTATE %q, want 42501", got)
+	}
+	// Analysts share the shadow role: their statements are not tracked in
+	// pg_stat_activity, and the role cannot turn tracking back on.
+	if got := scalar(t, res.ShadowDSN, "SHOW track_activities"); got != "off" {
+		t.Errorf("shadow role track_activities = %s, want off", got)
+	}
+	if got := sqlState(t, res.ShadowDSN, "SET track_activities = on"); got != "42501" {
+		t.Errorf("shadow role SET track_activities: SQLSTATE %q, want 42501", got)
+	}
+	// The statistics the shadow cluster shows know nothing of the data: the
+	// data cluster counts the 250000 loaded rows, the shadow cluster's
+	// databases (which do not include the ledger) only their own activity
+	// (initdb inserts about 18000 catalog rows into template1).
+	waitStat(t, res.AdminDSN, "SELECT tup_inserted >= 250000 FROM pg_stat_database WHERE datname = 'hospital'")
+	if got := scalar(t, res.ShadowDSN, "SELECT coalesce(max(tup_inserted), 0) < 100000 FROM pg_stat_database"); got != "t" {
+		t.Errorf("the shadow cluster's pg_stat_database shows row activity of the data's size")
+	}
+	if got := scalar(t, res.ShadowDSN, "SELECT string_agg(datname, ',' ORDER BY datname) FROM pg_database"); got != "hospital,postgres,template0,template1" {
+		t.Errorf("shadow cluster databases = %s, want only hospital and the system ones", got)
 	}
 	// Owners can create in their databases.
 	if got := sqlState(t, res.LedgerDSN, "CREATE TABLE ledger_probe(i int); DROP TABLE ledger_probe"); got != "" {
@@ -148,7 +211,20 @@ func TestSetup(t *testing.T) {
 	if err := execSQL(res.AdminDSN, "CREATE TABLE setup_probe(i int)"); err != nil {
 		t.Fatal(err)
 	}
-	res2, err := Setup(ctx, c, Options{})
+	// ... and removes the shadow database and roles that earlier versions
+	// created in the data cluster.
+	for _, sql := range []string{
+		"CREATE ROLE " + ShadowOwnerRole + " LOGIN",
+		"CREATE ROLE " + ShadowRole + " LOGIN",
+		"CREATE DATABASE " + legacyShadowDatabase + " OWNER " + ShadowOwnerRole,
+		"GRANT CONNECT ON DATABASE " + legacyShadowDatabase + " TO " + ShadowRole,
+		"GRANT CONNECT ON DATABASE " + LedgerDatabase + " TO " + ShadowRole,
+	} {
+		if err := execSQL(c.DSN("postgres"), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	res2, err := Setup(ctx, c, sc, Options{})
 	if err != nil {
 		t.Fatalf("second Setup: %v", err)
 	}
@@ -160,6 +236,34 @@ func TestSetup(t *testing.T) {
 	}
 	if *res2 != (Result{AdminDSN: res.AdminDSN, UpstreamDSN: res.UpstreamDSN, LedgerDSN: res.LedgerDSN, ShadowDSN: res.ShadowDSN, ShadowAdminDSN: res.ShadowAdminDSN}) {
 		t.Errorf("second Setup DSNs %+v differ from the first %+v", res2, res)
+	}
+	if got := scalar(t, c.DSN("postgres"), "SELECT (SELECT count(*) FROM pg_database WHERE datname = '"+legacyShadowDatabase+"') || ',' || (SELECT count(*) FROM pg_roles WHERE rolname LIKE 'dpproxy_shadow%')"); got != "0,0" {
+		t.Errorf("legacy shadow database, roles left in the data cluster: %s, want 0,0", got)
+	}
+	if got := sqlState(t, res2.ShadowDSN, "SELECT 1"); got != "" {
+		t.Errorf("shadow role after the second Setup: %s", got)
+	}
+
+	// The shadow in the data's cluster is refused before anything changes.
+	_, err = Setup(ctx, c, c, Options{})
+	if !errors.Is(err, ErrSameCluster) {
+		t.Errorf("Setup with one cluster for data and shadow: %v, want ErrSameCluster", err)
+	}
+	if got := scalar(t, c.DSN("postgres"), "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'dpproxy_shadow%'"); got != "0" {
+		t.Errorf("the refused Setup created %s shadow roles in the data cluster", got)
+	}
+}
+
+// waitStat polls a boolean statistics query until it is true (the
+// cumulative statistics are flushed by each backend within about a second).
+func waitStat(t *testing.T, dsn, sql string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for scalar(t, dsn, sql) != "t" {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still false after 10s", sql)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 

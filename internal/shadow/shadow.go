@@ -5,6 +5,14 @@
 // so psql's \d, JDBC DatabaseMetaData and BI tools see a real schema while a
 // misclassified query can leak nothing.
 //
+// The shadow database must live in a different PostgreSQL cluster (server)
+// than the upstream data: some statistics are cluster-wide and readable by
+// any role connected to any database of the cluster — pg_stat_database
+// (tup_inserted, tup_returned… of every database), pg_database_size(),
+// pg_stat_activity — so a shadow in the data's cluster would show analysts
+// exact row counts of the data. Build refuses such a configuration: it
+// compares the clusters' system identifiers (pg_control_system()).
+//
 // Build reads column types from the upstream catalog (pg_attribute, as the
 // reader role) and nothing else: no rows, no statistics, no sizes. It may
 // import only policy and pgx.
@@ -33,17 +41,27 @@ type Column struct {
 // the column types of the upstream database reached with upstreamDSN, no
 // rows, and grants USAGE on the schemas and SELECT on the tables to
 // shadowRole. Tables of an earlier build that the policy no longer lists are
-// dropped. It runs in one transaction and is idempotent.
+// dropped. It runs in one transaction and is idempotent. It fails, wrapping
+// ErrSameCluster, when the shadow and the upstream database are in the same
+// cluster.
 func Build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset, shadowRole string) error {
-	tables, err := UpstreamColumns(ctx, upstreamDSN, ds)
+	up, err := pgx.Connect(ctx, upstreamDSN)
 	if err != nil {
-		return err
+		return fmt.Errorf("connect to the upstream database of %s: %w", ds.Name, err)
 	}
+	defer up.Close(context.Background())
 	conn, err := pgx.Connect(ctx, adminDSN)
 	if err != nil {
 		return fmt.Errorf("connect to the shadow database: %w", err)
 	}
 	defer conn.Close(context.Background())
+	if err := checkSeparate(ctx, up, conn); err != nil {
+		return err
+	}
+	tables, err := upstreamColumns(ctx, up, ds)
+	if err != nil {
+		return err
+	}
 	tx, err := conn.Begin(ctx)
 	if err != nil {
 		return err
@@ -127,6 +145,32 @@ func UpstreamColumns(ctx context.Context, upstreamDSN string, ds *policy.Dataset
 		return nil, fmt.Errorf("connect to the upstream database of %s: %w", ds.Name, err)
 	}
 	defer conn.Close(context.Background())
+	return upstreamColumns(ctx, conn, ds)
+}
+
+// ErrSameCluster is wrapped by Build's error when the shadow database is in
+// the upstream data's PostgreSQL cluster.
+var ErrSameCluster = errors.New("the shadow database is in the same PostgreSQL cluster as the upstream data")
+
+// checkSeparate fails unless the two connections reach different clusters.
+// pg_control_system() is executable by every role unless an administrator
+// revoked it; without it the check fails closed.
+func checkSeparate(ctx context.Context, upstream, shadow *pgx.Conn) error {
+	const q = "SELECT system_identifier FROM pg_catalog.pg_control_system()"
+	var upID, shID int64
+	if err := upstream.QueryRow(ctx, q).Scan(&upID); err != nil {
+		return fmt.Errorf("read the upstream cluster's system identifier (to check that the shadow is in another cluster): %w; grant EXECUTE on pg_catalog.pg_control_system() to the upstream role", err)
+	}
+	if err := shadow.QueryRow(ctx, q).Scan(&shID); err != nil {
+		return fmt.Errorf("read the shadow cluster's system identifier (to check that it is not the upstream cluster): %w; grant EXECUTE on pg_catalog.pg_control_system() to the shadow owner", err)
+	}
+	if upID == shID {
+		return fmt.Errorf("%w (system identifier %d): put the shadow database in a separate PostgreSQL server, since cluster-wide statistics (pg_stat_database, pg_database_size, pg_stat_activity) readable from the shadow would show analysts the data's row counts and sessions", ErrSameCluster, upID)
+	}
+	return nil
+}
+
+func upstreamColumns(ctx context.Context, conn *pgx.Conn, ds *policy.Dataset) (map[string][]Column, error) {
 	out := map[string][]Column{}
 	for _, name := range ds.TableOrder {
 		t := ds.Tables[name]

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dpproxy/dpproxy/internal/demo"
+	"github.com/dpproxy/dpproxy/internal/pgcluster"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -14,6 +16,29 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// shadowCluster starts a second throwaway cluster for the shadow catalog,
+// stopped when the test ends (pgtest shares one cluster, and Build refuses a
+// shadow in the upstream's cluster).
+func shadowCluster(t *testing.T) *pgcluster.Cluster {
+	t.Helper()
+	pgtest.Cluster(t) // skips, or fails under CI, without PostgreSQL
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{NoFsync: true})
+	if err != nil {
+		if errors.Is(err, pgcluster.ErrNotInstalled) && !pgtest.InCI() {
+			t.Skipf("a second PostgreSQL cluster for the shadow: %v", err)
+		}
+		t.Fatalf("start the shadow cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop the shadow cluster: %v", err)
+		}
+	})
+	return c
+}
 
 type colInfo struct{ name, typ, notNull string }
 
@@ -60,7 +85,8 @@ func scalar(t *testing.T, dsn, sql string) string {
 func TestBuild(t *testing.T) {
 	ctx := context.Background()
 	c := pgtest.Cluster(t)
-	res, err := demo.Setup(ctx, c, demo.Options{Patients: 200, Visits: 800})
+	sc := shadowCluster(t)
+	res, err := demo.Setup(ctx, c, sc, demo.Options{Patients: 200, Visits: 800})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,8 +128,15 @@ func TestBuild(t *testing.T) {
 		if got := scalar(t, res.ShadowDSN, "SELECT count(*) FROM "+name); got != "0" {
 			t.Errorf("shadow %s has %s rows, want 0", name, got)
 		}
+		// Statistics describe an empty table, even after ANALYZE.
+		if err := pgtest.Exec(ctx, res.ShadowAdminDSN, "ANALYZE "+name); err != nil {
+			t.Fatal(err)
+		}
 		if got := scalar(t, res.ShadowDSN, "SELECT count(*) FROM pg_stats WHERE tablename = '"+name+"'"); got != "0" {
 			t.Errorf("shadow %s has %s pg_stats rows, want 0", name, got)
+		}
+		if got := scalar(t, res.ShadowDSN, "SELECT reltuples <= 0 AND relpages = 0 FROM pg_class WHERE relname = '"+name+"'"); got != "t" {
+			t.Errorf("shadow %s: pg_class reltuples/relpages describe rows", name)
 		}
 	}
 	// Hidden columns never appear, not even by name.
@@ -113,26 +146,29 @@ func TestBuild(t *testing.T) {
 	if got := scalar(t, res.ShadowAdminDSN, "SELECT count(*) FROM pg_class WHERE relname = 'old_table'"); got != "0" {
 		t.Error("a table no longer in the policy survived Build")
 	}
-	// The shadow role cannot reach the data database.
+	// The shadow role does not exist in the data cluster.
 	ctxConn, err := pgx.Connect(ctx, c.RoleDSN(demo.ShadowRole, "", demo.Database))
 	var pe *pgconn.PgError
 	if err == nil {
 		ctxConn.Close(ctx)
 		t.Error("the shadow role can connect to the data database")
-	} else if !errors.As(err, &pe) || pe.Code != "42501" {
-		t.Errorf("shadow role connecting to %s: %v, want SQLSTATE 42501", demo.Database, err)
+	} else if !errors.As(err, &pe) || pe.Code != "28000" {
+		t.Errorf("shadow role connecting to %s: %v, want SQLSTATE 28000 (no such role)", demo.Database, err)
 	}
 }
 
 func TestBuild_PolicyColumnMissingUpstream(t *testing.T) {
 	ctx := context.Background()
 	up := pgtest.NewDatabase(t)
-	sh := pgtest.NewDatabase(t)
+	sameCluster := pgtest.NewDatabase(t)
+	sh := shadowCluster(t).DSN("postgres")
 	if err := pgtest.Exec(ctx, up, "CREATE TABLE t (uid bigint, a int, secret text)"); err != nil {
 		t.Fatal(err)
 	}
-	if err := pgtest.Exec(ctx, sh, "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'shadow_test') THEN CREATE ROLE shadow_test; END IF; END$$"); err != nil {
-		t.Fatal(err)
+	for _, dsn := range []string{sh, sameCluster} {
+		if err := pgtest.Exec(ctx, dsn, "DO $$BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'shadow_test') THEN CREATE ROLE shadow_test; END IF; END$$"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	const pol = `dataset: d
 privacy_unit: u
@@ -151,6 +187,13 @@ tables:
 	ds, err := policy.Parse(strings.NewReader(pol), "d.yaml")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A shadow database in the upstream's cluster is refused.
+	if err := Build(ctx, sameCluster, up, ds, "shadow_test"); !errors.Is(err, ErrSameCluster) {
+		t.Fatalf("Build with the shadow in the upstream's cluster: %v, want ErrSameCluster", err)
+	}
+	if got := scalar(t, sameCluster, "SELECT count(*) FROM pg_class WHERE relname = 't'"); got != "0" {
+		t.Errorf("the refused Build created the shadow table")
 	}
 	err = Build(ctx, sh, up, ds, "shadow_test")
 	if err == nil || !strings.Contains(err.Error(), "column b of table public.t does not exist") {
