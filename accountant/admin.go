@@ -464,6 +464,15 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 		}
 		rep.Budgets = len(budgets)
 
+		// Charges by dataset and by (dataset, analyst), in id order.
+		byDataset := map[string][]*verifyCharge{}
+		byAnalyst := map[[2]string][]*verifyCharge{}
+		for i := range charges {
+			c := &charges[i]
+			byDataset[c.dataset] = append(byDataset[c.dataset], c)
+			k := [2]string{c.dataset, c.analyst}
+			byAnalyst[k] = append(byAnalyst[k], c)
+		}
 		has := map[[2]string]bool{}
 		for _, r := range budgets {
 			has[[2]string{r.dataset, r.analyst}] = true
@@ -474,8 +483,12 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			after := resets[[2]string{r.dataset, r.analyst}]
 			var st []byte
 			n := int64(0)
-			for _, c := range charges {
-				if c.id <= after || c.dataset != r.dataset || (r.analyst != globalAnalyst && c.analyst != r.analyst) {
+			mine := byAnalyst[[2]string{r.dataset, r.analyst}]
+			if r.analyst == globalAnalyst {
+				mine = byDataset[r.dataset]
+			}
+			for _, c := range mine {
+				if c.id <= after {
 					continue
 				}
 				m, err := MethodByName(c.accountant)

@@ -12,7 +12,7 @@
 //     zcdp and pld, each documented with its guarantee and source. Every
 //     method's figure is the minimum of its own bound and exact basic
 //     composition. [ComposeEpsilon] gives the CLI the same figures.
-//   - The ledger ([Ledger], ledger.go, migrate.go): budget rows per
+//   - The ledger ([Ledger], ledger.go, admin.go, migrate.go): budget rows per
 //     (analyst, dataset), one global row per dataset (analyst "", the
 //     optional cap across analysts), and one charge row per query. The
 //     ledger logs budget events at Info (analyst, dataset, ε/δ cost,
@@ -39,6 +39,21 @@
 // Limits come from the policy passed with each charge ([Charge].Policy), so
 // a data steward raises a budget by editing the policy; the limits in force
 // are stored on the budget row.
+//
+// # Stewards: grants, resets, verification (admin.go)
+//
+// [Ledger.Grant] adds to one analyst's limit on top of the policy's (the
+// budget row's granted_epsilon/granted_delta; Reserve and Status use policy
+// + grants, added in exact decimal). [Ledger.Reset] sets one analyst's
+// spending, state and charge count back to zero; it keeps the grants and
+// every charge row and leaves the dataset's global row (the cap across
+// analysts) untouched. Both run under SELECT … FOR UPDATE of the budget row
+// (so they serialise with Reserve) and write a row of dpproxy_ledger.audit
+// (who, when, what, the values before, and for a reset the id of the last
+// charge it covers) in the same transaction. [Ledger.Verify] recomputes
+// every budget row from its charges since its last reset, in one snapshot,
+// and lists the charges left reserved. The CLI: dpproxy budget
+// show|grant|reset and dpproxy ledger verify.
 //
 // # Refund rule
 //
