@@ -87,6 +87,22 @@ func TestAccountantCLI_GaussianWorkload(t *testing.T) {
 	}
 }
 
+// A method that cannot reach the target δ prints +Inf (still a number for
+// strconv.ParseFloat): pure composition of one Gaussian release with δ₀ =
+// 1e-5 is not (ε, 1e-6)-DP for any ε; rdp is, from the noise multiplier.
+func TestAccountantCLI_Unreachable(t *testing.T) {
+	if e := planned(t, "epsilon", "--method", "pure", "--delta", "1e-6", "--gaussian", "3:1", "--gaussian-delta", "1e-5"); !math.IsInf(e, 1) {
+		t.Errorf("pure ε = %v, want +Inf", e)
+	}
+	if e := planned(t, "epsilon", "--method", "rdp", "--delta", "1e-6", "--gaussian", "3:1", "--gaussian-delta", "1e-5"); math.IsInf(e, 0) || e <= 0 {
+		t.Errorf("rdp ε = %v, want finite", e)
+	}
+	// Laplace releases alone at δ = 0: basic composition.
+	if e := planned(t, "epsilon", "--method", "pld", "--delta", "0", "--laplace", "10:5"); e != 0.5 {
+		t.Errorf("pld ε of 5 × ε₀ = 0.1 at δ = 0 = %v, want 0.5", e)
+	}
+}
+
 // ACCOUNTING.md known answer 3 (dp_accounting pld_privacy_accountant_test.py):
 // Gaussian σ = √3, Δ = 1, composed 3×: δ(ε=1) = 0.126936. The delta mode.
 func TestAccountantCLI_Delta(t *testing.T) {
