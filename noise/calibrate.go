@@ -244,6 +244,13 @@ func discreteGaussianDeltaSum(sigma, epsilon, d float64) float64 {
 	a := epsilon*s2/d - d/2
 	var sum float64
 	y := math.Floor(a) + 1
+	// Terms below −40σ − 1 are each below f(40σ) = e^{−800} and sum to
+	// less than 10⁻³⁰⁰ (geometric decay); skipping them keeps the loop
+	// short when d ≫ σ. Their bound is added.
+	if start := -math.Ceil(40*sigma) - 1; y < start {
+		y = start
+		sum = 1e-300
+	}
 	for ; ; y++ {
 		fy := f(y)
 		term := fy - math.Exp(epsilon-(y+d)*(y+d)/(2*s2))

@@ -108,6 +108,10 @@ func TestDiscreteGaussianDelta(t *testing.T) {
 			t.Errorf("discreteGaussianDelta(σ=%g, ε=%g, d=%d) = %.12g, brute force %.12g", tc.sigma, tc.eps, tc.d, got, want)
 		}
 	}
+	// A shift far beyond σ (d ≫ σ, large ε) must stay cheap and exact.
+	if got, want := discreteGaussianDelta(3, 5, 1e4), bruteDiscreteDelta(3, 5, 1e4); !(got >= want*(1-1e-12) && got <= want*(1+1e-12)+1e-299) {
+		t.Errorf("d ≫ σ: got %g want %g", got, want)
+	}
 	// The Euler–Maclaurin bound (σ > 128) is an upper bound of the exact
 	// sum and nearly tight.
 	for _, tc := range []struct{ sigma, eps, d float64 }{{129, 0.05, 1}, {300, 0.1, 5}, {1000, 1, 20}, {500, 0.01, 1}} {

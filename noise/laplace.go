@@ -41,6 +41,9 @@ func LaplaceDelta(b, l1, epsilon float64) float64 {
 	if epsilon >= eps0 {
 		return 0
 	}
+	if epsilon < -eps0 { // every output has loss > ε: δ = 1 − e^ε
+		return -math.Expm1(epsilon)
+	}
 	return math.Max(0, -math.Expm1((epsilon-eps0)/2))
 }
 
