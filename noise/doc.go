@@ -59,6 +59,11 @@
 // probability below 2⁻⁷⁹); big-integer operands are kept non-zero and of
 // fixed length. TestTiming_NoiseMagnitudeIndependent measures the Spearman
 // correlation between |noise| and AddNoise time (see BENCHMARKS.md).
+// Not covered: rounding x to the grid and building the big.Rat result take
+// time that depends on x and on the released value. The released value is
+// public; x's influence is of the same kind as the upstream query's own
+// data-dependent running time, which only response-time padding (DESIGN.md,
+// "Errors and time") addresses.
 //
 // # Concurrency
 //

@@ -109,7 +109,6 @@ func (m *gaussian) Name() string              { return "gaussian" }
 func (m *gaussian) Epsilon() float64          { return m.epsilon }
 func (m *gaussian) Delta() float64            { return m.delta }
 func (m *gaussian) NoiseMultiplier() float64  { return m.multiplier }
-func (m *gaussian) sigmaGrid() float64        { return m.sigma }
 func (m *gaussian) sample(s *source) *big.Int { return s.discreteGaussian(m.sn, m.sd, m.lap) }
 
 // AddNoise releases x + Z·r with Z ~ N_Z(0, σ²).
