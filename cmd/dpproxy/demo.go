@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -56,11 +57,28 @@ func startClusters(ctx context.Context, dataDir string, log *zap.Logger) (data, 
 		err error
 	}
 	ch := make(chan result, 1)
-	go func() {
+	startShadow := func() {
 		c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: shadowDir, Logger: log.Named("shadow")})
 		ch <- result{c, err}
-	}()
+	}
+	// As root, pgcluster runs the servers as the "postgres" system user and
+	// creates it if needed: two concurrent starts would both run useradd.
+	concurrent := os.Geteuid() != 0
+	if !concurrent {
+		_, err := user.Lookup("postgres")
+		concurrent = err == nil
+	}
+	if concurrent {
+		go startShadow()
+	}
 	data, derr := pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir, Logger: log.Named("data")})
+	if !concurrent {
+		if derr == nil {
+			startShadow()
+		} else {
+			ch <- result{}
+		}
+	}
 	sr := <-ch
 	if derr != nil || sr.err != nil {
 		for _, c := range []*pgcluster.Cluster{data, sr.c} {

@@ -48,6 +48,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -175,12 +176,12 @@ func Setup(ctx context.Context, data, shadow *pgcluster.Cluster, opts Options) (
 
 	admin, err := pgx.Connect(ctx, data.DSN("postgres"))
 	if err != nil {
-		return nil, fmt.Errorf("connect to the data cluster %s as superuser: %w", data.DSN("postgres"), err)
+		return nil, fmt.Errorf("connect to the data cluster %s as superuser: %w", addr(data), err)
 	}
 	defer admin.Close(context.Background())
 	shadowAdmin, err := pgx.Connect(ctx, shadow.DSN("postgres"))
 	if err != nil {
-		return nil, fmt.Errorf("connect to the shadow cluster %s as superuser: %w", shadow.DSN("postgres"), err)
+		return nil, fmt.Errorf("connect to the shadow cluster %s as superuser: %w", addr(shadow), err)
 	}
 	defer shadowAdmin.Close(context.Background())
 	dataID, err := systemID(ctx, admin)
@@ -192,7 +193,7 @@ func Setup(ctx context.Context, data, shadow *pgcluster.Cluster, opts Options) (
 		return nil, fmt.Errorf("shadow cluster: %w", err)
 	}
 	if dataID == shadowID {
-		return nil, fmt.Errorf("%w; %s and %s are the same cluster (system identifier %d): start a second PostgreSQL server for the shadow", ErrSameCluster, data.DSN("postgres"), shadow.DSN("postgres"), dataID)
+		return nil, fmt.Errorf("%w; %s and %s are the same cluster (system identifier %d): start a second PostgreSQL server for the shadow", ErrSameCluster, addr(data), addr(shadow), dataID)
 	}
 
 	pw := func(role string) string {
@@ -290,6 +291,9 @@ func Setup(ctx context.Context, data, shadow *pgcluster.Cluster, opts Options) (
 		Generated:      generated,
 	}, nil
 }
+
+// addr is the cluster's host:port (DSNs may hold a password).
+func addr(c *pgcluster.Cluster) string { return net.JoinHostPort(c.Host, strconv.Itoa(c.Port)) }
 
 // systemID returns the cluster's unique identifier (set by initdb).
 func systemID(ctx context.Context, conn *pgx.Conn) (int64, error) {
