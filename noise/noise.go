@@ -58,6 +58,9 @@ type Params struct {
 	// the vector privacy analysis (zCDP), see NewGaussian.
 	Cells int
 	// Rand is the entropy source; nil means crypto/rand. Only tests set it.
+	// Each mechanism serialises its own reads from Rand; a reader shared by
+	// several mechanisms that run concurrently must itself be safe for
+	// concurrent use.
 	Rand io.Reader
 }
 
