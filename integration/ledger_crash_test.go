@@ -247,7 +247,7 @@ func TestLedger_CrashLeavesBudgetCharged(t *testing.T) {
 }
 
 // TestBudget_TwoProxiesNeverOverspend: two proxy processes sharing the
-// ledger, 16 sessions each, all analyst dave (budget ε = 3, pure), firing
+// ledger, 32 sessions each, all analyst dave (budget ε = 3, pure), firing
 // distinct queries of ε = 0.1 until refused. Exactly 30 answers fit; every
 // answer a client received is on a committed, released ledger row of dave.
 func TestBudget_TwoProxiesNeverOverspend(t *testing.T) {
@@ -258,7 +258,7 @@ func TestBudget_TwoProxiesNeverOverspend(t *testing.T) {
 	cfgB, addrB := extraConfig(t)
 	proxies := []*extraProxy{startProxy(t, cfgA, addrA), startProxy(t, cfgB, addrB)}
 
-	const sessions = 16
+	const sessions = 32
 	var next atomic.Int64
 	var mu sync.Mutex
 	var answers []string // the released counts, as text
