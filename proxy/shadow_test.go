@@ -379,10 +379,7 @@ func TestPsql(t *testing.T) {
 	t.Parallel()
 	psql, err := exec.LookPath("psql")
 	if err != nil {
-		if pgtest.InCI() {
-			t.Fatal("psql not found; install postgresql-client")
-		}
-		t.Skip("psql not found; install it with: apt-get install postgresql-client")
+		needClient(t, "psql", "postgresql-client")
 	}
 	ts := startShadowServer(t)
 	run := func(args ...string) (string, string, error) {
@@ -421,6 +418,12 @@ func TestPsql(t *testing.T) {
 	if err == nil || !strings.Contains(stderr, "ERROR:") {
 		t.Fatalf("raw select through psql: %q %v", stderr, err)
 	}
+	// In one session: the refusal is an ordinary ERROR and the session
+	// goes on.
+	out, stderr, err = run("-At", "-v", "ON_ERROR_STOP=0", "-c", "SELECT * FROM visits", "-c", "SELECT 'still' || 'usable'")
+	if err != nil || !strings.Contains(stderr, "ERROR:") || strings.TrimSpace(out) != "stillusable" {
+		t.Fatalf("refused query then another in one psql session: %q %q %v", out, stderr, err)
+	}
 	out, stderr, err = run("-At", "-c", "SET dp.epsilon = 0.2", "-c", "SHOW dp.epsilon", "-c", "SHOW dp.budget")
 	if err != nil || !strings.Contains(out, "0.2") || !strings.Contains(out, "hospital|pure|0.5|2.5") {
 		t.Fatalf("settings through psql: %q %q %v", out, stderr, err)
@@ -437,7 +440,7 @@ func TestJDBC(t *testing.T) {
 	java, err2 := exec.LookPath("java")
 	jar := "/usr/share/java/postgresql.jar"
 	if _, err := os.Stat(jar); err1 != nil || err2 != nil || err != nil {
-		t.Skip("needs a JDK and pgjdbc: apt-get install default-jdk-headless libpostgresql-jdbc-java")
+		needClient(t, "a JDK and pgjdbc", "default-jdk-headless libpostgresql-jdbc-java")
 	}
 	ts := startShadowServer(t)
 	dir := t.TempDir()
@@ -480,12 +483,15 @@ func checkJDBCOutput(t *testing.T, got string) {
 
 // TestSQLAlchemy runs SQLAlchemy over psycopg2 (Debian's python3 packages):
 // version and isolation-level checks at connect, inspection of the shadow
-// catalog, a grouped DP query with a bound parameter.
+// catalog, a grouped DP query with a bound parameter, pandas.read_sql of a
+// grouped DP query into a DataFrame, and refused queries (an ordinary
+// DBAPI error, the connection usable afterwards).
 func TestSQLAlchemy(t *testing.T) {
 	t.Parallel()
 	py := "/usr/bin/python3"
-	if err := exec.Command(py, "-c", "import sqlalchemy, psycopg2").Run(); err != nil {
-		t.Skip("needs SQLAlchemy and psycopg2: apt-get install python3-sqlalchemy python3-psycopg2")
+	if out, err := exec.Command(py, "-c", "import sqlalchemy, psycopg2, pandas").CombinedOutput(); err != nil {
+		t.Logf("%s: %v\n%s", py, err, out)
+		needClient(t, "psycopg2, SQLAlchemy and pandas", "python3-psycopg2 python3-sqlalchemy python3-pandas")
 	}
 	ts := startShadowServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -499,9 +505,23 @@ func TestSQLAlchemy(t *testing.T) {
 	for _, want := range []string{
 		"one 1", "tables patients,visits", "columns patient_id,visit_date,department,diagnosis,age,cost,length_of_stay",
 		"rows 7 42", "refused 42501", "after 0.1",
+		"frame 7 department,n,avg_cost cardiology,42,12.5 int64,float64",
+		"pandas refused 42501", "pandas after 1",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("SQLAlchemy output lacks %q:\n%s", want, got)
 		}
 	}
+}
+
+// needClient stops a test whose real client is not installed: a failure
+// under CI=true (CI must run every client), a skip with the install
+// command otherwise. scripts/ensure-deps.sh installs them all.
+func needClient(t *testing.T, what, debPackages string) {
+	t.Helper()
+	msg := fmt.Sprintf("%s not installed; install with: apt-get install %s (or run scripts/ensure-deps.sh as root)", what, debPackages)
+	if pgtest.InCI() {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
 }

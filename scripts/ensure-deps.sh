@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Checks what `make demo` and `make test` need besides Go: the PostgreSQL
-# server binaries (initdb, pg_ctl, postgres: on PATH or under
-# /usr/lib/postgresql/*/bin) and the psql client. When something is missing,
-# installs it with apt-get when run as root, otherwise prints the exact
-# command and exits non-zero.
+# Checks what `make demo` and `make test` need besides Go:
+#   - the PostgreSQL server binaries (initdb, pg_ctl, postgres: on PATH or
+#     under /usr/lib/postgresql/*/bin) and the psql client;
+#   - the real clients the proxy tests drive: a JDK (javac, java) with
+#     pgjdbc (/usr/share/java/postgresql.jar), /usr/bin/python3 with
+#     psycopg2, SQLAlchemy and pandas, and node with npm (node-postgres is
+#     installed by the test itself from the npm registry, into a cache).
+# When something is missing, installs it with apt-get when run as root,
+# otherwise prints the exact command and exits non-zero. Under CI=true the
+# tests fail (never skip) when a client is missing.
 set -euo pipefail
 
 have_server() {
@@ -21,23 +26,58 @@ have_server() {
 }
 
 have_psql() { command -v psql >/dev/null 2>&1; }
+have_jdk() { command -v javac >/dev/null 2>&1 && command -v java >/dev/null 2>&1; }
+have_pgjdbc() { [[ -f /usr/share/java/postgresql.jar ]]; }
+have_py() { [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c "import $1" >/dev/null 2>&1; }
+have_node() { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; }
 
 if ! command -v go >/dev/null 2>&1; then
 	echo "ensure-deps: Go is not installed or not on PATH; install Go 1.25 or newer from https://go.dev/dl/" >&2
 	exit 1
 fi
 
-missing=()
-have_server || missing+=("PostgreSQL server binaries (initdb, pg_ctl, postgres)")
-have_psql || missing+=("psql")
+missing=() # what is missing, for the message
+pkgs=()    # the Debian packages that provide it
+check() { # check DESCRIPTION PACKAGES... -- COMMAND...
+	local what=$1
+	shift
+	local p=()
+	while [[ $1 != -- ]]; do
+		p+=("$1")
+		shift
+	done
+	shift
+	if ! "$@"; then
+		missing+=("$what")
+		pkgs+=("${p[@]}")
+	fi
+}
+check "PostgreSQL server binaries (initdb, pg_ctl, postgres)" postgresql -- have_server
+check "psql" postgresql-client -- have_psql
+check "a JDK (javac, java)" default-jdk-headless -- have_jdk
+check "pgjdbc (/usr/share/java/postgresql.jar)" libpostgresql-jdbc-java -- have_pgjdbc
+check "psycopg2 for /usr/bin/python3" python3-psycopg2 -- have_py psycopg2
+check "SQLAlchemy for /usr/bin/python3" python3-sqlalchemy -- have_py sqlalchemy
+check "pandas for /usr/bin/python3" python3-pandas -- have_py pandas
+check "node and npm" nodejs npm -- have_node
 if ((${#missing[@]} == 0)); then
 	exit 0
 fi
 
-cmd="apt-get update && apt-get install -y postgresql postgresql-client"
-echo "ensure-deps: missing: ${missing[*]}" >&2
+# Deduplicate, keeping the order.
+declare -A seen=()
+uniq=()
+for p in "${pkgs[@]}"; do
+	[[ -n ${seen[$p]:-} ]] && continue
+	seen[$p]=1
+	uniq+=("$p")
+done
+cmd="apt-get update && apt-get install -y ${uniq[*]}"
+for m in "${missing[@]}"; do
+	echo "ensure-deps: missing: $m" >&2
+done
 if ! command -v apt-get >/dev/null 2>&1; then
-	echo "ensure-deps: this is not a Debian/Ubuntu system; install the PostgreSQL server and client (15 or newer) with your package manager, with initdb/pg_ctl/postgres and psql on PATH" >&2
+	echo "ensure-deps: this is not a Debian/Ubuntu system; install with your package manager: PostgreSQL server and client (15 or newer, initdb/pg_ctl/postgres and psql on PATH), a JDK with the PostgreSQL JDBC driver at /usr/share/java/postgresql.jar, psycopg2, SQLAlchemy and pandas for /usr/bin/python3, and node with npm" >&2
 	exit 1
 fi
 if [[ $(id -u) -ne 0 ]]; then
@@ -47,8 +87,17 @@ fi
 echo "ensure-deps: running: $cmd" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update
-apt-get install -y postgresql postgresql-client
-if ! have_server || ! have_psql; then
-	echo "ensure-deps: still missing PostgreSQL binaries after installing; check the apt-get output above" >&2
+apt-get install -y "${uniq[@]}"
+still=()
+have_server || still+=("PostgreSQL server")
+have_psql || still+=("psql")
+have_jdk || still+=("JDK")
+have_pgjdbc || still+=("pgjdbc")
+have_py psycopg2 || still+=("psycopg2")
+have_py sqlalchemy || still+=("SQLAlchemy")
+have_py pandas || still+=("pandas")
+have_node || still+=("node/npm")
+if ((${#still[@]} > 0)); then
+	echo "ensure-deps: still missing after installing: ${still[*]}; check the apt-get output above" >&2
 	exit 1
 fi

@@ -21,3 +21,30 @@ with engine.connect() as conn:
         print("refused", e.orig.pgcode)
     conn.rollback()
     print("after", conn.execute(sa.text("SHOW dp.epsilon")).scalar())
+
+# pandas.read_sql of a grouped DP query into a DataFrame, on a new pooled
+# connection; then a refused query, and the same connection still answers.
+import pandas as pd
+
+with engine.connect() as conn:
+    df = pd.read_sql(
+        sa.text("SELECT department, COUNT(*) AS n, AVG(cost) AS avg_cost FROM visits GROUP BY department"),
+        conn,
+        coerce_float=True,
+    )
+    df = df.sort_values("department").reset_index(drop=True)
+    first = df.iloc[0]
+    print(
+        "frame",
+        len(df),
+        ",".join(df.columns),
+        "%s,%d,%s" % (first["department"], first["n"], first["avg_cost"]),
+        "%s,%s" % (df["n"].dtype, df["avg_cost"].dtype),
+    )
+    try:
+        pd.read_sql(sa.text("SELECT * FROM visits"), conn)
+        print("pandas not refused")
+    except sa.exc.DBAPIError as e:
+        print("pandas refused", e.orig.pgcode)
+    conn.rollback()
+    print("pandas after", pd.read_sql(sa.text("SELECT 1 AS one"), conn)["one"][0])
