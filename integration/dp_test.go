@@ -181,31 +181,8 @@ func TestLedger_ReserveBeforeRead(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	done := make(chan error, 1)
-	go func() {
-		c, err := pgx.Connect(ctx, analystDSN("alice"))
-		if err != nil {
-			done <- err
-			return
-		}
-		defer c.Close(context.Background())
-		var n int64
-		done <- c.QueryRow(ctx, "SELECT COUNT(*) FROM patients").Scan(&n)
-	}()
-
-	var id int64
-	var status string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := ledger.QueryRow(ctx, "SELECT id, status FROM dpproxy_ledger.charge WHERE id > $1 AND analyst = 'alice' ORDER BY id LIMIT 1", before).Scan(&id, &status)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
-			t.Fatalf("no committed ledger row while the query waits: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	done := queryInBackground(ctx, analystDSN("alice"), "SELECT COUNT(*) FROM patients")
+	id, status := waitForCharge(t, ctx, ledger, "alice", before)
 	if status != "reserved" {
 		t.Fatalf("charge %d status = %s while the upstream query is blocked, want reserved", id, status)
 	}

@@ -4,13 +4,10 @@ import (
 	"context"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dpproxy/dpproxy/noise"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestGaussian_EndToEnd selects the Gaussian mechanism for a session and
@@ -20,22 +17,7 @@ func TestGaussian_EndToEnd(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cfg, err := pgx.ParseConfig(analystDSN("alice"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var notices []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		notices = append(notices, n.Message)
-		mu.Unlock()
-	}
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c, noticesSoFar := connectWithNotices(t, ctx, analystDSN("alice"))
 	if _, err := c.Exec(ctx, "SET dp.mechanism = gaussian; SET dp.epsilon = 0.5; SET dp.delta = 1e-7"); err != nil {
 		t.Fatal(err)
 	}
@@ -58,8 +40,7 @@ func TestGaussian_EndToEnd(t *testing.T) {
 	if k := m.HalfWidth(1 - 1e-9); math.Abs(float64(got-truth)) > k {
 		t.Fatalf("gaussian count = %d, truth %d: further than %v", got, truth, k)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	notices := noticesSoFar()
 	if len(notices) != 1 || !strings.HasPrefix(notices[0], "dp: epsilon 0.5, delta 1e-07 spent (pure)") {
 		t.Fatalf("notices = %q", notices)
 	}

@@ -182,32 +182,13 @@ func TestLedger_CrashLeavesBudgetCharged(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := connect(t, ctx, ledgerDSN())
-
-	done := make(chan error, 1)
-	go func() {
-		c, err := pgx.Connect(ctx, p.dsn("carol"))
-		if err != nil {
-			done <- err
-			return
-		}
-		defer c.Close(context.Background())
-		var n int64
-		done <- c.QueryRow(ctx, "SELECT COUNT(*) FROM patients WHERE region = 'south'").Scan(&n)
-	}()
-
-	var id int64
-	var status string
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		err := ledger.QueryRow(ctx, "SELECT id, status FROM dpproxy_ledger.charge WHERE analyst = 'carol' ORDER BY id LIMIT 1").Scan(&id, &status)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
-			t.Fatalf("no committed charge of carol while her query waits: %v\n%s", err, p.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var before int64
+	if err := ledger.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge").Scan(&before); err != nil {
+		t.Fatal(err)
 	}
+
+	done := queryInBackground(ctx, p.dsn("carol"), "SELECT COUNT(*) FROM patients WHERE region = 'south'")
+	id, status := waitForCharge(t, ctx, ledger, "carol", before)
 	if status != "reserved" {
 		t.Fatalf("charge %d status = %s while the upstream query is blocked, want reserved", id, status)
 	}
@@ -362,22 +343,7 @@ func TestCache_RepeatedQueryIsFree(t *testing.T) {
 	defer cancel()
 	cfgPath, addr := extraConfig(t)
 	p := startProxy(t, cfgPath, addr)
-	cfg, err := pgx.ParseConfig(p.dsn("carol"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var notices []string
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		mu.Lock()
-		notices = append(notices, n.Message)
-		mu.Unlock()
-	}
-	c, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close(context.Background())
+	c, noticesSoFar := connectWithNotices(t, ctx, p.dsn("carol"))
 	const q = "SELECT region, COUNT(*) FROM patients WHERE birth_year >= 1960 GROUP BY region ORDER BY region"
 	run := func() []string {
 		rows, err := c.Query(ctx, q)
@@ -404,8 +370,7 @@ func TestCache_RepeatedQueryIsFree(t *testing.T) {
 	if len(first) != 5 || strings.Join(first, ",") != strings.Join(second, ",") {
 		t.Fatalf("first answer %v, second %v; want the same 5 rows", first, second)
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	notices := noticesSoFar()
 	if len(notices) != 2 {
 		t.Fatalf("notices = %q, want one per query", notices)
 	}

@@ -1,8 +1,15 @@
 package integration
 
 import (
+	"context"
+	"errors"
 	"io"
 	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // lockedWriter serialises writes from the child's stderr copier and reads
@@ -16,4 +23,67 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// queryInBackground runs a one-row DP query on a new connection and
+// reports its outcome on the returned channel.
+func queryInBackground(ctx context.Context, dsn, sql string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			done <- err
+			return
+		}
+		defer c.Close(context.Background())
+		var n int64
+		done <- c.QueryRow(ctx, sql).Scan(&n)
+	}()
+	return done
+}
+
+// waitForCharge polls the ledger until the analyst has a committed charge
+// with an id above afterID, and returns its id and status.
+func waitForCharge(t *testing.T, ctx context.Context, ledger *pgx.Conn, analyst string, afterID int64) (int64, string) {
+	t.Helper()
+	var id int64
+	var status string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := ledger.QueryRow(ctx, "SELECT id, status FROM dpproxy_ledger.charge WHERE id > $1 AND analyst = $2 ORDER BY id LIMIT 1", afterID, analyst).Scan(&id, &status)
+		if err == nil {
+			return id, status
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
+			t.Fatalf("no committed charge of %s while the query waits: %v", analyst, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// connectWithNotices connects and records the messages of the NOTICEs the
+// server sends; the returned function returns them so far.
+func connectWithNotices(t *testing.T, ctx context.Context, dsn string) (*pgx.Conn, func() []string) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var notices []string
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		notices = append(notices, n.Message)
+		mu.Unlock()
+	}
+	c, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return c, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), notices...)
+	}
 }
