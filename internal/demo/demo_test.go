@@ -6,36 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgcluster"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// shadowCluster starts a second throwaway cluster for the shadow catalog,
-// stopped when the test ends (pgtest shares one cluster, and the shadow must
-// not live in the data's cluster).
-func shadowCluster(t *testing.T) *pgcluster.Cluster {
-	t.Helper()
-	pgtest.Cluster(t) // skips, or fails under CI, without PostgreSQL
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{NoFsync: true})
-	if err != nil {
-		if errors.Is(err, pgcluster.ErrNotInstalled) && !pgtest.InCI() {
-			t.Skipf("a second PostgreSQL cluster for the shadow: %v", err)
-		}
-		t.Fatalf("start the shadow cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop the shadow cluster: %v", err)
-		}
-	})
-	return c
-}
 
 func scalar(t *testing.T, dsn, sql string) string {
 	t.Helper()
@@ -79,7 +55,7 @@ func sqlState(t *testing.T, dsn, sql string) string {
 
 func TestSetup(t *testing.T) {
 	c := pgtest.Cluster(t)
-	sc := shadowCluster(t)
+	sc := pgtest.NewCluster(t)
 	ctx := context.Background()
 	start := time.Now()
 	res, err := Setup(ctx, c, sc, Options{})

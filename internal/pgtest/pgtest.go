@@ -137,3 +137,26 @@ func Exec(ctx context.Context, dsn string, sqls ...string) error {
 	}
 	return nil
 }
+
+// NewCluster starts a second, private throwaway cluster (e.g. for a shadow
+// catalog, which must not share the data's cluster), stopped when the test
+// ends. It skips or fails like Cluster when PostgreSQL is missing.
+func NewCluster(t testing.TB) *pgcluster.Cluster {
+	t.Helper()
+	Cluster(t) // skips, or fails under CI, without PostgreSQL
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := pgcluster.Start(ctx, pgcluster.Options{NoFsync: true})
+	if err != nil {
+		if errors.Is(err, pgcluster.ErrNotInstalled) && !InCI() {
+			t.Skipf("a second PostgreSQL cluster: %v", err)
+		}
+		t.Fatalf("start a second cluster: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := c.Stop(); err != nil {
+			t.Errorf("stop the second cluster: %v", err)
+		}
+	})
+	return c
+}

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dpproxy/dpproxy/internal/demo"
-	"github.com/dpproxy/dpproxy/internal/pgcluster"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -16,29 +14,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// shadowCluster starts a second throwaway cluster for the shadow catalog,
-// stopped when the test ends (pgtest shares one cluster, and Build refuses a
-// shadow in the upstream's cluster).
-func shadowCluster(t *testing.T) *pgcluster.Cluster {
-	t.Helper()
-	pgtest.Cluster(t) // skips, or fails under CI, without PostgreSQL
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{NoFsync: true})
-	if err != nil {
-		if errors.Is(err, pgcluster.ErrNotInstalled) && !pgtest.InCI() {
-			t.Skipf("a second PostgreSQL cluster for the shadow: %v", err)
-		}
-		t.Fatalf("start the shadow cluster: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := c.Stop(); err != nil {
-			t.Errorf("stop the shadow cluster: %v", err)
-		}
-	})
-	return c
-}
 
 type colInfo struct{ name, typ, notNull string }
 
@@ -85,7 +60,7 @@ func scalar(t *testing.T, dsn, sql string) string {
 func TestBuild(t *testing.T) {
 	ctx := context.Background()
 	c := pgtest.Cluster(t)
-	sc := shadowCluster(t)
+	sc := pgtest.NewCluster(t)
 	res, err := demo.Setup(ctx, c, sc, demo.Options{Patients: 200, Visits: 800})
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +136,7 @@ func TestBuild_PolicyColumnMissingUpstream(t *testing.T) {
 	ctx := context.Background()
 	up := pgtest.NewDatabase(t)
 	sameCluster := pgtest.NewDatabase(t)
-	sh := shadowCluster(t).DSN("postgres")
+	sh := pgtest.NewCluster(t).DSN("postgres")
 	if err := pgtest.Exec(ctx, up, "CREATE TABLE t (uid bigint, a int, secret text)"); err != nil {
 		t.Fatal(err)
 	}
