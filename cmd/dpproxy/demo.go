@@ -2,9 +2,18 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"os/user"
@@ -12,6 +21,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/examples"
 	"github.com/dpproxy/dpproxy/internal/config"
@@ -141,6 +151,14 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := os.WriteFile(filepath.Join(cluster.Dir, "policies", "hospital.yaml"), examples.HospitalPolicy(), 0o644); err != nil {
 		return err
 	}
+	// TLS on SSLRequest, not required: psql's default sslmode=prefer
+	// negotiates it, and sslmode=disable still works.
+	if err := demoCertificate(filepath.Join(cluster.Dir, demoTLSDir), "127.0.0.1", "localhost"); err != nil {
+		return fmt.Errorf("demo TLS certificate: %w", err)
+	}
+	if text, err = withDemoTLS(text); err != nil {
+		return err
+	}
 	if err := os.WriteFile(cfgPath, text, 0o600); err != nil {
 		return err
 	}
@@ -191,4 +209,86 @@ func cmdDemoSetup(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stdout, "demo data ready (generated: %v)\n", res.Generated)
 	return nil
+}
+
+// The demo's self-signed TLS certificate and key, in the data directory
+// (next to the config that names them with relative paths).
+const (
+	demoTLSDir  = "tls"
+	demoTLSCert = "server.crt"
+	demoTLSKey  = "server.key"
+)
+
+var tlsLine = regexp.MustCompile(`(?m)^tls:`)
+
+// withDemoTLS adds a tls: section naming the demo's certificate and key
+// (TLS offered, not required) to the demo config.
+func withDemoTLS(cfg []byte) ([]byte, error) {
+	if tlsLine.Match(cfg) {
+		return nil, errors.New("examples/dpproxy.yaml has a tls: section; the demo writes its own")
+	}
+	s := strings.TrimRight(string(cfg), "\n") + "\n\n" +
+		"# Added by dpproxy demo: a self-signed certificate made at start-up.\n" +
+		"tls:\n" +
+		"  cert: " + demoTLSDir + "/" + demoTLSCert + "\n" +
+		"  key: " + demoTLSDir + "/" + demoTLSKey + "\n" +
+		"  require: false\n"
+	return []byte(s), nil
+}
+
+// demoCertificate writes a self-signed ECDSA P-256 certificate for the
+// given hosts (IP addresses or DNS names) and its key to dir/server.crt and
+// dir/server.key (0600), unless a pair that loads, covers the hosts and is
+// valid for at least another day is already there (a kept --data-dir).
+func demoCertificate(dir string, hosts ...string) error {
+	certPath, keyPath := filepath.Join(dir, demoTLSCert), filepath.Join(dir, demoTLSKey)
+	if pair, err := tls.LoadX509KeyPair(certPath, keyPath); err == nil && pair.Leaf != nil {
+		ok := time.Until(pair.Leaf.NotAfter) > 24*time.Hour
+		for _, h := range hosts {
+			ok = ok && pair.Leaf.VerifyHostname(h) == nil
+		}
+		if ok {
+			return nil
+		}
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial,
+		Subject:               pkix.Name{CommonName: "dpproxy demo", Organization: []string{"dpproxy demo (self-signed)"}},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.AddDate(1, 0, 0),
+		KeyUsage:              x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		BasicConstraintsValid: true,
+	}
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
 }
