@@ -60,10 +60,14 @@ func extraConfig(t *testing.T) (string, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "dpproxy.yaml")
+	// Next to the demo's own config, so every relative path in it (policies,
+	// TLS files) resolves the same way.
+	_, port, _ := net.SplitHostPort(addr)
+	p := filepath.Join(env.dataDir, "extra-"+port+".yaml")
 	if err := os.WriteFile(p, out, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { os.Remove(p) })
 	return p, addr
 }
 

@@ -52,7 +52,11 @@ func run(m *testing.M) (int, error) {
 	}
 	defer os.RemoveAll(tmp)
 	env.bin = filepath.Join(tmp, "dpproxy")
-	build := exec.Command("go", "build", "-o", env.bin, "../cmd/dpproxy")
+	args := []string{"build", "-o", env.bin}
+	if raceBuild {
+		args = append(args, "-race")
+	}
+	build := exec.Command("go", append(args, "../cmd/dpproxy")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		return 1, fmt.Errorf("build dpproxy: %w", err)
