@@ -73,6 +73,16 @@
 //     dp.budget from the ledger, transaction control, DISCARD, DEALLOCATE);
 //   - catalog statements go to the session's shadow connection and their
 //     results, notices and errors are forwarded as PostgreSQL wrote them;
+//   - statements that provably return no rows (a top-level LIMIT 0, or a
+//     plain SELECT without aggregates filtered by WHERE 1 = 0, as BI tools
+//     send to read result types) are catalog statements even when they
+//     name protected tables: the shadow has the same columns and no rows,
+//     so its answer is the real one (rewrite.Classify decides, from syntax
+//     only);
+//   - a SELECT DISTINCT of a column with public_values (optionally ordered
+//     and limited) is answered from the policy's list, which is public: no
+//     data read, no budget spent, a NOTICE saying so
+//     (rewrite.PublicDistinct);
 //   - DP statements go to rewrite.Rewrite and the Releaser, and their
 //     answer comes with a NOTICE stating its cost and accuracy;
 //   - everything else is refused with the classifier's error.

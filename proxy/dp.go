@@ -20,6 +20,10 @@ import (
 // logText is the statement as the analyst wrote it (with $n placeholders),
 // for the fingerprint; text has parameters bound as literals.
 func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, error) {
+	if rs := c.publicDistinct(text); rs != nil {
+		c.log.Info("answered from the policy's public values", zap.String(logKeyFingerprint, fingerprint(logText)))
+		return rs, nil
+	}
 	plan, err := c.srv.rt.rewrite(c.ds.Policy, text)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
@@ -48,6 +52,32 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		zap.Float64(logKeyDelta, req.Delta),
 		zap.String(logKeyMechanism, req.Mechanism))
 	return dpResultSet(res)
+}
+
+// publicDistinct answers a SELECT DISTINCT of a column whose values the
+// policy declares public (rewrite.PublicDistinct) from the policy: no data
+// is read and no budget spent. It returns nil for any other statement.
+func (c *conn) publicDistinct(text string) *resultSet {
+	if c.srv.rt.publicDistinct == nil {
+		return nil
+	}
+	dv := c.srv.rt.publicDistinct(c.ds.Policy, text)
+	if dv == nil {
+		return nil
+	}
+	rs := &resultSet{
+		cols: []column{{name: dv.Name, oid: oidOf(dv.PGType)}},
+		rows: make([][]*string, len(dv.Values)),
+		tag:  "SELECT " + strconv.Itoa(len(dv.Values)),
+		notices: []*pgproto3.NoticeResponse{{
+			Severity: severityNotice, SeverityUnlocalized: severityNotice, Code: successfulCompletion,
+			Message: fmt.Sprintf("dp: the public values of %s.%s declared in the policy; no budget spent", dv.Table, dv.Column),
+		}},
+	}
+	for i := range dv.Values {
+		rs.rows[i] = []*string{&dv.Values[i]}
+	}
+	return rs
 }
 
 // dpResultSet turns a released answer into rows for the client.

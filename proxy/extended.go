@@ -138,7 +138,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		return pgerr.New(pgerr.SyntaxError, "parameters ($n) are not allowed in %s", strings.Fields(text)[0]).
 			WithHint("write the value into the statement")
 	}
-	if st.route == rewrite.RouteDP && n == 0 {
+	if st.route == rewrite.RouteDP && n == 0 && c.publicDistinct(text) == nil {
 		// Like PostgreSQL's parse analysis: a statement that cannot be
 		// answered fails at Parse (nothing is read, nothing spent).
 		if _, err := c.srv.rt.rewrite(c.ds.Policy, text); err != nil {
@@ -272,6 +272,10 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 		}
 		d.paramOIDs, d.fields = sd.ParamOIDs, sd.Fields
 	case rewrite.RouteDP:
+		if rs := c.publicDistinct(ps.text); rs != nil && ps.nParams == 0 {
+			d.cols = rs.cols
+			break
+		}
 		var shadowFields []pgconn.FieldDescription
 		if ps.nParams > 0 {
 			// The shadow has the same schema: let PostgreSQL infer the

@@ -1,6 +1,8 @@
 package rewrite
 
 import (
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -100,6 +102,12 @@ func refuseWrite(src string, t token) *pgerr.Error {
 //   - statements that write or execute (INSERT, UPDATE, DELETE, COPY, DDL,
 //     GRANT, CALL, DO, PREPARE, EXECUTE, cursors, SELECT … INTO, data-
 //     modifying WITH, EXPLAIN of any of these…): RouteRefuse with 42501;
+//   - a SELECT (or WITH, TABLE, VALUES) that provably returns no rows
+//     whatever the data (see provablyEmpty: a top-level LIMIT 0, or a
+//     plain SELECT with no aggregate filtered by WHERE 1 = 0, as BI tools
+//     send to learn a query's result types): RouteCatalog, because the
+//     shadow, with the same columns and no rows, gives the same (empty)
+//     answer with the same column types;
 //   - any identifier (quoted or not, compared case-insensitively) equal to
 //     the name of a protected table: RouteDP. This is deliberately
 //     conservative: a column or alias that happens to share the name also
@@ -137,10 +145,173 @@ func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 			return RouteRefuse, err
 		}
 	}
-	if namesProtected(ds, toks) {
+	if namesProtected(ds, toks) && !provablyEmpty(toks) {
 		return RouteDP, nil
 	}
 	return RouteCatalog, nil
+}
+
+// provablyEmpty reports whether a query returns no rows on every database
+// with its schema, by its syntax alone. It is the reason a statement that
+// names protected tables may go to the shadow catalog (same columns, no
+// rows): the shadow's answer then equals the real one, so nothing about
+// the data is shown or misrepresented. Only two certain forms qualify:
+//
+//   - a LIMIT 0 (or FETCH FIRST 0 ROWS ONLY) at the top level of a query
+//     (parenthesis depth 0, so not in a subquery, CTE or one branch of a
+//     set operation), optionally followed by OFFSET n: the result is cut to
+//     no rows whatever the query computes;
+//   - a plain SELECT (no WITH, no set operation, no GROUP BY, HAVING or
+//     WINDOW) whose top-level WHERE is exactly a constant false predicate
+//     (FALSE, or n = m, n <> m, n != m on integer literals that make it
+//     false, in optional parentheses), followed only by ORDER BY, LIMIT,
+//     OFFSET or FETCH, with no parenthesis in the select list or after the
+//     WHERE. The WHERE leaves no input row; without an aggregate (which
+//     needs a parenthesis: count(*), and would make one row of an empty
+//     input) no output row is made either.
+//
+// Anything else, including equivalent forms this does not recognise,
+// returns false (and keeps its usual route).
+func provablyEmpty(toks []token) bool {
+	i := 0
+	for i < len(toks) && toks[i].isPunct("(") {
+		i++
+	}
+	if i == len(toks) || !(toks[i].is("select") || toks[i].is("with") || toks[i].is("table") || toks[i].is("values")) {
+		return false
+	}
+	// depth[k] is the parenthesis depth of toks[k].
+	depth := make([]int, len(toks))
+	d := 0
+	for k, t := range toks {
+		if t.isPunct(")") || t.isPunct("]") {
+			d--
+			if d < 0 {
+				return false
+			}
+		}
+		depth[k] = d
+		if t.isPunct("(") || t.isPunct("[") {
+			d++
+		}
+	}
+	if d != 0 {
+		return false
+	}
+	for k, t := range toks {
+		if depth[k] != 0 {
+			continue
+		}
+		if t.is("limit") && k+1 < len(toks) && isZero(toks[k+1]) && offsetOnly(toks[k+2:]) {
+			return true
+		}
+		if t.is("fetch") && k+5 == len(toks) && (toks[k+1].is("first") || toks[k+1].is("next")) &&
+			isZero(toks[k+2]) && (toks[k+3].is("row") || toks[k+3].is("rows")) && toks[k+4].is("only") {
+			return true
+		}
+	}
+	return i == 0 && falseWhere(toks, depth)
+}
+
+// falseWhere is the WHERE-false form of provablyEmpty.
+func falseWhere(toks []token, depth []int) bool {
+	if !toks[0].is("select") {
+		return false
+	}
+	where, tail := -1, len(toks)
+	for k, t := range toks {
+		if depth[k] != 0 {
+			continue
+		}
+		switch {
+		case t.is("union"), t.is("intersect"), t.is("except"), t.is("group"), t.is("having"), t.is("window"):
+			return false
+		case t.is("where"):
+			if where >= 0 {
+				return false
+			}
+			where = k
+		case t.is("from"), t.is("select"):
+			if where >= 0 {
+				return false // a FROM or SELECT after the WHERE: not a plain SELECT
+			}
+		case t.is("order"), t.is("limit"), t.is("offset"), t.is("fetch"):
+			if where >= 0 && tail == len(toks) {
+				tail = k
+			}
+		}
+	}
+	if where < 0 {
+		return false
+	}
+	// No parenthesis in the select list or after the WHERE: no aggregate,
+	// window function or subquery there.
+	for k := 1; k < len(toks); k++ {
+		if toks[k].is("from") && depth[k] == 0 {
+			break
+		}
+		if toks[k].isPunct("(") {
+			return false
+		}
+	}
+	for _, t := range toks[tail:] {
+		if t.isPunct("(") {
+			return false
+		}
+	}
+	pred := toks[where+1 : tail]
+	for len(pred) >= 2 && pred[0].isPunct("(") && pred[len(pred)-1].isPunct(")") {
+		pred = pred[1 : len(pred)-1]
+	}
+	switch {
+	case len(pred) == 1:
+		return pred[0].is("false")
+	case len(pred) == 3:
+		a, b := intLiteral(pred[0]), intLiteral(pred[2])
+		if a == "" || b == "" {
+			return false
+		}
+		switch {
+		case pred[1].isOp("="):
+			return a != b
+		case pred[1].isOp("<>"), pred[1].isOp("!="):
+			return a == b
+		}
+	}
+	return false
+}
+
+// intLiteral returns an unsigned integer literal's digits without leading
+// zeros ("0" for zero), or "" if t is not one.
+func intLiteral(t token) string {
+	if t.kind != tokNumber || t.val == "" {
+		return ""
+	}
+	for _, c := range t.val {
+		if c < '0' || c > '9' {
+			return ""
+		}
+	}
+	v := strings.TrimLeft(t.val, "0")
+	if v == "" {
+		v = "0"
+	}
+	return v
+}
+
+func isZero(t token) bool { return intLiteral(t) == "0" }
+
+// offsetOnly reports whether toks is empty or exactly OFFSET n [ROW|ROWS].
+func offsetOnly(toks []token) bool {
+	switch {
+	case len(toks) == 0:
+		return true
+	case len(toks) == 2:
+		return toks[0].is("offset") && intLiteral(toks[1]) != ""
+	case len(toks) == 3:
+		return toks[0].is("offset") && intLiteral(toks[1]) != "" && (toks[2].is("row") || toks[2].is("rows"))
+	}
+	return false
 }
 
 // namesProtected reports whether any identifier token names a protected
@@ -296,4 +467,241 @@ func refuseWrites(src string, toks []token) error {
 		}
 	}
 	return nil
+}
+
+// DistinctValues is the answer to a SELECT DISTINCT of a column whose
+// values the policy declares public (public_values): the declared list is
+// public, so the proxy answers from the policy without reading data or
+// spending budget. Like a DP GROUP BY on the column, it returns exactly the
+// declared keys, whatever the data holds.
+type DistinctValues struct {
+	Table  string // lower-case table name
+	Column string // lower-case column name
+	Name   string // the result column's name (the alias, or the column)
+	PGType string // the result type, as for a key column of a plan
+	Values []string
+}
+
+// PublicDistinct recognises
+//
+//	SELECT DISTINCT col [[AS] alias] FROM [schema.]table [[AS] alias]
+//	  [ORDER BY col | alias | 1 [ASC | DESC] [NULLS FIRST | LAST]] [LIMIT n]
+//
+// (col optionally qualified by the table, its alias or schema.table) on a
+// visible column with public values of a table of ds, and returns its
+// answer: the declared values, sorted when ORDER BY asks (numbers by value,
+// booleans false first, text and dates by bytes, i.e. as COLLATE "C"),
+// cut to LIMIT. It returns nil for any other statement.
+func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
+	if ds == nil {
+		return nil
+	}
+	toks, err := lex(stmt)
+	if err != nil {
+		return nil
+	}
+	p := &distinctParser{toks: toks}
+	if !p.kw("select") || !p.kw("distinct") {
+		return nil
+	}
+	colRef := p.name()
+	if colRef == nil || len(colRef) > 3 {
+		return nil
+	}
+	outAlias := p.alias("from")
+	if !p.kw("from") {
+		return nil
+	}
+	tblRef := p.name()
+	if tblRef == nil || len(tblRef) > 2 {
+		return nil
+	}
+	tb, ok := ds.Table(tblRef[len(tblRef)-1])
+	if !ok || tb.Name != tblRef[len(tblRef)-1] {
+		return nil
+	}
+	schema := tb.Schema
+	if schema == "" {
+		schema = "public"
+	}
+	if len(tblRef) == 2 && tblRef[0] != schema {
+		return nil
+	}
+	tblAlias := p.alias("order", "limit")
+	col, ok := tb.Column(colRef[len(colRef)-1])
+	if !ok || col.Hidden || col.Name != colRef[len(colRef)-1] || len(col.PublicValues) == 0 {
+		return nil
+	}
+	// resolves reports whether a column reference names the column.
+	resolves := func(ref []string) bool {
+		if ref[len(ref)-1] != col.Name {
+			return false
+		}
+		switch len(ref) {
+		case 1:
+			return true
+		case 2:
+			if tblAlias != "" {
+				return ref[0] == tblAlias
+			}
+			return ref[0] == tb.Name
+		case 3:
+			return tblAlias == "" && ref[0] == schema && ref[1] == tb.Name
+		}
+		return false
+	}
+	if !resolves(colRef) {
+		return nil
+	}
+	name := col.Name
+	if outAlias != "" {
+		name = outAlias
+	}
+	values := append([]string(nil), col.PublicValues...)
+	if p.kw("order") {
+		if !p.kw("by") {
+			return nil
+		}
+		if t, ok := p.peek(); ok && t.kind == tokNumber {
+			if t.val != "1" {
+				return nil
+			}
+			p.i++
+		} else {
+			ref := p.name()
+			if ref == nil || !(resolves(ref) || len(ref) == 1 && outAlias != "" && ref[0] == outAlias) {
+				return nil
+			}
+		}
+		desc := false
+		if p.kw("desc") {
+			desc = true
+		} else {
+			p.kw("asc")
+		}
+		if p.kw("nulls") && !p.kw("first") && !p.kw("last") {
+			return nil
+		}
+		sortValues(values, col.Type, desc)
+	}
+	if p.kw("limit") {
+		t, ok := p.peek()
+		if !ok || intLiteral(t) == "" {
+			return nil
+		}
+		p.i++
+		n, err := strconv.Atoi(intLiteral(t))
+		if err != nil {
+			return nil
+		}
+		if n < len(values) {
+			values = values[:n]
+		}
+	}
+	if p.i != len(toks) {
+		return nil
+	}
+	return &DistinctValues{
+		Table: tb.Name, Column: col.Name, Name: name,
+		PGType: keyPGType(Key{Column: col.Name, Type: col.Type, Domain: col.PublicValues}),
+		Values: values,
+	}
+}
+
+// distinctParser walks the tokens of PublicDistinct's statement form.
+type distinctParser struct {
+	toks []token
+	i    int
+}
+
+func (p *distinctParser) peek() (token, bool) {
+	if p.i < len(p.toks) {
+		return p.toks[p.i], true
+	}
+	return token{}, false
+}
+
+// kw consumes the unquoted keyword w if it comes next.
+func (p *distinctParser) kw(w string) bool {
+	if t, ok := p.peek(); ok && t.is(w) {
+		p.i++
+		return true
+	}
+	return false
+}
+
+// name consumes a dotted name (ident {. ident}) and returns its parts
+// (unquoted parts folded to lower case, quoted ones exact), or nil.
+func (p *distinctParser) name() []string {
+	var parts []string
+	for {
+		t, ok := p.peek()
+		if !ok || t.kind != tokIdent {
+			return nil
+		}
+		parts = append(parts, t.val)
+		p.i++
+		if t, ok := p.peek(); !ok || !t.isPunct(".") {
+			return parts
+		}
+		p.i++
+	}
+}
+
+// alias consumes "AS ident" or a bare identifier that is not one of the
+// given keywords, and returns it ("" if none).
+func (p *distinctParser) alias(stop ...string) string {
+	if p.kw("as") {
+		if t, ok := p.peek(); ok && t.kind == tokIdent {
+			p.i++
+			return t.val
+		}
+		p.i = len(p.toks) + 1 // malformed: make the statement fail to match
+		return ""
+	}
+	t, ok := p.peek()
+	if !ok || t.kind != tokIdent {
+		return ""
+	}
+	for _, s := range stop {
+		if t.is(s) {
+			return ""
+		}
+	}
+	p.i++
+	return t.val
+}
+
+// sortValues sorts public values as PostgreSQL orders the column's type
+// (text and dates by bytes, as COLLATE "C"; YYYY-MM-DD dates sort so).
+func sortValues(vs []string, typ policy.Type, desc bool) {
+	less := func(a, b string) int { return strings.Compare(a, b) }
+	switch typ {
+	case policy.TypeInt, policy.TypeNumeric, policy.TypeFloat:
+		less = func(a, b string) int {
+			x, errA := strconv.ParseFloat(a, 64)
+			y, errB := strconv.ParseFloat(b, 64)
+			if errA != nil || errB != nil || x == y {
+				return strings.Compare(a, b)
+			}
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	case policy.TypeBool:
+		rank := func(v string) int {
+			if strings.EqualFold(v, "true") {
+				return 1
+			}
+			return 0
+		}
+		less = func(a, b string) int { return rank(a) - rank(b) }
+	}
+	slices.SortStableFunc(vs, func(a, b string) int {
+		if desc {
+			return less(b, a)
+		}
+		return less(a, b)
+	})
 }

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -240,4 +241,151 @@ func posOf(e *pgerr.Error) int {
 		return -1
 	}
 	return e.Position
+}
+
+// TestClassify_ProvablyEmpty: statements that name protected tables but
+// certainly return no rows go to the shadow catalog; everything that might
+// return a row keeps the DP route.
+func TestClassify_ProvablyEmpty(t *testing.T) {
+	t.Parallel()
+	ds := loadHospital(t)
+	catalog := []string{
+		`SELECT * FROM "public"."visits" WHERE 1 <> 1 LIMIT 0`,
+		"SELECT * FROM visits LIMIT 0",
+		"select department, age from visits limit 0 offset 10",
+		"SELECT * FROM visits LIMIT 00 OFFSET 5 ROWS",
+		"SELECT count(*) FROM visits LIMIT 0",
+		"SELECT department, count(*) FROM visits GROUP BY department LIMIT 0",
+		"SELECT * FROM visits FETCH FIRST 0 ROWS ONLY",
+		"(SELECT * FROM visits) LIMIT 0",
+		"SELECT * FROM visits UNION ALL SELECT * FROM visits LIMIT 0",
+		"WITH v AS (SELECT * FROM visits) SELECT * FROM v LIMIT 0",
+		"TABLE visits LIMIT 0",
+		"SELECT * FROM visits WHERE 1 = 0",
+		"SELECT * FROM visits WHERE false",
+		"SELECT * FROM visits WHERE (0 = 1)",
+		"SELECT * FROM visits WHERE ((1 != 1))",
+		"SELECT v.age, p.sex FROM visits v JOIN patients p ON p.patient_id = v.patient_id WHERE 1 = 2 ORDER BY v.age",
+		`SELECT * FROM (SELECT age FROM visits WHERE age > 3) "TableauSQL" WHERE (0 = 1)`,
+		"SELECT age::text AS a FROM visits WHERE 1 = 0 LIMIT 5",
+	}
+	for _, q := range catalog {
+		if got, err := Classify(ds, q); err != nil || got != RouteCatalog {
+			t.Errorf("Classify(%q) = %v, %v; want RouteCatalog (provably empty)", q, got, err)
+		}
+	}
+	dp := []string{
+		"SELECT * FROM visits",
+		"SELECT * FROM visits LIMIT 1",
+		"SELECT * FROM visits LIMIT 0 + 1",
+		"SELECT * FROM visits LIMIT ALL",
+		"SELECT * FROM visits LIMIT $1",
+		"SELECT * FROM visits LIMIT 0.5",
+		"SELECT * FROM (SELECT * FROM visits LIMIT 0) s",
+		"(SELECT * FROM visits LIMIT 0) UNION SELECT * FROM visits",
+		"WITH v AS (SELECT * FROM visits LIMIT 0) SELECT * FROM visits",
+		"SELECT * FROM visits FETCH FIRST 1 ROWS ONLY",
+		// An aggregate over no rows still makes one row.
+		"SELECT count(*) FROM visits WHERE 1 = 0",
+		"SELECT 1 FROM visits WHERE false ORDER BY count(*)",
+		"SELECT department FROM visits WHERE false GROUP BY department",
+		"SELECT 1 FROM visits WHERE false HAVING true",
+		"SELECT (SELECT count(*) FROM patients) FROM visits WHERE 1 = 0",
+		// Not constant false, or not only false.
+		"SELECT * FROM visits WHERE 1 = 1",
+		"SELECT * FROM visits WHERE 1 <> 0",
+		"SELECT * FROM visits WHERE 1 = 0 OR age > 3",
+		"SELECT * FROM visits WHERE 1 = 0 + 1",
+		"SELECT * FROM visits WHERE age = 0",
+		"SELECT * FROM visits WHERE 1.0 = 0",
+		`SELECT * FROM visits WHERE "false"`,
+		"SELECT * FROM visits WHERE (1 = 0) IS NOT TRUE",
+		"SELECT * FROM visits WHERE 1 = 0 UNION SELECT * FROM visits",
+		"SELECT * FROM visits WHERE 1 = 0 LIMIT (SELECT count(*) FROM patients)",
+		"WITH v AS (SELECT 1) SELECT * FROM visits WHERE 1 = 0",
+		"EXPLAIN SELECT * FROM visits LIMIT 0",
+		"SELECT * FROM visits LIMIT 0 (",
+	}
+	for _, q := range dp {
+		if got, err := Classify(ds, q); err == nil && got == RouteCatalog {
+			t.Errorf("Classify(%q) = RouteCatalog; it may return rows", q)
+		}
+	}
+	// Writes are refused before, whatever LIMIT they carry.
+	if got, err := Classify(ds, "DELETE FROM visits WHERE 1 = 0"); got != RouteRefuse || err == nil {
+		t.Errorf("DELETE … WHERE 1 = 0: %v, %v", got, err)
+	}
+}
+
+func TestPublicDistinct(t *testing.T) {
+	t.Parallel()
+	ds := loadHospital(t)
+	deps := []string{"cardiology", "emergency", "neurology", "oncology", "orthopedics", "pediatrics", "surgery"}
+	rev := slices.Clone(deps)
+	slices.Reverse(rev)
+	tests := []struct {
+		q      string
+		name   string
+		values []string
+	}{
+		{"SELECT DISTINCT department FROM visits", "department", deps},
+		{"select distinct department from visits order by department", "department", deps},
+		{`SELECT DISTINCT "department" FROM "public"."visits" ORDER BY 1 DESC`, "department", rev},
+		{"SELECT DISTINCT v.department AS d FROM visits AS v ORDER BY d DESC NULLS LAST LIMIT 2", "d", rev[:2]},
+		{"SELECT DISTINCT public.visits.department FROM public.visits ORDER BY visits.department LIMIT 100", "department", deps},
+		{"SELECT DISTINCT region FROM patients ORDER BY region", "region", []string{"central", "east", "north", "south", "west"}},
+		{"SELECT DISTINCT sex dept FROM patients p ORDER BY p.sex DESC", "dept", []string{"M", "F"}},
+	}
+	for _, tc := range tests {
+		got := PublicDistinct(ds, tc.q)
+		if got == nil {
+			t.Errorf("PublicDistinct(%q) = nil", tc.q)
+			continue
+		}
+		if got.Name != tc.name || got.PGType != "text" || !reflect.DeepEqual(got.Values, tc.values) {
+			t.Errorf("PublicDistinct(%q) = %+v; want name %s, values %v", tc.q, got, tc.name, tc.values)
+		}
+	}
+	for _, q := range []string{
+		"SELECT department FROM visits",                         // not DISTINCT
+		"SELECT DISTINCT diagnosis FROM visits",                 // no public values
+		"SELECT DISTINCT visit_id FROM visits",                  // hidden
+		"SELECT DISTINCT department FROM visits WHERE age > 30", // filtered: the data decides
+		"SELECT DISTINCT department, age FROM visits",
+		"SELECT DISTINCT ON (department) department FROM visits",
+		"SELECT DISTINCT department FROM visits v ORDER BY visits.department",
+		"SELECT DISTINCT x.department FROM visits",
+		"SELECT DISTINCT department FROM other.visits",
+		`SELECT DISTINCT "Department" FROM visits`,
+		"SELECT DISTINCT department FROM visits ORDER BY 2",
+		"SELECT DISTINCT department FROM visits ORDER BY age",
+		"SELECT DISTINCT department FROM visits LIMIT $1",
+		"SELECT DISTINCT department FROM visits GROUP BY department",
+		"SELECT DISTINCT department FROM visits, patients",
+		"SELECT DISTINCT lower(department) FROM visits",
+		"SELECT DISTINCT department FROM visits AS",
+	} {
+		if got := PublicDistinct(ds, q); got != nil {
+			t.Errorf("PublicDistinct(%q) = %+v; want nil", q, got)
+		}
+	}
+}
+
+func TestSortValues(t *testing.T) {
+	t.Parallel()
+	ints := []string{"10", "9", "-1", "100"}
+	sortValues(ints, policy.TypeInt, false)
+	if want := []string{"-1", "9", "10", "100"}; !reflect.DeepEqual(ints, want) {
+		t.Errorf("ints = %v, want %v", ints, want)
+	}
+	bools := []string{"true", "false"}
+	sortValues(bools, policy.TypeBool, false)
+	if want := []string{"false", "true"}; !reflect.DeepEqual(bools, want) {
+		t.Errorf("bools = %v, want %v", bools, want)
+	}
+	dates := []string{"2021-01-02", "2020-12-31", "2021-01-01"}
+	sortValues(dates, policy.TypeDate, true)
+	if want := []string{"2021-01-02", "2021-01-01", "2020-12-31"}; !reflect.DeepEqual(dates, want) {
+		t.Errorf("dates desc = %v, want %v", dates, want)
+	}
 }
