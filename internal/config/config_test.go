@@ -1,0 +1,66 @@
+package config
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const minimal = `policies: policies
+ledger: postgres://l@127.0.0.1/ledger
+datasets:
+  hospital: {upstream: postgres://u@h/db, shadow: postgres://s@h2/db, shadow_admin: postgres://a@h2/db}
+analysts:
+  alice: {password: "plain:alice"}
+`
+
+func TestParse_Defaults(t *testing.T) {
+	c, err := Parse([]byte(minimal), "c.yaml")
+	if err != nil {
+		t.Fatalf("Parse() = %v", err)
+	}
+	if c.Listen != "127.0.0.1:6432" || c.StatementTimeout.Duration != 30*time.Second || c.MaxConnections != 200 || c.LogLevel != "info" {
+		t.Fatalf("defaults = %+v", c)
+	}
+	if !c.Analysts["alice"].MayQuery("hospital") {
+		t.Fatal("an analyst with no datasets list may query every dataset")
+	}
+}
+
+func TestParse_Errors(t *testing.T) {
+	tests := []struct{ name, doc, want string }{
+		{"unknown key", minimal + "listne: x\n", "field listne not found"},
+		{"bad listen", minimal + "listen: nowhere\n", "not host:port"},
+		{"no ledger", strings.Replace(minimal, "ledger: postgres://l@127.0.0.1/ledger\n", "", 1), "ledger:"},
+		{"missing shadow", strings.Replace(minimal, "shadow: postgres://s@h2/db, ", "", 1), "all required"},
+		{"password in clear", strings.Replace(minimal, `"plain:alice"`, "alice", 1), "dpproxy passwd alice"},
+		{"bad duration", minimal + "statement_timeout: soon\n", "not a duration"},
+		{"bad level", minimal + "log_level: loud\n", "log_level"},
+		{"half tls", minimal + "tls: {cert: c.pem}\n", "cert and key"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc), "c.yaml")
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.HasPrefix(err.Error(), "c.yaml") {
+				t.Fatalf("Parse() = %v, want an error naming c.yaml and containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestLoad_ExampleAndPaths(t *testing.T) {
+	c, err := Load("../../examples/dpproxy.yaml")
+	if err != nil {
+		t.Fatalf("Load(example) = %v", err)
+	}
+	if got := c.Path(c.Policies); !filepath.IsAbs(got) || !strings.HasSuffix(got, filepath.Join("examples", "policies")) {
+		t.Fatalf("Path(policies) = %s", got)
+	}
+	if c.Path("/abs/x") != "/abs/x" {
+		t.Fatal("absolute paths must stay as they are")
+	}
+	if a := c.Analysts["bob"]; !a.MayQuery("hospital") || a.MayQuery("other") {
+		t.Fatalf("bob's datasets = %v", a.Datasets)
+	}
+}
