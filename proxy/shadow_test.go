@@ -464,6 +464,11 @@ func TestJDBC(t *testing.T) {
 		}
 		checkJDBCOutput(t, string(out))
 	}
+	// 7 prepared counts and the grouped query; the empty query and the
+	// public DISTINCT did not reach the DP path.
+	if n := len(ts.releaser.requests()); n != 8 {
+		t.Errorf("%d DP requests from the JDBC session, want 8", n)
+	}
 }
 
 func checkJDBCOutput(t *testing.T, got string) {
@@ -471,6 +476,7 @@ func checkJDBCOutput(t *testing.T, got string) {
 	for _, want := range []string{
 		"table patients", "table visits", "column age int4", "column cost numeric", "pk patient_id",
 		"count 42", "rows 7", "refused 42501", "epsilon 0.25", "isolation read committed", "valid true",
+		"empty 7 age int4 false", "distinct cardiology,emergency,neurology,oncology,orthopedics,pediatrics,surgery",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("JDBC output lacks %q:\n%s", want, got)
@@ -506,7 +512,7 @@ func TestSQLAlchemy(t *testing.T) {
 		"one 1", "tables patients,visits", "columns patient_id,visit_date,department,diagnosis,age,cost,length_of_stay",
 		"rows 7 42", "refused 42501", "after 0.1",
 		"frame 7 department,n,avg_cost cardiology,42,12.5 int64,float64",
-		"pandas refused 42501", "pandas after 1",
+		"pandas refused 42501", "pandas after 1", "pandas empty 0 7", "pandas distinct F,M",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("SQLAlchemy output lacks %q:\n%s", want, got)

@@ -39,6 +39,15 @@ public class JDBCClient {
         } catch (SQLException e) {
             System.out.println("refused " + e.getSQLState());
         }
+        // What BI tools send to read result types: answered by the shadow.
+        rs = st.executeQuery("SELECT * FROM \"public\".\"visits\" WHERE 1 <> 1 LIMIT 0");
+        ResultSetMetaData rmd = rs.getMetaData();
+        System.out.println("empty " + rmd.getColumnCount() + " " + rmd.getColumnName(5) + " " + rmd.getColumnTypeName(5) + " " + rs.next());
+        // A public column's values: answered from the policy.
+        rs = st.executeQuery("SELECT DISTINCT department FROM visits ORDER BY department");
+        StringBuilder deps = new StringBuilder();
+        while (rs.next()) deps.append(deps.length() > 0 ? "," : "").append(rs.getString(1));
+        System.out.println("distinct " + deps);
         st.execute("SET dp.epsilon = 0.25");
         rs = st.executeQuery("SHOW dp.epsilon");
         rs.next();

@@ -48,3 +48,7 @@ with engine.connect() as conn:
         print("pandas refused", e.orig.pgcode)
     conn.rollback()
     print("pandas after", pd.read_sql(sa.text("SELECT 1 AS one"), conn)["one"][0])
+    empty = pd.read_sql(sa.text("SELECT * FROM visits WHERE 1 = 0"), conn)
+    print("pandas empty", len(empty), len(empty.columns))
+    distinct = pd.read_sql(sa.text("SELECT DISTINCT sex FROM patients ORDER BY sex"), conn)
+    print("pandas distinct", ",".join(distinct["sex"]))
