@@ -13,7 +13,12 @@
 //     group — every key of the public domain, including keys absent from the
 //     data, which get a noisy zero;
 //  5. post-process: counts are floored at zero, averages are noisy sum over
-//     noisy count clamped to the column bounds, then ORDER BY / LIMIT /
+//     noisy count clamped to the column bounds, variances are (Q̃ − S̃²/C̃)
+//     over C̃ (pop) or C̃ − 1 (samp, NULL when C̃ < 2) clamped to
+//     [0, ((upper − lower)/2)²] (× C̃/(C̃ − 1) for samp), standard deviations
+//     their square roots; expressions over aggregates are evaluated on
+//     these noisy values and HAVING filters rows by them (hidden values
+//     used only by HAVING or expressions are never returned); then ORDER BY / LIMIT /
 //     OFFSET run on the noisy rows (post-processing costs no privacy);
 //  6. record: store the released answer on the ledger row, and return rows
 //     and a NOTICE with the cost, the remaining budget and a 95% error

@@ -66,11 +66,15 @@ func trimZeros(s string) string {
 
 var ratOne = big.NewRat(1, 1)
 
-// outputRow computes the analyst's columns of one group from its keys and
-// noisy measurements.
+// outputRow computes the values of one group from its keys and noisy
+// measurements: the analyst's columns (Plan.Outputs) followed by the hidden
+// values (Plan.Hidden) that expressions and HAVING refer to. Expressions
+// are evaluated last, on the other values (post-processing: a function of
+// noisy values and public constants only).
 func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
-	row := make([]value, len(plan.Outputs))
-	for i, o := range plan.Outputs {
+	all := append(append([]rewrite.Output(nil), plan.Outputs...), plan.Hidden...)
+	row := make([]value, len(all))
+	for i, o := range all {
 		switch o.Kind {
 		case rewrite.OutputKey:
 			k := keyText(o.PGType, keys[o.Key])
@@ -87,9 +91,60 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 			row[i] = value{num: noisy[o.Measure], decimals: -1}
 		case rewrite.OutputAvg:
 			row[i] = value{num: average(noisy[o.Measure], noisy[o.CountMeasure], o.Lower, o.Upper), decimals: 6}
+		case rewrite.OutputVariance:
+			v := variance(noisy[o.CountMeasure], noisy[o.Measure], noisy[o.SumSqMeasure], o.Lower, o.Upper, o.Sample)
+			switch {
+			case v == nil:
+				row[i] = value{null: true}
+			case o.Sqrt:
+				row[i] = value{num: sqrtRat(v), decimals: 6}
+			default:
+				row[i] = value{num: v, decimals: 6}
+			}
+		}
+	}
+	var nums []*big.Rat
+	for i, o := range all {
+		if o.Kind != rewrite.OutputExpr {
+			continue
+		}
+		if nums == nil {
+			nums = numbers(row)
+		}
+		if v := o.Expr.Eval(nums); v != nil {
+			row[i] = value{num: v, decimals: 6}
+		} else {
+			row[i] = value{null: true}
 		}
 	}
 	return row
+}
+
+// numbers are the numeric values of a row (nil for keys and NULLs), the
+// inputs of Expr.Eval and Cond.Holds.
+func numbers(row []value) []*big.Rat {
+	out := make([]*big.Rat, len(row))
+	for i, v := range row {
+		if !v.null && v.num != nil {
+			out[i] = v.num
+		}
+	}
+	return out
+}
+
+// having keeps the rows whose released values satisfy the plan's HAVING
+// condition (post-processing on noisy values).
+func having(plan *rewrite.Plan, rows [][]value) [][]value {
+	if plan.Having == nil {
+		return rows
+	}
+	kept := rows[:0]
+	for _, r := range rows {
+		if plan.Having.Holds(numbers(r)) {
+			kept = append(kept, r)
+		}
+	}
+	return kept
 }
 
 // keyText writes a key as PostgreSQL's text output does: booleans are t/f.
@@ -123,6 +178,62 @@ func average(sum, count *big.Rat, lower, upper float64) *big.Rat {
 		a = hi
 	}
 	return a
+}
+
+// variance computes VAR_POP (sample false) or VAR_SAMP (sample true) from
+// the noisy count C̃, sum S̃ and sum of squares Q̃ of values clamped to
+// [lower, upper], as post-processing of those three released measurements:
+//
+//	SS = Q̃ − S̃²/C̃            (noisy sum of squared deviations)
+//	pop  = SS / C̃,  with C̃ floored at 1 (like AVG, never NULL)
+//	samp = SS / (C̃ − 1),  NULL when C̃ < 2 (PostgreSQL: NULL below 2 rows)
+//
+// then clamped to what a true variance of values in [lower, upper] can be:
+// at least 0 and at most r² (pop) or r²·C̃/(C̃ − 1) (samp), with
+// r = (upper − lower)/2 (Popoviciu's inequality: a population variance of
+// values in [a, b] is at most (b − a)²/4; the sample variance of n such
+// values is n/(n − 1) times the population variance). Every input is a
+// released value or public, so this costs no privacy.
+func variance(count, sum, sumSq *big.Rat, lower, upper float64, sample bool) *big.Rat {
+	c := new(big.Rat).Set(count)
+	min := ratOne
+	if sample {
+		min = big.NewRat(2, 1)
+		if c.Cmp(min) < 0 {
+			return nil
+		}
+	} else if c.Cmp(min) < 0 {
+		c.Set(min)
+	}
+	ss := new(big.Rat).Mul(sum, sum)
+	ss.Quo(ss, c)
+	ss.Sub(sumSq, ss)
+	d := new(big.Rat).Set(c)
+	if sample {
+		d.Sub(d, ratOne)
+	}
+	v := ss.Quo(ss, d)
+	r := new(big.Rat)
+	r.SetFloat64((upper - lower) / 2)
+	hi := new(big.Rat).Mul(r, r)
+	if sample {
+		hi.Mul(hi, new(big.Rat).Quo(c, d))
+	}
+	if v.Sign() < 0 {
+		v.SetInt64(0)
+	}
+	if v.Cmp(hi) > 0 {
+		v.Set(hi)
+	}
+	return v
+}
+
+// sqrtRat is the square root of a non-negative rational to 128 bits.
+func sqrtRat(x *big.Rat) *big.Rat {
+	f := new(big.Float).SetPrec(128).SetRat(x)
+	f.Sqrt(f)
+	r, _ := f.Rat(nil)
+	return r
 }
 
 // orderAndLimit applies ORDER BY, OFFSET and LIMIT to the released rows,
@@ -208,12 +319,16 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 	for _, o := range req.Plan.Outputs {
 		var h float64
 		switch o.Kind {
-		case rewrite.OutputKey:
+		case rewrite.OutputKey, rewrite.OutputExpr:
+			// Keys are exact. Expressions over aggregates get no bound
+			// here (not yet derived; EXPLAIN lists their aggregates).
 			continue
 		case rewrite.OutputCount, rewrite.OutputSum:
 			h = ms[o.Measure].mech.HalfWidth(0.95)
 		case rewrite.OutputAvg:
 			h = avgHalfWidth(o, ms, noisy)
+		case rewrite.OutputVariance:
+			h = varHalfWidth(o, ms, noisy)
 		}
 		parts = append(parts, fmt.Sprintf("±%s (%s)", num(h), o.Name))
 	}
@@ -242,6 +357,48 @@ func avgHalfWidth(o rewrite.Output, ms []measurement, noisy [][]*big.Rat) float6
 			h = math.Min(width, (hs+m*hc)/c)
 		}
 		worst = math.Max(worst, h)
+	}
+	return worst
+}
+
+// varHalfWidth is the error bound reported for a released variance (or
+// standard deviation), over all groups. With noise e_c, e_s, e_q on C, S, Q,
+// each within h_c, h_s, h_q with probability ≥ 1 − 0.05/3 (all three with
+// ≥ 95% by the union bound), the first-order (delta-method) error of
+// V = Q/C − (S/C)² is
+//
+//	(e_q − 2A·e_s + (A² − V)·e_c) / C,   A = S/C,
+//
+// and |A| ≤ M, |A² − V| ≤ M² with M = max(|lower|, |upper|), so
+//
+//	h_V ≈ (h_q + 2M·h_s + M²·h_c) / C̃
+//
+// (first order: it ignores products of noise terms, which are small once
+// C̃ is large), capped by the clamping range ((upper − lower)/2)² (doubled
+// for the sample form). For a standard deviation, |√a − √b| ≤ √|a − b|
+// gives h_SD = √h_V. C̃ is released, so this is post-processing.
+func varHalfWidth(o rewrite.Output, ms []measurement, noisy [][]*big.Rat) float64 {
+	const p = 1 - 0.05/3
+	hq := ms[o.SumSqMeasure].mech.HalfWidth(p)
+	hs := ms[o.Measure].mech.HalfWidth(p)
+	hc := ms[o.CountMeasure].mech.HalfWidth(p)
+	m := math.Max(math.Abs(o.Lower), math.Abs(o.Upper))
+	r := (o.Upper - o.Lower) / 2
+	width := r * r
+	if o.Sample {
+		width *= 2
+	}
+	worst := 0.0
+	for _, g := range noisy {
+		c, _ := g[o.CountMeasure].Float64()
+		h := width
+		if c > 0 {
+			h = math.Min(width, (hq+2*m*hs+m*m*hc)/c)
+		}
+		worst = math.Max(worst, h)
+	}
+	if o.Sqrt {
+		return math.Sqrt(worst)
 	}
 	return worst
 }

@@ -181,10 +181,10 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	for g := range groups {
 		rowsOut[g] = outputRow(plan, groups[g], noisy[g])
 	}
-	rowsOut = orderAndLimit(plan, rowsOut)
+	rowsOut = orderAndLimit(plan, having(plan, rowsOut))
 	for _, row := range rowsOut {
-		text := make([]*string, len(row))
-		for i, v := range row {
+		text := make([]*string, len(plan.Outputs))
+		for i, v := range row[:len(plan.Outputs)] {
 			text[i] = v.text()
 		}
 		out.Rows = append(out.Rows, text)
@@ -281,6 +281,10 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			lInf = sensitivity.CountLInf(table.MaxRowsPerUnit)
 		case rewrite.MeasureSum:
 			lInf = sensitivity.SumLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper)
+		case rewrite.MeasureSumSq:
+			lInf = sensitivity.SumSqLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper)
+		case rewrite.MeasureUnits:
+			lInf = sensitivity.UnitCountLInf()
 		default:
 			return nil, pgerr.New(pgerr.InternalError, "internal error: unknown measure kind")
 		}

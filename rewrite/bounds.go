@@ -25,9 +25,11 @@ import (
 //
 //  1. u contributes to at most Plan.MaxGroupsPerUnit released groups
 //     (L0 bound), and to no group outside the public key domain;
-//  2. in each group, u changes a count measure by at most max_rows_per_unit
-//     and a sum measure over column c by at most
-//     max_rows_per_unit · max(|lower_c|, |upper_c|) (L∞ bound, Measure.LInf).
+//  2. in each group, u changes a count measure by at most max_rows_per_unit,
+//     a sum measure over column c by at most
+//     max_rows_per_unit · max(|lower_c|, |upper_c|), a sum of squares by at
+//     most max_rows_per_unit · max(lower_c², upper_c²), and a count of
+//     distinct units by at most 1 (L∞ bound, Measure.LInf).
 //
 // Hence the L1 sensitivity of the vector of one measure over all groups is
 // at most L0·L∞ and the L2 sensitivity at most √L0·L∞ (the standard bounds
@@ -46,9 +48,11 @@ import (
 //	                (the CASE keeps NULL as NULL: GREATEST ignores NULLs and
 //	                would otherwise turn NULL into lower); each row gets a
 //	                random rank among the rows of its (unit, group).
+//	                Squared columns are the clamped value times itself.
 //	dp_unit_groups  rows with rank ≤ max_rows_per_unit, aggregated per
-//	                (unit, group): COUNT(*), COUNT(x), SUM(clamped x) in
-//	                numeric. So each (unit, group) row holds at most
+//	                (unit, group): COUNT(*), COUNT(x), SUM(clamped x),
+//	                SUM(clamped x squared) in numeric, and COUNT(DISTINCT
+//	                unit), which is 1 (0 for the pooled NULL unit). So each (unit, group) row holds at most
 //	                max_rows_per_unit rows' worth, each clamped.
 //	dp_ranked       each (unit, group) row gets a random rank among the
 //	                groups of its unit (only when grouped).
@@ -91,6 +95,20 @@ func measureBounds(t *policy.Table, m Measure, col *policy.Column) Measure {
 		m.Lower, m.Upper = col.LowerNum, col.UpperNum
 		m.Integer = col.Type == policy.TypeInt
 		m.LInf = rows * math.Max(math.Abs(m.Lower), math.Abs(m.Upper))
+	case MeasureUnits:
+		// COUNT(DISTINCT unit_column): a unit is one value of the unit
+		// column, so it adds at most 1 to each group (0 for the pooled
+		// NULL unit, which COUNT(DISTINCT) ignores), however many rows
+		// it has.
+		m.Integer = true
+		m.LInf = 1
+	case MeasureSumSq:
+		// Each of at most max_rows_per_unit rows adds x² with x clamped to
+		// [lower, upper], so 0 ≤ x² ≤ max(lower², upper²) and the unit's
+		// per-group sum of squares lies in [0, rows·max(lower², upper²)].
+		m.Lower, m.Upper = col.LowerNum, col.UpperNum
+		m.Integer = col.Type == policy.TypeInt
+		m.LInf = rows * math.Max(m.Lower*m.Lower, m.Upper*m.Upper)
 	}
 	return m
 }
@@ -130,8 +148,12 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		switch {
 		case m.Kind == MeasureSum:
 			c := quoteIdent(m.Column)
-			cols = append(cols, "CASE WHEN "+c+" IS NULL THEN NULL ELSE LEAST(GREATEST("+c+"::numeric, "+
-				numericConst(t.Columns[m.Column].Lower)+"), "+numericConst(t.Columns[m.Column].Upper)+") END AS "+x)
+			cols = append(cols, "CASE WHEN "+c+" IS NULL THEN NULL ELSE "+clampSQL(t, m.Column)+" END AS "+x)
+		case m.Kind == MeasureSumSq:
+			c := quoteIdent(m.Column)
+			cols = append(cols, "CASE WHEN "+c+" IS NULL THEN NULL ELSE "+clampSQL(t, m.Column)+" * "+clampSQL(t, m.Column)+" END AS "+x)
+		case m.Kind == MeasureUnits:
+			// counted from dp_unit
 		case m.Column != "":
 			cols = append(cols, quoteIdent(m.Column)+" AS "+x)
 		}
@@ -159,6 +181,9 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 			ms = append(ms, "COUNT(*)"+out)
 		case m.Kind == MeasureCount:
 			ms = append(ms, "COUNT("+x+")"+out)
+		case m.Kind == MeasureUnits:
+			// 1 per (unit, group), 0 for the pooled NULL unit.
+			ms = append(ms, "COUNT(DISTINCT dp_unit)"+out)
 		default:
 			ms = append(ms, "SUM("+x+")"+out)
 		}
@@ -191,6 +216,12 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	b.WriteString(ranked + ") AS dp_ranked WHERE dp_group_rank <= " + strconv.Itoa(p.MaxGroupsPerUnit) +
 		" GROUP BY " + strings.Join(keyCols, ", "))
 	return b.String()
+}
+
+// clampSQL is column c cast to numeric and clamped to its policy bounds.
+func clampSQL(t *policy.Table, c string) string {
+	return "LEAST(GREATEST(" + quoteIdent(c) + "::numeric, " + numericConst(t.Columns[c].Lower) + "), " +
+		numericConst(t.Columns[c].Upper) + ")"
 }
 
 func quoteIdents(keys []Key) []string {

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,7 +19,7 @@ import (
 const aggregateHint = "use COUNT(*), SUM(col), AVG(col) … GROUP BY a column with public values, e.g. SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department"
 
 // shapeHint lists the supported query shape.
-const shapeHint = "dpproxy answers SELECT [key,] COUNT(*)|COUNT(col)|SUM(col)|AVG(col) FROM one_table [WHERE col op literal …] [GROUP BY key] [ORDER BY …] [LIMIT n]"
+const shapeHint = "dpproxy answers SELECT [key,] COUNT(*)|COUNT(col)|COUNT(DISTINCT unit)|SUM(col)|AVG(col)|VAR_POP/VAR_SAMP/STDDEV…(col) FROM one_table [WHERE col op literal …] [GROUP BY key] [ORDER BY …] [LIMIT n]"
 
 // builder validates one parsed SELECT against the policy.
 type builder struct {
@@ -34,6 +35,9 @@ type builder struct {
 	outputs  []Output
 	aggs     []aggSpec // per output; fn "" for keys
 	where    pred
+
+	hidden     []Output  // aggregates used by expressions and HAVING
+	hiddenAggs []aggSpec // per hidden output
 }
 
 // aggSpec is an aggregate call of the select list.
@@ -118,9 +122,6 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	case sel.Limit != nil:
 		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "LIMIT inside parentheses is not supported").
 			WithHint("write LIMIT and OFFSET at the end of the query, without parentheses around it")
-	case sel.Having != nil:
-		return nil, b.errAt(sel.Having.Expr, pgerr.FeatureNotSupported, "HAVING is not supported yet").
-			WithHint("filter the released rows in your client; HAVING on noisy values comes in a later version")
 	}
 	if err := b.from(sel); err != nil {
 		return nil, err
@@ -138,12 +139,26 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	if err := b.selectList(sel); err != nil {
 		return nil, err
 	}
+	var having *Cond
+	if sel.Having != nil {
+		c, err := b.having(sel.Having.Expr)
+		if err != nil {
+			return nil, err
+		}
+		having = c
+	}
+	for i := range b.outputs {
+		fixRefs(b.outputs[i].Expr, len(b.outputs))
+	}
+	fixCondRefs(having, len(b.outputs))
 	p := &Plan{
 		Dataset:  b.ds.Name,
 		Table:    b.table.Name,
 		Keys:     b.keys,
 		Measures: b.measures,
 		Outputs:  b.outputs,
+		Hidden:   b.hidden,
+		Having:   having,
 		Limit:    -1,
 	}
 	if err := b.orderBy(sel, p); err != nil {
@@ -439,8 +454,19 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				return b.errAt(f.Expr, pgerr.FeatureNotSupported, "function %s is not supported in DP queries", fc.FnName.O).
 					WithHint("%s", aggregateHint)
 			}
-			return b.errAt(f.Expr, pgerr.FeatureNotSupported, "expressions in the select list are not supported yet").
-				WithHint("%s", aggregateHint)
+			e, info, err := b.arith(f.Expr)
+			if err != nil {
+				return err
+			}
+			if !info.agg {
+				return b.errAt(f.Expr, pgerr.FeatureNotSupported, "constants in the select list of a DP query are not supported").
+					WithHint("%s", aggregateHint)
+			}
+			typ := "numeric"
+			if info.maybeInt && intExpr(e, b.hidden) {
+				typ = "int8"
+			}
+			out = Output{Name: exprName, Kind: OutputExpr, Expr: e, PGType: typ}
 		}
 		if f.AsName.O != "" {
 			out.Name = strings.Clone(f.AsName.O)
@@ -461,11 +487,10 @@ func (b *builder) aggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
 		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY inside an aggregate is not supported").WithHint("remove it")
 	}
 	if x.Distinct {
-		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "%s(DISTINCT …) is not supported yet", strings.ToUpper(fn)).
-			WithHint("use COUNT(*), COUNT(col), SUM(col) or AVG(col)")
+		return b.countDistinct(x, fn)
 	}
 	switch fn {
-	case "count", "sum", "avg":
+	case "count", "sum", "avg", "var_pop", "var_samp", "stddev_pop", "stddev_samp":
 	default:
 		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "aggregate %s is not supported yet", fn).
 			WithHint("use COUNT(*), COUNT(col), SUM(col) or AVG(col)")
@@ -507,7 +532,11 @@ func (b *builder) aggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
 		return aggSpec{fn: "count", col: ci.name}, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
 	}
 	if ci.unit {
-		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s of the unit column %s is not supported", strings.ToUpper(fn), ci.name).
+		shown := strings.ToUpper(fn)
+		if n := b.callName(x); n != "" {
+			shown = strings.ToUpper(n)
+		}
+		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s of the unit column %s is not supported", shown, ci.name).
 			WithHint("sum or average a numeric column with bounds in the policy")
 	}
 	if !ci.col.Type.Numeric() {
@@ -527,8 +556,63 @@ func (b *builder) aggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
 		return aggSpec{fn: "sum", col: ci.name}, Output{Name: "sum", Kind: OutputSum, Measure: sum, PGType: "numeric"}, nil
 	}
 	cnt := b.measure(MeasureCount, &ci)
-	return aggSpec{fn: "avg", col: ci.name}, Output{Name: "avg", Kind: OutputAvg, Measure: sum, CountMeasure: cnt, PGType: "numeric",
+	if fn == "avg" {
+		return aggSpec{fn: "avg", col: ci.name}, Output{Name: "avg", Kind: OutputAvg, Measure: sum, CountMeasure: cnt, PGType: "numeric",
+			Lower: ci.col.LowerNum, Upper: ci.col.UpperNum}, nil
+	}
+	// The variance family: PostgreSQL names its output column after the
+	// function it was called as; the normalizer has already mapped
+	// variance/stddev to their sample forms, which PostgreSQL also names
+	// variance/stddev.
+	name := fn
+	if n := b.callName(x); n != "" {
+		name = n
+	}
+	sq := b.measure(MeasureSumSq, &ci)
+	return aggSpec{fn: fn, col: ci.name}, Output{Name: name, Kind: OutputVariance, Measure: sum, CountMeasure: cnt, SumSqMeasure: sq,
+		Sample: strings.HasSuffix(fn, "_samp"), Sqrt: strings.HasPrefix(fn, "stddev"), PGType: "numeric",
 		Lower: ci.col.LowerNum, Upper: ci.col.UpperNum}, nil
+}
+
+// callName is the function name as the analyst wrote it (lower case), so
+// that VARIANCE(x) is named "variance" like in PostgreSQL even though the
+// normalizer passes it on as VAR_SAMP.
+func (b *builder) callName(x *ast.AggregateFuncExpr) string {
+	pos := b.norm.srcPos(x.OriginTextPosition())
+	toks, err := lex(b.src[pos:])
+	if err != nil || len(toks) == 0 {
+		return ""
+	}
+	return strings.ToLower(b.src[pos+toks[0].pos : pos+toks[0].end])
+}
+
+// countDistinct plans COUNT(DISTINCT unit_column): the number of distinct
+// units in each group. Only the unit column is supported: after bounding,
+// every unit adds exactly 1 to each group it contributes to (L∞ = 1),
+// whereas distinct values of another column have no such bound.
+func (b *builder) countDistinct(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, error) {
+	hint := fmt.Sprintf("COUNT(DISTINCT %s) counts the privacy units; otherwise use COUNT(*), COUNT(col), SUM(col) or AVG(col)", b.table.UnitColumn)
+	if fn != "count" || len(x.Args) != 1 {
+		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "%s(DISTINCT …) is not supported", strings.ToUpper(fn)).WithHint("%s", hint)
+	}
+	arg := x.Args[0]
+	if p, ok := arg.(*ast.ParenthesesExpr); ok {
+		arg = p.Expr
+	}
+	c, ok := arg.(*ast.ColumnNameExpr)
+	if !ok {
+		return aggSpec{}, Output{}, b.errAt(arg, pgerr.FeatureNotSupported, "COUNT(DISTINCT …) of an expression is not supported").WithHint("%s", hint)
+	}
+	ci, err := b.column(c)
+	if err != nil {
+		return aggSpec{}, Output{}, err
+	}
+	if !ci.unit {
+		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "COUNT(DISTINCT %s) is not supported: only the unit column %s can be counted distinctly", ci.name, b.table.UnitColumn).
+			WithHint("%s", hint)
+	}
+	m := b.measure(MeasureUnits, &ci)
+	return aggSpec{fn: "count_distinct", col: ci.name}, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
 }
 
 // measure returns the index of the measure, adding it when new (measures

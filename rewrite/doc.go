@@ -21,6 +21,8 @@
 //	              refused with its position.
 //	build.go      TiDB AST → checked against the policy → Plan.
 //	pred.go       WHERE conditions: column op literal, typed by us.
+//	expr.go       HAVING and arithmetic over aggregates: post-processing
+//	              expressions over released values.
 //	bounds.go     Privacy-critical: clamping, contribution bounding, LInf/L0
 //	              and the emitted SQL that enforces them.
 //
@@ -45,8 +47,10 @@
 //
 // # What the first cut answers (issue 2) and known differences
 //
-// SELECT of public-domain keys and COUNT(*), COUNT(col), SUM(col), AVG(col)
-// from one protected table, with WHERE over column-vs-literal conditions,
+// SELECT of public-domain keys and COUNT(*), COUNT(col), COUNT(DISTINCT
+// unit_column), SUM(col), AVG(col), VAR_POP, VAR_SAMP, VARIANCE, STDDEV,
+// STDDEV_POP, STDDEV_SAMP (with PostgreSQL's meanings: variance = var_samp,
+// stddev = stddev_samp) from one protected table, with WHERE over column-vs-literal conditions,
 // GROUP BY public-domain columns (by name, alias or position), ORDER BY
 // outputs, LIMIT/OFFSET (applied downstream to noisy rows). On data within
 // the policy's bounds and contribution limits, the emitted SQL computes
@@ -55,6 +59,23 @@
 //
 //   - rows whose key is NULL or outside the key's public values are not
 //     counted (the released groups are exactly the public values);
+//   - HAVING (AND/OR/NOT of comparisons of aggregates, + - * / and numeric
+//     constants) and arithmetic over aggregates in the select list are
+//     planned as Expr/Cond over released values (expr.go) and evaluated by
+//     release after noise; aggregates they use that are not in the select
+//     list become Plan.Hidden values whose measures are charged. A division
+//     by zero gives NULL (PostgreSQL raises 22012, which would reveal that a
+//     noisy value is zero); a division PostgreSQL would type as integer
+//     (truncating) is refused with a hint to multiply by 1.0;
+//   - the variance family is released from three noisy measurements (count,
+//     sum and sum of squares of the clamped column) and post-processed in
+//     release (see release/post.go);
+//   - AVG stays noisy sum / noisy count of the raw clamped values. The
+//     normalized-sum alternative (sum of x − (lower+upper)/2, L∞
+//     max_rows·(upper−lower)/2) halves the sum's noise when lower = 0 and is
+//     never worse for a lone AVG; it is not used yet because SUM(x) and
+//     AVG(x) in one query share one sum measure today (an extra centred
+//     measure would split ε four ways instead of three). Issue 5 follow-up.
 //   - a GROUP BY name that is no column of the policy falls back to an
 //     output alias even if the real table has such an undeclared column.
 package rewrite

@@ -127,24 +127,40 @@ func loadGolden(t *testing.T) []goldenCase {
 func describePlan(p *Plan) string {
 	var b strings.Builder
 	var outs []string
-	for _, o := range p.Outputs {
+	for i, o := range append(append([]Output(nil), p.Outputs...), p.Hidden...) {
+		if i == len(p.Outputs) {
+			fmt.Fprintf(&b, "-- outputs: %s\n", strings.Join(outs, "; "))
+			outs = nil
+		}
 		switch o.Kind {
+		case OutputExpr:
+			outs = append(outs, fmt.Sprintf("%s %s = %s", o.Name, o.PGType, exprText(o.Expr)))
 		case OutputKey:
 			outs = append(outs, fmt.Sprintf("%s %s = key%d", o.Name, o.PGType, o.Key))
 		case OutputCount, OutputSum:
 			outs = append(outs, fmt.Sprintf("%s %s = m%d", o.Name, o.PGType, o.Measure))
 		case OutputAvg:
 			outs = append(outs, fmt.Sprintf("%s %s = m%d/m%d in [%g, %g]", o.Name, o.PGType, o.Measure, o.CountMeasure, o.Lower, o.Upper))
+		case OutputVariance:
+			outs = append(outs, fmt.Sprintf("%s %s = var(n=m%d, sum=m%d, sumsq=m%d, sample=%v, sqrt=%v) in [%g, %g]",
+				o.Name, o.PGType, o.CountMeasure, o.Measure, o.SumSqMeasure, o.Sample, o.Sqrt, o.Lower, o.Upper))
 		}
 	}
-	fmt.Fprintf(&b, "-- outputs: %s\n", strings.Join(outs, "; "))
+	if len(p.Hidden) > 0 {
+		fmt.Fprintf(&b, "-- hidden: %s\n", strings.Join(outs, "; "))
+	} else {
+		fmt.Fprintf(&b, "-- outputs: %s\n", strings.Join(outs, "; "))
+	}
+	if p.Having != nil {
+		fmt.Fprintf(&b, "-- having: %s\n", condText(p.Having))
+	}
 	var ms []string
 	for i, m := range p.Measures {
 		s := fmt.Sprintf("m%d %s(%s) linf=%g", i, m.Kind, m.Column, m.LInf)
 		if m.Column == "" {
 			s = fmt.Sprintf("m%d count(*) linf=%g", i, m.LInf)
 		}
-		if m.Kind == MeasureSum {
+		if m.Kind == MeasureSum || m.Kind == MeasureSumSq {
 			s += fmt.Sprintf(" clamp=[%g, %g]", m.Lower, m.Upper)
 		}
 		if m.Integer {
@@ -254,6 +270,11 @@ func checkPlan(t testing.TB, p *Plan) {
 			if p.Measures[o.CountMeasure].Kind != MeasureCount || p.Measures[o.Measure].Kind != MeasureSum {
 				t.Fatalf("output %q: avg measures are wrong: %+v", o.Name, o)
 			}
+		case OutputVariance:
+			if p.Measures[o.CountMeasure].Kind != MeasureCount || p.Measures[o.Measure].Kind != MeasureSum ||
+				p.Measures[o.SumSqMeasure].Kind != MeasureSumSq {
+				t.Fatalf("output %q: variance measures are wrong: %+v", o.Name, o)
+			}
 		default:
 			if o.Measure < 0 || o.Measure >= len(p.Measures) {
 				t.Fatalf("output %q: measure %d out of range", o.Name, o.Measure)
@@ -275,4 +296,27 @@ func checkPlan(t testing.TB, p *Plan) {
 	if stmts, err := Split(p.SQL); err != nil || len(stmts) != 1 {
 		t.Fatalf("emitted SQL does not split into one statement: %v %q", err, stmts)
 	}
+}
+
+// exprText renders an expression with v<i> for Outputs ++ Hidden values.
+func exprText(e *Expr) string {
+	switch e.Op {
+	case "ref":
+		return fmt.Sprintf("v%d", e.Ref)
+	case "lit":
+		return e.Lit
+	case "neg":
+		return "-(" + exprText(e.Args[0]) + ")"
+	}
+	return "(" + exprText(e.Args[0]) + " " + e.Op + " " + exprText(e.Args[1]) + ")"
+}
+
+func condText(c *Cond) string {
+	switch c.Op {
+	case "and", "or":
+		return "(" + condText(c.Args[0]) + " " + c.Op + " " + condText(c.Args[1]) + ")"
+	case "not":
+		return "not " + condText(c.Args[0])
+	}
+	return exprText(c.L) + " " + c.Op + " " + exprText(c.R)
 }

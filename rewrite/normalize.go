@@ -19,8 +19,9 @@ import (
 //     declared type. The TiDB parser never interprets a literal, so MySQL's
 //     backslash escapes, _charset prefixes and number typing play no part.
 //   - Unquoted words that are PostgreSQL reserved keywords of the supported
-//     grammar are passed as keywords; the aggregates count/sum/avg/min/max
-//     pass bare when followed by "(". Every other word is written as a
+//     grammar are passed as keywords; the aggregates count/sum/avg/min/max and
+//     the variance family pass bare when followed by "(" (variance and
+//     stddev spelled as their PostgreSQL meaning, the sample forms). Every other word is written as a
 //     double-quoted identifier (ANSI_QUOTES), folded to lower case as
 //     PostgreSQL folds it, so MySQL-only keywords (div, mod, xor, key,
 //     regexp, …) can never take effect.
@@ -81,9 +82,15 @@ var passKeywords = map[string]bool{
 	"else": true, "end": true, "on": true,
 }
 
-// aggregateNames pass bare before "(" so the TiDB parser builds aggregate
-// nodes for them.
-var aggregateNames = map[string]bool{"count": true, "sum": true, "avg": true, "min": true, "max": true}
+// aggregateNames pass before "(" so the TiDB parser builds aggregate nodes
+// for them, spelled as the value. PostgreSQL's variance and stddev are the
+// sample forms (TiDB maps bare VARIANCE and STDDEV to the population
+// forms), so they are written as VAR_SAMP and STDDEV_SAMP.
+var aggregateNames = map[string]string{
+	"count": "COUNT", "sum": "SUM", "avg": "AVG", "min": "MIN", "max": "MAX",
+	"var_pop": "VAR_POP", "var_samp": "VAR_SAMP", "variance": "VAR_SAMP",
+	"stddev_pop": "STDDEV_POP", "stddev_samp": "STDDEV_SAMP", "stddev": "STDDEV_SAMP",
+}
 
 // typeNames maps PostgreSQL type names usable in casts of literals to policy
 // types.
@@ -348,8 +355,8 @@ func normalize(src string) (*normalized, error) {
 				i = len(toks)
 			case passKeywords[w]:
 				add(strings.ToUpper(w), t.pos, true)
-			case aggregateNames[w] && next(1).isPunct("("):
-				add(strings.ToUpper(w), t.pos, true)
+			case aggregateNames[w] != "" && next(1).isPunct("("):
+				add(aggregateNames[w], t.pos, true)
 			default:
 				add(quoteIdent(w), t.pos, true)
 			}
@@ -559,7 +566,7 @@ func (n *normalized) render() {
 		// MySQL reads a function name followed by a space as an identifier
 		// (IGNORE_SPACE is off), so "(" after a name is written directly.
 		if i > 0 && !(p.text == "(" && (n.pieces[i-1].lit < 0 && n.pieces[i-1].word &&
-			(aggregateNames[strings.ToLower(n.pieces[i-1].text)] || strings.HasPrefix(n.pieces[i-1].text, `"`)))) {
+			(aggregateNames[strings.ToLower(n.pieces[i-1].text)] != "" || strings.HasPrefix(n.pieces[i-1].text, `"`)))) {
 			b.WriteByte(' ')
 		}
 		n.starts[i] = b.Len()

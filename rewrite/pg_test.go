@@ -3,6 +3,7 @@ package rewrite
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/big"
 	"math/rand/v2"
 	"sort"
@@ -106,6 +107,7 @@ func rat(s *string) *big.Rat {
 func releaseExact(p *Plan, rows [][]*string) [][]string {
 	var out [][]string
 	nk := len(p.Keys)
+	all := append(append([]Output(nil), p.Outputs...), p.Hidden...)
 	for _, r := range rows {
 		m := func(i int) *big.Rat {
 			if v := rat(r[nk+i]); v != nil {
@@ -113,31 +115,77 @@ func releaseExact(p *Plan, rows [][]*string) [][]string {
 			}
 			return new(big.Rat) // NULL measure: release treats it as 0
 		}
-		var row []string
-		for _, o := range p.Outputs {
+		vals := make([]*big.Rat, len(all))
+		cells := make([]string, len(all))
+		for i, o := range all {
 			switch o.Kind {
 			case OutputKey:
-				row = append(row, *r[o.Key])
+				cells[i] = *r[o.Key]
 			case OutputCount, OutputSum:
-				row = append(row, m(o.Measure).RatString())
+				vals[i] = m(o.Measure)
+				cells[i] = vals[i].RatString()
 			case OutputAvg:
 				c := m(o.CountMeasure)
 				if c.Sign() == 0 {
-					row = append(row, "NULL")
+					cells[i] = "NULL"
 				} else {
-					row = append(row, approx(new(big.Rat).Quo(m(o.Measure), c)))
+					vals[i] = new(big.Rat).Quo(m(o.Measure), c)
+					cells[i] = approx(vals[i])
 				}
+			case OutputVariance:
+				// Noise off: (Q − S²/C) / C or / (C − 1), NULL when C is
+				// 0 (or 1 for the sample forms), as PostgreSQL does.
+				c, s, q := m(o.CountMeasure), m(o.Measure), m(o.SumSqMeasure)
+				min := int64(1)
+				if o.Sample {
+					min = 2
+				}
+				if c.Cmp(big.NewRat(min, 1)) < 0 {
+					cells[i] = "NULL"
+					continue
+				}
+				ss := new(big.Rat).Sub(q, new(big.Rat).Quo(new(big.Rat).Mul(s, s), c))
+				d := new(big.Rat).Set(c)
+				if o.Sample {
+					d.Sub(d, big.NewRat(1, 1))
+				}
+				vals[i] = new(big.Rat).Quo(ss, d)
+				v, _ := vals[i].Float64()
+				if o.Sqrt {
+					v = math.Sqrt(v)
+					vals[i].SetFloat64(v)
+				}
+				cells[i] = approxF(v)
 			}
 		}
-		out = append(out, row)
+		for i, o := range all {
+			if o.Kind != OutputExpr {
+				continue
+			}
+			vals[i] = o.Expr.Eval(vals)
+			switch {
+			case vals[i] == nil:
+				cells[i] = "NULL"
+			case o.PGType == "int8":
+				cells[i] = vals[i].RatString()
+			default:
+				cells[i] = approx(vals[i])
+			}
+		}
+		if p.Having != nil && !p.Having.Holds(vals) {
+			continue
+		}
+		out = append(out, cells[:len(p.Outputs)])
 	}
 	return out
 }
 
 func approx(r *big.Rat) string {
 	f, _ := r.Float64()
-	return fmt.Sprintf("%.12g", f)
+	return approxF(f)
 }
+
+func approxF(f float64) string { return fmt.Sprintf("%.12g", f) }
 
 // canonical renders PostgreSQL's own answer the same way.
 func canonical(p *Plan, rows [][]*string) [][]string {
@@ -153,11 +201,15 @@ func canonical(p *Plan, rows [][]*string) [][]string {
 				row = append(row, map[string]string{"t": "true", "f": "false"}[*v])
 			case o.Kind == OutputKey:
 				row = append(row, *v)
-			case v == nil && o.Kind == OutputAvg:
+			case v == nil && (o.Kind == OutputAvg || o.Kind == OutputVariance || o.Kind == OutputExpr):
 				row = append(row, "NULL")
+			case o.Kind == OutputExpr && o.PGType == "int8":
+				row = append(row, rat(v).RatString())
+			case o.Kind == OutputExpr:
+				row = append(row, approx(rat(v)))
 			case v == nil:
 				row = append(row, "0") // SUM over no rows
-			case o.Kind == OutputAvg:
+			case o.Kind == OutputAvg || o.Kind == OutputVariance:
 				row = append(row, approx(rat(v)))
 			default:
 				row = append(row, rat(v).RatString())

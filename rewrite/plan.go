@@ -36,7 +36,14 @@ type Plan struct {
 	// max_groups_per_unit, number of released groups). 1 when ungrouped.
 	MaxGroupsPerUnit int
 
-	// Post-processing on noisy rows.
+	// Hidden are values computed like Outputs but not returned: the
+	// aggregates that Output.Expr and Having refer to (Expr.Ref indexes
+	// Outputs ++ Hidden). Their measures are in Measures and charged.
+	Hidden []Output `json:",omitempty"`
+
+	// Post-processing on noisy rows: HAVING first, then ORDER BY, OFFSET,
+	// LIMIT.
+	Having  *Cond `json:",omitempty"`
 	OrderBy []OrderItem
 	Limit   int64 // -1 when absent
 	Offset  int64
@@ -65,6 +72,13 @@ const (
 	MeasureCount MeasureKind = iota
 	// MeasureSum sums the column's values clamped to [Lower, Upper].
 	MeasureSum
+	// MeasureUnits counts the distinct non-null units (COUNT(DISTINCT
+	// unit_column)): after bounding, each unit adds 1 to each group it
+	// contributes to.
+	MeasureUnits
+	// MeasureSumSq sums the squares of the column's values clamped to
+	// [Lower, Upper] (for the variance family).
+	MeasureSumSq
 )
 
 func (k MeasureKind) String() string {
@@ -73,6 +87,10 @@ func (k MeasureKind) String() string {
 		return "count"
 	case MeasureSum:
 		return "sum"
+	case MeasureUnits:
+		return "units"
+	case MeasureSumSq:
+		return "sumsq"
 	}
 	return "unknown"
 }
@@ -88,7 +106,8 @@ type Measure struct {
 	Lower, Upper float64
 	// LInf bounds how much one unit can change this measure in one group:
 	// max_rows_per_unit for counts, max_rows_per_unit·max(|Lower|,|Upper|)
-	// for sums.
+	// for sums, 1 for distinct units, max_rows_per_unit·max(Lower², Upper²)
+	// for sums of squares.
 	LInf float64
 }
 
@@ -102,6 +121,14 @@ const (
 	OutputCount                   // noisy Measures[Measure], a count
 	OutputSum                     // noisy Measures[Measure], a sum
 	OutputAvg                     // noisy Measures[Measure] / noisy Measures[CountMeasure]
+	// OutputVariance is VAR_POP/VAR_SAMP (and with Sqrt, STDDEV_POP/
+	// STDDEV_SAMP) from the noisy count C̃ (CountMeasure), sum S̃ (Measure)
+	// and sum of squares Q̃ (SumSqMeasure):
+	//	pop  = (Q̃ − S̃²/C̃) / C̃,   samp = (Q̃ − S̃²/C̃) / (C̃ − 1)
+	OutputVariance
+	// OutputExpr is Expr evaluated on the row's noisy values (arithmetic
+	// over aggregates in the select list, e.g. SUM(cost) / COUNT(*)).
+	OutputExpr
 )
 
 // Output is one column of the analyst's result.
@@ -110,11 +137,18 @@ type Output struct {
 	Kind         OutputKind
 	Key          int // index into Plan.Keys for OutputKey
 	Measure      int // index into Plan.Measures
-	CountMeasure int // for OutputAvg: the COUNT(column) measure
+	CountMeasure int // for OutputAvg and OutputVariance: the COUNT(column) measure
+	SumSqMeasure int // for OutputVariance: the sum-of-squares measure
+	// Sample (OutputVariance) selects the sample form (divide by n − 1);
+	// Sqrt takes the square root (standard deviation).
+	Sample, Sqrt bool
 	// PGType is the PostgreSQL result type: "int8" (counts), "numeric"
 	// (sums, averages), or the key's type ("text", "int4", "date", "bool").
 	PGType string
-	// Lower, Upper clamp a released average (post-processing).
+	// Expr (OutputExpr) is computed from Outputs ++ Hidden after noise.
+	Expr *Expr `json:",omitempty"`
+	// Lower, Upper are the column's bounds: they clamp a released average
+	// and bound a released variance (post-processing).
 	Lower, Upper float64
 }
 

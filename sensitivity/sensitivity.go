@@ -77,3 +77,17 @@ func SumLInf(maxRows int, lower, upper float64) float64 {
 // CountLInf returns the per-group L∞ bound of a count whose unit contributes
 // at most maxRows rows.
 func CountLInf(maxRows int) float64 { return float64(maxRows) }
+
+// SumSqLInf returns the per-group L∞ bound of a sum of squares whose unit
+// contributes at most maxRows rows, each clamped to [lower, upper]: every
+// square lies in [0, max(lower², upper²)], so the unit's per-group sum of
+// squares lies in [0, maxRows·max(lower², upper²)] and removing the unit
+// changes the measure by at most that much.
+func SumSqLInf(maxRows int, lower, upper float64) float64 {
+	return float64(maxRows) * math.Max(lower*lower, upper*upper)
+}
+
+// UnitCountLInf returns the per-group L∞ bound of COUNT(DISTINCT
+// unit_column): a unit is one value of the unit column, so removing it
+// changes the number of distinct units of a group by at most 1.
+func UnitCountLInf() float64 { return 1 }

@@ -55,3 +55,29 @@ func TestSumLInf(t *testing.T) {
 		prev = got
 	}
 }
+
+func TestSumSqLInf(t *testing.T) {
+	// Squares of values in [−50, 10] lie in [0, 2500]: 3 rows change the
+	// sum of squares by at most 7500.
+	if got := SumSqLInf(3, -50, 10); got != 7500 {
+		t.Fatalf("SumSqLInf(3,-50,10) = %v, want 7500", got)
+	}
+	if got := SumSqLInf(2, 5, 10); got != 200 {
+		t.Fatalf("SumSqLInf(2,5,10) = %v, want 200", got)
+	}
+	// Brute force: for every choice of up to 4 values on a grid of
+	// [−3, 7], the sum of squares lies within [0, SumSqLInf(4, −3, 7)].
+	bound := SumSqLInf(4, -3, 7)
+	worst := 0.0
+	for a := -3.0; a <= 7; a++ {
+		for b := -3.0; b <= 7; b++ {
+			worst = math.Max(worst, 2*a*a+2*b*b)
+		}
+	}
+	if worst > bound || worst != bound {
+		t.Fatalf("max sum of squares %v, bound %v: want equal (tight)", worst, bound)
+	}
+	if UnitCountLInf() != 1 {
+		t.Fatalf("UnitCountLInf() = %v, want 1", UnitCountLInf())
+	}
+}

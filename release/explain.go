@@ -1,0 +1,193 @@
+// Privacy-critical: needs DP review.
+
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/sensitivity"
+)
+
+// ExplainColumn is the one column of an EXPLAIN answer, named like
+// PostgreSQL's ("QUERY PLAN", text), so that clients and BI tools that read
+// EXPLAIN output get the shape they expect.
+var ExplainColumn = Column{Name: "QUERY PLAN", PGType: "text"}
+
+// Explain describes, without touching data, the ledger or any budget, what
+// Run would do for the plan with the given privacy parameters: the cost, one
+// line per measurement (mechanism, L∞, sensitivity, noise scale, 95%
+// half-width), one line per output column (how it is computed from the
+// noisy measurements and its 95% half-width), the post-processing and the
+// emitted SQL. Everything it reports is a function of the policy, the plan
+// and the parameters (all public); no mechanism it builds is ever sampled.
+//
+// The parameters are checked exactly as Run checks them, so an EXPLAIN
+// fails with the same error the query would (e.g. 22023 for a bad ε). Rows
+// hold one text value each (see ExplainColumn).
+func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mechanism string) ([]Column, [][]*string, error) {
+	req := Request{Dataset: ds, Plan: plan, Epsilon: epsilon, Delta: delta, Mechanism: mechanism, Upstream: noUpstream{}}
+	if err := checkRequest(req); err != nil {
+		return nil, nil, err
+	}
+	groups, err := groupKeys(plan.Keys)
+	if err != nil {
+		return nil, nil, err
+	}
+	// A zero Releaser: its mechanisms use crypto/rand, but Explain never
+	// draws from them.
+	ms, err := (&Releaser{}).mechanisms(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	var lines []string
+	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+
+	var eps, del float64
+	for _, m := range ms {
+		eps += m.mech.Epsilon()
+		del += m.mech.Delta()
+	}
+	add("DP Aggregate on %s.%s  (mechanism=%s groups=%d max_groups_per_unit=%d measurements=%d)",
+		plan.Dataset, plan.Table, mechanism, len(groups), plan.MaxGroupsPerUnit, len(ms))
+	cost := fmt.Sprintf("  Cost: epsilon=%s", num(eps))
+	if del > 0 {
+		cost += fmt.Sprintf(" delta=%s", num(del))
+	}
+	cost += fmt.Sprintf(" (split equally: epsilon=%s", num(ms[0].mech.Epsilon()))
+	if del > 0 {
+		cost += fmt.Sprintf(" delta=%s", num(ms[0].mech.Delta()))
+	}
+	cost += " per measurement; the accountant may charge less under its composition)"
+	lines = append(lines, cost)
+
+	sensName := "L1"
+	if mechanism == policy.MechanismGaussian {
+		sensName = "L2"
+	}
+	for i, m := range ms {
+		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, m.measure.LInf)
+		add("  Measurement m%d: %s  (linf=%s sensitivity=%s (%s) noise_scale=%s half_width_95=%s)",
+			i, measureText(m.measure), num(m.measure.LInf), num(d), sensName,
+			num(m.mech.NoiseMultiplier()*d), num(m.mech.HalfWidth(0.95)))
+	}
+	for _, o := range plan.Outputs {
+		add("  Output %s (%s): %s", o.Name, o.PGType, outputText(o, ms))
+	}
+	for i, o := range plan.Hidden {
+		add("  Hidden value v%d (for expressions and HAVING): %s", len(plan.Outputs)+i, outputText(o, ms))
+	}
+	if plan.Having != nil {
+		add("  HAVING on noisy values (post-processing, no extra cost)")
+	}
+	if len(plan.OrderBy) > 0 || plan.Limit >= 0 || plan.Offset > 0 {
+		var parts []string
+		for _, ob := range plan.OrderBy {
+			d := ""
+			if ob.Desc {
+				d = " DESC"
+			}
+			parts = append(parts, plan.Outputs[ob.Output].Name+d)
+		}
+		post := "  Post-processing on noisy rows:"
+		if len(parts) > 0 {
+			post += " ORDER BY " + strings.Join(parts, ", ")
+		}
+		if plan.Limit >= 0 {
+			post += fmt.Sprintf(" LIMIT %d", plan.Limit)
+		}
+		if plan.Offset > 0 {
+			post += fmt.Sprintf(" OFFSET %d", plan.Offset)
+		}
+		lines = append(lines, post)
+	}
+	add("  SQL: %s", plan.SQL)
+
+	rows := make([][]*string, len(lines))
+	for i := range lines {
+		rows[i] = []*string{&lines[i]}
+	}
+	return []Column{ExplainColumn}, rows, nil
+}
+
+// noUpstream satisfies Request.Upstream for checkRequest; Explain never
+// queries it.
+type noUpstream struct{}
+
+func (noUpstream) Query(_ context.Context, _ string) ([][]*string, error) {
+	return nil, errors.New("release: EXPLAIN never runs SQL")
+}
+
+// explainSensitivity is the sensitivity the measurement's mechanism was
+// calibrated to (before any rounding charge of real mode).
+func explainSensitivity(mechanism string, l0 int, lInf float64) float64 {
+	if lInf == 0 {
+		lInf = 1 // as in mechanisms
+	}
+	b := sensitivity.Bounds{L0: l0, LInf: lInf}
+	if mechanism == policy.MechanismGaussian {
+		d, _ := sensitivity.L2(b)
+		return d
+	}
+	d, _ := sensitivity.L1(b)
+	return d
+}
+
+func measureText(m rewrite.Measure) string {
+	switch {
+	case m.Kind == rewrite.MeasureCount && m.Column == "":
+		return "count(*)"
+	case m.Kind == rewrite.MeasureUnits:
+		return "count(distinct " + m.Column + ")"
+	case m.Kind == rewrite.MeasureSum || m.Kind == rewrite.MeasureSumSq:
+		return fmt.Sprintf("%s(%s) clamped to [%s, %s]", m.Kind, m.Column, num(m.Lower), num(m.Upper))
+	}
+	return fmt.Sprintf("%s(%s)", m.Kind, m.Column)
+}
+
+// outputText says how an output is computed and its 95% half-width. For
+// averages and variances the half-width depends on the group's noisy count
+// n, known only after the release; the formula is given with its constants
+// (the same bounds as avgHalfWidth and varHalfWidth).
+func outputText(o rewrite.Output, ms []measurement) string {
+	switch o.Kind {
+	case rewrite.OutputKey:
+		return fmt.Sprintf("group key %d (public values)", o.Key)
+	case rewrite.OutputCount:
+		return fmt.Sprintf("noisy m%d, floored at 0  (half_width_95=%s)", o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
+	case rewrite.OutputSum:
+		return fmt.Sprintf("noisy m%d  (half_width_95=%s)", o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
+	case rewrite.OutputAvg:
+		hs := ms[o.Measure].mech.HalfWidth(0.975)
+		hc := ms[o.CountMeasure].mech.HalfWidth(0.975)
+		m := math.Max(math.Abs(o.Lower), math.Abs(o.Upper))
+		return fmt.Sprintf("m%d / max(m%d, 1) clamped to [%s, %s]  (half_width_95=min(%s, %s/n), n = the group's noisy count)",
+			o.Measure, o.CountMeasure, num(o.Lower), num(o.Upper), num(o.Upper-o.Lower), num(hs+m*hc))
+	case rewrite.OutputVariance:
+		const p = 1 - 0.05/3
+		hq := ms[o.SumSqMeasure].mech.HalfWidth(p)
+		hs := ms[o.Measure].mech.HalfWidth(p)
+		hc := ms[o.CountMeasure].mech.HalfWidth(p)
+		m := math.Max(math.Abs(o.Lower), math.Abs(o.Upper))
+		r := (o.Upper - o.Lower) / 2
+		form, capv := "pop", r*r
+		if o.Sample {
+			form, capv = "samp", 2*r*r
+		}
+		h := fmt.Sprintf("min(%s, %s/n)", num(capv), num(hq+2*m*hs+m*m*hc))
+		what := "variance"
+		if o.Sqrt {
+			what, h = "sqrt of variance", "sqrt("+h+")"
+		}
+		return fmt.Sprintf("%s_%s from n=m%d, sum=m%d, sumsq=m%d, within [0, %s]  (half_width_95≈%s, first order, n = the group's noisy count)",
+			what, form, o.CountMeasure, o.Measure, o.SumSqMeasure, num(capv), h)
+	case rewrite.OutputExpr:
+		return "arithmetic over noisy values, evaluated after noise (post-processing; NULL on division by 0)"
+	}
+	return "?"
+}
