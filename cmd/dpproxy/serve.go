@@ -134,6 +134,8 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 		TLS:            tlsCfg,
 		RequireTLS:     cfg.TLS != nil && cfg.TLS.Require,
 		MaxConnections: cfg.MaxConnections,
+		IdleTimeout:    cfg.IdleTimeout.Duration,
+		MaxMessage:     cfg.MaxMessageBytes,
 		Logger:         log,
 	})
 	if err != nil {

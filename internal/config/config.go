@@ -35,6 +35,12 @@ type Config struct {
 	StatementTimeout Duration `yaml:"statement_timeout"`
 	// MaxConnections bounds concurrent client connections (default 200).
 	MaxConnections int `yaml:"max_connections"`
+	// IdleTimeout closes a client session idle for this long (default 1h;
+	// "0s" disables it).
+	IdleTimeout *Duration `yaml:"idle_timeout"`
+	// MaxMessageBytes bounds every client message after authentication
+	// (default 1 MiB); before authentication the bound is 10 KB.
+	MaxMessageBytes int `yaml:"max_message_bytes"`
 	// TLS, when set, enables TLS on SSLRequest.
 	TLS *TLSConfig `yaml:"tls"`
 	// LogLevel is debug, info, warn or error (default info).
@@ -125,6 +131,12 @@ func Parse(data []byte, name string) (*Config, error) {
 	if c.MaxConnections == 0 {
 		c.MaxConnections = 200
 	}
+	if c.IdleTimeout == nil {
+		c.IdleTimeout = &Duration{time.Hour}
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 1 << 20
+	}
 	if c.LogLevel == "" {
 		c.LogLevel = "info"
 	}
@@ -156,6 +168,12 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	if c.MaxConnections < 1 {
 		errs = append(errs, "max_connections must be positive")
+	}
+	if c.IdleTimeout.Duration < 0 {
+		errs = append(errs, "idle_timeout must not be negative (0s disables it)")
+	}
+	if c.MaxMessageBytes < 1024 || c.MaxMessageBytes > 1<<30 {
+		errs = append(errs, "max_message_bytes must be between 1024 and 1073741824")
 	}
 	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "") {
 		errs = append(errs, "tls: both cert and key are required")

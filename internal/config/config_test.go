@@ -20,7 +20,8 @@ func TestParse_Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Parse() = %v", err)
 	}
-	if c.Listen != "127.0.0.1:6432" || c.StatementTimeout.Duration != 30*time.Second || c.MaxConnections != 200 || c.LogLevel != "info" {
+	if c.Listen != "127.0.0.1:6432" || c.StatementTimeout.Duration != 30*time.Second || c.MaxConnections != 200 || c.LogLevel != "info" ||
+		c.IdleTimeout.Duration != time.Hour || c.MaxMessageBytes != 1<<20 {
 		t.Fatalf("defaults = %+v", c)
 	}
 	if !c.Analysts["alice"].MayQuery("hospital") {
@@ -38,6 +39,8 @@ func TestParse_Errors(t *testing.T) {
 		{"bad duration", minimal + "statement_timeout: soon\n", "not a duration"},
 		{"bad level", minimal + "log_level: loud\n", "log_level"},
 		{"half tls", minimal + "tls: {cert: c.pem}\n", "cert and key"},
+		{"negative idle", minimal + "idle_timeout: -1s\n", "idle_timeout"},
+		{"tiny messages", minimal + "max_message_bytes: 10\n", "max_message_bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,5 +65,12 @@ func TestLoad_ExampleAndPaths(t *testing.T) {
 	}
 	if a := c.Analysts["bob"]; !a.MayQuery("hospital") || a.MayQuery("other") {
 		t.Fatalf("bob's datasets = %v", a.Datasets)
+	}
+}
+
+func TestParse_IdleTimeoutZeroDisables(t *testing.T) {
+	c, err := Parse([]byte(minimal+"idle_timeout: 0s\n"), "c.yaml")
+	if err != nil || c.IdleTimeout.Duration != 0 {
+		t.Fatalf("Parse(idle_timeout: 0s) = %+v, %v; want 0 (disabled)", c.IdleTimeout, err)
 	}
 }
