@@ -2,7 +2,8 @@
 #   make demo    build and run `dpproxy demo` (a throwaway PostgreSQL with demo data)
 #   make test    all tests, unit and integration (real PostgreSQL and psql), with -race
 #   make build   build bin/dpproxy
-#   make bench   benchmarks
+#   make bench   end-to-end benchmark suite (bench/: PostgreSQL, PgBouncer, dpproxy; a few minutes)
+#   make bench-go  the Go micro-benchmarks (go test -bench)
 #   make lint    gofmt -l and go vet
 # demo and test first run scripts/ensure-deps.sh, which installs PostgreSQL
 # with apt-get when it is missing and we are root, or prints the command.
@@ -14,7 +15,7 @@ DEMO_FLAGS ?=
 # Whole-run bound of go test; CI must finish well under 15 minutes.
 TEST_TIMEOUT ?= 12m
 
-.PHONY: all build demo test bench lint deps clean
+.PHONY: all build demo test bench bench-go lint deps clean
 
 all: build
 
@@ -37,7 +38,16 @@ test: deps
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./noise
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'Concurrent' ./noise
 
-bench:
+# Starts its own PostgreSQL clusters, PgBouncer and bin/dpproxy (built
+# without -race) on loopback and prints a table of ratios; see BENCHMARKS.md.
+# Extra flags, e.g. make bench BENCH_FLAGS="--duration 5s --keep".
+BENCH_FLAGS ?=
+
+bench: deps build
+	@bench/ensure-deps.sh
+	$(GO) run ./bench/cmd/dpbench --dpproxy $(BIN) $(BENCH_FLAGS)
+
+bench-go:
 	$(GO) test -run='^$$' -bench=. ./...
 
 lint:

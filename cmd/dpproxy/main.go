@@ -90,6 +90,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	switch args[0] {
 	case "serve":
 		return cmdServe(ctx, args[1:], stderr)
+	case "bench-serve":
+		return cmdBenchServe(ctx, args[1:], stderr)
 	case "demo":
 		return cmdDemo(ctx, args[1:], stdout, stderr)
 	case "demo-setup":

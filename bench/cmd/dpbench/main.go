@@ -1,0 +1,775 @@
+// Command dpbench is the end-to-end performance suite of `make bench`
+// (issue 8): it starts its own PostgreSQL clusters (data and shadow catalog,
+// with the demo data and a 1M-row visits table), PgBouncer in session mode
+// and the dpproxy binary, all on loopback, drives them with pgbench, and
+// prints one table of side-by-side ratios with the issue's targets.
+//
+// Usage:
+//
+//	go run ./bench/cmd/dpbench --dpproxy bin/dpproxy [--duration 10s] [--clients 8]
+//
+// It needs pgbench (postgresql-client / postgresql server package) and
+// pgbouncer on PATH (or /usr/sbin); bench/ensure-deps.sh installs pgbouncer.
+// Every figure is measured in this run; the absolute numbers depend on the
+// machine, the ratios are what the targets are about.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dpproxy/dpproxy/examples"
+	"github.com/dpproxy/dpproxy/internal/demo"
+	"github.com/dpproxy/dpproxy/internal/pgcluster"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// The statements measured.
+const (
+	// Item 1: answered by the shadow catalog through the proxy.
+	forwardSQL = "SELECT 1"
+	// Item 2: the README's query over the 1M-row visits table.
+	largeSQL = "SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department"
+	// Items 3 and 4: a DP query over a 100-row table.
+	smallSQL = "SELECT COUNT(*) FROM tiny"
+	// Item 3's baseline: what a ledger charge costs at least (one UPDATE of
+	// a budget row, one INSERT, synchronous commit).
+	ledgerTx = `BEGIN;
+UPDATE bench_budget SET spent = spent + 0.001, charges = charges + 1 WHERE id = 1;
+INSERT INTO bench_charge (budget_id, epsilon, fingerprint) VALUES (1, 0.001, md5(random()::text));
+COMMIT;
+`
+	numVisits  = 1_000_000
+	tinyRows   = 100
+	idleConns  = 1000
+	targetConn = 64 << 10
+)
+
+type options struct {
+	dpproxy  string
+	duration time.Duration
+	clients  int
+	keep     bool
+	profile  string
+	logLevel string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.dpproxy, "dpproxy", "bin/dpproxy", "the dpproxy binary to measure (built without -race)")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "duration of each pgbench run")
+	flag.IntVar(&o.clients, "clients", 8, "pgbench clients for the throughput items")
+	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs, configs) instead of removing it")
+	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of dpproxy for each run through it into this directory (runs `dpproxy bench-serve --pprof`)")
+	flag.StringVar(&o.logLevel, "log-level", "info", "dpproxy's log_level (info, the default, logs one line per statement)")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, o)
+	stop()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dpbench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+// env is everything the suite started.
+type env struct {
+	o            options
+	work         string
+	data, shadow *pgcluster.Cluster
+	proxyAddr    string
+	proxyPID     int
+	pprofAddr    string
+	bouncerAddr  string
+	shadowAddr   string
+	dataAddr     string
+	ds           *policy.Dataset
+}
+
+func run(ctx context.Context, o options) error {
+	pgbench, err := exec.LookPath("pgbench")
+	if err != nil {
+		return errors.New("pgbench not found: apt-get install -y postgresql-client (or postgresql)")
+	}
+	bouncer, err := lookBouncer()
+	if err != nil {
+		return err
+	}
+	_ = pgbench
+	if _, err := os.Stat(o.dpproxy); err != nil {
+		return fmt.Errorf("%s: %w (run `make build` first)", o.dpproxy, err)
+	}
+	work, err := os.MkdirTemp("", "dpbench-")
+	if err != nil {
+		return err
+	}
+	// pgbouncer drops root to the postgres user and must read its files.
+	os.Chmod(work, 0o755)
+	if !o.keep {
+		defer os.RemoveAll(work)
+	} else {
+		fmt.Fprintf(os.Stderr, "work directory: %s\n", work)
+	}
+	e := &env{o: o, work: work}
+	log := zap.NewNop()
+
+	step("start PostgreSQL (data and shadow clusters)")
+	e.data, err = pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(work, "data"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer e.data.Stop()
+	e.shadow, err = pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(work, "shadow"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer e.shadow.Stop()
+	e.dataAddr = net.JoinHostPort(e.data.Host, strconv.Itoa(e.data.Port))
+	e.shadowAddr = net.JoinHostPort(e.shadow.Host, strconv.Itoa(e.shadow.Port))
+
+	step(fmt.Sprintf("load the demo data with %d visits", numVisits))
+	if _, err := demo.Setup(ctx, e.data, e.shadow, demo.Options{Passwords: true, Logger: log, Patients: demo.NumPatients, Visits: numVisits}); err != nil {
+		return fmt.Errorf("demo setup: %w", err)
+	}
+	if err := e.prepareData(ctx); err != nil {
+		return err
+	}
+	if err := e.writeConfig(); err != nil {
+		return err
+	}
+	step("start dpproxy and PgBouncer")
+	stopProxy, err := e.startProxy(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopProxy()
+	rssStart, _ := rss(e.proxyPID)
+	stopBouncer, err := e.startBouncer(ctx, bouncer)
+	if err != nil {
+		return err
+	}
+	defer stopBouncer()
+
+	return e.measure(ctx, rssStart)
+}
+
+func step(s string) { fmt.Fprintf(os.Stderr, "[%s] %s\n", time.Now().UTC().Format("15:04:05"), s) }
+
+func lookBouncer() (string, error) {
+	if p, err := exec.LookPath("pgbouncer"); err == nil {
+		return p, nil
+	}
+	if _, err := os.Stat("/usr/sbin/pgbouncer"); err == nil {
+		return "/usr/sbin/pgbouncer", nil
+	}
+	return "", errors.New("pgbouncer not found: apt-get install -y pgbouncer (as root; bench/ensure-deps.sh does it)")
+}
+
+// prepareData adds the 100-row table tiny for items 3 and 4 (readable by the
+// reader role) and the ledger-only baseline's tables in database
+// bench_ledger of the data cluster.
+func (e *env) prepareData(ctx context.Context) error {
+	stmts := []string{
+		`CREATE TABLE tiny (patient_id bigint NOT NULL, cost numeric(10,2) NOT NULL)`,
+		fmt.Sprintf(`INSERT INTO tiny SELECT g, (g %% 500)::numeric FROM generate_series(1, %d) g`, tinyRows),
+		`GRANT SELECT (patient_id, cost) ON tiny TO ` + demo.ReaderRole,
+		`ANALYZE`,
+	}
+	if err := execAll(ctx, e.data.DSN(demo.Database), stmts...); err != nil {
+		return fmt.Errorf("create tiny: %w", err)
+	}
+	if err := execAll(ctx, e.data.DSN("postgres"), "CREATE DATABASE bench_ledger"); err != nil {
+		return err
+	}
+	return execAll(ctx, e.data.DSN("bench_ledger"),
+		`CREATE TABLE bench_budget (id int PRIMARY KEY, spent float8 NOT NULL, charges bigint NOT NULL)`,
+		`INSERT INTO bench_budget VALUES (1, 0, 0)`,
+		`CREATE TABLE bench_charge (id bigserial PRIMARY KEY, budget_id int NOT NULL REFERENCES bench_budget,
+			epsilon float8 NOT NULL, fingerprint text NOT NULL, at timestamptz NOT NULL DEFAULT now())`,
+	)
+}
+
+func execAll(ctx context.Context, dsn string, stmts ...string) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			return fmt.Errorf("%s: %w", strings.SplitN(s, "\n", 2)[0], err)
+		}
+	}
+	return nil
+}
+
+// writeConfig writes the demo's config (examples/dpproxy.yaml with this
+// run's addresses) and a policy: the demo's, with a budget no run can spend
+// (ε = 1e9), ε = 0.001 per query, and the table tiny.
+func (e *env) writeConfig() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	e.proxyAddr = ln.Addr().String()
+	ln.Close()
+	cfg := strings.NewReplacer("@127.0.0.1:5432/", "@"+e.dataAddr+"/", "@127.0.0.1:5433/", "@"+e.shadowAddr+"/",
+		"listen: 127.0.0.1:6432", "listen: "+e.proxyAddr).Replace(string(examples.Config()))
+	if !strings.Contains(cfg, e.proxyAddr) || !strings.Contains(cfg, e.shadowAddr) {
+		return errors.New("examples/dpproxy.yaml changed: the bench no longer finds its addresses to replace")
+	}
+	pol := string(examples.HospitalPolicy())
+	for _, r := range [][2]string{
+		{"  epsilon: 3.0 ", "  epsilon: 1.0e+9 "},
+		{"  epsilon: 0.1 ", "  epsilon: 0.001 "},
+	} {
+		if !strings.Contains(pol, r[0]) {
+			return fmt.Errorf("examples/policies/hospital.yaml changed: no %q to replace", r[0])
+		}
+		pol = strings.Replace(pol, r[0], r[1], 1)
+	}
+	pol += `  tiny:
+    unit_column: patient_id
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      cost: {type: numeric, lower: 0, upper: 1000}
+`
+	if err := os.MkdirAll(filepath.Join(e.work, "policies"), 0o755); err != nil {
+		return err
+	}
+	polPath := filepath.Join(e.work, "policies", "hospital.yaml")
+	if err := os.WriteFile(polPath, []byte(pol), 0o644); err != nil {
+		return err
+	}
+	if e.ds, err = policy.Load(polPath); err != nil {
+		return fmt.Errorf("bench policy: %w", err)
+	}
+	// Room for item 5's idle connections (the default is 200).
+	cfg = strings.TrimRight(cfg, "\n") + fmt.Sprintf("\n\nmax_connections: %d\nlog_level: %s\n", idleConns+100, e.o.logLevel)
+	return os.WriteFile(filepath.Join(e.work, "dpproxy.yaml"), []byte(cfg), 0o600)
+}
+
+func (e *env) startProxy(ctx context.Context) (func(), error) {
+	logf, err := os.Create(filepath.Join(e.work, "dpproxy.log"))
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"serve", "--config", filepath.Join(e.work, "dpproxy.yaml")}
+	if e.o.profile != "" {
+		if err := os.MkdirAll(e.o.profile, 0o755); err != nil {
+			return nil, err
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		e.pprofAddr = ln.Addr().String()
+		ln.Close()
+		args = []string{"bench-serve", "--config", args[2], "--pprof", e.pprofAddr}
+	}
+	cmd := exec.Command(e.o.dpproxy, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	e.proxyPID = cmd.Process.Pid
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	}
+	if err := waitConnect(ctx, e.proxyDSN("")); err != nil {
+		stop()
+		b, _ := os.ReadFile(filepath.Join(e.work, "dpproxy.log"))
+		return nil, fmt.Errorf("dpproxy did not start: %w\n%s", err, tail(string(b), 2000))
+	}
+	return stop, nil
+}
+
+func (e *env) startBouncer(ctx context.Context, bin string) (func(), error) {
+	dir := filepath.Join(e.work, "pgbouncer")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return nil, err
+	}
+	os.Chmod(dir, 0o777)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	e.bouncerAddr = ln.Addr().String()
+	ln.Close()
+	_, port, _ := net.SplitHostPort(e.bouncerAddr)
+	ini := fmt.Sprintf(`[databases]
+hospital = host=127.0.0.1 port=%d dbname=hospital user=%s password=%s
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %s
+unix_socket_dir =
+auth_type = trust
+auth_file = %s
+pool_mode = session
+max_client_conn = 200
+default_pool_size = 50
+logfile = %s
+pidfile = %s
+`, e.shadow.Port, demo.ShadowRole, demo.ShadowRole, port, filepath.Join(dir, "userlist.txt"),
+		filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+	if err := os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(fmt.Sprintf("%q %q\n", demo.ShadowRole, demo.ShadowRole)), 0o644); err != nil {
+		return nil, err
+	}
+	iniPath := filepath.Join(dir, "pgbouncer.ini")
+	if err := os.WriteFile(iniPath, []byte(ini), 0o644); err != nil {
+		return nil, err
+	}
+	args := []string{iniPath}
+	if os.Geteuid() == 0 {
+		// PgBouncer refuses to run as root.
+		args = []string{"-u", "postgres", iniPath}
+	}
+	cmd := exec.Command(bin, args...)
+	out, _ := os.Create(filepath.Join(e.work, "pgbouncer.out"))
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		out.Close()
+	}
+	if err := waitConnect(ctx, e.bouncerDSN()); err != nil {
+		stop()
+		b, _ := os.ReadFile(filepath.Join(e.work, "pgbouncer.out"))
+		l, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
+		return nil, fmt.Errorf("pgbouncer did not start: %w\n%s%s", err, tail(string(b), 1000), tail(string(l), 1000))
+	}
+	return stop, nil
+}
+
+func (e *env) proxyDSN(options string) string {
+	dsn := "postgres://alice:alice@" + e.proxyAddr + "/" + demo.Database + "?sslmode=disable"
+	if options != "" {
+		dsn += "&options=" + url.QueryEscape(options)
+	}
+	return dsn
+}
+
+func (e *env) bouncerDSN() string {
+	return "postgres://" + demo.ShadowRole + ":" + demo.ShadowRole + "@" + e.bouncerAddr + "/" + demo.Database + "?sslmode=disable"
+}
+
+func (e *env) shadowDSN() string {
+	return e.shadow.RoleDSN(demo.ShadowRole, demo.ShadowRole, demo.Database)
+}
+
+func waitConnect(ctx context.Context, dsn string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := pgx.Connect(cctx, dsn)
+		cancel()
+		if err == nil {
+			conn.Close(context.Background())
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// result of one pgbench run.
+type result struct {
+	tps       float64
+	latencyMS float64
+	txns      int
+}
+
+var (
+	tpsRE     = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
+	latencyRE = regexp.MustCompile(`(?m)^latency average = ([0-9.]+) ms`)
+	txnsRE    = regexp.MustCompile(`(?m)^number of transactions actually processed: ([0-9]+)`)
+	failedRE  = regexp.MustCompile(`(?m)^number of failed transactions: ([0-9]+)`)
+)
+
+// pgbench runs one script for the configured duration and parses its
+// summary. Any aborted client or failed transaction is an error: a
+// throughput of errors measures nothing.
+func (e *env) pgbench(ctx context.Context, name, dsn, script, mode string, clients int) (result, error) {
+	path := filepath.Join(e.work, name+".sql")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		return result{}, err
+	}
+	jobs := 2
+	if clients < jobs {
+		jobs = clients
+	}
+	args := []string{"-n", "-f", path, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(jobs),
+		"-T", strconv.Itoa(int(e.o.duration.Seconds())), "-M", mode, dsn}
+	cmd := exec.CommandContext(ctx, "pgbench", args...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout = &stdout
+	// NOTICEs of DP answers go to stderr: keep only the other lines.
+	cmd.Stderr = &noticeFilter{w: &stderr}
+	step(fmt.Sprintf("pgbench %s (%s, %d clients, %s)", name, mode, clients, e.o.duration))
+	var prof sync.WaitGroup
+	if e.pprofAddr != "" && strings.Contains(dsn, e.proxyAddr) {
+		prof.Add(1)
+		go func() {
+			defer prof.Done()
+			if err := e.cpuProfile(ctx, name, e.o.duration-time.Second); err != nil {
+				fmt.Fprintf(os.Stderr, "profile %s: %v\n", name, err)
+			}
+		}()
+	}
+	err := cmd.Run()
+	prof.Wait()
+	out := stdout.String()
+	if err != nil || strings.Contains(out+stderr.String(), "aborted") {
+		return result{}, fmt.Errorf("pgbench %s: %v\n%s%s", name, err, tail(out, 1500), tail(stderr.String(), 1500))
+	}
+	r, ok := parsePgbench(out)
+	if !ok {
+		return result{}, fmt.Errorf("pgbench %s: no transactions\n%s%s", name, tail(out, 1500), tail(stderr.String(), 1500))
+	}
+	return r, nil
+}
+
+// parsePgbench reads pgbench's summary; ok is false unless it reports a
+// positive TPS over at least one transaction and no failed transaction.
+func parsePgbench(out string) (r result, ok bool) {
+	if m := tpsRE.FindStringSubmatch(out); m != nil {
+		r.tps, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := latencyRE.FindStringSubmatch(out); m != nil {
+		r.latencyMS, _ = strconv.ParseFloat(m[1], 64)
+	}
+	if m := txnsRE.FindStringSubmatch(out); m != nil {
+		r.txns, _ = strconv.Atoi(m[1])
+	}
+	if m := failedRE.FindStringSubmatch(out); m != nil && m[1] != "0" {
+		return r, false
+	}
+	return r, r.tps > 0 && r.txns > 0
+}
+
+// cpuProfile saves a CPU profile of dpproxy over the next d as
+// <profile dir>/<name>.pprof.
+func (e *env) cpuProfile(ctx context.Context, name string, d time.Duration) error {
+	secs := max(1, int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, "GET", fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", e.pprofAddr, secs), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("pprof: %s", resp.Status)
+	}
+	f, err := os.Create(filepath.Join(e.o.profile, name+".pprof"))
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// noticeFilter drops libpq's NOTICE lines (one per DP answer).
+type noticeFilter struct {
+	w       *strings.Builder
+	partial string
+}
+
+func (f *noticeFilter) Write(p []byte) (int, error) {
+	s := f.partial + string(p)
+	lines := strings.Split(s, "\n")
+	f.partial = lines[len(lines)-1]
+	for _, l := range lines[:len(lines)-1] {
+		if strings.HasPrefix(l, "NOTICE:") || f.w.Len() > 64<<10 {
+			continue
+		}
+		f.w.WriteString(l + "\n")
+	}
+	return len(p), nil
+}
+
+// row of the printed table.
+type row struct {
+	item, measure, value, baseline, ratio, target, verdict string
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
+}
+
+func (e *env) measure(ctx context.Context, rssStart int64) error {
+	n := e.o.clients
+	var rows []row
+	add := func(r row) {
+		rows = append(rows, r)
+		fmt.Fprintf(os.Stderr, "  %s | %s | %s | %s | %s\n", r.item, r.measure, r.value, r.baseline, r.ratio)
+	}
+
+	// 1. Protocol overhead of a forwarded statement.
+	bouncerTPS := map[string]float64{}
+	for _, mode := range []string{"simple", "extended"} {
+		script := forwardSQL + ";\n"
+		direct, err := e.pgbench(ctx, "direct-"+mode, e.shadowDSN(), script, mode, n)
+		if err != nil {
+			return err
+		}
+		pgb, err := e.pgbench(ctx, "pgbouncer-"+mode, e.bouncerDSN(), script, mode, n)
+		if err != nil {
+			return err
+		}
+		prx, err := e.pgbench(ctx, "dpproxy-"+mode, e.proxyDSN(""), script, mode, n)
+		if err != nil {
+			return err
+		}
+		bouncerTPS[mode] = pgb.tps
+		add(row{"1 forward " + forwardSQL + " (" + mode + ")", "TPS dpproxy / PgBouncer / direct",
+			fmt.Sprintf("%.0f", prx.tps), fmt.Sprintf("%.0f / %.0f", pgb.tps, direct.tps),
+			fmt.Sprintf("%.2f× PgBouncer (%.2f× direct; PgBouncer %.2f× direct)", prx.tps/pgb.tps, prx.tps/direct.tps, pgb.tps/direct.tps),
+			"≥ 1.0× PgBouncer", verdict(prx.tps >= pgb.tps)})
+	}
+
+	// 2. DP latency on 1M rows vs the emitted SQL.
+	plan, err := rewrite.Rewrite(e.ds, largeSQL)
+	if err != nil {
+		return fmt.Errorf("rewrite %q: %w", largeSQL, err)
+	}
+	readerDSN := e.data.RoleDSN(demo.ReaderRole, demo.ReaderRole, demo.Database)
+	dpMed, dirMed, rawMed, k, err := e.latency(ctx, readerDSN, plan.SQL)
+	if err != nil {
+		return err
+	}
+	add(row{"2 DP latency, 1M rows", fmt.Sprintf("median ms of %d runs each, alternated, 1 client: dpproxy / emitted SQL direct (the analyst's SQL run direct, no DP: %.1f ms)", k, rawMed),
+		fmt.Sprintf("%.1f", dpMed), fmt.Sprintf("%.1f", dirMed),
+		fmt.Sprintf("%.3f×", dpMed/dirMed), "≤ 1.05×", verdict(dpMed <= 1.05*dirMed)})
+
+	// 3. Ledger-bound DP throughput vs the ledger-only transaction.
+	ledger, err := e.pgbench(ctx, "ledger-only", e.data.DSN("bench_ledger"), ledgerTx, "simple", n)
+	if err != nil {
+		return err
+	}
+	small, err := e.pgbench(ctx, "dp-small-nocache", e.proxyDSN(""), "SET dp.cache = off;\n"+smallSQL+";\n", "simple", n)
+	if err != nil {
+		return err
+	}
+	add(row{"3 DP throughput, 100 rows, cache off", "TPS dpproxy / ledger-only tx direct",
+		fmt.Sprintf("%.0f", small.tps), fmt.Sprintf("%.0f", ledger.tps),
+		fmt.Sprintf("%.2f×", small.tps/ledger.tps), "≥ 0.5×", verdict(small.tps >= 0.5*ledger.tps)})
+
+	// 4. Cached answers vs PgBouncer forwarding SELECT 1.
+	cached, err := e.pgbench(ctx, "dp-small-cached", e.proxyDSN(""), smallSQL+";\n", "simple", n)
+	if err != nil {
+		return err
+	}
+	add(row{"4 cached DP answer", "TPS dpproxy / PgBouncer (item 1, simple)",
+		fmt.Sprintf("%.0f", cached.tps), fmt.Sprintf("%.0f", bouncerTPS["simple"]),
+		fmt.Sprintf("%.2f×", cached.tps/bouncerTPS["simple"]), "≥ 0.8×", verdict(cached.tps >= 0.8*bouncerTPS["simple"])})
+
+	// 5. Memory.
+	step(fmt.Sprintf("open %d idle connections to dpproxy", idleConns))
+	time.Sleep(2 * time.Second)
+	idle, err := rss(e.proxyPID)
+	if err != nil {
+		return err
+	}
+	conns, err := openIdle(ctx, e.proxyDSN(""), idleConns)
+	defer func() {
+		for _, c := range conns {
+			c.Close(context.Background())
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second)
+	loaded, err := rss(e.proxyPID)
+	if err != nil {
+		return err
+	}
+	per := float64(loaded-idle) / idleConns
+	add(row{"5 memory", fmt.Sprintf("RSS KiB: with %d idle conns / idle (at start %d)", idleConns, rssStart>>10),
+		fmt.Sprintf("%d", loaded>>10), fmt.Sprintf("%d", idle>>10),
+		fmt.Sprintf("%.1f KiB per idle connection", per/1024), "≤ 64 KiB", verdict(per <= targetConn)})
+
+	fmt.Println()
+	fmt.Printf("dpbench: %d s per run, %d clients, loopback; %d visits, %d rows in tiny\n\n", int(e.o.duration.Seconds()), n, numVisits, tinyRows)
+	fmt.Println("| item | measure | dpproxy | baseline | ratio | target | |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.item, r.measure, r.value, r.baseline, r.ratio, r.target, r.verdict)
+	}
+	return nil
+}
+
+// latency runs largeSQL through the proxy (cache off) and the emitted SQL
+// directly as the reader role, alternately (one warm-up each first, so
+// both see a warm buffer cache), until 2× the run duration has passed and
+// at least 5 of each ran, and returns the medians in ms.
+func (e *env) latency(ctx context.Context, readerDSN, emitted string) (dpMed, dirMed, rawMed float64, k int, err error) {
+	step(fmt.Sprintf("latency: %q through dpproxy vs its emitted SQL direct", largeSQL))
+	prx, err := pgx.Connect(ctx, e.proxyDSN(""))
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	defer prx.Close(context.Background())
+	if _, err := prx.Exec(ctx, "SET dp.cache = off", pgx.QueryExecModeSimpleProtocol); err != nil {
+		return 0, 0, 0, 0, err
+	}
+	dir, err := pgx.Connect(ctx, readerDSN)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	defer dir.Close(context.Background())
+	once := func(c *pgx.Conn, sql string) (float64, error) {
+		t0 := time.Now()
+		rows, err := c.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			return 0, err
+		}
+		for rows.Next() {
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		return float64(time.Since(t0).Microseconds()) / 1000, nil
+	}
+	raw, err := pgx.Connect(ctx, e.data.DSN(demo.Database))
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	defer raw.Close(context.Background())
+	var dps, dirs, raws []float64
+	deadline := time.Now().Add(2 * e.o.duration)
+	for i := 0; i < 6 || time.Now().Before(deadline); i++ {
+		a, err := once(prx, largeSQL)
+		if err != nil {
+			return 0, 0, 0, 0, fmt.Errorf("through dpproxy: %w", err)
+		}
+		b, err := once(dir, emitted)
+		if err != nil {
+			return 0, 0, 0, 0, fmt.Errorf("emitted SQL direct: %w", err)
+		}
+		c, err := once(raw, largeSQL)
+		if err != nil {
+			return 0, 0, 0, 0, fmt.Errorf("plain aggregate direct: %w", err)
+		}
+		if i > 0 { // the first round warms up
+			dps, dirs, raws = append(dps, a), append(dirs, b), append(raws, c)
+		}
+	}
+	return median(dps), median(dirs), median(raws), len(dps), nil
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// openIdle opens n connections (16 at a time) and leaves them idle.
+func openIdle(ctx context.Context, dsn string, n int) ([]*pgx.Conn, error) {
+	conns := make([]*pgx.Conn, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			conns[i], errs[i] = pgx.Connect(ctx, dsn)
+		}()
+	}
+	wg.Wait()
+	var out []*pgx.Conn
+	var first error
+	for i, c := range conns {
+		if c != nil {
+			out = append(out, c)
+		} else if first == nil {
+			first = errs[i]
+		}
+	}
+	if first != nil {
+		return out, fmt.Errorf("open idle connections (%d of %d open): %w", len(out), n, first)
+	}
+	return out, nil
+}
+
+// rss is the resident set size of a process, from /proc/PID/status.
+func rss(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		s = "…" + s[len(s)-n:]
+	}
+	return s
+}
