@@ -141,6 +141,9 @@ func (c *conn) authenticate(user string, creds scramCredentials, known bool) err
 	if !known {
 		creds = c.srv.mockCredentials(user)
 	}
+	if c.tls && c.srv.cfg.AllowCleartextOverTLS {
+		return c.authenticateCleartext(user, creds, known)
+	}
 	srv, err := scram.SHA256.NewServer(func(string) (scram.StoredCredentials, error) {
 		// PostgreSQL ignores the SCRAM user name (libpq sends none) and
 		// authenticates the startup user.
@@ -193,6 +196,36 @@ func (c *conn) authenticate(user string, creds scramCredentials, known bool) err
 		return authFailed(user)
 	}
 	c.be.Send(&pgproto3.AuthenticationSASLFinal{Data: []byte(serverFinal)})
+	c.be.Send(&pgproto3.AuthenticationOk{})
+	return nil
+}
+
+// authenticateCleartext asks for the password itself (only ever over TLS,
+// and only when the configuration allows it) and checks it against the
+// stored SCRAM credentials: the password is right when it derives the same
+// StoredKey and ServerKey with the stored salt and iteration count. The
+// password is never logged or kept.
+func (c *conn) authenticateCleartext(user string, creds scramCredentials, known bool) error {
+	c.be.Send(&pgproto3.AuthenticationCleartextPassword{})
+	if err := c.be.Flush(); err != nil {
+		return err
+	}
+	if err := c.be.SetAuthType(pgproto3.AuthTypeCleartextPassword); err != nil {
+		return err
+	}
+	msg, err := c.be.Receive()
+	if err != nil {
+		return authReceiveError(err)
+	}
+	pw, ok := msg.(*pgproto3.PasswordMessage)
+	if !ok {
+		return pgerr.New(pgerr.ProtocolViolation, "expected password response, got message type %T", msg)
+	}
+	got, err := deriveCredentials(pw.Password, []byte(creds.Salt), creds.Iters)
+	if err != nil || !known ||
+		!constantTimeEqual(got.StoredKey, creds.StoredKey) || !constantTimeEqual(got.ServerKey, creds.ServerKey) {
+		return authFailed(user)
+	}
 	c.be.Send(&pgproto3.AuthenticationOk{})
 	return nil
 }

@@ -45,6 +45,11 @@ type Config struct {
 	Ledger         accountant.Store // for SHOW dp.budget
 	TLS            *tls.Config      // nil: answer SSLRequest with N
 	RequireTLS     bool
+	// AllowCleartextOverTLS lets sessions that use TLS authenticate with a
+	// cleartext password message (for clients without SCRAM), checked
+	// against the same SCRAM credentials. Plaintext sessions always use
+	// SCRAM-SHA-256.
+	AllowCleartextOverTLS bool
 	MaxConnections int           // 0: 200
 	IdleTimeout    time.Duration // 0: none; idle sessions are closed after it
 	Logger         *zap.Logger
@@ -112,6 +117,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Ledger == nil {
 		return nil, errors.New("proxy: Config.Ledger is required")
+	}
+	if cfg.AllowCleartextOverTLS && cfg.TLS == nil {
+		return nil, errors.New("proxy: AllowCleartextOverTLS needs a TLS config")
 	}
 	if cfg.RequireTLS && cfg.TLS == nil {
 		return nil, errors.New("proxy: RequireTLS needs a TLS config")

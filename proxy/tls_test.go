@@ -87,6 +87,69 @@ func TestTLS(t *testing.T) {
 	}
 }
 
+// TestCleartextOverTLS: with AllowCleartextOverTLS, TLS sessions are asked
+// for a cleartext password (checked against the SCRAM verifier), plaintext
+// sessions still get SCRAM, and a wrong password fails the same way.
+func TestCleartextOverTLS(t *testing.T) {
+	tlsCfg := selfSigned(t)
+	ts := startServer(t, serverOpts{mutate: func(c *Config) { c.TLS = tlsCfg; c.AllowCleartextOverTLS = true }})
+	ctx := ctxT(t)
+	over := func(dsn string) string { return strings.Replace(dsn, "sslmode=disable", "sslmode=require", 1) }
+
+	// Which method does the server ask for? Read the first auth request.
+	authRequest := func(useTLS bool) pgproto3.BackendMessage {
+		t.Helper()
+		nc := rawConn(t, ts)
+		var conn net.Conn = nc
+		if useTLS {
+			if _, err := nc.Write(startupCode(sslRequestCode)); err != nil {
+				t.Fatal(err)
+			}
+			var b [1]byte
+			if _, err := io.ReadFull(nc, b[:]); err != nil || b[0] != 'S' {
+				t.Fatalf("SSLRequest reply %q %v", b[0], err)
+			}
+			tc := tls.Client(nc, &tls.Config{InsecureSkipVerify: true})
+			if err := tc.Handshake(); err != nil {
+				t.Fatal(err)
+			}
+			conn = tc
+		}
+		fe := pgproto3.NewFrontend(conn, conn)
+		fe.Send(&pgproto3.StartupMessage{ProtocolVersion: pgproto3.ProtocolVersion30,
+			Parameters: map[string]string{"user": "bob", "database": "hospital"}})
+		if err := fe.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := fe.Receive()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return msg
+	}
+	if m, ok := authRequest(true).(*pgproto3.AuthenticationCleartextPassword); !ok {
+		t.Fatalf("TLS session asked for %T, want a cleartext password", m)
+	}
+	if m, ok := authRequest(false).(*pgproto3.AuthenticationSASL); !ok {
+		t.Fatalf("plaintext session asked for %T, want SCRAM", m)
+	}
+
+	// bob's password is stored only as a SCRAM verifier; alice's as plain:.
+	for _, u := range [][2]string{{"bob", "bob-secret"}, {"alice", "alice"}} {
+		pc, err := pgconn.Connect(ctx, over(ts.dsn(u[0], u[1], "hospital")))
+		if err != nil {
+			t.Fatalf("%s over TLS with a cleartext password: %v", u[0], err)
+		}
+		pc.Close(ctx)
+	}
+	if _, err := pgconn.Connect(ctx, over(ts.dsn("bob", "wrong", "hospital"))); sqlstate(err) != "28P01" {
+		t.Fatalf("wrong password over TLS: %v, want 28P01", err)
+	}
+	if _, err := pgconn.Connect(ctx, over(ts.dsn("mallory", "x", "hospital"))); sqlstate(err) != "28P01" {
+		t.Fatalf("unknown user over TLS: %v, want 28P01", err)
+	}
+}
+
 func TestIdleTimeout(t *testing.T) {
 	ts := startServer(t, serverOpts{mutate: func(c *Config) { c.IdleTimeout = 200 * time.Millisecond }})
 	pc := ts.connect(t)

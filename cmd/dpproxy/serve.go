@@ -127,16 +127,17 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	srv, err := proxy.New(proxy.Config{
-		Datasets:       datasets,
-		Analysts:       cfg.Analysts,
-		Releaser:       rel,
-		Ledger:         ledger,
-		TLS:            tlsCfg,
-		RequireTLS:     cfg.TLS != nil && cfg.TLS.Require,
-		MaxConnections: cfg.MaxConnections,
-		IdleTimeout:    cfg.IdleTimeout.Duration,
-		MaxMessage:     cfg.MaxMessageBytes,
-		Logger:         log,
+		Datasets:              datasets,
+		Analysts:              cfg.Analysts,
+		Releaser:              rel,
+		Ledger:                ledger,
+		TLS:                   tlsCfg,
+		RequireTLS:            cfg.TLS != nil && cfg.TLS.Require,
+		AllowCleartextOverTLS: cfg.TLS != nil && cfg.TLS.AllowCleartextPassword,
+		MaxConnections:        cfg.MaxConnections,
+		IdleTimeout:           cfg.IdleTimeout.Duration,
+		MaxMessage:            cfg.MaxMessageBytes,
+		Logger:                log,
 	})
 	if err != nil {
 		return err

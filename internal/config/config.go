@@ -78,6 +78,10 @@ type TLSConfig struct {
 	Cert    string `yaml:"cert"`
 	Key     string `yaml:"key"`
 	Require bool   `yaml:"require"`
+	// AllowCleartextPassword lets TLS sessions authenticate with a
+	// cleartext password message (for clients without SCRAM); plaintext
+	// sessions always use SCRAM-SHA-256. Default false.
+	AllowCleartextPassword bool `yaml:"allow_cleartext_password"`
 }
 
 // Duration is a time.Duration written as "30s" in YAML.
