@@ -114,12 +114,33 @@ func Build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset
 		}
 		q := qualified(t.Schema, t.Name)
 		var defs []string
+		visible := map[string]bool{}
 		for _, c := range tables[name] {
 			d := ident(c.Name) + " " + c.Type
 			if c.NotNull {
 				d += " NOT NULL"
 			}
 			defs = append(defs, d)
+			visible[c.Name] = true
+		}
+		// The primary key is schema, not data: reproduce it when every one
+		// of its columns is visible (JDBC getPrimaryKeys, BI tools' joins).
+		pk, err := primaryKey(ctx, up, t)
+		if err != nil {
+			return err
+		}
+		if len(pk) > 0 {
+			quoted := make([]string, 0, len(pk))
+			for _, c := range pk {
+				if !visible[c] {
+					quoted = nil
+					break
+				}
+				quoted = append(quoted, ident(c))
+			}
+			if quoted != nil {
+				defs = append(defs, "PRIMARY KEY ("+strings.Join(quoted, ", ")+")")
+			}
 		}
 		stmts = append(stmts,
 			"DROP TABLE IF EXISTS "+q+" CASCADE",
@@ -168,6 +189,24 @@ func checkSeparate(ctx context.Context, upstream, shadow *pgx.Conn) error {
 		return fmt.Errorf("%w (system identifier %d): put the shadow database in a separate PostgreSQL server, since cluster-wide statistics (pg_stat_database, pg_database_size, pg_stat_activity) readable from the shadow would show analysts the data's row counts and sessions", ErrSameCluster, upID)
 	}
 	return nil
+}
+
+// primaryKey returns the columns of the upstream table's primary key, in key
+// order, or nil when it has none.
+func primaryKey(ctx context.Context, conn *pgx.Conn, t *policy.Table) ([]string, error) {
+	rows, err := conn.Query(ctx, `
+		SELECT a.attname
+		FROM pg_index i
+		JOIN pg_class c ON c.oid = i.indrelid
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) ON true
+		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+		WHERE n.nspname = $1 AND c.relname = $2 AND i.indisprimary
+		ORDER BY k.ord`, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read the primary key of %s.%s: %w", t.Schema, t.Name, err)
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 func upstreamColumns(ctx context.Context, conn *pgx.Conn, ds *policy.Dataset) (map[string][]Column, error) {

@@ -114,6 +114,20 @@ func TestBuild(t *testing.T) {
 			t.Errorf("shadow %s: pg_class reltuples/relpages describe rows", name)
 		}
 	}
+	// Primary keys are reproduced when all their columns are visible
+	// (patients.patient_id), and dropped when not (visits.visit_id is
+	// access: none).
+	pkOf := func(table string) string {
+		return scalar(t, res.ShadowDSN, `SELECT coalesce(string_agg(a.attname, ','), '') FROM pg_index i
+			JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey)
+			WHERE i.indrelid = '`+table+`'::regclass AND i.indisprimary`)
+	}
+	if got := pkOf("patients"); got != "patient_id" {
+		t.Errorf("shadow patients primary key = %q, want patient_id", got)
+	}
+	if got := pkOf("visits"); got != "" {
+		t.Errorf("shadow visits primary key = %q, want none (visit_id is hidden)", got)
+	}
 	// Hidden columns never appear, not even by name.
 	if got := scalar(t, res.ShadowDSN, "SELECT count(*) FROM pg_attribute WHERE attname = 'visit_id'"); got != "0" {
 		t.Errorf("hidden column visit_id appears %s times in the shadow catalog", got)
