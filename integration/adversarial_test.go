@@ -413,6 +413,31 @@ func adversarialCorpus() []advCase {
 	ext(dpAnswer, "SELECT SUM(cost) FROM visits WHERE age BETWEEN $1 AND $2", "0", "110")
 	ext(dpAnswer, "SELECT COUNT(*) FROM visits WHERE diagnosis = $1", "x'); DELETE FROM visits; --")
 	ext(catalogOrRefuse, "SELECT $1::text", "it's")
+
+	// The SQLSTATEs each category's refusals may have (observed and
+	// reviewed): writes and side effects are 42501; unsupported shapes
+	// 0A000; names that are not the protected table, or columns it does not
+	// expose, 42P01/42703; a literal the column cannot hold 22007/22P02 (the
+	// analyst's own literal, checked before any data is read).
+	catCodes := map[string][]string{
+		"raw":     {"0A000", "42501", "42601", "42703", "42P01"},
+		"error":   {"0A000", "22007", "22P02"},
+		"time":    {"0A000", "42501", "42601"},
+		"write":   {"42501"},
+		"tricks":  {"0A000", "42501", "42601", "42703"},
+		"catalog": {"0A000", "42501", "42704", "42P01"},
+	}
+	writeExceptions := map[string]string{"SAVEPOINT a": "0A000", "RESET ROLE": "42704"}
+	for i := range cs {
+		if cs[i].codes != nil || cs[i].fatal {
+			continue
+		}
+		if c, ok := writeExceptions[cs[i].sql]; ok {
+			cs[i].codes = []string{c}
+			continue
+		}
+		cs[i].codes = catCodes[cs[i].cat]
+	}
 	return cs
 }
 
