@@ -41,7 +41,10 @@ import (
 // Reading from the inside out:
 //
 //	dp_rows         one row per input row that passes the analyst's WHERE and
-//	                whose keys are in the public domain (key IN (…)); summed
+//	                whose keys are in the public domain (key IN (…), where
+//	                a key is a column or a key expression of keyexpr.go
+//	                whose domain comes from the policy or the query's
+//	                constants, never from the data); summed
 //	                columns are clamped per row:
 //	                  CASE WHEN c IS NULL THEN NULL
 //	                       ELSE LEAST(GREATEST(c::numeric, lower), upper) END
@@ -139,7 +142,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	var keyCols, keyOut []string
 	for j, k := range p.Keys {
 		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
-		keyOut = append(keyOut, quoteIdent(k.Column)+" AS dp_k"+strconv.Itoa(j))
+		keyOut = append(keyOut, keySQL(k)+" AS dp_k"+strconv.Itoa(j))
 	}
 	// dp_rows
 	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
@@ -165,7 +168,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		conds = append(conds, where.sql())
 	}
 	for _, k := range p.Keys {
-		conds = append(conds, quoteIdent(k.Column)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
+		conds = append(conds, keySQL(k)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
 	}
 	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
 	if len(conds) > 0 {
@@ -227,7 +230,7 @@ func clampSQL(t *policy.Table, c string) string {
 func quoteIdents(keys []Key) []string {
 	var out []string
 	for _, k := range keys {
-		out = append(out, quoteIdent(k.Column))
+		out = append(out, keySQL(k))
 	}
 	return out
 }

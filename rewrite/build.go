@@ -328,6 +328,11 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 					if f.AsName.O == x.Name.Name.O {
 						if c, ok := f.Expr.(*ast.ColumnNameExpr); ok {
 							ref = c
+						} else if fc, ok := f.Expr.(*ast.FuncCallExpr); ok {
+							if err := b.addExprKey(fc); err != nil {
+								return err
+							}
+							ref = nil
 						} else {
 							return b.errAt(x, pgerr.FeatureNotSupported, "GROUP BY %q refers to an expression", x.Name.Name.O).
 								WithHint("GROUP BY a column with public values")
@@ -335,15 +340,26 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 					}
 				}
 			}
+		case *ast.FuncCallExpr:
+			if err := b.addExprKey(x); err != nil {
+				return err
+			}
+			continue
 		default:
 			l, ok := b.lit(e)
 			if !ok {
 				return b.errAt(e, pgerr.FeatureNotSupported, "GROUP BY expressions are not supported yet").
-					WithHint("GROUP BY a column with public values, by name or output position")
+					WithHint("%s", keyExprHint)
 			}
 			pos, err := b.position(e, l, len(fields), "GROUP BY")
 			if err != nil {
 				return err
+			}
+			if fc, ok := fields[pos].Expr.(*ast.FuncCallExpr); ok {
+				if err := b.addExprKey(fc); err != nil {
+					return err
+				}
+				continue
 			}
 			c, ok := fields[pos].Expr.(*ast.ColumnNameExpr)
 			if !ok {
@@ -355,6 +371,9 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 					WithHint("GROUP BY a column with public values")
 			}
 			ref = c
+		}
+		if ref == nil {
+			continue // an alias of a key expression, added above
 		}
 		ci, err := b.column(ref)
 		if err != nil {
@@ -383,7 +402,7 @@ func (b *builder) position(e ast.Node, l literal, n int, clause string) (int, er
 
 func (b *builder) addKey(at ast.Node, ci colInfo) error {
 	for _, k := range b.keys {
-		if k.Column == ci.name {
+		if k.Column == ci.name && k.Func == "" {
 			return nil // GROUP BY a, a
 		}
 	}
@@ -409,9 +428,25 @@ func (b *builder) publicKeys() []string {
 	return out
 }
 
+// addExprKey adds a GROUP BY expression key (see exprKey).
+func (b *builder) addExprKey(fc *ast.FuncCallExpr) error {
+	k, col, err := b.exprKey(fc)
+	if err != nil {
+		return err
+	}
+	for _, have := range b.keys {
+		if sameKey(have, k) {
+			return nil
+		}
+	}
+	b.keys = append(b.keys, k)
+	b.keyCols = append(b.keyCols, col)
+	return nil
+}
+
 func (b *builder) keyIndex(name string) int {
 	for i, k := range b.keys {
-		if k.Column == name {
+		if k.Column == name && k.Func == "" {
 			return i
 		}
 	}
@@ -451,8 +486,27 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 					WithHint("%s", aggregateHint)
 			}
 			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok {
-				return b.errAt(f.Expr, pgerr.FeatureNotSupported, "function %s is not supported in DP queries", fc.FnName.O).
-					WithHint("%s", aggregateHint)
+				name := strings.ToLower(fc.FnName.O)
+				if name != "width_bucket" && name != "date_trunc" {
+					return b.errAt(f.Expr, pgerr.FeatureNotSupported, "function %s is not supported in DP queries", fc.FnName.O).
+						WithHint("%s", aggregateHint)
+				}
+				k, _, err := b.exprKey(fc)
+				if err != nil {
+					return err
+				}
+				idx := -1
+				for i, have := range b.keys {
+					if sameKey(have, k) {
+						idx = i
+					}
+				}
+				if idx < 0 {
+					return b.errAt(f.Expr, "42803", "%s(…) must appear in the GROUP BY clause", name).
+						WithHint("add it to GROUP BY, e.g. GROUP BY 1")
+				}
+				out = Output{Name: name, Kind: OutputKey, Key: idx, PGType: keyPGType(b.keys[idx])}
+				break
 			}
 			e, info, err := b.arith(f.Expr)
 			if err != nil {
@@ -688,7 +742,7 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 					return err
 				}
 				for i, o := range p.Outputs {
-					if o.Kind == OutputKey && b.keys[o.Key].Column == ci.name {
+					if o.Kind == OutputKey && b.keys[o.Key].Column == ci.name && b.keys[o.Key].Func == "" {
 						idx = i
 						break
 					}

@@ -21,6 +21,7 @@
 //	              refused with its position.
 //	build.go      TiDB AST → checked against the policy → Plan.
 //	pred.go       WHERE conditions: column op literal, typed by us.
+//	keyexpr.go    GROUP BY expressions with public derived domains.
 //	expr.go       HAVING and arithmetic over aggregates: post-processing
 //	              expressions over released values.
 //	bounds.go     Privacy-critical: clamping, contribution bounding, LInf/L0
@@ -59,6 +60,13 @@
 //
 //   - rows whose key is NULL or outside the key's public values are not
 //     counted (the released groups are exactly the public values);
+//   - GROUP BY width_bucket(col, low, high, count) (domain 0…count+1, from
+//     the query's constants) and date_trunc('month'|'year', date_col)
+//     (domain: the months/years of the policy's date bounds), see
+//     keyexpr.go. date_trunc keys are released as dates where PostgreSQL
+//     returns timestamptz at midnight; width_bucket is computed over numeric
+//     (PostgreSQL uses its float8 variant for float columns). EXTRACT is
+//     not supported yet (the normalizer does not map its FROM syntax);
 //   - HAVING (AND/OR/NOT of comparisons of aggregates, + - * / and numeric
 //     constants) and arithmetic over aggregates in the select list are
 //     planned as Expr/Cond over released values (expr.go) and evaluated by

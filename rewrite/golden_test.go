@@ -171,6 +171,10 @@ func describePlan(p *Plan) string {
 	fmt.Fprintf(&b, "-- measures: %s\n", strings.Join(ms, "; "))
 	var keys []string
 	for _, k := range p.Keys {
+		if k.Func != "" {
+			keys = append(keys, fmt.Sprintf("%s(%s; %s) %s (%d values: %s … %s)", k.Func, k.Column, strings.Join(k.Args, ", "), k.Type, len(k.Domain), k.Domain[0], k.Domain[len(k.Domain)-1]))
+			continue
+		}
 		keys = append(keys, fmt.Sprintf("%s %s (%d values)", k.Column, k.Type, len(k.Domain)))
 	}
 	if len(keys) > 0 {

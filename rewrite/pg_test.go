@@ -190,15 +190,28 @@ func approxF(f float64) string { return fmt.Sprintf("%.12g", f) }
 // canonical renders PostgreSQL's own answer the same way.
 func canonical(p *Plan, rows [][]*string) [][]string {
 	var out [][]string
+rows:
 	for _, r := range rows {
 		var row []string
 		for i, o := range p.Outputs {
 			v := r[i]
 			switch {
+			case o.Kind == OutputKey && v == nil:
+				// The NULL group (e.g. width_bucket of a NULL value) is
+				// not released: rows with a NULL key are not counted.
+				continue rows
 			case o.Kind == OutputKey && o.PGType == "bool":
 				// PostgreSQL's text output of booleans is t/f; the
 				// emitted SQL's ::text is true/false, as in the policy.
 				row = append(row, map[string]string{"t": "true", "f": "false"}[*v])
+			case o.Kind == OutputKey && p.Keys[o.Key].Func == "date_trunc":
+				// PostgreSQL's date_trunc of a date is a timestamptz at
+				// midnight; the plan releases the date (documented).
+				if !strings.HasPrefix(*v, (*v)[:10]+" 00:00:00") {
+					row = append(row, "not midnight: "+*v)
+				} else {
+					row = append(row, (*v)[:10])
+				}
 			case o.Kind == OutputKey:
 				row = append(row, *v)
 			case v == nil && (o.Kind == OutputAvg || o.Kind == OutputVariance || o.Kind == OutputExpr):

@@ -60,6 +60,11 @@ type Key struct {
 	Column string      // lower-case column name
 	Type   policy.Type // declared column type
 	Domain []string    // public values, from the policy
+	// Func, when not "", makes the key an expression of Column whose
+	// domain is derived from public data (keyexpr.go): "width_bucket"
+	// (Args: low, high, count) or "date_trunc" (Args: "month" or "year").
+	Func string   `json:",omitempty"`
+	Args []string `json:",omitempty"`
 }
 
 // MeasureKind is what a measure computes per group.

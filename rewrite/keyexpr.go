@@ -1,0 +1,175 @@
+package rewrite
+
+import (
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// decimalRE is a plain decimal number: the only constants re-emitted in a
+// key expression.
+var decimalRE = regexp.MustCompile(`^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?$`)
+
+// maxDerivedGroups bounds the domain of a derived key (width_bucket's
+// count + 2 buckets, the months or years of date_trunc).
+const maxDerivedGroups = 10000
+
+// keyExprHint lists the supported GROUP BY expressions.
+const keyExprHint = "GROUP BY a column with public values, width_bucket(col, low, high, count) with constant bounds, or date_trunc('month'|'year', date_col) over a date column with policy bounds"
+
+// exprKey plans a GROUP BY expression whose key domain is public: it is
+// derived from the query's constants (width_bucket) or from the policy's
+// bounds (date_trunc), never from the data.
+//
+//   - width_bucket(col, low, high, count) over a numeric column: PostgreSQL
+//     returns 0 below low, count+1 at or above high, and 1…count between
+//     (reversed when low > high), so the domain is 0…count+1. It is
+//     emitted over numeric (col::numeric), which is exact; PostgreSQL's
+//     float8 variant, chosen for float columns, can differ at bucket edges.
+//   - date_trunc('month'|'year', col) over a date column with bounds: the
+//     domain is every month (year) from the truncated lower bound to the
+//     upper bound. Dates outside the policy bounds fall outside the domain
+//     and are not counted. The key is released as a date (PostgreSQL's
+//     date_trunc of a date returns timestamptz at midnight of the session's
+//     time zone).
+func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
+	name := strings.ToLower(fc.FnName.O)
+	switch name {
+	case "width_bucket":
+		if len(fc.Args) != 4 {
+			return Key{}, nil, b.errAt(fc, "42883", "function width_bucket with %d arguments does not exist", len(fc.Args)).
+				WithHint("write width_bucket(col, low, high, count)")
+		}
+		ci, err := b.keyColumn(fc.Args[0])
+		if err != nil {
+			return Key{}, nil, err
+		}
+		if !ci.col.Type.Numeric() {
+			return Key{}, nil, b.errAt(fc.Args[0], pgerr.FeatureNotSupported, "width_bucket needs a numeric column; %s is %s", ci.name, ci.col.Type).
+				WithHint("%s", keyExprHint)
+		}
+		var nums [3]*big.Rat
+		var texts [3]string
+		for i := 0; i < 3; i++ {
+			l, ok := b.lit(fc.Args[i+1])
+			var r *big.Rat
+			if ok && l.kind == litNumber && (l.typ == "" || l.typ.Numeric()) && decimalRE.MatchString(l.val) {
+				r, ok = new(big.Rat).SetString(l.val)
+			} else {
+				ok = false
+			}
+			if !ok {
+				return Key{}, nil, b.errAt(fc.Args[i+1], pgerr.FeatureNotSupported, "width_bucket bounds and count must be numeric constants").
+					WithHint("write width_bucket(col, low, high, count), e.g. width_bucket(age, 0, 100, 10)")
+			}
+			nums[i], texts[i] = r, strings.Clone(l.val)
+		}
+		if !nums[2].IsInt() || nums[2].Sign() <= 0 || nums[2].Cmp(big.NewRat(maxDerivedGroups-2, 1)) > 0 {
+			return Key{}, nil, b.errAt(fc.Args[3], "2201G", "count must be an integer from 1 to %d", maxDerivedGroups-2).
+				WithHint("use fewer buckets")
+		}
+		if nums[0].Cmp(nums[1]) == 0 {
+			return Key{}, nil, b.errAt(fc.Args[1], "2201G", "lower bound cannot equal upper bound").WithHint("give width_bucket a non-empty range")
+		}
+		n := int(nums[2].Num().Int64())
+		dom := make([]string, n+2)
+		for i := range dom {
+			dom[i] = strconv.Itoa(i)
+		}
+		return Key{Column: ci.name, Type: policy.TypeInt, Domain: dom, Func: name,
+			Args: []string{texts[0], texts[1], nums[2].Num().String()}}, ci.col, nil
+	case "date_trunc":
+		if len(fc.Args) != 2 {
+			return Key{}, nil, b.errAt(fc, "42883", "function date_trunc with %d arguments does not exist", len(fc.Args)).
+				WithHint("write date_trunc('month', date_col)")
+		}
+		l, ok := b.lit(fc.Args[0])
+		unit := strings.ToLower(l.val)
+		if !ok || l.kind != litString || unit != "month" && unit != "year" {
+			return Key{}, nil, b.errAt(fc.Args[0], pgerr.FeatureNotSupported, "date_trunc is supported with 'month' or 'year'").
+				WithHint("%s", keyExprHint)
+		}
+		ci, err := b.keyColumn(fc.Args[1])
+		if err != nil {
+			return Key{}, nil, err
+		}
+		if ci.col.Type != policy.TypeDate || !ci.col.HasBounds {
+			return Key{}, nil, b.errAt(fc.Args[1], pgerr.FeatureNotSupported, "date_trunc needs a date column with lower and upper bounds in the policy; %s has none", ci.name).
+				WithHint("%s", keyExprHint)
+		}
+		lo, err1 := time.Parse("2006-01-02", ci.col.Lower)
+		hi, err2 := time.Parse("2006-01-02", ci.col.Upper)
+		if err1 != nil || err2 != nil {
+			return Key{}, nil, b.errAt(fc.Args[1], pgerr.FeatureNotSupported, "date_trunc needs date bounds written as YYYY-MM-DD in the policy").
+				WithHint("ask the data steward to declare lower and upper for %s", ci.name)
+		}
+		var dom []string
+		d := time.Date(lo.Year(), lo.Month(), 1, 0, 0, 0, 0, time.UTC)
+		step := func(t time.Time) time.Time { return t.AddDate(0, 1, 0) }
+		if unit == "year" {
+			d = time.Date(lo.Year(), 1, 1, 0, 0, 0, 0, time.UTC)
+			step = func(t time.Time) time.Time { return t.AddDate(1, 0, 0) }
+		}
+		for ; !d.After(hi); d = step(d) {
+			if len(dom) == maxDerivedGroups {
+				return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "date_trunc('%s', %s) would release more than %d groups", unit, ci.name, maxDerivedGroups).
+					WithHint("truncate to a coarser unit")
+			}
+			dom = append(dom, d.Format("2006-01-02"))
+		}
+		return Key{Column: ci.name, Type: policy.TypeDate, Domain: dom, Func: name, Args: []string{unit}}, ci.col, nil
+	}
+	return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "GROUP BY %s(…) is not supported", name).WithHint("%s", keyExprHint)
+}
+
+// keyColumn resolves the column argument of a key expression: a visible,
+// declared column other than the unit column.
+func (b *builder) keyColumn(e ast.ExprNode) (colInfo, error) {
+	if p, ok := e.(*ast.ParenthesesExpr); ok {
+		e = p.Expr
+	}
+	c, ok := e.(*ast.ColumnNameExpr)
+	if !ok {
+		return colInfo{}, b.errAt(e, pgerr.FeatureNotSupported, "the first argument must be a column").WithHint("%s", keyExprHint)
+	}
+	ci, err := b.column(c)
+	if err != nil {
+		return colInfo{}, err
+	}
+	if ci.unit || ci.col == nil {
+		return colInfo{}, b.errAt(c, pgerr.FeatureNotSupported, "grouping by the unit column %s is not supported", ci.name).WithHint("%s", keyExprHint)
+	}
+	return ci, nil
+}
+
+// keySQL is the SQL of a key over the table's row: the quoted column, or
+// the key expression with constants re-encoded by this package.
+func keySQL(k Key) string {
+	c := quoteIdent(k.Column)
+	switch k.Func {
+	case "width_bucket":
+		return "width_bucket(" + c + "::numeric, " + numericConst(k.Args[0]) + ", " + numericConst(k.Args[1]) + ", " + k.Args[2] + ")"
+	case "date_trunc":
+		return "date_trunc(" + quoteString(k.Args[0]) + ", " + c + ")::date"
+	}
+	return c
+}
+
+// sameKey reports whether two keys are the same grouping.
+func sameKey(a, b Key) bool {
+	if a.Column != b.Column || a.Func != b.Func || len(a.Args) != len(b.Args) {
+		return false
+	}
+	for i := range a.Args {
+		if a.Args[i] != b.Args[i] {
+			return false
+		}
+	}
+	return true
+}
