@@ -22,7 +22,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -386,7 +385,7 @@ pidfile = %s
 func (e *env) proxyDSN(options string) string {
 	dsn := "postgres://alice:alice@" + e.proxyAddr + "/" + demo.Database + "?sslmode=disable"
 	if options != "" {
-		dsn += "&options=" + url.QueryEscape(options)
+		dsn += "&options=" + strings.NewReplacer(" ", "%20", "=", "%3D", "&", "%26").Replace(options) // not "+" for spaces: libpq reads it literally
 	}
 	return dsn
 }
