@@ -427,6 +427,56 @@ func adversarialCorpus() []advCase {
 		"tricks":  {"0A000", "42501", "42601", "42703"},
 		"catalog": {"0A000", "42501", "42704", "42P01"},
 	}
+	// Aggregate-shaped statements that rewrite may learn to answer (SQL
+	// coverage grows): they must be refused or answered with DP, never
+	// with raw values. Raw-row shapes, hidden columns and side effects stay
+	// "refuse".
+	for _, q := range []string{
+		"SELECT COUNT(*) FROM (SELECT * FROM visits) v",
+		"SELECT COUNT(*) FROM visits WHERE cost > (SELECT AVG(cost) FROM visits)",
+		"SELECT COUNT(*) FROM patients WHERE patient_id IN (SELECT patient_id FROM visits WHERE diagnosis = 'J45')",
+		"WITH v AS (SELECT cost FROM visits) SELECT COUNT(*) FROM v",
+		"SELECT COUNT(*) FROM visits UNION ALL SELECT COUNT(*) FROM patients",
+		"SELECT MAX(cost) FROM visits",
+		"SELECT MIN(birth_year) FROM patients",
+		"SELECT COUNT(*), diagnosis FROM visits GROUP BY diagnosis",
+		"SELECT COUNT(*) FROM visits GROUP BY patient_id",
+		"SELECT COUNT(*) FROM visits v JOIN patients p ON v.patient_id = p.patient_id",
+		"SELECT COUNT(*) FROM visits, patients",
+		"SELECT COUNT(*) FROM visits NATURAL JOIN patients",
+		"SELECT COUNT(*) FROM visits LEFT JOIN LATERAL (SELECT cost) x ON true",
+		"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits",
+		"SELECT mode() WITHIN GROUP (ORDER BY diagnosis) FROM visits",
+		"SELECT COUNT(*) FILTER (WHERE cost > 100) FROM visits",
+		"SELECT COUNT(DISTINCT diagnosis) FROM visits",
+		"SELECT COUNT(*) FROM visits HAVING COUNT(*) > 10",
+		"SELECT COUNT(*) * 0 + MAX(cost) FROM visits",
+		"SELECT SUM(cost * 1000000) FROM visits",
+		"SELECT SUM(cost) / COUNT(*) FROM visits",
+		"SELECT COUNT(*) FROM visits WHERE cost = age",
+		"SELECT COUNT(*) FROM visits WHERE lower(diagnosis) = 'j45'",
+		"SELECT COUNT(*) FROM visits WHERE md5(repeat(diagnosis, 100000)) = 'x'",
+		"SELECT COUNT(*) FROM visits WHERE diagnosis ~ '(a+)+$'",
+		"SELECT COUNT(*) FROM visits, generate_series(1, 1000000)",
+	} {
+		found := false
+		for i := range cs {
+			if cs[i].sql == q && cs[i].want == refuse {
+				cs[i].want, found = dpOrRefuse, true
+			}
+		}
+		if !found {
+			panic("adversarialCorpus: no refused case " + q)
+		}
+	}
+	for i := range cs {
+		// Error-channel statements are aggregates too: if answered, only
+		// with DP and without an error (an upstream error would be XX000,
+		// which no category accepts).
+		if cs[i].cat == "error" && cs[i].want == refuse {
+			cs[i].want = dpOrRefuse
+		}
+	}
 	writeExceptions := map[string]string{"SAVEPOINT a": "0A000", "RESET ROLE": "42704"}
 	for i := range cs {
 		if cs[i].codes != nil || cs[i].fatal {
