@@ -487,7 +487,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 			}
 			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok {
 				name := strings.ToLower(fc.FnName.O)
-				if name != "width_bucket" && name != "date_trunc" {
+				if name != "width_bucket" && name != "date_trunc" && name != "extract" {
 					return b.errAt(f.Expr, pgerr.FeatureNotSupported, "function %s is not supported in DP queries", fc.FnName.O).
 						WithHint("%s", aggregateHint)
 				}
@@ -692,6 +692,9 @@ func (b *builder) measure(kind MeasureKind, ci *colInfo) int {
 
 // keyPGType is the PostgreSQL type reported for a key column.
 func keyPGType(k Key) string {
+	if k.Func == "extract" {
+		return "numeric" // PostgreSQL 14+: EXTRACT returns numeric
+	}
 	switch k.Type {
 	case policy.TypeInt:
 		for _, v := range k.Domain {

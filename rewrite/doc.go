@@ -17,7 +17,8 @@
 //	session.go    ParseSession (SET/SHOW/RESET/BEGIN/COMMIT/…).
 //	normalize.go  PostgreSQL tokens → text the TiDB parser reads with the same
 //	              structure; literals are kept aside and replaced by ? markers,
-//	              every name is quoted, everything without an exact mapping is
+//	              every name is quoted (EXTRACT(YEAR FROM …) is passed as
+//	              keywords), everything without an exact mapping is
 //	              refused with its position.
 //	build.go      TiDB AST → checked against the policy → Plan.
 //	pred.go       WHERE conditions: column op literal, typed by us.
@@ -65,8 +66,8 @@
 //     (domain: the months/years of the policy's date bounds), see
 //     keyexpr.go. date_trunc keys are released as dates where PostgreSQL
 //     returns timestamptz at midnight; width_bucket is computed over numeric
-//     (PostgreSQL uses its float8 variant for float columns). EXTRACT is
-//     not supported yet (the normalizer does not map its FROM syntax);
+//     (PostgreSQL uses its float8 variant for float columns); and
+//     EXTRACT(YEAR FROM date_col) (domain: the years of the bounds);
 //   - HAVING (AND/OR/NOT of comparisons of aggregates, + - * / and numeric
 //     constants) and arithmetic over aggregates in the select list are
 //     planned as Expr/Cond over released values (expr.go) and evaluated by

@@ -21,7 +21,7 @@ var decimalRE = regexp.MustCompile(`^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]
 const maxDerivedGroups = 10000
 
 // keyExprHint lists the supported GROUP BY expressions.
-const keyExprHint = "GROUP BY a column with public values, width_bucket(col, low, high, count) with constant bounds, or date_trunc('month'|'year', date_col) over a date column with policy bounds"
+const keyExprHint = "GROUP BY a column with public values, width_bucket(col, low, high, count) with constant bounds, or date_trunc('month'|'year', date_col) or EXTRACT(YEAR FROM date_col) over a date column with policy bounds"
 
 // exprKey plans a GROUP BY expression whose key domain is public: it is
 // derived from the query's constants (width_bucket) or from the policy's
@@ -38,6 +38,8 @@ const keyExprHint = "GROUP BY a column with public values, width_bucket(col, low
 //     and are not counted. The key is released as a date (PostgreSQL's
 //     date_trunc of a date returns timestamptz at midnight of the session's
 //     time zone).
+//   - EXTRACT(YEAR FROM col) over a date column with bounds: the years from
+//     the lower to the upper bound, released as numeric like PostgreSQL.
 func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 	name := strings.ToLower(fc.FnName.O)
 	switch name {
@@ -124,8 +126,42 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 			dom = append(dom, d.Format("2006-01-02"))
 		}
 		return Key{Column: ci.name, Type: policy.TypeDate, Domain: dom, Func: name, Args: []string{unit}}, ci.col, nil
+	case "extract":
+		u, ok := fc.Args[0].(*ast.TimeUnitExpr)
+		if !ok || len(fc.Args) != 2 || u.Unit != ast.TimeUnitYear {
+			return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "EXTRACT is supported for YEAR only").WithHint("%s", keyExprHint)
+		}
+		ci, err := b.keyColumn(fc.Args[1])
+		if err != nil {
+			return Key{}, nil, err
+		}
+		lo, hi, err := b.dateBounds(fc.Args[1], ci)
+		if err != nil {
+			return Key{}, nil, err
+		}
+		var dom []string
+		for y := lo.Year(); y <= hi.Year(); y++ {
+			dom = append(dom, strconv.Itoa(y))
+		}
+		return Key{Column: ci.name, Type: policy.TypeInt, Domain: dom, Func: name, Args: []string{"year"}}, ci.col, nil
 	}
 	return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "GROUP BY %s(…) is not supported", name).WithHint("%s", keyExprHint)
+}
+
+// dateBounds are the policy bounds of a date column used by a key
+// expression.
+func (b *builder) dateBounds(at ast.Node, ci colInfo) (time.Time, time.Time, error) {
+	if ci.col.Type != policy.TypeDate || !ci.col.HasBounds {
+		return time.Time{}, time.Time{}, b.errAt(at, pgerr.FeatureNotSupported, "%s is not a date column with lower and upper bounds in the policy", ci.name).
+			WithHint("%s", keyExprHint)
+	}
+	lo, err1 := time.Parse("2006-01-02", ci.col.Lower)
+	hi, err2 := time.Parse("2006-01-02", ci.col.Upper)
+	if err1 != nil || err2 != nil || hi.Year()-lo.Year() >= maxDerivedGroups {
+		return time.Time{}, time.Time{}, b.errAt(at, pgerr.FeatureNotSupported, "the policy bounds of %s are not usable YYYY-MM-DD dates", ci.name).
+			WithHint("ask the data steward to declare lower and upper for %s", ci.name)
+	}
+	return lo, hi, nil
 }
 
 // keyColumn resolves the column argument of a key expression: a visible,
@@ -157,6 +193,8 @@ func keySQL(k Key) string {
 		return "width_bucket(" + c + "::numeric, " + numericConst(k.Args[0]) + ", " + numericConst(k.Args[1]) + ", " + k.Args[2] + ")"
 	case "date_trunc":
 		return "date_trunc(" + quoteString(k.Args[0]) + ", " + c + ")::date"
+	case "extract":
+		return "EXTRACT(YEAR FROM " + c + ")"
 	}
 	return c
 }

@@ -298,6 +298,19 @@ func normalize(src string) (*normalized, error) {
 			case w == "unknown" && prevIs(i, "is") || w == "unknown" && prevIs(i, "not"):
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "IS [NOT] UNKNOWN is not supported").
 					WithPosition(charPos(src, t.pos)).WithHint("write IS [NOT] NULL")
+			case w == "extract" && next(1).isPunct("(") && next(2).is("year") && next(3).is("from"):
+				// EXTRACT(YEAR FROM col): the only field supported (as a
+				// GROUP BY key, keyexpr.go); the TiDB parser reads the
+				// same syntax.
+				add("EXTRACT", t.pos, true)
+				add("(", next(1).pos, false)
+				add("YEAR", next(2).pos, true)
+				add("FROM", next(3).pos, true)
+				i += 3
+			case w == "extract" && next(1).isPunct("("):
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "EXTRACT is supported as EXTRACT(YEAR FROM date_col) only").
+					WithPosition(charPos(src, t.pos)).
+					WithHint("GROUP BY EXTRACT(YEAR FROM date_col), or date_trunc('month', date_col)")
 			case w == "isnull" || w == "notnull":
 				add("IS", t.pos, true)
 				if w == "notnull" {
@@ -566,7 +579,7 @@ func (n *normalized) render() {
 		// MySQL reads a function name followed by a space as an identifier
 		// (IGNORE_SPACE is off), so "(" after a name is written directly.
 		if i > 0 && !(p.text == "(" && (n.pieces[i-1].lit < 0 && n.pieces[i-1].word &&
-			(aggregateNames[strings.ToLower(n.pieces[i-1].text)] != "" || strings.HasPrefix(n.pieces[i-1].text, `"`)))) {
+			(aggregateNames[strings.ToLower(n.pieces[i-1].text)] != "" || n.pieces[i-1].text == "EXTRACT" || strings.HasPrefix(n.pieces[i-1].text, `"`)))) {
 			b.WriteByte(' ')
 		}
 		n.starts[i] = b.Len()
