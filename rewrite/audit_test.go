@@ -41,22 +41,14 @@ import (
 
 const auditRuns = 4
 
-// nullUnitPooled records a known violation found by this audit: rows whose
-// unit column is NULL are pooled into ONE unit by the emitted SQL
-// (PARTITION BY puts NULLs together). Adding a person whose rows have a
-// NULL unit then does not add a unit but changes the pooled one: its random
-// choice of L0 groups and L∞ rows is redrawn, so up to 2·L0 groups change,
-// each by up to rows·(upper − lower) ≤ 2·L∞, and the L1 change reaches
-// 2·L0·L∞ — twice the declared sensitivity (observed: 6 groups and L1 = 22
-// > L0·L∞ = 20 for SELECT department, COUNT(*) … GROUP BY department).
-// The proposed fix is to drop NULL-unit rows in dp_rows (unit IS NOT NULL).
-// While it is true, the NULL-unit adversary is checked against the
-// substitution bound (factor 2) and the test fails if the strict bound is
-// never exceeded (so that the constant is flipped when the fix lands;
-// with the corpus's ≥ 25 grouped and ungrouped shapes × 4 runs, observing
-// no violation while pooling persists is practically impossible: 9 grouped
-// shapes exceed it on almost every run).
-const nullUnitPooled = true
+// nullUnitPooled was true while the emitted SQL pooled NULL-unit rows into
+// ONE unit (PARTITION BY puts NULLs together): adding a person whose rows
+// had a NULL unit redrew the pool's random choice of L0 groups and L∞ rows,
+// so up to 2·L0 groups changed — twice the declared sensitivity (this audit
+// observed 6 groups and L1 = 22 > L0·L∞ = 20). The emitted SQL now drops
+// NULL-unit rows (rewrite/bounds.go), and the strict bound is asserted for
+// that adversary too.
+const nullUnitPooled = false
 
 var pooledViolations atomic.Int64
 

@@ -55,7 +55,7 @@ import (
 //	dp_unit_groups  rows with rank ≤ max_rows_per_unit, aggregated per
 //	                (unit, group): COUNT(*), COUNT(x), SUM(clamped x),
 //	                SUM(clamped x squared) in numeric, and COUNT(DISTINCT
-//	                unit), which is 1 (0 for the pooled NULL unit). So each (unit, group) row holds at most
+//	                unit), which is 1. So each (unit, group) row holds at most
 //	                max_rows_per_unit rows' worth, each clamped.
 //	dp_ranked       each (unit, group) row gets a random rank among the
 //	                groups of its unit (only when grouped).
@@ -68,11 +68,14 @@ import (
 //
 // # NULL unit values
 //
-// Rows whose unit column is NULL are not excluded: PARTITION BY puts them
-// all in one partition, so together they are treated as ONE unit and
-// bounded like one. This is conservative: adding or removing a person with
-// NULL-unit rows changes that pooled unit's clamped contribution by no
-// more than the bounds above.
+// Rows whose unit column is NULL are excluded (WHERE unit IS NOT NULL).
+// Pooling them into one pseudo-unit is NOT safe: adding a person whose rows
+// have a NULL unit redraws the pool's random choice of rows and groups, so
+// up to 2·L0 groups change (found by rewrite/audit_test.go). Excluded rows
+// contribute nothing, so adding or removing them changes nothing. Answers
+// therefore differ from PostgreSQL's own on rows without a unit; a steward
+// who wants them counted must give them a unit (or declare the column NOT
+// NULL upstream).
 //
 // # Ungrouped queries
 //
@@ -163,17 +166,17 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	}
 	partition := append([]string{unit}, quoteIdents(p.Keys)...)
 	cols = append(cols, "ROW_NUMBER() OVER (PARTITION BY "+strings.Join(partition, ", ")+" ORDER BY random()) AS dp_row_rank")
-	var conds []string
+	// Rows without a unit belong to no one we can bound: they are excluded
+	// (see "NULL unit values" above).
+	conds := []string{unit + " IS NOT NULL"}
 	if where != nil {
 		conds = append(conds, where.sql())
 	}
 	for _, k := range p.Keys {
 		conds = append(conds, keySQL(k)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
 	}
-	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
-	if len(conds) > 0 {
-		rows += " WHERE " + strings.Join(conds, " AND ")
-	}
+	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name) +
+		" WHERE " + strings.Join(conds, " AND ")
 
 	// dp_unit_groups
 	var ms []string
@@ -185,7 +188,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		case m.Kind == MeasureCount:
 			ms = append(ms, "COUNT("+x+")"+out)
 		case m.Kind == MeasureUnits:
-			// 1 per (unit, group), 0 for the pooled NULL unit.
+			// 1 per (unit, group).
 			ms = append(ms, "COUNT(DISTINCT dp_unit)"+out)
 		default:
 			ms = append(ms, "SUM("+x+")"+out)
