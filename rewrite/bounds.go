@@ -103,9 +103,8 @@ func measureBounds(t *policy.Table, m Measure, col *policy.Column) Measure {
 		m.LInf = rows * math.Max(math.Abs(m.Lower), math.Abs(m.Upper))
 	case MeasureUnits:
 		// COUNT(DISTINCT unit_column): a unit is one value of the unit
-		// column, so it adds at most 1 to each group (0 for the pooled
-		// NULL unit, which COUNT(DISTINCT) ignores), however many rows
-		// it has.
+		// column, so it adds at most 1 to each group however many rows
+		// it has (rows with a NULL unit are excluded, see above).
 		m.Integer = true
 		m.LInf = 1
 	case MeasureSumSq:
