@@ -24,9 +24,25 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		c.log.Info("answered from the policy's public values", zap.String(logKeyFingerprint, fingerprint(logText)))
 		return rs, nil
 	}
-	plan, err := c.srv.rt.rewrite(c.ds.Policy, text)
+	plan, explain, err := c.planFor(text)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
+	}
+	if explain {
+		// EXPLAIN: the plan, sensitivities, noise scales and cost, computed
+		// from the policy and the session's settings; no data is read and
+		// no budget spent.
+		cols, rows, err := release.Explain(c.ds.Policy, plan, c.epsilon(), c.delta(), c.mechanism())
+		if err != nil {
+			return nil, dpError(ctx, err, c.log)
+		}
+		rs, err := dpResultSet(&release.Result{Columns: cols, Rows: rows})
+		if err != nil {
+			return nil, err
+		}
+		rs.tag = "EXPLAIN"
+		c.log.Info("dp plan explained", zap.String(logKeyFingerprint, fingerprint(logText)), zap.String(logKeyPlanHash, plan.Fingerprint))
+		return rs, nil
 	}
 	req := release.Request{
 		Analyst:   c.analyst,
@@ -104,8 +120,30 @@ func dpResultSet(res *release.Result) (*resultSet, error) {
 	return rs, nil
 }
 
-// planColumns returns the result columns a plan will produce, for Describe
-// in the extended protocol (no data is read, no budget spent).
+// planFor validates and plans a DP statement. For EXPLAIN <query> it plans
+// the query and reports explain = true.
+func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error) {
+	inner, explain, err := rewrite.ExplainTarget(text)
+	if err != nil {
+		return nil, false, err
+	}
+	if explain {
+		text = inner
+	}
+	plan, err = c.srv.rt.rewrite(c.ds.Policy, text)
+	return plan, explain, err
+}
+
+// resultColumns returns the columns a DP statement will answer with, for
+// Describe in the extended protocol (no data is read, no budget spent).
+func resultColumns(plan *rewrite.Plan, explain bool) []column {
+	if explain {
+		return []column{{name: release.ExplainColumn.Name, oid: oidOf(release.ExplainColumn.PGType)}}
+	}
+	return planColumns(plan)
+}
+
+// planColumns returns the result columns a plan will produce.
 func planColumns(plan *rewrite.Plan) []column {
 	cols := make([]column, len(plan.Outputs))
 	for i, o := range plan.Outputs {

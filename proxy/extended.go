@@ -141,7 +141,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	if st.route == rewrite.RouteDP && n == 0 && c.publicDistinct(text) == nil {
 		// Like PostgreSQL's parse analysis: a statement that cannot be
 		// answered fails at Parse (nothing is read, nothing spent).
-		if _, err := c.srv.rt.rewrite(c.ds.Policy, text); err != nil {
+		if _, _, err := c.planFor(text); err != nil {
 			c.logStatement(st, err)
 			return dpError(context.Background(), err, c.log)
 		}
@@ -299,10 +299,10 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 		if err != nil {
 			return nil, err
 		}
-		plan, err := c.srv.rt.rewrite(c.ds.Policy, text)
+		plan, explain, err := c.planFor(text)
 		switch {
 		case err == nil:
-			d.cols = planColumns(plan)
+			d.cols = resultColumns(plan, explain)
 		case shadowFields != nil:
 			// The plan depends on the values; describe by the shadow's
 			// column types, mapped to the types DP answers use.
@@ -329,11 +329,11 @@ func (c *conn) describePortal(ctx context.Context, p *portal) (*statementDesc, e
 	if err != nil {
 		return nil, err
 	}
-	plan, err := c.srv.rt.rewrite(c.ds.Policy, text)
+	plan, explain, err := c.planFor(text)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
-	return &statementDesc{cols: planColumns(plan)}, nil
+	return &statementDesc{cols: resultColumns(plan, explain)}, nil
 }
 
 // boundText returns a DP statement's text with its parameters as literals.

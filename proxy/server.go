@@ -39,20 +39,20 @@ type Releaser interface {
 
 // Config configures a Server.
 type Config struct {
-	Datasets       map[string]*Dataset // by dataset (database) name
-	Analysts       map[string]config.Analyst
-	Releaser       Releaser
-	Ledger         accountant.Store // for SHOW dp.budget
-	TLS            *tls.Config      // nil: answer SSLRequest with N
-	RequireTLS     bool
+	Datasets   map[string]*Dataset // by dataset (database) name
+	Analysts   map[string]config.Analyst
+	Releaser   Releaser
+	Ledger     accountant.Store // for SHOW dp.budget
+	TLS        *tls.Config      // nil: answer SSLRequest with N
+	RequireTLS bool
 	// AllowCleartextOverTLS lets sessions that use TLS authenticate with a
 	// cleartext password message (for clients without SCRAM), checked
 	// against the same SCRAM credentials. Plaintext sessions always use
 	// SCRAM-SHA-256.
 	AllowCleartextOverTLS bool
-	MaxConnections int           // 0: 200
-	IdleTimeout    time.Duration // 0: none; idle sessions are closed after it
-	Logger         *zap.Logger
+	MaxConnections        int           // 0: 200
+	IdleTimeout           time.Duration // 0: none; idle sessions are closed after it
+	Logger                *zap.Logger
 
 	// ServerVersion is reported as server_version (default
 	// DefaultServerVersion). Clients parse its leading "NN.N".
