@@ -21,12 +21,12 @@ func TestTLS_Psql(t *testing.T) {
 	// NOTICE), a refused query, and the session goes on.
 	dsn := env.aliceDSN + "?sslmode=require"
 	out, errOut, code := psql(t, dsn, "-v", "ON_ERROR_STOP=0", "-c", `\conninfo`, "-c", `\dt`,
-		"-c", "SET dp.epsilon = 0.01", "-c", "SELECT COUNT(*) FROM visits",
+		"-c", `\d visits`, "-c", `\dt+`, "-c", `\l+`, "-c", "SET dp.epsilon = 0.01", "-c", "SELECT COUNT(*) FROM visits",
 		"-c", "SELECT * FROM visits", "-c", "SELECT 'after' || ' refusal'")
 	if code != 0 || !sslIn.MatchString(out) {
 		t.Fatalf("psql sslmode=require: exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 	}
-	for _, want := range []string{"visits", "patients", "after refusal"} {
+	for _, want := range []string{"visits", "patients", "after refusal", "length_of_stay", "List of databases", "hospital"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("psql over TLS: output lacks %q:\n%s", want, out)
 		}
