@@ -405,11 +405,7 @@ func sessionColumns(st *rewrite.SessionStmt) []column {
 	}
 	switch name := canonicalSetting(st.Name); name {
 	case settingBudget:
-		return []column{
-			{"dataset", oidText}, {"accountant", oidText},
-			{"epsilon_spent", oidFloat8}, {"epsilon_remaining", oidFloat8},
-			{"delta_spent", oidFloat8}, {"delta_remaining", oidFloat8},
-		}
+		return budgetColumns()
 	case "all":
 		return []column{{"name", oidText}, {"setting", oidText}, {"description", oidText}}
 	case "transaction":

@@ -242,11 +242,7 @@ func (c *conn) showBudget(ctx context.Context) (*resultSet, error) {
 	}
 	sort.Strings(names)
 	rs := &resultSet{
-		cols: []column{
-			{"dataset", oidText}, {"accountant", oidText},
-			{"epsilon_spent", oidFloat8}, {"epsilon_remaining", oidFloat8},
-			{"delta_spent", oidFloat8}, {"delta_remaining", oidFloat8},
-		},
+		cols: budgetColumns(),
 	}
 	for _, n := range names {
 		ds := c.srv.cfg.Datasets[n]
@@ -284,4 +280,14 @@ func firstNonEmpty(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// budgetColumns are the columns of SHOW dp.budget (its answer and its
+// Describe).
+func budgetColumns() []column {
+	return []column{
+		{"dataset", oidText}, {"accountant", oidText},
+		{"epsilon_spent", oidFloat8}, {"epsilon_remaining", oidFloat8},
+		{"delta_spent", oidFloat8}, {"delta_remaining", oidFloat8},
+	}
 }
