@@ -166,20 +166,9 @@ func TestLedger_ReserveBeforeRead(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	lock := connect(t, ctx, env.upstreamDSN)
-	tx, err := lock.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "LOCK TABLE patients IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockTable(t, ctx, "patients")
 	ledger := connect(t, ctx, ledgerDSN())
-	var before int64
-	if err := ledger.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge").Scan(&before); err != nil {
-		t.Fatal(err)
-	}
+	before := lastChargeID(t, ctx, ledger)
 
 	done := queryInBackground(ctx, analystDSN("alice"), "SELECT COUNT(*) FROM patients")
 	id, status := waitForCharge(t, ctx, ledger, "alice", before)
@@ -191,7 +180,7 @@ func TestLedger_ReserveBeforeRead(t *testing.T) {
 		t.Fatalf("query answered while the table was locked: %v", err)
 	default:
 	}
-	if err := tx.Rollback(ctx); err != nil {
+	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err != nil {

@@ -176,20 +176,9 @@ func TestLedger_CrashLeavesBudgetCharged(t *testing.T) {
 	cfgPath, addr := extraConfig(t)
 	p := startProxy(t, cfgPath, addr)
 
-	lock := connect(t, ctx, env.upstreamDSN)
-	tx, err := lock.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "LOCK TABLE patients IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockTable(t, ctx, "patients")
 	ledger := connect(t, ctx, ledgerDSN())
-	var before int64
-	if err := ledger.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge").Scan(&before); err != nil {
-		t.Fatal(err)
-	}
+	before := lastChargeID(t, ctx, ledger)
 
 	done := queryInBackground(ctx, p.dsn("carol"), "SELECT COUNT(*) FROM patients WHERE region = 'south'")
 	id, status := waitForCharge(t, ctx, ledger, "carol", before)
@@ -198,7 +187,7 @@ func TestLedger_CrashLeavesBudgetCharged(t *testing.T) {
 	}
 
 	p.kill9(t)
-	if err := tx.Rollback(ctx); err != nil {
+	if err := unlock(); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-done; err == nil {

@@ -87,3 +87,29 @@ func connectWithNotices(t *testing.T, ctx context.Context, dsn string) (*pgx.Con
 		return append([]string(nil), notices...)
 	}
 }
+
+// lockTable holds an ACCESS EXCLUSIVE lock on a data table, as the steward,
+// until unlock is called (or the test ends): a DP query on it then blocks
+// upstream after its charge was committed.
+func lockTable(t *testing.T, ctx context.Context, table string) (unlock func() error) {
+	t.Helper()
+	tx, err := connect(t, ctx, env.upstreamDSN).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctx, "LOCK TABLE "+pgx.Identifier{table}.Sanitize()+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return func() error { return tx.Rollback(ctx) }
+}
+
+// lastChargeID returns the newest charge id of the ledger (0 when empty).
+func lastChargeID(t *testing.T, ctx context.Context, ledger *pgx.Conn) int64 {
+	t.Helper()
+	var id int64
+	if err := ledger.QueryRow(ctx, "SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge").Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
