@@ -116,15 +116,17 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ms, err := r.mechanisms(req)
-	if err != nil {
-		return nil, err
-	}
+	// A cached answer needs no mechanism: look it up before calibrating
+	// (Gaussian calibration is a bisection).
 	key := cacheKey(req)
 	if !req.NoCache {
 		if res, ok, err := r.cached(ctx, req, key); err != nil || ok {
 			return res, err
 		}
+	}
+	ms, err := r.mechanisms(req)
+	if err != nil {
+		return nil, err
 	}
 
 	// 2. Reserve: durable before any private data is read.
