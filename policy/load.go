@@ -198,4 +198,6 @@ type rawColumn struct {
 	Upper        *string  `yaml:"upper"`
 	PublicValues []string `yaml:"public_values"`
 	Access       string   `yaml:"access"`
+	// MaxRowsPerValue is the declared join multiplicity (policy/doc.go).
+	MaxRowsPerValue *int `yaml:"max_rows_per_value"`
 }

@@ -105,6 +105,11 @@ type Column struct {
 	// PublicValues are the declared key domain; a GROUP BY on this column
 	// returns exactly these keys. Nil when none were declared.
 	PublicValues []string
+	// MaxRowsPerValue, when > 0, is the declared maximum number of rows of
+	// a protected table that share one value of this column: the
+	// multiplicity a join on this column may have (elastic sensitivity,
+	// rewrite/join.go). The emitted SQL enforces it; 0 when undeclared.
+	MaxRowsPerValue int
 }
 
 // Table returns the table with the given (case-insensitive) name.

@@ -69,6 +69,9 @@ tables:
 		{"default above budget", base + "defaults: {epsilon: 2}\n", 11, "larger than budget.epsilon"},
 		{"no tables", "dataset: ds\nprivacy_unit: p\nbudget: {epsilon: 1}\n", 1, "missing key tables"},
 		{"syntax", "dataset: [\n", 1, "did not find"},
+		{"zero multiplicity", strings.Replace(base, "upper: 10}", "upper: 10, max_rows_per_value: 0}", 1), 10, "max_rows_per_value must be between 1"},
+		{"multiplicity of a public table", base + "  lookup:\n    public: true\n    columns:\n      k: {type: int, max_rows_per_value: 2}\n", 14, "max_rows_per_value is for protected tables"},
+		{"multiplicity of a hidden column", strings.Replace(base, "{type: int, lower: 0, upper: 10}", "{access: none, max_rows_per_value: 3}", 1), 10, "access: none; it takes no other settings"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,7 +89,7 @@ tables:
 }
 
 func TestParse_Valid(t *testing.T) {
-	_, err := Parse(strings.NewReader(`dataset: ds
+	d, err := Parse(strings.NewReader(`dataset: ds
 privacy_unit: person
 budget: {epsilon: 1, delta: 1e-6, accountant: rdp}
 defaults: {mechanism: gaussian, epsilon: 0.5}
@@ -99,13 +102,23 @@ tables:
       d: {type: date, lower: 2020-01-01, upper: 2020-12-31}
       s: {type: text, public_values: [a, b]}
       secret: {access: none}
+      k: {type: int, max_rows_per_value: 7}
   lookup:
     public: true
+    columns:
+      k: {type: int}
+      name: {type: text, public_values: [x, y]}
 analysts:
   bob: {epsilon: 0.5}
 `), "ok.yaml")
 	if err != nil {
 		t.Fatalf("Parse(valid) = %v", err)
+	}
+	if k := d.Tables["t"].Columns["k"]; k.MaxRowsPerValue != 7 {
+		t.Fatalf("max_rows_per_value = %d, want 7", k.MaxRowsPerValue)
+	}
+	if c := d.Tables["lookup"].Columns["name"]; len(c.PublicValues) != 2 || c.MaxRowsPerValue != 0 {
+		t.Fatalf("public table column = %+v", c)
 	}
 }
 

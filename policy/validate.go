@@ -295,7 +295,7 @@ func (v *validator) column(path []string, name string, rc *rawColumn, t *Table) 
 	case "":
 	case "none":
 		c.Hidden = true
-		if rc.Type != "" || rc.Lower != nil || rc.Upper != nil || rc.PublicValues != nil {
+		if rc.Type != "" || rc.Lower != nil || rc.Upper != nil || rc.PublicValues != nil || rc.MaxRowsPerValue != nil {
 			v.errorf(path, "column %q is access: none; it takes no other settings", name)
 		}
 		return c
@@ -319,6 +319,16 @@ func (v *validator) column(path []string, name string, rc *rawColumn, t *Table) 
 	}
 	if rc.Lower != nil {
 		v.bounds(path, c, *rc.Lower, *rc.Upper)
+	}
+	if rc.MaxRowsPerValue != nil {
+		switch {
+		case t.Public:
+			v.errorf(append(path, "max_rows_per_value"), "max_rows_per_value is for protected tables; a join with public table %q needs no multiplicity (contributions are bounded after the join)", t.Name)
+		case *rc.MaxRowsPerValue < 1 || *rc.MaxRowsPerValue > maxContribution:
+			v.errorf(append(path, "max_rows_per_value"), "max_rows_per_value must be between 1 and %d", maxContribution)
+		default:
+			c.MaxRowsPerValue = *rc.MaxRowsPerValue
+		}
 	}
 	if rc.PublicValues != nil {
 		switch {

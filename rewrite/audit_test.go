@@ -434,8 +434,8 @@ func TestAudit_Sensitivity(t *testing.T) {
 	audited := 0
 	for _, gc := range cases {
 		p, err := Rewrite(gc.ds, gc.query)
-		if err != nil {
-			continue // refused: nothing to audit
+		if err != nil || p.Join != nil {
+			continue // refused: nothing to audit; joins: TestAudit_Joins
 		}
 		st := database(gc.ds)
 		a, ok := st.tables[p.Table]

@@ -139,6 +139,13 @@ func maxGroupsPerUnit(t *policy.Table, keys []Key) int {
 // Every identifier is a policy name, quoted; every constant is produced by
 // this package.
 func emitSQL(t *policy.Table, p *Plan, where pred) string {
+	if p.Join != nil && p.Join.Shape == JoinKey {
+		return elasticSQL(t, p, where) // join.go: bounded before the join
+	}
+	from := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+	if p.Join != nil {
+		from = p.Join.fromSQL() // join.go: bounded after the join
+	}
 	var b strings.Builder
 	unit := quoteIdent(t.UnitColumn)
 	var keyCols, keyOut []string
@@ -174,7 +181,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	for _, k := range p.Keys {
 		conds = append(conds, keySQL(k)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
 	}
-	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name) +
+	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + from +
 		" WHERE " + strings.Join(conds, " AND ")
 
 	// dp_unit_groups

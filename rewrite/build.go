@@ -38,6 +38,8 @@ type builder struct {
 
 	hidden     []Output  // aggregates used by expressions and HAVING
 	hiddenAggs []aggSpec // per hidden output
+
+	join *joinState // a FROM clause with joins (join.go), else nil
 }
 
 // aggSpec is an aggregate call of the select list.
@@ -168,6 +170,11 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, err
 	}
 	p.MaxGroupsPerUnit = maxGroupsPerUnit(b.table, b.keys)
+	if b.join != nil {
+		if err := b.finishJoin(p); err != nil {
+			return nil, err
+		}
+	}
 	p.SQL = emitSQL(b.table, p, b.where)
 	p.Fingerprint = fingerprint(p)
 	return p, nil
@@ -179,6 +186,9 @@ func (b *builder) from(sel *ast.SelectStmt) error {
 		return b.errAt(sel, pgerr.FeatureNotSupported, "a DP query needs FROM with one protected table").WithHint("%s", shapeHint)
 	}
 	j := sel.From.TableRefs
+	if j.Right != nil || isJoinSource(j.Left) {
+		return b.joinFrom(j)
+	}
 	if j.Right != nil {
 		return b.errAt(j.Right, pgerr.FeatureNotSupported, "joins are not supported").
 			WithHint("query one protected table; filter with WHERE on its own columns")
@@ -230,6 +240,9 @@ func (c colInfo) typ() policy.Type {
 
 // column resolves a column reference of the FROM table.
 func (b *builder) column(e *ast.ColumnNameExpr) (colInfo, error) {
+	if b.join != nil {
+		return b.joinColumn(e)
+	}
 	cn := e.Name
 	if cn.Table.O != "" {
 		qual := cn.Table.O
@@ -473,7 +486,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				return b.errAt(x, pgerr.InsufficientPrivilege, "only aggregate queries are answered; column %q is not aggregated", ci.name).
 					WithHint("%s", aggregateHint)
 			}
-			out = Output{Name: ci.name, Kind: OutputKey, Key: k, PGType: keyPGType(b.keys[k])}
+			out = Output{Name: b.outputName(ci), Kind: OutputKey, Key: k, PGType: keyPGType(b.keys[k])}
 		case *ast.AggregateFuncExpr:
 			s, o, err := b.aggregate(x)
 			if err != nil {

@@ -80,6 +80,7 @@ var passKeywords = map[string]bool{
 	"between": true, "like": true, "ilike": true, "asc": true, "desc": true,
 	"distinct": true, "all": true, "case": true, "when": true, "then": true,
 	"else": true, "end": true, "on": true,
+	"join": true, "inner": true, "outer": true, "using": true,
 }
 
 // aggregateNames pass before "(" so the TiDB parser builds aggregate nodes
@@ -114,7 +115,6 @@ var refusedWords = map[string][3]string{
 	"union":     {pgerr.FeatureNotSupported, "UNION is not supported", "send the SELECTs as separate queries"},
 	"intersect": {pgerr.FeatureNotSupported, "INTERSECT is not supported", "send the SELECTs as separate queries"},
 	"except":    {pgerr.FeatureNotSupported, "EXCEPT is not supported", "send the SELECTs as separate queries"},
-	"join":      {pgerr.FeatureNotSupported, "joins are not supported", "query one protected table; filter with WHERE on its own columns"},
 	"lateral":   {pgerr.FeatureNotSupported, "LATERAL is not supported", "query one protected table"},
 	"exists":    {pgerr.FeatureNotSupported, "subqueries are not supported", "filter with WHERE comparisons against literals"},
 	"filter":    {pgerr.FeatureNotSupported, "aggregate FILTER is not supported yet", "move the condition to WHERE"},
@@ -133,9 +133,8 @@ var refusedWords = map[string][3]string{
 	"at":        {pgerr.FeatureNotSupported, "AT TIME ZONE is not supported", "compare date columns with 'YYYY-MM-DD'::date literals"},
 	"into":      {pgerr.InsufficientPrivilege, "SELECT … INTO is not allowed", "remove INTO; dpproxy answers only aggregate SELECT queries"},
 	"for":       {pgerr.FeatureNotSupported, "locking clauses are not supported", "remove FOR UPDATE/SHARE; dpproxy is read-only"},
-	"natural":   {pgerr.FeatureNotSupported, "joins are not supported", "query one protected table"},
-	"cross":     {pgerr.FeatureNotSupported, "joins are not supported", "query one protected table"},
-	"using":     {pgerr.FeatureNotSupported, "joins are not supported", "query one protected table"},
+	"natural":   {pgerr.FeatureNotSupported, "NATURAL joins are not supported", joinHint},
+	"cross":     {pgerr.FeatureNotSupported, "CROSS JOIN is not supported", joinHint},
 	"table":     {pgerr.InsufficientPrivilege, "only aggregate queries are answered", "use COUNT(*), SUM(col), AVG(col) … GROUP BY a column with public values"},
 	"explain":   {pgerr.FeatureNotSupported, "EXPLAIN of DP queries is not supported yet", "run the query itself; EXPLAIN output comes in a later version"},
 }
@@ -367,6 +366,11 @@ func normalize(src string) (*normalized, error) {
 				}
 				i = len(toks)
 			case passKeywords[w]:
+				add(strings.ToUpper(w), t.pos, true)
+			case w == "full" && (next(1).is("join") || next(1).is("outer")):
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "FULL JOIN is not supported").
+					WithPosition(charPos(src, t.pos)).WithHint("%s", joinHint)
+			case (w == "left" || w == "right") && (next(1).is("join") || next(1).is("outer")):
 				add(strings.ToUpper(w), t.pos, true)
 			case aggregateNames[w] != "" && next(1).isPunct("("):
 				add(aggregateNames[w], t.pos, true)

@@ -272,8 +272,8 @@ func TestRewrite_Postgres(t *testing.T) {
 	loadWithinLimits(t, ctx, conn, ds)
 	n := 0
 	for _, gc := range loadGolden(t) {
-		if _, ok := gc.ar.files["want.sql"]; !ok {
-			continue
+		if _, ok := gc.ar.files["want.sql"]; !ok || strings.HasPrefix(gc.name, "join") {
+			continue // joins: TestRewrite_PostgresJoins
 		}
 		n++
 		conn := conn

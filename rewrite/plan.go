@@ -48,6 +48,11 @@ type Plan struct {
 	Limit   int64 // -1 when absent
 	Offset  int64
 
+	// Join, when not nil, is the join of the FROM clause (join.go): Table
+	// is then its first protected table and column names are those of the
+	// joined relation.
+	Join *Join `json:",omitempty"`
+
 	// Fingerprint is a hash of the canonical plan (not of the analyst's
 	// text): equal fingerprints mean equal emitted SQL and measures.
 	Fingerprint string
