@@ -283,38 +283,36 @@ func eventsJSON(es []Event) []eventJSON {
 
 // reserveTx runs one reservation transaction. It returns a refusal (53400)
 // when the charge does not fit, or err when the database failed.
+//
+// The transaction is sent as two pipelined batches (pgx.Batch, one round
+// trip each): BEGIN, create the budget rows if missing and lock them; then,
+// after composing in Go, the two UPDATEs, the INSERT of the charge and
+// COMMIT. The budget rows are locked for one round trip plus the commit's
+// WAL flush (not one round trip per statement), which is what bounds the
+// charge rate of one busy budget row. The protocol is unchanged: the charge
+// is committed (synchronous commit) before Reserve returns.
 func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, global Spent, events []byte) (*Reservation, *pgerr.Error, error) {
-	tx, err := l.pool.BeginTx(ctx, pgx.TxOptions{})
+	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after Commit
+	defer conn.Release()
+	// Whatever happens below, never hand the connection back inside a
+	// transaction (a refusal, a failed statement, a failed COMMIT).
+	defer rollbackOpen(ctx, conn)
 
 	// Create the rows if missing (race-safe), then lock them in a fixed
 	// order: the global row ('' sorts first), then the analyst's.
-	if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.budget (dataset, analyst, accountant)
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(`INSERT INTO dpproxy_ledger.budget (dataset, analyst, accountant)
 		VALUES ($1, '', $3), ($1, $2, $3) ON CONFLICT (dataset, analyst) DO NOTHING`,
-		c.Dataset, c.Analyst, m.Name()); err != nil {
-		return nil, nil, err
-	}
-	rows, err := tx.Query(ctx, `SELECT analyst, state, accountant, limit_delta, spent_epsilon::float8, spent_delta::float8,
+		c.Dataset, c.Analyst, m.Name())
+	b.Queue(`SELECT analyst, state, accountant, limit_delta, spent_epsilon::float8, spent_delta::float8,
 			granted_epsilon::text, granted_delta::text
 		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst IN ('', $2) ORDER BY analyst FOR UPDATE`, c.Dataset, c.Analyst)
+	locked, err := lockBudgetRows(conn.SendBatch(ctx, b))
 	if err != nil {
-		return nil, nil, err
-	}
-	var locked []budgetRow
-	for rows.Next() {
-		var r budgetRow
-		if err := rows.Scan(&r.analyst, &r.state, &r.accountant, &r.limitDelta, &r.spent.Epsilon, &r.spent.Delta,
-			&r.granted[0], &r.granted[1]); err != nil {
-			rows.Close()
-			return nil, nil, err
-		}
-		locked = append(locked, r)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, nil, err
 	}
 	if len(locked) != 2 || locked[0].analyst != globalAnalyst || locked[1].analyst != c.Analyst {
@@ -379,23 +377,19 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 	upd := `UPDATE dpproxy_ledger.budget SET accountant = $3, limit_epsilon = $4, limit_delta = $5,
 		spent_epsilon = $6::numeric, spent_delta = $7::numeric, state = $8, charges = charges + 1, updated_at = now()
 		WHERE dataset = $1 AND analyst = $2`
-	if _, err := tx.Exec(ctx, upd, c.Dataset, globalAnalyst, m.Name(), nullable(global.Epsilon), nullable(global.Delta),
-		gSpentText[0], gSpentText[1], gAfter); err != nil {
-		return nil, nil, err
-	}
-	if _, err := tx.Exec(ctx, upd, c.Dataset, c.Analyst, m.Name(), limit.Epsilon, limit.Delta,
-		numText(spentAfter.Epsilon), numText(spentAfter.Delta), aAfter); err != nil {
-		return nil, nil, err
-	}
-	var id int64
-	if err := tx.QueryRow(ctx, `INSERT INTO dpproxy_ledger.charge
+	b = &pgx.Batch{}
+	b.Queue(upd, c.Dataset, globalAnalyst, m.Name(), nullable(global.Epsilon), nullable(global.Delta),
+		gSpentText[0], gSpentText[1], gAfter)
+	b.Queue(upd, c.Dataset, c.Analyst, m.Name(), limit.Epsilon, limit.Delta,
+		numText(spentAfter.Epsilon), numText(spentAfter.Delta), aAfter)
+	b.Queue(`INSERT INTO dpproxy_ledger.charge
 		(dataset, analyst, status, fingerprint, policy_version, accountant, events, cost_epsilon, cost_delta)
 		VALUES ($1, $2, 'reserved', $3, $4, $5, $6, $7::numeric, $8::numeric) RETURNING id`,
 		c.Dataset, c.Analyst, c.Fingerprint, c.PolicyVersion, m.Name(), events,
-		numText(cost.Epsilon), numText(cost.Delta)).Scan(&id); err != nil {
-		return nil, nil, err
-	}
-	if err := tx.Commit(ctx); err != nil {
+		numText(cost.Epsilon), numText(cost.Delta))
+	b.Queue("COMMIT")
+	id, err := commitCharge(conn.SendBatch(ctx, b))
+	if err != nil {
 		return nil, nil, err
 	}
 	return &Reservation{
@@ -403,6 +397,80 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 		Cost:   cost,
 		Status: Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: spentAfter, Limit: limit},
 	}, nil, nil
+}
+
+// lockBudgetRows reads the results of the first reservation batch (BEGIN,
+// INSERT … ON CONFLICT, SELECT … FOR UPDATE) and returns the locked rows.
+func lockBudgetRows(br pgx.BatchResults) (locked []budgetRow, err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var r budgetRow
+		if err := rows.Scan(&r.analyst, &r.state, &r.accountant, &r.limitDelta, &r.spent.Epsilon, &r.spent.Delta,
+			&r.granted[0], &r.granted[1]); err != nil {
+			return nil, err
+		}
+		locked = append(locked, r)
+	}
+	return locked, rows.Err()
+}
+
+// commitCharge reads the results of the second reservation batch (two
+// UPDATEs, INSERT … RETURNING id, COMMIT) and returns the charge's id once
+// COMMIT succeeded.
+func commitCharge(br pgx.BatchResults) (id int64, err error) {
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	for range 2 {
+		tag, err := br.Exec()
+		if err != nil {
+			return 0, err
+		}
+		if tag.RowsAffected() != 1 {
+			return 0, errors.New("budget row not updated")
+		}
+	}
+	if err := br.QueryRow().Scan(&id); err != nil {
+		return 0, err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		return 0, err
+	}
+	if tag.String() != "COMMIT" {
+		return 0, fmt.Errorf("reservation not committed (%s)", tag)
+	}
+	return id, nil
+}
+
+// rollbackOpen rolls back a transaction left open on conn, so the pool
+// never reuses a connection inside one.
+func rollbackOpen(ctx context.Context, conn *pgxpool.Conn) {
+	pc := conn.Conn().PgConn()
+	if pc.IsClosed() || pc.TxStatus() == 'I' {
+		return
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := conn.Exec(rctx, "ROLLBACK"); err != nil {
+		_ = pc.Close(rctx)
+	}
 }
 
 // numText writes a finite float64 as numeric text (its shortest decimal).
@@ -451,8 +519,19 @@ func (l *Ledger) Release(ctx context.Context, id int64, answer []byte) error {
 	if !json.Valid(answer) {
 		return pgerr.New(pgerr.InternalError, "cannot record the released answer").Wrap(fmt.Errorf("answer of reservation %d is not JSON", id))
 	}
-	tag, err := l.pool.Exec(ctx, `UPDATE dpproxy_ledger.charge SET status = 'released', answer = $2, released_at = now()
+	// The charge is already durable; the answer is recorded with an
+	// asynchronous commit (one round trip, no wait for the WAL flush). A
+	// crash of the ledger database may lose the last few release records:
+	// those charges stay charged and read as "charged but unanswered", as
+	// after a proxy crash between reserve and release (fail closed), and
+	// the answer cache misses them.
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue("SET LOCAL synchronous_commit = off")
+	b.Queue(`UPDATE dpproxy_ledger.charge SET status = 'released', answer = $2, released_at = now()
 		WHERE id = $1 AND status = 'reserved'`, id, answer)
+	b.Queue("COMMIT")
+	tag, err := l.releaseBatch(ctx, b)
 	if err != nil {
 		if ctx.Err() != nil {
 			return pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
@@ -465,6 +544,35 @@ func (l *Ledger) Release(ctx context.Context, id int64, answer []byte) error {
 	}
 	l.logger.Info("privacy budget charge released", zap.Int64(logKeyReservation, id))
 	return nil
+}
+
+// releaseBatch runs the release batch and returns the UPDATE's tag.
+func (l *Ledger) releaseBatch(ctx context.Context, b *pgx.Batch) (tag pgconn.CommandTag, err error) {
+	conn, err := l.pool.Acquire(ctx)
+	if err != nil {
+		return tag, err
+	}
+	defer conn.Release()
+	defer rollbackOpen(ctx, conn)
+	br := conn.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return tag, err
+		}
+	}
+	if tag, err = br.Exec(); err != nil {
+		return tag, err
+	}
+	commit, err := br.Exec()
+	if err == nil && commit.String() != "COMMIT" {
+		err = fmt.Errorf("release not committed (%s)", commit)
+	}
+	return tag, err
 }
 
 // Status returns the analyst's budget on the dataset: limits from ds (the

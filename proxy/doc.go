@@ -108,6 +108,9 @@
 // # Logging
 //
 // Each connection logs with conn_id, analyst and dataset. Statements are
-// logged as a fingerprint (literals removed) at Info and as truncated text
-// at Debug only; values, passwords and noiseless numbers never.
+// logged as a fingerprint (literals removed) and as truncated text at Debug
+// only; at Info only failed or refused statements and released DP answers
+// ("dp answer released") get a line, with the fingerprint, so forwarding
+// a catalog statement costs no log line. Values, passwords and noiseless
+// numbers are never logged.
 package proxy

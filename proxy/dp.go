@@ -130,7 +130,7 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 	if explain {
 		text = inner
 	}
-	plan, err = c.srv.rt.rewrite(c.ds.Policy, text)
+	plan, err = c.srv.plans.plan(c.ds.Policy, text, c.srv.rt.rewrite)
 	return plan, explain, err
 }
 

@@ -218,6 +218,18 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 		if c.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
 			return errInFailedTransaction()
 		}
+		if p.result == nil && p.stmt.st.route == rewrite.RouteCatalog {
+			// A catalog portal is run now and its result kept for Execute:
+			// the shadow's reply to one Parse/Bind/Describe/Execute carries
+			// the row description, so Describe + Execute cost one shadow
+			// round trip instead of two (libpq and pgbench send Describe
+			// portal before every Execute).
+			br, err := c.runPortal(ctx, p)
+			if err != nil {
+				return err
+			}
+			p.result = br
+		}
 		if p.result != nil {
 			if p.result.fields == nil {
 				c.be.Send(&pgproto3.NoData{})

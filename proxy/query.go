@@ -207,9 +207,22 @@ func (c *conn) sendResultSet(rs *resultSet) {
 	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(rs.tag)})
 }
 
-// logStatement logs one statement: route and fingerprint at Info, the
-// (truncated) text at Debug only.
+// logStatement logs one statement: route and fingerprint, with the
+// (truncated) text at Debug only. Failed and refused statements are logged
+// at Info; statements that succeed at Debug, since a line per `SELECT 1`
+// costs more CPU than forwarding it (BENCHMARKS.md, item 1); a released DP
+// answer has its own Info line ("dp answer released", execDP). The
+// fingerprint is computed only when the line is written.
 func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
+	level := zap.DebugLevel
+	if err != nil || st.route == rewrite.RouteRefuse {
+		level = zap.InfoLevel
+	}
+	ce := c.log.Check(level, "statement")
+	debug := c.log.Core().Enabled(zap.DebugLevel)
+	if ce == nil && !debug {
+		return
+	}
 	fields := append([]zap.Field{
 		zap.String(logKeyRoute, routeName(st.route)),
 		zap.String(logKeyFingerprint, fingerprint(st.text)),
@@ -217,11 +230,13 @@ func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
 	if err != nil {
 		fields = append(fields, zap.String(logKeySQLState, errorResponse(err, severityError, zap.NewNop()).Code))
 	}
-	if ce := c.log.Check(zap.DebugLevel, "statement"); ce != nil {
-		ce.Write(append(fields, zap.String(logKeyQuery, truncate(st.text, maxDebugQuery)))...)
+	if debug {
+		if ce = c.log.Check(zap.DebugLevel, "statement"); ce != nil {
+			ce.Write(append(fields, zap.String(logKeyQuery, truncate(st.text, maxDebugQuery)))...)
+		}
 		return
 	}
-	c.log.Info("statement", fields...)
+	ce.Write(fields...)
 }
 
 func routeName(r rewrite.Route) string {

@@ -93,6 +93,7 @@ type Server struct {
 	// probe cannot tell an unknown user from a wrong password.
 	mockKey []byte
 	rt      router
+	plans   *planCache // nil: no plan cache
 
 	nextConnID atomic.Uint32
 	active     atomic.Int64
@@ -157,6 +158,7 @@ func New(cfg Config) (*Server, error) {
 		creds:    make(map[string]scramCredentials, len(cfg.Analysts)),
 		mockKey:  make([]byte, 32),
 		rt:       defaultRouter(),
+		plans:    newPlanCache(),
 		sessions: map[uint32]*conn{},
 		conns:    map[*conn]struct{}{},
 	}

@@ -337,18 +337,24 @@ func (c *conn) reset(name string) error {
 	return c.set(name, "", true, false)
 }
 
-// sendParameterStatus sends ParameterStatus for every reported setting
-// whose value the client has not seen yet (PostgreSQL 14+ sends them just
-// before ReadyForQuery).
-func (c *conn) sendParameterStatus() {
-	names := make([]string, 0, 16)
+// reportedSettings are the names of the settings sent in ParameterStatus,
+// sorted (computed once; read-only).
+var reportedSettings = func() []string {
+	var names []string
 	for n, d := range settingDefs {
 		if d.report {
 			names = append(names, n)
 		}
 	}
 	sort.Strings(names)
-	for _, n := range names {
+	return names
+}()
+
+// sendParameterStatus sends ParameterStatus for every reported setting
+// whose value the client has not seen yet (PostgreSQL 14+ sends them just
+// before ReadyForQuery).
+func (c *conn) sendParameterStatus() {
+	for _, n := range reportedSettings {
 		v := c.settings[n]
 		if old, seen := c.reported[n]; seen && old == v {
 			continue
@@ -364,11 +370,13 @@ func (c *conn) statementTimeout() int64 {
 	return ms
 }
 
+// messageRank orders the client_min_messages levels (read-only).
+var messageRank = map[string]int{"debug5": 0, "debug4": 0, "debug3": 0, "debug2": 0, "debug1": 0, "log": 1, "notice": 2, "warning": 3, "error": 4}
+
 // wantsMessages reports whether client_min_messages lets a message of the
 // given severity through. Errors always pass.
 func (c *conn) wantsMessages(severity string) bool {
-	rank := map[string]int{"debug5": 0, "debug4": 0, "debug3": 0, "debug2": 0, "debug1": 0, "log": 1, "notice": 2, "warning": 3, "error": 4}
-	min := rank[c.settings["client_min_messages"]]
+	min := messageRank[c.settings["client_min_messages"]]
 	switch severity {
 	case severityNotice:
 		return min <= 2

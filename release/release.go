@@ -38,12 +38,19 @@ type Upstream interface {
 // Config configures a Releaser.
 type Config struct {
 	Ledger accountant.Store
+	// CacheBytes bounds the in-memory answer cache in front of the
+	// ledger's (cache.go); 0 means 32 MiB, a negative value turns the
+	// in-memory cache off (the ledger's cache still answers).
+	CacheBytes int
 }
 
 // Releaser is the one path that turns a plan into released numbers:
 // reserve → run → noise → record. Safe for concurrent use.
 type Releaser struct {
 	ledger accountant.Store
+	// answers (nil when off) and statuses: see cache.go.
+	answers  *answerCache
+	statuses *statusCache
 	// testOnlyRand, when set, replaces crypto/rand in every mechanism.
 	testOnlyRand io.Reader
 }
@@ -53,7 +60,14 @@ func New(cfg Config) (*Releaser, error) {
 	if cfg.Ledger == nil {
 		return nil, errors.New("release: a ledger is required")
 	}
-	return &Releaser{ledger: cfg.Ledger}, nil
+	r := &Releaser{ledger: cfg.Ledger, statuses: newStatusCache()}
+	switch {
+	case cfg.CacheBytes == 0:
+		r.answers = newAnswerCache(defaultCacheBytes)
+	case cfg.CacheBytes > 0:
+		r.answers = newAnswerCache(cfg.CacheBytes)
+	}
+	return r, nil
 }
 
 // Request is one DP query of one analyst.
@@ -195,9 +209,14 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 
 	// 6. Record the released answer. The charge is already durable; a failure
-	// to store the answer does not withhold it (the analyst has paid).
-	if answer, err := json.Marshal(storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs}); err == nil {
-		_ = r.ledger.Release(ctx, res.ID, answer)
+	// to store the answer does not withhold it (the analyst has paid). Only
+	// a recorded answer enters the in-memory cache.
+	r.statuses.put(statusKeyOf(req), res.Status)
+	sa := &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs}
+	if answer, err := json.Marshal(sa); err == nil {
+		if r.ledger.Release(ctx, res.ID, answer) == nil {
+			r.answers.put(answerKeyOf(req, key), sa)
+		}
 	}
 	return out, nil
 }
@@ -215,22 +234,47 @@ func cacheKey(req Request) string {
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// cached returns the stored answer of an earlier identical query, if any.
+// cached returns the stored answer of an earlier identical query, if any:
+// from memory, else from the ledger (then kept in memory). The rows of a
+// cached Result are shared with the cache and must not be modified.
 func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result, bool, error) {
-	answer, ok, err := r.ledger.Cached(ctx, req.Dataset.Name, key, req.Dataset.Version)
-	if err != nil || !ok {
-		return nil, false, err
+	ak := answerKeyOf(req, key)
+	sa, ok := r.answers.get(ak)
+	if !ok {
+		answer, found, err := r.ledger.Cached(ctx, req.Dataset.Name, key, req.Dataset.Version)
+		if err != nil || !found {
+			return nil, false, err
+		}
+		sa = &storedAnswer{}
+		if err := json.Unmarshal(answer, sa); err != nil {
+			// An unreadable entry is not an answer: charge and answer afresh.
+			return nil, false, nil
+		}
 	}
-	var sa storedAnswer
-	if err := json.Unmarshal(answer, &sa); err != nil || len(sa.Columns) != len(req.Plan.Outputs) {
-		// An unreadable entry is not an answer: charge and answer afresh.
+	if len(sa.Columns) != len(req.Plan.Outputs) {
 		return nil, false, nil
 	}
-	st, err := r.ledger.Status(ctx, req.Analyst, req.Dataset)
-	if err != nil {
-		return nil, false, err
+	if !ok {
+		r.answers.put(ak, sa)
+	}
+	sk := statusKeyOf(req)
+	st, fresh := r.statuses.get(sk)
+	if !fresh {
+		var err error
+		if st, err = r.ledger.Status(ctx, req.Analyst, req.Dataset); err != nil {
+			return nil, false, err
+		}
+		r.statuses.put(sk, st)
 	}
 	return &Result{Columns: sa.Columns, Rows: sa.Rows, Cached: true, Notice: notice(accountant.Spent{}, st, true, sa.Errors)}, true, nil
+}
+
+func answerKeyOf(req Request, key string) answerKey {
+	return answerKey{dataset: req.Dataset.Name, version: req.Dataset.Version, key: key}
+}
+
+func statusKeyOf(req Request) statusKey {
+	return statusKey{analyst: req.Analyst, dataset: req.Dataset.Name, version: req.Dataset.Version}
 }
 
 func checkRequest(req Request) error {

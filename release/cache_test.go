@@ -1,0 +1,192 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// countingLedger counts the ledger calls of the cache path and can fail
+// Release.
+type countingLedger struct {
+	*memLedger
+	cached, status int
+	failRelease    bool
+}
+
+func (l *countingLedger) Cached(ctx context.Context, dataset, fingerprint, version string) ([]byte, bool, error) {
+	l.cached++
+	return l.memLedger.Cached(ctx, dataset, fingerprint, version)
+}
+
+func (l *countingLedger) Status(ctx context.Context, analyst string, ds *policy.Dataset) (accountant.Status, error) {
+	l.status++
+	return l.memLedger.Status(ctx, analyst, ds)
+}
+
+func (l *countingLedger) Release(ctx context.Context, id int64, answer []byte) error {
+	if l.failRelease {
+		return errors.New("ledger down")
+	}
+	return l.memLedger.Release(ctx, id, answer)
+}
+
+func sameRows(t *testing.T, a, b *Result) {
+	t.Helper()
+	if len(a.Rows) != len(b.Rows) {
+		t.Fatalf("%d rows vs %d", len(a.Rows), len(b.Rows))
+	}
+	for i := range a.Rows {
+		for j := range a.Rows[i] {
+			if (a.Rows[i][j] == nil) != (b.Rows[i][j] == nil) || (a.Rows[i][j] != nil && *a.Rows[i][j] != *b.Rows[i][j]) {
+				t.Fatalf("answers differ at row %d col %d", i, j)
+			}
+		}
+	}
+}
+
+// TestRun_MemoryCache: a repeated query is answered from memory (no ledger
+// call, no charge, no upstream read) with exactly the stored answer; a new
+// Releaser on the same ledger (a restart) loads it from the ledger once.
+func TestRun_MemoryCache(t *testing.T) {
+	ds := loadPolicy(t)
+	up := &fakeUpstream{rows: [][]*string{{s("oncology"), s("10"), s("100"), s("10")}}}
+	led := &countingLedger{memLedger: &memLedger{limit: 3}}
+	r := newTestReleaser(t, led, 7)
+	req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up}
+	first, err := r.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cachedBefore, statusBefore := led.cached, led.status
+	for range 3 {
+		again, err := r.Run(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !again.Cached {
+			t.Fatal("repeated query not served from the cache")
+		}
+		sameRows(t, first, again)
+		if again.Notice != "dp: cached answer, epsilon 0 spent (pure), 2.9 of 3 remaining; "+first.Notice[len("dp: epsilon 0.1 spent (pure), 2.9 of 3 remaining; "):] {
+			t.Fatalf("cached Notice %q does not repeat the answer's error text (first: %q)", again.Notice, first.Notice)
+		}
+	}
+	if led.cached != cachedBefore || led.status != statusBefore || len(up.calls) != 1 || len(led.reserved) != 1 {
+		t.Fatalf("memory hits made %d Cached and %d Status calls, %d upstream calls, %d charges; want 0, 0, 1, 1",
+			led.cached-cachedBefore, led.status-statusBefore, len(up.calls), len(led.reserved))
+	}
+
+	// A restart: the answer comes from the ledger, then from memory.
+	r2 := newTestReleaser(t, led, 8)
+	cachedBefore = led.cached
+	for range 2 {
+		again, err := r2.Run(context.Background(), req)
+		if err != nil || !again.Cached {
+			t.Fatalf("after restart: cached=%v err=%v", again != nil && again.Cached, err)
+		}
+		sameRows(t, first, again)
+	}
+	if led.cached-cachedBefore != 1 || len(led.reserved) != 1 {
+		t.Fatalf("after restart: %d ledger Cached calls and %d charges, want 1 and 1", led.cached-cachedBefore, len(led.reserved))
+	}
+
+	// A new policy version misses: charged afresh.
+	ds2 := *ds
+	ds2.Version = ds.Version + "-reloaded"
+	q := req
+	q.Dataset = &ds2
+	if res, err := r.Run(context.Background(), q); err != nil || res.Cached {
+		t.Fatalf("after a policy reload: cached=%v err=%v; want a fresh answer", res != nil && res.Cached, err)
+	}
+	if len(led.reserved) != 2 {
+		t.Fatalf("charges = %d, want 2", len(led.reserved))
+	}
+}
+
+// TestRun_UnrecordedAnswerNotCached: an answer the ledger failed to record
+// is returned (it was paid for) but not served again from memory.
+func TestRun_UnrecordedAnswerNotCached(t *testing.T) {
+	ds := loadPolicy(t)
+	up := &fakeUpstream{rows: [][]*string{{s("oncology"), s("10"), s("100"), s("10")}}}
+	led := &countingLedger{memLedger: &memLedger{limit: 3}, failRelease: true}
+	r := newTestReleaser(t, led, 7)
+	req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up}
+	for i := range 2 {
+		res, err := r.Run(context.Background(), req)
+		if err != nil || res.Cached {
+			t.Fatalf("run %d: cached=%v err=%v; want a fresh, charged answer", i, res != nil && res.Cached, err)
+		}
+	}
+	if len(led.reserved) != 2 {
+		t.Fatalf("charges = %d, want 2", len(led.reserved))
+	}
+}
+
+func TestAnswerCache_Bounded(t *testing.T) {
+	row := func(v string) *storedAnswer {
+		return &storedAnswer{Columns: []Column{{Name: "count", PGType: "int8"}}, Rows: [][]*string{{&v}}}
+	}
+	key := func(i int) answerKey { return answerKey{dataset: "d", version: "v", key: fmt.Sprint(i)} }
+	size := answerSize(key(0), row("1"))
+	c := newAnswerCache(3 * size)
+	c.maxEntry = 2 * size
+	for i := range 3 {
+		c.put(key(i), row(fmt.Sprint(i)))
+	}
+	if _, ok := c.get(key(0)); !ok { // 0 is now the most recently used
+		t.Fatal("entry 0 missing")
+	}
+	c.put(key(3), row("3")) // evicts 1, the least recently used
+	if _, ok := c.get(key(1)); ok {
+		t.Fatal("least recently used entry not evicted")
+	}
+	for _, i := range []int{0, 2, 3} {
+		if a, ok := c.get(key(i)); !ok || *a.Rows[0][0] != fmt.Sprint(i) {
+			t.Fatalf("entry %d: %v %v", i, a, ok)
+		}
+	}
+	if c.bytes > c.maxBytes || len(c.entries) != 3 || c.order.Len() != 3 {
+		t.Fatalf("bytes %d of %d, %d entries, %d in order", c.bytes, c.maxBytes, len(c.entries), c.order.Len())
+	}
+	// The first answer stored for a key stays.
+	c.put(key(3), row("other"))
+	if a, _ := c.get(key(3)); *a.Rows[0][0] != "3" {
+		t.Fatal("a stored answer was replaced")
+	}
+	// Too big for the bound: not stored.
+	big := &storedAnswer{Columns: []Column{{Name: "x"}}}
+	for range 100 {
+		big.Rows = append(big.Rows, []*string{s("0123456789")})
+	}
+	c.put(key(9), big)
+	if _, ok := c.get(key(9)); ok {
+		t.Fatal("an answer over the entry bound was stored")
+	}
+	// Off: a nil cache stores nothing.
+	var off *answerCache
+	off.put(key(1), row("1"))
+	if _, ok := off.get(key(1)); ok {
+		t.Fatal("nil cache returned an entry")
+	}
+}
+
+func TestStatusCache_TTL(t *testing.T) {
+	now := time.Unix(1000, 0)
+	c := newStatusCache()
+	c.now = func() time.Time { return now }
+	k := statusKey{analyst: "a", dataset: "d", version: "v"}
+	c.put(k, accountant.Status{Dataset: "d"})
+	if _, ok := c.get(k); !ok {
+		t.Fatal("fresh status missing")
+	}
+	now = now.Add(statusTTL + time.Millisecond)
+	if _, ok := c.get(k); ok {
+		t.Fatal("status older than the TTL returned")
+	}
+}
