@@ -29,6 +29,9 @@ const globalAnalyst = ""
 type Ledger struct {
 	pool   *pgxpool.Pool
 	logger *zap.Logger
+	// pld remembers the pld method's intermediate distributions
+	// (pldmemo.go).
+	pld *pldMemo
 }
 
 // Log keys of the budget events.
@@ -70,7 +73,7 @@ func Open(ctx context.Context, dsn string, logger *zap.Logger) (*Ledger, error) 
 	if err != nil {
 		return nil, fmt.Errorf("accountant: open ledger: %w", redact(err))
 	}
-	l := &Ledger{pool: pool, logger: logger.Named("accountant")}
+	l := &Ledger{pool: pool, logger: logger.Named("accountant"), pld: newPLDMemo(defaultPLDMemoPoints)}
 	if err := l.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("accountant: migrate ledger schema: %w", redact(err))
@@ -174,7 +177,7 @@ func (l *Ledger) Reserve(ctx context.Context, c Charge) (*Reservation, error) {
 	if err := checkCharge(c); err != nil {
 		return nil, err
 	}
-	m, err := MethodByName(c.Policy.Budget.Accountant)
+	m, err := methodWithMemo(c.Policy.Budget.Accountant, l.pld)
 	if err != nil {
 		return nil, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}
@@ -582,7 +585,7 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 	if ds == nil {
 		return Status{}, pgerr.New(pgerr.InternalError, "budget status without a policy")
 	}
-	m, err := MethodByName(ds.Budget.Accountant)
+	m, err := methodWithMemo(ds.Budget.Accountant, l.pld)
 	if err != nil {
 		return Status{}, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}

@@ -61,6 +61,15 @@ func MethodByName(name string) (Method, error) {
 	return nil, fmt.Errorf("unknown accountant %q; use one of pure, advanced, rdp, zcdp, pld", name)
 }
 
+// methodWithMemo is MethodByName, with the pld method remembering its
+// intermediate distributions in memo (same figures, faster next charge).
+func methodWithMemo(name string, memo *pldMemo) (Method, error) {
+	if name == policy.AccountantPLD && memo != nil {
+		return composer{name: name, tight: pldAccountant{memo: memo}}, nil
+	}
+	return MethodByName(name)
+}
+
 // tightAccountant is the float part of a method tighter than basic
 // composition. raw is its own state (nil: nothing composed).
 type tightAccountant interface {

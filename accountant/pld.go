@@ -23,8 +23,10 @@ import (
 // is at most δ, and the loss of a composition is the sum of the independent
 // losses, so its distribution is the convolution of theirs (Koskela et al.
 // 2020; Doroshenko et al., "Connect the Dots", PETS 2022; Google's
-// dp_accounting). The state is a multiset of releases, and each Reserve
-// recomputes the composed distribution:
+// dp_accounting). The state is a multiset of releases, and the composed
+// distribution is a deterministic function of it (a Ledger memoises its
+// intermediate products, pldmemo.go, so the next charge reuses them; the
+// figures are the same with or without the memo):
 //
 //   - Gaussian releases, μᵢ = Δ₂/σᵢ: their composition is exactly one
 //     Gaussian mechanism with μ = √(Σμᵢ²) (Dong–Roth–Su, Gaussian DP, 2019,
@@ -63,7 +65,11 @@ import (
 // the method falls back to its RDP bound. The method's figure
 // is the minimum of the PLD bound, the RDP bound of the same releases
 // (rdp.go) and exact basic composition, all valid upper bounds.
-type pldAccountant struct{}
+type pldAccountant struct {
+	// memo, when set, remembers intermediate distributions (pldmemo.go);
+	// the figures are the same with or without it.
+	memo *pldMemo
+}
 
 type pldState struct {
 	// MuSq is Σμᵢ² over Gaussian releases (μᵢ = Δ₂/σᵢ), rounded up.
@@ -365,25 +371,88 @@ func norm2(x []float64) float64 {
 
 var errPLDTooLarge = fmt.Errorf("privacy-loss distribution needs more than %d points", pldMaxPoints)
 
-// power returns the k-fold self-composition by repeated squaring.
-func (a pmf) power(k int64) (pmf, error) {
-	result := pointMass()
-	base := a.truncate()
-	var err error
-	for k > 0 {
-		if k&1 == 1 {
-			if result, err = result.convolve(base); err != nil {
+// pmf discretises one release of type t on the grid h.
+func (t pldType) pmf(h float64) pmf {
+	if t.laplace {
+		return laplacePMF(t.epsilon, h)
+	}
+	return dominatingPMF(t.epsilon, t.delta, h)
+}
+
+// power returns the t.count-fold self-composition of one release of type
+// t: with sq[0] the truncated loss of one release and sq[b+1] = sq[b] ⊗
+// sq[b] (repeated squaring), it is ⊗ sq[b] over the set bits b of the
+// count, taken from the highest bit down. That order makes the partial
+// products depend only on the high bits of the count, so with a memo the
+// next charge (count + 1) reuses them and convolves only the small sq[b]
+// of the bits that changed.
+func power(t pldType, h float64, memo *pldMemo) (pmf, error) {
+	k := t.count
+	if k <= 0 {
+		return pointMass(), nil
+	}
+	key := pldMemoKey{laplace: t.laplace, epsilon: t.epsilon, delta: t.delta, h: h}
+	var sq func(b int) (pmf, error)
+	sq = func(b int) (pmf, error) {
+		k := key
+		k.kind, k.n = "sq", int64(b)
+		if d, ok := memo.getPMF(k); ok {
+			return d, nil
+		}
+		var d pmf
+		if b == 0 {
+			d = t.pmf(h).truncate()
+		} else {
+			half, err := sq(b - 1)
+			if err != nil {
+				return pmf{}, err
+			}
+			if d, err = half.convolve(half); err != nil {
 				return pmf{}, err
 			}
 		}
-		k >>= 1
-		if k > 0 {
-			if base, err = base.convolve(base); err != nil {
-				return pmf{}, err
-			}
+		memo.putPMF(k, d)
+		return d, nil
+	}
+	prefix := func(b int) int64 { return k &^ (int64(1)<<b - 1) } // k with bits below b cleared
+	top := bits.Len64(uint64(k)) - 1
+	// The longest memoised prefix: the lowest level b whose partial
+	// product is known (level top is sq[top] itself).
+	b := 0
+	var acc pmf
+	for ; b < top; b++ {
+		if k&(1<<b) == 0 {
+			continue // same prefix as level b+1
+		}
+		pk := key
+		pk.kind, pk.n = "pre", prefix(b)
+		if d, ok := memo.getPMF(pk); ok {
+			acc = d
+			break
 		}
 	}
-	return result, nil
+	if b == top {
+		var err error
+		if acc, err = sq(top); err != nil {
+			return pmf{}, err
+		}
+	}
+	for b--; b >= 0; b-- {
+		if k&(1<<b) == 0 {
+			continue
+		}
+		s, err := sq(b)
+		if err != nil {
+			return pmf{}, err
+		}
+		if acc, err = acc.convolve(s); err != nil {
+			return pmf{}, err
+		}
+		pk := key
+		pk.kind, pk.n = "pre", prefix(b)
+		memo.putPMF(pk, acc)
+	}
+	return acc, nil
 }
 
 // delta is δ(ε) of the discretised distribution.
@@ -417,7 +486,7 @@ type pldCurve struct {
 	rdp       []float64 // RDP curve of the same releases, nil if none
 }
 
-func (s pldState) build() (pldCurve, error) {
+func (s pldState) build(memo *pldMemo) (pldCurve, error) {
 	ts, err := s.types()
 	if err != nil {
 		return pldCurve{}, err
@@ -456,13 +525,7 @@ func (s pldState) build() (pldCurve, error) {
 		d = gaussianPMF(c.mu, c.h)
 	}
 	for _, t := range ts {
-		var one pmf
-		if t.laplace {
-			one = laplacePMF(t.epsilon, c.h)
-		} else {
-			one = dominatingPMF(t.epsilon, t.delta, c.h)
-		}
-		pw, err := one.power(t.count)
+		pw, err := power(t, c.h, memo)
 		if err == nil {
 			d, err = d.convolve(pw)
 		}
@@ -505,12 +568,19 @@ func (c pldCurve) delta(eps float64) float64 {
 	return d
 }
 
-func (pldAccountant) curve(raw json.RawMessage) (pldCurve, error) {
+func (a pldAccountant) curve(raw json.RawMessage) (pldCurve, error) {
+	if c, ok := a.memo.getCurve(string(raw)); ok {
+		return c, nil
+	}
 	s, err := unmarshalTight[pldState](raw)
 	if err != nil {
 		return pldCurve{}, fmt.Errorf("decode pld state: %w", err)
 	}
-	return s.build()
+	c, err := s.build(a.memo)
+	if err == nil {
+		a.memo.putCurve(string(raw), c)
+	}
+	return c, err
 }
 
 func (a pldAccountant) epsilon(raw json.RawMessage, delta float64) (float64, error) {

@@ -1,0 +1,100 @@
+package accountant
+
+import (
+	"math"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// TestPLDMemo_SameFigures: with the memo, one more charge at a time (as a
+// Ledger charges), the pld figures are bit for bit those computed from
+// scratch without it, for a single Laplace type (prefix reuse), a mix of
+// Laplace ε values, Gaussians and generic (ε, δ) releases, and after the memo
+// evicted entries (a tiny bound).
+func TestPLDMemo_SameFigures(t *testing.T) {
+	cold, err := MethodByName(policy.AccountantPLD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := func(i int) Event {
+		switch i % 5 {
+		case 0:
+			return gaussian(20, 0.3, 1e-9)
+		case 1:
+			return Event{Mechanism: "other", Epsilon: 0.05, Delta: 1e-9}
+		}
+		return laplace([]float64{0.1, 0.2, 0.05}[i%3])
+	}
+	for _, tc := range []struct {
+		name   string
+		n      int
+		points int
+		event  func(int) Event
+	}{
+		{"laplace", 24, defaultPLDMemoPoints, func(int) Event { return laplace(0.1) }},
+		{"mixed", 12, defaultPLDMemoPoints, mixed},
+		{"evicting", 16, 3000, func(int) Event { return laplace(0.1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			memo := newPLDMemo(tc.points)
+			warm, _ := methodWithMemo(policy.AccountantPLD, memo)
+			var st []byte
+			limit := Spent{Epsilon: math.Inf(1), Delta: 1e-6}
+			for i := 0; i < tc.n; i++ {
+				if st, err = warm.Compose(st, []Event{tc.event(i)}); err != nil {
+					t.Fatal(err)
+				}
+				got, _, err := evaluate(warm, st, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, _, err := evaluate(cold, st, limit)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got != want {
+					t.Fatalf("after %d charges: with memo %+v, from scratch %+v", i+1, got, want)
+				}
+				// Evaluating the same state again (a status) gives the same.
+				if again, _, _ := evaluate(warm, st, limit); again != got {
+					t.Fatalf("after %d charges: second evaluation %+v, first %+v", i+1, again, got)
+				}
+			}
+			if memo.points > memo.maxPoints || len(memo.entries) != memo.order.Len() {
+				t.Fatalf("memo holds %d points (bound %d), %d entries, %d in order", memo.points, memo.maxPoints, len(memo.entries), memo.order.Len())
+			}
+			if tc.name == "evicting" && len(memo.entries) == 0 {
+				t.Fatal("nothing memoised")
+			}
+		})
+	}
+}
+
+// TestPLDPower_MatchesDirect: power's high-bit-first product equals the
+// plain repeated convolution of the same release (k-fold, one at a time)
+// within floating-point error, for counts with every bit pattern up to 40.
+func TestPLDPower_MatchesDirect(t *testing.T) {
+	const h = 1e-3
+	ty := pldType{laplace: true, epsilon: 0.1}
+	one := ty.pmf(h).truncate()
+	plain := pointMass()
+	memo := newPLDMemo(defaultPLDMemoPoints)
+	for k := int64(1); k <= 40; k++ {
+		var err error
+		if plain, err = plain.convolve(one); err != nil {
+			t.Fatal(err)
+		}
+		ty.count = k
+		got, err := power(ty, h, memo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, eps := range []float64{0, 0.5, 1, 2} {
+			a, b := got.delta(eps, h), plain.delta(eps, h)
+			if math.Abs(a-b) > 1e-12 {
+				t.Fatalf("k=%d: δ(%v) = %v by power, %v by repeated convolution", k, eps, a, b)
+			}
+		}
+	}
+}
