@@ -167,6 +167,8 @@ type rawDataset struct {
 	Defaults    *rawDefaults          `yaml:"defaults"`
 	Tables      map[string]*rawTable  `yaml:"tables"`
 	Analysts    map[string]*rawBudget `yaml:"analysts"`
+	// SampleKeyFile names the secret sample-and-aggregate key (samplekey.go).
+	SampleKeyFile string `yaml:"sample_key_file"`
 }
 
 type rawBudget struct {

@@ -54,6 +54,12 @@ type Dataset struct {
 	// answers are only reused under the same version.
 	Version string
 	Path    string
+
+	// sampleKey is the secret key of sample-and-aggregate's block
+	// assignment (samplekey.go); unexported so that it is never marshalled
+	// or printed with the dataset.
+	sampleKey         []byte
+	sampleKeyFromFile bool
 }
 
 // Budget is a privacy budget: per analyst, or the dataset-wide cap.

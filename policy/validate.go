@@ -92,6 +92,7 @@ func (v *validator) dataset(r *rawDataset) *Dataset {
 	d.Budget = v.budget(r.Budget)
 	d.Defaults = v.defaults(r.Defaults, d.Budget)
 	v.tables(r.Tables, d)
+	v.sampleKey(d, r.SampleKeyFile)
 	for name, rb := range r.Analysts {
 		path := p("analysts", name)
 		if rb == nil {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -130,7 +131,15 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 	if explain {
 		text = inner
 	}
-	plan, err = c.srv.plans.plan(c.ds.Policy, text, c.srv.rt.rewrite)
+	if opts := c.rewriteOptions(); opts != (rewrite.Options{}) {
+		// Session options (dp.output_range, dp.sample_blocks) change the
+		// plan; the plan cache is keyed by text only, so plan afresh.
+		plan, err = c.srv.rt.rewrite(c.ds.Policy, text, opts)
+	} else {
+		plan, err = c.srv.plans.plan(c.ds.Policy, text, func(ds *policy.Dataset, t string) (*rewrite.Plan, error) {
+			return c.srv.rt.rewrite(ds, t, opts)
+		})
+	}
 	return plan, explain, err
 }
 

@@ -23,7 +23,7 @@ type router struct {
 	split        func(sql string) ([]string, error)
 	classify     func(ds *policy.Dataset, stmt string) (rewrite.Route, error)
 	parseSession func(stmt string) (*rewrite.SessionStmt, error)
-	rewrite      func(ds *policy.Dataset, stmt string) (*rewrite.Plan, error)
+	rewrite      func(ds *policy.Dataset, stmt string, opts rewrite.Options) (*rewrite.Plan, error)
 	// publicDistinct recognises a SELECT DISTINCT of a column with public
 	// values (answered from the policy); nil or a nil result: not one.
 	publicDistinct func(ds *policy.Dataset, stmt string) *rewrite.DistinctValues
@@ -31,7 +31,7 @@ type router struct {
 
 func defaultRouter() router {
 	return router{split: rewrite.Split, classify: rewrite.Classify, parseSession: rewrite.ParseSession,
-		rewrite: rewrite.Rewrite, publicDistinct: rewrite.PublicDistinct}
+		rewrite: rewrite.RewriteWith, publicDistinct: rewrite.PublicDistinct}
 }
 
 // column is one column of a result the proxy builds itself.

@@ -85,6 +85,8 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingDelta, check: checkDelta, desc: "Privacy cost δ of each DP query of this session (gaussian mechanism)."},
 		{name: settingMechanism, check: checkMechanism, desc: "Noise mechanism of DP queries: laplace or gaussian."},
 		{name: settingCache, def: "on", check: checkBool, desc: "Answer a repeated DP query with its earlier noisy answer, at no cost."},
+		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
+		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},
 	}
 	m := make(map[string]*settingDef, len(defs))
 	for _, d := range defs {

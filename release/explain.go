@@ -35,6 +35,9 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	if err := checkRequest(req); err != nil {
 		return nil, nil, err
 	}
+	if plan.SampleAgg != nil {
+		return explainSampleAgg(req) // sampleagg.go
+	}
 	groups, err := groupKeys(plan.Keys)
 	if err != nil {
 		return nil, nil, err

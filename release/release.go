@@ -125,6 +125,9 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
+	if req.Plan.SampleAgg != nil {
+		return r.runSampleAgg(ctx, req) // sampleagg.go
+	}
 	plan := req.Plan
 	groups, err := groupKeys(plan.Keys)
 	if err != nil {

@@ -40,6 +40,8 @@ type builder struct {
 	hiddenAggs []aggSpec // per hidden output
 
 	join *joinState // a FROM clause with joins (join.go), else nil
+	opts Options  // session settings (SET dp.…)
+	sa   []saSpec // sample-and-aggregate calls of the select list (sampleagg.go)
 }
 
 // aggSpec is an aggregate call of the select list.
@@ -62,7 +64,7 @@ var parsers = sync.Pool{New: func() any {
 }}
 
 // plan parses and validates the statement and builds the plan.
-func plan(ds *policy.Dataset, stmt string) (*Plan, error) {
+func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	n, err := normalize(stmt)
 	if err != nil {
 		return nil, err
@@ -92,7 +94,7 @@ func plan(ds *policy.Dataset, stmt string) (*Plan, error) {
 	if !ok {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").WithHint("%s", shapeHint)
 	}
-	b := &builder{ds: ds, src: stmt, norm: n}
+	b := &builder{ds: ds, src: stmt, norm: n, opts: opts}
 	return b.build(sel)
 }
 
@@ -170,6 +172,17 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, err
 	}
 	p.MaxGroupsPerUnit = maxGroupsPerUnit(b.table, b.keys)
+	if len(b.sa) > 0 {
+		if b.join != nil {
+			return nil, b.errAt(sel, pgerr.FeatureNotSupported, "sample-and-aggregate functions over joins are not supported yet").
+				WithHint("%s", sampleAggHint)
+		}
+		if err := b.sampleAggPlan(sel, p); err != nil {
+			return nil, err
+		}
+		p.Fingerprint = fingerprint(p)
+		return p, nil
+	}
 	if b.join != nil {
 		if err := b.finishJoin(p); err != nil {
 			return nil, err
@@ -498,6 +511,14 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				return b.errAt(f.Expr, pgerr.FeatureNotSupported, "constants in the select list of a DP query are not supported").
 					WithHint("%s", aggregateHint)
 			}
+			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok && isSampleAggFunc(fc.FnName.O) {
+				o, err := b.sampleAggCall(fc)
+				if err != nil {
+					return err
+				}
+				out = o
+				break
+			}
 			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok {
 				name := strings.ToLower(fc.FnName.O)
 				if name != "width_bucket" && name != "date_trunc" && name != "extract" {
@@ -541,7 +562,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 		b.outputs = append(b.outputs, out)
 		b.aggs = append(b.aggs, spec)
 	}
-	if len(b.measures) == 0 {
+	if len(b.measures) == 0 && len(b.sa) == 0 {
 		return b.errAt(sel, pgerr.InsufficientPrivilege, "only aggregate queries are answered").WithHint("%s", aggregateHint)
 	}
 	return nil

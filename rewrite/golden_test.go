@@ -144,6 +144,8 @@ func describePlan(p *Plan) string {
 		case OutputVariance:
 			outs = append(outs, fmt.Sprintf("%s %s = var(n=m%d, sum=m%d, sumsq=m%d, sample=%v, sqrt=%v) in [%g, %g]",
 				o.Name, o.PGType, o.CountMeasure, o.Measure, o.SumSqMeasure, o.Sample, o.Sqrt, o.Lower, o.Upper))
+		case OutputSampleAgg:
+			outs = append(outs, fmt.Sprintf("%s %s = mid + m%d/k in [%g, %g]", o.Name, o.PGType, o.Measure, o.Lower, o.Upper))
 		}
 	}
 	if len(p.Hidden) > 0 {
@@ -160,7 +162,7 @@ func describePlan(p *Plan) string {
 		if m.Column == "" {
 			s = fmt.Sprintf("m%d count(*) linf=%g", i, m.LInf)
 		}
-		if m.Kind == MeasureSum || m.Kind == MeasureSumSq {
+		if m.Kind == MeasureSum || m.Kind == MeasureSumSq || m.Kind == MeasureSampleAgg {
 			s += fmt.Sprintf(" clamp=[%g, %g]", m.Lower, m.Upper)
 		}
 		if m.Integer {
@@ -192,7 +194,11 @@ func describePlan(p *Plan) string {
 		}
 		fmt.Fprintf(&b, "-- post: order by [%s] limit %d offset %d\n", strings.Join(ob, ", "), p.Limit, p.Offset)
 	}
-	b.WriteString(strings.ReplaceAll(p.SQL, " FROM (SELECT", "\n  FROM (SELECT"))
+	if sa := p.SampleAgg; sa != nil {
+		fmt.Fprintf(&b, "-- sample-and-aggregate: levels %v count_measure %d block_units %d count_share %g\n", sa.Levels, sa.CountMeasure, sa.BlockUnits, sa.CountShare)
+	}
+	// RedactedSQL: the sample key is random per policy load.
+	b.WriteString(strings.ReplaceAll(p.RedactedSQL(), " FROM (SELECT", "\n  FROM (SELECT"))
 	b.WriteString("\n")
 	return b.String()
 }

@@ -287,6 +287,9 @@ func TestRewrite_Postgres(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Rewrite(%q): %v", gc.query, err)
 			}
+			if p.SampleAgg != nil {
+				return // compared block by block in TestSampleAgg_Postgres
+			}
 			emitted, err := queryText(ctx, conn, p.SQL)
 			if err != nil {
 				t.Fatalf("emitted SQL failed: %v\n%s", err, p.SQL)

@@ -53,6 +53,11 @@ type Plan struct {
 	// joined relation.
 	Join *Join `json:",omitempty"`
 
+	// SampleAgg, when not nil, makes this a sample-and-aggregate plan
+	// (sampleagg.go): Plan.SQL returns one row per block count k, and
+	// release answers it with its own path (release/sampleagg.go).
+	SampleAgg *SampleAgg `json:",omitempty"`
+
 	// Fingerprint is a hash of the canonical plan (not of the analyst's
 	// text): equal fingerprints mean equal emitted SQL and measures.
 	Fingerprint string
@@ -89,6 +94,10 @@ const (
 	// MeasureSumSq sums the squares of the column's values clamped to
 	// [Lower, Upper] (for the variance family).
 	MeasureSumSq
+	// MeasureSampleAgg is one sample-and-aggregate statistic: the sum over
+	// the k blocks of (block answer clipped to [Lower, Upper]) − midpoint
+	// (sampleagg.go). LInf = Upper − Lower.
+	MeasureSampleAgg
 )
 
 func (k MeasureKind) String() string {
@@ -101,6 +110,8 @@ func (k MeasureKind) String() string {
 		return "units"
 	case MeasureSumSq:
 		return "sumsq"
+	case MeasureSampleAgg:
+		return "sampleagg"
 	}
 	return "unknown"
 }
@@ -139,6 +150,10 @@ const (
 	// OutputExpr is Expr evaluated on the row's noisy values (arithmetic
 	// over aggregates in the select list, e.g. SUM(cost) / COUNT(*)).
 	OutputExpr
+	// OutputSampleAgg is midpoint + noisy Measures[Measure] / k, clamped to
+	// [Lower, Upper]: the average of the k clipped block answers of a
+	// sample-and-aggregate plan (sampleagg.go).
+	OutputSampleAgg
 )
 
 // Output is one column of the analyst's result.

@@ -32,7 +32,26 @@ func Rewrite(ds *policy.Dataset, stmt string) (*Plan, error) {
 	if ds == nil {
 		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")
 	}
-	return plan(ds, stmt)
+	return plan(ds, stmt, Options{})
+}
+
+// Options are the session settings that change a plan (SET dp.…).
+type Options struct {
+	// OutputRange, when HasOutputRange, is SET dp.output_range = 'lo,hi':
+	// the range sample-and-aggregate clips block answers to (sampleagg.go).
+	OutputLower, OutputUpper float64
+	HasOutputRange           bool
+	// SampleBlocks, when > 0, is SET dp.sample_blocks = k: the number of
+	// sample-and-aggregate blocks (else k is chosen from a noisy unit count).
+	SampleBlocks int
+}
+
+// RewriteWith is Rewrite with session options.
+func RewriteWith(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
+	if ds == nil {
+		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")
+	}
+	return plan(ds, stmt, opts)
 }
 
 // fingerprint hashes the canonical plan: everything but the fingerprint

@@ -1,0 +1,433 @@
+// Privacy-critical: needs DP review.
+
+package rewrite
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// This file plans sample-and-aggregate (Nissim, Raskhodnikova and Smith,
+// "Smooth Sensitivity and Sampling in Private Data Analysis", STOC 2007,
+// §4; used for SQL by GUPT, Mohan et al., SIGMOD 2012) for the aggregates
+// whose sensitivity no static bound gives: corr, covar_pop, covar_samp,
+// regr_slope, regr_intercept and regr_r2.
+//
+// # Mechanism
+//
+// The privacy units are split into k disjoint blocks by a keyed hash of the
+// unit value, HMAC-SHA-256(key, unit::text), where the key is the dataset's
+// secret (policy.Dataset.SampleKey): an analyst can neither predict nor
+// steer the block of a unit. The aggregate f is computed by PostgreSQL in
+// each block b, giving f_b, which is clipped to the output range [l, u];
+// a block with no rows, or whose f_b is NULL (e.g. corr over fewer than two
+// rows or a constant column), counts as the midpoint c = (l + u)/2. The
+// answer is the average over the k blocks
+//
+//	A = c + S/k,   S = Σ_b (clip(f_b, l, u) − c)   (empty and NULL blocks add 0)
+//
+// The emitted SQL computes S exactly in numeric (each f_b is cast to
+// numeric before clipping, so S is a sum of values in [l − c, u − c] and no
+// rounding can leave that range). release adds noise to S with sensitivity
+// u − l and returns c + S̃/k clamped to [l, u] (post-processing); the noise
+// on A is therefore calibrated to (u − l)/k.
+//
+// # Guarantee
+//
+// Adding or removing all rows of one unit changes the rows of exactly one
+// block (the unit's hash is a fixed function of its value and the key,
+// independent of the other units), so it changes one term of S, from one
+// value of [l − c, u − c] ∪ {0} to another: |ΔS| ≤ u − l, |ΔA| ≤ (u − l)/k
+// (rewrite/sampleagg_test.go audits this on neighbouring databases). This
+// holds for every f, however sensitive f itself is, and whatever the data;
+// contribution bounding (at most max_rows_per_unit rows per unit, chosen at
+// random) and clamping of the inputs to the policy bounds still apply, so f
+// sees the same bounded rows as the other aggregates.
+//
+// # Choice of k (data-independent, or from a noisy count)
+//
+// With SET dp.sample_blocks = k the SQL uses that k (public: the analyst
+// chose it). Otherwise the SQL computes S for every k in sampleLevels
+// (powers of two, 2 … 4096; blocks of k are unions of blocks of 2k) and
+// the number of distinct units n; release noises n with a share of the
+// query's ε (sampleCountShare) and picks k = the largest level with
+// k·sampleBlockUnits ≤ ñ (at least the smallest level), then noises S of
+// that level only. The choice is post-processing of the DP count ñ, and
+// for each possible ñ the second release is DP with the sensitivity above,
+// so the two compose (adaptive basic composition): the query costs the sum
+// of their ε. The S of the other levels are read but never released.
+//
+// Why ñ/sampleBlockUnits: the noise on A shrinks like (u − l)/(kε) while
+// each block's estimate gets worse as its units n/k shrink (e.g. the bias
+// of a correlation coefficient over m pairs is about ρ(1 − ρ²)/(2m),
+// Fisher 1915). For correlations at ε ≈ 1 over 10⁴ units the two balance
+// at a few dozen units per block; 32 keeps block answers meaningful for
+// slopes too.
+//
+// # Output ranges
+//
+// corr lies in [−1, 1] and regr_r2 in [0, 1] (natural ranges). For inputs
+// clamped to [a_x, b_x] and [a_y, b_y], |covar_pop| ≤ (b_x − a_x)(b_y − a_y)/4
+// (Popoviciu's inequality with Cauchy–Schwarz) and |covar_samp| ≤
+// (b_x − a_x)(b_y − a_y)/2 (n/(n − 1) ≤ 2 for n ≥ 2): ranges from the policy.
+// regr_slope and regr_intercept have no bound; they need SET
+// dp.output_range = 'lo,hi' (public: the analyst chose it), which for the
+// other functions narrows their range (intersection).
+
+// sampleLevels are the block counts k computed when k is chosen from the
+// noisy unit count: powers of two, so that one sort per level suffices.
+var sampleLevels = []int{2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096}
+
+// sampleBlockUnits is the target number of units per block (see "Choice
+// of k").
+const sampleBlockUnits = 32
+
+// sampleCountShare is the share of the query's ε (and δ) spent on the
+// noisy unit count that chooses k: a count only needs to be right within a
+// factor of two, so a tenth suffices (at ε = 0.1 its Laplace scale is 100
+// units).
+const sampleCountShare = 0.1
+
+// maxSampleBlocks bounds SET dp.sample_blocks.
+const maxSampleBlocks = 1 << 20
+
+// SampleAgg describes a sample-and-aggregate plan. Plan.SQL returns one row
+// per block count k:
+//
+//	k, S_0, …, S_{m−1}, n
+//
+// where S_i is the sum over the k blocks of the clipped, centred answers of
+// the plan's i-th measure (Plan.Measures[i], kind MeasureSampleAgg) and n
+// is the number of distinct units (used only when CountMeasure ≥ 0). With
+// no input row the SQL returns no row (release treats every S as 0).
+type SampleAgg struct {
+	// Levels are the block counts the SQL computes, ascending.
+	Levels []int
+	// CountMeasure indexes the MeasureUnits measure whose noisy value
+	// chooses k; −1 when k is fixed by SET dp.sample_blocks (Levels has one
+	// element).
+	CountMeasure int
+	// BlockUnits is the target number of units per block (k = the largest
+	// level ≤ ñ/BlockUnits).
+	BlockUnits int
+	// CountShare is the share of the query's ε (and δ) for the count.
+	CountShare float64
+
+	// hmacInner, hmacOuter are the SQL literals of the HMAC key pads, for
+	// RedactedSQL; unexported so they are never marshalled.
+	hmacInner, hmacOuter string
+}
+
+// ChooseBlocks returns the block count for a noisy unit count: the largest
+// level k with k·BlockUnits ≤ count, else the smallest level.
+// Post-processing of a released value; also used by EXPLAIN.
+func (s *SampleAgg) ChooseBlocks(count float64) int {
+	k := s.Levels[0]
+	for _, l := range s.Levels {
+		if float64(l)*float64(s.BlockUnits) <= count {
+			k = l
+		}
+	}
+	return k
+}
+
+// RedactedSQL is Plan.SQL with the secret key replaced by a placeholder:
+// what EXPLAIN shows.
+func (p *Plan) RedactedSQL() string {
+	if p.SampleAgg == nil || p.SampleAgg.hmacInner == "" {
+		return p.SQL
+	}
+	s := strings.ReplaceAll(p.SQL, p.SampleAgg.hmacInner, "<secret sample key ⊕ ipad>")
+	return strings.ReplaceAll(s, p.SampleAgg.hmacOuter, "<secret sample key ⊕ opad>")
+}
+
+// saSpec is one sample-and-aggregate call of the select list.
+type saSpec struct {
+	fn           string // corr, covar_pop, …
+	y, x         string // PostgreSQL's argument order: f(Y, X)
+	lower, upper float64
+}
+
+var sampleAggFuncs = map[string]bool{
+	"corr": true, "covar_pop": true, "covar_samp": true,
+	"regr_slope": true, "regr_intercept": true, "regr_r2": true,
+}
+
+func isSampleAggFunc(name string) bool { return sampleAggFuncs[strings.ToLower(name)] }
+
+const sampleAggHint = "sample-and-aggregate answers corr, covar_pop, covar_samp, regr_slope, regr_intercept and regr_r2 of two bounded numeric columns, e.g. SELECT corr(cost, age) FROM visits, without GROUP BY and without other aggregates in the same query"
+
+// sampleAggCall checks one call such as corr(cost, age) and returns its
+// output; the measures are built by sampleAggPlan.
+func (b *builder) sampleAggCall(fc *ast.FuncCallExpr) (Output, error) {
+	fn := strings.ToLower(fc.FnName.O)
+	if len(fc.Args) != 2 {
+		return Output{}, b.errAt(fc, "42883", "function %s with %d arguments does not exist", fn, len(fc.Args)).
+			WithHint("%s takes two columns: %s(y, x)", fn, fn)
+	}
+	var cols [2]colInfo
+	for i, a := range fc.Args {
+		if pe, ok := a.(*ast.ParenthesesExpr); ok {
+			a = pe.Expr
+		}
+		c, ok := a.(*ast.ColumnNameExpr)
+		if !ok {
+			return Output{}, b.errAt(a, pgerr.FeatureNotSupported, "expressions inside %s are not supported", fn).
+				WithHint("%s", sampleAggHint)
+		}
+		ci, err := b.column(c)
+		if err != nil {
+			return Output{}, err
+		}
+		switch {
+		case ci.unit || ci.col == nil:
+			return Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s of the unit column %s is not supported", fn, ci.name).
+				WithHint("%s", sampleAggHint)
+		case !ci.col.Type.Numeric():
+			return Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s needs numeric columns; %s is %s", fn, ci.name, ci.col.Type).
+				WithHint("%s", sampleAggHint)
+		case !ci.col.HasBounds:
+			return Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s(%s) needs bounds: the policy declares no lower/upper for %s", fn, ci.name, ci.name).
+				WithHint("ask the data steward to declare lower and upper for %s", ci.name)
+		}
+		cols[i] = ci
+	}
+	lo, hi, ok := sampleRange(fn, cols[0].col.LowerNum, cols[0].col.UpperNum, cols[1].col.LowerNum, cols[1].col.UpperNum)
+	if b.opts.HasOutputRange {
+		if ok {
+			lo, hi = math.Max(lo, b.opts.OutputLower), math.Min(hi, b.opts.OutputUpper)
+		} else {
+			lo, hi, ok = b.opts.OutputLower, b.opts.OutputUpper, true
+		}
+		if !(lo < hi) {
+			return Output{}, b.errAt(fc, pgerr.InvalidParameterValue, "dp.output_range does not overlap the range of %s", fn).
+				WithHint("SET dp.output_range = 'lo,hi' to a range that meets the natural range of %s, or RESET dp.output_range", fn)
+		}
+	}
+	if !ok {
+		return Output{}, b.errAt(fc, pgerr.FeatureNotSupported, "%s has no known output range", fn).
+			WithHint("sample-and-aggregate clips each block's answer to a public range: SET dp.output_range = 'lo,hi' to a range %s surely lies in (narrower ranges give less noise), then run the query again", fn)
+	}
+	if !(hi-lo > 0) || math.IsInf(hi-lo, 0) {
+		return Output{}, b.errAt(fc, pgerr.FeatureNotSupported, "%s has an empty or unbounded output range", fn).
+			WithHint("SET dp.output_range = 'lo,hi' with finite lo < hi")
+	}
+	spec := saSpec{fn: fn, y: cols[0].name, x: cols[1].name, lower: lo, upper: hi}
+	idx := -1
+	for i, s := range b.sa {
+		if s == spec {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		b.sa = append(b.sa, spec)
+		idx = len(b.sa) - 1
+	}
+	return Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: "float8", Lower: lo, Upper: hi}, nil
+}
+
+// sampleRange is the output range of fn that needs no session setting:
+// natural for corr and regr_r2, from the clamping bounds of Y and X for the
+// covariances (see "Output ranges").
+func sampleRange(fn string, yLo, yHi, xLo, xHi float64) (lo, hi float64, ok bool) {
+	switch fn {
+	case "corr":
+		return -1, 1, true
+	case "regr_r2":
+		return 0, 1, true
+	case "covar_pop":
+		r := (yHi - yLo) * (xHi - xLo) / 4
+		return -r, r, true
+	case "covar_samp":
+		r := (yHi - yLo) * (xHi - xLo) / 2
+		return -r, r, true
+	}
+	return 0, 0, false
+}
+
+// sampleAggPlan completes a plan whose select list has sample-and-aggregate
+// calls: checks the shape, builds the measures and emits the SQL.
+func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
+	switch {
+	case len(p.Keys) > 0:
+		return b.errAt(sel, pgerr.FeatureNotSupported, "GROUP BY with sample-and-aggregate functions is not supported yet").
+			WithHint("%s", sampleAggHint)
+	case len(b.measures) > 0 || len(p.Hidden) > 0 || p.Having != nil:
+		return b.errAt(sel, pgerr.FeatureNotSupported, "sample-and-aggregate functions cannot be combined with other aggregates in one query").
+			WithHint("ask for COUNT/SUM/AVG… in a separate query; %s", sampleAggHint)
+	}
+	for _, o := range p.Outputs {
+		if o.Kind != OutputSampleAgg {
+			return b.errAt(sel, pgerr.FeatureNotSupported, "sample-and-aggregate functions cannot be combined with other outputs in one query").
+				WithHint("%s", sampleAggHint)
+		}
+	}
+	key := b.ds.SampleKey()
+	if len(key) == 0 {
+		return b.errAt(sel, pgerr.FeatureNotSupported, "dataset %s has no sample-and-aggregate key", b.ds.Name).
+			WithHint("ask the data steward to set sample_key_file in the policy")
+	}
+	sa := &SampleAgg{Levels: sampleLevels, CountMeasure: -1, BlockUnits: sampleBlockUnits, CountShare: sampleCountShare}
+	if k := b.opts.SampleBlocks; k > 0 {
+		if k < 2 || k > maxSampleBlocks {
+			return b.errAt(sel, pgerr.InvalidParameterValue, "dp.sample_blocks must be between 2 and %d", maxSampleBlocks).
+				WithHint("SET dp.sample_blocks = 64, or RESET dp.sample_blocks to choose k from a noisy count")
+		}
+		sa.Levels = []int{k}
+	}
+	for _, s := range b.sa {
+		p.Measures = append(p.Measures, Measure{Kind: MeasureSampleAgg, Column: s.fn + "(" + s.y + ", " + s.x + ")",
+			Lower: s.lower, Upper: s.upper, LInf: widthUp(s.lower, s.upper)})
+	}
+	if len(sa.Levels) > 1 {
+		sa.CountMeasure = len(p.Measures)
+		// COUNT(DISTINCT unit) of the bounded rows: one unit adds 1.
+		p.Measures = append(p.Measures, Measure{Kind: MeasureUnits, Column: b.table.UnitColumn, Integer: true, LInf: 1})
+	}
+	inner, outer := hmacPads(key)
+	sa.hmacInner, sa.hmacOuter = byteaConst(inner), byteaConst(outer)
+	p.SampleAgg = sa
+	p.SQL = b.emitSampleAggSQL(p)
+	return nil
+}
+
+// hmacPads returns the HMAC-SHA-256 key pads K⊕ipad and K⊕opad (RFC 2104;
+// a key longer than the 64-byte block is first hashed), so that the SQL
+// computes HMAC(K, m) = sha256(K⊕opad || sha256(K⊕ipad || m)).
+func hmacPads(key []byte) (inner, outer []byte) {
+	const blockSize = 64
+	if len(key) > blockSize {
+		h := sha256.Sum256(key)
+		key = h[:]
+	}
+	inner, outer = make([]byte, blockSize), make([]byte, blockSize)
+	copy(inner, key)
+	copy(outer, key)
+	for i := range inner {
+		inner[i] ^= 0x36
+		outer[i] ^= 0x5c
+	}
+	return inner, outer
+}
+
+func byteaConst(b []byte) string { return `'\x` + hex.EncodeToString(b) + `'::bytea` }
+
+// blockHashSQL is the unit's block hash: the first 56 bits of
+// HMAC-SHA-256(key, unit::text) as a non-negative bigint (56 bits so the
+// cast through bit(56) cannot go negative). Block of k: hash % k; the bias
+// of 2⁵⁶ mod k is below k/2⁵⁶.
+func blockHashSQL(unit string, sa *SampleAgg) string {
+	mac := "sha256(" + sa.hmacOuter + " || sha256(" + sa.hmacInner + " || convert_to(" + unit + "::text, 'UTF8')))"
+	return "('x' || substr(encode(" + mac + ", 'hex'), 1, 14))::bit(56)::bigint"
+}
+
+// emitSampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
+// from the inside out:
+//
+//	dp_rows     rows passing WHERE with a non-NULL unit; both inputs of each
+//	            call clamped to their policy bounds (NULL stays NULL) and
+//	            cast to float8 (the type of PostgreSQL's aggregates); the
+//	            unit's block hash; a random rank among the unit's rows.
+//	dp_bounded  rows with rank ≤ max_rows_per_unit, with the block of each
+//	            level (hash % k).
+//	dp_blocks   f per block of each level (GROUPING SETS, one per level;
+//	            inputs sorted inside the call so the float8 result does not
+//	            depend on row order), and the block's distinct units.
+//	final       per level: Σ_b (clip(f_b::numeric, l, u) − c), NULL f_b
+//	            adding 0, summed in numeric; and Σ_b units = n.
+func (b *builder) emitSampleAggSQL(p *Plan) string {
+	t, sa := b.table, p.SampleAgg
+	unit := quoteIdent(t.UnitColumn)
+	// Inputs: each distinct column once.
+	var inCols []string
+	inIdx := map[string]int{}
+	for _, s := range b.sa {
+		for _, c := range []string{s.y, s.x} {
+			if _, ok := inIdx[c]; !ok {
+				inIdx[c] = len(inCols)
+				inCols = append(inCols, c)
+			}
+		}
+	}
+	in := func(c string) string { return "dp_c" + strconv.Itoa(inIdx[c]) }
+	cols := []string{unit + " AS dp_unit", blockHashSQL(unit, sa) + " AS dp_hash"}
+	for _, c := range inCols {
+		cols = append(cols, "CASE WHEN "+quoteIdent(c)+" IS NULL THEN NULL ELSE "+clampSQL(t, c)+"::float8 END AS "+in(c))
+	}
+	cols = append(cols, "ROW_NUMBER() OVER (PARTITION BY "+unit+" ORDER BY random()) AS dp_row_rank")
+	conds := []string{unit + " IS NOT NULL"}
+	if b.where != nil {
+		conds = append(conds, b.where.sql())
+	}
+	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name) +
+		" WHERE " + strings.Join(conds, " AND ")
+
+	bounded := []string{"dp_unit"}
+	for _, c := range inCols {
+		bounded = append(bounded, in(c))
+	}
+	var sets, level []string
+	for i, k := range sa.Levels {
+		bk := "dp_b" + strconv.Itoa(i)
+		bounded = append(bounded, "dp_hash % "+strconv.Itoa(k)+" AS "+bk)
+		sets = append(sets, "("+bk+")")
+		level = append(level, "WHEN GROUPING("+bk+") = 0 THEN "+strconv.Itoa(k))
+	}
+	boundedSQL := "SELECT " + strings.Join(bounded, ", ") + " FROM (" + rows + ") AS dp_rows WHERE dp_row_rank <= " +
+		strconv.Itoa(t.MaxRowsPerUnit)
+
+	blocks := []string{"CASE " + strings.Join(level, " ") + " END AS dp_level"}
+	for i, s := range b.sa {
+		// ORDER BY inside the call fixes the order in which the float8
+		// aggregate accumulates, so f_b is a function of the block's rows
+		// (without it the last bits depend on the random row order).
+		y, x := in(s.y), in(s.x)
+		blocks = append(blocks, s.fn+"("+y+", "+x+" ORDER BY "+y+", "+x+") AS dp_f"+strconv.Itoa(i))
+	}
+	blocks = append(blocks, "COUNT(DISTINCT dp_unit) AS dp_units")
+	blocksSQL := "SELECT " + strings.Join(blocks, ", ") + " FROM (" + boundedSQL + ") AS dp_bounded GROUP BY GROUPING SETS (" +
+		strings.Join(sets, ", ") + ")"
+
+	final := []string{"dp_level::text"}
+	for i, s := range b.sa {
+		f := "dp_f" + strconv.Itoa(i)
+		lo, hi := formatConst(s.lower), formatConst(s.upper)
+		mid := formatConst(SampleMid(s.lower, s.upper))
+		final = append(final, "SUM(CASE WHEN "+f+" IS NULL THEN 0 ELSE LEAST(GREATEST("+f+"::numeric, "+lo+"), "+hi+") - "+mid+" END)::text")
+	}
+	final = append(final, "SUM(dp_units)::text")
+	return "SELECT " + strings.Join(final, ", ") + " FROM (" + blocksSQL + ") AS dp_blocks GROUP BY dp_level ORDER BY dp_level"
+}
+
+// formatConst writes a float64 as an exact numeric constant: every finite
+// float64 is a dyadic rational m/2^e, whose decimal expansion has e digits
+// after the point, so the SQL's numeric value equals the float64 exactly
+// (the midpoint c in SQL is the same number release adds back).
+func formatConst(x float64) string {
+	r := new(big.Rat).SetFloat64(x)
+	digits := r.Denom().BitLen() - 1 // the denominator is 2^digits
+	return "(" + r.FloatString(digits) + ")::numeric"
+}
+
+// SampleMid is the midpoint c = l/2 + u/2 of an output range, as used by
+// the SQL and by release (halving is exact in float64, the sum rounds once;
+// any c in [l, u] keeps the guarantee).
+func SampleMid(lower, upper float64) float64 { return lower/2 + upper/2 }
+
+// widthUp returns u − l rounded up to a float64, so that the declared
+// sensitivity is never below the exact width of [l, u].
+func widthUp(lower, upper float64) float64 {
+	exact := new(big.Rat).Sub(new(big.Rat).SetFloat64(upper), new(big.Rat).SetFloat64(lower))
+	f, _ := exact.Float64()
+	if new(big.Rat).SetFloat64(f).Cmp(exact) < 0 {
+		f = math.Nextafter(f, math.Inf(1))
+	}
+	return f
+}

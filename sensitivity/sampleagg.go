@@ -1,0 +1,25 @@
+// Privacy-critical: needs DP review.
+
+package sensitivity
+
+import (
+	"math"
+	"math/big"
+)
+
+// SampleAggLInf returns the L∞ bound of one sample-and-aggregate statistic
+// (rewrite/sampleagg.go): the sum S over k disjoint blocks of
+// clip(f_b, lower, upper) − c, with c ∈ [lower, upper] and 0 for an empty
+// block. One unit lies in exactly one block, so adding or removing it
+// changes one term, from one value of [lower − c, upper − c] ∪ {0} to
+// another: |ΔS| ≤ upper − lower. The average c + S/k then moves by at most
+// (upper − lower)/k (Nissim, Raskhodnikova, Smith, STOC 2007, §4). The
+// difference is rounded up, so the bound is never below the exact width.
+func SampleAggLInf(lower, upper float64) float64 {
+	exact := new(big.Rat).Sub(new(big.Rat).SetFloat64(upper), new(big.Rat).SetFloat64(lower))
+	f, _ := exact.Float64()
+	if new(big.Rat).SetFloat64(f).Cmp(exact) < 0 {
+		f = math.Nextafter(f, math.Inf(1))
+	}
+	return f
+}
