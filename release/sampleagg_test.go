@@ -1,0 +1,153 @@
+package release
+
+import (
+	"context"
+	"encoding/hex"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// saRows builds upstream rows "k, S, n" for every level of the plan, with
+// the same true average a for every level: S = k·(a − c).
+func saRows(plan *rewrite.Plan, a float64, n int) [][]*string {
+	var rows [][]*string
+	for _, k := range plan.SampleAgg.Levels {
+		row := []*string{s(strconv.Itoa(k))}
+		for _, m := range plan.Measures {
+			if m.Kind == rewrite.MeasureUnits {
+				row = append(row, s(strconv.Itoa(n)))
+				continue
+			}
+			row = append(row, s(strconv.FormatFloat(float64(k)*(a-rewrite.SampleMid(m.Lower, m.Upper)), 'f', -1, 64)))
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+func TestRunSampleAgg_NoisyCountChoosesK(t *testing.T) {
+	ds := loadPolicy(t)
+	plan, err := rewrite.Rewrite(ds, "SELECT corr(cost, age) FROM visits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := &memLedger{limit: 3}
+	r := newTestReleaser(t, led, 7)
+	// 40 000 units: ñ/32 = 1250 → k = 1024 unless the count noise
+	// (Laplace scale 1/(0.1·1) = 10) moves ñ by more than 7 232, which
+	// has probability below 1e-300.
+	up := &fakeUpstream{rows: saRows(plan, 0.4, 40000)}
+	res, err := r.Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: plan, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up})
+	if err != nil {
+		t.Fatalf("Run() = %v", err)
+	}
+	if len(up.calls) != 1 || up.calls[0] != plan.SQL {
+		t.Fatalf("upstream got %d calls, want exactly the plan's SQL", len(up.calls))
+	}
+	if !strings.Contains(res.Notice, "sample-and-aggregate over k=1024 blocks (chosen from a noisy unit count") {
+		t.Fatalf("notice %q does not name k=1024", res.Notice)
+	}
+	// Charged: count 0.1 + corr 0.9 = 1.
+	ev := led.reserved[0].Events
+	if len(ev) != 2 || math.Abs(ev[0].Epsilon-0.1) > 1e-12 || math.Abs(ev[1].Epsilon-0.9) > 1e-12 || ev[0].Epsilon+ev[1].Epsilon > 1 {
+		t.Fatalf("events = %+v, want ε 0.1 (count) and 0.9 (corr) summing to at most 1", ev)
+	}
+	// Noise on the average: Laplace of scale (u−l)/(kε) = 2/(1024·0.9);
+	// P(|Z| > 0.05) = e^{−0.05·460.8} < 1e-10.
+	got, err := strconv.ParseFloat(*res.Rows[0][0], 64)
+	if err != nil || math.Abs(got-0.4) > 0.05 || res.Columns[0].PGType != "float8" || res.Columns[0].Name != "corr" {
+		t.Fatalf("corr = %v (%v), columns %+v; want float8 corr within 0.05 of 0.4", *res.Rows[0][0], err, res.Columns)
+	}
+	// Cached: the same answer, no new charge.
+	again, err := r.Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: plan, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up})
+	if err != nil || !again.Cached || *again.Rows[0][0] != *res.Rows[0][0] || len(led.reserved) != 1 ||
+		!strings.Contains(again.Notice, "k=1024") {
+		t.Fatalf("second Run = %+v, %v; want the cached answer naming k", again, err)
+	}
+}
+
+func TestRunSampleAgg_SmallDataAndFixedK(t *testing.T) {
+	ds := loadPolicy(t)
+	plan, err := rewrite.Rewrite(ds, "SELECT regr_r2(cost, age) FROM visits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No rows at all (empty table): every level is 0 → the midpoint 0.5,
+	// and k is the smallest level.
+	r := newTestReleaser(t, &memLedger{limit: 3}, 3)
+	res, err := r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: &fakeUpstream{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, _ := strconv.ParseFloat(*res.Rows[0][0], 64)
+	if v < 0 || v > 1 || !strings.Contains(res.Notice, "k=2 blocks") {
+		t.Fatalf("regr_r2 over no rows = %v, notice %q; want a value in [0, 1] with k=2", v, res.Notice)
+	}
+
+	// SET dp.sample_blocks = 64, dp.output_range = '-3,3' for a slope.
+	plan, err = rewrite.RewriteWith(ds, "SELECT regr_slope(cost, age) FROM visits", rewrite.Options{SampleBlocks: 64, OutputLower: -3, OutputUpper: 3, HasOutputRange: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Measures) != 1 || plan.SampleAgg.CountMeasure != -1 || len(plan.SampleAgg.Levels) != 1 {
+		t.Fatalf("fixed-k plan = %+v", plan.SampleAgg)
+	}
+	led := &memLedger{limit: 3}
+	r = newTestReleaser(t, led, 4)
+	res, err = r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 0.5, Mechanism: policy.MechanismGaussian, Delta: 1e-6, Upstream: &fakeUpstream{rows: saRows(plan, 2.5, 100)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev := led.reserved[0].Events; len(ev) != 1 || ev[0].Epsilon != 0.5 || ev[0].Delta != 1e-6 || ev[0].Mechanism != "gaussian" {
+		t.Fatalf("events = %+v, want one gaussian charge of the whole (0.5, 1e-6)", ev)
+	}
+	v, _ = strconv.ParseFloat(*res.Rows[0][0], 64)
+	if v < -3 || v > 3 || !strings.Contains(res.Notice, "k=64 blocks (fixed by dp.sample_blocks") {
+		t.Fatalf("regr_slope = %v, notice %q", v, res.Notice)
+	}
+}
+
+func TestExplainSampleAgg(t *testing.T) {
+	ds := loadPolicy(t)
+	plan, err := rewrite.Rewrite(ds, "SELECT corr(cost, age) FROM visits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows, err := Explain(ds, plan, 1, 0, policy.MechanismLaplace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []string
+	for _, r := range rows {
+		text = append(text, *r[0])
+	}
+	all := strings.Join(text, "\n")
+	for _, want := range []string{"DP Sample-and-aggregate on hospital.visits", "Cost: epsilon=1 ", "noisy count of distinct units (epsilon=0.1",
+		"clipped to [-1, 1]", "sensitivity (u−l)/k = 2/k", "<secret sample key ⊕ ipad>"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("EXPLAIN lacks %q:\n%s", want, all)
+		}
+	}
+	// Neither the key nor its HMAC pads appear (the SQL holds the pads).
+	key := ds.SampleKey()
+	pads := []string{hex.EncodeToString(key)}
+	for _, x := range []byte{0x36, 0x5c} {
+		p := make([]byte, 64)
+		copy(p, key)
+		for i := range p {
+			p[i] ^= x
+		}
+		pads = append(pads, hex.EncodeToString(p))
+	}
+	if !strings.Contains(plan.SQL, pads[1]) || !strings.Contains(plan.SQL, pads[2]) {
+		t.Fatalf("the plan's SQL does not hold the HMAC pads of the dataset key")
+	}
+	if strings.Contains(all, pads[0]) || strings.Contains(all, pads[1]) || strings.Contains(all, pads[2]) {
+		t.Errorf("EXPLAIN shows the key:\n%s", all)
+	}
+}
