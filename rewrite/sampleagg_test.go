@@ -1,0 +1,341 @@
+package rewrite
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+)
+
+// saPolicy is a small dataset for sample-and-aggregate tests.
+const saPolicy = `
+dataset: sa
+privacy_unit: person
+budget: {epsilon: 10, delta: 1.0e-6, accountant: pure}
+defaults: {epsilon: 1, mechanism: laplace}
+tables:
+  obs:
+    unit_column: unit_id
+    max_groups_per_unit: 1
+    max_rows_per_unit: 3
+    columns:
+      x: {type: numeric, lower: 0, upper: 10}
+      y: {type: float, lower: -5, upper: 20}
+`
+
+// goBlock is the block of a unit as the emitted SQL computes it: the first
+// 56 bits of HMAC-SHA-256(key, unit text), modulo k.
+func goBlock(key []byte, unit string, k int) int {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(unit))
+	var b [8]byte
+	copy(b[1:], m.Sum(nil)[:7])
+	return int(binary.BigEndian.Uint64(b[:]) % uint64(k))
+}
+
+// saTable creates obs with n units of 1…3 rows each (within the policy's
+// limits: no row is dropped by contribution bounding and no value clamped
+// except the deliberately out-of-range ones, which the emitted SQL clamps
+// and the reference query clamps the same way).
+func saTable(t *testing.T, ctx context.Context, conn *pgx.Conn, n int) {
+	t.Helper()
+	if _, err := conn.Exec(ctx, `CREATE TABLE obs (unit_id bigint, x numeric, y double precision)`); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	var rows [][]any
+	for u := 1; u <= n; u++ {
+		for r, nr := 0, 1+rng.IntN(3); r < nr; r++ {
+			x := math.Round(rng.Float64()*1000) / 100 // 0 … 10, two decimals
+			y := 1.5*x - 2 + rng.NormFloat64()*3
+			var xv, yv any = fmt.Sprintf("%.2f", x), y
+			if rng.IntN(20) == 0 {
+				xv = nil
+			}
+			rows = append(rows, []any{u, xv, yv})
+		}
+	}
+	rows = append(rows, []any{nil, "5", 5.0}) // a row without a unit: excluded
+	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"obs"}, []string{"unit_id", "x", "y"}, pgx.CopyFromRows(rows)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// blockValues computes, with ordinary PostgreSQL aggregates, f(y, x) over
+// the rows of each block of k (inputs clamped to the policy bounds like the
+// emitted SQL does), clipped to [lo, hi], NULL (and empty) blocks as the
+// midpoint.
+func blockValues(t *testing.T, ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, key []byte, fn string, k int, lo, hi float64) []float64 {
+	t.Helper()
+	rows, err := q.Query(ctx, `SELECT DISTINCT unit_id FROM obs WHERE unit_id IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := make([][]int64, k)
+	for rows.Next() {
+		var u int64
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		b := goBlock(key, strconv.FormatInt(u, 10), k)
+		blocks[b] = append(blocks[b], u)
+	}
+	rows.Close()
+	out := make([]float64, k)
+	for b := range blocks {
+		var v *float64
+		err := q.QueryRow(ctx, `SELECT `+fn+`(LEAST(GREATEST(y, -5), 20), LEAST(GREATEST(x, 0), 10)::float8) FROM obs WHERE unit_id = ANY($1) AND x IS NOT NULL`, blocks[b]).Scan(&v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case v == nil:
+			out[b] = SampleMid(lo, hi)
+		default:
+			out[b] = math.Min(math.Max(*v, lo), hi)
+		}
+	}
+	return out
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// emittedAverages runs the plan's SQL and returns c + S/k per level and
+// statistic, and n per level.
+func emittedAverages(t *testing.T, ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, p *Plan) (map[int][]float64, map[int]int64) {
+	t.Helper()
+	rows, err := q.Query(ctx, p.SQL, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatalf("emitted SQL: %v", err)
+	}
+	defer rows.Close()
+	avg, units := map[int][]float64{}, map[int]int64{}
+	for rows.Next() {
+		raw := rows.RawValues()
+		k, _ := strconv.Atoi(string(raw[0]))
+		for i, o := range p.Outputs {
+			s, ok := new(big.Rat).SetString(string(raw[1+o.Measure]))
+			if !ok {
+				t.Fatalf("S = %q", raw[1+o.Measure])
+			}
+			f, _ := s.Float64()
+			_ = i
+			avg[k] = append(avg[k], SampleMid(o.Lower, o.Upper)+f/float64(k))
+		}
+		if p.SampleAgg.CountMeasure >= 0 {
+			n, _ := strconv.ParseInt(string(raw[1+p.SampleAgg.CountMeasure]), 10, 64)
+			units[k] = n
+		}
+	}
+	return avg, units
+}
+
+// TestSampleAgg_Postgres: with k blocks and noise off, the emitted SQL
+// returns the mean over the blocks of PostgreSQL's own aggregate per block
+// (blocks assigned by HMAC in Go, aggregates by plain PostgreSQL queries);
+// for every level of the noisy-count plan too, with n the number of units.
+func TestSampleAgg_Postgres(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ds, err := policy.Parse(strings.NewReader(saPolicy), "sa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saTable(t, ctx, conn, 400)
+	key := ds.SampleKey()
+
+	// Output ranges: corr and regr_r2 natural, the covariances from the
+	// bounds; slope and intercept from the session, narrow enough that
+	// clipping happens in some blocks.
+	clipped := 0
+	for _, q := range []struct {
+		fns  []string
+		opts Options
+	}{
+		{[]string{"corr", "covar_pop", "regr_r2", "covar_samp"}, Options{SampleBlocks: 8}},
+		{[]string{"regr_slope"}, Options{SampleBlocks: 8, HasOutputRange: true, OutputLower: 1.4, OutputUpper: 1.6}},
+		{[]string{"regr_intercept"}, Options{SampleBlocks: 8, HasOutputRange: true, OutputLower: -3, OutputUpper: 0}},
+	} {
+		var calls []string
+		for _, f := range q.fns {
+			calls = append(calls, f+"(y, x)")
+		}
+		p, err := RewriteWith(ds, "SELECT "+strings.Join(calls, ", ")+" FROM obs", q.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := emittedAverages(t, ctx, conn, p)
+		for i, f := range q.fns {
+			o := p.Outputs[i]
+			per := blockValues(t, ctx, conn, key, f, 8, o.Lower, o.Upper)
+			for _, v := range per {
+				if v == o.Lower || v == o.Upper {
+					clipped++
+				}
+			}
+			want := mean(per)
+			if d := math.Abs(got[8][i] - want); d > 1e-9*math.Max(1, math.Abs(want)) {
+				t.Errorf("%s over 8 blocks: emitted SQL gives %v, mean of per-block PostgreSQL aggregates %v", f, got[8][i], want)
+			}
+		}
+	}
+	if clipped == 0 {
+		t.Errorf("no block answer was clipped: the test does not exercise clipping")
+	}
+
+	// The noisy-count plan: every level, including levels with empty
+	// blocks (4096 blocks for 400 units).
+	p, err := Rewrite(ds, "SELECT corr(y, x) FROM obs WHERE x >= 0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	avgs, units := emittedAverages(t, ctx, conn, p)
+	if len(avgs) != len(sampleLevels) {
+		t.Fatalf("emitted SQL returned %d levels, want %d", len(avgs), len(sampleLevels))
+	}
+	for _, k := range []int{2, 32, 4096} {
+		want := mean(blockValuesWhere(t, ctx, conn, key, k))
+		if d := math.Abs(avgs[k][0] - want); d > 1e-9 {
+			t.Errorf("corr over %d blocks: emitted %v, per-block mean %v", k, avgs[k][0], want)
+		}
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, `SELECT COUNT(DISTINCT unit_id) FROM obs WHERE x >= 0`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	for k, u := range units {
+		if u != n {
+			t.Errorf("level %d: n = %d, want %d distinct units", k, u, n)
+		}
+	}
+}
+
+// blockValuesWhere is blockValues for corr restricted to x >= 0 (the
+// WHERE of the noisy-count case).
+func blockValuesWhere(t *testing.T, ctx context.Context, conn *pgx.Conn, key []byte, k int) []float64 {
+	t.Helper()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `DELETE FROM obs WHERE NOT (x >= 0) OR x IS NULL`); err != nil {
+		t.Fatal(err)
+	}
+	return blockValues(t, ctx, tx, key, "corr", k, -1, 1)
+}
+
+// TestSampleAgg_Neighbour: adding one unit (D' = D + u) changes the block
+// answers of exactly one block (u's block, computed in Go), and the average
+// by at most (u − l)/k, for units with many extreme rows.
+func TestSampleAgg_Neighbour(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	ds, err := policy.Parse(strings.NewReader(saPolicy), "sa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saTable(t, ctx, conn, 120)
+	key := ds.SampleKey()
+	const k = 16
+	p, err := RewriteWith(ds, "SELECT corr(y, x), regr_r2(y, x) FROM obs", Options{SampleBlocks: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := emittedAverages(t, ctx, conn, p)
+	before := blockValues(t, ctx, conn, key, "corr", k, -1, 1)
+	for trial, unit := range []int64{100001, 100002, 100003, 100004, 100005} {
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Rows far off the trend, more than max_rows_per_unit of them.
+		for r := 0; r < 6; r++ {
+			if _, err := tx.Exec(ctx, `INSERT INTO obs VALUES ($1, $2, $3)`, unit, []string{"0", "10"}[r%2], []float64{20, -5}[r%2]*1e6); err != nil {
+				t.Fatal(err)
+			}
+		}
+		after := blockValues(t, ctx, tx, key, "corr", k, -1, 1)
+		d2, _ := emittedAverages(t, ctx, tx, p)
+		_ = tx.Rollback(ctx)
+		ub := goBlock(key, strconv.FormatInt(unit, 10), k)
+		for b := range before {
+			if b != ub && before[b] != after[b] {
+				t.Errorf("trial %d: block %d changed but the new unit is in block %d", trial, b, ub)
+			}
+		}
+		for i, o := range p.Outputs {
+			bound := (o.Upper - o.Lower) / k
+			if d := math.Abs(d2[k][i] - base[k][i]); d > bound+1e-12 {
+				t.Errorf("trial %d: %s moved by %v > (u−l)/k = %v", trial, o.Name, d, bound)
+			}
+		}
+	}
+}
+
+func TestSampleAgg_Refusals(t *testing.T) {
+	ds, err := policy.Parse(strings.NewReader(saPolicy), "sa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, sql string
+		opts      Options
+		code      string
+	}{
+		{"slope without range", "SELECT regr_slope(y, x) FROM obs", Options{}, "0A000"},
+		{"intercept without range", "SELECT regr_intercept(y, x) FROM obs", Options{}, "0A000"},
+		{"range outside corr", "SELECT corr(y, x) FROM obs", Options{HasOutputRange: true, OutputLower: 2, OutputUpper: 3}, "22023"},
+		{"one argument", "SELECT corr(y) FROM obs", Options{}, "42883"},
+		{"expression argument", "SELECT corr(y + 1, x) FROM obs", Options{}, "0A000"},
+		{"k too small", "SELECT corr(y, x) FROM obs", Options{SampleBlocks: 1}, "22023"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := RewriteWith(ds, tc.sql, tc.opts)
+			pe, ok := err.(interface{ SQLState() string })
+			if !ok || pe.SQLState() != tc.code {
+				t.Fatalf("RewriteWith(%q) = %v, want SQLSTATE %s", tc.sql, err, tc.code)
+			}
+		})
+	}
+	// A range narrows corr's natural range.
+	p, err := RewriteWith(ds, "SELECT corr(y, x) FROM obs", Options{HasOutputRange: true, OutputLower: 0, OutputUpper: 5})
+	if err != nil || p.Outputs[0].Lower != 0 || p.Outputs[0].Upper != 1 || p.Measures[0].LInf != 1 {
+		t.Fatalf("corr with dp.output_range 0,5: %+v, %v; want range [0, 1], LInf 1", p, err)
+	}
+}
