@@ -27,6 +27,10 @@
 //	              expressions over released values.
 //	bounds.go     Privacy-critical: clamping, contribution bounding, LInf/L0
 //	              and the emitted SQL that enforces them.
+//	sampleagg.go  Privacy-critical: corr, covar_*, regr_* by
+//	              sample-and-aggregate (keyed-hash blocks, per-block
+//	              answers clipped to an output range, averaged; k from
+//	              SET dp.sample_blocks or a noisy unit count).
 //
 // # The security invariant
 //
