@@ -40,8 +40,8 @@ type builder struct {
 	hiddenAggs []aggSpec // per hidden output
 
 	join *joinState // a FROM clause with joins (join.go), else nil
-	opts Options  // session settings (SET dp.…)
-	sa   []saSpec // sample-and-aggregate calls of the select list (sampleagg.go)
+	opts Options    // session settings (SET dp.…)
+	sa   []saSpec   // sample-and-aggregate calls of the select list (sampleagg.go)
 }
 
 // aggSpec is an aggregate call of the select list.
