@@ -30,11 +30,22 @@
 //     analyst's limit or the dataset's global cap would be exceeded, and
 //     otherwise updates the rows and inserts a charge row with status
 //     "reserved", then commits. The charge is durable before Reserve
-//     returns, and before any private data is read;
+//     returns, and before any private data is read. The transaction is sent
+//     as two pipelined batches (BEGIN, INSERT, SELECT … FOR UPDATE; then the
+//     UPDATEs, the INSERT and COMMIT), so the rows stay locked for one
+//     round trip plus the commit's WAL flush;
 //  2. runs the emitted query upstream and adds noise;
 //  3. calls [Ledger.Release] to store the released (noisy) answer on the
 //     charge row (status "released"), which also serves the answer cache
-//     ([Ledger.Cached]).
+//     ([Ledger.Cached]). The release is committed with synchronous_commit
+//     off (one round trip, no wait for the flush): a crash of the ledger
+//     database can lose the last release records, which leaves those
+//     charges charged and "unanswered", as a proxy crash between 1 and 3
+//     does (fail closed; the answer cache misses them).
+//
+// The pld method keeps a memo of intermediate privacy-loss distributions
+// per Ledger (pldmemo.go): the same figures, but one more charge on a long
+// history reuses the earlier composition.
 //
 // Limits come from the policy passed with each charge ([Charge].Policy), so
 // a data steward raises a budget by editing the policy; the limits in force
