@@ -65,12 +65,14 @@ COMMIT;
 )
 
 type options struct {
-	dpproxy  string
-	duration time.Duration
-	clients  int
-	keep     bool
-	profile  string
-	logLevel string
+	dpproxy     string
+	duration    time.Duration
+	clients     int
+	keep        bool
+	profile     string
+	logLevel    string
+	rounds      int
+	skipLatency bool
 }
 
 func main() {
@@ -80,8 +82,14 @@ func main() {
 	flag.IntVar(&o.clients, "clients", 8, "pgbench clients for the throughput items")
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs, configs) instead of removing it")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of dpproxy for each run through it into this directory (runs `dpproxy bench-serve --pprof`)")
-	flag.StringVar(&o.logLevel, "log-level", "info", "dpproxy's log_level (info, the default, logs one line per statement)")
+	flag.StringVar(&o.logLevel, "log-level", "info", "dpproxy's log_level")
+	flag.BoolVar(&o.skipLatency, "skip-latency", false, "skip item 2 (DP latency on 1M rows; the slowest item)")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds of the throughput items: each round runs every side once, in a rotating order; ratios are medians over rounds")
 	flag.Parse()
+	if o.rounds < 1 {
+		fmt.Fprintln(os.Stderr, "dpbench: --rounds must be at least 1")
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, o)
 	stop()
@@ -146,8 +154,12 @@ func run(ctx context.Context, o options) error {
 	e.dataAddr = net.JoinHostPort(e.data.Host, strconv.Itoa(e.data.Port))
 	e.shadowAddr = net.JoinHostPort(e.shadow.Host, strconv.Itoa(e.shadow.Port))
 
-	step(fmt.Sprintf("load the demo data with %d visits", numVisits))
-	if _, err := demo.Setup(ctx, e.data, e.shadow, demo.Options{Passwords: true, Logger: log, Patients: demo.NumPatients, Visits: numVisits}); err != nil {
+	visits := numVisits
+	if o.skipLatency {
+		visits = 10_000 // only item 2 reads visits
+	}
+	step(fmt.Sprintf("load the demo data with %d visits", visits))
+	if _, err := demo.Setup(ctx, e.data, e.shadow, demo.Options{Passwords: true, Logger: log, Patients: demo.NumPatients, Visits: visits}); err != nil {
 		return fmt.Errorf("demo setup: %w", err)
 	}
 	if err := e.prepareData(ctx); err != nil {
@@ -536,6 +548,64 @@ func (f *noticeFilter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// benchRun is one side of a throughput comparison.
+type benchRun struct {
+	name, dsn, script, mode string
+}
+
+// alternate runs every side once per round (--rounds), rotating which side
+// goes first, so that a change in the machine's load during the suite hits
+// all sides alike. It returns the results by side, then by round.
+func (e *env) alternate(ctx context.Context, runs []benchRun) ([][]result, error) {
+	out := make([][]result, len(runs))
+	for k := 0; k < e.o.rounds; k++ {
+		for j := range runs {
+			i := (j + k) % len(runs)
+			name := runs[i].name
+			if k > 0 {
+				name += fmt.Sprintf("-r%d", k+1)
+			}
+			r, err := e.pgbench(ctx, name, runs[i].dsn, runs[i].script, runs[i].mode, e.o.clients)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = append(out[i], r)
+		}
+	}
+	return out, nil
+}
+
+func (e *env) roundsNote() string {
+	if e.o.rounds <= 1 {
+		return ""
+	}
+	return fmt.Sprintf(" (medians of %d alternated rounds)", e.o.rounds)
+}
+
+// medianTPS is the median TPS of one side's rounds.
+func medianTPS(rs []result) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = r.tps
+	}
+	return median(xs)
+}
+
+// medianRatio is the median over rounds of a's TPS over b's in the same
+// round.
+func medianRatio(a, b []result) float64 {
+	xs := make([]float64, 0, len(a))
+	for i := range a {
+		if i < len(b) && b[i].tps > 0 {
+			xs = append(xs, a[i].tps/b[i].tps)
+		}
+	}
+	if len(xs) == 0 {
+		return 0
+	}
+	return median(xs)
+}
+
 // row of the printed table.
 type row struct {
 	item, measure, value, baseline, ratio, target, verdict string
@@ -557,63 +627,65 @@ func (e *env) measure(ctx context.Context, rssStart int64) error {
 	}
 
 	// 1. Protocol overhead of a forwarded statement.
-	bouncerTPS := map[string]float64{}
+	script := forwardSQL + ";\n"
 	for _, mode := range []string{"simple", "extended"} {
-		script := forwardSQL + ";\n"
-		direct, err := e.pgbench(ctx, "direct-"+mode, e.shadowDSN(), script, mode, n)
+		rs, err := e.alternate(ctx, []benchRun{
+			{"direct-" + mode, e.shadowDSN(), script, mode},
+			{"pgbouncer-" + mode, e.bouncerDSN(), script, mode},
+			{"dpproxy-" + mode, e.proxyDSN(""), script, mode},
+		})
 		if err != nil {
 			return err
 		}
-		pgb, err := e.pgbench(ctx, "pgbouncer-"+mode, e.bouncerDSN(), script, mode, n)
-		if err != nil {
-			return err
-		}
-		prx, err := e.pgbench(ctx, "dpproxy-"+mode, e.proxyDSN(""), script, mode, n)
-		if err != nil {
-			return err
-		}
-		bouncerTPS[mode] = pgb.tps
-		add(row{"1 forward " + forwardSQL + " (" + mode + ")", "TPS dpproxy / PgBouncer / direct",
-			fmt.Sprintf("%.0f", prx.tps), fmt.Sprintf("%.0f / %.0f", pgb.tps, direct.tps),
-			fmt.Sprintf("%.2f× PgBouncer (%.2f× direct; PgBouncer %.2f× direct)", prx.tps/pgb.tps, prx.tps/direct.tps, pgb.tps/direct.tps),
-			"≥ 1.0× PgBouncer", verdict(prx.tps >= pgb.tps)})
+		direct, pgb, prx := rs[0], rs[1], rs[2]
+		ratio := medianRatio(prx, pgb)
+		add(row{"1 forward " + forwardSQL + " (" + mode + ")", "TPS dpproxy / PgBouncer / direct" + e.roundsNote(),
+			fmt.Sprintf("%.0f", medianTPS(prx)), fmt.Sprintf("%.0f / %.0f", medianTPS(pgb), medianTPS(direct)),
+			fmt.Sprintf("%.2f× PgBouncer (%.2f× direct; PgBouncer %.2f× direct)", ratio, medianRatio(prx, direct), medianRatio(pgb, direct)),
+			"≥ 1.0× PgBouncer", verdict(ratio >= 1)})
 	}
 
 	// 2. DP latency on 1M rows vs the emitted SQL.
-	plan, err := rewrite.Rewrite(e.ds, largeSQL)
-	if err != nil {
-		return fmt.Errorf("rewrite %q: %w", largeSQL, err)
+	if !e.o.skipLatency {
+		plan, err := rewrite.Rewrite(e.ds, largeSQL)
+		if err != nil {
+			return fmt.Errorf("rewrite %q: %w", largeSQL, err)
+		}
+		readerDSN := e.data.RoleDSN(demo.ReaderRole, demo.ReaderRole, demo.Database)
+		dpMed, dirMed, rawMed, k, err := e.latency(ctx, readerDSN, plan.SQL)
+		if err != nil {
+			return err
+		}
+		add(row{"2 DP latency, 1M rows", fmt.Sprintf("median ms of %d runs each, alternated, 1 client: dpproxy / emitted SQL direct (the analyst's SQL run direct, no DP: %.1f ms)", k, rawMed),
+			fmt.Sprintf("%.1f", dpMed), fmt.Sprintf("%.1f", dirMed),
+			fmt.Sprintf("%.3f×", dpMed/dirMed), "≤ 1.05×", verdict(dpMed <= 1.05*dirMed)})
 	}
-	readerDSN := e.data.RoleDSN(demo.ReaderRole, demo.ReaderRole, demo.Database)
-	dpMed, dirMed, rawMed, k, err := e.latency(ctx, readerDSN, plan.SQL)
-	if err != nil {
-		return err
-	}
-	add(row{"2 DP latency, 1M rows", fmt.Sprintf("median ms of %d runs each, alternated, 1 client: dpproxy / emitted SQL direct (the analyst's SQL run direct, no DP: %.1f ms)", k, rawMed),
-		fmt.Sprintf("%.1f", dpMed), fmt.Sprintf("%.1f", dirMed),
-		fmt.Sprintf("%.3f×", dpMed/dirMed), "≤ 1.05×", verdict(dpMed <= 1.05*dirMed)})
 
 	// 3. Ledger-bound DP throughput vs the ledger-only transaction.
-	ledger, err := e.pgbench(ctx, "ledger-only", e.data.DSN("bench_ledger"), ledgerTx, "simple", n)
+	rs, err := e.alternate(ctx, []benchRun{
+		{"ledger-only", e.data.DSN("bench_ledger"), ledgerTx, "simple"},
+		{"dp-small-nocache", e.proxyDSN(""), "SET dp.cache = off;\n" + smallSQL + ";\n", "simple"},
+	})
 	if err != nil {
 		return err
 	}
-	small, err := e.pgbench(ctx, "dp-small-nocache", e.proxyDSN(""), "SET dp.cache = off;\n"+smallSQL+";\n", "simple", n)
-	if err != nil {
-		return err
-	}
-	add(row{"3 DP throughput, 100 rows, cache off", "TPS dpproxy / ledger-only tx direct",
-		fmt.Sprintf("%.0f", small.tps), fmt.Sprintf("%.0f", ledger.tps),
-		fmt.Sprintf("%.2f×", small.tps/ledger.tps), "≥ 0.5×", verdict(small.tps >= 0.5*ledger.tps)})
+	ratio := medianRatio(rs[1], rs[0])
+	add(row{"3 DP throughput, 100 rows, cache off", "TPS dpproxy / ledger-only tx direct" + e.roundsNote(),
+		fmt.Sprintf("%.0f", medianTPS(rs[1])), fmt.Sprintf("%.0f", medianTPS(rs[0])),
+		fmt.Sprintf("%.2f×", ratio), "≥ 0.5×", verdict(ratio >= 0.5)})
 
-	// 4. Cached answers vs PgBouncer forwarding SELECT 1.
-	cached, err := e.pgbench(ctx, "dp-small-cached", e.proxyDSN(""), smallSQL+";\n", "simple", n)
-	if err != nil {
+	// 4. Cached answers vs PgBouncer forwarding SELECT 1 (measured again,
+	// alternated with the cached answers).
+	if rs, err = e.alternate(ctx, []benchRun{
+		{"pgbouncer-simple-4", e.bouncerDSN(), script, "simple"},
+		{"dp-small-cached", e.proxyDSN(""), smallSQL + ";\n", "simple"},
+	}); err != nil {
 		return err
 	}
-	add(row{"4 cached DP answer", "TPS dpproxy / PgBouncer (item 1, simple)",
-		fmt.Sprintf("%.0f", cached.tps), fmt.Sprintf("%.0f", bouncerTPS["simple"]),
-		fmt.Sprintf("%.2f×", cached.tps/bouncerTPS["simple"]), "≥ 0.8×", verdict(cached.tps >= 0.8*bouncerTPS["simple"])})
+	ratio = medianRatio(rs[1], rs[0])
+	add(row{"4 cached DP answer", "TPS dpproxy / PgBouncer (SELECT 1, simple)" + e.roundsNote(),
+		fmt.Sprintf("%.0f", medianTPS(rs[1])), fmt.Sprintf("%.0f", medianTPS(rs[0])),
+		fmt.Sprintf("%.2f×", ratio), "≥ 0.8×", verdict(ratio >= 0.8)})
 
 	// 5. Memory.
 	step(fmt.Sprintf("open %d idle connections to dpproxy", idleConns))

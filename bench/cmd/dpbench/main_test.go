@@ -58,3 +58,18 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+func TestMedianRatio(t *testing.T) {
+	a := []result{{tps: 10}, {tps: 30}, {tps: 20}}
+	b := []result{{tps: 10}, {tps: 10}, {tps: 40}}
+	// Per-round ratios 1, 3, 0.5: the median is 1 (not 20/10 of the median TPS).
+	if got := medianRatio(a, b); got != 1 {
+		t.Errorf("medianRatio = %v, want 1", got)
+	}
+	if got := medianTPS(a); got != 20 {
+		t.Errorf("medianTPS = %v, want 20", got)
+	}
+	if got := medianRatio(a, nil); got != 0 {
+		t.Errorf("medianRatio without a baseline = %v, want 0", got)
+	}
+}
