@@ -73,6 +73,7 @@ type options struct {
 	logLevel    string
 	rounds      int
 	skipLatency bool
+	compare     string
 }
 
 func main() {
@@ -83,6 +84,7 @@ func main() {
 	flag.BoolVar(&o.keep, "keep", false, "keep the work directory (logs, configs) instead of removing it")
 	flag.StringVar(&o.profile, "profile", "", "write a CPU profile of dpproxy for each run through it into this directory (runs `dpproxy bench-serve --pprof`)")
 	flag.StringVar(&o.logLevel, "log-level", "info", "dpproxy's log_level")
+	flag.StringVar(&o.compare, "compare", "", "a second dpproxy binary (e.g. the build before a change) run alongside on the same clusters and measured in the same rounds of items 1, 3 and 4")
 	flag.BoolVar(&o.skipLatency, "skip-latency", false, "skip item 2 (DP latency on 1M rows; the slowest item)")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of the throughput items: each round runs every side once, in a rotating order; ratios are medians over rounds")
 	flag.Parse()
@@ -105,6 +107,7 @@ type env struct {
 	work         string
 	data, shadow *pgcluster.Cluster
 	proxyAddr    string
+	compareAddr  string // --compare's proxy
 	proxyPID     int
 	pprofAddr    string
 	bouncerAddr  string
@@ -174,6 +177,13 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer stopProxy()
+	if e.o.compare != "" {
+		stopCompare, err := e.startCompare(ctx)
+		if err != nil {
+			return err
+		}
+		defer stopCompare()
+	}
 	rssStart, _ := rss(e.proxyPID)
 	stopBouncer, err := e.startBouncer(ctx, bouncer)
 	if err != nil {
@@ -278,6 +288,18 @@ func (e *env) writeConfig() error {
 	}
 	// Room for item 5's idle connections (the default is 200).
 	cfg = strings.TrimRight(cfg, "\n") + fmt.Sprintf("\n\nmax_connections: %d\nlog_level: %s\n", idleConns+100, e.o.logLevel)
+	if e.o.compare != "" {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		e.compareAddr = ln.Addr().String()
+		ln.Close()
+		cmp := strings.Replace(cfg, "listen: "+e.proxyAddr, "listen: "+e.compareAddr, 1)
+		if err := os.WriteFile(filepath.Join(e.work, "dpproxy-compare.yaml"), []byte(cmp), 0o600); err != nil {
+			return err
+		}
+	}
 	return os.WriteFile(filepath.Join(e.work, "dpproxy.yaml"), []byte(cfg), 0o600)
 }
 
@@ -324,6 +346,42 @@ func (e *env) startProxy(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("dpproxy did not start: %w\n%s", err, tail(string(b), 2000))
 	}
 	return stop, nil
+}
+
+// startCompare starts --compare's binary on its own address (same
+// clusters, same ledger, same policy).
+func (e *env) startCompare(ctx context.Context) (func(), error) {
+	logf, err := os.Create(filepath.Join(e.work, "dpproxy-compare.log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(e.o.compare, "serve", "--config", filepath.Join(e.work, "dpproxy-compare.yaml"))
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	stop := func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		logf.Close()
+	}
+	if err := waitConnect(ctx, e.compareDSN()); err != nil {
+		stop()
+		return nil, fmt.Errorf("--compare dpproxy did not start: %w", err)
+	}
+	return stop, nil
+}
+
+func (e *env) compareDSN() string {
+	return "postgres://alice:alice@" + e.compareAddr + "/" + demo.Database + "?sslmode=disable"
 }
 
 func (e *env) startBouncer(ctx context.Context, bin string) (func(), error) {
@@ -582,6 +640,29 @@ func (e *env) roundsNote() string {
 	return fmt.Sprintf(" (medians of %d alternated rounds)", e.o.rounds)
 }
 
+// withCompare appends --compare's side (the last side's statement through
+// the second proxy) when there is one.
+func (e *env) withCompare(runs []benchRun, dsn, script string) []benchRun {
+	if e.o.compare == "" {
+		return runs
+	}
+	last := runs[len(runs)-1]
+	return append(runs, benchRun{last.name + "-compare", dsn, script, last.mode})
+}
+
+// addCompare adds the row of --compare's side (the last of rs) against
+// base, with the ratio of dpproxy (the side before it) to it.
+func (e *env) addCompare(add func(row), item, baseName string, base []result, rs [][]result, target string, min float64) {
+	if e.o.compare == "" {
+		return
+	}
+	cmp, prx := rs[len(rs)-1], rs[len(rs)-2]
+	ratio := medianRatio(cmp, base)
+	add(row{item, "TPS --compare / " + baseName + e.roundsNote(),
+		fmt.Sprintf("%.0f", medianTPS(cmp)), fmt.Sprintf("%.0f", medianTPS(base)),
+		fmt.Sprintf("%.2f× (dpproxy / --compare: %.2f×)", ratio, medianRatio(prx, cmp)), target, verdict(ratio >= min)})
+}
+
 // medianTPS is the median TPS of one side's rounds.
 func medianTPS(rs []result) float64 {
 	xs := make([]float64, len(rs))
@@ -629,11 +710,11 @@ func (e *env) measure(ctx context.Context, rssStart int64) error {
 	// 1. Protocol overhead of a forwarded statement.
 	script := forwardSQL + ";\n"
 	for _, mode := range []string{"simple", "extended"} {
-		rs, err := e.alternate(ctx, []benchRun{
+		rs, err := e.alternate(ctx, e.withCompare([]benchRun{
 			{"direct-" + mode, e.shadowDSN(), script, mode},
 			{"pgbouncer-" + mode, e.bouncerDSN(), script, mode},
 			{"dpproxy-" + mode, e.proxyDSN(""), script, mode},
-		})
+		}, e.compareDSN(), script))
 		if err != nil {
 			return err
 		}
@@ -643,6 +724,7 @@ func (e *env) measure(ctx context.Context, rssStart int64) error {
 			fmt.Sprintf("%.0f", medianTPS(prx)), fmt.Sprintf("%.0f / %.0f", medianTPS(pgb), medianTPS(direct)),
 			fmt.Sprintf("%.2f× PgBouncer (%.2f× direct; PgBouncer %.2f× direct)", ratio, medianRatio(prx, direct), medianRatio(pgb, direct)),
 			"≥ 1.0× PgBouncer", verdict(ratio >= 1)})
+		e.addCompare(add, "1 forward "+forwardSQL+" ("+mode+"), --compare", "PgBouncer", rs[1], rs, "≥ 1.0× PgBouncer", 1)
 	}
 
 	// 2. DP latency on 1M rows vs the emitted SQL.
@@ -662,10 +744,10 @@ func (e *env) measure(ctx context.Context, rssStart int64) error {
 	}
 
 	// 3. Ledger-bound DP throughput vs the ledger-only transaction.
-	rs, err := e.alternate(ctx, []benchRun{
+	rs, err := e.alternate(ctx, e.withCompare([]benchRun{
 		{"ledger-only", e.data.DSN("bench_ledger"), ledgerTx, "simple"},
 		{"dp-small-nocache", e.proxyDSN(""), "SET dp.cache = off;\n" + smallSQL + ";\n", "simple"},
-	})
+	}, e.compareDSN(), "SET dp.cache = off;\n"+smallSQL+";\n"))
 	if err != nil {
 		return err
 	}
@@ -673,19 +755,21 @@ func (e *env) measure(ctx context.Context, rssStart int64) error {
 	add(row{"3 DP throughput, 100 rows, cache off", "TPS dpproxy / ledger-only tx direct" + e.roundsNote(),
 		fmt.Sprintf("%.0f", medianTPS(rs[1])), fmt.Sprintf("%.0f", medianTPS(rs[0])),
 		fmt.Sprintf("%.2f×", ratio), "≥ 0.5×", verdict(ratio >= 0.5)})
+	e.addCompare(add, "3 DP throughput, cache off, --compare", "ledger-only tx", rs[0], rs, "≥ 0.5×", 0.5)
 
 	// 4. Cached answers vs PgBouncer forwarding SELECT 1 (measured again,
 	// alternated with the cached answers).
-	if rs, err = e.alternate(ctx, []benchRun{
+	if rs, err = e.alternate(ctx, e.withCompare([]benchRun{
 		{"pgbouncer-simple-4", e.bouncerDSN(), script, "simple"},
 		{"dp-small-cached", e.proxyDSN(""), smallSQL + ";\n", "simple"},
-	}); err != nil {
+	}, e.compareDSN(), smallSQL+";\n")); err != nil {
 		return err
 	}
 	ratio = medianRatio(rs[1], rs[0])
 	add(row{"4 cached DP answer", "TPS dpproxy / PgBouncer (SELECT 1, simple)" + e.roundsNote(),
 		fmt.Sprintf("%.0f", medianTPS(rs[1])), fmt.Sprintf("%.0f", medianTPS(rs[0])),
 		fmt.Sprintf("%.2f×", ratio), "≥ 0.8×", verdict(ratio >= 0.8)})
+	e.addCompare(add, "4 cached DP answer, --compare", "PgBouncer", rs[0], rs, "≥ 0.8×", 0.8)
 
 	// 5. Memory.
 	step(fmt.Sprintf("open %d idle connections to dpproxy", idleConns))
