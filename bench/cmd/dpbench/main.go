@@ -159,7 +159,7 @@ func run(ctx context.Context, o options) error {
 
 	visits := numVisits
 	if o.skipLatency {
-		visits = 10_000 // only item 2 reads visits
+		visits = demo.NumPatients // only item 2 reads visits (one per patient)
 	}
 	step(fmt.Sprintf("load the demo data with %d visits", visits))
 	if _, err := demo.Setup(ctx, e.data, e.shadow, demo.Options{Passwords: true, Logger: log, Patients: demo.NumPatients, Visits: visits}); err != nil {
