@@ -108,6 +108,7 @@ type env struct {
 	data, shadow *pgcluster.Cluster
 	proxyAddr    string
 	compareAddr  string // --compare's proxy
+	visits       int    // rows loaded into visits
 	proxyPID     int
 	pprofAddr    string
 	bouncerAddr  string
@@ -161,6 +162,7 @@ func run(ctx context.Context, o options) error {
 	if o.skipLatency {
 		visits = demo.NumPatients // only item 2 reads visits (one per patient)
 	}
+	e.visits = visits
 	step(fmt.Sprintf("load the demo data with %d visits", visits))
 	if _, err := demo.Setup(ctx, e.data, e.shadow, demo.Options{Passwords: true, Logger: log, Patients: demo.NumPatients, Visits: visits}); err != nil {
 		return fmt.Errorf("demo setup: %w", err)
@@ -798,7 +800,7 @@ func (e *env) measure(ctx context.Context, rssStart int64) error {
 		fmt.Sprintf("%.1f KiB per idle connection", per/1024), "≤ 64 KiB", verdict(per <= targetConn)})
 
 	fmt.Println()
-	fmt.Printf("dpbench: %d s per run, %d clients, loopback; %d visits, %d rows in tiny\n\n", int(e.o.duration.Seconds()), n, numVisits, tinyRows)
+	fmt.Printf("dpbench: %d s per run, %d clients, loopback; %d visits, %d rows in tiny\n\n", int(e.o.duration.Seconds()), n, e.visits, tinyRows)
 	fmt.Println("| item | measure | dpproxy | baseline | ratio | target | |")
 	fmt.Println("|---|---|---|---|---|---|---|")
 	for _, r := range rows {
