@@ -142,15 +142,26 @@ func explainSensitivity(mechanism string, l0 int, lInf float64) float64 {
 }
 
 func measureText(m rewrite.Measure) string {
-	switch {
-	case m.Kind == rewrite.MeasureCount && m.Column == "":
-		return "count(*)"
-	case m.Kind == rewrite.MeasureUnits:
-		return "count(distinct " + m.Column + ")"
-	case m.Kind == rewrite.MeasureSum || m.Kind == rewrite.MeasureSumSq:
-		return fmt.Sprintf("%s(%s) clamped to [%s, %s]", m.Kind, m.Column, num(m.Lower), num(m.Upper))
+	arg := m.Column
+	if m.Expr != "" {
+		arg = "expression"
 	}
-	return fmt.Sprintf("%s(%s)", m.Kind, m.Column)
+	suffix := ""
+	if m.Centre != "" {
+		suffix += " centred at " + m.Centre
+	}
+	if m.Filter != "" {
+		suffix += " filtered"
+	}
+	switch {
+	case m.Kind == rewrite.MeasureCount && arg == "":
+		return "count(*)" + suffix
+	case m.Kind == rewrite.MeasureUnits:
+		return "count(distinct " + m.Column + ")" + suffix
+	case m.Kind == rewrite.MeasureSum || m.Kind == rewrite.MeasureSumSq:
+		return fmt.Sprintf("%s(%s) clamped to [%s, %s]", m.Kind, arg, num(m.Lower), num(m.Upper)) + suffix
+	}
+	return fmt.Sprintf("%s(%s)", m.Kind, arg) + suffix
 }
 
 // outputText says how an output is computed and its 95% half-width. For

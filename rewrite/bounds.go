@@ -4,10 +4,12 @@ package rewrite
 
 import (
 	"math"
+	"math/big"
 	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
 // This file holds all clamping and contribution bounding of dpproxy: the
@@ -156,18 +158,8 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	// dp_rows
 	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
 	for i, m := range p.Measures {
-		x := "dp_x" + strconv.Itoa(i)
-		switch {
-		case m.Kind == MeasureSum:
-			c := quoteIdent(m.Column)
-			cols = append(cols, "CASE WHEN "+c+" IS NULL THEN NULL ELSE "+clampSQL(t, m.Column)+" END AS "+x)
-		case m.Kind == MeasureSumSq:
-			c := quoteIdent(m.Column)
-			cols = append(cols, "CASE WHEN "+c+" IS NULL THEN NULL ELSE "+clampSQL(t, m.Column)+" * "+clampSQL(t, m.Column)+" END AS "+x)
-		case m.Kind == MeasureUnits:
-			// counted from dp_unit
-		case m.Column != "":
-			cols = append(cols, quoteIdent(m.Column)+" AS "+x)
+		if v := rowValueSQL(t, m); v != "" {
+			cols = append(cols, v+" AS dp_x"+strconv.Itoa(i))
 		}
 	}
 	partition := append([]string{unit}, quoteIdents(p.Keys)...)
@@ -189,10 +181,14 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	for i, m := range p.Measures {
 		x, out := "dp_x"+strconv.Itoa(i), " AS dp_m"+strconv.Itoa(i)
 		switch {
-		case m.Kind == MeasureCount && m.Column == "":
+		case m.Kind == MeasureCount && m.Column == "" && m.Expr == "" && m.Filter == "":
 			ms = append(ms, "COUNT(*)"+out)
 		case m.Kind == MeasureCount:
 			ms = append(ms, "COUNT("+x+")"+out)
+		case m.Kind == MeasureUnits && m.Filter != "":
+			// 1 per (unit, group) if one of the unit's kept rows passes
+			// the filter, else 0.
+			ms = append(ms, "COUNT(DISTINCT "+x+")"+out)
 		case m.Kind == MeasureUnits:
 			// 1 per (unit, group).
 			ms = append(ms, "COUNT(DISTINCT dp_unit)"+out)
@@ -234,6 +230,109 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 func clampSQL(t *policy.Table, c string) string {
 	return "LEAST(GREATEST(" + quoteIdent(c) + "::numeric, " + numericConst(t.Columns[c].Lower) + "), " +
 		numericConst(t.Columns[c].Upper) + ")"
+}
+
+// rowValueSQL is the per-row value dp_x of a measure in dp_rows, or ""
+// when the measure needs none (COUNT(*) and COUNT(DISTINCT unit) without
+// FILTER):
+//
+//   - sums: the clamped column, or the expression (rowexpr.go; its columns
+//     clamped), minus Centre for normalized sums; sums of squares: that
+//     value times itself;
+//   - counts: the column or the expression (NULL-ness is all that counts),
+//     or 1 for COUNT(*) with a filter; distinct units: the unit column;
+//   - with FILTER (WHERE cond): CASE WHEN cond THEN value END, so rows
+//     failing the filter give NULL, which no aggregate counts or sums.
+//
+// Rows are selected for contribution bounding (dp_row_rank) before the
+// filter applies: a unit keeps at most max_rows_per_unit rows per group
+// whatever the filter, and each kept row adds at most one bounded value,
+// or nothing when it fails the filter, so the L∞ bounds above still hold
+// (a filtered measure changes by less, never more). On data within the
+// contribution limits nothing is dropped, so the answer equals
+// PostgreSQL's FILTER.
+func rowValueSQL(t *policy.Table, m Measure) string {
+	var v string
+	switch m.Kind {
+	case MeasureSum, MeasureSumSq:
+		if m.Expr != "" {
+			v = m.Expr
+			if m.Centre != "" {
+				v = "(" + v + " - " + numericConst(m.Centre) + ")"
+			}
+		} else {
+			c := quoteIdent(m.Column)
+			v = clampSQL(t, m.Column)
+			if m.Centre != "" {
+				v = "(" + v + " - " + numericConst(m.Centre) + ")"
+			}
+			if m.Kind == MeasureSumSq {
+				v += " * " + v
+			}
+			v = "CASE WHEN " + c + " IS NULL THEN NULL ELSE " + v + " END"
+		}
+		if m.Expr != "" && m.Kind == MeasureSumSq {
+			v = v + " * " + v
+		}
+	case MeasureUnits:
+		if m.Filter == "" {
+			return ""
+		}
+		v = quoteIdent(t.UnitColumn)
+	case MeasureCount:
+		switch {
+		case m.Expr != "":
+			v = m.Expr
+		case m.Column != "":
+			v = quoteIdent(m.Column)
+		case m.Filter != "":
+			v = "1"
+		default:
+			return ""
+		}
+	}
+	if m.Filter != "" {
+		v = "CASE WHEN " + m.Filter + " THEN " + v + " END"
+	}
+	return v
+}
+
+// exprBounds fills the bounds of a measure over an expression or a
+// normalized sum from the exact interval iv of its per-row values
+// (sensitivity/interval.go): Lower, Upper are iv rounded outwards to
+// float64, and LInf is at least both the exact bound and the float formula
+// release re-checks it against.
+func exprBounds(t *policy.Table, m Measure, iv sensitivity.Interval) Measure {
+	rows := t.MaxRowsPerUnit
+	if m.Kind == MeasureCount {
+		m.Integer = true
+		m.LInf = sensitivity.CountLInf(rows)
+		return m
+	}
+	if iv.Empty() {
+		iv = sensitivity.Point(new(big.Rat), true)
+	}
+	m.Lower, m.Upper = sensitivity.RatDown(iv.Lo), sensitivity.RatUp(iv.Hi)
+	centre := new(big.Rat)
+	if m.Centre != "" {
+		centre.SetString(m.Centre)
+	}
+	// Per-row values of the measure: x − centre, or (x − centre)².
+	shifted := sensitivity.Sub(iv, sensitivity.Point(centre, centre.IsInt()))
+	m.Integer = shifted.Int
+	switch {
+	case m.Kind == MeasureSum && m.Centre != "":
+		m.LInf = math.Max(sensitivity.CentredSumLInf(rows, m.Lower, m.Upper), sensitivity.SumLInfInterval(rows, shifted))
+	case m.Kind == MeasureSum:
+		m.LInf = math.Max(sensitivity.SumLInf(rows, m.Lower, m.Upper), sensitivity.SumLInfInterval(rows, shifted))
+	case m.Kind == MeasureSumSq && m.Centre != "":
+		sq := sensitivity.Mul(shifted, shifted)
+		m.LInf = math.Max(sensitivity.CentredSumSqLInf(rows, m.Lower, m.Upper), sensitivity.SumLInfInterval(rows, sq))
+	case m.Kind == MeasureSumSq:
+		sq := sensitivity.Mul(shifted, shifted)
+		m.LInf = math.Max(sensitivity.SumSqLInf(rows, m.Lower, m.Upper), sensitivity.SumLInfInterval(rows, sq))
+	}
+	return m
 }
 
 func quoteIdents(keys []Key) []string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
@@ -36,6 +37,8 @@ type builder struct {
 	aggs     []aggSpec // per output; fn "" for keys
 	where    pred
 
+	filters map[*ast.AggregateFuncExpr]ast.ExprNode // FILTER conditions (filter.go)
+
 	hidden     []Output  // aggregates used by expressions and HAVING
 	hiddenAggs []aggSpec // per hidden output
 
@@ -46,8 +49,10 @@ type builder struct {
 
 // aggSpec is an aggregate call of the select list.
 type aggSpec struct {
-	fn  string // "count", "sum", "avg"
-	col string // "" for COUNT(*)
+	fn     string // "count", "sum", "avg"
+	col    string // "" for COUNT(*) and expressions
+	expr   string // the emitted SQL of an expression argument
+	filter string // the emitted SQL of FILTER (WHERE …), or ""
 }
 
 // parsers recycles TiDB parsers: building one allocates about 16 KB of
@@ -128,6 +133,9 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 			WithHint("write LIMIT and OFFSET at the end of the query, without parentheses around it")
 	}
 	if err := b.from(sel); err != nil {
+		return nil, err
+	}
+	if err := b.liftFilters(sel); err != nil {
 		return nil, err
 	}
 	if sel.Where != nil {
@@ -591,33 +599,48 @@ func (b *builder) aggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
 	if p, ok := arg.(*ast.ParenthesesExpr); ok {
 		arg = p.Expr
 	}
+	filter, err := b.aggFilter(x)
+	if err != nil {
+		return aggSpec{}, Output{}, err
+	}
 	if fn == "count" {
 		if _, star := arg.(*test_driver.ValueExpr); star {
-			return aggSpec{fn: "count"}, Output{Name: "count", Kind: OutputCount, Measure: b.measure(MeasureCount, nil), PGType: "int8"}, nil
+			return aggSpec{fn: "count", filter: filter}, Output{Name: "count", Kind: OutputCount, Measure: b.addMeasure(Measure{Kind: MeasureCount, Filter: filter}, nil, nil), PGType: "int8"}, nil
 		}
 		if l, ok := b.lit(arg); ok {
 			if l.kind == litNull {
 				return aggSpec{}, Output{}, b.errAt(arg, pgerr.FeatureNotSupported, "COUNT(NULL) is always 0").WithHint("use COUNT(*)")
 			}
 			// COUNT(constant) counts every row, like COUNT(*).
-			return aggSpec{fn: "count"}, Output{Name: "count", Kind: OutputCount, Measure: b.measure(MeasureCount, nil), PGType: "int8"}, nil
+			return aggSpec{fn: "count", filter: filter}, Output{Name: "count", Kind: OutputCount, Measure: b.addMeasure(Measure{Kind: MeasureCount, Filter: filter}, nil, nil), PGType: "int8"}, nil
 		}
 	}
 	c, ok := arg.(*ast.ColumnNameExpr)
 	if !ok {
-		if _, agg := arg.(*ast.AggregateFuncExpr); agg {
-			return aggSpec{}, Output{}, b.errAt(arg, "42803", "aggregate function calls cannot be nested").WithHint("%s", aggregateHint)
+		// An expression inside the aggregate (rowexpr.go).
+		v, err := b.rowValue(arg)
+		if err != nil {
+			return aggSpec{}, Output{}, err
 		}
-		return aggSpec{}, Output{}, b.errAt(arg, pgerr.FeatureNotSupported, "expressions inside aggregates are not supported yet").
-			WithHint("aggregate a plain column: %s(col)", strings.ToUpper(fn))
+		if v.iv.Empty() {
+			return aggSpec{}, Output{}, b.errAt(arg, pgerr.FeatureNotSupported, "the expression inside %s is always NULL", strings.ToUpper(fn)).
+				WithHint("%s", rowExprHint)
+		}
+		spec := aggSpec{fn: fn, expr: v.sql, filter: filter}
+		if fn == "count" {
+			// COUNT(expr) counts the rows where expr is not NULL.
+			m := b.addMeasure(Measure{Kind: MeasureCount, Expr: v.sql, Filter: filter}, nil, &v.iv)
+			return spec, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
+		}
+		return b.valueAggregate(x, fn, spec, v.iv)
 	}
 	ci, err := b.column(c)
 	if err != nil {
 		return aggSpec{}, Output{}, err
 	}
 	if fn == "count" {
-		m := b.measure(MeasureCount, &ci)
-		return aggSpec{fn: "count", col: ci.name}, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
+		m := b.addMeasure(Measure{Kind: MeasureCount, Column: ci.name, Filter: filter}, ci.col, nil)
+		return aggSpec{fn: "count", col: ci.name, filter: filter}, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
 	}
 	if ci.unit {
 		shown := strings.ToUpper(fn)
@@ -639,14 +662,50 @@ func (b *builder) aggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
 		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s(%s) is constant: the policy bounds are [0, 0]", strings.ToUpper(fn), ci.name).
 			WithHint("ask the data steward to declare real bounds for %s", ci.name)
 	}
-	sum := b.measure(MeasureSum, &ci)
-	if fn == "sum" {
-		return aggSpec{fn: "sum", col: ci.name}, Output{Name: "sum", Kind: OutputSum, Measure: sum, PGType: "numeric"}, nil
+	v, err := b.rowColumn(c)
+	if err != nil {
+		return aggSpec{}, Output{}, err
 	}
-	cnt := b.measure(MeasureCount, &ci)
+	return b.valueAggregate(x, fn, aggSpec{fn: fn, col: ci.name, filter: filter}, v.iv)
+}
+
+// centreSums enables normalized sums for AVG and the variance family.
+const centreSums = false
+
+// valueAggregate plans SUM, AVG and the variance family over a bounded
+// column (spec.col) or an expression (spec.expr) whose values lie in iv.
+//
+// SUM is one sum measure. AVG and the variance family use normalized
+// (centred) sums: with m the midpoint of iv, the sum of x − m and the sum
+// of (x − m)² have L∞ max_rows·(hi − lo)/2 and max_rows·((hi − lo)/2)²
+// instead of max_rows·max(|lo|, |hi|) and max_rows·max(lo², hi²) (half
+// and a quarter for ranges such as cost 0..20000); the average is m + S̃/C̃
+// and the variance, being shift-invariant, is computed from the centred
+// sums unchanged (release/post.go). See PRIVACY.md, "AVG and variance".
+func (b *builder) valueAggregate(x *ast.AggregateFuncExpr, fn string, spec aggSpec, iv sensitivity.Interval) (aggSpec, Output, error) {
+	base := Measure{Column: spec.col, Expr: spec.expr, Filter: spec.filter}
+	var col *policy.Column
+	lower, upper := sensitivity.RatDown(iv.Lo), sensitivity.RatUp(iv.Hi)
+	if spec.col != "" {
+		col = b.table.Columns[spec.col]
+		lower, upper = col.LowerNum, col.UpperNum
+	}
+	if fn == "sum" {
+		m := base
+		m.Kind = MeasureSum
+		return spec, Output{Name: "sum", Kind: OutputSum, Measure: b.addMeasure(m, col, &iv), PGType: "numeric"}, nil
+	}
+	centre := ""
+	if mid := iv.Midpoint(); centreSums && mid.Sign() != 0 {
+		centre = decimalText(mid)
+	}
+	sum, cnt := base, base
+	sum.Kind, sum.Centre = MeasureSum, centre
+	cnt.Kind = MeasureCount
+	si, ci := b.addMeasure(sum, col, &iv), b.addMeasure(cnt, col, &iv)
 	if fn == "avg" {
-		return aggSpec{fn: "avg", col: ci.name}, Output{Name: "avg", Kind: OutputAvg, Measure: sum, CountMeasure: cnt, PGType: "numeric",
-			Lower: ci.col.LowerNum, Upper: ci.col.UpperNum}, nil
+		return spec, Output{Name: "avg", Kind: OutputAvg, Measure: si, CountMeasure: ci, PGType: "numeric",
+			Lower: lower, Upper: upper}, nil
 	}
 	// The variance family: PostgreSQL names its output column after the
 	// function it was called as; the normalizer has already mapped
@@ -656,10 +715,12 @@ func (b *builder) aggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
 	if n := b.callName(x); n != "" {
 		name = n
 	}
-	sq := b.measure(MeasureSumSq, &ci)
-	return aggSpec{fn: fn, col: ci.name}, Output{Name: name, Kind: OutputVariance, Measure: sum, CountMeasure: cnt, SumSqMeasure: sq,
+	sq := base
+	sq.Kind, sq.Centre = MeasureSumSq, centre
+	qi := b.addMeasure(sq, col, &iv)
+	return spec, Output{Name: name, Kind: OutputVariance, Measure: si, CountMeasure: ci, SumSqMeasure: qi,
 		Sample: strings.HasSuffix(fn, "_samp"), Sqrt: strings.HasPrefix(fn, "stddev"), PGType: "numeric",
-		Lower: ci.col.LowerNum, Upper: ci.col.UpperNum}, nil
+		Lower: lower, Upper: upper}, nil
 }
 
 // callName is the function name as the analyst wrote it (lower case), so
@@ -699,27 +760,31 @@ func (b *builder) countDistinct(x *ast.AggregateFuncExpr, fn string) (aggSpec, O
 		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "COUNT(DISTINCT %s) is not supported: only the unit column %s can be counted distinctly", ci.name, b.table.UnitColumn).
 			WithHint("%s", hint)
 	}
-	m := b.measure(MeasureUnits, &ci)
-	return aggSpec{fn: "count_distinct", col: ci.name}, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
+	filter, err := b.aggFilter(x)
+	if err != nil {
+		return aggSpec{}, Output{}, err
+	}
+	m := b.addMeasure(Measure{Kind: MeasureUnits, Column: ci.name, Filter: filter}, ci.col, nil)
+	return aggSpec{fn: "count_distinct", col: ci.name, filter: filter}, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
 }
 
-// measure returns the index of the measure, adding it when new (measures
-// are de-duplicated: AVG(cost) and SUM(cost) share one sum).
-func (b *builder) measure(kind MeasureKind, ci *colInfo) int {
-	m := Measure{Kind: kind}
-	if ci != nil {
-		m.Column = ci.name
-	}
+// addMeasure returns the index of the measure, adding it when new
+// (measures are de-duplicated: SUM(cost) and COUNT(*) of two outputs share
+// one). col is the measure's column (nil for COUNT(*), expressions and an
+// undeclared unit column); iv, when not nil, is the interval of the
+// per-row values of an expression or a centred sum, whose bounds are then
+// computed from it (exprBounds).
+func (b *builder) addMeasure(m Measure, col *policy.Column, iv *sensitivity.Interval) int {
 	for i, have := range b.measures {
-		if have.Kind == m.Kind && have.Column == m.Column {
+		if have.Kind == m.Kind && have.Column == m.Column && have.Expr == m.Expr && have.Filter == m.Filter && have.Centre == m.Centre {
 			return i
 		}
 	}
-	var col *policy.Column
-	if ci != nil {
-		col = ci.col
+	if iv != nil && (m.Expr != "" || m.Centre != "") {
+		m = exprBounds(b.table, m, *iv)
+	} else {
+		m = measureBounds(b.table, m, col)
 	}
-	m = measureBounds(b.table, m, col)
 	b.measures = append(b.measures, m)
 	return len(b.measures) - 1
 }

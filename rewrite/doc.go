@@ -3,7 +3,8 @@
 // one protected table into a validated [Plan] whose SQL is produced by our
 // own PostgreSQL emitter.
 //
-// It imports only policy, internal/pgerr and the TiDB parser; it does no
+// It imports only policy, sensitivity (interval arithmetic), internal/pgerr
+// and the TiDB parser; it does no
 // I/O and no logging, holds no global mutable state, and is safe for
 // concurrent use.
 //
@@ -22,6 +23,11 @@
 //	              refused with its position.
 //	build.go      TiDB AST → checked against the policy → Plan.
 //	pred.go       WHERE conditions: column op literal, typed by us.
+//	rowexpr.go    Privacy-critical: expressions inside aggregates (+ - * /,
+//	              CASE, COALESCE, NULLIF, LEAST, GREATEST, ABS, constants)
+//	              over clamped columns, bounded by sensitivity's interval
+//	              arithmetic; division emitted with NULLIF.
+//	filter.go     agg(…) FILTER (WHERE cond): normalizer marker and plan.
 //	keyexpr.go    GROUP BY expressions with public derived domains.
 //	expr.go       HAVING and arithmetic over aggregates: post-processing
 //	              expressions over released values.
@@ -89,6 +95,15 @@
 //     never worse for a lone AVG; it is not used yet because SUM(x) and
 //     AVG(x) in one query share one sum measure today (an extra centred
 //     measure would split ε four ways instead of three). Issue 5 follow-up.
+//   - expressions inside aggregates (rowexpr.go) are evaluated on clamped
+//     columns in numeric: PostgreSQL's integer division (int / int, which
+//     truncates) is refused, a divisor that is 0 gives NULL (PostgreSQL
+//     raises 22012), a quotient is clamped to its computed interval (a
+//     no-op up to numeric rounding), and a simple CASE is supported only
+//     over a column compared with literals;
+//   - agg(…) FILTER (WHERE cond) applies the condition after contribution
+//     bounding (see rowValueSQL in bounds.go): on data within the limits
+//     the answer is PostgreSQL's;
 //   - a GROUP BY name that is no column of the policy falls back to an
 //     output alias even if the real table has such an undeclared column.
 package rewrite

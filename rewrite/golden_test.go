@@ -159,8 +159,17 @@ func describePlan(p *Plan) string {
 	var ms []string
 	for i, m := range p.Measures {
 		s := fmt.Sprintf("m%d %s(%s) linf=%g", i, m.Kind, m.Column, m.LInf)
-		if m.Column == "" {
+		switch {
+		case m.Expr != "":
+			s = fmt.Sprintf("m%d %s(expr) linf=%g", i, m.Kind, m.LInf)
+		case m.Column == "":
 			s = fmt.Sprintf("m%d count(*) linf=%g", i, m.LInf)
+		}
+		if m.Filter != "" {
+			s += " filtered"
+		}
+		if m.Centre != "" {
+			s += " centre=" + m.Centre
 		}
 		if m.Kind == MeasureSum || m.Kind == MeasureSumSq || m.Kind == MeasureSampleAgg {
 			s += fmt.Sprintf(" clamp=[%g, %g]", m.Lower, m.Upper)

@@ -27,9 +27,10 @@ import (
 //     regexp, …) can never take effect.
 //   - IS [NOT] DISTINCT FROM becomes the null-safe <=> (negated for
 //     DISTINCT), when both operands are simple.
+//   - agg(…) FILTER (WHERE cond) becomes a marker call (filter.go).
 //   - Everything else that has no exact mapping is refused with its
 //     position: casts of non-literals, $n placeholders, window functions,
-//     CTEs, set operations, joins, subqueries, FILTER, WITHIN GROUP, arrays,
+//     CTEs, set operations, joins, subqueries, WITHIN GROUP, arrays,
 //     operators other than comparison and arithmetic, LIMIT a,b, ….
 
 // literal is one constant of the analyst's query.
@@ -252,6 +253,10 @@ func normalize(src string) (*normalized, error) {
 					WithHint("supported operators: = <> != < <= > >= AND OR NOT IN BETWEEN LIKE ILIKE IS [NOT] NULL")
 			}
 		case tokIdent:
+			if t.val == filterMarker {
+				return nil, pgerr.New("42883", "function %s does not exist", t.val).
+					WithPosition(charPos(src, t.pos)).WithHint("write agg(…) FILTER (WHERE condition)")
+			}
 			if t.quoted {
 				add(quoteIdent(t.val), t.pos, true)
 				continue
@@ -265,7 +270,17 @@ func normalize(src string) (*normalized, error) {
 				case "at":
 					refuse = next(1).is("time")
 				case "filter":
-					refuse = next(1).isPunct("(")
+					refuse = false
+					if next(1).isPunct("(") {
+						// agg(…) FILTER (WHERE …): filter.go.
+						k, err := n.normalizeFilter(toks, i)
+						if err != nil {
+							return nil, err
+						}
+						i = k
+						depth++ // the FILTER's ")" closes the marker call
+						continue
+					}
 				case "within":
 					refuse = next(1).is("group")
 				case "nulls":

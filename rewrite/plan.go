@@ -123,12 +123,26 @@ type Measure struct {
 	// Integer is true when every value of the measure is an integer (counts,
 	// sums of int columns with integer bounds): integer noise applies.
 	Integer bool
-	// Lower, Upper are the clamping bounds of a sum's column (0 for counts).
+	// Lower, Upper are the clamping bounds of a sum's column (0 for counts),
+	// or for an expression the interval of its values, rounded outwards.
 	Lower, Upper float64
+	// Expr, when not "", is the per-row value (emitted SQL of an
+	// expression inside the aggregate, every column in it clamped; see
+	// rowexpr.go): sums sum it, counts count its non-NULL values.
+	Expr string `json:",omitempty"`
+	// Filter, when not "", is the SQL of the aggregate's FILTER (WHERE …)
+	// condition: rows where it is not true add nothing to the measure.
+	Filter string `json:",omitempty"`
+	// Centre, when not "", makes a sum (sum of squares) a normalized sum:
+	// of x − Centre (of (x − Centre)²), with Centre the midpoint of
+	// [Lower, Upper] as an exact decimal. Used for AVG and the variance
+	// family; release adds Centre back (avg = Centre + S̃/C̃).
+	Centre string `json:",omitempty"`
 	// LInf bounds how much one unit can change this measure in one group:
 	// max_rows_per_unit for counts, max_rows_per_unit·max(|Lower|,|Upper|)
 	// for sums, 1 for distinct units, max_rows_per_unit·max(Lower², Upper²)
-	// for sums of squares.
+	// for sums of squares; for centred ones max_rows_per_unit·(Upper −
+	// Lower)/2 and max_rows_per_unit·((Upper − Lower)/2)².
 	LInf float64
 }
 
