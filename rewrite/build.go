@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -37,7 +38,8 @@ type builder struct {
 	aggs     []aggSpec // per output; fn "" for keys
 	where    pred
 
-	filters map[*ast.AggregateFuncExpr]ast.ExprNode // FILTER conditions (filter.go)
+	filters  map[*ast.AggregateFuncExpr]ast.ExprNode // FILTER conditions (filter.go)
+	rangeErr *pgerr.Error                            // set by addMeasure for an unbounded measure
 
 	hidden     []Output  // aggregates used by expressions and HAVING
 	hiddenAggs []aggSpec // per hidden output
@@ -578,6 +580,14 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 
 // aggregate checks an aggregate call and adds its measures.
 func (b *builder) aggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
+	spec, o, err := b.planAggregate(x)
+	if err == nil && b.rangeErr != nil {
+		err = b.rangeErr.WithPosition(charPos(b.src, b.norm.srcPos(x.OriginTextPosition())))
+	}
+	return spec, o, err
+}
+
+func (b *builder) planAggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
 	fn := strings.ToLower(x.F)
 	if x.Order != nil {
 		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY inside an aggregate is not supported").WithHint("remove it")
@@ -768,6 +778,11 @@ func (b *builder) countDistinct(x *ast.AggregateFuncExpr, fn string) (aggSpec, O
 	return aggSpec{fn: "count_distinct", col: ci.name, filter: filter}, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
 }
 
+// maxMagnitude bounds the values, clamping bounds and L∞ of a measure:
+// beyond it (e.g. SUM(cost * 1e300)) the noise would swamp any answer, and
+// float64 bounds could overflow to infinity.
+const maxMagnitude = 1e100
+
 // addMeasure returns the index of the measure, adding it when new
 // (measures are de-duplicated: SUM(cost) and COUNT(*) of two outputs share
 // one). col is the measure's column (nil for COUNT(*), expressions and an
@@ -784,6 +799,10 @@ func (b *builder) addMeasure(m Measure, col *policy.Column, iv *sensitivity.Inte
 		m = exprBounds(b.table, m, *iv)
 	} else {
 		m = measureBounds(b.table, m, col)
+	}
+	if !(math.Abs(m.Lower) <= maxMagnitude && math.Abs(m.Upper) <= maxMagnitude && m.LInf <= maxMagnitude) && b.rangeErr == nil {
+		b.rangeErr = pgerr.New(pgerr.FeatureNotSupported, "the values of an aggregated expression can be too large to answer with useful noise").
+			WithHint("rescale the expression so that its values stay below %g, e.g. SUM(cost / 1000.0)", maxMagnitude)
 	}
 	b.measures = append(b.measures, m)
 	return len(b.measures) - 1

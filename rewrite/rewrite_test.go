@@ -167,6 +167,9 @@ func FuzzRewrite(f *testing.F) {
 		"SELECT COUNT(*) FROM visits WHERE visit_date = '0001-01-01'", "SELECT count(*) FROM visits WHERE cost > 1e999",
 		"SELECT avg(cost) FROM visits GROUP BY department, department", "SELECT count(*) FROM visits GROUP BY \"department\" ORDER BY count(*)",
 		"SELECT count(*) FROM visits WHERE department = E'\\x00'", "SELECT COUNT(*) FROM visits WHERE 'a' IN ('b')",
+		"SELECT SUM(cost * 1e999 * 1e999 / 3.0) FROM visits", "SELECT SUM(1 / (age + 0.5)) FROM visits", "SELECT AVG(cost / 1e-999) FROM visits",
+		"SELECT COUNT(*) FILTER (WHERE age > 1) FILTER (WHERE age > 2) FROM visits", "SELECT SUM(age) FILTER (WHERE COUNT(*) > 1) FROM visits",
+		"SELECT variance(CASE WHEN age > 3 THEN cost / NULLIF(age, 0) END) FILTER (WHERE cost IS NULL) FROM visits",
 	} {
 		f.Add(s)
 	}

@@ -287,17 +287,20 @@ func extreme(xs []Interval, greatest bool) Interval {
 	return r
 }
 
-// RoundOut rounds v to digits significant decimal digits, away from the
-// interval's inside: down (towards −∞) when up is false, up otherwise. The
+// RoundOut rounds v to digits (or digits + 1) significant decimal digits,
+// away from the interval's inside: down (towards −∞) when up is false, up otherwise. The
 // result is a decimal with a finite expansion, so it can be written as an
 // exact numeric constant.
 func RoundOut(v *big.Rat, digits int, up bool) *big.Rat {
 	if v.Sign() == 0 || v.IsInt() && len(new(big.Int).Abs(v.Num()).String()) <= digits {
 		return new(big.Rat).Set(v)
 	}
-	// Scale so that |v|·10^k has `digits` digits before the point.
-	f, _ := new(big.Rat).Abs(v).Float64()
-	k := digits - 1 - int(math.Floor(math.Log10(f)))
+	// Scale so that |v|·10^k has about `digits` digits before the point:
+	// log10|v| is within 1 of len(num) − len(denom) in decimal digits (no
+	// float: |v| may be beyond float64's range).
+	num := len(new(big.Int).Abs(v.Num()).String())
+	den := len(v.Denom().String())
+	k := digits - (num - den)
 	scale := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(absInt(k))), nil))
 	s := new(big.Rat).Set(v)
 	if k >= 0 {

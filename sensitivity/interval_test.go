@@ -112,6 +112,11 @@ func TestSumLInfInterval(t *testing.T) {
 }
 
 func TestRoundOut(t *testing.T) {
+	// Beyond float64's range: no float arithmetic is involved.
+	tiny := new(big.Rat).Inv(r("3e400"))
+	if lo, hi := RoundOut(tiny, 3, false), RoundOut(tiny, 3, true); lo.Cmp(tiny) > 0 || hi.Cmp(tiny) < 0 || hi.Cmp(r("3.34e-401")) > 0 || lo.Cmp(r("3.33e-401")) < 0 {
+		t.Fatalf("RoundOut(1/3e400) = [%s, %s]", lo.FloatString(405), hi.FloatString(405))
+	}
 	for _, tt := range []struct {
 		v      string
 		digits int
@@ -120,7 +125,8 @@ func TestRoundOut(t *testing.T) {
 	}{
 		{"2/3", 3, true, "0.667"}, {"2/3", 3, false, "0.666"},
 		{"-2/3", 3, true, "-0.666"}, {"-2/3", 3, false, "-0.667"},
-		{"123456", 3, true, "124000"}, {"123456", 3, false, "123000"},
+		{"123456", 3, true, "123500"}, {"123456", 3, false, "123400"},
+		{"1e400", 3, true, "1e400"},
 		{"1/7000", 2, false, "0.00014"}, {"42", 3, true, "42"}, {"0", 3, true, "0"},
 	} {
 		got := RoundOut(r(tt.v), tt.digits, tt.up)
