@@ -214,13 +214,7 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	// 6. Record the released answer. The charge is already durable; a failure
 	// to store the answer does not withhold it (the analyst has paid). Only
 	// a recorded answer enters the in-memory cache.
-	r.statuses.put(statusKeyOf(req), res.Status)
-	sa := &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs}
-	if answer, err := json.Marshal(sa); err == nil {
-		if r.ledger.Release(ctx, res.ID, answer) == nil {
-			r.answers.put(answerKeyOf(req, key), sa)
-		}
-	}
+	r.record(ctx, req, key, res, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs})
 	return out, nil
 }
 
@@ -270,6 +264,18 @@ func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result
 		r.statuses.put(sk, st)
 	}
 	return &Result{Columns: sa.Columns, Rows: sa.Rows, Cached: true, Notice: notice(accountant.Spent{}, st, true, sa.Errors)}, true, nil
+}
+
+// record stores a released answer on its reservation; only a recorded
+// answer enters the in-memory cache. The budget figure after the charge
+// refreshes the one the NOTICEs of cached answers use.
+func (r *Releaser) record(ctx context.Context, req Request, key string, res *accountant.Reservation, sa *storedAnswer) {
+	r.statuses.put(statusKeyOf(req), res.Status)
+	if answer, err := json.Marshal(sa); err == nil {
+		if r.ledger.Release(ctx, res.ID, answer) == nil {
+			r.answers.put(answerKeyOf(req, key), sa)
+		}
+	}
 }
 
 func answerKeyOf(req Request, key string) answerKey {

@@ -4,7 +4,6 @@ package release
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
@@ -194,9 +193,7 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 	}
 	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, k)
 	out.Notice = notice(res.Cost, res.Status, false, errs)
-	if answer, err := json.Marshal(storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs}); err == nil {
-		_ = r.ledger.Release(ctx, res.ID, answer)
-	}
+	r.record(ctx, req, key, res, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs})
 	return out, nil
 }
 
