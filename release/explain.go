@@ -38,15 +38,25 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	if plan.SampleAgg != nil {
 		return explainSampleAgg(req) // sampleagg.go
 	}
-	groups, err := groupKeys(plan.Keys)
-	if err != nil {
-		return nil, nil, err
+	groupsText := "data-dependent (partition selection)"
+	if !plan.PrivateGroups() {
+		groups, err := groupKeys(plan.Keys)
+		if err != nil {
+			return nil, nil, err
+		}
+		groupsText = fmt.Sprint(len(groups))
 	}
 	// A zero Releaser: its mechanisms use crypto/rand, but Explain never
 	// draws from them.
 	ms, err := (&Releaser{}).mechanisms(req)
 	if err != nil {
 		return nil, nil, err
+	}
+	var sel *selection
+	if plan.PrivateGroups() {
+		if sel, err = (&Releaser{}).newSelection(req, splitBudget(req)); err != nil {
+			return nil, nil, err
+		}
 	}
 	var lines []string
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
@@ -56,8 +66,14 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 		eps += m.mech.Epsilon()
 		del += m.mech.Delta()
 	}
-	add("DP Aggregate on %s.%s  (mechanism=%s groups=%d max_groups_per_unit=%d measurements=%d)",
-		plan.Dataset, plan.Table, mechanism, len(groups), plan.MaxGroupsPerUnit, len(ms))
+	nm := len(ms)
+	if sel != nil {
+		eps += sel.mech.Epsilon()
+		del += sel.mech.Delta() + sel.delta
+		nm++
+	}
+	add("DP Aggregate on %s.%s  (mechanism=%s groups=%s max_groups_per_unit=%d measurements=%d)",
+		plan.Dataset, plan.Table, mechanism, groupsText, plan.MaxGroupsPerUnit, nm)
 	cost := fmt.Sprintf("  Cost: epsilon=%s", num(eps))
 	if del > 0 {
 		cost += fmt.Sprintf(" delta=%s", num(del))
@@ -66,20 +82,32 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	if del > 0 {
 		cost += fmt.Sprintf(" delta=%s", num(ms[0].mech.Delta()))
 	}
-	cost += " per measurement; the accountant may charge less under its composition)"
-	lines = append(lines, cost)
-
-	sensName := "L1"
-	if mechanism == policy.MechanismGaussian {
-		sensName = "L2"
+	cost += " per measurement"
+	if sel != nil {
+		cost += fmt.Sprintf(", threshold delta=%s", num(sel.delta))
 	}
+	cost += "; the accountant may charge less under its composition)"
+	lines = append(lines, cost)
+	if sel != nil {
+		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, 1)
+		tau, _ := sel.threshold.Float64()
+		add("  Partition selection: noisy count(distinct unit) per group  (linf=1 sensitivity=%s (%s) noise_scale=%s half_width_95=%s)",
+			num(d), sensName(mechanism), num(sel.mech.NoiseMultiplier()*d), num(sel.mech.HalfWidth(0.95)))
+		add("    keep a group iff its noisy distinct units >= threshold=%s (threshold delta=%s: a group of one unit is kept with probability <= %s); only kept groups are released",
+			num(tau), num(sel.delta), num(perPartitionDelta(sel.delta, plan.MaxGroupsPerUnit)))
+	}
+
 	for i, m := range ms {
 		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, m.measure.LInf)
 		add("  Measurement m%d: %s  (linf=%s sensitivity=%s (%s) noise_scale=%s half_width_95=%s)",
-			i, measureText(m.measure), num(m.measure.LInf), num(d), sensName,
+			i, measureText(m.measure), num(m.measure.LInf), num(d), sensName(mechanism),
 			num(m.mech.NoiseMultiplier()*d), num(m.mech.HalfWidth(0.95)))
 	}
 	for _, o := range plan.Outputs {
+		if o.Kind == rewrite.OutputKey && plan.Keys[o.Key].Private {
+			add("  Output %s (%s): group key %d (private values: released only for groups kept by partition selection)", o.Name, o.PGType, o.Key)
+			continue
+		}
 		add("  Output %s (%s): %s", o.Name, o.PGType, outputText(o, ms))
 	}
 	for i, o := range plan.Hidden {
@@ -124,6 +152,13 @@ type noUpstream struct{}
 
 func (noUpstream) Query(_ context.Context, _ string) ([][]*string, error) {
 	return nil, errors.New("release: EXPLAIN never runs SQL")
+}
+
+func sensName(mechanism string) string {
+	if mechanism == policy.MechanismGaussian {
+		return "L2"
+	}
+	return "L1"
 }
 
 // explainSensitivity is the sensitivity the measurement's mechanism was

@@ -129,9 +129,14 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 		return r.runSampleAgg(ctx, req) // sampleagg.go
 	}
 	plan := req.Plan
-	groups, err := groupKeys(plan.Keys)
-	if err != nil {
-		return nil, err
+	var groups [][]string
+	if !plan.PrivateGroups() {
+		// With private keys the groups come from the data, through
+		// partition selection (partition.go).
+		var err error
+		if groups, err = groupKeys(plan.Keys); err != nil {
+			return nil, err
+		}
 	}
 	// A cached answer needs no mechanism: look it up before calibrating
 	// (Gaussian calibration is a bisection).
@@ -145,6 +150,12 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	var sel *selection
+	if plan.PrivateGroups() {
+		if sel, err = r.newSelection(req, splitBudget(req)); err != nil {
+			return nil, err
+		}
+	}
 
 	// 2. Reserve: durable before any private data is read.
 	events := make([]accountant.Event, len(ms))
@@ -155,6 +166,10 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 			Delta:           m.mech.Delta(),
 			NoiseMultiplier: m.mech.NoiseMultiplier(),
 		}
+	}
+	if sel != nil {
+		// The selection is part of this query's cost.
+		events = append(events, sel.events()...)
 	}
 	res, err := r.ledger.Reserve(ctx, accountant.Charge{
 		Analyst:       req.Analyst,
@@ -173,7 +188,13 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, upstreamError(ctx, err)
 	}
-	values, err := collect(plan, groups, rows)
+	var values [][]*big.Rat
+	if sel != nil {
+		// Partition selection: only the kept groups go on.
+		groups, values, err = selectGroups(plan, sel, rows)
+	} else {
+		values, err = collect(plan, groups, rows)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +230,9 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 		out.Rows = append(out.Rows, text)
 	}
 	errs := errorsText(req, ms, noisy)
+	if sel != nil {
+		errs += "; " + sel.describe()
+	}
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 
 	// 6. Record the released answer. The charge is already durable; a failure
@@ -297,7 +321,8 @@ func checkRequest(req Request) error {
 	switch req.Mechanism {
 	case policy.MechanismLaplace:
 		// δ is ignored: the Laplace mechanism is pure ε-DP (the session's
-		// dp.delta is for the Gaussian mechanism).
+		// dp.delta is for the Gaussian mechanism and for partition
+		// selection, see checkSelection).
 	case policy.MechanismGaussian:
 		if !(req.Delta > 0 && req.Delta < 1) {
 			return pgerr.New(pgerr.InvalidParameterValue, "the Gaussian mechanism needs 0 < dp.delta < 1").
@@ -311,23 +336,20 @@ func checkRequest(req Request) error {
 		return pgerr.New(pgerr.FeatureNotSupported, "the query has no aggregate to answer").
 			WithHint("use COUNT(*), SUM(col) or AVG(col)")
 	}
-	return nil
+	return checkSelection(req)
 }
 
 // mechanisms builds one mechanism per measure. The query's ε and δ are split
-// equally between the m measures: by basic composition the m releases
-// together are (ε, δ)-DP.
+// equally between the m measures (and the partition selection, if any; see
+// splitBudget): by basic composition the releases together are (ε, δ)-DP.
 func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 	plan := req.Plan
 	table, ok := req.Dataset.Table(plan.Table)
 	if !ok || table.Public {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: plan names no protected table")
 	}
-	epsilon := splitDown(req.Epsilon, len(plan.Measures))
-	delta := 0.0
-	if req.Mechanism == policy.MechanismGaussian {
-		delta = splitDown(req.Delta, len(plan.Measures))
-	}
+	shares := splitBudget(req)
+	epsilon, delta := shares.epsilon, shares.measureDelta
 	out := make([]measurement, len(plan.Measures))
 	for i, ms := range plan.Measures {
 		var lInf float64

@@ -26,7 +26,10 @@ import (
 // guarantees, for every such unit u and whatever the data:
 //
 //  1. u contributes to at most Plan.MaxGroupsPerUnit released groups
-//     (L0 bound), and to no group outside the public key domain;
+//     (L0 bound), and to no group outside the public key domain (private
+//     keys, partition.go: to no group whose private key is NULL), and
+//     when the plan has private keys, u adds exactly 1 to the distinct-unit
+//     count (the last column) of each group it contributes to;
 //  2. in each group, u changes a count measure by at most max_rows_per_unit,
 //     a sum measure over column c by at most
 //     max_rows_per_unit · max(|lower_c|, |upper_c|), a sum of squares by at
@@ -63,7 +66,9 @@ import (
 //	                groups of its unit (only when grouped).
 //	final           rows with group rank ≤ MaxGroupsPerUnit, summed per
 //	                group in numeric (exact: no rounding can exceed the
-//	                bounds) and cast to text.
+//	                bounds) and cast to text; with private keys also
+//	                COUNT(*), the number of (unit, group) rows of the
+//	                group, i.e. its distinct units after bounding.
 //
 // The random choices (ORDER BY random()) are independent of which other
 // units are present, so the bounds hold for every outcome of them.
@@ -129,6 +134,12 @@ func maxGroupsPerUnit(t *policy.Table, keys []Key) int {
 	}
 	groups := 1
 	for _, k := range keys {
+		if k.Private {
+			// No public domain to cap the number of groups by.
+			return t.MaxGroupsPerUnit
+		}
+	}
+	for _, k := range keys {
 		groups *= len(k.Domain)
 		if groups >= t.MaxGroupsPerUnit {
 			return t.MaxGroupsPerUnit
@@ -171,6 +182,11 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		conds = append(conds, where.sql())
 	}
 	for _, k := range p.Keys {
+		if k.Private {
+			// No public domain; the NULL group is not released.
+			conds = append(conds, keySQL(k)+" IS NOT NULL")
+			continue
+		}
 		conds = append(conds, keySQL(k)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
 	}
 	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + from +
@@ -208,6 +224,13 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	}
 	for i := range p.Measures {
 		final = append(final, "SUM(dp_m"+strconv.Itoa(i)+")::text")
+	}
+	if p.PrivateGroups() {
+		// Partition selection: each dp_ranked row is one (unit, group)
+		// that survived the L0 bound, so COUNT(*) is the number of
+		// distinct units in the group, and each unit adds 1 to at most
+		// MaxGroupsPerUnit groups.
+		final = append(final, "COUNT(*)::text")
 	}
 	b.WriteString("SELECT " + strings.Join(final, ", ") + " FROM (")
 	if len(p.Keys) == 0 {

@@ -443,8 +443,14 @@ func (b *builder) addKey(at ast.Node, ci colInfo) error {
 		}
 	}
 	if ci.col == nil || ci.unit || len(ci.col.PublicValues) == 0 {
-		return b.errAt(at, pgerr.FeatureNotSupported, "GROUP BY %s is not supported: the policy declares no public values for it", ci.name).
-			WithHint("GROUP BY a column with public_values in the policy (%s); grouping by other columns needs partition selection, which comes in a later version", strings.Join(b.publicKeys(), ", "))
+		// No public domain: partition selection (partition.go).
+		k, err := b.privateKey(at, ci)
+		if err != nil {
+			return err
+		}
+		b.keys = append(b.keys, k)
+		b.keyCols = append(b.keyCols, ci.col)
+		return nil
 	}
 	b.keys = append(b.keys, Key{Column: ci.name, Type: ci.col.Type, Domain: append([]string(nil), ci.col.PublicValues...)})
 	b.keyCols = append(b.keyCols, ci.col)
@@ -810,6 +816,9 @@ func (b *builder) addMeasure(m Measure, col *policy.Column, iv *sensitivity.Inte
 
 // keyPGType is the PostgreSQL type reported for a key column.
 func keyPGType(k Key) string {
+	if k.Private {
+		return privateKeyPGType(k.Type)
+	}
 	if k.Func == "extract" {
 		return "numeric" // PostgreSQL 14+: EXTRACT returns numeric
 	}

@@ -29,6 +29,8 @@
 //	              arithmetic; division emitted with NULLIF.
 //	filter.go     agg(…) FILTER (WHERE cond): normalizer marker and plan.
 //	keyexpr.go    GROUP BY expressions with public derived domains.
+//	partition.go  Privacy-critical: GROUP BY columns without public values
+//	              (private keys, DP partition selection; needs δ > 0).
 //	expr.go       HAVING and arithmetic over aggregates: post-processing
 //	              expressions over released values.
 //	bounds.go     Privacy-critical: clamping, contribution bounding, LInf/L0
@@ -70,7 +72,9 @@
 // real PostgreSQL), except:
 //
 //   - rows whose key is NULL or outside the key's public values are not
-//     counted (the released groups are exactly the public values);
+//     counted (the released groups are exactly the public values); a key
+//     without public values (partition.go) releases only the groups that
+//     pass DP partition selection, and never the NULL group;
 //   - GROUP BY width_bucket(col, low, high, count) (domain 0…count+1, from
 //     the query's constants) and date_trunc('month'|'year', date_col)
 //     (domain: the months/years of the policy's date bounds), see

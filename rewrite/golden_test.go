@@ -182,6 +182,10 @@ func describePlan(p *Plan) string {
 	fmt.Fprintf(&b, "-- measures: %s\n", strings.Join(ms, "; "))
 	var keys []string
 	for _, k := range p.Keys {
+		if k.Private {
+			keys = append(keys, fmt.Sprintf("%s %s (private: partition selection)", k.Column, k.Type))
+			continue
+		}
 		if k.Func != "" {
 			keys = append(keys, fmt.Sprintf("%s(%s; %s) %s (%d values: %s … %s)", k.Func, k.Column, strings.Join(k.Args, ", "), k.Type, len(k.Domain), k.Domain[0], k.Domain[len(k.Domain)-1]))
 			continue

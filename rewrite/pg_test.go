@@ -28,7 +28,8 @@ CREATE TABLE visits (visit_id bigint PRIMARY KEY, patient_id bigint, visit_date 
 // loadWithinLimits fills the tables with deterministic data that respects
 // every bound of the hospital policy: values within [lower, upper], keys
 // in the public domains, at most 4 departments per patient and at most 20
-// visits per patient and department, one patients row per patient. On
+// visits per patient and department, one diagnosis per patient, one
+// patients row per patient. On
 // such data the emitted SQL must compute exactly what the analyst's query
 // computes.
 func loadWithinLimits(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *policy.Dataset) {
@@ -42,6 +43,10 @@ func loadWithinLimits(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *pol
 	start := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 	for p := int64(1); p <= 300; p++ {
 		patients = append(patients, []any{p, 1910 + rng.IntN(115), []string{"F", "M"}[rng.IntN(2)], regions[rng.IntN(len(regions))]})
+		// One diagnosis per patient (or NULL on some visits), so that
+		// GROUP BY diagnosis, and department × diagnosis, stay within
+		// max_groups_per_unit (private keys, partition selection).
+		pdiag := diagnoses[rng.IntN(len(diagnoses))]
 		perm := rng.Perm(len(depts))[:1+rng.IntN(4)]
 		for _, d := range perm {
 			for k := 0; k < 1+rng.IntN(6); k++ {
@@ -51,7 +56,7 @@ func loadWithinLimits(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *pol
 					cost = fmt.Sprintf("%d.%02d", rng.IntN(20000), rng.IntN(100))
 				}
 				if rng.IntN(8) > 0 {
-					diag = diagnoses[rng.IntN(len(diagnoses))]
+					diag = pdiag
 				}
 				visits = append(visits, []any{visitID, p, start.AddDate(0, 0, rng.IntN(1826)), depts[d], diag,
 					rng.IntN(111), cost, rng.IntN(61)})

@@ -13,7 +13,9 @@ import "github.com/dpproxy/dpproxy/policy"
 //	key_0, …, key_{k-1}, measure_0, …, measure_{m-1}
 //
 // Keys come in the order of Plan.Keys and measures in the order of
-// Plan.Measures. Without GROUP BY there are no key columns and the SQL
+// Plan.Measures. When the plan has a private key (PrivateGroups), one more
+// column follows the measures: the number of distinct units that
+// contribute to the group after contribution bounding (partition.go). Without GROUP BY there are no key columns and the SQL
 // returns exactly one row, even when no row matches. Key values come out as
 // PostgreSQL's text output of the column (dates as YYYY-MM-DD under the
 // ISO DateStyle; int keys as plain integers), and only values of the key's
@@ -63,13 +65,18 @@ type Plan struct {
 	Fingerprint string
 }
 
-// Key is one GROUP BY key. Only keys with a public domain are supported in
-// this version: the released rows are exactly the Domain values, in the
-// given order (groups absent from the data get a noisy zero).
+// Key is one GROUP BY key. A key with a public domain releases exactly the
+// Domain values, in the given order (groups absent from the data get a
+// noisy zero). A Private key (a column without public values) has no
+// Domain: its values come from the data, and a plan with a private key
+// releases only the groups that pass DP partition selection (see
+// Plan.PrivateGroups and partition.go).
 type Key struct {
 	Column string      // lower-case column name
 	Type   policy.Type // declared column type
-	Domain []string    // public values, from the policy
+	Domain []string    // public values, from the policy; nil when Private
+	// Private marks a key without public values (partition selection).
+	Private bool `json:",omitempty"`
 	// Func, when not "", makes the key an expression of Column whose
 	// domain is derived from public data (keyexpr.go): "width_bucket"
 	// (Args: low, high, count) or "date_trunc" (Args: "month" or "year").

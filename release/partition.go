@@ -1,0 +1,323 @@
+// Privacy-critical: needs DP review.
+
+package release
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"sort"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/sensitivity"
+)
+
+// DP partition selection for plans with private group keys
+// (rewrite.Plan.PrivateGroups; see rewrite/partition.go for the planning
+// side and noise/threshold.go for the thresholds).
+//
+// # Mechanism
+//
+// The emitted SQL returns, for every group present in the data after
+// contribution bounding, its bounded measures and n, the number of distinct
+// units left in it. Release
+//
+//  1. adds noise to n with the selection mechanism S: Laplace of L1
+//     sensitivity L0 (or Gaussian of L2 sensitivity √L0), integer mode,
+//     where L0 = Plan.MaxGroupsPerUnit: each unit adds exactly 1 to n in
+//     at most L0 groups;
+//  2. keeps the group iff the noisy n is ≥ τ = noise.PartitionThreshold(S,
+//     δ_thr, L0): a group whose only unit is u (n = 1) is then kept with
+//     probability at most δ_p = 1 − (1−δ_thr)^{1/L0};
+//  3. adds noise to the measures of the kept groups only (with the
+//     mechanisms of Releaser.mechanisms) and releases them, with the key
+//     values, for the kept groups only.
+//
+// # Privacy (Wilson et al. 2020, §3; Desfontaines et al. 2022)
+//
+// Let D and D′ = D minus the unit u. The groups of D are those of D′ plus a
+// set U of at most L0 groups that only u populates. Call M′ the same
+// mechanism restricted to the groups of D′ (noisy counts and noisy measures
+// of those groups, then the same selection and release). Between D and D′,
+// M′ is a composition of the selection noise (ε_sel-DP, or a Gaussian) and
+// the measure noise (ε_meas-DP in total, or Gaussians), each calibrated to
+// the bounded sensitivities of bounds.go, and the rest is post-processing.
+// M(D′) = M′(D′) exactly, and M(D) = M′(D) on the event E that no group of
+// U is kept; E depends only on the noise drawn for U, independent of M′'s,
+// and P(E) ≥ (1−δ_p)^{|U|} ≥ 1 − δ_thr. Hence for every output set O
+//
+//	P[M(D) ∈ O]  ≤ P[M′(D) ∈ O] + δ_thr,
+//	P[M′(D) ∈ O] ≤ P[M(D) ∈ O] / (1 − δ_thr),
+//
+// and the whole query is (ε_sel + ε_meas, δ_noise + δ_thr)-DP, where
+// δ_noise is the δ of the Gaussian releases (0 for Laplace); for the second
+// direction min(1, y/(1−δ)) ≤ y + δ for y ≥ 0. The same argument composes
+// over many queries: the threshold's δ_thr adds to the δ of whatever the
+// accountant proves for the noise events, which is exactly how the ledger
+// charges it (an event with ε = 0 and δ = δ_thr, composed by basic
+// composition; accountant.Event).
+//
+// # Budget split (the query's ε and δ)
+//
+// The selection's noisy count is one more measurement: with m measures,
+// the query's ε is split equally between m + 1 measurements. Laplace: the
+// measures and the count are pure ε-DP and the threshold takes the whole
+// δ. Gaussian: δ is split equally between the m measures, the count's
+// Gaussian noise and the threshold (m + 2 shares). Without private keys the
+// split is the one of Releaser.mechanisms (m shares).
+
+// thresholdMechanism names the threshold's ledger event: a release that
+// every accountant composes by its (ε = 0, δ = δ_thr) alone.
+const thresholdMechanism = "partition_threshold"
+
+// budget is the query's ε and δ split between its measurements.
+type budget struct {
+	epsilon        float64 // per measurement (each measure, and the selection's count)
+	measureDelta   float64 // per measure (Gaussian only)
+	countDelta     float64 // the selection count's Gaussian noise
+	thresholdDelta float64 // the threshold (partition selection only)
+}
+
+// splitBudget splits the request's ε and δ (see "Budget split" above).
+// Every share is rounded down (splitDown), so the shares never compose to
+// more than the query's ε and δ under basic composition.
+func splitBudget(req Request) budget {
+	m := len(req.Plan.Measures)
+	private := req.Plan.PrivateGroups()
+	n := m
+	if private {
+		n++
+	}
+	b := budget{epsilon: splitDown(req.Epsilon, n)}
+	switch {
+	case req.Mechanism == policy.MechanismGaussian && private:
+		share := splitDown(req.Delta, m+2)
+		b.measureDelta, b.countDelta, b.thresholdDelta = share, share, share
+	case req.Mechanism == policy.MechanismGaussian:
+		b.measureDelta = splitDown(req.Delta, m)
+	case private:
+		b.thresholdDelta = req.Delta
+	}
+	return b
+}
+
+// checkSelection refuses a plan with private keys when the query has no δ:
+// no threshold can hide a group that one unit creates under pure ε-DP.
+func checkSelection(req Request) error {
+	if !req.Plan.PrivateGroups() {
+		return nil
+	}
+	if req.Delta > 0 && req.Delta < 1 {
+		return nil
+	}
+	var private, public []string
+	for _, k := range req.Plan.Keys {
+		if k.Private {
+			private = append(private, k.Column)
+		}
+	}
+	if t, ok := req.Dataset.Table(req.Plan.Table); ok {
+		for _, name := range t.ColumnOrder {
+			if c := t.Columns[name]; !c.Hidden && len(c.PublicValues) > 0 {
+				public = append(public, name)
+			}
+		}
+	}
+	hint := "SET dp.delta = 1e-7 (grouping by a column without public values uses DP partition selection, which costs δ)"
+	if len(public) > 0 {
+		hint += ", or GROUP BY a column with public values (" + strings.Join(public, ", ") + ")"
+	}
+	return pgerr.New(pgerr.InvalidParameterValue, "GROUP BY %s needs dp.delta > 0: the column has no public values, so its groups are chosen by DP partition selection",
+		strings.Join(private, ", ")).WithHint("%s", hint)
+}
+
+// selection is the partition selection of one query.
+type selection struct {
+	mech      noise.Mechanism // noises each group's distinct-unit count
+	threshold *big.Rat        // a group is kept iff its noisy count ≥ threshold
+	delta     float64         // δ_thr
+	l0        int
+}
+
+// newSelection builds the selection mechanism and its threshold.
+func (r *Releaser) newSelection(req Request, b budget) (*selection, error) {
+	l0 := req.Plan.MaxGroupsPerUnit
+	if l0 < 1 {
+		return nil, pgerr.New(pgerr.InternalError, "internal error: partition selection without an L0 bound")
+	}
+	bounds := sensitivity.Bounds{L0: l0, LInf: sensitivity.UnitCountLInf()}
+	var mech noise.Mechanism
+	var err error
+	switch req.Mechanism {
+	case policy.MechanismLaplace:
+		l1, e := sensitivity.L1(bounds)
+		if e != nil {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
+		}
+		mech, err = noise.NewLaplace(noise.Params{Epsilon: b.epsilon, Sensitivity: l1, Integer: true, Cells: l0, Rand: r.testOnlyRand})
+	case policy.MechanismGaussian:
+		l2, e := sensitivity.L2(bounds)
+		if e != nil {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
+		}
+		mech, err = noise.NewGaussian(noise.Params{Epsilon: b.epsilon, Delta: b.countDelta, Sensitivity: l2, Integer: true, Cells: l0, Rand: r.testOnlyRand})
+	default:
+		return nil, pgerr.New(pgerr.InternalError, "internal error: unknown mechanism")
+	}
+	if err != nil {
+		return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
+			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)")
+	}
+	tau, err := noise.PartitionThreshold(mech, b.thresholdDelta, l0)
+	if err != nil {
+		return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
+			WithHint("use a larger dp.delta (e.g. SET dp.delta = 1e-7)")
+	}
+	return &selection{mech: mech, threshold: tau, delta: b.thresholdDelta, l0: l0}, nil
+}
+
+// events are the selection's ledger events: its noisy count and its
+// threshold (ε = 0, δ = δ_thr, composed by basic composition).
+func (s *selection) events() []accountant.Event {
+	return []accountant.Event{
+		{Mechanism: s.mech.Name(), Epsilon: s.mech.Epsilon(), Delta: s.mech.Delta(), NoiseMultiplier: s.mech.NoiseMultiplier()},
+		{Mechanism: thresholdMechanism, Delta: s.delta},
+	}
+}
+
+// describe is the NOTICE/EXPLAIN text of the selection (public parameters
+// only).
+func (s *selection) describe() string {
+	tau, _ := s.threshold.Float64()
+	return fmt.Sprintf("groups chosen by partition selection: kept if noisy distinct units ≥ %s (%s noise, ±%s at 95%%; threshold delta %s)",
+		num(tau), s.mech.Name(), num(s.mech.HalfWidth(0.95)), num(s.delta))
+}
+
+// selectGroups reads the upstream rows of a plan with private keys (keys,
+// measures, then the distinct-unit count), adds selection noise to each
+// count, and returns the kept groups' keys and measures, sorted by key so
+// that the upstream's row order (which can depend on the data) is not
+// released. Rows whose key is NULL or outside a public key's domain are
+// ignored (the SQL already excludes them); NULL measures count as zero.
+func selectGroups(plan *rewrite.Plan, sel *selection, rows [][]*string) ([][]string, [][]*big.Rat, error) {
+	nk, nm := len(plan.Keys), len(plan.Measures)
+	domains := make([]map[string]bool, nk)
+	for i, k := range plan.Keys {
+		if k.Private {
+			continue
+		}
+		domains[i] = map[string]bool{}
+		for _, v := range k.Domain {
+			domains[i][canonicalKey(k.Type, v)] = true
+		}
+	}
+	seen := map[string]bool{}
+	var groups [][]string
+	var values [][]*big.Rat
+rows:
+	for _, row := range rows {
+		if len(row) != nk+nm+1 {
+			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
+		}
+		key := make([]string, nk)
+		for i := 0; i < nk; i++ {
+			if row[i] == nil {
+				continue rows
+			}
+			key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+			if domains[i] != nil && !domains[i][key[i]] {
+				continue rows
+			}
+		}
+		id := strings.Join(key, "\x00")
+		if seen[id] {
+			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
+		}
+		seen[id] = true
+		units, ok := parseCount(row[nk+nm])
+		if !ok {
+			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an invalid unit count")
+		}
+		noisy, err := sel.mech.AddNoise(units)
+		if err != nil {
+			return nil, nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+		}
+		if noisy.Cmp(sel.threshold) < 0 {
+			continue // dropped: its keys and measures are never used
+		}
+		ms := make([]*big.Rat, nm)
+		for i := 0; i < nm; i++ {
+			ms[i] = new(big.Rat)
+			if row[nk+i] == nil {
+				continue
+			}
+			v, ok := new(big.Rat).SetString(*row[nk+i])
+			if !ok {
+				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
+			}
+			if plan.Measures[i].Integer && !v.IsInt() {
+				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
+			}
+			ms[i] = v
+		}
+		groups = append(groups, key)
+		values = append(values, ms)
+	}
+	idx := make([]int, len(groups))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.Slice(idx, func(a, b int) bool { return lessKeys(plan.Keys, groups[idx[a]], groups[idx[b]]) })
+	sg, sv := make([][]string, len(idx)), make([][]*big.Rat, len(idx))
+	for i, j := range idx {
+		sg[i], sv[i] = groups[j], values[j]
+	}
+	return sg, sv, nil
+}
+
+// parseCount reads a distinct-unit count: an integer ≥ 1 (a group the SQL
+// returns has at least one unit).
+func parseCount(s *string) (*big.Rat, bool) {
+	if s == nil {
+		return nil, false
+	}
+	v, ok := new(big.Rat).SetString(*s)
+	if !ok || !v.IsInt() || v.Sign() <= 0 {
+		return nil, false
+	}
+	return v, true
+}
+
+// lessKeys orders key tuples: numbers numerically, other types by their
+// text (dates as YYYY-MM-DD sort chronologically).
+func lessKeys(keys []rewrite.Key, a, b []string) bool {
+	for i, k := range keys {
+		c := 0
+		if k.Type.Numeric() {
+			x, okx := new(big.Rat).SetString(a[i])
+			y, oky := new(big.Rat).SetString(b[i])
+			if okx && oky {
+				c = x.Cmp(y)
+			}
+		}
+		if c == 0 {
+			c = strings.Compare(a[i], b[i])
+		}
+		if c != 0 {
+			return c < 0
+		}
+	}
+	return false
+}
+
+// perPartitionDelta is δ_p = 1 − (1−δ)^{1/L0}, the bound on the
+// probability that one group of one unit is kept (as in
+// noise/threshold.go; for EXPLAIN).
+func perPartitionDelta(delta float64, l0 int) float64 {
+	return -math.Expm1(math.Log1p(-delta) / float64(l0))
+}
