@@ -132,7 +132,7 @@ func checkSelection(req Request) error {
 	if len(public) > 0 {
 		hint += ", or GROUP BY a column with public values (" + strings.Join(public, ", ") + ")"
 	}
-	return pgerr.New(pgerr.InvalidParameterValue, "GROUP BY %s needs dp.delta > 0: the column has no public values, so its groups are chosen by DP partition selection",
+	return pgerr.New(pgerr.FeatureNotSupported, "GROUP BY %s needs dp.delta > 0: the column has no public values, so its groups are chosen by DP partition selection",
 		strings.Join(private, ", ")).WithHint("%s", hint)
 }
 

@@ -149,7 +149,7 @@ func TestRun_PartitionSelection_NoDelta(t *testing.T) {
 	_, err := newTestReleaser(t, led, 1).Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 1,
 		Mechanism: policy.MechanismLaplace, Upstream: up})
 	pe, ok := pgerr.As(err)
-	if !ok || pe.Code != pgerr.InvalidParameterValue || !strings.Contains(pe.Message, "GROUP BY diagnosis needs dp.delta > 0") ||
+	if !ok || pe.Code != pgerr.FeatureNotSupported || !strings.Contains(pe.Message, "GROUP BY diagnosis needs dp.delta > 0") ||
 		!strings.Contains(pe.Hint, "SET dp.delta") || !strings.Contains(pe.Hint, "department") {
 		t.Fatalf("Run with δ = 0: %v (hint %q)", err, pe.Hint)
 	}

@@ -52,6 +52,9 @@ const nullUnitPooled = false
 
 var pooledViolations atomic.Int64
 
+// privateAudited counts the audited runs of plans with private keys.
+var privateAudited atomic.Int64
+
 // auditType is the PostgreSQL column type used for a policy type: the
 // widest, so that adversarial values beyond the bounds fit.
 func auditType(ty policy.Type) string {
@@ -305,7 +308,10 @@ func runAudit(ctx context.Context, q interface {
 	for rows.Next() {
 		raw := rows.RawValues()
 		var key []string
-		for _, v := range raw[:nk] {
+		for i, v := range raw[:nk] {
+			if v == nil && p.Keys[i].Private {
+				return nil, fmt.Errorf("the NULL group of private key %s was returned", p.Keys[i].Column)
+			}
 			key = append(key, string(v))
 		}
 		var ms []*big.Rat
@@ -508,6 +514,14 @@ func TestAudit_Sensitivity(t *testing.T) {
 							adv.name, run, adv.name, strings.Join(bad, "\n  "), gc.query)
 						break
 					}
+					if p.PrivateGroups() {
+						if bad := auditUnits(p, base, d2); len(bad) > 0 {
+							t.Errorf("%s, run %d: partition selection counts violate their bounds:\n  %s\nquery: %s",
+								adv.name, run, strings.Join(bad, "\n  "), gc.query)
+							break
+						}
+						privateAudited.Add(1)
+					}
 				}
 			}
 		})
@@ -521,5 +535,8 @@ func TestAudit_Sensitivity(t *testing.T) {
 	if audited < 25 {
 		t.Fatalf("only %d accepted golden shapes were audited, want ≥ 25 (the golden corpus had 28 when this audit was written)", audited)
 	}
-	t.Logf("audited %d accepted query shapes × 2 adversaries × %d runs", audited, auditRuns)
+	if privateAudited.Load() == 0 {
+		t.Errorf("no plan with a private key (partition selection) was audited")
+	}
+	t.Logf("audited %d accepted query shapes × 2 adversaries × %d runs (%d runs of private-key shapes)", audited, auditRuns, privateAudited.Load())
 }

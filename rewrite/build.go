@@ -369,6 +369,11 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 								return err
 							}
 							ref = nil
+						} else if ce, ok := f.Expr.(*ast.CaseExpr); ok {
+							if err := b.addCaseKey(ce); err != nil {
+								return err
+							}
+							ref = nil
 						} else {
 							return b.errAt(x, pgerr.FeatureNotSupported, "GROUP BY %q refers to an expression", x.Name.Name.O).
 								WithHint("GROUP BY a column with public values")
@@ -378,6 +383,11 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 			}
 		case *ast.FuncCallExpr:
 			if err := b.addExprKey(x); err != nil {
+				return err
+			}
+			continue
+		case *ast.CaseExpr:
+			if err := b.addCaseKey(x); err != nil {
 				return err
 			}
 			continue
@@ -393,6 +403,12 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 			}
 			if fc, ok := fields[pos].Expr.(*ast.FuncCallExpr); ok {
 				if err := b.addExprKey(fc); err != nil {
+					return err
+				}
+				continue
+			}
+			if ce, ok := fields[pos].Expr.(*ast.CaseExpr); ok {
+				if err := b.addCaseKey(ce); err != nil {
 					return err
 				}
 				continue
@@ -534,6 +550,16 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				}
 				out = o
 				break
+			}
+			if ce, ok := f.Expr.(*ast.CaseExpr); ok {
+				o, isKey, err := b.caseOutput(ce)
+				if err != nil {
+					return err
+				}
+				if isKey {
+					out = o
+					break
+				}
 			}
 			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok {
 				name := strings.ToLower(fc.FnName.O)

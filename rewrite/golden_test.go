@@ -186,6 +186,10 @@ func describePlan(p *Plan) string {
 			keys = append(keys, fmt.Sprintf("%s %s (private: partition selection)", k.Column, k.Type))
 			continue
 		}
+		if k.Func == "case" {
+			keys = append(keys, fmt.Sprintf("%s %s (%d values: %s)", k.Args[0], k.Type, len(k.Domain), strings.Join(k.Domain, ", ")))
+			continue
+		}
 		if k.Func != "" {
 			keys = append(keys, fmt.Sprintf("%s(%s; %s) %s (%d values: %s … %s)", k.Func, k.Column, strings.Join(k.Args, ", "), k.Type, len(k.Domain), k.Domain[0], k.Domain[len(k.Domain)-1]))
 			continue

@@ -195,6 +195,10 @@ func keySQL(k Key) string {
 		return "date_trunc(" + quoteString(k.Args[0]) + ", " + c + ")::date"
 	case "extract":
 		return "EXTRACT(YEAR FROM " + c + ")"
+	case "case":
+		// Built by caseKey from planned conditions and re-encoded
+		// constants (casekey.go).
+		return k.Args[0]
 	}
 	return c
 }
