@@ -29,6 +29,7 @@
 //	              arithmetic; division emitted with NULLIF.
 //	filter.go     agg(…) FILTER (WHERE cond): normalizer marker and plan.
 //	keyexpr.go    GROUP BY expressions with public derived domains.
+//	casekey.go    GROUP BY CASE buckets (domain: the THEN/ELSE constants).
 //	partition.go  Privacy-critical: GROUP BY columns without public values
 //	              (private keys, DP partition selection; needs δ > 0).
 //	expr.go       HAVING and arithmetic over aggregates: post-processing
@@ -81,7 +82,9 @@
 //     keyexpr.go. date_trunc keys are released as dates where PostgreSQL
 //     returns timestamptz at midnight; width_bucket is computed over numeric
 //     (PostgreSQL uses its float8 variant for float columns); and
-//     EXTRACT(YEAR FROM date_col) (domain: the years of the bounds);
+//     EXTRACT(YEAR FROM date_col) (domain: the years of the bounds); and
+//     CASE buckets (domain: the THEN/ELSE constants; a row no WHEN matches
+//     without ELSE has a NULL key and is not counted, see casekey.go);
 //   - HAVING (AND/OR/NOT of comparisons of aggregates, + - * / and numeric
 //     constants) and arithmetic over aggregates in the select list are
 //     planned as Expr/Cond over released values (expr.go) and evaluated by
