@@ -67,7 +67,7 @@ func TestPartitionSelection_EndToEnd(t *testing.T) {
 		t.Fatalf("the refused query left %d charges", charges)
 	}
 
-	if _, err := c.Exec(ctx, "SET dp.delta = 1e-6; SET dp.epsilon = 1"); err != nil {
+	if _, err := c.Exec(ctx, "SET dp.delta = 1e-6"); err != nil {
 		t.Fatal(err)
 	}
 	// EXPLAIN shows the threshold, without spending.
@@ -86,10 +86,10 @@ func TestPartitionSelection_EndToEnd(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	// The selection the proxy builds: ε = 1 split over the count and the
-	// selection (0.5 each), Laplace on distinct units with L1 = L0 = 4,
-	// threshold δ = 1e-6.
-	sel, err := noise.NewLaplace(noise.Params{Epsilon: 0.5, Sensitivity: 4, Integer: true, Cells: 4})
+	// The selection the proxy builds: the policy's default ε = 0.1 split
+	// over the count and the selection (0.05 each), Laplace on distinct
+	// units with L1 = L0 = 4 (scale b = 80), threshold δ = 1e-6.
+	sel, err := noise.NewLaplace(noise.Params{Epsilon: 0.05, Sensitivity: 4, Integer: true, Cells: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,18 +143,23 @@ func TestPartitionSelection_EndToEnd(t *testing.T) {
 	if err := truth.Err(); err != nil {
 		t.Fatal(err)
 	}
-	// The selection noise is discrete Laplace of scale b = 4/0.5 = 8:
-	// P(|Z| ≥ k) ≤ 2e^{−k/b} = 1e-9 per group for k = b·ln(2e9) ≈ 171. A
-	// group is kept iff n + Z ≥ τ (n its count after bounding, between
-	// "safe" and "all"), so with probability ≥ 1 − 31e-9 over the 31
-	// diagnoses: groups with all < τ − k are dropped and groups with
-	// safe ≥ τ + k are kept.
-	k := laplaceBound(8, 1e-9)
+	// The selection noise Z is discrete Laplace of scale b = 80: P(Z ≥ k) =
+	// P(Z ≤ −k) = q^k/(1+q) with q = e^{−1/b}; k is the smallest with
+	// q^k/(1+q) ≤ 1e-6 (k ≈ 1050, τ ≈ 1160). A group is kept iff n + Z ≥ τ
+	// (n its count after bounding, between "safe" and "all"), so groups
+	// with all ≤ τ − k are dropped and groups with safe ≥ τ + k are kept,
+	// each except with probability ≤ 1e-6: the test falsely fails with
+	// probability ≤ 31e-6 over the demo's 31 diagnoses.
+	decay := math.Exp(-1.0 / 80)
+	k := 1.0
+	for math.Pow(decay, k)/(1+decay) > 1e-6 {
+		k++
+	}
 	rare, common := 0, 0
 	for d, n := range real {
 		_, ok := released[d]
 		switch {
-		case n.all < tau-k:
+		case n.all <= tau-k:
 			rare++
 			if ok {
 				t.Errorf("diagnosis %q with %v patients (threshold %v) was released", d, n.all, tau)
@@ -172,10 +177,10 @@ func TestPartitionSelection_EndToEnd(t *testing.T) {
 		}
 	}
 	if rare == 0 || common == 0 {
-		t.Fatalf("the demo data should hold rare and common diagnoses: %d rare, %d common (τ = %v)", rare, common, tau)
+		t.Fatalf("the demo data should hold rare and common diagnoses: %d rare, %d common (τ = %v, margin %v): %v", rare, common, tau, k, real)
 	}
 	notices := noticesSoFar()
-	if len(notices) != 1 || !strings.HasPrefix(notices[0], "dp: epsilon 1, delta 1e-06 spent (pure)") ||
+	if len(notices) != 1 || !strings.HasPrefix(notices[0], "dp: epsilon 0.1, delta 1e-06 spent (pure)") ||
 		!strings.Contains(notices[0], "partition selection") {
 		t.Fatalf("notices = %q", notices)
 	}
@@ -186,8 +191,8 @@ func TestPartitionSelection_EndToEnd(t *testing.T) {
 		Scan(&costE, &costD, &events); err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(costE-1) > 1e-12 || costD != 1e-6 || !strings.Contains(events, "partition_threshold") {
-		t.Fatalf("ledger charge ε = %v, δ = %v, events %s; want 1, 1e-6 with a partition_threshold event", costE, costD, events)
+	if math.Abs(costE-0.1) > 1e-12 || costD != 1e-6 || !strings.Contains(events, "partition_threshold") {
+		t.Fatalf("ledger charge ε = %v, δ = %v, events %s; want 0.1, 1e-6 with a partition_threshold event", costE, costD, events)
 	}
-	t.Logf("released %d of %d diagnoses (threshold %v; %d rare, %d common)", len(released), len(real), tau, rare, common)
+	t.Logf("released %d of %d diagnoses (threshold %v, margin %v; %d rare, %d common)", len(released), len(real), tau, k, rare, common)
 }
