@@ -189,8 +189,6 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		}
 		conds = append(conds, keySQL(k)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
 	}
-	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + from +
-		" WHERE " + strings.Join(conds, " AND ")
 
 	// dp_unit_groups
 	var ms []string
@@ -213,17 +211,15 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		}
 	}
 	group := append([]string{"dp_unit"}, keyCols...)
-	unitGroups := "SELECT " + strings.Join(append(append([]string{}, group...), ms...), ", ") +
-		" FROM (" + rows + ") AS dp_rows WHERE dp_row_rank <= " + strconv.Itoa(t.MaxRowsPerUnit) +
-		" GROUP BY " + strings.Join(group, ", ")
 
 	// final
-	var final []string
+	var final, mcols []string
 	for _, k := range keyCols {
 		final = append(final, k+"::text")
 	}
 	for i := range p.Measures {
 		final = append(final, "SUM(dp_m"+strconv.Itoa(i)+")::text")
+		mcols = append(mcols, "dp_m"+strconv.Itoa(i))
 	}
 	if p.PrivateGroups() {
 		// Partition selection: each dp_ranked row is one (unit, group)
@@ -232,20 +228,45 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		// MaxGroupsPerUnit groups.
 		final = append(final, "COUNT(*)::text")
 	}
-	b.WriteString("SELECT " + strings.Join(final, ", ") + " FROM (")
-	if len(p.Keys) == 0 {
-		b.WriteString(unitGroups + ") AS dp_unit_groups")
-		return b.String()
+
+	// The levels nest final ⊃ dp_ranked ⊃ dp_unit_groups ⊃ dp_rows; they
+	// are written outside-in into one builder (concatenating each level's
+	// string into the next copied the inner SQL once per level).
+	b.Grow(1024)
+	w := func(parts ...string) {
+		for _, s := range parts {
+			b.WriteString(s)
+		}
 	}
-	var mcols []string
-	for i := range p.Measures {
-		mcols = append(mcols, "dp_m"+strconv.Itoa(i))
+	join := func(items []string, sep string) {
+		for i, s := range items {
+			if i > 0 {
+				b.WriteString(sep)
+			}
+			b.WriteString(s)
+		}
 	}
-	ranked := "SELECT " + strings.Join(append(append([]string{}, keyCols...), mcols...), ", ") +
-		", ROW_NUMBER() OVER (PARTITION BY dp_unit ORDER BY random()) AS dp_group_rank FROM (" +
-		unitGroups + ") AS dp_unit_groups"
-	b.WriteString(ranked + ") AS dp_ranked WHERE dp_group_rank <= " + strconv.Itoa(p.MaxGroupsPerUnit) +
-		" GROUP BY " + strings.Join(keyCols, ", "))
+	w("SELECT ")
+	join(final, ", ")
+	w(" FROM (")
+	if len(p.Keys) > 0 {
+		w("SELECT ")
+		join(append(append([]string{}, keyCols...), mcols...), ", ")
+		w(", ROW_NUMBER() OVER (PARTITION BY dp_unit ORDER BY random()) AS dp_group_rank FROM (")
+	}
+	w("SELECT ")
+	join(append(append([]string{}, group...), ms...), ", ")
+	w(" FROM (SELECT ")
+	join(cols, ", ")
+	w(" FROM ", from, " WHERE ")
+	join(conds, " AND ")
+	w(") AS dp_rows WHERE dp_row_rank <= ", strconv.Itoa(t.MaxRowsPerUnit), " GROUP BY ")
+	join(group, ", ")
+	w(") AS dp_unit_groups")
+	if len(p.Keys) > 0 {
+		w(") AS dp_ranked WHERE dp_group_rank <= ", strconv.Itoa(p.MaxGroupsPerUnit), " GROUP BY ")
+		join(keyCols, ", ")
+	}
 	return b.String()
 }
 

@@ -68,7 +68,9 @@ type lexer struct {
 
 // lex tokenizes src. Comments and whitespace are dropped.
 func lex(src string) ([]token, error) {
-	l := &lexer{src: src}
+	// About one token per 4 bytes of a typical query: one allocation
+	// instead of a series of growths.
+	l := &lexer{src: src, toks: make([]token, 0, len(src)/4+8)}
 	for {
 		if err := l.skipSpace(); err != nil {
 			return nil, err

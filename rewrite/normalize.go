@@ -152,7 +152,7 @@ func normalize(src string) (*normalized, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := &normalized{src: src, litAt: map[int]int{}}
+	n := &normalized{src: src, litAt: map[int]int{}, pieces: make([]piece, 0, len(toks)+4)}
 	add := func(text string, pos int, word bool) {
 		n.pieces = append(n.pieces, piece{text: text, pos: pos, lit: -1, word: word})
 	}
@@ -593,6 +593,7 @@ func (n *normalized) primaryEnd(i int) int {
 // render joins the pieces with single spaces and records offsets.
 func (n *normalized) render() {
 	var b strings.Builder
+	b.Grow(len(n.src) + 4*len(n.pieces)) // spaces and quotes around names
 	n.starts = make([]int, len(n.pieces))
 	for i, p := range n.pieces {
 		// MySQL reads a function name followed by a space as an identifier

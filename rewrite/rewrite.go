@@ -1,10 +1,6 @@
 package rewrite
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 )
@@ -52,20 +48,4 @@ func RewriteWith(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")
 	}
 	return plan(ds, stmt, opts)
-}
-
-// fingerprint hashes the canonical plan: everything but the fingerprint
-// itself, which includes the emitted SQL (and so every bound and the WHERE
-// condition). Two statements that differ only in spelling (case, spaces,
-// comments, aliases of the table) get the same fingerprint.
-func fingerprint(p *Plan) string {
-	c := *p
-	c.Fingerprint = ""
-	data, err := json.Marshal(&c)
-	if err != nil {
-		// Plans hold only strings, numbers and slices of them.
-		panic("rewrite: marshal plan: " + err.Error())
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:16])
 }
