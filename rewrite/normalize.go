@@ -318,6 +318,7 @@ func normalize(src string) (*normalized, error) {
 				// same syntax.
 				add("EXTRACT", t.pos, true)
 				add("(", next(1).pos, false)
+				depth++ // the ")" is read by the case above
 				add("YEAR", next(2).pos, true)
 				add("FROM", next(3).pos, true)
 				i += 3

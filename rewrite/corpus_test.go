@@ -1,0 +1,111 @@
+package rewrite
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/jackc/pgx/v5"
+)
+
+// corpusFile is the differential corpus: analyst queries over the hospital
+// policy, each of which must be accepted and answered exactly (noise off).
+const corpusFile = "testdata/corpus.sql"
+
+// minCorpus is issue 5's floor on the number of corpus queries.
+const minCorpus = 200
+
+// corpusQuery is one query of the corpus and its 1-based first line.
+type corpusQuery struct {
+	line int
+	sql  string
+}
+
+// loadCorpus splits the corpus file into queries: blocks of lines separated
+// by blank lines; a block whose lines all start with "--" is a comment.
+func loadCorpus(t testing.TB) []corpusQuery {
+	t.Helper()
+	data, err := os.ReadFile(corpusFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []corpusQuery
+	var block []string
+	first := 0
+	flush := func() {
+		comment := true
+		for _, l := range block {
+			if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+				comment = false
+			}
+		}
+		if len(block) > 0 && !comment {
+			out = append(out, corpusQuery{line: first, sql: strings.Join(block, "\n")})
+		}
+		block = nil
+	}
+	for i, l := range strings.Split(string(data), "\n") {
+		if strings.TrimSpace(l) == "" {
+			flush()
+			continue
+		}
+		if len(block) == 0 {
+			first = i + 1
+		}
+		block = append(block, l)
+	}
+	flush()
+	return out
+}
+
+// TestRewrite_Corpus is issue 5's differential test: every query of
+// testdata/corpus.sql is rewritten over the hospital policy, and on a real
+// PostgreSQL loaded with data within the policy's bounds and contribution
+// limits (loadWithinLimits), the emitted SQL released without noise must
+// return exactly what PostgreSQL returns for the query itself (see
+// diffPostgres). A refused corpus query fails the test, and so does a
+// corpus of fewer than 200 queries.
+func TestRewrite_Corpus(t *testing.T) {
+	queries := loadCorpus(t)
+	if len(queries) < minCorpus {
+		t.Fatalf("%s has %d queries, want at least %d", corpusFile, len(queries), minCorpus)
+	}
+	seen := map[string]int{}
+	for _, q := range queries {
+		if l, dup := seen[q.sql]; dup {
+			t.Errorf("%s:%d repeats the query of line %d", corpusFile, q.line, l)
+		}
+		seen[q.sql] = q.line
+	}
+	dsn := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
+		t.Fatal(err)
+	}
+	ds := loadHospital(t)
+	loadWithinLimits(t, ctx, conn, ds)
+	accepted := 0
+	for _, q := range queries {
+		t.Run(fmt.Sprintf("line%d", q.line), func(t *testing.T) {
+			p, err := Rewrite(ds, q.sql)
+			if err != nil {
+				t.Fatalf("%s:%d: Rewrite(%q): %v", corpusFile, q.line, q.sql, err)
+			}
+			accepted++
+			diffPostgres(t, ctx, conn, p, q.sql)
+		})
+	}
+	if accepted < minCorpus {
+		t.Errorf("only %d corpus queries were accepted, want at least %d", accepted, minCorpus)
+	}
+}
