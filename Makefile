@@ -1,6 +1,7 @@
 # dpproxy — see README.md.
 #   make demo    build and run `dpproxy demo` (a throwaway PostgreSQL with demo data)
-#   make test    all tests, unit and integration (real PostgreSQL and psql), with -race
+#   make test    all tests, unit and integration (real PostgreSQL and psql), with -race,
+#                then every fuzz target for a few seconds (make fuzz)
 #   make build   build bin/dpproxy
 #   make bench   end-to-end benchmark suite (bench/: PostgreSQL, PgBouncer, dpproxy; a few minutes)
 #   make bench-go  the Go micro-benchmarks (go test -bench)
@@ -15,7 +16,7 @@ DEMO_FLAGS ?=
 # Whole-run bound of go test; CI must finish well under 15 minutes.
 TEST_TIMEOUT ?= 12m
 
-.PHONY: all build demo test bench bench-go lint deps clean
+.PHONY: all build demo test fuzz bench bench-go lint deps clean
 
 all: build
 
@@ -37,6 +38,21 @@ test: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./noise
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'Concurrent' ./noise
+	$(MAKE) --no-print-directory fuzz
+
+# Every fuzz target for FUZZTIME each: a smoke run on top of the seeds,
+# which plain `go test` already runs. A failure writes the input to
+# <pkg>/testdata/fuzz/<target>/; commit it with the fix. Longer runs, e.g.
+# make fuzz FUZZTIME=10m FUZZ_TARGETS=rewrite:FuzzRewrite (see README "Fuzzing").
+FUZZTIME ?= 4s
+FUZZ_TARGETS ?= rewrite:FuzzRewrite rewrite:FuzzLex policy:FuzzPolicyParse \
+	proxy:FuzzScanSQL proxy:FuzzStartupPacket proxy:FuzzLiterals
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		echo "$(GO) test -run '^$$' -fuzz '^$${t#*:}$$' -fuzztime $(FUZZTIME) ./$${t%%:*}"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}; \
+	done
 
 # Starts its own PostgreSQL clusters, PgBouncer and bin/dpproxy (built
 # without -race) on loopback and prints a table of ratios; see BENCHMARKS.md.

@@ -41,6 +41,28 @@
 //	              answers clipped to an output range, averaged; k from
 //	              SET dp.sample_blocks or a noisy unit count).
 //
+// # Verification
+//
+//   - Goldens (testdata/*.txtar): policy, query, and the emitted SQL or the
+//     error with its SQLSTATE and HINT; `go test ./rewrite -run Golden
+//     -update` regenerates them for review.
+//   - The differential corpus (testdata/corpus.sql, TestRewrite_Corpus): at
+//     least 200 analyst queries over the hospital policy, each of which must
+//     be accepted; on a real PostgreSQL loaded with data within the policy's
+//     bounds and contribution limits (at most 4 visits per patient), the
+//     emitted SQL released without noise must return exactly what
+//     PostgreSQL returns for the query itself. New supported shapes get
+//     corpus lines; refused shapes get goldens. TestRewrite_Postgres does
+//     the same for the accepted goldens.
+//   - FuzzRewrite and FuzzLex (make fuzz, part of make test; longer runs in
+//     the README's "Fuzzing"): no panics; refusals are *pgerr.Error; every
+//     accepted query has outputs resting on measures of finite, positive
+//     sensitivity and emitted SQL that lexes as one balanced statement.
+//     TestRewrite_PostgresParses PREPAREs the emitted SQL of every accepted
+//     seed, golden and corpus query on a real PostgreSQL.
+//   - BenchmarkRewrite_Latency: the p50 of normalize + parse + plan + emit
+//     (goal ≤ 50 µs; figures in BENCHMARKS.md).
+//
 // # The security invariant
 //
 // Plan.SQL is built from plan values only: quoted policy names, literals

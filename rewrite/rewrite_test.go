@@ -148,6 +148,26 @@ func TestRewrite_Fingerprint(t *testing.T) {
 	}
 }
 
+// fuzzRewriteSeeds are nasty inputs for FuzzRewrite, besides the goldens
+// and the corpus; TestRewrite_PostgresParses also prepares the emitted SQL
+// of those that are accepted on a real PostgreSQL.
+var fuzzRewriteSeeds = []string{
+	"SELECT count(*) FROM visits WHERE a IS DISTINCT FROM (", "SELECT sum(cost) FROM visits WHERE (cost) IS NOT DISTINCT FROM ((1))",
+	"SELECT COUNT(*) FROM visits WHERE cost = -(-(-1))", "SELECT COUNT(*) FROM visits ORDER BY 0", "SELECT count(*) FROM visits LIMIT 99999999999999999999",
+	"SELECT COUNT(*) FROM visits WHERE visit_date = '0001-01-01'", "SELECT count(*) FROM visits WHERE cost > 1e999",
+	"SELECT avg(cost) FROM visits GROUP BY department, department", "SELECT count(*) FROM visits GROUP BY \"department\" ORDER BY count(*)",
+	"SELECT count(*) FROM visits WHERE department = E'\\x00'", "SELECT COUNT(*) FROM visits WHERE 'a' IN ('b')",
+	`SELECT COUNT(*) FROM visits WHERE diagnosis = 'a''b\c' OR diagnosis LIKE E'%\\'''`, "SELECT COUNT(*) FROM visits WHERE age > 1e-400",
+	"SELECT width_bucket(age, 1e10, -1e10, 3), COUNT(*) FROM visits GROUP BY 1", "SELECT width_bucket(cost, 0, 1, 1000000), COUNT(*) FROM visits GROUP BY 1",
+	"SELECT SUM(cost) / (COUNT(*) - COUNT(*)) FROM visits", "SELECT -(-(-SUM(age))) * 1e300 FROM visits",
+	"SELECT department, COUNT(*) FROM visits GROUP BY 1 HAVING COUNT(*) > 1e308 * 10 ORDER BY 2 LIMIT 0 OFFSET 99999999999",
+	`SELECT date_trunc('month', visit_date) AS "d""q", COUNT(*) FROM visits GROUP BY 1`,
+	`SELECT COUNT(*) AS "a""--" FROM visits WHERE diagnosis = $a$'"$a$`,
+	"SELECT SUM(cost * 1e999 * 1e999 / 3.0) FROM visits", "SELECT SUM(1 / (age + 0.5)) FROM visits", "SELECT AVG(cost / 1e-999) FROM visits",
+	"SELECT COUNT(*) FILTER (WHERE age > 1) FILTER (WHERE age > 2) FROM visits", "SELECT SUM(age) FILTER (WHERE COUNT(*) > 1) FROM visits",
+	"SELECT variance(CASE WHEN age > 3 THEN cost / NULLIF(age, 0) END) FILTER (WHERE cost IS NULL) FROM visits",
+}
+
 func FuzzRewrite(f *testing.F) {
 	ds, err := policy.Load(hospitalPolicy)
 	if err != nil {
@@ -163,16 +183,10 @@ func FuzzRewrite(f *testing.F) {
 			f.Add(q)
 		}
 	}
-	for _, s := range []string{
-		"SELECT count(*) FROM visits WHERE a IS DISTINCT FROM (", "SELECT sum(cost) FROM visits WHERE (cost) IS NOT DISTINCT FROM ((1))",
-		"SELECT COUNT(*) FROM visits WHERE cost = -(-(-1))", "SELECT COUNT(*) FROM visits ORDER BY 0", "SELECT count(*) FROM visits LIMIT 99999999999999999999",
-		"SELECT COUNT(*) FROM visits WHERE visit_date = '0001-01-01'", "SELECT count(*) FROM visits WHERE cost > 1e999",
-		"SELECT avg(cost) FROM visits GROUP BY department, department", "SELECT count(*) FROM visits GROUP BY \"department\" ORDER BY count(*)",
-		"SELECT count(*) FROM visits WHERE department = E'\\x00'", "SELECT COUNT(*) FROM visits WHERE 'a' IN ('b')",
-		"SELECT SUM(cost * 1e999 * 1e999 / 3.0) FROM visits", "SELECT SUM(1 / (age + 0.5)) FROM visits", "SELECT AVG(cost / 1e-999) FROM visits",
-		"SELECT COUNT(*) FILTER (WHERE age > 1) FILTER (WHERE age > 2) FROM visits", "SELECT SUM(age) FILTER (WHERE COUNT(*) > 1) FROM visits",
-		"SELECT variance(CASE WHEN age > 3 THEN cost / NULLIF(age, 0) END) FILTER (WHERE cost IS NULL) FROM visits",
-	} {
+	for _, q := range loadCorpus(f) {
+		f.Add(q.sql)
+	}
+	for _, s := range fuzzRewriteSeeds {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, q string) {
@@ -188,16 +202,80 @@ func FuzzRewrite(f *testing.F) {
 			return
 		}
 		checkPlan(t, p)
-		for _, m := range p.Measures {
-			if math.IsInf(m.LInf, 0) || math.IsNaN(m.LInf) {
-				t.Fatalf("Rewrite(%q): infinite LInf", q)
-			}
-		}
+		checkSensitivity(t, q, p)
 		// The emitted SQL names only the plan's table and policy columns.
 		if !strings.Contains(p.SQL, `FROM "public"."`+p.Table+`"`) {
 			t.Fatalf("Rewrite(%q): emitted SQL does not read the plan's table: %s", q, p.SQL)
 		}
+		checkEmittedLexes(t, q, p.SQL)
 	})
+}
+
+// checkSensitivity asserts the invariant of every accepted query: each
+// value the plan releases or uses (Outputs and Hidden) rests on measures
+// whose sensitivity is finite and positive (LInf in (0, 1e300], and an L0
+// bound MaxGroupsPerUnit ≥ 1), and on no measure outside the plan.
+func checkSensitivity(t *testing.T, q string, p *Plan) {
+	t.Helper()
+	if p.MaxGroupsPerUnit < 1 {
+		t.Fatalf("Rewrite(%q): MaxGroupsPerUnit %d", q, p.MaxGroupsPerUnit)
+	}
+	measure := func(o Output, i int) {
+		if i < 0 || i >= len(p.Measures) {
+			t.Fatalf("Rewrite(%q): output %q uses measure %d of %d", q, o.Name, i, len(p.Measures))
+		}
+		if l := p.Measures[i].LInf; !(l > 0) || math.IsInf(l, 0) || l > 1e300 {
+			t.Fatalf("Rewrite(%q): output %q rests on measure %d with LInf %v", q, o.Name, i, l)
+		}
+	}
+	for _, o := range append(append([]Output(nil), p.Outputs...), p.Hidden...) {
+		switch o.Kind {
+		case OutputKey, OutputExpr:
+		case OutputAvg:
+			measure(o, o.Measure)
+			measure(o, o.CountMeasure)
+		case OutputVariance:
+			measure(o, o.Measure)
+			measure(o, o.CountMeasure)
+			measure(o, o.SumSqMeasure)
+		default:
+			measure(o, o.Measure)
+		}
+	}
+	for i, m := range p.Measures {
+		if !(m.LInf > 0) || math.IsInf(m.LInf, 0) || m.LInf > 1e300 {
+			t.Fatalf("Rewrite(%q): measure %d has LInf %v", q, i, m.LInf)
+		}
+	}
+}
+
+// checkEmittedLexes checks the emitted SQL with our PostgreSQL lexer: it
+// lexes, its parentheses balance, and it is one statement. (Whether
+// PostgreSQL's grammar accepts it is checked on a real server by
+// TestRewrite_PostgresParses over the seeds, the goldens and the corpus.)
+func checkEmittedLexes(t *testing.T, q, sql string) {
+	t.Helper()
+	toks, err := lex(sql)
+	if err != nil {
+		t.Fatalf("Rewrite(%q): emitted SQL does not lex: %v\n%s", q, err, sql)
+	}
+	depth := 0
+	for _, tk := range toks {
+		switch {
+		case tk.isPunct("("):
+			depth++
+		case tk.isPunct(")"):
+			depth--
+		case tk.isPunct(";"):
+			t.Fatalf("Rewrite(%q): emitted SQL has a ';': %s", q, sql)
+		}
+		if depth < 0 {
+			t.Fatalf("Rewrite(%q): emitted SQL closes a parenthesis it did not open: %s", q, sql)
+		}
+	}
+	if depth != 0 {
+		t.Fatalf("Rewrite(%q): emitted SQL has unbalanced parentheses: %s", q, sql)
+	}
 }
 
 // benchQuery is the typical grouped query of the rewrite benchmarks.
