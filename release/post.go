@@ -311,18 +311,22 @@ func notice(cost accountant.Spent, st accountant.Status, cached bool, errs strin
 	return b.String()
 }
 
-// errorsText lists a 95% error half-width per non-key output column.
-// Half-widths are functions of the mechanisms (public) and, for averages,
-// of released noisy counts (post-processing).
+// errorsText lists, per non-key output column, its 95% error half-width and
+// the ε (and δ) of the measurements it rests on (cost.go), then the cost of
+// measurements used only by HAVING. Half-widths are functions of the
+// mechanisms (public) and, for averages, of released noisy counts
+// (post-processing).
 func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 	var parts []string
-	for _, o := range req.Plan.Outputs {
+	for v, o := range req.Plan.Outputs {
 		var h float64
 		switch o.Kind {
-		case rewrite.OutputKey, rewrite.OutputExpr:
-			// Keys are exact. Expressions over aggregates get no bound
-			// here (not yet derived; EXPLAIN lists their aggregates).
-			continue
+		case rewrite.OutputKey:
+			continue // keys are exact
+		case rewrite.OutputExpr:
+			// Expressions over aggregates get no bound here (not yet
+			// derived; EXPLAIN lists their aggregates).
+			h = math.NaN()
 		case rewrite.OutputCount, rewrite.OutputSum:
 			h = ms[o.Measure].mech.HalfWidth(0.95)
 		case rewrite.OutputAvg:
@@ -330,7 +334,14 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 		case rewrite.OutputVariance:
 			h = varHalfWidth(o, ms, noisy)
 		}
-		parts = append(parts, fmt.Sprintf("±%s (%s)", num(h), o.Name))
+		width := "±" + num(h)
+		if math.IsNaN(h) {
+			width = "no bound"
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s, %s)", width, o.Name, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
+	}
+	if only := havingOnly(req.Plan); len(only) > 0 {
+		parts = append(parts, "HAVING "+costText(measuresCost(ms, only)))
 	}
 	return strings.Join(parts, ", ")
 }

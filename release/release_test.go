@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,8 +198,11 @@ func TestRun_Grouped(t *testing.T) {
 			t.Fatalf("avg(%s) = %s, want a number in the policy bounds", *row[0], *row[2])
 		}
 	}
-	if !strings.HasPrefix(res.Notice, "dp: epsilon 0.3 spent (pure), 2.7 of 3 remaining; 95% error ±") ||
-		!strings.Contains(res.Notice, "(count)") || !strings.Contains(res.Notice, "(avg)") {
+	// The NOTICE gives each output's half-width and the ε of the
+	// measurements it rests on: count 1 (0.1), avg 2 (0.2). The count's
+	// half-width is that of a discrete Laplace of scale 200:
+	// 200·ln(1/0.05) ≈ 599.
+	if !regexp.MustCompile(`^dp: epsilon 0\.3 spent \(pure\), 2\.7 of 3 remaining; 95% error ±599 \(count, epsilon 0\.1\), ±[0-9.]+ \(avg, epsilon 0\.2\)$`).MatchString(res.Notice) {
 		t.Fatalf("Notice = %q", res.Notice)
 	}
 	if _, ok := led.released[res.ReservationID]; !ok {
