@@ -23,6 +23,16 @@ const aggregateHint = "use COUNT(*), SUM(col), AVG(col) … GROUP BY a column wi
 // shapeHint lists the supported query shape.
 const shapeHint = "dpproxy answers SELECT [key,] COUNT(*)|COUNT(col)|COUNT(DISTINCT unit)|SUM(col)|AVG(col)|VAR_POP/VAR_SAMP/STDDEV…(col) FROM one_table [WHERE col op literal …] [GROUP BY key] [ORDER BY …] [LIMIT n]"
 
+// mysqlOperators are MySQL operator words that PostgreSQL reads as names,
+// with what to write instead (the hint of the syntax error they cause).
+var mysqlOperators = map[string]string{
+	"div":    "/ (integer division: div(a, b))",
+	"mod":    "% or mod(a, b)",
+	"xor":    "(a OR b) AND NOT (a AND b)",
+	"regexp": "LIKE or ILIKE with a pattern",
+	"rlike":  "LIKE or ILIKE with a pattern",
+}
+
 // builder validates one parsed SELECT against the policy.
 type builder struct {
 	ds    *policy.Dataset
@@ -92,7 +102,11 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 		if toks, lerr := lex(stmt[pos:]); lerr == nil && len(toks) > 0 {
 			near = stmt[pos+toks[0].pos : pos+toks[0].end]
 		}
-		return nil, syntaxErr(stmt, pos, "syntax error at or near %q", near).WithHint("%s", shapeHint).Wrap(err)
+		hint := shapeHint
+		if alt, ok := mysqlOperators[strings.ToLower(near)]; ok {
+			hint = near + " is a MySQL operator; in PostgreSQL write " + alt
+		}
+		return nil, syntaxErr(stmt, pos, "syntax error at or near %q", near).WithHint("%s", hint).Wrap(err)
 	}
 	if len(nodes) != 1 {
 		return nil, syntaxErr(stmt, 0, "expected one statement").WithHint("send one statement at a time")
@@ -690,7 +704,7 @@ func (b *builder) planAggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, erro
 			shown = strings.ToUpper(n)
 		}
 		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s of the unit column %s is not supported", shown, ci.name).
-			WithHint("sum or average a numeric column with bounds in the policy")
+			WithHint("count units with COUNT(DISTINCT %s); apply %s to a numeric column with bounds in the policy", ci.name, shown)
 	}
 	if !ci.col.Type.Numeric() {
 		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s(%s) needs a numeric column; %s is %s", strings.ToUpper(fn), ci.name, ci.name, ci.col.Type).

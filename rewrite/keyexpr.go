@@ -73,8 +73,8 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 			nums[i], texts[i] = r, strings.Clone(l.val)
 		}
 		if !nums[2].IsInt() || nums[2].Sign() <= 0 || nums[2].Cmp(big.NewRat(maxDerivedGroups-2, 1)) > 0 {
-			return Key{}, nil, b.errAt(fc.Args[3], "2201G", "count must be an integer from 1 to %d", maxDerivedGroups-2).
-				WithHint("use fewer buckets")
+			return Key{}, nil, b.errAt(fc.Args[3], "2201G", "width_bucket count must be an integer from 1 to %d", maxDerivedGroups-2).
+				WithHint("write the number of buckets as an integer from 1 to %d, e.g. width_bucket(age, 0, 100, 10)", maxDerivedGroups-2)
 		}
 		if nums[0].Cmp(nums[1]) == 0 {
 			return Key{}, nil, b.errAt(fc.Args[1], "2201G", "lower bound cannot equal upper bound").WithHint("give width_bucket a non-empty range")

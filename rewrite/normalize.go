@@ -137,7 +137,7 @@ var refusedWords = map[string][3]string{
 	"natural":   {pgerr.FeatureNotSupported, "NATURAL joins are not supported", joinHint},
 	"cross":     {pgerr.FeatureNotSupported, "CROSS JOIN is not supported", joinHint},
 	"table":     {pgerr.InsufficientPrivilege, "only aggregate queries are answered", "use COUNT(*), SUM(col), AVG(col) … GROUP BY a column with public values"},
-	"explain":   {pgerr.FeatureNotSupported, "EXPLAIN of DP queries is not supported yet", "run the query itself; EXPLAIN output comes in a later version"},
+	"explain":   {pgerr.FeatureNotSupported, "EXPLAIN is supported only once, at the start of a statement", "write EXPLAIN followed by one SELECT, e.g. EXPLAIN SELECT department, COUNT(*) FROM visits GROUP BY department"},
 }
 
 func refusal(src string, pos int, r [3]string) *pgerr.Error {
@@ -210,6 +210,11 @@ func normalize(src string) (*normalized, error) {
 			switch t.val {
 			case "(":
 				depth++
+				if i == 0 && next(1).is("select") {
+					return nil, pgerr.New(pgerr.FeatureNotSupported, "a query in parentheses is not supported").
+						WithPosition(charPos(src, t.pos)).
+						WithHint("remove the parentheses around the query; write LIMIT and OFFSET at its end")
+				}
 				if next(1).is("select") || next(1).is("with") || next(1).is("values") || next(1).is("table") {
 					return nil, pgerr.New(pgerr.FeatureNotSupported, "subqueries are not supported").
 						WithPosition(charPos(src, next(1).pos)).
@@ -304,7 +309,8 @@ func normalize(src string) (*normalized, error) {
 			case w == "true" || w == "false":
 				if prevIs(i, "is") || prevIs(i, "not") && i > 1 && toks[i-2].is("is") {
 					return nil, pgerr.New(pgerr.FeatureNotSupported, "IS [NOT] %s is not supported", strings.ToUpper(w)).
-						WithPosition(charPos(src, t.pos)).WithHint("write column = %s", w)
+						WithPosition(charPos(src, t.pos)).
+						WithHint("write the condition itself, e.g. WHERE age > 3 or WHERE NOT (age > 3); for a boolean column, bool_col = %s", w)
 				}
 				addLit(literal{kind: litBool, val: w, pos: t.pos})
 			case w == "null" && !(prevIs(i, "is") || prevIs(i, "not") && i > 1 && toks[i-2].is("is")):
@@ -698,13 +704,14 @@ func (n *normalized) limitTail(toks []token) error {
 			}
 			n.offset = l
 		case t.is("limit") || t.is("offset"):
-			return syntaxErr(src, t.pos, "multiple %s clauses not allowed", strings.ToUpper(t.val))
+			return syntaxErr(src, t.pos, "multiple %s clauses not allowed", strings.ToUpper(t.val)).
+				WithHint("write LIMIT and OFFSET at most once each, e.g. LIMIT 10 OFFSET 20")
 		default:
 			if t.is("fetch") {
 				return refusal(src, t.pos, refusedWords["fetch"])
 			}
 			return syntaxErr(src, t.pos, "syntax error at or near %q", src[t.pos:t.end]).
-				WithHint("LIMIT and OFFSET end the query")
+				WithHint("LIMIT and OFFSET end the query, each with an integer literal, e.g. LIMIT 10 OFFSET 20")
 		}
 	}
 	return nil

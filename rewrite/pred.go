@@ -200,7 +200,8 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 		}
 		return predLike{col: quoteIdent(ci.name), pattern: quoteString(l.val), not: x.Not, ilike: !x.IsLike}, nil
 	case *ast.IsTruthExpr:
-		return nil, b.errAt(x, pgerr.FeatureNotSupported, "IS [NOT] TRUE/FALSE is not supported").WithHint("write column = true")
+		return nil, b.errAt(x, pgerr.FeatureNotSupported, "IS [NOT] TRUE/FALSE is not supported").
+			WithHint("write the condition itself, e.g. WHERE age > 3 or WHERE NOT (age > 3); for a boolean column, bool_col = true")
 	case *ast.SubqueryExpr, *ast.ExistsSubqueryExpr, *ast.CompareSubqueryExpr:
 		return nil, b.errAt(e, pgerr.FeatureNotSupported, "subqueries are not supported").WithHint("%s", whereHint)
 	case *ast.AggregateFuncExpr:
