@@ -591,3 +591,19 @@ SELECT department, AVG(length_of_stay) FROM visits WHERE length_of_stay BETWEEN 
 SELECT sex, COUNT(*) * 1.0 / 2 FROM patients GROUP BY sex ORDER BY 1
 
 SELECT COUNT(DISTINCT patient_id), AVG(age) FROM visits WHERE department = 'pediatrics' AND age < 18
+
+-- # Joins of the two protected tables on the unit column
+
+SELECT COUNT(*) FROM visits v JOIN patients p ON v.patient_id = p.patient_id
+
+SELECT p.sex, COUNT(*) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.sex
+
+SELECT p.region, AVG(v.cost) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.region
+
+SELECT v.department, p.sex, COUNT(*) FROM visits v JOIN patients p USING (patient_id) GROUP BY v.department, p.sex
+
+SELECT COUNT(*), SUM(v.length_of_stay) FROM visits v JOIN patients p ON p.patient_id = v.patient_id WHERE p.birth_year < 1960
+
+SELECT p.sex, COUNT(DISTINCT v.patient_id) FROM visits v JOIN patients p ON v.patient_id = p.patient_id WHERE v.department = 'oncology' GROUP BY 1
+
+SELECT p.region, COUNT(*) FROM patients p LEFT JOIN visits v ON v.patient_id = p.patient_id GROUP BY p.region ORDER BY 2 DESC
