@@ -182,7 +182,8 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 	for i, o := range plan.Outputs {
 		out.Columns = append(out.Columns, Column{Name: o.Name, PGType: o.PGType})
 		row[i] = value{num: sampleAggAnswer(noisy[o.Measure], k, o.Lower, o.Upper), decimals: 6}
-		parts = append(parts, fmt.Sprintf("±%s (%s)", num(stats[o.Measure].mech.HalfWidth(0.95)/float64(k)), o.Name))
+		m := stats[o.Measure].mech
+		parts = append(parts, fmt.Sprintf("±%s (%s, %s)", num(m.HalfWidth(0.95)/float64(k)), o.Name, costText(m.Epsilon(), m.Delta())))
 	}
 	for _, r := range orderAndLimit(plan, [][]value{row}) {
 		text := make([]*string, len(r))

@@ -52,6 +52,9 @@ func TestRunSampleAgg_NoisyCountChoosesK(t *testing.T) {
 	if !strings.Contains(res.Notice, "sample-and-aggregate over k=1024 blocks (chosen from a noisy unit count") {
 		t.Fatalf("notice %q does not name k=1024", res.Notice)
 	}
+	if !strings.Contains(res.Notice, " (corr, epsilon 0.9); ") {
+		t.Fatalf("notice %q does not give corr's ε 0.9", res.Notice)
+	}
 	// Charged: count 0.1 + corr 0.9 = 1.
 	ev := led.reserved[0].Events
 	if len(ev) != 2 || math.Abs(ev[0].Epsilon-0.1) > 1e-12 || math.Abs(ev[1].Epsilon-0.9) > 1e-12 || ev[0].Epsilon+ev[1].Epsilon > 1 {
