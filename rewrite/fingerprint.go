@@ -14,8 +14,8 @@ import (
 // condition). Two statements that differ only in spelling (case, spaces,
 // comments, aliases of the table) get the same fingerprint.
 //
-// The plan is walked by reflection, so a field added to Plan (or to the
-// types it holds) is covered without changing this code, and written in a
+// The plan is walked by reflection, so an exported field added to Plan (or
+// to the types it holds) is covered without changing this code, and written in a
 // length-prefixed binary encoding, which is unambiguous and about ten times
 // cheaper than the JSON encoding used before (JSON-escaping the SQL's
 // quotes and formatting floats were a fifth of a Rewrite). The fingerprint
@@ -67,15 +67,18 @@ func appendCanonical(buf []byte, v reflect.Value) []byte {
 		return appendCanonical(append(buf, 1), v.Elem())
 	case reflect.Struct:
 		for i := range v.NumField() {
-			buf = appendCanonical(buf, v.Field(i))
+			// Unexported fields are skipped, as JSON skips them: they may
+			// hold secrets (SampleAgg's HMAC key pads), and the
+			// fingerprint is logged and stored. CanInterface is false
+			// exactly for values reached through an unexported field.
+			if f := v.Field(i); f.CanInterface() {
+				buf = appendCanonical(buf, f)
+			}
 		}
 		return buf
 	}
 	// Anything else (a map, an interface) is not in a plan today; JSON
 	// encodes it deterministically (map keys sorted).
-	if !v.CanInterface() {
-		panic("rewrite: fingerprint: unexported field of kind " + v.Kind().String())
-	}
 	data, err := json.Marshal(v.Interface())
 	if err != nil {
 		panic("rewrite: fingerprint: " + err.Error())

@@ -64,6 +64,11 @@ func checkEveryField(t *testing.T, p *Plan) int {
 			v.SetLen(old)
 			return
 		}
+		if !v.CanSet() {
+			// Unexported (e.g. SampleAgg's key pads): skipped by the
+			// fingerprint, as by JSON.
+			return
+		}
 		old := reflect.New(v.Type()).Elem()
 		old.Set(v)
 		switch v.Kind() {
