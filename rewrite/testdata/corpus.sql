@@ -607,3 +607,49 @@ SELECT COUNT(*), SUM(v.length_of_stay) FROM visits v JOIN patients p ON p.patien
 SELECT p.sex, COUNT(DISTINCT v.patient_id) FROM visits v JOIN patients p ON v.patient_id = p.patient_id WHERE v.department = 'oncology' GROUP BY 1
 
 SELECT p.region, COUNT(*) FROM patients p LEFT JOIN visits v ON v.patient_id = p.patient_id GROUP BY p.region ORDER BY 2 DESC
+
+-- # Expressions inside aggregates and FILTER
+
+SELECT SUM(CASE WHEN age >= 65 THEN 1 ELSE 0 END) FROM visits
+
+SELECT department, SUM(CASE WHEN cost > 10000 THEN 1 ELSE 0 END) AS expensive FROM visits GROUP BY department
+
+SELECT SUM(cost * 2) FROM visits
+
+SELECT AVG(cost + age) FROM visits
+
+SELECT department, AVG(cost / 100) FROM visits GROUP BY department
+
+SELECT SUM(-age) FROM visits
+
+SELECT SUM(age - length_of_stay) FROM visits
+
+SELECT AVG(COALESCE(cost, 0)) FROM visits
+
+SELECT SUM(LEAST(cost, 5000)) FROM visits
+
+SELECT SUM(GREATEST(age, 18)) FROM visits
+
+SELECT AVG(ABS(age - 50)) FROM visits
+
+SELECT SUM(cost / NULLIF(length_of_stay, 0)) FROM visits
+
+SELECT AVG(CASE WHEN department = 'oncology' THEN cost END) FROM visits
+
+SELECT COUNT(*) FILTER (WHERE age > 3) FROM visits
+
+SELECT department, COUNT(*) FILTER (WHERE age < 18), COUNT(*) FROM visits GROUP BY department
+
+SELECT SUM(cost) FILTER (WHERE department = 'surgery') FROM visits
+
+SELECT AVG(age) FILTER (WHERE cost IS NOT NULL) FROM visits
+
+SELECT department, COUNT(cost) FILTER (WHERE visit_date >= '2023-01-01') FROM visits GROUP BY 1
+
+SELECT VAR_POP(age * 1.5) FROM visits
+
+SELECT STDDEV(cost) FILTER (WHERE age > 30) FROM visits
+
+SELECT department, SUM(age * length_of_stay) FROM visits GROUP BY department
+
+SELECT SUM(CASE WHEN age < 18 THEN cost ELSE 0 END) * 1.0 / SUM(cost) FROM visits
