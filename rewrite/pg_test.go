@@ -329,6 +329,12 @@ func diffPostgres(t *testing.T, ctx context.Context, conn *pgx.Conn, p *Plan, qu
 		sortByPlan(p, got)
 		got = page(p, got)
 		g, w := orderColumns(p, got), orderColumns(p, want)
+		if dropped := len(direct) - len(want); dropped > 0 && p.Limit >= 0 && p.Offset == 0 && len(g) >= len(w) {
+			// PostgreSQL's page held rows of NULL groups, which are not
+			// released (canonical drops them): its other rows are the
+			// first rows of the released page.
+			g = g[:len(w)]
+		}
 		if fmt.Sprint(g) != fmt.Sprint(w) {
 			t.Fatalf("ordered page differs:\n got %v\nwant %v", g, w)
 		}

@@ -653,3 +653,14 @@ SELECT STDDEV(cost) FILTER (WHERE age > 30) FROM visits
 SELECT department, SUM(age * length_of_stay) FROM visits GROUP BY department
 
 SELECT SUM(CASE WHEN age < 18 THEN cost ELSE 0 END) * 1.0 / SUM(cost) FROM visits
+
+-- # GROUP BY a column without public values (partition selection; with
+-- # noise off every non-NULL group is released, as PostgreSQL returns it)
+
+SELECT diagnosis, COUNT(*) FROM visits GROUP BY diagnosis
+
+SELECT diagnosis, COUNT(DISTINCT patient_id), AVG(cost) FROM visits GROUP BY 1
+
+SELECT department, diagnosis, SUM(length_of_stay) FROM visits WHERE age > 20 GROUP BY department, diagnosis
+
+SELECT diagnosis, COUNT(*) FROM visits GROUP BY diagnosis HAVING COUNT(*) > 20 ORDER BY 2 DESC LIMIT 3
