@@ -140,8 +140,9 @@ type statusKey struct {
 }
 
 type statusEntry struct {
-	st accountant.Status
-	at time.Time
+	st        accountant.Status
+	remaining accountant.Spent // st.Remaining()
+	at        time.Time
 }
 
 // statusCache keeps the last remaining-budget figure per analyst and
@@ -159,21 +160,24 @@ func newStatusCache() *statusCache {
 	return &statusCache{entries: map[statusKey]statusEntry{}, now: time.Now}
 }
 
-func (c *statusCache) get(k statusKey) (accountant.Status, bool) {
+// get returns the status of k and its remaining budget.
+func (c *statusCache) get(k statusKey) (statusEntry, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
 	if !ok || c.now().Sub(e.at) > statusTTL {
-		return accountant.Status{}, false
+		return statusEntry{}, false
 	}
-	return e.st, true
+	return e, true
 }
 
-func (c *statusCache) put(k statusKey, st accountant.Status) {
+func (c *statusCache) put(k statusKey, st accountant.Status) statusEntry {
+	e := statusEntry{st: st, remaining: st.Remaining(), at: c.now()}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.entries) >= maxStatuses {
 		clear(c.entries)
 	}
-	c.entries[k] = statusEntry{st: st, at: c.now()}
+	c.entries[k] = e
+	return e
 }

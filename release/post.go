@@ -294,6 +294,12 @@ func compare(a, b value) int {
 // budget and the 95% error half-widths (errs, from errorsText). Budget
 // figures are not data.
 func notice(cost accountant.Spent, st accountant.Status, cached bool, errs string) string {
+	return noticeText(cost, st, st.Remaining(), cached, errs)
+}
+
+// noticeText is notice with st.Remaining() computed by the caller (the
+// status cache keeps it: it is exact decimal arithmetic).
+func noticeText(cost accountant.Spent, st accountant.Status, remaining accountant.Spent, cached bool, errs string) string {
 	var b strings.Builder
 	b.WriteString("dp: ")
 	if cached {
@@ -303,7 +309,7 @@ func notice(cost accountant.Spent, st accountant.Status, cached bool, errs strin
 	if cost.Delta > 0 {
 		fmt.Fprintf(&b, ", delta %s", num(cost.Delta))
 	}
-	fmt.Fprintf(&b, " spent (%s), %s of %s remaining", st.Accountant, num(st.Remaining().Epsilon), num(st.Limit.Epsilon))
+	fmt.Fprintf(&b, " spent (%s), %s of %s remaining", st.Accountant, num(remaining.Epsilon), num(st.Limit.Epsilon))
 	if errs != "" {
 		b.WriteString("; 95% error ")
 		b.WriteString(errs)

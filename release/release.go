@@ -279,15 +279,16 @@ func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result
 		r.answers.put(ak, sa)
 	}
 	sk := statusKeyOf(req)
-	st, fresh := r.statuses.get(sk)
+	se, fresh := r.statuses.get(sk)
 	if !fresh {
-		var err error
-		if st, err = r.ledger.Status(ctx, req.Analyst, req.Dataset); err != nil {
+		st, err := r.ledger.Status(ctx, req.Analyst, req.Dataset)
+		if err != nil {
 			return nil, false, err
 		}
-		r.statuses.put(sk, st)
+		se = r.statuses.put(sk, st)
 	}
-	return &Result{Columns: sa.Columns, Rows: sa.Rows, Cached: true, Notice: notice(accountant.Spent{}, st, true, sa.Errors)}, true, nil
+	return &Result{Columns: sa.Columns, Rows: sa.Rows, Cached: true,
+		Notice: noticeText(accountant.Spent{}, se.st, se.remaining, true, sa.Errors)}, true, nil
 }
 
 // record stores a released answer on its reservation; only a recorded
