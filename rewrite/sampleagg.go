@@ -339,9 +339,11 @@ func blockHashSQL(unit string, sa *SampleAgg) string {
 //	            level (hash % k).
 //	dp_blocks   f per block of each level (GROUPING SETS, one per level;
 //	            inputs sorted inside the call so the float8 result does not
-//	            depend on row order), and the block's distinct units.
+//	            depend on row order), and the block's distinct units (only
+//	            when k is chosen from the count).
 //	final       per level: Σ_b (clip(f_b::numeric, l, u) − c), NULL f_b
-//	            adding 0, summed in numeric; and Σ_b units = n.
+//	            adding 0, summed in numeric; and Σ_b units = n (only with
+//	            the count).
 func (b *builder) emitSampleAggSQL(p *Plan) string {
 	t, sa := b.table, p.SampleAgg
 	unit := quoteIdent(t.UnitColumn)
@@ -391,7 +393,9 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		y, x := in(s.y), in(s.x)
 		blocks = append(blocks, s.fn+"("+y+", "+x+" ORDER BY "+y+", "+x+") AS dp_f"+strconv.Itoa(i))
 	}
-	blocks = append(blocks, "COUNT(DISTINCT dp_unit) AS dp_units")
+	if sa.CountMeasure >= 0 {
+		blocks = append(blocks, "COUNT(DISTINCT dp_unit) AS dp_units")
+	}
 	blocksSQL := "SELECT " + strings.Join(blocks, ", ") + " FROM (" + boundedSQL + ") AS dp_bounded GROUP BY GROUPING SETS (" +
 		strings.Join(sets, ", ") + ")"
 
@@ -402,7 +406,9 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		mid := formatConst(SampleMid(s.lower, s.upper))
 		final = append(final, "SUM(CASE WHEN "+f+" IS NULL THEN 0 ELSE LEAST(GREATEST("+f+"::numeric, "+lo+"), "+hi+") - "+mid+" END)::text")
 	}
-	final = append(final, "SUM(dp_units)::text")
+	if sa.CountMeasure >= 0 {
+		final = append(final, "SUM(dp_units)::text")
+	}
 	return "SELECT " + strings.Join(final, ", ") + " FROM (" + blocksSQL + ") AS dp_blocks GROUP BY dp_level ORDER BY dp_level"
 }
 

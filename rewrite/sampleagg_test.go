@@ -135,6 +135,9 @@ func emittedAverages(t *testing.T, ctx context.Context, q interface {
 	avg, units := map[int][]float64{}, map[int]int64{}
 	for rows.Next() {
 		raw := rows.RawValues()
+		if len(raw) != 1+len(p.Measures) {
+			t.Fatalf("emitted SQL returned %d columns, want k and %d measures", len(raw), len(p.Measures))
+		}
 		k, _ := strconv.Atoi(string(raw[0]))
 		for i, o := range p.Outputs {
 			s, ok := new(big.Rat).SetString(string(raw[1+o.Measure]))
