@@ -82,7 +82,7 @@ var settingDefs = func() map[string]*settingDef {
 		{name: "geqo", def: "on", check: checkBool, desc: "Enables genetic query optimization."},
 		{name: "plan_cache_mode", def: "auto", check: enum("auto", "force_generic_plan", "force_custom_plan"), desc: "Controls the planner's selection of custom or generic plan."},
 		{name: settingEpsilon, check: checkEpsilon, desc: "Privacy cost ε of each DP query of this session."},
-		{name: settingDelta, check: checkDelta, desc: "Privacy cost δ of each DP query of this session (gaussian mechanism)."},
+		{name: settingDelta, check: checkDelta, desc: "Privacy cost δ of each DP query of this session (gaussian mechanism; GROUP BY columns without public values)."},
 		{name: settingMechanism, check: checkMechanism, desc: "Noise mechanism of DP queries: laplace or gaussian."},
 		{name: settingCache, def: "on", check: checkBool, desc: "Answer a repeated DP query with its earlier noisy answer, at no cost."},
 		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
