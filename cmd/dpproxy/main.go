@@ -7,6 +7,7 @@
 //	dpproxy demo [--data-dir DIR] [--listen 127.0.0.1:6432]
 //	dpproxy demo-setup --admin-dsn DSN --shadow-admin-dsn DSN
 //	dpproxy policy validate FILE...
+//	dpproxy policy init --dsn DSN --table T (--config FILE | --ledger DSN) [--out FILE]
 //	dpproxy passwd NAME
 //	dpproxy accountant epsilon|delta --method M ... [--laplace B:K]... [--gaussian S:K]...
 //	dpproxy budget show|grant|reset --config FILE ...
@@ -34,6 +35,9 @@ const usage = `usage:
                                          load the demo data and roles into an existing PostgreSQL,
                                          and the shadow catalog's database into a second one
   dpproxy policy validate FILE...        check policy files
+  dpproxy policy init --dsn DSN --table T (--config FILE | --ledger DSN) [--dataset D]
+                      [--steward NAME] [--steward-epsilon 1] [--epsilon 0.5] [--out FILE]
+                                         a policy skeleton from the live schema (DP bounds)
   dpproxy passwd NAME                    print a SCRAM-SHA-256 verifier for the config (password from stdin)
   dpproxy accountant epsilon --method M --delta D [--laplace B:K]... [--gaussian S:K]...
   dpproxy accountant delta --method M --epsilon E [--laplace B:K]... [--gaussian S:K]...
@@ -100,10 +104,13 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		if len(args) < 2 {
 			return usagef("policy: name a subcommand (validate)")
 		}
-		if args[1] != "validate" {
-			return usagef("policy: unknown subcommand %q (want validate)", args[1])
+		switch args[1] {
+		case "validate":
+			return cmdPolicyValidate(args[2:], stdout, stderr)
+		case "init":
+			return cmdPolicyInit(ctx, args[2:], stdout, stderr) // policy_init.go
 		}
-		return cmdPolicyValidate(args[2:], stdout, stderr)
+		return usagef("policy: unknown subcommand %q (want validate or init)", args[1])
 	case "passwd":
 		return cmdPasswd(args[1:], stdin, stdout, stderr)
 	case "accountant":

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+)
+
+// TestPolicyInit runs `dpproxy policy init` against a real PostgreSQL table
+// of known data (one visit per patient, so the true quantiles are exact)
+// and checks that the skeleton loads, types and the unit guess are right,
+// every bound is marked for review, the proposed bounds are near the true
+// quantiles, and the steward budget was charged.
+func TestPolicyInit(t *testing.T) {
+	dataDSN, ledgerDSN := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dataDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `CREATE TABLE visits (visit_id bigint PRIMARY KEY, patient_id bigint, age int,
+		cost numeric(10,2), weight double precision, visit_date date, diagnosis text, urgent boolean, payload jsonb)`); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	ages, costs, weights := make([]float64, n), make([]float64, n), make([]float64, n)
+	dates := make([]time.Time, n)
+	start := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	var rows [][]any
+	for i := 0; i < n; i++ {
+		ages[i] = float64(i % 100)
+		costs[i] = float64((i*7919)%500000) / 100 // 0 … 4999.99
+		weights[i] = 40 + float64((i*31)%800)/10  // 40 … 119.9
+		dates[i] = start.AddDate(0, 0, (i*13)%1826)
+		rows = append(rows, []any{i + 1, i + 1, int(ages[i]), fmt.Sprintf("%.2f", costs[i]), weights[i], dates[i], "flu", i%2 == 0, nil})
+	}
+	for i := 0; i < 30; i++ { // rows without a unit: excluded
+		rows = append(rows, []any{n + i + 1, nil, 500, "99999", 1e6, time.Date(1950, 1, 1, 0, 0, 0, 0, time.UTC), "x", true, nil})
+	}
+	if _, err := conn.CopyFrom(ctx, pgx.Identifier{"visits"}, []string{"visit_id", "patient_id", "age", "cost", "weight", "visit_date", "diagnosis", "urgent", "payload"}, pgx.CopyFromRows(rows)); err != nil {
+		t.Fatal(err)
+	}
+
+	out := filepath.Join(t.TempDir(), "clinic.yaml")
+	var stdout, stderr bytes.Buffer
+	const eps = 2.0
+	args := []string{"policy", "init", "--dsn", dataDSN, "--table", "visits", "--ledger", ledgerDSN, "--dataset", "clinic",
+		"--steward-epsilon", "3", "--epsilon", strconv.FormatFloat(eps, 'g', -1, 64), "--out", out}
+	if code := run(ctx, args, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("policy init exit %d: %s", code, stderr.String())
+	}
+	text, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := policy.Load(out)
+	if err != nil {
+		t.Fatalf("the skeleton does not load: %v\n%s", err, text)
+	}
+	tb, ok := ds.Table("visits")
+	if !ok || tb.UnitColumn != "patient_id" {
+		t.Fatalf("unit column = %q, want patient_id\n%s", tb.UnitColumn, text)
+	}
+	wantTypes := map[string]policy.Type{"age": policy.TypeInt, "cost": policy.TypeNumeric, "weight": policy.TypeFloat, "visit_date": policy.TypeDate, "urgent": policy.TypeBool}
+	for name, typ := range wantTypes {
+		c, ok := tb.Column(name)
+		if !ok || c.Type != typ || c.Hidden {
+			t.Errorf("column %s = %+v, want visible type %s", name, c, typ)
+		}
+	}
+	for _, name := range []string{"visit_id", "diagnosis", "payload"} {
+		if c, ok := tb.Column(name); !ok || !c.Hidden {
+			t.Errorf("column %s = %+v, want access: none", name, c)
+		}
+	}
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.Contains(line, "lower:") && !strings.Contains(line, "# REVIEW") {
+			t.Errorf("bound not marked for review: %s", line)
+		}
+	}
+
+	// Each of the 8 selections has ε = 2/8 = 0.25 over B ≤ 145 candidates
+	// with rank sensitivity 1: with probability ≥ 1 − β its rank error is
+	// within the best candidate's plus (2/ε)·ln(B/β) (McSherry–Talwar);
+	// β = 1e-6 each, so this test fails falsely with probability ≤ 8e-6.
+	slack := 2 / (eps / 8) * math.Log(145/1e-6)
+	below := func(xs []float64, c float64) float64 {
+		k := 0.0
+		for _, x := range xs {
+			if x < c {
+				k++
+			}
+		}
+		return k
+	}
+	check := func(name string, xs []float64, bound float64, q float64, cands []float64) {
+		best := math.Inf(1)
+		for _, c := range cands {
+			best = math.Min(best, math.Abs(below(xs, c)-q*n))
+		}
+		if d := math.Abs(below(xs, bound) - q*n); d > best+slack {
+			t.Errorf("%s: bound %v has %v values below it, want within %v of %v (best candidate %v off)", name, bound, below(xs, bound), best+slack, q*n, best)
+		}
+	}
+	for _, c := range []struct {
+		name string
+		xs   []float64
+		int  bool
+	}{{"age", ages, true}, {"cost", costs, false}, {"weight", weights, false}} {
+		col, _ := tb.Column(c.name)
+		cands := numberCandidates(c.int)
+		check(c.name+" lower", c.xs, col.LowerNum, 0.01, cands)
+		check(c.name+" upper", c.xs, col.UpperNum, 0.99, cands)
+	}
+	days := make([]float64, n)
+	for i, d := range dates {
+		days[i] = float64(d.Unix() / 86400)
+	}
+	var dcands []float64
+	for _, s := range dateCandidates() {
+		d, _ := time.Parse("2006-01-02", s)
+		dcands = append(dcands, float64(d.Unix()/86400))
+	}
+	vd, _ := tb.Column("visit_date")
+	check("visit_date lower", days, vd.LowerNum, 0.01, dcands)
+	check("visit_date upper", days, vd.UpperNum+1, 0.99, dcands) // upper is the day before the chosen candidate
+
+	// The steward budget was charged ε = 2 in the ledger, before reading.
+	l, err := accountant.Open(ctx, ledgerDSN, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	budget := &policy.Dataset{Name: "clinic", Budget: policy.Budget{Epsilon: 3, Accountant: policy.AccountantPure}}
+	st, err := l.Status(ctx, "steward", budget)
+	if err != nil || math.Abs(st.Spent.Epsilon-eps) > 1e-9 {
+		t.Fatalf("steward status = %+v, %v; want %v spent", st, err, eps)
+	}
+	// A second run would exceed the steward's ε = 3: refused, no skeleton.
+	stderr.Reset()
+	if code := run(ctx, append(args[:len(args)-2], "--out", out+".2"), nil, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "budget") {
+		t.Fatalf("second run: exit %d, stderr %q; want a budget refusal", code, stderr.String())
+	}
+	if _, err := os.Stat(out + ".2"); err == nil {
+		t.Fatalf("a refused run wrote a skeleton")
+	}
+}
+
+func TestGuessUnit(t *testing.T) {
+	for _, tc := range []struct {
+		cols []initColumn
+		want string
+	}{
+		{[]initColumn{{name: "visit_id", pk: true}, {name: "dept_id"}, {name: "patient_id"}}, "patient_id"},
+		{[]initColumn{{name: "order_id", pk: true}, {name: "shop_id"}}, "shop_id"},
+		{[]initColumn{{name: "patient_id", pk: true}, {name: "age"}}, "patient_id"},
+		{[]initColumn{{name: "a"}, {name: "b"}}, "a"},
+	} {
+		if got, _ := guessUnit(tc.cols); got != tc.want {
+			t.Errorf("guessUnit(%+v) = %s, want %s", tc.cols, got, tc.want)
+		}
+	}
+}
