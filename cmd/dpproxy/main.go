@@ -102,7 +102,7 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return cmdDemoSetup(ctx, args[1:], stdout, stderr)
 	case "policy":
 		if len(args) < 2 {
-			return usagef("policy: name a subcommand (validate)")
+			return usagef("policy: name a subcommand (validate or init)")
 		}
 		switch args[1] {
 		case "validate":
