@@ -62,6 +62,13 @@ func outputMeasures(plan *rewrite.Plan, v int) []int {
 			seen[o.Measure], seen[o.CountMeasure] = true, true
 		case rewrite.OutputVariance:
 			seen[o.Measure], seen[o.CountMeasure], seen[o.SumSqMeasure] = true, true, true
+		case rewrite.OutputSum:
+			seen[o.Measure] = true
+			if plan.Measures[o.Measure].Centre != "" {
+				// Derived from the normalized sum and the count
+				// (rewrite/centre.go).
+				seen[o.CountMeasure] = true
+			}
 		default:
 			seen[o.Measure] = true
 		}

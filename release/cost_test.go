@@ -51,7 +51,9 @@ func TestOutputMeasures(t *testing.T) {
 		{0, "[]"},
 		{1, sorted(count)},
 		{2, sorted(sum, countCost, sumSq)},
-		{3, sorted(sum, count)},
+		// SUM(cost) next to STDDEV(cost) is derived from the normalized
+		// sum and COUNT(cost) (rewrite/centre.go): S̃_c + c·C̃.
+		{3, sorted(sum, countCost, count)},
 	}
 	for _, tc := range tests {
 		if got := fmt.Sprint(outputMeasures(plan, tc.output)); got != tc.want {
@@ -98,7 +100,7 @@ func TestRun_NoticePerOutputCost(t *testing.T) {
 	hCount := num(ms[0].mech.HalfWidth(0.95))
 	for _, want := range []string{
 		"; 95% error ±" + hCount + " (count, epsilon 0.12, delta 1.2e-06), ±",
-		" (stddev, epsilon 0.36, delta 3.6e-06), no bound (r, epsilon 0.24, delta 2.4e-06), HAVING epsilon 0.12, delta 1.2e-06",
+		" (stddev, epsilon 0.36, delta 3.6e-06), no bound (r, epsilon 0.36, delta 3.6e-06), HAVING epsilon 0.12, delta 1.2e-06",
 	} {
 		if !strings.Contains(res.Notice, want) {
 			t.Errorf("Notice = %q, want it to contain %q", res.Notice, want)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
@@ -210,19 +209,26 @@ func outputText(o rewrite.Output, ms []measurement) string {
 	case rewrite.OutputCount:
 		return fmt.Sprintf("noisy m%d, floored at 0  (half_width_95=%s)", o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
 	case rewrite.OutputSum:
+		if c := ms[o.Measure].measure.Centre; c != "" {
+			return fmt.Sprintf("noisy m%d + %s · noisy m%d  (half_width_95=%s)", o.Measure, c, o.CountMeasure, num(sumHalfWidth(o, ms)))
+		}
 		return fmt.Sprintf("noisy m%d  (half_width_95=%s)", o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
 	case rewrite.OutputAvg:
 		hs := ms[o.Measure].mech.HalfWidth(0.975)
 		hc := ms[o.CountMeasure].mech.HalfWidth(0.975)
-		m := math.Max(math.Abs(o.Lower), math.Abs(o.Upper))
-		return fmt.Sprintf("m%d / max(m%d, 1) clamped to [%s, %s]  (half_width_95=min(%s, %s/n), n = the group's noisy count)",
-			o.Measure, o.CountMeasure, num(o.Lower), num(o.Upper), num(o.Upper-o.Lower), num(hs+m*hc))
+		m := spreadM(o, ms)
+		form := fmt.Sprintf("m%d / max(m%d, 1)", o.Measure, o.CountMeasure)
+		if c := ms[o.Measure].measure.Centre; c != "" {
+			form = c + " + " + form
+		}
+		return fmt.Sprintf("%s clamped to [%s, %s]  (half_width_95=min(%s, %s/n), n = the group's noisy count)",
+			form, num(o.Lower), num(o.Upper), num(o.Upper-o.Lower), num(hs+m*hc))
 	case rewrite.OutputVariance:
 		const p = 1 - 0.05/3
 		hq := ms[o.SumSqMeasure].mech.HalfWidth(p)
 		hs := ms[o.Measure].mech.HalfWidth(p)
 		hc := ms[o.CountMeasure].mech.HalfWidth(p)
-		m := math.Max(math.Abs(o.Lower), math.Abs(o.Upper))
+		m := spreadM(o, ms)
 		r := (o.Upper - o.Lower) / 2
 		form, capv := "pop", r*r
 		if o.Sample {

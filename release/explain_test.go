@@ -71,8 +71,8 @@ func TestExplain_Laplace(t *testing.T) {
 			}
 		}
 		if strings.Contains(l, "sumsq(cost)") && strings.Contains(l, "Measurement") {
-			// L∞ 5·20000² = 2e9, L1 8e9.
-			if field(t, l, "linf") != 2e9 || field(t, l, "sensitivity") != 8e9 {
+			// Centred at 10000: L∞ 5·10000² = 5e8, L1 2e9.
+			if field(t, l, "linf") != 5e8 || field(t, l, "sensitivity") != 2e9 {
 				t.Fatalf("sumsq line %q", l)
 			}
 		}

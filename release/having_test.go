@@ -38,6 +38,10 @@ func TestRun_HavingAndArithmetic(t *testing.T) {
 		for _, m := range plan.Measures {
 			var x float64
 			switch {
+			case m.Kind == rewrite.MeasureSum && m.Centre != "":
+				// The normalized sum Σ (cost − c) of AVG(cost).
+				c, _ := strconv.ParseFloat(m.Centre, 64)
+				x = v[1] - c*v[2]
 			case m.Kind == rewrite.MeasureSum:
 				x = v[1]
 			case m.Column == "":

@@ -88,8 +88,19 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 			}
 			row[i] = value{num: c, decimals: -1}
 		case rewrite.OutputSum:
+			if c := centre(plan, o); c != nil {
+				// Derived from the normalized sum and the count
+				// (rewrite.shareSums): S̃ = S̃_c + c·C̃.
+				v := new(big.Rat).Mul(c, noisy[o.CountMeasure])
+				row[i] = value{num: v.Add(v, noisy[o.Measure]), decimals: -1}
+				break
+			}
 			row[i] = value{num: noisy[o.Measure], decimals: -1}
 		case rewrite.OutputAvg:
+			if c := centre(plan, o); c != nil {
+				row[i] = value{num: centredAverage(noisy[o.Measure], noisy[o.CountMeasure], c, o.Lower, o.Upper), decimals: 6}
+				break
+			}
 			row[i] = value{num: average(noisy[o.Measure], noisy[o.CountMeasure], o.Lower, o.Upper), decimals: 6}
 		case rewrite.OutputVariance:
 			v := variance(noisy[o.CountMeasure], noisy[o.Measure], noisy[o.SumSqMeasure], o.Lower, o.Upper, o.Sample)
@@ -168,6 +179,49 @@ func average(sum, count *big.Rat, lower, upper float64) *big.Rat {
 		c = ratOne
 	}
 	a := new(big.Rat).Quo(sum, c)
+	lo, hi := new(big.Rat), new(big.Rat)
+	lo.SetFloat64(lower)
+	hi.SetFloat64(upper)
+	if a.Cmp(lo) < 0 {
+		a = lo
+	}
+	if a.Cmp(hi) > 0 {
+		a = hi
+	}
+	return a
+}
+
+// centre is the centre c of the normalized sum an output reads, or nil
+// when its sum measure is a plain sum.
+func centre(plan *rewrite.Plan, o rewrite.Output) *big.Rat {
+	c := plan.Measures[o.Measure].Centre
+	if c == "" {
+		return nil
+	}
+	r, ok := new(big.Rat).SetString(c)
+	if !ok {
+		return nil // unreachable: rewrite writes decimals
+	}
+	return r
+}
+
+// centredAverage is AVG from the noisy normalized sum S̃_c = Σ (x − c) + e_s
+// and the noisy count C̃ (post-processing of both):
+//
+//	A = c + S̃_c / max(C̃, 1),  clamped to [lower, upper].
+//
+// With the true count C, c + S_c/C is the exact average; the noise term
+// e_s/C̃ comes from a sum whose L∞ is max_rows·(upper − lower)/2 instead of
+// max_rows·max(|lower|, |upper|), and the count's noise is multiplied by
+// |A − c| ≤ (upper − lower)/2 instead of |A| (see avgHalfWidth). For an
+// empty group the answer centres on c instead of on 0.
+func centredAverage(sum, count, c *big.Rat, lower, upper float64) *big.Rat {
+	n := count
+	if n.Cmp(ratOne) < 0 {
+		n = ratOne
+	}
+	a := new(big.Rat).Quo(sum, n)
+	a.Add(a, c)
 	lo, hi := new(big.Rat), new(big.Rat)
 	lo.SetFloat64(lower)
 	hi.SetFloat64(upper)
@@ -333,8 +387,10 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 			// Expressions over aggregates get no bound here (not yet
 			// derived; EXPLAIN lists their aggregates).
 			h = math.NaN()
-		case rewrite.OutputCount, rewrite.OutputSum:
+		case rewrite.OutputCount:
 			h = ms[o.Measure].mech.HalfWidth(0.95)
+		case rewrite.OutputSum:
+			h = sumHalfWidth(o, ms)
 		case rewrite.OutputAvg:
 			h = avgHalfWidth(o, ms, noisy)
 		case rewrite.OutputVariance:
@@ -361,10 +417,13 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 //
 // and clamping keeps the error below upper − lower. The bound uses the noisy
 // count C̃ (released), so it is post-processing.
+//
+// For a normalized sum (centre c) the same argument with A − c in place of
+// A gives (h_s + M·h_c)/C̃ with M = (upper − lower)/2 (spreadM).
 func avgHalfWidth(o rewrite.Output, ms []measurement, noisy [][]*big.Rat) float64 {
 	hs := ms[o.Measure].mech.HalfWidth(0.975)
 	hc := ms[o.CountMeasure].mech.HalfWidth(0.975)
-	m := math.Max(math.Abs(o.Lower), math.Abs(o.Upper))
+	m := spreadM(o, ms)
 	width := o.Upper - o.Lower
 	worst := 0.0
 	for _, g := range noisy {
@@ -376,6 +435,30 @@ func avgHalfWidth(o rewrite.Output, ms []measurement, noisy [][]*big.Rat) float6
 		worst = math.Max(worst, h)
 	}
 	return worst
+}
+
+// spreadM is M of avgHalfWidth and varHalfWidth: a bound on |A − c| for
+// the mean A of values in [lower, upper] and the centre c of the sums
+// (c = 0 for plain sums): max(|lower|, |upper|), or (upper − lower)/2 for
+// normalized sums centred at the midpoint. The variance is shift-invariant,
+// so the same delta-method bound holds for the centred S and Q.
+func spreadM(o rewrite.Output, ms []measurement) float64 {
+	if ms[o.Measure].measure.Centre != "" {
+		return (o.Upper - o.Lower) / 2
+	}
+	return math.Max(math.Abs(o.Lower), math.Abs(o.Upper))
+}
+
+// sumHalfWidth is the 95% half-width of a released SUM: the noise's, or
+// for a sum derived from a normalized sum and a count (S̃_c + c·C̃) the
+// union bound h_s + |c|·h_c with each at 97.5%.
+func sumHalfWidth(o rewrite.Output, ms []measurement) float64 {
+	m := ms[o.Measure].measure
+	if m.Centre == "" {
+		return ms[o.Measure].mech.HalfWidth(0.95)
+	}
+	c, _ := strconv.ParseFloat(m.Centre, 64)
+	return ms[o.Measure].mech.HalfWidth(0.975) + math.Abs(c)*ms[o.CountMeasure].mech.HalfWidth(0.975)
 }
 
 // varHalfWidth is the error bound reported for a released variance (or
@@ -399,7 +482,7 @@ func varHalfWidth(o rewrite.Output, ms []measurement, noisy [][]*big.Rat) float6
 	hq := ms[o.SumSqMeasure].mech.HalfWidth(p)
 	hs := ms[o.Measure].mech.HalfWidth(p)
 	hc := ms[o.CountMeasure].mech.HalfWidth(p)
-	m := math.Max(math.Abs(o.Lower), math.Abs(o.Upper))
+	m := spreadM(o, ms)
 	r := (o.Upper - o.Lower) / 2
 	width := r * r
 	if o.Sample {

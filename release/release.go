@@ -359,8 +359,19 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			lInf = sensitivity.CountLInf(table.MaxRowsPerUnit)
 		case rewrite.MeasureSum:
 			lInf = sensitivity.SumLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper)
+			if c, ok := new(big.Rat).SetString(ms.Centre); ok {
+				// A normalized sum Σ (x − Centre).
+				lInf = sensitivity.CentredSumLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper, c)
+			} else if ms.Centre != "" {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid centre")
+			}
 		case rewrite.MeasureSumSq:
 			lInf = sensitivity.SumSqLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper)
+			if c, ok := new(big.Rat).SetString(ms.Centre); ok {
+				lInf = sensitivity.CentredSumSqLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper, c)
+			} else if ms.Centre != "" {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid centre")
+			}
 		case rewrite.MeasureUnits:
 			lInf = sensitivity.UnitCountLInf()
 		default:

@@ -75,12 +75,14 @@ func TestMechanisms_NewMeasures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Measures: units, sum(cost), count(cost), sumsq(cost): ε 0.1 each, L0 4.
+	// Measures: units, sum(cost − 10000), count(cost), sumsq(cost − 10000)
+	// (normalized sums centred at the midpoint of [0, 20000]): ε 0.1 each,
+	// L0 4.
 	want := map[rewrite.MeasureKind]float64{
 		rewrite.MeasureUnits: 4 * 1,
-		rewrite.MeasureSum:   4 * 5 * 20000,
+		rewrite.MeasureSum:   4 * 5 * 10000,
 		rewrite.MeasureCount: 4 * 5,
-		rewrite.MeasureSumSq: 4 * 5 * 20000 * 20000,
+		rewrite.MeasureSumSq: 4 * 5 * 10000 * 10000,
 	}
 	if len(ms) != 4 {
 		t.Fatalf("%d measurements, want 4", len(ms))

@@ -440,7 +440,7 @@ func TestAudit_Sensitivity(t *testing.T) {
 		return st
 	}
 
-	audited := 0
+	audited, auditedExpr := 0, 0
 	for _, gc := range cases {
 		p, err := Rewrite(gc.ds, gc.query)
 		if err != nil || p.Join != nil {
@@ -452,6 +452,14 @@ func TestAudit_Sensitivity(t *testing.T) {
 			continue
 		}
 		audited++
+		for _, m := range p.Measures {
+			if m.Expr != "" || m.Filter != "" || m.Centre != "" {
+				// Expressions (interval arithmetic), FILTER (bounded before
+				// the filter) and normalized sums of AVG/variance.
+				auditedExpr++
+				break
+			}
+		}
 		// bound is the plan whose sensitivity is asserted. A
 		// sample-and-aggregate plan returns one row per block count k
 		// (keyed by k) of which release noises one: each row must move by
@@ -532,11 +540,14 @@ func TestAudit_Sensitivity(t *testing.T) {
 	if nullUnitPooled {
 		t.Logf("NULL-unit person: %d runs exceeded the declared (add/remove) sensitivity; all were within the substitution bound", pooledViolations.Load())
 	}
+	if auditedExpr < 12 {
+		t.Fatalf("only %d audited shapes aggregate expressions, FILTER or normalized sums, want ≥ 12", auditedExpr)
+	}
 	if audited < 25 {
 		t.Fatalf("only %d accepted golden shapes were audited, want ≥ 25 (the golden corpus had 28 when this audit was written)", audited)
 	}
 	if privateAudited.Load() == 0 {
 		t.Errorf("no plan with a private key (partition selection) was audited")
 	}
-	t.Logf("audited %d accepted query shapes × 2 adversaries × %d runs (%d runs of private-key shapes)", audited, auditRuns, privateAudited.Load())
+	t.Logf("audited %d accepted query shapes (%d with expressions, FILTER or normalized sums) × 2 adversaries × %d runs (%d runs of private-key shapes)", audited, auditedExpr, auditRuns, privateAudited.Load())
 }

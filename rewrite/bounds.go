@@ -366,12 +366,12 @@ func exprBounds(t *policy.Table, m Measure, iv sensitivity.Interval) Measure {
 	m.Integer = shifted.Int
 	switch {
 	case m.Kind == MeasureSum && m.Centre != "":
-		m.LInf = math.Max(sensitivity.CentredSumLInf(rows, m.Lower, m.Upper), sensitivity.SumLInfInterval(rows, shifted))
+		m.LInf = math.Max(sensitivity.CentredSumLInf(rows, m.Lower, m.Upper, centre), sensitivity.SumLInfInterval(rows, shifted))
 	case m.Kind == MeasureSum:
 		m.LInf = math.Max(sensitivity.SumLInf(rows, m.Lower, m.Upper), sensitivity.SumLInfInterval(rows, shifted))
 	case m.Kind == MeasureSumSq && m.Centre != "":
 		sq := sensitivity.Mul(shifted, shifted)
-		m.LInf = math.Max(sensitivity.CentredSumSqLInf(rows, m.Lower, m.Upper), sensitivity.SumLInfInterval(rows, sq))
+		m.LInf = math.Max(sensitivity.CentredSumSqLInf(rows, m.Lower, m.Upper, centre), sensitivity.SumLInfInterval(rows, sq))
 	case m.Kind == MeasureSumSq:
 		sq := sensitivity.Mul(shifted, shifted)
 		m.LInf = math.Max(sensitivity.SumSqLInf(rows, m.Lower, m.Upper), sensitivity.SumLInfInterval(rows, sq))

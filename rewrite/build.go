@@ -207,6 +207,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		p.Fingerprint = fingerprint(p)
 		return p, nil
 	}
+	shareSums(p) // centre.go
 	if b.join != nil {
 		if err := b.finishJoin(p); err != nil {
 			return nil, err
@@ -725,9 +726,6 @@ func (b *builder) planAggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, erro
 	return b.valueAggregate(x, fn, aggSpec{fn: fn, col: ci.name, filter: filter}, v.iv)
 }
 
-// centreSums enables normalized sums for AVG and the variance family.
-const centreSums = false
-
 // valueAggregate plans SUM, AVG and the variance family over a bounded
 // column (spec.col) or an expression (spec.expr) whose values lie in iv.
 //
@@ -752,7 +750,7 @@ func (b *builder) valueAggregate(x *ast.AggregateFuncExpr, fn string, spec aggSp
 		return spec, Output{Name: "sum", Kind: OutputSum, Measure: b.addMeasure(m, col, &iv), PGType: "numeric"}, nil
 	}
 	centre := ""
-	if mid := iv.Midpoint(); centreSums && mid.Sign() != 0 {
+	if mid := iv.Midpoint(); mid.Sign() != 0 {
 		centre = decimalText(mid)
 	}
 	sum, cnt := base, base

@@ -28,6 +28,7 @@
 //	              over clamped columns, bounded by sensitivity's interval
 //	              arithmetic; division emitted with NULLIF.
 //	filter.go     agg(…) FILTER (WHERE cond): normalizer marker and plan.
+//	centre.go     Privacy-critical: SUM derived from AVG's normalized sums.
 //	keyexpr.go    GROUP BY expressions with public derived domains.
 //	casekey.go    GROUP BY CASE buckets (domain: the THEN/ELSE constants).
 //	partition.go  Privacy-critical: GROUP BY columns without public values
@@ -118,12 +119,11 @@
 //   - the variance family is released from three noisy measurements (count,
 //     sum and sum of squares of the clamped column) and post-processed in
 //     release (see release/post.go);
-//   - AVG stays noisy sum / noisy count of the raw clamped values. The
-//     normalized-sum alternative (sum of x − (lower+upper)/2, L∞
-//     max_rows·(upper−lower)/2) halves the sum's noise when lower = 0 and is
-//     never worse for a lone AVG; it is not used yet because SUM(x) and
-//     AVG(x) in one query share one sum measure today (an extra centred
-//     measure would split ε four ways instead of three). Issue 5 follow-up.
+//   - AVG and the variance family use normalized sums centred at the
+//     midpoint c of the value's bounds (Σ (x − c), Σ (x − c)²; L∞ halved
+//     and quartered for bounds like [0, u]); release adds c back. A SUM of
+//     the same value in the same query is released as S̃_c + c·C̃ from those
+//     measurements (centre.go) instead of a separate one;
 //   - expressions inside aggregates (rowexpr.go) are evaluated on clamped
 //     columns in numeric: PostgreSQL's integer division (int / int, which
 //     truncates) is refused, a divisor that is 0 gives NULL (PostgreSQL

@@ -113,8 +113,13 @@ func (n *normalized) normalizeFilter(toks []token, i int) (int, error) {
 		return i, notAgg
 	}
 	name := n.pieces[k-1]
-	if name.lit >= 0 || !name.word || !isAggregateName(name.text) {
+	if name.lit >= 0 || !name.word {
 		return i, notAgg
+	}
+	if !isAggregateName(name.text) {
+		return i, pgerr.New(pgerr.FeatureNotSupported, "FILTER is only supported after COUNT, SUM, AVG and the variance aggregates").
+			WithPosition(charPos(src, toks[i].pos)).
+			WithHint("move the condition into WHERE, or write the aggregate over CASE WHEN condition THEN … END")
 	}
 	// Insert the marker call before the aggregate's name.
 	marker := []piece{

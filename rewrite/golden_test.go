@@ -137,9 +137,19 @@ func describePlan(p *Plan) string {
 			outs = append(outs, fmt.Sprintf("%s %s = %s", o.Name, o.PGType, exprText(o.Expr)))
 		case OutputKey:
 			outs = append(outs, fmt.Sprintf("%s %s = key%d", o.Name, o.PGType, o.Key))
-		case OutputCount, OutputSum:
+		case OutputSum:
+			if c := p.Measures[o.Measure].Centre; c != "" {
+				outs = append(outs, fmt.Sprintf("%s %s = m%d + %s·m%d", o.Name, o.PGType, o.Measure, c, o.CountMeasure))
+				break
+			}
+			outs = append(outs, fmt.Sprintf("%s %s = m%d", o.Name, o.PGType, o.Measure))
+		case OutputCount:
 			outs = append(outs, fmt.Sprintf("%s %s = m%d", o.Name, o.PGType, o.Measure))
 		case OutputAvg:
+			if c := p.Measures[o.Measure].Centre; c != "" {
+				outs = append(outs, fmt.Sprintf("%s %s = %s + m%d/m%d in [%g, %g]", o.Name, o.PGType, c, o.Measure, o.CountMeasure, o.Lower, o.Upper))
+				break
+			}
 			outs = append(outs, fmt.Sprintf("%s %s = m%d/m%d in [%g, %g]", o.Name, o.PGType, o.Measure, o.CountMeasure, o.Lower, o.Upper))
 		case OutputVariance:
 			outs = append(outs, fmt.Sprintf("%s %s = var(n=m%d, sum=m%d, sumsq=m%d, sample=%v, sqrt=%v) in [%g, %g]",

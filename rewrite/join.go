@@ -5,12 +5,14 @@ package rewrite
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
@@ -643,6 +645,15 @@ func (b *builder) finishJoin(p *Plan) error {
 // for sums of a column clamped to [l, u], max(l², u²) for sums of squares).
 func elasticLInf(m Measure, changed int) float64 {
 	e := float64(changed)
+	if c, ok := new(big.Rat).SetString(m.Centre); ok {
+		// A normalized sum: each joined row adds x − c, or (x − c)².
+		switch m.Kind {
+		case MeasureSum:
+			return sensitivity.CentredSumLInf(changed, m.Lower, m.Upper, c)
+		case MeasureSumSq:
+			return sensitivity.CentredSumSqLInf(changed, m.Lower, m.Upper, c)
+		}
+	}
 	switch m.Kind {
 	case MeasureSum:
 		return e * math.Max(math.Abs(m.Lower), math.Abs(m.Upper))
@@ -746,16 +757,17 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 		final = append(final, kc+"::text")
 	}
 	for i, m := range p.Measures {
+		// The per-row value (clamped column or expression, centred, under
+		// FILTER) is the one of bounds.go.
 		x := "dp_x" + strconv.Itoa(i)
+		v := rowValueSQL(t, m)
+		if v != "" {
+			rowCols = append(rowCols, v+" AS "+x)
+		}
 		switch {
-		case m.Kind == MeasureSum:
-			rowCols = append(rowCols, "CASE WHEN "+quoteIdent(m.Column)+" IS NULL THEN NULL ELSE "+clampSQL(t, m.Column)+" END AS "+x)
+		case m.Kind == MeasureSum || m.Kind == MeasureSumSq:
 			final = append(final, "SUM("+x+")::text")
-		case m.Kind == MeasureSumSq:
-			rowCols = append(rowCols, "CASE WHEN "+quoteIdent(m.Column)+" IS NULL THEN NULL ELSE "+clampSQL(t, m.Column)+" * "+clampSQL(t, m.Column)+" END AS "+x)
-			final = append(final, "SUM("+x+")::text")
-		case m.Column != "":
-			rowCols = append(rowCols, quoteIdent(m.Column)+" AS "+x)
+		case v != "":
 			final = append(final, "COUNT("+x+")::text")
 		default:
 			final = append(final, "COUNT(*)::text")

@@ -129,8 +129,15 @@ func releaseExact(p *Plan, rows [][]*string) [][]string {
 			switch o.Kind {
 			case OutputKey:
 				cells[i] = *r[o.Key]
-			case OutputCount, OutputSum:
+			case OutputCount:
 				vals[i] = m(o.Measure)
+				cells[i] = vals[i].RatString()
+			case OutputSum:
+				vals[i] = m(o.Measure)
+				if c := centreOf(p, o); c != nil {
+					// Derived from the normalized sum: S_c + c·C.
+					vals[i].Add(vals[i], new(big.Rat).Mul(c, m(o.CountMeasure)))
+				}
 				cells[i] = vals[i].RatString()
 			case OutputAvg:
 				c := m(o.CountMeasure)
@@ -138,6 +145,9 @@ func releaseExact(p *Plan, rows [][]*string) [][]string {
 					cells[i] = "NULL"
 				} else {
 					vals[i] = new(big.Rat).Quo(m(o.Measure), c)
+					if centre := centreOf(p, o); centre != nil {
+						vals[i].Add(vals[i], centre) // c + S_c/C
+					}
 					cells[i] = approx(vals[i])
 				}
 			case OutputVariance:
@@ -186,6 +196,16 @@ func releaseExact(p *Plan, rows [][]*string) [][]string {
 		out = append(out, cells[:len(p.Outputs)])
 	}
 	return out
+}
+
+// centreOf is the centre of the normalized sum an output reads (nil for a
+// plain sum).
+func centreOf(p *Plan, o Output) *big.Rat {
+	if c := p.Measures[o.Measure].Centre; c != "" {
+		r, _ := new(big.Rat).SetString(c)
+		return r
+	}
+	return nil
 }
 
 func approx(r *big.Rat) string {

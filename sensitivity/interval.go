@@ -369,7 +369,8 @@ func SumLInfInterval(maxRows int, a Interval) float64 {
 }
 
 // Midpoint is (Lo + Hi)/2, the centre used by normalized sums (0 for an
-// always-NULL expression). For decimal endpoints it is a decimal.
+// always-NULL expression). For decimal endpoints it is a decimal. It
+// minimizes max(|Lo − c|, |Hi − c|) over c, hence [CentredSumLInf].
 func (a Interval) Midpoint() *big.Rat {
 	if a.Empty() {
 		return new(big.Rat)
@@ -379,30 +380,40 @@ func (a Interval) Midpoint() *big.Rat {
 }
 
 // CentredSumLInf is the per-group L∞ bound of a normalized (centred) sum
-// Σ (x − m) over at most maxRows rows of a unit, with x ∈ [lo, hi] and m =
-// (lo + hi)/2 or any m with |x − m| ≤ (hi − lo)/2: each term lies in
-// [−(hi − lo)/2, (hi − lo)/2], so removing the unit changes the sum by at
-// most maxRows·(hi − lo)/2. For lo = 0 this is half of [SumLInf]'s
-// maxRows·hi. This is the normalized-sum technique of Li, Lyu, Su and Yang,
-// "Differential Privacy: From Theory to Practice" (2016), §2.5.1, also used
-// by Google's differential-privacy library for BoundedMean and
-// BoundedVariance. Computed exactly from the float arguments and rounded
-// up.
-func CentredSumLInf(maxRows int, lo, hi float64) float64 {
-	return RatUp(halfWidth(maxRows, lo, hi, 1))
+// Σ (x − c) over at most maxRows rows of a unit, with x ∈ [lo, hi]: each
+// term lies in [lo − c, hi − c], so removing the unit changes the sum by
+// at most maxRows·max(|lo − c|, |hi − c|). For c the midpoint (lo + hi)/2
+// this is maxRows·(hi − lo)/2: half of [SumLInf]'s maxRows·hi when lo = 0.
+// This is the normalized-sum technique of Li, Lyu, Su and Yang,
+// "Differential Privacy: From Theory to Practice" (2016), Algorithm 2.4 in §2.5.5 (noisy
+// average by a noisy sum of x − (lo + hi)/2), which Google's
+// differential-privacy library also uses for BoundedMean and
+// BoundedVariance. Computed exactly from the arguments and rounded up.
+func CentredSumLInf(maxRows int, lo, hi float64, c *big.Rat) float64 {
+	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || math.IsNaN(lo) || math.IsNaN(hi) {
+		return math.Inf(1)
+	}
+	return RatUp(centredBound(maxRows, lo, hi, c, 1))
 }
 
-// CentredSumSqLInf is the per-group L∞ bound of Σ (x − m)² with the same
-// x, m: each term lies in [0, ((hi − lo)/2)²], so a unit's per-group sum
-// lies in [0, maxRows·((hi − lo)/2)²].
-func CentredSumSqLInf(maxRows int, lo, hi float64) float64 {
-	return RatUp(halfWidth(maxRows, lo, hi, 2))
+// CentredSumSqLInf is the per-group L∞ bound of Σ (x − c)² with the same
+// x: each term lies in [0, max((lo − c)², (hi − c)²)], so a unit's
+// per-group sum lies in [0, maxRows·max((lo − c)², (hi − c)²)]; for the
+// midpoint that is maxRows·((hi − lo)/2)², a quarter of [SumSqLInf]'s
+// maxRows·hi² when lo = 0.
+func CentredSumSqLInf(maxRows int, lo, hi float64, c *big.Rat) float64 {
+	if math.IsInf(lo, 0) || math.IsInf(hi, 0) || math.IsNaN(lo) || math.IsNaN(hi) {
+		return math.Inf(1)
+	}
+	return RatUp(centredBound(maxRows, lo, hi, c, 2))
 }
 
-// halfWidth is maxRows·((hi − lo)/2)^power in exact arithmetic.
-func halfWidth(maxRows int, lo, hi float64, power int) *big.Rat {
-	h := new(big.Rat).Sub(new(big.Rat).SetFloat64(hi), new(big.Rat).SetFloat64(lo))
-	h.Quo(h, big.NewRat(2, 1))
+// centredBound is maxRows·max(|lo − c|, |hi − c|)^power in exact
+// arithmetic.
+func centredBound(maxRows int, lo, hi float64, c *big.Rat, power int) *big.Rat {
+	a := new(big.Rat).Sub(new(big.Rat).SetFloat64(lo), c)
+	b := new(big.Rat).Sub(new(big.Rat).SetFloat64(hi), c)
+	h := maxRat(a.Abs(a), b.Abs(b))
 	r := big.NewRat(int64(maxRows), 1)
 	for i := 0; i < power; i++ {
 		r.Mul(r, h)

@@ -3,6 +3,7 @@ package sensitivity
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"math/rand/v2"
 	"testing"
@@ -103,11 +104,22 @@ func TestSumLInfInterval(t *testing.T) {
 	if new(big.Rat).SetFloat64(got).Cmp(r("0.3")) < 0 {
 		t.Fatalf("SumLInfInterval(3, [0, 0.1]) = %v is below 0.3", got)
 	}
-	if CentredSumLInf(5, 0, 20000) != 50000 || SumLInf(5, 0, 20000) != 100000 {
-		t.Fatalf("centred L∞ %v, plain %v: want half", CentredSumLInf(5, 0, 20000), SumLInf(5, 0, 20000))
+	if got := CentredSumLInf(5, 0, 20000, r("10000")); got != 50000 || SumLInf(5, 0, 20000) != 100000 {
+		t.Fatalf("centred L∞ %v, plain %v: want half", got, SumLInf(5, 0, 20000))
 	}
-	if CentredSumSqLInf(2, -4, 6) != 50 {
-		t.Fatalf("CentredSumSqLInf(2, -4, 6) = %v, want 50", CentredSumSqLInf(2, -4, 6))
+	if got := CentredSumSqLInf(2, -4, 6, r("1")); got != 50 {
+		t.Fatalf("CentredSumSqLInf(2, -4, 6, 1) = %v, want 50", got)
+	}
+	if !math.IsInf(CentredSumLInf(1, 0, math.Inf(1), r("0")), 1) || !math.IsInf(CentredSumSqLInf(1, math.Inf(-1), 0, r("0")), 1) {
+		t.Fatalf("infinite bounds must give an infinite L∞")
+	}
+	// Any other centre gives a larger bound (the midpoint is optimal), and
+	// a centre of 0 gives the plain bounds.
+	if got := CentredSumLInf(5, 0, 20000, r("2500")); got != 87500 {
+		t.Fatalf("CentredSumLInf(…, 2500) = %v, want 87500", got)
+	}
+	if CentredSumLInf(3, -50, 10, r("0")) != SumLInf(3, -50, 10) || CentredSumSqLInf(3, -50, 10, r("0")) != SumSqLInf(3, -50, 10) {
+		t.Fatalf("centre 0 differs from the plain bounds")
 	}
 }
 
