@@ -744,13 +744,20 @@ func (b *builder) valueAggregate(x *ast.AggregateFuncExpr, fn string, spec aggSp
 		col = b.table.Columns[spec.col]
 		lower, upper = col.LowerNum, col.UpperNum
 	}
+	if iv.MaxAbs().Sign() == 0 {
+		// Every value is 0 (or NULL): nothing to measure, and L∞ would be 0.
+		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "the argument of %s is always 0 or NULL", strings.ToUpper(fn)).
+			WithHint("%s", rowExprHint)
+	}
 	if fn == "sum" {
 		m := base
 		m.Kind = MeasureSum
 		return spec, Output{Name: "sum", Kind: OutputSum, Measure: b.addMeasure(m, col, &iv), PGType: "numeric"}, nil
 	}
+	// Centre at the midpoint, unless the value is constant (the centred
+	// sums would then be identically 0, with L∞ 0).
 	centre := ""
-	if mid := iv.Midpoint(); mid.Sign() != 0 {
+	if mid := iv.Midpoint(); mid.Sign() != 0 && iv.Lo.Cmp(iv.Hi) != 0 {
 		centre = decimalText(mid)
 	}
 	sum, cnt := base, base
