@@ -187,7 +187,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 			conds = append(conds, keySQL(k)+" IS NOT NULL")
 			continue
 		}
-		conds = append(conds, keySQL(k)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
+		conds = append(conds, keySQL(k)+" IN ("+domainList(k)+")")
 	}
 
 	// dp_unit_groups
@@ -396,18 +396,49 @@ func numericConst(s string) string {
 // domainConsts writes the public values of a key as constants of its type
 // (validated by policy: integers, YYYY-MM-DD dates, true/false).
 func domainConsts(k Key) []string {
-	var out []string
-	for _, v := range k.Domain {
-		switch k.Type {
-		case policy.TypeInt:
-			out = append(out, "("+v+")")
-		case policy.TypeDate:
-			out = append(out, quoteString(v)+"::date")
-		case policy.TypeBool:
-			out = append(out, strings.ToUpper(v))
-		default:
-			out = append(out, quoteString(v))
-		}
+	out := make([]string, len(k.Domain))
+	for i, v := range k.Domain {
+		var b strings.Builder
+		writeDomainConst(&b, k.Type, v)
+		out[i] = b.String()
 	}
 	return out
+}
+
+// domainList is strings.Join(domainConsts(k), ", ") written into one
+// builder (a Rewrite writes every value of every key's domain).
+func domainList(k Key) string {
+	var b strings.Builder
+	n := 0
+	for _, v := range k.Domain {
+		n += len(v) + 10
+	}
+	b.Grow(n)
+	for i, v := range k.Domain {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writeDomainConst(&b, k.Type, v)
+	}
+	return b.String()
+}
+
+func writeDomainConst(b *strings.Builder, typ policy.Type, v string) {
+	switch typ {
+	case policy.TypeInt:
+		b.WriteString("(" + v + ")")
+	case policy.TypeDate:
+		b.WriteString(quoteString(v) + "::date")
+	case policy.TypeBool:
+		b.WriteString(strings.ToUpper(v))
+	default:
+		if !strings.ContainsAny(v, `'\`) {
+			// quoteString's common case, without its allocations.
+			b.WriteByte('\'')
+			b.WriteString(v)
+			b.WriteByte('\'')
+			return
+		}
+		b.WriteString(quoteString(v))
+	}
 }

@@ -331,6 +331,13 @@ func absInt(k int) int {
 
 // RatUp is the smallest float64 ≥ v (+Inf if v is too large).
 func RatUp(v *big.Rat) float64 {
+	if v.IsInt() && v.Num().IsInt64() {
+		// Integers of magnitude ≤ 2⁵³ are exact float64s (the common
+		// case: policy bounds); no rounding check needed.
+		if x := v.Num().Int64(); x >= -(1<<53) && x <= 1<<53 {
+			return float64(x)
+		}
+	}
 	f, _ := v.Float64()
 	if math.IsInf(f, 0) {
 		return f
