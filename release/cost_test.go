@@ -63,6 +63,15 @@ func TestOutputMeasures(t *testing.T) {
 	if got, want := fmt.Sprint(havingOnly(plan)), sorted(sumAge); got != want {
 		t.Errorf("havingOnly = %s, want %s", got, want)
 	}
+	// A SUM next to an AVG of the same column is derived from AVG's
+	// normalized sum and count (S̃ = S̃_c + c·C̃): it rests on both.
+	shared, err := rewrite.Rewrite(ds, "SELECT SUM(cost), AVG(cost) FROM visits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(outputMeasures(shared, 0)); len(shared.Measures) != 2 || got != "[0 1]" {
+		t.Errorf("outputMeasures(SUM next to AVG) = %s over %d measures, want [0 1] of 2", got, len(shared.Measures))
+	}
 }
 
 // TestRun_NoticePerOutputCost runs the plan above with the Gaussian
