@@ -12,6 +12,19 @@
 // immutable: callers must not modify a *Dataset after Load returns it;
 // reloading produces a new value.
 //
+// # Joins
+//
+// A public table (public: true) has no unit column and no contribution
+// limits; it may be joined to protected tables on any columns, and its
+// declared columns may be used in WHERE and, with public_values, GROUP BY
+// (its rows are not read at planning time, so the domain of released
+// groups must be declared like any other). max_rows_per_value on a column
+// of a protected table declares the most rows that share one value of it;
+// it is required on both sides to join two protected tables on columns
+// other than their unit columns (elastic sensitivity; the emitted SQL
+// enforces it, and the sensitivity grows with it: see PRIVACY.md). It is
+// refused on public tables, whose joins need no multiplicity.
+//
 // # File format
 //
 //	dataset: hospital            # the database name analysts connect to
@@ -38,8 +51,12 @@
 //	      department: {type: text, public_values: [cardiology, oncology]}
 //	      diagnosis: {type: text}
 //	      notes: {access: none}  # never visible, not even in the catalog
+//	      ward_id: {type: int, max_rows_per_value: 50} # join multiplicity
 //	  regions:
 //	    public: true             # no personal data
+//	    columns:                 # declare the columns queries may use
+//	      region_id: {type: int}
+//	      name: {type: text, public_values: [north, south]}
 //	analysts:
 //	  bob: {epsilon: 1.0}        # per-analyst budget override
 package policy

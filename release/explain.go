@@ -73,6 +73,9 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	}
 	add("DP Aggregate on %s.%s  (mechanism=%s groups=%s max_groups_per_unit=%d measurements=%d)",
 		plan.Dataset, plan.Table, mechanism, groupsText, plan.MaxGroupsPerUnit, nm)
+	if plan.Join != nil {
+		add("  Join: %s", plan.Join)
+	}
 	cost := fmt.Sprintf("  Cost: epsilon=%s", num(eps))
 	if del > 0 {
 		cost += fmt.Sprintf(" delta=%s", num(del))

@@ -1,7 +1,8 @@
 // Package rewrite is dpproxy's SQL front end: it splits and routes analyst
 // statements, parses session statements, and turns aggregate queries over
-// one protected table into a validated [Plan] whose SQL is produced by our
-// own PostgreSQL emitter.
+// one protected table (or a join of protected and public tables, join.go)
+// into a validated [Plan] whose SQL is produced by our own PostgreSQL
+// emitter.
 //
 // It imports only policy, sensitivity (interval arithmetic), internal/pgerr
 // and the TiDB parser; it does no
@@ -41,6 +42,14 @@
 //	              sample-and-aggregate (keyed-hash blocks, per-block
 //	              answers clipped to an output range, averaged; k from
 //	              SET dp.sample_blocks or a noisy unit count).
+//	join.go       Privacy-critical: FROM clauses with joins. Classifies the
+//	              join (protected + public tables; protected tables on the
+//	              unit; two protected tables on a key with declared
+//	              max_rows_per_value), resolves qualified columns to the
+//	              joined relation's columns, and emits the joined relation
+//	              (bounded after the join by bounds.go) or, for key joins,
+//	              the elastic SQL that bounds rows per unit and per join
+//	              value before the join, with sensitivity E·M.
 //
 // # Verification
 //
@@ -82,6 +91,21 @@
 //     data-modifying WITH, SELECT … INTO, cursors, PREPARE/EXECUTE) are
 //     refused with 42501, whatever they name.
 //   - Everything else goes to the shadow catalog (no rows there).
+//
+// # Joins (issue 9)
+//
+// FROM a [LEFT] JOIN b ON a.x = b.y [AND …] [JOIN c USING (z) …]: join
+// conditions are conjunctions of equalities between a column of the joined
+// table and a column of an earlier one (PostgreSQL's USING too). The
+// joined relation's columns are named by their bare name when only one
+// table has it, else table.column (alias.column in self-joins); that is
+// what Key.Column, Measure.Column and the unit column of the plan name.
+// Plan.Table is the first protected table and Plan.Join the join. A
+// qualified name resolves as in PostgreSQL (the alias hides the table
+// name), an unqualified one must be unambiguous (42702), a USING column
+// is the left table's. Comma, CROSS, NATURAL, RIGHT and FULL joins,
+// joined subqueries and parenthesized right-hand joins are refused. The
+// sensitivity of each shape is derived in join.go and PRIVACY.md.
 //
 // # What the first cut answers (issue 2) and known differences
 //

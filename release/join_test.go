@@ -1,0 +1,96 @@
+package release
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// explainLines runs Explain and returns its lines.
+func explainLines(t *testing.T, ds *policy.Dataset, q string, epsilon float64) []string {
+	t.Helper()
+	plan, err := rewrite.Rewrite(ds, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows, err := Explain(ds, plan, epsilon, 0, policy.MechanismLaplace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, r := range rows {
+		lines = append(lines, *r[0])
+	}
+	return lines
+}
+
+// TestExplain_Joins checks that joins are calibrated to the sensitivity of
+// their shape (rewrite/join.go, PRIVACY.md): a join on the unit like a
+// single table with the larger limits of the joined tables, an elastic join
+// to E·M with E = 2·(C_A·m_B + C_B·m_A).
+func TestExplain_Joins(t *testing.T) {
+	ds := loadPolicy(t)
+	// visits (5 rows, 4 groups per unit) JOIN patients (1, 1): ungrouped
+	// count, L∞ = 5, L1 = 5, b = 5/0.5 = 10.
+	lines := explainLines(t, ds, "SELECT COUNT(*) FROM patients p JOIN visits v USING (patient_id)", 0.5)
+	if !strings.Contains(lines[0], "on hospital.patients") || lines[1] != "  Join: unit join of patients, visits" {
+		t.Fatalf("EXPLAIN header = %q", lines[:2])
+	}
+	var found bool
+	for _, l := range lines {
+		if strings.Contains(l, "Measurement m0: count(*)") {
+			found = true
+			if field(t, l, "sensitivity") != 5 || field(t, l, "noise_scale") != 10 {
+				t.Fatalf("unit join count line %q: want sensitivity=5 noise_scale=10", l)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no count measurement in %q", lines)
+	}
+
+	clinic, err := policy.Parse(strings.NewReader(`dataset: clinic
+privacy_unit: patient
+budget: {epsilon: 1}
+tables:
+  visits:
+    unit_column: patient_id
+    max_groups_per_unit: 2
+    max_rows_per_unit: 3
+    columns:
+      ward_id: {type: int, max_rows_per_value: 50}
+  labs:
+    unit_column: patient_id
+    max_groups_per_unit: 1
+    max_rows_per_unit: 2
+    columns:
+      ward_id: {type: int, max_rows_per_value: 20}
+      result: {type: float, lower: -4, upper: 10}
+`), "clinic.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// E = 2·(3·20 + 2·50) = 320; count L1 = 320, sum L1 = 320·10 = 3200;
+	// ε 0.5 split over 2 measurements: b = 320/0.25 = 1280 and 12800.
+	lines = explainLines(t, clinic, "SELECT COUNT(*), SUM(l.result) FROM visits v JOIN labs l ON v.ward_id = l.ward_id", 0.5)
+	if !strings.Contains(lines[1], "key join of visits, labs") || !strings.Contains(lines[1], "E = 320") {
+		t.Fatalf("EXPLAIN join line = %q", lines[1])
+	}
+	want := map[string][2]float64{"count(*)": {320, 1280}, "sum(result)": {3200, 12800}}
+	n := 0
+	for _, l := range lines {
+		for m, w := range want {
+			if strings.Contains(l, "Measurement") && strings.Contains(l, m) {
+				n++
+				if field(t, l, "sensitivity") != w[0] || field(t, l, "noise_scale") != w[1] {
+					t.Fatalf("elastic %s line %q: want sensitivity=%v noise_scale=%v", m, l, w[0], w[1])
+				}
+			}
+		}
+	}
+	if n != 2 {
+		t.Fatalf("found %d of 2 measurements in %q", n, lines)
+	}
+}
