@@ -260,29 +260,30 @@ func (b *builder) flattenJoin(j *ast.Join, out *[]joinItem) error {
 func (b *builder) joinCond(it joinItem, i int) error {
 	st := b.join
 	jt := &st.plan.Tables[i]
+	// USING columns carry no position in the TiDB AST: errors have none.
 	for _, c := range it.using {
 		name := strings.Clone(c.Name.O)
-		if _, err := st.tableColumn(b, c, i, name); err != nil {
+		if _, err := st.tableColumn(b, nil, i, name); err != nil {
 			return err
 		}
 		left := -1
 		for k := 0; k < i; k++ {
 			if st.hasColumn(k, name) {
 				if left >= 0 {
-					return b.errAt(c, "42702", "common column name %q appears more than once in left table", name).
+					return b.errAt(nil, "42702", "common column name %q appears more than once in left table", name).
 						WithHint("use ON with qualified columns instead of USING")
 				}
 				left = k
 			}
 		}
 		if left < 0 {
-			return b.errAt(c, pgerr.UndefinedColumn, "column %q specified in USING clause does not exist in left table", name).
+			return b.errAt(nil, pgerr.UndefinedColumn, "column %q specified in USING clause does not exist in left table", name).
 				WithHint("use ON with qualified columns instead of USING")
 		}
-		if _, err := st.tableColumn(b, c, left, name); err != nil {
+		if _, err := st.tableColumn(b, nil, left, name); err != nil {
 			return err
 		}
-		if err := b.joinTypes(c, left, name, i, name); err != nil {
+		if err := b.joinTypes(nil, left, name, i, name); err != nil {
 			return err
 		}
 		jt.On = append(jt.On, JoinOn{Table: left, Column: name, Other: name})

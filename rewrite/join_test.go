@@ -15,17 +15,22 @@ import (
 
 // joinKeyValues is the range of values of join-like columns (int columns
 // without bounds or public values) in the join tests' databases: small, so
-// that joins on them match.
-const joinKeyValues = 6
+// that joins on them match. Rows of D use 1…joinKeyValues−1; public tables
+// hold the last value hotKeyCopies times, so that an adversary's rows that
+// use it are multiplied by a non-unique public key.
+const (
+	joinKeyValues = 6
+	hotKeyCopies  = 12
+)
 
 // joinValue draws a value within the column's bounds or domain; join-like
 // columns get values in 1…joinKeyValues and floats multiples of 1/4 (so
 // that PostgreSQL's float8 sums are exact and compare with our numeric
 // sums).
-func joinValue(rng *rand.Rand, c *policy.Column) any {
+func joinValue(rng *rand.Rand, c *policy.Column, keys int) any {
 	switch {
 	case c != nil && !c.Hidden && c.Type == policy.TypeInt && !c.HasBounds && len(c.PublicValues) == 0:
-		return int64(1 + rng.IntN(joinKeyValues))
+		return int64(1 + rng.IntN(keys))
 	case c != nil && !c.Hidden && c.Type == policy.TypeFloat && c.HasBounds:
 		steps := int((c.UpperNum - c.LowerNum) * 4)
 		return c.LowerNum + float64(rng.IntN(steps+1))/4
@@ -65,16 +70,21 @@ func newJoinDB(t *testing.T, ctx context.Context, ds *policy.Dataset, rng *rand.
 			t.Fatalf("%s: %v", a.createSQL(), err)
 		}
 		if tb.Public {
-			// Key values 1…joinKeyValues, once or twice each.
+			// Key values 1…joinKeyValues−1 once or twice each, the last
+			// one hotKeyCopies times.
 			for k := 1; k <= joinKeyValues; k++ {
-				for r := 0; r < 1+rng.IntN(2); r++ {
+				copies := 1 + rng.IntN(2)
+				if k == joinKeyValues {
+					copies = hotKeyCopies
+				}
+				for r := 0; r < copies; r++ {
 					var row []any
 					for _, c := range a.cols {
 						col := tb.Columns[c]
 						if col.Type == policy.TypeInt && !col.HasBounds && len(col.PublicValues) == 0 {
 							row = append(row, int64(k))
 						} else {
-							row = append(row, joinValue(rng, col))
+							row = append(row, joinValue(rng, col, joinKeyValues))
 						}
 					}
 					a.base = append(a.base, row)
@@ -89,7 +99,7 @@ func newJoinDB(t *testing.T, ctx context.Context, ds *policy.Dataset, rng *rand.
 						row = append(row, nil)
 						continue
 					}
-					row = append(row, joinValue(rng, col))
+					row = append(row, joinValue(rng, col, joinKeyValues-1))
 				}
 				a.base = append(a.base, row)
 			}
@@ -104,8 +114,9 @@ func newJoinDB(t *testing.T, ctx context.Context, ds *policy.Dataset, rng *rand.
 
 // joinAdversary returns INSERTs of one adversarial unit into table a: many
 // rows (far beyond max_rows_per_unit and any multiplicity), half with key
-// values that match the database's keys and values within bounds, half
-// with extreme values.
+// values that match the database's keys (including the public tables' hot
+// key, which multiplies each such row hotKeyCopies times) and values
+// within bounds, half with extreme values.
 func joinAdversary(rng *rand.Rand, a *auditTable, unit string) []string {
 	var rows []string
 	for r := 0; r < 60; r++ {
@@ -113,7 +124,7 @@ func joinAdversary(rng *rand.Rand, a *auditTable, unit string) []string {
 		for i, name := range a.cols[1:] {
 			c := a.t.Columns[name]
 			if r%2 == 0 || c.MaxRowsPerValue > 0 && r%4 == 1 {
-				vals = append(vals, sqlLiteral(joinValue(rng, c)))
+				vals = append(vals, sqlLiteral(joinValue(rng, c, joinKeyValues)))
 				continue
 			}
 			e := extremes(c)
@@ -274,5 +285,33 @@ func TestRewrite_PostgresJoins(t *testing.T) {
 	}
 	if len(cases) < 8 {
 		t.Fatalf("only %d join goldens were checked against PostgreSQL", len(cases))
+	}
+}
+
+// TestClassify_PublicTables pins the routing of public tables: a statement
+// that names only public tables goes to the shadow catalog (it holds the
+// public tables' schema and no rows); one that also names a protected
+// table goes to the DP path, where the join is planned.
+func TestClassify_PublicTables(t *testing.T) {
+	cases, _ := joinGoldens(t)
+	var ds *policy.Dataset
+	for _, gc := range cases {
+		if _, ok := gc.ds.Tables["wards"]; ok {
+			ds = gc.ds
+		}
+	}
+	if ds == nil {
+		t.Fatal("no golden policy with the public table wards")
+	}
+	for q, want := range map[string]Route{
+		"SELECT COUNT(*) FROM wards":                                                    RouteCatalog,
+		"SELECT wing, COUNT(*) FROM wards GROUP BY wing":                                RouteCatalog,
+		"SELECT COUNT(*) FROM visits v JOIN wards w ON v.ward_id = w.ward_id":           RouteDP,
+		"SELECT COUNT(*) FROM wards w LEFT JOIN labs l ON w.ward_id = l.ward_id":        RouteDP,
+		"SELECT w.wing FROM wards w JOIN visits v ON v.ward_id = w.ward_id WHERE 1 = 2": RouteCatalog,
+	} {
+		if got, err := Classify(ds, q); err != nil || got != want {
+			t.Errorf("Classify(%q) = %v, %v; want %v", q, got, err, want)
+		}
 	}
 }
