@@ -22,8 +22,11 @@
 // of a protected table declares the most rows that share one value of it;
 // it is required on both sides to join two protected tables on columns
 // other than their unit columns (elastic sensitivity; the emitted SQL
-// enforces it, and the sensitivity grows with it: see PRIVACY.md). It is
-// refused on public tables, whose joins need no multiplicity.
+// enforces it, and the sensitivity grows with it: see PRIVACY.md). On a
+// public table it is needed only when the table joins two protected tables
+// joined on such a key (1 declares a unique key); joins of public tables
+// with one protected table, or with protected tables joined on the unit,
+// need no multiplicity (contributions are bounded after the join).
 //
 // # File format
 //
@@ -55,7 +58,7 @@
 //	  regions:
 //	    public: true             # no personal data
 //	    columns:                 # declare the columns queries may use
-//	      region_id: {type: int}
+//	      region_id: {type: int, max_rows_per_value: 1} # unique
 //	      name: {type: text, public_values: [north, south]}
 //	analysts:
 //	  bob: {epsilon: 1.0}        # per-analyst budget override

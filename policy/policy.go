@@ -112,7 +112,7 @@ type Column struct {
 	// returns exactly these keys. Nil when none were declared.
 	PublicValues []string
 	// MaxRowsPerValue, when > 0, is the declared maximum number of rows of
-	// a protected table that share one value of this column: the
+	// the table that share one value of this column: the
 	// multiplicity a join on this column may have (elastic sensitivity,
 	// rewrite/join.go). The emitted SQL enforces it; 0 when undeclared.
 	MaxRowsPerValue int

@@ -70,7 +70,6 @@ tables:
 		{"no tables", "dataset: ds\nprivacy_unit: p\nbudget: {epsilon: 1}\n", 1, "missing key tables"},
 		{"syntax", "dataset: [\n", 1, "did not find"},
 		{"zero multiplicity", strings.Replace(base, "upper: 10}", "upper: 10, max_rows_per_value: 0}", 1), 10, "max_rows_per_value must be between 1"},
-		{"multiplicity of a public table", base + "  lookup:\n    public: true\n    columns:\n      k: {type: int, max_rows_per_value: 2}\n", 14, "max_rows_per_value is for protected tables"},
 		{"multiplicity of a hidden column", strings.Replace(base, "{type: int, lower: 0, upper: 10}", "{access: none, max_rows_per_value: 3}", 1), 10, "access: none; it takes no other settings"},
 	}
 	for _, tt := range tests {
@@ -106,7 +105,7 @@ tables:
   lookup:
     public: true
     columns:
-      k: {type: int}
+      k: {type: int, max_rows_per_value: 1}
       name: {type: text, public_values: [x, y]}
 analysts:
   bob: {epsilon: 0.5}
@@ -119,6 +118,9 @@ analysts:
 	}
 	if c := d.Tables["lookup"].Columns["name"]; len(c.PublicValues) != 2 || c.MaxRowsPerValue != 0 {
 		t.Fatalf("public table column = %+v", c)
+	}
+	if c := d.Tables["lookup"].Columns["k"]; c.MaxRowsPerValue != 1 {
+		t.Fatalf("public table key = %+v, want max_rows_per_value 1", c)
 	}
 }
 

@@ -323,8 +323,6 @@ func (v *validator) column(path []string, name string, rc *rawColumn, t *Table) 
 	}
 	if rc.MaxRowsPerValue != nil {
 		switch {
-		case t.Public:
-			v.errorf(append(path, "max_rows_per_value"), "max_rows_per_value is for protected tables; a join with public table %q needs no multiplicity (contributions are bounded after the join)", t.Name)
 		case *rc.MaxRowsPerValue < 1 || *rc.MaxRowsPerValue > maxContribution:
 			v.errorf(append(path, "max_rows_per_value"), "max_rows_per_value must be between 1 and %d", maxContribution)
 		default:

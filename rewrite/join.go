@@ -47,8 +47,8 @@ import (
 //     exactly those containing a row of x, and bounding after the join
 //     gives the guarantee of bounds.go. The contribution limits are the
 //     largest of the joined tables' (the noise is calibrated to them).
-//   - JoinKey: exactly two protected tables A and B (no public tables)
-//     inner-joined on columns other than the units, A.k = B.k, where the
+//   - JoinKey: exactly two protected tables A and B inner-joined on
+//     columns other than the units, A.k = B.k, where the
 //     policy declares max_rows_per_value m_A for A.k and m_B for B.k
 //     (elastic sensitivity: Johnson, Near, Song, "Towards Practical
 //     Differential Privacy for SQL Queries", VLDB 2018, §3, whose
@@ -73,6 +73,12 @@ import (
 //     of releasable groups) (1 when ungrouped): L0·L∞ ≥ E·M and √L0·L∞ ≥
 //     the true L2, so the noise is sufficient (loose by up to a factor L0
 //     when grouped: the plan types carry no separate L1 bound).
+//     Public tables may join in too when each is reached from A and B by
+//     an equality on one of its columns with max_rows_per_value m_T (1 for
+//     a unique key): the SQL keeps at most m_T rows per value of that
+//     column (public tables are the same in both databases, so this cut
+//     is the same in both), each joined row of A and B then extends to at
+//     most Π m_T rows, and E is multiplied by Π m_T.
 //     COUNT(DISTINCT unit) is refused in this shape (a joined row has two
 //     units).
 //
@@ -80,7 +86,7 @@ import (
 // the bounds hold for every outcome of them.
 
 // joinHint lists the supported join shapes.
-const joinHint = "dpproxy answers FROM protected [LEFT] JOIN public_table ON a.col = b.col, protected JOIN protected ON a.unit = b.unit (or USING (unit)), and two protected tables JOIN ON a.k = b.k when the policy declares max_rows_per_value for both columns"
+const joinHint = "dpproxy answers FROM protected [LEFT] JOIN public_table ON a.col = b.col, protected JOIN protected ON a.unit = b.unit (or USING (unit)), and two protected tables JOIN ON a.k = b.k when the policy declares max_rows_per_value for both columns (and for the join column of any public table joined to them)"
 
 // Join shapes (Join.Shape).
 const (
@@ -429,11 +435,8 @@ func (st *joinState) visible(n int) []string {
 func (b *builder) joinShape(items []joinItem) error {
 	st := b.join
 	var protected []int
-	nPublic := 0
 	for k, t := range st.tables {
-		if t.Public {
-			nPublic++
-		} else {
+		if !t.Public {
 			protected = append(protected, k)
 		}
 	}
@@ -467,34 +470,97 @@ func (b *builder) joinShape(items []joinItem) error {
 		return nil
 	}
 	a, bi := protected[0], protected[1]
-	if len(protected) > 2 || nPublic > 0 {
-		return b.errAt(b.onNode(items[bi]), pgerr.FeatureNotSupported, "protected tables joined on columns other than the unit: only two protected tables and no public tables are supported").
+	if len(protected) > 2 {
+		return b.errAt(b.onNode(items[protected[2]]), pgerr.FeatureNotSupported, "protected tables joined on columns other than the unit: only two protected tables are supported").
 			WithHint("join protected tables on the unit column (%s), or join exactly two protected tables on a key with max_rows_per_value", st.tables[a].UnitColumn)
 	}
 	if st.plan.Tables[bi].Left {
 		return b.errAt(b.onNode(items[bi]), pgerr.FeatureNotSupported, "LEFT JOIN of protected tables on columns other than the unit is not supported").
 			WithHint("use JOIN, or join on the unit column %s", st.tables[a].UnitColumn)
 	}
+	n := len(st.tables)
+	st.plan.KeyColumn = make([]string, n)
+	st.plan.RowsPerValue = make([]int, n)
+	st.plan.RowsPerUnit = make([]int, n)
 	for _, on := range st.plan.Tables[bi].On {
 		ca, cb := st.tables[a].Columns[on.Column], st.tables[bi].Columns[on.Other]
-		if ca != nil && cb != nil && ca.MaxRowsPerValue > 0 && cb.MaxRowsPerValue > 0 {
-			st.plan.Shape = JoinKey
-			st.plan.KeyColumn = []string{on.Column, on.Other}
-			st.plan.RowsPerValue = []int{ca.MaxRowsPerValue, cb.MaxRowsPerValue}
-			st.plan.RowsPerUnit = []int{st.tables[a].MaxRowsPerUnit, st.tables[bi].MaxRowsPerUnit}
-			e := 2 * (st.plan.RowsPerUnit[0]*st.plan.RowsPerValue[1] + st.plan.RowsPerUnit[1]*st.plan.RowsPerValue[0])
-			if e > maxChangedRows {
-				return b.errAt(b.onNode(items[bi]), pgerr.FeatureNotSupported, "this join could change up to %d joined rows per unit, more than %d", e, maxChangedRows).
-					WithHint("ask the data steward for smaller max_rows_per_value or max_rows_per_unit")
-			}
-			st.plan.Changed = e
-			return nil
+		if on.Table == a && ca != nil && cb != nil && ca.MaxRowsPerValue > 0 && cb.MaxRowsPerValue > 0 {
+			st.plan.KeyColumn[a], st.plan.KeyColumn[bi] = on.Column, on.Other
+			st.plan.RowsPerValue[a], st.plan.RowsPerValue[bi] = ca.MaxRowsPerValue, cb.MaxRowsPerValue
+			break
 		}
 	}
-	on := st.plan.Tables[bi].On[0]
-	return b.errAt(b.onNode(items[bi]), pgerr.FeatureNotSupported, "joining %s and %s on %s needs a declared join multiplicity", st.tables[a].Name, st.tables[bi].Name, on.Other).
-		WithHint("ask the data steward to declare max_rows_per_value (the most rows sharing one value) for %s.%s and %s.%s in the policy, or join on the unit column %s",
-			st.tables[a].Name, on.Column, st.tables[bi].Name, on.Other, st.tables[a].UnitColumn)
+	if st.plan.KeyColumn[a] == "" {
+		on := st.plan.Tables[bi].On[0]
+		left := st.tables[on.Table]
+		return b.errAt(b.onNode(items[bi]), pgerr.FeatureNotSupported, "joining %s and %s on %s needs a declared join multiplicity", left.Name, st.tables[bi].Name, on.Other).
+			WithHint("ask the data steward to declare max_rows_per_value (the most rows sharing one value) for %s.%s and %s.%s in the policy, or join on the unit column %s",
+				left.Name, on.Column, st.tables[bi].Name, on.Other, st.tables[a].UnitColumn)
+	}
+	st.plan.RowsPerUnit[a], st.plan.RowsPerUnit[bi] = st.tables[a].MaxRowsPerUnit, st.tables[bi].MaxRowsPerUnit
+	// Public tables: each must be reached from the protected pair by an
+	// equality on one of its columns with max_rows_per_value, so that a
+	// joined row of the pair extends to at most the product of their
+	// multiplicities (a tree of bounded fan-outs).
+	bounded := map[int]bool{a: true, bi: true}
+	for progress := true; progress; {
+		progress = false
+		for k := range st.tables {
+			if bounded[k] {
+				continue
+			}
+			for _, e := range st.equalities() {
+				if e.t1 == k && bounded[e.t2] || e.t2 == k && bounded[e.t1] {
+					col := e.c1
+					if e.t2 == k {
+						col = e.c2
+					}
+					if c := st.tables[k].Columns[col]; c != nil && c.MaxRowsPerValue > 0 {
+						bounded[k], progress = true, true
+						st.plan.KeyColumn[k], st.plan.RowsPerValue[k] = col, c.MaxRowsPerValue
+						break
+					}
+				}
+			}
+		}
+	}
+	e := 2 * (st.plan.RowsPerUnit[a]*st.plan.RowsPerValue[bi] + st.plan.RowsPerUnit[bi]*st.plan.RowsPerValue[a])
+	for k, t := range st.tables {
+		if !t.Public {
+			continue
+		}
+		if !bounded[k] {
+			return b.errAt(b.onNode(items[max(k, 1)]), pgerr.FeatureNotSupported, "public table %s in a join of protected tables on another key needs a declared join multiplicity", t.Name).
+				WithHint("ask the data steward to declare max_rows_per_value (1 for a unique column) for the column of %s it is joined on, or join the protected tables on the unit column %s", t.Name, st.tables[a].UnitColumn)
+		}
+		e *= st.plan.RowsPerValue[k]
+		if e > maxChangedRows {
+			break
+		}
+	}
+	if e > maxChangedRows {
+		return b.errAt(b.onNode(items[bi]), pgerr.FeatureNotSupported, "this join could change more than %d joined rows per unit", maxChangedRows).
+			WithHint("ask the data steward for smaller max_rows_per_value or max_rows_per_unit")
+	}
+	st.plan.Shape = JoinKey
+	st.plan.Changed = e
+	return nil
+}
+
+// joinEq is an equality of a join condition: tables[t1].c1 = tables[t2].c2.
+type joinEq struct {
+	t1, t2 int
+	c1, c2 string
+}
+
+func (st *joinState) equalities() []joinEq {
+	var out []joinEq
+	for k, jt := range st.plan.Tables {
+		for _, on := range jt.On {
+			out = append(out, joinEq{t1: on.Table, c1: on.Column, t2: k, c2: on.Other})
+		}
+	}
+	return out
 }
 
 // maxChangedRows bounds E of an elastic join, so that E·M stays far below
@@ -707,10 +773,12 @@ func (j *Join) onSQL(k int, alias func(int) string) string {
 // per-unit bounding after the join: see the file comment).
 func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 	j := p.Join
-	var sides [2]string
-	for k := 0; k < 2; k++ {
-		jt := j.Tables[k]
-		need := map[string]bool{jt.Unit: true, j.KeyColumn[k]: true}
+	var from strings.Builder
+	for k, jt := range j.Tables {
+		need := map[string]bool{j.KeyColumn[k]: true}
+		if !jt.Public {
+			need[jt.Unit] = true
+		}
 		for _, c := range j.Columns {
 			if c.Table == k {
 				need[c.Column] = true
@@ -736,19 +804,33 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 			quoted = append(quoted, quoteIdent(n))
 		}
 		cols := strings.Join(quoted, ", ")
-		unit, key := quoteIdent(jt.Unit), quoteIdent(j.KeyColumn[k])
-		perUnit := "SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + unit + " ORDER BY random()) AS dp_unit_rank FROM " +
-			quoteIdent(jt.Schema) + "." + quoteIdent(jt.Name) + " WHERE " + unit + " IS NOT NULL"
-		perValue := "SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + key + " ORDER BY random()) AS dp_value_rank FROM (" +
-			perUnit + ") AS dp_per_unit WHERE dp_unit_rank <= " + strconv.Itoa(j.RowsPerUnit[k])
-		sides[k] = "(SELECT " + cols + " FROM (" + perValue + ") AS dp_per_value WHERE dp_value_rank <= " + strconv.Itoa(j.RowsPerValue[k]) +
+		key := quoteIdent(j.KeyColumn[k])
+		// Protected tables: at most C_T rows per unit first. Public
+		// tables are the same in neighbouring databases: only their
+		// multiplicity is bounded.
+		src := quoteIdent(jt.Schema) + "." + quoteIdent(jt.Name)
+		if !jt.Public {
+			unit := quoteIdent(jt.Unit)
+			src = "(SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + unit + " ORDER BY random()) AS dp_unit_rank FROM " +
+				src + " WHERE " + unit + " IS NOT NULL) AS dp_per_unit WHERE dp_unit_rank <= " + strconv.Itoa(j.RowsPerUnit[k])
+		}
+		perValue := "SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + key + " ORDER BY random()) AS dp_value_rank FROM " + src
+		side := "(SELECT " + cols + " FROM (" + perValue + ") AS dp_per_value WHERE dp_value_rank <= " + strconv.Itoa(j.RowsPerValue[k]) +
 			") AS dp_t" + strconv.Itoa(k)
+		switch {
+		case k == 0:
+			from.WriteString(side)
+		case jt.Left:
+			from.WriteString(" LEFT JOIN " + side + " ON " + j.onSQL(k, nil))
+		default:
+			from.WriteString(" JOIN " + side + " ON " + j.onSQL(k, nil))
+		}
 	}
 	var cols []string
 	for _, c := range j.Columns {
 		cols = append(cols, "dp_t"+strconv.Itoa(c.Table)+"."+quoteIdent(c.Column)+" AS "+quoteIdent(c.Name))
 	}
-	joined := "(SELECT " + strings.Join(cols, ", ") + " FROM " + sides[0] + " JOIN " + sides[1] + " ON " + j.onSQL(1, nil) + ") AS dp_join"
+	joined := "(SELECT " + strings.Join(cols, ", ") + " FROM " + from.String() + ") AS dp_join"
 
 	var rowCols, keyCols, final []string
 	for i, k := range p.Keys {
