@@ -593,6 +593,11 @@ func (b *builder) joinTable() {
 			if count[c] > 1 {
 				n = q + "." + c
 			}
+			if _, taken := syn.Columns[n]; taken {
+				// An alias equal to another table's name: fall back to
+				// the table's position, which is unique.
+				n = "t" + strconv.Itoa(k+1) + "." + c
+			}
 			st.names[[2]string{strconv.Itoa(k), c}] = n
 			col := t.Columns[c]
 			if col == nil {
@@ -691,7 +696,7 @@ func (b *builder) finishJoin(p *Plan) error {
 	}
 	for i, m := range p.Measures {
 		if m.Kind == MeasureUnits {
-			return pgerr.New(pgerr.FeatureNotSupported, "COUNT(DISTINCT %s) is not supported in a join on %s: a joined row belongs to two units", b.table.UnitColumn, j.KeyColumn[0]).
+			return pgerr.New(pgerr.FeatureNotSupported, "COUNT(DISTINCT %s) is not supported in a join on %s: a joined row belongs to two units", b.table.UnitColumn, j.KeyColumn[st.primary]).
 				WithHint("count rows with COUNT(*), or join on the unit column")
 		}
 		p.Measures[i].LInf = elasticLInf(m, j.Changed)
