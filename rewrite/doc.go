@@ -98,7 +98,8 @@
 // conditions are conjunctions of equalities between a column of the joined
 // table and a column of an earlier one (PostgreSQL's USING too). The
 // joined relation's columns are named by their bare name when only one
-// table has it, else table.column (alias.column in self-joins); that is
+// table has it, else table.column (table#position.column in self-joins,
+// so that no analyst text reaches the SQL); that is
 // what Key.Column, Measure.Column and the unit column of the plan name.
 // Plan.Table is the first protected table and Plan.Join the join. A
 // qualified name resolves as in PostgreSQL (the alias hides the table

@@ -570,7 +570,8 @@ const maxChangedRows = 1_000_000
 
 // joinTable builds the builder's table: the joined relation, whose columns
 // are named by their bare name when no other joined table has a column of
-// that name, else table.column (alias.column when a table appears twice).
+// that name, else table.column (table#position.column when a table
+// appears twice).
 func (b *builder) joinTable() {
 	st := b.join
 	count := map[string]int{}
@@ -584,19 +585,16 @@ func (b *builder) joinTable() {
 	prim := st.tables[st.primary]
 	syn := &policy.Table{Name: prim.Name, Schema: prim.Schema, Columns: map[string]*policy.Column{}}
 	for k, t := range st.tables {
+		// Names never hold analyst text (aliases): a table that appears
+		// twice is told apart by its position in FROM.
 		q := t.Name
 		if nameCount[t.Name] > 1 {
-			q = st.aliases[k]
+			q = t.Name + "#" + strconv.Itoa(k+1)
 		}
 		for _, c := range st.columnsOf(k) {
 			n := c
 			if count[c] > 1 {
 				n = q + "." + c
-			}
-			if _, taken := syn.Columns[n]; taken {
-				// An alias equal to another table's name: fall back to
-				// the table's position, which is unique.
-				n = "t" + strconv.Itoa(k+1) + "." + c
 			}
 			st.names[[2]string{strconv.Itoa(k), c}] = n
 			col := t.Columns[c]
