@@ -610,6 +610,15 @@ func (b *builder) joinTable() {
 			syn.MaxGroupsPerUnit = max(syn.MaxGroupsPerUnit, t.MaxGroupsPerUnit)
 		}
 	}
+	if st.plan.Shape == JoinKey {
+		// An elastic join changes at most E joined rows, each adding one
+		// row's value to one group: the single-table bounds with E rows
+		// per unit (measureBounds, exprBounds: LInf = E·M) and at most E
+		// groups. The emitted SQL (elasticSQL) does not use these as
+		// limits; it enforces C_T and m_T instead.
+		syn.MaxRowsPerUnit = st.plan.Changed
+		syn.MaxGroupsPerUnit = st.plan.Changed
+	}
 	syn.UnitColumn = st.names[[2]string{strconv.Itoa(st.primary), prim.UnitColumn}]
 	if _, declared := prim.Columns[prim.UnitColumn]; !declared {
 		// Keep the undeclared-unit convention of single tables: the unit
@@ -692,22 +701,32 @@ func (b *builder) finishJoin(p *Plan) error {
 	if j.Shape != JoinKey {
 		return nil
 	}
-	for i, m := range p.Measures {
+	for _, m := range p.Measures {
 		if m.Kind == MeasureUnits {
 			return pgerr.New(pgerr.FeatureNotSupported, "COUNT(DISTINCT %s) is not supported in a join on %s: a joined row belongs to two units", b.table.UnitColumn, j.KeyColumn[st.primary]).
 				WithHint("count rows with COUNT(*), or join on the unit column")
 		}
-		p.Measures[i].LInf = elasticLInf(m, j.Changed)
-	}
-	p.MaxGroupsPerUnit = 1
-	if len(p.Keys) > 0 {
-		groups := 1
-		for _, k := range p.Keys {
-			groups = min(groups*len(k.Domain), j.Changed)
+		// Cross-check the bounds computed with E rows per unit against
+		// the direct formula E·M (a relative slack of 1e-12 allows for a
+		// different order of float operations).
+		if want := elasticLInf(m, j.Changed); m.LInf < want*(1-1e-12) {
+			return pgerr.New(pgerr.InternalError, "internal error: elastic join sensitivity below E·M")
 		}
-		p.MaxGroupsPerUnit = groups
+	}
+	if want := min(j.Changed, domainProduct(p.Keys, j.Changed)); p.MaxGroupsPerUnit < want {
+		return pgerr.New(pgerr.InternalError, "internal error: elastic join group bound below min(E, groups)")
 	}
 	return nil
+}
+
+// domainProduct is the number of releasable groups of keys, capped at
+// limit (1 when ungrouped).
+func domainProduct(keys []Key, limit int) int {
+	n := 1
+	for _, k := range keys {
+		n = min(n*len(k.Domain), limit)
+	}
+	return n
 }
 
 // elasticLInf is E·M for a measure of an elastic join: E joined rows can

@@ -24,14 +24,14 @@ const (
 )
 
 // joinValue draws a value within the column's bounds or domain; join-like
-// columns get values in 1…joinKeyValues and floats multiples of 1/4 (so
-// that PostgreSQL's float8 sums are exact and compare with our numeric
-// sums).
+// columns get values in 1…joinKeyValues, and float and numeric columns
+// multiples of 1/4 (so that PostgreSQL's float8 sums, also of expressions
+// mixing both, are exact and compare with our numeric sums).
 func joinValue(rng *rand.Rand, c *policy.Column, keys int) any {
 	switch {
 	case c != nil && !c.Hidden && c.Type == policy.TypeInt && !c.HasBounds && len(c.PublicValues) == 0:
 		return int64(1 + rng.IntN(keys))
-	case c != nil && !c.Hidden && c.Type == policy.TypeFloat && c.HasBounds:
+	case c != nil && !c.Hidden && (c.Type == policy.TypeFloat || c.Type == policy.TypeNumeric) && c.HasBounds:
 		steps := int((c.UpperNum - c.LowerNum) * 4)
 		return c.LowerNum + float64(rng.IntN(steps+1))/4
 	}
