@@ -100,6 +100,10 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	}
 
 	for i, m := range ms {
+		if m.quant != nil {
+			lines = append(lines, quantileExplain(i, m.quant))
+			continue
+		}
 		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, m.measure.LInf)
 		add("  Measurement m%d: %s  (linf=%s sensitivity=%s (%s) noise_scale=%s half_width_95=%s)",
 			i, measureText(m.measure), num(m.measure.LInf), num(d), sensName(mechanism),
@@ -244,6 +248,9 @@ func outputText(o rewrite.Output, ms []measurement) string {
 		}
 		return fmt.Sprintf("%s_%s from n=m%d, sum=m%d, sumsq=m%d, within [0, %s]  (half_width_95≈%s, first order, n = the group's noisy count)",
 			what, form, o.CountMeasure, o.Measure, o.SumSqMeasure, num(capv), h)
+	case rewrite.OutputQuantile:
+		return fmt.Sprintf("midpoint of the bucket of m%d selected by the exponential mechanism  (rank_error_95=%s, bucket width %s)",
+			o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)), exactNum(ms[o.Measure].quant.q.Width))
 	case rewrite.OutputExpr:
 		return "arithmetic over noisy values, evaluated after noise (post-processing; NULL on division by 0)"
 	}

@@ -102,6 +102,8 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 				break
 			}
 			row[i] = value{num: average(noisy[o.Measure], noisy[o.CountMeasure], o.Lower, o.Upper), decimals: 6}
+		case rewrite.OutputQuantile:
+			row[i] = quantileValue(o, noisy[o.Measure])
 		case rewrite.OutputVariance:
 			v := variance(noisy[o.CountMeasure], noisy[o.Measure], noisy[o.SumSqMeasure], o.Lower, o.Upper, o.Sample)
 			switch {
@@ -395,6 +397,9 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 			h = avgHalfWidth(o, ms, noisy)
 		case rewrite.OutputVariance:
 			h = varHalfWidth(o, ms, noisy)
+		case rewrite.OutputQuantile:
+			parts = append(parts, quantileErrorText(o, ms[o.Measure].quant))
+			continue
 		}
 		width := "±" + num(h)
 		if math.IsNaN(h) {

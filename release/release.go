@@ -118,6 +118,8 @@ type storedAnswer struct {
 type measurement struct {
 	measure rewrite.Measure
 	mech    noise.Mechanism
+	// quant is mech for a quantile measure (quantile.go), else nil.
+	quant *quantileMech
 }
 
 // Run answers the request or returns a *pgerr.Error.
@@ -189,11 +191,18 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, upstreamError(ctx, err)
 	}
 	var values [][]*big.Rat
+	var raw [][]*string // quantile summaries (quantile.go)
 	if sel != nil {
-		// Partition selection: only the kept groups go on.
+		// Partition selection: only the kept groups go on. (Quantiles
+		// with private group keys are refused by rewrite.)
+		for _, m := range plan.Measures {
+			if m.Kind == rewrite.MeasureQuantile {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: quantile with private group keys")
+			}
+		}
 		groups, values, err = selectGroups(plan, sel, rows)
 	} else {
-		values, err = collect(plan, groups, rows)
+		values, raw, err = collect(plan, groups, rows)
 	}
 	if err != nil {
 		return nil, err
@@ -204,6 +213,14 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	for g := range groups {
 		noisy[g] = make([]*big.Rat, len(ms))
 		for i, m := range ms {
+			if m.quant != nil {
+				v, err := m.quant.releaseGroup(raw[g][i])
+				if err != nil {
+					return nil, err
+				}
+				noisy[g][i] = v
+				continue
+			}
 			v, err := m.mech.AddNoise(values[g][i])
 			if err != nil {
 				return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
@@ -355,6 +372,13 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 	for i, ms := range plan.Measures {
 		var lInf float64
 		switch ms.Kind {
+		case rewrite.MeasureQuantile:
+			qm, err := r.newQuantileMech(ms, table, plan.MaxGroupsPerUnit, epsilon)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = measurement{measure: ms, mech: qm, quant: qm}
+			continue
 		case rewrite.MeasureCount:
 			lInf = sensitivity.CountLInf(table.MaxRowsPerUnit)
 		case rewrite.MeasureSum:
@@ -475,14 +499,17 @@ func canonicalKey(t policy.Type, v string) string {
 
 // collect maps upstream rows onto the released groups. Rows whose key is
 // outside the domain are ignored (the SQL already filters them); NULL
-// measures count as zero.
-func collect(plan *rewrite.Plan, groups [][]string, rows [][]*string) ([][]*big.Rat, error) {
+// measures count as zero. Quantile measures are returned as their raw text
+// (raw[g][i], nil when NULL) and count as zero in values.
+func collect(plan *rewrite.Plan, groups [][]string, rows [][]*string) (values [][]*big.Rat, raw [][]*string, err error) {
 	index := make(map[string]int, len(groups))
 	for i, g := range groups {
 		index[strings.Join(g, "\x00")] = i
 	}
-	values := make([][]*big.Rat, len(groups))
+	values = make([][]*big.Rat, len(groups))
+	raw = make([][]*string, len(groups))
 	for g := range values {
+		raw[g] = make([]*string, len(plan.Measures))
 		values[g] = make([]*big.Rat, len(plan.Measures))
 		for i := range values[g] {
 			values[g][i] = new(big.Rat)
@@ -492,7 +519,7 @@ func collect(plan *rewrite.Plan, groups [][]string, rows [][]*string) ([][]*big.
 	seen := make([]bool, len(groups))
 	for _, row := range rows {
 		if len(row) != nk+nm {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
+			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
 		}
 		key := make([]string, nk)
 		skip := false
@@ -511,24 +538,28 @@ func collect(plan *rewrite.Plan, groups [][]string, rows [][]*string) ([][]*big.
 			continue
 		}
 		if seen[g] {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
+			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
 		}
 		seen[g] = true
 		for i := 0; i < nm; i++ {
 			if row[nk+i] == nil {
 				continue
 			}
+			if plan.Measures[i].Kind == rewrite.MeasureQuantile {
+				raw[g][i] = row[nk+i]
+				continue
+			}
 			v, ok := new(big.Rat).SetString(*row[nk+i])
 			if !ok {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
+				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
 			}
 			if plan.Measures[i].Integer && !v.IsInt() {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
+				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
 			}
 			values[g][i] = v
 		}
 	}
-	return values, nil
+	return values, raw, nil
 }
 
 // upstreamError maps an upstream failure to one generic error. The text of

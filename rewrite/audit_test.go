@@ -289,7 +289,9 @@ func sqlLiteral(v any) string {
 	panic(fmt.Sprintf("sqlLiteral %T", v))
 }
 
-// auditResult is the emitted SQL's answer: measures per group key.
+// auditResult is the emitted SQL's answer: measures per group key. A
+// quantile measure's histogram ("j:c,…") takes Quantile.Buckets entries,
+// the count of each bucket (auditHistogram).
 type auditResult map[string][]*big.Rat
 
 func runAudit(ctx context.Context, q interface {
@@ -316,6 +318,14 @@ func runAudit(ctx context.Context, q interface {
 		}
 		var ms []*big.Rat
 		for i, v := range raw[nk:] {
+			if m := p.Measures[i]; m.Kind == MeasureQuantile {
+				h, err := auditHistogram(string(v), m.Quantile.Buckets)
+				if err != nil {
+					return nil, fmt.Errorf("measure %d of group %q: %v", i, key, err)
+				}
+				ms = append(ms, h...)
+				continue
+			}
 			x := new(big.Rat)
 			if v != nil {
 				if _, ok := x.SetString(string(v)); !ok {
@@ -333,7 +343,32 @@ func runAudit(ctx context.Context, q interface {
 	return out, rows.Err()
 }
 
-// auditDiff checks |f(D') − f(D)| ≤ factor·LInf per measure and group,
+// auditHistogram reads a quantile histogram "j:c,…" (empty for NULL)
+// into bucket counts.
+func auditHistogram(v string, buckets int) ([]*big.Rat, error) {
+	h := make([]*big.Rat, buckets)
+	for j := range h {
+		h[j] = new(big.Rat)
+	}
+	if v == "" {
+		return h, nil
+	}
+	for _, part := range strings.Split(v, ",") {
+		js, cs, _ := strings.Cut(part, ":")
+		j, err := strconv.Atoi(js)
+		if err != nil || j < 0 || j >= buckets {
+			return nil, fmt.Errorf("histogram %q: bad bucket", v)
+		}
+		if _, ok := h[j].SetString(cs); !ok {
+			return nil, fmt.Errorf("histogram %q: bad count", v)
+		}
+	}
+	return h, nil
+}
+
+// auditDiff checks |f(D') − f(D)| ≤ factor·LInf per measure and group
+// (for a quantile's histogram, the L1 distance Σ_j |Δ count_j|, so every
+// bucket count moves by at most factor·LInf too),
 // that at most factor·MaxGroupsPerUnit groups changed and that the L1 change
 // of each measure is at most factor·L0·LInf. factor is 1 for the declared
 // (add/remove one unit) sensitivity. It returns the violations.
@@ -359,16 +394,25 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 	}
 	for _, k := range sorted {
 		ch := false
+		pos := 0
 		for i, m := range p.Measures {
-			a, b := new(big.Rat), new(big.Rat)
-			if d[k] != nil {
-				a = d[k][i]
+			width := 1
+			if m.Kind == MeasureQuantile {
+				width = m.Quantile.Buckets
 			}
-			if d2[k] != nil {
-				b = d2[k][i]
+			delta := new(big.Rat)
+			for e := pos; e < pos+width; e++ {
+				a, b := new(big.Rat), new(big.Rat)
+				if d[k] != nil {
+					a = d[k][e]
+				}
+				if d2[k] != nil {
+					b = d2[k][e]
+				}
+				x := new(big.Rat).Sub(b, a)
+				delta.Add(delta, x.Abs(x))
 			}
-			delta := new(big.Rat).Sub(b, a)
-			delta.Abs(delta)
+			pos += width
 			if delta.Sign() != 0 {
 				ch = true
 			}

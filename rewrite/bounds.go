@@ -121,6 +121,12 @@ func measureBounds(t *policy.Table, m Measure, col *policy.Column) Measure {
 		m.Lower, m.Upper = col.LowerNum, col.UpperNum
 		m.Integer = col.Type == policy.TypeInt
 		m.LInf = rows * math.Max(m.Lower*m.Lower, m.Upper*m.Upper)
+	case MeasureQuantile:
+		// Each unit adds or removes at most max_rows_per_unit clamped
+		// values of the group, so every rank-based quantity of the group
+		// (counts per bucket, the rank of any value, n) moves by at most
+		// that much (quantile.go).
+		m.LInf = rows
 	}
 	return m
 }
@@ -206,6 +212,9 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		case m.Kind == MeasureUnits:
 			// 1 per (unit, group).
 			ms = append(ms, "COUNT(DISTINCT dp_unit)"+out)
+		case m.Kind == MeasureQuantile:
+			// The (unit, group)'s values, padded to max_rows_per_unit.
+			ms = append(ms, quantileUnitSQL(x, t.MaxRowsPerUnit)+out)
 		default:
 			ms = append(ms, "SUM("+x+")"+out)
 		}
@@ -217,7 +226,11 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	for _, k := range keyCols {
 		final = append(final, k+"::text")
 	}
-	for i := range p.Measures {
+	for i, m := range p.Measures {
+		if m.Kind == MeasureQuantile {
+			final = append(final, quantileFinalSQL(t, m, "dp_m"+strconv.Itoa(i)))
+			continue
+		}
 		final = append(final, "SUM(dp_m"+strconv.Itoa(i)+")::text")
 		mcols = append(mcols, "dp_m"+strconv.Itoa(i))
 	}
@@ -298,6 +311,8 @@ func clampSQL(t *policy.Table, c string) string {
 func rowValueSQL(t *policy.Table, m Measure) string {
 	var v string
 	switch m.Kind {
+	case MeasureQuantile:
+		v = quantileValueSQL(t, m)
 	case MeasureSum, MeasureSumSq:
 		if m.Expr != "" {
 			v = m.Expr

@@ -558,6 +558,14 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				return b.errAt(f.Expr, pgerr.FeatureNotSupported, "constants in the select list of a DP query are not supported").
 					WithHint("%s", aggregateHint)
 			}
+			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok && isOrderedSetName(fc.FnName.O) {
+				s, o, err := b.orderedSet(fc, strings.ToLower(fc.FnName.O))
+				if err != nil {
+					return err
+				}
+				spec, out = s, o
+				break
+			}
 			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok && isSampleAggFunc(fc.FnName.O) {
 				o, err := b.sampleAggCall(fc)
 				if err != nil {
@@ -644,6 +652,8 @@ func (b *builder) planAggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, erro
 	}
 	switch fn {
 	case "count", "sum", "avg", "var_pop", "var_samp", "stddev_pop", "stddev_samp":
+	case "min", "max":
+		return b.minMax(x, fn)
 	default:
 		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "aggregate %s is not supported yet", fn).
 			WithHint("use COUNT(*), COUNT(col), SUM(col) or AVG(col)")

@@ -156,6 +156,8 @@ func describePlan(p *Plan) string {
 				o.Name, o.PGType, o.CountMeasure, o.Measure, o.SumSqMeasure, o.Sample, o.Sqrt, o.Lower, o.Upper))
 		case OutputSampleAgg:
 			outs = append(outs, fmt.Sprintf("%s %s = mid + m%d/k in [%g, %g]", o.Name, o.PGType, o.Measure, o.Lower, o.Upper))
+		case OutputQuantile:
+			outs = append(outs, fmt.Sprintf("%s %s = quantile m%d", o.Name, o.PGType, o.Measure))
 		}
 	}
 	if len(p.Hidden) > 0 {
@@ -186,6 +188,15 @@ func describePlan(p *Plan) string {
 		}
 		if m.Integer {
 			s += " integer"
+		}
+		if q := m.Quantile; q != nil {
+			s += fmt.Sprintf(" %s(q=%g cont=%v) in [%g, %g] method=%s buckets=%d width=%g", q.Func, q.Q, q.Cont, m.Lower, m.Upper, q.Method, q.Buckets, q.Width)
+			if q.Beta > 0 {
+				s += fmt.Sprintf(" beta=%g", q.Beta)
+			}
+			if q.Bound > 0 {
+				s += fmt.Sprintf(" bound=%g", q.Bound)
+			}
 		}
 		ms = append(ms, s)
 	}

@@ -28,9 +28,13 @@ import (
 //   - IS [NOT] DISTINCT FROM becomes the null-safe <=> (negated for
 //     DISTINCT), when both operands are simple.
 //   - agg(…) FILTER (WHERE cond) becomes a marker call (filter.go).
+//   - percentile_cont|percentile_disc(q) WITHIN GROUP (ORDER BY col [ASC])
+//     becomes the call "percentile_…"(?, col) (quantile.go), which the
+//     builder accepts only where the source has that exact form.
 //   - Everything else that has no exact mapping is refused with its
 //     position: casts of non-literals, $n placeholders, window functions,
-//     CTEs, set operations, joins, subqueries, WITHIN GROUP, arrays,
+//     CTEs, set operations, joins, subqueries, other WITHIN GROUP
+//     aggregates, arrays,
 //     operators other than comparison and arithmetic, LIMIT a,b, ….
 
 // literal is one constant of the analyst's query.
@@ -119,7 +123,7 @@ var refusedWords = map[string][3]string{
 	"lateral":   {pgerr.FeatureNotSupported, "LATERAL is not supported", "query one protected table"},
 	"exists":    {pgerr.FeatureNotSupported, "subqueries are not supported", "filter with WHERE comparisons against literals"},
 	"filter":    {pgerr.FeatureNotSupported, "aggregate FILTER is not supported yet", "move the condition to WHERE"},
-	"within":    {pgerr.FeatureNotSupported, "WITHIN GROUP (ordered-set aggregates) is not supported yet", "use COUNT, SUM or AVG"},
+	"within":    {pgerr.FeatureNotSupported, "WITHIN GROUP is supported for percentile_cont and percentile_disc only", "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col) or percentile_disc(q) WITHIN GROUP (ORDER BY col)"},
 	"fetch":     {pgerr.FeatureNotSupported, "FETCH FIRST is not supported", "write LIMIT n"},
 	"nulls":     {pgerr.FeatureNotSupported, "NULLS FIRST/LAST is not supported", "order by the output column with ASC or DESC only"},
 	"escape":    {pgerr.FeatureNotSupported, "LIKE … ESCAPE is not supported", "use the default escape character \\ in the pattern"},
@@ -267,6 +271,14 @@ func normalize(src string) (*normalized, error) {
 				continue
 			}
 			w := t.val
+			if isOrderedSetName(w) && next(1).isPunct("(") {
+				k, err := n.orderedSetAgg(toks, i)
+				if err != nil {
+					return nil, err
+				}
+				i = k
+				continue
+			}
 			if r, ok := refusedWords[w]; ok {
 				// Non-reserved words are refused only where they start the
 				// clause they name, so columns may still be called so.

@@ -129,6 +129,8 @@ func releaseExact(p *Plan, rows [][]*string) [][]string {
 			switch o.Kind {
 			case OutputKey:
 				cells[i] = *r[o.Key]
+			case OutputQuantile:
+				cells[i] = "quantile" // compared by checkQuantileRows
 			case OutputCount:
 				vals[i] = m(o.Measure)
 				cells[i] = vals[i].RatString()
@@ -242,6 +244,8 @@ rows:
 				}
 			case o.Kind == OutputKey:
 				row = append(row, *v)
+			case o.Kind == OutputQuantile:
+				row = append(row, "quantile") // compared by checkQuantileRows
 			case v == nil && (o.Kind == OutputAvg || o.Kind == OutputVariance || o.Kind == OutputExpr):
 				row = append(row, "NULL")
 			case o.Kind == OutputExpr && o.PGType == "int8":

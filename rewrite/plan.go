@@ -105,6 +105,10 @@ const (
 	// the k blocks of (block answer clipped to [Lower, Upper]) − midpoint
 	// (sampleagg.go). LInf = Upper − Lower.
 	MeasureSampleAgg
+	// MeasureQuantile is a quantile of the column's values clamped to
+	// [Lower, Upper] (percentile_cont, percentile_disc, MIN, MAX), released
+	// by the method of Measure.Quantile (quantile.go).
+	MeasureQuantile
 )
 
 func (k MeasureKind) String() string {
@@ -119,6 +123,8 @@ func (k MeasureKind) String() string {
 		return "sumsq"
 	case MeasureSampleAgg:
 		return "sampleagg"
+	case MeasureQuantile:
+		return "quantile"
 	}
 	return "unknown"
 }
@@ -149,8 +155,11 @@ type Measure struct {
 	// max_rows_per_unit for counts, max_rows_per_unit·max(|Lower|,|Upper|)
 	// for sums, 1 for distinct units, max_rows_per_unit·max(Lower², Upper²)
 	// for sums of squares; for centred ones max_rows_per_unit·(Upper −
-	// Lower)/2 and max_rows_per_unit·((Upper − Lower)/2)².
+	// Lower)/2 and max_rows_per_unit·((Upper − Lower)/2)²; max_rows_per_unit
+	// (in ranks) for quantiles.
 	LInf float64
+	// Quantile describes a MeasureQuantile; nil for other kinds.
+	Quantile *Quantile `json:",omitempty"`
 }
 
 // OutputKind says how an output column is computed from keys and noisy
@@ -175,6 +184,9 @@ const (
 	// [Lower, Upper]: the average of the k clipped block answers of a
 	// sample-and-aggregate plan (sampleagg.go).
 	OutputSampleAgg
+	// OutputQuantile is the released quantile Measures[Measure] (a
+	// MeasureQuantile), printed in PGType.
+	OutputQuantile
 )
 
 // Output is one column of the analyst's result.

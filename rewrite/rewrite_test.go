@@ -102,7 +102,7 @@ func TestNormalize_Refusals(t *testing.T) {
 		{`SELECT a FROM t WHERE a = TIMESTAMP '2020-01-01'`, pgerr.FeatureNotSupported, 27},
 		{`SELECT a FROM t WHERE 'x'::money = a`, pgerr.FeatureNotSupported, 28},
 		{`SELECT a FROM t WHERE a + 1 IS DISTINCT FROM 2`, pgerr.FeatureNotSupported, 29},
-		{`SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a) FROM t`, pgerr.FeatureNotSupported, 29},
+		{`SELECT mode() WITHIN GROUP (ORDER BY a) FROM t`, pgerr.FeatureNotSupported, 15},
 		{`SELECT a FROM t ORDER BY a NULLS FIRST`, pgerr.FeatureNotSupported, 28},
 		{`SELECT a FROM t FETCH FIRST 1 ROWS ONLY`, pgerr.FeatureNotSupported, 17},
 		{`UPDATE t SET a = 1`, pgerr.InsufficientPrivilege, 1},

@@ -1,0 +1,354 @@
+// Privacy-critical: needs DP review.
+
+package rewrite
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// This file plans quantiles: percentile_cont(q) WITHIN GROUP (ORDER BY col),
+// percentile_disc(q) WITHIN GROUP (ORDER BY col), MIN(col) (the 0-quantile,
+// percentile_disc(0)) and MAX(col) (percentile_disc(1)) over a column with
+// policy bounds, and emits the SQL parts that compute, in the database,
+// what release needs to answer them. No row leaves the database: the SQL
+// returns per group either a histogram over a fixed grid of buckets
+// (exponential method) or a few order-statistic summaries (smooth and ptr
+// methods, quantile_smooth.go).
+//
+// # Bounded values
+//
+// Each row's value is clamped to [lower, upper] (dates as days since
+// 1970-01-01), and rows are bounded exactly as for every other measure
+// (bounds.go): at most max_rows_per_unit rows per (unit, group), at most
+// Plan.MaxGroupsPerUnit groups per unit. In dp_unit_groups each (unit,
+// group) keeps its non-null clamped values in an array padded with NULLs to
+// exactly max_rows_per_unit entries (so the final array_agg builds a
+// rectangular array and cannot fail on the data); the final step unnests the
+// arrays of the group's kept (unit, group) rows. So one unit adds or removes
+// at most R = max_rows_per_unit values in each of at most L0 groups.
+
+// Quantile methods (SET dp.quantile_method).
+const (
+	QuantileExponential = "exponential"
+	QuantileSmooth      = "smooth"
+	QuantilePTR         = "ptr"
+)
+
+// maxQuantileBuckets is the number of buckets of the exponential method's
+// grid over [lower, upper]: enough that the bucket width (1/256 of the
+// range) is small next to the noise for typical ε, while the rank error of
+// the exponential mechanism grows only with ln(buckets) (ln 256 ≈ 5.5).
+// Integer and date columns use whole-number bucket widths, so a narrow
+// range (ages 0–110) gets one bucket per value.
+const maxQuantileBuckets = 256
+
+// Quantile describes one quantile measure. Everything in it is public: the
+// query's constants and the policy's bounds.
+type Quantile struct {
+	Func string  // "percentile_cont", "percentile_disc", "min" or "max"
+	Q    float64 // the fraction, in [0, 1] (0 for min, 1 for max)
+	// Cont selects PostgreSQL's percentile_cont (linear interpolation
+	// between the order statistics ⌊h⌋ and ⌈h⌉, h = 1 + q(n−1)); otherwise
+	// the answer is the order statistic max(1, ⌈q·n⌉) (percentile_disc,
+	// MIN, MAX).
+	Cont bool
+	// Type is the column's type; values are numbers (dates: days since
+	// 1970-01-01).
+	Type   policy.Type
+	Method string // QuantileExponential, QuantileSmooth or QuantilePTR
+	// Buckets and Width define the grid of the exponential method: bucket
+	// j covers [Lower + j·Width, Lower + (j+1)·Width), the last one closed
+	// at Upper. For int and date columns Width is a whole number and the
+	// bucket holds the integers Lower + j·Width … Lower + (j+1)·Width − 1.
+	Buckets int
+	Width   float64
+	// Rows is max_rows_per_unit: how many values one unit can add to or
+	// remove from a group.
+	Rows int
+	// Beta is the smoothing parameter of the smooth method (0 otherwise),
+	// Bound the proposed local-sensitivity bound of the ptr method.
+	Beta  float64 `json:",omitempty"`
+	Bound float64 `json:",omitempty"`
+}
+
+// quantileGrid returns the exponential method's bucket count and width for
+// a column's bounds.
+func quantileGrid(typ policy.Type, lower, upper float64) (int, float64) {
+	if typ == policy.TypeInt || typ == policy.TypeDate {
+		values := upper - lower + 1
+		w := math.Ceil(values / maxQuantileBuckets)
+		return int(math.Ceil(values / w)), w
+	}
+	return maxQuantileBuckets, (upper - lower) / maxQuantileBuckets
+}
+
+// isOrderedSetCall reports whether the function call at normalized offset
+// off was written percentile_cont|percentile_disc ( number ) WITHIN GROUP
+// ( ORDER BY …: the normalizer rewrites exactly that form into a plain call
+// (orderedSetAgg); a plain call written by the analyst is refused.
+func (b *builder) isOrderedSetCall(off int) bool {
+	pos := b.norm.srcPos(off)
+	toks, err := lex(b.src[pos:])
+	if err != nil || len(toks) < 6 {
+		return false
+	}
+	return toks[1].isPunct("(") && toks[2].kind == tokNumber && toks[3].isPunct(")") && toks[4].is("within") && toks[5].is("group")
+}
+
+const quantileHint = "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col), percentile_disc(q) WITHIN GROUP (ORDER BY col), MIN(col) or MAX(col) over a column with bounds in the policy"
+
+// orderedSetAgg normalizes fn ( q ) WITHIN GROUP ( ORDER BY col [ASC] )
+// starting at toks[i] (the function name) into "fn"(?, col): the TiDB
+// parser does not read WITHIN GROUP. The fraction must be a numeric literal
+// and the ordering a plain column; anything else is refused with its
+// position. It returns the index of the last token consumed.
+func (n *normalized) orderedSetAgg(toks []token, i int) (int, error) {
+	src := n.src
+	at := func(k int) token {
+		if k < len(toks) {
+			return toks[k]
+		}
+		return token{kind: tokPunct, pos: len(src), end: len(src)}
+	}
+	fn := toks[i].val
+	if at(i+2).kind == tokNumber && at(i+3).isPunct(",") {
+		return 0, pgerr.New("42809", "WITHIN GROUP is required for ordered-set aggregate %s", fn).
+			WithPosition(charPos(src, toks[i].pos)).WithHint("%s", quantileHint)
+	}
+	if at(i+2).kind != tokNumber || !at(i+3).isPunct(")") {
+		return 0, pgerr.New(pgerr.FeatureNotSupported, "%s needs one numeric literal fraction", fn).
+			WithPosition(charPos(src, at(i+2).pos)).WithHint("%s", quantileHint)
+	}
+	if !at(i + 4).is("within") {
+		return 0, pgerr.New(pgerr.FeatureNotSupported, "%s needs WITHIN GROUP (ORDER BY col)", fn).
+			WithPosition(charPos(src, at(i+4).pos)).WithHint("%s", quantileHint)
+	}
+	if !at(i+5).is("group") || !at(i+6).isPunct("(") || !at(i+7).is("order") || !at(i+8).is("by") {
+		return 0, syntaxErr(src, at(i+5).pos, "syntax error in WITHIN GROUP: expected GROUP (ORDER BY col)").WithHint("%s", quantileHint)
+	}
+	n.pieces = append(n.pieces, piece{text: quoteIdent(fn), pos: toks[i].pos, lit: -1, word: true})
+	n.pieces = append(n.pieces, piece{text: "(", pos: at(i + 1).pos, lit: -1})
+	n.lits = append(n.lits, literal{kind: litNumber, val: at(i + 2).val, pos: at(i + 2).pos})
+	n.pieces = append(n.pieces, piece{text: "?", pos: at(i + 2).pos, lit: len(n.lits) - 1, word: true})
+	n.pieces = append(n.pieces, piece{text: ",", pos: at(i + 3).pos, lit: -1})
+	k := i + 9
+	// col: name [. name [. name]]
+	for {
+		t := at(k)
+		if t.kind != tokIdent {
+			return 0, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by a plain column only").
+				WithPosition(charPos(src, t.pos)).WithHint("%s", quantileHint)
+		}
+		n.pieces = append(n.pieces, piece{text: quoteIdent(t.val), pos: t.pos, lit: -1, word: true})
+		k++
+		if !at(k).isPunct(".") {
+			break
+		}
+		n.pieces = append(n.pieces, piece{text: ".", pos: at(k).pos, lit: -1})
+		k++
+	}
+	switch {
+	case at(k).is("asc"):
+		k++
+	case at(k).is("desc"):
+		return 0, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP (ORDER BY … DESC) is not supported").
+			WithPosition(charPos(src, at(k).pos)).WithHint("order ascending and use the complementary fraction, e.g. %s(0.9) instead of %s(0.1) … DESC", fn, fn)
+	}
+	if !at(k).isPunct(")") {
+		return 0, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by one plain column only").
+			WithPosition(charPos(src, at(k).pos)).WithHint("%s", quantileHint)
+	}
+	n.pieces = append(n.pieces, piece{text: ")", pos: at(k).pos, lit: -1})
+	if at(k+1).is("filter") || at(k+1).is("over") {
+		return 0, pgerr.New(pgerr.FeatureNotSupported, "%s after WITHIN GROUP is not supported", strings.ToUpper(at(k+1).val)).
+			WithPosition(charPos(src, at(k+1).pos)).WithHint("move the condition to WHERE")
+	}
+	return k, nil
+}
+
+// orderedSet plans percentile_cont / percentile_disc (as normalized by
+// orderedSetAgg).
+func (b *builder) orderedSet(fc *ast.FuncCallExpr, fn string) (aggSpec, Output, error) {
+	if !b.isOrderedSetCall(fc.OriginTextPosition()) || len(fc.Args) != 2 {
+		return aggSpec{}, Output{}, b.errAt(fc, "42809", "WITHIN GROUP is required for ordered-set aggregate %s", fn).
+			WithHint("%s", quantileHint)
+	}
+	l, ok := b.lit(fc.Args[0])
+	if !ok || l.kind != litNumber {
+		return aggSpec{}, Output{}, b.errAt(fc, pgerr.FeatureNotSupported, "%s needs a numeric literal fraction", fn).WithHint("%s", quantileHint)
+	}
+	q, err := strconv.ParseFloat(l.val, 64)
+	if err != nil || math.IsNaN(q) || q < 0 || q > 1 {
+		return aggSpec{}, Output{}, pgerr.New("22003", "percentile value %s is not between 0 and 1", l.val).
+			WithPosition(charPos(b.src, l.pos)).WithHint("write a fraction such as 0.5")
+	}
+	c, ok := fc.Args[1].(*ast.ColumnNameExpr)
+	if !ok {
+		return aggSpec{}, Output{}, b.errAt(fc, pgerr.FeatureNotSupported, "WITHIN GROUP orders by a plain column only").WithHint("%s", quantileHint)
+	}
+	return b.quantileOf(c, fn, q, fn == "percentile_cont")
+}
+
+// minMax plans MIN(col) and MAX(col) as the quantiles 0 and 1
+// (percentile_disc(0) and percentile_disc(1) are the minimum and maximum).
+func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, error) {
+	if len(x.Args) != 1 {
+		return aggSpec{}, Output{}, b.errAt(x, "42883", "function %s with %d arguments does not exist", fn, len(x.Args)).
+			WithHint("%s takes one column", strings.ToUpper(fn))
+	}
+	arg := x.Args[0]
+	if p, ok := arg.(*ast.ParenthesesExpr); ok {
+		arg = p.Expr
+	}
+	c, ok := arg.(*ast.ColumnNameExpr)
+	if !ok {
+		return aggSpec{}, Output{}, b.errAt(arg, pgerr.FeatureNotSupported, "%s of an expression is not supported", strings.ToUpper(fn)).
+			WithHint("%s a plain column with bounds in the policy", strings.ToUpper(fn))
+	}
+	q := 0.0
+	if fn == "max" {
+		q = 1
+	}
+	return b.quantileOf(c, fn, q, false)
+}
+
+// quantileOf checks the column and adds the quantile measure.
+func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont bool) (aggSpec, Output, error) {
+	ci, err := b.column(c)
+	if err != nil {
+		return aggSpec{}, Output{}, err
+	}
+	shown := strings.ToUpper(fn)
+	for _, k := range b.keys {
+		if k.Private {
+			return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s with GROUP BY %s (a column without public values) is not supported yet", shown, k.Column).
+				WithHint("group quantiles by columns with public_values in the policy")
+		}
+	}
+	if ci.unit {
+		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s of the unit column %s is not supported", shown, ci.name).
+			WithHint("%s", quantileHint)
+	}
+	typ := ci.col.Type
+	if !typ.Numeric() && typ != policy.TypeDate {
+		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s(%s) needs a numeric or date column; %s is %s", shown, ci.name, ci.name, typ).
+			WithHint("%s", quantileHint)
+	}
+	if cont && typ == policy.TypeDate {
+		// PostgreSQL has no percentile_cont over dates either.
+		return aggSpec{}, Output{}, b.errAt(c, "42883", "function percentile_cont(numeric, date) does not exist").
+			WithHint("use percentile_disc(q) WITHIN GROUP (ORDER BY %s) for dates", ci.name)
+	}
+	if !ci.col.HasBounds || !(ci.col.UpperNum > ci.col.LowerNum) {
+		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s(%s) needs bounds: the policy declares no lower < upper for %s", shown, ci.name, ci.name).
+			WithHint("ask the data steward to declare lower and upper for %s", ci.name)
+	}
+	lower, upper := ci.col.LowerNum, ci.col.UpperNum
+	buckets, width := quantileGrid(typ, lower, upper)
+	m := Measure{Kind: MeasureQuantile, Column: ci.name, Lower: lower, Upper: upper, Quantile: &Quantile{
+		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
+		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
+	}}
+	m = measureBounds(b.table, m, ci.col)
+	idx := -1
+	for i, have := range b.measures {
+		if have.Kind == MeasureQuantile && have.Column == m.Column && *have.Quantile == *m.Quantile {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		b.measures = append(b.measures, m)
+		idx = len(b.measures) - 1
+	}
+	pgType := "float8" // percentile_cont returns double precision
+	if !cont {
+		pgType = quantilePGType(typ)
+	}
+	spec := aggSpec{fn: fn + "(" + strconv.FormatFloat(q, 'g', -1, 64) + ")", col: ci.name}
+	return spec, Output{Name: fn, Kind: OutputQuantile, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
+}
+
+// quantilePGType is the type of percentile_disc, MIN and MAX: the column's
+// own type (int columns are reported as int8, which holds every int type).
+func quantilePGType(t policy.Type) string {
+	switch t {
+	case policy.TypeInt:
+		return "int8"
+	case policy.TypeFloat:
+		return "float8"
+	case policy.TypeDate:
+		return "date"
+	}
+	return "numeric"
+}
+
+// quantileValueSQL is the clamped value of a quantile's column as numeric
+// (dates as days since 1970-01-01), NULL when the column is NULL.
+func quantileValueSQL(t *policy.Table, m Measure) string {
+	c := quoteIdent(m.Column)
+	lo, hi := boundConst(t, m), boundConstUpper(t, m)
+	v := c + "::numeric"
+	if m.Quantile.Type == policy.TypeDate {
+		v = "(" + c + " - '1970-01-01'::date)::numeric"
+	}
+	return "CASE WHEN " + c + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + v + ", " + lo + "), " + hi + ") END"
+}
+
+// boundConst and boundConstUpper write the policy bounds of the measure's
+// column as numeric constants (dates as day numbers).
+func boundConst(t *policy.Table, m Measure) string {
+	if m.Quantile.Type == policy.TypeDate {
+		return "(" + strconv.FormatFloat(m.Lower, 'f', -1, 64) + ")::numeric"
+	}
+	return numericConst(t.Columns[m.Column].Lower)
+}
+
+func boundConstUpper(t *policy.Table, m Measure) string {
+	if m.Quantile.Type == policy.TypeDate {
+		return "(" + strconv.FormatFloat(m.Upper, 'f', -1, 64) + ")::numeric"
+	}
+	return numericConst(t.Columns[m.Column].Upper)
+}
+
+// quantileUnitSQL aggregates one (unit, group)'s kept values x into an
+// array of exactly R entries: the non-null values (at most R, as rows are
+// ranked ≤ R) followed by NULLs. A fixed length lets the final step
+// array_agg the arrays of all units into one rectangular array without a
+// data-dependent error.
+func quantileUnitSQL(x string, rows int) string {
+	r := strconv.Itoa(rows)
+	return "array_cat((array_agg(" + x + ") FILTER (WHERE " + x + " IS NOT NULL))[1:" + r + "], array_fill(NULL::numeric, ARRAY[GREATEST(" +
+		r + " - COUNT(" + x + "), 0)::int]))"
+}
+
+// quantileFinalSQL summarises the group's kept values (the unnested arrays
+// m of its kept (unit, group) rows) as text, per method:
+//
+//	exponential  "j:c,j:c,…": the count c of values in bucket j, for the
+//	             non-empty buckets in increasing j (NULL when none).
+func quantileFinalSQL(t *policy.Table, m Measure, arr string) string {
+	q := m.Quantile
+	lo, hi := boundConst(t, m), boundConstUpper(t, m)
+	values := "unnest(array_agg(" + arr + ")) AS dp_v"
+	var bucket string
+	if q.Type == policy.TypeInt || q.Type == policy.TypeDate {
+		bucket = "LEAST(div(dp_v - " + lo + ", " + strconv.FormatFloat(q.Width, 'f', -1, 64) + "), " + strconv.Itoa(q.Buckets-1) + ")"
+	} else {
+		bucket = "LEAST(div((dp_v - " + lo + ") * " + strconv.Itoa(q.Buckets) + ", " + hi + " - " + lo + "), " + strconv.Itoa(q.Buckets-1) + ")"
+	}
+	return "(SELECT string_agg(dp_b::text || ':' || dp_c::text, ',' ORDER BY dp_b) FROM (SELECT " + bucket +
+		" AS dp_b, COUNT(*) AS dp_c FROM " + values + " WHERE dp_v IS NOT NULL GROUP BY 1) AS dp_h)"
+}
+
+// isOrderedSetName reports whether name is an ordered-set aggregate that
+// dpproxy answers.
+func isOrderedSetName(name string) bool {
+	name = strings.ToLower(name)
+	return name == "percentile_cont" || name == "percentile_disc"
+}
