@@ -140,6 +140,12 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 			return c.srv.rt.rewrite(ds, t, opts)
 		})
 	}
+	if err == nil {
+		// The quantile method (SET dp.quantile_method) and the privacy
+		// parameters it needs shape the emitted SQL (plans without
+		// quantiles are returned as they are).
+		plan, err = plan.WithQuantiles(c.quantileMethod(), c.epsilon(), c.delta(), c.mechanism())
+	}
 	return plan, explain, err
 }
 

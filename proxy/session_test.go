@@ -47,6 +47,10 @@ func TestSession_DPSettings(t *testing.T) {
 		{sql: "SET dp.mechanism = exponential", wantCode: "22023"},
 		{sql: "SET dp.cache = off", show: "dp.cache", want: "off"},
 		{sql: "SET dp.cache = maybe", wantCode: "22023"},
+		{sql: "SHOW dp.quantile_method", show: "dp.quantile_method", want: "exponential"},
+		{sql: "SET dp.quantile_method = Smooth", show: "dp.quantile_method", want: "smooth"},
+		{sql: "SET dp.quantile_method = ptr", show: "dp.quantile_method", want: "ptr"},
+		{sql: "SET dp.quantile_method = median", wantCode: "22023"},
 		{sql: "SET dp.budget = 10", wantCode: "55P02"},
 		{sql: "SET dp.nosuch = 1", wantCode: "42704"},
 		{sql: "SHOW nosuch_setting", wantCode: "42704"},
@@ -360,6 +364,42 @@ func TestDP_CacheSetting(t *testing.T) {
 			}
 			return out
 		}())
+	}
+}
+
+// TestDP_QuantileMethod: SET dp.quantile_method shapes the plan the
+// releaser gets, and a method that needs δ is refused without one.
+func TestDP_QuantileMethod(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	const q = "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits"
+	for _, sql := range []string{q, "SET dp.quantile_method = smooth", "SET dp.delta = 1e-7", q, "SET dp.quantile_method = ptr", q} {
+		if _, err := execAll(t, pc, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	reqs := ts.releaser.requests()
+	if len(reqs) != 3 {
+		t.Fatalf("releaser called %d times, want 3", len(reqs))
+	}
+	for i, want := range []string{"exponential", "smooth", "ptr"} {
+		if got := reqs[i].Plan.Measures[0].Quantile.Method; got != want {
+			t.Errorf("request %d: method %s, want %s", i, got, want)
+		}
+	}
+	if reqs[1].Plan.Fingerprint == reqs[0].Plan.Fingerprint || !strings.Contains(reqs[1].Plan.SQL, "generate_series") {
+		t.Errorf("the smooth plan was not re-emitted")
+	}
+	if _, err := execAll(t, pc, "SET dp.delta = 0"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := execAll(t, pc, q)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Hint, "dp.delta") {
+		t.Errorf("ptr without δ: %v, want 22023 with a hint on dp.delta", err)
+	}
+	if len(ts.releaser.requests()) != 3 {
+		t.Errorf("a refused query reached the releaser")
 	}
 }
 

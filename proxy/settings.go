@@ -10,6 +10,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -33,8 +34,11 @@ const (
 	settingEpsilon   = "dp.epsilon"
 	settingDelta     = "dp.delta"
 	settingMechanism = "dp.mechanism"
-	settingCache     = "dp.cache"
-	settingBudget    = "dp.budget"
+	// settingQuantileMethod selects how quantiles (percentile_cont,
+	// percentile_disc, MIN, MAX) are answered: rewrite.Quantile*.
+	settingQuantileMethod = "dp.quantile_method"
+	settingCache          = "dp.cache"
+	settingBudget         = "dp.budget"
 )
 
 var settingDefs = func() map[string]*settingDef {
@@ -87,6 +91,8 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingCache, def: "on", check: checkBool, desc: "Answer a repeated DP query with its earlier noisy answer, at no cost."},
 		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
 		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},
+		{name: settingQuantileMethod, def: rewrite.DefaultQuantileMethod, check: enum(rewrite.QuantileExponential, rewrite.QuantileSmooth, rewrite.QuantilePTR),
+			desc: "Method of DP quantiles (percentile_cont, percentile_disc, MIN, MAX): exponential, smooth or ptr."},
 	}
 	m := make(map[string]*settingDef, len(defs))
 	for _, d := range defs {
@@ -400,6 +406,8 @@ func (c *conn) delta() float64 {
 }
 
 func (c *conn) mechanism() string { return c.settings[settingMechanism] }
+
+func (c *conn) quantileMethod() string { return c.settings[settingQuantileMethod] }
 
 // noCache is true after SET dp.cache = off.
 func (c *conn) noCache() bool { return c.settings[settingCache] == "off" }

@@ -68,8 +68,9 @@ import (
 // the query's ε is split equally between m + 1 measurements. Laplace: the
 // measures and the count are pure ε-DP and the threshold takes the whole
 // δ. Gaussian: δ is split equally between the m measures, the count's
-// Gaussian noise and the threshold (m + 2 shares). Without private keys the
-// split is the one of Releaser.mechanisms (m shares).
+// Gaussian noise and the threshold (m + 2 shares). Without private keys δ
+// is split equally between the measures that use it (every measure under
+// the Gaussian mechanism; smooth and ptr quantiles, see quantile.go).
 
 // thresholdMechanism names the threshold's ledger event: a release that
 // every accountant composes by its (ε = 0, δ = δ_thr) alone.
@@ -98,10 +99,14 @@ func splitBudget(req Request) budget {
 	case req.Mechanism == policy.MechanismGaussian && private:
 		share := splitDown(req.Delta, m+2)
 		b.measureDelta, b.countDelta, b.thresholdDelta = share, share, share
-	case req.Mechanism == policy.MechanismGaussian:
-		b.measureDelta = splitDown(req.Delta, m)
 	case private:
 		b.thresholdDelta = req.Delta
+	case req.Delta > 0:
+		// δ goes equally to the measures that use it: every measure under
+		// the Gaussian mechanism, smooth and ptr quantiles (quantile.go).
+		if n := deltaUsers(req.Mechanism, req.Plan.Measures); n > 0 {
+			b.measureDelta = splitDown(req.Delta, n)
+		}
 	}
 	return b
 }

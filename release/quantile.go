@@ -67,6 +67,33 @@ import (
 // ε: every measure of the plan (each count, sum, sum of squares and each
 // quantile) gets an equal share ε/m, rounded down (splitDown), so the m
 // releases compose to at most ε.
+//
+// δ: split equally, rounded down, over the measures that use δ: every
+// non-quantile measure under the Gaussian mechanism, and every quantile
+// answered by the smooth or ptr method (deltaUsers). Exponential-method
+// quantiles and Laplace measures are pure ε-DP and take none. Within a
+// measure each of the L0 groups a unit can touch gets ε_m/L0 and δ_m/L0.
+//
+// # The smooth method (Nissim, Raskhodnikova, Smith 2007)
+//
+// The SQL returns f (PostgreSQL's quantile of the bounded values) and the
+// β-smooth upper bound S of its local sensitivity (rewrite/quantile_smooth.go)
+// for β = ε_g/(2 ln(2/δ_g)); noise.SmoothLaplace adds discrete Laplace
+// noise of scale 2S/ε_g: (ε_g, δ_g)-DP per group. S is never disclosed (the
+// NOTICE gives the worst case).
+//
+// # The ptr method (Dwork and Lei 2009)
+//
+// The SQL returns f and D, the number of units that must change before the
+// local sensitivity can exceed the proposed bound b. The test adds discrete
+// Laplace noise of scale 2/ε_g to D and answers only if the result exceeds
+// ln(1/δ_g)/(ε_g/2) (noise.PTRThreshold); the answer is f plus Laplace noise
+// of scale b/(ε_g/2). A refused group is released as NULL (an ungrouped
+// query is refused with an error); either way the charge stands.
+//
+// The released value is clamped to [lower, upper] and, for percentile_disc,
+// MIN and MAX of int and date columns, rounded to an integer
+// (post-processing).
 
 // quantileMech releases one quantile measure. It implements noise.Mechanism
 // so that the ledger, NOTICE and EXPLAIN see it like the other measures,
@@ -75,19 +102,23 @@ type quantileMech struct {
 	measure rewrite.Measure
 	q       *rewrite.Quantile
 	epsilon float64 // ε_m, the measure's share
-	// groupEpsilon is ε_m/L0, the ε of each group's selection.
+	delta   float64 // δ_m (smooth and ptr), else 0
+	// groupEpsilon is ε_m/L0, the ε of each group's release.
 	groupEpsilon float64
-	exp          *noise.Exponential
+	exp          *noise.Exponential   // exponential method
+	smooth       *noise.SmoothLaplace // smooth method
+	// ptr method: the test's noise (ε_g/2, sensitivity 1), its threshold,
+	// and the release's noise (ε_g/2, sensitivity Bound).
+	ptrTest      noise.Mechanism
+	ptrThreshold float64
+	ptrRelease   noise.Mechanism
 }
 
 // newQuantileMech builds the mechanism of a quantile measure.
-func (r *Releaser) newQuantileMech(ms rewrite.Measure, table *policy.Table, l0 int, epsilon float64) (*quantileMech, error) {
+func (r *Releaser) newQuantileMech(ms rewrite.Measure, table *policy.Table, l0 int, epsilon, delta float64) (*quantileMech, error) {
 	q := ms.Quantile
 	if q == nil || q.Buckets < 1 || q.Rows != table.MaxRowsPerUnit || !(q.Width > 0) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed quantile measure")
-	}
-	if q.Method != rewrite.QuantileExponential {
-		return nil, pgerr.New(pgerr.InternalError, "internal error: unknown quantile method")
 	}
 	// Cross-check the planner: one unit moves at most max_rows_per_unit
 	// values of a group.
@@ -101,35 +132,98 @@ func (r *Releaser) newQuantileMech(ms rewrite.Measure, table *policy.Table, l0 i
 	for ge*float64(l0) > epsilon {
 		ge = math.Nextafter(ge, 0)
 	}
-	exp, err := noise.NewExponential(noise.ExponentialParams{Epsilon: ge, Sensitivity: ms.LInf, Rand: r.testOnlyRand})
-	if err != nil {
-		return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the exponential mechanism for this query: %v", err).
+	m := &quantileMech{measure: ms, q: q, epsilon: epsilon, groupEpsilon: ge}
+	calibrationErr := func(err error) error {
+		return pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the %s quantile method for this query: %v", q.Method, err).
 			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)")
 	}
-	return &quantileMech{measure: ms, q: q, epsilon: epsilon, groupEpsilon: ge, exp: exp}, nil
+	var err error
+	switch q.Method {
+	case rewrite.QuantileExponential:
+		m.exp, err = noise.NewExponential(noise.ExponentialParams{Epsilon: ge, Sensitivity: ms.LInf, Rand: r.testOnlyRand})
+	case rewrite.QuantileSmooth, rewrite.QuantilePTR:
+		if !(delta > 0 && delta < 1) {
+			return nil, pgerr.New(pgerr.InvalidParameterValue, "quantile method %s needs 0 < dp.delta < 1", q.Method).
+				WithHint("SET dp.delta = 1e-7, or SET dp.quantile_method = exponential (pure ε)")
+		}
+		m.delta = delta
+		dg := delta / float64(l0)
+		for dg*float64(l0) > delta {
+			dg = math.Nextafter(dg, 0)
+		}
+		if q.Method == rewrite.QuantileSmooth {
+			m.smooth, err = noise.NewSmoothLaplace(noise.SmoothParams{Epsilon: ge, Delta: dg, Range: ms.Upper - ms.Lower, Rand: r.testOnlyRand})
+			// The SQL's S must be β-smooth for the β of this release
+			// (a smaller β is fine).
+			if err == nil && !(q.Beta > 0 && q.Beta <= m.smooth.Beta()) {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: plan smoothing parameter above the release's")
+			}
+		} else {
+			// Test and release share ε_g equally: (ε_g/2 + ε_g/2, δ_g).
+			half := ge / 2
+			if !(q.Bound > 0 && q.Bound < ms.Upper-ms.Lower) {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: malformed PTR bound")
+			}
+			m.ptrThreshold, err = noise.PTRThreshold(half, dg)
+			if err == nil {
+				m.ptrTest, err = noise.NewLaplace(noise.Params{Epsilon: half, Sensitivity: 1, Integer: true, Rand: r.testOnlyRand})
+			}
+			if err == nil {
+				m.ptrRelease, err = noise.NewLaplace(noise.Params{Epsilon: half, Sensitivity: q.Bound, Rand: r.testOnlyRand})
+			}
+		}
+	default:
+		return nil, pgerr.New(pgerr.InternalError, "internal error: unknown quantile method")
+	}
+	if err != nil {
+		return nil, calibrationErr(err)
+	}
+	return m, nil
 }
 
 // The noise.Mechanism view of a quantile measure.
 
-func (m *quantileMech) Name() string             { return "exponential" }
+func (m *quantileMech) Name() string {
+	switch m.q.Method {
+	case rewrite.QuantileSmooth:
+		return "smooth_sensitivity"
+	case rewrite.QuantilePTR:
+		return "propose_test_release"
+	}
+	return "exponential"
+}
 func (m *quantileMech) Epsilon() float64         { return m.epsilon }
-func (m *quantileMech) Delta() float64           { return 0 }
+func (m *quantileMech) Delta() float64           { return m.delta }
 func (m *quantileMech) NoiseMultiplier() float64 { return 0 } // composed by (ε, δ) alone
 func (m *quantileMech) Granularity() *big.Rat    { return nil }
 func (m *quantileMech) AddNoise(*big.Rat) (*big.Rat, error) {
 	return nil, errors.New("release: a quantile is released by releaseGroup")
 }
 
-// HalfWidth returns the rank error bound at the given confidence: the
-// selected bucket is within this many ranks of the target (plus the
-// bucket's own width in value), whatever the data.
+// HalfWidth returns, for the exponential method, the rank error bound at
+// the given confidence: the selected bucket is within this many ranks of
+// the target (plus the bucket's own width in value), whatever the data.
+// For ptr it is the release noise's half-width (when the test passes);
+// for smooth the worst case, noise of scale 2·(upper − lower)/ε_g (the
+// actual scale depends on the data and is not disclosed).
 func (m *quantileMech) HalfWidth(confidence float64) float64 {
+	switch m.q.Method {
+	case rewrite.QuantilePTR:
+		return m.ptrRelease.HalfWidth(confidence)
+	case rewrite.QuantileSmooth:
+		return 2 * (m.measure.Upper - m.measure.Lower) / m.groupEpsilon * math.Log(1/(1-confidence))
+	}
 	return noise.ExponentialUtilityBound(m.groupEpsilon, m.measure.LInf, m.q.Buckets, confidence)
 }
 
-// releaseGroup releases the quantile of one group from its histogram
-// (the SQL's "j:c,…" text; nil when the group has no values).
+// releaseGroup releases the quantile of one group from the SQL's summary:
+// the histogram "j:c,…" (exponential; nil when the group has no values),
+// or "f;S" (smooth) or "f;D" (ptr). A nil value with a nil error is a
+// group refused by the PTR test.
 func (m *quantileMech) releaseGroup(raw *string) (*big.Rat, error) {
+	if m.q.Method != rewrite.QuantileExponential {
+		return m.releaseOrderStat(raw)
+	}
 	counts, err := parseHistogram(raw, m.q.Buckets)
 	if err != nil {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a malformed histogram").Wrap(err)
@@ -244,8 +338,12 @@ func bucketValue(ms rewrite.Measure, j int) *big.Rat {
 	return mid.Add(mid, lower)
 }
 
-// quantileValue formats a released quantile as its output column's type.
+// quantileValue formats a released quantile as its output column's type
+// (NULL for a group refused by the PTR test).
 func quantileValue(o rewrite.Output, v *big.Rat) value {
+	if v == nil {
+		return value{null: true}
+	}
 	if o.PGType == "date" {
 		days := floorRatInt(v)
 		s := time.Unix(days*86400, 0).UTC().Format("2006-01-02")
@@ -257,6 +355,14 @@ func quantileValue(o rewrite.Output, v *big.Rat) value {
 // quantileErrorText is the NOTICE's accuracy statement for a quantile
 // output.
 func quantileErrorText(o rewrite.Output, m *quantileMech) string {
+	switch m.q.Method {
+	case rewrite.QuantileSmooth:
+		return fmt.Sprintf("smooth sensitivity (beta %s): noise scale depends on the data, at most ±%s (%s)",
+			num(m.q.Beta), num(m.HalfWidth(0.95)), o.Name)
+	case rewrite.QuantilePTR:
+		return fmt.Sprintf("propose-test-release (bound %s, NULL where the test refused): ±%s (%s)",
+			num(m.q.Bound), num(m.HalfWidth(0.95)), o.Name)
+	}
 	return fmt.Sprintf("exponential mechanism: ±%s ranks and bucket width %s (%s)",
 		num(m.HalfWidth(0.95)), exactNum(m.q.Width), o.Name)
 }
@@ -264,6 +370,16 @@ func quantileErrorText(o rewrite.Output, m *quantileMech) string {
 // quantileExplain is the EXPLAIN line of a quantile measure.
 func quantileExplain(i int, m *quantileMech) string {
 	q := m.q
+	switch q.Method {
+	case rewrite.QuantileSmooth:
+		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (smooth sensitivity, Laplace noise of scale 2·S/epsilon, beta=%s, epsilon per group=%s, delta=%s, worst-case half_width_95=%s)",
+			i, q.Func, exactNum(q.Q), m.measure.Column, exactNum(m.measure.Lower), exactNum(m.measure.Upper),
+			num(q.Beta), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
+	case rewrite.QuantilePTR:
+		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (propose-test-release, bound=%s, test threshold=%s, epsilon per group=%s split test/release, delta=%s, half_width_95=%s if released)",
+			i, q.Func, exactNum(q.Q), m.measure.Column, exactNum(m.measure.Lower), exactNum(m.measure.Upper),
+			num(q.Bound), num(m.ptrThreshold), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
+	}
 	return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (exponential mechanism over %d buckets of width %s, utility −|rank − q·n|, rank sensitivity=%s, epsilon per group=%s, rank_error_95=%s)",
 		i, q.Func, exactNum(q.Q), m.measure.Column, exactNum(m.measure.Lower), exactNum(m.measure.Upper), q.Buckets, exactNum(q.Width),
 		num(m.measure.LInf), num(m.groupEpsilon), num(m.HalfWidth(0.95)))
@@ -271,3 +387,111 @@ func quantileExplain(i int, m *quantileMech) string {
 
 // exactNum prints a public constant (a bound, a bucket width) exactly.
 func exactNum(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// releaseOrderStat releases a group by the smooth or ptr method from
+// "f;S" or "f;D" (rewrite/quantile_smooth.go).
+func (m *quantileMech) releaseOrderStat(raw *string) (*big.Rat, error) {
+	bad := pgerr.New(pgerr.InternalError, "internal error: upstream returned a malformed quantile summary")
+	if raw == nil {
+		// A group with no contributing unit: the summary of the empty
+		// group, as the SQL computes it for n = 0 (sentinels only).
+		e := emptySummary(m.measure)
+		raw = &e
+	}
+	fs, ss, ok := strings.Cut(*raw, ";")
+	f, ok1 := new(big.Rat).SetString(fs)
+	stat, ok2 := new(big.Rat).SetString(ss)
+	if !ok || !ok1 || !ok2 || stat.Sign() < 0 {
+		return nil, bad
+	}
+	var v *big.Rat
+	var err error
+	if m.q.Method == rewrite.QuantileSmooth {
+		v, err = m.smooth.Release(f, stat)
+	} else {
+		if !stat.IsInt() {
+			return nil, bad
+		}
+		// Test: D + Z > T, Z discrete Laplace of scale 2/ε_g.
+		var dt *big.Rat
+		dt, err = m.ptrTest.AddNoise(stat)
+		if err == nil {
+			if d, _ := dt.Float64(); !(d > m.ptrThreshold) {
+				return nil, nil // refused; the charge stands
+			}
+			v, err = m.ptrRelease.AddNoise(f)
+		}
+	}
+	if err != nil {
+		return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+	}
+	// Clamping to the policy bounds is post-processing.
+	lo, hi := new(big.Rat).SetFloat64(m.measure.Lower), new(big.Rat).SetFloat64(m.measure.Upper)
+	if v.Cmp(lo) < 0 {
+		v = lo
+	}
+	if v.Cmp(hi) > 0 {
+		v = hi
+	}
+	if !m.q.Cont && (m.q.Type == policy.TypeInt || m.q.Type == policy.TypeDate) {
+		// percentile_disc, MIN and MAX of an int or date column: the
+		// nearest integer (post-processing).
+		v = new(big.Rat).SetInt64(floorRatInt(new(big.Rat).Add(v, big.NewRat(1, 2))))
+	}
+	return v, nil
+}
+
+// deltaUsers counts the measures that take a share of δ.
+func deltaUsers(mechanism string, ms []rewrite.Measure) int {
+	n := 0
+	for _, m := range ms {
+		switch {
+		case m.Kind == rewrite.MeasureQuantile:
+			if m.Quantile != nil && m.Quantile.Method != rewrite.QuantileExponential {
+				n++
+			}
+		case mechanism == policy.MechanismGaussian:
+			n++
+		}
+	}
+	return n
+}
+
+// ptrRefused is the error of an ungrouped query whose PTR test refused (a
+// grouped query gets NULL in the refused groups instead). The outcome of
+// the test is itself differentially private, so it may be reported.
+func ptrRefused() error {
+	return pgerr.New("22000", "propose-test-release refused to answer: the data are not stable enough for the proposed sensitivity bound").
+		WithDetail("The privacy budget for this query stays charged.").
+		WithHint("SET dp.quantile_method = exponential, which needs no stability test, or use a larger dp.epsilon")
+}
+
+// emptySummary is the SQL's "f;S" or "f;D" for a group with n = 0: every
+// order statistic is a sentinel (x_i = lower for i < 1, upper for i > 0),
+// so f = upper for percentile_disc, MIN and MAX (a = 1), and for
+// percentile_cont with h = 1 − q, f = x_⌊h⌋ + (h − ⌊h⌋)(x_⌈h⌉ − x_⌊h⌋);
+// U_k = upper − lower for every k, so S = upper − lower and D = 0.
+func emptySummary(ms rewrite.Measure) string {
+	q := ms.Quantile
+	lower, upper := new(big.Rat).SetFloat64(ms.Lower), new(big.Rat).SetFloat64(ms.Upper)
+	f := new(big.Rat).Set(upper)
+	if q.Cont {
+		a, b := targetRanks(0, q.Q, true)
+		x := func(i int64) *big.Rat {
+			if i < 1 {
+				return lower
+			}
+			return upper
+		}
+		qr, _ := new(big.Rat).SetString(strconv.FormatFloat(q.Q, 'g', -1, 64))
+		h := new(big.Rat).Sub(big.NewRat(1, 1), qr)
+		d := new(big.Rat).Sub(x(b), x(a))
+		d.Mul(d, h.Sub(h, big.NewRat(a, 1)))
+		f = d.Add(d, x(a))
+	}
+	stat := "0"
+	if q.Method == rewrite.QuantileSmooth {
+		stat = new(big.Rat).Sub(upper, lower).RatString()
+	}
+	return f.RatString() + ";" + stat
+}

@@ -218,6 +218,9 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 				if err != nil {
 					return nil, err
 				}
+				if v == nil && len(plan.Keys) == 0 {
+					return nil, ptrRefused()
+				}
 				noisy[g][i] = v
 				continue
 			}
@@ -373,7 +376,7 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 		var lInf float64
 		switch ms.Kind {
 		case rewrite.MeasureQuantile:
-			qm, err := r.newQuantileMech(ms, table, plan.MaxGroupsPerUnit, epsilon)
+			qm, err := r.newQuantileMech(ms, table, plan.MaxGroupsPerUnit, epsilon, delta)
 			if err != nil {
 				return nil, err
 			}

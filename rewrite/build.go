@@ -214,6 +214,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		}
 	}
 	p.SQL = emitSQL(b.table, p, b.where)
+	p.table, p.where = b.table, b.where
 	p.Fingerprint = fingerprint(p)
 	return p, nil
 }

@@ -63,6 +63,11 @@ type Plan struct {
 	// Fingerprint is a hash of the canonical plan (not of the analyst's
 	// text): equal fingerprints mean equal emitted SQL and measures.
 	Fingerprint string
+
+	// table and where let WithQuantiles re-emit the SQL for another
+	// quantile method (not part of the canonical plan: the SQL is).
+	table *policy.Table
+	where pred
 }
 
 // Key is one GROUP BY key. A key with a public domain releases exactly the

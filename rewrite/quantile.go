@@ -336,6 +336,9 @@ func quantileFinalSQL(t *policy.Table, m Measure, arr string) string {
 	q := m.Quantile
 	lo, hi := boundConst(t, m), boundConstUpper(t, m)
 	values := "unnest(array_agg(" + arr + ")) AS dp_v"
+	if q.Method == QuantileSmooth || q.Method == QuantilePTR {
+		return orderStatSQL(m, lo, hi, values)
+	}
 	var bucket string
 	if q.Type == policy.TypeInt || q.Type == policy.TypeDate {
 		bucket = "LEAST(div(dp_v - " + lo + ", " + strconv.FormatFloat(q.Width, 'f', -1, 64) + "), " + strconv.Itoa(q.Buckets-1) + ")"

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"context"
 	"math"
 	"math/big"
 	"strconv"
@@ -8,16 +9,74 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
 )
 
-func hasQuantile(p *Plan) bool {
-	for _, m := range p.Measures {
-		if m.Kind == MeasureQuantile {
-			return true
-		}
+// quantileLoad fills visits with 800 patients of 1 to 4 visits each, in
+// distinct departments: within every limit of the hospital policy for
+// grouped and ungrouped queries alike (at most 4 rows per patient, at most
+// 1 per patient and department), so contribution bounding keeps every row
+// and the emitted SQL sees exactly the data PostgreSQL's own aggregates
+// see. Costs are skewed (products of uniforms) and 10% NULL.
+const quantileLoad = `SELECT setseed(0.42);
+INSERT INTO visits (visit_id, patient_id, visit_date, department, diagnosis, age, cost, length_of_stay)
+SELECT row_number() OVER (), p, DATE '2020-01-01' + floor(random() * 1827)::int, d, 'x', floor(random() * 111)::int,
+  CASE WHEN random() < 0.1 THEN NULL ELSE round((random() * random() * 20000)::numeric, 2) END, floor(random() * 61)::int
+FROM generate_series(1, 800) AS p,
+  LATERAL (SELECT d FROM unnest(ARRAY['cardiology','emergency','neurology','oncology','orthopedics','pediatrics','surgery']) AS d
+           ORDER BY random() + p * 0 LIMIT 1 + p % 4) AS dd`
+
+func quantileDatabase(t *testing.T, ctx context.Context) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
 	}
-	return false
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, quantileLoad); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// TestQuantile_Postgres is the differential test of the exponential
+// method: every accepted quantile golden runs on a real PostgreSQL with
+// data within the policy's limits and checkQuantileRows compares the
+// bucket counts with PostgreSQL's own answer.
+func TestQuantile_Postgres(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn := quantileDatabase(t, ctx)
+	n := 0
+	for _, gc := range loadGolden(t) {
+		if _, ok := gc.ar.files["want.sql"]; !ok || !strings.HasPrefix(gc.name, "quantile") {
+			continue
+		}
+		n++
+		t.Run(gc.name, func(t *testing.T) {
+			p, err := Rewrite(gc.ds, gc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			emitted, err := queryText(ctx, conn, p.SQL)
+			if err != nil {
+				t.Fatalf("emitted SQL failed: %v\n%s", err, p.SQL)
+			}
+			direct, err := queryText(ctx, conn, gc.query)
+			if err != nil {
+				t.Fatalf("analyst query failed on PostgreSQL: %v", err)
+			}
+			checkQuantileRows(t, p, emitted, direct)
+		})
+	}
+	if n < 3 {
+		t.Fatalf("only %d quantile goldens", n)
+	}
 }
 
 // checkQuantileRows compares, group by group, the emitted SQL's rows with
@@ -170,4 +229,133 @@ func pgQuantileNumber(t *testing.T, m Measure, v *string) float64 {
 		t.Fatalf("number %q: %v", *v, err)
 	}
 	return f
+}
+
+// TestQuantile_OrderStatsPostgres runs the smooth and ptr methods' SQL on a
+// real PostgreSQL loaded with data within the policy's limits (so bounding
+// keeps every row) and checks each group's "f;S" and "f;D" against an
+// independent computation in Go from the group's sorted values: f must be
+// PostgreSQL's own percentile_cont/percentile_disc/MIN/MAX (within 1e-9
+// relative for percentile_cont, which PostgreSQL computes in float8), S
+// the smooth bound max_k max(e^{−βk}, e^{−100})·U_k (within 1e-9 relative)
+// and D = min{k : U_k > b} exactly, with U_k = x_{b+R(k+1)} − x_{a−R(k+1)}
+// (quantile_smooth.go).
+func TestQuantile_OrderStatsPostgres(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn := quantileDatabase(t, ctx)
+	ds := loadHospital(t)
+	cases := []struct {
+		query, values string // values: per group key, the column's values
+	}{
+		{"SELECT department, percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits GROUP BY department",
+			"SELECT department, array_agg(cost::float8 ORDER BY cost) FROM visits WHERE patient_id IS NOT NULL AND cost IS NOT NULL GROUP BY 1"},
+		{"SELECT percentile_disc(0.9) WITHIN GROUP (ORDER BY age) FROM visits",
+			"SELECT '', array_agg(age::float8 ORDER BY age) FROM visits WHERE patient_id IS NOT NULL AND age IS NOT NULL"},
+		{"SELECT department, MIN(length_of_stay) FROM visits WHERE age > 30 GROUP BY department",
+			"SELECT department, array_agg(length_of_stay::float8 ORDER BY length_of_stay) FROM visits WHERE patient_id IS NOT NULL AND length_of_stay IS NOT NULL AND age > 30 GROUP BY 1"},
+		{"SELECT percentile_cont(0.25) WITHIN GROUP (ORDER BY cost) FROM visits WHERE department = 'surgery'",
+			"SELECT '', array_agg(cost::float8 ORDER BY cost) FROM visits WHERE patient_id IS NOT NULL AND cost IS NOT NULL AND department = 'surgery'"},
+	}
+	for _, tc := range cases {
+		base, err := Rewrite(ds, tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		direct, err := queryText(ctx, conn, tc.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pgValue := map[string]float64{}
+		for _, r := range direct {
+			k := ""
+			if len(r) == 2 {
+				k = *r[0]
+			}
+			pgValue[k] = pgQuantileNumber(t, base.Measures[0], r[len(r)-1])
+		}
+		vals := map[string][]float64{}
+		rows, err := conn.Query(ctx, tc.values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var k string
+			var v []float64
+			if err := rows.Scan(&k, &v); err != nil {
+				t.Fatal(err)
+			}
+			vals[k] = v
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, method := range []string{QuantileSmooth, QuantilePTR} {
+			p, err := base.WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			emitted, err := queryText(ctx, conn, p.SQL)
+			if err != nil {
+				t.Fatalf("%s: %v\n%s", method, err, p.SQL)
+			}
+			m := p.Measures[0]
+			for _, r := range emitted {
+				k := ""
+				if len(p.Keys) == 1 {
+					k = *r[0]
+				}
+				fs, stat, _ := strings.Cut(*r[len(p.Keys)], ";")
+				f, _ := strconv.ParseFloat(fs, 64)
+				if want := pgValue[k]; math.Abs(f-want) > 1e-9*math.Max(1, math.Abs(want)) {
+					t.Errorf("%s %q group %q: f = %v, PostgreSQL %v", method, tc.query, k, f, want)
+				}
+				a, b := orderStatRanks(m.Quantile, len(vals[k]))
+				x := func(i int64) float64 {
+					switch {
+					case i < 1:
+						return m.Lower
+					case i > int64(len(vals[k])):
+						return m.Upper
+					}
+					return vals[k][i-1]
+				}
+				r := int64(m.Quantile.Rows)
+				kmax := (int64(len(vals[k])) + r - 1) / r
+				got, _ := strconv.ParseFloat(stat, 64)
+				if method == QuantileSmooth {
+					want := 0.0
+					for kk := int64(0); kk <= kmax; kk++ {
+						w := math.Exp(math.Max(-m.Quantile.Beta*float64(kk), -100))
+						want = math.Max(want, w*(x(b+r*(kk+1))-x(a-r*(kk+1))))
+					}
+					if math.Abs(got-want) > 1e-9*want {
+						t.Errorf("%s group %q: S = %v, want %v", tc.query, k, got, want)
+					}
+					continue
+				}
+				want := kmax + 1
+				for kk := int64(0); kk <= kmax; kk++ {
+					if x(b+r*(kk+1))-x(a-r*(kk+1)) > m.Quantile.Bound {
+						want = kk
+						break
+					}
+				}
+				if got != float64(want) {
+					t.Errorf("%s group %q: D = %v, want %v", tc.query, k, got, want)
+				}
+			}
+		}
+	}
+}
+
+// orderStatRanks is [a, b] of quantile_smooth.go, in float arithmetic (the
+// test's fractions are exact in binary or give the same ranks).
+func orderStatRanks(q *Quantile, n int) (int64, int64) {
+	if q.Cont {
+		h := 1 + q.Q*float64(n-1)
+		return int64(math.Floor(h)), int64(math.Ceil(h))
+	}
+	m := max(1, int64(math.Ceil(q.Q*float64(n))))
+	return m, m
 }

@@ -1,0 +1,166 @@
+// Privacy-critical: needs DP review.
+
+package rewrite
+
+import (
+	"math"
+	"strconv"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// The smooth and ptr quantile methods (SET dp.quantile_method), see also
+// release/quantile.go and noise/smooth.go.
+//
+// # Order statistics and their stability
+//
+// Let x_1 ≤ … ≤ x_n be the group's clamped, bounded values, with the
+// sentinels x_i = lower for i < 1 and x_i = upper for i > n. The released
+// function f is PostgreSQL's quantile, x_a for percentile_disc/MIN/MAX
+// (a = b = max(1, ⌈q·n⌉)) and x_a + (h − a)(x_b − x_a) for percentile_cont
+// (h = 1 + q(n−1), a = ⌊h⌋, b = ⌈h⌉); so f(x) ∈ [x_a, x_b].
+//
+// After d added or removed values (A added, D removed), the order
+// statistics of y satisfy y_i ∈ [x_{i−A}, x_{i+D}], and a, b move by at most
+// A up and D down, so f(y) ∈ [x_{a−d}, x_{b+d}]. One unit adds or removes at
+// most R = max_rows_per_unit values of a group, hence, with
+//
+//	U_k(x) = x_{b+R(k+1)} − x_{a−R(k+1)}    (k ≥ 0)
+//
+// the local sensitivity at distance k units (the largest local sensitivity
+// of a database k units away) is at most U_k(x), and U_k(y) ≤ U_{k+1}(x) for
+// neighbours y of x. U is computed in SQL from the sorted values.
+//
+// Smooth sensitivity (Nissim, Raskhodnikova, Smith 2007, Def. 2.1 and
+// Prop. 2.2-style construction): S(x) = max_{k≥0} w_k·U_k(x), with
+// w_k = max(e^{−βk}, e^{−100}). S ≥ U_0 ≥ LS, and S(y) ≤ max_k w_k U_{k+1}(x)
+// ≤ e^β·S(x) because w_k ≤ e^β·w_{k+1}: S is a β-smooth upper bound. (The
+// floor e^{−100} keeps the SQL's exp away from underflow and only makes S
+// larger.) The maximum runs over k = 0 … ⌈n/R⌉, after which both ends are
+// sentinels and U_k = upper − lower is constant.
+//
+// Propose-Test-Release (Dwork and Lei 2009): for the proposed bound b the
+// SQL computes D(x) = min{k ≥ 0 : U_k(x) > b}. If U_k(x) ≤ b for k < D(x)
+// then every database within D(x) − 1 units has local sensitivity ≤ b, and
+// D(y) ≥ D(x) − 1 for neighbours (from U_k(y) ≤ U_{k+1}(x)): D has
+// sensitivity 1. D(x) ≥ 1 implies LS(x) ≤ U_0(x) ≤ b. Since b < upper −
+// lower, U_k > b once both ends are sentinels, so D ≤ ⌈n/R⌉.
+//
+// The SQL returns "f;S" (smooth) or "f;D" (ptr) per group, as text.
+
+// ptrBoundFraction is the ptr method's proposed local-sensitivity bound as
+// a fraction of upper − lower: the noise of a release that passes the test
+// is Laplace of scale b/ε₂. A data-independent proposal; the test checks
+// it against the data.
+const ptrBoundFraction = 1.0 / 64
+
+// smoothExpFloor is −100: the floor of the exponent of the weights w_k.
+const smoothExpFloor = "-100"
+
+// WithQuantiles returns the plan with its quantile measures answered by the
+// given method (QuantileExponential, QuantileSmooth or QuantilePTR), for a
+// query run with the given ε, δ and noise mechanism, with the SQL emitted
+// again. Plans without quantiles are returned as they are. The smooth and
+// ptr methods need 0 < δ < 1.
+//
+// Their parameters follow the budget split of release/quantile.go: ε is
+// split equally over the plan's m measures and δ equally over the measures
+// that use δ (smooth and ptr quantiles, and every other measure under the
+// Gaussian mechanism); each group of a measure gets 1/L0 of its share. The
+// smoothing parameter is β = ε_g/(2 ln(2/δ_g)), lowered by a relative 10⁻⁹
+// so that it never exceeds what release computes (release checks).
+func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism string) (*Plan, error) {
+	switch method {
+	case "":
+		method = DefaultQuantileMethod
+	case QuantileExponential, QuantileSmooth, QuantilePTR:
+	default:
+		return nil, pgerr.New(pgerr.InvalidParameterValue, "unknown quantile method %q", method).
+			WithHint("SET dp.quantile_method = exponential, smooth or ptr")
+	}
+	n, nDelta := 0, 0
+	for _, m := range p.Measures {
+		if m.Kind == MeasureQuantile {
+			n++
+			if method != QuantileExponential {
+				nDelta++
+			}
+		} else if mechanism == policy.MechanismGaussian {
+			nDelta++
+		}
+	}
+	if n == 0 {
+		return p, nil
+	}
+	if method != QuantileExponential && !(delta > 0 && delta < 1) {
+		return nil, pgerr.New(pgerr.InvalidParameterValue, "quantile method %s needs 0 < dp.delta < 1", method).
+			WithHint("SET dp.delta = 1e-7, or SET dp.quantile_method = exponential (pure ε)")
+	}
+	if p.table == nil {
+		return nil, pgerr.New(pgerr.InternalError, "internal error: plan cannot be re-emitted")
+	}
+	if !(epsilon > 0) || math.IsInf(epsilon, 0) {
+		return nil, pgerr.New(pgerr.InvalidParameterValue, "dp.epsilon must be a positive number").WithHint("SET dp.epsilon = 0.1")
+	}
+	c := *p
+	c.Measures = append([]Measure(nil), p.Measures...)
+	l0 := float64(max(1, p.MaxGroupsPerUnit))
+	for i, m := range c.Measures {
+		if m.Kind != MeasureQuantile {
+			continue
+		}
+		q := *m.Quantile
+		q.Method, q.Beta, q.Bound = method, 0, 0
+		switch method {
+		case QuantileSmooth:
+			eg := epsilon / float64(len(p.Measures)) / l0
+			dg := delta / float64(nDelta) / l0
+			q.Beta = eg / (2 * math.Log(2/dg)) * (1 - 1e-9)
+		case QuantilePTR:
+			q.Bound = (m.Upper - m.Lower) * ptrBoundFraction
+		}
+		c.Measures[i].Quantile = &q
+	}
+	c.SQL = emitSQL(p.table, &c, p.where)
+	c.Fingerprint = fingerprint(&c)
+	return &c, nil
+}
+
+// DefaultQuantileMethod is the method used without SET
+// dp.quantile_method: the most accurate one in BENCHMARKS.md.
+const DefaultQuantileMethod = QuantileExponential
+
+// orderStatSQL summarises the group's sorted values for the smooth and ptr
+// methods as "f;S" or "f;D" (see the file comment). values is the FROM
+// item unnesting the group's kept values as dp_v.
+func orderStatSQL(m Measure, lo, hi, values string) string {
+	q := m.Quantile
+	qs := "(" + strconv.FormatFloat(q.Q, 'g', -1, 64) + ")::numeric"
+	r := strconv.Itoa(q.Rows)
+	// x(i) with the sentinels lower (i < 1) and upper (i > n).
+	x := func(i string) string {
+		return "(CASE WHEN " + i + " < 1 THEN " + lo + " WHEN " + i + " > dp_n THEN " + hi + " ELSE dp_s[(" + i + ")::int] END)"
+	}
+	var ab, f string
+	if q.Cont {
+		ab = "FLOOR(1 + " + qs + " * (dp_n - 1)) AS dp_a, CEIL(1 + " + qs + " * (dp_n - 1)) AS dp_b, 1 + " + qs + " * (dp_n - 1) AS dp_h"
+		f = x("dp_a") + " + (dp_h - dp_a) * (" + x("dp_b") + " - " + x("dp_a") + ")"
+	} else {
+		ab = "GREATEST(1, CEIL(" + qs + " * dp_n)) AS dp_a, GREATEST(1, CEIL(" + qs + " * dp_n)) AS dp_b, 0 AS dp_h"
+		f = x("dp_a")
+	}
+	uk := "(" + x("dp_b + "+r+" * (dp_k + 1)") + " - " + x("dp_a - "+r+" * (dp_k + 1)") + ")"
+	ks := "generate_series(0, CEIL(dp_n::numeric / " + r + ")::int) AS dp_k"
+	var stat string
+	if q.Method == QuantileSmooth {
+		beta := "(" + strconv.FormatFloat(q.Beta, 'g', -1, 64) + ")::numeric"
+		stat = "(SELECT MAX(EXP(GREATEST(-" + beta + " * dp_k, " + smoothExpFloor + ")) * " + uk + ") FROM " + ks + ")"
+	} else {
+		bound := "(" + strconv.FormatFloat(q.Bound, 'g', -1, 64) + ")::numeric"
+		stat = "(SELECT COALESCE(MIN(dp_k), CEIL(dp_n::numeric / " + r + ") + 1) FROM " + ks + " WHERE " + uk + " > " + bound + ")"
+	}
+	return "(SELECT (" + f + ")::text || ';' || " + stat + "::text FROM (SELECT dp_s, dp_n, " + ab +
+		" FROM (SELECT array_agg(dp_v ORDER BY dp_v) FILTER (WHERE dp_v IS NOT NULL) AS dp_s, COUNT(dp_v) AS dp_n FROM " + values +
+		") AS dp_sorted) AS dp_r)"
+}
