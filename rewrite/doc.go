@@ -50,6 +50,13 @@
 //	              (bounded after the join by bounds.go) or, for key joins,
 //	              the elastic SQL that bounds rows per unit and per join
 //	              value before the join, with sensitivity E·M.
+//	quantile.go   Privacy-critical: percentile_cont/percentile_disc WITHIN
+//	              GROUP, MIN and MAX as quantile measures; the SQL that
+//	              returns per group the bucket counts of the bounded values
+//	              (exponential method).
+//	quantile_smooth.go  Privacy-critical: the smooth and ptr methods
+//	              (Plan.WithQuantiles): f, the smooth bound S or the
+//	              distance D, computed in SQL from order statistics.
 //
 // # Verification
 //
@@ -113,7 +120,10 @@
 // SELECT of public-domain keys and COUNT(*), COUNT(col), COUNT(DISTINCT
 // unit_column), SUM(col), AVG(col), VAR_POP, VAR_SAMP, VARIANCE, STDDEV,
 // STDDEV_POP, STDDEV_SAMP (with PostgreSQL's meanings: variance = var_samp,
-// stddev = stddev_samp) from one protected table, with WHERE over column-vs-literal conditions,
+// stddev = stddev_samp), percentile_cont(q)/percentile_disc(q) WITHIN GROUP
+// (ORDER BY col), MIN(col) and MAX(col) (quantiles, answered up to the
+// noise and a bucket width, quantile.go) from one protected table, with
+// WHERE over column-vs-literal conditions,
 // GROUP BY public-domain columns (by name, alias or position), ORDER BY
 // outputs, LIMIT/OFFSET (applied downstream to noisy rows). On data within
 // the policy's bounds and contribution limits, the emitted SQL computes
