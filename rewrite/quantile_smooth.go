@@ -138,7 +138,14 @@ func orderStatSQL(m Measure, lo, hi, values string) string {
 	q := m.Quantile
 	qs := "(" + strconv.FormatFloat(q.Q, 'g', -1, 64) + ")::numeric"
 	r := strconv.Itoa(q.Rows)
-	// x(i) with the sentinels lower (i < 1) and upper (i > n).
+	// x(i) with the sentinels lower (i < 1) and upper (i > n). The sorted
+	// values are a float8 array: its elements have a fixed length, so
+	// dp_s[i] is found in constant time (in a numeric array each access
+	// walks the array from its start: quadratic time). The conversion is a
+	// fixed, monotone map of each value, so everything below is computed
+	// on transformed data with the same bounds; PostgreSQL's
+	// percentile_cont computes in float8 too.
+	lo, hi = lo+"::float8", hi+"::float8"
 	x := func(i string) string {
 		return "(CASE WHEN " + i + " < 1 THEN " + lo + " WHEN " + i + " > dp_n THEN " + hi + " ELSE dp_s[(" + i + ")::int] END)"
 	}
@@ -150,7 +157,7 @@ func orderStatSQL(m Measure, lo, hi, values string) string {
 		ab = "GREATEST(1, CEIL(" + qs + " * dp_n)) AS dp_a, GREATEST(1, CEIL(" + qs + " * dp_n)) AS dp_b, 0 AS dp_h"
 		f = x("dp_a")
 	}
-	uk := "(" + x("dp_b + "+r+" * (dp_k + 1)") + " - " + x("dp_a - "+r+" * (dp_k + 1)") + ")"
+	uk := "(" + x("dp_b + "+r+" * (dp_k + 1)") + " - " + x("dp_a - "+r+" * (dp_k + 1)") + ")::numeric"
 	ks := "generate_series(0, CEIL(dp_n::numeric / " + r + ")::int) AS dp_k"
 	var stat string
 	if q.Method == QuantileSmooth {
@@ -161,6 +168,6 @@ func orderStatSQL(m Measure, lo, hi, values string) string {
 		stat = "(SELECT COALESCE(MIN(dp_k), CEIL(dp_n::numeric / " + r + ") + 1) FROM " + ks + " WHERE " + uk + " > " + bound + ")"
 	}
 	return "(SELECT (" + f + ")::text || ';' || " + stat + "::text FROM (SELECT dp_s, dp_n, " + ab +
-		" FROM (SELECT array_agg(dp_v ORDER BY dp_v) FILTER (WHERE dp_v IS NOT NULL) AS dp_s, COUNT(dp_v) AS dp_n FROM " + values +
+		" FROM (SELECT array_agg(dp_v::float8 ORDER BY dp_v) FILTER (WHERE dp_v IS NOT NULL) AS dp_s, COUNT(dp_v) AS dp_n FROM " + values +
 		") AS dp_sorted) AS dp_r)"
 }
