@@ -2,7 +2,9 @@ package rewrite
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"math/big"
 	"strconv"
 	"strings"
@@ -358,4 +360,154 @@ func orderStatRanks(q *Quantile, n int) (int64, int64) {
 	}
 	m := max(1, int64(math.Ceil(q.Q*float64(n))))
 	return m, m
+}
+
+// TestAudit_QuantileSmoothPTR is the neighbouring-database check of the
+// smooth and ptr methods: for each quantile golden, D is the audit's data
+// (within limits) and D' = D plus one adversarial unit (rows at the
+// extremes and typical ones, beyond every limit). Per group, with f, S, D
+// the SQL's summaries (quantile_smooth.go), it asserts what the privacy
+// proofs use:
+//
+//   - |f(D) − f(D')| ≤ S(D) and ≤ S(D') (S bounds the local sensitivity);
+//   - S(D') ≤ e^β·S(D) and S(D) ≤ e^β·S(D') (β-smoothness);
+//   - |D(D) − D(D')| ≤ 1 (the distance has sensitivity 1);
+//   - at most Plan.MaxGroupsPerUnit groups change.
+func TestAudit_QuantileSmoothPTR(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ds := loadHospital(t)
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rng := rand.New(rand.NewPCG(5, 9))
+	tb := ds.Tables["visits"]
+	a := newAuditTable(tb)
+	if _, err := conn.Exec(ctx, a.createSQL()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.load(ctx, conn, rng, 60); err != nil {
+		t.Fatal(err)
+	}
+	summaries := func(q interface {
+		Query(context.Context, string, ...any) (pgx.Rows, error)
+	}, p *Plan) (map[string][][2]float64, error) {
+		rows, err := q.Query(ctx, p.SQL, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		out := map[string][][2]float64{}
+		nk := len(p.Keys)
+		for rows.Next() {
+			raw := rows.RawValues()
+			var key []string
+			for _, v := range raw[:nk] {
+				key = append(key, string(v))
+			}
+			var ms [][2]float64
+			for _, v := range raw[nk:] {
+				fs, ss, ok := strings.Cut(string(v), ";")
+				f, err1 := strconv.ParseFloat(fs, 64)
+				s, err2 := strconv.ParseFloat(ss, 64)
+				if !ok || err1 != nil || err2 != nil {
+					return nil, fmt.Errorf("summary %q", v)
+				}
+				ms = append(ms, [2]float64{f, s})
+			}
+			out[strings.Join(key, "\x00")] = ms
+		}
+		return out, rows.Err()
+	}
+	audited := 0
+	for _, gc := range loadGolden(t) {
+		if _, own := gc.ar.files["policy.yaml"]; own || !strings.HasPrefix(gc.name, "quantile") {
+			continue
+		}
+		base, err := Rewrite(gc.ds, gc.query)
+		if err != nil || base.Table != "visits" {
+			continue
+		}
+		for _, method := range []string{QuantileSmooth, QuantilePTR} {
+			p, err := base.WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			onlyQuantiles := true
+			for _, m := range p.Measures {
+				onlyQuantiles = onlyQuantiles && m.Kind == MeasureQuantile
+			}
+			if !onlyQuantiles {
+				// The other measures are audited by TestAudit_Sensitivity;
+				// here every measure must be a summary.
+				sub := *p
+				sub.Measures, sub.Outputs = nil, nil
+				for _, m := range p.Measures {
+					if m.Kind == MeasureQuantile {
+						sub.Measures = append(sub.Measures, m)
+					}
+				}
+				sub.SQL = emitSQL(p.table, &sub, p.where)
+				p = &sub
+			}
+			audited++
+			d, err := summaries(conn, p)
+			if err != nil {
+				t.Fatalf("%s %s on D: %v", gc.name, method, err)
+			}
+			for run := 0; run < auditRuns; run++ {
+				tx, err := conn.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ins := range a.adversaryInserts(rng, sqlLiteral(a.unitValue(1_000_000+run))) {
+					if _, err := tx.Exec(ctx, ins); err != nil {
+						_ = tx.Rollback(ctx)
+						t.Fatal(err)
+					}
+				}
+				d2, err := summaries(tx, p)
+				_ = tx.Rollback(ctx)
+				if err != nil {
+					t.Fatalf("%s %s on D': %v", gc.name, method, err)
+				}
+				changed := 0
+				for k, x2 := range d2 {
+					x, ok := d[k]
+					if !ok {
+						// A group new in D' is compared with the empty
+						// group's summary: only possible when D had no row.
+						changed++
+						continue
+					}
+					ch := false
+					for i, m := range p.Measures {
+						f, s, f2, s2 := x[i][0], x[i][1], x2[i][0], x2[i][1]
+						if f != f2 || s != s2 {
+							ch = true
+						}
+						if method == QuantileSmooth {
+							eb := math.Exp(m.Quantile.Beta) * (1 + 1e-12)
+							if math.Abs(f-f2) > math.Min(s, s2)*(1+1e-12) || s2 > eb*s || s > eb*s2 {
+								t.Errorf("%s smooth group %q: f %v→%v, S %v→%v (β=%v)", gc.name, k, f, f2, s, s2, m.Quantile.Beta)
+							}
+						} else if math.Abs(s-s2) > 1 {
+							t.Errorf("%s ptr group %q: D %v→%v", gc.name, k, s, s2)
+						}
+					}
+					if ch {
+						changed++
+					}
+				}
+				if changed > p.MaxGroupsPerUnit {
+					t.Errorf("%s %s: %d groups changed > L0 %d", gc.name, method, changed, p.MaxGroupsPerUnit)
+				}
+			}
+		}
+	}
+	if audited < 4 {
+		t.Fatalf("only %d quantile plans audited", audited)
+	}
 }
