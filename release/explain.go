@@ -80,11 +80,19 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	if del > 0 {
 		cost += fmt.Sprintf(" delta=%s", num(del))
 	}
-	cost += fmt.Sprintf(" (split equally: epsilon=%s", num(ms[0].mech.Epsilon()))
+	cost += fmt.Sprintf(" (split equally: epsilon=%s per measurement", num(ms[0].mech.Epsilon()))
 	if del > 0 {
-		cost += fmt.Sprintf(" delta=%s", num(ms[0].mech.Delta()))
+		// δ goes only to the measurements that use it (release/quantile.go).
+		users, share := 0, 0.0
+		for _, m := range ms {
+			if d := m.mech.Delta(); d > 0 {
+				users, share = users+1, d
+			}
+		}
+		if users > 0 {
+			cost += fmt.Sprintf(", delta=%s to each of the %d measurements that use it", num(share), users)
+		}
 	}
-	cost += " per measurement"
 	if sel != nil {
 		cost += fmt.Sprintf(", threshold delta=%s", num(sel.delta))
 	}

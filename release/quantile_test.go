@@ -308,3 +308,28 @@ func TestRun_QuantilePTRGrouped(t *testing.T) {
 }
 
 func ratF(r *big.Rat) float64 { f, _ := r.Float64(); return f }
+
+// TestExplain_QuantileSmoothDeltaSplit: δ goes only to the measurements
+// that use it, and EXPLAIN says so.
+func TestExplain_QuantileSmoothDeltaSplit(t *testing.T) {
+	ds := loadPolicy(t)
+	p, err := quantilePlan(t, ds, "SELECT COUNT(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits").
+		WithQuantiles(rewrite.QuantileSmooth, 1, 1e-6, policy.MechanismLaplace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows, err := Explain(ds, p, 1, 1e-6, policy.MechanismLaplace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, r := range rows {
+		all = append(all, *r[0])
+	}
+	text := strings.Join(all, "\n")
+	for _, want := range []string{"Cost: epsilon=1 delta=1e-06", "epsilon=0.5 per measurement, delta=1e-06 to each of the 1 measurements that use it", "smooth sensitivity, Laplace noise of scale 2·S/epsilon"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("EXPLAIN lacks %q:\n%s", want, text)
+		}
+	}
+}
