@@ -318,7 +318,8 @@ func runAudit(ctx context.Context, q interface {
 		}
 		var ms []*big.Rat
 		for i, v := range raw[nk:] {
-			if m := p.Measures[i]; m.Kind == MeasureQuantile {
+			if i < len(p.Measures) && p.Measures[i].Kind == MeasureQuantile {
+				m := p.Measures[i]
 				h, err := auditHistogram(string(v), m.Quantile.Buckets)
 				if err != nil {
 					return nil, fmt.Errorf("measure %d of group %q: %v", i, key, err)

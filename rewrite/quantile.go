@@ -192,7 +192,7 @@ func (b *builder) orderedSet(fc *ast.FuncCallExpr, fn string) (aggSpec, Output, 
 	if !ok {
 		return aggSpec{}, Output{}, b.errAt(fc, pgerr.FeatureNotSupported, "WITHIN GROUP orders by a plain column only").WithHint("%s", quantileHint)
 	}
-	return b.quantileOf(c, fn, q, fn == "percentile_cont")
+	return b.quantileOf(c, fn, q, fn == "percentile_cont", "")
 }
 
 // minMax plans MIN(col) and MAX(col) as the quantiles 0 and 1
@@ -215,11 +215,17 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 	if fn == "max" {
 		q = 1
 	}
-	return b.quantileOf(c, fn, q, false)
+	// MIN(col) FILTER (WHERE cond): only the rows that satisfy cond take
+	// part (the emitter's row value is NULL elsewhere, bounds.go).
+	filter, err := b.aggFilter(x)
+	if err != nil {
+		return aggSpec{}, Output{}, err
+	}
+	return b.quantileOf(c, fn, q, false, filter)
 }
 
 // quantileOf checks the column and adds the quantile measure.
-func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont bool) (aggSpec, Output, error) {
+func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont bool, filter string) (aggSpec, Output, error) {
 	shown := strings.ToUpper(fn)
 	if b.join != nil {
 		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s over a join is not supported yet", shown).
@@ -255,14 +261,14 @@ func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont b
 	}
 	lower, upper := ci.col.LowerNum, ci.col.UpperNum
 	buckets, width := quantileGrid(typ, lower, upper)
-	m := Measure{Kind: MeasureQuantile, Column: ci.name, Lower: lower, Upper: upper, Quantile: &Quantile{
+	m := Measure{Kind: MeasureQuantile, Column: ci.name, Lower: lower, Upper: upper, Filter: filter, Quantile: &Quantile{
 		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
 		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
 	}}
 	m = measureBounds(b.table, m, ci.col)
 	idx := -1
 	for i, have := range b.measures {
-		if have.Kind == MeasureQuantile && have.Column == m.Column && *have.Quantile == *m.Quantile {
+		if have.Kind == MeasureQuantile && have.Column == m.Column && have.Filter == m.Filter && *have.Quantile == *m.Quantile {
 			idx = i
 		}
 	}
@@ -274,7 +280,7 @@ func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont b
 	if !cont {
 		pgType = quantilePGType(typ)
 	}
-	spec := aggSpec{fn: fn + "(" + strconv.FormatFloat(q, 'g', -1, 64) + ")", col: ci.name}
+	spec := aggSpec{fn: fn + "(" + strconv.FormatFloat(q, 'g', -1, 64) + ")", col: ci.name, filter: filter}
 	return spec, Output{Name: fn, Kind: OutputQuantile, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
 }
 
