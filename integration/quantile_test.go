@@ -22,7 +22,7 @@ func TestPsql_Quantiles(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("psql exit %d: %s", code, errOut)
 	}
-	if !regexp.MustCompile(`exponential mechanism: ±[0-9.]+ ranks and bucket width 78\.125 \(median\), exponential mechanism: ±[0-9.]+ ranks and bucket width 1 \(min\), exponential mechanism: ±[0-9.]+ ranks and bucket width 8 \(percentile_disc\)`).MatchString(errOut) {
+	if !regexp.MustCompile(`exponential mechanism: ±[0-9.]+ ranks and bucket width 78\.125 \(median, epsilon 0\.0666+7?\), exponential mechanism: ±[0-9.]+ ranks and bucket width 1 \(min, epsilon 0\.0666+7?\), exponential mechanism: ±[0-9.]+ ranks and bucket width 8 \(percentile_disc, epsilon 0\.0666+7?\)`).MatchString(errOut) {
 		t.Fatalf("psql stderr = %q, want the quantile NOTICE", errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")

@@ -398,7 +398,7 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 		case rewrite.OutputVariance:
 			h = varHalfWidth(o, ms, noisy)
 		case rewrite.OutputQuantile:
-			parts = append(parts, quantileErrorText(o, ms[o.Measure].quant))
+			parts = append(parts, quantileErrorText(o, ms[o.Measure].quant, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
 			continue
 		}
 		width := "±" + num(h)

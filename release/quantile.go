@@ -354,17 +354,17 @@ func quantileValue(o rewrite.Output, v *big.Rat) value {
 
 // quantileErrorText is the NOTICE's accuracy statement for a quantile
 // output.
-func quantileErrorText(o rewrite.Output, m *quantileMech) string {
+func quantileErrorText(o rewrite.Output, m *quantileMech, cost string) string {
 	switch m.q.Method {
 	case rewrite.QuantileSmooth:
-		return fmt.Sprintf("smooth sensitivity (beta %s): noise scale depends on the data, at most ±%s (%s)",
-			num(m.q.Beta), num(m.HalfWidth(0.95)), o.Name)
+		return fmt.Sprintf("smooth sensitivity (beta %s): noise scale depends on the data, at most ±%s (%s, %s)",
+			num(m.q.Beta), num(m.HalfWidth(0.95)), o.Name, cost)
 	case rewrite.QuantilePTR:
-		return fmt.Sprintf("propose-test-release (bound %s, NULL where the test refused): ±%s (%s)",
-			num(m.q.Bound), num(m.HalfWidth(0.95)), o.Name)
+		return fmt.Sprintf("propose-test-release (bound %s, NULL where the test refused): ±%s (%s, %s)",
+			num(m.q.Bound), num(m.HalfWidth(0.95)), o.Name, cost)
 	}
-	return fmt.Sprintf("exponential mechanism: ±%s ranks and bucket width %s (%s)",
-		num(m.HalfWidth(0.95)), exactNum(m.q.Width), o.Name)
+	return fmt.Sprintf("exponential mechanism: ±%s ranks and bucket width %s (%s, %s)",
+		num(m.HalfWidth(0.95)), exactNum(m.q.Width), o.Name, cost)
 }
 
 // quantileExplain is the EXPLAIN line of a quantile measure.

@@ -178,7 +178,7 @@ func TestRun_Quantile(t *testing.T) {
 			t.Errorf("event %+v: want ε = 10000 (a third of the query's), δ = 0", e)
 		}
 	}
-	for _, want := range []string{"exponential mechanism: ±", "bucket width 78.125 (percentile_cont)", "bucket width 8 (q1)"} {
+	for _, want := range []string{"exponential mechanism: ±", "bucket width 78.125 (percentile_cont, epsilon 10000)", "bucket width 8 (q1, epsilon 10000)"} {
 		if !strings.Contains(res.Notice, want) {
 			t.Errorf("Notice %q lacks %q", res.Notice, want)
 		}

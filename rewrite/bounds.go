@@ -227,12 +227,12 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		final = append(final, k+"::text")
 	}
 	for i, m := range p.Measures {
+		mcols = append(mcols, "dp_m"+strconv.Itoa(i))
 		if m.Kind == MeasureQuantile {
 			final = append(final, quantileFinalSQL(t, m, "dp_m"+strconv.Itoa(i)))
 			continue
 		}
 		final = append(final, "SUM(dp_m"+strconv.Itoa(i)+")::text")
-		mcols = append(mcols, "dp_m"+strconv.Itoa(i))
 	}
 	if p.PrivateGroups() {
 		// Partition selection: each dp_ranked row is one (unit, group)
