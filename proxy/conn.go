@@ -35,6 +35,7 @@ type conn struct {
 	netConn   net.Conn // the socket, or the TLS connection over it
 	tls       bool
 	be        *pgproto3.Backend
+	fr        *frameReader // the Backend's reader after start-up
 	log       *zap.Logger
 	overLimit bool
 
@@ -290,7 +291,8 @@ func cutNul(b []byte) (string, []byte, bool) {
 // startup authenticates the client, checks the dataset, sets up the session
 // and sends the ParameterStatus set, BackendKeyData and ReadyForQuery.
 func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
-	c.be = pgproto3.NewBackend(c.netConn, c.netConn)
+	c.fr = newFrameReader(c.netConn)
+	c.be = pgproto3.NewBackend(c.fr, c.netConn)
 	c.be.SetMaxBodyLen(c.srv.cfg.MaxStartupMessage)
 	if c.overLimit {
 		return pgerr.New(pgerr.TooManyConnections, "sorry, too many clients already")
@@ -368,7 +370,16 @@ func (c *conn) loop(ctx context.Context) {
 			return
 		}
 		msg, err := c.be.Receive()
+		if err == nil && !wellSized(msg, c.fr.size) {
+			err = errMalformed
+		}
 		if err != nil {
+			if typ, ok := c.fr.decodeFailed(); ok {
+				if c.malformed(ctx, typ) {
+					continue
+				}
+				return
+			}
 			c.receiveFailed(err)
 			return
 		}
@@ -420,6 +431,8 @@ func (c *conn) receiveFailed(err error) {
 		c.fatal(pgerr.New(idleSessionTimeout, "terminating connection due to idle-session timeout"))
 	case isDisconnect(err):
 		c.log.Debug("client went away", zap.Error(err))
+	case c.fr != nil && c.fr.bad:
+		c.fatal(pgerr.New(pgerr.ProtocolViolation, "invalid message length"))
 	default:
 		c.fatal(pgerr.New(pgerr.ProtocolViolation, "invalid message from client").Wrap(err))
 	}

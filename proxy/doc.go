@@ -14,6 +14,10 @@
 //     through a recover so that a panic closes that connection only (with a
 //     FATAL XX000 written straight to the socket, never a partial reply),
 //     MaxConnections (53300 beyond it), and the drain on shutdown.
+//   - frame.go: framing of the message stream after start-up. A message
+//     read whole but malformed gets ERROR 08P01 and the session goes on,
+//     as in PostgreSQL (postgres.c); only a message that cannot be framed
+//     or an unknown type ends it with FATAL 08P01.
 //   - conn.go: start-up. SSLRequest (TLS when Config.TLS is set, else 'N'),
 //     GSSENCRequest ('N'), CancelRequest, StartupMessage (protocol 3.0; a
 //     newer 3.x minor gets NegotiateProtocolVersion), with a bound on the

@@ -89,7 +89,7 @@ func (c *conn) extended(ctx context.Context, msg pgproto3.FrontendMessage) {
 	case *pgproto3.Execute:
 		err = c.execute(ctx, m)
 	case *pgproto3.Close:
-		c.closeObject(m)
+		err = c.closeObject(m)
 	}
 	if err != nil {
 		c.sendError(err)
@@ -530,7 +530,7 @@ func (c *conn) encodeResult(rs *resultSet, formats []int16) (*bufferedResult, er
 	return br, nil
 }
 
-func (c *conn) closeObject(m *pgproto3.Close) {
+func (c *conn) closeObject(m *pgproto3.Close) error {
 	switch m.ObjectType {
 	case 'S':
 		if ps, ok := c.stmts[m.Name]; ok {
@@ -543,7 +543,10 @@ func (c *conn) closeObject(m *pgproto3.Close) {
 		}
 	case 'P':
 		delete(c.portals, m.Name)
+	default:
+		return pgerr.New(pgerr.ProtocolViolation, "invalid CLOSE message subtype %d", m.ObjectType)
 	}
 	// Closing something that does not exist is not an error.
 	c.be.Send(&pgproto3.CloseComplete{})
+	return nil
 }

@@ -155,7 +155,7 @@ type serverOpts struct {
 // with the same policy) on a loopback port. Analysts: alice (plain
 // password "alice", all datasets), bob (SCRAM verifier of "bob-secret",
 // hospital only), carol (clinic only).
-func startServer(t *testing.T, o serverOpts) *testServer {
+func startServer(t testing.TB, o serverOpts) *testServer {
 	t.Helper()
 	hosp := hospitalPolicy(t)
 	clinic := *hosp

@@ -23,6 +23,7 @@ const (
 	logKeyDuration    = "duration"
 	logKeyTLS         = "tls"
 	logKeyApplication = "application_name"
+	logKeyMessage     = "message_type"
 )
 
 // maxDebugQuery is how much statement text a Debug log line carries.
