@@ -32,6 +32,13 @@ import (
 // address.
 func extraConfig(t *testing.T) (string, string) {
 	t.Helper()
+	return extraConfigWith(t, nil)
+}
+
+// extraConfigWith is extraConfig with a change to the config (e.g. more
+// analysts, another upstream) made before it is written.
+func extraConfigWith(t *testing.T, mutate func(cfg map[string]any)) (string, string) {
+	t.Helper()
 	raw, err := os.ReadFile(filepath.Join(env.dataDir, "dpproxy.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -55,6 +62,9 @@ func extraConfig(t *testing.T) (string, string) {
 	}
 	for _, a := range []string{"carol", "dave"} {
 		analysts[a] = map[string]any{"password": "plain:" + a}
+	}
+	if mutate != nil {
+		mutate(cfg)
 	}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {

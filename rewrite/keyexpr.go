@@ -190,9 +190,24 @@ func keySQL(k Key) string {
 	c := quoteIdent(k.Column)
 	switch k.Func {
 	case "width_bucket":
-		return "width_bucket(" + c + "::numeric, " + numericConst(k.Args[0]) + ", " + numericConst(k.Args[1]) + ", " + k.Args[2] + ")"
+		// NaN would make width_bucket raise 2201G on that row (an error
+		// that depends on the data): NULLIF turns it into NULL, outside
+		// the domain. ±Infinity fall in buckets 0 and count+1.
+		return "width_bucket(NULLIF(" + c + "::numeric, 'NaN'), " + numericConst(k.Args[0]) + ", " + numericConst(k.Args[1]) + ", " + k.Args[2] + ")"
 	case "date_trunc":
-		return "date_trunc(" + quoteString(k.Args[0]) + ", " + c + ")::date"
+		// date_trunc casts the date to timestamptz, which raises 22008
+		// for dates after 294276 AD: only dates from the first key of the
+		// domain to the end of its last are truncated (the others are
+		// outside the domain anyway, and become NULL).
+		first, last := k.Domain[0], k.Domain[len(k.Domain)-1]
+		end, _ := time.Parse("2006-01-02", last)
+		if k.Args[0] == "year" {
+			end = end.AddDate(1, 0, 0)
+		} else {
+			end = end.AddDate(0, 1, 0)
+		}
+		return "date_trunc(" + quoteString(k.Args[0]) + ", CASE WHEN " + c + " >= " + quoteString(first) + "::date AND " + c + " < " +
+			quoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)::date"
 	case "extract":
 		return "EXTRACT(YEAR FROM " + c + ")"
 	case "case":
