@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
@@ -55,7 +56,13 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		Upstream:  c.ds.Upstream,
 		NoCache:   c.noCache(),
 	}
+	if err := c.srv.allowDP(c.analyst); err != nil {
+		c.log.Warn("dp query refused by the rate limit")
+		return nil, err
+	}
+	start := time.Now()
 	res, err := c.srv.cfg.Releaser.Run(ctx, req)
+	c.padResponse(ctx, start, c.ds.ResponseTime)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}

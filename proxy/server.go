@@ -29,6 +29,9 @@ type Dataset struct {
 	// ShadowDSN is where catalog statements of analysts' sessions go; the
 	// proxy opens one shadow connection per client session that needs it.
 	ShadowDSN string
+	// ResponseTime pads every DP answer (and every error after a charge)
+	// to at least this long (0: no padding); see padResponse.
+	ResponseTime time.Duration
 }
 
 // Releaser answers one DP request: reserve → run → noise → record.
@@ -53,6 +56,9 @@ type Config struct {
 	MaxConnections        int           // 0: 200
 	IdleTimeout           time.Duration // 0: none; idle sessions are closed after it
 	Logger                *zap.Logger
+	// DefaultRateLimit bounds the DP queries of analysts without a
+	// RateLimit of their own (nil: none).
+	DefaultRateLimit *config.RateLimit
 
 	// ServerVersion is reported as server_version (default
 	// DefaultServerVersion). Clients parse its leading "NN.N".
@@ -94,6 +100,8 @@ type Server struct {
 	mockKey []byte
 	rt      router
 	plans   *planCache // nil: no plan cache
+
+	limits rateLimiters
 
 	nextConnID atomic.Uint32
 	active     atomic.Int64

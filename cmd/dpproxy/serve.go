@@ -110,7 +110,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 			return fmt.Errorf("datasets.%s.upstream: %w", n, err)
 		}
 		defer up.Close()
-		datasets[n] = &proxy.Dataset{Policy: ds, Upstream: up, ShadowDSN: dc.Shadow}
+		datasets[n] = &proxy.Dataset{Policy: ds, Upstream: up, ShadowDSN: dc.Shadow, ResponseTime: dc.ResponseTime.Duration}
 		log.Info("dataset ready", zap.String("dataset", n), zap.String("policy_version", ds.Version))
 	}
 
@@ -138,6 +138,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 		IdleTimeout:           cfg.IdleTimeout.Duration,
 		MaxMessage:            cfg.MaxMessageBytes,
 		Logger:                log,
+		DefaultRateLimit:      cfg.RateLimit,
 	})
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -45,6 +46,9 @@ type Config struct {
 	TLS *TLSConfig `yaml:"tls"`
 	// LogLevel is debug, info, warn or error (default info).
 	LogLevel string `yaml:"log_level"`
+	// RateLimit bounds the DP queries of every analyst without a
+	// rate_limit of their own (default: none).
+	RateLimit *RateLimit `yaml:"rate_limit"`
 
 	// Dir is the directory of the config file; relative paths resolve there.
 	Dir string `yaml:"-"`
@@ -62,6 +66,34 @@ type DatasetConfig struct {
 	// ShadowAdmin is the DSN the proxy uses at start-up to (re)build the
 	// shadow schema from the policy. It owns the shadow tables.
 	ShadowAdmin string `yaml:"shadow_admin"`
+	// ResponseTime, when set, pads every DP answer of the dataset (and
+	// every error after its charge) to at least this long from the moment
+	// its release starts (reservation, upstream query, noise), so that the time to answer does not reveal
+	// how much work the data made upstream (default 0s: no padding).
+	ResponseTime Duration `yaml:"response_time"`
+}
+
+// RateLimit is a token bucket: PerSecond DP queries per second on
+// average, up to Burst at once. One bucket per analyst and proxy, shared
+// by all their sessions and datasets.
+type RateLimit struct {
+	PerSecond float64 `yaml:"per_second"`
+	// Burst defaults to PerSecond rounded up (at least 1).
+	Burst int `yaml:"burst"`
+}
+
+func (r *RateLimit) check(where string) []string {
+	var errs []string
+	if r.PerSecond <= 0 || r.PerSecond > 1e6 {
+		errs = append(errs, where+".per_second must be between 0 and 1000000 (exclusive of 0)")
+	}
+	if r.Burst < 0 {
+		errs = append(errs, where+".burst must not be negative")
+	}
+	if r.Burst == 0 {
+		r.Burst = max(1, int(math.Ceil(r.PerSecond)))
+	}
+	return errs
 }
 
 // Analyst holds one analyst's credentials.
@@ -71,6 +103,9 @@ type Analyst struct {
 	Password string `yaml:"password"`
 	// Datasets this analyst may query; empty means all.
 	Datasets []string `yaml:"datasets"`
+	// RateLimit bounds this analyst's DP queries (default: the config's
+	// rate_limit).
+	RateLimit *RateLimit `yaml:"rate_limit"`
 }
 
 // TLSConfig holds the server certificate.
@@ -161,6 +196,9 @@ func Parse(data []byte, name string) (*Config, error) {
 		if d.Upstream == "" || d.Shadow == "" || d.ShadowAdmin == "" {
 			errs = append(errs, fmt.Sprintf("datasets.%s: upstream, shadow and shadow_admin are all required", n))
 		}
+		if d.ResponseTime.Duration < 0 || d.ResponseTime.Duration > 10*time.Minute {
+			errs = append(errs, fmt.Sprintf("datasets.%s.response_time must be between 0s and 10m", n))
+		}
 	}
 	if len(c.Analysts) == 0 {
 		errs = append(errs, "analysts: declare at least one analyst")
@@ -169,6 +207,12 @@ func Parse(data []byte, name string) (*Config, error) {
 		if !strings.HasPrefix(a.Password, "SCRAM-SHA-256$") && !strings.HasPrefix(a.Password, "plain:") {
 			errs = append(errs, fmt.Sprintf("analysts.%s.password: use a verifier from `dpproxy passwd %s` (or plain:… for demos)", n, n))
 		}
+		if a.RateLimit != nil {
+			errs = append(errs, a.RateLimit.check("analysts."+n+".rate_limit")...)
+		}
+	}
+	if c.RateLimit != nil {
+		errs = append(errs, c.RateLimit.check("rate_limit")...)
 	}
 	if c.MaxConnections < 1 {
 		errs = append(errs, "max_connections must be positive")
@@ -199,6 +243,15 @@ func (c *Config) Path(p string) string {
 		return p
 	}
 	return filepath.Join(c.Dir, p)
+}
+
+// RateLimitOf returns the rate limit of an analyst: their own, else the
+// config's default, else nil (no limit).
+func (c *Config) RateLimitOf(analyst string) *RateLimit {
+	if a, ok := c.Analysts[analyst]; ok && a.RateLimit != nil {
+		return a.RateLimit
+	}
+	return c.RateLimit
 }
 
 // MayQuery reports whether the analyst may query the dataset.

@@ -41,6 +41,10 @@ func TestParse_Errors(t *testing.T) {
 		{"half tls", minimal + "tls: {cert: c.pem}\n", "cert and key"},
 		{"negative idle", minimal + "idle_timeout: -1s\n", "idle_timeout"},
 		{"tiny messages", minimal + "max_message_bytes: 10\n", "max_message_bytes"},
+		{"zero rate", minimal + "rate_limit: {per_second: 0}\n", "rate_limit.per_second"},
+		{"negative burst", strings.Replace(minimal, `{password: "plain:alice"}`, `{password: "plain:alice", rate_limit: {per_second: 1, burst: -1}}`, 1), "analysts.alice.rate_limit.burst"},
+		{"unknown rate key", minimal + "rate_limit: {per_minute: 5}\n", "per_minute"},
+		{"negative response time", strings.Replace(minimal, "shadow_admin: postgres://a@h2/db}", "shadow_admin: postgres://a@h2/db, response_time: -1s}", 1), "datasets.hospital.response_time"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -72,5 +76,27 @@ func TestParse_IdleTimeoutZeroDisables(t *testing.T) {
 	c, err := Parse([]byte(minimal+"idle_timeout: 0s\n"), "c.yaml")
 	if err != nil || c.IdleTimeout.Duration != 0 {
 		t.Fatalf("Parse(idle_timeout: 0s) = %+v, %v; want 0 (disabled)", c.IdleTimeout, err)
+	}
+}
+
+func TestParse_RateLimitAndResponseTime(t *testing.T) {
+	doc := strings.Replace(minimal, "shadow_admin: postgres://a@h2/db}", "shadow_admin: postgres://a@h2/db, response_time: 250ms}", 1) +
+		"  bob: {password: \"plain:bob\", rate_limit: {per_second: 0.5, burst: 3}}\nrate_limit: {per_second: 2.5}\n"
+	c, err := Parse([]byte(doc), "c.yaml")
+	if err != nil {
+		t.Fatalf("Parse() = %v", err)
+	}
+	if got := c.Datasets["hospital"].ResponseTime.Duration; got != 250*time.Millisecond {
+		t.Errorf("response_time = %v, want 250ms", got)
+	}
+	if rl := c.RateLimitOf("alice"); rl == nil || rl.PerSecond != 2.5 || rl.Burst != 3 {
+		t.Errorf("alice's rate limit = %+v, want the default 2.5/s with burst ceil(2.5) = 3", rl)
+	}
+	if rl := c.RateLimitOf("bob"); rl == nil || rl.PerSecond != 0.5 || rl.Burst != 3 {
+		t.Errorf("bob's rate limit = %+v, want his own 0.5/s burst 3", rl)
+	}
+	c, err = Parse([]byte(minimal), "c.yaml")
+	if err != nil || c.RateLimitOf("alice") != nil || c.Datasets["hospital"].ResponseTime.Duration != 0 {
+		t.Errorf("defaults: rate limit %v, response time %v; want none", c.RateLimitOf("alice"), c.Datasets["hospital"].ResponseTime)
 	}
 }

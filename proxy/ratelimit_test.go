@@ -1,0 +1,140 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/release"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+func TestTokenBucket(t *testing.T) {
+	b := &tokenBucket{rate: 2, burst: 3, tokens: 3}
+	now := time.Unix(1000, 0)
+	for i := 0; i < 3; i++ {
+		if ok, _ := b.take(now); !ok {
+			t.Fatalf("take %d of a full bucket of 3 refused", i+1)
+		}
+	}
+	ok, wait := b.take(now)
+	if ok || wait != 500*time.Millisecond {
+		t.Fatalf("4th take = %v, wait %v; want refused, wait 500ms at 2/s", ok, wait)
+	}
+	if ok, _ := b.take(now.Add(499 * time.Millisecond)); ok {
+		t.Fatal("a token after 499ms at 2/s")
+	}
+	if ok, _ := b.take(now.Add(1000 * time.Millisecond)); !ok {
+		t.Fatal("no token after 1s at 2/s")
+	}
+	// Long idle: at most burst tokens.
+	later := now.Add(time.Hour)
+	n := 0
+	for {
+		if ok, _ := b.take(later); !ok {
+			break
+		}
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("%d tokens after an hour idle, want the burst of 3", n)
+	}
+}
+
+// TestRateLimit_DPQueries: alice may run 1 DP query per second in bursts
+// of 2; the third at once is refused with 53000 and a hint, is not run
+// (not charged), and leaves the session usable; session statements and
+// other analysts are not limited; a second later alice may query again.
+func TestRateLimit_DPQueries(t *testing.T) {
+	ts := startServer(t, serverOpts{mutate: func(c *Config) {
+		a := c.Analysts["alice"]
+		a.RateLimit = &config.RateLimit{PerSecond: 1, Burst: 2}
+		c.Analysts["alice"] = a
+	}})
+	alice := ts.connect(t)
+	const q = "SELECT COUNT(*) FROM visits"
+	for i := 0; i < 2; i++ {
+		if _, err := execAll(t, alice, q); err != nil {
+			t.Fatalf("query %d within the burst: %v", i+1, err)
+		}
+	}
+	_, err := execAll(t, alice, q)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53000" || !strings.Contains(pe.Message, "rate limit") ||
+		!strings.HasPrefix(pe.Hint, "retry in ") || !strings.Contains(pe.Detail, "nothing was charged") {
+		t.Fatalf("third query at once: %v, want 53000 rate limit with a retry hint", err)
+	}
+	if n := len(ts.releaser.requests()); n != 2 {
+		t.Fatalf("the releaser ran %d queries, want 2 (the refused one not run)", n)
+	}
+	if got := show(t, alice, "dp.epsilon"); got != "0.1" {
+		t.Fatalf("session after the refusal: SHOW dp.epsilon = %q", got)
+	}
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	if _, err := execAll(t, bob, q); err != nil {
+		t.Fatalf("bob is limited by alice's rate: %v", err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if _, err := execAll(t, alice, q); err != nil {
+		t.Fatalf("alice after a second: %v", err)
+	}
+}
+
+// delayReleaser answers like fakeReleaser after a delay that stands for
+// data-dependent work upstream.
+type delayReleaser struct {
+	fakeReleaser
+	delay time.Duration
+}
+
+func (d *delayReleaser) Run(ctx context.Context, req release.Request) (*release.Result, error) {
+	time.Sleep(d.delay)
+	return d.fakeReleaser.Run(ctx, req)
+}
+
+// TestResponseTime_Padding: with response_time 300ms, answers whose
+// release takes 0ms or 150ms both take at least 300ms, and the difference
+// of their medians shrinks from about 150ms to well under the padding's
+// scheduling noise; without padding it is visible.
+func TestResponseTime_Padding(t *testing.T) {
+	const pad = 300 * time.Millisecond
+	measure := func(padding, work time.Duration) []time.Duration {
+		rel := &delayReleaser{delay: work}
+		ts := startServer(t, serverOpts{mutate: func(c *Config) {
+			c.Releaser = rel
+			c.Datasets["hospital"].ResponseTime = padding
+		}})
+		pc := ts.connect(t)
+		var out []time.Duration
+		for i := 0; i < 7; i++ {
+			start := time.Now()
+			if _, err := execAll(t, pc, "SELECT COUNT(*) FROM visits"); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, time.Since(start))
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+		return out
+	}
+	median := func(d []time.Duration) time.Duration { return d[len(d)/2] }
+	fastRaw, slowRaw := measure(0, 0), measure(0, 150*time.Millisecond)
+	fast, slow := measure(pad, 0), measure(pad, 150*time.Millisecond)
+	for _, d := range append(append([]time.Duration{}, fast...), slow...) {
+		if d < pad {
+			t.Fatalf("a padded answer took %v < %v", d, pad)
+		}
+	}
+	rawGap, padGap := median(slowRaw)-median(fastRaw), (median(slow) - median(fast)).Abs()
+	t.Logf("median answer time: unpadded %v vs %v (gap %v); padded to %v: %v vs %v (gap %v)",
+		median(fastRaw), median(slowRaw), rawGap, pad, median(fast), median(slow), padGap)
+	if rawGap < 100*time.Millisecond {
+		t.Fatalf("unpadded gap %v: the simulated work did not show", rawGap)
+	}
+	if padGap > 50*time.Millisecond {
+		t.Fatalf("padded gap %v, want ≤ 50ms (unpadded %v)", padGap, rawGap)
+	}
+}
