@@ -12,6 +12,7 @@
 //	dpproxy accountant epsilon|delta --method M ... [--laplace B:K]... [--gaussian S:K]...
 //	dpproxy budget show|grant|reset --config FILE ...
 //	dpproxy ledger verify --config FILE
+//	dpproxy doctor --config FILE
 //
 // This package only wires flags, configuration, the logger and signals to
 // the other packages; it holds no logic of its own.
@@ -50,6 +51,7 @@ const usage = `usage:
   dpproxy budget reset --config FILE --analyst A --dataset D --confirm
                                          set an analyst's spending back to zero (audited)
   dpproxy ledger verify --config FILE    recompute every budget from the ledger's charges
+  dpproxy doctor --config FILE           check the live privileges of the data, ledger and shadow roles
 `
 
 // usageError is a bad command line: exit status 2, the reason and the usage.
@@ -119,6 +121,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return cmdBudget(ctx, args[1:], stdout, stderr)
 	case "ledger":
 		return cmdLedger(ctx, args[1:], stdout, stderr)
+	case "doctor":
+		return cmdDoctor(ctx, args[1:], stdout)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return nil

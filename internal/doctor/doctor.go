@@ -1,0 +1,389 @@
+// Package doctor checks the live privileges of a deployment's database
+// roles against least privilege (SECURITY.md, "Least privilege"):
+//
+//   - the data role (each dataset's upstream DSN) is not superuser,
+//     createrole, createdb, replication or bypassrls, belongs to none of
+//     PostgreSQL's predefined roles that read or write everything or touch
+//     server files, is read-only (default_transaction_read_only = on and no
+//     write privilege: INSERT/UPDATE/DELETE/TRUNCATE on a table, CREATE on
+//     the database or a schema, TEMP), may SELECT only the columns the
+//     policy exposes of the protected tables (public tables whole, nothing
+//     else), and cannot connect to the ledger database;
+//   - the ledger role is no superuser and cannot connect to the data
+//     database;
+//   - the shadow role is no superuser, cannot write, its tables hold no
+//     rows, and it cannot connect to the data database.
+//
+// Each check is reported as ok or as a warning naming what is broader than
+// needed and how to narrow it. Doctor connects with the configured DSNs
+// and, for the cross checks, with one role's credentials to another
+// database; it never reads protected rows (only catalogs and row counts of
+// the shadow tables, which must be zero). It may import config and policy.
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Finding is one check's result.
+type Finding struct {
+	Dataset string // "" for deployment-wide checks
+	OK      bool
+	Message string
+}
+
+func (f Finding) String() string {
+	state := "ok"
+	if !f.OK {
+		state = "WARNING"
+	}
+	if f.Dataset == "" {
+		return state + ": " + f.Message
+	}
+	return state + ": " + f.Dataset + ": " + f.Message
+}
+
+// Report is every finding of a run.
+type Report struct{ Findings []Finding }
+
+// Warnings counts the findings that are not ok.
+func (r *Report) Warnings() int {
+	n := 0
+	for _, f := range r.Findings {
+		if !f.OK {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *Report) add(ds string, ok bool, format string, args ...any) {
+	r.Findings = append(r.Findings, Finding{Dataset: ds, OK: ok, Message: fmt.Sprintf(format, args...)})
+}
+
+// predefinedRoles are PostgreSQL's built-in roles that grant reading or
+// writing every table, or server files and programs.
+var predefinedRoles = []string{"pg_read_all_data", "pg_write_all_data", "pg_read_server_files",
+	"pg_write_server_files", "pg_execute_server_program"}
+
+// Check runs every check of a deployment: its config and the policies of
+// its datasets. An error means a configured database could not be reached
+// at all (nothing could be checked there).
+func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.Dataset) (*Report, error) {
+	r := &Report{}
+	names := make([]string, 0, len(cfg.Datasets))
+	for n := range cfg.Datasets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	ledgerRoleChecked := false
+	for _, n := range names {
+		dc := cfg.Datasets[n]
+		ds := policies[n]
+		if ds == nil {
+			return nil, fmt.Errorf("dataset %s has no policy", n)
+		}
+		if err := checkData(ctx, r, n, dc.Upstream, cfg.Ledger, ds); err != nil {
+			return nil, err
+		}
+		if !ledgerRoleChecked {
+			if err := checkLedger(ctx, r, cfg.Ledger); err != nil {
+				return nil, err
+			}
+			ledgerRoleChecked = true
+		}
+		crossCheck(ctx, r, n, "ledger", cfg.Ledger, dc.Upstream, "the data database")
+		if err := checkShadow(ctx, r, n, dc.Shadow, dc.Upstream, ds); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	return pgx.Connect(cctx, dsn)
+}
+
+// roleAttributes checks a role's attributes and predefined-role
+// memberships; what says which role it is ("data role").
+func roleAttributes(ctx context.Context, r *Report, ds, what string, c *pgx.Conn) error {
+	var user string
+	var super, createRole, createDB, repl, bypass bool
+	if err := c.QueryRow(ctx, `SELECT rolname, rolsuper, rolcreaterole, rolcreatedb, rolreplication, rolbypassrls
+		FROM pg_roles WHERE rolname = current_user`).Scan(&user, &super, &createRole, &createDB, &repl, &bypass); err != nil {
+		return fmt.Errorf("%s: read role attributes: %w", what, err)
+	}
+	var bad []string
+	for _, a := range []struct {
+		set  bool
+		name string
+	}{{super, "SUPERUSER"}, {createRole, "CREATEROLE"}, {createDB, "CREATEDB"}, {repl, "REPLICATION"}, {bypass, "BYPASSRLS"}} {
+		if a.set {
+			bad = append(bad, a.name)
+		}
+	}
+	if len(bad) > 0 {
+		r.add(ds, false, "%s %s has %s; it needs none of them (ALTER ROLE %s NO%s)", what, user, strings.Join(bad, ", "),
+			quoteIdent(user), strings.Join(bad, " NO"))
+	} else {
+		r.add(ds, true, "%s %s is not superuser, createrole, createdb, replication or bypassrls", what, user)
+	}
+	var member []string
+	if err := c.QueryRow(ctx, `SELECT coalesce(array_agg(r), '{}') FROM unnest($1::text[]) r
+		WHERE EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) AND pg_has_role(current_user, r, 'USAGE')`, predefinedRoles).Scan(&member); err != nil {
+		return fmt.Errorf("%s: read role memberships: %w", what, err)
+	}
+	if len(member) > 0 {
+		r.add(ds, false, "%s %s is a member of %s, which reads or writes everything or server files (REVOKE %s FROM %s)",
+			what, user, strings.Join(member, ", "), strings.Join(member, ", "), quoteIdent(user))
+	}
+	return nil
+}
+
+// checkData checks the data role of a dataset.
+func checkData(ctx context.Context, r *Report, ds, dsn, ledgerDSN string, pol *policy.Dataset) error {
+	c, err := connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("datasets.%s.upstream: connect: %w", ds, err)
+	}
+	defer c.Close(context.Background())
+	if err := roleAttributes(ctx, r, ds, "data role", c); err != nil {
+		return err
+	}
+	user := c.Config().User
+
+	// Read-only.
+	var readOnly string
+	if err := c.QueryRow(ctx, "SELECT current_setting('default_transaction_read_only')").Scan(&readOnly); err != nil {
+		return err
+	}
+	writes, err := writePrivileges(ctx, c)
+	if err != nil {
+		return err
+	}
+	switch {
+	case readOnly == "on" && len(writes) == 0:
+		r.add(ds, true, "data role %s is read-only (default_transaction_read_only = on, no write privilege)", user)
+	case len(writes) == 0:
+		r.add(ds, true, "data role %s has no write privilege (default_transaction_read_only is off: ALTER ROLE %s SET default_transaction_read_only = on adds a second guard)", user, quoteIdent(user))
+	default:
+		r.add(ds, false, "data role %s can write: %s; it needs SELECT only (REVOKE them; ALTER ROLE %s SET default_transaction_read_only = on)",
+			user, strings.Join(writes, "; "), quoteIdent(user))
+	}
+
+	// SELECT only on exposed columns.
+	type col struct{ schema, table, column string }
+	rows, err := c.Query(ctx, `SELECT n.nspname, c.relname, a.attname
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+		WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p')
+		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+		  AND has_column_privilege(current_user, c.oid, a.attnum, 'SELECT')
+		ORDER BY 1, 2, a.attnum`)
+	if err != nil {
+		return fmt.Errorf("data role: column privileges: %w", err)
+	}
+	readable, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (col, error) {
+		var x col
+		err := row.Scan(&x.schema, &x.table, &x.column)
+		return x, err
+	})
+	if err != nil {
+		return err
+	}
+	exposed := map[string]bool{} // schema.table.column, or schema.table.* for public tables
+	var protectedCols int
+	for _, name := range pol.TableOrder {
+		t := pol.Tables[name]
+		if t.Public {
+			exposed[t.Schema+"."+t.Name+".*"] = true
+			continue
+		}
+		for _, cname := range t.VisibleColumns() {
+			exposed[t.Schema+"."+t.Name+"."+cname] = true
+			protectedCols++
+		}
+	}
+	var extra []string
+	seen := map[string]bool{}
+	for _, x := range readable {
+		if exposed[x.schema+"."+x.table+".*"] {
+			continue
+		}
+		k := x.schema + "." + x.table + "." + x.column
+		seen[k] = true
+		if !exposed[k] {
+			extra = append(extra, k)
+		}
+	}
+	var missing []string
+	for k := range exposed {
+		if !strings.HasSuffix(k, ".*") && !seen[k] {
+			missing = append(missing, k)
+		}
+	}
+	sort.Strings(missing)
+	if len(extra) > 0 {
+		r.add(ds, false, "data role %s can SELECT columns the policy does not expose: %s (REVOKE SELECT on them; grant only the exposed columns)",
+			user, summarize(extra))
+	} else {
+		r.add(ds, true, "data role %s can SELECT only the %d exposed columns of the protected tables (and the public tables)", user, protectedCols)
+	}
+	if len(missing) > 0 {
+		r.add(ds, false, "data role %s cannot SELECT exposed columns %s: DP queries on them will fail (GRANT SELECT (…) ON … TO %s)",
+			user, summarize(missing), quoteIdent(user))
+	}
+	crossCheck(ctx, r, ds, "data", dsn, ledgerDSN, "the ledger database")
+	return nil
+}
+
+// writePrivileges lists what the connected role may write in its database.
+func writePrivileges(ctx context.Context, c *pgx.Conn) ([]string, error) {
+	var out []string
+	rows, err := c.Query(ctx, `SELECT format('%s on %I.%I', p, n.nspname, c.relname)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace,
+		     unnest(ARRAY['INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) p
+		WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p')
+		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+		  AND has_table_privilege(current_user, c.oid, p)
+		UNION ALL
+		SELECT format('CREATE on schema %I', nspname) FROM pg_namespace
+		WHERE nspname NOT IN ('pg_catalog', 'information_schema') AND nspname NOT LIKE 'pg_toast%' AND nspname NOT LIKE 'pg_temp%'
+		  AND has_schema_privilege(current_user, oid, 'CREATE')
+		UNION ALL
+		SELECT format('%s on database %I', p, current_database())
+		FROM unnest(ARRAY['CREATE', 'TEMP']) p WHERE has_database_privilege(current_user, current_database(), p)
+		ORDER BY 1`)
+	if err != nil {
+		return nil, fmt.Errorf("write privileges: %w", err)
+	}
+	out, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	return out, err
+}
+
+// crossCheck connects with the credentials of one role (fromDSN) to the
+// database of another DSN (target) and warns when that works and the role
+// can read or write any table there. It never fails: an unreachable
+// database is reported.
+func crossCheck(ctx context.Context, r *Report, ds, role, fromDSN, targetDSN, what string) {
+	from, err1 := pgconn.ParseConfig(fromDSN)
+	target, err2 := pgx.ParseConfig(targetDSN)
+	if err1 != nil || err2 != nil {
+		r.add(ds, false, "cannot parse the DSNs to check whether the %s role can reach %s", role, what)
+		return
+	}
+	target.User, target.Password = from.User, from.Password
+	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	c, err := pgx.ConnectConfig(cctx, target)
+	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "42501" || pe.Code == "28000" || pe.Code == "28P01" || pe.Code == "3D000") {
+			r.add(ds, true, "%s role %s cannot connect to %s (%s)", role, from.User, what, pe.Code)
+			return
+		}
+		r.add(ds, false, "could not check whether the %s role %s can reach %s: %s", role, from.User, what, oneLine(err))
+		return
+	}
+	defer c.Close(context.Background())
+	var tables []string
+	rows, err := c.Query(ctx, `SELECT format('%I.%I', n.nspname, c.relname)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p')
+		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+		  AND (has_table_privilege(current_user, c.oid, 'SELECT, INSERT, UPDATE, DELETE, TRUNCATE')
+		       OR has_any_column_privilege(current_user, c.oid, 'SELECT, INSERT, UPDATE'))
+		ORDER BY 1`)
+	if err == nil {
+		tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		r.add(ds, false, "%s role %s can connect to %s, and its privileges there could not be read: %s", role, from.User, what, oneLine(err))
+		return
+	}
+	if len(tables) > 0 {
+		r.add(ds, false, "%s role %s can connect to %s and use its tables %s (REVOKE CONNECT ON DATABASE %s FROM %s, and PUBLIC)",
+			role, from.User, what, summarize(tables), quoteIdent(target.Database), quoteIdent(from.User))
+		return
+	}
+	r.add(ds, false, "%s role %s can connect to %s (no table privileges there; REVOKE CONNECT ON DATABASE %s FROM PUBLIC, %s)",
+		role, from.User, what, quoteIdent(target.Database), quoteIdent(from.User))
+}
+
+// checkLedger checks the ledger role's attributes.
+func checkLedger(ctx context.Context, r *Report, dsn string) error {
+	c, err := connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("ledger: connect: %w", err)
+	}
+	defer c.Close(context.Background())
+	return roleAttributes(ctx, r, "", "ledger role", c)
+}
+
+// checkShadow checks the shadow role of a dataset.
+func checkShadow(ctx context.Context, r *Report, ds, dsn, dataDSN string, pol *policy.Dataset) error {
+	c, err := connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("datasets.%s.shadow: connect: %w", ds, err)
+	}
+	defer c.Close(context.Background())
+	if err := roleAttributes(ctx, r, ds, "shadow role", c); err != nil {
+		return err
+	}
+	user := c.Config().User
+	writes, err := writePrivileges(ctx, c)
+	if err != nil {
+		return err
+	}
+	if len(writes) > 0 {
+		r.add(ds, false, "shadow role %s can write: %s (analysts' catalog statements run as this role; REVOKE them)", user, strings.Join(writes, "; "))
+	} else {
+		r.add(ds, true, "shadow role %s has no write privilege", user)
+	}
+	var nonEmpty []string
+	for _, name := range pol.TableOrder {
+		t := pol.Tables[name]
+		var has bool
+		err := c.QueryRow(ctx, "SELECT EXISTS (SELECT FROM "+quoteIdent(t.Schema)+"."+quoteIdent(t.Name)+")").Scan(&has)
+		if err != nil {
+			r.add(ds, false, "shadow table %s.%s could not be read as %s: %s", t.Schema, t.Name, user, oneLine(err))
+			continue
+		}
+		if has && !t.Public {
+			nonEmpty = append(nonEmpty, t.Schema+"."+t.Name)
+		}
+	}
+	if len(nonEmpty) > 0 {
+		r.add(ds, false, "shadow tables %s hold rows: the shadow catalog must be empty (analysts read it freely); TRUNCATE them", strings.Join(nonEmpty, ", "))
+	} else {
+		r.add(ds, true, "the shadow catalog's protected tables hold no rows")
+	}
+	crossCheck(ctx, r, ds, "shadow", dsn, dataDSN, "the data database")
+	return nil
+}
+
+func summarize(items []string) string {
+	const show = 8
+	if len(items) <= show {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:show], ", "), len(items)-show)
+}
+
+func oneLine(err error) string {
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
