@@ -5,6 +5,7 @@
 #   make build   build bin/dpproxy
 #   make bench   end-to-end benchmark suite (bench/: PostgreSQL, PgBouncer, dpproxy; a few minutes)
 #   make bench-go  the Go micro-benchmarks (go test -bench)
+#   make load    the load test: 200 sessions for 30 s against the demo (integration, BENCHMARKS.md)
 #   make lint    gofmt -l and go vet
 # demo and test first run scripts/ensure-deps.sh, which installs PostgreSQL
 # with apt-get when it is missing and we are root, or prints the command.
@@ -16,7 +17,7 @@ DEMO_FLAGS ?=
 # Whole-run bound of go test; CI must finish well under 15 minutes.
 TEST_TIMEOUT ?= 12m
 
-.PHONY: all build demo test fuzz bench bench-go lint deps clean
+.PHONY: all build demo test fuzz bench bench-go load lint deps clean
 
 all: build
 
@@ -65,6 +66,12 @@ bench: deps build
 
 bench-go:
 	$(GO) test -run='^$$' -bench=. ./...
+
+# make test runs a short version (100 sessions, 2 s) of the same test.
+LOAD_FLAGS ?= -load.sessions 200 -load.duration 30s
+
+load: deps
+	$(GO) test -count=1 -timeout 20m -run 'TestLoad_MixedSessions' -v ./integration -args $(LOAD_FLAGS)
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
