@@ -162,7 +162,7 @@ func (fs *fuzzServer) run(t *testing.T, stage uint8, data []byte) {
 		nc, fe = hj.Conn, hj.Frontend
 	}
 	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(4 * time.Second))
+	_ = nc.SetDeadline(time.Now().Add(8 * time.Second))
 
 	survives := stage == stageSession && wholeMessages(data)
 	if survives {
@@ -192,7 +192,7 @@ func (fs *fuzzServer) run(t *testing.T, stage uint8, data []byte) {
 	}
 	nc.Close()
 	// The proxy's side of the connection ends too.
-	deadline := time.Now().Add(4 * time.Second)
+	deadline := time.Now().Add(8 * time.Second)
 	for fs.ts.srv.active.Load() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("stage %d: %d connections still open after the client closed", stage, fs.ts.srv.active.Load())
