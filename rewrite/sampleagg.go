@@ -361,7 +361,11 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	in := func(c string) string { return "dp_c" + strconv.Itoa(inIdx[c]) }
 	cols := []string{unit + " AS dp_unit", blockHashSQL(unit, sa) + " AS dp_hash"}
 	for _, c := range inCols {
-		cols = append(cols, "CASE WHEN "+quoteIdent(c)+" IS NULL THEN NULL ELSE "+clampSQL(t, c)+"::float8 END AS "+in(c))
+		// round(…, 30) before the cast: a numeric below 1e-308 (e.g.
+		// 1e-1000) would make ::float8 raise 22003 on that row, an error
+		// that depends on the data (TestEmittedSQL_Total). The clamped
+		// value is finite; rounding it moves it by at most 5e-31.
+		cols = append(cols, "CASE WHEN "+quoteIdent(c)+" IS NULL THEN NULL ELSE round("+clampSQL(t, c)+", 30)::float8 END AS "+in(c))
 	}
 	cols = append(cols, "ROW_NUMBER() OVER (PARTITION BY "+unit+" ORDER BY random()) AS dp_row_rank")
 	conds := []string{unit + " IS NOT NULL"}
