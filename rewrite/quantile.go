@@ -305,7 +305,12 @@ func quantileValueSQL(t *policy.Table, m Measure) string {
 	lo, hi := boundConst(t, m), boundConstUpper(t, m)
 	v := c + "::numeric"
 	if m.Quantile.Type == policy.TypeDate {
-		v = "(" + c + " - '1970-01-01'::date)::numeric"
+		// Clamp as a date before subtracting: 'infinity' - date raises
+		// 22008, and the emitted SQL must not fail on any data.
+		day := func(x float64) string {
+			return "('1970-01-01'::date + " + strconv.FormatInt(int64(x), 10) + ")"
+		}
+		v = "(LEAST(GREATEST(" + c + ", " + day(math.Ceil(m.Lower)) + "), " + day(math.Floor(m.Upper)) + ") - '1970-01-01'::date)::numeric"
 	}
 	return "CASE WHEN " + c + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + v + ", " + lo + "), " + hi + ") END"
 }

@@ -30,11 +30,7 @@ import (
 // a data-dependent error (by SQLSTATE), found by this test after their
 // emitter landed and not fixed yet. Each is a real finding to fix in the
 // emitter; the test fails when one stops failing, so the entry is removed.
-var knownTotalityFailures = map[string]string{
-	// Date quantiles subtract dates: 'infinity' / '-infinity' rows raise
-	// "cannot subtract infinite dates" (found 2026-11-22 on main fde1afa).
-	"quantile_date": "22008",
-}
+var knownTotalityFailures = map[string]string{}
 
 // totalPolicy has a column of every policy type, a float among them.
 const totalPolicy = `dataset: total
