@@ -32,16 +32,20 @@ type QuantileRequest struct {
 
 // ProposeQuantiles reserves the request's ε in the ledger, runs each probe
 // and selects, for each quantile q, a candidate by the exponential
-// mechanism with utility −|below_j − q·n| (noise.ExponentialQuantile,
-// sensitivity 1). It returns out[probe][quantile] = the index of the
-// selected candidate. Only the selections are released.
+// mechanism (noise.Exponential, McSherry–Talwar 2007) with utility
+// −|below_j − q·n| (sensitivity 1): with probability ≥ 1 − β the selected
+// candidate's utility is within (2/ε)·ln(B/β) of the best. It returns
+// out[probe][quantile] = the index of the selected candidate. Only the
+// selections are released.
 func (r *Releaser) ProposeQuantiles(ctx context.Context, req QuantileRequest) ([][]int, float64, error) {
 	sel := len(req.Probes) * len(req.Quantiles)
 	if sel == 0 || req.Dataset == nil || req.Upstream == nil || !(req.Epsilon > 0) {
 		return nil, 0, pgerr.New(pgerr.InternalError, "internal error: incomplete quantile request")
 	}
 	each := splitDown(req.Epsilon, sel)
-	mech, err := noise.NewExponentialQuantile(each, 1, r.testOnlyRand)
+	// Utility −|below_j − q·n|: one unit moves below_j and n by at most 1
+	// in the same direction, so the utility by at most max(q, 1 − q) ≤ 1.
+	mech, err := noise.NewExponential(noise.ExponentialParams{Epsilon: each, Sensitivity: 1, Rand: r.testOnlyRand})
 	if err != nil {
 		return nil, 0, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the quantile mechanism: %v", err).
 			WithHint("use a larger --epsilon")
@@ -77,7 +81,14 @@ func (r *Releaser) ProposeQuantiles(ctx context.Context, req QuantileRequest) ([
 			counts = append(counts, c.Int64())
 		}
 		for _, q := range req.Quantiles {
-			j, err := mech.Select(counts[1:], counts[0], q)
+			target := new(big.Rat).Mul(new(big.Rat).SetFloat64(q), new(big.Rat).SetInt64(counts[0]))
+			utilities := make([]*big.Rat, len(counts)-1)
+			for j, c := range counts[1:] {
+				d := new(big.Rat).Sub(new(big.Rat).SetInt64(c), target)
+				d.Abs(d)
+				utilities[j] = d.Neg(d)
+			}
+			j, err := mech.Select(utilities)
 			if err != nil {
 				return nil, 0, pgerr.New(pgerr.InternalError, "internal error in the exponential mechanism").Wrap(err)
 			}
