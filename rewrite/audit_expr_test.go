@@ -1,15 +1,11 @@
 package rewrite
 
 import (
-	"context"
 	"fmt"
 	"math/big"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dpproxy/dpproxy/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestAudit_ExpressionCorners complements TestAudit_Sensitivity for
@@ -22,14 +18,7 @@ import (
 // interval, e.g. a wrong product or division bound, would show up as a
 // change above L∞, and one that inflated it as a change below).
 func TestAudit_ExpressionCorners(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn := freshConn(t, 2*time.Minute)
 	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -83,14 +81,7 @@ func TestRewrite_Corpus(t *testing.T) {
 		}
 		seen[q.sql] = q.line
 	}
-	dsn := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn := freshConn(t, 3*time.Minute)
 	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
 		t.Fatal(err)
 	}
@@ -145,14 +136,7 @@ func TestRewrite_PostgresParses(t *testing.T) {
 		}
 		seeds = append(seeds, s)
 	}
-	dsn := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn := freshConn(t, 2*time.Minute)
 	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
 		t.Fatal(err)
 	}

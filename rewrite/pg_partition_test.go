@@ -1,13 +1,9 @@
 package rewrite
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/dpproxy/dpproxy/internal/pgtest"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestRewrite_PostgresPartitionUnits checks on a real PostgreSQL the
@@ -17,14 +13,7 @@ import (
 // release compares with τ); and a patient with rows in 7 groups is counted
 // in exactly max_groups_per_unit = 4 of them.
 func TestRewrite_PostgresPartitionUnits(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn := freshConn(t, time.Minute)
 	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
 		t.Fatal(err)
 	}

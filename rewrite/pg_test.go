@@ -74,6 +74,22 @@ func loadWithinLimits(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *pol
 	}
 }
 
+// freshConn connects to a new empty database of the shared test cluster
+// and returns a context bounded by timeout; both are closed when the test
+// ends.
+func freshConn(t *testing.T, timeout time.Duration) (context.Context, *pgx.Conn) {
+	t.Helper()
+	dsn := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	t.Cleanup(cancel)
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return ctx, conn
+}
+
 // queryText runs sql and returns its rows as text (NULL as nil).
 func queryText(ctx context.Context, conn *pgx.Conn, sql string) ([][]*string, error) {
 	rows, err := conn.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
@@ -289,14 +305,7 @@ func orderColumns(p *Plan, rows [][]string) [][]string {
 // exactly what the analyst's own query returns there. This is the start
 // of issue 5's differential test.
 func TestRewrite_Postgres(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn := freshConn(t, 2*time.Minute)
 	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
 		t.Fatal(err)
 	}
@@ -411,14 +420,7 @@ func page(p *Plan, rows [][]string) [][]string {
 // violates them: one patient with 30 visits of cost 50000 in one
 // department, and one patient in all 7 departments.
 func TestRewrite_PostgresBounds(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn := freshConn(t, time.Minute)
 	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
 		t.Fatal(err)
 	}

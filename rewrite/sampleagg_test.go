@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
@@ -164,14 +163,7 @@ func emittedAverages(t *testing.T, ctx context.Context, q interface {
 // (blocks assigned by HMAC in Go, aggregates by plain PostgreSQL queries);
 // for every level of the noisy-count plan too, with n the number of units.
 func TestSampleAgg_Postgres(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn := freshConn(t, 2*time.Minute)
 	// A fixed key (not the random one drawn without sample_key_file): the
 	// block assignment, and so whether some block answer is clipped, is
 	// then the same in every run.
@@ -276,14 +268,7 @@ func blockValuesWhere(t *testing.T, ctx context.Context, conn *pgx.Conn, key []b
 // answers of exactly one block (u's block, computed in Go), and the average
 // by at most (u − l)/k, for units with many extreme rows.
 func TestSampleAgg_Neighbour(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	ctx, conn := freshConn(t, 2*time.Minute)
 	ds, err := policy.Parse(strings.NewReader(saPolicy), "sa.yaml")
 	if err != nil {
 		t.Fatal(err)
