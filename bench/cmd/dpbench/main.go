@@ -330,18 +330,7 @@ func (e *env) startProxy(ctx context.Context) (func(), error) {
 		return nil, err
 	}
 	e.proxyPID = cmd.Process.Pid
-	stop := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	}
+	stop := func() { stopProcess(cmd, syscall.SIGTERM, 10*time.Second, logf) }
 	if err := waitConnect(ctx, e.proxyDSN("")); err != nil {
 		stop()
 		b, _ := os.ReadFile(filepath.Join(e.work, "dpproxy.log"))
@@ -363,18 +352,7 @@ func (e *env) startCompare(ctx context.Context) (func(), error) {
 		logf.Close()
 		return nil, err
 	}
-	stop := func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		logf.Close()
-	}
+	stop := func() { stopProcess(cmd, syscall.SIGTERM, 10*time.Second, logf) }
 	if err := waitConnect(ctx, e.compareDSN()); err != nil {
 		stop()
 		return nil, fmt.Errorf("--compare dpproxy did not start: %w", err)
@@ -433,18 +411,7 @@ pidfile = %s
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	stop := func() {
-		cmd.Process.Signal(syscall.SIGINT)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		out.Close()
-	}
+	stop := func() { stopProcess(cmd, syscall.SIGINT, 5*time.Second, out) }
 	if err := waitConnect(ctx, e.bouncerDSN()); err != nil {
 		stop()
 		b, _ := os.ReadFile(filepath.Join(e.work, "pgbouncer.out"))
@@ -929,4 +896,19 @@ func tail(s string, n int) string {
 		s = "…" + s[len(s)-n:]
 	}
 	return s
+}
+
+// stopProcess sends sig to a process started by cmd, waits up to grace for
+// it to exit (then kills it), and closes its output file.
+func stopProcess(cmd *exec.Cmd, sig os.Signal, grace time.Duration, out *os.File) {
+	cmd.Process.Signal(sig)
+	done := make(chan struct{})
+	go func() { cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		cmd.Process.Kill()
+		<-done
+	}
+	out.Close()
 }
