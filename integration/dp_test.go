@@ -77,44 +77,17 @@ func TestPgx_CountsCloseToTruth(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	truth := map[string]int64{}
 	up := connect(t, ctx, env.upstreamDSN)
-	rows, err := up.Query(ctx, "SELECT sex, count(*) FROM patients GROUP BY sex")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k string
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			t.Fatal(err)
-		}
-		truth[k] = n
-	}
-	if rows.Err() != nil || len(truth) != 2 {
-		t.Fatalf("truth = %v, %v", truth, rows.Err())
+	truth := countsByKey(t, ctx, up, "SELECT sex, count(*) FROM patients GROUP BY sex")
+	if len(truth) != 2 {
+		t.Fatalf("truth = %v", truth)
 	}
 
 	c := connect(t, ctx, analystDSN("alice"))
 	if _, err := c.Exec(ctx, "SET dp.epsilon = 0.5"); err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]int64{}
-	rows, err = c.Query(ctx, "SELECT sex, COUNT(*) AS n FROM patients GROUP BY sex ORDER BY sex")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var k string
-		var n int64
-		if err := rows.Scan(&k, &n); err != nil {
-			t.Fatal(err)
-		}
-		got[k] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	got := countsByKey(t, ctx, c, "SELECT sex, COUNT(*) AS n FROM patients GROUP BY sex ORDER BY sex")
 	// One measure, ε = 0.5, L1 = 1·1: scale b = 2. Each count is within
 	// laplaceBound(2, 1e-9) ≈ 43 of the truth except with probability 1e-9
 	// (2e-9 for both).

@@ -113,3 +113,26 @@ func lastChargeID(t *testing.T, ctx context.Context, ledger *pgx.Conn) int64 {
 	}
 	return id
 }
+
+// countsByKey runs a query of (text key, count) rows and returns them as a
+// map.
+func countsByKey(t *testing.T, ctx context.Context, conn *pgx.Conn, sql string) map[string]int64 {
+	t.Helper()
+	rows, err := conn.Query(ctx, sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var k string
+		var n int64
+		if err := rows.Scan(&k, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[k] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
