@@ -12,8 +12,9 @@ import (
 // blocks by a keyed hash of the unit (HMAC-SHA-256, see
 // rewrite/sampleagg.go). The key is secret and per dataset, so an analyst
 // can neither predict nor steer which block a unit falls in. It never
-// appears in anything an analyst sees (EXPLAIN redacts it) and is not part
-// of Dataset.Version.
+// appears in anything an analyst sees, nor in the emitted SQL (which takes
+// it as bind parameters, rewrite.Plan.QueryArgs), and is not part of
+// Dataset.Version.
 //
 // A policy names the key with sample_key_file: a file holding at least 32
 // random bytes in hex (e.g. `openssl rand -hex 32 > hospital.key`, mode

@@ -164,7 +164,7 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 // queries it.
 type noUpstream struct{}
 
-func (noUpstream) Query(_ context.Context, _ string) ([][]*string, error) {
+func (noUpstream) Query(context.Context, string, ...any) ([][]*string, error) {
 	return nil, errors.New("release: EXPLAIN never runs SQL")
 }
 

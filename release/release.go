@@ -30,9 +30,13 @@ const maxGroups = 1_000_000
 
 // Upstream runs emitted SQL on the data database and returns every value as
 // text (NULL as nil). Implementations run it in a READ ONLY transaction with
-// a statement timeout.
+// a statement timeout. args, when given, are the values of the SQL's bind
+// parameters $1, $2, … (Plan.QueryArgs: the sample-and-aggregate key,
+// which is never part of the SQL text); implementations must send them as
+// parameters of the extended protocol, never interpolate them into the
+// text, and never log them.
 type Upstream interface {
-	Query(ctx context.Context, sql string) ([][]*string, error)
+	Query(ctx context.Context, sql string, args ...any) ([][]*string, error)
 }
 
 // Config configures a Releaser.

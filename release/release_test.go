@@ -79,10 +79,12 @@ type fakeUpstream struct {
 	rows  [][]*string
 	err   error
 	calls []string
+	args  [][]any // the bind parameters of each call
 }
 
-func (u *fakeUpstream) Query(_ context.Context, sql string) ([][]*string, error) {
+func (u *fakeUpstream) Query(_ context.Context, sql string, args ...any) ([][]*string, error) {
 	u.calls = append(u.calls, sql)
+	u.args = append(u.args, args)
 	return u.rows, u.err
 }
 

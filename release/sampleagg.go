@@ -148,7 +148,7 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	rows, err := req.Upstream.Query(ctx, plan.SQL)
+	rows, err := req.Upstream.Query(ctx, plan.SQL, plan.QueryArgs(req.Dataset)...)
 	if err != nil {
 		return nil, upstreamError(ctx, err)
 	}

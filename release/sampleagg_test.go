@@ -1,8 +1,12 @@
 package release
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
@@ -131,26 +135,102 @@ func TestExplainSampleAgg(t *testing.T) {
 	}
 	all := strings.Join(text, "\n")
 	for _, want := range []string{"DP Sample-and-aggregate on hospital.visits", "Cost: epsilon=1 ", "noisy count of distinct units (epsilon=0.1",
-		"clipped to [-1, 1]", "sensitivity (u−l)/k = 2/k", "<secret sample key ⊕ ipad>"} {
+		"clipped to [-1, 1]", "sensitivity (u−l)/k = 2/k", "sha256($2::bytea || sha256($1::bytea || "} {
 		if !strings.Contains(all, want) {
 			t.Errorf("EXPLAIN lacks %q:\n%s", want, all)
 		}
 	}
-	// Neither the key nor its HMAC pads appear (the SQL holds the pads).
-	key := ds.SampleKey()
-	pads := []string{hex.EncodeToString(key)}
+	if leak := keyLeak(ds.SampleKey(), all); leak != "" {
+		t.Errorf("EXPLAIN shows the key (%s):\n%s", leak, all)
+	}
+}
+
+// keyPads returns the key and its HMAC pads K⊕ipad, K⊕opad (RFC 2104).
+func keyPads(key []byte) [][]byte {
+	out := [][]byte{key}
 	for _, x := range []byte{0x36, 0x5c} {
 		p := make([]byte, 64)
 		copy(p, key)
 		for i := range p {
 			p[i] ^= x
 		}
-		pads = append(pads, hex.EncodeToString(p))
+		out = append(out, p)
 	}
-	if !strings.Contains(plan.SQL, pads[1]) || !strings.Contains(plan.SQL, pads[2]) {
-		t.Fatalf("the plan's SQL does not hold the HMAC pads of the dataset key")
+	return out
+}
+
+// keyLeak reports which form of the key (raw bytes, hex, upper-case hex,
+// base64 of the key or of a pad) text contains, or "".
+func keyLeak(key []byte, text string) string {
+	for i, p := range keyPads(key) {
+		for _, form := range []string{string(p), hex.EncodeToString(p), strings.ToUpper(hex.EncodeToString(p)),
+			base64.StdEncoding.EncodeToString(p), hex.EncodeToString(p[:8])} {
+			if strings.Contains(text, form) {
+				return fmt.Sprintf("form of key/pad %d", i)
+			}
+		}
 	}
-	if strings.Contains(all, pads[0]) || strings.Contains(all, pads[1]) || strings.Contains(all, pads[2]) {
-		t.Errorf("EXPLAIN shows the key:\n%s", all)
+	return ""
+}
+
+// TestSampleAgg_KeyOnlyAsBindParameter: the sample key reaches the
+// upstream as the bind parameters $1, $2 (its HMAC pads) and nowhere
+// else: not in the SQL text, the fingerprint, the cache key, the ledger's
+// charge and stored answer, the NOTICE or the rows.
+func TestSampleAgg_KeyOnlyAsBindParameter(t *testing.T) {
+	ds := loadPolicy(t)
+	key := ds.SampleKey()
+	if len(key) < 32 {
+		t.Fatalf("the test policy has a %d-byte key", len(key))
+	}
+	plan, err := rewrite.Rewrite(ds, "SELECT corr(cost, age) FROM visits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	led := &memLedger{limit: 3}
+	r := newTestReleaser(t, led, 5)
+	up := &fakeUpstream{rows: saRows(plan, 0.3, 5000)}
+	req := Request{Analyst: "alice", Dataset: ds, Plan: plan, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up}
+	res, err := r.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pads := keyPads(key)
+	if len(up.args) != 1 || len(up.args[0]) != 2 || !bytes.Equal(up.args[0][0].([]byte), pads[1]) || !bytes.Equal(up.args[0][1].([]byte), pads[2]) {
+		t.Fatalf("upstream bind parameters = %v, want the key's HMAC pads ($1 = K⊕ipad, $2 = K⊕opad)", up.args)
+	}
+	if !strings.Contains(plan.SQL, "$1::bytea") || !strings.Contains(plan.SQL, "$2::bytea") {
+		t.Fatalf("the plan's SQL does not take the key as $1, $2:\n%s", plan.SQL)
+	}
+	planJSON, _ := json.Marshal(plan)
+	charge, _ := json.Marshal(led.reserved)
+	var stored []string
+	for _, a := range led.released {
+		stored = append(stored, string(a))
+	}
+	for what, text := range map[string]string{
+		"SQL": plan.SQL, "fingerprint": plan.Fingerprint, "plan (JSON)": string(planJSON), "plan (%+v)": fmt.Sprintf("%+v %+v", plan, *plan.SampleAgg),
+		"cache key": cacheKey(req), "ledger charge": string(charge), "stored answer": strings.Join(stored, "\n"),
+		"NOTICE": res.Notice, "result": fmt.Sprint(res.Rows),
+	} {
+		if leak := keyLeak(key, text); leak != "" {
+			t.Errorf("%s holds the sample key (%s)", what, leak)
+		}
+	}
+	// The fingerprint does not depend on the key: the same query under
+	// another key hashes the same (so the key is not among its inputs).
+	other, err := policy.Load("../examples/policies/hospital.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(other.SampleKey(), key) && other.SampleKeyFromFile() == false {
+		t.Fatal("two loads without sample_key_file drew the same key")
+	}
+	p2, err := rewrite.Rewrite(other, "SELECT corr(cost, age) FROM visits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p2.Fingerprint != plan.Fingerprint || p2.SQL != plan.SQL {
+		t.Errorf("fingerprint or SQL depends on the key")
 	}
 }

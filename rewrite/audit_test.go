@@ -297,7 +297,7 @@ type auditResult map[string][]*big.Rat
 func runAudit(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, p *Plan) (auditResult, error) {
-	rows, err := q.Query(ctx, p.SQL, pgx.QueryExecModeSimpleProtocol)
+	rows, err := q.Query(ctx, p.SQL, append([]any{pgx.QueryExecModeSimpleProtocol}, auditArgs(p)...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -67,9 +67,9 @@ func appendCanonical(buf []byte, v reflect.Value) []byte {
 		return appendCanonical(append(buf, 1), v.Elem())
 	case reflect.Struct:
 		for i := range v.NumField() {
-			// Unexported fields are skipped, as JSON skips them: they may
-			// hold secrets (SampleAgg's HMAC key pads), and the
-			// fingerprint is logged and stored. CanInterface is false
+			// Unexported fields are skipped, as JSON skips them: they are
+			// inputs of the emitter (Plan.table, Plan.where), not part of
+			// the canonical plan (the SQL is). CanInterface is false
 			// exactly for values reached through an unexported field.
 			if f := v.Field(i); f.CanInterface() {
 				buf = appendCanonical(buf, f)

@@ -42,8 +42,8 @@ func checkEveryField(t *testing.T, p *Plan) int {
 		switch v.Kind() {
 		case reflect.Struct:
 			for i := range v.NumField() {
-				// Unexported fields (Plan.table, Plan.where, SampleAgg's
-				// key pads) are skipped by the fingerprint, as by JSON.
+				// Unexported fields (Plan.table, Plan.where) are
+				// skipped by the fingerprint, as by JSON.
 				if f := v.Type().Field(i); f.Name != "Fingerprint" && f.IsExported() {
 					walk(path+"."+f.Name, v.Field(i))
 				}
@@ -67,7 +67,7 @@ func checkEveryField(t *testing.T, p *Plan) int {
 			return
 		}
 		if !v.CanSet() {
-			// Unexported (e.g. SampleAgg's key pads): skipped by the
+			// Unexported (e.g. Plan.table): skipped by the
 			// fingerprint, as by JSON.
 			return
 		}

@@ -4,13 +4,13 @@ package rewrite
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"math"
 	"math/big"
 	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -119,10 +119,6 @@ type SampleAgg struct {
 	BlockUnits int
 	// CountShare is the share of the query's ε (and δ) for the count.
 	CountShare float64
-
-	// hmacInner, hmacOuter are the SQL literals of the HMAC key pads, for
-	// RedactedSQL; unexported so they are never marshalled.
-	hmacInner, hmacOuter string
 }
 
 // ChooseBlocks returns the block count for a noisy unit count: the largest
@@ -138,14 +134,26 @@ func (s *SampleAgg) ChooseBlocks(count float64) int {
 	return k
 }
 
-// RedactedSQL is Plan.SQL with the secret key replaced by a placeholder:
-// what EXPLAIN shows.
-func (p *Plan) RedactedSQL() string {
-	if p.SampleAgg == nil || p.SampleAgg.hmacInner == "" {
-		return p.SQL
+// RedactedSQL is what EXPLAIN shows of Plan.SQL: the SQL itself, which
+// holds no secret (the sample key is the bind parameters $1 and $2, see
+// QueryArgs).
+func (p *Plan) RedactedSQL() string { return p.SQL }
+
+// QueryArgs returns the values of the bind parameters of Plan.SQL: for a
+// sample-and-aggregate plan the HMAC key pads of the dataset's secret
+// sample key, $1 = K⊕ipad and $2 = K⊕opad (bytea); nil for other plans.
+//
+// The key never enters the plan: not Plan.SQL (so neither the fingerprint,
+// which hashes the plan, nor the answer cache key and the ledger, which
+// use the fingerprint, nor EXPLAIN, which prints the SQL, can contain it),
+// and not any field of Plan. release passes these values to the upstream
+// as parameters of the extended protocol, and never logs or stores them.
+func (p *Plan) QueryArgs(ds *policy.Dataset) []any {
+	if p.SampleAgg == nil {
+		return nil
 	}
-	s := strings.ReplaceAll(p.SQL, p.SampleAgg.hmacInner, "<secret sample key ⊕ ipad>")
-	return strings.ReplaceAll(s, p.SampleAgg.hmacOuter, "<secret sample key ⊕ opad>")
+	inner, outer := hmacPads(ds.SampleKey())
+	return []any{inner, outer}
 }
 
 // saSpec is one sample-and-aggregate call of the select list.
@@ -291,8 +299,6 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		// COUNT(DISTINCT unit) of the bounded rows: one unit adds 1.
 		p.Measures = append(p.Measures, Measure{Kind: MeasureUnits, Column: b.table.UnitColumn, Integer: true, LInf: 1})
 	}
-	inner, outer := hmacPads(key)
-	sa.hmacInner, sa.hmacOuter = byteaConst(inner), byteaConst(outer)
 	p.SampleAgg = sa
 	p.SQL = b.emitSampleAggSQL(p)
 	return nil
@@ -317,14 +323,15 @@ func hmacPads(key []byte) (inner, outer []byte) {
 	return inner, outer
 }
 
-func byteaConst(b []byte) string { return `'\x` + hex.EncodeToString(b) + `'::bytea` }
-
 // blockHashSQL is the unit's block hash: the first 56 bits of
 // HMAC-SHA-256(key, unit::text) as a non-negative bigint (56 bits so the
 // cast through bit(56) cannot go negative). Block of k: hash % k; the bias
-// of 2⁵⁶ mod k is below k/2⁵⁶.
+// of 2⁵⁶ mod k is below k/2⁵⁶. The key pads are the bind parameters $1
+// (K⊕ipad) and $2 (K⊕opad), see Plan.QueryArgs: the SQL text holds no
+// secret. sa is unused (kept for callers' signature stability).
 func blockHashSQL(unit string, sa *SampleAgg) string {
-	mac := "sha256(" + sa.hmacOuter + " || sha256(" + sa.hmacInner + " || convert_to(" + unit + "::text, 'UTF8')))"
+	_ = sa
+	mac := "sha256($2::bytea || sha256($1::bytea || convert_to(" + unit + "::text, 'UTF8')))"
 	return "('x' || substr(encode(" + mac + ", 'hex'), 1, 14))::bit(56)::bigint"
 }
 

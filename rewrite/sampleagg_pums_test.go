@@ -82,7 +82,7 @@ func TestSampleAgg_PUMSAccuracy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		avgs, units := emittedAverages(t, ctx, conn, p)
+		avgs, units := emittedAverages(t, ctx, conn, ds, p)
 		k := p.SampleAgg.ChooseBlocks(float64(units[p.SampleAgg.Levels[0]]))
 		var full float64
 		if err := conn.QueryRow(ctx, "SELECT "+fn+" FROM pums").Scan(&full); err != nil {

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -127,9 +128,11 @@ func mean(xs []float64) float64 {
 // statistic, and n per level.
 func emittedAverages(t *testing.T, ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, p *Plan) (map[int][]float64, map[int]int64) {
+}, ds *policy.Dataset, p *Plan) (map[int][]float64, map[int]int64) {
 	t.Helper()
-	rows, err := q.Query(ctx, p.SQL, pgx.QueryExecModeSimpleProtocol)
+	args := p.QueryArgs(ds)
+	inner, outer := args[0], args[1]
+	rows, err := q.Query(ctx, p.SQL, pgx.QueryExecModeExec, inner, outer)
 	if err != nil {
 		t.Fatalf("emitted SQL: %v", err)
 	}
@@ -203,7 +206,7 @@ func TestSampleAgg_Postgres(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, _ := emittedAverages(t, ctx, conn, p)
+		got, _ := emittedAverages(t, ctx, conn, ds, p)
 		for i, f := range q.fns {
 			o := p.Outputs[i]
 			per := blockValues(t, ctx, conn, key, f, 8, o.Lower, o.Upper)
@@ -228,7 +231,7 @@ func TestSampleAgg_Postgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	avgs, units := emittedAverages(t, ctx, conn, p)
+	avgs, units := emittedAverages(t, ctx, conn, ds, p)
 	if len(avgs) != len(sampleLevels) {
 		t.Fatalf("emitted SQL returned %d levels, want %d", len(avgs), len(sampleLevels))
 	}
@@ -280,7 +283,7 @@ func TestSampleAgg_Neighbour(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base, _ := emittedAverages(t, ctx, conn, p)
+	base, _ := emittedAverages(t, ctx, conn, ds, p)
 	before := blockValues(t, ctx, conn, key, "corr", k, -1, 1)
 	for trial, unit := range []int64{100001, 100002, 100003, 100004, 100005} {
 		tx, err := conn.Begin(ctx)
@@ -294,7 +297,7 @@ func TestSampleAgg_Neighbour(t *testing.T) {
 			}
 		}
 		after := blockValues(t, ctx, tx, key, "corr", k, -1, 1)
-		d2, _ := emittedAverages(t, ctx, tx, p)
+		d2, _ := emittedAverages(t, ctx, tx, ds, p)
 		_ = tx.Rollback(ctx)
 		ub := goBlock(key, strconv.FormatInt(unit, 10), k)
 		for b := range before {
@@ -340,5 +343,57 @@ func TestSampleAgg_Refusals(t *testing.T) {
 	p, err := RewriteWith(ds, "SELECT corr(y, x) FROM obs", Options{HasOutputRange: true, OutputLower: 0, OutputUpper: 5})
 	if err != nil || p.Outputs[0].Lower != 0 || p.Outputs[0].Upper != 1 || p.Measures[0].LInf != 1 {
 		t.Fatalf("corr with dp.output_range 0,5: %+v, %v; want range [0, 1], LInf 1", p, err)
+	}
+}
+
+// auditKey is the sample key the shared audits (runAudit) run
+// sample-and-aggregate plans with: the neighbouring-database bound holds
+// for every key, so any fixed one serves.
+var auditKey = sha256.Sum256([]byte("dpproxy audit sample key"))
+
+// auditArgs are the bind parameters of p's SQL under auditKey (nil for
+// plans without any).
+func auditArgs(p *Plan) []any {
+	if p.SampleAgg == nil {
+		return nil
+	}
+	inner, outer := hmacPads(auditKey[:])
+	return []any{inner, outer}
+}
+
+// TestSampleAgg_KeyNotInPlan: neither the sample key nor its HMAC pads (raw
+// or in hex) are in the emitted SQL or in the input of the fingerprint
+// (the SQL and the canonical encoding of the rest of the plan), for
+// grouped and ungrouped plans; the key reaches PostgreSQL only as
+// Plan.QueryArgs.
+func TestSampleAgg_KeyNotInPlan(t *testing.T) {
+	ds, err := policy.Parse(strings.NewReader(saPolicy), "sa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ds.SampleKey()
+	inner, outer := hmacPads(key)
+	for _, q := range []string{"SELECT corr(y, x) FROM obs", "SELECT covar_pop(y, x), regr_r2(y, x) FROM obs WHERE x > 1"} {
+		p, err := Rewrite(ds, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := *p
+		c.Fingerprint, c.SQL = "", ""
+		canon := string(appendCanonical(nil, reflect.ValueOf(&c).Elem()))
+		for _, secret := range [][]byte{key, inner, outer} {
+			for _, form := range []string{string(secret), hex.EncodeToString(secret), hex.EncodeToString(secret[:8])} {
+				if strings.Contains(p.SQL, form) || strings.Contains(canon, form) || strings.Contains(p.RedactedSQL(), form) {
+					t.Fatalf("%q: the SQL or the fingerprint input holds the key", q)
+				}
+			}
+		}
+		args := p.QueryArgs(ds)
+		if len(args) != 2 || string(args[0].([]byte)) != string(inner) || string(args[1].([]byte)) != string(outer) {
+			t.Fatalf("%q: QueryArgs = %v, want the key's HMAC pads", q, args)
+		}
+	}
+	if p, err := Rewrite(ds, "SELECT SUM(x) FROM obs"); err != nil || p.QueryArgs(ds) != nil {
+		t.Fatalf("a plain SUM has bind parameters: %v", err)
 	}
 }

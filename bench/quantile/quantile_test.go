@@ -85,7 +85,9 @@ func (l *memLedger) Cached(context.Context, string, string, string) ([]byte, boo
 // rowsUpstream returns rows computed once.
 type rowsUpstream struct{ rows [][]*string }
 
-func (u rowsUpstream) Query(context.Context, string) ([][]*string, error) { return u.rows, nil }
+func (u rowsUpstream) Query(context.Context, string, ...any) ([][]*string, error) {
+	return u.rows, nil
+}
 
 func queryText(ctx context.Context, conn *pgx.Conn, sql string) ([][]*string, error) {
 	rows, err := conn.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)

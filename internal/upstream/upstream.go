@@ -60,7 +60,16 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 
 // Query runs sql in a READ ONLY transaction with the statement timeout and
 // returns every value as text, NULL as nil. It implements release.Upstream.
-func (p *Pool) Query(ctx context.Context, sql string) ([][]*string, error) {
+//
+// Without args the SQL goes through the simple query protocol. With args
+// (the bind parameters $1, $2, … of a sample-and-aggregate plan: its
+// secret key) it goes through the extended protocol with text parameters
+// and text results (pgx's QueryExecModeExec): the values travel in the
+// Bind message, never in the SQL text, so they appear neither in the
+// statement PostgreSQL parses nor in pg_stat_statements. (PostgreSQL's
+// own log_statement/log_min_duration_statement can print bind values; see
+// SECURITY.md, "Sample-and-aggregate key".)
+func (p *Pool) Query(ctx context.Context, sql string, args ...any) ([][]*string, error) {
 	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("upstream begin: %w", err)
@@ -69,7 +78,11 @@ func (p *Pool) Query(ctx context.Context, sql string) ([][]*string, error) {
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", p.timeout.Milliseconds())); err != nil {
 		return nil, fmt.Errorf("upstream statement_timeout: %w", err)
 	}
-	rows, err := tx.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	mode := pgx.QueryExecModeSimpleProtocol
+	if len(args) > 0 {
+		mode = pgx.QueryExecModeExec
+	}
+	rows, err := tx.Query(ctx, sql, append([]any{mode}, args...)...)
 	if err != nil {
 		return nil, err
 	}
