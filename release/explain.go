@@ -99,7 +99,7 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	cost += "; the accountant may charge less under its composition)"
 	lines = append(lines, cost)
 	if sel != nil {
-		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, 1)
+		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, 1, 0)
 		tau, _ := sel.threshold.Float64()
 		add("  Partition selection: noisy count(distinct unit) per group  (linf=1 sensitivity=%s (%s) noise_scale=%s half_width_95=%s)",
 			num(d), sensName(mechanism), num(sel.mech.NoiseMultiplier()*d), num(sel.mech.HalfWidth(0.95)))
@@ -112,7 +112,7 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 			lines = append(lines, quantileExplain(i, m.quant))
 			continue
 		}
-		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, m.measure.LInf)
+		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, m.measure.LInf, m.measure.L1)
 		add("  Measurement m%d: %s  (linf=%s sensitivity=%s (%s) noise_scale=%s half_width_95=%s)",
 			i, measureText(m.measure), num(m.measure.LInf), num(d), sensName(mechanism),
 			num(m.mech.NoiseMultiplier()*d), num(m.mech.HalfWidth(0.95)))
@@ -176,12 +176,13 @@ func sensName(mechanism string) string {
 }
 
 // explainSensitivity is the sensitivity the measurement's mechanism was
-// calibrated to (before any rounding charge of real mode).
-func explainSensitivity(mechanism string, l0 int, lInf float64) float64 {
+// calibrated to (before any rounding charge of real mode); l1 is the
+// measure's direct L1 bound (0 when none).
+func explainSensitivity(mechanism string, l0 int, lInf, l1 float64) float64 {
 	if lInf == 0 {
 		lInf = 1 // as in mechanisms
 	}
-	b := sensitivity.Bounds{L0: l0, LInf: lInf}
+	b := sensitivity.Bounds{L0: l0, LInf: lInf, L1: l1}
 	if mechanism == policy.MechanismGaussian {
 		d, _ := sensitivity.L2(b)
 		return d

@@ -65,10 +65,13 @@ import (
 // # Budget split (the query's ε and δ)
 //
 // The selection's noisy count is one more measurement: with m measures,
-// the query's ε is split equally between m + 1 measurements. Laplace: the
+// the query's ε is split equally between m + 1 measurements. δ is split
+// equally between the threshold and every other δ user: under Laplace the
 // measures and the count are pure ε-DP and the threshold takes the whole
-// δ. Gaussian: δ is split equally between the m measures, the count's
-// Gaussian noise and the threshold (m + 2 shares). Without private keys δ
+// δ, unless smooth or ptr quantiles take a share each; under Gaussian the
+// m measures (exponential-method quantiles excepted, which are pure ε-DP)
+// and the count's Gaussian noise take one share each. With no quantile
+// that is m + 2 shares. Without private keys δ
 // is split equally between the measures that use it (every measure under
 // the Gaussian mechanism; smooth and ptr quantiles, see quantile.go).
 
@@ -96,11 +99,23 @@ func splitBudget(req Request) budget {
 	}
 	b := budget{epsilon: splitDown(req.Epsilon, n)}
 	switch {
-	case req.Mechanism == policy.MechanismGaussian && private:
-		share := splitDown(req.Delta, m+2)
-		b.measureDelta, b.countDelta, b.thresholdDelta = share, share, share
 	case private:
-		b.thresholdDelta = req.Delta
+		// δ shares: the threshold, the count's noise (Gaussian), and the
+		// measures that use δ (every measure under the Gaussian
+		// mechanism, smooth and ptr quantiles).
+		users := deltaUsers(req.Mechanism, req.Plan.Measures)
+		shares := users + 1
+		if req.Mechanism == policy.MechanismGaussian {
+			shares++
+		}
+		share := splitDown(req.Delta, shares)
+		b.thresholdDelta = share
+		if req.Mechanism == policy.MechanismGaussian {
+			b.countDelta = share
+		}
+		if users > 0 {
+			b.measureDelta = share
+		}
 	case req.Delta > 0:
 		// δ goes equally to the measures that use it: every measure under
 		// the Gaussian mechanism, smooth and ptr quantiles (quantile.go).
@@ -209,7 +224,12 @@ func (s *selection) describe() string {
 // that the upstream's row order (which can depend on the data) is not
 // released. Rows whose key is NULL or outside a public key's domain are
 // ignored (the SQL already excludes them); NULL measures count as zero.
-func selectGroups(plan *rewrite.Plan, sel *selection, rows [][]*string) ([][]string, [][]*big.Rat, error) {
+//
+// Quantile measures are returned as their raw summaries (raw[g][i], nil when
+// NULL; see collect) and count as zero in values: they are released per
+// kept group by the quantile mechanism, exactly as for public keys (the
+// privacy argument above covers any ε_meas-DP release per kept group).
+func selectGroups(plan *rewrite.Plan, sel *selection, rows [][]*string) ([][]string, [][]*big.Rat, [][]*string, error) {
 	nk, nm := len(plan.Keys), len(plan.Measures)
 	domains := make([]map[string]bool, nk)
 	for i, k := range plan.Keys {
@@ -224,10 +244,11 @@ func selectGroups(plan *rewrite.Plan, sel *selection, rows [][]*string) ([][]str
 	seen := map[string]bool{}
 	var groups [][]string
 	var values [][]*big.Rat
+	var raws [][]*string
 rows:
 	for _, row := range rows {
 		if len(row) != nk+nm+1 {
-			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
+			return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
 		}
 		key := make([]string, nk)
 		for i := 0; i < nk; i++ {
@@ -241,48 +262,54 @@ rows:
 		}
 		id := strings.Join(key, "\x00")
 		if seen[id] {
-			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
+			return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
 		}
 		seen[id] = true
 		units, ok := parseCount(row[nk+nm])
 		if !ok {
-			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an invalid unit count")
+			return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an invalid unit count")
 		}
 		noisy, err := sel.mech.AddNoise(units)
 		if err != nil {
-			return nil, nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+			return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
 		}
 		if noisy.Cmp(sel.threshold) < 0 {
 			continue // dropped: its keys and measures are never used
 		}
 		ms := make([]*big.Rat, nm)
+		rs := make([]*string, nm)
 		for i := 0; i < nm; i++ {
 			ms[i] = new(big.Rat)
 			if row[nk+i] == nil {
 				continue
 			}
+			if plan.Measures[i].Kind == rewrite.MeasureQuantile {
+				rs[i] = row[nk+i]
+				continue
+			}
 			v, ok := new(big.Rat).SetString(*row[nk+i])
 			if !ok {
-				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
+				return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
 			}
 			if plan.Measures[i].Integer && !v.IsInt() {
-				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
+				return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
 			}
 			ms[i] = v
 		}
 		groups = append(groups, key)
 		values = append(values, ms)
+		raws = append(raws, rs)
 	}
 	idx := make([]int, len(groups))
 	for i := range idx {
 		idx[i] = i
 	}
 	sort.Slice(idx, func(a, b int) bool { return lessKeys(plan.Keys, groups[idx[a]], groups[idx[b]]) })
-	sg, sv := make([][]string, len(idx)), make([][]*big.Rat, len(idx))
+	sg, sv, sr := make([][]string, len(idx)), make([][]*big.Rat, len(idx)), make([][]*string, len(idx))
 	for i, j := range idx {
-		sg[i], sv[i] = groups[j], values[j]
+		sg[i], sv[i], sr[i] = groups[j], values[j], raws[j]
 	}
-	return sg, sv, nil
+	return sg, sv, sr, nil
 }
 
 // parseCount reads a distinct-unit count: an integer ≥ 1 (a group the SQL

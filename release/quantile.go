@@ -58,9 +58,23 @@ import (
 // with optimal convergence rates", STOC) exponential-mechanism quantile
 // with its continuous output replaced by the bucket midpoint.
 //
+// # Groups
+//
 // A unit changes at most L0 = Plan.MaxGroupsPerUnit groups, so each group
 // is answered with ε_g = ε_m/L0, where ε_m is the measure's share of the
 // query's ε: by basic composition the measure is ε_m-DP.
+//
+// The exponential method can do better when the plan bounds the change
+// summed over groups (Measure.L1 = Λ, elastic joins, rewrite/join_l1.go):
+// if a group's utilities move by at most d_g (in ranks), its release with
+// parameter ε_g and utility sensitivity Δu = L∞ changes each outcome's
+// probability by a factor at most e^{ε_g·d_g/L∞} (numerator and
+// normaliser each by e^{ε_g·d_g/(2L∞)}, as in McSherry–Talwar's proof),
+// and the groups' releases are independent, so the privacy loss of the
+// measure is at most Σ_g ε_g·d_g/L∞ ≤ ε_g·Λ/L∞. With ε_g = ε_m·L∞/Λ (and
+// never below ε_m/L0) the measure is ε_m-DP. For an elastic join Λ = L∞ =
+// E: every group gets the whole ε_m. The smooth and ptr methods have no
+// such linear loss and keep ε_m/L0 and δ_m/L0 per group.
 //
 // # Splitting the query's budget (the rule for every plan)
 //
@@ -95,6 +109,23 @@ import (
 // MIN and MAX of int and date columns, rounded to an integer
 // (post-processing).
 
+// groupEpsilon is ε_g, the ε of each group's release of a quantile
+// measure whose share is ε_m (see "Groups" above): ε_m/L0, or, for the
+// exponential method of a measure with a direct L1 bound Λ (an elastic
+// join, rewrite/join_l1.go), ε_m·L∞/min(Λ, L0·L∞). Rounded down so that
+// ε_g times the divisor never exceeds ε_m.
+func groupEpsilon(epsilon float64, l0 int, ms rewrite.Measure) float64 {
+	div := float64(l0)
+	if ms.Quantile.Method == rewrite.QuantileExponential && ms.L1 > 0 && ms.LInf > 0 {
+		div = math.Max(1, math.Min(div, ms.L1/ms.LInf))
+	}
+	ge := epsilon / div
+	for ge*div > epsilon {
+		ge = math.Nextafter(ge, 0)
+	}
+	return ge
+}
+
 // quantileMech releases one quantile measure. It implements noise.Mechanism
 // so that the ledger, NOTICE and EXPLAIN see it like the other measures,
 // but its values are released by releaseGroup, never by AddNoise.
@@ -115,23 +146,20 @@ type quantileMech struct {
 }
 
 // newQuantileMech builds the mechanism of a quantile measure.
-func (r *Releaser) newQuantileMech(ms rewrite.Measure, table *policy.Table, l0 int, epsilon, delta float64) (*quantileMech, error) {
+func (r *Releaser) newQuantileMech(ms rewrite.Measure, rows, l0 int, epsilon, delta float64) (*quantileMech, error) {
 	q := ms.Quantile
-	if q == nil || q.Buckets < 1 || q.Rows != table.MaxRowsPerUnit || !(q.Width > 0) {
+	if q == nil || q.Buckets < 1 || q.Rows != rows || !(q.Width > 0) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed quantile measure")
 	}
-	// Cross-check the planner: one unit moves at most max_rows_per_unit
-	// values of a group.
-	if ms.LInf < float64(table.MaxRowsPerUnit) {
+	// Cross-check the planner: one unit moves at most rows values of a
+	// group (max_rows_per_unit, or E for an elastic join; join.go).
+	if ms.LInf < float64(rows) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: plan sensitivity below the policy bound")
 	}
 	if l0 < 1 {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: max groups per unit below 1")
 	}
-	ge := epsilon / float64(l0)
-	for ge*float64(l0) > epsilon {
-		ge = math.Nextafter(ge, 0)
-	}
+	ge := groupEpsilon(epsilon, l0, ms)
 	m := &quantileMech{measure: ms, q: q, epsilon: epsilon, groupEpsilon: ge}
 	calibrationErr := func(err error) error {
 		return pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the %s quantile method for this query: %v", q.Method, err).

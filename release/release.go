@@ -197,14 +197,9 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	var values [][]*big.Rat
 	var raw [][]*string // quantile summaries (quantile.go)
 	if sel != nil {
-		// Partition selection: only the kept groups go on. (Quantiles
-		// with private group keys are refused by rewrite.)
-		for _, m := range plan.Measures {
-			if m.Kind == rewrite.MeasureQuantile {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: quantile with private group keys")
-			}
-		}
-		groups, values, err = selectGroups(plan, sel, rows)
+		// Partition selection: only the kept groups go on (their
+		// quantile summaries too, partition.go).
+		groups, values, raw, err = selectGroups(plan, sel, rows)
 	} else {
 		values, raw, err = collect(plan, groups, rows)
 	}
@@ -375,31 +370,40 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 	}
 	shares := splitBudget(req)
 	epsilon, delta := shares.epsilon, shares.measureDelta
+	// rows: how many rows of a group one unit changes, for the plan's
+	// join shape (join.go).
+	rows, err := rowsPerUnit(req.Dataset, plan, table)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]measurement, len(plan.Measures))
 	for i, ms := range plan.Measures {
+		if err := checkL1(plan, ms); err != nil {
+			return nil, err
+		}
 		var lInf float64
 		switch ms.Kind {
 		case rewrite.MeasureQuantile:
-			qm, err := r.newQuantileMech(ms, table, plan.MaxGroupsPerUnit, epsilon, delta)
+			qm, err := r.newQuantileMech(ms, rows, plan.MaxGroupsPerUnit, epsilon, delta)
 			if err != nil {
 				return nil, err
 			}
 			out[i] = measurement{measure: ms, mech: qm, quant: qm}
 			continue
 		case rewrite.MeasureCount:
-			lInf = sensitivity.CountLInf(table.MaxRowsPerUnit)
+			lInf = sensitivity.CountLInf(rows)
 		case rewrite.MeasureSum:
-			lInf = sensitivity.SumLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper)
+			lInf = sensitivity.SumLInf(rows, ms.Lower, ms.Upper)
 			if c, ok := new(big.Rat).SetString(ms.Centre); ok {
 				// A normalized sum Σ (x − Centre).
-				lInf = sensitivity.CentredSumLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper, c)
+				lInf = sensitivity.CentredSumLInf(rows, ms.Lower, ms.Upper, c)
 			} else if ms.Centre != "" {
 				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid centre")
 			}
 		case rewrite.MeasureSumSq:
-			lInf = sensitivity.SumSqLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper)
+			lInf = sensitivity.SumSqLInf(rows, ms.Lower, ms.Upper)
 			if c, ok := new(big.Rat).SetString(ms.Centre); ok {
-				lInf = sensitivity.CentredSumSqLInf(table.MaxRowsPerUnit, ms.Lower, ms.Upper, c)
+				lInf = sensitivity.CentredSumSqLInf(rows, ms.Lower, ms.Upper, c)
 			} else if ms.Centre != "" {
 				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid centre")
 			}
@@ -419,7 +423,7 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			// the smallest positive bound so the mechanism is well defined.
 			lInf = 1
 		}
-		bounds := sensitivity.Bounds{L0: plan.MaxGroupsPerUnit, LInf: lInf}
+		bounds := sensitivity.Bounds{L0: plan.MaxGroupsPerUnit, LInf: lInf, L1: ms.L1}
 		var mech noise.Mechanism
 		var err error
 		switch req.Mechanism {

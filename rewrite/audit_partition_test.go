@@ -23,11 +23,19 @@ import (
 // d and d2 map group keys to the measures followed by the count.
 func auditUnits(p *Plan, d, d2 auditResult) []string {
 	var bad []string
-	nm := len(p.Measures)
+	// A quantile's histogram takes Quantile.Buckets values (runAudit).
+	nm := 0
+	for _, m := range p.Measures {
+		if m.Kind == MeasureQuantile {
+			nm += m.Quantile.Buckets
+		} else {
+			nm++
+		}
+	}
 	units := func(r auditResult, k string) *big.Rat {
 		if ms, ok := r[k]; ok {
 			if len(ms) != nm+1 {
-				bad = append(bad, fmt.Sprintf("group %q has %d values, want %d measures and the unit count", k, len(ms), nm))
+				bad = append(bad, fmt.Sprintf("group %q has %d values, want %d measure values and the unit count", k, len(ms), nm))
 				return new(big.Rat)
 			}
 			return ms[nm]

@@ -432,9 +432,15 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 		bad = append(bad, fmt.Sprintf("%d groups changed, %d·MaxGroupsPerUnit %d", changed, factor, p.MaxGroupsPerUnit))
 	}
 	for i, m := range p.Measures {
-		bound := new(big.Rat).SetFloat64(f * m.LInf * float64(p.MaxGroupsPerUnit))
+		// The L1 sensitivity the noise is calibrated to: L0·LInf, or the
+		// direct bound Measure.L1 when smaller (elastic joins, join_l1.go).
+		l1Bound, what := m.LInf*float64(p.MaxGroupsPerUnit), "L0·LInf"
+		if m.L1 > 0 && m.L1 < l1Bound {
+			l1Bound, what = m.L1, "L1"
+		}
+		bound := new(big.Rat).SetFloat64(f * l1Bound)
 		if l1[i].Cmp(bound) > 0 {
-			bad = append(bad, fmt.Sprintf("measure %d: L1 change %s > %d·L0·LInf = %v", i, l1[i].FloatString(6), factor, f*m.LInf*float64(p.MaxGroupsPerUnit)))
+			bad = append(bad, fmt.Sprintf("measure %d: L1 change %s > %d·%s = %v", i, l1[i].FloatString(6), factor, what, f*l1Bound))
 		}
 	}
 	return bad

@@ -177,6 +177,9 @@ func describePlan(p *Plan) string {
 		case m.Column == "":
 			s = fmt.Sprintf("m%d count(*) linf=%g", i, m.LInf)
 		}
+		if m.L1 > 0 {
+			s += fmt.Sprintf(" l1=%g", m.L1)
+		}
 		if m.Filter != "" {
 			s += " filtered"
 		}

@@ -70,9 +70,10 @@ import (
 //     a measure is at most E·M (M = 1, max(|l|, |u|), max(l², u²)), at
 //     most E groups change, and no group changes by more than E·M. The
 //     plan states Measure.LInf = E·M and MaxGroupsPerUnit = min(E, number
-//     of releasable groups) (1 when ungrouped): L0·L∞ ≥ E·M and √L0·L∞ ≥
-//     the true L2, so the noise is sufficient (loose by up to a factor L0
-//     when grouped: the plan types carry no separate L1 bound).
+//     of releasable groups) (1 when ungrouped), and, since the E changed
+//     joined rows fall into the groups together, the direct bound
+//     Measure.L1 = E·M on the change summed over all groups (join_l1.go),
+//     which the noise is calibrated to instead of L0·L∞.
 //     Public tables may join in too when each is reached from A and B by
 //     an equality on one of its columns with max_rows_per_value m_T (1 for
 //     a unique key): the SQL keeps at most m_T rows per value of that
@@ -713,6 +714,7 @@ func (b *builder) finishJoin(p *Plan) error {
 			return pgerr.New(pgerr.InternalError, "internal error: elastic join sensitivity below E·M")
 		}
 	}
+	setElasticL1(p) // join_l1.go
 	if want := min(j.Changed, domainProduct(p.Keys, j.Changed)); p.MaxGroupsPerUnit < want {
 		return pgerr.New(pgerr.InternalError, "internal error: elastic join group bound below min(E, groups)")
 	}
@@ -870,6 +872,9 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 			rowCols = append(rowCols, v+" AS "+x)
 		}
 		switch {
+		case m.Kind == MeasureQuantile:
+			// The group's joined rows' values (join_quantile.go).
+			final = append(final, quantileFinalSQL(t, m, x))
 		case m.Kind == MeasureSum || m.Kind == MeasureSumSq:
 			final = append(final, "SUM("+x+")::text")
 		case v != "":

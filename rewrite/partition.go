@@ -66,10 +66,10 @@ func (p *Plan) PrivateGroups() bool {
 // partition selection would drop all of them).
 func (b *builder) privateKey(at ast.Node, ci colInfo) (Key, error) {
 	if b.join != nil {
-		// The join emitters (join.go) restrict every key to its public
-		// domain and return no unit counts.
-		return Key{}, b.errAt(at, pgerr.FeatureNotSupported, "GROUP BY %s is not supported in a join: the policy declares no public values for it", ci.name).
-			WithHint("in a join, GROUP BY a column with public_values in the policy (%s); a column without public values can be grouped by (DP partition selection) in a query on one table", strings.Join(b.publicKeys(), ", "))
+		// Joins bounded after the join only (join_partition.go).
+		if err := b.joinPrivateKey(at, ci); err != nil {
+			return Key{}, err
+		}
 	}
 	if ci.col == nil || ci.unit {
 		return Key{}, b.errAt(at, pgerr.FeatureNotSupported, "GROUP BY the unit column %s is not supported: every group would hold one %s", ci.name, b.privacyUnit()).

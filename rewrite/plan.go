@@ -163,6 +163,12 @@ type Measure struct {
 	// Lower)/2 and max_rows_per_unit·((Upper − Lower)/2)²; max_rows_per_unit
 	// (in ranks) for quantiles.
 	LInf float64
+	// L1, when > 0, bounds directly how much one unit can change this
+	// measure summed over all groups (Σ_g |Δ_g|), where L0·LInf would be
+	// loose: an elastic join (join_l1.go) changes at most E joined rows in
+	// all groups together, so L1 = E·M while L0·LInf = min(E, groups)·E·M.
+	// 0 means no such bound (L1 sensitivity L0·LInf).
+	L1 float64 `json:",omitempty"`
 	// Quantile describes a MeasureQuantile; nil for other kinds.
 	Quantile *Quantile `json:",omitempty"`
 }

@@ -227,19 +227,10 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 // quantileOf checks the column and adds the quantile measure.
 func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont bool, filter string) (aggSpec, Output, error) {
 	shown := strings.ToUpper(fn)
-	if b.join != nil {
-		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s over a join is not supported yet", shown).
-			WithHint("compute quantiles over one protected table")
-	}
+	// Joins and private group keys: see quantile_join.go.
 	ci, err := b.column(c)
 	if err != nil {
 		return aggSpec{}, Output{}, err
-	}
-	for _, k := range b.keys {
-		if k.Private {
-			return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s with GROUP BY %s (a column without public values) is not supported yet", shown, k.Column).
-				WithHint("group quantiles by columns with public_values in the policy")
-		}
 	}
 	if ci.unit {
 		return aggSpec{}, Output{}, b.errAt(c, pgerr.FeatureNotSupported, "%s of the unit column %s is not supported", shown, ci.name).

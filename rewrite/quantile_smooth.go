@@ -67,7 +67,9 @@ const smoothExpFloor = "-100"
 // Their parameters follow the budget split of release/quantile.go: ε is
 // split equally over the plan's m measures and δ equally over the measures
 // that use δ (smooth and ptr quantiles, and every other measure under the
-// Gaussian mechanism); each group of a measure gets 1/L0 of its share. The
+// Gaussian mechanism), with partition selection's shares added for a plan
+// with private keys (release/partition.go); each group of a measure gets
+// 1/L0 of its share. The
 // smoothing parameter is β = ε_g/(2 ln(2/δ_g)), lowered by a relative 10⁻⁹
 // so that it never exceeds what release computes (release checks).
 func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism string) (*Plan, error) {
@@ -93,6 +95,17 @@ func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism st
 	if n == 0 {
 		return p, nil
 	}
+	nEpsilon := len(p.Measures)
+	if p.PrivateGroups() {
+		// Partition selection (release/partition.go): its noisy unit count
+		// takes one more ε share, its threshold a δ share, and under the
+		// Gaussian mechanism the count's noise another.
+		nEpsilon++
+		nDelta++
+		if mechanism == policy.MechanismGaussian {
+			nDelta++
+		}
+	}
 	if method != QuantileExponential && !(delta > 0 && delta < 1) {
 		return nil, pgerr.New(pgerr.InvalidParameterValue, "quantile method %s needs 0 < dp.delta < 1", method).
 			WithHint("SET dp.delta = 1e-7, or SET dp.quantile_method = exponential (pure ε)")
@@ -114,7 +127,7 @@ func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism st
 		q.Method, q.Beta, q.Bound = method, 0, 0
 		switch method {
 		case QuantileSmooth:
-			eg := epsilon / float64(len(p.Measures)) / l0
+			eg := epsilon / float64(nEpsilon) / l0
 			dg := delta / float64(nDelta) / l0
 			q.Beta = eg / (2 * math.Log(2/dg)) * (1 - 1e-9)
 		case QuantilePTR:

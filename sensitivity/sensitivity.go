@@ -24,6 +24,16 @@
 // These are the bounds used by e.g. Wilson et al., "Differentially Private
 // SQL with Bounded User Contribution" (PoPETs 2020), §3.
 //
+// Some plans also know a direct bound Λ on Σ_g |change_g| that is smaller
+// than L0·L∞ (Bounds.L1; an elastic join changes at most E joined rows in
+// all groups together, rewrite/join_l1.go). Then
+//
+//	Δ₁ = min(L0·L∞, Λ)
+//	Δ₂ = min(√L0·L∞, √(Λ·L∞))
+//
+// the second because Σ_g change_g² ≤ max_g |change_g| · Σ_g |change_g| ≤
+// L∞·Λ (Hölder).
+//
 // The package imports only the standard library, does no I/O and holds no
 // state.
 package sensitivity
@@ -37,33 +47,44 @@ import (
 type Bounds struct {
 	L0   int     // groups a unit may contribute to
 	LInf float64 // change of one group's value when one unit is removed
+	// L1, when > 0, bounds the change summed over all groups directly
+	// (see the package comment); 0 means no such bound.
+	L1 float64
 }
 
 var errBounds = errors.New("sensitivity: contribution bounds must be positive and finite")
 
 func (b Bounds) check() error {
-	if b.L0 < 1 || !(b.LInf > 0) || math.IsInf(b.LInf, 0) {
+	if b.L0 < 1 || !(b.LInf > 0) || math.IsInf(b.LInf, 0) || !(b.L1 >= 0) || math.IsInf(b.L1, 0) {
 		return errBounds
 	}
 	return nil
 }
 
-// L1 returns Δ₁ = L0·L∞, the L1 sensitivity of the measurement over all
-// groups.
+// L1 returns Δ₁ = L0·L∞ (or the direct bound Bounds.L1 when smaller), the
+// L1 sensitivity of the measurement over all groups.
 func L1(b Bounds) (float64, error) {
 	if err := b.check(); err != nil {
 		return 0, err
 	}
-	return float64(b.L0) * b.LInf, nil
+	d := float64(b.L0) * b.LInf
+	if b.L1 > 0 && b.L1 < d {
+		d = b.L1
+	}
+	return d, nil
 }
 
-// L2 returns Δ₂ = √L0·L∞, the L2 sensitivity of the measurement over all
-// groups.
+// L2 returns Δ₂ = √L0·L∞ (or √(Bounds.L1·L∞) when smaller), the L2
+// sensitivity of the measurement over all groups.
 func L2(b Bounds) (float64, error) {
 	if err := b.check(); err != nil {
 		return 0, err
 	}
-	return math.Sqrt(float64(b.L0)) * b.LInf, nil
+	d := math.Sqrt(float64(b.L0)) * b.LInf
+	if b.L1 > 0 {
+		d = math.Min(d, math.Sqrt(b.L1*b.LInf))
+	}
+	return d, nil
 }
 
 // SumLInf returns the per-group L∞ bound of a sum whose unit contributes at

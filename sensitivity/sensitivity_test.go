@@ -14,6 +14,14 @@ func TestL1L2(t *testing.T) {
 		{"one group", Bounds{L0: 1, LInf: 20}, 20, 20},
 		{"four groups", Bounds{L0: 4, LInf: 20}, 80, 40},
 		{"sum bound", Bounds{L0: 4, LInf: SumLInf(20, 0, 20000)}, 1.6e6, 8e5},
+		// An elastic join (rewrite/join_l1.go): E = 320 changed rows in at
+		// most min(E, 10) = 10 groups, L∞ = L1 = 320: Δ₁ = 320 (not 3200),
+		// Δ₂ = √(320·320) = 320 (not √10·320).
+		{"direct L1 bound", Bounds{L0: 10, LInf: 320, L1: 320}, 320, 320},
+		// A direct bound above L0·L∞ changes nothing.
+		{"loose L1 bound", Bounds{L0: 2, LInf: 5, L1: 100}, 10, math.Sqrt(2) * 5},
+		// Between the two: Δ₂ = √(Λ·L∞) = √(20·5) = 10 < √8·5.
+		{"partial L1 bound", Bounds{L0: 8, LInf: 5, L1: 20}, 20, 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -27,7 +35,8 @@ func TestL1L2(t *testing.T) {
 			}
 		})
 	}
-	for _, b := range []Bounds{{0, 1}, {1, 0}, {1, math.NaN()}, {1, math.Inf(1)}, {-1, 1}} {
+	for _, b := range []Bounds{{L0: 0, LInf: 1}, {L0: 1, LInf: 0}, {L0: 1, LInf: math.NaN()}, {L0: 1, LInf: math.Inf(1)}, {L0: -1, LInf: 1},
+		{L0: 1, LInf: 1, L1: math.NaN()}, {L0: 1, LInf: 1, L1: math.Inf(1)}, {L0: 1, LInf: 1, L1: -1}} {
 		if _, err := L1(b); err == nil {
 			t.Errorf("L1(%v) accepted invalid bounds", b)
 		}
