@@ -24,16 +24,21 @@ import (
 //  1. mechanisms: when k is chosen from a noisy count, the count of
 //     distinct units (L∞ = 1) gets the share CountShare of ε (and δ); the
 //     rest is split equally between the m statistics, each calibrated to
-//     sensitivity u − l (the sum S over blocks of clipped, centred block
-//     answers moves by at most u − l when one unit is added or removed);
+//     per-group sensitivity L∞ = u − l (the sum S over blocks of clipped,
+//     centred block answers moves by at most u − l when one unit is added
+//     or removed) over L0 = Plan.MaxGroupsPerUnit groups: L1 = L0·(u − l)
+//     for Laplace, L2 = √L0·(u − l) for Gaussian, as for a grouped SUM
+//     (L0 = 1 when ungrouped);
 //  2. reserve all of them in one ledger charge, before any data is read;
-//  3. run the plan's SQL: one row per block count k (S per statistic, n);
-//  4. noise n, choose k = ChooseBlocks(ñ) (post-processing), noise the S of
-//     level k only; release c + S̃/k clamped to [l, u]
-//     (post-processing), so the noise on the average has scale
-//     (u − l)/(kε_i) for Laplace;
+//  3. run the plan's SQL with the key as bind parameters: one row per
+//     (group, block count k) with S per statistic and n;
+//  4. per released group (every value of the public key domains, also
+//     those without rows, whose S and n are 0): noise n, choose
+//     k_g = ChooseBlocks(ñ_g) (post-processing), noise the S of level k_g
+//     only; release c + S̃/k_g clamped to [l, u] (post-processing), so the
+//     noise on the average has scale L1/(k_g·ε_i) for Laplace;
 //  5. record the answer; the NOTICE says that sample-and-aggregate was used
-//     and with which k.
+//     and with which k (per group: how many groups got each k).
 //
 // By basic composition (adaptive: k depends on the released ñ only) the
 // query costs the sum of the mechanisms' ε and δ, which is at most the
@@ -98,16 +103,31 @@ func (r *Releaser) saMechanisms(req Request) (count noise.Mechanism, stats []mea
 	return count, stats, nil
 }
 
-// saMechanism is one mechanism of a sample-and-aggregate query: one cell
-// (ungrouped), sensitivity lInf.
+// saMechanism is one mechanism of a sample-and-aggregate query: a vector
+// with one cell per released group (one cell when ungrouped), of which one
+// unit changes at most L0 = Plan.MaxGroupsPerUnit cells by at most lInf
+// each (see the file comment), so L1 = L0·lInf and L2 = √L0·lInf.
 func (r *Releaser) saMechanism(req Request, epsilon, delta, lInf float64, integer bool) (noise.Mechanism, error) {
+	l0 := req.Plan.MaxGroupsPerUnit
+	if l0 < 1 {
+		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
+	}
+	bounds := sensitivity.Bounds{L0: l0, LInf: lInf}
 	var mech noise.Mechanism
 	var err error
 	switch req.Mechanism {
 	case policy.MechanismLaplace:
-		mech, err = noise.NewLaplace(noise.Params{Epsilon: epsilon, Sensitivity: lInf, Integer: integer, Cells: 1, Rand: r.testOnlyRand})
+		l1, e := sensitivity.L1(bounds)
+		if e != nil {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
+		}
+		mech, err = noise.NewLaplace(noise.Params{Epsilon: epsilon, Sensitivity: l1, Integer: integer, Cells: l0, Rand: r.testOnlyRand})
 	case policy.MechanismGaussian:
-		mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: lInf, Integer: integer, Cells: 1, Rand: r.testOnlyRand})
+		l2, e := sensitivity.L2(bounds)
+		if e != nil {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
+		}
+		mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: l2, Integer: integer, Cells: l0, Rand: r.testOnlyRand})
 	default:
 		return nil, pgerr.New(pgerr.InvalidParameterValue, "unknown mechanism %q", req.Mechanism).WithHint("SET dp.mechanism = laplace")
 	}
@@ -121,8 +141,12 @@ func (r *Releaser) saMechanism(req Request, epsilon, delta, lInf float64, intege
 // runSampleAgg answers a sample-and-aggregate plan (see the file comment).
 func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, error) {
 	plan, sa := req.Plan, req.Plan.SampleAgg
-	if len(plan.Keys) > 0 || len(sa.Levels) == 0 {
+	if plan.PrivateGroups() || len(sa.Levels) == 0 {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
+	}
+	groups, err := groupKeys(plan.Keys)
+	if err != nil {
+		return nil, err
 	}
 	key := cacheKey(req)
 	if !req.NoCache {
@@ -148,51 +172,75 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	// The key is passed as bind parameters, never in the SQL text.
 	rows, err := req.Upstream.Query(ctx, plan.SQL, plan.QueryArgs(req.Dataset)...)
 	if err != nil {
 		return nil, upstreamError(ctx, err)
 	}
-	levels, err := collectLevels(plan, rows)
+	levels, err := collectLevels(plan, groups, rows)
 	if err != nil {
 		return nil, err
 	}
 
-	k := sa.Levels[0]
-	if count != nil {
-		n := levels[sa.Levels[0]][sa.CountMeasure]
-		nt, err := count.AddNoise(n)
-		if err != nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+	// Per group: noise n, choose k (post-processing), noise S of level k.
+	ks := make([]int, len(groups))
+	rowsOut := make([][]value, len(groups))
+	for g := range groups {
+		k := sa.Levels[0]
+		if count != nil {
+			nt, err := count.AddNoise(levels[g][sa.Levels[0]][sa.CountMeasure])
+			if err != nil {
+				return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+			}
+			f, _ := nt.Float64()
+			k = sa.ChooseBlocks(f)
 		}
-		f, _ := nt.Float64()
-		k = sa.ChooseBlocks(f)
-	}
-	noisy := make([]*big.Rat, len(stats))
-	for i, m := range stats {
-		v, err := m.mech.AddNoise(levels[k][i])
-		if err != nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+		ks[g] = k
+		noisy := make([]*big.Rat, len(stats))
+		for i, m := range stats {
+			v, err := m.mech.AddNoise(levels[g][k][i])
+			if err != nil {
+				return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+			}
+			noisy[i] = v
 		}
-		noisy[i] = v
+		row := make([]value, len(plan.Outputs))
+		for i, o := range plan.Outputs {
+			switch o.Kind {
+			case rewrite.OutputKey:
+				t := keyText(o.PGType, groups[g][o.Key])
+				row[i] = value{key: &t}
+			case rewrite.OutputSampleAgg:
+				row[i] = value{num: sampleAggAnswer(noisy[o.Measure], k, o.Lower, o.Upper), decimals: 6}
+			default:
+				return nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
+			}
+		}
+		rowsOut[g] = row
 	}
 
 	out := &Result{ReservationID: res.ID}
-	row := make([]value, len(plan.Outputs))
 	var parts []string
-	for i, o := range plan.Outputs {
+	for _, o := range plan.Outputs {
 		out.Columns = append(out.Columns, Column{Name: o.Name, PGType: o.PGType})
-		row[i] = value{num: sampleAggAnswer(noisy[o.Measure], k, o.Lower, o.Upper), decimals: 6}
+		if o.Kind != rewrite.OutputSampleAgg {
+			continue
+		}
 		m := stats[o.Measure].mech
-		parts = append(parts, fmt.Sprintf("±%s (%s, %s)", num(m.HalfWidth(0.95)/float64(k)), o.Name, costText(m.Epsilon(), m.Delta())))
+		hw := num(m.HalfWidth(0.95) / float64(ks[0])) // ungrouped: the one k
+		if len(plan.Keys) > 0 {
+			hw = num(m.HalfWidth(0.95)) + "/k"
+		}
+		parts = append(parts, fmt.Sprintf("±%s (%s, %s)", hw, o.Name, costText(m.Epsilon(), m.Delta())))
 	}
-	for _, r := range orderAndLimit(plan, [][]value{row}) {
+	for _, r := range orderAndLimit(plan, rowsOut) {
 		text := make([]*string, len(r))
 		for i, v := range r {
 			text[i] = v.text()
 		}
 		out.Rows = append(out.Rows, text)
 	}
-	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, k)
+	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, plan, ks)
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 	r.record(ctx, req, key, res, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs})
 	return out, nil
@@ -206,13 +254,33 @@ func mechs(ms []measurement) []noise.Mechanism {
 	return out
 }
 
-// sampleAggNote is the NOTICE's account of the mechanism.
-func sampleAggNote(sa *rewrite.SampleAgg, k int) string {
+// sampleAggNote is the NOTICE's account of the mechanism: k, or per
+// group the k chosen (as "k=64 for 3 groups, k=2 for 1 group", largest k
+// first).
+func sampleAggNote(sa *rewrite.SampleAgg, plan *rewrite.Plan, ks []int) string {
 	how := "fixed by dp.sample_blocks"
 	if sa.CountMeasure >= 0 {
 		how = fmt.Sprintf("chosen from a noisy unit count, about %d units per block", sa.BlockUnits)
 	}
-	return fmt.Sprintf("sample-and-aggregate over k=%d blocks (%s; each block's answer clipped to the output range)", k, how)
+	if len(plan.Keys) == 0 {
+		return fmt.Sprintf("sample-and-aggregate over k=%d blocks (%s; each block's answer clipped to the output range)", ks[0], how)
+	}
+	n := map[int]int{}
+	for _, k := range ks {
+		n[k]++
+	}
+	var parts []string
+	for i := len(sa.Levels) - 1; i >= 0; i-- {
+		k := sa.Levels[i]
+		switch c := n[k]; {
+		case c == 1:
+			parts = append(parts, fmt.Sprintf("k=%d for 1 group", k))
+		case c > 1:
+			parts = append(parts, fmt.Sprintf("k=%d for %d groups", k, c))
+		}
+	}
+	return fmt.Sprintf("sample-and-aggregate per group over k blocks (%s; %s; each block's answer clipped to the output range; groups without data answer the midpoint plus noise)",
+		strings.Join(parts, ", "), how)
 }
 
 // sampleAggAnswer is c + S̃/k clamped to [l, u]: the noisy average of the
@@ -230,37 +298,64 @@ func sampleAggAnswer(s *big.Rat, k int, lower, upper float64) *big.Rat {
 	return a
 }
 
-// collectLevels reads the rows of a sample-and-aggregate SQL: k, S_0 …
-// S_{m−1}[, n]. Levels without a row (no input rows) are all zero.
-func collectLevels(plan *rewrite.Plan, rows [][]*string) (map[int][]*big.Rat, error) {
-	nm := len(plan.Measures)
-	out := make(map[int][]*big.Rat, len(plan.SampleAgg.Levels))
-	for _, k := range plan.SampleAgg.Levels {
-		vs := make([]*big.Rat, nm)
-		for i := range vs {
-			vs[i] = new(big.Rat)
-		}
-		out[k] = vs
+// collectLevels reads the rows of a sample-and-aggregate SQL: key_0 …
+// key_{K−1}, k, S_0 … S_{m−1}[, n], into out[g][k] for the released groups
+// (groupKeys order). Groups and levels without a row (no input rows) are
+// all zero; rows of a group outside the domains are ignored (the SQL
+// already filters them).
+func collectLevels(plan *rewrite.Plan, groups [][]string, rows [][]*string) ([]map[int][]*big.Rat, error) {
+	nk, nm := len(plan.Keys), len(plan.Measures)
+	index := make(map[string]int, len(groups))
+	for i, g := range groups {
+		index[strings.Join(g, "\x00")] = i
 	}
-	seen := map[int]bool{}
+	out := make([]map[int][]*big.Rat, len(groups))
+	for g := range out {
+		out[g] = make(map[int][]*big.Rat, len(plan.SampleAgg.Levels))
+		for _, k := range plan.SampleAgg.Levels {
+			vs := make([]*big.Rat, nm)
+			for i := range vs {
+				vs[i] = new(big.Rat)
+			}
+			out[g][k] = vs
+		}
+	}
+	seen := map[string]bool{}
 	for _, row := range rows {
-		if len(row) != 1+nm || row[0] == nil {
+		if len(row) != nk+1+nm || row[nk] == nil {
 			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
 		}
-		k, err := strconv.Atoi(*row[0])
-		if err != nil || out[k] == nil || seen[k] {
+		key := make([]string, nk)
+		skip := false
+		for i := 0; i < nk; i++ {
+			if row[i] == nil {
+				skip = true
+				break
+			}
+			key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+		}
+		g, ok := index[strings.Join(key, "\x00")]
+		if skip || !ok {
+			continue
+		}
+		k, err := strconv.Atoi(*row[nk])
+		if err != nil || out[g][k] == nil {
 			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected block count")
 		}
-		seen[k] = true
+		id := strconv.Itoa(g) + "/" + strconv.Itoa(k)
+		if seen[id] {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
+		}
+		seen[id] = true
 		for i := 0; i < nm; i++ {
-			if row[1+i] == nil {
+			if row[nk+1+i] == nil {
 				continue
 			}
-			v, ok := new(big.Rat).SetString(*row[1+i])
+			v, ok := new(big.Rat).SetString(*row[nk+1+i])
 			if !ok {
 				return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
 			}
-			out[k][i] = v
+			out[g][k][i] = v
 		}
 	}
 	return out, nil
@@ -290,18 +385,31 @@ func explainSampleAgg(req Request) ([]Column, [][]*string, error) {
 		cost += fmt.Sprintf(" delta=%s", num(del))
 	}
 	lines = append(lines, cost+" (the accountant may charge less under its composition)")
+	per := ""
+	if len(plan.Keys) > 0 {
+		per = " per group"
+		add("  Groups: every combination of the keys' public values (absent groups answer the midpoint plus noise); a unit counts in at most L0=%d of them, so the noise is calibrated to %s = %s·(u−l)/k", plan.MaxGroupsPerUnit,
+			sensName(req.Mechanism), map[bool]string{true: "√L0", false: "L0"}[req.Mechanism == policy.MechanismGaussian])
+	}
 	if count != nil {
-		add("  Blocks: k chosen at run time from a noisy count of distinct units (epsilon=%s, half_width_95=%s): the largest k in %v with k·%d ≤ count, else %d",
-			num(count.Epsilon()), num(count.HalfWidth(0.95)), sa.Levels, sa.BlockUnits, sa.Levels[0])
+		add("  Blocks: k chosen%s at run time from a noisy count of distinct units (epsilon=%s, half_width_95=%s): the largest k in %v with k·%d ≤ count, else %d",
+			per, num(count.Epsilon()), num(count.HalfWidth(0.95)), sa.Levels, sa.BlockUnits, sa.Levels[0])
 	} else {
 		add("  Blocks: k=%d (SET dp.sample_blocks)", sa.Levels[0])
 	}
 	add("  Units are split into the k blocks by HMAC-SHA-256 of the unit under the dataset's secret key; each unit is in exactly one block")
+	l0 := float64(plan.MaxGroupsPerUnit)
+	if req.Mechanism == policy.MechanismGaussian {
+		l0 = math.Sqrt(l0)
+	}
 	for _, o := range plan.Outputs {
+		if o.Kind != rewrite.OutputSampleAgg {
+			continue
+		}
 		m := stats[o.Measure]
-		line := fmt.Sprintf("  Output %s (%s): %s per block, clipped to [%s, %s] (empty or NULL blocks count as %s), averaged over k blocks; sensitivity (u−l)/k = %s/k, noise_scale=%s/k",
-			o.Name, o.PGType, m.measure.Column, num(o.Lower), num(o.Upper), num(rewrite.SampleMid(o.Lower, o.Upper)),
-			num(m.measure.LInf), num(m.mech.NoiseMultiplier()*m.measure.LInf))
+		line := fmt.Sprintf("  Output %s (%s): %s per block%s, clipped to [%s, %s] (empty or NULL blocks count as %s), averaged over k blocks; sensitivity (u−l)/k = %s/k, noise_scale=%s/k",
+			o.Name, o.PGType, m.measure.Column, per, num(o.Lower), num(o.Upper), num(rewrite.SampleMid(o.Lower, o.Upper)),
+			num(m.measure.LInf), num(m.mech.NoiseMultiplier()*m.measure.LInf*l0))
 		if count == nil {
 			line += fmt.Sprintf(" (half_width_95=%s)", num(m.mech.HalfWidth(0.95)/float64(sa.Levels[0])))
 		} else {

@@ -305,13 +305,13 @@ func runAudit(ctx context.Context, q interface {
 	out := auditResult{}
 	nk := len(p.Keys)
 	if p.SampleAgg != nil {
-		nk = 1 // the block count k keys each row
+		nk++ // the block count k keys each row, after the group keys
 	}
 	for rows.Next() {
 		raw := rows.RawValues()
 		var key []string
 		for i, v := range raw[:nk] {
-			if v == nil && p.Keys[i].Private {
+			if v == nil && i < len(p.Keys) && p.Keys[i].Private {
 				return nil, fmt.Errorf("the NULL group of private key %s was returned", p.Keys[i].Column)
 			}
 			key = append(key, string(v))
@@ -517,7 +517,7 @@ func TestAudit_Sensitivity(t *testing.T) {
 		// at most LInf, while every row may change.
 		bound := p
 		if p.SampleAgg != nil {
-			bound = &Plan{Measures: p.Measures, MaxGroupsPerUnit: len(p.SampleAgg.Levels)}
+			bound = &Plan{Measures: p.Measures, MaxGroupsPerUnit: len(p.SampleAgg.Levels) * p.MaxGroupsPerUnit}
 		}
 		t.Run(gc.name, func(t *testing.T) {
 			base, err := runAudit(ctx, st.conn, p)

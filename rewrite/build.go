@@ -197,11 +197,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	}
 	p.MaxGroupsPerUnit = maxGroupsPerUnit(b.table, b.keys)
 	if len(b.sa) > 0 {
-		if b.join != nil {
-			return nil, b.errAt(sel, pgerr.FeatureNotSupported, "sample-and-aggregate functions over joins are not supported yet").
-				WithHint("%s", sampleAggHint)
-		}
-		if err := b.sampleAggPlan(sel, p); err != nil {
+		if err := b.sampleAggPlan(sel, p); err != nil { // sampleagg.go
 			return nil, err
 		}
 		p.Fingerprint = fingerprint(p)

@@ -41,7 +41,9 @@
 //	sampleagg.go  Privacy-critical: corr, covar_*, regr_* by
 //	              sample-and-aggregate (keyed-hash blocks, per-block
 //	              answers clipped to an output range, averaged; k from
-//	              SET dp.sample_blocks or a noisy unit count).
+//	              SET dp.sample_blocks or a noisy unit count), per group
+//	              of public keys and over joins bounded after the join;
+//	              the secret key is a bind parameter (Plan.QueryArgs).
 //	join.go       Privacy-critical: FROM clauses with joins. Classifies the
 //	              join (protected + public tables; protected tables on the
 //	              unit; two protected tables on a key with declared

@@ -51,6 +51,65 @@ import (
 // random) and clamping of the inputs to the policy bounds still apply, so f
 // sees the same bounded rows as the other aggregates.
 //
+// # GROUP BY (public keys)
+//
+// Keys are those the other aggregates accept with a public domain (columns
+// with public_values, CASE keys, date_trunc/width_bucket/EXTRACT keys,
+// keyexpr.go and casekey.go). Every group g of the domain product is
+// released, and its statistic is computed within the group exactly as
+// above: f_{g,b} over the rows of group g whose unit is in block b, and
+//
+//	A_g = c + S_g/k_g,   S_g = Σ_b (clip(f_{g,b}, l, u) − c).
+//
+// A group without rows has S_g = 0 at every level: it is released as
+// c + noise/k_g (like the noisy zero of an empty COUNT group), with k_g the
+// smallest level when k comes from its noisy count (≈ 0).
+//
+// Contribution bounding is that of the other grouped aggregates
+// (bounds.go): each unit keeps at most max_rows_per_unit rows per group
+// (random choice) and at most L0 = Plan.MaxGroupsPerUnit groups (a random
+// order of the unit's groups, drawn once per (unit, group); omitted when L0
+// is at least the number of groups). Sensitivity: adding or removing a
+// unit x changes only the rows of x, so only the ≤ L0 groups x keeps; in
+// each of them x lies in one block (its hash does not depend on the group),
+// so S_g changes in one term, by at most u − l. The vector (S_g)_g has
+//
+//	L0 non-zero changes, each ≤ L∞ = u − l:  L1 ≤ L0·(u − l),  L2 ≤ √L0·(u − l),
+//
+// exactly the shape of a grouped SUM (Wilson et al., PoPETs 2020, §3), and
+// release calibrates the noise to L1 (Laplace) or L2 (Gaussian) like it
+// does for SUM. The same holds at every level, and for the vector of
+// distinct-unit counts n_g (L∞ = 1): with per-group k_g = ChooseBlocks(ñ_g)
+// the levels are post-processing of the released ñ, and for every choice
+// of levels the released vector (S_{g,k_g})_g has the bounds above, so the
+// two releases compose (adaptive basic composition) to the query's ε.
+// rewrite/sampleagg_group_test.go audits this on neighbouring databases:
+// one unit changes one block per group, at most L0 groups, each average by
+// at most (u − l)/k.
+//
+// Private keys (no public_values) are refused with a hint: their groups
+// would need DP partition selection (partition.go), not implemented here.
+//
+// # Joins
+//
+// The join shapes join.go bounds after the join are accepted: a protected
+// table joined to public tables (on any key), and protected tables joined
+// on the unit. In both every joined row contains rows of exactly one unit
+// (public rows belong to no one), so the joined rows of x are exactly
+// those containing a row of x, they all carry x's unit value and hence
+// x's block: the argument above holds on the joined relation unchanged,
+// with the contribution limits of join.go (the largest of the joined
+// tables'). Key joins of two protected tables (JoinKey, elastic
+// sensitivity) are refused: a joined row holds two units, A's unit a and
+// B's unit b, and is put in one block (say a's). Then one unit b of B
+// reaches the joined rows of up to m_A·C_B rows of A, of many different
+// units and so of up to min(k, E) blocks (E of join.go), and the per-value
+// truncation of the elastic SQL can shift rows of other units too: S moves
+// by up to min(k, E)·(u − l) instead of u − l. A sound version would need
+// noise E times larger (for the demo's declared multiplicities, an
+// answer that is all noise); so the block argument does not hold and the
+// shape is refused with a hint (join on the unit instead).
+//
 // # Choice of k (data-independent, or from a noisy count)
 //
 // With SET dp.sample_blocks = k the SQL uses that k (public: the analyst
@@ -99,14 +158,16 @@ const sampleCountShare = 0.1
 const maxSampleBlocks = 1 << 20
 
 // SampleAgg describes a sample-and-aggregate plan. Plan.SQL returns one row
-// per block count k:
+// per group that has rows and block count k:
 //
-//	k, S_0, …, S_{m−1}, n
+//	key_0, …, key_{K−1}, k, S_0, …, S_{m−1}, n
 //
-// where S_i is the sum over the k blocks of the clipped, centred answers of
-// the plan's i-th measure (Plan.Measures[i], kind MeasureSampleAgg) and n
-// is the number of distinct units (used only when CountMeasure ≥ 0). With
-// no input row the SQL returns no row (release treats every S as 0).
+// (no key columns when ungrouped) where S_i is the sum over the k blocks of
+// the group's clipped, centred answers of the plan's i-th measure
+// (Plan.Measures[i], kind MeasureSampleAgg) and n is the group's number of
+// distinct units (used only when CountMeasure ≥ 0). A group (or an
+// ungrouped query) without input rows has no row: release treats its S and
+// n as 0. The SQL takes the key as bind parameters (Plan.QueryArgs).
 type SampleAgg struct {
 	// Levels are the block counts the SQL computes, ascending.
 	Levels []int
@@ -170,7 +231,7 @@ var sampleAggFuncs = map[string]bool{
 
 func isSampleAggFunc(name string) bool { return sampleAggFuncs[strings.ToLower(name)] }
 
-const sampleAggHint = "sample-and-aggregate answers corr, covar_pop, covar_samp, regr_slope, regr_intercept and regr_r2 of two bounded numeric columns, e.g. SELECT corr(cost, age) FROM visits, without GROUP BY and without other aggregates in the same query"
+const sampleAggHint = "sample-and-aggregate answers corr, covar_pop, covar_samp, regr_slope, regr_intercept and regr_r2 of two bounded numeric columns, e.g. SELECT department, corr(cost, age) FROM visits GROUP BY department (keys with public values), without other aggregates in the same query"
 
 // sampleAggCall checks one call such as corr(cost, age) and returns its
 // output; the measures are built by sampleAggPlan.
@@ -264,17 +325,34 @@ func sampleRange(fn string, yLo, yHi, xLo, xHi float64) (lo, hi float64, ok bool
 // calls: checks the shape, builds the measures and emits the SQL.
 func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 	switch {
-	case len(p.Keys) > 0:
-		return b.errAt(sel, pgerr.FeatureNotSupported, "GROUP BY with sample-and-aggregate functions is not supported yet").
-			WithHint("%s", sampleAggHint)
-	case len(b.measures) > 0 || len(p.Hidden) > 0 || p.Having != nil:
+	case p.Having != nil:
+		return b.errAt(sel, pgerr.FeatureNotSupported, "HAVING with sample-and-aggregate functions is not supported").
+			WithHint("drop HAVING and filter the released rows yourself; %s", sampleAggHint)
+	case len(b.measures) > 0 || len(p.Hidden) > 0:
 		return b.errAt(sel, pgerr.FeatureNotSupported, "sample-and-aggregate functions cannot be combined with other aggregates in one query").
 			WithHint("ask for COUNT/SUM/AVG… in a separate query; %s", sampleAggHint)
 	}
 	for _, o := range p.Outputs {
-		if o.Kind != OutputSampleAgg {
+		if o.Kind != OutputSampleAgg && o.Kind != OutputKey {
 			return b.errAt(sel, pgerr.FeatureNotSupported, "sample-and-aggregate functions cannot be combined with other outputs in one query").
 				WithHint("%s", sampleAggHint)
+		}
+	}
+	for _, k := range p.Keys {
+		if k.Private {
+			return b.errAt(sel, pgerr.FeatureNotSupported, "GROUP BY %s with sample-and-aggregate functions is not supported: the policy declares no public values for %s", k.Column, k.Column).
+				WithHint("GROUP BY a column with public_values in the policy (%s), a CASE or date_trunc key; or answer COUNT/SUM/AVG GROUP BY %s (DP partition selection) in a separate query", strings.Join(b.publicKeys(), ", "), k.Column)
+		}
+	}
+	if b.join != nil {
+		if b.join.plan.Shape == JoinKey {
+			// See "Joins" above: one unit reaches the joined rows of many
+			// units of the other table, hence many blocks.
+			return b.errAt(sel, pgerr.FeatureNotSupported, "sample-and-aggregate functions over a join of two protected tables on %s (not the privacy unit) are not supported", b.join.plan.KeyColumn[0]).
+				WithHint("join the protected tables on the privacy unit (ON a.unit = b.unit), or join a protected table to public tables; sample-and-aggregate needs each joined row to belong to one unit")
+		}
+		if err := b.finishJoin(p); err != nil {
+			return err
 		}
 	}
 	key := b.ds.SampleKey()
@@ -338,22 +416,41 @@ func blockHashSQL(unit string, sa *SampleAgg) string {
 // emitSampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
 // from the inside out:
 //
-//	dp_rows     rows passing WHERE with a non-NULL unit; both inputs of each
-//	            call clamped to their policy bounds (NULL stays NULL) and
-//	            cast to float8 (the type of PostgreSQL's aggregates); the
-//	            unit's block hash; a random rank among the unit's rows.
-//	dp_bounded  rows with rank ≤ max_rows_per_unit, with the block of each
-//	            level (hash % k).
-//	dp_blocks   f per block of each level (GROUPING SETS, one per level;
-//	            inputs sorted inside the call so the float8 result does not
-//	            depend on row order), and the block's distinct units (only
-//	            when k is chosen from the count).
-//	final       per level: Σ_b (clip(f_b::numeric, l, u) − c), NULL f_b
-//	            adding 0, summed in numeric; and Σ_b units = n (only with
-//	            the count).
+//	dp_rows     rows of the table (or of the joined relation, join.go)
+//	            passing WHERE with a non-NULL unit and, when grouped, keys
+//	            in their public domains; the keys (dp_k…); both inputs of
+//	            each call clamped to their policy bounds (NULL stays NULL)
+//	            and cast to float8 (the type of PostgreSQL's aggregates);
+//	            the unit's block hash; a random rank among the rows of the
+//	            unit (of the unit and group, when grouped); when grouped,
+//	            a random number per row.
+//	dp_picked   (grouped, only when max_groups_per_unit is below the
+//	            number of groups) rows with rank ≤ max_rows_per_unit, each
+//	            with dp_gr, the random number of its (unit, group)'s
+//	            first-ranked row: one uniform draw per (unit, group).
+//	dp_ranked   (idem) each row with the rank of its group among the
+//	            unit's groups, DENSE_RANK by (dp_gr, keys): a uniformly
+//	            random order of the unit's groups.
+//	dp_bounded  rows with rank ≤ max_rows_per_unit (and group rank ≤
+//	            MaxGroupsPerUnit), with the block of each level (hash % k).
+//	dp_blocks   f per (group, block) of each level (GROUPING SETS, one per
+//	            level; inputs sorted inside the call so the float8 result
+//	            does not depend on row order), and the block's distinct
+//	            units (only when k is chosen from the count).
+//	final       per group and level: Σ_b (clip(f_b::numeric, l, u) − c),
+//	            NULL f_b adding 0, summed in numeric; and Σ_b units = n
+//	            (only with the count).
+//
+// Every choice (rows kept, groups kept) is made per unit from that unit's
+// own rows and fresh randomness, so adding or removing a unit changes no
+// other unit's kept rows (bounds.go, "Guarantee").
 func (b *builder) emitSampleAggSQL(p *Plan) string {
 	t, sa := b.table, p.SampleAgg
 	unit := quoteIdent(t.UnitColumn)
+	from := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+	if p.Join != nil {
+		from = p.Join.fromSQL() // join.go: bounded after the join
+	}
 	// Inputs: each distinct column once.
 	var inCols []string
 	inIdx := map[string]int{}
@@ -366,7 +463,21 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		}
 	}
 	in := func(c string) string { return "dp_c" + strconv.Itoa(inIdx[c]) }
-	cols := []string{unit + " AS dp_unit", blockHashSQL(unit, sa) + " AS dp_hash"}
+	var keyCols, keyExprs []string
+	for j, k := range p.Keys {
+		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
+		keyExprs = append(keyExprs, keySQL(k))
+	}
+	grouped := len(p.Keys) > 0
+	// The group rank is needed only when a unit could reach more groups
+	// than it may keep.
+	rankGroups := grouped && (p.PrivateGroups() || p.MaxGroupsPerUnit < domainProduct(p.Keys, p.MaxGroupsPerUnit+1))
+
+	cols := []string{unit + " AS dp_unit"}
+	for j := range keyCols {
+		cols = append(cols, keyExprs[j]+" AS "+keyCols[j])
+	}
+	cols = append(cols, blockHashSQL(unit, sa)+" AS dp_hash")
 	for _, c := range inCols {
 		// round(…, 30) before the cast: a numeric below 1e-308 (e.g.
 		// 1e-1000) would make ::float8 raise 22003 on that row, an error
@@ -374,15 +485,38 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		// value is finite; rounding it moves it by at most 5e-31.
 		cols = append(cols, "CASE WHEN "+quoteIdent(c)+" IS NULL THEN NULL ELSE round("+clampSQL(t, c)+", 30)::float8 END AS "+in(c))
 	}
-	cols = append(cols, "ROW_NUMBER() OVER (PARTITION BY "+unit+" ORDER BY random()) AS dp_row_rank")
+	cols = append(cols, "ROW_NUMBER() OVER (PARTITION BY "+strings.Join(append([]string{unit}, keyExprs...), ", ")+" ORDER BY random()) AS dp_row_rank")
+	if rankGroups {
+		cols = append(cols, "random() AS dp_r")
+	}
 	conds := []string{unit + " IS NOT NULL"}
 	if b.where != nil {
 		conds = append(conds, b.where.sql())
 	}
-	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name) +
-		" WHERE " + strings.Join(conds, " AND ")
+	for j, k := range p.Keys {
+		if k.Private {
+			conds = append(conds, keyExprs[j]+" IS NOT NULL") // partition.go
+			continue
+		}
+		conds = append(conds, keyExprs[j]+" IN ("+domainList(k)+")")
+	}
+	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + from + " WHERE " + strings.Join(conds, " AND ")
 
-	bounded := []string{"dp_unit"}
+	carry := append(append([]string{"dp_unit"}, keyCols...), "dp_hash")
+	for _, c := range inCols {
+		carry = append(carry, in(c))
+	}
+	rowsCap := strconv.Itoa(t.MaxRowsPerUnit)
+	src := "(" + rows + ") AS dp_rows WHERE dp_row_rank <= " + rowsCap
+	if rankGroups {
+		picked := "SELECT " + strings.Join(carry, ", ") + ", MAX(CASE WHEN dp_row_rank = 1 THEN dp_r END) OVER (PARTITION BY " +
+			strings.Join(append([]string{"dp_unit"}, keyCols...), ", ") + ") AS dp_gr FROM " + src
+		ranked := "SELECT " + strings.Join(carry, ", ") + ", DENSE_RANK() OVER (PARTITION BY dp_unit ORDER BY " +
+			strings.Join(append([]string{"dp_gr"}, keyCols...), ", ") + ") AS dp_group_rank FROM (" + picked + ") AS dp_picked"
+		src = "(" + ranked + ") AS dp_ranked WHERE dp_group_rank <= " + strconv.Itoa(p.MaxGroupsPerUnit)
+	}
+
+	bounded := append([]string{"dp_unit"}, keyCols...)
 	for _, c := range inCols {
 		bounded = append(bounded, in(c))
 	}
@@ -390,13 +524,12 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	for i, k := range sa.Levels {
 		bk := "dp_b" + strconv.Itoa(i)
 		bounded = append(bounded, "dp_hash % "+strconv.Itoa(k)+" AS "+bk)
-		sets = append(sets, "("+bk+")")
+		sets = append(sets, "("+strings.Join(append(append([]string{}, keyCols...), bk), ", ")+")")
 		level = append(level, "WHEN GROUPING("+bk+") = 0 THEN "+strconv.Itoa(k))
 	}
-	boundedSQL := "SELECT " + strings.Join(bounded, ", ") + " FROM (" + rows + ") AS dp_rows WHERE dp_row_rank <= " +
-		strconv.Itoa(t.MaxRowsPerUnit)
+	boundedSQL := "SELECT " + strings.Join(bounded, ", ") + " FROM " + src
 
-	blocks := []string{"CASE " + strings.Join(level, " ") + " END AS dp_level"}
+	blocks := append(append([]string{}, keyCols...), "CASE "+strings.Join(level, " ")+" END AS dp_level")
 	for i, s := range b.sa {
 		// ORDER BY inside the call fixes the order in which the float8
 		// aggregate accumulates, so f_b is a function of the block's rows
@@ -410,7 +543,11 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	blocksSQL := "SELECT " + strings.Join(blocks, ", ") + " FROM (" + boundedSQL + ") AS dp_bounded GROUP BY GROUPING SETS (" +
 		strings.Join(sets, ", ") + ")"
 
-	final := []string{"dp_level::text"}
+	var final []string
+	for _, k := range keyCols {
+		final = append(final, k+"::text")
+	}
+	final = append(final, "dp_level::text")
 	for i, s := range b.sa {
 		f := "dp_f" + strconv.Itoa(i)
 		lo, hi := formatConst(s.lower), formatConst(s.upper)
@@ -420,7 +557,8 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	if sa.CountMeasure >= 0 {
 		final = append(final, "SUM(dp_units)::text")
 	}
-	return "SELECT " + strings.Join(final, ", ") + " FROM (" + blocksSQL + ") AS dp_blocks GROUP BY dp_level ORDER BY dp_level"
+	order := strings.Join(append(append([]string{}, keyCols...), "dp_level"), ", ")
+	return "SELECT " + strings.Join(final, ", ") + " FROM (" + blocksSQL + ") AS dp_blocks GROUP BY " + order + " ORDER BY " + order
 }
 
 // formatConst writes a float64 as an exact numeric constant: every finite

@@ -15,6 +15,12 @@ import (
 // another: |ΔS| ≤ upper − lower. The average c + S/k then moves by at most
 // (upper − lower)/k (Nissim, Raskhodnikova, Smith, STOC 2007, §4). The
 // difference is rounded up, so the bound is never below the exact width.
+//
+// Grouped (one S_g per group g): the unit's block is the same in every
+// group, and contribution bounding keeps it in at most L0 groups, so it
+// changes at most L0 of the S_g, each by at most this bound: use it as the
+// L∞ of Bounds{L0, LInf} (L1 ≤ L0·(upper − lower), L2 ≤ √L0·(upper −
+// lower)), exactly like a grouped SUM.
 func SampleAggLInf(lower, upper float64) float64 {
 	exact := new(big.Rat).Sub(new(big.Rat).SetFloat64(upper), new(big.Rat).SetFloat64(lower))
 	f, _ := exact.Float64()

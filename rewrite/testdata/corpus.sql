@@ -664,3 +664,19 @@ SELECT diagnosis, COUNT(DISTINCT patient_id), AVG(cost) FROM visits GROUP BY 1
 SELECT department, diagnosis, SUM(length_of_stay) FROM visits WHERE age > 20 GROUP BY department, diagnosis
 
 SELECT diagnosis, COUNT(*) FROM visits GROUP BY diagnosis HAVING COUNT(*) > 20 ORDER BY 2 DESC LIMIT 3
+
+-- # Sample-and-aggregate (corr, covariances, regressions), checked block by
+-- # block: the analyst's query run on each block's units, clipped, averaged
+-- # (diffSampleAgg in rewrite/sampleagg_group_test.go)
+
+SELECT corr(cost, age) FROM visits
+
+SELECT department, corr(cost, age) FROM visits GROUP BY department
+
+SELECT department, regr_r2(cost, length_of_stay), covar_pop(cost, age) FROM visits WHERE age >= 18 GROUP BY department
+
+SELECT CASE WHEN age < 50 THEN 'under 50' ELSE '50 and over' END AS band, corr(length_of_stay, age) FROM visits GROUP BY band
+
+SELECT p.sex, corr(v.cost, v.age) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.sex
+
+SELECT p.region, v.department, covar_samp(v.length_of_stay, v.age) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.region, v.department
