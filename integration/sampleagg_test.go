@@ -101,3 +101,73 @@ func TestSampleAgg_ThroughProxy(t *testing.T) {
 		t.Fatalf("SET dp.sample_blocks = 1: %v, want 22023", err)
 	}
 }
+
+// TestSampleAgg_GroupedThroughProxy asks corr(cost, age) per department
+// through the proxy with SET dp.sample_blocks = 128: all seven departments
+// come back (the key's public values), each in [−1, 1], the NOTICE gives k
+// per group, one charge of the query's ε is made, and the released values
+// track PostgreSQL's own per-department corr. The Laplace scale of each
+// answer is b = L0·(u−l)/(k·ε) = 4·2/(128·0.3) = 0.208; for the sum of the
+// seven independent noises, P(|Σ| > s) ≤ 2·e^{−λs}·(1 − λ²b²)^{−7}, which
+// with λ = 3.5 and s = 7·(0.8 − 0.02) (0.02 allows for the block bias) is
+// below 2e-6: so a mean difference above 0.8 fails falsely with
+// probability below 2e-6.
+func TestSampleAgg_GroupedThroughProxy(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c, notices := connectWithNotices(t, ctx, analystDSN("alice"))
+	if _, err := c.Exec(ctx, "SET dp.epsilon = 0.3; SET dp.sample_blocks = 128"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := c.Query(ctx, "SELECT department, corr(cost, age) FROM visits GROUP BY department ORDER BY department")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	var order []string
+	for rows.Next() {
+		var d string
+		var v float64
+		if err := rows.Scan(&d, &v); err != nil {
+			t.Fatal(err)
+		}
+		if v < -1 || v > 1 {
+			t.Fatalf("%s: corr = %v outside [-1, 1]", d, v)
+		}
+		got[d] = v
+		order = append(order, d)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"cardiology", "emergency", "neurology", "oncology", "orthopedics", "pediatrics", "surgery"}
+	if strings.Join(order, ",") != strings.Join(want, ",") {
+		t.Fatalf("departments %v, want %v", order, want)
+	}
+	ns := notices()
+	last := ns[len(ns)-1]
+	if !strings.Contains(last, "dp: epsilon 0.3 spent") || !strings.Contains(last, "sample-and-aggregate per group over k blocks (k=128 for 7 groups; fixed by dp.sample_blocks") {
+		t.Fatalf("NOTICE = %q, want the charge and k per group", last)
+	}
+	t.Logf("NOTICE: %s", last)
+	up := connect(t, ctx, env.upstreamDSN)
+	truth, err := up.Query(ctx, "SELECT department, corr(cost::float8, age::float8) FROM visits WHERE patient_id IS NOT NULL GROUP BY department")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for truth.Next() {
+		var d string
+		var v float64
+		if err := truth.Scan(&d, &v); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: PostgreSQL %.4f, released %.4f", d, v, got[d])
+		sum += got[d] - v
+	}
+	truth.Close()
+	if m := sum / 7; math.Abs(m) > 0.8 {
+		t.Fatalf("mean released − PostgreSQL corr over departments = %v, want within 0.8", m)
+	}
+}
