@@ -147,7 +147,7 @@ func TestSampleAgg_GroupedThroughProxy(t *testing.T) {
 	}
 	ns := notices()
 	last := ns[len(ns)-1]
-	if !strings.Contains(last, "dp: epsilon 0.3 spent") || !strings.Contains(last, "sample-and-aggregate per group over k blocks (k=128 for 7 groups; fixed by dp.sample_blocks") {
+	if !strings.Contains(last, "dp: epsilon 0.3 spent") || !strings.Contains(last, "sample-and-aggregate per group over k blocks (k=128 for 7 groups; fixed by dp.sample_blocks") || !strings.Contains(last, "±0.6241 (corr, epsilon 0.3)") {
 		t.Fatalf("NOTICE = %q, want the charge and k per group", last)
 	}
 	t.Logf("NOTICE: %s", last)

@@ -227,8 +227,8 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 			continue
 		}
 		m := stats[o.Measure].mech
-		hw := num(m.HalfWidth(0.95) / float64(ks[0])) // ungrouped: the one k
-		if len(plan.Keys) > 0 {
+		hw := num(m.HalfWidth(0.95) / float64(ks[0])) // one k (ungrouped, or fixed)
+		if len(plan.Keys) > 0 && sa.CountMeasure >= 0 {
 			hw = num(m.HalfWidth(0.95)) + "/k"
 		}
 		parts = append(parts, fmt.Sprintf("±%s (%s, %s)", hw, o.Name, costText(m.Epsilon(), m.Delta())))
