@@ -1,9 +1,24 @@
 // Package shadow builds the shadow catalog of a dataset: a separate
 // PostgreSQL database that holds each policy table with only the columns the
-// policy exposes, with their real types, and no rows. Analysts' catalog and
-// metadata statements run there (DESIGN.md, "The one security invariant"),
-// so psql's \d, JDBC DatabaseMetaData and BI tools see a real schema while a
-// misclassified query can leak nothing.
+// policy exposes, with their real types. Protected tables hold no rows.
+// Analysts' catalog and metadata statements run there (DESIGN.md, "The one
+// security invariant"), so psql's \d, JDBC DatabaseMetaData and BI tools
+// see a real schema while a misclassified query can leak nothing.
+//
+// Public tables (public: true in the policy: no personal data) are
+// mirrored (mirror.go): Build copies the rows of their declared, visible
+// columns (not undeclared columns, not access: none) from upstream into the
+// shadow, in the transaction that creates the tables, so a statement that
+// names only public tables (SELECT * FROM regions, joins of lookup tables,
+// a BI tool browsing one) gets their real rows. The copy is read with SQL
+// built here from the policy's identifiers, never analyst text, in one
+// read-only snapshot. A public table over the row cap
+// (Options.MaxPublicRows), or without a declared column, is not copied:
+// its shadow relation is a view that refuses every read with SQLSTATE
+// 0A000 and a hint, rather than answering from an empty table. A statement
+// that names a protected table never runs here (it is a DP query), and the
+// protected tables here are empty, so the mirrored rows cannot be combined
+// with protected data outside the DP path.
 //
 // The shadow database must live in a different PostgreSQL cluster (server)
 // than the upstream data: some statistics are cluster-wide and readable by
@@ -14,8 +29,9 @@
 // compares the clusters' system identifiers (pg_control_system()).
 //
 // Build reads column types from the upstream catalog (pg_attribute, as the
-// reader role) and nothing else: no rows, no statistics, no sizes. It may
-// import only policy and pgx.
+// reader role) and the declared columns of public tables, and nothing else:
+// no protected rows, no statistics, no sizes. It may import only policy and
+// pgx.
 package shadow
 
 import (
@@ -37,14 +53,32 @@ type Column struct {
 
 // Build (re)creates, in the shadow database reached with adminDSN (the
 // shadow database's owner), every table of ds in its schema with only the
-// visible columns (Table.VisibleColumns; hidden columns never appear) and
-// the column types of the upstream database reached with upstreamDSN, no
-// rows, and grants USAGE on the schemas and SELECT on the tables to
+// visible columns (Table.VisibleColumns; hidden and undeclared columns never
+// appear) and the column types of the upstream database reached with
+// upstreamDSN, no rows in protected tables, the rows of public tables up to
+// DefaultMaxPublicRows (BuildWith sets the cap), and grants USAGE on the schemas and SELECT on the tables to
 // shadowRole. Tables of an earlier build that the policy no longer lists are
 // dropped. It runs in one transaction and is idempotent. It fails, wrapping
 // ErrSameCluster, when the shadow and the upstream database are in the same
 // cluster.
 func Build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset, shadowRole string) error {
+	_, err := BuildWith(ctx, adminDSN, upstreamDSN, ds, shadowRole, Options{})
+	return err
+}
+
+// BuildWith is Build with options, and reports what it did with the public
+// tables (mirror.go): their declared visible columns are copied from
+// upstream into the shadow in the same transaction, up to
+// opts.MaxPublicRows rows per table.
+func BuildWith(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset, shadowRole string, opts Options) (*Result, error) {
+	res := &Result{}
+	if err := build(ctx, adminDSN, upstreamDSN, ds, shadowRole, opts, res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset, shadowRole string, opts Options, res *Result) error {
 	up, err := pgx.Connect(ctx, upstreamDSN)
 	if err != nil {
 		return fmt.Errorf("connect to the upstream database of %s: %w", ds.Name, err)
@@ -70,6 +104,9 @@ func Build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset
 
 	// Serialize concurrent builds (several proxies starting at once).
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7291432)"); err != nil {
+		return err
+	}
+	if err := dropViews(ctx, tx); err != nil {
 		return err
 	}
 	want := map[string]bool{}
@@ -147,7 +184,11 @@ func Build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset
 			"CREATE TABLE "+q+" ("+strings.Join(defs, ", ")+")",
 			"GRANT SELECT ON "+q+" TO "+ident(shadowRole))
 		if ds.Description != "" {
-			stmts = append(stmts, fmt.Sprintf("COMMENT ON TABLE %s IS %s", q, literal("dpproxy shadow of "+ds.Name+": "+ds.Description+" (no rows; query it through dpproxy)")))
+			what := "no rows; query it through dpproxy"
+			if t.Public {
+				what = "public table: its declared columns, copied from the data"
+			}
+			stmts = append(stmts, fmt.Sprintf("COMMENT ON TABLE %s IS %s", q, literal("dpproxy shadow of "+ds.Name+": "+ds.Description+" ("+what+")")))
 		}
 	}
 	for _, s := range stmts {
@@ -155,6 +196,11 @@ func Build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset
 			return fmt.Errorf("shadow %s: %s: %w", ds.Name, s, err)
 		}
 	}
+	mirrored, err := mirrorPublic(ctx, up, tx, ds, tables, shadowRole, opts)
+	if err != nil {
+		return err
+	}
+	*res = *mirrored
 	return tx.Commit(ctx)
 }
 
@@ -247,10 +293,9 @@ func upstreamColumns(ctx context.Context, conn *pgx.Conn, ds *policy.Dataset) (m
 		if len(order) == 0 {
 			return nil, fmt.Errorf("policy %s: table %s.%s does not exist in the upstream database (or the upstream role cannot see it); fix the table name in the policy or create the table", ds.Name, t.Schema, t.Name)
 		}
+		// Public tables too: only their declared visible columns, the
+		// ones mirror.go copies.
 		names := t.VisibleColumns()
-		if t.Public {
-			names = order
-		}
 		var cols []Column
 		var errs []error
 		for _, n := range names {
