@@ -18,7 +18,10 @@
 // limits; it may be joined to protected tables on any columns, and its
 // declared columns may be used in WHERE and, with public_values, GROUP BY
 // (its rows are not read at planning time, so the domain of released
-// groups must be declared like any other). max_rows_per_value on a column
+// groups must be declared like any other). Its declared, visible columns
+// are copied into the shadow catalog (internal/shadow), where statements
+// that name only public tables read them: declaring a table public
+// publishes those columns to every analyst of the dataset. max_rows_per_value on a column
 // of a protected table declares the most rows that share one value of it;
 // it is required on both sides to join two protected tables on columns
 // other than their unit columns (elastic sensitivity; the emitted SQL

@@ -1,6 +1,7 @@
 // Package proxy is dpproxy's PostgreSQL wire-protocol server: analysts
 // connect to it with psql, JDBC, pgx or psycopg as if it were PostgreSQL,
-// and it answers catalog statements from a shadow database with no rows and
+// and it answers catalog statements from a shadow database with no
+// protected rows (public tables are copied there: internal/shadow) and
 // aggregate queries over protected tables only with differentially private
 // answers.
 //
@@ -80,10 +81,10 @@
 //   - statements that provably return no rows (a top-level LIMIT 0, or a
 //     plain SELECT without aggregates filtered by WHERE 1 = 0, as BI tools
 //     send to read result types) are catalog statements even when they
-//     name protected tables: the shadow has the same columns and no rows,
-//     so its answer is the real one (rewrite.Classify decides, from syntax
-//     only);
-//   - a SELECT DISTINCT of a column with public_values (optionally ordered
+//     name protected tables: the shadow has the same columns and no
+//     protected rows, so its answer is the real one (rewrite.Classify
+//     decides, from syntax only);
+//   - a SELECT DISTINCT of a protected table's column with public_values (optionally ordered
 //     and limited) is answered from the policy's list, which is public: no
 //     data read, no budget spent, a NOTICE saying so
 //     (rewrite.PublicDistinct);

@@ -115,8 +115,9 @@ func refuseWrite(src string, t token) *pgerr.Error {
 //   - calls of functions with side effects (set_config, pg_sleep,
 //     pg_read_file, lo_import, nextval, dblink, advisory locks…): refused
 //     with 42501;
-//   - everything else: RouteCatalog (the shadow catalog has no rows, so a
-//     misrouted statement there can reveal nothing).
+//   - everything else: RouteCatalog (the shadow catalog holds no rows of
+//     protected tables, only those of public tables, so a misrouted
+//     statement there can reveal nothing protected).
 func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 	toks, err := lex(stmt)
 	if err != nil {
@@ -488,7 +489,7 @@ type DistinctValues struct {
 //	  [ORDER BY col | alias | 1 [ASC | DESC] [NULLS FIRST | LAST]] [LIMIT n]
 //
 // (col optionally qualified by the table, its alias or schema.table) on a
-// visible column with public values of a table of ds, and returns its
+// visible column with public values of a protected table of ds, and returns its
 // answer: the declared values, sorted when ORDER BY asks (numbers by value,
 // booleans false first, text and dates by bytes, i.e. as COLLATE "C"),
 // cut to LIMIT. It returns nil for any other statement.
@@ -517,7 +518,9 @@ func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
 		return nil
 	}
 	tb, ok := ds.Table(tblRef[len(tblRef)-1])
-	if !ok || tb.Name != tblRef[len(tblRef)-1] {
+	// A public table's rows are in the shadow catalog (internal/shadow,
+	// mirror.go): its real distinct values answer, not the declared ones.
+	if !ok || tb.Name != tblRef[len(tblRef)-1] || tb.Public {
 		return nil
 	}
 	schema := tb.Schema

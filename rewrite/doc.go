@@ -99,7 +99,8 @@
 //   - Statements that write or execute (including EXPLAIN ANALYZE of them,
 //     data-modifying WITH, SELECT … INTO, cursors, PREPARE/EXECUTE) are
 //     refused with 42501, whatever they name.
-//   - Everything else goes to the shadow catalog (no rows there).
+//   - Everything else goes to the shadow catalog (no protected rows there;
+//     public tables' declared columns are copied there, internal/shadow).
 //
 // # Joins (issue 9)
 //

@@ -13,7 +13,6 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/config"
-	"github.com/dpproxy/dpproxy/internal/shadow"
 	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/proxy"
@@ -96,15 +95,19 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 	defer ledger.Close()
 
 	datasets := map[string]*proxy.Dataset{}
+	var shadows []*shadowTarget
 	for _, n := range names {
 		dc, ds := cfg.Datasets[n], byName[n]
 		sc, err := pgx.ParseConfig(dc.Shadow)
 		if err != nil {
 			return fmt.Errorf("datasets.%s.shadow: %w", n, err)
 		}
-		if err := shadow.Build(ctx, dc.ShadowAdmin, dc.Upstream, ds, sc.User); err != nil {
+		// The shadow catalog, with the public tables' rows (public.go).
+		tg := newShadowTarget(n, dc.ShadowAdmin, dc.Upstream, sc.User, ds, dc.PublicMaxRows, dc.PublicRefresh.Duration)
+		if err := tg.build(ctx, log, 0); err != nil {
 			return fmt.Errorf("build shadow catalog of %s: %w", n, err)
 		}
+		shadows = append(shadows, tg)
 		up, err := upstream.New(ctx, upstream.Config{DSN: dc.Upstream, StatementTimeout: cfg.StatementTimeout.Duration})
 		if err != nil {
 			return fmt.Errorf("datasets.%s.upstream: %w", n, err)
@@ -113,6 +116,9 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 		datasets[n] = &proxy.Dataset{Policy: ds, Upstream: up, ShadowDSN: dc.Shadow, ResponseTime: dc.ResponseTime.Duration}
 		log.Info("dataset ready", zap.String("dataset", n), zap.String("policy_version", ds.Version))
 	}
+
+	stopRefresh := startPublicRefresh(ctx, log, shadows)
+	defer stopRefresh()
 
 	rel, err := release.New(release.Config{Ledger: ledger})
 	if err != nil {

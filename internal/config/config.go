@@ -71,7 +71,23 @@ type DatasetConfig struct {
 	// its release starts (reservation, upstream query, noise), so that the time to answer does not reveal
 	// how much work the data made upstream (default 0s: no padding).
 	ResponseTime Duration `yaml:"response_time"`
+	// PublicMaxRows caps the rows the proxy copies of each public table
+	// into the shadow (internal/shadow, mirror.go); a larger table is not
+	// copied and reads of it are refused with a hint (default 100000).
+	PublicMaxRows int `yaml:"public_max_rows"`
+	// PublicRefresh, when set, re-copies the public tables this often
+	// (they are also copied at start-up and on SIGHUP). Default 0s: no
+	// periodic refresh.
+	PublicRefresh Duration `yaml:"public_refresh"`
 }
+
+// DefaultPublicMaxRows and MaxPublicMaxRows are the default and the
+// largest public_max_rows; they match internal/shadow's DefaultMaxPublicRows
+// and MaxMaxPublicRows (config imports nothing of the project).
+const (
+	DefaultPublicMaxRows = 100_000
+	MaxPublicMaxRows     = 10_000_000
+)
 
 // RateLimit is a token bucket: PerSecond DP queries per second on
 // average, up to Burst at once. One bucket per analyst and proxy, shared
@@ -198,6 +214,16 @@ func Parse(data []byte, name string) (*Config, error) {
 		}
 		if d.ResponseTime.Duration < 0 || d.ResponseTime.Duration > 10*time.Minute {
 			errs = append(errs, fmt.Sprintf("datasets.%s.response_time must be between 0s and 10m", n))
+		}
+		if d.PublicMaxRows == 0 {
+			d.PublicMaxRows = DefaultPublicMaxRows
+			c.Datasets[n] = d
+		}
+		if d.PublicMaxRows < 1 || d.PublicMaxRows > MaxPublicMaxRows {
+			errs = append(errs, fmt.Sprintf("datasets.%s.public_max_rows must be between 1 and %d", n, MaxPublicMaxRows))
+		}
+		if d.PublicRefresh.Duration != 0 && (d.PublicRefresh.Duration < 10*time.Second || d.PublicRefresh.Duration > 7*24*time.Hour) {
+			errs = append(errs, fmt.Sprintf("datasets.%s.public_refresh must be 0s (no periodic refresh) or between 10s and 168h", n))
 		}
 	}
 	if len(c.Analysts) == 0 {

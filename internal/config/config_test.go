@@ -24,6 +24,9 @@ func TestParse_Defaults(t *testing.T) {
 		c.IdleTimeout.Duration != time.Hour || c.MaxMessageBytes != 1<<20 {
 		t.Fatalf("defaults = %+v", c)
 	}
+	if d := c.Datasets["hospital"]; d.PublicMaxRows != DefaultPublicMaxRows || d.PublicRefresh.Duration != 0 {
+		t.Fatalf("public table defaults = %d, %v; want %d, 0s", d.PublicMaxRows, d.PublicRefresh, DefaultPublicMaxRows)
+	}
 	if !c.Analysts["alice"].MayQuery("hospital") {
 		t.Fatal("an analyst with no datasets list may query every dataset")
 	}
@@ -44,6 +47,9 @@ func TestParse_Errors(t *testing.T) {
 		{"zero rate", minimal + "rate_limit: {per_second: 0}\n", "rate_limit.per_second"},
 		{"negative burst", strings.Replace(minimal, `{password: "plain:alice"}`, `{password: "plain:alice", rate_limit: {per_second: 1, burst: -1}}`, 1), "analysts.alice.rate_limit.burst"},
 		{"unknown rate key", minimal + "rate_limit: {per_minute: 5}\n", "per_minute"},
+		{"negative public_max_rows", strings.Replace(minimal, "shadow_admin: postgres://a@h2/db}", "shadow_admin: postgres://a@h2/db, public_max_rows: -5}", 1), "datasets.hospital.public_max_rows"},
+		{"huge public_max_rows", strings.Replace(minimal, "shadow_admin: postgres://a@h2/db}", "shadow_admin: postgres://a@h2/db, public_max_rows: 20000000}", 1), "datasets.hospital.public_max_rows"},
+		{"fast public_refresh", strings.Replace(minimal, "shadow_admin: postgres://a@h2/db}", "shadow_admin: postgres://a@h2/db, public_refresh: 1s}", 1), "datasets.hospital.public_refresh"},
 		{"negative response time", strings.Replace(minimal, "shadow_admin: postgres://a@h2/db}", "shadow_admin: postgres://a@h2/db, response_time: -1s}", 1), "datasets.hospital.response_time"},
 	}
 	for _, tt := range tests {

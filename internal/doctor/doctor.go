@@ -11,14 +11,18 @@
 //     else), and cannot connect to the ledger database;
 //   - the ledger role is no superuser and cannot connect to the data
 //     database;
-//   - the shadow role is no superuser, cannot write, its tables hold no
-//     rows, and it cannot connect to the data database.
+//   - the shadow role is no superuser, cannot write, its protected tables
+//     hold no rows, and it cannot connect to the data database;
+//   - the shadow copies of public tables (internal/shadow, mirror.go) have
+//     only declared columns and as many rows as upstream, within
+//     public_max_rows.
 //
 // Each check is reported as ok or as a warning naming what is broader than
 // needed and how to narrow it. Doctor connects with the configured DSNs
 // and, for the cross checks, with one role's credentials to another
-// database; it never reads protected rows (only catalogs and row counts of
-// the shadow tables, which must be zero). It may import config and policy.
+// database; it never reads protected rows (only catalogs, row counts of
+// the shadow's protected tables, which must be zero, and row counts of
+// public tables). It may import config and policy.
 package doctor
 
 import (
@@ -104,6 +108,9 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		}
 		crossCheck(ctx, r, n, "ledger", cfg.Ledger, dc.Upstream, "the data database")
 		if err := checkShadow(ctx, r, n, dc.Shadow, dc.Upstream, ds); err != nil {
+			return nil, err
+		}
+		if err := checkPublic(ctx, r, n, dc.Shadow, dc.Upstream, ds, dc.PublicMaxRows); err != nil {
 			return nil, err
 		}
 	}
@@ -355,13 +362,16 @@ func checkShadow(ctx context.Context, r *Report, ds, dsn, dataDSN string, pol *p
 	var nonEmpty []string
 	for _, name := range pol.TableOrder {
 		t := pol.Tables[name]
+		if t.Public { // their copies: checkPublic
+			continue
+		}
 		var has bool
 		err := c.QueryRow(ctx, "SELECT EXISTS (SELECT FROM "+quoteIdent(t.Schema)+"."+quoteIdent(t.Name)+")").Scan(&has)
 		if err != nil {
 			r.add(ds, false, "shadow table %s.%s could not be read as %s: %s", t.Schema, t.Name, user, oneLine(err))
 			continue
 		}
-		if has && !t.Public {
+		if has {
 			nonEmpty = append(nonEmpty, t.Schema+"."+t.Name)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -35,6 +36,10 @@ type Options struct {
 	// copied: its shadow relation answers every read with SQLSTATE 0A000
 	// and a hint (see Unavailable).
 	MaxPublicRows int
+	// LockTimeout, when set, bounds the wait for the shadow tables' locks
+	// (a refresh while analysts' catalog statements run): the build fails
+	// rather than queue every catalog statement behind it.
+	LockTimeout time.Duration
 	// Setting names the config key that sets MaxPublicRows, for the hint
 	// of that error (e.g. "datasets.hospital.public_max_rows").
 	Setting string
@@ -55,6 +60,7 @@ type PublicTable struct {
 	// many rows, or no declared column); reads of its shadow relation
 	// fail with SQLSTATE 0A000 and this reason.
 	Unavailable string
+	Hint        string // what to change, when Unavailable
 }
 
 // ErrTooManyRows is the reason of a public table over the row cap.
@@ -161,8 +167,8 @@ func mirrorPublic(ctx context.Context, up *pgx.Conn, tx pgx.Tx, ds *policy.Datas
 		q := qualified(t.Schema, t.Name)
 		if len(cols) == 0 {
 			pt.Unavailable = "it declares no column in the policy"
-			hint := fmt.Sprintf("declare the columns analysts may read under tables.%s.columns in the policy of %s, with their types, and restart dpproxy", t.Name, ds.Name)
-			if err := replaceByRefusal(ctx, tx, t, cols, shadowRole, publicMessage(t, pt.Unavailable), hint); err != nil {
+			pt.Hint = fmt.Sprintf("declare the columns analysts may read under tables.%s.columns in the policy of %s, with their types, and restart dpproxy", t.Name, ds.Name)
+			if err := replaceByRefusal(ctx, tx, t, cols, shadowRole, publicMessage(t, pt.Unavailable), pt.Hint); err != nil {
 				return nil, err
 			}
 			res.Public = append(res.Public, pt)
@@ -183,8 +189,8 @@ func mirrorPublic(ctx context.Context, up *pgx.Conn, tx pgx.Tx, ds *policy.Datas
 				return nil, err
 			}
 			pt.Unavailable = fmt.Sprintf("it has more than %d rows (%s)", maxRows, setting)
-			hint := fmt.Sprintf("raise %s above the table's row count and send dpproxy SIGHUP (or restart it); DP queries that join %s to a protected table are not affected", setting, t.Name)
-			if err := replaceByRefusal(ctx, tx, t, cols, shadowRole, publicMessage(t, pt.Unavailable), hint); err != nil {
+			pt.Hint = fmt.Sprintf("raise %s above the table's row count and restart dpproxy; DP queries that join %s to a protected table are not affected", setting, t.Name)
+			if err := replaceByRefusal(ctx, tx, t, cols, shadowRole, publicMessage(t, pt.Unavailable), pt.Hint); err != nil {
 				return nil, err
 			}
 		} else {

@@ -106,6 +106,11 @@ func build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7291432)"); err != nil {
 		return err
 	}
+	if opts.LockTimeout > 0 {
+		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", opts.LockTimeout.Milliseconds())); err != nil {
+			return err
+		}
+	}
 	if err := dropViews(ctx, tx); err != nil {
 		return err
 	}

@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/shadow"
+	"github.com/dpproxy/dpproxy/policy"
+	"go.uber.org/zap"
+)
+
+// refreshLockTimeout bounds how long a refresh of the shadow catalog waits
+// for analysts' running catalog statements: it gives up (and is retried at
+// the next SIGHUP or interval) rather than queue every catalog statement
+// behind it.
+const refreshLockTimeout = 10 * time.Second
+
+// shadowTarget is everything needed to (re)build one dataset's shadow
+// catalog.
+type shadowTarget struct {
+	dataset         string
+	adminDSN, upDSN string
+	role            string
+	policy          *policy.Dataset
+	maxRows         int
+	refreshEvery    time.Duration
+	hasPublicTables bool
+}
+
+func newShadowTarget(name, adminDSN, upDSN, role string, ds *policy.Dataset, maxRows int, every time.Duration) *shadowTarget {
+	tg := &shadowTarget{dataset: name, adminDSN: adminDSN, upDSN: upDSN, role: role, policy: ds, maxRows: maxRows, refreshEvery: every}
+	for _, t := range ds.Tables {
+		tg.hasPublicTables = tg.hasPublicTables || t.Public
+	}
+	return tg
+}
+
+// build (re)builds the shadow catalog, mirroring the public tables, and
+// logs what became of each public table. Row counts of public tables are
+// public data.
+func (tg *shadowTarget) build(ctx context.Context, log *zap.Logger, lockTimeout time.Duration) error {
+	res, err := shadow.BuildWith(ctx, tg.adminDSN, tg.upDSN, tg.policy, tg.role, shadow.Options{
+		MaxPublicRows: tg.maxRows,
+		Setting:       "datasets." + tg.dataset + ".public_max_rows",
+		LockTimeout:   lockTimeout,
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range res.Public {
+		if p.Unavailable != "" {
+			log.Warn("public table not copied into the shadow catalog: reads of it outside DP queries are refused",
+				zap.String("dataset", tg.dataset), zap.String("table", p.Schema+"."+p.Name),
+				zap.String("reason", p.Unavailable), zap.String("hint", p.Hint))
+			continue
+		}
+		log.Info("public table copied into the shadow catalog", zap.String("dataset", tg.dataset),
+			zap.String("table", p.Schema+"."+p.Name), zap.Int64("rows", p.Rows), zap.String("columns", strings.Join(p.Columns, ",")))
+	}
+	return nil
+}
+
+// startPublicRefresh re-copies the public tables of every target on
+// SIGHUP and, for targets with a public_refresh interval, periodically. A
+// failed refresh is logged and leaves the previous copy (the build is one
+// transaction). stop ends the refreshers and waits for them.
+func startPublicRefresh(ctx context.Context, log *zap.Logger, targets []*shadowTarget) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	var wg sync.WaitGroup
+	var kicks []chan struct{}
+	for _, tg := range targets {
+		if !tg.hasPublicTables {
+			continue
+		}
+		kick := make(chan struct{}, 1)
+		kicks = append(kicks, kick)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tg.refreshLoop(ctx, log, kick)
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: copying the public tables into the shadow catalogs again", zap.Int("datasets", len(kicks)))
+				for _, k := range kicks {
+					select {
+					case k <- struct{}{}:
+					default: // a refresh is already pending
+					}
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		wg.Wait()
+	}
+}
+
+func (tg *shadowTarget) refreshLoop(ctx context.Context, log *zap.Logger, kick <-chan struct{}) {
+	var tick <-chan time.Time
+	if tg.refreshEvery > 0 {
+		t := time.NewTicker(tg.refreshEvery)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-kick:
+		case <-tick:
+		}
+		if err := tg.build(ctx, log, refreshLockTimeout); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			log.Error("refresh of the public tables failed; the previous copy stays", zap.String("dataset", tg.dataset), zap.Error(err))
+		}
+	}
+}
