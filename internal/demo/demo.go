@@ -455,7 +455,7 @@ func load(ctx context.Context, dsn string, d *Data) error {
 }
 
 // grantReader gives the reader role SELECT on exactly the columns the policy
-// exposes (the whole table for public tables), and nothing else.
+// exposes (of public tables too), and nothing else.
 func grantReader(ctx context.Context, dsn string, ds *policy.Dataset) error {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -474,13 +474,14 @@ func grantReader(ctx context.Context, dsn string, ds *policy.Dataset) error {
 		tbl := ident(t.Schema) + "." + ident(t.Name)
 		// Column grants survive a table-level REVOKE only if revoked too.
 		stmts = append(stmts, fmt.Sprintf("REVOKE ALL ON %s FROM %s", tbl, r))
-		if t.Public {
-			stmts = append(stmts, fmt.Sprintf("GRANT SELECT ON %s TO %s", tbl, r))
-			continue
-		}
+		// Public tables too: only their declared columns are read (DP
+		// queries and the shadow's copy, internal/shadow).
 		var cols []string
 		for _, c := range t.VisibleColumns() {
 			cols = append(cols, ident(c))
+		}
+		if len(cols) == 0 {
+			continue
 		}
 		stmts = append(stmts, fmt.Sprintf("GRANT SELECT (%s) ON %s TO %s", strings.Join(cols, ", "), tbl, r))
 	}

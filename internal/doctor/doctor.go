@@ -7,8 +7,8 @@
 //     server files, is read-only (default_transaction_read_only = on and no
 //     write privilege: INSERT/UPDATE/DELETE/TRUNCATE on a table, CREATE on
 //     the database or a schema, TEMP), may SELECT only the columns the
-//     policy exposes of the protected tables (public tables whole, nothing
-//     else), and cannot connect to the ledger database;
+//     policy exposes (declared visible columns, of public tables too;
+//     nothing else), and cannot connect to the ledger database;
 //   - the ledger role is no superuser and cannot connect to the data
 //     database;
 //   - the shadow role is no superuser, cannot write, its protected tables
@@ -210,25 +210,24 @@ func checkData(ctx context.Context, r *Report, ds, dsn, ledgerDSN string, pol *p
 	if err != nil {
 		return err
 	}
-	exposed := map[string]bool{} // schema.table.column, or schema.table.* for public tables
-	var protectedCols int
+	// schema.table.column of the declared visible columns, of public
+	// tables too (the emitter and the shadow's copy read only those).
+	exposed := map[string]bool{}
+	var protectedCols, publicCols int
 	for _, name := range pol.TableOrder {
 		t := pol.Tables[name]
-		if t.Public {
-			exposed[t.Schema+"."+t.Name+".*"] = true
-			continue
-		}
 		for _, cname := range t.VisibleColumns() {
 			exposed[t.Schema+"."+t.Name+"."+cname] = true
-			protectedCols++
+			if t.Public {
+				publicCols++
+			} else {
+				protectedCols++
+			}
 		}
 	}
 	var extra []string
 	seen := map[string]bool{}
 	for _, x := range readable {
-		if exposed[x.schema+"."+x.table+".*"] {
-			continue
-		}
 		k := x.schema + "." + x.table + "." + x.column
 		seen[k] = true
 		if !exposed[k] {
@@ -237,7 +236,7 @@ func checkData(ctx context.Context, r *Report, ds, dsn, ledgerDSN string, pol *p
 	}
 	var missing []string
 	for k := range exposed {
-		if !strings.HasSuffix(k, ".*") && !seen[k] {
+		if !seen[k] {
 			missing = append(missing, k)
 		}
 	}
@@ -246,7 +245,7 @@ func checkData(ctx context.Context, r *Report, ds, dsn, ledgerDSN string, pol *p
 		r.add(ds, false, "data role %s can SELECT columns the policy does not expose: %s (REVOKE SELECT on them; grant only the exposed columns)",
 			user, summarize(extra))
 	} else {
-		r.add(ds, true, "data role %s can SELECT only the %d exposed columns of the protected tables (and the public tables)", user, protectedCols)
+		r.add(ds, true, "data role %s can SELECT only the %d exposed columns of the protected tables and the %d declared columns of the public tables", user, protectedCols, publicCols)
 	}
 	if len(missing) > 0 {
 		r.add(ds, false, "data role %s cannot SELECT exposed columns %s: DP queries on them will fail (GRANT SELECT (…) ON … TO %s)",

@@ -56,8 +56,8 @@ type Column struct {
 // visible columns (Table.VisibleColumns; hidden and undeclared columns never
 // appear) and the column types of the upstream database reached with
 // upstreamDSN, no rows in protected tables, the rows of public tables up to
-// DefaultMaxPublicRows (BuildWith sets the cap), and grants USAGE on the schemas and SELECT on the tables to
-// shadowRole. Tables of an earlier build that the policy no longer lists are
+// DefaultMaxPublicRows (BuildWith sets the cap), and grants USAGE on the
+// schemas and SELECT on the tables to shadowRole. Tables of an earlier build that the policy no longer lists are
 // dropped. It runs in one transaction and is idempotent. It fails, wrapping
 // ErrSameCluster, when the shadow and the upstream database are in the same
 // cluster.
