@@ -261,6 +261,11 @@ for r in cur.fetchall():
 		t.Fatal(err)
 	}
 	want = upstreamRows()
+	// Before the refresh, doctor sees the stale copy.
+	out, _, code = dpproxyCLI(t, "doctor", "--config", cfgPath)
+	if code != 1 || !strings.Contains(out, "WARNING: lookup: public table public.wards: the shadow copy has 12 rows, upstream 13") {
+		t.Errorf("doctor before the refresh (exit %d) does not warn about the stale copy:\n%s", code, out)
+	}
 	if err := p.cmd.Process.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
@@ -282,9 +287,10 @@ for r in cur.fetchall():
 	}
 
 	// doctor reports the copies: wards copied and current, postcodes over
-	// the cap.
+	// the cap; the data role reads only declared columns.
 	out, _, _ = dpproxyCLI(t, "doctor", "--config", cfgPath)
 	if !strings.Contains(out, "ok: lookup: public table public.wards: the shadow copy has the 13 rows of upstream") ||
+		!strings.Contains(out, "ok: lookup: data role lookup_reader can SELECT only the 3 exposed columns of the protected tables and the 4 declared columns of the public tables") ||
 		!strings.Contains(out, "WARNING: lookup: public table public.postcodes is not copied") {
 		t.Errorf("doctor output lacks the public table checks:\n%s", out)
 	}

@@ -22,8 +22,10 @@ import (
 // DefaultMaxPublicRows is the default cap on the rows copied of one public
 // table. Public tables are lookup tables (regions, wards, codes); the copy
 // is read at every start and refresh and held by a second cluster, so a
-// table far larger than a lookup table is more likely a mislabelled one. A
-// cap of 100000 rows keeps a refresh within about a second.
+// table far larger than a lookup table is more likely a mislabelled one.
+// Copying 100000 rows of six columns takes about a second (BENCHMARKS.md,
+// BenchmarkBuildWith_PublicTable100k), during which a refresh holds the
+// shadow tables' locks.
 const DefaultMaxPublicRows = 100_000
 
 // MaxMaxPublicRows bounds Options.MaxPublicRows.
