@@ -87,7 +87,7 @@ func TestRewrite_Corpus(t *testing.T) {
 	}
 	ds := loadHospital(t)
 	loadWithinLimits(t, ctx, conn, ds)
-	accepted := 0
+	accepted, quantiles := 0, 0
 	for _, q := range queries {
 		t.Run(fmt.Sprintf("line%d", q.line), func(t *testing.T) {
 			p, err := Rewrite(ds, q.sql)
@@ -100,11 +100,34 @@ func TestRewrite_Corpus(t *testing.T) {
 				return
 			}
 			diffPostgres(t, ctx, conn, p, q.sql)
+			if hasQuantileOutput(p) && p.Having == nil && p.Limit < 0 && p.Offset == 0 {
+				// diffPostgres leaves quantiles out: compare their
+				// histograms with PostgreSQL's value too.
+				emitted, err1 := queryText(ctx, conn, p.SQL)
+				direct, err2 := queryText(ctx, conn, q.sql)
+				if err1 != nil || err2 != nil {
+					t.Fatalf("%v, %v", err1, err2)
+				}
+				checkQuantileRows(t, p, emitted, direct)
+				quantiles++
+			}
 		})
 	}
 	if accepted < minCorpus {
 		t.Errorf("only %d corpus queries were accepted, want at least %d", accepted, minCorpus)
 	}
+	if quantiles < 10 {
+		t.Errorf("only %d corpus queries had their quantiles compared with PostgreSQL, want at least 10", quantiles)
+	}
+}
+
+func hasQuantileOutput(p *Plan) bool {
+	for _, o := range p.Outputs {
+		if o.Kind == OutputQuantile {
+			return true
+		}
+	}
+	return false
 }
 
 // TestRewrite_PostgresParses checks on a real PostgreSQL the half of

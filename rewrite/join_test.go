@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -152,6 +153,10 @@ func joinGoldens(t *testing.T) ([]goldenCase, []*Plan) {
 	return cases, plans
 }
 
+// joinPrivateAudited counts the audited runs of join plans with private
+// keys.
+var joinPrivateAudited atomic.Int64
+
 // TestAudit_Joins is the neighbouring-database audit (audit_test.go) for
 // every accepted join golden: f(D) and f(D + one unit) computed by the
 // emitted SQL without noise differ by at most Measure.LInf per group, in
@@ -168,7 +173,7 @@ func TestAudit_Joins(t *testing.T) {
 	defer cancel()
 	rng := rand.New(rand.NewPCG(9, 13))
 	dbs := map[*policy.Dataset]*joinDB{}
-	shapes := map[string]int{}
+	shapes, quantiles, private := map[string]int{}, map[string]int{}, map[string]int{}
 	for i, gc := range cases {
 		p := plans[i]
 		db, ok := dbs[gc.ds]
@@ -177,6 +182,15 @@ func TestAudit_Joins(t *testing.T) {
 			dbs[gc.ds] = db
 		}
 		shapes[p.Join.Shape]++
+		for _, m := range p.Measures {
+			if m.Kind == MeasureQuantile {
+				quantiles[p.Join.Shape]++
+				break
+			}
+		}
+		if p.PrivateGroups() {
+			private[p.Join.Shape]++
+		}
 		t.Run(gc.name, func(t *testing.T) {
 			base, err := runAudit(ctx, db.conn, p)
 			if err != nil {
@@ -223,6 +237,15 @@ func TestAudit_Joins(t *testing.T) {
 							adv.name, run, adv.name, strings.Join(bad, "\n  "), gc.query)
 						break
 					}
+					if p.PrivateGroups() {
+						// Partition selection in a join (join_partition.go).
+						if bad := auditUnits(p, base, d2); len(bad) > 0 {
+							t.Errorf("%s, run %d: partition selection counts violate their bounds:\n  %s\nquery: %s",
+								adv.name, run, strings.Join(bad, "\n  "), gc.query)
+							break
+						}
+						joinPrivateAudited.Add(1)
+					}
 				}
 			}
 		})
@@ -231,6 +254,17 @@ func TestAudit_Joins(t *testing.T) {
 		if shapes[s] == 0 {
 			t.Errorf("no accepted golden of join shape %s was audited", s)
 		}
+		if quantiles[s] == 0 {
+			t.Errorf("no accepted golden of join shape %s with a quantile was audited", s)
+		}
+	}
+	for _, s := range []string{JoinPublic, JoinUnit} {
+		if private[s] == 0 {
+			t.Errorf("no accepted golden of join shape %s with a private key (partition selection) was audited", s)
+		}
+	}
+	if joinPrivateAudited.Load() == 0 {
+		t.Errorf("no partition-selection count of a join was audited")
 	}
 	t.Logf("audited %d join goldens (shapes %v) × 2 adversaries × %d runs", len(cases), shapes, auditRuns)
 }

@@ -680,3 +680,34 @@ SELECT CASE WHEN age < 50 THEN 'under 50' ELSE '50 and over' END AS band, corr(l
 SELECT p.sex, corr(v.cost, v.age) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.sex
 
 SELECT p.region, v.department, covar_samp(v.length_of_stay, v.age) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.region, v.department
+
+-- Quantiles over joins on the unit and with private keys (issue 9,
+-- join_quantile.go); TestRewrite_Corpus compares their histograms with
+-- PostgreSQL's own value.
+SELECT MIN(v.age) FROM visits v JOIN patients p USING (patient_id)
+
+SELECT p.region, percentile_cont(0.5) WITHIN GROUP (ORDER BY v.cost) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.region
+
+SELECT p.sex, MAX(v.length_of_stay), MIN(p.birth_year) FROM patients p JOIN visits v USING (patient_id) GROUP BY p.sex
+
+SELECT percentile_cont(0.25) WITHIN GROUP (ORDER BY p.birth_year) FROM visits v JOIN patients p USING (patient_id) WHERE v.department = 'oncology'
+
+SELECT v.department, percentile_disc(0.9) WITHIN GROUP (ORDER BY v.visit_date) FROM visits v LEFT JOIN patients p ON v.patient_id = p.patient_id WHERE p.sex = 'F' GROUP BY v.department
+
+SELECT p.region, v.department, MAX(v.cost), COUNT(*) FROM visits v JOIN patients p ON p.patient_id = v.patient_id GROUP BY p.region, v.department
+
+SELECT diagnosis, percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM visits GROUP BY diagnosis
+
+SELECT diagnosis, MIN(visit_date), MAX(visit_date) FROM visits GROUP BY diagnosis
+
+SELECT department, diagnosis, percentile_cont(0.9) WITHIN GROUP (ORDER BY cost) FROM visits GROUP BY department, diagnosis
+
+SELECT diagnosis, MIN(age) FILTER (WHERE cost > 100), COUNT(*) FROM visits GROUP BY diagnosis
+
+SELECT v.diagnosis, COUNT(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY p.birth_year) FROM visits v JOIN patients p USING (patient_id) GROUP BY v.diagnosis
+
+SELECT p.birth_year, COUNT(*) FROM visits v JOIN patients p USING (patient_id) WHERE p.birth_year > 2000 GROUP BY p.birth_year
+
+SELECT v.diagnosis, p.region, COUNT(*), MAX(v.age) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY v.diagnosis, p.region
+
+SELECT p.region, v.diagnosis, SUM(v.cost) FROM patients p JOIN visits v USING (patient_id) WHERE v.age >= 18 GROUP BY p.region, v.diagnosis
