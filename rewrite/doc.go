@@ -52,6 +52,15 @@
 //	              (bounded after the join by bounds.go) or, for key joins,
 //	              the elastic SQL that bounds rows per unit and per join
 //	              value before the join, with sensitivity E·M.
+//	join_l1.go    Privacy-critical: the direct L1 bound E·M of an elastic
+//	              join's measures over all groups together (Measure.L1).
+//	join_partition.go  Privacy-critical: private group keys (partition
+//	              selection) in joins bounded after the join; refused in
+//	              elastic joins (a unit reaches groups through other
+//	              units' rows).
+//	join_quantile.go  Privacy-critical: quantiles over every join shape
+//	              (R = the join's max_rows_per_unit, or E for elastic
+//	              joins) and with private group keys.
 //	quantile.go   Privacy-critical: percentile_cont/percentile_disc WITHIN
 //	              GROUP, MIN and MAX as quantile measures; the SQL that
 //	              returns per group the bucket counts of the bounded values
@@ -117,6 +126,9 @@
 // is the left table's. Comma, CROSS, NATURAL, RIGHT and FULL joins,
 // joined subqueries and parenthesized right-hand joins are refused. The
 // sensitivity of each shape is derived in join.go and PRIVACY.md.
+// Quantiles are answered over every shape (join_quantile.go), private
+// group keys over public and unit joins (join_partition.go), and an
+// elastic join's measures carry the direct L1 bound of join_l1.go.
 //
 // # What the first cut answers (issue 2) and known differences
 //

@@ -874,7 +874,7 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 		switch {
 		case m.Kind == MeasureQuantile:
 			// The group's joined rows' values (join_quantile.go).
-			final = append(final, quantileFinalSQL(t, m, x))
+			final = append(final, elasticQuantileSQL(t, m, x))
 		case m.Kind == MeasureSum || m.Kind == MeasureSumSq:
 			final = append(final, "SUM("+x+")::text")
 		case v != "":
