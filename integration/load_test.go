@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,11 +33,6 @@ var (
 // budgets run out under concurrency and are checked for overspending:
 // with dp.epsilon = 1 the policy's ε = 3 lasts three distinct queries.
 const loadAnalysts = 20
-
-// loadCatalogSessions is how many sessions also send catalog statements:
-// each such session holds a connection to the shadow cluster, whose
-// max_connections (PostgreSQL's default 100) must stay above it.
-const loadCatalogSessions = 60
 
 // loadStats counts outcomes. Safe for concurrent use.
 type loadStats struct {
@@ -58,11 +54,15 @@ func (s *loadStats) fail(what string, err error) {
 // (an extra proxy process) send a mix of DP queries (distinct ones, which
 // are charged until the analyst's budget is spent and then refused with
 // 53400, and repeated ones, answered from the cache), catalog statements
-// and statements that must be refused, for load.duration. Wanted: no
+// (every session: more sessions than the shadow cluster's max_connections,
+// PostgreSQL's default 100) and statements that must be refused, for
+// load.duration. Wanted: no
 // unexpected error (every error is 53400 for a DP query or the refusal's
 // SQLSTATE for a refused one), no analyst charged beyond their budget (in
 // the budget row and in the sum of their charges), `dpproxy ledger verify`
-// clean, and the proxy's resident memory bounded. Figures are logged.
+// clean, the proxy's resident memory bounded and its shadow backends (read
+// from the shadow cluster's pg_stat_activity) bounded by its shadow pool.
+// Figures are logged.
 func TestLoad_MixedSessions(t *testing.T) {
 	requireDemo(t)
 	dur, nSessions := *loadDuration, *loadSessions
@@ -72,7 +72,9 @@ func TestLoad_MixedSessions(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("load%02d", i+1)
 	}
+	var shadowAdminDSN string
 	cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
+		shadowAdminDSN = cfg["datasets"].(map[string]any)["hospital"].(map[string]any)["shadow_admin"].(string)
 		as := cfg["analysts"].(map[string]any)
 		for _, n := range names {
 			as[n] = map[string]any{"password": "plain:" + n}
@@ -86,10 +88,25 @@ func TestLoad_MixedSessions(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Memory: sample the proxy's resident set every 200ms.
+	// Memory: sample the proxy's resident set every 200ms; and the client
+	// sessions of the shadow database (other roles see no backend_type;
+	// autovacuum has no usename; the demo proxy's idle
+	// pool connections are counted in the baseline).
 	rssStart := rssKiB(t, p.cmd.Process.Pid)
 	var rssMax atomic.Int64
 	rssMax.Store(rssStart)
+	shadowAdmin := connect(t, ctx, shadowAdminDSN)
+	shadowBackends := func() (int64, error) {
+		var n int64
+		err := shadowAdmin.QueryRow(ctx, `SELECT count(*) FROM pg_catalog.pg_stat_activity
+			WHERE datname = current_database() AND usename IS NOT NULL AND pid <> pg_backend_pid()`).Scan(&n)
+		return n, err
+	}
+	shadowBase, err := shadowBackends()
+	if err != nil {
+		t.Fatalf("count the shadow cluster's backends: %v", err)
+	}
+	var shadowMax atomic.Int64
 	stopSampling := make(chan struct{})
 	var sampler sync.WaitGroup
 	sampler.Add(1)
@@ -104,6 +121,9 @@ func TestLoad_MixedSessions(t *testing.T) {
 			case <-tick.C:
 				if v := rssKiBNoFail(p.cmd.Process.Pid); v > rssMax.Load() {
 					rssMax.Store(v)
+				}
+				if v, _ := shadowBackends(); v > shadowMax.Load() {
+					shadowMax.Store(v)
 				}
 			}
 		}
@@ -189,7 +209,7 @@ func TestLoad_MixedSessions(t *testing.T) {
 					default:
 						st.fail(q, err)
 					}
-				case kind < 8 && i < loadCatalogSessions: // catalog
+				case kind < 8: // catalog
 					q := catalogQueries[rng.IntN(len(catalogQueries))]
 					if _, err := c.Exec(ctx, q); err != nil {
 						st.fail(q, err)
@@ -207,8 +227,7 @@ func TestLoad_MixedSessions(t *testing.T) {
 					}
 				}
 			}
-			// The session is still usable (SHOW is answered by the proxy:
-			// no shadow connection for sessions that had none).
+			// The session is still usable.
 			var eps string
 			if err := c.QueryRow(ctx, "SHOW dp.epsilon").Scan(&eps); err != nil || eps != "1" {
 				st.fail("final SHOW dp.epsilon", fmt.Errorf("%q, %v", eps, err))
@@ -225,6 +244,11 @@ func TestLoad_MixedSessions(t *testing.T) {
 	t.Logf("load: %d sessions of %d analysts for %v (connect %v): %d statements (%.0f/s): %d DP answers, %d refused for budget (53400), %d catalog, %d refused as they must be, %d unexpected errors",
 		nSessions, loadAnalysts, runTime.Round(time.Millisecond), connectTime.Round(time.Millisecond), total,
 		float64(total)/runTime.Seconds(), st.dp.Load(), st.exhausted.Load(), st.catalog.Load(), st.refused.Load(), st.unexpected.Load())
+	t.Logf("load: shadow cluster client backends: %d before the run, %d at peak", shadowBase, shadowMax.Load())
+	if peak := shadowMax.Load(); peak > shadowBase+config.DefaultShadowMaxConnections {
+		t.Errorf("%d shadow backends at peak, over the %d before the run plus the proxy's pool (shadow_max_connections %d)",
+			peak, shadowBase, config.DefaultShadowMaxConnections)
+	}
 	t.Logf("load: proxy RSS %d MiB at start, %d MiB peak, %d MiB at the end (race build: %v)", rssStart/1024, rssMax.Load()/1024, rssEnd/1024, raceBuild)
 	if n := st.unexpected.Load(); n > 0 {
 		t.Errorf("%d unexpected errors, e.g.:\n  %s\nproxy log (errors):\n%s", n, strings.Join(st.samples, "\n  "), errorLines(p.stderrSoFar()))

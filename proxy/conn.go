@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/dpproxy/dpproxy/internal/shadow"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
 )
@@ -55,7 +55,9 @@ type conn struct {
 	portals   map[string]*portal
 	extFailed bool // an extended-protocol error: skip until Sync
 
-	shadow *pgconn.PgConn // lazily opened
+	// shadow is a pooled shadow connection pinned to the session while it
+	// holds state (shadow.Conn.HasState), else nil (shadow.go).
+	shadow *shadow.Conn
 
 	cancelMu   sync.Mutex
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil

@@ -33,7 +33,9 @@
 //   - query.go, session.go, settings.go: the simple query protocol, routing,
 //     session statements and settings.
 //   - extended.go, bind.go: the extended query protocol.
-//   - shadow.go: the per-session shadow catalog connection.
+//   - shadow.go, shadowpool.go: shadow catalog connections, borrowed from
+//     the dataset's pool (internal/shadow) for each catalog statement,
+//     with the session's settings applied.
 //   - dp.go: the DP route (rewrite, then release).
 //   - encode.go: text and binary formats of int8, int4, numeric, text,
 //     date, bool and float8.
@@ -47,8 +49,9 @@
 // messages until Terminate, a disconnect, IdleTimeout (57P05) or shutdown
 // (57P01). Settings live in the session; those PostgreSQL reports are sent
 // in ParameterStatus before ReadyForQuery when they change, and those that
-// affect catalog answers (TimeZone, DateStyle, search_path, …) are also
-// applied to the shadow session with set_config. BEGIN/COMMIT/ROLLBACK
+// affect catalog answers (TimeZone, DateStyle, search_path, …) are applied
+// with set_config to the pooled shadow connection each catalog statement
+// borrows (only those that differ from what it had). BEGIN/COMMIT/ROLLBACK
 // keep the transaction status ('I', 'T', 'E'); in a failed block every
 // statement but COMMIT/ROLLBACK gets 25P02, and ROLLBACK restores the
 // settings of BEGIN.
@@ -76,7 +79,7 @@
 //   - session statements are answered by the proxy (SET/SHOW/RESET of
 //     dp.epsilon, dp.delta, dp.mechanism and client settings, SHOW
 //     dp.budget from the ledger, transaction control, DISCARD, DEALLOCATE);
-//   - catalog statements go to the session's shadow connection and their
+//   - catalog statements go to a pooled shadow connection and their
 //     results, notices and errors are forwarded as PostgreSQL wrote them;
 //   - statements that provably return no rows (a top-level LIMIT 0, or a
 //     plain SELECT without aggregates filtered by WHERE 1 = 0, as BI tools

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/shadow"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
 	"go.uber.org/zap"
@@ -26,8 +27,8 @@ type Dataset struct {
 	Policy *policy.Dataset
 	// Upstream runs emitted SQL (the only thing that touches private data).
 	Upstream release.Upstream
-	// ShadowDSN is where catalog statements of analysts' sessions go; the
-	// proxy opens one shadow connection per client session that needs it.
+	// ShadowDSN is where catalog statements of analysts' sessions go,
+	// through a pool of connections shared by the sessions (shadowpool.go).
 	ShadowDSN string
 	// ResponseTime pads every DP answer (and every error after a charge)
 	// to at least this long (0: no padding); see padResponse.
@@ -77,6 +78,13 @@ type Config struct {
 	// MaxBufferedResult bounds the bytes of one shadow result the proxy
 	// holds for a portal of the extended protocol (default 64 MiB).
 	MaxBufferedResult int
+	// ShadowMaxConns bounds the shadow connections of each dataset,
+	// shared by all sessions (default shadow.DefaultMaxConns).
+	// ShadowAcquireTimeout is how long a catalog statement waits for one
+	// when all are busy before failing with 53300 (default
+	// shadow.DefaultAcquireTimeout).
+	ShadowMaxConns       int
+	ShadowAcquireTimeout time.Duration
 }
 
 // Defaults of Config.
@@ -100,6 +108,7 @@ type Server struct {
 	mockKey []byte
 	rt      router
 	plans   *planCache // nil: no plan cache
+	shadows map[*Dataset]*shadow.Pool
 
 	limits rateLimiters
 
@@ -173,6 +182,10 @@ func New(cfg Config) (*Server, error) {
 	if _, err := rand.Read(s.mockKey); err != nil {
 		return nil, fmt.Errorf("proxy: random key: %w", err)
 	}
+	var err error
+	if s.shadows, err = newShadowPools(cfg); err != nil {
+		return nil, err
+	}
 	names := make([]string, 0, len(cfg.Analysts))
 	for n := range cfg.Analysts {
 		names = append(names, n)
@@ -200,6 +213,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancelAll(errShutdown)
 
 	var wg sync.WaitGroup
+	defer s.closeShadowPools()
 	stop := context.AfterFunc(ctx, func() { ln.Close() })
 	defer stop()
 

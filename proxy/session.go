@@ -68,8 +68,8 @@ func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resul
 			_ = c.reset("all")
 			c.stmts = map[string]*preparedStatement{}
 			c.portals = map[string]*portal{}
-			// The shadow session may hold prepared statements and temp
-			// state of its own: start a fresh one when next needed.
+			// Close a shadow connection pinned to the session (none
+			// is, in practice): the next statement gets a pooled one.
 			c.closeShadow()
 		case "PLANS", "SEQUENCES", "TEMP", "TEMPORARY":
 			if what == "TEMPORARY" {
@@ -186,15 +186,9 @@ func (c *conn) endTransaction(commit bool) {
 }
 
 // restoreSettings replaces the session's settings (at the end of a
-// transaction) and brings the shadow session in line.
+// transaction); the shadow connection of the next catalog statement gets
+// them (acquireShadow).
 func (c *conn) restoreSettings(keep map[string]string) {
-	for n, v := range keep {
-		if c.settings[n] != v {
-			if d, ok := settingDefs[n]; ok && d.shadow && c.shadow != nil {
-				c.pushShadowSetting(n, v)
-			}
-		}
-	}
 	c.settings = keep
 }
 

@@ -308,9 +308,6 @@ func (c *conn) set(name, value string, isDefault, local bool) error {
 	if c.txStatus != 'I' && !local && c.txCommit != nil {
 		c.txCommit[name] = v
 	}
-	if known && d.shadow && c.shadow != nil {
-		c.pushShadowSetting(name, v)
-	}
 	return nil
 }
 

@@ -4,21 +4,20 @@ import (
 	"context"
 	"errors"
 	"sort"
-	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/internal/shadow"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
 )
 
-// The shadow catalog connection: one per session, opened on the first
-// catalog statement. It is the only connection analysts' text is sent to;
-// it holds the exposed schema and no rows.
+// The shadow catalog connections: each catalog statement borrows one from
+// the dataset's pool (internal/shadow, "Connection pooling") and gives it
+// back when it ends. They are the only connections analysts' text is sent
+// to; they hold the exposed schema and no rows.
 
 const (
-	shadowConnectTimeout = 10 * time.Second
 	// shadowFlushRows is how many forwarded rows the session buffers
 	// before writing them to the client.
 	shadowFlushRows = 256
@@ -29,100 +28,116 @@ func errShadowUnavailable(err error) error {
 		WithHint("catalog statements (\\d, pg_catalog, SELECT 1, version()) are answered by the shadow catalog; try again, and tell the data steward if it persists")
 }
 
-// shadowConn returns the session's shadow connection, opening it if needed.
-func (c *conn) shadowConn(ctx context.Context) (*pgconn.PgConn, error) {
-	if c.shadow != nil && !c.shadow.IsClosed() {
-		return c.shadow, nil
+// acquireShadow returns a shadow connection for one statement, with the
+// session's settings applied: the one pinned to the session, else one from
+// the dataset's pool. releaseShadow must be called after the statement.
+func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
+	sc := c.shadow
+	if sc == nil {
+		pool := c.srv.shadowPool(c.ds)
+		if pool == nil {
+			return nil, errShadowUnavailable(errors.New("no shadow DSN configured"))
+		}
+		var err error
+		if sc, err = pool.Acquire(ctx); err != nil {
+			return nil, c.shadowAcquireFailed(ctx, pool, err)
+		}
 	}
-	c.shadow = nil
-	if c.ds.ShadowDSN == "" {
-		return nil, errShadowUnavailable(errors.New("no shadow DSN configured"))
-	}
-	cfg, err := pgconn.ParseConfig(c.ds.ShadowDSN)
-	if err != nil {
-		return nil, errShadowUnavailable(err)
-	}
-	cfg.RuntimeParams["application_name"] = "dpproxy"
-	cfg.RuntimeParams["client_encoding"] = "UTF8"
-	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
-		// Called from within the session's own reads of the shadow.
+	sc.OnNotice(func(n *pgconn.Notice) {
 		if c.wantsMessages(n.Severity) {
 			c.be.Send(noticeResponse(n))
 		}
-	}
-	// On cancel (CancelRequest, statement_timeout) send a real cancel to
-	// the shadow server and keep the connection.
-	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
-		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, CancelRequestDelay: 0, DeadlineDelay: 5 * time.Second}
-	}
-	cctx, cancel := context.WithTimeout(ctx, shadowConnectTimeout)
-	defer cancel()
-	pc, err := pgconn.ConnectConfig(cctx, cfg)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, err
+	})
+	if err := sc.Apply(ctx, c.shadowSettings()); err != nil {
+		if sc.PgConn().IsClosed() || ctx.Err() != nil || !isPgError(err) {
+			c.releaseShadow(ctx, sc)
+			return nil, c.shadowFailed(ctx, err)
 		}
-		c.log.Warn("shadow connect failed", zap.Error(err))
-		return nil, errShadowUnavailable(err)
+		// A value PostgreSQL refuses: the proxy's own value stays
+		// authoritative, as for any setting.
+		c.log.Warn("could not apply a setting to the shadow session", zap.Error(err))
 	}
-	c.shadow = pc
-	// Bring the shadow session in line with the client's settings.
-	names := make([]string, 0, len(c.settings))
-	for n := range c.settings {
-		if d, ok := settingDefs[n]; ok && d.shadow && c.settings[n] != c.defaultSetting(n) {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		c.pushShadowSetting(n, c.settings[n])
-	}
-	return pc, nil
+	return sc, nil
 }
 
-// pushShadowSetting applies one setting to the shadow session with
-// set_config (the value is a bound parameter, never spliced into SQL). A
-// failure is logged; the proxy's own value stays authoritative.
-func (c *conn) pushShadowSetting(name, value string) {
-	if c.shadow == nil || c.shadow.IsClosed() {
+// releaseShadow ends a statement's use of sc: it stays pinned to the
+// session while it holds state (an open transaction on the shadow, which
+// the proxy never starts), and else goes back to the pool, unless the
+// statement was cancelled or the connection broke (then it is closed).
+func (c *conn) releaseShadow(ctx context.Context, sc *shadow.Conn) {
+	sc.OnNotice(nil)
+	if sc.HasState() && !sc.PgConn().IsClosed() && ctx.Err() == nil {
+		c.shadow = sc
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	rr := c.shadow.ExecParams(ctx, "SELECT pg_catalog.set_config($1, $2, false)",
-		[][]byte{[]byte(name), []byte(value)}, nil, nil, nil)
-	if _, err := rr.Close(); err != nil {
-		c.log.Warn("could not apply a setting to the shadow session", zap.String("setting", name), zap.Error(err))
-		if c.shadow.IsClosed() {
-			c.shadow = nil
-		}
-	}
+	c.shadow = nil
+	c.srv.shadowPool(c.ds).Release(sc, ctx.Err() == nil)
 }
 
+// shadowAcquireFailed turns a failure to get a pooled connection into the
+// statement's error.
+func (c *conn) shadowAcquireFailed(ctx context.Context, pool *shadow.Pool, err error) error {
+	switch {
+	case errors.Is(err, shadow.ErrPoolExhausted):
+		c.log.Warn("shadow pool exhausted", zap.Int("max_conns", pool.MaxConns()))
+		return pgerr.New(pgerr.TooManyConnections, "all %d catalog connections are busy", pool.MaxConns()).Wrap(err).
+			WithHint("the statement was not run; retry it (the session is fine), or ask the operator to raise shadow_max_connections in dpproxy.yaml")
+	case ctx.Err() != nil:
+		return statementError(ctx, err)
+	}
+	c.log.Warn("shadow connect failed", zap.Error(err))
+	return errShadowUnavailable(err)
+}
+
+// shadowSettings are the session's values of the settings that affect
+// catalog answers, in a stable order.
+func (c *conn) shadowSettings() []shadow.Setting {
+	out := make([]shadow.Setting, 0, len(shadowSettingNames))
+	for _, n := range shadowSettingNames {
+		v, ok := c.settings[n]
+		if !ok {
+			v = c.defaultSetting(n)
+		}
+		out = append(out, shadow.Setting{Name: settingDefs[n].name, Value: v})
+	}
+	return out
+}
+
+// shadowSettingNames are the keys of settingDefs marked shadow, sorted.
+var shadowSettingNames = func() []string {
+	var out []string
+	for n, d := range settingDefs {
+		if d.shadow {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
+}()
+
+// closeShadow closes the pinned shadow connection, if any (DISCARD ALL,
+// end of session).
 func (c *conn) closeShadow() {
 	if c.shadow == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = c.shadow.Close(ctx)
+	c.srv.shadowPool(c.ds).Release(c.shadow, false)
 	c.shadow = nil
+}
+
+func isPgError(err error) bool {
+	var pge *pgconn.PgError
+	return errors.As(err, &pge)
 }
 
 // shadowFailed turns an error of the shadow connection into the client's
 // error. PostgreSQL errors are forwarded as they are; anything else means
-// the shadow connection broke, which is closed (the next catalog statement
-// reconnects) and reported as 58000.
+// the shadow connection broke, which the pool closes (the next catalog
+// statement gets another) and is reported as 58000.
 func (c *conn) shadowFailed(ctx context.Context, err error) error {
 	var pge *pgconn.PgError
 	if errors.As(err, &pge) {
-		if c.shadow != nil && c.shadow.IsClosed() {
-			c.shadow = nil
-		}
 		return &shadowError{pg: pge}
-	}
-	if c.shadow != nil && c.shadow.IsClosed() {
-		c.shadow = nil
 	}
 	if ctx.Err() != nil {
 		return statementError(ctx, err)
@@ -137,11 +152,12 @@ func (c *conn) shadowFailed(ctx context.Context, err error) error {
 // execShadowSimple forwards a catalog statement with the simple protocol
 // and streams its results to the client.
 func (c *conn) execShadowSimple(ctx context.Context, text string) error {
-	pc, err := c.shadowConn(ctx)
+	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return err
 	}
-	mrr := pc.Exec(ctx, text)
+	defer c.releaseShadow(ctx, sc)
+	mrr := sc.PgConn().Exec(ctx, text)
 	for mrr.NextResult() {
 		rr := mrr.ResultReader()
 		if fds := rr.FieldDescriptions(); fds != nil {
@@ -191,11 +207,12 @@ func toWireFields(fds []pgconn.FieldDescription, formats []int16) []pgproto3.Fie
 // describeShadow asks the shadow to describe a statement: parameter types
 // (it infers those the client left unspecified) and result columns.
 func (c *conn) describeShadow(ctx context.Context, text string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
-	pc, err := c.shadowConn(ctx)
+	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sd, err := pc.Prepare(ctx, "", text, paramOIDs)
+	defer c.releaseShadow(ctx, sc)
+	sd, err := sc.PgConn().Prepare(ctx, "", text, paramOIDs)
 	if err != nil {
 		return nil, c.shadowFailed(ctx, err)
 	}
@@ -206,10 +223,11 @@ func (c *conn) describeShadow(ctx context.Context, text string, paramOIDs []uint
 // extended protocol and buffers its result for a portal (bounded by
 // MaxBufferedResult).
 func (c *conn) execShadowExtended(ctx context.Context, p *portal) (*bufferedResult, error) {
-	pc, err := c.shadowConn(ctx)
+	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return nil, err
 	}
+	defer c.releaseShadow(ctx, sc)
 	ps := p.stmt
 	oids := make([]uint32, len(p.params)) // 0: the shadow infers the type
 	if ps.desc != nil {
@@ -217,7 +235,7 @@ func (c *conn) execShadowExtended(ctx context.Context, p *portal) (*bufferedResu
 	} else {
 		copy(oids, ps.parseOIDs)
 	}
-	rr := pc.ExecParams(ctx, ps.text, p.params, oids, p.paramFormats, p.resultFormats)
+	rr := sc.PgConn().ExecParams(ctx, ps.text, p.params, oids, p.paramFormats, p.resultFormats)
 	br := &bufferedResult{}
 	if fds := rr.FieldDescriptions(); fds != nil {
 		br.fields = toWireFields(fds, nil)

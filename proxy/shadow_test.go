@@ -442,7 +442,12 @@ func TestJDBC(t *testing.T) {
 	if _, err := os.Stat(jar); err1 != nil || err2 != nil || err != nil {
 		needClient(t, "a JDK and pgjdbc", "default-jdk-headless libpostgresql-jdbc-java")
 	}
-	ts := startShadowServer(t)
+	// One shadow connection, left by another session with other settings:
+	// pgjdbc's start-up parameters must be replayed on it.
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) { c.ShadowMaxConns = 1 }})
+	if _, err := execAll(t, ts.connect(t), "SET extra_float_digits = 0; SET application_name = 'other'; SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -476,7 +481,7 @@ func checkJDBCOutput(t *testing.T, got string) {
 	for _, want := range []string{
 		"table patients", "table visits", "column age int4", "column cost numeric", "pk patient_id",
 		"count 42", "rows 7", "refused 42501", "epsilon 0.25", "isolation read committed", "valid true",
-		"empty 7 age int4 false", "distinct cardiology,emergency,neurology,oncology,orthopedics,pediatrics,surgery",
+		"shadow settings 3 PostgreSQL JDBC Driver", "empty 7 age int4 false", "distinct cardiology,emergency,neurology,oncology,orthopedics,pediatrics,surgery",
 	} {
 		if !strings.Contains(got, want+"\n") {
 			t.Errorf("JDBC output lacks %q:\n%s", want, got)

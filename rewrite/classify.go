@@ -82,6 +82,12 @@ var refusedFunctions = map[string]bool{
 	"dblink_connect": true, "pg_advisory_lock": true, "pg_advisory_xact_lock": true,
 	"pg_try_advisory_lock": true, "pg_try_advisory_xact_lock": true, "pg_switch_wal": true,
 	"pg_create_restore_point": true, "pg_promote": true, "pg_logical_emit_message": true,
+	// Session state on the shadow connection, which sessions share
+	// (internal/shadow, "Connection pooling").
+	"pg_advisory_lock_shared": true, "pg_try_advisory_lock_shared": true,
+	"pg_advisory_xact_lock_shared": true, "pg_try_advisory_xact_lock_shared": true,
+	"pg_advisory_unlock": true, "pg_advisory_unlock_shared": true, "pg_advisory_unlock_all": true,
+	"setseed": true,
 }
 
 func refuseWrite(src string, t token) *pgerr.Error {

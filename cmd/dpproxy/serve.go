@@ -108,7 +108,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 			return fmt.Errorf("build shadow catalog of %s: %w", n, err)
 		}
 		shadows = append(shadows, tg)
-		up, err := upstream.New(ctx, upstream.Config{DSN: dc.Upstream, StatementTimeout: cfg.StatementTimeout.Duration})
+		up, err := upstream.New(ctx, upstream.Config{DSN: dc.Upstream, StatementTimeout: cfg.StatementTimeout.Duration, MaxConns: int32(cfg.UpstreamMaxConnections)})
 		if err != nil {
 			return fmt.Errorf("datasets.%s.upstream: %w", n, err)
 		}
@@ -143,6 +143,8 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 		MaxConnections:        cfg.MaxConnections,
 		IdleTimeout:           cfg.IdleTimeout.Duration,
 		MaxMessage:            cfg.MaxMessageBytes,
+		ShadowMaxConns:        cfg.ShadowMaxConnections,
+		ShadowAcquireTimeout:  cfg.ShadowAcquireTimeout.Duration,
 		Logger:                log,
 		DefaultRateLimit:      cfg.RateLimit,
 	})

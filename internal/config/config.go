@@ -36,6 +36,17 @@ type Config struct {
 	StatementTimeout Duration `yaml:"statement_timeout"`
 	// MaxConnections bounds concurrent client connections (default 200).
 	MaxConnections int `yaml:"max_connections"`
+	// UpstreamMaxConnections bounds each dataset's pool of connections to
+	// its data database, which DP queries not answered from the cache
+	// queue for (default DefaultUpstreamMaxConnections).
+	UpstreamMaxConnections int `yaml:"upstream_max_connections"`
+	// ShadowMaxConnections bounds each dataset's pool of connections to
+	// its shadow database, shared by all client sessions (default
+	// DefaultShadowMaxConnections). ShadowAcquireTimeout is how long a
+	// catalog statement waits for one when all are busy before it fails
+	// with 53300 (default 5s).
+	ShadowMaxConnections int      `yaml:"shadow_max_connections"`
+	ShadowAcquireTimeout Duration `yaml:"shadow_acquire_timeout"`
 	// IdleTimeout closes a client session idle for this long (default 1h;
 	// "0s" disables it).
 	IdleTimeout *Duration `yaml:"idle_timeout"`
@@ -53,6 +64,20 @@ type Config struct {
 	// Dir is the directory of the config file; relative paths resolve there.
 	Dir string `yaml:"-"`
 }
+
+// Defaults of the connection pools.
+const (
+	// DefaultUpstreamMaxConnections: a DP query is one scan of the data,
+	// so more connections help as long as the data server has cores and
+	// I/O for them; 10 (HikariCP's default pool size) leaves most of
+	// PostgreSQL's default max_connections (100) to other clients.
+	DefaultUpstreamMaxConnections = 10
+	// DefaultShadowMaxConnections: catalog statements take milliseconds,
+	// so 20 connections serve hundreds of sessions (the load test: 200).
+	DefaultShadowMaxConnections = 20
+	// MaxPoolConnections bounds both pool settings.
+	MaxPoolConnections = 1000
+)
 
 // DatasetConfig names the databases of one dataset.
 type DatasetConfig struct {
@@ -186,6 +211,15 @@ func Parse(data []byte, name string) (*Config, error) {
 	if c.MaxConnections == 0 {
 		c.MaxConnections = 200
 	}
+	if c.UpstreamMaxConnections == 0 {
+		c.UpstreamMaxConnections = DefaultUpstreamMaxConnections
+	}
+	if c.ShadowMaxConnections == 0 {
+		c.ShadowMaxConnections = DefaultShadowMaxConnections
+	}
+	if c.ShadowAcquireTimeout.Duration == 0 {
+		c.ShadowAcquireTimeout.Duration = 5 * time.Second
+	}
 	if c.IdleTimeout == nil {
 		c.IdleTimeout = &Duration{time.Hour}
 	}
@@ -242,6 +276,15 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	if c.MaxConnections < 1 {
 		errs = append(errs, "max_connections must be positive")
+	}
+	if c.UpstreamMaxConnections < 1 || c.UpstreamMaxConnections > MaxPoolConnections {
+		errs = append(errs, fmt.Sprintf("upstream_max_connections must be between 1 and %d", MaxPoolConnections))
+	}
+	if c.ShadowMaxConnections < 1 || c.ShadowMaxConnections > MaxPoolConnections {
+		errs = append(errs, fmt.Sprintf("shadow_max_connections must be between 1 and %d", MaxPoolConnections))
+	}
+	if c.ShadowAcquireTimeout.Duration < 0 || c.ShadowAcquireTimeout.Duration > 10*time.Minute {
+		errs = append(errs, "shadow_acquire_timeout must be between 0s and 10m (0s: the default, 5s)")
 	}
 	if c.IdleTimeout.Duration < 0 {
 		errs = append(errs, "idle_timeout must not be negative (0s disables it)")

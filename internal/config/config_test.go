@@ -27,6 +27,10 @@ func TestParse_Defaults(t *testing.T) {
 	if d := c.Datasets["hospital"]; d.PublicMaxRows != DefaultPublicMaxRows || d.PublicRefresh.Duration != 0 {
 		t.Fatalf("public table defaults = %d, %v; want %d, 0s", d.PublicMaxRows, d.PublicRefresh, DefaultPublicMaxRows)
 	}
+	if c.UpstreamMaxConnections != DefaultUpstreamMaxConnections || c.ShadowMaxConnections != DefaultShadowMaxConnections ||
+		c.ShadowAcquireTimeout.Duration != 5*time.Second {
+		t.Fatalf("pool defaults: upstream %d, shadow %d, acquire timeout %v", c.UpstreamMaxConnections, c.ShadowMaxConnections, c.ShadowAcquireTimeout)
+	}
 	if !c.Analysts["alice"].MayQuery("hospital") {
 		t.Fatal("an analyst with no datasets list may query every dataset")
 	}
@@ -43,6 +47,11 @@ func TestParse_Errors(t *testing.T) {
 		{"bad level", minimal + "log_level: loud\n", "log_level"},
 		{"half tls", minimal + "tls: {cert: c.pem}\n", "cert and key"},
 		{"negative idle", minimal + "idle_timeout: -1s\n", "idle_timeout"},
+		{"negative upstream pool", minimal + "upstream_max_connections: -1\n", "upstream_max_connections"},
+		{"huge upstream pool", minimal + "upstream_max_connections: 5000\n", "upstream_max_connections"},
+		{"negative shadow pool", minimal + "shadow_max_connections: -3\n", "shadow_max_connections"},
+		{"negative acquire timeout", minimal + "shadow_acquire_timeout: -1s\n", "shadow_acquire_timeout"},
+		{"bad acquire timeout", minimal + "shadow_acquire_timeout: forever\n", "not a duration"},
 		{"tiny messages", minimal + "max_message_bytes: 10\n", "max_message_bytes"},
 		{"zero rate", minimal + "rate_limit: {per_second: 0}\n", "rate_limit.per_second"},
 		{"negative burst", strings.Replace(minimal, `{password: "plain:alice"}`, `{password: "plain:alice", rate_limit: {per_second: 1, burst: -1}}`, 1), "analysts.alice.rate_limit.burst"},
@@ -59,6 +68,16 @@ func TestParse_Errors(t *testing.T) {
 				t.Fatalf("Parse() = %v, want an error naming c.yaml and containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestParse_PoolSizes(t *testing.T) {
+	c, err := Parse([]byte(minimal+"upstream_max_connections: 32\nshadow_max_connections: 8\nshadow_acquire_timeout: 250ms\n"), "c.yaml")
+	if err != nil {
+		t.Fatalf("Parse() = %v", err)
+	}
+	if c.UpstreamMaxConnections != 32 || c.ShadowMaxConnections != 8 || c.ShadowAcquireTimeout.Duration != 250*time.Millisecond {
+		t.Fatalf("pools: upstream %d, shadow %d, acquire timeout %v; want 32, 8, 250ms", c.UpstreamMaxConnections, c.ShadowMaxConnections, c.ShadowAcquireTimeout)
 	}
 }
 

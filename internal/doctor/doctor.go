@@ -15,7 +15,10 @@
 //     hold no rows, and it cannot connect to the data database;
 //   - the shadow copies of public tables (internal/shadow, mirror.go) have
 //     only declared columns and as many rows as upstream, within
-//     public_max_rows.
+//     public_max_rows;
+//   - the data and shadow servers allow at least as many connections as
+//     the proxy's pools may open (upstream_max_connections,
+//     shadow_max_connections).
 //
 // Each check is reported as ok or as a warning naming what is broader than
 // needed and how to narrow it. Doctor connects with the configured DSNs
@@ -108,6 +111,12 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		}
 		crossCheck(ctx, r, n, "ledger", cfg.Ledger, dc.Upstream, "the data database")
 		if err := checkShadow(ctx, r, n, dc.Shadow, dc.Upstream, ds); err != nil {
+			return nil, err
+		}
+		if err := checkConnectionLimits(ctx, r, n, "upstream", dc.Upstream, "upstream_max_connections", cfg.UpstreamMaxConnections); err != nil {
+			return nil, err
+		}
+		if err := checkConnectionLimits(ctx, r, n, "shadow", dc.Shadow, "shadow_max_connections", cfg.ShadowMaxConnections); err != nil {
 			return nil, err
 		}
 		if err := checkPublic(ctx, r, n, dc.Shadow, dc.Upstream, ds, dc.PublicMaxRows); err != nil {

@@ -32,6 +32,10 @@
 // reader role) and the declared columns of public tables, and nothing else:
 // no protected rows, no statistics, no sizes. It may import only policy and
 // pgx.
+//
+// Pool (pool.go) is the bounded pool of shadow connections that analysts'
+// sessions share, one connection per catalog statement; pool.go explains
+// why that is correct for session state ("Connection pooling").
 package shadow
 
 import (

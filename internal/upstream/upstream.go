@@ -24,7 +24,8 @@ type Config struct {
 	DSN string
 	// StatementTimeout bounds each query (default 30s).
 	StatementTimeout time.Duration
-	// MaxConns bounds the pool (default pgxpool's: max(4, GOMAXPROCS)).
+	// MaxConns bounds the pool (dpproxy.yaml's upstream_max_connections;
+	// 0: pgxpool's default, max(4, GOMAXPROCS)).
 	MaxConns int32
 }
 

@@ -39,6 +39,10 @@ public class JDBCClient {
         } catch (SQLException e) {
             System.out.println("refused " + e.getSQLState());
         }
+        // pgjdbc's start-up parameters reach the (pooled) shadow connection.
+        rs = st.executeQuery("SELECT current_setting('extra_float_digits') || ' ' || current_setting('application_name')");
+        rs.next();
+        System.out.println("shadow settings " + rs.getString(1));
         // What BI tools send to read result types: answered by the shadow.
         rs = st.executeQuery("SELECT * FROM \"public\".\"visits\" WHERE 1 <> 1 LIMIT 0");
         ResultSetMetaData rmd = rs.getMetaData();

@@ -1,0 +1,400 @@
+package shadow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Connection pooling.
+//
+// Analysts' sessions share a bounded pool of shadow connections per
+// dataset, so the shadow cluster sees at most PoolConfig.MaxConns backends
+// from a proxy however many client sessions there are (issue: 200 client
+// sessions used to hold 200 shadow backends, over PostgreSQL's default
+// max_connections of 100). A session acquires a connection for one catalog
+// statement (one Describe, one Execute) and releases it right after, as
+// PgBouncer's transaction pooling does, which is correct here only because
+// a shadow connection carries no session state but its settings:
+//
+//   - transactions: BEGIN/COMMIT/ROLLBACK are answered by the proxy and
+//     never sent to the shadow, so every statement there runs in its own
+//     implicit transaction. Should a connection ever be released inside a
+//     transaction (HasState), it is not pooled: the proxy keeps it pinned
+//     to the session until the transaction ends, and Release closes it
+//     otherwise;
+//   - settings: the proxy keeps every session setting itself (SET, RESET,
+//     SET LOCAL, ROLLBACK), and Apply replays, before each statement, the
+//     session's values of the settings that affect catalog answers
+//     (TimeZone, DateStyle, search_path, extra_float_digits,
+//     application_name…), sending only those that differ from what the
+//     connection last had (so nothing, usually). JDBC's start-up
+//     parameters (extra_float_digits = 3, application_name) are session
+//     settings like any other and so survive pooling;
+//   - prepared statements and portals: the proxy uses only the unnamed
+//     statement and portal on the shadow, and reads each result whole
+//     before releasing, so nothing named lives there; clients' named
+//     statements and portals are the proxy's own;
+//   - temporary objects, LISTEN, advisory locks, cursors, PREPARE,
+//     set_config, setseed and every other statement or function that
+//     leaves server-side state are refused before reaching the shadow
+//     (rewrite.Classify), and the shadow role cannot create anything.
+//
+// A connection whose statement was cancelled is closed rather than pooled
+// (a late cancel request could otherwise hit the next session's
+// statement), as is one that broke. When all MaxConns are in use, Acquire
+// waits up to AcquireTimeout for one to come back and then fails with
+// ErrPoolExhausted, which the proxy reports as 53300 for that statement
+// only: the session goes on.
+
+// Defaults of PoolConfig.
+const (
+	// DefaultMaxConns is a fifth of PostgreSQL's default max_connections
+	// (100): catalog statements take milliseconds, so a few connections
+	// serve hundreds of sessions, and other clients of the shadow cluster
+	// (the shadow build, psql, monitoring, a second proxy) keep room.
+	DefaultMaxConns       = 20
+	DefaultAcquireTimeout = 5 * time.Second
+	defaultConnectTimeout = 10 * time.Second
+)
+
+// ErrPoolExhausted is returned by Acquire when every connection of the pool
+// stayed in use for PoolConfig.AcquireTimeout.
+var ErrPoolExhausted = errors.New("all shadow catalog connections are in use")
+
+// ErrPoolClosed is returned by Acquire after Close.
+var ErrPoolClosed = errors.New("the shadow catalog pool is closed")
+
+// PoolConfig configures a Pool.
+type PoolConfig struct {
+	// DSN of the shadow database, as the shadow role.
+	DSN string
+	// MaxConns bounds the connections the pool opens (default
+	// DefaultMaxConns).
+	MaxConns int
+	// AcquireTimeout bounds how long Acquire waits for a connection when
+	// all MaxConns are in use (default DefaultAcquireTimeout).
+	AcquireTimeout time.Duration
+	// Configure, when set, adjusts the configuration of each new
+	// connection (e.g. its BuildContextWatcherHandler). The pool sets
+	// OnNotice itself.
+	Configure func(*pgconn.Config)
+}
+
+// Pool is a bounded pool of connections to one shadow database. A Conn is
+// acquired for one statement and released after it, so the number of
+// shadow backends is bounded by MaxConns however many client sessions
+// there are. Safe for concurrent use.
+type Pool struct {
+	cfg     *pgconn.Config
+	timeout time.Duration
+	// slots holds one token per open (or opening) connection: its
+	// capacity is MaxConns.
+	slots chan struct{}
+	// idle holds released connections, oldest first; never more than
+	// MaxConns, so sending never blocks.
+	idle chan *Conn
+
+	mu     sync.Mutex
+	closed bool
+
+	opened, waited, exhausted atomic.Int64
+}
+
+// NewPool parses cfg; it opens no connection (the first Acquire does).
+func NewPool(cfg PoolConfig) (*Pool, error) {
+	pc, err := pgconn.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("shadow DSN: %w", err)
+	}
+	if cfg.MaxConns < 0 || cfg.AcquireTimeout < 0 {
+		return nil, errors.New("shadow pool: limits must not be negative")
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	if cfg.AcquireTimeout == 0 {
+		cfg.AcquireTimeout = DefaultAcquireTimeout
+	}
+	if pc.ConnectTimeout == 0 {
+		pc.ConnectTimeout = defaultConnectTimeout
+	}
+	if cfg.Configure != nil {
+		cfg.Configure(pc)
+	}
+	return &Pool{
+		cfg:     pc,
+		timeout: cfg.AcquireTimeout,
+		slots:   make(chan struct{}, cfg.MaxConns),
+		idle:    make(chan *Conn, cfg.MaxConns),
+	}, nil
+}
+
+// MaxConns is the bound on the pool's connections.
+func (p *Pool) MaxConns() int { return cap(p.slots) }
+
+// PoolStats are counters of a Pool since it was made.
+type PoolStats struct {
+	Open      int   // connections open now (idle or in use)
+	Idle      int   // of which idle
+	Opened    int64 // connections opened
+	Waited    int64 // acquisitions that had to wait for a connection
+	Exhausted int64 // acquisitions that failed with ErrPoolExhausted
+}
+
+// Stats returns the pool's counters.
+func (p *Pool) Stats() PoolStats {
+	return PoolStats{
+		Open: len(p.slots), Idle: len(p.idle),
+		Opened: p.opened.Load(), Waited: p.waited.Load(), Exhausted: p.exhausted.Load(),
+	}
+}
+
+// Acquire returns a connection for one statement: an idle one, a new one
+// while fewer than MaxConns are open, or else the first one released
+// within AcquireTimeout (ErrPoolExhausted after it). The caller must
+// Release it. A connection error of a new connection is returned as it is.
+func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
+	if p.isClosed() {
+		return nil, ErrPoolClosed
+	}
+	// An idle connection, or a free slot, without waiting.
+	for {
+		select {
+		case c := <-p.idle:
+			if c.usable() {
+				return c, nil
+			}
+			p.discard(c)
+			continue
+		default:
+		}
+		break
+	}
+	select {
+	case p.slots <- struct{}{}:
+		return p.open(ctx)
+	default:
+	}
+	// All MaxConns in use: wait for one to be released.
+	p.waited.Add(1)
+	timer := time.NewTimer(p.timeout)
+	defer timer.Stop()
+	for {
+		select {
+		case c := <-p.idle:
+			if c.usable() {
+				return c, nil
+			}
+			p.discard(c)
+			// Its slot is free now: the next iteration may take it.
+		case p.slots <- struct{}{}:
+			return p.open(ctx)
+		case <-timer.C:
+			p.exhausted.Add(1)
+			return nil, ErrPoolExhausted
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// open connects a new connection in a slot already taken.
+func (p *Pool) open(ctx context.Context) (*Conn, error) {
+	if p.isClosed() {
+		<-p.slots
+		return nil, ErrPoolClosed
+	}
+	c := &Conn{pool: p, settings: map[string]string{}}
+	cfg := p.cfg.Copy()
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		// Called only from within the holder's own reads.
+		if c.notice != nil {
+			c.notice(n)
+		}
+	}
+	pc, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		<-p.slots
+		return nil, err
+	}
+	p.opened.Add(1)
+	c.pg = pc
+	return c, nil
+}
+
+// Release gives a connection back. It goes back to the idle set when it can
+// serve another session as it is: open, not busy, and with no transaction
+// open on it; otherwise, or when reusable is false (e.g. the statement was
+// cancelled, and a late cancel request could hit the next statement run on
+// it), it is closed.
+func (p *Pool) Release(c *Conn, reusable bool) {
+	c.notice = nil
+	if !reusable || c.HasState() || c.pg.IsClosed() || c.pg.IsBusy() || p.isClosed() {
+		p.discard(c)
+		return
+	}
+	c.idleSince = time.Now()
+	p.idle <- c
+	// Close may have drained idle just before the send.
+	if p.isClosed() {
+		p.drain()
+	}
+}
+
+func (p *Pool) discard(c *Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_ = c.pg.Close(ctx)
+	<-p.slots
+}
+
+// Close closes the idle connections and makes Acquire fail; connections in
+// use are closed when they are released. Safe to call more than once.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.drain()
+}
+
+func (p *Pool) drain() {
+	for {
+		select {
+		case c := <-p.idle:
+			p.discard(c)
+		default:
+			return
+		}
+	}
+}
+
+func (p *Pool) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+// Conn is one pooled shadow connection, held by one session at a time. Not
+// safe for concurrent use.
+type Conn struct {
+	pool *Pool
+	pg   *pgconn.PgConn
+	// settings are the values Apply set on this connection, by lower-case
+	// name. Nothing else changes settings on a shadow connection: SET and
+	// set_config never reach it from analysts (rewrite.Classify).
+	settings  map[string]string
+	notice    func(*pgconn.Notice)
+	idleSince time.Time
+}
+
+// PgConn is the underlying connection, for one statement.
+func (c *Conn) PgConn() *pgconn.PgConn { return c.pg }
+
+// OnNotice sets the function that receives the notices of the holder's
+// statements (nil: drop them). Release clears it.
+func (c *Conn) OnNotice(f func(*pgconn.Notice)) { c.notice = f }
+
+// HasState reports whether the connection holds state that ties it to its
+// session, so that it must stay with the session (pinned) rather than
+// return to the pool: an open transaction on the shadow.
+func (c *Conn) HasState() bool { return c.pg.TxStatus() != 'I' }
+
+// usable reports whether an idle connection can be handed out: its socket
+// has not been closed by the server (e.g. a shadow restart) meanwhile.
+func (c *Conn) usable() bool {
+	if c.pg.IsClosed() {
+		return false
+	}
+	if time.Since(c.idleSince) > time.Second {
+		// A non-blocking read: cheap, and catches closed sockets.
+		return c.pg.CheckConn() == nil
+	}
+	return true
+}
+
+// Setting is one session setting to apply on a shadow connection.
+type Setting struct{ Name, Value string }
+
+// Apply brings the connection's settings in line with want, the values of
+// the holder's session, with set_config for those that differ from what
+// this connection last had set (none when the previous holder's agreed:
+// then Apply sends nothing). Names and values are bound parameters, never
+// spliced into SQL. Settings this connection had set that want does not
+// name are reset (set_config with NULL). When the batch fails, each
+// setting is tried alone; the ones PostgreSQL refuses are returned as a
+// joined error (the connection keeps its previous value for them), and a
+// broken connection's error is returned as it is.
+func (c *Conn) Apply(ctx context.Context, want []Setting) error {
+	var names []string
+	var values [][]byte // nil: reset
+	seen := make(map[string]bool, len(want))
+	for _, s := range want {
+		k := strings.ToLower(s.Name)
+		seen[k] = true
+		if v, ok := c.settings[k]; !ok || v != s.Value {
+			names = append(names, s.Name)
+			values = append(values, []byte(s.Value))
+		}
+	}
+	for k := range c.settings {
+		if !seen[k] {
+			names = append(names, k)
+			values = append(values, nil)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	if err := c.setConfig(ctx, names, values); err == nil {
+		return nil
+	} else if !isPgError(err) || c.pg.IsClosed() {
+		return err
+	}
+	var errs []error
+	for i := range names {
+		if err := c.setConfig(ctx, names[i:i+1], values[i:i+1]); err != nil {
+			if !isPgError(err) || c.pg.IsClosed() {
+				return err
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", names[i], err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setConfig runs one SELECT of set_config calls and records the values.
+func (c *Conn) setConfig(ctx context.Context, names []string, values [][]byte) error {
+	var sb strings.Builder
+	params := make([][]byte, 0, 2*len(names))
+	sb.WriteString("SELECT ")
+	for i := range names {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		fmt.Fprintf(&sb, "pg_catalog.set_config($%d, $%d, false)", 2*i+1, 2*i+2)
+		params = append(params, []byte(names[i]), values[i])
+	}
+	if _, err := c.pg.ExecParams(ctx, sb.String(), params, nil, nil, nil).Close(); err != nil {
+		return err
+	}
+	for i, n := range names {
+		if values[i] == nil {
+			delete(c.settings, strings.ToLower(n))
+		} else {
+			c.settings[strings.ToLower(n)] = string(values[i])
+		}
+	}
+	return nil
+}
+
+func isPgError(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe)
+}

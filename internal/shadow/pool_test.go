@@ -1,0 +1,339 @@
+package shadow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// poolRole creates a login role with a connection limit (like a shadow
+// cluster's max_connections, but for this role only) and returns its DSN
+// to the database of superDSN.
+func poolRole(t *testing.T, superDSN string, connLimit int) string {
+	t.Helper()
+	role := fmt.Sprintf("pool_%d_%s", os.Getpid(), strings.ToLower(strings.NewReplacer("/", "_", "-", "_").Replace(t.Name())))
+	if len(role) > 60 {
+		role = role[:60]
+	}
+	ctx := context.Background()
+	if err := pgtest.Exec(ctx, superDSN,
+		fmt.Sprintf("DROP ROLE IF EXISTS %s", ident(role)),
+		fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD 'pw' CONNECTION LIMIT %d", ident(role), connLimit),
+	); err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(superDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pgtest.Exec(ctx, superDSN, "GRANT CONNECT, TEMP ON DATABASE "+ident(strings.TrimPrefix(u.Path, "/"))+" TO "+ident(role)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// The database (and its connections) is dropped after this runs
+		// (cleanups run last-in first-out), so end the sessions first.
+		_ = pgtest.Exec(context.Background(), superDSN,
+			"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = "+literal(role),
+		)
+		for i := 0; i < 50; i++ {
+			if err := pgtest.Exec(context.Background(), superDSN, "REVOKE ALL ON DATABASE "+ident(strings.TrimPrefix(u.Path, "/"))+" FROM "+ident(role), "DROP ROLE IF EXISTS "+ident(role)); err == nil {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	u.User = url.UserPassword(role, "pw")
+	return u.String()
+}
+
+func newPool(t *testing.T, cfg PoolConfig) *Pool {
+	t.Helper()
+	p, err := NewPool(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// pooledScalar runs a one-value query on a pooled connection.
+func pooledScalar(t *testing.T, c *Conn, sql string) string {
+	t.Helper()
+	res, err := c.PgConn().Exec(ctxT(t), sql).ReadAll()
+	if err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return string(res[0].Rows[0][0])
+}
+
+func TestPool_ReuseAndExhaustion(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 2, AcquireTimeout: 300 * time.Millisecond})
+	ctx := ctxT(t)
+	a, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.PgConn().PID() == b.PgConn().PID() {
+		t.Fatal("two acquisitions share a backend")
+	}
+	start := time.Now()
+	if _, err := p.Acquire(ctx); !errors.Is(err, ErrPoolExhausted) {
+		t.Fatalf("third Acquire of a pool of 2 = %v, want ErrPoolExhausted", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+		t.Errorf("ErrPoolExhausted after %v, want after the acquire timeout (300ms)", d)
+	}
+	// A waiter gets the connection released while it waits.
+	pidA := a.PgConn().PID()
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		p.Release(a, true)
+	}()
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("Acquire while a connection is released: %v", err)
+	}
+	if c.PgConn().PID() != pidA {
+		t.Errorf("the waiter got backend %d, want the released %d", c.PgConn().PID(), pidA)
+	}
+	p.Release(c, true)
+	p.Release(b, true)
+	st := p.Stats()
+	if st.Open != 2 || st.Idle != 2 || st.Opened != 2 || st.Exhausted != 1 || st.Waited != 2 {
+		t.Errorf("Stats() = %+v, want 2 open, 2 idle, 2 opened, 1 exhausted, 2 waited", st)
+	}
+	p.Close()
+	if _, err := p.Acquire(ctx); !errors.Is(err, ErrPoolClosed) {
+		t.Errorf("Acquire after Close = %v, want ErrPoolClosed", err)
+	}
+	if st := p.Stats(); st.Open != 0 {
+		t.Errorf("after Close: %d connections open", st.Open)
+	}
+}
+
+func TestPool_StateIsNotShared(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1})
+	ctx := ctxT(t)
+
+	// A connection with an open transaction is not pooled.
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := c.PgConn().PID()
+	if _, err := c.PgConn().Exec(ctx, "BEGIN; CREATE TEMP TABLE t (x int)").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	if !c.HasState() {
+		t.Fatal("HasState() = false inside a transaction")
+	}
+	p.Release(c, true)
+	if !c.PgConn().IsClosed() {
+		t.Fatal("a connection released inside a transaction was not closed")
+	}
+	c, err = p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.PgConn().PID() == pid || c.HasState() {
+		t.Fatalf("got backend %d (state %v) after releasing %d inside a transaction; want a fresh one", c.PgConn().PID(), c.HasState(), pid)
+	}
+	if got := pooledScalar(t, c, "SELECT count(*) FROM pg_class WHERE relname = 't' AND relpersistence = 't'"); got != "0" {
+		t.Errorf("the temp table of the discarded connection is visible: %s", got)
+	}
+	// A connection released as not reusable (a cancelled statement) is
+	// closed.
+	p.Release(c, false)
+	if !c.PgConn().IsClosed() {
+		t.Fatal("a connection released as not reusable was not closed")
+	}
+	if st := p.Stats(); st.Open != 0 || st.Opened != 2 {
+		t.Errorf("Stats() = %+v, want 0 open, 2 opened", st)
+	}
+}
+
+func TestConn_Apply(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1, Configure: func(c *pgconn.Config) {
+		c.RuntimeParams["application_name"] = "pooltest"
+	}})
+	ctx := ctxT(t)
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sessionA := []Setting{{"TimeZone", "Asia/Tokyo"}, {"extra_float_digits", "3"}, {"application_name", "PostgreSQL JDBC Driver"}}
+	if err := c.Apply(ctx, sessionA); err != nil {
+		t.Fatal(err)
+	}
+	const show = "SELECT current_setting('TimeZone') || '|' || current_setting('extra_float_digits') || '|' || current_setting('application_name')"
+	if got := pooledScalar(t, c, show); got != "Asia/Tokyo|3|PostgreSQL JDBC Driver" {
+		t.Fatalf("after Apply: %s", got)
+	}
+	p.Release(c, true)
+
+	// The next holder, with other values, gets its own.
+	c, err = p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(ctx, []Setting{{"TimeZone", "UTC"}, {"extra_float_digits", "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	// application_name was not asked for: back to the connection's own.
+	if got := pooledScalar(t, c, show); got != "UTC|1|pooltest" {
+		t.Fatalf("second holder: %s, want UTC|1|pooltest", got)
+	}
+	// Apply sends only what differs from what it last set: a value changed
+	// behind its back (which nothing does in the proxy) stays.
+	if _, err := c.PgConn().Exec(ctx, "SET TimeZone = 'Europe/Paris'").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Apply(ctx, []Setting{{"TimeZone", "UTC"}, {"extra_float_digits", "1"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := pooledScalar(t, c, "SELECT current_setting('TimeZone')"); got != "Europe/Paris" {
+		t.Fatalf("Apply of unchanged settings sent something: TimeZone %s", got)
+	}
+	// A value the server refuses: the others are applied, the error names
+	// the setting, the connection still works.
+	err = c.Apply(ctx, []Setting{{"TimeZone", "Mars/Olympus_Mons"}, {"extra_float_digits", "2"}})
+	if err == nil || !strings.Contains(err.Error(), "TimeZone") {
+		t.Fatalf("Apply of a bad TimeZone = %v, want an error naming TimeZone", err)
+	}
+	if got := pooledScalar(t, c, "SELECT current_setting('extra_float_digits')"); got != "2" {
+		t.Errorf("extra_float_digits = %s after a partly refused Apply, want 2", got)
+	}
+	p.Release(c, true)
+	if st := p.Stats(); st.Opened != 1 {
+		t.Errorf("%d connections opened, want 1 (reused)", st.Opened)
+	}
+}
+
+func TestPool_BrokenIdleConnectionReplaced(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1})
+	ctx := ctxT(t)
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := c.PgConn().PID()
+	p.Release(c, true)
+	// The server ends the idle connection (a restart, an administrator).
+	if err := pgtest.Exec(ctx, dsn, fmt.Sprintf("SELECT pg_terminate_backend(%d)", pid)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1200 * time.Millisecond) // idle long enough to be checked
+	c, err = p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(c, true)
+	if c.PgConn().PID() == pid {
+		t.Fatal("Acquire handed out the connection the server closed")
+	}
+	if got := pooledScalar(t, c, "SELECT 1"); got != "1" {
+		t.Fatalf("SELECT 1 = %s", got)
+	}
+}
+
+// TestPool_ManySessionsFewConnections: 150 concurrent sessions, each with
+// its own settings, run catalog statements through a pool of 20 against a
+// role limited to 20 connections (as a shadow cluster with
+// max_connections 20 would be): all succeed, each sees its own settings.
+func TestPool_ManySessionsFewConnections(t *testing.T) {
+	super := pgtest.NewDatabase(t)
+	dsn := poolRole(t, super, 20)
+	ctx := ctxT(t)
+	// The limit is real: a 21st direct connection is refused.
+	var direct []*pgconn.PgConn
+	defer func() {
+		for _, c := range direct {
+			c.Close(context.Background())
+		}
+	}()
+	for i := 0; i < 20; i++ {
+		c, err := pgconn.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatalf("direct connection %d: %v", i+1, err)
+		}
+		direct = append(direct, c)
+	}
+	if c, err := pgconn.Connect(ctx, dsn); err == nil {
+		c.Close(ctx)
+		t.Fatal("a 21st connection of a role limited to 20 succeeded; the test would prove nothing")
+	}
+	for _, c := range direct {
+		c.Close(ctx)
+	}
+	direct = nil
+
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 20, AcquireTimeout: 30 * time.Second})
+	const sessions, statements = 150, 8
+	var wg sync.WaitGroup
+	var failures atomic.Int64
+	errs := make(chan error, sessions)
+	for i := 0; i < sessions; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			digits := fmt.Sprint(i%4 - 1) // -1..2
+			want := []Setting{{"extra_float_digits", digits}, {"application_name", fmt.Sprintf("s%d", i)}}
+			for j := 0; j < statements; j++ {
+				c, err := p.Acquire(ctx)
+				if err != nil {
+					failures.Add(1)
+					errs <- err
+					return
+				}
+				err = c.Apply(ctx, want)
+				var res []*pgconn.Result
+				if err == nil {
+					res, err = c.PgConn().Exec(ctx, "SELECT current_setting('extra_float_digits') || ' ' || current_setting('application_name') FROM pg_class WHERE relname = 'pg_class'").ReadAll()
+				}
+				p.Release(c, true)
+				if err == nil {
+					if got, w := string(res[0].Rows[0][0]), digits+" "+want[1].Value; got != w {
+						err = fmt.Errorf("session %d saw %q, want its own %q", i, got, w)
+					}
+				}
+				if err != nil {
+					failures.Add(1)
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if n := failures.Load(); n > 0 {
+		t.Fatalf("%d of %d sessions failed, first: %v", n, sessions, <-errs)
+	}
+	if st := p.Stats(); st.Opened > 20 || st.Open > 20 {
+		t.Errorf("Stats() = %+v: more than 20 connections", st)
+	}
+}
