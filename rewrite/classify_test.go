@@ -120,6 +120,11 @@ func TestClassify(t *testing.T) {
 		{"SELECT `a`", RouteRefuse, pgerr.SyntaxError},
 		{`SELECT pg_catalog.set_config('search_path', '', false)`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`SELECT pg_sleep(10)`, RouteRefuse, pgerr.InsufficientPrivilege},
+		// State on the pooled shadow connection, which sessions share.
+		{`SELECT pg_advisory_lock_shared(1)`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`SELECT pg_try_advisory_xact_lock_shared(1, 2)`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`SELECT pg_advisory_unlock_all()`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`SELECT setseed(0.5)`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`SELECT "nextval"('s')`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`SELECT 'pg_sleep(1)'`, RouteCatalog, ""},
 		{`SELECT COUNT(*) FROM visits WHERE pg_sleep(1) IS NULL`, RouteRefuse, pgerr.InsufficientPrivilege},
