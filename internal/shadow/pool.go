@@ -62,6 +62,8 @@ const (
 	DefaultMaxConns       = 20
 	DefaultAcquireTimeout = 5 * time.Second
 	defaultConnectTimeout = 10 * time.Second
+	// idlePing: a connection idle longer is pinged before it is handed out.
+	idlePing = time.Second
 )
 
 // ErrPoolExhausted is returned by Acquire when every connection of the pool
@@ -168,7 +170,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
 	for {
 		select {
 		case c := <-p.idle:
-			if c.usable() {
+			if c.usable(ctx) {
 				return c, nil
 			}
 			p.discard(c)
@@ -189,7 +191,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
 	for {
 		select {
 		case c := <-p.idle:
-			if c.usable() {
+			if c.usable(ctx) {
 				return c, nil
 			}
 			p.discard(c)
@@ -306,15 +308,18 @@ func (c *Conn) OnNotice(f func(*pgconn.Notice)) { c.notice = f }
 // return to the pool: an open transaction on the shadow.
 func (c *Conn) HasState() bool { return c.pg.TxStatus() != 'I' }
 
-// usable reports whether an idle connection can be handed out: its socket
-// has not been closed by the server (e.g. a shadow restart) meanwhile.
-func (c *Conn) usable() bool {
+// usable reports whether an idle connection can be handed out: it is open
+// and, when it has been idle for over a second (as pgxpool does), answers
+// a ping, so one the server closed meanwhile (a shadow restart, an
+// administrator) is replaced rather than failing the statement. Not
+// CheckConn: its 1ms context would go through the connection's context
+// watcher, which may send a cancel request and wait for its deadline.
+func (c *Conn) usable(ctx context.Context) bool {
 	if c.pg.IsClosed() {
 		return false
 	}
-	if time.Since(c.idleSince) > time.Second {
-		// A non-blocking read: cheap, and catches closed sockets.
-		return c.pg.CheckConn() == nil
+	if time.Since(c.idleSince) > idlePing {
+		return c.pg.Ping(ctx) == nil
 	}
 	return true
 }

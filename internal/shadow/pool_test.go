@@ -14,6 +14,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
 )
 
 // poolRole creates a login role with a connection limit (like a shadow
@@ -257,6 +258,39 @@ func TestPool_BrokenIdleConnectionReplaced(t *testing.T) {
 	}
 	if got := pooledScalar(t, c, "SELECT 1"); got != "1" {
 		t.Fatalf("SELECT 1 = %s", got)
+	}
+}
+
+// TestPool_IdleConnectionReusedQuickly: a connection idle for over a
+// second is checked and handed out at once, with the proxy's context
+// watcher (cancel requests, 5s deadline) configured. A check through a
+// short context (CheckConn) would send a cancel request and wait for the
+// watcher's deadline.
+func TestPool_IdleConnectionReusedQuickly(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1, Configure: func(c *pgconn.Config) {
+		c.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+			return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 5 * time.Second}
+		}
+	}})
+	ctx := ctxT(t)
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := c.PgConn().PID()
+	p.Release(c, true)
+	time.Sleep(1200 * time.Millisecond)
+	start := time.Now()
+	if c, err = p.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(c, true)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Acquire of a connection idle for 1.2s took %v", d)
+	}
+	if c.PgConn().PID() != pid {
+		t.Errorf("got backend %d, want the idle %d (it is alive)", c.PgConn().PID(), pid)
 	}
 }
 
