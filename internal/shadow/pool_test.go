@@ -324,6 +324,27 @@ func TestPool_ManySessionsFewConnections(t *testing.T) {
 		c.Close(ctx)
 	}
 	direct = nil
+	// Backends exit a moment after their client's Terminate: wait until
+	// the role's limit is free again.
+	u, _ := url.Parse(dsn)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		conn, err := pgconn.Connect(ctx, super)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := conn.Exec(ctx, "SELECT count(*) FROM pg_stat_activity WHERE usename = "+literal(u.User.Username())).ReadAll()
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res[0].Rows[0][0]) == "0" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s backends of the role still there 30s after their clients closed", res[0].Rows[0][0])
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 
 	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 20, AcquireTimeout: 30 * time.Second})
 	const sessions, statements = 150, 8
