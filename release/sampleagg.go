@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -56,6 +57,14 @@ func (r *Releaser) saMechanisms(req Request) (count noise.Mechanism, stats []mea
 	eps, del := req.Epsilon, 0.0
 	if req.Mechanism == policy.MechanismGaussian {
 		del = req.Delta
+		if plan.PrivateGroups() {
+			// The threshold takes its share first (saThresholdDelta).
+			thr := saThresholdDelta(req)
+			del = req.Delta - thr
+			for del+thr > req.Delta {
+				del = math.Nextafter(del, 0)
+			}
+		}
 	}
 	statEps, statDel := eps, del
 	if sa.CountMeasure >= 0 {
@@ -103,6 +112,34 @@ func (r *Releaser) saMechanisms(req Request) (count noise.Mechanism, stats []mea
 	return count, stats, nil
 }
 
+// saThresholdDelta is δ_thr, the δ of the partition-selection threshold of
+// a plan with private keys: the whole δ under Laplace (the noise is pure
+// ε-DP), half of it under Gaussian (the other half is the noises').
+func saThresholdDelta(req Request) float64 {
+	if req.Mechanism == policy.MechanismGaussian {
+		return splitDown(req.Delta, 2)
+	}
+	return req.Delta
+}
+
+// saSelection returns the partition-selection threshold τ of a plan with
+// private keys (nil for public keys): a group is released iff its noisy
+// distinct-unit count (the count mechanism) is ≥ τ.
+func saSelection(req Request, count noise.Mechanism) (*big.Rat, error) {
+	if !req.Plan.PrivateGroups() {
+		return nil, nil
+	}
+	if count == nil {
+		return nil, pgerr.New(pgerr.InternalError, "internal error: partition selection without a count")
+	}
+	tau, err := noise.PartitionThreshold(count, saThresholdDelta(req), req.Plan.MaxGroupsPerUnit)
+	if err != nil {
+		return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
+			WithHint("use a larger dp.delta (e.g. SET dp.delta = 1e-7) or dp.epsilon")
+	}
+	return tau, nil
+}
+
 // saMechanism is one mechanism of a sample-and-aggregate query: a vector
 // with one cell per released group (one cell when ungrouped), of which one
 // unit changes at most L0 = Plan.MaxGroupsPerUnit cells by at most lInf
@@ -141,12 +178,18 @@ func (r *Releaser) saMechanism(req Request, epsilon, delta, lInf float64, intege
 // runSampleAgg answers a sample-and-aggregate plan (see the file comment).
 func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, error) {
 	plan, sa := req.Plan, req.Plan.SampleAgg
-	if plan.PrivateGroups() || len(sa.Levels) == 0 {
+	private := plan.PrivateGroups()
+	if len(sa.Levels) == 0 || private && sa.CountMeasure < 0 {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
 	}
-	groups, err := groupKeys(plan.Keys)
-	if err != nil {
-		return nil, err
+	var groups [][]string
+	if !private {
+		// With private keys the groups come from the data, through
+		// partition selection.
+		var err error
+		if groups, err = groupKeys(plan.Keys); err != nil {
+			return nil, err
+		}
 	}
 	key := cacheKey(req)
 	if !req.NoCache {
@@ -158,12 +201,19 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	tau, err := saSelection(req, count)
+	if err != nil {
+		return nil, err
+	}
 	var events []accountant.Event
 	for _, m := range append([]noise.Mechanism{count}, mechs(stats)...) {
 		if m == nil {
 			continue
 		}
 		events = append(events, accountant.Event{Mechanism: m.Name(), Epsilon: m.Epsilon(), Delta: m.Delta(), NoiseMultiplier: m.NoiseMultiplier()})
+	}
+	if tau != nil {
+		events = append(events, accountant.Event{Mechanism: thresholdMechanism, Delta: saThresholdDelta(req)})
 	}
 	res, err := r.ledger.Reserve(ctx, accountant.Charge{
 		Analyst: req.Analyst, Dataset: req.Dataset.Name, Events: events,
@@ -177,14 +227,18 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 	if err != nil {
 		return nil, upstreamError(ctx, err)
 	}
+	if private {
+		groups = dataGroups(plan, rows)
+	}
 	levels, err := collectLevels(plan, groups, rows)
 	if err != nil {
 		return nil, err
 	}
 
-	// Per group: noise n, choose k (post-processing), noise S of level k.
-	ks := make([]int, len(groups))
-	rowsOut := make([][]value, len(groups))
+	// Per group: noise n, keep the group iff ñ ≥ τ (private keys), choose
+	// k (post-processing), noise S of level k.
+	var ks []int
+	var rowsOut [][]value
 	for g := range groups {
 		k := sa.Levels[0]
 		if count != nil {
@@ -192,10 +246,13 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 			if err != nil {
 				return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
 			}
+			if tau != nil && nt.Cmp(tau) < 0 {
+				continue // not selected: nothing of this group is released
+			}
 			f, _ := nt.Float64()
 			k = sa.ChooseBlocks(f)
 		}
-		ks[g] = k
+		ks = append(ks, k)
 		noisy := make([]*big.Rat, len(stats))
 		for i, m := range stats {
 			v, err := m.mech.AddNoise(levels[g][k][i])
@@ -216,7 +273,7 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 				return nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
 			}
 		}
-		rowsOut[g] = row
+		rowsOut = append(rowsOut, row)
 	}
 
 	out := &Result{ReservationID: res.ID}
@@ -227,8 +284,13 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 			continue
 		}
 		m := stats[o.Measure].mech
-		hw := num(m.HalfWidth(0.95) / float64(ks[0])) // one k (ungrouped, or fixed)
-		if len(plan.Keys) > 0 && sa.CountMeasure >= 0 {
+		var hw string
+		switch {
+		case len(plan.Keys) == 0: // one group, always released
+			hw = num(m.HalfWidth(0.95) / float64(ks[0]))
+		case len(sa.Levels) == 1: // k fixed
+			hw = num(m.HalfWidth(0.95) / float64(sa.Levels[0]))
+		default:
 			hw = num(m.HalfWidth(0.95)) + "/k"
 		}
 		parts = append(parts, fmt.Sprintf("±%s (%s, %s)", hw, o.Name, costText(m.Epsilon(), m.Delta())))
@@ -279,8 +341,15 @@ func sampleAggNote(sa *rewrite.SampleAgg, plan *rewrite.Plan, ks []int) string {
 			parts = append(parts, fmt.Sprintf("k=%d for %d groups", k, c))
 		}
 	}
-	return fmt.Sprintf("sample-and-aggregate per group over k blocks (%s; %s; each block's answer clipped to the output range; groups without data answer the midpoint plus noise)",
-		strings.Join(parts, ", "), how)
+	if len(parts) == 0 {
+		parts = append(parts, "no group released")
+	}
+	groups := "groups without data answer the midpoint plus noise"
+	if plan.PrivateGroups() {
+		groups = "groups chosen by DP partition selection: released iff their noisy unit count reaches the threshold"
+	}
+	return fmt.Sprintf("sample-and-aggregate per group over k blocks (%s; %s; each block's answer clipped to the output range; %s)",
+		strings.Join(parts, ", "), how, groups)
 }
 
 // sampleAggAnswer is c + S̃/k clamped to [l, u]: the noisy average of the
@@ -296,6 +365,38 @@ func sampleAggAnswer(s *big.Rat, k int, lower, upper float64) *big.Rat {
 		a = hi
 	}
 	return a
+}
+
+// dataGroups returns the groups of a plan with private keys: the distinct
+// key tuples of the rows (canonical text; rows with a NULL key, which the
+// SQL never returns, are skipped), sorted like release/partition.go sorts
+// kept groups (lessKeys), so the order of released rows does not depend on
+// the upstream's row order.
+func dataGroups(plan *rewrite.Plan, rows [][]*string) [][]string {
+	nk := len(plan.Keys)
+	seen := map[string]bool{}
+	var groups [][]string
+	for _, row := range rows {
+		if len(row) < nk {
+			continue // collectLevels reports the shape
+		}
+		key := make([]string, nk)
+		ok := true
+		for i := 0; i < nk; i++ {
+			if row[i] == nil {
+				ok = false
+				break
+			}
+			key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+		}
+		id := strings.Join(key, "\x00")
+		if ok && !seen[id] {
+			seen[id] = true
+			groups = append(groups, key)
+		}
+	}
+	sort.Slice(groups, func(a, b int) bool { return lessKeys(plan.Keys, groups[a], groups[b]) })
+	return groups
 }
 
 // collectLevels reads the rows of a sample-and-aggregate SQL: key_0 …
@@ -372,12 +473,19 @@ func explainSampleAgg(req Request) ([]Column, [][]*string, error) {
 	}
 	var lines []string
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	tau, err := saSelection(req, count)
+	if err != nil {
+		return nil, nil, err
+	}
 	var eps, del float64
 	for _, m := range append([]noise.Mechanism{count}, mechs(stats)...) {
 		if m != nil {
 			eps += m.Epsilon()
 			del += m.Delta()
 		}
+	}
+	if tau != nil {
+		del += saThresholdDelta(req)
 	}
 	add("DP Sample-and-aggregate on %s.%s  (mechanism=%s statistics=%d)", plan.Dataset, plan.Table, req.Mechanism, len(stats))
 	cost := fmt.Sprintf("  Cost: epsilon=%s", num(eps))
@@ -386,7 +494,12 @@ func explainSampleAgg(req Request) ([]Column, [][]*string, error) {
 	}
 	lines = append(lines, cost+" (the accountant may charge less under its composition)")
 	per := ""
-	if len(plan.Keys) > 0 {
+	if tau != nil {
+		per = " per group"
+		f, _ := tau.Float64()
+		add("  Groups: from the data, by DP partition selection: a group is released iff its noisy count of distinct units is ≥ %s (threshold delta=%s); a unit counts in at most L0=%d groups, so the noise is calibrated to %s = %s·(u−l)/k",
+			num(f), num(saThresholdDelta(req)), plan.MaxGroupsPerUnit, sensName(req.Mechanism), map[bool]string{true: "√L0", false: "L0"}[req.Mechanism == policy.MechanismGaussian])
+	} else if len(plan.Keys) > 0 {
 		per = " per group"
 		add("  Groups: every combination of the keys' public values (absent groups answer the midpoint plus noise); a unit counts in at most L0=%d of them, so the noise is calibrated to %s = %s·(u−l)/k", plan.MaxGroupsPerUnit,
 			sensName(req.Mechanism), map[bool]string{true: "√L0", false: "L0"}[req.Mechanism == policy.MechanismGaussian])

@@ -100,3 +100,77 @@ func TestRunSampleAgg_Grouped(t *testing.T) {
 		t.Errorf("a row outside the domain: %v", err)
 	}
 }
+
+// TestRunSampleAgg_PrivateKey: GROUP BY diagnosis (no public values) is
+// answered by partition selection: a group of 40 000 units is released, a
+// group of one unit is not (kept with probability ≤ δ_p ≈ 2.5e-7); the
+// charge holds the count, the statistic and the threshold's δ; δ = 0 is
+// refused before any charge; rows come out sorted by key.
+func TestRunSampleAgg_PrivateKey(t *testing.T) {
+	ds := loadPolicy(t)
+	plan, err := rewrite.Rewrite(ds, "SELECT diagnosis, corr(cost, age) FROM visits GROUP BY diagnosis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !plan.PrivateGroups() {
+		t.Fatal("diagnosis is not a private key")
+	}
+	led := &memLedger{limit: 20}
+	r := newTestReleaser(t, led, 13)
+	rows := append(saGroupRows(plan, []string{"flu"}, 0.4, 40000), saGroupRows(plan, []string{"rare"}, -0.9, 1)...)
+	rows = append(saGroupRows(plan, []string{"asthma"}, 0.1, 20000), rows...)
+	up := &fakeUpstream{rows: rows}
+	req := Request{Analyst: "alice", Dataset: ds, Plan: plan, Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace, Upstream: up}
+	res, err := r.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != 2 || *res.Rows[0][0] != "asthma" || *res.Rows[1][0] != "flu" {
+		t.Fatalf("rows = %v, want asthma and flu (sorted) and not the one-unit group", res.Rows)
+	}
+	// Noise on flu: 4·2/(1024·0.9) < 0.009; P(|Z| > 0.2) < e^{-22}.
+	if v, _ := strconv.ParseFloat(*res.Rows[1][1], 64); math.Abs(v-0.4) > 0.2 {
+		t.Errorf("flu: corr = %v, want 0.4 within 0.2", v)
+	}
+	ev := led.reserved[0].Events
+	if len(ev) != 3 || ev[2].Mechanism != thresholdMechanism || ev[2].Delta != 1e-6 || ev[0].Epsilon+ev[1].Epsilon > 1 {
+		t.Fatalf("events = %+v, want count, corr and the threshold's δ = 1e-6", ev)
+	}
+	if !strings.Contains(res.Notice, "DP partition selection") {
+		t.Errorf("NOTICE %q does not name the partition selection", res.Notice)
+	}
+
+	// δ = 0: refused with a hint, nothing charged.
+	led0 := &memLedger{limit: 20}
+	_, err = newTestReleaser(t, led0, 1).Run(context.Background(), Request{Analyst: "b", Dataset: ds, Plan: plan, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up})
+	if err == nil || !strings.Contains(err.Error(), "dp.delta") || len(led0.reserved) != 0 {
+		t.Fatalf("δ = 0: %v (charges %d), want a refusal naming dp.delta and no charge", err, len(led0.reserved))
+	}
+
+	// Gaussian: the threshold takes half of δ, the noises the rest.
+	ledG := &memLedger{limit: 20}
+	if _, err := newTestReleaser(t, ledG, 2).Run(context.Background(), Request{Analyst: "c", Dataset: ds, Plan: plan, Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismGaussian, Upstream: up}); err != nil {
+		t.Fatal(err)
+	}
+	total := 0.0
+	for _, e := range ledG.reserved[0].Events {
+		total += e.Delta
+	}
+	if ev := ledG.reserved[0].Events; len(ev) != 3 || ev[2].Delta != 5e-7 || total > 1e-6 {
+		t.Fatalf("Gaussian events = %+v, want the threshold's δ = 5e-7 and a total ≤ 1e-6", ev)
+	}
+
+	// EXPLAIN names the threshold.
+	_, lines, err := Explain(ds, plan, 1, 1e-6, policy.MechanismLaplace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []string
+	for _, l := range lines {
+		text = append(text, *l[0])
+	}
+	if all := strings.Join(text, "\n"); !strings.Contains(all, "by DP partition selection: a group is released iff its noisy count of distinct units is ≥ ") ||
+		!strings.Contains(all, "delta=1e-06") {
+		t.Errorf("EXPLAIN:\n%s", all)
+	}
+}

@@ -87,8 +87,21 @@ import (
 // one unit changes one block per group, at most L0 groups, each average by
 // at most (u − l)/k.
 //
-// Private keys (no public_values) are refused with a hint: their groups
-// would need DP partition selection (partition.go), not implemented here.
+// # GROUP BY a private key (DP partition selection)
+//
+// A key without public values (partition.go) has no domain: the groups
+// come from the data and are released only if they pass DP partition
+// selection, exactly as for COUNT/SUM (release/partition.go): the SQL
+// returns the groups present after contribution bounding (NULL keys
+// excluded) with their distinct-unit count n_g; release noises n_g (the
+// same noisy count that chooses k_g, so the count is always computed, also
+// with a fixed k), keeps g iff ñ_g ≥ τ = noise.PartitionThreshold(count
+// mechanism, δ_thr, L0), and releases S_{g,k_g} (noised as above) for the
+// kept groups only. The argument of release/partition.go carries over
+// unchanged: the groups only a unit x populates are kept with probability
+// at most δ_thr in total, and on the other groups the releases are those
+// of the public-key case. So the query is (ε, δ)-DP with δ ≥ δ_thr > 0:
+// release refuses δ = 0 with a hint (checkSelection).
 //
 // # Joins
 //
@@ -172,8 +185,9 @@ type SampleAgg struct {
 	// Levels are the block counts the SQL computes, ascending.
 	Levels []int
 	// CountMeasure indexes the MeasureUnits measure whose noisy value
-	// chooses k; −1 when k is fixed by SET dp.sample_blocks (Levels has one
-	// element).
+	// chooses k (and, with private keys, selects the groups); −1 when k is
+	// fixed by SET dp.sample_blocks (Levels has one element) and every key
+	// is public.
 	CountMeasure int
 	// BlockUnits is the target number of units per block (k = the largest
 	// level ≤ ñ/BlockUnits).
@@ -338,12 +352,6 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 				WithHint("%s", sampleAggHint)
 		}
 	}
-	for _, k := range p.Keys {
-		if k.Private {
-			return b.errAt(sel, pgerr.FeatureNotSupported, "GROUP BY %s with sample-and-aggregate functions is not supported: the policy declares no public values for %s", k.Column, k.Column).
-				WithHint("GROUP BY a column with public_values in the policy (%s), a CASE or date_trunc key; or answer COUNT/SUM/AVG GROUP BY %s (DP partition selection) in a separate query", strings.Join(b.publicKeys(), ", "), k.Column)
-		}
-	}
 	if b.join != nil {
 		if b.join.plan.Shape == JoinKey {
 			// See "Joins" above: one unit reaches the joined rows of many
@@ -372,7 +380,9 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		p.Measures = append(p.Measures, Measure{Kind: MeasureSampleAgg, Column: s.fn + "(" + s.y + ", " + s.x + ")",
 			Lower: s.lower, Upper: s.upper, LInf: widthUp(s.lower, s.upper)})
 	}
-	if len(sa.Levels) > 1 {
+	if len(sa.Levels) > 1 || p.PrivateGroups() {
+		// The count chooses k, and with private keys also selects the
+		// released groups (see "GROUP BY a private key").
 		sa.CountMeasure = len(p.Measures)
 		// COUNT(DISTINCT unit) of the bounded rows: one unit adds 1.
 		p.Measures = append(p.Measures, Measure{Kind: MeasureUnits, Column: b.table.UnitColumn, Integer: true, LInf: 1})

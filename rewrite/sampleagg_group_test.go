@@ -19,8 +19,9 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// saGroupPolicy is saPolicy with a public group key g (d never occurs in
-// the data) and a unit in at most %d groups.
+// saGroupPolicy is saPolicy with a group key g (public values a, b, c, d,
+// of which d never occurs in the data; or private) and a unit in at most
+// %d groups.
 const saGroupPolicy = `
 dataset: sag
 privacy_unit: person
@@ -32,7 +33,7 @@ tables:
     max_groups_per_unit: %d
     max_rows_per_unit: 3
     columns:
-      g: {type: text, public_values: [a, b, c, d]}
+      g: %s
       x: {type: numeric, lower: 0, upper: 10}
       y: {type: float, lower: -5, upper: 20}
 `
@@ -40,13 +41,18 @@ tables:
 // saGroupDataset parses saGroupPolicy with a fixed key (so that which
 // block answers are clipped is the same in every run).
 func saGroupDataset(t *testing.T, l0 int) *policy.Dataset {
+	return saGroupDatasetKey(t, l0, "{type: text, public_values: [a, b, c, d]}")
+}
+
+// saGroupDatasetKey is saGroupDataset with g declared as decl.
+func saGroupDatasetKey(t *testing.T, l0 int, decl string) *policy.Dataset {
 	t.Helper()
 	keyFile := filepath.Join(t.TempDir(), "sag.key")
 	fixed := sha256.Sum256([]byte("dpproxy TestSampleAgg grouped"))
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(fixed[:])), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ds, err := policy.Parse(strings.NewReader(fmt.Sprintf(saGroupPolicy, l0)+"sample_key_file: "+keyFile+"\n"), "sag.yaml")
+	ds, err := policy.Parse(strings.NewReader(fmt.Sprintf(saGroupPolicy, l0, decl)+"sample_key_file: "+keyFile+"\n"), "sag.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,6 +244,34 @@ func TestSampleAgg_GroupedPostgres(t *testing.T) {
 		}
 		if strings.Contains(tc.query, "regr_slope") && clipped == 0 {
 			t.Errorf("%s: no block answer was clipped: the test does not exercise clipping", tc.query)
+		}
+	}
+
+	// A private key: the groups present in the data (a, b, c and z; not
+	// NULL), each per block like PostgreSQL, with its unit count.
+	pds := saGroupDatasetKey(t, 4, "{type: text}")
+	pp, err := RewriteWith(pds, "SELECT g, corr(y, x) FROM obs GROUP BY g", Options{SampleBlocks: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pp.PrivateGroups() || pp.SampleAgg.CountMeasure < 0 {
+		t.Fatalf("private-key plan without the selection count: %+v", pp.SampleAgg)
+	}
+	pgot, punits := groupedAverages(t, ctx, conn, pp.QueryArgs(pds), pp)
+	if len(pgot) != 4 {
+		t.Errorf("private key: %d groups returned, want a, b, c, z", len(pgot))
+	}
+	for _, g := range []string{"a", "b", "c", "z"} {
+		want := mean(groupBlockValues(t, ctx, conn, key, "corr", k, -1, 1, "g = $2", g))
+		if pgot[g][k] == nil || math.Abs(pgot[g][k][0]-want) > 1e-9 {
+			t.Errorf("private key, group %s: emitted %v, per-block mean %v", g, pgot[g][k], want)
+		}
+		var n int64
+		if err := conn.QueryRow(ctx, `SELECT COUNT(DISTINCT unit_id) FROM obs WHERE g = $1`, g).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if punits[g][k] != n {
+			t.Errorf("private key, group %s: n = %d, want %d", g, punits[g][k], n)
 		}
 	}
 
