@@ -63,7 +63,11 @@
 // (who, when, what, the values before, and for a reset the id of the last
 // charge it covers) in the same transaction. [Ledger.Verify] recomputes
 // every budget row from its charges since its last reset, in one snapshot,
-// and lists the charges left reserved. The CLI: dpproxy budget
+// and lists the charges left reserved. Figures are compared exactly (to
+// float64 rounding, relative 1e-12); a pld row last charged by a build
+// before the memo is also accepted when it matches that build's
+// composition order exactly (pldlegacy.go explains why not a wider
+// tolerance). The CLI: dpproxy budget
 // show|grant|reset and dpproxy ledger verify.
 //
 // # Refund rule

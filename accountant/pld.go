@@ -69,6 +69,9 @@ type pldAccountant struct {
 	// memo, when set, remembers intermediate distributions (pldmemo.go);
 	// the figures are the same with or without it.
 	memo *pldMemo
+	// lowBitFirst composes in the order of builds before the memo
+	// (pldlegacy.go; Verify only, with no memo).
+	lowBitFirst bool
 }
 
 type pldState struct {
@@ -486,7 +489,7 @@ type pldCurve struct {
 	rdp       []float64 // RDP curve of the same releases, nil if none
 }
 
-func (s pldState) build(memo *pldMemo) (pldCurve, error) {
+func (s pldState) build(memo *pldMemo, lowBitFirst bool) (pldCurve, error) {
 	ts, err := s.types()
 	if err != nil {
 		return pldCurve{}, err
@@ -525,7 +528,12 @@ func (s pldState) build(memo *pldMemo) (pldCurve, error) {
 		d = gaussianPMF(c.mu, c.h)
 	}
 	for _, t := range ts {
-		pw, err := power(t, c.h, memo)
+		var pw pmf
+		if lowBitFirst {
+			pw, err = powerLowBitFirst(t, c.h)
+		} else {
+			pw, err = power(t, c.h, memo)
+		}
 		if err == nil {
 			d, err = d.convolve(pw)
 		}
@@ -576,7 +584,7 @@ func (a pldAccountant) curve(raw json.RawMessage) (pldCurve, error) {
 	if err != nil {
 		return pldCurve{}, fmt.Errorf("decode pld state: %w", err)
 	}
-	c, err := s.build(a.memo)
+	c, err := s.build(a.memo, a.lowBitFirst)
 	if err == nil {
 		a.memo.putCurve(string(raw), c)
 	}

@@ -47,6 +47,9 @@ func cmdLedger(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "FAILED: %d differences in %d budgets, %d charges\n", len(rep.Mismatches), rep.Budgets, rep.Charges)
 		return errSilent
 	}
+	if rep.PLDEarlierOrder > 0 {
+		fmt.Fprintf(stdout, "note: %d pld budgets hold figures computed in the composition order of builds before the pld memo (consistent; their next charge recomputes them)\n", rep.PLDEarlierOrder)
+	}
 	fmt.Fprintf(stdout, "ok: %d budgets, %d charges verified\n", rep.Budgets, rep.Charges)
 	return nil
 }

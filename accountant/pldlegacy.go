@@ -1,0 +1,66 @@
+// Privacy-critical: needs DP review.
+
+package accountant
+
+import "github.com/dpproxy/dpproxy/policy"
+
+// The pld composition order of earlier builds, for Verify only.
+//
+// power (pld.go) composes count releases of one type as the product of the
+// repeated squarings sq[b] over the set bits b of the count, from the
+// highest bit down: the canonical order, used by Reserve, status and
+// Verify alike, with or without the memo (TestPLDMemo_SameFigures). Builds
+// before the memo (commit 79b936f) took the same factors from the LOWEST
+// bit up (result ⊗= base; base ⊗= base). In exact arithmetic both are the
+// same distribution; in floating point they are not, because every
+// convolution rounds, moves its tails of mass ≤ 1e-15 (pld.go) and adds
+// its FFT error bound to the ∞ atom at a different stage. Both results are
+// valid upper bounds (every one of those steps is pessimistic), but they
+// differ in ε by up to about 1e-10 relatively for a few releases of
+// ε₀ ≥ 0.1 at δ = 1e-6, and by much more in the far tail: 1e-7 at δ = 1e-6
+// and 7e-5 at δ = 1e-9 for 55 releases of ε₀ = 0.5 (measured over ε₀ ∈
+// {0.05, 0.1, 0.5, 1}, counts 1 to 64). A budget row holds the figures of
+// the build that made its last charge, so a row last charged by a build
+// before the memo shows such differences against a recomputation in the
+// canonical order.
+//
+// A relative tolerance wide enough for those (1e-4) would also accept
+// real discrepancies, so Verify does not widen its tolerance: when a pld
+// row differs from the canonical recomputation, it recomputes the row in
+// the earlier order and accepts the row if it matches that exactly (to the
+// same 1e-12 as every figure), counting it in VerifyReport.PLDEarlierOrder.
+// The next charge of such a row rewrites it in the canonical order. Rows
+// written before commit 700461b (which changed the FFT error bound) match
+// neither and are reported.
+
+// powerLowBitFirst is the count-fold self-composition of one release of
+// type t in the order of builds before the memo.
+func powerLowBitFirst(t pldType, h float64) (pmf, error) {
+	k := t.count
+	result := pointMass()
+	base := t.pmf(h).truncate()
+	var err error
+	for k > 0 {
+		if k&1 == 1 {
+			if result, err = result.convolve(base); err != nil {
+				return pmf{}, err
+			}
+		}
+		k >>= 1
+		if k > 0 {
+			if base, err = base.convolve(base); err != nil {
+				return pmf{}, err
+			}
+		}
+	}
+	return result, nil
+}
+
+// matchesEarlierPLDOrder reports whether spent (a budget row's ε and δ
+// texts) is what a build before the memo computed for the pld state st at
+// limit.
+func matchesEarlierPLDOrder(st []byte, limit Spent, spent [2]string) bool {
+	m := composer{name: policy.AccountantPLD, tight: pldAccountant{lowBitFirst: true}}
+	sp, _, err := evaluate(m, st, limit)
+	return err == nil && sameDecimal(spent[0], numText(sp.Epsilon)) && sameDecimal(spent[1], numText(sp.Delta))
+}
