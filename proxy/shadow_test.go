@@ -428,6 +428,21 @@ func TestPsql(t *testing.T) {
 	if err != nil || !strings.Contains(out, "0.2") || !strings.Contains(out, "hospital|pure|0.5|2.5") {
 		t.Fatalf("settings through psql: %q %q %v", out, stderr, err)
 	}
+	// Sessions one after another share one pooled shadow connection: a
+	// session's SET reaches it, and does not outlive the session; psql's
+	// start-up application_name is replayed for each.
+	const shown = "SELECT current_setting('TimeZone') || ' ' || current_setting('application_name')"
+	out, stderr, err = run("-At", "-c", "SET TimeZone = 'Asia/Tokyo'", "-c", shown)
+	if err != nil || strings.TrimSpace(out) != "SET\nAsia/Tokyo psql" {
+		t.Fatalf("SET TimeZone then the shadow's: %q %q %v", out, stderr, err)
+	}
+	out, stderr, err = run("-At", "-c", shown)
+	if err != nil || strings.TrimSpace(out) != "UTC psql" {
+		t.Fatalf("next session: %q %q %v, want UTC psql", out, stderr, err)
+	}
+	if st := ts.srv.shadowPool(ts.srv.cfg.Datasets["hospital"]).Stats(); st.Opened != 1 {
+		t.Errorf("%d shadow connections opened for sequential psql sessions, want 1 (reused)", st.Opened)
+	}
 }
 
 // TestJDBC runs pgjdbc (Debian's libpostgresql-jdbc-java) against the
