@@ -50,10 +50,7 @@ FUZZ_TARGETS ?= rewrite:FuzzRewrite rewrite:FuzzLex policy:FuzzPolicyParse \
 	proxy:FuzzScanSQL proxy:FuzzStartupPacket proxy:FuzzLiterals
 
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		echo "$(GO) test -run '^$$' -fuzz '^$${t#*:}$$' -fuzztime $(FUZZTIME) ./$${t%%:*}"; \
-		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}; \
-	done
+	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
 
 # Starts its own PostgreSQL clusters, PgBouncer and bin/dpproxy (built
 # without -race) on loopback and prints a table of ratios; see BENCHMARKS.md.
