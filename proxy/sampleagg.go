@@ -65,5 +65,10 @@ func (c *conn) rewriteOptions() rewrite.Options {
 	if v := c.settings[settingSampleBlocks]; v != "" {
 		o.SampleBlocks, _ = strconv.Atoi(v)
 	}
+	if c.quantileMethod() == rewrite.QuantileSample {
+		// Sample-and-aggregate quantiles are planned as such (the other
+		// methods are applied by Plan.WithQuantiles).
+		o.QuantileMethod = rewrite.QuantileSample
+	}
 	return o
 }

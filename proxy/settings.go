@@ -91,8 +91,8 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingCache, def: "on", check: checkBool, desc: "Answer a repeated DP query with its earlier noisy answer, at no cost."},
 		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
 		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},
-		{name: settingQuantileMethod, def: rewrite.DefaultQuantileMethod, check: enum(rewrite.QuantileExponential, rewrite.QuantileSmooth, rewrite.QuantilePTR),
-			desc: "Method of DP quantiles (percentile_cont, percentile_disc, MIN, MAX): exponential, smooth or ptr."},
+		{name: settingQuantileMethod, def: rewrite.DefaultQuantileMethod, check: enum(rewrite.QuantileExponential, rewrite.QuantileSmooth, rewrite.QuantilePTR, rewrite.QuantileSample),
+			desc: "Method of DP quantiles (percentile_cont, percentile_disc, MIN, MAX): exponential, smooth, ptr or sample (sample-and-aggregate)."},
 	}
 	m := make(map[string]*settingDef, len(defs))
 	for _, d := range defs {

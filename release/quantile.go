@@ -401,16 +401,25 @@ func quantileExplain(i int, m *quantileMech) string {
 	switch q.Method {
 	case rewrite.QuantileSmooth:
 		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (smooth sensitivity, Laplace noise of scale 2·S/epsilon, beta=%s, epsilon per group=%s, delta=%s, worst-case half_width_95=%s)",
-			i, q.Func, exactNum(q.Q), m.measure.Column, exactNum(m.measure.Lower), exactNum(m.measure.Upper),
+			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
 			num(q.Beta), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
 	case rewrite.QuantilePTR:
 		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (propose-test-release, bound=%s, test threshold=%s, epsilon per group=%s split test/release, delta=%s, half_width_95=%s if released)",
-			i, q.Func, exactNum(q.Q), m.measure.Column, exactNum(m.measure.Lower), exactNum(m.measure.Upper),
+			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
 			num(q.Bound), num(m.ptrThreshold), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
 	}
 	return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (exponential mechanism over %d buckets of width %s, utility −|rank − q·n|, rank sensitivity=%s, epsilon per group=%s, rank_error_95=%s)",
-		i, q.Func, exactNum(q.Q), m.measure.Column, exactNum(m.measure.Lower), exactNum(m.measure.Upper), q.Buckets, exactNum(q.Width),
+		i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper), q.Buckets, exactNum(q.Width),
 		num(m.measure.LInf), num(m.groupEpsilon), num(m.HalfWidth(0.95)))
+}
+
+// quantileSubject names what a quantile measure orders: its column, or
+// "an expression" (rewrite/quantile_expr.go; the SQL line shows it).
+func quantileSubject(ms rewrite.Measure) string {
+	if ms.Expr != "" {
+		return "an expression"
+	}
+	return ms.Column
 }
 
 // exactNum prints a public constant (a bound, a bucket width) exactly.

@@ -74,6 +74,9 @@ type normalized struct {
 	// and OFFSET alone); nil when absent, kind litNull for LIMIT ALL/NULL.
 	limit, offset *literal
 	litAt         map[int]int // normalized offset of a "?" → literal index
+	// skipTok are token indexes the main loop drops (the ASC closing an
+	// ordered-set aggregate's expression, quantile_expr.go).
+	skipTok map[int]bool
 }
 
 // passKeywords are PostgreSQL reserved words of the supported grammar that
@@ -182,6 +185,9 @@ func normalize(src string) (*normalized, error) {
 	prevIs := func(i int, kw string) bool { return i > 0 && toks[i-1].is(kw) }
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
+		if n.skipTok[i] {
+			continue
+		}
 		next := func(k int) token {
 			if i+k < len(toks) {
 				return toks[i+k]
@@ -272,11 +278,14 @@ func normalize(src string) (*normalized, error) {
 			}
 			w := t.val
 			if isOrderedSetName(w) && next(1).isPunct("(") {
-				k, err := n.orderedSetAgg(toks, i)
+				k, open, err := n.orderedSetAgg(toks, i)
 				if err != nil {
 					return nil, err
 				}
 				i = k
+				if open {
+					depth++ // an expression follows; its ")" closes the call
+				}
 				continue
 			}
 			if r, ok := refusedWords[w]; ok {

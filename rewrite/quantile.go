@@ -108,7 +108,11 @@ const quantileHint = "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col), pe
 // parser does not read WITHIN GROUP. The fraction must be a numeric literal
 // and the ordering a plain column; anything else is refused with its
 // position. It returns the index of the last token consumed.
-func (n *normalized) orderedSetAgg(toks []token, i int) (int, error) {
+//
+// An expression instead of the column (quantile_expr.go) is left to the
+// main loop, which normalizes it like any other expression: open is then
+// true and the returned index is that of BY.
+func (n *normalized) orderedSetAgg(toks []token, i int) (last int, open bool, err error) {
 	src := n.src
 	at := func(k int) token {
 		if k < len(toks) {
@@ -118,19 +122,19 @@ func (n *normalized) orderedSetAgg(toks []token, i int) (int, error) {
 	}
 	fn := toks[i].val
 	if at(i+2).kind == tokNumber && at(i+3).isPunct(",") {
-		return 0, pgerr.New("42809", "WITHIN GROUP is required for ordered-set aggregate %s", fn).
+		return 0, false, pgerr.New("42809", "WITHIN GROUP is required for ordered-set aggregate %s", fn).
 			WithPosition(charPos(src, toks[i].pos)).WithHint("%s", quantileHint)
 	}
 	if at(i+2).kind != tokNumber || !at(i+3).isPunct(")") {
-		return 0, pgerr.New(pgerr.FeatureNotSupported, "%s needs one numeric literal fraction", fn).
+		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s needs one numeric literal fraction", fn).
 			WithPosition(charPos(src, at(i+2).pos)).WithHint("%s", quantileHint)
 	}
 	if !at(i + 4).is("within") {
-		return 0, pgerr.New(pgerr.FeatureNotSupported, "%s needs WITHIN GROUP (ORDER BY col)", fn).
+		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s needs WITHIN GROUP (ORDER BY col)", fn).
 			WithPosition(charPos(src, at(i+4).pos)).WithHint("%s", quantileHint)
 	}
 	if !at(i+5).is("group") || !at(i+6).isPunct("(") || !at(i+7).is("order") || !at(i+8).is("by") {
-		return 0, syntaxErr(src, at(i+5).pos, "syntax error in WITHIN GROUP: expected GROUP (ORDER BY col)").WithHint("%s", quantileHint)
+		return 0, false, syntaxErr(src, at(i+5).pos, "syntax error in WITHIN GROUP: expected GROUP (ORDER BY col)").WithHint("%s", quantileHint)
 	}
 	n.pieces = append(n.pieces, piece{text: quoteIdent(fn), pos: toks[i].pos, lit: -1, word: true})
 	n.pieces = append(n.pieces, piece{text: "(", pos: at(i + 1).pos, lit: -1})
@@ -138,11 +142,14 @@ func (n *normalized) orderedSetAgg(toks []token, i int) (int, error) {
 	n.pieces = append(n.pieces, piece{text: "?", pos: at(i + 2).pos, lit: len(n.lits) - 1, word: true})
 	n.pieces = append(n.pieces, piece{text: ",", pos: at(i + 3).pos, lit: -1})
 	k := i + 9
+	if !plainOrderBy(toks, k) {
+		return n.orderedSetExpr(toks, i, k) // quantile_expr.go
+	}
 	// col: name [. name [. name]]
 	for {
 		t := at(k)
 		if t.kind != tokIdent {
-			return 0, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by a plain column only").
+			return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by a plain column only").
 				WithPosition(charPos(src, t.pos)).WithHint("%s", quantileHint)
 		}
 		n.pieces = append(n.pieces, piece{text: quoteIdent(t.val), pos: t.pos, lit: -1, word: true})
@@ -157,19 +164,19 @@ func (n *normalized) orderedSetAgg(toks []token, i int) (int, error) {
 	case at(k).is("asc"):
 		k++
 	case at(k).is("desc"):
-		return 0, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP (ORDER BY … DESC) is not supported").
+		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP (ORDER BY … DESC) is not supported").
 			WithPosition(charPos(src, at(k).pos)).WithHint("order ascending and use the complementary fraction, e.g. %s(0.9) instead of %s(0.1) … DESC", fn, fn)
 	}
 	if !at(k).isPunct(")") {
-		return 0, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by one plain column only").
+		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by one plain column only").
 			WithPosition(charPos(src, at(k).pos)).WithHint("%s", quantileHint)
 	}
 	n.pieces = append(n.pieces, piece{text: ")", pos: at(k).pos, lit: -1})
 	if at(k+1).is("filter") || at(k+1).is("over") {
-		return 0, pgerr.New(pgerr.FeatureNotSupported, "%s after WITHIN GROUP is not supported", strings.ToUpper(at(k+1).val)).
+		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s after WITHIN GROUP is not supported", strings.ToUpper(at(k+1).val)).
 			WithPosition(charPos(src, at(k+1).pos)).WithHint("move the condition to WHERE")
 	}
-	return k, nil
+	return k, false, nil
 }
 
 // orderedSet plans percentile_cont / percentile_disc (as normalized by
@@ -189,8 +196,8 @@ func (b *builder) orderedSet(fc *ast.FuncCallExpr, fn string) (aggSpec, Output, 
 			WithPosition(charPos(b.src, l.pos)).WithHint("write a fraction such as 0.5")
 	}
 	c, ok := fc.Args[1].(*ast.ColumnNameExpr)
-	if !ok {
-		return aggSpec{}, Output{}, b.errAt(fc, pgerr.FeatureNotSupported, "WITHIN GROUP orders by a plain column only").WithHint("%s", quantileHint)
+	if !ok || b.opts.QuantileMethod == QuantileSample {
+		return b.quantileOfExpr(fc.Args[1], fn, q, fn == "percentile_cont", "") // quantile_expr.go
 	}
 	return b.quantileOf(c, fn, q, fn == "percentile_cont", "")
 }
@@ -206,11 +213,6 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 	if p, ok := arg.(*ast.ParenthesesExpr); ok {
 		arg = p.Expr
 	}
-	c, ok := arg.(*ast.ColumnNameExpr)
-	if !ok {
-		return aggSpec{}, Output{}, b.errAt(arg, pgerr.FeatureNotSupported, "%s of an expression is not supported", strings.ToUpper(fn)).
-			WithHint("%s a plain column with bounds in the policy", strings.ToUpper(fn))
-	}
 	q := 0.0
 	if fn == "max" {
 		q = 1
@@ -220,6 +222,10 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 	filter, err := b.aggFilter(x)
 	if err != nil {
 		return aggSpec{}, Output{}, err
+	}
+	c, ok := arg.(*ast.ColumnNameExpr)
+	if !ok || b.opts.QuantileMethod == QuantileSample {
+		return b.quantileOfExpr(arg, fn, q, false, filter) // quantile_expr.go
 	}
 	return b.quantileOf(c, fn, q, false, filter)
 }
@@ -292,6 +298,9 @@ func quantilePGType(t policy.Type) string {
 // quantileValueSQL is the clamped value of a quantile's column as numeric
 // (dates as days since 1970-01-01), NULL when the column is NULL.
 func quantileValueSQL(t *policy.Table, m Measure) string {
+	if m.Expr != "" {
+		return quantileExprValueSQL(m) // quantile_expr.go
+	}
 	c := quoteIdent(m.Column)
 	lo, hi := boundConst(t, m), boundConstUpper(t, m)
 	v := c + "::numeric"
@@ -309,6 +318,9 @@ func quantileValueSQL(t *policy.Table, m Measure) string {
 // boundConst and boundConstUpper write the policy bounds of the measure's
 // column as numeric constants (dates as day numbers).
 func boundConst(t *policy.Table, m Measure) string {
+	if m.Expr != "" {
+		return formatConst(m.Lower) // the expression's interval, exactly
+	}
 	if m.Quantile.Type == policy.TypeDate {
 		return "(" + strconv.FormatFloat(m.Lower, 'f', -1, 64) + ")::numeric"
 	}
@@ -316,6 +328,9 @@ func boundConst(t *policy.Table, m Measure) string {
 }
 
 func boundConstUpper(t *policy.Table, m Measure) string {
+	if m.Expr != "" {
+		return formatConst(m.Upper)
+	}
 	if m.Quantile.Type == policy.TypeDate {
 		return "(" + strconv.FormatFloat(m.Upper, 'f', -1, 64) + ")::numeric"
 	}

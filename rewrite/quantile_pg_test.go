@@ -271,6 +271,12 @@ func TestQuantile_OrderStatsPostgres(t *testing.T) {
 			"SELECT department, array_agg(length_of_stay::float8 ORDER BY length_of_stay) FROM visits WHERE patient_id IS NOT NULL AND length_of_stay IS NOT NULL AND age > 30 GROUP BY 1"},
 		{"SELECT percentile_cont(0.25) WITHIN GROUP (ORDER BY cost) FROM visits WHERE department = 'surgery'",
 			"SELECT '', array_agg(cost::float8 ORDER BY cost) FROM visits WHERE patient_id IS NOT NULL AND cost IS NOT NULL AND department = 'surgery'"},
+		// Expressions (quantile_expr.go): the sentinels are the ends of
+		// the expression's interval.
+		{"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost / NULLIF(age, 0)) FROM visits",
+			"SELECT '', array_agg(v::float8 ORDER BY v) FROM (SELECT cost / NULLIF(age, 0) AS v FROM visits WHERE patient_id IS NOT NULL) AS s WHERE v IS NOT NULL"},
+		{"SELECT department, MAX(length_of_stay * 2 + 1) FROM visits GROUP BY department",
+			"SELECT department, array_agg((length_of_stay * 2 + 1)::float8 ORDER BY length_of_stay) FROM visits WHERE patient_id IS NOT NULL AND length_of_stay IS NOT NULL GROUP BY 1"},
 	}
 	for _, tc := range cases {
 		base, err := Rewrite(ds, tc.query)

@@ -76,10 +76,10 @@ func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism st
 	switch method {
 	case "":
 		method = DefaultQuantileMethod
-	case QuantileExponential, QuantileSmooth, QuantilePTR:
+	case QuantileExponential, QuantileSmooth, QuantilePTR, QuantileSample:
 	default:
 		return nil, pgerr.New(pgerr.InvalidParameterValue, "unknown quantile method %q", method).
-			WithHint("SET dp.quantile_method = exponential, smooth or ptr")
+			WithHint("SET dp.quantile_method = exponential, smooth, ptr or sample")
 	}
 	n, nDelta := 0, 0
 	for _, m := range p.Measures {
@@ -94,6 +94,11 @@ func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism st
 	}
 	if n == 0 {
 		return p, nil
+	}
+	if method == QuantileSample {
+		// Sample-and-aggregate quantiles are planned by the builder
+		// (Options.QuantileMethod, quantile_expr.go), never re-emitted.
+		return nil, pgerr.New(pgerr.InternalError, "internal error: plan not built for quantile method sample")
 	}
 	nEpsilon := len(p.Measures)
 	if p.PrivateGroups() {

@@ -40,6 +40,11 @@ type Options struct {
 	// SampleBlocks, when > 0, is SET dp.sample_blocks = k: the number of
 	// sample-and-aggregate blocks (else k is chosen from a noisy unit count).
 	SampleBlocks int
+	// QuantileMethod is SET dp.quantile_method when it changes the plan's
+	// shape: QuantileSample answers quantiles by sample-and-aggregate
+	// (quantile_expr.go). The other methods are applied after planning
+	// (Plan.WithQuantiles) and leave it "".
+	QuantileMethod string
 }
 
 // RewriteWith is Rewrite with session options.

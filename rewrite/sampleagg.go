@@ -236,6 +236,9 @@ type saSpec struct {
 	fn           string // corr, covar_pop, …
 	y, x         string // PostgreSQL's argument order: f(Y, X)
 	lower, upper float64
+	// q, value: a quantile (quantile_expr.go: fn is percentile_cont,
+	// percentile_disc, min or max) of the row value, q its fraction.
+	q, value string
 }
 
 var sampleAggFuncs = map[string]bool{
@@ -377,7 +380,7 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		sa.Levels = []int{k}
 	}
 	for _, s := range b.sa {
-		p.Measures = append(p.Measures, Measure{Kind: MeasureSampleAgg, Column: s.fn + "(" + s.y + ", " + s.x + ")",
+		p.Measures = append(p.Measures, Measure{Kind: MeasureSampleAgg, Column: s.label(),
 			Lower: s.lower, Upper: s.upper, LInf: widthUp(s.lower, s.upper)})
 	}
 	if len(sa.Levels) > 1 || p.PrivateGroups() {
@@ -465,7 +468,7 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	var inCols []string
 	inIdx := map[string]int{}
 	for _, s := range b.sa {
-		for _, c := range []string{s.y, s.x} {
+		for _, c := range s.inputs() {
 			if _, ok := inIdx[c]; !ok {
 				inIdx[c] = len(inCols)
 				inCols = append(inCols, c)
@@ -489,6 +492,10 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	}
 	cols = append(cols, blockHashSQL(unit, sa)+" AS dp_hash")
 	for _, c := range inCols {
+		if v, ok := quantileInputSQL(c); ok {
+			cols = append(cols, v+" AS "+in(c)) // quantile_expr.go
+			continue
+		}
 		// round(…, 30) before the cast: a numeric below 1e-308 (e.g.
 		// 1e-1000) would make ::float8 raise 22003 on that row, an error
 		// that depends on the data (TestEmittedSQL_Total). The clamped
@@ -544,6 +551,10 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		// ORDER BY inside the call fixes the order in which the float8
 		// aggregate accumulates, so f_b is a function of the block's rows
 		// (without it the last bits depend on the random row order).
+		if s.value != "" {
+			blocks = append(blocks, s.quantileSQL(in)+" AS dp_f"+strconv.Itoa(i)) // quantile_expr.go
+			continue
+		}
 		y, x := in(s.y), in(s.x)
 		blocks = append(blocks, s.fn+"("+y+", "+x+" ORDER BY "+y+", "+x+") AS dp_f"+strconv.Itoa(i))
 	}

@@ -711,3 +711,18 @@ SELECT p.birth_year, COUNT(*) FROM visits v JOIN patients p USING (patient_id) W
 SELECT v.diagnosis, p.region, COUNT(*), MAX(v.age) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY v.diagnosis, p.region
 
 SELECT p.region, v.diagnosis, SUM(v.cost) FROM patients p JOIN visits v USING (patient_id) WHERE v.age >= 18 GROUP BY p.region, v.diagnosis
+
+-- # Quantiles of expressions (quantile_expr.go): compared with
+-- # PostgreSQL's own answer up to a bucket of the grid (checkQuantileRows)
+
+SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost / NULLIF(age, 0)) FROM visits
+
+SELECT MAX(cost * 2 + 1) FROM visits
+
+SELECT department, MIN(age - length_of_stay), percentile_disc(0.75) WITHIN GROUP (ORDER BY length_of_stay * 2) FROM visits GROUP BY department
+
+SELECT percentile_cont(0.25) WITHIN GROUP (ORDER BY cost * 1.1 + 5) FROM visits WHERE age >= 18
+
+SELECT MIN(CASE WHEN age >= 65 THEN cost ELSE cost / 2 END) FROM visits
+
+SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY GREATEST(age, 18) - 18), COUNT(*) FROM visits

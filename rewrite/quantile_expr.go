@@ -1,0 +1,364 @@
+// Privacy-critical: needs DP review.
+
+package rewrite
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/sensitivity"
+	"github.com/pingcap/tidb/pkg/parser/ast"
+)
+
+// Quantiles of expressions: percentile_cont(q) WITHIN GROUP (ORDER BY
+// expr), percentile_disc(q) WITHIN GROUP (ORDER BY expr), MIN(expr) and
+// MAX(expr), where expr is a per-row expression of rowexpr.go (e.g.
+// cost / NULLIF(age, 0), cost * 2 + 1).
+//
+// # Bounded values
+//
+// The row value is the expression's emitted SQL: every column in it is
+// clamped to its policy bounds and every quotient to its decimal interval
+// (rowexpr.go), so by the inclusion property of interval arithmetic
+// (sensitivity/interval.go) each non-NULL value lies in the exact interval
+// [lo, hi] the analysis returns, whatever the data. The measure's bounds
+// are that interval rounded outwards to float64 (Lower ≤ lo, hi ≤ Upper),
+// and the emitted SQL clamps the value to [Lower, Upper] once more (a
+// no-op, kept so that a bucket index or an order statistic can never leave
+// the grid or the sentinels even if an interval were wrong). Everything
+// else is the column case of quantile.go unchanged: contribution bounding
+// keeps at most R = max_rows_per_unit values per (unit, group), so one unit
+// moves every rank-based quantity by at most R, and the grid (exponential
+// method) or the sentinels (smooth, ptr) are functions of [Lower, Upper],
+// which come from the policy and the query's constants only.
+//
+// # The grid
+//
+// The exponential method's grid is the column case's (quantileGrid) over
+// [Lower, Upper]: whole-number buckets when every value is an integer
+// (PostgreSQL types the expression as an integer), else 256 equal buckets.
+// An interval that the grid cannot resolve is refused (quantileExprGrid):
+// empty or a single point (the expression is constant), not finite in
+// float64, or so wide that adjacent bucket edges round to the same
+// float64 or, for integers, beyond 2⁵³ where float64 no longer holds every
+// integer.
+//
+// # Sample-and-aggregate (SET dp.quantile_method = sample)
+//
+// With the sample method the quantile is not a measure of this file but a
+// statistic of sampleagg.go: per block of units (keyed hash), PostgreSQL's
+// own percentile_cont/percentile_disc/MIN/MAX of the same bounded row
+// value, clipped to the output range [Lower, Upper] (the expression's
+// interval, narrowed by SET dp.output_range), averaged over the k blocks,
+// with noise of sensitivity (Upper − Lower)/k. See sampleQuantile.
+
+// QuantileSample answers quantiles by sample-and-aggregate (sampleagg.go).
+// Unlike the other methods it is chosen when the plan is built
+// (Options.QuantileMethod): the plan has a different shape.
+const QuantileSample = "sample"
+
+// quantileExprHint says what a quantile of an expression may be.
+const quantileExprHint = "write e.g. percentile_cont(0.5) WITHIN GROUP (ORDER BY cost / NULLIF(age, 0)) or MAX(cost * 2 + 1): " +
+	"an expression of bounded numeric columns, numeric constants, + - * /, CASE, COALESCE, NULLIF, LEAST, GREATEST and ABS"
+
+// maxExactInt is 2⁵³: every integer of magnitude up to it is a float64.
+const maxExactInt = 1 << 53
+
+// plainOrderBy reports whether the WITHIN GROUP ordering starting at
+// toks[k] is a plain column: name [. name [. name]] [ASC|DESC] ")".
+func plainOrderBy(toks []token, k int) bool {
+	for {
+		if k >= len(toks) || toks[k].kind != tokIdent {
+			return false
+		}
+		k++
+		if k >= len(toks) || !toks[k].isPunct(".") {
+			break
+		}
+		k++
+	}
+	if k < len(toks) && (toks[k].is("asc") || toks[k].is("desc")) {
+		k++
+	}
+	return k < len(toks) && toks[k].isPunct(")")
+}
+
+// orderedSetExpr checks fn ( q ) WITHIN GROUP ( ORDER BY expr [ASC] ) whose
+// ordering toks[k…] is an expression, after orderedSetAgg has emitted
+// "fn"(?, . The expression's tokens are left to the normalizer's main loop
+// (it returns the index of BY, with open = true); the closing ")" of WITHIN
+// GROUP closes the call, and a trailing ASC is dropped.
+func (n *normalized) orderedSetExpr(toks []token, i, k int) (int, bool, error) {
+	src := n.src
+	fn := toks[i].val
+	depth, end := 0, -1
+	for j := k; j < len(toks) && end < 0; j++ {
+		switch {
+		case toks[j].isPunct("("):
+			depth++
+		case toks[j].isPunct(")") && depth == 0:
+			end = j
+		case toks[j].isPunct(")"):
+			depth--
+		case toks[j].isPunct(",") && depth == 0:
+			return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by one expression only").
+				WithPosition(charPos(src, toks[j].pos)).WithHint("%s", quantileExprHint)
+		case toks[j].is("using"):
+			return 0, false, pgerr.New(pgerr.FeatureNotSupported, "ORDER BY … USING is not supported").
+				WithPosition(charPos(src, toks[j].pos)).WithHint("%s", quantileExprHint)
+		}
+	}
+	if end < 0 {
+		return 0, false, syntaxErr(src, len(src), "syntax error in WITHIN GROUP: expected )").WithHint("%s", quantileHint)
+	}
+	last := end - 1
+	switch {
+	case last < k:
+		return 0, false, syntaxErr(src, toks[end].pos, "syntax error in WITHIN GROUP: expected an expression after ORDER BY").WithHint("%s", quantileHint)
+	case toks[last].is("desc"):
+		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP (ORDER BY … DESC) is not supported").
+			WithPosition(charPos(src, toks[last].pos)).WithHint("order ascending and use the complementary fraction, e.g. %s(0.9) instead of %s(0.1) … DESC", fn, fn)
+	case toks[last].is("asc"):
+		if last == k {
+			return 0, false, syntaxErr(src, toks[last].pos, "syntax error in WITHIN GROUP: expected an expression after ORDER BY").WithHint("%s", quantileHint)
+		}
+		if n.skipTok == nil {
+			n.skipTok = map[int]bool{}
+		}
+		n.skipTok[last] = true
+	}
+	if end+1 < len(toks) && (toks[end+1].is("filter") || toks[end+1].is("over")) {
+		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s after WITHIN GROUP is not supported", strings.ToUpper(toks[end+1].val)).
+			WithPosition(charPos(src, toks[end+1].pos)).WithHint("move the condition to WHERE")
+	}
+	return i + 8, true, nil
+}
+
+// quantileOfExpr plans a quantile of an expression (see the file comment):
+// a MeasureQuantile whose row value is the expression, or with the sample
+// method a sample-and-aggregate statistic.
+func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool, filter string) (aggSpec, Output, error) {
+	shown := strings.ToUpper(fn)
+	if b.join != nil {
+		return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "%s of an expression over a join is not supported yet", shown).
+			WithHint("compute quantiles of expressions over one protected table")
+	}
+	for _, k := range b.keys {
+		if k.Private {
+			return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "%s with GROUP BY %s (a column without public values) is not supported yet", shown, k.Column).
+				WithHint("group quantiles by columns with public_values in the policy")
+		}
+	}
+	v, err := b.rowValue(e)
+	if err != nil {
+		return aggSpec{}, Output{}, err
+	}
+	if v.iv.Empty() {
+		return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "the expression of %s is always NULL", shown).
+			WithHint("%s", quantileExprHint)
+	}
+	typ := policy.TypeNumeric
+	switch {
+	case v.iv.Int:
+		typ = policy.TypeInt
+	case floatExpr(b, e):
+		typ = policy.TypeFloat
+	}
+	lower, upper := sensitivity.RatDown(v.iv.Lo), sensitivity.RatUp(v.iv.Hi)
+	if msg := quantileExprGrid(typ, lower, upper); msg != "" {
+		return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "the expression of %s %s", shown, msg).
+			WithHint("bound the expression more tightly (the policy bounds of its columns and its constants give its range), e.g. LEAST(GREATEST(expr, lo), hi); %s", quantileExprHint)
+	}
+	pgType := "float8" // percentile_cont returns double precision
+	if !cont {
+		pgType = quantilePGType(typ)
+	}
+	if b.opts.QuantileMethod == QuantileSample {
+		return b.sampleQuantile(e, fn, q, cont, filter, v.sql, typ, lower, upper, pgType)
+	}
+	buckets, width := quantileGrid(typ, lower, upper)
+	m := Measure{Kind: MeasureQuantile, Expr: v.sql, Lower: lower, Upper: upper, Filter: filter, Quantile: &Quantile{
+		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
+		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
+	}}
+	m = measureBounds(b.table, m, nil)
+	idx := -1
+	for i, have := range b.measures {
+		if have.Kind == MeasureQuantile && have.Column == "" && have.Expr == m.Expr && have.Filter == m.Filter && *have.Quantile == *m.Quantile {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		b.measures = append(b.measures, m)
+		idx = len(b.measures) - 1
+	}
+	spec := aggSpec{fn: fn + "(" + strconv.FormatFloat(q, 'g', -1, 64) + ")", expr: v.sql, filter: filter}
+	return spec, Output{Name: fn, Kind: OutputQuantile, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
+}
+
+// quantileExprGrid returns why the exponential method's grid cannot
+// resolve [lower, upper] (see "The grid"), or "".
+func quantileExprGrid(typ policy.Type, lower, upper float64) string {
+	switch {
+	case math.IsInf(lower, 0) || math.IsInf(upper, 0) || math.IsNaN(lower) || math.IsNaN(upper) || math.IsInf(upper-lower, 0):
+		return "has a range too wide for a quantile (not finite in double precision)"
+	case !(upper > lower):
+		return "is constant: its range is a single value"
+	case typ == policy.TypeInt && (math.Abs(lower) > maxExactInt || math.Abs(upper) > maxExactInt):
+		return "has integer values beyond 2^53, too wide for a quantile's grid"
+	}
+	buckets, width := quantileGrid(typ, lower, upper)
+	last := lower + float64(buckets-1)*width
+	// The last bucket starts at last and holds upper (for integers, the
+	// integers last … upper).
+	if !(width > 0) || lower+width == lower || last+width == last || last > upper || last == upper && typ != policy.TypeInt {
+		return "has a range too wide for the resolution of a quantile's grid"
+	}
+	return ""
+}
+
+// floatExpr reports whether PostgreSQL types the value expression e as
+// double precision: a float column or a float8 constant among its values
+// (float8 wins over numeric and integer in + − × /, CASE, COALESCE,
+// LEAST and GREATEST; CASE conditions do not count).
+func floatExpr(b *builder, e ast.ExprNode) bool {
+	if l, ok := b.lit(e); ok {
+		return l.typ == policy.TypeFloat
+	}
+	switch x := e.(type) {
+	case *ast.ParenthesesExpr:
+		return floatExpr(b, x.Expr)
+	case *ast.ColumnNameExpr:
+		ci, err := b.column(x)
+		return err == nil && ci.col != nil && ci.col.Type == policy.TypeFloat
+	case *ast.UnaryOperationExpr:
+		return floatExpr(b, x.V)
+	case *ast.BinaryOperationExpr:
+		return floatExpr(b, x.L) || floatExpr(b, x.R)
+	case *ast.CaseExpr:
+		for _, w := range x.WhenClauses {
+			if floatExpr(b, w.Result) {
+				return true
+			}
+		}
+		return x.ElseClause != nil && floatExpr(b, x.ElseClause)
+	case *ast.FuncCallExpr:
+		args := x.Args
+		if strings.EqualFold(x.FnName.O, "nullif") && len(args) > 0 {
+			args = args[:1] // NULLIF has its first argument's type
+		}
+		for _, a := range args {
+			if floatExpr(b, a) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// quantileExprValueSQL is the row value of a quantile of an expression:
+// the expression's SQL clamped to [Lower, Upper] (a no-op by the interval
+// analysis), NULL when it is NULL.
+func quantileExprValueSQL(m Measure) string {
+	return "CASE WHEN " + m.Expr + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + m.Expr + ", " +
+		formatConst(m.Lower) + "), " + formatConst(m.Upper) + ") END"
+}
+
+// sampleQuantile plans a quantile by sample-and-aggregate (SET
+// dp.quantile_method = sample): a statistic of sampleagg.go whose block
+// answer is PostgreSQL's fn of the bounded row value over the block's
+// rows, clipped to the output range [lower, upper] (the value's interval,
+// intersected with SET dp.output_range). Every block answer of
+// percentile_cont, percentile_disc, MIN and MAX lies in the hull of the
+// block's values, so clipping to the value's interval changes nothing and
+// the sensitivity (upper − lower)/k of the average is that of every
+// sample-and-aggregate statistic (sampleagg.go, "Guarantee").
+func (b *builder) sampleQuantile(e ast.ExprNode, fn string, q float64, cont bool, filter, value string, typ policy.Type, lower, upper float64, pgType string) (aggSpec, Output, error) {
+	if filter != "" {
+		return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "%s … FILTER with dp.quantile_method = sample is not supported", strings.ToUpper(fn)).
+			WithHint("move the condition to WHERE, or SET dp.quantile_method = exponential")
+	}
+	if b.opts.HasOutputRange {
+		lower, upper = math.Max(lower, b.opts.OutputLower), math.Min(upper, b.opts.OutputUpper)
+		if !(lower < upper) {
+			return aggSpec{}, Output{}, b.errAt(e, pgerr.InvalidParameterValue, "dp.output_range does not overlap the range of the expression of %s", strings.ToUpper(fn)).
+				WithHint("SET dp.output_range = 'lo,hi' to a range that meets the values of the expression, or RESET dp.output_range")
+		}
+	}
+	shown := "expression"
+	if p, ok := e.(*ast.ParenthesesExpr); ok {
+		e = p.Expr
+	}
+	if c, ok := e.(*ast.ColumnNameExpr); ok {
+		if ci, err := b.column(c); err == nil {
+			shown = ci.name
+		}
+	}
+	qs := ""
+	if fn == "percentile_cont" || fn == "percentile_disc" {
+		qs = strconv.FormatFloat(q, 'g', -1, 64)
+	}
+	if cont {
+		// PostgreSQL's percentile_cont computes in float8. round(…, 30)
+		// first: a numeric below 1e-308 would make the cast raise 22003
+		// (sampleagg.go); every value is within the finite interval.
+		value = "round(" + value + ", 30)::float8"
+	}
+	spec := saSpec{fn: fn, y: shown, lower: lower, upper: upper, q: qs, value: value}
+	idx := -1
+	for i, s := range b.sa {
+		if s == spec {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		b.sa = append(b.sa, spec)
+		idx = len(b.sa) - 1
+	}
+	return aggSpec{}, Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
+}
+
+// sampleValueKey marks an input of the sample-and-aggregate SQL that is a
+// row value (its SQL follows) rather than a column name: policy names
+// cannot contain a NUL byte (PostgreSQL identifiers cannot).
+const sampleValueKey = "\x00"
+
+// label names the statistic in EXPLAIN: f(y, x), or fn(q) of the value.
+func (s saSpec) label() string {
+	switch {
+	case s.value == "":
+		return s.fn + "(" + s.y + ", " + s.x + ")"
+	case s.q != "":
+		return s.fn + "(" + s.q + ") of " + s.y
+	}
+	return s.fn + " of " + s.y
+}
+
+// inputs are the keys of the statistic's inputs: its two columns, or its
+// row value.
+func (s saSpec) inputs() []string {
+	if s.value != "" {
+		return []string{sampleValueKey + s.value}
+	}
+	return []string{s.y, s.x}
+}
+
+// quantileInputSQL is the SQL of an input key that is a row value.
+func quantileInputSQL(key string) (string, bool) {
+	v, ok := strings.CutPrefix(key, sampleValueKey)
+	return v, ok
+}
+
+// quantileSQL is the block answer of a quantile statistic: PostgreSQL's
+// own ordered-set aggregate (or MIN/MAX) of the row value; NULL for a
+// block without values.
+func (s saSpec) quantileSQL(in func(string) string) string {
+	v := in(s.inputs()[0])
+	if s.q == "" {
+		return s.fn + "(" + v + ")"
+	}
+	return s.fn + "((" + s.q + ")::float8) WITHIN GROUP (ORDER BY " + v + ")"
+}

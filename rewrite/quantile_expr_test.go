@@ -1,0 +1,209 @@
+package rewrite
+
+import (
+	"context"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+)
+
+// clampedX and clampedY are obs's columns clamped as the emitted SQL does
+// (GREATEST and LEAST ignore NULLs, hence the CASE).
+const (
+	clampedX = "(CASE WHEN x IS NULL THEN NULL ELSE LEAST(GREATEST(x::numeric, 0), 10) END)"
+	clampedY = "(CASE WHEN y IS NULL THEN NULL ELSE LEAST(GREATEST(y::numeric, -5), 20) END)"
+)
+
+// saQuantileCases are quantiles by sample-and-aggregate over saPolicy's
+// obs table, with the same statistic written as a plain PostgreSQL
+// aggregate over the columns clamped (and cast) as the emitted SQL does.
+var saQuantileCases = []struct {
+	query, ref string
+	pgType     string
+	lo, hi     float64 // the expression's interval
+}{
+	{"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY y - x * 2) FROM obs",
+		"percentile_cont(0.5) WITHIN GROUP (ORDER BY " + clampedY + " - " + clampedX + " * 2)", "float8", -25, 20},
+	{"SELECT percentile_disc(0.25) WITHIN GROUP (ORDER BY x / 2) FROM obs",
+		"percentile_disc(0.25) WITHIN GROUP (ORDER BY " + clampedX + " / 2)", "numeric", 0, 5},
+	{"SELECT MAX(x * 3 + 1) FROM obs",
+		"MAX(" + clampedX + " * 3 + 1)", "numeric", 1, 31},
+	{"SELECT MIN(y) FROM obs",
+		"MIN(" + clampedY + ")", "float8", -5, 20},
+}
+
+// saBlockQuantiles is blockValues for a quantile statistic: ref over the
+// rows of each block of k, clipped to [lo, hi], empty blocks as the
+// midpoint.
+func saBlockQuantiles(t *testing.T, ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, key []byte, ref string, k int, lo, hi float64) []float64 {
+	t.Helper()
+	rows, err := q.Query(ctx, `SELECT DISTINCT unit_id FROM obs WHERE unit_id IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := make([][]int64, k)
+	for rows.Next() {
+		var u int64
+		if err := rows.Scan(&u); err != nil {
+			t.Fatal(err)
+		}
+		b := goBlock(key, strconv.FormatInt(u, 10), k)
+		blocks[b] = append(blocks[b], u)
+	}
+	rows.Close()
+	out := make([]float64, k)
+	for b := range blocks {
+		var v *float64
+		if err := q.QueryRow(ctx, `SELECT (`+ref+`)::float8 FROM obs WHERE unit_id = ANY($1)`, blocks[b]).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v == nil {
+			out[b] = SampleMid(lo, hi)
+			continue
+		}
+		out[b] = math.Min(math.Max(*v, lo), hi)
+	}
+	return out
+}
+
+// TestQuantileSample_Postgres: with SET dp.quantile_method = sample and
+// noise off, the emitted SQL returns, for every level k, the mean over the
+// k blocks of PostgreSQL's own percentile (or MIN/MAX) of the expression
+// per block (blocks assigned by HMAC in Go), clipped to the expression's
+// interval; and the plan is a sample-and-aggregate plan with that interval
+// as output range and sensitivity u − l.
+func TestQuantileSample_Postgres(t *testing.T) {
+	ctx, conn := freshConn(t, 2*time.Minute)
+	ds, err := policy.Parse(strings.NewReader(saPolicy), "sa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saTable(t, ctx, conn, 400)
+	key := ds.SampleKey()
+	for _, tc := range saQuantileCases {
+		for _, fixed := range []int{0, 8} {
+			p, err := RewriteWith(ds, tc.query, Options{QuantileMethod: QuantileSample, SampleBlocks: fixed})
+			if err != nil {
+				t.Fatalf("%s: %v", tc.query, err)
+			}
+			o := p.Outputs[0]
+			if p.SampleAgg == nil || o.Kind != OutputSampleAgg || o.PGType != tc.pgType || o.Lower != tc.lo || o.Upper != tc.hi ||
+				p.Measures[0].LInf != tc.hi-tc.lo {
+				t.Fatalf("%s: plan %+v output %+v, want a sample-and-aggregate plan of type %s over [%v, %v]", tc.query, p.SampleAgg, o, tc.pgType, tc.lo, tc.hi)
+			}
+			got, units := emittedAverages(t, ctx, conn, p)
+			levels := p.SampleAgg.Levels
+			if len(levels) > 4 {
+				levels = levels[:4]
+			}
+			for _, k := range levels {
+				want := mean(saBlockQuantiles(t, ctx, conn, key, tc.ref, k, tc.lo, tc.hi))
+				if g := got[k][0]; math.Abs(g-want) > 1e-9*math.Max(1, math.Abs(want)) {
+					t.Errorf("%s, k=%d: emitted average %v, PostgreSQL per block %v", tc.query, k, g, want)
+				}
+				if fixed == 0 && units[k] != 400 {
+					t.Errorf("%s, k=%d: n = %d, want 400", tc.query, k, units[k])
+				}
+			}
+		}
+	}
+}
+
+// TestQuantileSample_Neighbour: adding one unit with more than
+// max_rows_per_unit extreme rows changes the block answer of its own block
+// only, and the released average by at most (u − l)/k.
+func TestQuantileSample_Neighbour(t *testing.T) {
+	ctx, conn := freshConn(t, 2*time.Minute)
+	ds, err := policy.Parse(strings.NewReader(saPolicy), "sa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	saTable(t, ctx, conn, 120)
+	key := ds.SampleKey()
+	const k = 16
+	for _, tc := range saQuantileCases {
+		p, err := RewriteWith(ds, tc.query, Options{QuantileMethod: QuantileSample, SampleBlocks: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		base, _ := emittedAverages(t, ctx, conn, p)
+		before := saBlockQuantiles(t, ctx, conn, key, tc.ref, k, tc.lo, tc.hi)
+		maxMove := 0.0
+		for trial, unit := range []int64{100001, 100002, 100003, 100004, 100005, 100006} {
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for r := 0; r < 6; r++ {
+				x, y := []string{"0", "1e9"}[(r+trial)%2], []float64{-1e9, 1e9}[r%2]
+				if _, err := tx.Exec(ctx, `INSERT INTO obs VALUES ($1, $2, $3)`, unit, x, y); err != nil {
+					t.Fatal(err)
+				}
+			}
+			after := saBlockQuantiles(t, ctx, tx, key, tc.ref, k, tc.lo, tc.hi)
+			d2, _ := emittedAverages(t, ctx, tx, p)
+			_ = tx.Rollback(ctx)
+			ub := goBlock(key, strconv.FormatInt(unit, 10), k)
+			for b := range before {
+				if b != ub && before[b] != after[b] {
+					t.Errorf("%s trial %d: block %d changed but the new unit is in block %d", tc.query, trial, b, ub)
+				}
+			}
+			d := math.Abs(d2[k][0] - base[k][0])
+			maxMove = math.Max(maxMove, d)
+			if bound := (tc.hi - tc.lo) / k; d > bound+1e-9 {
+				t.Errorf("%s trial %d: moved by %v > (u−l)/k = %v", tc.query, trial, d, bound)
+			}
+		}
+		if maxMove == 0 {
+			t.Errorf("%s: no added unit moved the answer; the audit exercises nothing", tc.query)
+		}
+	}
+}
+
+func TestQuantileSample_Refusals(t *testing.T) {
+	ds, err := policy.Parse(strings.NewReader(saPolicy), "sa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := Options{QuantileMethod: QuantileSample}
+	for _, tc := range []struct {
+		name, sql string
+		opts      Options
+		code      string
+	}{
+		{"filter", "SELECT MAX(x * 2) FILTER (WHERE y > 0) FROM obs", sample, "0A000"},
+		{"with count", "SELECT MAX(x * 2), COUNT(*) FROM obs", sample, "0A000"},
+		{"range outside", "SELECT MAX(x * 2) FROM obs", Options{QuantileMethod: QuantileSample, HasOutputRange: true, OutputLower: 30, OutputUpper: 40}, "22023"},
+		{"unbounded quotient", "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY y / x) FROM obs", sample, "0A000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := RewriteWith(ds, tc.sql, tc.opts)
+			pe, ok := err.(interface{ SQLState() string })
+			if !ok || pe.SQLState() != tc.code {
+				t.Fatalf("RewriteWith(%q) = %v, want SQLSTATE %s", tc.sql, err, tc.code)
+			}
+		})
+	}
+	// dp.output_range narrows the expression's interval (x * 2 in [0, 20]).
+	p, err := RewriteWith(ds, "SELECT MAX(x * 2) FROM obs", Options{QuantileMethod: QuantileSample, HasOutputRange: true, OutputLower: 5, OutputUpper: 100})
+	if err != nil || p.Outputs[0].Lower != 5 || p.Outputs[0].Upper != 20 || p.Measures[0].LInf != 15 {
+		t.Fatalf("MAX(x * 2) with dp.output_range 5,100: %v; want range [5, 20], LInf 15", err)
+	}
+	// A plan built without the sample method cannot be switched to it.
+	q, err := Rewrite(ds, "SELECT MAX(x * 2) FROM obs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := q.WithQuantiles(QuantileSample, 1, 1e-6, policy.MechanismLaplace); err == nil {
+		t.Fatal("WithQuantiles(sample) of an exponential plan succeeded")
+	}
+}
