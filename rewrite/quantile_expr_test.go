@@ -99,7 +99,7 @@ func TestQuantileSample_Postgres(t *testing.T) {
 				p.Measures[0].LInf != tc.hi-tc.lo {
 				t.Fatalf("%s: plan %+v output %+v, want a sample-and-aggregate plan of type %s over [%v, %v]", tc.query, p.SampleAgg, o, tc.pgType, tc.lo, tc.hi)
 			}
-			got, units := emittedAverages(t, ctx, conn, p)
+			got, units := emittedAverages(t, ctx, conn, ds, p)
 			levels := p.SampleAgg.Levels
 			if len(levels) > 4 {
 				levels = levels[:4]
@@ -134,7 +134,7 @@ func TestQuantileSample_Neighbour(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		base, _ := emittedAverages(t, ctx, conn, p)
+		base, _ := emittedAverages(t, ctx, conn, ds, p)
 		before := saBlockQuantiles(t, ctx, conn, key, tc.ref, k, tc.lo, tc.hi)
 		maxMove := 0.0
 		for trial, unit := range []int64{100001, 100002, 100003, 100004, 100005, 100006} {
@@ -149,7 +149,7 @@ func TestQuantileSample_Neighbour(t *testing.T) {
 				}
 			}
 			after := saBlockQuantiles(t, ctx, tx, key, tc.ref, k, tc.lo, tc.hi)
-			d2, _ := emittedAverages(t, ctx, tx, p)
+			d2, _ := emittedAverages(t, ctx, tx, ds, p)
 			_ = tx.Rollback(ctx)
 			ub := goBlock(key, strconv.FormatInt(unit, 10), k)
 			for b := range before {
