@@ -142,16 +142,7 @@ func (n *normalized) orderedSetExpr(toks []token, i, k int) (int, bool, error) {
 // method a sample-and-aggregate statistic.
 func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool, filter string) (aggSpec, Output, error) {
 	shown := strings.ToUpper(fn)
-	if b.join != nil {
-		return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "%s of an expression over a join is not supported yet", shown).
-			WithHint("compute quantiles of expressions over one protected table")
-	}
-	for _, k := range b.keys {
-		if k.Private {
-			return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "%s with GROUP BY %s (a column without public values) is not supported yet", shown, k.Column).
-				WithHint("group quantiles by columns with public_values in the policy")
-		}
-	}
+	// Joins and private group keys as for columns (quantile.go, join.go).
 	v, err := b.rowValue(e)
 	if err != nil {
 		return aggSpec{}, Output{}, err
