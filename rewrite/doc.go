@@ -68,6 +68,14 @@
 //	quantile_smooth.go  Privacy-critical: the smooth and ptr methods
 //	              (Plan.WithQuantiles): f, the smooth bound S or the
 //	              distance D, computed in SQL from order statistics.
+//	quantile_expr.go  Privacy-critical: quantiles of expressions
+//	              (percentile_cont/disc WITHIN GROUP (ORDER BY expr),
+//	              MIN/MAX(expr)): the row value is the rowexpr.go
+//	              expression, the grid or sentinels its interval (refused
+//	              when empty, a point, not finite or too wide for the
+//	              grid); and SET dp.quantile_method = sample, which plans
+//	              quantiles as sample-and-aggregate statistics
+//	              (Options.QuantileMethod, hooks in sampleagg.go).
 //
 // # Verification
 //
@@ -137,7 +145,10 @@
 // STDDEV_POP, STDDEV_SAMP (with PostgreSQL's meanings: variance = var_samp,
 // stddev = stddev_samp), percentile_cont(q)/percentile_disc(q) WITHIN GROUP
 // (ORDER BY col), MIN(col) and MAX(col) (quantiles, answered up to the
-// noise and a bucket width, quantile.go) from one protected table, with
+// noise and a bucket width, quantile.go; of expressions too,
+// quantile_expr.go, with PostgreSQL's result types: percentile_cont
+// float8, the others the expression's int8, numeric or float8) from one
+// protected table, with
 // WHERE over column-vs-literal conditions,
 // GROUP BY public-domain columns (by name, alias or position), ORDER BY
 // outputs, LIMIT/OFFSET (applied downstream to noisy rows). On data within

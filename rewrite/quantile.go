@@ -106,7 +106,7 @@ const quantileHint = "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col), pe
 // orderedSetAgg normalizes fn ( q ) WITHIN GROUP ( ORDER BY col [ASC] )
 // starting at toks[i] (the function name) into "fn"(?, col): the TiDB
 // parser does not read WITHIN GROUP. The fraction must be a numeric literal
-// and the ordering a plain column; anything else is refused with its
+// and the ordering a plain column or an expression; anything else is refused with its
 // position. It returns the index of the last token consumed.
 //
 // An expression instead of the column (quantile_expr.go) is left to the
@@ -195,9 +195,13 @@ func (b *builder) orderedSet(fc *ast.FuncCallExpr, fn string) (aggSpec, Output, 
 		return aggSpec{}, Output{}, pgerr.New("22003", "percentile value %s is not between 0 and 1", l.val).
 			WithPosition(charPos(b.src, l.pos)).WithHint("write a fraction such as 0.5")
 	}
-	c, ok := fc.Args[1].(*ast.ColumnNameExpr)
+	arg := fc.Args[1]
+	if p, ok := arg.(*ast.ParenthesesExpr); ok {
+		arg = p.Expr
+	}
+	c, ok := arg.(*ast.ColumnNameExpr)
 	if !ok || b.opts.QuantileMethod == QuantileSample {
-		return b.quantileOfExpr(fc.Args[1], fn, q, fn == "percentile_cont", "") // quantile_expr.go
+		return b.quantileOfExpr(arg, fn, q, fn == "percentile_cont", "") // quantile_expr.go
 	}
 	return b.quantileOf(c, fn, q, fn == "percentile_cont", "")
 }

@@ -207,3 +207,37 @@ func TestQuantileSample_Refusals(t *testing.T) {
 		t.Fatal("WithQuantiles(sample) of an exponential plan succeeded")
 	}
 }
+
+// TestQuantileSample_Corpus is the corpus check of SET dp.quantile_method
+// = sample over the hospital policy (data within its limits): for k = 2,
+// 4, 8 the emitted SQL's average per group must equal the average over
+// the blocks of the analyst's own query run on each block's units, clipped
+// to the expression's interval (diffSampleAgg, sampleagg_group_test.go);
+// grouped by public keys too (sample-and-aggregate per group).
+func TestQuantileSample_Corpus(t *testing.T) {
+	ctx, conn := freshConn(t, 3*time.Minute)
+	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
+		t.Fatal(err)
+	}
+	ds := loadHospital(t)
+	loadWithinLimits(t, ctx, conn, ds)
+	for _, q := range []string{
+		"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost / NULLIF(age, 0)) FROM visits",
+		"SELECT MAX(cost * 2 + 1) FROM visits",
+		"SELECT department, MIN(age - length_of_stay), percentile_disc(0.75) WITHIN GROUP (ORDER BY length_of_stay * 2) FROM visits GROUP BY department",
+		"SELECT percentile_cont(0.25) WITHIN GROUP (ORDER BY cost * 1.1 + 5) FROM visits WHERE age >= 18",
+		"SELECT MIN(CASE WHEN age >= 65 THEN cost ELSE cost / 2 END) FROM visits",
+		"SELECT department, percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM visits GROUP BY department",
+	} {
+		t.Run(q, func(t *testing.T) {
+			p, err := RewriteWith(ds, q, Options{QuantileMethod: QuantileSample})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.SampleAgg == nil {
+				t.Fatalf("%s: not a sample-and-aggregate plan", q)
+			}
+			diffSampleAgg(t, ctx, conn, ds, p, q)
+		})
+	}
+}
