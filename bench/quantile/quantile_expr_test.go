@@ -49,7 +49,11 @@ func TestQuantileOfExpression(t *testing.T) {
 		"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY income - 20000) FROM pums",
 		"SELECT percentile_disc(0.9) WITHIN GROUP (ORDER BY age * 2 + educ) FROM pums",
 	}
-	methods := []string{rewrite.QuantileExponential, rewrite.QuantileSample}
+	// ranges are SET dp.output_range values an analyst might choose for
+	// sample-and-aggregate (public guesses, not read from the data).
+	ranges := map[string][2]float64{queries[0]: {0, 5000}, queries[1]: {-20000, 80000}, queries[2]: {60, 216}}
+	const sampleRange = "sample+range"
+	methods := []string{rewrite.QuantileExponential, rewrite.QuantileSample, sampleRange}
 	epsilons := []float64{0.1, 0.5, 1}
 	type cell struct{ median, p90 float64 }
 	results := map[string]cell{}
@@ -64,8 +68,12 @@ func TestQuantileOfExpression(t *testing.T) {
 			for _, eps := range epsilons {
 				var p *rewrite.Plan
 				var rows [][]*string
-				if method == rewrite.QuantileSample {
-					p, err = rewrite.RewriteWith(ds, query, rewrite.Options{QuantileMethod: rewrite.QuantileSample})
+				if method != rewrite.QuantileExponential {
+					opts := rewrite.Options{QuantileMethod: rewrite.QuantileSample}
+					if method == sampleRange {
+						opts.HasOutputRange, opts.OutputLower, opts.OutputUpper = true, ranges[query][0], ranges[query][1]
+					}
+					p, err = rewrite.RewriteWith(ds, query, opts)
 					if err == nil {
 						rows, err = queryArgs(ctx, conn, p.SQL, p.QueryArgs(ds)...)
 					}
@@ -105,7 +113,7 @@ func TestQuantileOfExpression(t *testing.T) {
 		t.Logf("%s: PostgreSQL %v", query, truth)
 	}
 	var b strings.Builder
-	b.WriteString("| query (PUMS, n = 1,000) | ε | exponential: median / p90 | sample-and-aggregate: median / p90 (k) |\n|---|---|---|---|\n")
+	b.WriteString("| query (PUMS, n = 1,000) | ε | exponential: median / p90 | sample-and-aggregate: median / p90 (k) | sample-and-aggregate, dp.output_range: median / p90 |\n|---|---|---|---|---|\n")
 	for _, query := range queries {
 		for _, eps := range epsilons {
 			e := results[fmt.Sprint(query, rewrite.QuantileExponential, eps)]
@@ -120,8 +128,9 @@ func TestQuantileOfExpression(t *testing.T) {
 			for _, k := range levels {
 				kk = append(kk, fmt.Sprintf("%d: %d%%", k, 100*counts[k]/runs))
 			}
-			fmt.Fprintf(&b, "| `%s` | %g | %s / %s | %s / %s (%s) |\n", strings.TrimSuffix(strings.TrimPrefix(query, "SELECT "), " FROM pums"), eps,
-				fmtErr(e.median), fmtErr(e.p90), fmtErr(s.median), fmtErr(s.p90), strings.Join(kk, ", "))
+			sr := results[fmt.Sprint(query, sampleRange, eps)]
+			fmt.Fprintf(&b, "| `%s` | %g | %s / %s | %s / %s (%s) | %s / %s ('%g,%g') |\n", strings.TrimSuffix(strings.TrimPrefix(query, "SELECT "), " FROM pums"), eps,
+				fmtErr(e.median), fmtErr(e.p90), fmtErr(s.median), fmtErr(s.p90), strings.Join(kk, ", "), fmtErr(sr.median), fmtErr(sr.p90), ranges[query][0], ranges[query][1])
 		}
 	}
 	t.Logf("median and 90th percentile of |error| over %d runs each:\n%s", runs, b.String())
