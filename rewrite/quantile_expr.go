@@ -168,7 +168,7 @@ func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool
 		pgType = quantilePGType(typ)
 	}
 	if b.opts.QuantileMethod == QuantileSample {
-		return b.sampleQuantile(e, fn, q, cont, filter, v.sql, typ, lower, upper, pgType)
+		return b.sampleQuantile(e, fn, q, cont, filter, v.sql, lower, upper, pgType)
 	}
 	buckets, width := quantileGrid(typ, lower, upper)
 	m := Measure{Kind: MeasureQuantile, Expr: v.sql, Lower: lower, Upper: upper, Filter: filter, Quantile: &Quantile{
@@ -267,7 +267,7 @@ func quantileExprValueSQL(m Measure) string {
 // block's values, so clipping to the value's interval changes nothing and
 // the sensitivity (upper − lower)/k of the average is that of every
 // sample-and-aggregate statistic (sampleagg.go, "Guarantee").
-func (b *builder) sampleQuantile(e ast.ExprNode, fn string, q float64, cont bool, filter, value string, typ policy.Type, lower, upper float64, pgType string) (aggSpec, Output, error) {
+func (b *builder) sampleQuantile(e ast.ExprNode, fn string, q float64, cont bool, filter, value string, lower, upper float64, pgType string) (aggSpec, Output, error) {
 	if filter != "" {
 		return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "%s … FILTER with dp.quantile_method = sample is not supported", strings.ToUpper(fn)).
 			WithHint("move the condition to WHERE, or SET dp.quantile_method = exponential")
