@@ -213,7 +213,8 @@ func TestQuantileSample_Refusals(t *testing.T) {
 // 4, 8 the emitted SQL's average per group must equal the average over
 // the blocks of the analyst's own query run on each block's units, clipped
 // to the expression's interval (diffSampleAgg, sampleagg_group_test.go);
-// grouped by public keys too (sample-and-aggregate per group).
+// grouped by public keys too (sample-and-aggregate per group), and over a
+// join on the unit.
 func TestQuantileSample_Corpus(t *testing.T) {
 	ctx, conn := freshConn(t, 3*time.Minute)
 	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
@@ -228,6 +229,7 @@ func TestQuantileSample_Corpus(t *testing.T) {
 		"SELECT percentile_cont(0.25) WITHIN GROUP (ORDER BY cost * 1.1 + 5) FROM visits WHERE age >= 18",
 		"SELECT MIN(CASE WHEN age >= 65 THEN cost ELSE cost / 2 END) FROM visits",
 		"SELECT department, percentile_disc(0.5) WITHIN GROUP (ORDER BY age) FROM visits GROUP BY department",
+		"SELECT p.sex, MAX(v.cost * 2 - p.birth_year) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.sex",
 	} {
 		t.Run(q, func(t *testing.T) {
 			p, err := RewriteWith(ds, q, Options{QuantileMethod: QuantileSample})
