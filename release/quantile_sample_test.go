@@ -160,3 +160,28 @@ func TestRunSampleAgg_QuantileNeighbours(t *testing.T) {
 		t.Fatal("a change of 3(u − l) passed the e^ε check: the check has no power")
 	}
 }
+
+// TestExplain_QuantileOfExpression: EXPLAIN of the exponential method over
+// an expression names it and its interval, the grid over that interval
+// and the rank sensitivity (max_rows_per_unit), as for a column.
+func TestExplain_QuantileOfExpression(t *testing.T) {
+	ds := loadPolicy(t)
+	plan, err := rewrite.Rewrite(ds, "SELECT MAX(cost * 2) FROM visits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows, err := Explain(ds, plan, 1, 0, policy.MechanismLaplace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []string
+	for _, r := range rows {
+		text = append(text, *r[0])
+	}
+	all := strings.Join(text, "\n")
+	for _, want := range []string{"max(q=1) of an expression clamped to [0, 40000]", "exponential mechanism over 256 buckets of width 156.25", "rank sensitivity=5"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("EXPLAIN lacks %q:\n%s", want, all)
+		}
+	}
+}
