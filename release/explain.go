@@ -258,8 +258,17 @@ func outputText(o rewrite.Output, ms []measurement) string {
 		return fmt.Sprintf("%s_%s from n=m%d, sum=m%d, sumsq=m%d, within [0, %s]  (half_width_95≈%s, first order, n = the group's noisy count)",
 			what, form, o.CountMeasure, o.Measure, o.SumSqMeasure, num(capv), h)
 	case rewrite.OutputQuantile:
+		q := ms[o.Measure].quant
+		switch q.q.Method {
+		case rewrite.QuantileSmooth:
+			return fmt.Sprintf("m%d: the order statistic plus noise scaled to its smooth sensitivity, clamped to the bounds  (worst-case half_width_95=%s)",
+				o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
+		case rewrite.QuantilePTR:
+			return fmt.Sprintf("m%d: the order statistic plus Laplace noise of the proposed bound %s where the noisy distance test passed, else NULL; clamped to the bounds  (half_width_95=%s if released)",
+				o.Measure, num(q.q.Bound), num(ms[o.Measure].mech.HalfWidth(0.95)))
+		}
 		return fmt.Sprintf("midpoint of the bucket of m%d selected by the exponential mechanism  (rank_error_95=%s, bucket width %s)",
-			o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)), exactNum(ms[o.Measure].quant.q.Width))
+			o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)), exactNum(q.q.Width))
 	case rewrite.OutputExpr:
 		return "arithmetic over noisy values, evaluated after noise (post-processing; NULL on division by 0)"
 	}

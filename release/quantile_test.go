@@ -333,3 +333,39 @@ func TestExplain_QuantileSmoothDeltaSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestExplain_QuantileOutputNamesMethod: the output line of a smooth or ptr
+// quantile says how that method releases it, not the exponential
+// mechanism's bucket midpoint (which it once claimed for every method).
+func TestExplain_QuantileOutputNamesMethod(t *testing.T) {
+	ds := loadPolicy(t)
+	for _, c := range []struct {
+		method     string
+		want, deny string
+	}{
+		{rewrite.QuantileExponential, "midpoint of the bucket of m0 selected by the exponential mechanism", "order statistic"},
+		{rewrite.QuantileSmooth, "m0: the order statistic plus noise scaled to its smooth sensitivity", "exponential mechanism"},
+		{rewrite.QuantilePTR, "m0: the order statistic plus Laplace noise of the proposed bound", "exponential mechanism"},
+	} {
+		p, err := quantilePlan(t, ds, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits").
+			WithQuantiles(c.method, 1, 1e-6, policy.MechanismLaplace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rows, err := Explain(ds, p, 1, 1e-6, policy.MechanismLaplace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for _, r := range rows {
+			all = append(all, *r[0])
+		}
+		text := strings.Join(all, "\n")
+		if !strings.Contains(text, c.want) {
+			t.Errorf("method %s: EXPLAIN lacks %q:\n%s", c.method, c.want, text)
+		}
+		if strings.Contains(text, c.deny) {
+			t.Errorf("method %s: EXPLAIN says %q:\n%s", c.method, c.deny, text)
+		}
+	}
+}
