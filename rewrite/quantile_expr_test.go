@@ -243,3 +243,35 @@ func TestQuantileSample_Corpus(t *testing.T) {
 		})
 	}
 }
+
+// TestQuantile_OrderStatsTinyValues: the smooth and ptr SQL converts the
+// bounded values to float8; a numeric value nearer to 0 than 1e-308 (here
+// 1e-400, within x's bounds [0, 10]) must not make it fail (a plain
+// ::float8 raises 22003: an error that would depend on the data), for a
+// column and for an expression.
+func TestQuantile_OrderStatsTinyValues(t *testing.T) {
+	ctx, conn := freshConn(t, time.Minute)
+	ds, err := policy.Parse(strings.NewReader(saPolicy), "sa.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE obs (unit_id bigint, x numeric, y double precision);
+INSERT INTO obs VALUES (1, 1e-400, 1), (2, 3, 2), (3, 1e-400, 3)`); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{"SELECT MIN(x) FROM obs", "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY x * 2) FROM obs"} {
+		base, err := Rewrite(ds, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, method := range []string{QuantileSmooth, QuantilePTR} {
+			p, err := base.WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := queryText(ctx, conn, p.SQL); err != nil {
+				t.Errorf("%s by %s on a value of 1e-400: %v", q, method, err)
+			}
+		}
+	}
+}

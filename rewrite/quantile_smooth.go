@@ -162,8 +162,11 @@ func orderStatSQL(m Measure, lo, hi, values string) string {
 	// walks the array from its start: quadratic time). The conversion is a
 	// fixed, monotone map of each value, so everything below is computed
 	// on transformed data with the same bounds; PostgreSQL's
-	// percentile_cont computes in float8 too.
-	lo, hi = lo+"::float8", hi+"::float8"
+	// percentile_cont computes in float8 too. The map is
+	// round(x, 30)::float8, for the sentinels as for the values: a numeric
+	// nearer to 0 than 1e-308 (e.g. 1e-400 in a numeric column) would make
+	// a plain ::float8 raise 22003, an error that depends on the data.
+	lo, hi = "round("+lo+", 30)::float8", "round("+hi+", 30)::float8"
 	x := func(i string) string {
 		return "(CASE WHEN " + i + " < 1 THEN " + lo + " WHEN " + i + " > dp_n THEN " + hi + " ELSE dp_s[(" + i + ")::int] END)"
 	}
@@ -186,6 +189,6 @@ func orderStatSQL(m Measure, lo, hi, values string) string {
 		stat = "(SELECT COALESCE(MIN(dp_k), CEIL(dp_n::numeric / " + r + ") + 1) FROM " + ks + " WHERE " + uk + " > " + bound + ")"
 	}
 	return "(SELECT (" + f + ")::text || ';' || " + stat + "::text FROM (SELECT dp_s, dp_n, " + ab +
-		" FROM (SELECT array_agg(dp_v::float8 ORDER BY dp_v) FILTER (WHERE dp_v IS NOT NULL) AS dp_s, COUNT(dp_v) AS dp_n FROM " + values +
+		" FROM (SELECT array_agg(round(dp_v, 30)::float8 ORDER BY dp_v) FILTER (WHERE dp_v IS NOT NULL) AS dp_s, COUNT(dp_v) AS dp_n FROM " + values +
 		") AS dp_sorted) AS dp_r)"
 }
