@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/jackc/pgx/v5"
 )
 
 // joinQuantileGoldens returns the accepted join goldens with a quantile.
@@ -179,38 +178,8 @@ func TestAudit_QuantileJoins(t *testing.T) {
 	defer cancel()
 	rng := rand.New(rand.NewPCG(41, 43))
 	db := joinDBs(t, ctx, rng, false)
-	summaries := func(q interface {
-		Query(context.Context, string, ...any) (pgx.Rows, error)
-	}, p *Plan) (map[string][][2]float64, error) {
-		rows, err := q.Query(ctx, p.SQL, pgx.QueryExecModeSimpleProtocol)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		out := map[string][][2]float64{}
-		nk := len(p.Keys)
-		for rows.Next() {
-			raw := rows.RawValues()
-			var key []string
-			for _, v := range raw[:nk] {
-				key = append(key, string(v))
-			}
-			var ms [][2]float64
-			for i, v := range raw[nk : nk+len(p.Measures)] {
-				if p.Measures[i].Kind != MeasureQuantile {
-					continue
-				}
-				fs, ss, ok := strings.Cut(string(v), ";")
-				f, err1 := strconv.ParseFloat(fs, 64)
-				s, err2 := strconv.ParseFloat(ss, 64)
-				if !ok || err1 != nil || err2 != nil {
-					return nil, fmt.Errorf("summary %q", v)
-				}
-				ms = append(ms, [2]float64{f, s})
-			}
-			out[strings.Join(key, "\x00")] = ms
-		}
-		return out, rows.Err()
+	summaries := func(q rowQuerier, p *Plan) (map[string][][2]float64, error) {
+		return orderStatSummaries(ctx, q, p)
 	}
 	shapes := map[string]int{}
 	for i, gc := range cases {
@@ -255,35 +224,7 @@ func TestAudit_QuantileJoins(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s %s on D': %v", gc.name, method, err)
 				}
-				changed := 0
-				for k, x2 := range d2 {
-					x, ok := d[k]
-					if !ok {
-						changed++ // a group new in D'
-						continue
-					}
-					ch := false
-					for j, m := range qs {
-						f, s, f2, s2 := x[j][0], x[j][1], x2[j][0], x2[j][1]
-						if f != f2 || s != s2 {
-							ch = true
-						}
-						if method == QuantileSmooth {
-							eb := math.Exp(m.Quantile.Beta) * (1 + 1e-12)
-							if math.Abs(f-f2) > math.Min(s, s2)*(1+1e-12) || s2 > eb*s || s > eb*s2 {
-								t.Errorf("%s smooth group %q: f %v→%v, S %v→%v (β=%v)", gc.name, k, f, f2, s, s2, m.Quantile.Beta)
-							}
-						} else if math.Abs(s-s2) > 1 {
-							t.Errorf("%s ptr group %q: D %v→%v", gc.name, k, s, s2)
-						}
-					}
-					if ch {
-						changed++
-					}
-				}
-				if changed > p.MaxGroupsPerUnit {
-					t.Errorf("%s %s: %d groups changed > L0 %d", gc.name, method, changed, p.MaxGroupsPerUnit)
-				}
+				checkOrderStatNeighbours(t, gc.name, method, qs, p.MaxGroupsPerUnit, d, d2)
 			}
 		}
 	}

@@ -2,7 +2,6 @@ package rewrite
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -410,37 +409,8 @@ func TestAudit_QuantileSmoothPTR(t *testing.T) {
 	if err := a.load(ctx, conn, rng, 60); err != nil {
 		t.Fatal(err)
 	}
-	summaries := func(q interface {
-		Query(context.Context, string, ...any) (pgx.Rows, error)
-	}, p *Plan) (map[string][][2]float64, error) {
-		rows, err := q.Query(ctx, p.SQL, pgx.QueryExecModeSimpleProtocol)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		out := map[string][][2]float64{}
-		nk := len(p.Keys)
-		for rows.Next() {
-			raw := rows.RawValues()
-			var key []string
-			for _, v := range raw[:nk] {
-				key = append(key, string(v))
-			}
-			var ms [][2]float64
-			// Private keys: the unit count after the measures is audited
-			// by TestAudit_Sensitivity.
-			for _, v := range raw[nk : nk+len(p.Measures)] {
-				fs, ss, ok := strings.Cut(string(v), ";")
-				f, err1 := strconv.ParseFloat(fs, 64)
-				s, err2 := strconv.ParseFloat(ss, 64)
-				if !ok || err1 != nil || err2 != nil {
-					return nil, fmt.Errorf("summary %q", v)
-				}
-				ms = append(ms, [2]float64{f, s})
-			}
-			out[strings.Join(key, "\x00")] = ms
-		}
-		return out, rows.Err()
+	summaries := func(q rowQuerier, p *Plan) (map[string][][2]float64, error) {
+		return orderStatSummaries(ctx, q, p)
 	}
 	audited := 0
 	for _, gc := range loadGolden(t) {
@@ -494,37 +464,7 @@ func TestAudit_QuantileSmoothPTR(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s %s on D': %v", gc.name, method, err)
 				}
-				changed := 0
-				for k, x2 := range d2 {
-					x, ok := d[k]
-					if !ok {
-						// A group new in D' is compared with the empty
-						// group's summary: only possible when D had no row.
-						changed++
-						continue
-					}
-					ch := false
-					for i, m := range p.Measures {
-						f, s, f2, s2 := x[i][0], x[i][1], x2[i][0], x2[i][1]
-						if f != f2 || s != s2 {
-							ch = true
-						}
-						if method == QuantileSmooth {
-							eb := math.Exp(m.Quantile.Beta) * (1 + 1e-12)
-							if math.Abs(f-f2) > math.Min(s, s2)*(1+1e-12) || s2 > eb*s || s > eb*s2 {
-								t.Errorf("%s smooth group %q: f %v→%v, S %v→%v (β=%v)", gc.name, k, f, f2, s, s2, m.Quantile.Beta)
-							}
-						} else if math.Abs(s-s2) > 1 {
-							t.Errorf("%s ptr group %q: D %v→%v", gc.name, k, s, s2)
-						}
-					}
-					if ch {
-						changed++
-					}
-				}
-				if changed > p.MaxGroupsPerUnit {
-					t.Errorf("%s %s: %d groups changed > L0 %d", gc.name, method, changed, p.MaxGroupsPerUnit)
-				}
+				checkOrderStatNeighbours(t, gc.name, method, p.Measures, p.MaxGroupsPerUnit, d, d2)
 			}
 		}
 	}
