@@ -101,7 +101,7 @@ func (b *builder) isOrderedSetCall(off int) bool {
 	return toks[1].isPunct("(") && toks[2].kind == tokNumber && toks[3].isPunct(")") && toks[4].is("within") && toks[5].is("group")
 }
 
-const quantileHint = "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col), percentile_disc(q) WITHIN GROUP (ORDER BY col), MIN(col) or MAX(col) over a column with bounds in the policy"
+const quantileHint = "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col), percentile_disc(q) WITHIN GROUP (ORDER BY expr), MIN(col) or MAX(expr) over columns with bounds in the policy (expr: bounded columns with + - * /, CASE, COALESCE, NULLIF, LEAST, GREATEST, ABS)"
 
 // orderedSetAgg normalizes fn ( q ) WITHIN GROUP ( ORDER BY col [ASC] )
 // starting at toks[i] (the function name) into "fn"(?, col): the TiDB
