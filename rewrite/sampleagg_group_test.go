@@ -102,20 +102,7 @@ func groupBlockValues(t *testing.T, ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, key []byte, fn string, k int, lo, hi float64, cond, group string) []float64 {
 	t.Helper()
-	rows, err := q.Query(ctx, `SELECT DISTINCT unit_id FROM obs WHERE unit_id IS NOT NULL`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks := make([][]int64, k)
-	for rows.Next() {
-		var u int64
-		if err := rows.Scan(&u); err != nil {
-			t.Fatal(err)
-		}
-		b := goBlock(key, strconv.FormatInt(u, 10), k)
-		blocks[b] = append(blocks[b], u)
-	}
-	rows.Close()
+	blocks := unitBlocks(t, ctx, q, key, k)
 	out := make([]float64, k)
 	for b := range blocks {
 		var v *float64

@@ -76,19 +76,17 @@ func saTable(t *testing.T, ctx context.Context, conn *pgx.Conn, n int) {
 	}
 }
 
-// blockValues computes, with ordinary PostgreSQL aggregates, f(y, x) over
-// the rows of each block of k (inputs clamped to the policy bounds like the
-// emitted SQL does), clipped to [lo, hi], NULL (and empty) blocks as the
-// midpoint.
-func blockValues(t *testing.T, ctx context.Context, q interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
+// unitBlocks assigns the units of obs to k blocks as the emitted SQL does
+// (goBlock: HMAC-SHA-256 of the unit under key), computed in Go.
+func unitBlocks(t *testing.T, ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, key []byte, fn string, k int, lo, hi float64) []float64 {
+}, key []byte, k int) [][]int64 {
 	t.Helper()
 	rows, err := q.Query(ctx, `SELECT DISTINCT unit_id FROM obs WHERE unit_id IS NOT NULL`)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer rows.Close()
 	blocks := make([][]int64, k)
 	for rows.Next() {
 		var u int64
@@ -98,7 +96,22 @@ func blockValues(t *testing.T, ctx context.Context, q interface {
 		b := goBlock(key, strconv.FormatInt(u, 10), k)
 		blocks[b] = append(blocks[b], u)
 	}
-	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return blocks
+}
+
+// blockValues computes, with ordinary PostgreSQL aggregates, f(y, x) over
+// the rows of each block of k (inputs clamped to the policy bounds like the
+// emitted SQL does), clipped to [lo, hi], NULL (and empty) blocks as the
+// midpoint.
+func blockValues(t *testing.T, ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, key []byte, fn string, k int, lo, hi float64) []float64 {
+	t.Helper()
+	blocks := unitBlocks(t, ctx, q, key, k)
 	out := make([]float64, k)
 	for b := range blocks {
 		var v *float64
