@@ -8,14 +8,20 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
-// explainLines runs Explain and returns its lines.
+// explainLines runs Explain on the plan of q and returns its lines.
 func explainLines(t *testing.T, ds *policy.Dataset, q string, epsilon float64) []string {
 	t.Helper()
 	plan, err := rewrite.Rewrite(ds, q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rows, err := Explain(ds, plan, epsilon, 0, policy.MechanismLaplace)
+	return explainRows(t, ds, plan, epsilon, 0, policy.MechanismLaplace)
+}
+
+// explainRows runs Explain and returns its rows.
+func explainRows(t *testing.T, ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mechanism string) []string {
+	t.Helper()
+	_, rows, err := Explain(ds, plan, epsilon, delta, mechanism)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,6 +30,12 @@ func explainLines(t *testing.T, ds *policy.Dataset, q string, epsilon float64) [
 		lines = append(lines, *r[0])
 	}
 	return lines
+}
+
+// explainPlan runs Explain and returns its rows as one text.
+func explainPlan(t *testing.T, ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mechanism string) string {
+	t.Helper()
+	return strings.Join(explainRows(t, ds, plan, epsilon, delta, mechanism), "\n")
 }
 
 // TestExplain_Joins checks that joins are calibrated to the sensitivity of

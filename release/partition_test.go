@@ -198,15 +198,7 @@ func TestRun_PartitionSelection_Gaussian(t *testing.T) {
 func TestExplain_PartitionSelection(t *testing.T) {
 	ds := loadPolicy(t)
 	plan := mustRewrite(t, ds, "SELECT diagnosis, COUNT(*) FROM visits GROUP BY diagnosis")
-	_, rows, err := Explain(ds, plan, 1, 1e-6, policy.MechanismLaplace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text []string
-	for _, r := range rows {
-		text = append(text, *r[0])
-	}
-	all := strings.Join(text, "\n")
+	all := explainPlan(t, ds, plan, 1, 1e-6, policy.MechanismLaplace)
 	m, _ := noise.NewLaplace(noise.Params{Epsilon: 0.5, Sensitivity: 4, Integer: true, Cells: 4})
 	tau, err := noise.PartitionThreshold(m, 1e-6, 4)
 	if err != nil {

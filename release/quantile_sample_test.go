@@ -66,15 +66,7 @@ func TestRunSampleAgg_QuantileOfExpression(t *testing.T) {
 	}
 
 	// EXPLAIN names the method, k and the statistic.
-	_, rows, err := Explain(ds, plan, 1, 0, policy.MechanismLaplace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text []string
-	for _, r := range rows {
-		text = append(text, *r[0])
-	}
-	all := strings.Join(text, "\n")
+	all := explainPlan(t, ds, plan, 1, 0, policy.MechanismLaplace)
 	for _, want := range []string{"DP Sample-and-aggregate", "Blocks: k=16 (SET dp.sample_blocks)", "max of expression per block, clipped to [1, 121]", "sensitivity (u−l)/k = 120/k"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("EXPLAIN lacks %q:\n%s", want, all)
@@ -170,15 +162,7 @@ func TestExplain_QuantileOfExpression(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rows, err := Explain(ds, plan, 1, 0, policy.MechanismLaplace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text []string
-	for _, r := range rows {
-		text = append(text, *r[0])
-	}
-	all := strings.Join(text, "\n")
+	all := explainPlan(t, ds, plan, 1, 0, policy.MechanismLaplace)
 	for _, want := range []string{"max(q=1) of an expression clamped to [0, 40000]", "exponential mechanism over 256 buckets of width 156.25", "rank sensitivity=5"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("EXPLAIN lacks %q:\n%s", want, all)

@@ -204,15 +204,7 @@ func TestRun_QuantileMalformedHistogram(t *testing.T) {
 func TestExplain_Quantile(t *testing.T) {
 	ds := loadPolicy(t)
 	plan := quantilePlan(t, ds, "SELECT department, MIN(age) FROM visits GROUP BY department")
-	_, rows, err := Explain(ds, plan, 1, 0, policy.MechanismLaplace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all []string
-	for _, r := range rows {
-		all = append(all, *r[0])
-	}
-	text := strings.Join(all, "\n")
+	text := explainPlan(t, ds, plan, 1, 0, policy.MechanismLaplace)
 	for _, want := range []string{"min(q=0) of age clamped to [0, 110]", "exponential mechanism over 111 buckets of width 1", "epsilon per group=0.25", "rank sensitivity=5"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("EXPLAIN lacks %q:\n%s", want, text)
@@ -318,15 +310,7 @@ func TestExplain_QuantileSmoothDeltaSplit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rows, err := Explain(ds, p, 1, 1e-6, policy.MechanismLaplace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var all []string
-	for _, r := range rows {
-		all = append(all, *r[0])
-	}
-	text := strings.Join(all, "\n")
+	text := explainPlan(t, ds, p, 1, 1e-6, policy.MechanismLaplace)
 	for _, want := range []string{"Cost: epsilon=1 delta=1e-06", "epsilon=0.5 per measurement, delta=1e-06 to each of the 1 measurements that use it", "smooth sensitivity, Laplace noise of scale 2·S/epsilon"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("EXPLAIN lacks %q:\n%s", want, text)
@@ -352,15 +336,7 @@ func TestExplain_QuantileOutputNamesMethod(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, rows, err := Explain(ds, p, 1, 1e-6, policy.MechanismLaplace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var all []string
-		for _, r := range rows {
-			all = append(all, *r[0])
-		}
-		text := strings.Join(all, "\n")
+		text := explainPlan(t, ds, p, 1, 1e-6, policy.MechanismLaplace)
 		if !strings.Contains(text, c.want) {
 			t.Errorf("method %s: EXPLAIN lacks %q:\n%s", c.method, c.want, text)
 		}

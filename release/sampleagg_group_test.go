@@ -74,15 +74,7 @@ func TestRunSampleAgg_Grouped(t *testing.T) {
 	}
 
 	// EXPLAIN: Laplace scale L0·(u−l)/ε_corr = 4·2/9 per k.
-	_, rows, err := Explain(ds, plan, 10, 0, policy.MechanismLaplace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text []string
-	for _, r := range rows {
-		text = append(text, *r[0])
-	}
-	all := strings.Join(text, "\n")
+	all := explainPlan(t, ds, plan, 10, 0, policy.MechanismLaplace)
 	for _, want := range []string{"noise_scale=0.8889/k", "L0=4", "per group"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("EXPLAIN lacks %q:\n%s", want, all)

@@ -125,15 +125,7 @@ func TestExplainSampleAgg(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rows, err := Explain(ds, plan, 1, 0, policy.MechanismLaplace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var text []string
-	for _, r := range rows {
-		text = append(text, *r[0])
-	}
-	all := strings.Join(text, "\n")
+	all := explainPlan(t, ds, plan, 1, 0, policy.MechanismLaplace)
 	for _, want := range []string{"DP Sample-and-aggregate on hospital.visits", "Cost: epsilon=1 ", "noisy count of distinct units (epsilon=0.1",
 		"clipped to [-1, 1]", "sensitivity (u−l)/k = 2/k", "sha256($2::bytea || sha256($1::bytea || "} {
 		if !strings.Contains(all, want) {
