@@ -497,6 +497,20 @@ func groupKeys(keys []rewrite.Key) ([][]string, error) {
 	return groups, nil
 }
 
+// rowKey is the canonical group key (canonicalKey) of an upstream row
+// whose first len(plan.Keys) columns are the keys; false when a key is NULL
+// (no declared group is NULL). The row must have the key columns.
+func rowKey(plan *rewrite.Plan, row []*string) ([]string, bool) {
+	key := make([]string, len(plan.Keys))
+	for i := range key {
+		if row[i] == nil {
+			return nil, false
+		}
+		key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+	}
+	return key, true
+}
+
 // canonicalKey normalises a key's text so the policy's value and
 // PostgreSQL's text output compare equal (e.g. "+05" and "5" for ints).
 func canonicalKey(t policy.Type, v string) string {
@@ -532,16 +546,8 @@ func collect(plan *rewrite.Plan, groups [][]string, rows [][]*string) (values []
 		if len(row) != nk+nm {
 			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
 		}
-		key := make([]string, nk)
-		skip := false
-		for i := 0; i < nk; i++ {
-			if row[i] == nil {
-				skip = true
-				break
-			}
-			key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
-		}
-		if skip {
+		key, ok := rowKey(plan, row)
+		if !ok {
 			continue
 		}
 		g, ok := index[strings.Join(key, "\x00")]

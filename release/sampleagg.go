@@ -387,17 +387,11 @@ func dataGroups(plan *rewrite.Plan, rows [][]*string) [][]string {
 		if len(row) < nk {
 			continue // collectLevels reports the shape
 		}
-		key := make([]string, nk)
-		ok := true
-		for i := 0; i < nk; i++ {
-			if row[i] == nil {
-				ok = false
-				break
-			}
-			key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+		key, ok := rowKey(plan, row)
+		if !ok {
+			continue
 		}
-		id := strings.Join(key, "\x00")
-		if ok && !seen[id] {
+		if id := strings.Join(key, "\x00"); !seen[id] {
 			seen[id] = true
 			groups = append(groups, key)
 		}

@@ -299,16 +299,7 @@ func (b *builder) sampleQuantile(e ast.ExprNode, fn string, q float64, cont bool
 		value = "round(" + value + ", 30)::float8"
 	}
 	spec := saSpec{fn: fn, y: shown, lower: lower, upper: upper, q: qs, value: value}
-	idx := -1
-	for i, s := range b.sa {
-		if s == spec {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		b.sa = append(b.sa, spec)
-		idx = len(b.sa) - 1
-	}
+	idx := b.internSA(spec)
 	return aggSpec{}, Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
 }
 

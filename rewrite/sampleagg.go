@@ -306,16 +306,7 @@ func (b *builder) sampleAggCall(fc *ast.FuncCallExpr) (Output, error) {
 			WithHint("SET dp.output_range = 'lo,hi' with finite lo < hi")
 	}
 	spec := saSpec{fn: fn, y: cols[0].name, x: cols[1].name, lower: lo, upper: hi}
-	idx := -1
-	for i, s := range b.sa {
-		if s == spec {
-			idx = i
-		}
-	}
-	if idx < 0 {
-		b.sa = append(b.sa, spec)
-		idx = len(b.sa) - 1
-	}
+	idx := b.internSA(spec)
 	return Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: "float8", Lower: lo, Upper: hi}, nil
 }
 
@@ -606,4 +597,17 @@ func widthUp(lower, upper float64) float64 {
 		f = math.Nextafter(f, math.Inf(1))
 	}
 	return f
+}
+
+// internSA returns the index of spec in the query's sample-and-aggregate
+// statistics, adding it if it is new: the same statistic asked twice is
+// computed (and charged) once.
+func (b *builder) internSA(spec saSpec) int {
+	for i, s := range b.sa {
+		if s == spec {
+			return i
+		}
+	}
+	b.sa = append(b.sa, spec)
+	return len(b.sa) - 1
 }
