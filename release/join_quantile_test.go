@@ -94,26 +94,7 @@ func TestRun_PrivateKeyQuantile(t *testing.T) {
 // and a key with ten public values.
 func clinicPolicy(t *testing.T) *policy.Dataset {
 	t.Helper()
-	ds, err := policy.Parse(strings.NewReader(`dataset: clinic
-privacy_unit: patient
-budget: {epsilon: 10, delta: 1.0e-6}
-tables:
-  visits:
-    unit_column: patient_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 3
-    columns:
-      ward_id: {type: int, max_rows_per_value: 50}
-      kind: {type: text, public_values: [k0, k1, k2, k3, k4, k5, k6, k7, k8, k9]}
-      cost: {type: numeric, lower: 0, upper: 100}
-  labs:
-    unit_column: patient_id
-    max_groups_per_unit: 1
-    max_rows_per_unit: 2
-    columns:
-      ward_id: {type: int, max_rows_per_value: 20}
-      result: {type: float, lower: -4, upper: 10}
-`), "clinic.yaml")
+	ds, err := policy.Load("../rewrite/testdata/clinic.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

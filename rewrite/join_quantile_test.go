@@ -205,20 +205,7 @@ func TestAudit_QuantileJoins(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				seen := map[string]bool{}
-				for _, jt := range p.Join.Tables {
-					if jt.Public || seen[jt.Name] {
-						continue
-					}
-					seen[jt.Name] = true
-					a := jdb.tables[jt.Name]
-					for _, ins := range joinAdversary(rng, a, sqlLiteral(a.unitValue(2_000_000+run))) {
-						if _, err := tx.Exec(ctx, ins); err != nil {
-							_ = tx.Rollback(ctx)
-							t.Fatal(err)
-						}
-					}
-				}
+				jdb.addAdversary(t, ctx, tx, rng, p.Join, 2_000_000+run)
 				d2, err := summaries(tx, p)
 				_ = tx.Rollback(ctx)
 				if err != nil {
@@ -247,26 +234,7 @@ func TestAudit_QuantileJoins(t *testing.T) {
 // distance of the bucket counts); the largest observed fraction of L1 is
 // logged, next to L0·L∞ = 10·L1, the bound the noise used before.
 func TestAudit_ElasticL1Saturated(t *testing.T) {
-	ds, err := policy.Parse(strings.NewReader(`dataset: clinic
-privacy_unit: patient
-budget: {epsilon: 10, delta: 1.0e-6}
-tables:
-  visits:
-    unit_column: patient_id
-    max_groups_per_unit: 4
-    max_rows_per_unit: 3
-    columns:
-      ward_id: {type: int, max_rows_per_value: 50}
-      kind: {type: text, public_values: [k0, k1, k2, k3, k4, k5, k6, k7, k8, k9]}
-      cost: {type: numeric, lower: 0, upper: 100}
-  labs:
-    unit_column: patient_id
-    max_groups_per_unit: 1
-    max_rows_per_unit: 2
-    columns:
-      ward_id: {type: int, max_rows_per_value: 20}
-      result: {type: float, lower: -4, upper: 10}
-`), "clinic.yaml")
+	ds, err := policy.Load("testdata/clinic.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

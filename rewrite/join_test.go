@@ -113,6 +113,31 @@ func newJoinDB(t *testing.T, ctx context.Context, ds *policy.Dataset, rng *rand.
 	return db
 }
 
+// addAdversary inserts, inside tx, one adversarial unit (joinAdversary)
+// into every protected table of the join j: the unit numbered u, or a
+// person without a unit (NULL) when u < 0.
+func (db *joinDB) addAdversary(t *testing.T, ctx context.Context, tx pgx.Tx, rng *rand.Rand, j *Join, u int) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, jt := range j.Tables {
+		if jt.Public || seen[jt.Name] {
+			continue
+		}
+		seen[jt.Name] = true
+		a := db.tables[jt.Name]
+		unit := "NULL"
+		if u >= 0 {
+			unit = sqlLiteral(a.unitValue(u))
+		}
+		for _, ins := range joinAdversary(rng, a, unit) {
+			if _, err := tx.Exec(ctx, ins); err != nil {
+				_ = tx.Rollback(ctx)
+				t.Fatalf("%s: %v", ins, err)
+			}
+		}
+	}
+}
+
 // joinAdversary returns INSERTs of one adversarial unit into table a: many
 // rows (far beyond max_rows_per_unit and any multiplicity), half with key
 // values that match the database's keys (including the public tables' hot
@@ -196,7 +221,10 @@ func TestAudit_Joins(t *testing.T) {
 			if err != nil {
 				t.Fatalf("emitted SQL on D: %v\n%s", err, p.SQL)
 			}
-			for _, adv := range []struct{ name, unit string }{{"new unit", "1000000"}, {"NULL-unit person", "NULL"}} {
+			for _, adv := range []struct {
+				name string
+				unit int
+			}{{"new unit", 1_000_000}, {"NULL-unit person", -1}} {
 				for run := 0; run < auditRuns; run++ {
 					again, err := runAudit(ctx, db.conn, p)
 					if err != nil {
@@ -209,24 +237,7 @@ func TestAudit_Joins(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					seen := map[string]bool{}
-					for _, jt := range p.Join.Tables {
-						if jt.Public || seen[jt.Name] {
-							continue
-						}
-						seen[jt.Name] = true
-						a := db.tables[jt.Name]
-						unit := adv.unit
-						if unit != "NULL" {
-							unit = sqlLiteral(a.unitValue(1_000_000))
-						}
-						for _, ins := range joinAdversary(rng, a, unit) {
-							if _, err := tx.Exec(ctx, ins); err != nil {
-								_ = tx.Rollback(ctx)
-								t.Fatalf("%s: %v", ins, err)
-							}
-						}
-					}
+					db.addAdversary(t, ctx, tx, rng, p.Join, adv.unit)
 					d2, err := runAudit(ctx, tx, p)
 					_ = tx.Rollback(ctx)
 					if err != nil {
