@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
@@ -96,21 +97,7 @@ func queryText(ctx context.Context, conn *pgx.Conn, sql string) ([][]*string, er
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out [][]*string
-	for rows.Next() {
-		var row []*string
-		for _, v := range rows.RawValues() {
-			if v == nil {
-				row = append(row, nil)
-			} else {
-				s := string(v)
-				row = append(row, &s)
-			}
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
+	return upstream.TextRows(rows)
 }
 
 func rat(s *string) *big.Rat {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -143,19 +144,5 @@ func queryArgs(ctx context.Context, conn *pgx.Conn, sql string, args ...any) ([]
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out [][]*string
-	for rows.Next() {
-		var row []*string
-		for _, v := range rows.RawValues() {
-			if v == nil {
-				row = append(row, nil)
-			} else {
-				s := string(v)
-				row = append(row, &s)
-			}
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
+	return upstream.TextRows(rows)
 }

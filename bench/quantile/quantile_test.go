@@ -31,6 +31,7 @@ import (
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -94,21 +95,7 @@ func queryText(ctx context.Context, conn *pgx.Conn, sql string) ([][]*string, er
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out [][]*string
-	for rows.Next() {
-		var row []*string
-		for _, v := range rows.RawValues() {
-			if v == nil {
-				row = append(row, nil)
-			} else {
-				s := string(v)
-				row = append(row, &s)
-			}
-		}
-		out = append(out, row)
-	}
-	return out, rows.Err()
+	return upstream.TextRows(rows)
 }
 
 func loadDemo(t *testing.T, ctx context.Context, conn *pgx.Conn) {

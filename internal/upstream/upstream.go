@@ -87,6 +87,20 @@ func (p *Pool) Query(ctx context.Context, sql string, args ...any) ([][]*string,
 	if err != nil {
 		return nil, err
 	}
+	out, err := TextRows(rows)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TextRows reads every row of rows as text, NULL as nil, and closes rows.
+// The rows must have been queried in a mode that returns text (the simple
+// protocol, or QueryExecModeExec, which asks for text results).
+func TextRows(rows pgx.Rows) ([][]*string, error) {
 	defer rows.Close()
 	var out [][]*string
 	for rows.Next() {
@@ -100,13 +114,7 @@ func (p *Pool) Query(ctx context.Context, sql string, args ...any) ([][]*string,
 		}
 		out = append(out, row)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	if err := tx.Commit(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		return nil, err
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // Close closes the pool.
