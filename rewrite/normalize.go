@@ -129,7 +129,7 @@ var refusedWords = map[string][3]string{
 	"within":    {pgerr.FeatureNotSupported, "WITHIN GROUP is supported for percentile_cont and percentile_disc only", "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col) or percentile_disc(q) WITHIN GROUP (ORDER BY col)"},
 	"fetch":     {pgerr.FeatureNotSupported, "FETCH FIRST is not supported", "write LIMIT n"},
 	"nulls":     {pgerr.FeatureNotSupported, "NULLS FIRST/LAST is not supported", "order by the output column with ASC or DESC only"},
-	"escape":    {pgerr.FeatureNotSupported, "LIKE … ESCAPE is not supported", "use the default escape character \\ in the pattern"},
+	"escape":    {pgerr.SyntaxError, "ESCAPE must follow a LIKE or ILIKE pattern", "write col LIKE 'pattern' ESCAPE '!'"},
 	"symmetric": {pgerr.FeatureNotSupported, "BETWEEN SYMMETRIC is not supported", "write BETWEEN low AND high with low ≤ high"},
 	"similar":   {pgerr.FeatureNotSupported, "SIMILAR TO is not supported", "use LIKE"},
 	"any":       {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", "use IN (list of literals)"},
@@ -320,7 +320,16 @@ func normalize(src string) (*normalized, error) {
 				case "interval":
 					refuse = next(1).kind == tokString
 				case "escape":
-					refuse = next(1).kind == tokString
+					if next(1).kind == tokString {
+						// LIKE 'pattern' ESCAPE 'c': the pattern is rewritten
+						// for the default escape (likepattern.go).
+						if err := n.likeEscape(src, t, next(1)); err != nil {
+							return nil, err
+						}
+						i++
+						continue
+					}
+					refuse = false
 				}
 				if refuse {
 					return nil, refusal(src, t.pos, r)

@@ -183,7 +183,8 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 		return predBetween{col: quoteIdent(ci.name), lo: lo, hi: hi, not: x.Not}, nil
 	case *ast.PatternLikeOrIlikeExpr:
 		if x.EscapeExplicit {
-			return nil, b.errAt(x, pgerr.FeatureNotSupported, "LIKE … ESCAPE is not supported").WithHint("use the default escape character \\")
+			// The normalizer folds ESCAPE into the pattern (likepattern.go).
+			return nil, b.errAt(x, pgerr.FeatureNotSupported, "LIKE … ESCAPE is not supported here").WithHint("use the default escape character \\")
 		}
 		ci, err := b.whereColumn(x.Expr)
 		if err != nil {
@@ -198,7 +199,16 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 			return nil, b.errAt(x.Pattern, pgerr.FeatureNotSupported, "the LIKE pattern must be a string literal").
 				WithHint("write %s LIKE 'prefix%%'", ci.name)
 		}
-		return predLike{col: quoteIdent(ci.name), pattern: quoteString(l.val), not: x.Not, ilike: !x.IsLike}, nil
+		// The pattern is read as PostgreSQL reads it and emitted in
+		// canonical form (likepattern.go): a dangling escape, which
+		// PostgreSQL reports only for a row that matches up to it, is
+		// refused here, before any charge.
+		pat, err := parseLikePattern(l.val, '\\')
+		if err != nil {
+			pe, _ := pgerr.As(err)
+			return nil, pe.WithPosition(charPos(b.src, b.norm.srcPos(x.Pattern.OriginTextPosition())))
+		}
+		return predLike{col: quoteIdent(ci.name), pattern: quoteString(pat.String()), not: x.Not, ilike: !x.IsLike}, nil
 	case *ast.IsTruthExpr:
 		return nil, b.errAt(x, pgerr.FeatureNotSupported, "IS [NOT] TRUE/FALSE is not supported").
 			WithHint("write the condition itself, e.g. WHERE age > 3 or WHERE NOT (age > 3); for a boolean column, bool_col = true")
