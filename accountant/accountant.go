@@ -109,6 +109,9 @@ type Store interface {
 	// Cached returns the released answer of the newest released charge with
 	// this fingerprint under this policy version, if any.
 	Cached(ctx context.Context, dataset, fingerprint, policyVersion string) ([]byte, bool, error)
+	// RecordIncident counts an error after a charge and opens the circuit
+	// breaker at the policy's incident limit (incident.go).
+	RecordIncident(ctx context.Context, ds *policy.Dataset, inc Incident) (IncidentResult, error)
 }
 
 var _ Store = (*Ledger)(nil)

@@ -46,6 +46,10 @@ type BudgetInfo struct {
 	Granted  Spent
 	Charges  int64 // charges since the last reset
 	Reserved int64 // charges still "reserved": charged, answer never recorded
+	// Incidents since the last resume, and whether the analyst is
+	// suspended (incident.go).
+	Incidents int
+	Suspended bool
 }
 
 // withGrants returns limit plus the granted amounts (exact decimal text).
@@ -95,7 +99,8 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 	rows, err := l.pool.Query(ctx, `SELECT b.dataset, b.analyst, b.accountant, b.limit_epsilon, b.limit_delta,
 			b.spent_epsilon::float8, b.spent_delta::float8, b.charges, b.state, b.granted_epsilon::text, b.granted_delta::text,
 			(SELECT count(*) FROM dpproxy_ledger.charge c WHERE c.dataset = b.dataset AND c.status = 'reserved'
-				AND (b.analyst = '' OR c.analyst = b.analyst))
+				AND (b.analyst = '' OR c.analyst = b.analyst)),
+			b.incidents, b.suspended_at IS NOT NULL
 		FROM dpproxy_ledger.budget b
 		WHERE ($1 = '' OR b.dataset = $1) AND ($2 = '' OR b.analyst = $2)
 		ORDER BY b.dataset, b.analyst`, dataset, analyst)
@@ -112,7 +117,7 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 		var state []byte
 		var granted [2]string
 		if err := rows.Scan(&b.Dataset, &b.Analyst, &acc, &le, &ld, &stored.Epsilon, &stored.Delta, &b.Charges, &state,
-			&granted[0], &granted[1], &b.Reserved); err != nil {
+			&granted[0], &granted[1], &b.Reserved, &b.Incidents, &b.Suspended); err != nil {
 			return nil, l.ledgerError(ctx, err)
 		}
 		if b.Granted, err = withGrants(Spent{}, granted); err != nil {

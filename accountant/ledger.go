@@ -127,6 +127,7 @@ type budgetRow struct {
 	limitDelta *float64  // NULL: no cap
 	spent      Spent     // as stored at the last charge
 	granted    [2]string // steward grants (exact decimal text) on top of the policy's limit
+	suspended  bool      // the circuit breaker is open (incident.go)
 }
 
 // spentBefore returns the row's spending under method m at total δ delta:
@@ -312,7 +313,7 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 		VALUES ($1, '', $3), ($1, $2, $3) ON CONFLICT (dataset, analyst) DO NOTHING`,
 		c.Dataset, c.Analyst, m.Name())
 	b.Queue(`SELECT analyst, state, accountant, limit_delta, spent_epsilon::float8, spent_delta::float8,
-			granted_epsilon::text, granted_delta::text
+			granted_epsilon::text, granted_delta::text, suspended_at IS NOT NULL
 		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst IN ('', $2) ORDER BY analyst FOR UPDATE`, c.Dataset, c.Analyst)
 	locked, err := lockBudgetRows(conn.SendBatch(ctx, b))
 	if err != nil {
@@ -322,6 +323,9 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 		return nil, nil, fmt.Errorf("budget rows of %s/%s missing after insert", c.Dataset, c.Analyst)
 	}
 	gRow, aRow := locked[0], locked[1]
+	if aRow.suspended {
+		return nil, l.suspendedError(c), nil
+	}
 	internal := func(msg string, err error) (*Reservation, *pgerr.Error, error) {
 		return nil, pgerr.New(pgerr.InternalError, "%s", msg).Wrap(err), nil
 	}
@@ -423,7 +427,7 @@ func lockBudgetRows(br pgx.BatchResults) (locked []budgetRow, err error) {
 	for rows.Next() {
 		var r budgetRow
 		if err := rows.Scan(&r.analyst, &r.state, &r.accountant, &r.limitDelta, &r.spent.Epsilon, &r.spent.Delta,
-			&r.granted[0], &r.granted[1]); err != nil {
+			&r.granted[0], &r.granted[1], &r.suspended); err != nil {
 			return nil, err
 		}
 		locked = append(locked, r)

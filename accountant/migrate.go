@@ -72,6 +72,27 @@ var migrations = []string{
 		last_charge_id         bigint NOT NULL -- reset: charges up to this id are before it
 	);
 	CREATE INDEX audit_budget_idx ON dpproxy_ledger.audit (dataset, analyst, id);`,
+	// 3: incidents (an error after a charge, incident.go) and the circuit
+	// breaker: an analyst whose incidents reach the policy's
+	// budget.incident_limit is suspended on the dataset until a steward
+	// resumes them (audit action 'resume').
+	`ALTER TABLE dpproxy_ledger.budget
+		ADD COLUMN incidents    integer NOT NULL DEFAULT 0, -- since the last resume
+		ADD COLUMN suspended_at timestamptz;                -- NULL: not suspended
+	CREATE TABLE dpproxy_ledger.incident (
+		id          bigserial PRIMARY KEY,
+		at          timestamptz NOT NULL DEFAULT now(),
+		dataset     text NOT NULL,
+		analyst     text NOT NULL,
+		charge_id   bigint NOT NULL,
+		fingerprint text NOT NULL,
+		kind        text NOT NULL,  -- what failed: upstream, timeout, result, noise, panic
+		sqlstate    text NOT NULL,  -- the upstream SQLSTATE, or '' (never the message: it may quote data)
+		suspended   boolean NOT NULL
+	);
+	CREATE INDEX incident_budget_idx ON dpproxy_ledger.incident (dataset, analyst, id);
+	ALTER TABLE dpproxy_ledger.audit DROP CONSTRAINT audit_action_check,
+		ADD CONSTRAINT audit_action_check CHECK (action IN ('grant', 'reset', 'resume'));`,
 }
 
 // SchemaVersion returns the ledger schema version this build writes.

@@ -216,7 +216,7 @@ func TestLedger_CrashLeavesBudgetCharged(t *testing.T) {
 		t.Fatalf("after kill -9: charge %s, carol spent ε %s in %d charges; want reserved, 0.1, 1", status, spent, charges)
 	}
 	out, errOut, code := dpproxyCLI(t, "budget", "show", "--config", cfgPath, "--analyst", "carol")
-	if code != 0 || !regexp.MustCompile(`(?m)^hospital\s+carol\s+pure\s+0\.1\s+3\s+2\.9\s+0\s+1e-06\s+1e-06\s+1\s+1\s*$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`(?m)^hospital\s+carol\s+pure\s+0\.1\s+3\s+2\.9\s+0\s+1e-06\s+1e-06\s+1\s+1\s+0\s*$`).MatchString(out) {
 		t.Fatalf("budget show --analyst carol: exit %d\n%s%s", code, out, errOut)
 	}
 	out, errOut, code = dpproxyCLI(t, "ledger", "verify", "--config", cfgPath)

@@ -67,7 +67,10 @@ func run(m *testing.M) (int, error) {
 		return 1, err
 	}
 	env.proxyAddr = addr
-	cmd := exec.Command(env.bin, "demo", "--data-dir", env.dataDir, "--listen", addr)
+	// The tests run the demo without response-time padding (500ms per DP
+	// answer would add minutes); TestResponseTime_Measured and
+	// TestDemo_ResponseTimeOn cover the padding.
+	cmd := exec.Command(env.bin, "demo", "--data-dir", env.dataDir, "--listen", addr, "--response-time", "0s")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return 1, err

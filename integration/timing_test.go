@@ -56,7 +56,7 @@ func TestResponseTime_Measured(t *testing.T) {
 	spread := func(a, b []time.Duration) time.Duration {
 		return max(a[len(a)-1], b[len(b)-1]) - min(a[0], b[0])
 	}
-	rawLight, rawHeavy := measure("tara", "", light, 0), measure("tara", "", heavy, 0)
+	rawLight, rawHeavy := measure("tara", "0s", light, 0), measure("tara", "0s", heavy, 0)
 	pad := max(200*time.Millisecond, 3*rawHeavy[len(rawHeavy)-1]/2).Round(100 * time.Millisecond)
 	padLight, padHeavy := measure("uma", pad.String(), light, 100), measure("uma", pad.String(), heavy, 100)
 	for _, d := range append(append([]time.Duration{}, padLight...), padHeavy...) {

@@ -41,6 +41,7 @@
 //	  delta: 1.0e-6
 //	  accountant: pure           # pure | advanced | rdp | zcdp | pld
 //	  global_epsilon: 20         # optional cap summed over all analysts
+//	  incident_limit: 1          # errors after a charge before the analyst is suspended (1–10, default 1)
 //	defaults:
 //	  epsilon: 0.1               # per query unless SET dp.epsilon
 //	  mechanism: laplace         # laplace | gaussian

@@ -177,6 +177,7 @@ type rawBudget struct {
 	Accountant    string   `yaml:"accountant"`
 	GlobalEpsilon *float64 `yaml:"global_epsilon"`
 	GlobalDelta   *float64 `yaml:"global_delta"`
+	IncidentLimit *int     `yaml:"incident_limit"`
 }
 
 type rawDefaults struct {

@@ -72,6 +72,11 @@ type Budget struct {
 	// dataset's own budget.
 	GlobalEpsilon float64
 	GlobalDelta   float64
+	// IncidentLimit is the number of incidents (an error after a charge:
+	// see release.Incident) after which an analyst's queries on this
+	// dataset are suspended until the steward resumes them (dpproxy budget
+	// resume). Default 1: the first incident suspends.
+	IncidentLimit int
 }
 
 // Defaults are per-query defaults that sessions may override.
@@ -90,6 +95,14 @@ type Table struct {
 	UnitColumn       string
 	MaxGroupsPerUnit int // L0
 	MaxRowsPerUnit   int // L∞ per group
+	// UnitType is the type the unit column's literals are checked against
+	// (int or text), learned from the live catalog before the dataset is
+	// served (internal/catalog); UnitTypeName is the column's PostgreSQL
+	// type. Both are empty when the catalog was not read; UnitType alone is
+	// empty for other unit types (uuid, …), whose comparisons with
+	// literals the planner refuses.
+	UnitType     Type
+	UnitTypeName string
 	// Columns by lower-case name; ColumnOrder lists them in file order.
 	Columns     map[string]*Column
 	ColumnOrder []string

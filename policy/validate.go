@@ -99,7 +99,7 @@ func (v *validator) dataset(r *rawDataset) *Dataset {
 			v.errorf(path, "analyst %q has no settings; write {epsilon: …} or remove the entry", name)
 			continue
 		}
-		if rb.Accountant != "" || rb.GlobalEpsilon != nil || rb.GlobalDelta != nil {
+		if rb.Accountant != "" || rb.GlobalEpsilon != nil || rb.GlobalDelta != nil || rb.IncidentLimit != nil {
 			v.errorf(path, "analyst %q: only epsilon and delta can be overridden per analyst", name)
 		}
 		var b Budget
@@ -163,6 +163,14 @@ func (v *validator) budget(r *rawBudget) Budget {
 			v.errorf(p("budget", "global_delta"), "budget.global_delta must be in (0, 1) (omit it for no global cap)")
 		} else {
 			b.GlobalDelta = *r.GlobalDelta
+		}
+	}
+	b.IncidentLimit = 1
+	if r.IncidentLimit != nil {
+		if *r.IncidentLimit < 1 || *r.IncidentLimit > 10 {
+			v.errorf(p("budget", "incident_limit"), "budget.incident_limit must be between 1 and 10: each incident can tell an analyst about one bit of one person's data")
+		} else {
+			b.IncidentLimit = *r.IncidentLimit
 		}
 	}
 	return b

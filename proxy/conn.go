@@ -63,6 +63,15 @@ type conn struct {
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil
 
 	shuttingDown atomic.Bool
+
+	// sessCtx is the session's context: cancelled only when the proxy's
+	// drain deadline passes, never by the client. DP releases run under it
+	// (dp.go).
+	sessCtx context.Context
+	// pendingDP, when not nil, is closed when the DP release that the
+	// client cancelled (or timed out) has finished in the background; the
+	// session's next DP statement and its end wait for it (dp.go).
+	pendingDP chan struct{}
 }
 
 // shutdown asks the session to end at its next read: it then sends 57P01
@@ -133,7 +142,9 @@ func (c *conn) run(ctx context.Context) {
 	_ = c.netConn.SetDeadline(time.Time{})
 	c.be.SetMaxBodyLen(c.srv.cfg.MaxMessage)
 	c.log.Info("session started", zap.Bool(logKeyTLS, c.tls), zap.String(logKeyApplication, c.settings["application_name"]))
+	c.sessCtx = ctx
 	c.loop(ctx)
+	c.waitPendingDP(ctx)
 	c.log.Info("session ended")
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -60,9 +61,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		c.log.Warn("dp query refused by the rate limit")
 		return nil, err
 	}
-	start := time.Now()
-	res, err := c.srv.cfg.Releaser.Run(ctx, req)
-	c.padResponse(ctx, start, c.ds.ResponseTime)
+	res, err := c.release(ctx, req)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
@@ -76,6 +75,67 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		zap.Float64(logKeyDelta, req.Delta),
 		zap.String(logKeyMechanism, req.Mechanism))
 	return dpResultSet(res)
+}
+
+// release runs the DP release of req under the session's own context, so
+// that no client setting or message decides when the DP query stops: the
+// client's statement_timeout and cancel requests (which end ctx) do not
+// reach the upstream query, whose time is bounded by the proxy's own
+// statement_timeout (internal/upstream). When ctx ends first, the client
+// gets 57014 at once — the same reply whether the upstream had finished or
+// not, at a moment the client chose — and the release finishes in the
+// background: its answer is recorded and cached (it has been paid for), so
+// asking again returns it at no cost. The answer (or error) is padded to
+// the dataset's response_time under the session's context, so a cancel
+// during the padding also gets 57014.
+func (c *conn) release(ctx context.Context, req release.Request) (*release.Result, error) {
+	c.waitPendingDP(ctx)
+	if ctx.Err() != nil {
+		return nil, statementError(ctx, ctx.Err())
+	}
+	rctx := c.sessCtx
+	if rctx == nil {
+		rctx = context.WithoutCancel(ctx)
+	}
+	var res *release.Result
+	var err error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			// The session's own recover (Server.handle) does not see
+			// this goroutine: contain a panic here.
+			if p := recover(); p != nil {
+				c.log.Error("panic in dp release", zap.Any(logKeyPanic, p), zap.ByteString(logKeyStack, debug.Stack()))
+				res, err = nil, pgerr.New(pgerr.InternalError, internalErrorMessage)
+			}
+		}()
+		start := time.Now()
+		res, err = c.srv.cfg.Releaser.Run(rctx, req)
+		c.padResponse(rctx, start, c.ds.ResponseTime)
+	}()
+	select {
+	case <-done:
+		return res, err
+	case <-ctx.Done():
+		c.pendingDP = done
+		c.log.Info("dp statement cancelled by the client; its release finishes in the background")
+		return nil, statementError(ctx, ctx.Err())
+	}
+}
+
+// waitPendingDP waits for a DP release left running by a cancelled
+// statement (at most the proxy's statement_timeout plus padding), or until
+// ctx ends.
+func (c *conn) waitPendingDP(ctx context.Context) {
+	if c.pendingDP == nil {
+		return
+	}
+	select {
+	case <-c.pendingDP:
+		c.pendingDP = nil
+	case <-ctx.Done():
+	}
 }
 
 // publicDistinct answers a SELECT DISTINCT of a column whose values the

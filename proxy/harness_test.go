@@ -46,13 +46,27 @@ type fakeReleaser struct {
 	// started is signalled when Run begins (if non-nil).
 	started chan struct{}
 	panics  bool
+	// gate, when set, makes Run block until it is closed; Run then records
+	// whether its context had ended (ctxEnded).
+	gate     chan struct{}
+	ctxEnded []bool
 }
 
 func (f *fakeReleaser) Run(ctx context.Context, req release.Request) (*release.Result, error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
-	err, wait, started, panics := f.err, f.wait, f.started, f.panics
+	err, wait, started, panics, gate := f.err, f.wait, f.started, f.panics, f.gate
 	f.mu.Unlock()
+	if gate != nil {
+		if started != nil {
+			started <- struct{}{}
+		}
+		<-gate
+		f.mu.Lock()
+		f.ctxEnded = append(f.ctxEnded, ctx.Err() != nil)
+		f.mu.Unlock()
+		return fakeResult(req.Plan), nil
+	}
 	if started != nil {
 		started <- struct{}{}
 	}
@@ -117,6 +131,10 @@ func (s *fakeStore) Reserve(context.Context, accountant.Charge) (*accountant.Res
 
 func (s *fakeStore) Release(context.Context, int64, []byte) error {
 	return errors.New("fakeStore: Release not used by the proxy")
+}
+
+func (s *fakeStore) RecordIncident(context.Context, *policy.Dataset, accountant.Incident) (accountant.IncidentResult, error) {
+	return accountant.IncidentResult{}, errors.New("fakeStore: RecordIncident not used by the proxy")
 }
 
 // Cached is part of the ledger's answer cache; the proxy never calls it.

@@ -126,14 +126,25 @@ type measurement struct {
 	quant *quantileMech
 }
 
-// Run answers the request or returns a *pgerr.Error.
+// Run answers the request or returns a *pgerr.Error. Every failure after
+// the charge is an incident (incident.go): one fixed error.
+//
+// ctx must not be the client's: a client's statement_timeout or cancel
+// request choosing when a DP query stops would turn its running time into
+// an answer/error bit (proxy/dp.go runs it under the proxy's own timeout).
 func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	if err := checkRequest(req); err != nil {
 		return nil, err
 	}
-	if req.Plan.SampleAgg != nil {
-		return r.runSampleAgg(ctx, req) // sampleagg.go
-	}
+	return r.runCharged(ctx, req, func(ch *charged) (*Result, error) {
+		if req.Plan.SampleAgg != nil {
+			return r.runSampleAgg(ctx, req, ch) // sampleagg.go
+		}
+		return r.run(ctx, req, ch)
+	})
+}
+
+func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, error) {
 	plan := req.Plan
 	var groups [][]string
 	if !plan.PrivateGroups() {
@@ -188,11 +199,12 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	ch.res, ch.key = res, key
 
-	// 3. Run the emitted SQL.
+	// 3. Run the emitted SQL. From here on, every error is an incident.
 	rows, err := req.Upstream.Query(ctx, plan.SQL)
 	if err != nil {
-		return nil, upstreamError(ctx, err)
+		return nil, err
 	}
 	var values [][]*big.Rat
 	var raw [][]*string // quantile summaries (quantile.go)
@@ -218,7 +230,7 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 					return nil, err
 				}
 				if v == nil && len(plan.Keys) == 0 {
-					return nil, ptrRefused()
+					return nil, errDPRefusal{ptrRefused()}
 				}
 				noisy[g][i] = v
 				continue

@@ -3,6 +3,8 @@ package release
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -16,6 +18,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // memLedger is an in-memory accountant.Store with pure composition.
@@ -25,11 +28,28 @@ type memLedger struct {
 	spent    float64
 	reserved []accountant.Charge
 	released map[int64][]byte
+	// incidents recorded (RecordIncident), and the breaker: suspended once
+	// their number reaches the policy's incident limit.
+	incidents []accountant.Incident
+	suspended bool
+}
+
+func (l *memLedger) RecordIncident(_ context.Context, ds *policy.Dataset, inc accountant.Incident) (accountant.IncidentResult, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.incidents = append(l.incidents, inc)
+	if len(l.incidents) >= max(ds.Budget.IncidentLimit, 1) {
+		l.suspended = true
+	}
+	return accountant.IncidentResult{Incidents: len(l.incidents), Suspended: l.suspended}, nil
 }
 
 func (l *memLedger) Reserve(_ context.Context, c accountant.Charge) (*accountant.Reservation, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.suspended {
+		return nil, pgerr.New(pgerr.InsufficientPrivilege, "suspended").Wrap(accountant.ErrSuspended)
+	}
 	cost := 0.0
 	for _, e := range c.Events {
 		cost += e.Epsilon
@@ -230,35 +250,121 @@ func TestRun_ExhaustedReadsNothing(t *testing.T) {
 	}
 }
 
-func TestRun_UpstreamFailureKeepsCharge(t *testing.T) {
+// panicUpstream panics when queried (after the charge).
+type panicUpstream struct{}
+
+func (panicUpstream) Query(context.Context, string, ...any) ([][]*string, error) {
+	panic("upstream exploded with secret-value-42")
+}
+
+// TestRun_IncidentIsOneFixedError: whatever fails after the charge — an
+// upstream error with any SQLSTATE and text, an upstream or proxy timeout,
+// a value the release cannot read, a panic — the analyst gets the same
+// error, field for field, the charge stands, the ledger records an
+// incident (SQLSTATE kept, text never), and the breaker (incident_limit 1)
+// refuses the next query before anything is read.
+func TestRun_IncidentIsOneFixedError(t *testing.T) {
 	ds := loadPolicy(t)
-	up := &fakeUpstream{err: errors.New(`ERROR: division by zero (SQLSTATE 22012) secret-value-42`)}
-	led := &memLedger{limit: 3}
-	r := newTestReleaser(t, led, 3)
-	_, err := r.Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up})
-	pe, ok := pgerr.As(err)
-	if !ok || pe.Code != pgerr.SystemError {
-		t.Fatalf("Run() = %v, want 58000", err)
+	bad := s("secret-value-42") // not a number: the release cannot read it
+	cases := []struct {
+		name  string
+		up    Upstream
+		kind  string
+		state string
+	}{
+		{"data error", &fakeUpstream{err: &pgconn.PgError{Code: "22012", Message: "division by zero secret-value-42"}}, "upstream", "22012"},
+		{"LIKE escape", &fakeUpstream{err: &pgconn.PgError{Code: "22025", Message: "LIKE pattern must not end with escape character"}}, "upstream", "22025"},
+		{"upstream timeout", &fakeUpstream{err: &pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"}}, "timeout", "57014"},
+		{"proxy timeout", &fakeUpstream{err: fmt.Errorf("upstream: %w", context.DeadlineExceeded)}, "timeout", ""},
+		{"unreadable value", &fakeUpstream{rows: [][]*string{{s("cardiology"), bad, s("1")}}}, "result", pgerr.InternalError},
+		{"panic", panicUpstream{}, "panic", ""},
 	}
-	for _, text := range []string{pe.Message, pe.Detail, pe.Hint} {
-		if strings.Contains(text, "secret") || strings.Contains(text, "division") {
-			t.Fatalf("upstream error text leaked to the client: %q", text)
-		}
-	}
-	if math.Abs(led.spent-0.1) > 1e-12 || len(led.released) != 0 {
-		t.Fatalf("spent = %v, released = %d; want the charge to stand with no answer", led.spent, len(led.released))
+	var first *pgerr.Error
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			led := &memLedger{limit: 3}
+			r := newTestReleaser(t, led, 3)
+			req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: c.up}
+			_, err := r.Run(context.Background(), req)
+			pe, ok := pgerr.As(err)
+			if !ok || !errors.Is(err, ErrIncident) {
+				t.Fatalf("Run() = %v, want the incident error", err)
+			}
+			if first == nil {
+				first = pe
+			}
+			if pe.Code != first.Code || pe.Message != first.Message || pe.Detail != first.Detail || pe.Hint != first.Hint || pe.Position != first.Position {
+				t.Fatalf("incident error %+v differs from %+v", pe, first)
+			}
+			if pe.Code != pgerr.InternalError || pe.Message != IncidentMessage {
+				t.Fatalf("incident error %s %q", pe.Code, pe.Message)
+			}
+			if math.Abs(led.spent-0.1) > 1e-12 || len(led.released) != 0 {
+				t.Fatalf("spent = %v, released = %d; want the charge to stand with no answer", led.spent, len(led.released))
+			}
+			if len(led.incidents) != 1 {
+				t.Fatalf("%d incidents recorded, want 1", len(led.incidents))
+			}
+			inc := led.incidents[0]
+			if inc.Kind != c.kind || inc.SQLState != c.state || inc.Analyst != "alice" || inc.ChargeID != 1 || inc.Fingerprint == "" {
+				t.Fatalf("incident %+v, want kind %s, SQLSTATE %q", inc, c.kind, c.state)
+			}
+			// The breaker is open: the next query is refused before the
+			// upstream is asked anything, and nothing more is charged.
+			up := &fakeUpstream{}
+			req.Upstream, req.Epsilon = up, 0.2
+			_, err = r.Run(context.Background(), req)
+			if !errors.Is(err, accountant.ErrSuspended) || len(up.calls) != 0 || math.Abs(led.spent-0.1) > 1e-12 {
+				t.Fatalf("after an incident: Run() = %v, %d upstream calls, spent %v", err, len(up.calls), led.spent)
+			}
+		})
 	}
 }
 
-func TestRun_Cancelled(t *testing.T) {
+// TestRun_IncidentLimit: with budget.incident_limit 3, the third incident
+// opens the breaker.
+func TestRun_IncidentLimit(t *testing.T) {
 	ds := loadPolicy(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	up := &fakeUpstream{err: context.Canceled}
+	ds.Budget.IncidentLimit = 3
 	led := &memLedger{limit: 3}
-	_, err := newTestReleaser(t, led, 4).Run(ctx, Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up})
-	if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.QueryCanceled {
-		t.Fatalf("Run() = %v, want 57014", err)
+	r := newTestReleaser(t, led, 3)
+	for i := 1; i <= 4; i++ {
+		up := &fakeUpstream{err: &pgconn.PgError{Code: "22012"}}
+		_, err := r.Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds),
+			Epsilon: 0.1 * float64(i), Mechanism: policy.MechanismLaplace, Upstream: up, NoCache: true})
+		switch {
+		case i <= 3 && !errors.Is(err, ErrIncident):
+			t.Fatalf("query %d: %v, want an incident", i, err)
+		case i == 4 && (!errors.Is(err, accountant.ErrSuspended) || len(up.calls) != 0):
+			t.Fatalf("query 4: %v (%d upstream calls), want suspended before the upstream", err, len(up.calls))
+		}
+	}
+}
+
+// TestRun_AvailabilityIsNotAnIncident: a lost or refused connection, a
+// server shutting down, or the proxy's own shutdown (its context
+// cancelled) do not depend on a row: their own error, no incident.
+func TestRun_AvailabilityIsNotAnIncident(t *testing.T) {
+	ds := loadPolicy(t)
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, c := range map[string]struct {
+		ctx context.Context
+		err error
+	}{
+		"admin shutdown": {context.Background(), &pgconn.PgError{Code: "57P01"}},
+		"connection":     {context.Background(), &pgconn.PgError{Code: "08006"}},
+		"eof":            {context.Background(), fmt.Errorf("read: %w", io.ErrUnexpectedEOF)},
+		"proxy shutdown": {cancelled, context.Canceled},
+	} {
+		led := &memLedger{limit: 3}
+		_, err := newTestReleaser(t, led, 4).Run(c.ctx, Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: &fakeUpstream{err: c.err}})
+		if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.SystemError || errors.Is(err, ErrIncident) {
+			t.Errorf("%s: Run() = %v, want 58000", name, err)
+		}
+		if len(led.incidents) != 0 || led.suspended {
+			t.Errorf("%s: recorded as an incident", name)
+		}
 	}
 }
 

@@ -176,7 +176,7 @@ func (r *Releaser) saMechanism(req Request, epsilon, delta, lInf float64, intege
 }
 
 // runSampleAgg answers a sample-and-aggregate plan (see the file comment).
-func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, error) {
+func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (*Result, error) {
 	plan, sa := req.Plan, req.Plan.SampleAgg
 	private := plan.PrivateGroups()
 	if len(sa.Levels) == 0 || private && sa.CountMeasure < 0 {
@@ -222,10 +222,12 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	// The key is passed as bind parameters, never in the SQL text.
+	ch.res, ch.key = res, key
+	// The key is passed as bind parameters, never in the SQL text. From
+	// here on, every error is an incident (incident.go).
 	rows, err := req.Upstream.Query(ctx, plan.SQL, plan.QueryArgs(req.Dataset)...)
 	if err != nil {
-		return nil, upstreamError(ctx, err)
+		return nil, err
 	}
 	if private {
 		groups = dataGroups(plan, rows)

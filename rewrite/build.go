@@ -264,11 +264,15 @@ type colInfo struct {
 	name string
 	col  *policy.Column // nil for an undeclared unit column
 	unit bool
+	// utype and utypeName: the unit column's type from the live catalog
+	// (policy.Table.UnitType), for an undeclared unit column.
+	utype     policy.Type
+	utypeName string
 }
 
 func (c colInfo) typ() policy.Type {
 	if c.col == nil {
-		return ""
+		return c.utype
 	}
 	return c.col.Type
 }
@@ -293,7 +297,7 @@ func (b *builder) column(e *ast.ColumnNameExpr) (colInfo, error) {
 	name := strings.Clone(cn.Name.O)
 	if name == b.table.UnitColumn {
 		c := b.table.Columns[name]
-		return colInfo{name: name, col: c, unit: true}, nil
+		return colInfo{name: name, col: c, unit: true, utype: b.table.UnitType, utypeName: b.table.UnitTypeName}, nil
 	}
 	c, ok := b.table.Columns[name]
 	if !ok {

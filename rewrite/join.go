@@ -667,7 +667,11 @@ func (b *builder) joinColumn(e *ast.ColumnNameExpr) (colInfo, error) {
 	}
 	n := st.names[[2]string{strconv.Itoa(k), name}]
 	st.used[n] = true
-	return colInfo{name: n, col: b.table.Columns[n], unit: n == b.table.UnitColumn}, nil
+	ci := colInfo{name: n, col: b.table.Columns[n], unit: n == b.table.UnitColumn}
+	if ci.unit {
+		ci.utype, ci.utypeName = b.table.UnitType, b.table.UnitTypeName
+	}
+	return ci, nil
 }
 
 // outputName is the name PostgreSQL gives an output column that is a plain

@@ -357,6 +357,13 @@ func (b *builder) typedLit(e ast.ExprNode, ci colInfo) (string, error) {
 			WithHint("%s", literalHint(ci))
 	}
 	t := ci.typ()
+	if t == "" && ci.utypeName != "" {
+		// The catalog gave the unit column a type whose literals the
+		// planner cannot check (uuid, …): a malformed one would fail
+		// upstream after the charge.
+		return "", b.errAt(e, pgerr.FeatureNotSupported, "comparisons of the unit column %s (%s) with literals are not supported", ci.name, ci.utypeName).
+			WithHint("filter on other columns; the unit column can be counted with COUNT(DISTINCT %s)", ci.name)
+	}
 	if t == "" {
 		// The unit column's type is not declared: send the literal as an
 		// untyped string constant, which PostgreSQL types from the column

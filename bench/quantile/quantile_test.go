@@ -76,6 +76,9 @@ func (l *memLedger) Reserve(_ context.Context, c accountant.Charge) (*accountant
 	return &accountant.Reservation{ID: l.n, Status: accountant.Status{Dataset: c.Dataset, Accountant: "pure", Limit: accountant.Spent{Epsilon: math.Inf(1)}}}, nil
 }
 func (l *memLedger) Release(context.Context, int64, []byte) error { return nil }
+func (l *memLedger) RecordIncident(context.Context, *policy.Dataset, accountant.Incident) (accountant.IncidentResult, error) {
+	return accountant.IncidentResult{}, nil
+}
 func (l *memLedger) Status(_ context.Context, _ string, ds *policy.Dataset) (accountant.Status, error) {
 	return accountant.Status{Dataset: ds.Name}, nil
 }

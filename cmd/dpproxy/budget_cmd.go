@@ -97,7 +97,7 @@ func fig(x float64) string {
 
 func cmdBudget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return usagef("budget: name a subcommand (show, grant or reset)")
+		return usagef("budget: name a subcommand (show, grant, reset or resume)")
 	}
 	sub := args[0]
 	fs := flag.NewFlagSet("budget "+sub, flag.ContinueOnError)
@@ -113,8 +113,9 @@ func cmdBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		delta = fs.Float64("delta", 0, "δ to add to the analyst's limit")
 	case "reset":
 		confirm = fs.Bool("confirm", false, "really set the analyst's spending back to zero")
+	case "resume":
 	default:
-		return usagef("budget: unknown subcommand %q (want show, grant or reset)", sub)
+		return usagef("budget: unknown subcommand %q (want show, grant, reset or resume)", sub)
 	}
 	if err := parseFlags(fs, args[1:], false); err != nil {
 		return err
@@ -163,6 +164,13 @@ func cmdBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		fmt.Fprintf(stdout, "granted ε=%s, δ=%s to %s on %s: limit now ε=%s, δ=%s; remaining ε=%s, δ=%s\n",
 			fig(*eps), fig(*delta), *analyst, ds.Name, fig(st.Limit.Epsilon), fig(st.Limit.Delta), fig(rem.Epsilon), fig(rem.Delta))
 		return nil
+	case "resume":
+		n, err := s.ledger.Resume(ctx, ds, *analyst, actor())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "resumed %s on %s: %d incident(s) cleared (incident rows kept; audit row written)\n", *analyst, ds.Name, n)
+		return nil
 	default: // reset
 		before, err := s.ledger.Reset(ctx, ds, *analyst, actor())
 		if err != nil {
@@ -181,16 +189,20 @@ func (s *steward) show(ctx context.Context, dataset, analyst string, stdout io.W
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "dataset\tanalyst\taccountant\tepsilon_spent\tepsilon_limit\tepsilon_remaining\tdelta_spent\tdelta_limit\tdelta_remaining\tcharges\tunanswered")
+	fmt.Fprintln(tw, "dataset\tanalyst\taccountant\tepsilon_spent\tepsilon_limit\tepsilon_remaining\tdelta_spent\tdelta_limit\tdelta_remaining\tcharges\tunanswered\tincidents")
 	for _, b := range rows {
 		who := b.Analyst
 		if who == "" {
 			who = "(all analysts)"
 		}
 		rem := b.Status.Remaining()
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\n", b.Dataset, who, b.Status.Accountant,
+		incidents := strconv.Itoa(b.Incidents)
+		if b.Suspended {
+			incidents += " (suspended)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", b.Dataset, who, b.Status.Accountant,
 			fig(b.Status.Spent.Epsilon), fig(b.Status.Limit.Epsilon), fig(rem.Epsilon),
-			fig(b.Status.Spent.Delta), fig(b.Status.Limit.Delta), fig(rem.Delta), b.Charges, b.Reserved)
+			fig(b.Status.Spent.Delta), fig(b.Status.Limit.Delta), fig(rem.Delta), b.Charges, b.Reserved, incidents)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -198,5 +210,17 @@ func (s *steward) show(ctx context.Context, dataset, analyst string, stdout io.W
 	if len(rows) == 0 {
 		fmt.Fprintln(stdout, "(no budgets: nothing was charged yet)")
 	}
-	return nil
+	// Recent incidents (errors after a charge): what failed and where,
+	// never a value.
+	incs, err := s.ledger.Incidents(ctx, dataset, analyst, 20)
+	if err != nil || len(incs) == 0 {
+		return err
+	}
+	fmt.Fprintln(stdout, "\nrecent incidents (an error after a charge; resume with: dpproxy budget resume --dataset D --analyst A):")
+	tw = tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "at\tdataset\tanalyst\tcharge\tkind\tsqlstate\tfingerprint\tsuspended")
+	for _, i := range incs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%.16s\t%v\n", i.At, i.Dataset, i.Analyst, i.ChargeID, i.Kind, i.SQLState, i.Fingerprint, i.Suspended)
+	}
+	return tw.Flush()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -109,11 +110,11 @@ func TestBudgetCLI_ShowGrantReset(t *testing.T) {
 	if !strings.HasPrefix(out, "dataset") || !strings.Contains(out, "epsilon_remaining") {
 		t.Fatalf("budget show header = %q", out)
 	}
-	// dataset analyst accountant ε spent/limit/remaining δ spent/limit/remaining charges unanswered
-	if got, want := strings.Join(tableRow(t, out, "alice"), " "), "hospital alice pure 2 3 1 0 1e-06 1e-06 4 0"; got != want {
+	// dataset analyst accountant ε spent/limit/remaining δ spent/limit/remaining charges unanswered incidents
+	if got, want := strings.Join(tableRow(t, out, "alice"), " "), "hospital alice pure 2 3 1 0 1e-06 1e-06 4 0 0"; got != want {
 		t.Errorf("alice's row = %q, want %q", got, want)
 	}
-	if got, want := strings.Join(tableRow(t, out, "bob"), " "), "hospital bob pure 0.5 3 2.5 0 1e-06 1e-06 2 2"; got != want {
+	if got, want := strings.Join(tableRow(t, out, "bob"), " "), "hospital bob pure 0.5 3 2.5 0 1e-06 1e-06 2 2 0"; got != want {
 		t.Errorf("bob's row = %q, want %q", got, want)
 	}
 	if !strings.Contains(out, "(all analysts)") {
@@ -133,7 +134,7 @@ func TestBudgetCLI_ShowGrantReset(t *testing.T) {
 		Events: []accountant.Event{{Mechanism: policy.MechanismLaplace, Epsilon: 0.01, NoiseMultiplier: 100}}}); err == nil {
 		t.Fatal("charge beyond policy + grant accepted")
 	}
-	if got := strings.Join(tableRow(t, okCLI(t, "budget", "show", "--config", cfg, "--dataset", "hospital", "--analyst", "alice"), "alice"), " "); got != "hospital alice pure 4.5 4.5 0 0 1e-06 1e-06 9 0" {
+	if got := strings.Join(tableRow(t, okCLI(t, "budget", "show", "--config", cfg, "--dataset", "hospital", "--analyst", "alice"), "alice"), " "); got != "hospital alice pure 4.5 4.5 0 0 1e-06 1e-06 9 0 0" {
 		t.Errorf("alice after grant = %q", got)
 	}
 
@@ -146,9 +147,35 @@ func TestBudgetCLI_ShowGrantReset(t *testing.T) {
 	if !strings.Contains(out, "reset alice on hospital: spent ε=4.5, δ=0 before") {
 		t.Fatalf("budget reset = %q", out)
 	}
-	if got := strings.Join(tableRow(t, okCLI(t, "budget", "show", "--config", cfg), "alice"), " "); got != "hospital alice pure 0 4.5 4.5 0 1e-06 1e-06 0 0" {
+	if got := strings.Join(tableRow(t, okCLI(t, "budget", "show", "--config", cfg), "alice"), " "); got != "hospital alice pure 0 4.5 4.5 0 1e-06 1e-06 0 0 0" {
 		t.Errorf("alice after reset = %q (grants are kept)", got)
 	}
+
+	// An incident suspends bob (incident_limit 1): budget show says so and
+	// lists it; resume clears it, once.
+	if r, err := l.RecordIncident(context.Background(), ds, accountant.Incident{Analyst: "bob", Dataset: "hospital", ChargeID: 1,
+		Fingerprint: "fp-of-the-query", Kind: "upstream", SQLState: "22012"}); err != nil || !r.Suspended || r.Incidents != 1 {
+		t.Fatalf("RecordIncident = %+v, %v", r, err)
+	}
+	out = okCLI(t, "budget", "show", "--config", cfg, "--dataset", "hospital", "--analyst", "bob")
+	if got := strings.Join(tableRow(t, out, "bob"), " "); got != "hospital bob pure 0.5 3 2.5 0 1e-06 1e-06 2 2 1 (suspended)" {
+		t.Errorf("bob after an incident = %q", got)
+	}
+	if !strings.Contains(out, "recent incidents") || !strings.Contains(out, "upstream  22012") || !strings.Contains(out, "fp-of-the-query") {
+		t.Errorf("budget show lacks the incident:\n%s", out)
+	}
+	if _, err := l.Reserve(context.Background(), accountant.Charge{Analyst: "bob", Dataset: "hospital", Policy: ds, Fingerprint: "y",
+		Events: []accountant.Event{{Mechanism: policy.MechanismLaplace, Epsilon: 0.01, NoiseMultiplier: 100}}}); !errors.Is(err, accountant.ErrSuspended) {
+		t.Fatalf("charge of a suspended analyst: %v", err)
+	}
+	out = okCLI(t, "budget", "resume", "--config", cfg, "--analyst", "bob", "--dataset", "hospital")
+	if !strings.Contains(out, "resumed bob on hospital: 1 incident(s) cleared") {
+		t.Fatalf("budget resume = %q", out)
+	}
+	if code, _, errOut := runCLI(t, "", "budget", "resume", "--config", cfg, "--analyst", "bob", "--dataset", "hospital"); code == 0 || !strings.Contains(errOut, "not suspended") {
+		t.Fatalf("second resume: exit %d, %s", code, errOut)
+	}
+	chargeN(t, l, ds, "bob", 0.25, 1, true)
 	ctx := context.Background()
 	c, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -162,14 +189,14 @@ func TestBudgetCLI_ShowGrantReset(t *testing.T) {
 		(SELECT min(actor) FROM dpproxy_ledger.audit)`).Scan(&charges, &audits, &action, &who); err != nil {
 		t.Fatal(err)
 	}
-	if charges != 9 || audits != 2 || action != "grant,reset" || who != actor() {
-		t.Fatalf("after grant and reset: %d charges of alice, audit %d rows %q by %q; want 9, 2 grant,reset by %q", charges, audits, action, who, actor())
+	if charges != 9 || audits != 3 || action != "grant,reset,resume" || who != actor() {
+		t.Fatalf("after grant, reset and resume: %d charges of alice, audit %d rows %q by %q; want 9, 3 grant,reset,resume by %q", charges, audits, action, who, actor())
 	}
 
 	// ledger verify: clean, with bob's two reserved charges reported.
 	out = okCLI(t, "ledger", "verify", "--config", cfg)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if lines[len(lines)-1] != "ok: 3 budgets, 11 charges verified" {
+	if lines[len(lines)-1] != "ok: 3 budgets, 12 charges verified" {
 		t.Fatalf("ledger verify = %q", out)
 	}
 	if n := len(regexp.MustCompile(`(?m)^charged but unanswered: charge \d+ \(hospital/bob at \S+, ε=0\.25, δ=0\)$`).FindAllString(out, -1)); n != 2 {
@@ -180,8 +207,8 @@ func TestBudgetCLI_ShowGrantReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ = runCLI(t, "", "ledger", "verify", "--config", cfg)
-	if code != 1 || !strings.Contains(out, "mismatch: hospital/bob: spent ε = 0.25 on the budget row, 0.5 recomputed from the charges") ||
-		!strings.Contains(out, "FAILED: 1 differences in 3 budgets, 11 charges") {
+	if code != 1 || !strings.Contains(out, "mismatch: hospital/bob: spent ε = 0.25 on the budget row, 0.75 recomputed from the charges") ||
+		!strings.Contains(out, "FAILED: 1 differences in 3 budgets, 12 charges") {
 		t.Fatalf("ledger verify after tampering: exit %d, %q", code, out)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -106,11 +107,22 @@ func startClusters(ctx context.Context, dataDir string, log *zap.Logger) (data, 
 	return data, sr.c, nil
 }
 
+// withResponseTime replaces the response_time of the demo config's
+// dataset (--response-time).
+func withResponseTime(cfg []byte, d time.Duration) ([]byte, error) {
+	const line = "    response_time: 500ms\n"
+	if !bytes.Contains(cfg, []byte(line)) {
+		return nil, fmt.Errorf("examples/dpproxy.yaml no longer has the line %q that --response-time replaces", strings.TrimSpace(line))
+	}
+	return bytes.Replace(cfg, []byte(line), []byte("    response_time: "+d.String()+"\n"), 1), nil
+}
+
 func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	dataDir := fs.String("data-dir", "", "keep the clusters (data in DIR, shadow catalog in DIR/shadow), the data and the ledger across restarts (default: temporary directories removed on exit)")
 	listen := fs.String("listen", "127.0.0.1:6432", "address analysts connect to")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	responseTime := fs.Duration("response-time", -1, "pad every DP answer to at least this long (default: examples/dpproxy.yaml's response_time, 500ms); 0 turns padding off")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -143,6 +155,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	text, err := demoConfig(examples.Config(), pgAddr, shadowAddr, *listen)
 	if err != nil {
 		return err
+	}
+	if *responseTime >= 0 {
+		if text, err = withResponseTime(text, *responseTime); err != nil {
+			return err
+		}
 	}
 	cfgPath := filepath.Join(cluster.Dir, "dpproxy.yaml")
 	if err := os.MkdirAll(filepath.Join(cluster.Dir, "policies"), 0o755); err != nil {

@@ -10,7 +10,7 @@
 //	dpproxy policy init --dsn DSN --table T (--config FILE | --ledger DSN) [--out FILE]
 //	dpproxy passwd NAME
 //	dpproxy accountant epsilon|delta --method M ... [--laplace B:K]... [--gaussian S:K]...
-//	dpproxy budget show|grant|reset --config FILE ...
+//	dpproxy budget show|grant|reset|resume --config FILE ...
 //	dpproxy ledger verify --config FILE
 //	dpproxy doctor --config FILE
 //
@@ -45,11 +45,13 @@ const usage = `usage:
                                          composed ε (or δ) of a workload; B = Laplace scale/L1
                                          sensitivity, S = σ/L2 sensitivity, K = releases
   dpproxy budget show --config FILE [--analyst A] [--dataset D]
-                                         analysts' budgets: spent, limit, remaining
+                                         analysts' budgets: spent, limit, remaining, incidents
   dpproxy budget grant --config FILE --analyst A --dataset D --epsilon X [--delta Y]
                                          add to an analyst's limit (audited)
   dpproxy budget reset --config FILE --analyst A --dataset D --confirm
                                          set an analyst's spending back to zero (audited)
+  dpproxy budget resume --config FILE --analyst A --dataset D
+                                         end a suspension after an incident (audited)
   dpproxy ledger verify --config FILE    recompute every budget from the ledger's charges
   dpproxy doctor --config FILE           check the live privileges of the data, ledger and shadow roles
 `

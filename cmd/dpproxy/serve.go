@@ -10,8 +10,10 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/catalog"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
@@ -61,6 +63,24 @@ func loadPolicies(cfg *config.Config) ([]*policy.Dataset, error) {
 	return []*policy.Dataset{ds}, nil
 }
 
+// verifyCatalog checks ds's column types against the data database's
+// catalog (as the data role) and learns its unit columns' types.
+func verifyCatalog(ctx context.Context, name, dsn string, ds *policy.Dataset) error {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("datasets.%s.upstream: %w", name, err)
+	}
+	defer conn.Close(context.Background())
+	problems, err := catalog.Verify(ctx, conn, ds)
+	if err != nil {
+		return fmt.Errorf("datasets.%s: %w", name, err)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("the policy of %s does not match the data database (%s):\n  %s", name, ds.Path, strings.Join(problems, "\n  "))
+	}
+	return nil
+}
+
 // runServer is the code path of both `serve` and `demo`: policies, ledger,
 // shadow catalogs, upstream pools, releaser, proxy; ready is called once the
 // listener accepts connections. It returns when ctx is cancelled and the
@@ -98,6 +118,12 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 	var shadows []*shadowTarget
 	for _, n := range names {
 		dc, ds := cfg.Datasets[n], byName[n]
+		// The policy's column types against the live catalog: a type the
+		// column cannot honour would fail on one person's row after a
+		// charge (internal/catalog).
+		if err := verifyCatalog(ctx, n, dc.Upstream, ds); err != nil {
+			return err
+		}
 		sc, err := pgx.ParseConfig(dc.Shadow)
 		if err != nil {
 			return fmt.Errorf("datasets.%s.shadow: %w", n, err)

@@ -16,6 +16,8 @@
 //   - the shadow copies of public tables (internal/shadow, mirror.go) have
 //     only declared columns and as many rows as upstream, within
 //     public_max_rows;
+//   - every declared column's live type honours its policy type
+//     (internal/catalog; the proxy refuses to start otherwise);
 //   - the data and shadow servers allow at least as many connections as
 //     the proxy's pools may open (upstream_max_connections,
 //     shadow_max_connections).
@@ -36,6 +38,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/catalog"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -103,6 +106,9 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		if err := checkData(ctx, r, n, dc.Upstream, cfg.Ledger, ds); err != nil {
 			return nil, err
 		}
+		if err := checkTypes(ctx, r, n, dc.Upstream, ds); err != nil {
+			return nil, err
+		}
 		if !ledgerRoleChecked {
 			if err := checkLedger(ctx, r, cfg.Ledger); err != nil {
 				return nil, err
@@ -124,6 +130,27 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		}
 	}
 	return r, nil
+}
+
+// checkTypes verifies the policy's column types against the live catalog
+// (internal/catalog): the proxy refuses to start on a mismatch.
+func checkTypes(ctx context.Context, r *Report, ds, dsn string, pol *policy.Dataset) error {
+	c, err := connect(ctx, dsn)
+	if err != nil {
+		return fmt.Errorf("%s: connect as the data role: %w", ds, err)
+	}
+	defer c.Close(context.Background())
+	problems, err := catalog.Verify(ctx, c, pol)
+	if err != nil {
+		return err
+	}
+	for _, p := range problems {
+		r.add(ds, false, "column types: %s (the proxy will not start)", p)
+	}
+	if len(problems) == 0 {
+		r.add(ds, true, "column types: every declared column's live type honours its policy type")
+	}
+	return nil
 }
 
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {

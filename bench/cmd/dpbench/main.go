@@ -256,9 +256,11 @@ func (e *env) writeConfig() error {
 	}
 	e.proxyAddr = ln.Addr().String()
 	ln.Close()
+	// The bench measures the DP path's own cost: without the demo's
+	// response-time padding (a constant 500ms floor per DP answer).
 	cfg := strings.NewReplacer("@127.0.0.1:5432/", "@"+e.dataAddr+"/", "@127.0.0.1:5433/", "@"+e.shadowAddr+"/",
-		"listen: 127.0.0.1:6432", "listen: "+e.proxyAddr).Replace(string(examples.Config()))
-	if !strings.Contains(cfg, e.proxyAddr) || !strings.Contains(cfg, e.shadowAddr) {
+		"listen: 127.0.0.1:6432", "listen: "+e.proxyAddr, "response_time: 500ms", "response_time: 0s").Replace(string(examples.Config()))
+	if !strings.Contains(cfg, e.proxyAddr) || !strings.Contains(cfg, e.shadowAddr) || !strings.Contains(cfg, "response_time: 0s") {
 		return errors.New("examples/dpproxy.yaml changed: the bench no longer finds its addresses to replace")
 	}
 	pol := string(examples.HospitalPolicy())

@@ -1,0 +1,209 @@
+// Package catalog checks a policy's declared column types against the live
+// PostgreSQL catalog of the data database (issue 14, DESIGN.md "Errors,
+// work and time": "policy types verified against the live catalog").
+//
+// The planner proves its emitted SQL total from the declared types: a
+// column declared int is compared with integer literals and summed as
+// integers, a text column is matched with LIKE, a float column is clamped
+// as float8. If the live column cannot honour its declared type — a
+// `type: int` column that is numeric and holds a fraction for one person,
+// a float column declared numeric whose ±Infinity does not fit, a text
+// column under a nondeterministic collation that LIKE refuses — the emitted
+// SQL can fail on one person's row, after the charge. So a mismatch is a
+// configuration error found at start-up (and by `dpproxy doctor`), never a
+// runtime error.
+//
+// Verify also learns the type of each protected table's unit column, which
+// the policy does not declare, so literals compared with it are checked at
+// plan time (policy.Table.UnitType).
+//
+// It reads only pg_catalog, never a row.
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+)
+
+// Querier is what Verify needs of a connection (pgx.Conn, pgxpool.Pool).
+type Querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// liveColumn is one column as the catalog describes it.
+type liveColumn struct {
+	base          string // the type's name, of the base type for a domain
+	shown         string // format_type: what to print
+	scale         int    // numeric's declared scale, -1 when unconstrained
+	deterministic bool   // the collation is deterministic (or none)
+}
+
+// Verify checks every protected table of ds: the table exists, its unit
+// column exists, and each declared visible column exists with a type that
+// can honour its declaration (accepts). It returns one problem per
+// mismatch (a sentence naming the column, both types and the fix) and sets
+// each table's UnitType and UnitTypeName when there are none.
+func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error) {
+	var problems []string
+	unitTypes := map[string][2]string{}
+	for _, name := range ds.TableOrder {
+		t := ds.Tables[name]
+		if t.Public {
+			continue
+		}
+		cols, err := readColumns(ctx, q, t.Schema, t.Name)
+		if err != nil {
+			return nil, err
+		}
+		where := fmt.Sprintf("%s: table %s.%s", ds.Name, t.Schema, t.Name)
+		if len(cols) == 0 {
+			problems = append(problems, where+" does not exist in the data database (or the data role cannot see it); create it or fix tables."+t.Name+" in the policy")
+			continue
+		}
+		if u, ok := cols[t.UnitColumn]; !ok {
+			problems = append(problems, fmt.Sprintf("%s has no unit column %q; fix unit_column in the policy", where, t.UnitColumn))
+		} else {
+			unitTypes[name] = [2]string{string(unitType(u)), u.shown}
+		}
+		for _, cn := range t.ColumnOrder {
+			c := t.Columns[cn]
+			if c.Hidden || c.Type == "" {
+				continue
+			}
+			lc, ok := cols[cn]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("%s has no column %q declared in the policy; remove it from the policy or fix its name", where, cn))
+				continue
+			}
+			if msg := accepts(c.Type, lc); msg != "" {
+				problems = append(problems, fmt.Sprintf("%s column %s is %s in the database but type: %s in the policy: %s", where, cn, lc.shown, c.Type, msg))
+			}
+		}
+	}
+	sort.Strings(problems)
+	if len(problems) == 0 {
+		for name, ut := range unitTypes {
+			ds.Tables[name].UnitType, ds.Tables[name].UnitTypeName = policy.Type(ut[0]), ut[1]
+		}
+	}
+	return problems, nil
+}
+
+func readColumns(ctx context.Context, q Querier, schema, table string) (map[string]liveColumn, error) {
+	rows, err := q.Query(ctx, `SELECT a.attname, bt.typname, format_type(a.atttypid, a.atttypmod),
+			CASE WHEN bt.typname = 'numeric' AND coalesce(nullif(t.typtypmod, -1), a.atttypmod) >= 4
+				THEN (coalesce(nullif(t.typtypmod, -1), a.atttypmod) - 4) & 65535 ELSE -1 END,
+			coalesce(co.collisdeterministic, true)
+		FROM pg_catalog.pg_attribute a
+		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+		JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+		JOIN pg_catalog.pg_type bt ON bt.oid = CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE t.oid END
+		LEFT JOIN pg_catalog.pg_collation co ON co.oid = a.attcollation
+		WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`, schema, table)
+	if err != nil {
+		return nil, fmt.Errorf("read the catalog of %s.%s: %w", schema, table, err)
+	}
+	defer rows.Close()
+	out := map[string]liveColumn{}
+	for rows.Next() {
+		var name string
+		var c liveColumn
+		if err := rows.Scan(&name, &c.base, &c.shown, &c.scale, &c.deterministic); err != nil {
+			return nil, err
+		}
+		out[strings.ToLower(name)] = c
+	}
+	return out, rows.Err()
+}
+
+var (
+	intTypes  = map[string]bool{"int2": true, "int4": true, "int8": true}
+	textTypes = map[string]bool{"text": true, "varchar": true, "bpchar": true, "citext": true}
+)
+
+// accepts returns "" when a live column can honour the declared type, else
+// what is wrong and how to fix it.
+func accepts(t policy.Type, c liveColumn) string {
+	switch t {
+	case policy.TypeInt:
+		switch {
+		case intTypes[c.base]:
+			return ""
+		case c.base == "numeric" && c.scale == 0:
+			return "" // numeric(p, 0) holds integers only
+		case c.base == "numeric":
+			return "it can hold fractions, which an int column's SQL would not expect; declare type: numeric"
+		case c.base == "float4" || c.base == "float8":
+			return "it can hold fractions, NaN and ±Infinity; declare type: float"
+		}
+	case policy.TypeNumeric:
+		switch {
+		case intTypes[c.base] || c.base == "numeric":
+			return ""
+		case c.base == "float4" || c.base == "float8":
+			return "declare type: float (a float's ±Infinity and NaN are handled as float, not numeric)"
+		}
+	case policy.TypeFloat:
+		switch {
+		case intTypes[c.base] || c.base == "float4" || c.base == "float8":
+			return ""
+		case c.base == "numeric":
+			return "a numeric value beyond float8's range would fail to convert; declare type: numeric"
+		}
+	case policy.TypeText:
+		if textTypes[c.base] {
+			if !c.deterministic {
+				return "its collation is nondeterministic, under which PostgreSQL refuses LIKE; give the column a deterministic collation or declare it access: none"
+			}
+			return ""
+		}
+	case policy.TypeDate:
+		if c.base == "date" {
+			return ""
+		}
+	case policy.TypeBool:
+		if c.base == "bool" {
+			return ""
+		}
+	}
+	return fmt.Sprintf("declare the type that matches (%s)", suggest(c))
+}
+
+func suggest(c liveColumn) string {
+	switch {
+	case intTypes[c.base]:
+		return "type: int"
+	case c.base == "numeric" && c.scale == 0:
+		return "type: int or numeric"
+	case c.base == "numeric":
+		return "type: numeric"
+	case c.base == "float4" || c.base == "float8":
+		return "type: float"
+	case textTypes[c.base]:
+		return "type: text"
+	case c.base == "date":
+		return "type: date"
+	case c.base == "bool":
+		return "type: bool"
+	}
+	return "no policy type fits " + c.shown + "; declare the column access: none"
+}
+
+// unitType maps a unit column's live type to the policy type its literals
+// are checked against; "" for other types (uuid, …), whose comparisons
+// with literals the planner refuses.
+func unitType(c liveColumn) policy.Type {
+	switch {
+	case intTypes[c.base], c.base == "numeric" && c.scale == 0:
+		return policy.TypeInt
+	case textTypes[c.base] && c.deterministic:
+		return policy.TypeText
+	}
+	return ""
+}

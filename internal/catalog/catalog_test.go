@@ -1,0 +1,184 @@
+package catalog
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const schema = `
+CREATE DOMAIN small_money AS numeric(12, 2);
+CREATE TABLE ok (
+	pid int8, i int4, i0 numeric(10, 0), n numeric, n2 small_money, ni int2,
+	f float8, fi int4, s text, v varchar(20), d date, b bool, secret bytea
+);
+CREATE TABLE bad (
+	pid uuid, frac numeric, fl float8, big numeric, s int4, d timestamp, b int4, ci text COLLATE ci
+);
+CREATE TABLE textunit (pid text, x int4);
+`
+
+const okPolicy = `dataset: t
+privacy_unit: person
+budget: {epsilon: 1}
+tables:
+  ok:
+    unit_column: pid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      i:  {type: int, lower: 0, upper: 10}
+      i0: {type: int, lower: 0, upper: 10}
+      n:  {type: numeric, lower: 0, upper: 10}
+      n2: {type: numeric, lower: 0, upper: 10}
+      ni: {type: numeric, lower: 0, upper: 10}
+      f:  {type: float, lower: 0, upper: 10}
+      fi: {type: float, lower: 0, upper: 10}
+      s:  {type: text}
+      v:  {type: text}
+      d:  {type: date, lower: 2020-01-01, upper: 2020-12-31}
+      b:  {type: bool}
+      secret: {access: none}
+  textunit:
+    unit_column: pid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      x: {type: int, lower: 0, upper: 10}
+`
+
+const badPolicy = `dataset: t
+privacy_unit: person
+budget: {epsilon: 1}
+tables:
+  bad:
+    unit_column: pid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      frac: {type: int, lower: 0, upper: 10}
+      fl:   {type: numeric, lower: 0, upper: 10}
+      big:  {type: float, lower: 0, upper: 10}
+      s:    {type: text}
+      d:    {type: date, lower: 2020-01-01, upper: 2020-12-31}
+      b:    {type: bool}
+      ci:   {type: text}
+      gone: {type: int, lower: 0, upper: 1}
+  missing:
+    unit_column: pid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      x: {type: int, lower: 0, upper: 10}
+`
+
+// TestVerify checks every policy type against live column types in a real
+// PostgreSQL: what honours its declaration passes (integers, numeric(p, 0)
+// as int, domains by their base type, varchar as text), every mismatch is
+// reported once with the column, both types and the fix, and the unit
+// columns' types are learned only when all is well.
+func TestVerify(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`); err != nil {
+		t.Fatalf("ICU collation (PostgreSQL built without ICU?): %v", err)
+	}
+	if _, err := conn.Exec(ctx, schema); err != nil {
+		t.Fatal(err)
+	}
+
+	ok, err := policy.Parse(strings.NewReader(okPolicy), "ok.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := Verify(ctx, conn, ok)
+	if err != nil || len(problems) != 0 {
+		t.Fatalf("Verify(ok) = %q, %v", problems, err)
+	}
+	if tb := ok.Tables["ok"]; tb.UnitType != policy.TypeInt || tb.UnitTypeName != "bigint" {
+		t.Fatalf("unit type of ok: %q %q", tb.UnitType, tb.UnitTypeName)
+	}
+	if tb := ok.Tables["textunit"]; tb.UnitType != policy.TypeText {
+		t.Fatalf("unit type of textunit: %q", tb.UnitType)
+	}
+
+	bad, err := policy.Parse(strings.NewReader(badPolicy), "bad.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err = Verify(ctx, conn, bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"column frac is numeric in the database but type: int",
+		"column fl is double precision in the database but type: numeric",
+		"column big is numeric in the database but type: float",
+		"column s is integer in the database but type: text",
+		"column d is timestamp without time zone in the database but type: date",
+		"column b is integer in the database but type: bool",
+		"column ci is text in the database but type: text in the policy: its collation is nondeterministic",
+		`has no column "gone"`,
+		"table public.missing does not exist",
+	}
+	all := strings.Join(problems, "\n")
+	for _, w := range want {
+		if !strings.Contains(all, w) {
+			t.Errorf("no problem mentions %q; got:\n%s", w, all)
+		}
+	}
+	if len(problems) != len(want) {
+		t.Errorf("%d problems, want %d:\n%s", len(problems), len(want), all)
+	}
+	if bad.Tables["bad"].UnitTypeName != "" {
+		t.Error("unit types were set although the policy does not match")
+	}
+}
+
+// TestVerify_UnitLiterals: once the unit column's type is known, a literal
+// of the wrong type is refused at plan time (before any charge) instead of
+// failing upstream after it; a uuid unit column cannot be compared with
+// literals at all.
+func TestVerify_UnitLiterals(t *testing.T) {
+	ds, err := policy.Parse(strings.NewReader(okPolicy), "ok.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds.Tables["ok"].UnitType, ds.Tables["ok"].UnitTypeName = policy.TypeInt, "bigint"
+	for q, code := range map[string]string{
+		"SELECT COUNT(*) FROM ok WHERE pid = 'abc'":         "22P02",
+		"SELECT COUNT(*) FROM ok WHERE pid IN (1, 'x')":     "22P02",
+		"SELECT COUNT(*) FROM ok WHERE pid = true":          "42804",
+		"SELECT COUNT(*) FROM ok WHERE pid = '42'":          "",
+		"SELECT COUNT(*) FROM ok WHERE pid BETWEEN 1 AND 9": "",
+	} {
+		_, err := rewrite.Rewrite(ds, q)
+		pe, _ := pgerr.As(err)
+		switch {
+		case code == "" && err != nil:
+			t.Errorf("%s: %v", q, err)
+		case code != "" && (pe == nil || pe.Code != code):
+			t.Errorf("%s: %v, want %s", q, err, code)
+		}
+	}
+	ds.Tables["ok"].UnitType, ds.Tables["ok"].UnitTypeName = "", "uuid"
+	_, err = rewrite.Rewrite(ds, "SELECT COUNT(*) FROM ok WHERE pid = 'abc'")
+	if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.FeatureNotSupported {
+		t.Errorf("uuid unit compared with a literal: %v, want 0A000", err)
+	}
+}

@@ -1,0 +1,148 @@
+// Privacy-critical: needs DP review.
+
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// An error after the charge is an incident, not a message (issue 14,
+// DESIGN.md "Errors, work and time", accountant/incident.go).
+//
+// Once a query is charged, whatever goes wrong — the emitted SQL raised an
+// error or timed out, a value could not be read, the noise could not be
+// added, a panic — may depend on one person's data. So the analyst gets one
+// fixed error (IncidentMessage), whatever failed: no SQLSTATE, text or
+// timing of the upstream error reaches them; the incident is recorded in
+// the ledger, with the upstream SQLSTATE but never its message; and the
+// ledger's circuit breaker suspends the analyst on the dataset when their
+// incidents reach the policy's incident_limit. Even a construct nobody has
+// thought of yet yields at most incident_limit bits, never an oracle.
+//
+// Availability failures — the data server's connection lost or refused,
+// the server shutting down, the proxy itself shutting down — do not depend
+// on a row: they get their own error and do not trip the breaker.
+// Propose-test-release's refusal (ptrRefused) is a DP output of its
+// mechanism, not a failure, and is returned as it is.
+
+// IncidentMessage is the message of the one error every incident gets.
+const IncidentMessage = "the DP query failed after its privacy charge; the data steward has been notified"
+
+// ErrIncident marks the fixed incident error.
+var ErrIncident = errors.New("incident after a charge")
+
+func incidentError() *pgerr.Error {
+	return pgerr.New(pgerr.InternalError, "%s", IncidentMessage).
+		WithDetail("The privacy budget for this query stays charged. Your DP queries on this dataset may be suspended until the steward has reviewed the incident.").
+		WithHint("ask the data steward to look at the incident log (dpproxy budget show)").
+		Wrap(ErrIncident)
+}
+
+// charged is the state of one Run once its charge is durable.
+type charged struct {
+	res *accountant.Reservation // nil until Reserve succeeded
+	key string                  // the query's fingerprint (cacheKey)
+}
+
+// errDPRefusal marks errors after the charge that are outputs of a DP
+// mechanism (ptrRefused), not failures.
+type errDPRefusal struct{ err error }
+
+func (e errDPRefusal) Error() string { return e.err.Error() }
+func (e errDPRefusal) Unwrap() error { return e.err }
+
+// incidentTimeout bounds the ledger write of an incident, which runs even
+// when the statement's context is done.
+const incidentTimeout = 5 * time.Second
+
+// afterCharge turns an error (or a recovered panic) after the charge into
+// what the analyst sees, recording incidents.
+func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, err error, panicked bool) error {
+	var dp errDPRefusal
+	if !panicked && errors.As(err, &dp) {
+		return dp.err
+	}
+	kind, state, avail := classify(ctx, err)
+	if panicked {
+		kind, state, avail = "panic", "", false
+	}
+	if avail {
+		return pgerr.New(pgerr.SystemError, "the data database became unavailable during the DP query").
+			WithDetail("The privacy budget for this query stays charged.").
+			WithHint("retry later; the answer is not cached").Wrap(err)
+	}
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), incidentTimeout)
+	defer cancel()
+	_, _ = r.ledger.RecordIncident(ictx, req.Dataset, accountant.Incident{
+		Analyst: req.Analyst, Dataset: req.Dataset.Name, ChargeID: ch.res.ID,
+		Fingerprint: ch.key, Kind: kind, SQLState: state,
+	})
+	return incidentError()
+}
+
+// classify says what failed: the incident kind, the upstream SQLSTATE
+// (never the message) and whether it is an availability failure.
+func classify(ctx context.Context, err error) (kind, sqlstate string, availability bool) {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case pe.Code == pgerr.QueryCanceled:
+			return "timeout", pe.Code, false
+		case len(pe.Code) == 5 && pe.Code[:2] == "08", // connection exception
+			pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", // shutdown, crash, cannot connect now
+			pe.Code == "53300": // too many connections
+			return "upstream", pe.Code, true
+		}
+		return "upstream", pe.Code, false
+	}
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout", "", false
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		// The statement's context is the proxy's own (never the client's:
+		// proxy/dp.go); it is cancelled only when the proxy shuts down.
+		return "upstream", "", true
+	case pgconn.SafeToRetry(err), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, net.ErrClosed):
+		return "upstream", "", true
+	}
+	var ne net.Error
+	if errors.As(err, &ne) {
+		return "upstream", "", true
+	}
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return "upstream", "", true
+	}
+	if pe, ok := pgerr.As(err); ok {
+		return "result", pe.Code, false
+	}
+	return "result", "", false
+}
+
+// runCharged runs f, which charges through ch, and maps any error after
+// the charge (or a panic) through afterCharge.
+func (r *Releaser) runCharged(ctx context.Context, req Request, f func(*charged) (*Result, error)) (out *Result, err error) {
+	ch := &charged{}
+	defer func() {
+		if p := recover(); p != nil {
+			if ch.res == nil {
+				panic(p)
+			}
+			out, err = nil, r.afterCharge(ctx, req, ch, fmt.Errorf("panic: %v", p), true)
+		}
+	}()
+	out, err = f(ch)
+	if err != nil && ch.res != nil {
+		return nil, r.afterCharge(ctx, req, ch, err, false)
+	}
+	return out, err
+}
