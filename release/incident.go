@@ -82,11 +82,33 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 	}
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), incidentTimeout)
 	defer cancel()
-	_, _ = r.ledger.RecordIncident(ictx, req.Dataset, accountant.Incident{
+	if _, err := r.ledger.RecordIncident(ictx, req.Dataset, accountant.Incident{
 		Analyst: req.Analyst, Dataset: req.Dataset.Name, ChargeID: ch.res.ID,
 		Fingerprint: ch.key, Kind: kind, SQLState: state,
-	})
+	}); err != nil {
+		// The ledger could not record it (and logged why): suspend the
+		// analyst in this process, so a ledger outage cannot turn the
+		// breaker into a free oracle. Only a restart clears it.
+		r.localSuspended.Store(suspensionKey(req), true)
+	}
 	return incidentError()
+}
+
+func suspensionKey(req Request) string { return req.Analyst + "\x00" + req.Dataset.Name }
+
+// suspendedHere refuses, before any charge, an analyst whose incident the
+// ledger could not record.
+func (r *Releaser) suspendedHere(req Request) error {
+	if _, ok := r.localSuspended.Load(suspensionKey(req)); !ok {
+		return nil
+	}
+	return &pgerr.Error{
+		Code:    pgerr.InsufficientPrivilege,
+		Message: fmt.Sprintf("DP queries of %s on dataset %s are suspended after an incident", req.Analyst, req.Dataset.Name),
+		Detail:  "An earlier query failed after its privacy charge and the ledger could not record it. The query was not run and nothing was charged.",
+		Hint:    "ask the data steward to review the proxy's log; a restart of the proxy ends this suspension",
+		Err:     accountant.ErrSuspended,
+	}
 }
 
 // classify says what failed: the incident kind, the upstream SQLSTATE

@@ -14,6 +14,7 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -55,6 +56,9 @@ type Releaser struct {
 	// answers (nil when off) and statuses: see cache.go.
 	answers  *answerCache
 	statuses *statusCache
+	// localSuspended holds the analyst/dataset pairs whose incident the
+	// ledger could not record (incident.go).
+	localSuspended sync.Map
 	// testOnlyRand, when set, replaces crypto/rand in every mechanism.
 	testOnlyRand io.Reader
 }
@@ -134,6 +138,9 @@ type measurement struct {
 // an answer/error bit (proxy/dp.go runs it under the proxy's own timeout).
 func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 	if err := checkRequest(req); err != nil {
+		return nil, err
+	}
+	if err := r.suspendedHere(req); err != nil {
 		return nil, err
 	}
 	return r.runCharged(ctx, req, func(ch *charged) (*Result, error) {

@@ -30,13 +30,17 @@ type memLedger struct {
 	released map[int64][]byte
 	// incidents recorded (RecordIncident), and the breaker: suspended once
 	// their number reaches the policy's incident limit.
-	incidents []accountant.Incident
-	suspended bool
+	incidents    []accountant.Incident
+	suspended    bool
+	failIncident bool // RecordIncident fails (the ledger is down)
 }
 
 func (l *memLedger) RecordIncident(_ context.Context, ds *policy.Dataset, inc accountant.Incident) (accountant.IncidentResult, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.failIncident {
+		return accountant.IncidentResult{}, errors.New("ledger down")
+	}
 	l.incidents = append(l.incidents, inc)
 	if len(l.incidents) >= max(ds.Budget.IncidentLimit, 1) {
 		l.suspended = true
@@ -338,6 +342,30 @@ func TestRun_IncidentLimit(t *testing.T) {
 		case i == 4 && (!errors.Is(err, accountant.ErrSuspended) || len(up.calls) != 0):
 			t.Fatalf("query 4: %v (%d upstream calls), want suspended before the upstream", err, len(up.calls))
 		}
+	}
+}
+
+// TestRun_IncidentLedgerDown: when the ledger cannot record an incident,
+// the releaser suspends the analyst on the dataset itself, so an outage of
+// the ledger does not make the breaker forget.
+func TestRun_IncidentLedgerDown(t *testing.T) {
+	ds := loadPolicy(t)
+	led := &memLedger{limit: 3, failIncident: true}
+	r := newTestReleaser(t, led, 3)
+	req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace,
+		Upstream: &fakeUpstream{err: &pgconn.PgError{Code: "22012"}}}
+	if _, err := r.Run(context.Background(), req); !errors.Is(err, ErrIncident) {
+		t.Fatalf("first query: %v, want the incident error", err)
+	}
+	up := &fakeUpstream{}
+	req.Upstream, req.Epsilon = up, 0.2
+	if _, err := r.Run(context.Background(), req); !errors.Is(err, accountant.ErrSuspended) || len(up.calls) != 0 || len(led.reserved) != 1 {
+		t.Fatalf("after an unrecorded incident: %v, %d upstream calls, %d charges", err, len(up.calls), len(led.reserved))
+	}
+	// Another analyst is not affected.
+	req.Analyst = "bob"
+	if _, err := r.Run(context.Background(), req); err != nil {
+		t.Fatalf("bob: %v", err)
 	}
 }
 
