@@ -159,3 +159,77 @@ func TestIncident_CircuitBreaker(t *testing.T) {
 		t.Fatalf("audit rows of the resume: %d, %v", actions, err)
 	}
 }
+
+// TestAdversarial_ClientTimeDoesNotReachDP: the client's statement_timeout
+// (and a cancel request, which the session maps the same way) ends a DP
+// statement for the client — 57014 after the client's own delay, while the
+// upstream query still waits on a lock — but not the query: once the lock
+// goes, the release completes in the background, its charge is released
+// (answered, not an incident), and asking again returns that answer from
+// the cache at no cost. A unit literal of the wrong type is refused before
+// any charge (the unit column's type comes from the live catalog).
+func TestAdversarial_ClientTimeDoesNotReachDP(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
+		cfg["analysts"].(map[string]any)["hank"] = map[string]any{"password": "plain:hank"}
+	})
+	p := startProxy(t, cfgPath, addr)
+	ledger := connect(t, ctx, ledgerDSN())
+	conn, notices := connectWithNotices(t, ctx, p.dsn("hank"))
+
+	before := lastChargeID(t, ctx, ledger)
+	_, err := conn.Exec(ctx, "SELECT COUNT(*) FROM patients WHERE patient_id = 'abc'")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "22P02" {
+		t.Fatalf("unit column compared with 'abc': %v, want 22P02 at plan time", err)
+	}
+	if lastChargeID(t, ctx, ledger) != before {
+		t.Fatal("the refused unit literal was charged")
+	}
+
+	const q = "SELECT COUNT(*) FROM patients WHERE region = 'north' AND birth_year > 1950"
+	unlock := lockTable(t, ctx, "patients")
+	if _, err := conn.Exec(ctx, "SET statement_timeout = 300"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = conn.Exec(ctx, q)
+	if !errors.As(err, &pe) || pe.Code != "57014" || !strings.Contains(pe.Message, "statement timeout") {
+		t.Fatalf("DP query under a 300ms client timeout: %v, want 57014", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("the client's timeout came after %v", d)
+	}
+	id, status := waitForCharge(t, ctx, ledger, "hank", before)
+	if status != "reserved" {
+		t.Fatalf("charge %d is %s while the upstream waits", id, status)
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "SET statement_timeout = 0"); err != nil {
+		t.Fatal(err)
+	}
+	// The next DP statement waits for the background release, which
+	// finishes and is released, not an incident.
+	var n int64
+	if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
+		t.Fatalf("the same query again: %v", err)
+	}
+	if err := ledger.QueryRow(ctx, "SELECT status FROM dpproxy_ledger.charge WHERE id = $1", id).Scan(&status); err != nil || status != "released" {
+		t.Fatalf("charge %d: %s, %v; want released", id, status, err)
+	}
+	var charges, incidents int
+	if err := ledger.QueryRow(ctx, `SELECT (SELECT count(*) FROM dpproxy_ledger.charge WHERE analyst = 'hank'),
+		(SELECT count(*) FROM dpproxy_ledger.incident WHERE analyst = 'hank')`).Scan(&charges, &incidents); err != nil {
+		t.Fatal(err)
+	}
+	if charges != 1 || incidents != 0 {
+		t.Fatalf("hank: %d charges, %d incidents; want 1 (the second answer from the cache) and 0", charges, incidents)
+	}
+	if ns := notices(); len(ns) == 0 || !strings.Contains(ns[len(ns)-1], "cached") {
+		t.Fatalf("the second answer's NOTICE does not say it is cached: %q", ns)
+	}
+}
