@@ -48,7 +48,7 @@ test: deps
 FUZZTIME ?= 4s
 FUZZ_TARGETS ?= rewrite:FuzzRewrite rewrite:FuzzLex policy:FuzzPolicyParse \
 	proxy:FuzzScanSQL proxy:FuzzStartupPacket proxy:FuzzLiterals \
-	noise:FuzzMechanisms noise:FuzzCalibrations
+	noise:FuzzMechanisms noise:FuzzCalibrations accountant:FuzzConversions
 
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
