@@ -41,6 +41,7 @@
 //	  delta: 1.0e-6
 //	  accountant: pure           # pure | advanced | rdp | zcdp | pld
 //	  global_epsilon: 20         # optional cap summed over all analysts
+//	  min_epsilon_per_query: 0.001 # floor on one query's ε (default 0.001)
 //	defaults:
 //	  epsilon: 0.1               # per query unless SET dp.epsilon
 //	  mechanism: laplace         # laplace | gaussian

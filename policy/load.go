@@ -177,6 +177,8 @@ type rawBudget struct {
 	Accountant    string   `yaml:"accountant"`
 	GlobalEpsilon *float64 `yaml:"global_epsilon"`
 	GlobalDelta   *float64 `yaml:"global_delta"`
+	// MinEpsilonPerQuery is the floor on the ε of one query (Budget).
+	MinEpsilonPerQuery *float64 `yaml:"min_epsilon_per_query"`
 }
 
 type rawDefaults struct {
