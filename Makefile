@@ -47,7 +47,8 @@ test: deps
 # make fuzz FUZZTIME=10m FUZZ_TARGETS=rewrite:FuzzRewrite (see README "Fuzzing").
 FUZZTIME ?= 4s
 FUZZ_TARGETS ?= rewrite:FuzzRewrite rewrite:FuzzLex policy:FuzzPolicyParse \
-	proxy:FuzzScanSQL proxy:FuzzStartupPacket proxy:FuzzLiterals
+	proxy:FuzzScanSQL proxy:FuzzStartupPacket proxy:FuzzLiterals \
+	noise:FuzzMechanisms noise:FuzzCalibrations accountant:FuzzConversions
 
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)

@@ -67,7 +67,7 @@ func (advancedAccountant) absorb(raw json.RawMessage, events []Event) (json.RawM
 
 // kovEpsilon is the KOV Thm 3.5 bound ε̃ at slack δ′.
 func kovEpsilon(sum, sumSq, sumKOV, slack float64) float64 {
-	if slack <= 0 {
+	if !(slack > 0) {
 		return sum
 	}
 	a := sumKOV + math.Sqrt(2*sumSq*math.Log(1/slack))
@@ -77,24 +77,28 @@ func kovEpsilon(sum, sumSq, sumKOV, slack float64) float64 {
 
 // drvEpsilon is the DRV Thm III.3 bound for k releases of ε at slack δ′.
 func drvEpsilon(k float64, eps, slack float64) float64 {
-	if slack <= 0 {
+	if !(slack > 0) {
 		return math.Inf(1)
 	}
 	return math.Sqrt(2*k*math.Log(1/slack))*eps + k*eps*math.Expm1(eps)
 }
 
-// epsilonAt is ε at total δ (slack δ′ = δ − Σδᵢ).
+// epsilonAt is ε at total δ (slack δ′ = δ − Σδᵢ); +Inf (no bound) when
+// the slack is not a number > 0 or the result is NaN.
 func (s advancedState) epsilonAt(delta float64) float64 {
 	if s.K == 0 {
 		return 0
 	}
 	slack := delta - s.Delta
-	if slack <= 0 {
+	if !(slack > 0) {
 		return math.Inf(1)
 	}
 	e := kovEpsilon(s.Sum, s.SumSq, s.SumKOV, slack)
 	if s.Homogeneous {
 		e = math.Min(e, drvEpsilon(float64(s.K), s.Eps0, slack))
+	}
+	if math.IsNaN(e) {
+		return math.Inf(1)
 	}
 	return e
 }

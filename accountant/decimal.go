@@ -94,11 +94,15 @@ func ratFloat(r *big.Rat) float64 {
 	return f
 }
 
-// ratFloatUp returns a float64 ≥ r (the nearest one, or the next above it).
+// ratFloatUp returns a float64 ≥ r (the nearest one, or the next above it;
+// +Inf above the largest float64, where SetFloat64 would return nil).
 func ratFloatUp(r *big.Rat) float64 {
 	f, exact := r.Float64()
-	if exact {
+	switch {
+	case exact || math.IsInf(f, 1):
 		return f
+	case math.IsInf(f, -1):
+		return -math.MaxFloat64
 	}
 	if new(big.Rat).SetFloat64(f).Cmp(r) < 0 {
 		return math.Nextafter(f, math.Inf(1))

@@ -152,7 +152,7 @@ func (s pldState) types() ([]pldType, error) {
 	var ts []pldType
 	for k, n := range s.Laplace {
 		e, err := strconv.ParseFloat(k, 64)
-		if err != nil || e < 0 || n < 0 {
+		if err != nil || !(e >= 0) || math.IsInf(e, 0) || n < 0 {
 			return nil, fmt.Errorf("bad pld state entry %q", k)
 		}
 		ts = append(ts, pldType{laplace: true, epsilon: e, count: n})
@@ -161,7 +161,7 @@ func (s pldState) types() ([]pldType, error) {
 		es, ds, _ := strings.Cut(k, ",")
 		e, err1 := strconv.ParseFloat(es, 64)
 		d, err2 := strconv.ParseFloat(ds, 64)
-		if err1 != nil || err2 != nil || e < 0 || d < 0 || d >= 1 || n < 0 {
+		if err1 != nil || err2 != nil || !(e >= 0) || math.IsInf(e, 0) || !(d >= 0) || d >= 1 || n < 0 {
 			return nil, fmt.Errorf("bad pld state entry %q", k)
 		}
 		ts = append(ts, pldType{epsilon: e, delta: d, count: n})
@@ -204,6 +204,7 @@ func (s pldState) rdpCurve(ts []pldType) ([]float64, bool) {
 
 // gaussianDelta is the exact curve of the Gaussian mechanism with μ = Δ/σ
 // (Balle–Wang 2018, Thm 8).
+// A NaN argument, or ∞ − ∞ for an infinite μ, gives 1 (no bound).
 func gaussianDelta(mu, eps float64) float64 {
 	if mu == 0 {
 		return 0
@@ -211,6 +212,9 @@ func gaussianDelta(mu, eps float64) float64 {
 	a := mu/2 - eps/mu
 	b := -mu/2 - eps/mu
 	d := phi(a) - math.Exp(eps+logPhi(b))
+	if math.IsNaN(d) {
+		return 1
+	}
 	return math.Min(1, math.Max(0, d))
 }
 
@@ -458,8 +462,11 @@ func power(t pldType, h float64, memo *pldMemo) (pmf, error) {
 	return acc, nil
 }
 
-// delta is δ(ε) of the discretised distribution.
+// delta is δ(ε) of the discretised distribution (1 for a NaN ε).
 func (d pmf) delta(eps, h float64) float64 {
+	if math.IsNaN(eps) {
+		return 1
+	}
 	s := d.inf
 	for i := len(d.p) - 1; i >= 0; i-- {
 		l := float64(d.off+i) * h

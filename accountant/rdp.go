@@ -110,9 +110,10 @@ func laplaceRDP(alpha, eps0 float64) float64 {
 func pureRDP(alpha, eps float64) float64 { return math.Min(eps, alpha*eps*eps/2) }
 
 // rdpEpsilon converts an RDP curve to ε at δ by the improved conversion,
-// minimised over the orders; +Inf when δ ≤ 0.
+// minimised over the orders; +Inf when δ ≤ 0 or NaN. An order whose figure
+// is NaN gives no bound and is skipped (any order's bound is valid alone).
 func rdpEpsilon(orders, r []float64, delta float64) float64 {
-	if delta <= 0 {
+	if !(delta > 0) {
 		return math.Inf(1)
 	}
 	if delta >= 1 {
@@ -121,8 +122,9 @@ func rdpEpsilon(orders, r []float64, delta float64) float64 {
 	best := math.Inf(1)
 	ld := math.Log(delta)
 	for i, a := range orders {
-		e := r[i] + math.Log1p(-1/a) - (ld+math.Log(a))/(a-1)
-		best = math.Min(best, e)
+		if e := r[i] + math.Log1p(-1/a) - (ld+math.Log(a))/(a-1); e < best {
+			best = e
+		}
 	}
 	return math.Max(best, 0)
 }
@@ -133,7 +135,9 @@ func rdpDelta(orders, r []float64, eps float64) float64 {
 	best := 1.0
 	for i, a := range orders {
 		ld := (a-1)*(r[i]-eps) + (a-1)*math.Log1p(-1/a) - math.Log(a)
-		best = math.Min(best, math.Exp(ld))
+		if d := math.Exp(ld); d < best { // a NaN order is skipped
+			best = d
+		}
 	}
 	return best
 }

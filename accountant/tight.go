@@ -66,9 +66,15 @@ func unmarshalTight[T any](raw json.RawMessage) (T, error) {
 func phi(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
 
 // bisectDecreasing returns (an upper bound on) the smallest x in [lo, hi]
-// with f(x) ≤ target, for f non-increasing; +Inf if f(hi) > target.
+// with f(x) ≤ target, for f non-increasing; +Inf if f(hi) > target. A NaN
+// f(x) counts as above the target, and a NaN or infinite bracket or a NaN
+// target gives +Inf (no bound): the result is never NaN. At most 200
+// rounds.
 func bisectDecreasing(f func(float64) float64, target, lo, hi float64) float64 {
-	if f(hi) > target {
+	if math.IsNaN(target) || math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) {
+		return math.Inf(1)
+	}
+	if !(f(hi) <= target) {
 		return math.Inf(1)
 	}
 	if f(lo) <= target {

@@ -97,8 +97,10 @@ func minimizeLog(f func(x float64) float64) float64 {
 }
 
 // zcdpEpsilon is the tight conversion of ρ-zCDP to ε at δ.
+//
+// A NaN or negative ρ, or a NaN δ, gives +Inf (no bound), never NaN.
 func zcdpEpsilon(rho, delta float64) float64 {
-	if delta <= 0 {
+	if !(delta > 0) || !(rho >= 0) {
 		return math.Inf(1)
 	}
 	if delta >= 1 || rho == 0 {
@@ -106,11 +108,19 @@ func zcdpEpsilon(rho, delta float64) float64 {
 	}
 	ld := math.Log(delta)
 	e := minimizeLog(func(x float64) float64 { return zcdpObjective(rho, ld, x) })
-	return math.Max(0, math.Min(e, zcdpBasicEpsilon(rho, delta)))
+	e = math.Min(e, zcdpBasicEpsilon(rho, delta))
+	if math.IsNaN(e) { // ρ = +Inf: ∞ − ∞ in the objective
+		return math.Inf(1)
+	}
+	return math.Max(0, e)
 }
 
 // zcdpDelta is the inverse: δ(ε) = min over α of e^{(α−1)(ρα−ε)}·(1−1/α)^{α−1}/α.
+// A NaN or negative ρ or a NaN ε gives 1 (no bound), never NaN.
 func zcdpDelta(rho, eps float64) float64 {
+	if !(rho >= 0) || math.IsNaN(eps) {
+		return 1
+	}
 	if rho == 0 {
 		return 0
 	}
@@ -119,6 +129,9 @@ func zcdpDelta(rho, eps float64) float64 {
 		a := 1 + u
 		return u*(rho*a-eps) + u*math.Log(u/a) - math.Log(a)
 	})
+	if math.IsNaN(ld) {
+		return 1
+	}
 	return math.Min(1, math.Exp(ld))
 }
 

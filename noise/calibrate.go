@@ -23,8 +23,11 @@ func normalCDF(x float64) float64 { return 0.5 * math.Erfc(-x/math.Sqrt2) }
 //	δ(ε) = Φ(Δ/(2σ) − εσ/Δ) − e^ε·Φ(−Δ/(2σ) − εσ/Δ).
 //
 // The mechanism is (ε, δ)-DP exactly for δ ≥ δ(ε). Known answers: ACCOUNTING.md
-// row 4.
+// row 4. A NaN argument gives the trivial bound 1.
 func GaussianDelta(sigma, epsilon, l2 float64) float64 {
+	if math.IsNaN(sigma) || math.IsNaN(epsilon) || math.IsNaN(l2) {
+		return 1
+	}
 	a := l2/(2*sigma) - epsilon*sigma/l2
 	b := -l2/(2*sigma) - epsilon*sigma/l2
 	// e^ε·Φ(b) computed in logs so a large ε does not overflow.
@@ -33,7 +36,10 @@ func GaussianDelta(sigma, epsilon, l2 float64) float64 {
 		second = math.Exp(epsilon + math.Log(pb))
 	}
 	d := normalCDF(a) - second
-	if d < 0 {
+	switch {
+	case math.IsNaN(d): // ∞ − ∞ for a degenerate σ or Δ
+		return 1
+	case d < 0:
 		return 0
 	}
 	return d
@@ -56,13 +62,19 @@ func checkEpsDelta(epsilon, delta float64) error {
 // smallestSigma returns the smallest σ (to relative precision 1e-10) with
 // deltaAt(σ) ≤ target, for a deltaAt that decreases in σ, starting from a
 // guess. It returns the upper end of the final bracket, at which
-// deltaAt(σ) ≤ target was checked.
+// deltaAt(σ) ≤ target was checked. A NaN δ counts as above the target.
+// It calls deltaAt at most 2000 + 2000 + 200 times: doubling and halving
+// stop after 2000 steps (2²⁰⁰⁰ spans every float64) and the bisection after
+// 200 rounds.
 func smallestSigma(guess, target float64, deltaAt func(float64) float64) (float64, error) {
 	if !(guess > 0) || math.IsInf(guess, 0) {
 		guess = 1
 	}
+	if math.IsNaN(target) {
+		return 0, errCalibration
+	}
 	hi := guess
-	for i := 0; deltaAt(hi) > target; i++ {
+	for i := 0; !(deltaAt(hi) <= target); i++ {
 		hi *= 2
 		if i > 2000 || math.IsInf(hi, 0) {
 			return 0, errCalibration
@@ -113,7 +125,7 @@ func SigmaFromRho(rho, l2 float64) (float64, error) {
 	if !checkFinitePositive(l2) {
 		return 0, ErrSensitivity
 	}
-	return l2 / math.Sqrt(2*rho), nil
+	return scaleResult(l2 / math.Sqrt(2*rho))
 }
 
 // RDPGaussianSigma returns σ with σ² = Δ²α/(2ε̄): the Gaussian mechanism's
@@ -129,7 +141,7 @@ func RDPGaussianSigma(alpha, rdpEpsilon, l2 float64) (float64, error) {
 	if !checkFinitePositive(l2) {
 		return 0, ErrSensitivity
 	}
-	return l2 * math.Sqrt(alpha/(2*rdpEpsilon)), nil
+	return scaleResult(l2 * math.Sqrt(alpha/(2*rdpEpsilon)))
 }
 
 // ZCDPDelta returns the δ at which ρ-zCDP implies (ε, δ)-DP, by the
@@ -141,15 +153,24 @@ func RDPGaussianSigma(alpha, rdpEpsilon, l2 float64) (float64, error) {
 //	δ ≤ exp((α−1)(αρ − ε)) · (1 − 1/α)^{α−1} / α.
 //
 // The right side is minimised over α numerically; any α gives a valid
-// bound, so an imperfect minimisation is only conservative.
+// bound, so an imperfect minimisation is only conservative. ρ ≤ 0 or ε = +Inf
+// give 0; a NaN argument, ρ = +Inf or ε = −Inf give the trivial bound 1.
 func ZCDPDelta(rho, epsilon float64) float64 {
+	switch {
+	case math.IsNaN(rho) || math.IsNaN(epsilon) || math.IsInf(rho, 1) || math.IsInf(epsilon, -1):
+		return 1
+	case rho <= 0 || math.IsInf(epsilon, 1):
+		return 0
+	}
 	logDelta := func(alpha float64) float64 {
 		return (alpha-1)*(alpha*rho-epsilon) + (alpha-1)*math.Log1p(-1/alpha) - math.Log(alpha)
 	}
 	// Golden-section search on x = ln(α − 1) over a wide range; the
 	// optimum is near α = (ε + ρ)/(2ρ).
 	f := func(x float64) float64 { return logDelta(1 + math.Exp(x)) }
-	lo, hi := math.Log(1e-9), math.Log(math.Max(10, 10*(epsilon+rho)/rho))
+	// hi ≤ 700 keeps α − 1 = eˣ finite when ρ is tiny (a denormal ρ makes
+	// (ε + ρ)/ρ overflow).
+	lo, hi := math.Log(1e-9), math.Min(700, math.Log(math.Max(10, 10*(epsilon+rho)/rho)))
 	const g = 0.6180339887498949
 	c, d := hi-g*(hi-lo), lo+g*(hi-lo)
 	fc, fd := f(c), f(d)
@@ -165,7 +186,7 @@ func ZCDPDelta(rho, epsilon float64) float64 {
 		}
 	}
 	best := math.Min(fc, fd)
-	if best > 0 {
+	if !(best <= 0) { // above 0, or NaN from an overflow: the trivial bound
 		return 1
 	}
 	return math.Exp(best)
@@ -203,7 +224,15 @@ const directSumLimit = 128
 // where ∫_m^∞ g = σ√(π/2)·(erfc(m/(σ√2)) − e^ε·erfc((m+d)/(σ√2))), the
 // last term is bounded by thirdDerivativeMass, and Z ≥ √(2π)σ (Poisson
 // summation: Z = √(2π)σ·Σ_k e^{−2π²σ²k²}).
+//
+// A σ that is not a finite number > 0, a NaN ε or a shift d that is not a
+// finite number > 0 gives the trivial bound 1: the sums below terminate
+// only for finite σ > 0 (their terms then underflow to 0 within 39σ + 1
+// steps of 0, or the first term already has).
 func discreteGaussianDelta(sigma, epsilon, d float64) float64 {
+	if !checkFinitePositive(sigma) || sigma*sigma == 0 || math.IsNaN(epsilon) || !checkFinitePositive(d) {
+		return 1 // σ² = 0: no noise at all (true δ is 1)
+	}
 	if sigma <= directSumLimit {
 		return discreteGaussianDeltaSum(sigma, epsilon, d)
 	}
@@ -221,7 +250,10 @@ func discreteGaussianDelta(sigma, epsilon, d float64) float64 {
 	gPrime := -m*ee(m)/s2 + (m+d)*eps(m+d)/s2
 	rem := 0.0097 * thirdDerivativeMass(sigma, epsilon, d, a, m)
 	sum := integral + g/2 - gPrime/12 + rem
-	if sum < 0 {
+	switch {
+	case math.IsNaN(sum): // an overflow (εσ²/d beyond float64): no bound
+		return 1
+	case sum < 0:
 		sum = 0
 	}
 	return math.Min(1, sum/(math.Sqrt(2*math.Pi)*sigma))
@@ -242,6 +274,9 @@ func discreteGaussianDeltaSum(sigma, epsilon, d float64) float64 {
 		}
 	}
 	a := epsilon*s2/d - d/2
+	if math.IsNaN(a) {
+		return 1
+	}
 	var sum float64
 	y := math.Floor(a) + 1
 	// Terms below −40σ − 1 are each below f(40σ) = e^{−800} and sum to
@@ -267,7 +302,7 @@ func discreteGaussianDeltaSum(sigma, epsilon, d float64) float64 {
 	if q < 1 {
 		sum += f(y+1) / (1 - q)
 	}
-	return sum / z
+	return math.Min(1, sum/z)
 }
 
 // thirdDerivativeMass returns an upper bound on ∫_m^∞ |g‴| for

@@ -72,6 +72,16 @@
 // data-dependent running time, which only response-time padding (DESIGN.md,
 // "Errors and time") addresses.
 //
+// # Bounded work
+//
+// Every loop over floats terminates for every float64 argument (NaN, ±Inf,
+// zero, negative, denormal, huge): closed forms settled by a capped number
+// of whole steps, capped bisections, and pmf sums that stop at the first
+// term that underflows. A noise scale beyond what float64 handles exactly
+// (above MaxGridScale = 2⁴⁸ grid steps, an integer-mode sensitivity above
+// 2⁵³, a real scale above 2¹⁰⁰⁰) is refused by the constructors with
+// ErrScale, before the release path charges any budget (bounded.go).
+//
 // # Concurrency
 //
 // Mechanisms are immutable after construction and safe for concurrent use.

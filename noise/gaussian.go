@@ -3,7 +3,6 @@
 package noise
 
 import (
-	"errors"
 	"math"
 	"math/big"
 )
@@ -52,8 +51,14 @@ func NewGaussian(p Params) (Mechanism, error) {
 	if err := checkEpsDelta(p.Epsilon, p.Delta); err != nil {
 		return nil, err
 	}
+	if err := checkIntegerSensitivity(p); err != nil {
+		return nil, err
+	}
 	sigmaC, err := AnalyticGaussianSigma(p.Epsilon, p.Delta, p.Sensitivity)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkRealScale(sigmaC); err != nil {
 		return nil, err
 	}
 	g := newGrid(p, ratOf(sigmaC))
@@ -73,19 +78,32 @@ func NewGaussian(p Params) (Mechanism, error) {
 		shift = math.Floor(p.Sensitivity*inv) + 1
 		guess = sigmaC * inv
 	}
-	var deltaAt func(float64) float64
+	var curve func(float64) float64
 	if cells <= 1 {
-		deltaAt = func(s float64) float64 { return discreteGaussianDelta(s, p.Epsilon, shift) }
+		curve = func(s float64) float64 { return discreteGaussianDelta(s, p.Epsilon, shift) }
 		charged = math.Max(charged, shift)
 	} else {
-		deltaAt = func(s float64) float64 { return ZCDPDelta(charged*charged/(2*s*s), p.Epsilon) }
+		curve = func(s float64) float64 { return ZCDPDelta(charged*charged/(2*s*s), p.Epsilon) }
+	}
+	// Above MaxGridScale every σ is refused below, so the search need not
+	// evaluate the curve there (where εσ²/d can overflow): δ = 0 stops the
+	// doubling, and a σ it brackets above the ceiling fails checkGridScale.
+	// Below the ceiling the curve, and so the σ found, are unchanged.
+	deltaAt := func(s float64) float64 {
+		if s > MaxGridScale {
+			return 0
+		}
+		return curve(s)
 	}
 	sigma, err := smallestSigma(guess, p.Delta, deltaAt)
 	if err != nil {
 		return nil, err
 	}
 	if math.IsInf(sigma*sigma, 0) || sigma*sigma == 0 {
-		return nil, errors.New("noise: Gaussian σ out of range")
+		return nil, ErrScale
+	}
+	if err := checkGridScale(sigma); err != nil {
+		return nil, err
 	}
 	s := ratOf(sigma)
 	s2 := new(big.Rat).Mul(s, s)
@@ -117,11 +135,12 @@ func (m *gaussian) AddNoise(x *big.Rat) (*big.Rat, error) {
 }
 
 // HalfWidth returns k·r (+ r/2 in real mode) for the smallest whole k with
-// P(|Z| ≤ k) ≥ confidence, Z ~ N_Z(0, σ²).
+// P(|Z| ≤ k) ≥ confidence, Z ~ N_Z(0, σ²). It is +Inf (no finite
+// statement) for confidence ≥ 1 or NaN.
 func (m *gaussian) HalfWidth(confidence float64) float64 {
-	k := discreteGaussianQuantile(m.sigma, confidence)
-	if math.IsInf(k, 0) || math.IsNaN(k) {
-		return k
+	k, err := discreteGaussianQuantile(m.sigma, confidence)
+	if err != nil || math.IsInf(k, 0) {
+		return math.Inf(1)
 	}
 	return math.Ldexp(k, m.granExp) + m.roundingBound()
 }
@@ -131,11 +150,17 @@ func (m *gaussian) HalfWidth(confidence float64) float64 {
 const quantileDirectLimit = 1 << 10
 
 // discreteGaussianTail returns P(|Z| > k) for Z ~ N_Z(0, σ²), k ≥ 0 whole.
-// For σ ≤ 2¹⁰ it sums the pmf; above, it uses the Euler–Maclaurin formula
+// For σ ≤ 2¹⁰ it sums the pmf, stopping at the first term that underflows
+// to 0 (y > 38.6σ: e^{−y²/(2σ²)} < 2⁻¹⁰⁷⁴), so within 4·10⁴ terms whatever k
+// is; the terms it drops are below 10⁻³²³ together, far below any 1 − c
+// asked about (≥ 2⁻⁵³). Above 2¹⁰ it uses the Euler–Maclaurin formula
 // Σ_{y≥n} f(y) = ∫_n^∞ f + f(n)/2 − f′(n)/12 + R, |R| ≤ 0.0097·∫|f‴|,
 // a relative error of order (n/σ²)³, below 10⁻⁸ for n ≤ 31σ at σ ≥ 2¹⁰, and Z = √(2π)σ (Poisson summation;
 // the correction 2e^{−2π²σ²} underflows).
 func discreteGaussianTail(sigma, k float64) float64 {
+	if !checkFinitePositive(sigma) || math.IsNaN(k) {
+		return 1 // no tail bound for a degenerate σ (callers check σ first)
+	}
 	s2 := sigma * sigma
 	f := func(y float64) float64 { return math.Exp(-y * y / (2 * s2)) }
 	if sigma <= quantileDirectLimit {
@@ -144,10 +169,13 @@ func discreteGaussianTail(sigma, k float64) float64 {
 		z, tail := 1.0, 0.0
 		for y := 1.0; ; y++ {
 			v := f(y)
+			if v == 0 || math.IsNaN(v) {
+				break // f decreases: every later term is 0 too
+			}
 			z += 2 * v
 			if y > k {
 				tail += 2 * v
-				if v == 0 || v < 1e-20*tail {
+				if v < 1e-20*tail {
 					break
 				}
 			}
@@ -159,41 +187,91 @@ func discreteGaussianTail(sigma, k float64) float64 {
 	return 2 * t / (math.Sqrt(2*math.Pi) * sigma)
 }
 
+// gaussianQuantileSteps caps the widening steps of gaussianTailQuantile's
+// bracket search. The bracket starts at the continuous estimate with width
+// max(1, ⌊σ/1000⌋) and doubles its width at each step, so 64 steps span
+// more than every float64; the estimate is within a few widths in
+// practice. Reaching the cap is an error.
+const gaussianQuantileSteps = 64
+
 // discreteGaussianQuantile returns the smallest whole k ≥ 0 with
-// P(|Z| ≤ k) ≥ c.
-func discreteGaussianQuantile(sigma, c float64) float64 {
+// P(|Z| ≤ k) ≥ c, Z ~ N_Z(0, σ²): 0 for c ≤ 0, +Inf for c ≥ 1, ErrScale for
+// σ outside (0, MaxGridScale], errConfidence for a NaN c.
+func discreteGaussianQuantile(sigma, c float64) (float64, error) {
+	if math.IsNaN(c) {
+		return 0, errConfidence
+	}
+	return gaussianTailQuantile(sigma, 1-c)
+}
+
+// gaussianTailQuantile returns the smallest whole k ≥ 0 with
+// P(|Z| > k) ≤ alpha (discreteGaussianQuantile with c = 1 − alpha, taking
+// alpha itself so that a tail mass below 2⁻⁵³ is not rounded to 0). Above
+// 2⁵³ (only for alpha below about e^{−32}) "whole" means the smallest
+// float64 satisfying the criterion, every float64 there being whole.
+//
+// Work: at most 2·gaussianQuantileSteps evaluations to bracket the answer
+// and at most 128 bisection rounds (the bracket is below 2⁶⁴·σ wide, and the
+// bisection stops when no whole float64 lies strictly inside it).
+func gaussianTailQuantile(sigma, alpha float64) (float64, error) {
+	if err := checkGridScale(sigma); err != nil {
+		return 0, err
+	}
 	switch {
-	case math.IsNaN(c):
-		return math.NaN()
-	case c <= 0:
-		return 0
-	case c >= 1:
-		return math.Inf(1)
+	case math.IsNaN(alpha):
+		return 0, errConfidence
+	case alpha >= 1:
+		return 0, nil
+	case alpha <= 0:
+		return math.Inf(1), nil
 	}
-	// Continuous estimate P(|N| > k+½) = 1−c, then settle on the exact
-	// criterion.
-	k := math.Max(0, math.Ceil(sigma*math.Sqrt2*math.Erfcinv(1-c)-0.5))
-	step := math.Max(1, math.Floor(sigma*1e-3))
-	for k > 0 && discreteGaussianTail(sigma, k-step) <= 1-c {
-		k = math.Max(0, k-step)
+	ok := func(k float64) bool { return discreteGaussianTail(sigma, k) <= alpha }
+	// Continuous estimate P(|N| > k+½) = alpha. math.Erfcinv computes
+	// erfinv(1 − alpha) and is +Inf below alpha ≈ 10⁻¹⁷; there the Chernoff
+	// bound P(|N| > x) ≤ e^{−x²/2}, x = √(−2 ln alpha), is the estimate (an
+	// overestimate by about ln(x)/x standard deviations).
+	z := math.Sqrt2 * math.Erfcinv(alpha)
+	if math.IsInf(z, 0) || math.IsNaN(z) {
+		z = math.Sqrt(-2 * math.Log(alpha))
 	}
-	for discreteGaussianTail(sigma, k) > 1-c {
-		k += step
+	k := math.Max(0, math.Ceil(sigma*z-0.5))
+	width := math.Max(1, math.Floor(sigma*1e-3))
+	// Bracket: ok(hi), and lo = 0 or not ok(lo); widths double.
+	var lo, hi float64
+	if ok(k) {
+		hi, lo = k, math.Max(0, k-width)
+		for i := 0; lo > 0 && ok(lo); i++ {
+			if i == gaussianQuantileSteps {
+				return 0, errSettle
+			}
+			width *= 2
+			hi, lo = lo, math.Max(0, lo-width)
+		}
+		if lo == 0 && ok(0) {
+			return 0, nil
+		}
+	} else {
+		lo, hi = k, k+width
+		for i := 0; !ok(hi); i++ {
+			if i == gaussianQuantileSteps {
+				return 0, errSettle
+			}
+			width *= 2
+			lo, hi = hi, hi+width
+		}
 	}
-	// Refine to unit precision between k−step and k.
-	lo, hi := math.Max(0, k-step), k
-	if lo < hi && discreteGaussianTail(sigma, lo) <= 1-c {
-		hi = lo
-	}
-	for hi-lo > 1 {
-		mid := math.Floor((lo + hi) / 2)
-		if discreteGaussianTail(sigma, mid) <= 1-c {
+	for i := 0; i < 128 && hi-lo > 1; i++ {
+		mid := math.Floor(lo + (hi-lo)/2)
+		if mid <= lo || mid >= hi {
+			break
+		}
+		if ok(mid) {
 			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	return hi
+	return hi, nil
 }
 
 // discreteGaussian returns Y ~ N_Z(0, σ²), σ² = sn/sd, following CKS 2020

@@ -260,7 +260,10 @@ func TestGaussian_ReleaseAndHalfWidth(t *testing.T) {
 			g := m.(*gaussian)
 			r := m.Granularity()
 			for _, c := range []float64{0.5, 0.9, 0.95, 0.99} {
-				k := discreteGaussianQuantile(g.sigma, c)
+				k, err := discreteGaussianQuantile(g.sigma, c)
+				if err != nil {
+					t.Fatal(err)
+				}
 				if g.sigma < 1000 {
 					pmf := dgaussPMF(g.sigma)
 					// Exact check against the pmf summed independently.
@@ -278,7 +281,11 @@ func TestGaussian_ReleaseAndHalfWidth(t *testing.T) {
 				}
 			}
 			h := m.HalfWidth(0.95)
-			pCover := 1 - discreteGaussianTail(g.sigma, discreteGaussianQuantile(g.sigma, 0.95))
+			k95, err := discreteGaussianQuantile(g.sigma, 0.95)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pCover := 1 - discreteGaussianTail(g.sigma, k95)
 			const n = 20000
 			in := 0
 			for j := 0; j < n; j++ {

@@ -3,7 +3,6 @@
 package noise
 
 import (
-	"errors"
 	"math"
 	"math/big"
 )
@@ -21,7 +20,7 @@ func LaplaceScale(epsilon, l1 float64) (float64, error) {
 	if !checkFinitePositive(l1) {
 		return 0, ErrSensitivity
 	}
-	return l1 / epsilon, nil
+	return scaleResult(l1 / epsilon)
 }
 
 // LaplaceDelta returns δ(ε) of one release of the continuous Laplace
@@ -36,8 +35,12 @@ func LaplaceScale(epsilon, l1 float64) (float64, error) {
 // = 1 − e^{(ε−ε₀)/2} for |ε| ≤ ε₀ (both exponentials equal e^{(ε−ε₀)/2}).
 // The discrete Laplace of this package is ε₀-DP, i.e. δ(ε₀) = 0;
 // accountants that compose Laplace releases tightly may use this curve.
+// A NaN argument gives the trivial bound 1.
 func LaplaceDelta(b, l1, epsilon float64) float64 {
 	eps0 := l1 / b
+	if math.IsNaN(eps0) || math.IsNaN(epsilon) {
+		return 1
+	}
 	if epsilon >= eps0 {
 		return 0
 	}
@@ -92,7 +95,10 @@ func NewLaplace(p Params) (Mechanism, error) {
 	}
 	tf, _ := t.Float64()
 	if math.IsInf(tf, 0) || tf <= 0 {
-		return nil, errors.New("noise: Laplace scale out of range")
+		return nil, ErrScale
+	}
+	if err := checkLaplaceScale(p, scale, tf); err != nil {
+		return nil, err
 	}
 	return &laplace{
 		grid:    g,
@@ -118,10 +124,11 @@ func (m *laplace) AddNoise(x *big.Rat) (*big.Rat, error) {
 // HalfWidth returns k·r (+ r/2 in real mode) for the smallest whole k with
 // P(|Z| ≤ k) ≥ confidence. For discrete Laplace with q = e^{−1/t},
 // P(Z = z) = (1−q)/(1+q)·q^{|z|} and P(|Z| > k) = 2q^{k+1}/(1+q).
+// It is +Inf (no finite statement) for confidence ≥ 1 or NaN.
 func (m *laplace) HalfWidth(confidence float64) float64 {
-	k := laplaceQuantile(m.t, confidence)
-	if math.IsInf(k, 0) || math.IsNaN(k) {
-		return k
+	k, err := laplaceQuantile(m.t, confidence)
+	if err != nil || math.IsInf(k, 0) {
+		return math.Inf(1)
 	}
 	return math.Ldexp(k, m.granExp) + m.roundingBound()
 }
@@ -132,31 +139,52 @@ func laplaceTail(t, k float64) float64 {
 	return 2 * math.Exp(-(k+1)/t) / (1 + math.Exp(-1/t))
 }
 
-// laplaceQuantile returns the smallest whole k ≥ 0 with P(|Z| ≤ k) ≥ c.
-func laplaceQuantile(t, c float64) float64 {
+// laplaceLogTail returns ln P(|Z| > k) = ln 2 − (k+1)/t − ln(1+q), q =
+// e^{−1/t}: in logs, so that it neither underflows nor loses its relative
+// precision far in the tail, and non-increasing in k also in float64 (each
+// operation is monotone), which settleWhole needs.
+func laplaceLogTail(t, k float64) float64 {
+	return math.Ln2 - (k+1)/t - math.Log1p(math.Exp(-1/t))
+}
+
+// laplaceQuantile returns the smallest whole k ≥ 0 with P(|Z| ≤ k) ≥ c for
+// discrete Laplace of scale t: 0 for c ≤ 0, +Inf for c ≥ 1 (no finite k),
+// and ErrScale for a t outside (0, MaxGridScale] or errConfidence for a
+// NaN c. It returns after at most 2·settleSteps evaluations of the tail.
+func laplaceQuantile(t, c float64) (float64, error) {
+	if err := checkGridScale(t); err != nil {
+		return 0, err
+	}
 	switch {
 	case math.IsNaN(c):
-		return math.NaN()
+		return 0, errConfidence
 	case c <= 0:
-		return 0
+		return 0, nil
 	case c >= 1:
-		return math.Inf(1)
+		return math.Inf(1), nil
 	}
 	// 2q^{k+1}/(1+q) ≤ 1−c ⟺ k+1 ≥ t·(ln 2 − ln(1+q) − ln(1−c)).
 	q := math.Exp(-1 / t)
 	k := math.Ceil(t*(math.Ln2-math.Log1p(q)-math.Log1p(-c))) - 1
-	if k < 0 {
-		k = 0
+	// Float rounding can put the estimate a few steps off: settle it on
+	// the exact criterion.
+	logAlpha := math.Log1p(-c) // ln(1−c), exact-ish also for c near 1
+	return settleWhole(k, 0, func(k float64) bool { return laplaceLogTail(t, k) <= logAlpha })
+}
+
+// checkLaplaceScale refuses a mechanism whose scale float64 cannot handle
+// exactly (bounded.go): the integer-mode sensitivity above 2⁵³, the scale in
+// real units above maxRealScale, or the scale t in grid units above
+// MaxGridScale.
+func checkLaplaceScale(p Params, scale *big.Rat, t float64) error {
+	if err := checkIntegerSensitivity(p); err != nil {
+		return err
 	}
-	// Float rounding can put the estimate one step off: settle it on the
-	// exact criterion.
-	for k > 0 && laplaceTail(t, k-1) <= 1-c {
-		k--
+	s, _ := scale.Float64()
+	if err := checkRealScale(s); err != nil {
+		return err
 	}
-	for laplaceTail(t, k) > 1-c {
-		k++
-	}
-	return k
+	return checkGridScale(t)
 }
 
 // discreteLaplace returns Z with P(Z = z) ∝ exp(−|z|·td/tn), following CKS

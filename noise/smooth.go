@@ -133,5 +133,5 @@ func PTRThreshold(epsilon1, delta float64) (float64, error) {
 	if !checkFinitePositive(delta) || delta >= 1 {
 		return 0, ErrDelta
 	}
-	return math.Log(1/delta) / epsilon1, nil
+	return scaleResult(math.Log(1/delta) / epsilon1)
 }

@@ -67,7 +67,11 @@ func LaplacePartitionThreshold(epsilon, delta float64, maxGroups int) (float64, 
 	}
 	dp := perPartitionDelta(delta, maxGroups)
 	b := float64(maxGroups) / epsilon
-	return 1 + b*math.Max(0, math.Log(1/(2*dp))), nil
+	if err := checkRealScale(b); err != nil {
+		return 0, err // an infinite b would give ∞·0 = NaN for δ_p ≥ ½
+	}
+	// ln(1/(2δ_p)) as −ln(2δ_p): 1/(2δ_p) overflows for a denormal δ_p.
+	return scaleResult(1 + b*math.Max(0, -math.Log(2*dp)))
 }
 
 // GaussianPartitionThreshold returns τ for continuous Gaussian noise
@@ -87,8 +91,24 @@ func GaussianPartitionThreshold(epsilon, noiseDelta, thresholdDelta float64, max
 		return 0, err
 	}
 	dp := perPartitionDelta(thresholdDelta, maxGroups)
-	// Φ⁻¹(1 − p) = √2·erfcinv(2p).
-	return 1 + sigma*math.Sqrt2*math.Erfcinv(2*dp), nil
+	tau := 1 + sigma*normalUpperQuantile(dp)
+	if math.IsInf(tau, 0) || math.IsNaN(tau) {
+		return 0, ErrScale
+	}
+	return tau, nil
+}
+
+// normalUpperQuantile returns x with P(N(0,1) > x) = p, 0 < p < 1:
+// Φ⁻¹(1 − p) = √2·erfcinv(2p). math.Erfcinv computes erfinv(1 − 2p) and is
+// +Inf once 1 − 2p rounds to 1 (p below about 10⁻¹⁷); there it returns
+// √(−2 ln(2p)), which is larger than the quantile (P(N > x) ≤ ½e^{−x²/2}
+// for x ≥ 0), so a threshold built on it errs on the safe side.
+func normalUpperQuantile(p float64) float64 {
+	x := math.Sqrt2 * math.Erfcinv(2*p)
+	if math.IsInf(x, 1) {
+		return math.Sqrt(-2 * math.Log(2*p))
+	}
+	return x
 }
 
 // thresholdSafety shrinks δ_p by a relative 10⁻⁶ before the float
@@ -117,33 +137,57 @@ func PartitionThreshold(m Mechanism, delta float64, maxGroups int) (*big.Rat, er
 	dp := perPartitionDelta(delta, maxGroups) * thresholdSafety
 	var g *grid
 	var k float64 // smallest k ≥ 1 with P(Z ≥ k) ≤ dp
+	var err error
 	switch mm := m.(type) {
 	case *laplace:
 		g = mm.grid
-		t := mm.t
-		q := math.Exp(-1 / t)
-		upper := func(k float64) float64 { return math.Exp(-k/t) / (1 + q) }
-		k = math.Max(1, math.Ceil(t*(-math.Log(dp)-math.Log1p(q))))
-		for k > 1 && upper(k-1) <= dp {
-			k--
-		}
-		for upper(k) > dp {
-			k++
-		}
+		k, err = laplaceThresholdSteps(mm.t, dp)
 	case *gaussian:
 		g = mm.grid
 		// P(Z ≥ k) ≤ dp ⟺ P(|Z| > k−1) ≤ 2dp.
-		k = discreteGaussianQuantile(mm.sigma, 1-2*dp) + 1
+		k, err = gaussianTailQuantile(mm.sigma, 2*dp)
+		k++
 	default:
 		return nil, fmt.Errorf("noise: partition threshold for an unknown mechanism %T", m)
+	}
+	if err != nil {
+		return nil, err
 	}
 	c, err := g.toGrid(big.NewRat(1, 1))
 	if err != nil {
 		return nil, err
+	}
+	if math.IsInf(k, 0) || math.IsNaN(k) {
+		return nil, errors.New("noise: partition threshold out of range")
 	}
 	kb, acc := new(big.Float).SetFloat64(k).Int(nil)
 	if acc != big.Exact {
 		return nil, errors.New("noise: partition threshold out of range")
 	}
 	return g.fromGrid(kb.Add(kb, c)), nil
+}
+
+// errPartitionDelta is returned for a per-partition δ outside (0, 1).
+var errPartitionDelta = errors.New("noise: partition selection needs a per-partition delta in (0, 1)")
+
+// laplaceThresholdSteps returns the smallest whole k ≥ 1 with
+// P(Z ≥ k) = q^k/(1+q) ≤ dp for discrete Laplace of scale t, q = e^{−1/t}:
+// the closed form k = ⌈t·(−ln dp − ln(1+q))⌉ settled on the exact
+// criterion (settleWhole, bounded steps). When t·ln(1/dp) exceeds 2⁵³ (e.g.
+// t = 2⁴⁸ and dp < e^{−32}), k is above 2⁵³ and the steps are one float64 each; the
+// relative 10⁻⁶ of thresholdSafety (t·10⁻⁶ grid steps) covers the float64
+// error of q^k there (t·745·2⁻⁵³ steps) many times over.
+func laplaceThresholdSteps(t, dp float64) (float64, error) {
+	if err := checkGridScale(t); err != nil {
+		return 0, err
+	}
+	if !(dp > 0 && dp < 1) {
+		return 0, errPartitionDelta
+	}
+	// In logs: ln P(Z ≥ k) = −k/t − ln(1+q) ≤ ln dp, which neither
+	// underflows for a tiny (even denormal) dp nor stops decreasing in k.
+	l1q := math.Log1p(math.Exp(-1 / t))
+	logDp := math.Log(dp)
+	k := math.Ceil(t * (-logDp - l1q))
+	return settleWhole(k, 1, func(k float64) bool { return -k/t-l1q <= logDp })
 }

@@ -42,6 +42,7 @@
 //	  accountant: pure           # pure | advanced | rdp | zcdp | pld
 //	  global_epsilon: 20         # optional cap summed over all analysts
 //	  incident_limit: 1          # errors after a charge before the analyst is suspended (1–10, default 1)
+//	  min_epsilon_per_query: 0.001 # floor on one query's ε (default 0.001)
 //	defaults:
 //	  epsilon: 0.1               # per query unless SET dp.epsilon
 //	  mechanism: laplace         # laplace | gaussian

@@ -178,6 +178,8 @@ type rawBudget struct {
 	GlobalEpsilon *float64 `yaml:"global_epsilon"`
 	GlobalDelta   *float64 `yaml:"global_delta"`
 	IncidentLimit *int     `yaml:"incident_limit"`
+	// MinEpsilonPerQuery is the floor on the ε of one query (Budget).
+	MinEpsilonPerQuery *float64 `yaml:"min_epsilon_per_query"`
 }
 
 type rawDefaults struct {

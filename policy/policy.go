@@ -77,6 +77,34 @@ type Budget struct {
 	// dataset are suspended until the steward resumes them (dpproxy budget
 	// resume). Default 1: the first incident suspends.
 	IncidentLimit int
+	// MinEpsilonPerQuery is the smallest ε one DP query may have (SET
+	// dp.epsilon, defaults.epsilon); only set on the dataset's own budget,
+	// DefaultMinEpsilonPerQuery when the file does not say. See
+	// DefaultMinEpsilonPerQuery for why there is a floor.
+	MinEpsilonPerQuery float64
+}
+
+// DefaultMinEpsilonPerQuery is budget.min_epsilon_per_query when the policy
+// does not set it: 10⁻³.
+//
+// Why a floor (DESIGN.md, "Errors, work and time"): a query at a tiny ε
+// costs nothing visible, so an analyst can repeat it for free; any channel
+// that leaks more than ε per query (an error, a hang, a timeout that
+// depends on one person's data) then becomes an oracle, and at ε = 10⁻¹⁶
+// the noise scale of a count is 10¹⁶, beyond what float64 arithmetic
+// handles exactly. At 10⁻³ a count's scale is 10³ and a query still costs
+// a visible share of any sensible budget (3000 queries spend ε = 3). A
+// steward who needs smaller per-query ε lowers it in the policy.
+const DefaultMinEpsilonPerQuery = 1e-3
+
+// EpsilonFloor returns the floor on one query's ε: MinEpsilonPerQuery, or
+// DefaultMinEpsilonPerQuery when it is not a number > 0 (a Budget built in
+// code rather than loaded from a file).
+func (b Budget) EpsilonFloor() float64 {
+	if b.MinEpsilonPerQuery > 0 {
+		return b.MinEpsilonPerQuery
+	}
+	return DefaultMinEpsilonPerQuery
 }
 
 // Defaults are per-query defaults that sessions may override.

@@ -67,6 +67,17 @@ tables:
 		{"gaussian without delta", base + "defaults: {mechanism: gaussian}\n", 11, "needs budget.delta"},
 		{"bad accountant", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, accountant: magic}", 1), 3, "unknown accountant"},
 		{"default above budget", base + "defaults: {epsilon: 2}\n", 11, "larger than budget.epsilon"},
+		{"default below the floor", base + "defaults: {epsilon: 0.0005}\n", 11, "below budget.min_epsilon_per_query (0.001)"},
+		{"default below a set floor", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, min_epsilon_per_query: 0.01}", 1) + "defaults: {epsilon: 0.005}\n", 11, "below budget.min_epsilon_per_query (0.01)"},
+		{"budget below the default floor", strings.Replace(base, "{epsilon: 1}", "{epsilon: 0.0001}", 1), 3, "no query could run; lower min_epsilon_per_query"},
+		{"floor above the budget", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, min_epsilon_per_query: 2}", 1), 3, "no query could run"},
+		{"negative floor", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, min_epsilon_per_query: -1}", 1), 3, "min_epsilon_per_query must be a positive number"},
+		{"nan floor", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, min_epsilon_per_query: .nan}", 1), 3, "min_epsilon_per_query must be a positive number"},
+		{"analyst below the floor", base + "analysts:\n  bob: {epsilon: 0.0001}\n", 12, "below budget.min_epsilon_per_query"},
+		{"analyst floor", base + "analysts:\n  bob: {min_epsilon_per_query: 0.1}\n", 12, "only epsilon and delta"},
+		{"nan delta", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, delta: .nan}", 1), 3, "budget.delta must be in [0, 1)"},
+		{"delta of one", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, delta: 1}", 1), 3, "budget.delta must be in [0, 1)"},
+		{"negative default delta", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, delta: 0.1}", 1) + "defaults: {delta: -0.1}\n", 11, "defaults.delta must be in [0, 1)"},
 		{"no tables", "dataset: ds\nprivacy_unit: p\nbudget: {epsilon: 1}\n", 1, "missing key tables"},
 		{"syntax", "dataset: [\n", 1, "did not find"},
 		{"zero multiplicity", strings.Replace(base, "upper: 10}", "upper: 10, max_rows_per_value: 0}", 1), 10, "max_rows_per_value must be between 1"},
@@ -113,6 +124,9 @@ analysts:
 	if err != nil {
 		t.Fatalf("Parse(valid) = %v", err)
 	}
+	if d.Budget.MinEpsilonPerQuery != DefaultMinEpsilonPerQuery || d.Budget.EpsilonFloor() != 1e-3 {
+		t.Fatalf("min_epsilon_per_query = %v, want the default 1e-3", d.Budget.MinEpsilonPerQuery)
+	}
 	if k := d.Tables["t"].Columns["k"]; k.MaxRowsPerValue != 7 {
 		t.Fatalf("max_rows_per_value = %d, want 7", k.MaxRowsPerValue)
 	}
@@ -124,6 +138,30 @@ analysts:
 	}
 }
 
+func TestParse_MinEpsilonPerQuery(t *testing.T) {
+	d, err := Parse(strings.NewReader(`dataset: ds
+privacy_unit: person
+budget: {epsilon: 0.01, min_epsilon_per_query: 1e-5}
+defaults: {epsilon: 1e-4}
+tables:
+  t:
+    unit_column: uid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+analysts:
+  bob: {epsilon: 1e-5}
+`), "floor.yaml")
+	if err != nil {
+		t.Fatalf("Parse = %v", err)
+	}
+	if d.Budget.MinEpsilonPerQuery != 1e-5 || d.Defaults.Epsilon != 1e-4 || d.AnalystBudget("bob").EpsilonFloor() != 1e-5 {
+		t.Fatalf("budget = %+v, defaults = %+v", d.Budget, d.Defaults)
+	}
+	if got := (Budget{}).EpsilonFloor(); got != DefaultMinEpsilonPerQuery {
+		t.Fatalf("EpsilonFloor of a zero Budget = %v, want the default", got)
+	}
+}
+
 func FuzzPolicyParse(f *testing.F) {
 	f.Add("dataset: ds\nbudget: {epsilon: 1}\n")
 	f.Add("tables: {t: {columns: {x: {type: int, lower: 1, upper: 0}}}}")
@@ -131,6 +169,9 @@ func FuzzPolicyParse(f *testing.F) {
 		d, err := Parse(strings.NewReader(doc), "f.yaml")
 		if err == nil && (d.Budget.Epsilon <= 0 || len(d.Tables) == 0) {
 			t.Fatalf("accepted an invalid policy: %+v", d)
+		}
+		if err == nil && !(d.Defaults.Epsilon >= d.Budget.MinEpsilonPerQuery && d.Budget.MinEpsilonPerQuery > 0) {
+			t.Fatalf("accepted a default ε %v below the floor %v", d.Defaults.Epsilon, d.Budget.MinEpsilonPerQuery)
 		}
 	})
 }

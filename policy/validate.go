@@ -99,13 +99,15 @@ func (v *validator) dataset(r *rawDataset) *Dataset {
 			v.errorf(path, "analyst %q has no settings; write {epsilon: …} or remove the entry", name)
 			continue
 		}
-		if rb.Accountant != "" || rb.GlobalEpsilon != nil || rb.GlobalDelta != nil || rb.IncidentLimit != nil {
+		if rb.Accountant != "" || rb.GlobalEpsilon != nil || rb.GlobalDelta != nil || rb.IncidentLimit != nil || rb.MinEpsilonPerQuery != nil {
 			v.errorf(path, "analyst %q: only epsilon and delta can be overridden per analyst", name)
 		}
 		var b Budget
 		if rb.Epsilon != nil {
 			if !finite(*rb.Epsilon) || *rb.Epsilon <= 0 {
 				v.errorf(append(path, "epsilon"), "analyst %q: epsilon must be a positive number", name)
+			} else if *rb.Epsilon < d.Budget.MinEpsilonPerQuery {
+				v.errorf(append(path, "epsilon"), "analyst %q: epsilon (%g) is below budget.min_epsilon_per_query (%g), so no query could run; raise it or lower the floor", name, *rb.Epsilon, d.Budget.MinEpsilonPerQuery)
 			}
 			b.Epsilon = *rb.Epsilon
 		}
@@ -173,7 +175,29 @@ func (v *validator) budget(r *rawBudget) Budget {
 			b.IncidentLimit = *r.IncidentLimit
 		}
 	}
+	b.MinEpsilonPerQuery = v.minEpsilonPerQuery(r, b)
 	return b
+}
+
+// minEpsilonPerQuery validates budget.min_epsilon_per_query (default
+// DefaultMinEpsilonPerQuery): a finite number > 0, not above budget.epsilon
+// (no query could run).
+func (v *validator) minEpsilonPerQuery(r *rawBudget, b Budget) float64 {
+	floor := DefaultMinEpsilonPerQuery
+	path := p("budget", "min_epsilon_per_query")
+	if r.MinEpsilonPerQuery != nil {
+		if !finite(*r.MinEpsilonPerQuery) || *r.MinEpsilonPerQuery <= 0 {
+			v.errorf(path, "budget.min_epsilon_per_query must be a positive number (default %g)", DefaultMinEpsilonPerQuery)
+			return floor
+		}
+		floor = *r.MinEpsilonPerQuery
+	} else {
+		path = p("budget", "epsilon")
+	}
+	if b.Epsilon > 0 && b.Epsilon < floor {
+		v.errorf(path, "budget.epsilon (%g) is below budget.min_epsilon_per_query (%g), so no query could run; lower min_epsilon_per_query", b.Epsilon, floor)
+	}
+	return floor
 }
 
 func (v *validator) defaults(r *rawDefaults, b Budget) Defaults {
@@ -189,6 +213,8 @@ func (v *validator) defaults(r *rawDefaults, b Budget) Defaults {
 			v.errorf(p("defaults", "epsilon"), "defaults.epsilon must be a positive number")
 		} else if b.Epsilon > 0 && *r.Epsilon > b.Epsilon {
 			v.errorf(p("defaults", "epsilon"), "defaults.epsilon (%g) is larger than budget.epsilon (%g); lower it", *r.Epsilon, b.Epsilon)
+		} else if *r.Epsilon < b.MinEpsilonPerQuery {
+			v.errorf(p("defaults", "epsilon"), "defaults.epsilon (%g) is below budget.min_epsilon_per_query (%g); raise it, or lower the floor", *r.Epsilon, b.MinEpsilonPerQuery)
 		} else {
 			d.Epsilon = *r.Epsilon
 		}

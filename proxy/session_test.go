@@ -37,6 +37,12 @@ func TestSession_DPSettings(t *testing.T) {
 		{sql: "SET dp.epsilon = 0", wantCode: "22023"},
 		{sql: "SET dp.epsilon = 'NaN'", wantCode: "22023"},
 		{sql: "SET dp.epsilon = 'Infinity'", wantCode: "22023"},
+		{sql: "SET dp.epsilon = 1e-16", wantCode: "22023", show: "dp.epsilon", want: "0.25"}, // below the floor
+		{sql: "SET dp.epsilon = 0.000999", wantCode: "22023"},
+		{sql: "SET dp.epsilon = 0.001", show: "dp.epsilon", want: "0.001"},
+		{sql: "SET dp.delta = 'NaN'", wantCode: "22023"},
+		{sql: "SET dp.delta = -1e-9", wantCode: "22023"},
+		{sql: "SET dp.delta = 1", wantCode: "22023"},
 		{sql: "SET dp.epsilon = 3.5", wantCode: "22023"}, // budget is 3
 		{sql: "SET dp.epsilon = 3", show: "dp.epsilon", want: "3"},
 		{sql: "RESET dp.epsilon", show: "dp.epsilon", want: "0.1"},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -624,7 +625,21 @@ func checkEpsilon(c *conn, v string) (string, error) {
 		return "", invalidValue(settingEpsilon, v).
 			WithHint("dp.epsilon must be a number with 0 < epsilon <= %s (your budget on %s)", formatFloat(limit), c.ds.Policy.Name)
 	}
+	if err := checkEpsilonFloor(c, f, v); err != nil {
+		return "", err
+	}
 	return formatFloat(f), nil
+}
+
+// checkEpsilonFloor refuses an ε below the dataset's floor on ε per query
+// (budget.min_epsilon_per_query; issue 14: a query at a tiny ε is free to
+// repeat, and its noise scale is beyond exact float64 arithmetic). The
+// release path checks the floor again before any charge.
+func checkEpsilonFloor(c *conn, f float64, v string) error {
+	if f < c.ds.Policy.Budget.EpsilonFloor() {
+		return invalidValue(settingEpsilon, v).WithHint("%s", release.EpsilonFloorHint(c.ds.Policy))
+	}
+	return nil
 }
 
 // checkDelta: 0 ≤ δ < 1 and δ ≤ the analyst's δ budget, finite.

@@ -190,13 +190,13 @@ func (r *Releaser) newSelection(req Request, b budget) (*selection, error) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: unknown mechanism")
 	}
 	if err != nil {
-		return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
-			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)")
+		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
+			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
 	}
 	tau, err := noise.PartitionThreshold(mech, b.thresholdDelta, l0)
 	if err != nil {
-		return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
-			WithHint("use a larger dp.delta (e.g. SET dp.delta = 1e-7)")
+		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
+			WithHint("use a larger dp.delta (e.g. SET dp.delta = 1e-7)"), err)
 	}
 	return &selection{mech: mech, threshold: tau, delta: b.thresholdDelta, l0: l0}, nil
 }

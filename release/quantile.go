@@ -119,11 +119,7 @@ func groupEpsilon(epsilon float64, l0 int, ms rewrite.Measure) float64 {
 	if ms.Quantile.Method == rewrite.QuantileExponential && ms.L1 > 0 && ms.LInf > 0 {
 		div = math.Max(1, math.Min(div, ms.L1/ms.LInf))
 	}
-	ge := epsilon / div
-	for ge*div > epsilon {
-		ge = math.Nextafter(ge, 0)
-	}
-	return ge
+	return shrinkToFit(epsilon/div, func(ge float64) bool { return ge*div <= epsilon })
 }
 
 // quantileMech releases one quantile measure. It implements noise.Mechanism
@@ -162,8 +158,8 @@ func (r *Releaser) newQuantileMech(ms rewrite.Measure, rows, l0 int, epsilon, de
 	ge := groupEpsilon(epsilon, l0, ms)
 	m := &quantileMech{measure: ms, q: q, epsilon: epsilon, groupEpsilon: ge}
 	calibrationErr := func(err error) error {
-		return pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the %s quantile method for this query: %v", q.Method, err).
-			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)")
+		return withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the %s quantile method for this query: %v", q.Method, err).
+			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
 	}
 	var err error
 	switch q.Method {
@@ -175,10 +171,7 @@ func (r *Releaser) newQuantileMech(ms rewrite.Measure, rows, l0 int, epsilon, de
 				WithHint("SET dp.delta = 1e-7, or SET dp.quantile_method = exponential (pure ε)")
 		}
 		m.delta = delta
-		dg := delta / float64(l0)
-		for dg*float64(l0) > delta {
-			dg = math.Nextafter(dg, 0)
-		}
+		dg := shrinkToFit(delta/float64(l0), func(dg float64) bool { return dg*float64(l0) <= delta })
 		if q.Method == rewrite.QuantileSmooth {
 			m.smooth, err = noise.NewSmoothLaplace(noise.SmoothParams{Epsilon: ge, Delta: dg, Range: ms.Upper - ms.Lower, Rand: r.testOnlyRand})
 			// The SQL's S must be β-smooth for the β of this release

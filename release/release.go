@@ -357,6 +357,9 @@ func checkRequest(req Request) error {
 		return pgerr.New(pgerr.InvalidParameterValue, "dp.epsilon must be a positive number").
 			WithHint("SET dp.epsilon = 0.1")
 	}
+	if err := checkQueryBounds(req); err != nil { // bounded.go
+		return err
+	}
 	switch req.Mechanism {
 	case policy.MechanismLaplace:
 		// δ is ignored: the Laplace mechanism is pure ε-DP (the session's
@@ -460,8 +463,8 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: l2, Integer: ms.Integer, Cells: plan.MaxGroupsPerUnit, Rand: r.testOnlyRand})
 		}
 		if err != nil {
-			return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate noise for this query: %v", err).
-				WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)")
+			return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate noise for this query: %v", err).
+				WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
 		}
 		out[i] = measurement{measure: ms, mech: mech}
 	}
@@ -470,20 +473,22 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 
 // splitDown returns the largest float64 e with m·e ≤ x in exact
 // arithmetic, so m releases of e each never compose to more than x (a plain
-// x/m can round up by half an ulp).
+// x/m can round up by half an ulp). It is 0 for an x that is not a finite
+// number > 0 (shrinkToFit).
 func splitDown(x float64, m int) float64 {
-	e := x / float64(m)
+	if m < 1 {
+		return 0
+	}
 	total := new(big.Rat)
-	limit := new(big.Rat).SetFloat64(x)
-	for e > 0 {
+	limit := new(big.Rat)
+	if limit.SetFloat64(x) == nil { // ±Inf or NaN
+		return 0
+	}
+	return shrinkToFit(x/float64(m), func(e float64) bool {
 		total.SetFloat64(e)
 		total.Mul(total, big.NewRat(int64(m), 1))
-		if total.Cmp(limit) <= 0 {
-			return e
-		}
-		e = math.Nextafter(e, 0)
-	}
-	return e
+		return total.Cmp(limit) <= 0
+	})
 }
 
 func isInteger(x float64) bool { return x == math.Trunc(x) }

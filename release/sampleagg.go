@@ -60,10 +60,7 @@ func (r *Releaser) saMechanisms(req Request) (count noise.Mechanism, stats []mea
 		if plan.PrivateGroups() {
 			// The threshold takes its share first (saThresholdDelta).
 			thr := saThresholdDelta(req)
-			del = req.Delta - thr
-			for del+thr > req.Delta {
-				del = math.Nextafter(del, 0)
-			}
+			del = shrinkToFit(req.Delta-thr, func(d float64) bool { return d+thr <= req.Delta })
 		}
 	}
 	statEps, statDel := eps, del
@@ -73,17 +70,12 @@ func (r *Releaser) saMechanisms(req Request) (count noise.Mechanism, stats []mea
 			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
 		}
 		countEps := splitDown(eps*sa.CountShare, 1)
-		statEps = splitDown(eps-countEps, 1)
-		for countEps+statEps > eps { // keep the sum within ε despite rounding
-			statEps = math.Nextafter(statEps, 0)
-		}
+		// Keep the sum within ε despite rounding.
+		statEps = shrinkToFit(splitDown(eps-countEps, 1), func(s float64) bool { return countEps+s <= eps })
 		countDel, statDelta := 0.0, 0.0
 		if del > 0 {
 			countDel = del * sa.CountShare
-			statDelta = del - countDel
-			for countDel+statDelta > del {
-				statDelta = math.Nextafter(statDelta, 0)
-			}
+			statDelta = shrinkToFit(del-countDel, func(d float64) bool { return countDel+d <= del })
 		}
 		statDel = statDelta
 		count, err = r.saMechanism(req, countEps, countDel, sensitivity.UnitCountLInf(), true)
@@ -134,8 +126,8 @@ func saSelection(req Request, count noise.Mechanism) (*big.Rat, error) {
 	}
 	tau, err := noise.PartitionThreshold(count, saThresholdDelta(req), req.Plan.MaxGroupsPerUnit)
 	if err != nil {
-		return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
-			WithHint("use a larger dp.delta (e.g. SET dp.delta = 1e-7) or dp.epsilon")
+		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
+			WithHint("use a larger dp.delta (e.g. SET dp.delta = 1e-7) or dp.epsilon"), err)
 	}
 	return tau, nil
 }
@@ -169,8 +161,8 @@ func (r *Releaser) saMechanism(req Request, epsilon, delta, lInf float64, intege
 		return nil, pgerr.New(pgerr.InvalidParameterValue, "unknown mechanism %q", req.Mechanism).WithHint("SET dp.mechanism = laplace")
 	}
 	if err != nil {
-		return nil, pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate noise for this query: %v", err).
-			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)")
+		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate noise for this query: %v", err).
+			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
 	}
 	return mech, nil
 }
