@@ -401,6 +401,12 @@ func (c *conn) loop(ctx context.Context) {
 			// message until Sync, simple queries included.
 			switch msg.(type) {
 			case *pgproto3.Sync, *pgproto3.Terminate:
+			case *pgproto3.Flush:
+				// Still honoured: whatever is buffered goes out now.
+				if err := c.be.Flush(); err != nil {
+					return
+				}
+				continue
 			default:
 				continue
 			}

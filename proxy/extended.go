@@ -92,8 +92,14 @@ func (c *conn) extended(ctx context.Context, msg pgproto3.FrontendMessage) {
 		err = c.closeObject(m)
 	}
 	if err != nil {
+		// PostgreSQL sends an error at once (elog.c flushes it), without
+		// waiting for Sync or Flush: a client that sent Parse/Describe/Flush
+		// (asyncpg) waits for it.
 		c.sendError(err)
 		c.extFailed = true
+		if ferr := c.be.Flush(); ferr != nil {
+			c.log.Debug("write failed", zap.Error(ferr))
+		}
 	}
 }
 

@@ -197,7 +197,7 @@ func (c *conn) initSettings(sp *startupPacket) error {
 			// libpq derives client_encoding from the locale (SQL_ASCII in
 			// the C locale); ASCII is a subset of UTF8, which is all the
 			// proxy sends.
-			if strings.EqualFold(v, "SQL_ASCII") || strings.EqualFold(v, "auto") {
+			if n := encodingName(v); n == "sqlascii" || n == "auto" {
 				return nil
 			}
 		}
@@ -430,9 +430,22 @@ func checkApplicationName(_ *conn, v string) (string, error) {
 	return string(b), nil
 }
 
+// encodingName normalises an encoding name as PostgreSQL's
+// clean_encoding_name does (src/common/encnames.c): letters and digits
+// only, lower case — so asyncpg's "'utf-8'" is utf8.
+func encodingName(v string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(v) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 func checkClientEncoding(_ *conn, v string) (string, error) {
-	switch strings.ToUpper(strings.ReplaceAll(v, "-", "")) {
-	case "UTF8", "UNICODE":
+	switch encodingName(v) {
+	case "utf8", "unicode":
 		return "UTF8", nil
 	}
 	return "", invalidValue("client_encoding", v).WithHint("dpproxy speaks UTF8 only; use SET client_encoding = 'UTF8'")
