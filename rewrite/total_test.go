@@ -140,6 +140,12 @@ var totalQueries = []string{
 	"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY f) FROM m",
 	"SELECT median(f), MIN(f), MAX(f) FROM m",
 	"SELECT ik, COUNT(DISTINCT uid), VAR_SAMP(f) FROM m WHERE f > -1e308 GROUP BY ik",
+	// Found by the totality fuzzer: numbers at the ends of float8's range
+	// compared with a float column (beyond them they are refused), and
+	// integers compared with a unit column of undeclared type (emitted as
+	// untyped constants; other literals are refused).
+	"SELECT COUNT(*) FROM m WHERE f < 1.7976931348623157e308 AND f <> 4.9e-324 AND f NOT IN (-0, '2.2250738585072014e-308')",
+	"SELECT COUNT(*) FROM m WHERE uid IN (7, '8', ' +9 ', -9223372036854775808) OR uid BETWEEN 1 AND '30'",
 }
 
 // totalTextPool are text values that the totality tests both store in
