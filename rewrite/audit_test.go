@@ -294,10 +294,19 @@ func sqlLiteral(v any) string {
 // the count of each bucket (auditHistogram).
 type auditResult map[string][]*big.Rat
 
-func runAudit(ctx context.Context, q interface {
+func runAudit(ctx context.Context, q auditQuerier, p *Plan) (auditResult, error) {
+	return runAuditArgs(ctx, q, p, append([]any{pgx.QueryExecModeSimpleProtocol}, auditArgs(p)...))
+}
+
+// auditQuerier runs a query: a connection or a transaction.
+type auditQuerier interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, p *Plan) (auditResult, error) {
-	rows, err := q.Query(ctx, p.SQL, append([]any{pgx.QueryExecModeSimpleProtocol}, auditArgs(p)...)...)
+}
+
+// runAuditArgs is runAudit with the query's arguments (an exec mode and
+// the bind parameters) given.
+func runAuditArgs(ctx context.Context, q auditQuerier, p *Plan, args []any) (auditResult, error) {
+	rows, err := q.Query(ctx, p.SQL, args...)
 	if err != nil {
 		return nil, err
 	}

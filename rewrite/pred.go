@@ -365,16 +365,7 @@ func (b *builder) typedLit(e ast.ExprNode, ci colInfo) (string, error) {
 			WithHint("filter on other columns; the unit column can be counted with COUNT(DISTINCT %s)", ci.name)
 	}
 	if t == "" {
-		// The unit column's type is not declared: send the literal as an
-		// untyped string constant, which PostgreSQL types from the column
-		// (a malformed literal fails before any row is read).
-		switch {
-		case l.kind == litNumber && l.typ == "":
-			return b.numberLit(e, l)
-		case l.kind == litString && l.typ == "":
-			return quoteString(l.val), nil
-		}
-		return mismatch()
+		return b.unitLit(e, l, ci) // literal.go
 	}
 	if l.typ != "" && l.typ != t && !(l.typ.Numeric() && t.Numeric()) {
 		return mismatch()
@@ -383,14 +374,22 @@ func (b *builder) typedLit(e ast.ExprNode, ci colInfo) (string, error) {
 	case policy.TypeInt, policy.TypeNumeric, policy.TypeFloat:
 		switch l.kind {
 		case litNumber:
-			return b.numberLit(e, l)
 		case litString:
 			v := strings.TrimSpace(l.val)
 			if t == policy.TypeInt && !intRE.MatchString(v) || !numberRE.MatchString(strings.TrimPrefix(v, "+")) {
 				return "", b.errAt(e, "22P02", "invalid input syntax for type %s: %q", t, l.val).WithHint("%s", literalHint(ci))
 			}
-			return b.numberLit(e, literal{kind: litNumber, val: v})
+			l = literal{kind: litNumber, val: v}
+		default:
+			return mismatch()
 		}
+		s, err := b.numberLit(e, l)
+		if err == nil && t == policy.TypeFloat && !float8Literal(strings.Trim(s, "()")) {
+			// literal.go: PostgreSQL casts it to float8 when planning.
+			return "", b.errAt(e, "22003", "%s is out of range for type double precision", strings.Trim(s, "()")).
+				WithHint("compare %s with a number between about ±1.8e308, and not so close to 0 that it rounds to 0", ci.name)
+		}
+		return s, err
 	case policy.TypeText:
 		if l.kind == litString {
 			return quoteString(l.val) + "::text", nil
