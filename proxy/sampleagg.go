@@ -19,6 +19,26 @@ const (
 	settingSampleBlocks = "dp.sample_blocks"
 )
 
+// Session contribution bounds (rewrite/bounds.go, "Bounds per query"):
+// tighter than the policy's, never looser (rewrite refuses those when the
+// query is planned, naming the policy's bound).
+const (
+	settingMaxRowsPerUnit   = "dp.max_rows_per_unit"
+	settingMaxGroupsPerUnit = "dp.max_groups_per_unit"
+)
+
+// checkContributionBound: a whole number from 1 to 1,000,000.
+func checkContributionBound(name string) func(*conn, string) (string, error) {
+	return func(_ *conn, v string) (string, error) {
+		k, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || k < 1 || k > 1_000_000 {
+			return "", invalidValue(name, v).
+				WithHint("%s must be a whole number ≥ 1 no larger than the policy's, e.g. SET %s = 3; RESET it for the policy's", name, name)
+		}
+		return strconv.Itoa(k), nil
+	}
+}
+
 // maxSampleBlocks matches rewrite's limit on dp.sample_blocks.
 const maxSampleBlocks = 1 << 20
 
@@ -64,6 +84,12 @@ func (c *conn) rewriteOptions() rewrite.Options {
 	}
 	if v := c.settings[settingSampleBlocks]; v != "" {
 		o.SampleBlocks, _ = strconv.Atoi(v)
+	}
+	if v := c.settings[settingMaxRowsPerUnit]; v != "" {
+		o.MaxRowsPerUnit, _ = strconv.Atoi(v)
+	}
+	if v := c.settings[settingMaxGroupsPerUnit]; v != "" {
+		o.MaxGroupsPerUnit, _ = strconv.Atoi(v)
 	}
 	if c.quantileMethod() == rewrite.QuantileSample {
 		// Sample-and-aggregate quantiles are planned as such (the other

@@ -92,6 +92,8 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingCache, def: "on", check: checkBool, desc: "Answer a repeated DP query with its earlier noisy answer, at no cost."},
 		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
 		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},
+		{name: settingMaxRowsPerUnit, check: checkContributionBound(settingMaxRowsPerUnit), desc: "Rows one unit may contribute to one group, tighter than the policy's (empty: the policy's; ungrouped queries: its whole allowance)."},
+		{name: settingMaxGroupsPerUnit, check: checkContributionBound(settingMaxGroupsPerUnit), desc: "Groups one unit may contribute to, tighter than the policy's (empty: the policy's)."},
 		{name: settingQuantileMethod, def: rewrite.DefaultQuantileMethod, check: enum(rewrite.QuantileExponential, rewrite.QuantileSmooth, rewrite.QuantilePTR, rewrite.QuantileSample),
 			desc: "Method of DP quantiles (percentile_cont, percentile_disc, MIN, MAX): exponential, smooth, ptr or sample (sample-and-aggregate)."},
 	}

@@ -75,3 +75,61 @@ func TestStartup_EncodingNames(t *testing.T) {
 		pc.Close(context.Background())
 	}
 }
+
+// TestSession_ContributionBounds: SET dp.max_rows_per_unit and
+// dp.max_groups_per_unit tighten the plan's contribution bounds, never
+// loosen them (refused with 22023 naming the policy's bound, before any
+// charge); without them an ungrouped query keeps the unit's whole
+// allowance (4·5 rows) and a grouped one the policy's 5 per group.
+func TestSession_ContributionBounds(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	last := func() (rows, groups int) {
+		reqs := ts.releaser.requests()
+		p := reqs[len(reqs)-1].Plan
+		return p.RowsPerUnit, p.MaxGroupsPerUnit
+	}
+	steps := []struct {
+		sql          string
+		code         string
+		rows, groups int
+	}{
+		{sql: "SELECT COUNT(*) FROM visits", rows: 20, groups: 1},
+		{sql: "SELECT department, COUNT(*) FROM visits GROUP BY department", rows: 5, groups: 4},
+		{sql: "SET dp.max_rows_per_unit = 0", code: "22023"},
+		{sql: "SET dp.max_rows_per_unit = 3"},
+		{sql: "SELECT COUNT(*) FROM visits WHERE age > 1", rows: 3, groups: 1},
+		{sql: "SELECT department, COUNT(*) FROM visits WHERE age > 1 GROUP BY department", rows: 3, groups: 4},
+		{sql: "SET dp.max_rows_per_unit = 12"},
+		{sql: "SELECT COUNT(*) FROM visits WHERE age > 2", rows: 12, groups: 1},
+		{sql: "SELECT department, COUNT(*) FROM visits WHERE age > 2 GROUP BY department", code: "22023"},
+		{sql: "RESET dp.max_rows_per_unit"},
+		{sql: "SET dp.max_groups_per_unit = 2"},
+		{sql: "SELECT department, COUNT(*) FROM visits WHERE age > 3 GROUP BY department", rows: 5, groups: 2},
+		{sql: "SELECT COUNT(*) FROM visits WHERE age > 3", rows: 10, groups: 1},
+		{sql: "SET dp.max_groups_per_unit = 5"},
+		{sql: "SELECT department, COUNT(*) FROM visits WHERE age > 4 GROUP BY department", code: "22023"},
+	}
+	for _, s := range steps {
+		before := len(ts.releaser.requests())
+		_, err := execAll(t, pc, s.sql)
+		if s.code != "" {
+			if sqlstate(err) != s.code {
+				t.Fatalf("%s: %v, want %s", s.sql, err, s.code)
+			}
+			if len(ts.releaser.requests()) != before {
+				t.Fatalf("%s: refused, but released", s.sql)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", s.sql, err)
+		}
+		if s.rows == 0 {
+			continue
+		}
+		if rows, groups := last(); rows != s.rows || groups != s.groups {
+			t.Fatalf("%s: plan keeps %d rows in %d groups per unit, want %d in %d", s.sql, rows, groups, s.rows, s.groups)
+		}
+	}
+}

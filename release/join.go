@@ -25,7 +25,27 @@ import (
 // of counts, sums and quantiles; a quantile's Rows) must rest on it.
 func rowsPerUnit(ds *policy.Dataset, plan *rewrite.Plan, table *policy.Table) (int, error) {
 	j := plan.Join
-	if j == nil || j.Shape == rewrite.JoinPublic {
+	if j == nil {
+		// Bounds per query (rewrite/bounds.go): an ungrouped query may
+		// give one group the unit's whole allowance L0·L∞ (its L1 is the
+		// policy's L0·L∞); a grouped one at most L∞ per group; a session
+		// may tighten either, and L0 never exceeds the policy's.
+		if plan.MaxGroupsPerUnit < 1 || plan.MaxGroupsPerUnit > table.MaxGroupsPerUnit {
+			return 0, pgerr.New(pgerr.InternalError, "internal error: the plan's groups per unit exceed the policy")
+		}
+		allow := table.MaxRowsPerUnit
+		if len(plan.Keys) == 0 {
+			allow *= table.MaxGroupsPerUnit
+		}
+		switch {
+		case plan.RowsPerUnit == 0:
+			return table.MaxRowsPerUnit, nil
+		case plan.RowsPerUnit < 0 || plan.RowsPerUnit > allow:
+			return 0, pgerr.New(pgerr.InternalError, "internal error: the plan's rows per unit exceed the policy")
+		}
+		return plan.RowsPerUnit, nil
+	}
+	if j.Shape == rewrite.JoinPublic {
 		return table.MaxRowsPerUnit, nil
 	}
 	bad := pgerr.New(pgerr.InternalError, "internal error: join does not match the policy")

@@ -155,7 +155,8 @@ func TestRunSampleAgg_QuantileNeighbours(t *testing.T) {
 
 // TestExplain_QuantileOfExpression: EXPLAIN of the exponential method over
 // an expression names it and its interval, the grid over that interval
-// and the rank sensitivity (max_rows_per_unit), as for a column.
+// and the rank sensitivity (the rows a unit may keep: for this ungrouped
+// query its whole allowance, 4·5), as for a column.
 func TestExplain_QuantileOfExpression(t *testing.T) {
 	ds := loadPolicy(t)
 	plan, err := rewrite.Rewrite(ds, "SELECT MAX(cost * 2) FROM visits")
@@ -163,7 +164,7 @@ func TestExplain_QuantileOfExpression(t *testing.T) {
 		t.Fatal(err)
 	}
 	all := explainPlan(t, ds, plan, 1, 0, policy.MechanismLaplace)
-	for _, want := range []string{"max(q=1) of an expression clamped to [0, 40000]", "exponential mechanism over 256 buckets of width 156.25", "rank sensitivity=5"} {
+	for _, want := range []string{"max(q=1) of an expression clamped to [0, 40000]", "exponential mechanism over 256 buckets of width 156.25", "rank sensitivity=20"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("EXPLAIN lacks %q:\n%s", want, all)
 		}

@@ -562,3 +562,41 @@ func TestKeyText(t *testing.T) {
 		}
 	}
 }
+
+// TestRun_RowsPerUnitWithinPolicy: release checks the plan's per-query
+// contribution bounds against the policy before any charge: an ungrouped
+// plan may keep the unit's whole allowance (4·5 rows), a grouped one at
+// most 5 per group, and no plan more groups per unit than the policy's 4.
+func TestRun_RowsPerUnitWithinPolicy(t *testing.T) {
+	ds := loadPolicy(t)
+	ungrouped := func(rows int) *rewrite.Plan {
+		return &rewrite.Plan{Dataset: "hospital", Table: "visits", SQL: "SELECT /* emitted */", MaxGroupsPerUnit: 1, RowsPerUnit: rows,
+			Measures: []rewrite.Measure{{Kind: rewrite.MeasureCount, Integer: true, LInf: float64(rows)}},
+			Outputs:  []rewrite.Output{{Name: "count", Kind: rewrite.OutputCount, Measure: 0, PGType: "int8"}}}
+	}
+	grouped := groupedPlan(ds)
+	grouped.RowsPerUnit = 20
+	grouped.Measures[0].LInf, grouped.Measures[1].LInf = 20, 20*20000
+	wideL0 := groupedPlan(ds)
+	wideL0.MaxGroupsPerUnit = 5
+	for name, c := range map[string]struct {
+		plan *rewrite.Plan
+		ok   bool
+	}{
+		"ungrouped, whole allowance": {ungrouped(20), true},
+		"ungrouped, tightened":       {ungrouped(3), true},
+		"ungrouped, beyond":          {ungrouped(21), false},
+		"grouped, 20 per group":      {grouped, false},
+		"L0 beyond the policy":       {wideL0, false},
+	} {
+		led := &memLedger{limit: 3}
+		up := &fakeUpstream{rows: [][]*string{{s("7")}}}
+		_, err := newTestReleaser(t, led, 9).Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: c.plan, Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up})
+		if c.ok && err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if !c.ok && (err == nil || len(led.reserved) != 0 || len(up.calls) != 0) {
+			t.Errorf("%s: %v with %d charges, %d upstream calls; want refused before the charge", name, err, len(led.reserved), len(up.calls))
+		}
+	}
+}

@@ -39,8 +39,10 @@ func TestAudit_ExpressionCorners(t *testing.T) {
 	tests := []struct {
 		query string
 		// row is the added unit's visit (age, cost, length_of_stay), beyond
-		// the bounds where clamping reaches the corner; 5 such visits are
-		// added (max_rows_per_unit).
+		// the bounds where clamping reaches the corner; the plan's rows per
+		// unit (for these ungrouped queries the unit's whole allowance,
+		// max_groups_per_unit · max_rows_per_unit = 20) and two more are
+		// added, so bounding must drop two.
 		age, cost, los string
 		measure        int // the measure whose change must equal its L∞
 	}{
@@ -80,7 +82,10 @@ func TestAudit_ExpressionCorners(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = tx.Rollback(ctx) }()
-			for i := 0; i < 5; i++ {
+			if p.RowsPerUnit != 20 {
+				t.Fatalf("ungrouped plan keeps %d rows per unit, want the whole allowance 4·5 = 20", p.RowsPerUnit)
+			}
+			for i := 0; i < p.RowsPerUnit+2; i++ {
 				ins := fmt.Sprintf("INSERT INTO visits (visit_id, patient_id, visit_date, department, diagnosis, age, cost, length_of_stay) VALUES (%d, 777777, '2022-01-01', 'oncology', 'flu', %s, %s, %s)",
 					1000+i, tc.age, tc.cost, tc.los)
 				if _, err := tx.Exec(ctx, ins); err != nil {

@@ -167,6 +167,9 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	if err := b.groupBy(sel); err != nil {
 		return nil, err
 	}
+	if err := b.queryBounds(sel); err != nil { // bounds.go
+		return nil, err
+	}
 	if err := b.selectList(sel); err != nil {
 		return nil, err
 	}
@@ -199,6 +202,9 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, err
 	}
 	p.MaxGroupsPerUnit = maxGroupsPerUnit(b.table, b.keys)
+	if b.join == nil {
+		p.RowsPerUnit = b.table.MaxRowsPerUnit
+	}
 	if len(b.sa) > 0 {
 		if err := b.sampleAggPlan(sel, p); err != nil { // sampleagg.go
 			return nil, err
@@ -1015,4 +1021,45 @@ func (b *builder) limit(p *Plan) error {
 func isUndefinedColumn(err error) bool {
 	pe, ok := pgerr.As(err)
 	return ok && pe.Code == pgerr.UndefinedColumn
+}
+
+// queryBounds sets the contribution bounds of this query (see "Bounds per
+// query"): b.table becomes a copy of the policy table with this query's
+// max_rows_per_unit and max_groups_per_unit. Joins keep the policy's.
+func (b *builder) queryBounds(sel *ast.SelectStmt) error {
+	t := b.table
+	rows, groups := t.MaxRowsPerUnit, t.MaxGroupsPerUnit
+	if r := b.opts.MaxRowsPerUnit; r > 0 {
+		if r > rows*max(groups, 1) || len(b.keys) > 0 && r > rows {
+			return b.errAt(sel, pgerr.InvalidParameterValue, "dp.max_rows_per_unit = %d is looser than the policy of %s allows (%d per group, %d in all)", r, t.Name, rows, rows*groups).
+				WithHint("a session may only tighten contribution bounds: SET dp.max_rows_per_unit to at most %d, or RESET it", rows)
+		}
+	}
+	if g := b.opts.MaxGroupsPerUnit; g > 0 {
+		if g > groups {
+			return b.errAt(sel, pgerr.InvalidParameterValue, "dp.max_groups_per_unit = %d is looser than the policy of %s allows (%d)", g, t.Name, groups).
+				WithHint("a session may only tighten contribution bounds: SET dp.max_groups_per_unit to at most %d, or RESET it", groups)
+		}
+		groups = g
+	}
+	if b.join != nil {
+		if b.opts.MaxRowsPerUnit > 0 || b.opts.MaxGroupsPerUnit > 0 {
+			return b.errAt(sel, pgerr.FeatureNotSupported, "dp.max_rows_per_unit and dp.max_groups_per_unit do not apply to joins yet").
+				WithHint("RESET dp.max_rows_per_unit; RESET dp.max_groups_per_unit")
+		}
+		return nil
+	}
+	if len(b.keys) == 0 {
+		rows *= groups // the unit's whole allowance in the one group
+	}
+	if r := b.opts.MaxRowsPerUnit; r > 0 {
+		rows = min(rows, r)
+	}
+	if rows == t.MaxRowsPerUnit && groups == t.MaxGroupsPerUnit {
+		return nil
+	}
+	view := *t
+	view.MaxRowsPerUnit, view.MaxGroupsPerUnit = rows, groups
+	b.table = &view
+	return nil
 }

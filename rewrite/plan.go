@@ -37,6 +37,13 @@ type Plan struct {
 	// MaxGroupsPerUnit is the L0 bound the SQL enforces: min(policy
 	// max_groups_per_unit, number of released groups). 1 when ungrouped.
 	MaxGroupsPerUnit int
+	// RowsPerUnit, when > 0, is the number of rows one unit may contribute
+	// to one group that the SQL enforces for this query, in place of the
+	// table's max_rows_per_unit (bounds.go, "Bounds per query"): the
+	// unit's whole allowance max_groups_per_unit · max_rows_per_unit
+	// when ungrouped, or less when the session tightened it. 0: the
+	// policy's max_rows_per_unit (joins).
+	RowsPerUnit int `json:",omitempty"`
 
 	// Hidden are values computed like Outputs but not returned: the
 	// aggregates that Output.Expr and Having refer to (Expr.Ref indexes

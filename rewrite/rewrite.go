@@ -45,6 +45,11 @@ type Options struct {
 	// (quantile_expr.go). The other methods are applied after planning
 	// (Plan.WithQuantiles) and leave it "".
 	QuantileMethod string
+	// MaxRowsPerUnit and MaxGroupsPerUnit, when > 0, are SET
+	// dp.max_rows_per_unit / dp.max_groups_per_unit: contribution bounds
+	// tighter than the policy's for this session's queries (bounds.go,
+	// "Bounds per query"); looser ones are refused.
+	MaxRowsPerUnit, MaxGroupsPerUnit int
 }
 
 // RewriteWith is Rewrite with session options.
