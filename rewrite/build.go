@@ -116,6 +116,9 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").WithHint("%s", shapeHint)
 	}
 	b := &builder{ds: ds, src: stmt, norm: n, opts: opts}
+	if err := b.checkDepth(sel); err != nil { // depth.go
+		return nil, err
+	}
 	return b.build(sel)
 }
 

@@ -146,6 +146,10 @@ var totalQueries = []string{
 	// untyped constants; other literals are refused).
 	"SELECT COUNT(*) FROM m WHERE f < 1.7976931348623157e308 AND f <> 4.9e-324 AND f NOT IN (-0, '2.2250738585072014e-308')",
 	"SELECT COUNT(*) FROM m WHERE uid IN (7, '8', ' +9 ', -9223372036854775808) OR uid BETWEEN 1 AND '30'",
+	// Nesting just within maxExprDepth (deeper is refused: PostgreSQL's
+	// parser fails near 5,000 levels).
+	"SELECT COUNT(*) FILTER (WHERE f > 1" + strings.Repeat(" OR f = 2", 480) + "), SUM(" +
+		strings.Repeat("ABS(", 400) + "f" + strings.Repeat(")", 400) + ") FROM m WHERE i > 1" + strings.Repeat(" OR i = 2", 950),
 }
 
 // totalTextPool are text values that the totality tests both store in
