@@ -6,6 +6,8 @@
 #   make bench   end-to-end benchmark suite (bench/: PostgreSQL, PgBouncer, dpproxy; a few minutes)
 #   make bench-go  the Go micro-benchmarks (go test -bench)
 #   make load    the load test: 200 sessions for 30 s against the demo (integration, BENCHMARKS.md)
+#   make fuzz-totality  the totality fuzzer for 10 minutes (generated queries, emitted SQL run
+#                on adversarial tables; make test runs it for 35 s; README "Fuzzing")
 #   make lint    gofmt -l and go vet
 # demo and test first run scripts/ensure-deps.sh, which installs PostgreSQL
 # with apt-get when it is missing and we are root, or prints the command.
@@ -17,7 +19,7 @@ DEMO_FLAGS ?=
 # Whole-run bound of go test; CI must finish well under 15 minutes.
 TEST_TIMEOUT ?= 12m
 
-.PHONY: all build demo test fuzz bench bench-go load lint deps clean
+.PHONY: all build demo test fuzz fuzz-totality bench bench-go load lint deps clean
 
 all: build
 
@@ -51,6 +53,20 @@ FUZZ_TARGETS ?= rewrite:FuzzRewrite rewrite:FuzzLex policy:FuzzPolicyParse \
 
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
+
+# The totality fuzzer (rewrite/totality_fuzz_test.go) for TOTALITY_DURATION from
+# TOTALITY_SEED ("random" draws one and prints it); make test runs the same test for
+# 35 s from seed 1. A failure prints the seed and query number to replay, e.g.
+# make fuzz-totality TOTALITY_SEED=42 TOTALITY_QUERY=1234. The test bounds itself
+# (its duration plus 10 minutes; 20 s per statement), hence -timeout 0.
+TOTALITY_DURATION ?= 10m
+TOTALITY_SEED ?= random
+TOTALITY_QUERY ?=
+
+fuzz-totality: deps
+	DPPROXY_TOTALITY_DURATION=$(TOTALITY_DURATION) DPPROXY_TOTALITY_SEED=$(TOTALITY_SEED) \
+	DPPROXY_TOTALITY_QUERY=$(TOTALITY_QUERY) \
+		$(GO) test -count=1 -timeout 0 -v -run '^TestEmittedSQL_TotalityFuzz$$' ./rewrite
 
 # Starts its own PostgreSQL clusters, PgBouncer and bin/dpproxy (built
 # without -race) on loopback and prints a table of ratios; see BENCHMARKS.md.

@@ -96,6 +96,12 @@
 //     sensitivity and emitted SQL that lexes as one balanced statement.
 //     TestRewrite_PostgresParses PREPAREs the emitted SQL of every accepted
 //     seed, golden and corpus query on a real PostgreSQL.
+//   - Totality (issue 14; an error that depends on the data is a one-bit
+//     release): TestEmittedSQL_Total runs the emitted SQL of every
+//     accepted golden and of totalQueries, and TestEmittedSQL_TotalityFuzz
+//     that of generated queries (totality_gen_test.go, for a bounded time;
+//     `make fuzz-totality` for longer), on five adversarial table sets of
+//     every test policy (total_test.go); no run may fail.
 //   - BenchmarkRewrite_Latency: the p50 of normalize + parse + plan + emit
 //     (goal ≤ 50 µs; figures in BENCHMARKS.md).
 //

@@ -57,7 +57,7 @@ tables:
 `
 
 // fuzzPolicy (for the totality fuzzer, totality_fuzz_test.go) adds what
-// the other policies lack: a text unit column, a float with huge bounds
+// the other policies lack: text and numeric unit columns, a float with huge bounds
 // and a numeric with tiny ones, dates over PostgreSQL's whole four-digit
 // range, public values at the ends of bigint and with quotes, backslashes
 // and wildcards, a private bool, a hidden column, and two protected tables
@@ -95,6 +95,14 @@ tables:
       k: {type: int, max_rows_per_value: 2}
       w: {type: float, lower: 0, upper: 1e-9}
       tag: {type: text, public_values: [p, q]}
+  nu:
+    unit_column: u
+    max_groups_per_unit: 2
+    max_rows_per_unit: 3
+    columns:
+      u: {type: numeric}
+      v: {type: numeric, lower: -1, upper: 1}
+      g: {type: text, public_values: [x, y]}
   dim:
     public: true
     columns:
