@@ -10,9 +10,9 @@ import (
 // emitted SQL nests at least as deeply, and PostgreSQL's parser gives up
 // between 4,000 and 5,000 levels (42601 "memory exhausted", or 54001
 // "stack depth limit exceeded", earlier under a smaller max_stack_depth):
-// the query would fail upstream after the charge (issue 14; found by the
-// totality fuzzer). A chain of n ORs is n levels deep; long lists of
-// alternatives fit in IN (…), which is flat.
+// the query would fail upstream after the charge (issue 14; the totality
+// fuzzer generates such queries). A chain of n ORs is n levels deep; long
+// lists of alternatives fit in IN (…), which is flat.
 const maxExprDepth = 1000
 
 // depthVisitor measures the depth of a parse tree, giving up below
