@@ -123,11 +123,14 @@ func NewGaussian(p Params) (Mechanism, error) {
 	}, nil
 }
 
-func (m *gaussian) Name() string              { return "gaussian" }
-func (m *gaussian) Epsilon() float64          { return m.epsilon }
-func (m *gaussian) Delta() float64            { return m.delta }
-func (m *gaussian) NoiseMultiplier() float64  { return m.multiplier }
-func (m *gaussian) sample(s *source) *big.Int { return s.discreteGaussian(m.sn, m.sd, m.lap) }
+func (m *gaussian) Name() string { return "gaussian" }
+
+// NoiseScale implements Scaled: discrete Gaussian of σ grid steps.
+func (m *gaussian) NoiseScale() (scale, step float64) { return m.sigma, math.Ldexp(1, m.granExp) }
+func (m *gaussian) Epsilon() float64                  { return m.epsilon }
+func (m *gaussian) Delta() float64                    { return m.delta }
+func (m *gaussian) NoiseMultiplier() float64          { return m.multiplier }
+func (m *gaussian) sample(s *source) *big.Int         { return s.discreteGaussian(m.sn, m.sd, m.lap) }
 
 // AddNoise releases x + Z·r with Z ~ N_Z(0, σ²).
 func (m *gaussian) AddNoise(x *big.Rat) (*big.Rat, error) {

@@ -109,9 +109,12 @@ func NewLaplace(p Params) (Mechanism, error) {
 	}, nil
 }
 
-func (m *laplace) Name() string     { return "laplace" }
-func (m *laplace) Epsilon() float64 { return m.epsilon }
-func (m *laplace) Delta() float64   { return 0 }
+func (m *laplace) Name() string { return "laplace" }
+
+// NoiseScale implements Scaled: discrete Laplace of scale t grid steps.
+func (m *laplace) NoiseScale() (scale, step float64) { return m.t, math.Ldexp(1, m.granExp) }
+func (m *laplace) Epsilon() float64                  { return m.epsilon }
+func (m *laplace) Delta() float64                    { return 0 }
 
 // NoiseMultiplier is b/Δ with both in grid units: t/(t·ε) = 1/ε.
 func (m *laplace) NoiseMultiplier() float64 { return 1 / m.epsilon }

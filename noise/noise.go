@@ -39,6 +39,18 @@ type Mechanism interface {
 	NoiseMultiplier() float64
 }
 
+// Scaled is implemented by the Laplace and Gaussian mechanisms: the noise's
+// distribution, for statements about the error of estimators built from
+// several releases (release's confidence intervals of AVG, VAR, STDDEV),
+// which no single HalfWidth gives.
+type Scaled interface {
+	// NoiseScale returns the noise in grid units — discrete Laplace with
+	// P(Z = z) ∝ exp(−|z|/scale), or discrete Gaussian with
+	// P(Z = z) ∝ exp(−z²/(2·scale²)) — and the grid step (1 in integer
+	// mode); the released value is step·(round(x/step) + Z).
+	NoiseScale() (scale, step float64)
+}
+
 // Params configures a mechanism.
 type Params struct {
 	Epsilon float64

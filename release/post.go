@@ -215,7 +215,7 @@ func centre(plan *rewrite.Plan, o rewrite.Output) *big.Rat {
 // With the true count C, c + S_c/C is the exact average; the noise term
 // e_s/C̃ comes from a sum whose L∞ is max_rows·(upper − lower)/2 instead of
 // max_rows·max(|lower|, |upper|), and the count's noise is multiplied by
-// |A − c| ≤ (upper − lower)/2 instead of |A| (see avgHalfWidth). For an
+// |A − c| ≤ (upper − lower)/2 instead of |A| (see interval.go). For an
 // empty group the answer centres on c instead of on 0.
 func centredAverage(sum, count, c *big.Rat, lower, upper float64) *big.Rat {
 	n := count
@@ -380,6 +380,7 @@ func noticeText(cost accountant.Spent, st accountant.Status, remaining accountan
 // (post-processing).
 func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 	var parts []string
+	var fl [][]float64 // noisy as float64, for the interval simulations
 	for v, o := range req.Plan.Outputs {
 		var h float64
 		switch o.Kind {
@@ -394,9 +395,15 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 		case rewrite.OutputSum:
 			h = sumHalfWidth(o, ms)
 		case rewrite.OutputAvg:
-			h = avgHalfWidth(o, ms, noisy)
+			if fl == nil {
+				fl = floatRows(noisy)
+			}
+			h = avgHalfWidthSim(req.Plan, v, o, ms, fl) // interval.go
 		case rewrite.OutputVariance:
-			h = varHalfWidth(o, ms, noisy)
+			if fl == nil {
+				fl = floatRows(noisy)
+			}
+			h = varHalfWidthSim(v, o, ms, fl)
 		case rewrite.OutputQuantile:
 			parts = append(parts, quantileErrorText(o, ms[o.Measure].quant, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
 			continue
@@ -413,36 +420,7 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 	return strings.Join(parts, ", ")
 }
 
-// avgHalfWidth bounds the error of a released average, over all groups. With
-// S̃ = S + e_s and C̃ = C + e_c, and |e_s| ≤ h_s, |e_c| ≤ h_c each with
-// probability ≥ 97.5% (so both with ≥ 95% by the union bound), the average
-// A = S/C of values in [lower, upper] satisfies
-//
-//	|S̃/C̃ − A| = |e_s − A·e_c| / C̃ ≤ (h_s + M·h_c) / C̃,   M = max(|lower|, |upper|),
-//
-// and clamping keeps the error below upper − lower. The bound uses the noisy
-// count C̃ (released), so it is post-processing.
-//
-// For a normalized sum (centre c) the same argument with A − c in place of
-// A gives (h_s + M·h_c)/C̃ with M = (upper − lower)/2 (spreadM).
-func avgHalfWidth(o rewrite.Output, ms []measurement, noisy [][]*big.Rat) float64 {
-	hs := ms[o.Measure].mech.HalfWidth(0.975)
-	hc := ms[o.CountMeasure].mech.HalfWidth(0.975)
-	m := spreadM(o, ms)
-	width := o.Upper - o.Lower
-	worst := 0.0
-	for _, g := range noisy {
-		c, _ := g[o.CountMeasure].Float64()
-		h := width
-		if c > 0 {
-			h = math.Min(width, (hs+m*hc)/c)
-		}
-		worst = math.Max(worst, h)
-	}
-	return worst
-}
-
-// spreadM is M of avgHalfWidth and varHalfWidth: a bound on |A − c| for
+// spreadM is M of the a-priori AVG and VAR bounds (explain.go): a bound on |A − c| for
 // the mean A of values in [lower, upper] and the centre c of the sums
 // (c = 0 for plain sums): max(|lower|, |upper|), or (upper − lower)/2 for
 // normalized sums centred at the midpoint. The variance is shift-invariant,
@@ -462,50 +440,13 @@ func sumHalfWidth(o rewrite.Output, ms []measurement) float64 {
 	if m.Centre == "" {
 		return ms[o.Measure].mech.HalfWidth(0.95)
 	}
+	// S̃ = S̃_c + c·C̃: the error e_s + c·e_c is a sum of two independent
+	// noises; its 95% quantile by simulation (interval.go), which is
+	// the same for every group (no plug-in value enters).
 	c, _ := strconv.ParseFloat(m.Centre, 64)
-	return ms[o.Measure].mech.HalfWidth(0.975) + math.Abs(c)*ms[o.CountMeasure].mech.HalfWidth(0.975)
-}
-
-// varHalfWidth is the error bound reported for a released variance (or
-// standard deviation), over all groups. With noise e_c, e_s, e_q on C, S, Q,
-// each within h_c, h_s, h_q with probability ≥ 1 − 0.05/3 (all three with
-// ≥ 95% by the union bound), the first-order (delta-method) error of
-// V = Q/C − (S/C)² is
-//
-//	(e_q − 2A·e_s + (A² − V)·e_c) / C,   A = S/C,
-//
-// and |A| ≤ M, |A² − V| ≤ M² with M = max(|lower|, |upper|), so
-//
-//	h_V ≈ (h_q + 2M·h_s + M²·h_c) / C̃
-//
-// (first order: it ignores products of noise terms, which are small once
-// C̃ is large), capped by the clamping range ((upper − lower)/2)² (doubled
-// for the sample form). For a standard deviation, |√a − √b| ≤ √|a − b|
-// gives h_SD = √h_V. C̃ is released, so this is post-processing.
-func varHalfWidth(o rewrite.Output, ms []measurement, noisy [][]*big.Rat) float64 {
-	const p = 1 - 0.05/3
-	hq := ms[o.SumSqMeasure].mech.HalfWidth(p)
-	hs := ms[o.Measure].mech.HalfWidth(p)
-	hc := ms[o.CountMeasure].mech.HalfWidth(p)
-	m := spreadM(o, ms)
-	r := (o.Upper - o.Lower) / 2
-	width := r * r
-	if o.Sample {
-		width *= 2
-	}
-	worst := 0.0
-	for _, g := range noisy {
-		c, _ := g[o.CountMeasure].Float64()
-		h := width
-		if c > 0 {
-			h = math.Min(width, (hq+2*m*hs+m*m*hc)/c)
-		}
-		worst = math.Max(worst, h)
-	}
-	if o.Sqrt {
-		return math.Sqrt(worst)
-	}
-	return worst
+	draws := []noiseDraw{drawOf(ms[o.Measure].mech), drawOf(ms[o.CountMeasure].mech)}
+	est := func(v []float64) float64 { return v[0] + c*v[1] }
+	return simHalfWidth(groupSeed(0, 0), []float64{0, 0}, draws, est, math.Inf(1))
 }
 
 // num formats a budget figure or half-width for humans: at most 4

@@ -1,0 +1,215 @@
+package release
+
+import (
+	"math"
+	"math/big"
+	"math/rand/v2"
+	"slices"
+
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// Confidence intervals of estimators built from several noisy releases
+// (issue 16, "tight intervals"): AVG = c + S̃/C̃, VAR = (Q̃ − S̃²/C̃)/C̃ (or
+// /(C̃ − 1)), STDDEV = √VAR, and a SUM derived as S̃_c + c·C̃.
+//
+// The noise of every release is known exactly (noise.Scaled: discrete
+// Laplace or discrete Gaussian of a known scale on a known grid), but no
+// closed form gives the quantiles of a ratio of noisy values. So the 95%
+// half-width is a parametric bootstrap: the released S̃, C̃, Q̃ stand in for
+// the true values, the estimator is recomputed under intervalSims fresh
+// draws of the same noises, and the half-width is the 95% quantile of its
+// distance from the released estimate (plus the real-mode rounding of the
+// inputs, at most half a grid step each, carried through the first-order
+// sensitivity of the estimator). It replaces union bounds with worst-case
+// weights (h_s + M·h_c)/C̃ that were 3–12× wider than the errors seen.
+//
+// This is post-processing of released values and public parameters: the
+// draws come from a fixed-seed PRNG, not crypto/rand, and touch no data.
+// The statement covers the estimator's noise around the bounded value
+// (clamped, contribution-bounded data), like every half-width of the NOTICE.
+//
+// Where the plug-in is poor — a group whose noisy count is near 0 — the
+// simulated spread is wide and the half-width is capped at what the
+// clamped estimator can move (the output's range), as before.
+
+// intervalSims is the number of simulated releases per group: the 95%
+// quantile of n draws has a relative standard error of about
+// √(0.05·0.95/n)/(q·f(q)), under 2% for the distributions here.
+const intervalSims = 4000
+
+// noiseDraw draws one release's noise, in value units.
+type noiseDraw struct {
+	gaussian    bool
+	scale, step float64 // noise.Scaled; scale 0: no noise (not Scaled)
+}
+
+func drawOf(m noise.Mechanism) noiseDraw {
+	s, ok := m.(noise.Scaled)
+	if !ok {
+		return noiseDraw{}
+	}
+	scale, step := s.NoiseScale()
+	return noiseDraw{gaussian: m.Name() == "gaussian", scale: scale, step: step}
+}
+
+// draw returns step·Z: Z discrete Gaussian (σ = scale; rounding a normal,
+// accurate for σ ≳ 1) or exactly discrete Laplace (the difference of two
+// geometric variables ⌊scale·E⌋ with E exponential).
+func (d noiseDraw) draw(r *rand.Rand) float64 {
+	switch {
+	case d.scale == 0:
+		return 0
+	case d.gaussian:
+		return d.step * math.Round(d.scale*r.NormFloat64())
+	}
+	return d.step * (math.Floor(d.scale*r.ExpFloat64()) - math.Floor(d.scale*r.ExpFloat64()))
+}
+
+// rounding is the real-mode rounding bound of the input: half a step.
+func (d noiseDraw) rounding() float64 {
+	if d.step == 1 || d.scale == 0 {
+		return 0
+	}
+	return d.step / 2
+}
+
+// simHalfWidth returns the 95% quantile of |est(x + e) − est(x)| over
+// intervalSims draws of e, plus the rounding of the inputs through the
+// estimator's first-order sensitivity (a finite difference). est returns
+// NaN where the estimator is undefined (a sample variance with C̃ < 2):
+// such draws count as an error of limit. The result is at most limit.
+func simHalfWidth(seed uint64, x []float64, draws []noiseDraw, est func([]float64) float64, limit float64) float64 {
+	base := est(x)
+	if math.IsNaN(base) {
+		return limit
+	}
+	r := rand.New(rand.NewPCG(seed, 0x6470_696e_7476_6c))
+	errs := make([]float64, intervalSims)
+	y := make([]float64, len(x))
+	for i := range errs {
+		for k := range x {
+			y[k] = x[k] + draws[k].draw(r)
+		}
+		e := est(y) - base
+		if math.IsNaN(e) {
+			e = limit
+		}
+		errs[i] = e
+	}
+	// A ratio of noisy values is biased (E[S̃²] = S² + Var e_s): the
+	// simulated errors' median estimates the bias (the mean is not
+	// robust: a draw whose count lands near 0 can be huge), which the
+	// half-width adds to the 95% quantile of the centred errors, so the
+	// interval around the released value still covers the truth.
+	slices.Sort(errs)
+	bias := errs[intervalSims/2]
+	for i := range errs {
+		errs[i] = math.Abs(errs[i] - bias)
+	}
+	slices.Sort(errs)
+	h := errs[int(math.Ceil(0.95*intervalSims))-1] + math.Abs(bias)
+	for k := range x {
+		if rd := draws[k].rounding(); rd > 0 {
+			copy(y, x)
+			y[k] += rd
+			h += math.Abs(est(y) - base)
+		}
+	}
+	return math.Min(h, limit)
+}
+
+// groupSeed makes each group's simulation its own, reproducibly.
+func groupSeed(output, group int) uint64 { return uint64(output)<<32 | uint64(group) }
+
+func clampF(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
+
+// centreOf is the centre of an output's normalized sum, 0 for a plain sum.
+func centreOf(plan *rewrite.Plan, o rewrite.Output) float64 {
+	if c := centre(plan, o); c != nil {
+		f, _ := c.Float64()
+		return f
+	}
+	return 0
+}
+
+// avgHalfWidthSim is the 95% half-width of AVG = clamp(c + S̃/max(C̃, 1)),
+// the worst over the groups (see the file comment).
+func avgHalfWidthSim(plan *rewrite.Plan, idx int, o rewrite.Output, ms []measurement, noisy [][]float64) float64 {
+	c := centreOf(plan, o)
+	draws := []noiseDraw{drawOf(ms[o.Measure].mech), drawOf(ms[o.CountMeasure].mech)}
+	// Unclamped: clamping the released value into [lower, upper] only
+	// moves it towards a true value inside, and a simulation around a
+	// clamped plug-in would see its spread squeezed at the bound.
+	est := func(v []float64) float64 { return c + v[0]/math.Max(v[1], 1) }
+	worst := 0.0
+	for g, row := range noisy {
+		h := simHalfWidth(groupSeed(idx, g), []float64{row[o.Measure], row[o.CountMeasure]}, draws, est, o.Upper-o.Lower)
+		worst = math.Max(worst, h)
+	}
+	return worst
+}
+
+// varHalfWidthSim is the 95% half-width of VAR_POP / VAR_SAMP, computed as
+// release's variance does but unclamped (see avgHalfWidthSim), the worst
+// over the groups. For STDDEV the variance's interval [v − h, v + h] is
+// mapped through the square root (an interval of the variance is one of
+// its root): the half-width is the larger distance from the released √v
+// to √max(v − h, 0) and √(v + h).
+func varHalfWidthSim(idx int, o rewrite.Output, ms []measurement, noisy [][]float64) float64 {
+	draws := []noiseDraw{drawOf(ms[o.SumSqMeasure].mech), drawOf(ms[o.Measure].mech), drawOf(ms[o.CountMeasure].mech)}
+	r := (o.Upper - o.Lower) / 2
+	bound := func(n float64) (d, hi float64, ok bool) {
+		if o.Sample {
+			if n < 2 {
+				return 0, 0, false
+			}
+			return n - 1, r * r * n / (n - 1), true
+		}
+		return math.Max(n, 1), r * r, true
+	}
+	est := func(v []float64) float64 {
+		d, _, ok := bound(v[2])
+		if !ok {
+			return math.NaN()
+		}
+		return (v[0] - v[1]*v[1]/math.Max(v[2], 1)) / d
+	}
+	limit := r * r
+	if o.Sample {
+		limit *= 2
+	}
+	worst := 0.0
+	for g, row := range noisy {
+		x := []float64{row[o.SumSqMeasure], row[o.Measure], row[o.CountMeasure]}
+		h := simHalfWidth(groupSeed(idx, g), x, draws, est, limit)
+		if o.Sqrt {
+			_, hi, ok := bound(x[2])
+			if !ok {
+				h = math.Sqrt(limit)
+			} else {
+				v := clampF(est(x), 0, hi)
+				sd := math.Sqrt(v)
+				h = math.Max(sd-math.Sqrt(math.Max(v-h, 0)), math.Sqrt(v+h)-sd)
+				h = math.Min(h, math.Sqrt(limit))
+			}
+		}
+		worst = math.Max(worst, h)
+	}
+	return worst
+}
+
+// floatRows converts the noisy measures to float64 for the simulations.
+func floatRows(noisy [][]*big.Rat) [][]float64 {
+	out := make([][]float64, len(noisy))
+	for g, row := range noisy {
+		out[g] = make([]float64, len(row))
+		for i, v := range row {
+			if v != nil {
+				out[g][i], _ = v.Float64()
+			}
+		}
+	}
+	return out
+}
