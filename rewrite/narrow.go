@@ -1,0 +1,239 @@
+// Privacy-critical: needs DP review.
+
+package rewrite
+
+import (
+	"math/big"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// Domains narrowed by public predicates (issue 16).
+//
+// A key with a public domain releases every value of the domain: with
+// `GROUP BY date_trunc('month', visit_date)` over a policy range of 60
+// months and `WHERE visit_date >= '2024-01-01'`, the 48 months before 2024
+// were released as pure noise (their rows are all excluded by the WHERE).
+// narrowKeys drops the domain values that the query's own WHERE excludes:
+// from every top-level AND conjunct that compares a key's column with a
+// literal (=, <, <=, >, >=, BETWEEN, IN), the values of the domain that no
+// row passing the WHERE can have are removed.
+//
+// Privacy: the narrowed domain is a function of the policy and the query's
+// constants only, never of the data, so releasing exactly its values is
+// as public as releasing the policy's domain (PRIVACY.md: "group keys
+// computed from columns have domains derived from the policy's bounds and
+// the query's constants"). A removed value's group could only have held
+// rows that the WHERE excludes, so the SQL's answer for the remaining
+// groups is unchanged. A conjunct that would empty a domain leaves it as
+// it was (an empty answer would need special cases downstream, and is no
+// more private).
+
+// colRange is what the WHERE implies about one column: a date range, a set
+// of allowed values (canonical text), or nothing.
+type colRange struct {
+	lo, hi time.Time // zero when open
+	values []string  // nil: any; from = or IN
+}
+
+var dateLitRE = regexp.MustCompile(`^'(\d{4}-\d{2}-\d{2})'::date$`)
+
+// conjuncts returns the top-level AND conjuncts of p.
+func conjuncts(p pred) []pred {
+	if b, ok := p.(predBool); ok && b.op == "AND" {
+		return append(conjuncts(b.l), conjuncts(b.r)...)
+	}
+	if p == nil {
+		return nil
+	}
+	return []pred{p}
+}
+
+// litDate reads a date literal as the planner emits it.
+func litDate(lit string) (time.Time, bool) {
+	m := dateLitRE.FindStringSubmatch(lit)
+	if m == nil {
+		return time.Time{}, false
+	}
+	d, err := time.Parse("2006-01-02", m[1])
+	return d, err == nil
+}
+
+// litValue reads a text, integer or date literal as the planner emits it
+// ('x'::text, (42), 'YYYY-MM-DD'::date), in the canonical text of a
+// domain value.
+func litValue(lit string, t policy.Type) (string, bool) {
+	switch t {
+	case policy.TypeText:
+		s, ok := strings.CutSuffix(lit, "::text")
+		if !ok || !strings.HasPrefix(s, "'") || !strings.HasSuffix(s, "'") || strings.HasPrefix(s, "E'") {
+			return "", false
+		}
+		return strings.ReplaceAll(s[1:len(s)-1], "''", "'"), true
+	case policy.TypeInt:
+		r, ok := new(big.Rat).SetString(strings.Trim(lit, "()"))
+		if !ok || !r.IsInt() {
+			return "", false
+		}
+		return r.Num().String(), true
+	case policy.TypeDate:
+		d, ok := litDate(lit)
+		return d.Format("2006-01-02"), ok
+	}
+	return "", false
+}
+
+// rangeOf is what the conjuncts imply about column col (quoted) of type t.
+func rangeOf(cs []pred, col string, t policy.Type) colRange {
+	var r colRange
+	narrowLo := func(d time.Time) {
+		if r.lo.IsZero() || d.After(r.lo) {
+			r.lo = d
+		}
+	}
+	narrowHi := func(d time.Time) {
+		if r.hi.IsZero() || d.Before(r.hi) {
+			r.hi = d
+		}
+	}
+	allow := func(vals []string) {
+		if r.values == nil {
+			r.values = vals
+			return
+		}
+		r.values = slices.DeleteFunc(r.values, func(v string) bool { return !slices.Contains(vals, v) })
+	}
+	for _, c := range cs {
+		switch p := c.(type) {
+		case predCmp:
+			if p.col != col {
+				continue
+			}
+			if t == policy.TypeDate {
+				d, ok := litDate(p.lit)
+				if !ok {
+					continue
+				}
+				switch p.op {
+				case "=":
+					narrowLo(d)
+					narrowHi(d)
+				case ">=":
+					narrowLo(d)
+				case ">":
+					narrowLo(d.AddDate(0, 0, 1))
+				case "<=":
+					narrowHi(d)
+				case "<":
+					narrowHi(d.AddDate(0, 0, -1))
+				}
+				continue
+			}
+			if p.op == "=" {
+				if v, ok := litValue(p.lit, t); ok {
+					allow([]string{v})
+				}
+			}
+		case predBetween:
+			if p.col != col || p.not || t != policy.TypeDate {
+				continue
+			}
+			lo, ok1 := litDate(p.lo)
+			hi, ok2 := litDate(p.hi)
+			if ok1 && ok2 {
+				narrowLo(lo)
+				narrowHi(hi)
+			}
+		case predIn:
+			if p.col != col || p.not {
+				continue
+			}
+			var vals []string
+			for _, l := range p.lits {
+				v, ok := litValue(l, t)
+				if !ok {
+					vals = nil
+					break
+				}
+				vals = append(vals, v)
+			}
+			if vals != nil {
+				allow(vals)
+			}
+		}
+	}
+	return r
+}
+
+// narrowKeys narrows the domains of the public keys by the WHERE (see
+// above). Keys of joins and private keys are left alone.
+func (b *builder) narrowKeys() {
+	cs := conjuncts(b.where)
+	if len(cs) == 0 || b.join != nil {
+		return
+	}
+	for i, k := range b.keys {
+		if k.Private || len(k.Domain) == 0 {
+			continue
+		}
+		col := quoteIdent(k.Column)
+		var keep func(v string) bool
+		switch k.Func {
+		case "":
+			r := rangeOf(cs, col, k.Type)
+			switch {
+			case r.values != nil:
+				keep = func(v string) bool { return slices.Contains(r.values, v) }
+			case k.Type == policy.TypeDate && (!r.lo.IsZero() || !r.hi.IsZero()):
+				keep = func(v string) bool {
+					d, err := time.Parse("2006-01-02", v)
+					return err == nil && (r.lo.IsZero() || !d.Before(r.lo)) && (r.hi.IsZero() || !d.After(r.hi))
+				}
+			}
+		case "date_trunc", "extract":
+			r := rangeOf(cs, col, policy.TypeDate)
+			if r.lo.IsZero() && r.hi.IsZero() {
+				continue
+			}
+			// A group is kept when its period overlaps [lo, hi].
+			keep = func(v string) bool {
+				var start, end time.Time
+				if k.Func == "extract" {
+					y, err := time.Parse("2006", v)
+					if err != nil {
+						return true
+					}
+					start, end = y, y.AddDate(1, 0, -1)
+				} else {
+					d, err := time.Parse("2006-01-02", v)
+					if err != nil {
+						return true
+					}
+					start = d
+					if k.Args[0] == "year" {
+						end = d.AddDate(1, 0, -1)
+					} else {
+						end = d.AddDate(0, 1, -1)
+					}
+				}
+				return (r.hi.IsZero() || !start.After(r.hi)) && (r.lo.IsZero() || !end.Before(r.lo))
+			}
+		}
+		if keep == nil {
+			continue
+		}
+		var dom []string
+		for _, v := range k.Domain {
+			if keep(v) {
+				dom = append(dom, v)
+			}
+		}
+		if len(dom) > 0 && len(dom) < len(k.Domain) {
+			b.keys[i].Domain = dom
+		}
+	}
+}
