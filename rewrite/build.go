@@ -167,7 +167,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	if err := b.groupBy(sel); err != nil {
 		return nil, err
 	}
-	b.narrowKeys() // narrow.go
+	b.narrowKeys()                             // narrow.go
 	if err := b.queryBounds(sel); err != nil { // bounds.go
 		return nil, err
 	}
