@@ -35,7 +35,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		// EXPLAIN: the plan, sensitivities, noise scales and cost, computed
 		// from the policy and the session's settings; no data is read and
 		// no budget spent.
-		cols, rows, err := release.Explain(c.ds.Policy, plan, c.epsilon(), c.delta(), c.mechanism())
+		cols, rows, err := release.Explain(c.ds.Policy, plan, c.epsilon(), c.queryDelta(plan), c.mechanism())
 		if err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}
@@ -52,7 +52,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		Dataset:   c.ds.Policy,
 		Plan:      plan,
 		Epsilon:   c.epsilon(),
-		Delta:     c.delta(),
+		Delta:     c.queryDelta(plan),
 		Mechanism: c.mechanism(),
 		Upstream:  c.ds.Upstream,
 		NoCache:   c.noCache(),
@@ -211,9 +211,38 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 		// The quantile method (SET dp.quantile_method) and the privacy
 		// parameters it needs shape the emitted SQL (plans without
 		// quantiles are returned as they are).
-		plan, err = plan.WithQuantiles(c.quantileMethod(), c.epsilon(), c.delta(), c.mechanism())
+		plan, err = plan.WithQuantiles(c.quantileMethod(), c.epsilon(), c.queryDelta(plan), c.mechanism())
 	}
 	return plan, explain, err
+}
+
+// defaultQuantileDeltaShare is the share of the analyst's δ budget that a
+// smooth or ptr quantile query takes when the session has not set
+// dp.delta (issue 16: those methods failed until the analyst set δ by
+// hand): a tenth, so ten such queries fit in the budget's δ.
+const defaultQuantileDeltaShare = 0.1
+
+// queryDelta is the δ of a DP query: the session's dp.delta, or, when it
+// is 0 and the plan has quantiles by a method that needs δ (smooth, ptr),
+// a tenth of the analyst's δ budget (0 when the budget has none: the
+// query is then refused with a hint, as before). The δ used is charged and
+// shown in the NOTICE like any other.
+func (c *conn) queryDelta(plan *rewrite.Plan) float64 {
+	d := c.delta()
+	if d > 0 || plan == nil {
+		return d
+	}
+	switch c.quantileMethod() {
+	case rewrite.QuantileSmooth, rewrite.QuantilePTR:
+	default:
+		return d
+	}
+	for _, m := range plan.Measures {
+		if m.Kind == rewrite.MeasureQuantile {
+			return c.ds.Policy.AnalystBudget(c.analyst).Delta * defaultQuantileDeltaShare
+		}
+	}
+	return d
 }
 
 // resultColumns returns the columns a DP statement will answer with, for
