@@ -72,6 +72,9 @@ type conn struct {
 	// client cancelled (or timed out) has finished in the background; the
 	// session's next DP statement and its end wait for it (dp.go).
 	pendingDP chan struct{}
+	// deltaExplicit: the session SET dp.delta (even to 0); otherwise a
+	// smooth or ptr quantile query gets a default δ (dp.go queryDelta).
+	deltaExplicit bool
 }
 
 // shutdown asks the session to end at its next read: it then sends 57P01

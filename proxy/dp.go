@@ -222,14 +222,14 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 // hand): a tenth, so ten such queries fit in the budget's δ.
 const defaultQuantileDeltaShare = 0.1
 
-// queryDelta is the δ of a DP query: the session's dp.delta, or, when it
-// is 0 and the plan has quantiles by a method that needs δ (smooth, ptr),
+// queryDelta is the δ of a DP query: the session's dp.delta, or, when the
+// session has not set it, it is 0 and the plan has quantiles by a method that needs δ (smooth, ptr),
 // a tenth of the analyst's δ budget (0 when the budget has none: the
 // query is then refused with a hint, as before). The δ used is charged and
 // shown in the NOTICE like any other.
 func (c *conn) queryDelta(plan *rewrite.Plan) float64 {
 	d := c.delta()
-	if d > 0 || plan == nil {
+	if d > 0 || plan == nil || c.deltaExplicit {
 		return d
 	}
 	switch c.quantileMethod() {

@@ -308,6 +308,9 @@ func (c *conn) set(name, value string, isDefault, local bool) error {
 		}
 	}
 	c.settings[name] = v
+	if name == settingDelta {
+		c.deltaExplicit = !isDefault
+	}
 	if c.txStatus != 'I' && !local && c.txCommit != nil {
 		c.txCommit[name] = v
 	}
