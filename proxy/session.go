@@ -3,9 +3,11 @@ package proxy
 import (
 	"context"
 	"maps"
+	"math"
 	"sort"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -254,8 +256,8 @@ func (c *conn) showBudget(ctx context.Context) (*resultSet, error) {
 		}
 		rem := st.Remaining()
 		rs.rows = append(rs.rows, textRow(n, acct,
-			formatFloat(st.Spent.Epsilon), formatFloat(rem.Epsilon),
-			formatFloat(st.Spent.Delta), formatFloat(rem.Delta)))
+			budgetFigure(st.Spent.Epsilon), budgetFigure(rem.Epsilon),
+			budgetFigure(st.Spent.Delta), budgetFigure(rem.Delta)))
 	}
 	rs.tag = "SHOW"
 	return rs, nil
@@ -278,6 +280,16 @@ func firstNonEmpty(a, b string) string {
 
 // budgetColumns are the columns of SHOW dp.budget (its answer and its
 // Describe).
+// budgetFigure is a float8 figure of SHOW dp.budget as a person writes it
+// (internal/numfmt: 1.6, not 1.5999999999999999); no cap is Infinity, as
+// PostgreSQL writes it.
+func budgetFigure(x float64) string {
+	if math.IsInf(x, 1) {
+		return "Infinity"
+	}
+	return numfmt.Figure(x)
+}
+
 func budgetColumns() []column {
 	return []column{
 		{"dataset", oidText}, {"accountant", oidText},

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -260,6 +261,13 @@ func TestSimpleQuery_EmptyQuery(t *testing.T) {
 
 func TestSHOWBudget(t *testing.T) {
 	ts := startServer(t, serverOpts{})
+	// 16 charges of 0.1 sum to 1.6000000000000003 in float64; SHOW says
+	// 1.6 and 1.4 remaining (internal/numfmt), not float artefacts.
+	spent := 0.0
+	for range 16 {
+		spent += 0.1
+	}
+	ts.store.spent["clinic"] = accountant.Spent{Epsilon: spent}
 	pc := ts.connect(t) // alice may query both datasets
 	res, err := execAll(t, pc, "SHOW dp.budget")
 	if err != nil {
@@ -274,7 +282,7 @@ func TestSHOWBudget(t *testing.T) {
 	}
 	got := rows(res[0])
 	want := [][]string{
-		{"clinic", "pure", "0", "3", "0", "1e-06"},
+		{"clinic", "pure", "1.6", "1.4", "0", "1e-06"},
 		{"hospital", "pure", "0.5", "2.5", "0", "1e-06"},
 	}
 	if len(got) != len(want) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -88,12 +89,8 @@ func actor() string {
 	return name
 }
 
-func fig(x float64) string {
-	if math.IsInf(x, 1) {
-		return "unlimited"
-	}
-	return strconv.FormatFloat(x, 'g', -1, 64)
-}
+// fig formats a budget figure as a person writes it (internal/numfmt).
+func fig(x float64) string { return numfmt.Figure(x) }
 
 func cmdBudget(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
