@@ -9,8 +9,9 @@
 #   make fuzz-totality  the totality fuzzer for 10 minutes (generated queries, emitted SQL run
 #                on adversarial tables; make test runs it for 35 s; README "Fuzzing")
 #   make lint    gofmt -l and go vet
-# demo and test first run scripts/ensure-deps.sh, which installs PostgreSQL
-# with apt-get when it is missing and we are root, or prints the command.
+# demo and test first run scripts/ensure-deps.sh (demo: PostgreSQL only;
+# test: also the real clients), which installs what is missing with apt-get
+# when we are root, or prints the command.
 
 GO ?= go
 BIN := bin/dpproxy
@@ -29,7 +30,8 @@ deps:
 build:
 	$(GO) build -o $(BIN) ./cmd/dpproxy
 
-demo: deps build
+demo: build
+	@scripts/ensure-deps.sh demo
 	./$(BIN) demo $(DEMO_FLAGS)
 
 # noise/ is pure big-integer arithmetic: the race detector slows it ~15x

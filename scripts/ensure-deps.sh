@@ -52,14 +52,20 @@ check() { # check DESCRIPTION PACKAGES... -- COMMAND...
 		pkgs+=("${p[@]}")
 	fi
 }
+# `ensure-deps.sh demo` (make demo) checks only what the demo needs:
+# PostgreSQL and psql. Without an argument (make test), the test clients
+# too.
+mode=${1:-test}
 check "PostgreSQL server binaries (initdb, pg_ctl, postgres)" postgresql -- have_server
 check "psql" postgresql-client -- have_psql
+if [[ $mode != demo ]]; then
 check "a JDK (javac, java)" default-jdk-headless -- have_jdk
 check "pgjdbc (/usr/share/java/postgresql.jar)" libpostgresql-jdbc-java -- have_pgjdbc
 check "psycopg2 for /usr/bin/python3" python3-psycopg2 -- have_py psycopg2
 check "SQLAlchemy for /usr/bin/python3" python3-sqlalchemy -- have_py sqlalchemy
 check "pandas for /usr/bin/python3" python3-pandas -- have_py pandas
 check "node and npm" nodejs npm -- have_node
+fi
 if ((${#missing[@]} == 0)); then
 	exit 0
 fi
@@ -91,12 +97,14 @@ apt-get install -y "${uniq[@]}"
 still=()
 have_server || still+=("PostgreSQL server")
 have_psql || still+=("psql")
-have_jdk || still+=("JDK")
-have_pgjdbc || still+=("pgjdbc")
-have_py psycopg2 || still+=("psycopg2")
-have_py sqlalchemy || still+=("SQLAlchemy")
-have_py pandas || still+=("pandas")
-have_node || still+=("node/npm")
+if [[ $mode != demo ]]; then
+	have_jdk || still+=("JDK")
+	have_pgjdbc || still+=("pgjdbc")
+	have_py psycopg2 || still+=("psycopg2")
+	have_py sqlalchemy || still+=("SQLAlchemy")
+	have_py pandas || still+=("pandas")
+	have_node || still+=("node/npm")
+fi
 if ((${#still[@]} > 0)); then
 	echo "ensure-deps: still missing after installing: ${still[*]}; check the apt-get output above" >&2
 	exit 1
