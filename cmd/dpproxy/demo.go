@@ -188,6 +188,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return runServer(ctx, cfg, log, func(addr net.Addr) {
 		fmt.Fprintf(stdout, "ready: postgres://alice:alice@%s/%s\n", addr, demo.Database)
 		fmt.Fprintf(stdout, "upstream: postgres://%s@%s/%s\n", cluster.Superuser, pgAddr, demo.Database)
+		// For the steward's commands while the demo runs, e.g.
+		// bin/dpproxy budget show --config <this path>.
+		fmt.Fprintf(stdout, "config: %s\n", cfgPath)
+		fmt.Fprintf(stdout, "analysts: alice (password alice), bob (password bob)\n")
 		if f, ok := stdout.(*os.File); ok {
 			f.Sync()
 		}
