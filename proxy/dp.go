@@ -100,6 +100,9 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 	var res *release.Result
 	var err error
 	done := make(chan struct{})
+	if c.ds.ResponseTime > 0 {
+		req.PublishAt = time.Now().Add(c.ds.ResponseTime)
+	}
 	go func() {
 		defer close(done)
 		defer func() {

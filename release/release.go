@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -90,6 +91,13 @@ type Request struct {
 	// NoCache skips the answer cache (SET dp.cache = off): the query is
 	// charged and answered afresh.
 	NoCache bool
+	// PublishAt, when set, is the earliest moment the answer is recorded
+	// in the ledger and the answer cache (and Run returns): the dataset's
+	// padded response time. Recorded any earlier, a concurrent identical
+	// query (another session, another proxy sharing the ledger) would get
+	// the cached answer exactly when the upstream query had finished —
+	// a timing oracle on the data through the cache (issue 14).
+	PublishAt time.Time
 }
 
 // Column is one result column.
@@ -333,6 +341,14 @@ func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result
 // answer enters the in-memory cache. The budget figure after the charge
 // refreshes the one the NOTICEs of cached answers use.
 func (r *Releaser) record(ctx context.Context, req Request, key string, res *accountant.Reservation, sa *storedAnswer) {
+	if d := time.Until(req.PublishAt); d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
 	r.statuses.put(statusKeyOf(req), res.Status)
 	if answer, err := json.Marshal(sa); err == nil {
 		if r.ledger.Release(ctx, res.ID, answer) == nil {

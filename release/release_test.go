@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -598,5 +599,39 @@ func TestRun_RowsPerUnitWithinPolicy(t *testing.T) {
 		if !c.ok && (err == nil || len(led.reserved) != 0 || len(up.calls) != 0) {
 			t.Errorf("%s: %v with %d charges, %d upstream calls; want refused before the charge", name, err, len(led.reserved), len(up.calls))
 		}
+	}
+}
+
+// TestRun_PublishAtHidesUpstreamTime: an answer enters the cache only at
+// its PublishAt (the padded response time), so an identical query that
+// starts while the first waits gets no cached answer whether or not the
+// first's upstream query had finished (issue 14: the cache was a timing
+// oracle); once published, it is answered from the cache.
+func TestRun_PublishAtHidesUpstreamTime(t *testing.T) {
+	ds := loadPolicy(t)
+	led := &memLedger{limit: 3}
+	r := newTestReleaser(t, led, 11)
+	up := &fakeUpstream{rows: [][]*string{{s("cardiology"), s("10"), s("100"), s("10")}}}
+	req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up,
+		PublishAt: time.Now().Add(400 * time.Millisecond)}
+	first := make(chan error, 1)
+	go func() {
+		_, err := r.Run(context.Background(), req)
+		first <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the first's upstream has long finished
+	second := req
+	second.PublishAt = time.Time{}
+	second.Upstream = &fakeUpstream{rows: up.rows} // its own (no shared state with the first goroutine)
+	res, err := r.Run(context.Background(), second)
+	if err != nil || res.Cached {
+		t.Fatalf("second run while the first waits: cached=%v, %v; want a charged answer", res != nil && res.Cached, err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Run(context.Background(), second)
+	if err != nil || !res.Cached {
+		t.Fatalf("after publication: cached=%v, %v", res != nil && res.Cached, err)
 	}
 }

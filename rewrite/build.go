@@ -50,6 +50,7 @@ type builder struct {
 
 	filters  map[*ast.AggregateFuncExpr]ast.ExprNode // FILTER conditions (filter.go)
 	rangeErr *pgerr.Error                            // set by addMeasure for an unbounded measure
+	rowOps   int                                     // arithmetic operations inside aggregates (rowexpr.go maxRowOps)
 
 	hidden     []Output  // aggregates used by expressions and HAVING
 	hiddenAggs []aggSpec // per hidden output

@@ -3,7 +3,9 @@
 package rewrite
 
 import (
+	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -62,6 +64,10 @@ func (b *builder) rowValue(e ast.ExprNode) (rowExpr, error) {
 			if !ok {
 				return rowExpr{}, b.errAt(e, "22P02", "invalid number %q", l.val).WithHint("%s", rowExprHint)
 			}
+			if err := checkRowLiteral(strings.Trim(s, "()"), v); err != nil {
+				return rowExpr{}, b.errAt(e, "22003", "%s", err.Error()).
+					WithHint("inside an aggregate use constants with at most %d significant digits between %g and %g in magnitude (or 0)", maxLiteralDigits, minLiteralMagnitude, maxLiteralMagnitude)
+			}
 			isInt := !strings.ContainsAny(l.val, ".eE") && l.typ != policy.TypeNumeric && l.typ != policy.TypeFloat
 			return rowExpr{sql: s, iv: sensitivity.Point(v, isInt)}, nil
 		}
@@ -81,14 +87,19 @@ func (b *builder) rowValue(e ast.ExprNode) (rowExpr, error) {
 			if err != nil {
 				return rowExpr{}, err
 			}
-			return rowExpr{sql: "(- " + a.sql + ")", iv: sensitivity.Neg(a.iv), divDepth: a.divDepth}, nil
+			r := rowExpr{sql: "(- " + a.sql + ")", iv: sensitivity.Neg(a.iv), divDepth: a.divDepth}
+			return r, b.checkRowWork(x, r)
 		}
 	case *ast.BinaryOperationExpr:
 		return b.rowBinary(x)
 	case *ast.CaseExpr:
 		return b.rowCase(x)
 	case *ast.FuncCallExpr:
-		return b.rowFunc(x)
+		r, err := b.rowFunc(x)
+		if err != nil {
+			return r, err
+		}
+		return r, b.checkRowWork(x, r)
 	case *ast.AggregateFuncExpr:
 		return rowExpr{}, b.errAt(x, "42803", "aggregate function calls cannot be nested").WithHint("%s", aggregateHint)
 	}
@@ -125,6 +136,14 @@ func (b *builder) rowColumn(x *ast.ColumnNameExpr) (rowExpr, error) {
 }
 
 func (b *builder) rowBinary(x *ast.BinaryOperationExpr) (rowExpr, error) {
+	r, err := b.rowBinaryOp(x)
+	if err != nil {
+		return r, err
+	}
+	return r, b.checkRowWork(x, r)
+}
+
+func (b *builder) rowBinaryOp(x *ast.BinaryOperationExpr) (rowExpr, error) {
 	op := map[opcode.Op]string{opcode.Plus: "+", opcode.Minus: "-", opcode.Mul: "*", opcode.Div: "/"}[x.Op]
 	if op == "" {
 		return rowExpr{}, b.errAt(x, pgerr.FeatureNotSupported, "operator %s is not supported inside an aggregate", x.Op).WithHint("%s", rowExprHint)
@@ -174,6 +193,78 @@ func (b *builder) rowBinary(x *ast.BinaryOperationExpr) (rowExpr, error) {
 	}, nil
 }
 
+// Bounded work and no overflow inside expressions (issue 14, found by an
+// attacker): the checks of a measure's final interval (maxMagnitude in
+// build.go) do not stop an intermediate value from overflowing numeric —
+// (age + 1) * 1e999 * … * 1e-999 * … is small at the end but raises 22003
+// on the rows where age is not NULL, after the charge — or a chain of
+// 200-digit constants from costing seconds per row, only on the rows a
+// CASE selects (a timing oracle). So inside aggregates
+//
+//   - a constant has at most maxLiteralDigits significant digits and a
+//     magnitude in [minLiteralMagnitude, maxLiteralMagnitude] (or is 0);
+//   - every operation's interval stays within ±maxMagnitude, so no
+//     intermediate value can approach numeric's range;
+//   - a query has at most maxRowOps arithmetic operations inside its
+//     aggregates, so the digits of any intermediate value (the scale of a
+//     product is the sum of its factors' scales) and the work per row are
+//     bounded by a small constant.
+const (
+	maxLiteralDigits    = 30
+	maxLiteralMagnitude = 1e30
+	minLiteralMagnitude = 1e-30
+	maxRowOps           = 64
+)
+
+// checkRowLiteral checks a constant inside an aggregate against the
+// bounds above; text is its decimal form as the normalizer wrote it.
+func checkRowLiteral(text string, v *big.Rat) error {
+	mant := strings.TrimLeft(strings.ToLower(text), "+-")
+	if i := strings.IndexByte(mant, 'e'); i >= 0 {
+		mant = mant[:i]
+	}
+	mant = strings.Trim(strings.Replace(mant, ".", "", 1), "0")
+	if len(mant) > maxLiteralDigits {
+		return fmt.Errorf("constant %s has more than %d significant digits", text, maxLiteralDigits)
+	}
+	if v.Sign() == 0 {
+		return nil
+	}
+	a := new(big.Rat).Abs(v)
+	if a.Cmp(exactRat(maxLiteralMagnitude)) > 0 || a.Cmp(exactRat(minLiteralMagnitude)) < 0 {
+		return fmt.Errorf("constant %s is out of range inside an aggregate", text)
+	}
+	return nil
+}
+
+// exactRat is the decimal a float64 constant is written as (1e-30 exactly,
+// not the nearest binary fraction).
+func exactRat(f float64) *big.Rat {
+	r, _ := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+	return r
+}
+
+// checkRowWork counts an operation against maxRowOps and checks that its
+// interval stays within ±maxMagnitude (see above).
+func (b *builder) checkRowWork(at ast.Node, r rowExpr) error {
+	b.rowOps++
+	if b.rowOps > maxRowOps {
+		return b.errAt(at, "54001", "more than %d arithmetic operations inside the aggregates of one query", maxRowOps).
+			WithHint("simplify the expressions, or split the query")
+	}
+	if r.iv.Empty() {
+		return nil
+	}
+	limit := exactRat(maxMagnitude)
+	for _, x := range []*big.Rat{r.iv.Lo, r.iv.Hi} {
+		if x != nil && new(big.Rat).Abs(x).Cmp(limit) > 0 {
+			return b.errAt(at, "22003", "an intermediate value of this expression can exceed %g in magnitude", maxMagnitude).
+				WithHint("rescale the expression so that every step stays below %g, e.g. (cost / 1000.0) * age", maxMagnitude)
+		}
+	}
+	return nil
+}
+
 // maxDivDepth bounds nested divisions: the NULL-preserving clamp of a
 // quotient repeats its operands' SQL, so the text doubles per level.
 const maxDivDepth = 3
@@ -216,7 +307,8 @@ func (b *builder) rowCase(x *ast.CaseExpr) (rowExpr, error) {
 		ivs = append(ivs, sensitivity.Null())
 	}
 	s.WriteString(" END)")
-	return rowExpr{sql: s.String(), iv: sensitivity.Union(ivs...), divDepth: depth}, nil
+	r := rowExpr{sql: s.String(), iv: sensitivity.Union(ivs...), divDepth: depth}
+	return r, b.checkRowWork(x, r)
 }
 
 func (b *builder) rowFunc(x *ast.FuncCallExpr) (rowExpr, error) {
@@ -270,21 +362,28 @@ func ratConst(r *big.Rat) string { return numericConst(decimalText(r)) }
 // decimals; a midpoint of decimals is one).
 func decimalText(r *big.Rat) string {
 	d := new(big.Int).Set(r.Denom())
-	digits := 0
-	two, five := big.NewInt(2), big.NewInt(5)
-	for d.Cmp(big.NewInt(1)) != 0 {
-		switch {
-		case new(big.Int).Mod(d, two).Sign() == 0:
-			d.Quo(d, two)
-			if new(big.Int).Mod(d, five).Sign() == 0 {
-				d.Quo(d, five)
+	// The factors 2 by the trailing zero bits, the factors 5 by dividing
+	// by 5^64 while it divides, then by 5: linear in the denominator's
+	// size (one factor at a time was quadratic, and a chain of tiny
+	// constants made planning take minutes).
+	twos := int(d.TrailingZeroBits())
+	d.Rsh(d, uint(twos))
+	fives := 0
+	rem := new(big.Int)
+	for _, step := range []struct {
+		p *big.Int
+		n int
+	}{{new(big.Int).Exp(big.NewInt(5), big.NewInt(64), nil), 64}, {big.NewInt(5), 1}} {
+		for {
+			q, m := new(big.Int).QuoRem(d, step.p, rem)
+			if m.Sign() != 0 {
+				break
 			}
-		case new(big.Int).Mod(d, five).Sign() == 0:
-			d.Quo(d, five)
-		default:
-			panic("rewrite: decimalText of a non-decimal rational")
+			d, fives = q, fives+step.n
 		}
-		digits++
 	}
-	return r.FloatString(digits)
+	if d.Cmp(big.NewInt(1)) != 0 {
+		panic("rewrite: decimalText of a non-decimal rational")
+	}
+	return r.FloatString(max(twos, fives))
 }

@@ -1,0 +1,83 @@
+package rewrite
+
+import (
+	"math/big"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+)
+
+// TestRowWork_Bounded replays the attacks on expressions inside aggregates
+// (issue 14): an intermediate value that overflows numeric only on the rows
+// a CASE selects (a data-dependent 22003 after the charge), dense constants
+// whose products cost seconds per selected row (a timing oracle), and
+// chains of tiny constants that made planning quadratic (minutes, not
+// cancellable). Each is refused at plan time, before any charge, and
+// planning stays fast.
+func TestRowWork_Bounded(t *testing.T) {
+	ds := loadHospital(t)
+	chain := func(f string, n int) string { return strings.Repeat(f, n) }
+	refused := map[string]string{
+		// The attacker's F1: overflow in the middle, small at the end.
+		"SELECT SUM(CASE WHEN diagnosis = 'C18' THEN (age + 1)" + chain(" * 1e999", 140) + chain(" * 1e-999", 140) + " ELSE 0 END) FROM visits": "22003",
+		"SELECT SUM(LEAST(GREATEST((age + 1)" + chain(" * 1e999", 140) + ", 0), 1)) FROM visits":                                                "22003",
+		// Constants: too many digits, too large, too small.
+		"SELECT SUM(age * 1.23456789012345678901234567890123) FROM visits": "22003",
+		"SELECT SUM(age * 1e31) FROM visits":                               "22003",
+		"SELECT SUM(age * 1e-31) FROM visits":                              "22003",
+		// An intermediate product beyond 1e100.
+		"SELECT SUM(LEAST(cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost * cost, 1)) FROM visits": "22003",
+		// The attacker's F3/F4: long chains.
+		"SELECT SUM(((age + 1)" + chain(" * 1e-30", 110) + ") / 1.5) FROM visits": "54001",
+		"SELECT SUM(age" + chain(" + 1", 70) + ") FROM visits":                    "54001",
+	}
+	for q, code := range refused {
+		start := time.Now()
+		_, err := Rewrite(ds, q)
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("planning took %v: %.80s…", d, q)
+		}
+		pe, ok := pgerr.As(err)
+		if !ok || pe.Code != code {
+			t.Errorf("%.100s…\n  got %v, want %s before any charge", q, err, code)
+		}
+	}
+	for _, q := range []string{
+		"SELECT SUM(cost * 0.000001), AVG(age * 1.5 + 2), SUM(CASE WHEN age > 65 THEN cost / 100.0 ELSE 0 END) FROM visits",
+		"SELECT SUM(age" + chain(" + 1", 60) + ") FROM visits",
+		"SELECT SUM(cost / NULLIF(length_of_stay, 0) / 2.5) FROM visits",
+	} {
+		if _, err := Rewrite(ds, q); err != nil {
+			t.Errorf("%.100s…: %v", q, err)
+		}
+	}
+}
+
+// TestDecimalText_Fast: a denominator of 2^a·5^b with large a and b is
+// written in linear time (one factor at a time was quadratic: minutes for
+// the denominators of 900 chained constants).
+func TestDecimalText_Fast(t *testing.T) {
+	start := time.Now()
+	r := new(bigRat).SetFrac(bigOne(), pow10(20000))
+	s := decimalText(r)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("decimalText of 1e-20000 took %v", d)
+	}
+	if len(s) != 20002 || !strings.HasSuffix(s, "1") || !strings.HasPrefix(s, "0.000") {
+		t.Errorf("decimalText(1e-20000) = %.20s… (%d characters)", s, len(s))
+	}
+	for _, c := range []struct{ num, den int64 }{{3, 8}, {7, 125}, {1, 1}, {-13, 40}, {1, 1 << 40}} {
+		r := new(bigRat).SetFrac64(c.num, c.den)
+		got, _ := new(bigRat).SetString(decimalText(r))
+		if got.Cmp(r) != 0 {
+			t.Errorf("decimalText(%s) = %s", r, decimalText(r))
+		}
+	}
+}
+
+type bigRat = big.Rat
+
+func bigOne() *big.Int       { return big.NewInt(1) }
+func pow10(n int64) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(n), nil) }
