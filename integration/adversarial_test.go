@@ -253,6 +253,14 @@ func adversarialCorpus() []advCase {
 		"SELECT COUNT(*) FROM visits WHERE CAST(diagnosis AS date) > '2020-01-01'",
 		"SELECT COUNT(*) FROM visits WHERE cost::int2 > 0",
 		"SELECT SUM(cost * 1e300 * 1e300) FROM visits",
+		// Issue 14: a dangling LIKE escape (an exact-row oracle), an
+		// intermediate numeric overflow on the rows a CASE selects, and
+		// per-row work hidden in a long ILIKE pattern — each refused at
+		// plan time, before the charge.
+		`SELECT COUNT(*) FROM visits WHERE patient_id = 42 AND diagnosis LIKE 'A81\'`,
+		`SELECT COUNT(*) FILTER (WHERE diagnosis LIKE 'A81%\') FROM visits`,
+		"SELECT SUM(CASE WHEN diagnosis = 'C18' THEN (age + 1)" + strings.Repeat(" * 1e999", 140) + strings.Repeat(" * 1e-999", 140) + " ELSE 0 END) FROM visits",
+		"SELECT SUM(CASE WHEN patient_id = 42 THEN CASE WHEN diagnosis ILIKE '%" + strings.Repeat("é", 400) + "%' THEN cost ELSE 0 END ELSE 0 END) FROM visits",
 		"SELECT COUNT(*) FROM visits WHERE age * 2147483647 > 0",
 		"SELECT COUNT(*) FROM visits WHERE diagnosis ~ '('",
 		"SELECT COUNT(*) FROM visits WHERE diagnosis ~ CASE WHEN patient_id = 42 THEN '(' ELSE 'a' END",
@@ -421,7 +429,7 @@ func adversarialCorpus() []advCase {
 	// analyst's own literal, checked before any data is read).
 	catCodes := map[string][]string{
 		"raw":     {"0A000", "42501", "42601", "42703", "42P01"},
-		"error":   {"0A000", "22007", "22P02"},
+		"error":   {"0A000", "22007", "22P02", "22003", "22025", "54000", "54001"},
 		"time":    {"0A000", "42501", "42601"},
 		"write":   {"42501"},
 		"tricks":  {"0A000", "42501", "42601", "42703"},

@@ -10,10 +10,19 @@ import (
 )
 
 // TestDoctor_Demo: `dpproxy doctor` finds the demo's roles least-privileged
-// (exit 0, every check ok).
+// and its column types matching (exit 0, every check ok) with the demo's
+// own response_time (the tests' demo runs with padding off, which doctor
+// reports as a warning).
 func TestDoctor_Demo(t *testing.T) {
 	requireDemo(t)
-	out, errOut, code := dpproxyCLI(t, "doctor", "--config", filepath.Join(env.dataDir, "dpproxy.yaml"))
+	out, _, code := dpproxyCLI(t, "doctor", "--config", filepath.Join(env.dataDir, "dpproxy.yaml"))
+	if code != 1 || !strings.Contains(out, "WARNING: hospital: response_time is off") {
+		t.Fatalf("doctor with response_time 0s: exit %d, want 1 with the response_time warning\n%s", code, out)
+	}
+	cfgPath, _ := extraConfigWith(t, func(cfg map[string]any) {
+		cfg["datasets"].(map[string]any)["hospital"].(map[string]any)["response_time"] = "500ms"
+	})
+	out, errOut, code := dpproxyCLI(t, "doctor", "--config", cfgPath)
 	t.Logf("dpproxy doctor (demo):\n%s", out)
 	if code != 0 || strings.Contains(out, "WARNING") || !strings.Contains(out, "checks passed") {
 		t.Fatalf("doctor on the demo: exit %d\n%s%s", code, out, errOut)
@@ -27,6 +36,8 @@ func TestDoctor_Demo(t *testing.T) {
 		"shadow role dpproxy_shadow has no write privilege",
 		"the shadow catalog's protected tables hold no rows",
 		"shadow role dpproxy_shadow cannot connect to the data database",
+		"column types: every declared column's live type honours its policy type",
+		"response_time pads every DP answer to 500ms",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q", want)

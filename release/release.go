@@ -343,11 +343,15 @@ func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result
 func (r *Releaser) record(ctx context.Context, req Request, key string, res *accountant.Reservation, sa *storedAnswer) {
 	if d := time.Until(req.PublishAt); d > 0 {
 		t := time.NewTimer(d)
+		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-ctx.Done():
+			// Never publish before PublishAt: the answer is not recorded
+			// (its charge stays reserved, which is safe) rather than
+			// recorded early.
+			return
 		}
-		t.Stop()
 	}
 	r.statuses.put(statusKeyOf(req), res.Status)
 	if answer, err := json.Marshal(sa); err == nil {

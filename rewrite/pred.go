@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
@@ -79,6 +80,12 @@ func (p predLike) sql() string {
 	}
 	return "(" + p.col + " " + op + " " + p.pattern + ")"
 }
+
+// maxLikePattern bounds a LIKE pattern: matching costs time per row in the
+// pattern's length (ILIKE lowercases it on every call), and a long pattern
+// inside a CASE that selects one person's rows was a timing oracle
+// (issue 14).
+const maxLikePattern = 256
 
 const whereHint = "WHERE supports column op literal (= <> != < <= > >=), AND/OR/NOT, IN (literals), BETWEEN, IS [NOT] NULL, [NOT] LIKE/ILIKE 'pattern', IS [NOT] DISTINCT FROM literal"
 
@@ -203,6 +210,10 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 		// canonical form (likepattern.go): a dangling escape, which
 		// PostgreSQL reports only for a row that matches up to it, is
 		// refused here, before any charge.
+		if n := utf8.RuneCountInString(l.val); n > maxLikePattern {
+			return nil, b.errAt(x.Pattern, "54000", "LIKE pattern of %d characters is too long", n).
+				WithHint("use a pattern of at most %d characters", maxLikePattern)
+		}
 		pat, err := parseLikePattern(l.val, '\\')
 		if err != nil {
 			pe, _ := pgerr.As(err)

@@ -142,6 +142,9 @@ func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism st
 	}
 	c.SQL = emitSQL(p.table, &c, p.where)
 	c.Fingerprint = fingerprint(&c)
+	if err := checkSQLSize(&c); err != nil {
+		return nil, err
+	}
 	return &c, nil
 }
 

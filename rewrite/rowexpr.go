@@ -178,6 +178,9 @@ func (b *builder) rowBinaryOp(x *ast.BinaryOperationExpr) (rowExpr, error) {
 		return rowExpr{sql: "(NULL::numeric)", iv: q}, nil
 	}
 	depth := max(l.divDepth, r.divDepth) + 1
+	// The clamp below writes the quotient three times: count it as three
+	// operations (maxRowOps).
+	b.rowOps += 2
 	if depth > maxDivDepth {
 		return rowExpr{}, b.errAt(x, pgerr.FeatureNotSupported, "more than %d nested divisions inside an aggregate are not supported", maxDivDepth).
 			WithHint("simplify the expression, e.g. multiply the divisors: a / (b * c) instead of a / b / c")
@@ -237,6 +240,21 @@ func checkRowLiteral(text string, v *big.Rat) error {
 	return nil
 }
 
+// predSize is the number of comparisons in a condition.
+func predSize(p pred) int {
+	switch x := p.(type) {
+	case predBool:
+		return predSize(x.l) + predSize(x.r)
+	case predNot:
+		return predSize(x.x)
+	case predIn:
+		return max(1, len(x.lits)/8)
+	case predConst:
+		return 0
+	}
+	return 1
+}
+
 // exactRat is the decimal a float64 constant is written as (1e-30 exactly,
 // not the nearest binary fraction).
 func exactRat(f float64) *big.Rat {
@@ -291,6 +309,10 @@ func (b *builder) rowCase(x *ast.CaseExpr) (rowExpr, error) {
 		if err != nil {
 			return rowExpr{}, err
 		}
+		// A condition's comparisons and LIKEs count towards maxRowOps
+		// too: they are evaluated per row (on the rows an enclosing CASE
+		// selects, for a nested CASE).
+		b.rowOps += predSize(c)
 		s.WriteString(" WHEN " + c.sql() + " THEN " + v.sql)
 		ivs = append(ivs, v.iv)
 		depth = max(depth, v.divDepth)
@@ -324,6 +346,7 @@ func (b *builder) rowFunc(x *ast.FuncCallExpr) (rowExpr, error) {
 	}
 	var sqls []string
 	depth := 0
+	b.rowOps += len(x.Args) - 1 // each argument is evaluated per row (maxRowOps)
 	for _, a := range x.Args {
 		v, err := b.rowValue(a)
 		if err != nil {

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -81,3 +82,29 @@ type bigRat = big.Rat
 
 func bigOne() *big.Int       { return big.NewInt(1) }
 func pow10(n int64) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(n), nil) }
+
+// TestRowWork_ConditionsAndSize: the second attack round hid per-row work
+// in CASE conditions, function arguments and the copies a division makes,
+// outside the operation count; and in long ILIKE patterns. Conditions and
+// arguments now count, patterns have at most 256 characters, and the
+// emitted SQL at most 256 KiB.
+func TestRowWork_ConditionsAndSize(t *testing.T) {
+	ds := loadHospital(t)
+	long := strings.Repeat("é", 300)
+	var whens strings.Builder
+	for i := range 70 {
+		fmt.Fprintf(&whens, " WHEN diagnosis LIKE 'x%d%%' THEN cost", i)
+	}
+	for q, code := range map[string]string{
+		"SELECT SUM(CASE WHEN diagnosis ILIKE '%" + long + "%' THEN cost ELSE 0 END) FROM visits": "54000",
+		"SELECT COUNT(*) FROM visits WHERE diagnosis LIKE '" + long + "'":                         "54000",
+		"SELECT SUM(CASE" + whens.String() + " ELSE 0 END) FROM visits":                           "54001",
+		"SELECT SUM(LEAST(cost" + strings.Repeat(", cost", 80) + ")) FROM visits":                 "54001",
+		"SELECT COUNT(*) FROM visits WHERE age IN (1" + strings.Repeat(", 2", 60000) + ")":        "54000",
+	} {
+		_, err := Rewrite(ds, q)
+		if pe, ok := pgerr.As(err); !ok || pe.Code != code {
+			t.Errorf("%.90s…: %v, want %s", q, err, code)
+		}
+	}
+}

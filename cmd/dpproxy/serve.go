@@ -140,6 +140,10 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 		}
 		defer up.Close()
 		datasets[n] = &proxy.Dataset{Policy: ds, Upstream: up, ShadowDSN: dc.Shadow, ResponseTime: dc.ResponseTime.Duration}
+		if dc.ResponseTime.Duration == 0 {
+			log.Warn("response_time is off: the time of each DP answer shows how much work the data made upstream (SECURITY.md G5); set datasets."+n+".response_time above the slowest DP query",
+				zap.String("dataset", n))
+		}
 		log.Info("dataset ready", zap.String("dataset", n), zap.String("policy_version", ds.Version))
 	}
 

@@ -109,6 +109,11 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		if err := checkTypes(ctx, r, n, dc.Upstream, ds); err != nil {
 			return nil, err
 		}
+		if dc.ResponseTime.Duration == 0 {
+			r.add(n, false, "response_time is off: the time of each DP answer shows how much work the data made upstream; set datasets.%s.response_time above the slowest DP query (SECURITY.md G5)", n)
+		} else {
+			r.add(n, true, "response_time pads every DP answer to %v", dc.ResponseTime.Duration)
+		}
 		if !ledgerRoleChecked {
 			if err := checkLedger(ctx, r, cfg.Ledger); err != nil {
 				return nil, err
