@@ -259,8 +259,8 @@ func adversarialCorpus() []advCase {
 		// plan time, before the charge.
 		`SELECT COUNT(*) FROM visits WHERE patient_id = 42 AND diagnosis LIKE 'A81\'`,
 		`SELECT COUNT(*) FILTER (WHERE diagnosis LIKE 'A81%\') FROM visits`,
-		"SELECT SUM(CASE WHEN diagnosis = 'C18' THEN (age + 1)" + strings.Repeat(" * 1e999", 140) + strings.Repeat(" * 1e-999", 140) + " ELSE 0 END) FROM visits",
-		"SELECT SUM(CASE WHEN patient_id = 42 THEN CASE WHEN diagnosis ILIKE '%" + strings.Repeat("é", 400) + "%' THEN cost ELSE 0 END ELSE 0 END) FROM visits",
+		"SELECT SUM(CASE WHEN diagnosis = 'C18' THEN (age + 1)"+strings.Repeat(" * 1e999", 140)+strings.Repeat(" * 1e-999", 140)+" ELSE 0 END) FROM visits",
+		"SELECT SUM(CASE WHEN patient_id = 42 THEN CASE WHEN diagnosis ILIKE '%"+strings.Repeat("é", 400)+"%' THEN cost ELSE 0 END ELSE 0 END) FROM visits",
 		"SELECT COUNT(*) FROM visits WHERE age * 2147483647 > 0",
 		"SELECT COUNT(*) FROM visits WHERE diagnosis ~ '('",
 		"SELECT COUNT(*) FROM visits WHERE diagnosis ~ CASE WHEN patient_id = 42 THEN '(' ELSE 'a' END",
