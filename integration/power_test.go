@@ -180,17 +180,26 @@ func checkSpent(t *testing.T, ctx context.Context, c *pgx.Conn, epsilon, delta f
 	}
 }
 
-// TestPower_ContributionBound checks the L0 bound end to end: with one
-// department per patient (the power policy) and at most 5 visits per
-// patient and department, the released total over the 7 departments lies
-// between Σ_patients min_dept min(visits, 5) and Σ_patients max_dept
-// min(visits, 5), up to the noise; without the L0 bound it would be
-// Σ_patients Σ_dept min(visits, 5), far above.
-func TestPower_ContributionBound(t *testing.T) {
+// TestPower_ContributionBounds checks the contribution bounds end to end.
+//
+// L0: with one department per patient (the power policy) and at most 5
+// visits per patient and department, the released total over the 7
+// departments lies between Σ_patients min_dept min(visits, 5) and
+// Σ_patients max_dept min(visits, 5), up to the noise; without the L0
+// bound it would be Σ_patients Σ_dept min(visits, 5), far above.
+//
+// Clamping: SUM(birth_year) at ε = 10 (noise scale 1990/10 = 199) is
+// within the noise of the sum of birth_year clamped to [1940, 1990], which
+// is tens of thousands away from the unclamped sum.
+//
+// Each check fails falsely with probability ≤ 10⁻⁹ (the noise bounds
+// below), and the test fails as underpowered unless the unbounded
+// answers lie more than twice the noise bound away.
+func TestPower_ContributionBounds(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	const analyst = "power_l0"
+	const analyst = "power_bounds"
 	p := powerProxy(t, analyst)
 	up := connect(t, ctx, env.upstreamDSN)
 	b := textRows(t, ctx, up, `WITH pg AS (SELECT patient_id, department, LEAST(count(*), 5) AS c FROM visits
@@ -199,10 +208,12 @@ func TestPower_ContributionBound(t *testing.T) {
 	lo, _ := strconv.ParseFloat(b[0][0], 64)
 	hi, _ := strconv.ParseFloat(b[0][1], 64)
 	unbounded, _ := strconv.ParseFloat(b[0][2], 64)
+	s := textRows(t, ctx, up, fmt.Sprintf("SELECT sum(LEAST(GREATEST(birth_year, %d), %d)), sum(birth_year) FROM patients WHERE patient_id IS NOT NULL", powerLower, powerUpper))
+	clamped, _ := strconv.ParseFloat(s[0][0], 64)
+	unclamped, _ := strconv.ParseFloat(s[0][1], 64)
 
 	c := connect(t, ctx, p.dsn(analyst))
-	const eps = 1.0
-	rows := textRows(t, ctx, c, fmt.Sprintf("SET dp.epsilon = %g; SET dp.cache = off; SELECT department, COUNT(*) FROM visits GROUP BY department", eps))
+	rows := textRows(t, ctx, c, "SET dp.epsilon = 1; SET dp.cache = off; SELECT department, COUNT(*) FROM visits GROUP BY department")
 	if len(rows) != 7 {
 		t.Fatalf("rows = %v, want the 7 departments", rows)
 	}
@@ -214,17 +225,33 @@ func TestPower_ContributionBound(t *testing.T) {
 		}
 		total += v
 	}
-	// Noise: 7 discrete Laplace of scale t = L0·L∞/ε = 5. P(|Z| > k) =
-	// 2q^{k+1}/(1+q) ≤ 2e^{−(k+1)/t}, so k = t·ln(2·7/10⁻⁹) bounds all
-	// seven except with probability 10⁻⁹.
+	// Discrete Laplace of scale t: P(|Z| > k) = 2q^{k+1}/(1+q) ≤
+	// 2e^{−(k+1)/t}, so |Z| ≤ t·ln(2m/10⁻⁹) for all of m draws except with
+	// probability 10⁻⁹. The counts: 7 draws of scale L0·L∞/ε = 5.
 	k := 7 * math.Ceil(5*math.Log(2*7/1e-9))
 	if unbounded-hi <= 2*k {
 		t.Fatalf("underpowered: without the L0 bound the total would be %g, with it at most %g; the noise margin %g cannot tell them apart", unbounded, hi, k)
 	}
+	t.Logf("L0: released total %g, bounded truth in [%g, %g] ± %g, unbounded %g", total, lo, hi, k, unbounded)
 	if total < lo-k || total > hi+k {
 		t.Errorf("released total %g outside [%g, %g] ± %g (L0 = 1); without the L0 bound it would be %g", total, lo, hi, k, unbounded)
 	}
-	checkSpent(t, ctx, c, eps, 0)
+
+	// The sum: one draw of scale 1990/10.
+	got := textRows(t, ctx, c, "SET dp.epsilon = 10; SELECT SUM(birth_year) FROM patients")[0][0]
+	sum, err := strconv.ParseFloat(got, 64)
+	if err != nil {
+		t.Fatalf("SUM(birth_year) = %q", got)
+	}
+	ks := math.Ceil(powerUpper / 10.0 * math.Log(2/1e-9))
+	if math.Abs(unclamped-clamped) <= 2*ks {
+		t.Fatalf("underpowered: clamped sum %g and unclamped %g closer than twice the noise bound %g", clamped, unclamped, ks)
+	}
+	t.Logf("clamping: released %g, clamped truth %g ± %g, unclamped %g", sum, clamped, ks, unclamped)
+	if math.Abs(sum-clamped) > ks {
+		t.Errorf("SUM(birth_year) = %g, want the sum clamped to [%d, %d] %g ± %g (unclamped: %g)", sum, powerLower, powerUpper, clamped, ks, unclamped)
+	}
+	checkSpent(t, ctx, c, 11, 0)
 }
 
 // TestPower_QuantileUtility checks the exponential mechanism's utility end
