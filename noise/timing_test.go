@@ -103,7 +103,7 @@ func (s *source) leakyDiscreteLaplace(tn *big.Int) *big.Int {
 // 10⁻⁵.
 //
 // Power: the same bound must flag the leaky baseline (CKS's loop for V,
-// whose time grows with |Z|), which shows ρ ≈ 0.46 (BENCHMARKS.md, 10⁵
+// whose time grows with |Z|), which shows ρ ≈ 0.44 (BENCHMARKS.md, 10⁵
 // calls). With n = 8000 the standard deviation of the estimate is below
 // (1 − ρ²)/√(n−3) ≈ 0.009, so a leak of that size stays above 0.05 except
 // with probability far below 10⁻⁶; the test fails if it does not, because a
