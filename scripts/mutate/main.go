@@ -95,7 +95,20 @@ var mutations = []mutation{
 	}},
 }
 
-func main() {
+func main() { os.Exit(run()) }
+
+// run returns the exit status; the scratch copy is removed on every path.
+func run() (status int) {
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(fatal)
+			if !ok {
+				panic(r)
+			}
+			fmt.Fprintln(os.Stderr, f.msg)
+			status = 2
+		}
+	}()
 	only := flag.String("only", "", "run only the mutations whose name matches this regular expression")
 	list := flag.Bool("list", false, "list the mutations and exit")
 	keep := flag.Bool("keep", false, "keep the scratch copy")
@@ -105,7 +118,7 @@ func main() {
 		for _, m := range mutations {
 			fmt.Printf("%-40s %s\n", m.Name, m.Pkg)
 		}
-		return
+		return 0
 	}
 	sel := mutations
 	if *only != "" {
@@ -203,8 +216,9 @@ func main() {
 	}
 	w.Flush()
 	if !ok {
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 type result struct {
@@ -395,7 +409,10 @@ func envOr(k, def string) string {
 	return def
 }
 
+// fatal is raised by fatalf and turned into exit status 2 by run's
+// deferred recover, after the scratch copy is removed.
+type fatal struct{ msg string }
+
 func fatalf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "mutate: "+format+"\n", args...)
-	os.Exit(2)
+	panic(fatal{fmt.Sprintf("mutate: "+format, args...)})
 }
