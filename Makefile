@@ -1,7 +1,10 @@
 # dpproxy — see README.md.
 #   make demo    build and run `dpproxy demo` (a throwaway PostgreSQL with demo data)
 #   make test    all tests, unit and integration (real PostgreSQL and psql), with -race,
-#                then every fuzz target for a few seconds (make fuzz)
+#                the stat-tagged statistical sweeps (make stat), then every fuzz target
+#                for a few seconds (make fuzz)
+#   make mutate  applies the classic privacy mutations to a scratch copy and prints
+#                which tests catch each (scripts/mutate; 5-10 minutes)
 #   make build   build bin/dpproxy
 #   make bench   end-to-end benchmark suite (bench/: PostgreSQL, PgBouncer, dpproxy; a few minutes)
 #   make bench-go  the Go micro-benchmarks (go test -bench)
@@ -20,7 +23,7 @@ DEMO_FLAGS ?=
 # Whole-run bound of go test; CI must finish well under 15 minutes.
 TEST_TIMEOUT ?= 12m
 
-.PHONY: all build demo test fuzz fuzz-totality bench bench-go load lint deps clean
+.PHONY: all build demo test stat fuzz fuzz-check fuzz-totality mutate bench bench-go load lint deps clean
 
 all: build
 
@@ -43,16 +46,24 @@ test: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./noise
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'Concurrent' ./noise
-	$(MAKE) --no-print-directory fuzz
+	$(MAKE) --no-print-directory stat
+	$(MAKE) --no-print-directory fuzz-check fuzz
+
+# The stat-tagged statistical sweeps of noise/ (many seeds and scales, fixed
+# seeds; about a minute), bounded by STAT_TIMEOUT.
+STAT_TIMEOUT ?= 4m
+stat:
+	$(GO) test -count=1 -tags stat -run '^TestStat_' -timeout $(STAT_TIMEOUT) ./noise
 
 # Every fuzz target for FUZZTIME each: a smoke run on top of the seeds,
 # which plain `go test` already runs. A failure writes the input to
 # <pkg>/testdata/fuzz/<target>/; commit it with the fix. Longer runs, e.g.
 # make fuzz FUZZTIME=10m FUZZ_TARGETS=rewrite:FuzzRewrite (see README "Fuzzing").
 FUZZTIME ?= 4s
-FUZZ_TARGETS ?= rewrite:FuzzRewrite rewrite:FuzzLex policy:FuzzPolicyParse \
-	proxy:FuzzScanSQL proxy:FuzzStartupPacket proxy:FuzzLiterals \
+FUZZ_ALL := rewrite:FuzzRewrite rewrite:FuzzLex policy:FuzzPolicyParse \
+	proxy:FuzzScanSQL proxy:FuzzStartupPacket proxy:FuzzLiterals proxy:FuzzSession \
 	noise:FuzzMechanisms noise:FuzzCalibrations accountant:FuzzConversions
+FUZZ_TARGETS ?= $(FUZZ_ALL)
 
 fuzz:
 	@GO=$(GO) FUZZTIME=$(FUZZTIME) scripts/fuzz.sh $(FUZZ_TARGETS)
@@ -70,6 +81,15 @@ fuzz-totality: deps
 	DPPROXY_TOTALITY_DURATION=$(TOTALITY_DURATION) DPPROXY_TOTALITY_SEED=$(TOTALITY_SEED) \
 	DPPROXY_TOTALITY_QUERY=$(TOTALITY_QUERY) \
 		$(GO) test -count=1 -timeout 0 -v -run '^TestEmittedSQL_TotalityFuzz$$' ./rewrite
+
+# Fails when a Fuzz function of the tree is missing from FUZZ_ALL.
+fuzz-check:
+	@scripts/fuzz.sh --check $(FUZZ_ALL)
+
+# Not part of make test (it runs the package and end-to-end tests once per
+# mutation); run it after changing a privacy-critical package.
+mutate: deps
+	$(GO) run ./scripts/mutate $(MUTATE_FLAGS)
 
 # Starts its own PostgreSQL clusters, PgBouncer and bin/dpproxy (built
 # without -race) on loopback and prints a table of ratios; see BENCHMARKS.md.

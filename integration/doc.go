@@ -4,5 +4,5 @@
 // with the real psql binary and with pgx.
 //
 // Outside CI, a machine without PostgreSQL or psql skips these tests with a
-// message saying how to install them; under CI=true that is a failure.
+// message saying how to install them; under CI=true (or CI=1) that is a failure.
 package integration

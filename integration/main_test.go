@@ -41,7 +41,7 @@ func run(m *testing.M) (int, error) {
 	if _, err := exec.LookPath("psql"); err != nil {
 		reason := "psql is not installed: apt-get install -y postgresql-client (as root) or run `make test`, which installs it"
 		if pgtest.InCI() {
-			return 1, fmt.Errorf("CI=true and %s", reason)
+			return 1, fmt.Errorf("CI is set (CI=true or CI=1) and %s", reason)
 		}
 		env.skip = reason
 		return m.Run(), nil

@@ -3,30 +3,104 @@ package integration
 import (
 	"context"
 	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
 	"sort"
 	"testing"
 	"time"
 )
 
-// TestResponseTime_Measured measures the time channel of DP answers on
-// the demo data (SECURITY.md, BENCHMARKS.md): a DP query whose WHERE keeps
-// few patients ("light") and one that keeps all 50,000 ("heavy") are timed
-// without padding and with datasets.hospital.response_time set above the
-// heavy query's time. Padded, every answer takes at least the response
-// time and the two kinds cannot be told apart by their medians beyond the
-// machine's scheduling noise. The figures are logged.
+// mannWhitneyP returns the exact two-sided p-value of the Mann–Whitney U
+// test of samples x and y (no ties: durations in nanoseconds): U = #{(i, j):
+// x_i < y_j}, whose null distribution (x and y exchangeable) is that of the
+// number of inversions between two interleaved runs, counted by
+// N(m, n, u) = N(m−1, n, u−n) + N(m, n−1, u) over the C(m+n, m) orders.
+func mannWhitneyP(x, y []time.Duration) float64 {
+	m, n := len(x), len(y)
+	u := 0
+	for _, a := range x {
+		for _, b := range y {
+			if a < b {
+				u++
+			}
+		}
+	}
+	// cnt[i][j][k]: orders of i x's and j y's with k pairs (x before y).
+	cnt := make([][][]float64, m+1)
+	for i := range cnt {
+		cnt[i] = make([][]float64, n+1)
+		for j := range cnt[i] {
+			cnt[i][j] = make([]float64, i*j+1)
+			switch {
+			case i == 0 || j == 0:
+				cnt[i][j][0] = 1
+			default:
+				for k := range cnt[i][j] {
+					// The largest value is an x (it precedes no y: adds
+					// 0 pairs) or a y (all i x's precede it: adds i).
+					if k < len(cnt[i-1][j]) {
+						cnt[i][j][k] += cnt[i-1][j][k]
+					}
+					if k-i >= 0 && k-i < len(cnt[i][j-1]) {
+						cnt[i][j][k] += cnt[i][j-1][k-i]
+					}
+				}
+			}
+		}
+	}
+	var total, below, above float64
+	for k, c := range cnt[m][n] {
+		total += c
+		if k <= u {
+			below += c
+		}
+		if k >= u {
+			above += c
+		}
+	}
+	return math.Min(1, 2*math.Min(below, above)/total)
+}
+
+// The error rates of TestResponseTime_Measured: padded answers are
+// declared distinguishable when the Mann–Whitney p-value is below
+// timingAlpha, so if padding works (light and heavy durations
+// exchangeable) the test falsely fails with probability timingAlpha; the
+// unpadded baseline must be detected at the same level.
+const (
+	timingAlpha = 1e-4
+	timingN     = 16 // answers of each kind per proxy
+)
+
+// TestResponseTime_Measured measures the time channel of DP answers on the
+// demo data (SECURITY.md, BENCHMARKS.md): a DP query whose WHERE keeps few
+// patients ("light") and one that keeps all 50,000 ("heavy"), timingN of
+// each in a random interleaved order, first without padding and then with
+// datasets.hospital.response_time set above the heavy query's time.
+//
+//   - Unpadded, the leak must be detected: the exact two-sided Mann–Whitney
+//     test separates light from heavy at p < timingAlpha. Power: with 16 of
+//     each the test reaches p = 3·10⁻⁹ when every heavy answer is slower
+//     than every light one (the measured gap is about 30 ms against a
+//     spread of a few ms), so a leak of that kind is missed only if the
+//     two kinds overlap substantially.
+//   - Padded, every answer takes at least the response time and the two
+//     kinds must be indistinguishable: p ≥ timingAlpha; if padding makes
+//     them exchangeable this fails with probability timingAlpha = 10⁻⁴.
+//     Padding that does not hide the work (off, or shorter than the heavy
+//     query) fails the same way the unpadded baseline is detected.
 func TestResponseTime_Measured(t *testing.T) {
 	requireDemo(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	const n = 5
 	light := func(i int) string {
 		return fmt.Sprintf("SELECT COUNT(*) FROM patients WHERE birth_year >= 2024 AND birth_year <> %d", 3000+i)
 	}
 	heavy := func(i int) string {
 		return fmt.Sprintf("SELECT COUNT(*) FROM patients WHERE birth_year <> %d", 3000+i)
 	}
-	measure := func(analyst, pad string, q func(int) string, offset int) []time.Duration {
+	rng := rand.New(rand.NewPCG(19, 5))
+	measure := func(analyst, pad string, offset int) (lightD, heavyD []time.Duration) {
 		cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
 			cfg["analysts"].(map[string]any)[analyst] = map[string]any{"password": "plain:" + analyst}
 			if pad != "" {
@@ -38,35 +112,91 @@ func TestResponseTime_Measured(t *testing.T) {
 		if _, err := c.Exec(ctx, "SET dp.epsilon = 0.01; SET dp.cache = off"); err != nil {
 			t.Fatal(err)
 		}
-		var out []time.Duration
-		for i := 0; i < n+1; i++ {
+		run := func(sql string) time.Duration {
 			start := time.Now()
 			var v int64
-			if err := c.QueryRow(ctx, q(offset+i)).Scan(&v); err != nil {
+			if err := c.QueryRow(ctx, sql).Scan(&v); err != nil {
 				t.Fatal(err)
 			}
-			if i > 0 { // the first warms the upstream pool and caches
-				out = append(out, time.Since(start))
+			return time.Since(start)
+		}
+		// Warm the upstream pool and caches with one of each.
+		run(light(offset))
+		run(heavy(offset))
+		kinds := make([]bool, 2*timingN)
+		for i := timingN; i < len(kinds); i++ {
+			kinds[i] = true
+		}
+		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
+		for i, isHeavy := range kinds {
+			if isHeavy {
+				heavyD = append(heavyD, run(heavy(offset+1+i)))
+			} else {
+				lightD = append(lightD, run(light(offset+1+i)))
 			}
 		}
-		sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-		return out
+		return lightD, heavyD
 	}
-	median := func(d []time.Duration) time.Duration { return d[len(d)/2] }
-	spread := func(a, b []time.Duration) time.Duration {
-		return max(a[len(a)-1], b[len(b)-1]) - min(a[0], b[0])
+	median := func(d []time.Duration) time.Duration {
+		s := append([]time.Duration(nil), d...)
+		sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+		return s[len(s)/2]
 	}
-	rawLight, rawHeavy := measure("tara", "0s", light, 0), measure("tara", "0s", heavy, 0)
-	pad := max(200*time.Millisecond, 3*rawHeavy[len(rawHeavy)-1]/2).Round(100 * time.Millisecond)
-	padLight, padHeavy := measure("uma", pad.String(), light, 100), measure("uma", pad.String(), heavy, 100)
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+	rawLight, rawHeavy := measure("tara", "0s", 0)
+	pRaw := mannWhitneyP(rawLight, rawHeavy)
+	t.Logf("unpadded: light median %s, heavy median %s; Mann–Whitney p = %.3g", ms(median(rawLight)), ms(median(rawHeavy)), pRaw)
+	if pRaw >= timingAlpha {
+		t.Errorf("the unpadded baseline was not detected (p = %.3g ≥ %g): this test cannot see the leak padding must hide", pRaw, timingAlpha)
+	}
+
+	slowest := slices.Max(rawHeavy)
+	pad := max(200*time.Millisecond, 2*slowest).Round(50 * time.Millisecond)
+	padLight, padHeavy := measure("uma", pad.String(), 100)
 	for _, d := range append(append([]time.Duration{}, padLight...), padHeavy...) {
 		if d < pad {
 			t.Fatalf("a padded answer took %v < response_time %v", d, pad)
 		}
 	}
-	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
-	t.Logf("unpadded: light median %s, heavy median %s, gap %s, spread %s (min..max over both)",
-		ms(median(rawLight)), ms(median(rawHeavy)), ms(median(rawHeavy)-median(rawLight)), ms(spread(rawLight, rawHeavy)))
-	t.Logf("response_time %v: light median %s, heavy median %s, gap %s, spread %s",
-		pad, ms(median(padLight)), ms(median(padHeavy)), ms((median(padHeavy) - median(padLight)).Abs()), ms(spread(padLight, padHeavy)))
+	pPad := mannWhitneyP(padLight, padHeavy)
+	t.Logf("response_time %v: light median %s, heavy median %s; Mann–Whitney p = %.3g", pad, ms(median(padLight)), ms(median(padHeavy)), pPad)
+	if pPad < timingAlpha {
+		t.Errorf("padded light and heavy answers are distinguishable: Mann–Whitney p = %.3g < %g (light median %s, heavy %s)", pPad, timingAlpha, ms(median(padLight)), ms(median(padHeavy)))
+	}
+}
+
+// TestMannWhitneyP checks the exact null distribution on small cases:
+// with 3 and 3 samples every one of the C(6, 3) = 20 orders is equally
+// likely, complete separation is 1 of them on each side (p = 2/20), and
+// U = 4 or 5 (the middle) gives p = 1.
+func TestMannWhitneyP(t *testing.T) {
+	d := func(v ...int) []time.Duration {
+		out := make([]time.Duration, len(v))
+		for i, x := range v {
+			out[i] = time.Duration(x)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		x, y []time.Duration
+		want float64
+	}{
+		{d(1, 2, 3), d(4, 5, 6), 0.1},
+		{d(4, 5, 6), d(1, 2, 3), 0.1},
+		{d(1, 2, 4), d(3, 5, 6), 0.2}, // U = 8: orders with U ≥ 8 are 2 of 20
+		{d(1, 4, 5), d(2, 3, 6), 1},
+	} {
+		if got := mannWhitneyP(tc.x, tc.y); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("mannWhitneyP(%v, %v) = %g, want %g", tc.x, tc.y, got, tc.want)
+		}
+	}
+	// 16 and 16 completely separated: 2/C(32, 16).
+	var x, y []time.Duration
+	for i := 0; i < 16; i++ {
+		x, y = append(x, time.Duration(i)), append(y, time.Duration(100+i))
+	}
+	if got, want := mannWhitneyP(x, y), 2/601080390.0; math.Abs(got-want) > 1e-12*want {
+		t.Errorf("complete separation of 16 and 16: p = %g, want %g", got, want)
+	}
 }

@@ -42,6 +42,15 @@ import (
 // binaries on Debian and Ubuntu.
 const InstallHint = "install the PostgreSQL server binaries: apt-get install -y postgresql (as root) or sudo apt-get install -y postgresql"
 
+// InCI reports whether the environment says it is a CI run: CI=true or
+// CI=1 (any case), as CI services set it. There, tests that need
+// PostgreSQL, psql or a client fail instead of skipping (internal/pgtest,
+// integration/). Every CI check of the project goes through this function.
+func InCI() bool {
+	v := strings.ToLower(strings.TrimSpace(os.Getenv("CI")))
+	return v == "true" || v == "1"
+}
+
 // ErrNotInstalled is wrapped by Start's error when no PostgreSQL server
 // binaries were found.
 var ErrNotInstalled = errors.New("PostgreSQL server binaries (initdb, pg_ctl, postgres) not found on PATH or under /usr/lib/postgresql/*/bin")

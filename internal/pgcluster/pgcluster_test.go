@@ -20,7 +20,7 @@ import (
 func skipWithoutPostgres(t *testing.T) {
 	t.Helper()
 	if _, err := FindBinDir(); err != nil {
-		if os.Getenv("CI") == "true" {
+		if InCI() {
 			t.Fatal(err)
 		}
 		t.Skip(err)
@@ -223,6 +223,9 @@ func TestDSN(t *testing.T) {
 func TestStart_UnreachableDirAsRoot(t *testing.T) {
 	skipWithoutPostgres(t)
 	if os.Geteuid() != 0 {
+		if InCI() {
+			t.Fatal("CI must run as root (.ci/run): this test covers the server running as the postgres user, which only root sets up")
+		}
 		t.Skip("only root runs the server as another user")
 	}
 	cred, err := serverCredential()
@@ -233,6 +236,9 @@ func TestStart_UnreachableDirAsRoot(t *testing.T) {
 	// the command that fixes it, and left unchanged.
 	parent, err := os.MkdirTemp("/var/tmp", "dpproxy-private-")
 	if err != nil {
+		if InCI() {
+			t.Fatal(err)
+		}
 		t.Skip(err)
 	}
 	defer os.RemoveAll(parent)
@@ -264,5 +270,17 @@ func TestStart_PortInUse(t *testing.T) {
 	}
 	if c != nil {
 		t.Error("Start returned a cluster with its error")
+	}
+}
+
+func TestInCI(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{{"true", true}, {"1", true}, {"TRUE", true}, {" True ", true}, {"", false}, {"0", false}, {"false", false}, {"yes", false}} {
+		t.Setenv("CI", tc.v)
+		if got := InCI(); got != tc.want {
+			t.Errorf("CI=%q: InCI() = %v, want %v", tc.v, got, tc.want)
+		}
 	}
 }

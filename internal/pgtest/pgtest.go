@@ -10,7 +10,7 @@
 // holds a superuser DSN, its server is used instead of starting one.
 //
 // Without PostgreSQL server binaries, tests are skipped with the install
-// command, except under CI=true, where they fail: nothing that needs
+// command, except under CI=true or CI=1, where they fail: nothing that needs
 // PostgreSQL may be skipped in CI.
 package pgtest
 
@@ -55,11 +55,8 @@ func Main(m *testing.M) {
 	os.Exit(code)
 }
 
-// InCI reports whether CI=true (or 1) is set.
-func InCI() bool {
-	v := strings.ToLower(os.Getenv("CI"))
-	return v == "true" || v == "1"
-}
+// InCI reports whether CI=true or CI=1 is set (pgcluster.InCI).
+func InCI() bool { return pgcluster.InCI() }
 
 // Cluster returns the shared cluster (starting it on first use); skips or
 // fails per CI.
