@@ -485,7 +485,7 @@ func adversarialCorpus() []advCase {
 			cs[i].want = dpOrRefuse
 		}
 	}
-	writeExceptions := map[string]string{"SAVEPOINT a": "0A000", "RESET ROLE": "42704"}
+	writeExceptions := map[string]string{"SAVEPOINT a": "25P01", "RESET ROLE": "42704"}
 	for i := range cs {
 		if cs[i].codes != nil || cs[i].fatal {
 			continue

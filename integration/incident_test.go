@@ -3,6 +3,8 @@ package integration
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,5 +233,28 @@ func TestAdversarial_ClientTimeDoesNotReachDP(t *testing.T) {
 	}
 	if ns := notices(); len(ns) == 0 || !strings.Contains(ns[len(ns)-1], "cached") {
 		t.Fatalf("the second answer's NOTICE does not say it is cached: %q", ns)
+	}
+}
+
+// TestPsql_OnErrorRollback: psql with ON_ERROR_ROLLBACK on (common in
+// .psqlrc) wraps every statement of a transaction in a savepoint; a
+// refused statement then no longer aborts the whole transaction (issue 17).
+func TestPsql_OnErrorRollback(t *testing.T) {
+	requireDemo(t)
+	script := filepath.Join(t.TempDir(), "s.sql")
+	if err := os.WriteFile(script, []byte(`\set ON_ERROR_ROLLBACK on
+BEGIN;
+SELECT * FROM visits;
+SELECT 'still in the transaction' AS t;
+SET dp.epsilon = 0.2;
+SHOW dp.epsilon;
+COMMIT;
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code := psql(t, analystDSN("alice"), "-v", "ON_ERROR_STOP=0", "-A", "-t", "-f", script)
+	if code != 0 || !strings.Contains(out, "still in the transaction") || !strings.Contains(out, "0.2") ||
+		!strings.Contains(stderr, "42501") || strings.Contains(stderr, "25P02") || strings.Contains(stderr, "savepoints are not supported") {
+		t.Fatalf("psql ON_ERROR_ROLLBACK: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 }

@@ -46,14 +46,16 @@ type conn struct {
 	ds      *Dataset
 
 	// Session state.
-	settings  map[string]string // current values by lower-case name
-	reported  map[string]string // last value sent in ParameterStatus
-	txStatus  byte              // 'I', 'T' or 'E'
-	txBegin   map[string]string // settings at BEGIN (restored by ROLLBACK)
-	txCommit  map[string]string // settings COMMIT keeps (without SET LOCAL)
-	stmts     map[string]*preparedStatement
-	portals   map[string]*portal
-	extFailed bool // an extended-protocol error: skip until Sync
+	settings map[string]string // current values by lower-case name
+	reported map[string]string // last value sent in ParameterStatus
+	txStatus byte              // 'I', 'T' or 'E'
+	txBegin  map[string]string // settings at BEGIN (restored by ROLLBACK)
+	txCommit map[string]string // settings COMMIT keeps (without SET LOCAL)
+	// savepoints of the transaction block, oldest first (session.go).
+	savepoints []savepoint
+	stmts      map[string]*preparedStatement
+	portals    map[string]*portal
+	extFailed  bool // an extended-protocol error: skip until Sync
 
 	// shadow is a pooled shadow connection pinned to the session while it
 	// holds state (shadow.Conn.HasState), else nil (shadow.go).

@@ -84,7 +84,7 @@ func (c *conn) classify(text string) statement {
 // transaction block (only COMMIT and ROLLBACK may).
 func (st statement) endsFailedTransaction() bool {
 	return st.route == rewrite.RouteSession && st.sess != nil &&
-		(st.sess.Kind == rewrite.SessionCommit || st.sess.Kind == rewrite.SessionRollback)
+		(st.sess.Kind == rewrite.SessionCommit || st.sess.Kind == rewrite.SessionRollback || st.sess.Kind == rewrite.SessionRollbackTo)
 }
 
 func errInFailedTransaction() error {

@@ -38,6 +38,8 @@ func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resul
 			c.settings["transaction_isolation"] = iso
 		}
 		return &resultSet{tag: "BEGIN"}, nil
+	case rewrite.SessionSavepoint, rewrite.SessionRelease, rewrite.SessionRollbackTo:
+		return c.execSavepoint(st)
 	case rewrite.SessionCommit:
 		switch c.txStatus {
 		case 'I':
@@ -168,6 +170,50 @@ func isolationIn(v string) string {
 	return ""
 }
 
+// savepoint is one SAVEPOINT of the transaction block: the session's
+// settings then, which ROLLBACK TO restores.
+type savepoint struct {
+	name             string
+	settings, commit map[string]string
+}
+
+// execSavepoint emulates SAVEPOINT, RELEASE and ROLLBACK TO (issue 17:
+// psycopg 3, SQLAlchemy's begin_nested, JDBC setSavepoint, pgx nested
+// Begin and psql's ON_ERROR_ROLLBACK use them). dpproxy's transactions
+// never write, so a savepoint is only the point to return to: the session
+// settings made since are undone, and a failed transaction is usable
+// again, with PostgreSQL's messages and SQLSTATEs.
+func (c *conn) execSavepoint(st *rewrite.SessionStmt) (*resultSet, error) {
+	if c.txStatus == 'I' {
+		what := map[rewrite.SessionKind]string{rewrite.SessionSavepoint: "SAVEPOINT",
+			rewrite.SessionRelease: "RELEASE SAVEPOINT", rewrite.SessionRollbackTo: "ROLLBACK TO SAVEPOINT"}[st.Kind]
+		return nil, pgerr.New(pgerr.NoActiveSQLTransaction, "%s can only be used in transaction blocks", what).
+			WithHint("start a transaction with BEGIN first")
+	}
+	if st.Kind == rewrite.SessionSavepoint {
+		c.savepoints = append(c.savepoints, savepoint{name: st.Name, settings: maps.Clone(c.settings), commit: maps.Clone(c.txCommit)})
+		return &resultSet{tag: "SAVEPOINT"}, nil
+	}
+	i := len(c.savepoints) - 1
+	for i >= 0 && c.savepoints[i].name != st.Name {
+		i--
+	}
+	if i < 0 {
+		return nil, pgerr.New("3B001", "savepoint %q does not exist", st.Name).WithHint("name a savepoint set with SAVEPOINT in this transaction")
+	}
+	if st.Kind == rewrite.SessionRelease {
+		c.savepoints = c.savepoints[:i]
+		return &resultSet{tag: "RELEASE"}, nil
+	}
+	// ROLLBACK TO: the savepoint stays; the later ones go.
+	sp := c.savepoints[i]
+	c.savepoints = c.savepoints[:i+1]
+	c.restoreSettings(maps.Clone(sp.settings))
+	c.txCommit = maps.Clone(sp.commit)
+	c.txStatus = 'T'
+	return &resultSet{tag: "ROLLBACK"}, nil
+}
+
 // endTransaction ends the transaction block: COMMIT keeps the settings made
 // with SET (not SET LOCAL); ROLLBACK restores those at BEGIN. Portals end
 // with the transaction.
@@ -181,6 +227,7 @@ func (c *conn) endTransaction(commit bool) {
 		c.restoreSettings(keep)
 	}
 	c.txBegin, c.txCommit = nil, nil
+	c.savepoints = nil
 	c.txStatus = 'I'
 	for n := range c.portals {
 		delete(c.portals, n)

@@ -171,3 +171,63 @@ func TestSession_QuantileDefaultDelta(t *testing.T) {
 		}
 	}
 }
+
+// TestSession_Savepoints: SAVEPOINT, RELEASE and ROLLBACK TO are emulated
+// with PostgreSQL's SQLSTATEs: outside a transaction 25P01, an unknown name
+// 3B001; ROLLBACK TO undoes the settings made since and makes a failed
+// transaction usable again (psql's ON_ERROR_ROLLBACK, psycopg 3,
+// SQLAlchemy's begin_nested, JDBC setSavepoint).
+func TestSession_Savepoints(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	show := func() string {
+		res, err := execAll(t, pc, "SHOW dp.epsilon")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rows(res[0])[0][0]
+	}
+	for _, s := range []struct{ sql, code string }{
+		{"SAVEPOINT a", "25P01"},
+		{"BEGIN", ""},
+		{"SAVEPOINT a", ""},
+		{"SET dp.epsilon = 0.5", ""},
+		{"SAVEPOINT \"B\"", ""},
+		{"SET dp.epsilon = 0.7", ""},
+		{"DELETE FROM visits", "42501"},
+		{"SELECT COUNT(*) FROM visits", "25P02"},
+		{"RELEASE SAVEPOINT a", "25P02"},
+		{"ROLLBACK TO SAVEPOINT nope", "3B001"},
+		{"ROLLBACK TO \"B\"", ""},
+		{"SELECT COUNT(*) FROM visits", ""},
+	} {
+		_, err := execAll(t, pc, s.sql)
+		if got := sqlstate(err); got != s.code {
+			t.Fatalf("%s: %v (SQLSTATE %q), want %q", s.sql, err, got, s.code)
+		}
+	}
+	if got := show(); got != "0.5" {
+		t.Fatalf("after ROLLBACK TO B: dp.epsilon = %s, want 0.5", got)
+	}
+	for _, s := range []struct{ sql, code string }{
+		{"ROLLBACK TO SAVEPOINT a", ""},
+		{"RELEASE SAVEPOINT \"B\"", "3B001"}, // B went with ROLLBACK TO a; the error aborts
+		{"SELECT COUNT(*) FROM visits", "25P02"},
+		{"ROLLBACK TO a", ""},
+		{"RELEASE a", ""},
+	} {
+		_, err := execAll(t, pc, s.sql)
+		if got := sqlstate(err); got != s.code {
+			t.Fatalf("%s: %v, want %q", s.sql, err, s.code)
+		}
+	}
+	if got := show(); got != "0.1" {
+		t.Fatalf("after ROLLBACK TO a: dp.epsilon = %s, want 0.1", got)
+	}
+	if _, err := execAll(t, pc, "ROLLBACK TO a"); sqlstate(err) != "3B001" {
+		t.Fatalf("ROLLBACK TO a released savepoint: %v, want 3B001", err)
+	}
+	if _, err := execAll(t, pc, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -51,7 +51,7 @@ func Split(sql string) ([]string, error) {
 var sessionKeywords = map[string]bool{
 	"set": true, "show": true, "reset": true, "begin": true, "start": true,
 	"commit": true, "end": true, "rollback": true, "abort": true,
-	"discard": true, "deallocate": true,
+	"discard": true, "deallocate": true, "savepoint": true, "release": true,
 }
 
 // refusedKeywords start statements that write, execute or hold server-side
@@ -64,7 +64,7 @@ var refusedKeywords = map[string]bool{
 	"prepare": true, "execute": true, "load": true, "cluster": true, "reindex": true,
 	"refresh": true, "security": true, "comment": true, "import": true,
 	"reassign": true, "checkpoint": true, "declare": true, "fetch": true,
-	"move": true, "close": true, "savepoint": true, "release": true,
+	"move": true, "close": true,
 }
 
 // refusedFunctions have side effects beyond reading (session or server
@@ -101,8 +101,8 @@ func refuseWrite(src string, t token) *pgerr.Error {
 //
 // The rules, in order:
 //   - nothing but whitespace and comments: RouteEmpty;
-//   - SET ROLE, SET SESSION AUTHORIZATION, SET CONSTRAINTS, savepoints
-//     (SAVEPOINT, RELEASE, ROLLBACK TO) and two-phase commit are refused;
+//   - SET ROLE, SET SESSION AUTHORIZATION, SET CONSTRAINTS and two-phase
+//     commit are refused (savepoints are emulated: proxy/session.go);
 //   - SET/SHOW/RESET/BEGIN/START TRANSACTION/COMMIT/END/ROLLBACK/ABORT/
 //     DISCARD/DEALLOCATE: RouteSession (see ParseSession);
 //   - statements that write or execute (INSERT, UPDATE, DELETE, COPY, DDL,
@@ -363,9 +363,6 @@ func refuseSession(src string, toks []token) error {
 		}
 	case "rollback", "abort":
 		for _, t := range toks[1:] {
-			if t.is("to") {
-				return savepointErr(src, toks[0])
-			}
 			if t.is("prepared") {
 				return twoPhaseErr(src, toks[0])
 			}
@@ -376,12 +373,6 @@ func refuseSession(src string, toks []token) error {
 		}
 	}
 	return nil
-}
-
-func savepointErr(src string, t token) *pgerr.Error {
-	return pgerr.New(pgerr.FeatureNotSupported, "savepoints are not supported by dpproxy").
-		WithPosition(charPos(src, t.pos)).
-		WithHint("dpproxy statements never change data; use plain BEGIN/COMMIT, or turn off automatic savepoints (psql: \\set ON_ERROR_ROLLBACK off)")
 }
 
 func twoPhaseErr(src string, t token) *pgerr.Error {
@@ -397,9 +388,6 @@ func refuseWrites(src string, toks []token) error {
 		return nil
 	}
 	first := toks[0]
-	if first.val == "savepoint" || first.val == "release" {
-		return savepointErr(src, first)
-	}
 	if refusedKeywords[first.val] {
 		return refuseWrite(src, first)
 	}

@@ -20,6 +20,9 @@ const (
 	SessionDiscard                            // DISCARD ALL|PLANS|SEQUENCES|TEMP
 	SessionDeallocate                         // DEALLOCATE [PREPARE] name|ALL
 	SessionCharacteristics                    // SET SESSION CHARACTERISTICS AS TRANSACTION …
+	SessionSavepoint                          // SAVEPOINT name
+	SessionRelease                            // RELEASE [SAVEPOINT] name
+	SessionRollbackTo                         // ROLLBACK [WORK|TRANSACTION] TO [SAVEPOINT] name
 )
 
 // SessionStmt is a parsed session statement.
@@ -175,9 +178,30 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 			return nil, err
 		}
 		return &SessionStmt{Kind: SessionBegin, Value: modes}, nil
+	case kw.is("savepoint"):
+		name, err := p.savepointName()
+		if err != nil {
+			return nil, err
+		}
+		return &SessionStmt{Kind: SessionSavepoint, Name: name}, nil
+	case kw.is("release"):
+		p.accept("savepoint")
+		name, err := p.savepointName()
+		if err != nil {
+			return nil, err
+		}
+		return &SessionStmt{Kind: SessionRelease, Name: name}, nil
 	case kw.is("commit"), kw.is("end"), kw.is("rollback"), kw.is("abort"):
 		if !p.accept("work") {
 			p.accept("transaction")
+		}
+		if (kw.is("rollback") || kw.is("abort")) && p.accept("to") {
+			p.accept("savepoint")
+			name, err := p.savepointName()
+			if err != nil {
+				return nil, err
+			}
+			return &SessionStmt{Kind: SessionRollbackTo, Name: name}, nil
 		}
 		if p.accept("and") {
 			p.accept("no")
@@ -220,6 +244,17 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 
 // settingName reads a (dotted) setting name; with allowAll, ALL and
 // TIME ZONE are accepted too.
+// savepointName reads a savepoint's name: an identifier (lower-cased
+// unless quoted), the last token of the statement.
+func (p *sessParser) savepointName() (string, error) {
+	if p.atEnd() || p.toks[p.i].kind != tokIdent {
+		return "", p.errAt("syntax error at or near %q: expected a savepoint name", p.text(p.i))
+	}
+	t := p.toks[p.i]
+	p.i++
+	return t.val, nil
+}
+
 func (p *sessParser) settingName(allowAll bool) (string, error) {
 	if allowAll && p.accept("time") {
 		if err := p.expect("zone"); err != nil {
