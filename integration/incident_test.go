@@ -258,3 +258,35 @@ COMMIT;
 		t.Fatalf("psql ON_ERROR_ROLLBACK: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, stderr)
 	}
 }
+
+// TestPgx_TimeParameters: pgx binds time.Time as a timestamptz (text in
+// exec mode and the simple protocol); at midnight it is the date it names
+// and the DP query is answered, with a time of day it is refused before
+// any charge with a hint; described as a date, pgx sends the date (issue
+// 17).
+func TestPgx_TimeParameters(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := connect(t, ctx, analystDSN("alice"))
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe} {
+		var n int64
+		day := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
+		if err := conn.QueryRow(ctx, "SELECT COUNT(*) FROM visits WHERE visit_date >= $1 AND age > 7", mode, day).Scan(&n); err != nil {
+			t.Fatalf("%v, midnight: %v", mode, err)
+		}
+		_, err := conn.Exec(ctx, "SELECT COUNT(*) FROM visits WHERE visit_date >= $1 AND age > 8", mode, day.Add(10*time.Hour+30*time.Minute))
+		if mode == pgx.QueryExecModeCacheDescribe {
+			// The parameter is described as a date: pgx encodes the
+			// time.Time as its date, as it would for PostgreSQL.
+			if err != nil {
+				t.Fatalf("%v, 10:30 as a described date: %v", mode, err)
+			}
+			continue
+		}
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || (pe.Code != "0A000" && pe.Code != "22P02") || !strings.Contains(pe.Message+pe.Hint, "date") {
+			t.Fatalf("%v, 10:30: %v, want a refusal naming the date", mode, err)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // Binding parameters of DP statements. The rewrite front end parses SQL
@@ -171,11 +172,44 @@ func literal(v []byte, format int16, oid uint32) (string, error) {
 			d = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(days))
 		} else {
 			var err error
-			if d, err = time.Parse("2006-01-02", strings.TrimSpace(string(v))); err != nil {
-				return "", literalError("not a date (YYYY-MM-DD)")
+			text := strings.TrimSpace(string(v))
+			if d, err = time.Parse("2006-01-02", text); err != nil {
+				// A timestamp sent for a date parameter (pgx's time.Time
+				// in exec mode): the date it names when it is midnight.
+				day, midnight, terr := rewrite.TimestampDate(text)
+				switch {
+				case terr != nil:
+					return "", literalError("not a date (YYYY-MM-DD)")
+				case !midnight:
+					return "", literalError("a timestamp with a time of day for a date; bind a date (or midnight)")
+				}
+				d = day
 			}
 		}
 		return "'" + d.Format("2006-01-02") + "'", nil
+	case oidTimestamp, oidTimestamptz:
+		// Drivers bind dates as timestamps (JDBC setTimestamp and
+		// LocalDateTime, node-postgres Date, pgx time.Time): bound as the
+		// timestamp's text, which rewrite reads as a date when it is
+		// midnight and refuses with a hint otherwise.
+		if !binaryFmt {
+			return stringLiteral(strings.TrimSpace(string(v)))
+		}
+		if len(v) != 8 {
+			return "", literalError("bad binary timestamp")
+		}
+		us := int64(binary.BigEndian.Uint64(v))
+		if us == math.MaxInt64 || us == math.MinInt64 {
+			return "", literalError("infinite timestamps are not supported")
+		}
+		// Whole days first: a time.Duration holds only ±292 years.
+		const usPerDay = 86_400_000_000
+		days, rem := us/usPerDay, us%usPerDay
+		if rem < 0 {
+			days, rem = days-1, rem+usPerDay
+		}
+		t := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(days)).Add(time.Duration(rem) * time.Microsecond)
+		return "'" + t.Format("2006-01-02 15:04:05.999999") + "'", nil
 	}
 	// text, varchar, unknown and anything else: a string literal. A binary
 	// value of those types is its bytes.

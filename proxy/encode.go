@@ -23,7 +23,10 @@ const (
 	oidUnknown uint32 = 705
 	oidVarchar uint32 = 1043
 	oidDate    uint32 = 1082
-	oidNumeric uint32 = 1700
+	// timestamp and timestamptz: bound parameters only (bind.go).
+	oidTimestamp   uint32 = 1114
+	oidTimestamptz uint32 = 1184
+	oidNumeric     uint32 = 1700
 )
 
 // Wire formats.

@@ -2,8 +2,10 @@ package proxy
 
 import (
 	"encoding/binary"
+	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
@@ -156,5 +158,42 @@ func TestServerVersionNum(t *testing.T) {
 	}
 	if got := serverVersionNum("16.4"); got != "160004" {
 		t.Errorf("serverVersionNum = %s", got)
+	}
+}
+
+// TestLiterals_Timestamps: binary timestamp and timestamptz (µs since
+// 2000-01-01, beyond time.Duration's ±292 years too) and text timestamps
+// become timestamp texts for rewrite; a timestamp sent for a date
+// parameter is that date at midnight and refused otherwise.
+func TestLiterals_Timestamps(t *testing.T) {
+	us := func(tm time.Time) []byte {
+		days := int64(math.Floor(tm.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Hours() / 24))
+		rest := tm.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(days)))
+		return binary.BigEndian.AppendUint64(nil, uint64(days*86_400_000_000+rest.Microseconds()))
+	}
+	for _, c := range []struct {
+		v      []byte
+		format int16
+		oid    uint32
+		want   string // "" = refused
+	}{
+		{us(time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)), 1, oidTimestamptz, "'2024-03-01 00:00:00'"},
+		{us(time.Date(1900, 1, 1, 10, 30, 0, 0, time.UTC)), 1, oidTimestamp, "'1900-01-01 10:30:00'"},
+		{[]byte("2024-03-01 00:00:00+01"), 0, oidTimestamptz, "'2024-03-01 00:00:00+01'"},
+		{[]byte("2024-03-01 00:00:00Z"), 0, oidDate, "'2024-03-01'"},
+		{[]byte("2024-03-01T00:00:00.000"), 0, oidDate, "'2024-03-01'"},
+		{[]byte("2024-03-01 10:30:00"), 0, oidDate, ""},
+		{binary.BigEndian.AppendUint64(nil, uint64(math.MaxInt64)), 1, oidTimestamp, ""},
+	} {
+		got, err := literal(c.v, c.format, c.oid)
+		if c.want == "" {
+			if err == nil {
+				t.Errorf("%q (oid %d): %s, want refused", c.v, c.oid, got)
+			}
+			continue
+		}
+		if err != nil || got != c.want {
+			t.Errorf("%q (oid %d): %s, %v; want %s", c.v, c.oid, got, err, c.want)
+		}
 	}
 }

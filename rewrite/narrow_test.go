@@ -75,3 +75,27 @@ func TestNarrowKeys_Postgres(t *testing.T) {
 		diffPostgres(t, ctx, conn, p, q)
 	}
 }
+
+// TestTimestampLiterals: a timestamp at midnight compared with a date
+// column is that date (drivers and BI tools send dates so); with a time of
+// day it is refused with a hint, before any charge.
+func TestTimestampLiterals(t *testing.T) {
+	ds := loadHospital(t)
+	for lit, want := range map[string]string{
+		"2024-01-01 00:00:00":         "'2024-01-01'::date",
+		"2024-01-01T00:00:00.000000Z": "'2024-01-01'::date",
+		"2024-01-01 00:00:00+02:00":   "'2024-01-01'::date",
+		"2024-01-01 10:30:00":         "",
+	} {
+		p, err := Rewrite(ds, "SELECT COUNT(*) FROM visits WHERE visit_date >= '"+lit+"'")
+		if want == "" {
+			if err == nil || !strings.Contains(err.Error(), "time of day") {
+				t.Errorf("%s: %v, want refused", lit, err)
+			}
+			continue
+		}
+		if err != nil || !strings.Contains(p.SQL, `"visit_date" >= `+want) {
+			t.Errorf("%s: %v", lit, err)
+		}
+	}
+}

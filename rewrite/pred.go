@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"errors"
 	"regexp"
 	"strings"
 	"time"
@@ -412,6 +413,16 @@ func (b *builder) typedLit(e ast.ExprNode, ci colInfo) (string, error) {
 			if err != nil {
 				d, err = time.Parse("2006-1-2", v)
 			}
+			if err != nil {
+				// A timestamp at midnight is that date (drivers send
+				// dates as timestamps: pgx's time.Time in simple
+				// protocol, JDBC setTimestamp, BI tools' literals).
+				var midnight bool
+				if d, midnight, err = TimestampDate(v); err == nil && !midnight {
+					return "", b.errAt(e, pgerr.FeatureNotSupported, "%s is a date column; the timestamp %q has a time of day", ci.name, l.val).
+						WithHint("compare %s with a date, e.g. %s >= '%s'", ci.name, ci.name, d.Format("2006-01-02"))
+				}
+			}
 			if err != nil || d.Year() < 1 {
 				return "", b.errAt(e, "22007", "invalid date %q", l.val).WithHint("write dates as 'YYYY-MM-DD'")
 			}
@@ -432,6 +443,28 @@ func (b *builder) typedLit(e ast.ExprNode, ci colInfo) (string, error) {
 		}
 	}
 	return mismatch()
+}
+
+// timestampLayouts are the timestamp texts drivers send: ISO with a space
+// or T, optional fractions, optional zone (Z, ±hh, ±hh:mm).
+var timestampLayouts = []string{
+	"2006-01-02 15:04:05.999999999Z07:00:00", "2006-01-02 15:04:05.999999999Z07:00", "2006-01-02 15:04:05.999999999Z07", "2006-01-02 15:04:05.999999999",
+	"2006-01-02T15:04:05.999999999Z07:00", "2006-01-02T15:04:05.999999999Z07", "2006-01-02T15:04:05.999999999",
+	"2006-01-02 15:04", "2006-01-02T15:04",
+}
+
+// TimestampDate reads a timestamp as its wall-clock date and time as
+// written (the zone, when given, is the client's own: its date is the one
+// it means), and reports whether it is midnight.
+func TimestampDate(v string) (time.Time, bool, error) {
+	for _, layout := range timestampLayouts {
+		t, err := time.Parse(layout, v)
+		if err == nil {
+			day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+			return day, t.Hour() == 0 && t.Minute() == 0 && t.Second() == 0 && t.Nanosecond() == 0, nil
+		}
+	}
+	return time.Time{}, false, errors.New("not a timestamp")
 }
 
 var intRE = regexp.MustCompile(`^[+-]?[0-9]+$`)
