@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // TestDP_ClientCannotStopRelease: a client's statement_timeout and cancel
@@ -60,5 +63,40 @@ func TestDP_ClientCannotStopRelease(t *testing.T) {
 	ts.releaser.mu.Unlock()
 	if len(ended) != 2 || ended[0] || ended[1] {
 		t.Fatalf("release contexts ended = %v; the client's timeout must not reach the release", ended)
+	}
+}
+
+// TestServe_SIGTERMEndsDespiteStuckSession: a session stuck in work that
+// ignores cancellation (here a planner that blocks until the test ends)
+// cannot keep Serve from returning: after the drain deadline and its
+// grace, Serve returns without it (issue 14: SIGTERM always finishes).
+func TestServe_SIGTERMEndsDespiteStuckSession(t *testing.T) {
+	stuck := make(chan struct{})
+	defer close(stuck)
+	ts := startServer(t, serverOpts{
+		mutate: func(c *Config) { c.DrainTimeout = 200 * time.Millisecond },
+		router: func(r *router) {
+			r.rewrite = func(*policy.Dataset, string, rewrite.Options) (*rewrite.Plan, error) {
+				<-stuck
+				return nil, context.Canceled
+			}
+		},
+	})
+	pc := ts.connect(t)
+	go func() { _, _ = pc.Exec(context.Background(), "SELECT COUNT(*) FROM visits WHERE age > 2").ReadAll() }()
+	time.Sleep(100 * time.Millisecond) // the session is in the planner
+	start := time.Now()
+	ts.cancel()
+	select {
+	case err := <-ts.done:
+		ts.done <- nil
+		if err != nil {
+			t.Fatalf("Serve = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return with a session stuck past the drain deadline")
+	}
+	if d := time.Since(start); d > 200*time.Millisecond+drainGrace+time.Second {
+		t.Errorf("Serve returned after %v, want about the drain deadline plus %v", d, drainGrace)
 	}
 }

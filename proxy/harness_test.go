@@ -167,6 +167,9 @@ type testServer struct {
 type serverOpts struct {
 	shadowDSN string
 	mutate    func(*Config)
+	// router, when set, changes the server's rewrite functions before it
+	// serves (e.g. a planner that never returns).
+	router func(*router)
 }
 
 // startServer serves the hospital policy (and a second dataset "clinic"
@@ -206,6 +209,9 @@ func startServer(t testing.TB, o serverOpts) *testServer {
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.router != nil {
+		o.router(&srv.rt)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

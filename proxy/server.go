@@ -95,6 +95,9 @@ const (
 	defaultMaxMessage        = 1 << 20
 	defaultAuthTimeout       = 30 * time.Second
 	defaultDrainTimeout      = 10 * time.Second
+	// drainGrace is how long Serve still waits, after the drain deadline
+	// has cancelled every statement, before it returns without them.
+	drainGrace               = 2 * time.Second
 	defaultMaxBufferedResult = 64 << 20
 )
 
@@ -278,7 +281,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			c.raw.Close()
 		}
 		s.mu.Unlock()
-		<-done
+		// Whatever still runs (a statement that ignores cancellation)
+		// gets a short grace, then Serve returns anyway: SIGTERM always
+		// ends the proxy (issue 14). Its charge, if any, stays reserved.
+		select {
+		case <-done:
+		case <-time.After(drainGrace):
+			s.log.Error("sessions still running after the drain deadline and its grace; stopping without them",
+				zap.Int64(logKeyActive, s.active.Load()), zap.Duration("grace", drainGrace))
+		}
 	}
 	return acceptErr
 }
