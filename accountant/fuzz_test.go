@@ -5,25 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/dpref"
 	"github.com/dpproxy/dpproxy/policy"
 )
-
-// returnsWithin runs f and fails if it has not returned after d: the
-// composition code must terminate for every argument. A call that hangs is
-// left running; the test fails at once.
-func returnsWithin(t testing.TB, d time.Duration, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-	case <-time.After(d):
-		t.Fatalf("%s did not return within %v", what, d)
-	}
-}
 
 // fuzzExtremes are the float64 arguments the fuzz target is seeded with.
 var fuzzExtremes = []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, -1, 5e-324, 2.2250738585072014e-308, 1e-300, 1e-16,
@@ -51,18 +35,18 @@ func FuzzConversions(f *testing.F) {
 			}
 		}
 		for _, name := range methodNames {
-			returnsWithin(t, time.Second, name+" ComposeEpsilon", func() {
+			dpref.ReturnsWithin(t, time.Second, name+" ComposeEpsilon", func() {
 				if e, err := ComposeEpsilon(name, events, atDelta); err == nil && (math.IsNaN(e) || e < 0) {
 					t.Fatalf("ComposeEpsilon(%s, %+v, %v) = %v", name, events, atDelta, e)
 				}
 			})
-			returnsWithin(t, time.Second, name+" ComposeDelta", func() {
+			dpref.ReturnsWithin(t, time.Second, name+" ComposeDelta", func() {
 				if d, err := ComposeDelta(name, events, atEps); err == nil && (math.IsNaN(d) || d < 0 || d > 1) {
 					t.Fatalf("ComposeDelta(%s, %+v, %v) = %v", name, events, atEps, d)
 				}
 			})
 		}
-		returnsWithin(t, time.Second, "conversions", func() {
+		dpref.ReturnsWithin(t, time.Second, "conversions", func() {
 			nonNegative := func(what string, x float64) {
 				if math.IsNaN(x) || x < 0 {
 					t.Fatalf("%s = %v (args %v, %v, %v)", what, x, eps, delta, multiplier)
@@ -128,7 +112,7 @@ func TestConversions_Extremes(t *testing.T) {
 	// (δ > 0 without a multiplier: composed by the exact decimal "rest".)
 	events := []Event{{Epsilon: 1e308, Delta: 1e-9}, {Epsilon: 1e308, Delta: 1e-9}}
 	var err error
-	returnsWithin(t, time.Second, "ComposeDelta", func() { _, err = ComposeDelta(policy.AccountantRDP, events, 1) })
+	dpref.ReturnsWithin(t, time.Second, "ComposeDelta", func() { _, err = ComposeDelta(policy.AccountantRDP, events, 1) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/dpref"
 )
 
 // TestGaussian_EndToEnd sends powerQuery 10 times under the Gaussian
@@ -30,13 +32,13 @@ func TestGaussian_EndToEnd(t *testing.T) {
 	const eps, delta, queries = 1.5, 1e-6, 10
 	textRows(t, ctx, c, fmt.Sprintf("SET dp.mechanism = gaussian; SET dp.epsilon = %g; SET dp.delta = %g; SET dp.cache = off", eps, delta))
 	epsM, deltaM := eps/3, delta/3
-	countSigma := refSmallestSigma(deltaM, func(s float64) float64 { return discreteGaussianDelta(s, epsM, 1) })
-	sumSigma := refSmallestSigma(deltaM, func(s float64) float64 { return analyticGaussianDelta(s, epsM, powerUpper) })
-	sigmaC := refSmallestSigma(deltaM, func(s float64) float64 { return analyticGaussianDelta(s, epsM, powerUpper/2) })
+	countSigma := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return discreteGaussianDelta(s, epsM, 1) })
+	sumSigma := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, epsM, powerUpper) })
+	sigmaC := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, epsM, powerUpper/2) })
 	_, e := math.Frexp(sigmaC)
 	r := math.Ldexp(1, e-1-39)
 	shift := math.Floor(powerUpper/2/r) + 1
-	realSigma := refSmallestSigma(deltaM, func(s float64) float64 { return analyticGaussianDelta(s, epsM, shift) })
+	realSigma := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, epsM, shift) })
 	one := big.NewRat(1, 1)
 	noise := collectNoise(t, ctx, c, truth, [3]*big.Rat{one, one, new(big.Rat).SetFloat64(r)}, queries)
 	scaleTest(t, "gaussian count", gaussianFamily, countSigma, noise[0])

@@ -290,20 +290,6 @@ func TestPower_QuantileUtility(t *testing.T) {
 
 // --- formulas and the test of scale ---
 
-func normalCDF(x float64) float64 { return math.Erfc(-x/math.Sqrt2) / 2 }
-
-// analyticGaussianDelta is the exact δ(ε) of the continuous Gaussian with
-// noise σ and sensitivity d (Balle and Wang 2018, Theorem 8; for the large
-// σ here it equals the discrete curve to far better than the scale test
-// resolves).
-func analyticGaussianDelta(sigma, eps, d float64) float64 {
-	second := 0.0
-	if p := normalCDF(-d/(2*sigma) - eps*sigma/d); p > 0 {
-		second = math.Exp(eps + math.Log(p))
-	}
-	return math.Max(0, normalCDF(d/(2*sigma)-eps*sigma/d)-second)
-}
-
 // discreteGaussianDelta is the hockey-stick divergence between N_Z(0, σ²)
 // and N_Z(d, σ²) at ε, summed term by term (CKS 2020, Theorem 7).
 func discreteGaussianDelta(sigma, eps, d float64) float64 {
@@ -315,28 +301,6 @@ func discreteGaussianDelta(sigma, eps, d float64) float64 {
 		sum += math.Max(0, p(y)-math.Exp(eps)*p(y-d))
 	}
 	return sum / z
-}
-
-// refSmallestSigma is the smallest σ with delta(σ) ≤ target, by doubling
-// and bisection to a relative 10⁻⁹.
-func refSmallestSigma(target float64, delta func(float64) float64) float64 {
-	hi := 1.0
-	for delta(hi) > target {
-		hi *= 2
-	}
-	lo := hi / 2
-	for delta(lo) <= target {
-		hi, lo = lo, lo/2
-	}
-	for hi-lo > 1e-9*hi {
-		mid := lo + (hi-lo)/2
-		if delta(mid) <= target {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
 }
 
 // scaleFamily is a family of noise laws on Z indexed by a scale s, and the

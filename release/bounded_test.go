@@ -8,26 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/dpref"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
-
-// returnsWithin runs f and fails if it has not returned after d (a hang is
-// left running; the test fails at once).
-func returnsWithin(t *testing.T, d time.Duration, what string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		f()
-	}()
-	select {
-	case <-done:
-	case <-time.After(d):
-		t.Fatalf("%s did not return within %v", what, d)
-	}
-}
 
 // withFloor returns a copy of the hospital policy whose floor on ε per
 // query is floor.
@@ -49,10 +34,10 @@ func runAndExplain(t *testing.T, ds *policy.Dataset, sql string, eps, delta floa
 	}
 	led := &memLedger{limit: 3}
 	up := &fakeUpstream{}
-	returnsWithin(t, time.Second, "Run", func() {
+	dpref.ReturnsWithin(t, time.Second, "Run", func() {
 		_, runErr = newTestReleaser(t, led, 14).Run(context.Background(), Request{Analyst: "mallory", Dataset: ds, Plan: plan, Epsilon: eps, Delta: delta, Mechanism: mech, Upstream: up})
 	})
-	returnsWithin(t, time.Second, "Explain", func() {
+	dpref.ReturnsWithin(t, time.Second, "Explain", func() {
 		_, _, explainErr = Explain(ds, plan, eps, delta, mech)
 	})
 	return runErr, explainErr, len(led.reserved) > 0 || len(up.calls) > 0
@@ -150,7 +135,7 @@ func TestShrinkToFit(t *testing.T) {
 		t.Fatalf("premise: %v·%v = %v is not above %v", ge, div, ge*div, eps)
 	}
 	var ge float64
-	returnsWithin(t, time.Second, "groupEpsilon", func() { ge = groupEpsilon(eps, 3, rewrite.Measure{Quantile: &rewrite.Quantile{}}) })
+	dpref.ReturnsWithin(t, time.Second, "groupEpsilon", func() { ge = groupEpsilon(eps, 3, rewrite.Measure{Quantile: &rewrite.Quantile{}}) })
 	if ge != 0 {
 		t.Fatalf("groupEpsilon(-0.9) = %v, want 0", ge)
 	}
@@ -159,7 +144,7 @@ func TestShrinkToFit(t *testing.T) {
 		m int
 	}{{math.Inf(1), 3}, {math.NaN(), 3}, {-1, 3}, {1, 0}, {5e-324, 3}, {5e-324, 1}, {1e-300, 7}, {math.MaxFloat64, 3}, {0.1, 7}} {
 		var e float64
-		returnsWithin(t, time.Second, "splitDown", func() { e = splitDown(tc.x, tc.m) })
+		dpref.ReturnsWithin(t, time.Second, "splitDown", func() { e = splitDown(tc.x, tc.m) })
 		if math.IsNaN(e) || e < 0 {
 			t.Fatalf("splitDown(%v, %d) = %v", tc.x, tc.m, e)
 		}

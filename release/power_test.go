@@ -32,6 +32,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/internal/dpref"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -85,69 +86,6 @@ func refShare(x float64, m int) float64 {
 	return e
 }
 
-// refPow2 is 2^e exactly; refFloorLog2 is ⌊log₂ x⌋ of x > 0, settled by
-// exact comparisons.
-func refPow2(e int) *big.Rat {
-	if e >= 0 {
-		return new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), uint(e)))
-	}
-	return new(big.Rat).SetFrac(big.NewInt(1), new(big.Int).Lsh(big.NewInt(1), uint(-e)))
-}
-
-func refFloorLog2(x *big.Rat) int {
-	f, _ := x.Float64()
-	e := math.Ilogb(f)
-	for x.Cmp(refPow2(e)) < 0 {
-		e--
-	}
-	for x.Cmp(refPow2(e+1)) >= 0 {
-		e++
-	}
-	return e
-}
-
-func refPhi(x float64) float64 { return math.Erfc(-x/math.Sqrt2) / 2 }
-
-// refAnalyticDelta is Balle–Wang's exact δ(ε) of the continuous Gaussian.
-func refAnalyticDelta(sigma, eps, d float64) float64 {
-	second := 0.0
-	if p := refPhi(-d/(2*sigma) - eps*sigma/d); p > 0 {
-		second = math.Exp(eps + math.Log(p))
-	}
-	return math.Max(0, refPhi(d/(2*sigma)-eps*sigma/d)-second)
-}
-
-// refZCDPDelta is inf_α e^{(α−1)(αρ−ε)}·(1−1/α)^{α−1}/α (CKS Prop. 12).
-func refZCDPDelta(rho, eps float64) float64 {
-	best := math.Inf(1)
-	for x := -14.0; x <= 14; x += 0.001 {
-		a := 1 + math.Exp(x)
-		best = math.Min(best, (a-1)*(a*rho-eps)+(a-1)*math.Log(1-1/a)-math.Log(a))
-	}
-	return math.Exp(best)
-}
-
-// refSmallest is the smallest σ with delta(σ) ≤ target (bisection).
-func refSmallest(guess, target float64, delta func(float64) float64) float64 {
-	hi := guess
-	for delta(hi) > target {
-		hi *= 2
-	}
-	lo := hi / 2
-	for delta(lo) <= target {
-		hi, lo = lo, lo/2
-	}
-	for hi-lo > 1e-10*hi {
-		mid := lo + (hi-lo)/2
-		if delta(mid) <= target {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return hi
-}
-
 // refPowerMeasures returns the reference calibration of powerPlan's three
 // measures for a query (ε, δ) and mechanism.
 func refPowerMeasures(mechanism string, epsilon, delta float64) []refMeasure {
@@ -169,22 +107,22 @@ func refPowerMeasures(mechanism string, epsilon, delta float64) []refMeasure {
 			s := new(big.Rat).Quo(new(big.Rat).SetFloat64(l1), new(big.Rat).SetFloat64(eps))
 			t := s
 			if !m.integer {
-				rm.r = refPow2(refFloorLog2(s) - 39)
+				rm.r = dpref.Pow2(dpref.FloorLog2(s) - 39)
 				t = new(big.Rat).Add(new(big.Rat).SetFloat64(l1), new(big.Rat).Mul(big.NewRat(l0, 1), rm.r))
 				t.Quo(t, new(big.Rat).Mul(rm.r, new(big.Rat).SetFloat64(eps)))
 			}
 			rm.scale, _ = t.Float64()
 		} else {
 			l2 := math.Sqrt(l0) * m.lInf
-			sc := refSmallest(l2/eps, del, func(s float64) float64 { return refAnalyticDelta(s, eps, l2) })
+			sc := dpref.SmallestSigma(l2/eps, del, 1e-10, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, eps, l2) })
 			charged := l2
 			if !m.integer {
-				rm.r = refPow2(refFloorLog2(new(big.Rat).SetFloat64(sc)) - 39)
+				rm.r = dpref.Pow2(dpref.FloorLog2(new(big.Rat).SetFloat64(sc)) - 39)
 				rf, _ := rm.r.Float64()
 				charged = l2/rf + math.Sqrt(l0)
 			}
 			rf, _ := rm.r.Float64()
-			rm.scale = refSmallest(sc/rf, del, func(s float64) float64 { return refZCDPDelta(charged*charged/(2*s*s), eps) })
+			rm.scale = dpref.SmallestSigma(sc/rf, del, 1e-10, func(s float64) float64 { return dpref.ZCDPDelta(charged*charged/(2*s*s), eps) })
 		}
 		out = append(out, rm)
 	}
@@ -213,7 +151,7 @@ func refGaussianK(sigma, c float64) float64 {
 	lo, hi := 0.0, 100*sigma
 	for hi-lo > 1 {
 		mid := math.Floor((lo + hi) / 2)
-		if 2*(1-refPhi((mid+0.5)/sigma)) <= 1-c {
+		if 2*(1-dpref.NormalCDF((mid+0.5)/sigma)) <= 1-c {
 			hi = mid
 		} else {
 			lo = mid
@@ -291,7 +229,7 @@ func refLaplaceCDF(t float64) func(int64) float64 {
 // refGaussianCDF: Φ((z + ½)/σ) for the large σ of these measures (the
 // discrete Gaussian's CDF to relative order 1/σ², σ > 30 here).
 func refGaussianCDF(sigma float64) func(int64) float64 {
-	return func(z int64) float64 { return refPhi((float64(z) + 0.5) / sigma) }
+	return func(z int64) float64 { return dpref.NormalCDF((float64(z) + 0.5) / sigma) }
 }
 
 func ksWithPower(t *testing.T, name string, z []int64, family func(float64) func(int64) float64, scale float64) {

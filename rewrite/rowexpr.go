@@ -234,7 +234,7 @@ func checkRowLiteral(text string, v *big.Rat) error {
 		return nil
 	}
 	a := new(big.Rat).Abs(v)
-	if a.Cmp(exactRat(maxLiteralMagnitude)) > 0 || a.Cmp(exactRat(minLiteralMagnitude)) < 0 {
+	if a.Cmp(maxLiteralRat) > 0 || a.Cmp(minLiteralRat) < 0 {
 		return fmt.Errorf("constant %s is out of range inside an aggregate", text)
 	}
 	return nil
@@ -255,6 +255,13 @@ func predSize(p pred) int {
 	return 1
 }
 
+// The bounds above as exact rationals, made once.
+var (
+	maxLiteralRat   = exactRat(maxLiteralMagnitude)
+	minLiteralRat   = exactRat(minLiteralMagnitude)
+	maxMagnitudeRat = exactRat(maxMagnitude)
+)
+
 // exactRat is the decimal a float64 constant is written as (1e-30 exactly,
 // not the nearest binary fraction).
 func exactRat(f float64) *big.Rat {
@@ -273,7 +280,7 @@ func (b *builder) checkRowWork(at ast.Node, r rowExpr) error {
 	if r.iv.Empty() {
 		return nil
 	}
-	limit := exactRat(maxMagnitude)
+	limit := maxMagnitudeRat
 	for _, x := range []*big.Rat{r.iv.Lo, r.iv.Hi} {
 		if x != nil && new(big.Rat).Abs(x).Cmp(limit) > 0 {
 			return b.errAt(at, "22003", "an intermediate value of this expression can exceed %g in magnitude", maxMagnitude).
