@@ -17,9 +17,9 @@ const boundedAnalyst = "bounded"
 // TestBoundedWork is issue 14's "free hangs", end to end through a real
 // `dpproxy serve` on the demo's clusters and ledger: SET dp.epsilon = 1e-16
 // (where EXPLAIN SELECT COUNT(*) never returned) is refused with 22023 and
-// a hint naming the floor, and SUM(age * 100000000000000000000) at the
-// floor ε 0.001 (which hung after charging) is refused quickly, in both
-// protocols and as EXPLAIN, with SHOW dp.budget and the ledger unchanged.
+// a hint naming the floor, with SHOW dp.budget and the ledger unchanged,
+// and SUM(age * 100000000000000000000) at the floor ε 0.001 (which hung
+// after charging) is answered at once, in both protocols and as EXPLAIN.
 // A query at the floor is still answered and charged. The proxy must then
 // stop on SIGTERM (startProxy's cleanup fails the test otherwise).
 func TestBoundedWork(t *testing.T) {
@@ -53,7 +53,15 @@ func TestBoundedWork(t *testing.T) {
 		t.Fatalf("SET dp.epsilon = 1e-16; EXPLAIN …: %v, want 22023", err)
 	}
 
-	// A noise scale beyond exact float64 arithmetic, at the floor.
+	if budget1, charges1 := analystBudgetState(t, ctx, c, ledger, boundedAnalyst); budget1 != budget0 || charges1 != charges0 {
+		t.Fatalf("refusals changed the budget: SHOW dp.budget %s → %s, %d new charges", budget0, budget1, charges1-charges0)
+	}
+
+	// SUM(age·1e20) at the floor hung after charging when sums were noised
+	// on the integers with Δ₁ ≈ 2.2e23 > 2⁵³. Sums are now noised on the
+	// real grid (rewrite/bounds.go weights a unit's sum), whose scale
+	// limit (2¹⁰⁰⁰) no bounded expression reaches: answered at once, in
+	// both protocols (one charge each), and EXPLAIN too (none).
 	if _, err := c.Exec(ctx, "SET dp.epsilon = 0.001; SET dp.cache = off").ReadAll(); err != nil {
 		t.Fatal(err)
 	}
@@ -67,17 +75,14 @@ func TestBoundedWork(t *testing.T) {
 		{"explain", func() error { _, err := c.Exec(ctx, "EXPLAIN "+sum).ReadAll(); return err }},
 	} {
 		start := time.Now()
-		err := tc.run()
-		if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Hint, "narrow the clipping bounds") {
-			t.Fatalf("%s %s at ε 0.001: %v (hint %q), want 22023 with the scale hint", tc.name, sum, err, hintOf(err))
+		if err := tc.run(); err != nil {
+			t.Fatalf("%s %s at ε 0.001: %v, want an answer", tc.name, sum, err)
 		}
 		if d := time.Since(start); d > 10*time.Second {
-			t.Errorf("%s: refused after %v, want at once", tc.name, d)
+			t.Errorf("%s: answered after %v, want at once", tc.name, d)
 		}
 	}
-	if budget1, charges1 := analystBudgetState(t, ctx, c, ledger, boundedAnalyst); budget1 != budget0 || charges1 != charges0 {
-		t.Fatalf("refusals changed the budget: SHOW dp.budget %s → %s, %d new charges", budget0, budget1, charges1-charges0)
-	}
+	budget0, charges0 = analystBudgetState(t, ctx, c, ledger, boundedAnalyst)
 
 	// The session still answers at the floor, and that is charged (the
 	// check above could not have passed by nothing ever being charged).

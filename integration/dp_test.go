@@ -78,8 +78,9 @@ func TestPsql_GroupedQuery(t *testing.T) {
 // measures: ε_m = 0.1; one patient changes one group: L0 = 1):
 //
 //   - COUNT(*): L1 = 1, discrete Laplace of scale t = 1/ε_m = 10;
-//   - SUM(birth_year) (int, clamped to [1940, 1990]): L1 = 1990, scale
-//     19900;
+//   - SUM(birth_year) (int, clamped to [1940, 1990]): L1 = 1990, on the
+//     real grid like every sum (a unit's sum may be weighted,
+//     rewrite/bounds.go);
 //   - SUM(birth_year * 0.5) (real): L1 = 995, s = L1/ε_m, grid
 //     r = 2^(⌊log₂ s⌋ − 39), scale (L1 + r)/(r·ε_m) grid steps (Google's
 //     secure noise; noise/doc.go).
@@ -100,10 +101,11 @@ func TestPgx_CountsCloseToTruth(t *testing.T) {
 	textRows(t, ctx, c, fmt.Sprintf("SET dp.epsilon = %g; SET dp.cache = off", eps))
 	epsM := eps / 3
 	realGrid, realScale := realLaplaceGrid((powerUpper/2)/epsM, powerUpper/2, epsM)
+	intGrid, intScale := realLaplaceGrid(powerUpper/epsM, powerUpper, epsM)
 	one := big.NewRat(1, 1)
-	noise := collectNoise(t, ctx, c, truth, [3]*big.Rat{one, one, realGrid}, queries)
+	noise := collectNoise(t, ctx, c, truth, [3]*big.Rat{one, intGrid, realGrid}, queries)
 	scaleTest(t, "laplace count", laplaceFamily, 1/epsM, noise[0])
-	scaleTest(t, "laplace sum (integer)", laplaceFamily, powerUpper/epsM, noise[1])
+	scaleTest(t, "laplace sum (integer column)", laplaceFamily, intScale, noise[1])
 	scaleTest(t, "laplace sum (real)", laplaceFamily, realScale, noise[2])
 	checkSpent(t, ctx, c, queries*eps, 0)
 }

@@ -33,16 +33,21 @@ func TestGaussian_EndToEnd(t *testing.T) {
 	textRows(t, ctx, c, fmt.Sprintf("SET dp.mechanism = gaussian; SET dp.epsilon = %g; SET dp.delta = %g; SET dp.cache = off", eps, delta))
 	epsM, deltaM := eps/3, delta/3
 	countSigma := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return discreteGaussianDelta(s, epsM, 1) })
-	sumSigma := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, epsM, powerUpper) })
-	sigmaC := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, epsM, powerUpper/2) })
-	_, e := math.Frexp(sigmaC)
-	r := math.Ldexp(1, e-1-39)
-	shift := math.Floor(powerUpper/2/r) + 1
-	realSigma := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, epsM, shift) })
+	// Sums are noised on the real grid (rewrite/bounds.go weights a
+	// unit's sum): σ in grid steps for a sensitivity of ⌊Δ₂/r⌋ + 1 steps.
+	realGaussian := func(l2 float64) (*big.Rat, float64) {
+		sigmaC := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, epsM, l2) })
+		_, e := math.Frexp(sigmaC)
+		r := math.Ldexp(1, e-1-39)
+		shift := math.Floor(l2/r) + 1
+		return new(big.Rat).SetFloat64(r), dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, epsM, shift) })
+	}
+	intGrid, sumSigma := realGaussian(powerUpper)
+	realGrid, realSigma := realGaussian(powerUpper / 2)
 	one := big.NewRat(1, 1)
-	noise := collectNoise(t, ctx, c, truth, [3]*big.Rat{one, one, new(big.Rat).SetFloat64(r)}, queries)
+	noise := collectNoise(t, ctx, c, truth, [3]*big.Rat{one, intGrid, realGrid}, queries)
 	scaleTest(t, "gaussian count", gaussianFamily, countSigma, noise[0])
-	scaleTest(t, "gaussian sum (integer)", gaussianFamily, sumSigma, noise[1])
+	scaleTest(t, "gaussian sum (integer column)", gaussianFamily, sumSigma, noise[1])
 	scaleTest(t, "gaussian sum (real)", gaussianFamily, realSigma, noise[2])
 	checkSpent(t, ctx, c, queries*eps, queries*delta)
 

@@ -80,9 +80,11 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 			k := keyText(o.PGType, keys[o.Key])
 			row[i] = value{key: &k}
 		case rewrite.OutputCount:
-			// Counts are never negative: flooring at zero is
+			// Counts are whole and never negative: rounding to the
+			// nearest integer (a weighted count, rewrite/bounds.go, gets
+			// noise on a fine grid) and flooring at zero are
 			// post-processing.
-			c := new(big.Rat).Set(noisy[o.Measure])
+			c := roundRat(noisy[o.Measure])
 			if c.Sign() < 0 {
 				c.SetInt64(0)
 			}
@@ -466,4 +468,15 @@ func num(x float64) string {
 func roundSig(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits)-math.Ceil(math.Log10(math.Abs(x))))
 	return math.Round(x*p) / p
+}
+
+// roundRat is x rounded to the nearest integer, halves away from zero.
+func roundRat(x *big.Rat) *big.Rat {
+	if x.IsInt() {
+		return new(big.Rat).Set(x)
+	}
+	twice := new(big.Int).Mul(x.Num(), big.NewInt(2))
+	twice.Add(twice, new(big.Int).Mul(x.Denom(), big.NewInt(int64(x.Sign()))))
+	q := new(big.Int).Quo(twice, new(big.Int).Mul(x.Denom(), big.NewInt(2))) // truncates towards zero
+	return new(big.Rat).SetInt(q)
 }

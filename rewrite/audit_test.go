@@ -14,6 +14,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -399,8 +400,9 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 	sort.Strings(sorted)
 	changed := 0
 	l1 := make([]*big.Rat, len(p.Measures))
+	l2sq := make([]*big.Rat, len(p.Measures)) // Σ over groups of Δ²
 	for i := range l1 {
-		l1[i] = new(big.Rat)
+		l1[i], l2sq[i] = new(big.Rat), new(big.Rat)
 	}
 	for _, k := range sorted {
 		ch := false
@@ -427,6 +429,7 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 				ch = true
 			}
 			l1[i].Add(l1[i], delta)
+			l2sq[i].Add(l2sq[i], new(big.Rat).Mul(delta, delta))
 			linf := new(big.Rat).SetFloat64(f * m.LInf)
 			if delta.Cmp(linf) > 0 {
 				bad = append(bad, fmt.Sprintf("group %q measure %d (%s %s): |Δ| = %s > %d·LInf %v",
@@ -437,7 +440,10 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 			changed++
 		}
 	}
-	if changed > factor*p.MaxGroupsPerUnit {
+	if changed > factor*p.MaxGroupsPerUnit && groupBounding(p) != groupsScale {
+		// Weighted plans (groupsScale) may change every group of the
+		// unit, by at most L0/g of its L∞ each: the L1 and L2 checks
+		// below hold them to the same sensitivities.
 		bad = append(bad, fmt.Sprintf("%d groups changed, %d·MaxGroupsPerUnit %d", changed, factor, p.MaxGroupsPerUnit))
 	}
 	for i, m := range p.Measures {
@@ -450,6 +456,14 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 		bound := new(big.Rat).SetFloat64(f * l1Bound)
 		if l1[i].Cmp(bound) > 0 {
 			bad = append(bad, fmt.Sprintf("measure %d: L1 change %s > %d·%s = %v", i, l1[i].FloatString(6), factor, what, f*l1Bound))
+		}
+		// The L2 sensitivity the Gaussian noise is calibrated to
+		// (sensitivity.L2): Σ Δ² ≤ (factor·L2)².
+		if l2, err := sensitivity.L2(sensitivity.Bounds{L0: max(p.MaxGroupsPerUnit, 1), LInf: m.LInf, L1: m.L1}); err == nil && m.Kind != MeasureQuantile && p.MaxGroupsPerUnit > 0 {
+			b2 := new(big.Rat).SetFloat64(f * l2)
+			if l2sq[i].Cmp(b2.Mul(b2, b2)) > 0 {
+				bad = append(bad, fmt.Sprintf("measure %d: L2² change %s > (%d·L2)² = %v", i, l2sq[i].FloatString(6), factor, f*f*l2*l2))
+			}
 		}
 	}
 	return bad

@@ -54,25 +54,41 @@ import (
 //	                  CASE WHEN c IS NULL THEN NULL
 //	                       ELSE LEAST(GREATEST(c::numeric, lower), upper) END
 //	                (the CASE keeps NULL as NULL: GREATEST ignores NULLs and
-//	                would otherwise turn NULL into lower); each row gets a
-//	                random rank among the rows of its (unit, group).
-//	                Squared columns are the clamped value times itself.
-//	dp_unit_groups  rows with rank ≤ max_rows_per_unit, aggregated per
-//	                (unit, group): COUNT(*), COUNT(x), SUM(clamped x),
-//	                SUM(clamped x squared) in numeric, and COUNT(DISTINCT
-//	                unit), which is 1. So each (unit, group) row holds at most
-//	                max_rows_per_unit rows' worth, each clamped.
-//	dp_ranked       each (unit, group) row gets a random rank among the
-//	                groups of its unit (only when grouped).
-//	final           rows with group rank ≤ MaxGroupsPerUnit, summed per
-//	                group in numeric (exact: no rounding can exceed the
-//	                bounds) and cast to text; with private keys also
-//	                COUNT(*), the number of (unit, group) rows of the
+//	                would otherwise turn NULL into lower). Squared columns
+//	                are the clamped value times itself. Quantile values get
+//	                their rank by value within the (unit, group).
+//	dp_unit_groups  per (unit, group): for each measure n, the number of
+//	                rows that count for it (non-NULL values after FILTER),
+//	                and s, the exact numeric sum of their values; for
+//	                quantiles at most R of the values, evenly spaced in rank
+//	                (quantile.go).
+//	dp_counted      (grouped, when a unit could reach more than L0 groups)
+//	                g, the unit's number of groups (groupsScale), or the rank
+//	                of the group among the unit's groups by a hash of (unit,
+//	                keys) (groupsSelect: private keys, quantiles).
+//	dp_bounded      per (unit, group) the bounded value of each measure:
+//	                counts min(n, R), sums s·min(n, R)/n, each weighted by
+//	                min(1, L0/g) (groupsScale), or only the L0 groups of
+//	                smallest rank (groupsSelect); weighted values truncated
+//	                towards zero in exact numeric (weighted).
+//	final           summed per group in numeric (exact: no rounding can
+//	                exceed the bounds) and cast to text; with private keys
+//	                also COUNT(*), the number of (unit, group) rows of the
 //	                group, i.e. its distinct units after bounding.
 //
-// The random choices (ORDER BY random()) are independent of which other
-// units are present, so the bounds hold for every outcome of them.
+// # Two levels of bounding
 //
+// Nothing is chosen at random: every bounded value is a function of the
+// unit's own rows. A unit's mean value times min(n, R) is bounded like R
+// clamped rows (|mean| ≤ max(|lower|, |upper|)); weights min(1, L0/g) keep
+// the L1 over groups ≤ L0·L∞ and the L2 ≤ √L0·L∞ (Σ over g groups of
+// (L∞·L0/g)² = L0·L∞²·(L0/g) ≤ L0·L∞² when g > L0). Each is the expected
+// value of the random choice of R rows or L0 groups it replaces, without
+// its variance (PRIVACY.md, "Two levels of bounding"). Other units' values
+// do not depend on whether u is present, so the bounds hold for u alone.
+// No random() also means PostgreSQL may run the scan and the first
+// aggregation in parallel workers (random() is parallel-restricted).
+
 // # NULL unit values
 //
 // Rows whose unit column is NULL are excluded (WHERE unit IS NOT NULL).
@@ -87,7 +103,7 @@ import (
 // # Ungrouped queries
 //
 // Without GROUP BY every unit contributes to the single group, so
-// MaxGroupsPerUnit is 1 and the dp_ranked step is omitted. The final
+// MaxGroupsPerUnit is 1 and the dp_counted step is omitted. The final
 // aggregate then returns exactly one row even over no input (with NULL
 // measures, which release treats as 0).
 
@@ -173,6 +189,91 @@ func maxGroupsPerUnit(t *policy.Table, keys []Key) int {
 	return min(groups, t.MaxGroupsPerUnit)
 }
 
+// groupBound is how the SQL enforces the L0 bound (see "Two levels of
+// bounding" above).
+type groupBound int
+
+const (
+	// groupsAll: no unit can reach more groups than the bound (ungrouped,
+	// or public key domains with at most MaxGroupsPerUnit groups in all).
+	groupsAll groupBound = iota
+	// groupsScale: public keys; a unit in g > L0 groups has its values in
+	// each weighted by L0/g.
+	groupsScale
+	// groupsSelect: private keys (partition selection) or quantiles; a
+	// unit keeps its L0 groups of smallest hash.
+	groupsSelect
+)
+
+// groupBounding is the L0 mode of a plan emitted by emitSQL.
+func groupBounding(p *Plan) groupBound {
+	if len(p.Keys) == 0 {
+		return groupsAll
+	}
+	for _, k := range p.Keys {
+		if k.Private {
+			return groupsSelect
+		}
+	}
+	groups := 1
+	for _, k := range p.Keys {
+		groups *= len(k.Domain)
+		if groups > p.MaxGroupsPerUnit {
+			break
+		}
+	}
+	if groups <= p.MaxGroupsPerUnit {
+		return groupsAll
+	}
+	for _, m := range p.Measures {
+		if m.Kind == MeasureQuantile {
+			return groupsSelect
+		}
+	}
+	return groupsScale
+}
+
+// scaledMeasures marks the measures whose per-unit values the SQL may
+// weight (bounds.go, "Two levels of bounding") as not integer: sums and
+// sums of squares always (a unit with more than L∞ rows in a group adds
+// its sum times L∞/n), counts and distinct units when the plan scales
+// groups. The noise is then added on a fine grid instead of the integers
+// (noise.Params.Integer).
+func scaledMeasures(p *Plan) {
+	scale := groupBounding(p) == groupsScale
+	for i := range p.Measures {
+		m := &p.Measures[i]
+		switch m.Kind {
+		case MeasureSum, MeasureSumSq:
+			m.Integer = false
+		case MeasureCount, MeasureUnits:
+			if scale {
+				m.Integer = false
+			}
+		}
+	}
+}
+
+// truncDigits is the number of decimal places to which a weighted value
+// is truncated (towards zero, so never above its exact bound): 15
+// significant digits of the measure's L∞ bound, at least 6 places.
+func truncDigits(linf float64) int {
+	d := 15
+	if linf > 0 && !math.IsInf(linf, 0) {
+		d = 15 - int(math.Floor(math.Log10(linf)))
+	}
+	return min(max(d, 6), 60)
+}
+
+// weighted is the SQL of v·num/den truncated towards zero to k decimal
+// places, for v numeric and num, den positive integer SQL expressions.
+// Every step is exact: numeric products are exact, div is the truncated
+// exact quotient, and the scaling back is a product with 10⁻ᵏ (a numeric
+// quotient would be rounded to a chosen scale, possibly upwards).
+func weighted(v, num, den string, k int) string {
+	return "div(" + v + "::numeric * " + num + " * 1" + strings.Repeat("0", k) + ", " + den + ") * 0." + strings.Repeat("0", k-1) + "1"
+}
+
 // emitSQL builds the SQL of a plan; see the file comment for its shape.
 // Every identifier is a policy name, quoted; every constant is produced by
 // this package.
@@ -184,24 +285,30 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	if p.Join != nil {
 		from = p.Join.fromSQL() // join.go: bounded after the join
 	}
-	var b strings.Builder
 	unit := quoteIdent(t.UnitColumn)
+	rows := strconv.Itoa(t.MaxRowsPerUnit)
+	l0 := strconv.Itoa(p.MaxGroupsPerUnit)
+	mode := groupBounding(p)
 	var keyCols, keyOut []string
 	for j, k := range p.Keys {
 		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
 		keyOut = append(keyOut, keySQL(k)+" AS dp_k"+strconv.Itoa(j))
 	}
-	// dp_rows
+
+	// dp_rows: one row per input row, with its unit, keys and per-row
+	// values. Rows without a unit are excluded (see "NULL unit values").
 	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
+	partition := append([]string{unit}, quoteIdents(p.Keys)...)
 	for i, m := range p.Measures {
-		if v := rowValueSQL(t, m); v != "" {
-			cols = append(cols, v+" AS dp_x"+strconv.Itoa(i))
+		v := rowValueSQL(t, m)
+		if v == "" {
+			continue
+		}
+		cols = append(cols, v+" AS dp_x"+strconv.Itoa(i))
+		if m.Kind == MeasureQuantile {
+			cols = append(cols, quantileRankSQL(v, partition, i)...)
 		}
 	}
-	partition := append([]string{unit}, quoteIdents(p.Keys)...)
-	cols = append(cols, "ROW_NUMBER() OVER (PARTITION BY "+strings.Join(partition, ", ")+" ORDER BY random()) AS dp_row_rank")
-	// Rows without a unit belong to no one we can bound: they are excluded
-	// (see "NULL unit values" above).
 	conds := []string{unit + " IS NOT NULL"}
 	if where != nil {
 		conds = append(conds, where.sql())
@@ -215,55 +322,84 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		conds = append(conds, keySQL(k)+" IN ("+domainList(k)+")")
 	}
 
-	// dp_unit_groups
-	var ms []string
+	// dp_unit_groups: one row per (unit, group) with the unit's counts,
+	// exact sums and, for quantiles, its sorted values.
+	group := append([]string{"dp_unit"}, keyCols...)
+	agg := append([]string{}, group...)
 	for i, m := range p.Measures {
-		x, out := "dp_x"+strconv.Itoa(i), " AS dp_m"+strconv.Itoa(i)
+		n, x := strconv.Itoa(i), "dp_x"+strconv.Itoa(i)
 		switch {
-		case m.Kind == MeasureCount && m.Column == "" && m.Expr == "" && m.Filter == "":
-			ms = append(ms, "COUNT(*)"+out)
-		case m.Kind == MeasureCount:
-			ms = append(ms, "COUNT("+x+")"+out)
-		case m.Kind == MeasureUnits && m.Filter != "":
-			// 1 per (unit, group) if one of the unit's kept rows passes
-			// the filter, else 0.
-			ms = append(ms, "COUNT(DISTINCT "+x+")"+out)
+		case m.Kind == MeasureCount && rowValueSQL(t, m) == "":
+			agg = append(agg, "COUNT(*) AS dp_n"+n)
+		case m.Kind == MeasureCount, m.Kind == MeasureUnits && m.Filter != "":
+			agg = append(agg, "COUNT("+x+") AS dp_n"+n)
 		case m.Kind == MeasureUnits:
-			// 1 per (unit, group).
-			ms = append(ms, "COUNT(DISTINCT dp_unit)"+out)
+			// 1 per (unit, group): nothing to aggregate.
 		case m.Kind == MeasureQuantile:
-			// The (unit, group)'s values, padded to max_rows_per_unit.
-			ms = append(ms, quantileUnitSQL(x, t.MaxRowsPerUnit)+out)
+			agg = append(agg, quantileKeepSQL(i, t.MaxRowsPerUnit)+" AS dp_a"+n)
 		default:
-			ms = append(ms, "SUM("+x+")"+out)
+			agg = append(agg, "SUM("+x+") AS dp_s"+n, "COUNT("+x+") AS dp_n"+n)
 		}
 	}
-	group := append([]string{"dp_unit"}, keyCols...)
+
+	// dp_bounded: the bounded value of each measure per (unit, group).
+	var bounded []string
+	for i, m := range p.Measures {
+		n := strconv.Itoa(i)
+		var v string
+		k := truncDigits(m.LInf)
+		switch m.Kind {
+		case MeasureCount:
+			v = "LEAST(dp_n" + n + ", " + rows + ")"
+			if mode == groupsScale {
+				v = "CASE WHEN dp_g <= " + l0 + " THEN " + v + " ELSE " + weighted(v, l0, "dp_g", k) + " END"
+			}
+		case MeasureUnits:
+			v = "1"
+			if m.Filter != "" {
+				v = "CASE WHEN dp_n" + n + " > 0 THEN 1 ELSE 0 END"
+			}
+			if mode == groupsScale {
+				v = "CASE WHEN dp_g <= " + l0 + " THEN " + v + " ELSE " + weighted("("+v+")", l0, "dp_g", k) + " END"
+			}
+		case MeasureQuantile:
+			v = quantileUnitSQL("dp_a"+n, t.MaxRowsPerUnit)
+		default:
+			s, c := "dp_s"+n, "dp_n"+n
+			if mode == groupsScale {
+				v = "CASE WHEN " + c + " <= " + rows + " AND dp_g <= " + l0 + " THEN " + s + " ELSE " +
+					weighted(s, "LEAST("+c+", "+rows+") * LEAST(dp_g, "+l0+")", c+"::numeric * dp_g", k) + " END"
+			} else {
+				v = "CASE WHEN " + c + " <= " + rows + " THEN " + s + " ELSE " + weighted(s, rows, c, k) + " END"
+			}
+		}
+		bounded = append(bounded, v+" AS dp_m"+n)
+	}
 
 	// final
-	var final, mcols []string
+	var final []string
 	for _, k := range keyCols {
 		final = append(final, k+"::text")
 	}
 	for i, m := range p.Measures {
-		mcols = append(mcols, "dp_m"+strconv.Itoa(i))
+		mi := "dp_m" + strconv.Itoa(i)
 		if m.Kind == MeasureQuantile {
-			final = append(final, quantileFinalSQL(t, m, "dp_m"+strconv.Itoa(i)))
+			final = append(final, quantileFinalSQL(t, m, mi))
 			continue
 		}
-		final = append(final, "SUM(dp_m"+strconv.Itoa(i)+")::text")
+		final = append(final, "SUM("+mi+")::text")
 	}
 	if p.PrivateGroups() {
-		// Partition selection: each dp_ranked row is one (unit, group)
+		// Partition selection: each dp_bounded row is one (unit, group)
 		// that survived the L0 bound, so COUNT(*) is the number of
 		// distinct units in the group, and each unit adds 1 to at most
 		// MaxGroupsPerUnit groups.
 		final = append(final, "COUNT(*)::text")
 	}
 
-	// The levels nest final ⊃ dp_ranked ⊃ dp_unit_groups ⊃ dp_rows; they
-	// are written outside-in into one builder (concatenating each level's
-	// string into the next copied the inner SQL once per level).
+	// The levels nest final ⊃ dp_bounded ⊃ dp_counted ⊃ dp_unit_groups ⊃
+	// dp_rows; they are written outside-in into one builder.
+	var b strings.Builder
 	b.Grow(1024)
 	w := func(parts ...string) {
 		for _, s := range parts {
@@ -280,27 +416,55 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	}
 	w("SELECT ")
 	join(final, ", ")
+	w(" FROM (SELECT ")
+	join(append(append([]string{}, keyCols...), bounded...), ", ")
 	w(" FROM (")
-	if len(p.Keys) > 0 {
-		w("SELECT ")
-		join(append(append([]string{}, keyCols...), mcols...), ", ")
-		w(", ROW_NUMBER() OVER (PARTITION BY dp_unit ORDER BY random()) AS dp_group_rank FROM (")
+	switch mode {
+	case groupsScale:
+		w("SELECT *, COUNT(*) OVER (PARTITION BY dp_unit) AS dp_g FROM (")
+	case groupsSelect:
+		// The unit's groups in the order of a hash of (unit, keys), then
+		// of the keys themselves, so that the order is total and a
+		// function of the unit's own rows.
+		hashed := []string{"dp_unit::text"}
+		for _, k := range keyCols {
+			hashed = append(hashed, k+"::text")
+		}
+		w("SELECT *, ROW_NUMBER() OVER (PARTITION BY dp_unit ORDER BY hashtextextended(")
+		join(hashed, " || ',' || ")
+		w(", ", selectSalt, ")")
+		for _, k := range keyCols {
+			w(", ", k)
+		}
+		w(") AS dp_group_rank FROM (")
 	}
 	w("SELECT ")
-	join(append(append([]string{}, group...), ms...), ", ")
+	join(agg, ", ")
 	w(" FROM (SELECT ")
 	join(cols, ", ")
 	w(" FROM ", from, " WHERE ")
 	join(conds, " AND ")
-	w(") AS dp_rows WHERE dp_row_rank <= ", strconv.Itoa(t.MaxRowsPerUnit), " GROUP BY ")
+	w(") AS dp_rows GROUP BY ")
 	join(group, ", ")
 	w(") AS dp_unit_groups")
+	switch mode {
+	case groupsScale:
+		w(") AS dp_counted")
+	case groupsSelect:
+		w(") AS dp_counted WHERE dp_group_rank <= ", l0)
+	}
+	w(") AS dp_bounded")
 	if len(p.Keys) > 0 {
-		w(") AS dp_ranked WHERE dp_group_rank <= ", strconv.Itoa(p.MaxGroupsPerUnit), " GROUP BY ")
+		w(" GROUP BY ")
 		join(keyCols, ", ")
 	}
 	return b.String()
 }
+
+// selectSalt seeds the hash that orders a unit's groups (groupsSelect).
+// Any constant gives the same guarantee (the order is a function of the
+// unit's rows); it is fixed so that audits can reproduce a release.
+const selectSalt = "7919"
 
 // clampSQL is column c cast to numeric and clamped to its policy bounds.
 func clampSQL(t *policy.Table, c string) string {
@@ -320,13 +484,10 @@ func clampSQL(t *policy.Table, c string) string {
 //   - with FILTER (WHERE cond): CASE WHEN cond THEN value END, so rows
 //     failing the filter give NULL, which no aggregate counts or sums.
 //
-// Rows are selected for contribution bounding (dp_row_rank) before the
-// filter applies: a unit keeps at most max_rows_per_unit rows per group
-// whatever the filter, and each kept row adds at most one bounded value,
-// or nothing when it fails the filter, so the L∞ bounds above still hold
-// (a filtered measure changes by less, never more). On data within the
-// contribution limits nothing is dropped, so the answer equals
-// PostgreSQL's FILTER.
+// A filtered measure is bounded on the rows that pass its filter (n and s
+// of dp_unit_groups count and sum only those), so the L∞ bounds above
+// hold for it. On data within the contribution limits nothing is
+// weighted, so the answer equals PostgreSQL's FILTER.
 func rowValueSQL(t *policy.Table, m Measure) string {
 	var v string
 	switch m.Kind {

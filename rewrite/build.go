@@ -227,6 +227,9 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 			return nil, err
 		}
 	}
+	if p.Join == nil || p.Join.Shape != JoinKey {
+		scaledMeasures(p) // bounds.go
+	}
 	p.SQL = emitSQL(b.table, p, b.where)
 	p.table, p.where = b.table, b.where
 	p.Fingerprint = fingerprint(p)

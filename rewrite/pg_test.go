@@ -450,18 +450,28 @@ func TestRewrite_PostgresBounds(t *testing.T) {
 	if _, ok := groups["dermatology"]; ok {
 		t.Errorf("a group outside the public domain was returned")
 	}
-	// Patient 2 contributes to at most max_groups_per_unit = 4 groups.
-	contributed := 0
+	// Patient 2 (one visit in each of the 7 departments) is weighted by
+	// L0/g = 4/7 in each (bounds.go, "Two levels of bounding"): every
+	// non-cardiology group holds a count of 4/7 truncated, never more, and
+	// the patient's counts sum to at most max_groups_per_unit = 4.
+	total := new(big.Rat)
 	for _, d := range depts {
 		if d == "cardiology" {
 			continue
 		}
-		if _, ok := groups[d]; ok {
-			contributed++
+		ms, ok := groups[d]
+		if !ok {
+			t.Errorf("group %s missing: patient 2's visit there is weighted, not dropped", d)
+			continue
 		}
+		c := ms[p.Outputs[1].Measure]
+		if c.Sign() <= 0 || c.Cmp(big.NewRat(4, 7)) > 0 || new(big.Rat).Sub(big.NewRat(4, 7), c).Cmp(big.NewRat(1, 1_000_000_000)) > 0 {
+			t.Errorf("group %s: COUNT(*) = %s, want 4/7 truncated towards zero", d, c.FloatString(20))
+		}
+		total.Add(total, c)
 	}
-	if contributed > p.MaxGroupsPerUnit || p.MaxGroupsPerUnit != 4 {
-		t.Errorf("patient 2 contributed to %d non-cardiology groups, MaxGroupsPerUnit %d, want ≤ 4", contributed, p.MaxGroupsPerUnit)
+	if total.Cmp(big.NewRat(int64(p.MaxGroupsPerUnit), 1)) > 0 || p.MaxGroupsPerUnit != 4 {
+		t.Errorf("patient 2's counts sum to %s over the non-cardiology groups, MaxGroupsPerUnit %d, want ≤ 4", total.FloatString(20), p.MaxGroupsPerUnit)
 	}
 	measureOf := func(o int) int { return p.Outputs[o].Measure }
 	vis, _ := ds.Table("visits")

@@ -25,12 +25,14 @@ import (
 //
 // Each row's value is clamped to [lower, upper] (dates as days since
 // 1970-01-01), and rows are bounded exactly as for every other measure
-// (bounds.go): at most max_rows_per_unit rows per (unit, group), at most
-// Plan.MaxGroupsPerUnit groups per unit. In dp_unit_groups each (unit,
-// group) keeps its non-null clamped values in an array padded with NULLs to
-// exactly max_rows_per_unit entries (so the final array_agg builds a
-// rectangular array and cannot fail on the data); the final step unnests the
-// arrays of the group's kept (unit, group) rows. So one unit adds or removes
+// (bounds.go): at most max_rows_per_unit values per (unit, group), at most
+// Plan.MaxGroupsPerUnit groups per unit (chosen by hash, never weighted).
+// In dp_bounded each (unit, group) keeps at most max_rows_per_unit of its
+// non-null clamped values, evenly spaced in rank (quantileUnitSQL), in an
+// array padded with NULLs to exactly max_rows_per_unit entries (so the
+// final array_agg builds a rectangular array and cannot fail on the data);
+// the final step unnests the arrays of the group's kept (unit, group)
+// rows. So one unit adds or removes
 // at most R = max_rows_per_unit values in each of at most L0 groups.
 
 // Quantile methods (SET dp.quantile_method).
@@ -341,15 +343,39 @@ func boundConstUpper(t *policy.Table, m Measure) string {
 	return numericConst(t.Columns[m.Column].Upper)
 }
 
-// quantileUnitSQL aggregates one (unit, group)'s kept values x into an
-// array of exactly R entries: the non-null values (at most R, as rows are
-// ranked ≤ R) followed by NULLs. A fixed length lets the final step
-// array_agg the arrays of all units into one rectangular array without a
-// data-dependent error.
-func quantileUnitSQL(x string, rows int) string {
+// quantileRankSQL are the dp_rows columns that choose a (unit, group)'s
+// quantile values (x is the measure's per-row value): the rank of the row
+// among the (unit, group)'s rows by value, and the number of its non-null
+// values.
+func quantileRankSQL(x string, partition []string, i int) []string {
+	n := strconv.Itoa(i)
+	over := " OVER (PARTITION BY " + strings.Join(partition, ", ")
+	return []string{
+		"ROW_NUMBER()" + over + " ORDER BY " + x + ") AS dp_r" + n,
+		"COUNT(" + x + ")" + over + ") AS dp_c" + n,
+	}
+}
+
+// quantileKeepSQL aggregates the values a (unit, group) keeps for quantile
+// measure i into an array: all of its n non-null values when n ≤ R, else
+// the R values of rank ⌈j·n/R⌉, j = 1…R (the ranks where ⌊rank·R/n⌋ steps
+// up: evenly spaced in rank, a systematic sample of the unit's order
+// statistics). The choice is a function of the unit's own values only,
+// and keeps at most R values whatever the data. NULL when none.
+func quantileKeepSQL(i, rows int) string {
+	n, r := strconv.Itoa(i), strconv.Itoa(rows)
+	x, rk, c := "dp_x"+n, "dp_r"+n, "NULLIF(dp_c"+n+", 0)"
+	return "array_agg(" + x + ") FILTER (WHERE " + x + " IS NOT NULL AND " + rk + " * " + r + " / " + c + " > (" + rk + " - 1) * " + r + " / " + c + ")"
+}
+
+// quantileUnitSQL pads the array a of the values a (unit, group) keeps
+// (quantileKeepSQL: at most R, or NULL) with NULLs to exactly R entries. A
+// fixed length lets the final step array_agg the arrays of all units into
+// one rectangular array without a data-dependent error.
+func quantileUnitSQL(a string, rows int) string {
 	r := strconv.Itoa(rows)
-	return "array_cat((array_agg(" + x + ") FILTER (WHERE " + x + " IS NOT NULL))[1:" + r + "], array_fill(NULL::numeric, ARRAY[GREATEST(" +
-		r + " - COUNT(" + x + "), 0)::int]))"
+	n := "COALESCE(cardinality(" + a + "), 0)"
+	return "array_cat(COALESCE(" + a + ", '{}'::numeric[]), array_fill(NULL::numeric, ARRAY[GREATEST(" + r + " - " + n + ", 0)]))"
 }
 
 // quantileFinalSQL summarises the group's kept values (the unnested arrays

@@ -67,11 +67,31 @@ func L1(b Bounds) (float64, error) {
 	if err := b.check(); err != nil {
 		return 0, err
 	}
-	d := float64(b.L0) * b.LInf
+	d := mulUp(float64(b.L0), b.LInf)
 	if b.L1 > 0 && b.L1 < d {
 		d = b.L1
 	}
 	return d, nil
+}
+
+// mulUp is x·y rounded upwards: the float64 product rounds to nearest,
+// which may lie below the exact product; math.FMA gives the exact sign of
+// the difference.
+func mulUp(x, y float64) float64 {
+	r := x * y
+	if math.FMA(x, y, -r) > 0 {
+		r = math.Nextafter(r, math.Inf(1))
+	}
+	return r
+}
+
+// sqrtUp is √x rounded upwards (math.Sqrt rounds to nearest).
+func sqrtUp(x float64) float64 {
+	r := math.Sqrt(x)
+	if math.FMA(r, r, -x) < 0 {
+		r = math.Nextafter(r, math.Inf(1))
+	}
+	return r
 }
 
 // L2 returns Δ₂ = √L0·L∞ (or √(Bounds.L1·L∞) when smaller), the L2
@@ -80,9 +100,10 @@ func L2(b Bounds) (float64, error) {
 	if err := b.check(); err != nil {
 		return 0, err
 	}
-	d := math.Sqrt(float64(b.L0)) * b.LInf
+	// Each step rounds upwards, so Δ₂ is never below the exact bound.
+	d := mulUp(sqrtUp(float64(b.L0)), b.LInf)
 	if b.L1 > 0 {
-		d = math.Min(d, math.Sqrt(b.L1*b.LInf))
+		d = math.Min(d, sqrtUp(mulUp(b.L1, b.LInf)))
 	}
 	return d, nil
 }

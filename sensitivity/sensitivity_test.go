@@ -2,6 +2,8 @@ package sensitivity
 
 import (
 	"math"
+	"math/big"
+	"math/rand/v2"
 	"testing"
 )
 
@@ -88,5 +90,49 @@ func TestSumSqLInf(t *testing.T) {
 	}
 	if UnitCountLInf() != 1 {
 		t.Fatalf("UnitCountLInf() = %v, want 1", UnitCountLInf())
+	}
+}
+
+// TestL1L2_NeverBelowExact checks Δ₁ = L0·L∞ and Δ₂ = √L0·L∞ against exact
+// rational arithmetic: the float64 results must be upper bounds (a product
+// or square root rounded to nearest may fall half an ulp below, which
+// would under-state the sensitivity), and exact where the float is.
+func TestL1L2_NeverBelowExact(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 5))
+	below := 0
+	for i := 0; i < 20000; i++ {
+		b := Bounds{L0: 1 + rng.IntN(1000), LInf: math.Ldexp(1+rng.Float64(), rng.IntN(40)-20)}
+		l1, err := L1(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exact := new(big.Rat).Mul(new(big.Rat).SetInt64(int64(b.L0)), new(big.Rat).SetFloat64(b.LInf))
+		if new(big.Rat).SetFloat64(l1).Cmp(exact) < 0 {
+			t.Fatalf("L1(%+v) = %v below the exact %s", b, l1, exact.FloatString(30))
+		}
+		if new(big.Rat).SetFloat64(float64(b.L0)*b.LInf).Cmp(exact) < 0 {
+			below++ // plain rounding to nearest would have under-stated Δ₁
+		}
+		l2, err := L2(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Δ₂² ≥ L0·L∞² exactly.
+		sq := new(big.Rat).SetFloat64(l2)
+		sq.Mul(sq, sq)
+		want := new(big.Rat).Mul(exact, new(big.Rat).SetFloat64(b.LInf))
+		if sq.Cmp(want) < 0 {
+			t.Fatalf("L2(%+v)² = %s below L0·L∞² = %s", b, sq.FloatString(30), want.FloatString(30))
+		}
+	}
+	if below == 0 {
+		t.Fatal("no case where the product rounded to nearest lies below the exact one: the test has no power")
+	}
+	// Integers stay integers (release uses integer noise when Δ₁ is one).
+	if l1, _ := L1(Bounds{L0: 4, LInf: 5}); l1 != 20 {
+		t.Errorf("L1(4, 5) = %v, want exactly 20", l1)
+	}
+	if l2, _ := L2(Bounds{L0: 4, LInf: 5}); l2 != 10 {
+		t.Errorf("L2(4, 5) = %v, want exactly 10", l2)
 	}
 }
