@@ -23,8 +23,9 @@ type BoundsProbe struct {
 //
 //	n, below_0, …, below_{B−1}
 //
-// Each unit contributes one non-NULL value chosen at random among its rows
-// (ROW_NUMBER() over the unit ≤ 1), so adding or removing a unit changes n
+// Each unit contributes one non-NULL value, the first of its values in hash
+// order (ROW_NUMBER() over the unit ≤ 1; a function of the unit's own
+// values, bounds.go), so adding or removing a unit changes n
 // and every below_j by at most 1; rows without a unit are excluded.
 // Identifiers are quoted, candidates are written by this package from
 // values the caller produced (numbers or dates), never from analyst text.
@@ -43,6 +44,6 @@ func BoundsProbeSQL(p BoundsProbe) string {
 	}
 	unit := quoteIdent(p.Unit)
 	return "SELECT " + strings.Join(cols, ", ") + " FROM (SELECT " + v + " AS dp_v, ROW_NUMBER() OVER (PARTITION BY " + unit +
-		" ORDER BY random()) AS dp_r FROM " + quoteIdent(p.Schema) + "." + quoteIdent(p.Table) + " WHERE " + unit +
+		" ORDER BY hashtextextended(" + v + "::text, " + selectSalt + "), " + v + ") AS dp_r FROM " + quoteIdent(p.Schema) + "." + quoteIdent(p.Table) + " WHERE " + unit +
 		" IS NOT NULL AND " + quoteIdent(p.Column) + " IS NOT NULL) AS dp_one WHERE dp_r <= " + strconv.Itoa(1)
 }

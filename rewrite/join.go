@@ -55,10 +55,10 @@ import (
 //     stability of a join is bounded by the maximum frequency of the join
 //     key on each side; we enforce the frequencies instead of measuring
 //     them). The emitted SQL keeps, before the join, at most C_T =
-//     max_rows_per_unit rows of each unit in each table T (random choice
-//     per unit), then at most m_T rows per value of T.k (random choice per
-//     value). Adding unit x to the database, with the random order of each
-//     row fixed (a coupling: each row carries its own random number):
+//     max_rows_per_unit rows of each unit in each table T (in hash order
+//     per unit), then at most m_T rows per value of T.k (in hash order per
+//     value). Adding unit x to the database, with the order of each row
+//     fixed (each row's place is a hash of its own columns):
 //     per-unit truncation keeps at most C_A new rows of x in A and changes
 //     no other unit's rows; per-value truncation then admits at most C_A
 //     new rows and pushes out at most C_A old ones, so the kept rows of A
@@ -83,8 +83,9 @@ import (
 //     COUNT(DISTINCT unit) is refused in this shape (a joined row has two
 //     units).
 //
-// The random choices (ORDER BY random()) are independent of the data, so
-// the bounds hold for every outcome of them.
+// Every choice is in the order of a hash of the row (or of the unit and
+// keys, bounds.go), fixed per row, so the bounds hold whatever the data;
+// no random() (which would keep PostgreSQL from parallel plans).
 
 // joinHint lists the supported join shapes.
 const joinHint = "dpproxy answers FROM protected [LEFT] JOIN public_table ON a.col = b.col, protected JOIN protected ON a.unit = b.unit (or USING (unit)), and two protected tables JOIN ON a.k = b.k when the policy declares max_rows_per_value for both columns (and for the join column of any public table joined to them)"
@@ -832,6 +833,14 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 			quoted = append(quoted, quoteIdent(n))
 		}
 		cols := strings.Join(quoted, ", ")
+		// Each row's place in both orders is fixed per row, like the
+		// random number of the coupling above: one copy of each distinct
+		// row first, then second copies, … (dp_dup, so that a unit's or a
+		// value's kept rows spread over its distinct rows), each round in
+		// the order of a hash of the kept columns, ties broken by the
+		// columns (rows equal in all of them are interchangeable).
+		// Parallel-safe, unlike random().
+		order := "dp_dup, hashtextextended(ROW(" + cols + ")::text, " + selectSalt + "), " + cols
 		key := quoteIdent(j.KeyColumn[k])
 		// Protected tables: at most C_T rows per unit first. Public
 		// tables are the same in neighbouring databases: only their
@@ -839,10 +848,12 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 		src := quoteIdent(jt.Schema) + "." + quoteIdent(jt.Name)
 		if !jt.Public {
 			unit := quoteIdent(jt.Unit)
-			src = "(SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + unit + " ORDER BY random()) AS dp_unit_rank FROM " +
-				src + " WHERE " + unit + " IS NOT NULL) AS dp_per_unit WHERE dp_unit_rank <= " + strconv.Itoa(j.RowsPerUnit[k])
+			src = "(SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY dp_ju ORDER BY " + order + ") AS dp_unit_rank FROM (SELECT " + cols + ", " + unit +
+				" AS dp_ju, ROW_NUMBER() OVER (PARTITION BY " + unit + ", " + cols + ") AS dp_dup FROM " + src + " WHERE " + unit +
+				" IS NOT NULL) AS dp_unit_dups) AS dp_per_unit WHERE dp_unit_rank <= " + strconv.Itoa(j.RowsPerUnit[k])
 		}
-		perValue := "SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + key + " ORDER BY random()) AS dp_value_rank FROM " + src
+		src = "(SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + key + ", " + cols + ") AS dp_dup FROM " + src + ") AS dp_value_dups"
+		perValue := "SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + key + " ORDER BY " + order + ") AS dp_value_rank FROM " + src
 		side := "(SELECT " + cols + " FROM (" + perValue + ") AS dp_per_value WHERE dp_value_rank <= " + strconv.Itoa(j.RowsPerValue[k]) +
 			") AS dp_t" + strconv.Itoa(k)
 		switch {

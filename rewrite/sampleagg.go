@@ -446,8 +446,8 @@ func blockHashSQL(unit string, sa *SampleAgg) string {
 //	            (only with the count).
 //
 // Every choice (rows kept, groups kept) is made per unit from that unit's
-// own rows and fresh randomness, so adding or removing a unit changes no
-// other unit's kept rows (bounds.go, "Guarantee").
+// own rows, in hash order, so adding or removing a unit changes no other
+// unit's kept rows (bounds.go, "Guarantee").
 func (b *builder) emitSampleAggSQL(p *Plan) string {
 	t, sa := b.table, p.SampleAgg
 	unit := quoteIdent(t.UnitColumn)
@@ -482,20 +482,40 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		cols = append(cols, keyExprs[j]+" AS "+keyCols[j])
 	}
 	cols = append(cols, blockHashSQL(unit, sa)+" AS dp_hash")
+	var raw []string // the inputs' values, for the row order below
 	for _, c := range inCols {
 		if v, ok := quantileInputSQL(c); ok {
 			cols = append(cols, v+" AS "+in(c)) // quantile_expr.go
+			raw = append(raw, v)
 			continue
 		}
+		raw = append(raw, quoteIdent(c))
 		// round(…, 30) before the cast: a numeric below 1e-308 (e.g.
 		// 1e-1000) would make ::float8 raise 22003 on that row, an error
 		// that depends on the data (TestEmittedSQL_Total). The clamped
 		// value is finite; rounding it moves it by at most 5e-31.
 		cols = append(cols, "CASE WHEN "+quoteIdent(c)+" IS NULL THEN NULL ELSE round("+clampSQL(t, c)+", 30)::float8 END AS "+in(c))
 	}
-	cols = append(cols, "ROW_NUMBER() OVER (PARTITION BY "+strings.Join(append([]string{unit}, keyExprs...), ", ")+" ORDER BY random()) AS dp_row_rank")
+	// Rows and groups are chosen in hash order (bounds.go, "Two levels of
+	// bounding"): a function of the unit's own rows. Rows are taken one
+	// copy of each distinct input first, then second copies, and so on
+	// (dp_dup), each round in the order of a hash of the inputs, so that a
+	// unit's kept rows spread over its distinct values; ties are broken by
+	// the inputs, and identical inputs contribute alike.
+	dup := "ROW_NUMBER() OVER (PARTITION BY " + strings.Join(append(append([]string{unit}, keyExprs...), raw...), ", ") + ") AS dp_dup"
+	cols = append(cols, dup)
+	var ins []string
+	for _, c := range inCols {
+		ins = append(ins, in(c))
+	}
+	rowRank := "ROW_NUMBER() OVER (PARTITION BY " + strings.Join(append([]string{"dp_unit"}, keyCols...), ", ") + " ORDER BY dp_dup, hashtextextended(ROW(" +
+		strings.Join(ins, ", ") + ")::text, " + selectSalt + "), " + strings.Join(ins, ", ") + ") AS dp_row_rank"
 	if rankGroups {
-		cols = append(cols, "random() AS dp_r")
+		hashed := []string{unit + "::text"}
+		for _, k := range keyExprs {
+			hashed = append(hashed, "("+k+")::text")
+		}
+		cols = append(cols, "hashtextextended("+strings.Join(hashed, " || ',' || ")+", "+selectSalt+") AS dp_r")
 	}
 	conds := []string{unit + " IS NOT NULL"}
 	if b.where != nil {
@@ -508,7 +528,7 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		}
 		conds = append(conds, keyExprs[j]+" IN ("+domainList(k)+")")
 	}
-	rows := "SELECT " + strings.Join(cols, ", ") + " FROM " + from + " WHERE " + strings.Join(conds, " AND ")
+	rows := "SELECT *, " + rowRank + " FROM (SELECT " + strings.Join(cols, ", ") + " FROM " + from + " WHERE " + strings.Join(conds, " AND ") + ") AS dp_dups"
 
 	carry := append(append([]string{"dp_unit"}, keyCols...), "dp_hash")
 	for _, c := range inCols {
