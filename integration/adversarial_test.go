@@ -49,6 +49,7 @@ var refusalCodes = map[string]bool{
 	"42883": true, "42P02": true, "22023": true, "22P02": true, "42804": true,
 	"42P18": true, "3F000": true, "42704": true, "22007": true, "22008": true,
 	"42803": true, "22003": true,
+	"34000": true, // FETCH of a cursor that does not exist
 }
 
 type advCase struct {
@@ -325,7 +326,6 @@ func adversarialCorpus() []advCase {
 		"LOCK visits",
 		"LISTEN ch",
 		"NOTIFY ch, 'x'",
-		"UNLISTEN *",
 		"SELECT pg_notify('ch', 'x')",
 		"SELECT dblink('dbname=hospital', 'SELECT cost FROM visits')",
 		"SELECT * FROM dblink('host=127.0.0.1', 'SELECT 1') AS t(x int)",
@@ -360,6 +360,12 @@ func adversarialCorpus() []advCase {
 		"IMPORT FOREIGN SCHEMA public FROM SERVER s INTO public",
 		"EXPLAIN ANALYZE DELETE FROM visits",
 	)
+	// What drivers send when a pooled connection is released (asyncpg):
+	// answered by the proxy, nothing reaches a database.
+	add("write", catalogAnswer, "UNLISTEN *", "SELECT pg_advisory_unlock_all()", "CLOSE ALL")
+	// A cursor over a DP query: released (charged) once at DECLARE.
+	cs = append(cs, advCase{cat: "write", want: dpAnswer, simple: true,
+		sql: "BEGIN; DECLARE c CURSOR FOR SELECT department, COUNT(*) FROM visits GROUP BY department; FETCH 2 FROM c; FETCH ALL FROM c"})
 	// search_path hijacks: the DP path names "public"."visits" itself, so
 	// these are answered from the real table (with noise) or refused.
 	for _, s := range []string{

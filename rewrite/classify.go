@@ -142,6 +142,18 @@ func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 		first = toks[i]
 	}
 	if first.kind == tokIdent && !first.quoted {
+		if i == 0 {
+			switch first.val {
+			case "declare", "copy":
+				route, _, err := classifyWrapper(ds, stmt, toks)
+				return route, err
+			case "fetch", "move", "close", "unlisten":
+				return RouteSession, nil
+			}
+			if isUnlockAll(toks) {
+				return RouteSession, nil
+			}
+		}
 		if i == 0 && sessionKeywords[first.val] {
 			if err := refuseSession(stmt, toks); err != nil {
 				return RouteRefuse, err
