@@ -61,4 +61,3 @@ func NodePG(t testing.TB) (node, modules string) {
 	}
 	return node, modules
 }
-
