@@ -2,14 +2,17 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 )
 
 // Real drivers against the real proxy and PostgreSQL (issue 17): each test
@@ -207,4 +210,79 @@ func TestPsql_CopyDPQuery(t *testing.T) {
 		}
 	}
 	wantCharges(t, ctx, "copier", 1)
+}
+
+// TestBI_LabelsFetchFirstDropDowns: statements BI tools write, through
+// pgx in the simple and extended protocols: a keyword as a label after AS,
+// FETCH FIRST n ROWS ONLY as LIMIT, and the filter drop-down of a column
+// with public values (GROUP BY or DISTINCT without an aggregate), which is
+// answered from the policy's declared values at no cost, with a NOTICE
+// saying so.
+func TestBI_LabelsFetchFirstDropDowns(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := driverProxy(t, "bi")
+	c, notices := connectWithNotices(t, ctx, p.dsn("bi"))
+	if _, err := c.Exec(ctx, "SET dp.epsilon = 0.05"); err != nil {
+		t.Fatal(err)
+	}
+	for i, mode := range []pgx.QueryExecMode{pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheStatement} {
+		rows, err := c.Query(ctx, fmt.Sprintf("SELECT sex, AVG(birth_year) AS by FROM patients WHERE birth_year > %d GROUP BY sex", 1900+i), mode)
+		if err != nil {
+			t.Fatalf("%v: AS by: %v", mode, err)
+		}
+		if f := rows.FieldDescriptions(); len(f) != 2 || f[1].Name != "by" {
+			t.Fatalf("%v: AS by: columns %+v", mode, f)
+		}
+		n := 0
+		for rows.Next() {
+			n++
+		}
+		if rows.Err() != nil || n != 2 {
+			t.Fatalf("%v: AS by: %d rows, %v", mode, n, rows.Err())
+		}
+		rows, err = c.Query(ctx, fmt.Sprintf("SELECT department, COUNT(*) AS n FROM visits WHERE age > %d GROUP BY department ORDER BY n DESC FETCH FIRST 3 ROWS ONLY", i), mode)
+		if err != nil {
+			t.Fatalf("%v: FETCH FIRST: %v", mode, err)
+		}
+		n = 0
+		for rows.Next() {
+			n++
+		}
+		if rows.Err() != nil || n != 3 {
+			t.Fatalf("%v: FETCH FIRST 3 ROWS ONLY: %d rows, %v", mode, n, rows.Err())
+		}
+	}
+	charges := chargeCount(t, ctx, "bi")
+	before := len(notices())
+	for _, q := range []string{
+		"SELECT department FROM visits GROUP BY department ORDER BY department",
+		`SELECT "department" AS "Department" FROM "public"."visits" GROUP BY 1 ORDER BY 1 DESC`,
+		"SELECT DISTINCT department FROM visits",
+	} {
+		var got []string
+		rows, err := c.Query(ctx, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, s)
+		}
+		if rows.Err() != nil || len(got) != 7 || !slices.Contains(got, "cardiology") || !slices.Contains(got, "surgery") {
+			t.Fatalf("%s = %v, %v; want the 7 declared departments", q, got, rows.Err())
+		}
+	}
+	if chargeCount(t, ctx, "bi") != charges {
+		t.Fatalf("drop-down queries were charged")
+	}
+	ns := notices()[before:]
+	if len(ns) < 3 || !strings.Contains(ns[0], "public values") || !strings.Contains(ns[0], "no budget spent") {
+		t.Fatalf("drop-down NOTICEs %q, want the public values and no budget spent", ns)
+	}
+	wantCharges(t, ctx, "bi", 4)
 }

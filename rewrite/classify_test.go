@@ -369,6 +369,10 @@ func TestPublicDistinct(t *testing.T) {
 		{"SELECT DISTINCT public.visits.department FROM public.visits ORDER BY visits.department LIMIT 100", "department", deps},
 		{"SELECT DISTINCT region FROM patients ORDER BY region", "region", []string{"central", "east", "north", "south", "west"}},
 		{"SELECT DISTINCT sex dept FROM patients p ORDER BY p.sex DESC", "dept", []string{"M", "F"}},
+		// GROUP BY without an aggregate: the filter drop-downs of BI tools.
+		{"SELECT department FROM visits GROUP BY department ORDER BY department", "department", deps},
+		{"SELECT v.department AS d FROM visits v GROUP BY d ORDER BY 1 DESC LIMIT 2", "d", rev[:2]},
+		{"SELECT DISTINCT sex FROM patients GROUP BY 1", "sex", []string{"F", "M"}},
 	}
 	for _, tc := range tests {
 		got := PublicDistinct(ds, tc.q)
@@ -381,7 +385,10 @@ func TestPublicDistinct(t *testing.T) {
 		}
 	}
 	for _, q := range []string{
-		"SELECT department FROM visits",                         // not DISTINCT
+		"SELECT department FROM visits", // not DISTINCT
+		"SELECT department FROM visits GROUP BY age",
+		"SELECT department FROM visits GROUP BY department HAVING COUNT(*) > 5",
+		"SELECT department FROM visits GROUP BY 2",
 		"SELECT DISTINCT diagnosis FROM visits",                 // no public values
 		"SELECT DISTINCT visit_id FROM visits",                  // hidden
 		"SELECT DISTINCT department FROM visits WHERE age > 30", // filtered: the data decides
@@ -394,7 +401,6 @@ func TestPublicDistinct(t *testing.T) {
 		"SELECT DISTINCT department FROM visits ORDER BY 2",
 		"SELECT DISTINCT department FROM visits ORDER BY age",
 		"SELECT DISTINCT department FROM visits LIMIT $1",
-		"SELECT DISTINCT department FROM visits GROUP BY department",
 		"SELECT DISTINCT department FROM visits, patients",
 		"SELECT DISTINCT lower(department) FROM visits",
 		"SELECT DISTINCT department FROM visits AS",
