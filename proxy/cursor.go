@@ -29,6 +29,10 @@ const (
 	invalidColumnReference       = "42P10"
 )
 
+// maxCursors bounds the cursors a session holds at once: each holds its
+// rows in the proxy's memory (a catalog cursor up to MaxBufferedResult).
+const maxCursors = 64
+
 // oidVoid is the type of pg_advisory_unlock_all()'s result.
 const oidVoid uint32 = 2278
 
@@ -133,6 +137,10 @@ func (c *conn) execDeclare(ctx context.Context, cs *rewrite.CursorStmt) (*result
 	if !cs.Hold && c.txStatus == 'I' && !c.implicitTx {
 		return nil, pgerr.New(pgerr.NoActiveSQLTransaction, "DECLARE CURSOR can only be used in transaction blocks").
 			WithHint("start a transaction with BEGIN first, or declare the cursor WITH HOLD")
+	}
+	if len(c.cursors) >= maxCursors {
+		return nil, pgerr.New(programLimitExceeded, "too many open cursors (at most %d per session)", maxCursors).
+			WithHint("CLOSE the cursors you no longer need")
 	}
 	if c.cursorExists(cs.Name) {
 		return nil, pgerr.New(duplicateCursor, "cursor %q already exists", cs.Name).

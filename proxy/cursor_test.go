@@ -236,6 +236,18 @@ func TestCursor_Catalog(t *testing.T) {
 	if n := len(ts.releaser.requests()); n != 0 {
 		t.Fatalf("%d DP releases for a catalog cursor", n)
 	}
+	// At most maxCursors at once.
+	var many strings.Builder
+	many.WriteString("BEGIN")
+	for i := 0; i <= maxCursors; i++ {
+		fmt.Fprintf(&many, "; DECLARE m%d CURSOR FOR SELECT 1", i)
+	}
+	if _, err := execAll(t, pc, many.String()); sqlstate(err) != "54000" {
+		t.Fatalf("%d cursors: %v, want 54000", maxCursors+1, err)
+	}
+	if _, err := execAll(t, pc, "ROLLBACK; SELECT 1"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestCopy_DPAndFormats: COPY (query) TO STDOUT releases a DP query once
