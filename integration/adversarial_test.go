@@ -322,7 +322,6 @@ func adversarialCorpus() []advCase {
 		"PREPARE p AS SELECT * FROM visits",
 		"EXECUTE p",
 		"DECLARE c CURSOR FOR SELECT * FROM visits",
-		"FETCH ALL FROM c",
 		"LOCK visits",
 		"LISTEN ch",
 		"NOTIFY ch, 'x'",
@@ -363,6 +362,8 @@ func adversarialCorpus() []advCase {
 	// What drivers send when a pooled connection is released (asyncpg):
 	// answered by the proxy, nothing reaches a database.
 	add("write", catalogAnswer, "UNLISTEN *", "SELECT pg_advisory_unlock_all()", "CLOSE ALL")
+	// FETCH of a cursor never declared: 34000, as in PostgreSQL.
+	cs = append(cs, advCase{cat: "write", sql: "FETCH ALL FROM c", want: refuse, codes: []string{"34000"}})
 	// A cursor over a DP query: released (charged) once at DECLARE.
 	cs = append(cs, advCase{cat: "write", want: dpAnswer, simple: true,
 		sql: "BEGIN; DECLARE c CURSOR FOR SELECT department, COUNT(*) FROM visits GROUP BY department; FETCH 2 FROM c; FETCH ALL FROM c"})

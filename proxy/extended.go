@@ -144,7 +144,13 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	}
 	if st.route == rewrite.RouteSession && st.sess.Kind == rewrite.SessionCopy {
 		// COPY's output messages are sent in the simple protocol only
-		// (refused here, before the query could run and be charged).
+		// (refused here, before the query could run and be charged). A
+		// DP query the proxy would refuse anyway is refused as itself.
+		if r, err := c.srv.rt.classify(c.ds.Policy, st.sess.Copy.Query); err == nil && r == rewrite.RouteDP && c.publicDistinct(st.sess.Copy.Query) == nil {
+			if _, _, err := c.planFor(st.sess.Copy.Query); err != nil {
+				return dpError(context.Background(), err, c.log)
+			}
+		}
 		return pgerr.New(pgerr.FeatureNotSupported, "COPY is supported in the simple query protocol only").
 			WithHint("send COPY (…) TO STDOUT as a simple query (psql, pgx CopyTo, psycopg copy, JDBC CopyManager do)")
 	}

@@ -118,6 +118,8 @@ func TestClassify(t *testing.T) {
 		{`DECLARE c CURSOR FOR SELECT * FROM visits`, RouteSession, ""},
 		{`DECLARE c CURSOR FOR DELETE FROM visits`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`DECLARE c CURSOR FOR SET x = 1`, RouteRefuse, pgerr.SyntaxError},
+		{`DECLARE c CURSOR FOR DECLARE d CURSOR FOR SELECT 1`, RouteRefuse, pgerr.SyntaxError},
+		{`COPY (COPY (SELECT 1) TO STDOUT) TO STDOUT`, RouteRefuse, pgerr.SyntaxError},
 		{`DECLARE c SCROLL NO SCROLL CURSOR FOR SELECT 1`, RouteRefuse, "42P11"},
 		{`DECLARE c CURSOR FOR`, RouteRefuse, pgerr.SyntaxError},
 		{`FETCH ALL FROM c`, RouteSession, ""},

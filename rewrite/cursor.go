@@ -126,6 +126,17 @@ func classifyWrapper(ds *policy.Dataset, stmt string, toks []token) (route Route
 	default:
 		return 0, false, nil
 	}
+	// A DECLARE or COPY inside another is not a query (and refusing it
+	// here keeps classification linear in the statement's length).
+	for _, t := range toks {
+		if t.pos == offset {
+			if t.is("declare") || t.is("copy") {
+				return RouteRefuse, true, syntaxErr(stmt, offset, "syntax error at or near %q", t.val).
+					WithHint("%s wraps a query: SELECT, VALUES or TABLE", strings.ToUpper(toks[0].val))
+			}
+			break
+		}
+	}
 	inner, err := Classify(ds, query)
 	if err != nil {
 		return RouteRefuse, true, shiftErr(err, stmt, offset)
