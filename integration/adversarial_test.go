@@ -49,6 +49,7 @@ var refusalCodes = map[string]bool{
 	"42883": true, "42P02": true, "22023": true, "22P02": true, "42804": true,
 	"42P18": true, "3F000": true, "42704": true, "22007": true, "22008": true,
 	"42803": true, "22003": true,
+	"34000": true, // FETCH of a cursor that does not exist
 }
 
 type advCase struct {
@@ -321,11 +322,9 @@ func adversarialCorpus() []advCase {
 		"PREPARE p AS SELECT * FROM visits",
 		"EXECUTE p",
 		"DECLARE c CURSOR FOR SELECT * FROM visits",
-		"FETCH ALL FROM c",
 		"LOCK visits",
 		"LISTEN ch",
 		"NOTIFY ch, 'x'",
-		"UNLISTEN *",
 		"SELECT pg_notify('ch', 'x')",
 		"SELECT dblink('dbname=hospital', 'SELECT cost FROM visits')",
 		"SELECT * FROM dblink('host=127.0.0.1', 'SELECT 1') AS t(x int)",
@@ -360,6 +359,14 @@ func adversarialCorpus() []advCase {
 		"IMPORT FOREIGN SCHEMA public FROM SERVER s INTO public",
 		"EXPLAIN ANALYZE DELETE FROM visits",
 	)
+	// What drivers send when a pooled connection is released (asyncpg):
+	// answered by the proxy, nothing reaches a database.
+	add("write", catalogAnswer, "UNLISTEN *", "SELECT pg_advisory_unlock_all()", "CLOSE ALL")
+	// FETCH of a cursor never declared: 34000, as in PostgreSQL.
+	cs = append(cs, advCase{cat: "write", sql: "FETCH ALL FROM c", want: refuse, codes: []string{"34000"}})
+	// A cursor over a DP query: released (charged) once at DECLARE.
+	cs = append(cs, advCase{cat: "write", want: dpAnswer, simple: true,
+		sql: "BEGIN; DECLARE c CURSOR FOR SELECT department, COUNT(*) FROM visits GROUP BY department; FETCH 2 FROM c; FETCH ALL FROM c"})
 	// search_path hijacks: the DP path names "public"."visits" itself, so
 	// these are answered from the real table (with noise) or refused.
 	for _, s := range []string{

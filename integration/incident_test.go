@@ -259,8 +259,8 @@ COMMIT;
 	}
 }
 
-// TestPgx_TimeParameters: pgx binds time.Time as a timestamptz (text in
-// exec mode and the simple protocol); at midnight it is the date it names
+// TestPgx_TimeParameters: pgx binds time.Time, in every exec mode, as a
+// timestamptz (text in exec mode and the simple protocol); at midnight it is the date it names
 // and the DP query is answered, with a time of day it is refused before
 // any charge with a hint; described as a date, pgx sends the date (issue
 // 17).
@@ -269,14 +269,18 @@ func TestPgx_TimeParameters(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := connect(t, ctx, analystDSN("alice"))
-	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol, pgx.QueryExecModeCacheDescribe} {
+	if _, err := conn.Exec(ctx, "SET dp.epsilon = 0.01"); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol,
+		pgx.QueryExecModeCacheDescribe, pgx.QueryExecModeCacheStatement, pgx.QueryExecModeDescribeExec} {
 		var n int64
 		day := time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)
 		if err := conn.QueryRow(ctx, "SELECT COUNT(*) FROM visits WHERE visit_date >= $1 AND age > 7", mode, day).Scan(&n); err != nil {
 			t.Fatalf("%v, midnight: %v", mode, err)
 		}
 		_, err := conn.Exec(ctx, "SELECT COUNT(*) FROM visits WHERE visit_date >= $1 AND age > 8", mode, day.Add(10*time.Hour+30*time.Minute))
-		if mode == pgx.QueryExecModeCacheDescribe {
+		if mode == pgx.QueryExecModeCacheDescribe || mode == pgx.QueryExecModeCacheStatement || mode == pgx.QueryExecModeDescribeExec {
 			// The parameter is described as a date: pgx encodes the
 			// time.Time as its date, as it would for PostgreSQL.
 			if err != nil {

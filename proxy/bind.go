@@ -76,6 +76,10 @@ func literals(params [][]byte, formats []int16, oids []uint32) ([]string, error)
 
 const invalidTextRepresentation = "22P02"
 
+// dateWithZone is a date followed by a time zone offset or name, as
+// pgjdbc's setDate writes it.
+var dateWithZone = regexp.MustCompile(`^([0-9]{4}-[0-9]{2}-[0-9]{2})\s*(?:[+-][0-9]{1,2}(?::?[0-9]{2}){0,2}|Z|UTC|GMT)$`)
+
 var numericText = regexp.MustCompile(`^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
 type literalError string
@@ -173,6 +177,12 @@ func literal(v []byte, format int16, oid uint32) (string, error) {
 		} else {
 			var err error
 			text := strings.TrimSpace(string(v))
+			if m := dateWithZone.FindStringSubmatch(text); m != nil {
+				// pgjdbc's setDate sends the date with the zone offset of
+				// its calendar ("2023-01-01 +00"); PostgreSQL's date input
+				// ignores the zone, and so does this.
+				text = m[1]
+			}
 			if d, err = time.Parse("2006-01-02", text); err != nil {
 				// A timestamp sent for a date parameter (pgx's time.Time
 				// in exec mode): the date it names when it is midnight.

@@ -56,6 +56,11 @@ type conn struct {
 	stmts      map[string]*preparedStatement
 	portals    map[string]*portal
 	extFailed  bool // an extended-protocol error: skip until Sync
+	// cursors declared with DECLARE (cursor.go); implicitTx: a
+	// multi-statement simple query outside a transaction block is running
+	// (PostgreSQL's implicit transaction block, where DECLARE works).
+	cursors    map[string]*cursor
+	implicitTx bool
 
 	// shadow is a pooled shadow connection pinned to the session while it
 	// holds state (shadow.Conn.HasState), else nil (shadow.go).

@@ -61,7 +61,7 @@ func typeSize(oid uint32) int16 {
 		return 1
 	case oidInt2:
 		return 2
-	case oidInt4, oidDate, oidFloat4:
+	case oidInt4, oidDate, oidFloat4, oidVoid:
 		return 4
 	case oidInt8, oidFloat8:
 		return 8

@@ -63,13 +63,15 @@ type bufferedResult struct {
 func (c *conn) extended(ctx context.Context, msg pgproto3.FrontendMessage) {
 	switch msg.(type) {
 	case *pgproto3.Sync:
-		c.extFailed = false
 		if c.txStatus == 'I' {
-			// The implicit transaction ends: so do its portals.
+			// The implicit transaction ends: so do its portals, and
+			// cursors declared WITH HOLD in it are kept unless it failed.
 			for n := range c.portals {
 				delete(c.portals, n)
 			}
+			c.endCursors(!c.extFailed)
 		}
+		c.extFailed = false
 		c.readyForQuery()
 		return
 	case *pgproto3.Flush:
@@ -140,7 +142,19 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	if len(m.ParameterOIDs) > n {
 		n = len(m.ParameterOIDs)
 	}
-	if st.route == rewrite.RouteSession && n > 0 {
+	if st.route == rewrite.RouteSession && st.sess.Kind == rewrite.SessionCopy {
+		// COPY's output messages are sent in the simple protocol only
+		// (refused here, before the query could run and be charged). A
+		// DP query the proxy would refuse anyway is refused as itself.
+		if r, err := c.srv.rt.classify(c.ds.Policy, st.sess.Copy.Query); err == nil && r == rewrite.RouteDP && c.publicDistinct(st.sess.Copy.Query) == nil {
+			if _, _, err := c.planFor(st.sess.Copy.Query); err != nil {
+				return dpError(context.Background(), err, c.log)
+			}
+		}
+		return pgerr.New(pgerr.FeatureNotSupported, "COPY is supported in the simple query protocol only").
+			WithHint("send COPY (…) TO STDOUT as a simple query (psql, pgx CopyTo, psycopg copy, JDBC CopyManager do)")
+	}
+	if st.route == rewrite.RouteSession && n > 0 && st.sess.Kind != rewrite.SessionDeclare {
 		return pgerr.New(pgerr.SyntaxError, "parameters ($n) are not allowed in %s", strings.Fields(text)[0]).
 			WithHint("write the value into the statement")
 	}
@@ -165,7 +179,7 @@ func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
 	if !ok {
 		return pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", m.PreparedStatement)
 	}
-	if _, exists := c.portals[m.DestinationPortal]; exists && m.DestinationPortal != "" {
+	if c.cursorExists(m.DestinationPortal) {
 		return pgerr.New(duplicateCursor, "cursor %q already exists", m.DestinationPortal)
 	}
 	if c.txStatus == 'E' && !ps.st.endsFailedTransaction() {
@@ -219,6 +233,13 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 	case 'P':
 		p, ok := c.portals[m.Name]
 		if !ok {
+			if c.txStatus == 'E' {
+				return errInFailedTransaction()
+			}
+			if rd, ok := c.describeCursor(m.Name, nil); ok {
+				c.be.Send(rd)
+				return nil
+			}
 			return pgerr.New(invalidCursorName, "portal %q does not exist", m.Name)
 		}
 		if c.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
@@ -282,6 +303,27 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 	switch ps.st.route {
 	case rewrite.RouteEmpty:
 	case rewrite.RouteSession:
+		switch ps.st.sess.Kind {
+		case rewrite.SessionFetch:
+			// The columns of the cursor as it is now (not cached: the
+			// name may be declared again with another query).
+			cur, ok := c.cursors[ps.st.sess.Cursor.Name]
+			if !ok {
+				return nil, errNoCursor(ps.st.sess.Cursor.Name)
+			}
+			d.cols = cur.cols
+			return d, nil
+		case rewrite.SessionDeclare:
+			if ps.nParams > 0 {
+				// The parameters are the wrapped query's: the shadow has
+				// its schema and infers the types left unspecified.
+				if sd, err := c.describeShadow(sctx, ps.st.sess.Cursor.Query, ps.parseOIDs); err == nil {
+					d.paramOIDs = sd.ParamOIDs
+				} else {
+					c.log.Debug("shadow could not describe a DECLARE's query", zap.Error(err))
+				}
+			}
+		}
 		d.cols = sessionColumns(ps.st.sess)
 	case rewrite.RouteCatalog:
 		sd, err := c.describeShadow(sctx, ps.text, ps.parseOIDs)
@@ -490,9 +532,21 @@ func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error
 	var err error
 	switch ps.st.route {
 	case rewrite.RouteSession:
+		sess := ps.st.sess
+		if ps.nParams > 0 {
+			// DECLARE … FOR a query with parameters (psycopg 3 binds
+			// its named cursors' parameters so): bind them as literals,
+			// as for a DP statement, and parse the statement again.
+			var text string
+			if text, err = c.boundText(sctx, p); err == nil {
+				sess, err = c.srv.rt.parseSession(text)
+			}
+		}
 		var rs *resultSet
-		if rs, err = c.execSession(sctx, ps.st.sess); err == nil {
-			br, err = c.encodeResult(rs, p.resultFormats)
+		if err == nil {
+			if rs, err = c.execSession(sctx, sess); err == nil {
+				br, err = c.encodeResult(rs, p.resultFormats)
+			}
 		}
 	case rewrite.RouteCatalog:
 		br, err = c.execShadowExtended(sctx, p)
@@ -521,6 +575,9 @@ func (c *conn) encodeResult(rs *resultSet, formats []int16) (*bufferedResult, er
 		}
 	}
 	br := &bufferedResult{tag: rs.tag}
+	if rs.copy {
+		return nil, pgerr.New(pgerr.FeatureNotSupported, "COPY is supported in the simple query protocol only")
+	}
 	if rs.cols == nil {
 		return br, nil
 	}

@@ -47,6 +47,14 @@ type resultSet struct {
 	rows    [][]*string
 	tag     string
 	notices []*pgproto3.NoticeResponse // sent before the rows
+	// formats are the result formats in the simple protocol (nil: text;
+	// a BINARY cursor's FETCH: binary).
+	formats []int16
+	// copy: the result of COPY … TO STDOUT, sent as CopyOutResponse, one
+	// CopyData per line of copyData, CopyDone (copy.go).
+	copy        bool
+	copyColumns int
+	copyData    [][]byte
 }
 
 // statement is one classified statement.
@@ -112,7 +120,17 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 	txControl := false
 	if len(stmts) > 1 && c.txStatus == 'I' {
 		implicit = maps.Clone(c.settings)
+		// PostgreSQL runs the string as an implicit transaction block:
+		// DECLARE works in it, and its cursors end with it.
+		c.implicitTx = true
 	}
+	failed := false
+	defer func() {
+		c.implicitTx = false
+		if c.txStatus == 'I' {
+			c.endCursors(!failed)
+		}
+	}()
 	cursor := 0
 	for _, text := range stmts {
 		offset := -1
@@ -134,6 +152,7 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 			}
 		}
 		if err := c.runSimple(ctx, st); err != nil {
+			failed = true
 			c.sendError(shiftPosition(err, sql, offset))
 			if implicit != nil && !txControl && c.txStatus == 'I' {
 				c.restoreSettings(implicit)
@@ -193,10 +212,12 @@ func (c *conn) sendResultSet(rs *resultSet) {
 			c.be.Send(n)
 		}
 	}
-	if rs.cols != nil {
-		c.be.Send(rowDescription(rs.cols, nil))
+	if rs.copy {
+		c.sendCopyOut(rs)
+	} else if rs.cols != nil {
+		c.be.Send(rowDescription(rs.cols, rs.formats))
 		for _, row := range rs.rows {
-			vals, err := encodeRow(rs.cols, row, nil)
+			vals, err := encodeRow(rs.cols, row, rs.formats)
 			if err != nil {
 				// Text format cannot fail; keep the invariant loud.
 				panic(err)

@@ -72,6 +72,7 @@ func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resul
 			_ = c.reset("all")
 			c.stmts = map[string]*preparedStatement{}
 			c.portals = map[string]*portal{}
+			c.cursors = nil
 			// Close a shadow connection pinned to the session (none
 			// is, in practice): the next statement gets a pooled one.
 			c.closeShadow()
@@ -101,6 +102,18 @@ func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resul
 		}
 		delete(c.stmts, target)
 		return &resultSet{tag: "DEALLOCATE"}, nil
+	case rewrite.SessionUnlisten:
+		return c.execUnlisten(), nil
+	case rewrite.SessionUnlockAll:
+		return c.execUnlockAll(st), nil
+	case rewrite.SessionDeclare:
+		return c.execDeclare(ctx, st.Cursor)
+	case rewrite.SessionFetch, rewrite.SessionMove:
+		return c.execFetch(st.Cursor, st.Kind == rewrite.SessionMove)
+	case rewrite.SessionClose:
+		return c.execClose(st.Cursor)
+	case rewrite.SessionCopy:
+		return c.execCopy(ctx, st.Copy)
 	case rewrite.SessionCharacteristics:
 		// SET SESSION CHARACTERISTICS AS TRANSACTION …: every transaction
 		// of the proxy is read-only already; accept and remember.
@@ -203,11 +216,13 @@ func (c *conn) execSavepoint(st *rewrite.SessionStmt) (*resultSet, error) {
 	}
 	if st.Kind == rewrite.SessionRelease {
 		c.savepoints = c.savepoints[:i]
+		c.releaseCursors(i)
 		return &resultSet{tag: "RELEASE"}, nil
 	}
 	// ROLLBACK TO: the savepoint stays; the later ones go.
 	sp := c.savepoints[i]
 	c.savepoints = c.savepoints[:i+1]
+	c.rollbackCursors(i)
 	c.restoreSettings(maps.Clone(sp.settings))
 	c.txCommit = maps.Clone(sp.commit)
 	c.txStatus = 'T'
@@ -229,6 +244,7 @@ func (c *conn) endTransaction(commit bool) {
 	c.txBegin, c.txCommit = nil, nil
 	c.savepoints = nil
 	c.txStatus = 'I'
+	c.endCursors(commit)
 	for n := range c.portals {
 		delete(c.portals, n)
 	}

@@ -183,6 +183,10 @@ func TestLiterals_Timestamps(t *testing.T) {
 		{[]byte("2024-03-01 00:00:00Z"), 0, oidDate, "'2024-03-01'"},
 		{[]byte("2024-03-01T00:00:00.000"), 0, oidDate, "'2024-03-01'"},
 		{[]byte("2024-03-01 10:30:00"), 0, oidDate, ""},
+		// pgjdbc's setDate: the date with its calendar's zone offset.
+		{[]byte("2024-03-01 +00"), 0, oidDate, "'2024-03-01'"},
+		{[]byte("2024-03-01 -05:30"), 0, oidDate, "'2024-03-01'"},
+		{[]byte("2024-03-01 +00 junk"), 0, oidDate, ""},
 		{binary.BigEndian.AppendUint64(nil, uint64(math.MaxInt64)), 1, oidTimestamp, ""},
 	} {
 		got, err := literal(c.v, c.format, c.oid)

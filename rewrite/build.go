@@ -21,7 +21,7 @@ import (
 const aggregateHint = "use COUNT(*), SUM(col), AVG(col) … GROUP BY a column with public values, e.g. SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department"
 
 // shapeHint lists the supported query shape.
-const shapeHint = "dpproxy answers SELECT [key,] COUNT(*)|COUNT(col)|COUNT(DISTINCT unit)|SUM(col)|AVG(col)|VAR_POP/VAR_SAMP/STDDEV…(col) FROM one_table [WHERE col op literal …] [GROUP BY key] [ORDER BY …] [LIMIT n]"
+const shapeHint = "dpproxy answers SELECT [key,] COUNT(*)|COUNT(col)|COUNT(DISTINCT unit)|SUM(col)|AVG(col)|VAR_POP/VAR_SAMP/STDDEV…(col) FROM table [[LEFT] JOIN table ON a.col = b.col …] [WHERE col op literal …] [GROUP BY key] [ORDER BY …] [LIMIT n]"
 
 // mysqlOperators are MySQL operator words that PostgreSQL reads as names,
 // with what to write instead (the hint of the syntax error they cause).

@@ -142,6 +142,18 @@ func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 		first = toks[i]
 	}
 	if first.kind == tokIdent && !first.quoted {
+		if i == 0 {
+			switch first.val {
+			case "declare", "copy":
+				route, _, err := classifyWrapper(ds, stmt, toks)
+				return route, err
+			case "fetch", "move", "close", "unlisten":
+				return RouteSession, nil
+			}
+			if isUnlockAll(toks) {
+				return RouteSession, nil
+			}
+		}
 		if i == 0 && sessionKeywords[first.val] {
 			if err := refuseSession(stmt, toks); err != nil {
 				return RouteRefuse, err
@@ -480,8 +492,12 @@ type DistinctValues struct {
 // PublicDistinct recognises
 //
 //	SELECT DISTINCT col [[AS] alias] FROM [schema.]table [[AS] alias]
+//	  [GROUP BY col | alias | 1]
 //	  [ORDER BY col | alias | 1 [ASC | DESC] [NULLS FIRST | LAST]] [LIMIT n]
 //
+// or the same without DISTINCT and with the GROUP BY (the filter
+// drop-downs of BI tools: SELECT department FROM visits GROUP BY
+// department ORDER BY department)
 // (col optionally qualified by the table, its alias or schema.table) on a
 // visible column with public values of a protected table of ds, and returns its
 // answer: the declared values, sorted when ORDER BY asks (numbers by value,
@@ -496,9 +512,10 @@ func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
 		return nil
 	}
 	p := &distinctParser{toks: toks}
-	if !p.kw("select") || !p.kw("distinct") {
+	if !p.kw("select") {
 		return nil
 	}
+	distinct := p.kw("distinct")
 	colRef := p.name()
 	if colRef == nil || len(colRef) > 3 {
 		return nil
@@ -524,7 +541,7 @@ func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
 	if len(tblRef) == 2 && tblRef[0] != schema {
 		return nil
 	}
-	tblAlias := p.alias("order", "limit")
+	tblAlias := p.alias("group", "order", "limit", "fetch")
 	col, ok := tb.Column(colRef[len(colRef)-1])
 	if !ok || col.Hidden || col.Name != colRef[len(colRef)-1] || len(col.PublicValues) == 0 {
 		return nil
@@ -555,20 +572,29 @@ func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
 		name = outAlias
 	}
 	values := append([]string(nil), col.PublicValues...)
-	if p.kw("order") {
-		if !p.kw("by") {
+	// byOutput reads the one key of GROUP BY or ORDER BY: 1, the column
+	// or its output alias.
+	byOutput := func() bool {
+		if t, ok := p.peek(); ok && t.kind == tokNumber {
+			p.i++
+			return t.val == "1"
+		}
+		ref := p.name()
+		return ref != nil && (resolves(ref) || len(ref) == 1 && outAlias != "" && ref[0] == outAlias)
+	}
+	grouped := false
+	if p.kw("group") {
+		if !p.kw("by") || !byOutput() {
 			return nil
 		}
-		if t, ok := p.peek(); ok && t.kind == tokNumber {
-			if t.val != "1" {
-				return nil
-			}
-			p.i++
-		} else {
-			ref := p.name()
-			if ref == nil || !(resolves(ref) || len(ref) == 1 && outAlias != "" && ref[0] == outAlias) {
-				return nil
-			}
+		grouped = true
+	}
+	if !distinct && !grouped {
+		return nil
+	}
+	if p.kw("order") {
+		if !p.kw("by") || !byOutput() {
+			return nil
 		}
 		desc := false
 		if p.kw("desc") {

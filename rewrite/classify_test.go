@@ -111,7 +111,32 @@ func TestClassify(t *testing.T) {
 		{`EXECUTE s`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`VACUUM`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`LISTEN x`, RouteRefuse, pgerr.InsufficientPrivilege},
-		{`DECLARE c CURSOR FOR SELECT 1`, RouteRefuse, pgerr.InsufficientPrivilege},
+		// Cursors and COPY wrap a query classified on its own (cursor.go).
+		{`DECLARE c CURSOR FOR SELECT 1`, RouteSession, ""},
+		{`DECLARE "c" BINARY NO SCROLL CURSOR WITH HOLD FOR SELECT COUNT(*) FROM visits`, RouteSession, ""},
+		// A DP query is planned (and refused) when the DECLARE runs, before any charge.
+		{`DECLARE c CURSOR FOR SELECT * FROM visits`, RouteSession, ""},
+		{`DECLARE c CURSOR FOR DELETE FROM visits`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`DECLARE c CURSOR FOR SET x = 1`, RouteRefuse, pgerr.SyntaxError},
+		{`DECLARE c CURSOR FOR DECLARE d CURSOR FOR SELECT 1`, RouteRefuse, pgerr.SyntaxError},
+		{`COPY (COPY (SELECT 1) TO STDOUT) TO STDOUT`, RouteRefuse, pgerr.SyntaxError},
+		{`DECLARE c SCROLL NO SCROLL CURSOR FOR SELECT 1`, RouteRefuse, "42P11"},
+		{`DECLARE c CURSOR FOR`, RouteRefuse, pgerr.SyntaxError},
+		{`FETCH ALL FROM c`, RouteSession, ""},
+		{`MOVE 3 IN c`, RouteSession, ""},
+		{`CLOSE ALL`, RouteSession, ""},
+		{`UNLISTEN *`, RouteSession, ""},
+		{`COPY (SELECT department, COUNT(*) FROM visits GROUP BY department) TO STDOUT WITH (FORMAT csv, HEADER)`, RouteSession, ""},
+		{`COPY (SELECT 1) TO STDOUT csv header`, RouteSession, ""},
+		{`COPY (SELECT * FROM visits) TO STDOUT`, RouteSession, ""},
+		{`COPY (SELECT COUNT(*) FROM visits) TO '/tmp/x'`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`COPY (SELECT 1) TO PROGRAM 'id'`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`COPY visits FROM STDIN`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`COPY other TO STDOUT`, RouteRefuse, pgerr.FeatureNotSupported},
+		{`COPY (SELECT 1) TO STDOUT (FORMAT binary)`, RouteRefuse, pgerr.FeatureNotSupported},
+		{`COPY (SELECT 1) TO STDOUT (FORMAT csv, DELIMITER 'ab')`, RouteRefuse, pgerr.InvalidParameterValue},
+		{`COPY (SELECT 1) TO STDOUT (BOGUS)`, RouteRefuse, pgerr.SyntaxError},
+		{`EXPLAIN COPY (SELECT 1) TO STDOUT`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`EXPLAIN ANALYZE DELETE FROM other`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`EXPLAIN (ANALYZE, BUFFERS) INSERT INTO other VALUES (1)`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`WITH d AS (DELETE FROM other RETURNING *) SELECT 1`, RouteRefuse, pgerr.InsufficientPrivilege},
@@ -123,7 +148,13 @@ func TestClassify(t *testing.T) {
 		// State on the pooled shadow connection, which sessions share.
 		{`SELECT pg_advisory_lock_shared(1)`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`SELECT pg_try_advisory_xact_lock_shared(1, 2)`, RouteRefuse, pgerr.InsufficientPrivilege},
-		{`SELECT pg_advisory_unlock_all()`, RouteRefuse, pgerr.InsufficientPrivilege},
+		// …except the release of all advisory locks, which a session of
+		// the proxy never holds (asyncpg's pool calls it): answered by the
+		// proxy, never forwarded.
+		{`SELECT pg_advisory_unlock_all()`, RouteSession, ""},
+		{`select pg_catalog.pg_advisory_unlock_all() as x`, RouteSession, ""},
+		{`SELECT pg_advisory_unlock_all(), 1`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`SELECT pg_advisory_unlock_all() FROM visits`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`SELECT setseed(0.5)`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`SELECT "nextval"('s')`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`SELECT 'pg_sleep(1)'`, RouteCatalog, ""},
@@ -340,6 +371,10 @@ func TestPublicDistinct(t *testing.T) {
 		{"SELECT DISTINCT public.visits.department FROM public.visits ORDER BY visits.department LIMIT 100", "department", deps},
 		{"SELECT DISTINCT region FROM patients ORDER BY region", "region", []string{"central", "east", "north", "south", "west"}},
 		{"SELECT DISTINCT sex dept FROM patients p ORDER BY p.sex DESC", "dept", []string{"M", "F"}},
+		// GROUP BY without an aggregate: the filter drop-downs of BI tools.
+		{"SELECT department FROM visits GROUP BY department ORDER BY department", "department", deps},
+		{"SELECT v.department AS d FROM visits v GROUP BY d ORDER BY 1 DESC LIMIT 2", "d", rev[:2]},
+		{"SELECT DISTINCT sex FROM patients GROUP BY 1", "sex", []string{"F", "M"}},
 	}
 	for _, tc := range tests {
 		got := PublicDistinct(ds, tc.q)
@@ -352,7 +387,10 @@ func TestPublicDistinct(t *testing.T) {
 		}
 	}
 	for _, q := range []string{
-		"SELECT department FROM visits",                         // not DISTINCT
+		"SELECT department FROM visits", // not DISTINCT
+		"SELECT department FROM visits GROUP BY age",
+		"SELECT department FROM visits GROUP BY department HAVING COUNT(*) > 5",
+		"SELECT department FROM visits GROUP BY 2",
 		"SELECT DISTINCT diagnosis FROM visits",                 // no public values
 		"SELECT DISTINCT visit_id FROM visits",                  // hidden
 		"SELECT DISTINCT department FROM visits WHERE age > 30", // filtered: the data decides
@@ -365,7 +403,6 @@ func TestPublicDistinct(t *testing.T) {
 		"SELECT DISTINCT department FROM visits ORDER BY 2",
 		"SELECT DISTINCT department FROM visits ORDER BY age",
 		"SELECT DISTINCT department FROM visits LIMIT $1",
-		"SELECT DISTINCT department FROM visits GROUP BY department",
 		"SELECT DISTINCT department FROM visits, patients",
 		"SELECT DISTINCT lower(department) FROM visits",
 		"SELECT DISTINCT department FROM visits AS",

@@ -119,11 +119,11 @@ var typeNames = map[string]policy.Type{
 var refusedWords = map[string][3]string{
 	"over":      {pgerr.FeatureNotSupported, "window functions are not supported", "use plain aggregates with GROUP BY"},
 	"window":    {pgerr.FeatureNotSupported, "window functions are not supported", "use plain aggregates with GROUP BY"},
-	"with":      {pgerr.FeatureNotSupported, "WITH queries (CTEs) are not supported", "write one SELECT over one protected table"},
+	"with":      {pgerr.FeatureNotSupported, "WITH queries (CTEs) are not supported", "write one SELECT (over one protected table, or a join)"},
 	"union":     {pgerr.FeatureNotSupported, "UNION is not supported", "send the SELECTs as separate queries"},
 	"intersect": {pgerr.FeatureNotSupported, "INTERSECT is not supported", "send the SELECTs as separate queries"},
 	"except":    {pgerr.FeatureNotSupported, "EXCEPT is not supported", "send the SELECTs as separate queries"},
-	"lateral":   {pgerr.FeatureNotSupported, "LATERAL is not supported", "query one protected table"},
+	"lateral":   {pgerr.FeatureNotSupported, "LATERAL is not supported", joinHint},
 	"exists":    {pgerr.FeatureNotSupported, "subqueries are not supported", "filter with WHERE comparisons against literals"},
 	"filter":    {pgerr.FeatureNotSupported, "aggregate FILTER is not supported yet", "move the condition to WHERE"},
 	"within":    {pgerr.FeatureNotSupported, "WITHIN GROUP is supported for percentile_cont and percentile_disc only", "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col) or percentile_disc(q) WITHIN GROUP (ORDER BY col)"},
@@ -135,7 +135,7 @@ var refusedWords = map[string][3]string{
 	"any":       {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", "use IN (list of literals)"},
 	"some":      {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", "use IN (list of literals)"},
 	"array":     {pgerr.FeatureNotSupported, "arrays are not supported", "use IN (list of literals)"},
-	"values":    {pgerr.FeatureNotSupported, "VALUES lists are not supported", "query one protected table"},
+	"values":    {pgerr.FeatureNotSupported, "VALUES lists are not supported", "query protected tables (joined as the join hint says) with FROM"},
 	"interval":  {pgerr.FeatureNotSupported, "intervals are not supported yet", "compare date columns with 'YYYY-MM-DD'::date literals"},
 	"collate":   {pgerr.FeatureNotSupported, "COLLATE is not supported", "remove the COLLATE clause"},
 	"at":        {pgerr.FeatureNotSupported, "AT TIME ZONE is not supported", "compare date columns with 'YYYY-MM-DD'::date literals"},
@@ -228,7 +228,7 @@ func normalize(src string) (*normalized, error) {
 				if next(1).is("select") || next(1).is("with") || next(1).is("values") || next(1).is("table") {
 					return nil, pgerr.New(pgerr.FeatureNotSupported, "subqueries are not supported").
 						WithPosition(charPos(src, next(1).pos)).
-						WithHint("write one SELECT over one protected table; filter with WHERE comparisons against literals")
+						WithHint("write one SELECT (over one protected table, or a join); filter with WHERE comparisons against literals")
 				}
 				add("(", t.pos, false)
 			case ")", ",", ".":
@@ -277,6 +277,13 @@ func normalize(src string) (*normalized, error) {
 				continue
 			}
 			w := t.val
+			if prevIs(i, "as") && depth == 0 {
+				// A label after AS may be any keyword in PostgreSQL
+				// (ColLabel: SELECT AVG(x) AS by, COUNT(*) AS order): it
+				// is always a name, quoted for the TiDB parser.
+				add(quoteIdent(w), t.pos, true)
+				continue
+			}
 			if isOrderedSetName(w) && next(1).isPunct("(") {
 				k, open, err := n.orderedSetAgg(toks, i)
 				if err != nil {
@@ -312,7 +319,9 @@ func normalize(src string) (*normalized, error) {
 				case "nulls":
 					refuse = next(1).is("first") || next(1).is("last")
 				case "fetch":
-					refuse = next(1).is("first") || next(1).is("next")
+					// FETCH FIRST n ROWS ONLY ends the query: read as
+					// LIMIT by limitTail; anywhere else refused.
+					refuse = depth > 0 && (next(1).is("first") || next(1).is("next"))
 				case "over":
 					refuse = i > 0 && toks[i-1].isPunct(")")
 				case "window":
@@ -412,7 +421,7 @@ func normalize(src string) (*normalized, error) {
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "SELECT DISTINCT is not supported").
 					WithPosition(charPos(src, t.pos)).
 					WithHint("GROUP BY already returns one row per group; remove DISTINCT")
-			case (w == "limit" || w == "offset") && depth == 0:
+			case (w == "limit" || w == "offset" || w == "fetch" && (next(1).is("first") || next(1).is("next"))) && depth == 0:
 				if err := n.limitTail(toks[i:]); err != nil {
 					return nil, err
 				}
@@ -736,10 +745,37 @@ func (n *normalized) limitTail(toks []token) error {
 		case t.is("limit") || t.is("offset"):
 			return syntaxErr(src, t.pos, "multiple %s clauses not allowed", strings.ToUpper(t.val)).
 				WithHint("write LIMIT and OFFSET at most once each, e.g. LIMIT 10 OFFSET 20")
-		default:
-			if t.is("fetch") {
-				return refusal(src, t.pos, refusedWords["fetch"])
+		case t.is("fetch") && i+1 < len(toks) && (toks[i+1].is("first") || toks[i+1].is("next")):
+			// FETCH {FIRST|NEXT} [count] {ROW|ROWS} ONLY: the SQL
+			// standard's LIMIT (count 1 when left out).
+			if n.limit != nil {
+				return syntaxErr(src, t.pos, "multiple LIMIT clauses not allowed").
+					WithHint("write either LIMIT n or FETCH FIRST n ROWS ONLY")
 			}
+			i += 2
+			l := &literal{kind: litNumber, val: "1", pos: t.pos}
+			if i < len(toks) && !toks[i].is("row") && !toks[i].is("rows") {
+				var err error
+				if l, err = num("FETCH FIRST"); err != nil {
+					return err
+				}
+			}
+			if i >= len(toks) || !(toks[i].is("row") || toks[i].is("rows")) {
+				return syntaxErr(src, posAt(src, toks, i), "syntax error: expected ROW or ROWS").
+					WithHint("write FETCH FIRST n ROWS ONLY")
+			}
+			i++
+			if i < len(toks) && toks[i].is("with") {
+				return pgerr.New(pgerr.FeatureNotSupported, "FETCH FIRST … WITH TIES is not supported").
+					WithPosition(charPos(src, toks[i].pos)).WithHint("write FETCH FIRST n ROWS ONLY, or LIMIT n")
+			}
+			if i >= len(toks) || !toks[i].is("only") {
+				return syntaxErr(src, posAt(src, toks, i), "syntax error: expected ONLY").
+					WithHint("write FETCH FIRST n ROWS ONLY")
+			}
+			i++
+			n.limit = l
+		default:
 			return syntaxErr(src, t.pos, "syntax error at or near %q", src[t.pos:t.end]).
 				WithHint("LIMIT and OFFSET end the query, each with an integer literal, e.g. LIMIT 10 OFFSET 20")
 		}

@@ -104,7 +104,8 @@ func TestNormalize_Refusals(t *testing.T) {
 		{`SELECT a FROM t WHERE a + 1 IS DISTINCT FROM 2`, pgerr.FeatureNotSupported, 29},
 		{`SELECT mode() WITHIN GROUP (ORDER BY a) FROM t`, pgerr.FeatureNotSupported, 15},
 		{`SELECT a FROM t ORDER BY a NULLS FIRST`, pgerr.FeatureNotSupported, 28},
-		{`SELECT a FROM t FETCH FIRST 1 ROWS ONLY`, pgerr.FeatureNotSupported, 17},
+		{`SELECT a FROM t FETCH FIRST 1 ROWS WITH TIES`, pgerr.FeatureNotSupported, 36},
+		{`SELECT COUNT(*) FROM (SELECT a FROM t FETCH FIRST 1 ROWS ONLY) s`, pgerr.FeatureNotSupported, 23},
 		{`UPDATE t SET a = 1`, pgerr.InsufficientPrivilege, 1},
 		{`SHOW x`, pgerr.FeatureNotSupported, 1},
 	}

@@ -23,6 +23,13 @@ const (
 	SessionSavepoint                          // SAVEPOINT name
 	SessionRelease                            // RELEASE [SAVEPOINT] name
 	SessionRollbackTo                         // ROLLBACK [WORK|TRANSACTION] TO [SAVEPOINT] name
+	SessionUnlisten                           // UNLISTEN channel | * (Name: the channel, "*" for all)
+	SessionUnlockAll                          // SELECT pg_advisory_unlock_all()
+	SessionDeclare                            // DECLARE name … CURSOR … FOR query (Cursor)
+	SessionFetch                              // FETCH [direction] [FROM|IN] name (Cursor)
+	SessionMove                               // MOVE [direction] [FROM|IN] name (Cursor)
+	SessionClose                              // CLOSE name | ALL (Cursor)
+	SessionCopy                               // COPY ( query ) TO STDOUT [options] (Copy)
 )
 
 // SessionStmt is a parsed session statement.
@@ -44,6 +51,12 @@ type SessionStmt struct {
 	Value   string
 	Default bool
 	Local   bool // SET LOCAL
+	// Cursor is the DECLARE, FETCH, MOVE or CLOSE (cursor.go).
+	Cursor *CursorStmt
+	// Copy is the COPY ( query ) TO STDOUT (cursor.go).
+	Copy *CopyStmt
+	// Alias is the result column's name of SELECT pg_advisory_unlock_all().
+	Alias string
 }
 
 // ParseSession parses a session statement (a statement Classify routed to
@@ -62,6 +75,10 @@ type SessionStmt struct {
 //	ROLLBACK|ABORT [WORK|TRANSACTION] [AND NO CHAIN]
 //	DISCARD ALL|PLANS|SEQUENCES|TEMP|TEMPORARY           → Name
 //	DEALLOCATE [PREPARE] name|ALL                        → Name
+//	UNLISTEN channel|*                                   → Name
+//	SELECT pg_advisory_unlock_all() [[AS] alias]         → Alias
+//	DECLARE, FETCH, MOVE, CLOSE                          → Cursor (cursor.go)
+//	COPY ( query ) TO STDOUT [options]                   → Copy (cursor.go)
 //
 // Names may be dotted (dp.epsilon). Transaction modes are normalized to lower
 // case and joined with ", " (e.g. "isolation level serializable, read only").
@@ -229,6 +246,53 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 			}
 		}
 		return nil, p.errAt("syntax error at or near %q: expected ALL, PLANS, SEQUENCES or TEMP", p.text(p.i))
+	case kw.is("unlisten"):
+		if !p.atEnd() && p.toks[p.i].isOp("*") {
+			p.i++
+			return &SessionStmt{Kind: SessionUnlisten, Name: "*"}, nil
+		}
+		name, err := p.cursorName()
+		if err != nil {
+			return nil, err
+		}
+		return &SessionStmt{Kind: SessionUnlisten, Name: name}, nil
+	case kw.is("select") && isUnlockAll(p.toks):
+		alias, _ := unlockAll(p.toks)
+		p.i = len(p.toks)
+		return &SessionStmt{Kind: SessionUnlockAll, Alias: alias}, nil
+	case kw.is("declare"):
+		cs, err := parseDeclare(p.src, p.toks)
+		if err != nil {
+			return nil, err
+		}
+		p.i = len(p.toks)
+		return &SessionStmt{Kind: SessionDeclare, Name: cs.Name, Cursor: cs}, nil
+	case kw.is("fetch"), kw.is("move"):
+		cs, err := p.parseFetch()
+		if err != nil {
+			return nil, err
+		}
+		k := SessionFetch
+		if kw.is("move") {
+			k = SessionMove
+		}
+		return &SessionStmt{Kind: k, Name: cs.Name, Cursor: cs}, nil
+	case kw.is("close"):
+		if p.accept("all") {
+			return &SessionStmt{Kind: SessionClose, Cursor: &CursorStmt{All: true}}, nil
+		}
+		name, err := p.cursorName()
+		if err != nil {
+			return nil, err
+		}
+		return &SessionStmt{Kind: SessionClose, Name: name, Cursor: &CursorStmt{Name: name}}, nil
+	case kw.is("copy"):
+		cp, err := parseCopy(nil, p.src, p.toks)
+		if err != nil {
+			return nil, err
+		}
+		p.i = len(p.toks)
+		return &SessionStmt{Kind: SessionCopy, Copy: cp}, nil
 	case kw.is("deallocate"):
 		p.accept("prepare")
 		if p.atEnd() || p.toks[p.i].kind != tokIdent {

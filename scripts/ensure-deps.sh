@@ -4,8 +4,10 @@
 #     under /usr/lib/postgresql/*/bin) and the psql client;
 #   - the real clients the proxy tests drive: a JDK (javac, java) with
 #     pgjdbc (/usr/share/java/postgresql.jar), /usr/bin/python3 with
-#     psycopg2, SQLAlchemy and pandas, and node with npm (node-postgres is
-#     installed by the test itself from the npm registry, into a cache).
+#     psycopg2, psycopg 3, asyncpg, SQLAlchemy and pandas, and node with
+#     npm (node-postgres is installed by the tests themselves from the npm
+#     registry into the user's cache directory, ~/.cache/dpproxy-test,
+#     outside the tree: internal/pgtest NodePG).
 # When something is missing, installs it with apt-get when run as root,
 # otherwise prints the exact command and exits non-zero. Under CI=true the
 # tests fail (never skip) when a client is missing.
@@ -62,6 +64,8 @@ if [[ $mode != demo ]]; then
 check "a JDK (javac, java)" default-jdk-headless -- have_jdk
 check "pgjdbc (/usr/share/java/postgresql.jar)" libpostgresql-jdbc-java -- have_pgjdbc
 check "psycopg2 for /usr/bin/python3" python3-psycopg2 -- have_py psycopg2
+check "psycopg 3 for /usr/bin/python3" python3-psycopg -- have_py psycopg
+check "asyncpg for /usr/bin/python3" python3-asyncpg -- have_py asyncpg
 check "SQLAlchemy for /usr/bin/python3" python3-sqlalchemy -- have_py sqlalchemy
 check "pandas for /usr/bin/python3" python3-pandas -- have_py pandas
 check "node and npm" nodejs npm -- have_node
@@ -83,7 +87,7 @@ for m in "${missing[@]}"; do
 	echo "ensure-deps: missing: $m" >&2
 done
 if ! command -v apt-get >/dev/null 2>&1; then
-	echo "ensure-deps: this is not a Debian/Ubuntu system; install with your package manager: PostgreSQL server and client (15 or newer, initdb/pg_ctl/postgres and psql on PATH), a JDK with the PostgreSQL JDBC driver at /usr/share/java/postgresql.jar, psycopg2, SQLAlchemy and pandas for /usr/bin/python3, and node with npm" >&2
+	echo "ensure-deps: this is not a Debian/Ubuntu system; install with your package manager: PostgreSQL server and client (15 or newer, initdb/pg_ctl/postgres and psql on PATH), a JDK with the PostgreSQL JDBC driver at /usr/share/java/postgresql.jar, psycopg2, psycopg 3, asyncpg, SQLAlchemy and pandas for /usr/bin/python3, and node with npm" >&2
 	exit 1
 fi
 if [[ $(id -u) -ne 0 ]]; then
@@ -101,6 +105,8 @@ if [[ $mode != demo ]]; then
 	have_jdk || still+=("JDK")
 	have_pgjdbc || still+=("pgjdbc")
 	have_py psycopg2 || still+=("psycopg2")
+	have_py psycopg || still+=("psycopg 3")
+	have_py asyncpg || still+=("asyncpg")
 	have_py sqlalchemy || still+=("SQLAlchemy")
 	have_py pandas || still+=("pandas")
 	have_node || still+=("node/npm")

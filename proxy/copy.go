@@ -1,0 +1,206 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// COPY ( query ) TO STDOUT over a released answer (issue 17: psql's
+// \copy (SELECT … GROUP BY …) TO 'file' sends it). The query runs once,
+// as a statement of the session would (a DP query is released and
+// charged once), and its rows are sent in COPY's text or csv format,
+// formatted as PostgreSQL's copyto.c formats them. Every other COPY is
+// refused by rewrite.Classify before anything runs.
+
+// execCopy runs the query of a COPY and formats its rows.
+func (c *conn) execCopy(ctx context.Context, cp *rewrite.CopyStmt) (*resultSet, error) {
+	if len(cp.ForceQuote) > 0 {
+		// FORCE_QUOTE names columns: check them before the query runs
+		// (and is charged).
+		cols, err := c.queryColumns(ctx, cp.Query)
+		if err != nil {
+			return nil, err
+		}
+		for _, fq := range cp.ForceQuote {
+			found := false
+			for _, col := range cols {
+				found = found || col.name == fq
+			}
+			if !found {
+				return nil, pgerr.New(invalidColumnReference, "FORCE_QUOTE column %q not referenced by COPY", fq).
+					WithHint("name a column of the query's result")
+			}
+		}
+	}
+	rs, err := c.materialize(ctx, cp.Query)
+	if err != nil {
+		return nil, err
+	}
+	if rs.cols == nil {
+		return nil, pgerr.New(pgerr.FeatureNotSupported, "the query of COPY must return rows")
+	}
+	out := &resultSet{notices: rs.notices, copy: true, copyColumns: len(rs.cols)}
+	force := make([]bool, len(rs.cols))
+	for i, col := range rs.cols {
+		force[i] = cp.ForceQuoteAll
+		for _, fq := range cp.ForceQuote {
+			force[i] = force[i] || fq == col.name
+		}
+	}
+	if cp.Header {
+		names := make([]*string, len(rs.cols))
+		for i := range rs.cols {
+			names[i] = &rs.cols[i].name
+		}
+		out.copyData = append(out.copyData, copyLine(cp, names, make([]bool, len(names))))
+	}
+	for _, row := range rs.rows {
+		out.copyData = append(out.copyData, copyLine(cp, row, force))
+	}
+	out.tag = "COPY " + strconv.Itoa(len(rs.rows))
+	return out, nil
+}
+
+// queryColumns returns the result columns of a query without running it
+// (no data read, nothing charged).
+func (c *conn) queryColumns(ctx context.Context, query string) ([]column, error) {
+	route, err := c.srv.rt.classify(c.ds.Policy, query)
+	if err != nil {
+		return nil, err
+	}
+	switch route {
+	case rewrite.RouteDP:
+		if rs := c.publicDistinct(query); rs != nil {
+			return rs.cols, nil
+		}
+		plan, explain, err := c.planFor(query)
+		if err != nil {
+			return nil, dpError(ctx, err, c.log)
+		}
+		return resultColumns(plan, explain), nil
+	case rewrite.RouteCatalog:
+		sd, err := c.describeShadow(ctx, query, nil)
+		if err != nil {
+			return nil, err
+		}
+		cols := make([]column, len(sd.Fields))
+		for i, f := range sd.Fields {
+			cols[i] = column{name: f.Name, oid: f.DataTypeOID}
+		}
+		return cols, nil
+	}
+	return nil, pgerr.New(pgerr.FeatureNotSupported, "this statement cannot be used in COPY")
+}
+
+// copyLine formats one row (or the header) as a line of COPY output.
+func copyLine(cp *rewrite.CopyStmt, row []*string, force []bool) []byte {
+	var b strings.Builder
+	for i, v := range row {
+		if i > 0 {
+			b.WriteString(cp.Delimiter)
+		}
+		switch {
+		case v == nil:
+			b.WriteString(cp.Null)
+		case cp.CSV:
+			copyCSV(&b, cp, *v, force[i], len(row) == 1)
+		default:
+			copyText(&b, cp.Delimiter[0], *v)
+		}
+	}
+	b.WriteByte('\n')
+	return []byte(b.String())
+}
+
+// copyText writes a value in COPY's text format (copyto.c
+// CopyAttributeOutText): backslash, the delimiter and control characters
+// are escaped with a backslash.
+func copyText(b *strings.Builder, delim byte, v string) {
+	for i := 0; i < len(v); i++ {
+		ch := v[i]
+		if ch < 0x20 {
+			var esc byte
+			switch ch {
+			case '\b':
+				esc = 'b'
+			case '\f':
+				esc = 'f'
+			case '\n':
+				esc = 'n'
+			case '\r':
+				esc = 'r'
+			case '\t':
+				esc = 't'
+			case '\v':
+				esc = 'v'
+			default:
+				if ch == delim {
+					esc = ch
+				}
+			}
+			if esc != 0 {
+				b.WriteByte('\\')
+				b.WriteByte(esc)
+				continue
+			}
+			b.WriteByte(ch)
+			continue
+		}
+		if ch == '\\' || ch == delim {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(ch)
+	}
+}
+
+// copyCSV writes a value in COPY's csv format (copyto.c
+// CopyAttributeOutCSV): quoted when forced, when it equals the NULL
+// string (so that it reads back as a value), when it holds the delimiter,
+// the quote, CR or LF, or when it is \. alone on a line; quotes and escape
+// characters inside are preceded by the escape character.
+func copyCSV(b *strings.Builder, cp *rewrite.CopyStmt, v string, force, singleColumn bool) {
+	quote, escape, delim := cp.Quote[0], cp.Escape[0], cp.Delimiter[0]
+	use := force || v == cp.Null
+	if !use {
+		if singleColumn && v == `\.` {
+			use = true
+		} else {
+			for i := 0; i < len(v); i++ {
+				if ch := v[i]; ch == delim || ch == quote || ch == '\n' || ch == '\r' {
+					use = true
+					break
+				}
+			}
+		}
+	}
+	if !use {
+		b.WriteString(v)
+		return
+	}
+	b.WriteByte(quote)
+	for i := 0; i < len(v); i++ {
+		if ch := v[i]; ch == quote || ch == escape {
+			b.WriteByte(escape)
+		}
+		b.WriteByte(v[i])
+	}
+	b.WriteByte(quote)
+}
+
+// sendCopyOut sends a COPY's output: CopyOutResponse (text format, as
+// PostgreSQL reports both text and csv), one CopyData per line, CopyDone.
+func (c *conn) sendCopyOut(rs *resultSet) {
+	c.be.Send(&pgproto3.CopyOutResponse{OverallFormat: 0, ColumnFormatCodes: make([]uint16, rs.copyColumns)})
+	for i, line := range rs.copyData {
+		c.be.Send(&pgproto3.CopyData{Data: line})
+		if (i+1)%shadowFlushRows == 0 {
+			_ = c.be.Flush()
+		}
+	}
+	c.be.Send(&pgproto3.CopyDone{})
+}

@@ -1,0 +1,370 @@
+package proxy
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Server-side cursors over released answers (issue 17: psycopg2 and
+// psycopg 3 named cursors, SQLAlchemy's stream_results, hand-written
+// DECLARE/FETCH). DECLARE runs its query once, as any statement of the
+// session would run it — a DP query is released (charged) then, a catalog
+// statement runs on the shadow — and the cursor holds the rows in the
+// session; FETCH and MOVE page over them and never run anything. So a DP
+// query costs one charge per DECLARE however it is fetched, and the
+// cursor's text never reaches a database.
+//
+// Lifetime as in PostgreSQL: a cursor ends with its transaction unless
+// declared WITH HOLD (one declared WITH HOLD in a transaction that rolls
+// back ends too); ROLLBACK TO a savepoint ends the cursors declared after
+// it; CLOSE, CLOSE ALL and DISCARD ALL end them at once.
+
+// Cursor SQLSTATEs (PostgreSQL's errcodes.txt).
+const (
+	objectNotInPrerequisiteState = "55000"
+	invalidColumnReference       = "42P10"
+)
+
+// maxCursors bounds the cursors a session holds at once: each holds its
+// rows in the proxy's memory (a catalog cursor up to MaxBufferedResult).
+const maxCursors = 64
+
+// oidVoid is the type of pg_advisory_unlock_all()'s result.
+const oidVoid uint32 = 2278
+
+// cursor is a declared cursor: the released rows and a position, as
+// PostgreSQL counts it (0: before the first row, 1…n: on row k, n+1:
+// after the last).
+type cursor struct {
+	name     string
+	cols     []column
+	rows     [][]*string
+	pos      int64
+	binary   bool // DECLARE … BINARY: the simple protocol's FETCH sends binary values
+	noScroll bool // NO SCROLL: only forward
+	hold     bool // WITH HOLD: survives the transaction's commit
+	inTx     bool // declared in the current transaction (block or implicit)
+	depth    int  // how many savepoints were set when it was declared
+}
+
+// execUnlisten answers UNLISTEN: sessions of the proxy cannot LISTEN
+// (refused), so there is nothing to stop listening to.
+func (c *conn) execUnlisten() *resultSet { return &resultSet{tag: "UNLISTEN"} }
+
+// execUnlockAll answers SELECT pg_advisory_unlock_all(): sessions of the
+// proxy take no advisory lock (pg_advisory_lock and the others are
+// refused), so there is none to release. The answer is PostgreSQL's: one
+// row with the void value (empty text).
+func (c *conn) execUnlockAll(st *rewrite.SessionStmt) *resultSet {
+	name := st.Alias
+	if name == "" {
+		name = "pg_advisory_unlock_all"
+	}
+	return &resultSet{cols: []column{{name, oidVoid}}, rows: [][]*string{textRow("")}, tag: "SELECT 1"}
+}
+
+// materialize runs the query a DECLARE or COPY wraps, once, on the route
+// Classify gives it (the DP path or the shadow), and returns its rows.
+func (c *conn) materialize(ctx context.Context, query string) (*resultSet, error) {
+	route, err := c.srv.rt.classify(c.ds.Policy, query)
+	if err != nil {
+		return nil, err
+	}
+	switch route {
+	case rewrite.RouteDP:
+		return c.execDP(ctx, query, query)
+	case rewrite.RouteCatalog:
+		return c.shadowResult(ctx, query)
+	}
+	return nil, pgerr.New(pgerr.FeatureNotSupported, "this statement cannot be used in a cursor or COPY").
+		WithHint("DECLARE and COPY wrap a query: SELECT, VALUES or TABLE")
+}
+
+// shadowResult runs one catalog query on the shadow and returns its rows
+// as text (at most MaxBufferedResult bytes).
+func (c *conn) shadowResult(ctx context.Context, query string) (*resultSet, error) {
+	sc, err := c.acquireShadow(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer c.releaseShadow(ctx, sc)
+	rr := sc.PgConn().ExecParams(ctx, query, nil, nil, nil, nil)
+	rs := &resultSet{}
+	for _, f := range rr.FieldDescriptions() {
+		rs.cols = append(rs.cols, column{name: f.Name, oid: f.DataTypeOID})
+	}
+	size := 0
+	for rr.NextRow() {
+		vals := rr.Values()
+		row := make([]*string, len(vals))
+		for i, v := range vals {
+			if v != nil {
+				s := string(v)
+				row[i] = &s
+				size += len(v)
+			}
+		}
+		size += 8 * len(vals)
+		if size > c.srv.cfg.MaxBufferedResult {
+			_, _ = rr.Close()
+			return nil, pgerr.New(programLimitExceeded, "catalog result too large for a cursor or COPY (over %d bytes)", c.srv.cfg.MaxBufferedResult).
+				WithHint("add a LIMIT, or run the query without DECLARE or COPY")
+		}
+		rs.rows = append(rs.rows, row)
+	}
+	tag, err := rr.Close()
+	if err != nil {
+		return nil, c.shadowFailed(ctx, err)
+	}
+	rs.tag = tag.String()
+	return rs, nil
+}
+
+// execDeclare declares a cursor: the checks PostgreSQL makes before it
+// runs anything (a transaction block unless WITH HOLD, a free name), then
+// the query, once.
+func (c *conn) execDeclare(ctx context.Context, cs *rewrite.CursorStmt) (*resultSet, error) {
+	// The query first, as PostgreSQL's parse analysis does: a query the
+	// proxy refuses is refused as itself (planned or described, nothing
+	// run or charged).
+	if _, err := c.queryColumns(ctx, cs.Query); err != nil {
+		return nil, err
+	}
+	if !cs.Hold && c.txStatus == 'I' && !c.implicitTx {
+		return nil, pgerr.New(pgerr.NoActiveSQLTransaction, "DECLARE CURSOR can only be used in transaction blocks").
+			WithHint("start a transaction with BEGIN first, or declare the cursor WITH HOLD")
+	}
+	if len(c.cursors) >= maxCursors {
+		return nil, pgerr.New(programLimitExceeded, "too many open cursors (at most %d per session)", maxCursors).
+			WithHint("CLOSE the cursors you no longer need")
+	}
+	if c.cursorExists(cs.Name) {
+		return nil, pgerr.New(duplicateCursor, "cursor %q already exists", cs.Name).
+			WithHint("CLOSE it first, or choose another name")
+	}
+	rs, err := c.materialize(ctx, cs.Query)
+	if err != nil {
+		return nil, err
+	}
+	if rs.cols == nil {
+		return nil, pgerr.New(pgerr.FeatureNotSupported, "the query of a cursor must return rows")
+	}
+	if cs.Binary {
+		if err := binaryEncodable(rs.cols); err != nil {
+			return nil, err
+		}
+	}
+	if c.cursors == nil {
+		c.cursors = map[string]*cursor{}
+	}
+	c.cursors[cs.Name] = &cursor{
+		name: cs.Name, cols: rs.cols, rows: rs.rows,
+		binary: cs.Binary, noScroll: cs.NoScroll, hold: cs.Hold,
+		inTx: true, depth: len(c.savepoints),
+	}
+	return &resultSet{tag: "DECLARE CURSOR", notices: rs.notices}, nil
+}
+
+// cursorExists reports whether name is taken by a cursor or a protocol
+// portal (PostgreSQL keeps both in one namespace).
+func (c *conn) cursorExists(name string) bool {
+	if _, ok := c.cursors[name]; ok {
+		return true
+	}
+	_, ok := c.portals[name]
+	return ok && name != ""
+}
+
+func errNoCursor(name string) error {
+	return pgerr.New(invalidCursorName, "cursor %q does not exist", name).
+		WithHint("DECLARE it in this transaction first (cursors end with their transaction unless declared WITH HOLD)")
+}
+
+// binaryEncodable checks that every column has a binary encoding the proxy
+// can produce from text.
+func binaryEncodable(cols []column) error {
+	for _, col := range cols {
+		switch col.oid {
+		case oidBool, oidInt4, oidInt8, oidText, oidVarchar, oidDate, oidFloat8, oidNumeric, oidVoid:
+		default:
+			return pgerr.New(pgerr.FeatureNotSupported, "binary output of column %q (type %d) is not supported by dpproxy", col.name, col.oid).
+				WithHint("declare the cursor without BINARY, or fetch in text format")
+		}
+	}
+	return nil
+}
+
+// execFetch answers FETCH and MOVE.
+func (c *conn) execFetch(cs *rewrite.CursorStmt, move bool) (*resultSet, error) {
+	cur, ok := c.cursors[cs.Name]
+	if !ok {
+		return nil, errNoCursor(cs.Name)
+	}
+	idx, err := cur.step(cs.Direction, cs.Count)
+	if err != nil {
+		return nil, err
+	}
+	if move {
+		return &resultSet{tag: "MOVE " + strconv.Itoa(len(idx))}, nil
+	}
+	rs := &resultSet{cols: cur.cols, rows: make([][]*string, len(idx)), tag: "FETCH " + strconv.Itoa(len(idx))}
+	for i, k := range idx {
+		rs.rows[i] = cur.rows[k]
+	}
+	if cur.binary {
+		rs.formats = []int16{formatBinary}
+	}
+	return rs, nil
+}
+
+// step moves the cursor as FETCH/MOVE direction count does in PostgreSQL
+// (pquery.c DoPortalRunFetch) and returns the indices (0-based) of the
+// rows it passes, in order.
+func (cur *cursor) step(dir rewrite.FetchDirection, count int64) ([]int, error) {
+	n := int64(len(cur.rows))
+	switch dir {
+	case rewrite.FetchForward, rewrite.FetchBackward:
+		if count < 0 {
+			count = -count
+			if dir == rewrite.FetchForward {
+				dir = rewrite.FetchBackward
+			} else {
+				dir = rewrite.FetchForward
+			}
+		}
+		if count == 0 {
+			dir = rewrite.FetchRelative // FETCH FORWARD 0: the current row again
+		}
+	}
+	backward := func() error {
+		if cur.noScroll {
+			return pgerr.New(objectNotInPrerequisiteState, "cursor can only scan forward").
+				WithHint("Declare it with SCROLL option to enable backward scan.")
+		}
+		return nil
+	}
+	var idx []int
+	switch dir {
+	case rewrite.FetchForward:
+		for k := int64(0); k < count; k++ {
+			if cur.pos >= n {
+				cur.pos = n + 1
+				break
+			}
+			cur.pos++
+			idx = append(idx, int(cur.pos-1))
+		}
+	case rewrite.FetchBackward:
+		if err := backward(); err != nil {
+			return nil, err
+		}
+		for k := int64(0); k < count; k++ {
+			if cur.pos <= 1 {
+				cur.pos = 0
+				break
+			}
+			cur.pos--
+			idx = append(idx, int(cur.pos-1))
+		}
+	case rewrite.FetchAbsolute:
+		target := count
+		switch {
+		case count < 0 && -count > n:
+			target = 0
+		case count < 0:
+			target = n + 1 + count
+		case count > n:
+			target = n + 1
+		}
+		if target <= cur.pos {
+			if err := backward(); err != nil {
+				return nil, err
+			}
+		}
+		cur.pos = target
+		if target >= 1 && target <= n && count != 0 {
+			idx = append(idx, int(target-1))
+		}
+	case rewrite.FetchRelative:
+		if count <= 0 {
+			if err := backward(); err != nil {
+				return nil, err
+			}
+		}
+		switch {
+		case count == 0:
+		case count > 0 && count > n-cur.pos:
+			cur.pos = n + 1
+		case count < 0 && -count >= cur.pos:
+			cur.pos = 0
+		default:
+			cur.pos += count
+		}
+		if cur.pos >= 1 && cur.pos <= n {
+			idx = append(idx, int(cur.pos-1))
+		}
+	}
+	return idx, nil
+}
+
+// execClose answers CLOSE name and CLOSE ALL.
+func (c *conn) execClose(cs *rewrite.CursorStmt) (*resultSet, error) {
+	if cs.All {
+		c.cursors = nil
+		return &resultSet{tag: "CLOSE CURSOR ALL"}, nil
+	}
+	if _, ok := c.cursors[cs.Name]; !ok {
+		return nil, errNoCursor(cs.Name)
+	}
+	delete(c.cursors, cs.Name)
+	return &resultSet{tag: "CLOSE CURSOR"}, nil
+}
+
+// endCursors ends the cursors at the end of a transaction: all but the
+// WITH HOLD ones; on rollback also those declared in it.
+func (c *conn) endCursors(commit bool) {
+	for n, cur := range c.cursors {
+		if !cur.hold || (!commit && cur.inTx) {
+			delete(c.cursors, n)
+			continue
+		}
+		cur.inTx = false
+	}
+}
+
+// rollbackCursors ends the cursors declared after savepoint i (ROLLBACK
+// TO it).
+func (c *conn) rollbackCursors(i int) {
+	for n, cur := range c.cursors {
+		if cur.inTx && cur.depth > i {
+			delete(c.cursors, n)
+		}
+	}
+}
+
+// releaseCursors moves the cursors declared after savepoint i to the
+// enclosing level (RELEASE of it).
+func (c *conn) releaseCursors(i int) {
+	for _, cur := range c.cursors {
+		if cur.inTx && cur.depth > i {
+			cur.depth = i
+		}
+	}
+}
+
+// describeCursor answers Describe of a portal that is a cursor declared
+// with DECLARE (psycopg 3 describes its named cursors so).
+func (c *conn) describeCursor(name string, formats []int16) (*pgproto3.RowDescription, bool) {
+	cur, ok := c.cursors[name]
+	if !ok {
+		return nil, false
+	}
+	if formats == nil && cur.binary {
+		formats = []int16{formatBinary}
+	}
+	return rowDescription(cur.cols, formats), true
+}
