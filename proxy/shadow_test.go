@@ -19,7 +19,7 @@ import (
 
 // shadowDB creates a shadow catalog database for the hospital policy by
 // hand: the exposed columns and no rows.
-func shadowDB(t *testing.T) string {
+func shadowDB(t testing.TB) string {
 	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	err := pgtest.Exec(context.Background(), dsn,
