@@ -278,6 +278,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		cancelAll(errShutdown)
 		s.mu.Lock()
 		for c := range s.conns {
+			c.cancelRunning(errShutdown) // shadow queries pgconn does not watch
 			c.raw.Close()
 		}
 		s.mu.Unlock()

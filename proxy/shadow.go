@@ -157,7 +157,9 @@ func (c *conn) execShadowSimple(ctx context.Context, text string) error {
 		return err
 	}
 	defer c.releaseShadow(ctx, sc)
-	mrr := sc.PgConn().Exec(ctx, text)
+	qctx, done := c.shadowCtx(ctx, sc.PgConn())
+	defer done() // runs before releaseShadow
+	mrr := sc.PgConn().Exec(qctx, text)
 	for mrr.NextResult() {
 		rr := mrr.ResultReader()
 		if fds := rr.FieldDescriptions(); fds != nil {
@@ -235,7 +237,9 @@ func (c *conn) execShadowExtended(ctx context.Context, p *portal) (*bufferedResu
 	} else {
 		copy(oids, ps.parseOIDs)
 	}
-	rr := sc.PgConn().ExecParams(ctx, ps.text, p.params, oids, p.paramFormats, p.resultFormats)
+	qctx, done := c.shadowCtx(ctx, sc.PgConn())
+	defer done() // runs before releaseShadow
+	rr := sc.PgConn().ExecParams(qctx, ps.text, p.params, oids, p.paramFormats, p.resultFormats)
 	br := &bufferedResult{}
 	if fds := rr.FieldDescriptions(); fds != nil {
 		br.fields = toWireFields(fds, nil)
