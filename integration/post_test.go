@@ -57,7 +57,7 @@ func TestPost_EndToEnd(t *testing.T) {
 	if n := charges(); n != 1 {
 		t.Fatalf("charges after one wrapped DP query = %d, want 1", n)
 	}
-	if ns := strings.Join(notices(), "\n"); !strings.Contains(ns, "dp aggregate 1 of 1") || !strings.Contains(ns, "epsilon 0.1 spent") {
+	if ns := strings.Join(notices(), "\n"); !strings.Contains(ns, "DP aggregate 1 of 1") || !strings.Contains(ns, "epsilon 0.1 spent") {
 		t.Errorf("notices lack the leaf's cost: %s", ns)
 	}
 
@@ -187,7 +187,7 @@ func TestPost_EndToEnd(t *testing.T) {
 	// psql, as an analyst types it.
 	out, stderr, code := psql(t, p.dsn(analyst), "-At", "-c",
 		`SELECT region, CASE WHEN n > 9000 THEN 'large' ELSE 'small' END FROM (SELECT region, COUNT(*) AS n FROM patients GROUP BY region) t ORDER BY region`)
-	if code != 0 || len(strings.Split(strings.TrimSpace(out), "\n")) != 5 || !strings.Contains(stderr, "dp aggregate 1 of 1") {
+	if code != 0 || len(strings.Split(strings.TrimSpace(out), "\n")) != 5 || !strings.Contains(stderr, "DP aggregate 1 of 1") {
 		t.Errorf("psql: code %d\n%s\n%s", code, out, stderr)
 	}
 }

@@ -197,7 +197,7 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 			values[i] = l.distinct.rows
 			for _, n := range l.distinct.notices {
 				cp := *n
-				cp.Message = fmt.Sprintf("dp aggregate %d of %d: %s", i+1, len(leaves), n.Message)
+				cp.Message = fmt.Sprintf("%s [DP aggregate %d of %d]", n.Message, i+1, len(leaves))
 				rs.notices = append(rs.notices, &cp)
 			}
 			continue
@@ -220,7 +220,9 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 		if res.Notice != "" {
 			rs.notices = append(rs.notices, &pgproto3.NoticeResponse{
 				Severity: severityNotice, SeverityUnlocalized: severityNotice, Code: successfulCompletion,
-				Message: fmt.Sprintf("dp aggregate %d of %d (%s): %s", i+1, len(leaves), truncate(l.text, 120), res.Notice),
+				// The leaf's own NOTICE (it starts with "dp: ", one per
+				// charge, as for any DP query), naming the leaf.
+				Message: fmt.Sprintf("%s [DP aggregate %d of %d: %s]", res.Notice, i+1, len(leaves), truncate(l.text, 120)),
 			})
 		}
 	}
@@ -239,7 +241,7 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 	out.notices = append(rs.notices, out.notices...)
 	out.notices = append(out.notices, &pgproto3.NoticeResponse{
 		Severity: severityNotice, SeverityUnlocalized: severityNotice, Code: successfulCompletion,
-		Message: fmt.Sprintf("dp: post-processing over %d DP answers (no extra cost): the statement's cost is the sum of theirs", len(leaves)),
+		Message: fmt.Sprintf("post-processing over %d DP answers (no extra cost): the statement's cost is the sum of theirs", len(leaves)),
 	})
 	return out, nil
 }
