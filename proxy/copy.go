@@ -79,6 +79,9 @@ func (c *conn) queryColumns(ctx context.Context, query string) ([]column, error)
 			return rs.cols, nil
 		}
 		plan, explain, err := c.planFor(query)
+		if ps, ok := asPost(err); ok {
+			return c.describePost(ctx, ps.q, ps.explain)
+		}
 		if err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}

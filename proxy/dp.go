@@ -28,6 +28,9 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		return rs, nil
 	}
 	plan, explain, err := c.planFor(text)
+	if ps, ok := err.(*postStatement); ok {
+		return c.execPost(ctx, ps.q, ps.explain, logText)
+	}
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
@@ -193,7 +196,23 @@ func dpResultSet(res *release.Result) (*resultSet, error) {
 
 // planFor validates and plans a DP statement. For EXPLAIN <query> it plans
 // the query and reports explain = true.
+//
+// A post-processing statement (rewrite.Post) that flattens into one DP
+// aggregate is planned as that aggregate; one with DP leaves and outer SQL
+// has every leaf planned and is returned as a *postStatement error, which
+// callers answer with execPost or describePost.
 func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error) {
+	if q, ex, err := c.postQuery(text); err != nil {
+		return nil, false, err
+	} else if q != nil {
+		if q.Flat == "" {
+			if _, err := c.planPost(q); err != nil {
+				return nil, false, err
+			}
+			return nil, ex, &postStatement{q: q, explain: ex}
+		}
+		text = flatText(q, ex)
+	}
 	inner, explain, err := rewrite.ExplainTarget(text)
 	if err != nil {
 		return nil, false, err

@@ -147,7 +147,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		// (refused here, before the query could run and be charged). A
 		// DP query the proxy would refuse anyway is refused as itself.
 		if r, err := c.srv.rt.classify(c.ds.Policy, st.sess.Copy.Query); err == nil && r == rewrite.RouteDP && c.publicDistinct(st.sess.Copy.Query) == nil {
-			if _, _, err := c.planFor(st.sess.Copy.Query); err != nil {
+			if _, _, err := c.planFor(st.sess.Copy.Query); err != nil && !isPost(err) {
 				return dpError(context.Background(), err, c.log)
 			}
 		}
@@ -161,7 +161,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	if st.route == rewrite.RouteDP && n == 0 && c.publicDistinct(text) == nil {
 		// Like PostgreSQL's parse analysis: a statement that cannot be
 		// answered fails at Parse (nothing is read, nothing spent).
-		if _, _, err := c.planFor(text); err != nil {
+		if _, _, err := c.planFor(text); err != nil && !isPost(err) {
 			c.logStatement(st, err)
 			return dpError(context.Background(), err, c.log)
 		}
@@ -360,6 +360,12 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 			return nil, err
 		}
 		plan, explain, err := c.planFor(text)
+		if ps, ok := asPost(err); ok {
+			if d.cols, err = c.describePost(sctx, ps.q, ps.explain); err != nil {
+				return nil, dpError(sctx, err, c.log)
+			}
+			break
+		}
 		switch {
 		case err == nil:
 			d.cols = resultColumns(plan, explain)
@@ -390,6 +396,13 @@ func (c *conn) describePortal(ctx context.Context, p *portal) (*statementDesc, e
 		return nil, err
 	}
 	plan, explain, err := c.planFor(text)
+	if ps, ok := asPost(err); ok {
+		cols, err := c.describePost(ctx, ps.q, ps.explain)
+		if err != nil {
+			return nil, dpError(ctx, err, c.log)
+		}
+		return &statementDesc{cols: cols}, nil
+	}
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}

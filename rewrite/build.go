@@ -83,6 +83,7 @@ var parsers = sync.Pool{New: func() any {
 
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
+	stmt = blankCasts(stmt) // cast.go: value-preserving casts of columns
 	n, err := normalize(stmt)
 	if err != nil {
 		return nil, err

@@ -22,6 +22,11 @@
 //	              every name is quoted (EXTRACT(YEAR FROM …) is passed as
 //	              keywords), everything without an exact mapping is
 //	              refused with its position.
+//	cast.go       value-preserving casts of columns and midnight timestamp
+//	              literals, rewritten before normalizing (offsets kept).
+//	post.go       Post: statements whose leaves are DP aggregates and whose
+//	              outer parts are SQL over them (POSTPROCESSING.md);
+//	              postflat.go flattens projection subqueries and CTEs.
 //	build.go      TiDB AST → checked against the policy → Plan.
 //	pred.go       WHERE conditions: column op literal, typed by us.
 //	rowexpr.go    Privacy-critical: expressions inside aggregates (+ - * /,

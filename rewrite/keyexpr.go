@@ -21,7 +21,7 @@ var decimalRE = regexp.MustCompile(`^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]
 const maxDerivedGroups = 10000
 
 // keyExprHint lists the supported GROUP BY expressions.
-const keyExprHint = "GROUP BY a column with public values, width_bucket(col, low, high, count) with constant bounds, or date_trunc('month'|'year', date_col) or EXTRACT(YEAR FROM date_col) over a date column with policy bounds"
+const keyExprHint = "GROUP BY a column with public values, width_bucket(col, low, high, count) with constant bounds, or date_trunc('day'|'week'|'month'|'quarter'|'year', date_col) or EXTRACT(YEAR|QUARTER|MONTH FROM date_col) over a date column with policy bounds"
 
 // exprKey plans a GROUP BY expression whose key domain is public: it is
 // derived from the query's constants (width_bucket) or from the policy's
@@ -93,8 +93,8 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 		}
 		l, ok := b.lit(fc.Args[0])
 		unit := strings.ToLower(l.val)
-		if !ok || l.kind != litString || unit != "month" && unit != "year" {
-			return Key{}, nil, b.errAt(fc.Args[0], pgerr.FeatureNotSupported, "date_trunc is supported with 'month' or 'year'").
+		if !ok || l.kind != litString || !truncUnits[unit] {
+			return Key{}, nil, b.errAt(fc.Args[0], pgerr.FeatureNotSupported, "date_trunc is supported with 'day', 'week', 'month', 'quarter' or 'year'").
 				WithHint("%s", keyExprHint)
 		}
 		ci, err := b.keyColumn(fc.Args[1])
@@ -112,13 +112,7 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 				WithHint("ask the data steward to declare lower and upper for %s", ci.name)
 		}
 		var dom []string
-		d := time.Date(lo.Year(), lo.Month(), 1, 0, 0, 0, 0, time.UTC)
-		step := func(t time.Time) time.Time { return t.AddDate(0, 1, 0) }
-		if unit == "year" {
-			d = time.Date(lo.Year(), 1, 1, 0, 0, 0, 0, time.UTC)
-			step = func(t time.Time) time.Time { return t.AddDate(1, 0, 0) }
-		}
-		for ; !d.After(hi); d = step(d) {
+		for d := periodStart(lo, unit); !d.After(hi); d = periodNext(d, unit) {
 			if len(dom) == maxDerivedGroups {
 				return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "date_trunc('%s', %s) would release more than %d groups", unit, ci.name, maxDerivedGroups).
 					WithHint("truncate to a coarser unit")
@@ -128,8 +122,28 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 		return Key{Column: ci.name, Type: policy.TypeDate, Domain: dom, Func: name, Args: []string{unit}}, ci.col, nil
 	case "extract":
 		u, ok := fc.Args[0].(*ast.TimeUnitExpr)
-		if !ok || len(fc.Args) != 2 || u.Unit != ast.TimeUnitYear {
-			return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "EXTRACT is supported for YEAR only").WithHint("%s", keyExprHint)
+		if !ok || len(fc.Args) != 2 || u.Unit != ast.TimeUnitYear && u.Unit != ast.TimeUnitQuarter && u.Unit != ast.TimeUnitMonth {
+			return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "EXTRACT is supported for YEAR, QUARTER and MONTH").WithHint("%s", keyExprHint)
+		}
+		if u.Unit != ast.TimeUnitYear {
+			// The field's values are fixed (1–4, 1–12): a public domain
+			// whatever the bounds, over a date column with bounds.
+			ci, err := b.keyColumn(fc.Args[1])
+			if err != nil {
+				return Key{}, nil, err
+			}
+			if _, _, err := b.dateBounds(fc.Args[1], ci); err != nil {
+				return Key{}, nil, err
+			}
+			field, n := "quarter", 4
+			if u.Unit == ast.TimeUnitMonth {
+				field, n = "month", 12
+			}
+			dom := make([]string, n)
+			for i := range dom {
+				dom[i] = strconv.Itoa(i + 1)
+			}
+			return Key{Column: ci.name, Type: policy.TypeInt, Domain: dom, Func: name, Args: []string{field}}, ci.col, nil
 		}
 		ci, err := b.keyColumn(fc.Args[1])
 		if err != nil {
@@ -201,15 +215,18 @@ func keySQL(k Key) string {
 		// outside the domain anyway, and become NULL).
 		first, last := k.Domain[0], k.Domain[len(k.Domain)-1]
 		end, _ := time.Parse("2006-01-02", last)
-		if k.Args[0] == "year" {
-			end = end.AddDate(1, 0, 0)
-		} else {
-			end = end.AddDate(0, 1, 0)
-		}
+		end = periodNext(end, k.Args[0])
 		return "date_trunc(" + quoteString(k.Args[0]) + ", CASE WHEN " + c + " >= " + quoteString(first) + "::date AND " + c + " < " +
 			quoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)::date"
 	case "extract":
-		return "EXTRACT(YEAR FROM " + c + ")"
+		field := "YEAR"
+		switch k.Args[0] {
+		case "quarter":
+			field = "QUARTER"
+		case "month":
+			field = "MONTH"
+		}
+		return "EXTRACT(" + field + " FROM " + c + ")"
 	case "case":
 		// Built by caseKey from planned conditions and re-encoded
 		// constants (casekey.go).
@@ -229,4 +246,39 @@ func sameKey(a, b Key) bool {
 		}
 	}
 	return true
+}
+
+// truncUnits are the date_trunc units of date keys.
+var truncUnits = map[string]bool{"day": true, "week": true, "month": true, "quarter": true, "year": true}
+
+// periodStart is date_trunc(unit, t) for a date (weeks start on Monday,
+// as ISO and PostgreSQL count them).
+func periodStart(t time.Time, unit string) time.Time {
+	switch unit {
+	case "year":
+		return time.Date(t.Year(), 1, 1, 0, 0, 0, 0, time.UTC)
+	case "quarter":
+		return time.Date(t.Year(), (t.Month()-1)/3*3+1, 1, 0, 0, 0, 0, time.UTC)
+	case "month":
+		return time.Date(t.Year(), t.Month(), 1, 0, 0, 0, 0, time.UTC)
+	case "week":
+		d := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+		return d.AddDate(0, 0, -((int(d.Weekday()) + 6) % 7))
+	}
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
+}
+
+// periodNext is the start of the period after the one starting at t.
+func periodNext(t time.Time, unit string) time.Time {
+	switch unit {
+	case "year":
+		return t.AddDate(1, 0, 0)
+	case "quarter":
+		return t.AddDate(0, 3, 0)
+	case "month":
+		return t.AddDate(0, 1, 0)
+	case "week":
+		return t.AddDate(0, 0, 7)
+	}
+	return t.AddDate(0, 0, 1)
 }

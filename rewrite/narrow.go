@@ -195,6 +195,9 @@ func (b *builder) narrowKeys() {
 				}
 			}
 		case "date_trunc", "extract":
+			if k.Func == "extract" && k.Args[0] != "year" {
+				continue // quarters and months of every year: not a period
+			}
 			r := rangeOf(cs, col, policy.TypeDate)
 			if r.lo.IsZero() && r.hi.IsZero() {
 				continue
@@ -214,11 +217,7 @@ func (b *builder) narrowKeys() {
 						return true
 					}
 					start = d
-					if k.Args[0] == "year" {
-						end = d.AddDate(1, 0, -1)
-					} else {
-						end = d.AddDate(0, 1, -1)
-					}
+					end = periodNext(d, k.Args[0]).AddDate(0, 0, -1)
 				}
 				return (r.hi.IsZero() || !start.After(r.hi)) && (r.lo.IsZero() || !end.Before(r.lo))
 			}

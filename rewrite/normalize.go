@@ -357,20 +357,20 @@ func normalize(src string) (*normalized, error) {
 			case w == "unknown" && prevIs(i, "is") || w == "unknown" && prevIs(i, "not"):
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "IS [NOT] UNKNOWN is not supported").
 					WithPosition(charPos(src, t.pos)).WithHint("write IS [NOT] NULL")
-			case w == "extract" && next(1).isPunct("(") && next(2).is("year") && next(3).is("from"):
-				// EXTRACT(YEAR FROM col): the only field supported (as a
-				// GROUP BY key, keyexpr.go); the TiDB parser reads the
-				// same syntax.
+			case w == "extract" && next(1).isPunct("(") && (next(2).is("year") || next(2).is("quarter") || next(2).is("month")) && next(3).is("from"):
+				// EXTRACT(YEAR|QUARTER|MONTH FROM col): the fields
+				// supported (as GROUP BY keys, keyexpr.go); the TiDB
+				// parser reads the same syntax.
 				add("EXTRACT", t.pos, true)
 				add("(", next(1).pos, false)
 				depth++ // the ")" is read by the case above
-				add("YEAR", next(2).pos, true)
+				add(strings.ToUpper(next(2).val), next(2).pos, true)
 				add("FROM", next(3).pos, true)
 				i += 3
 			case w == "extract" && next(1).isPunct("("):
-				return nil, pgerr.New(pgerr.FeatureNotSupported, "EXTRACT is supported as EXTRACT(YEAR FROM date_col) only").
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "EXTRACT is supported as EXTRACT(YEAR|QUARTER|MONTH FROM date_col) only").
 					WithPosition(charPos(src, t.pos)).
-					WithHint("GROUP BY EXTRACT(YEAR FROM date_col), or date_trunc('month', date_col)")
+					WithHint("GROUP BY EXTRACT(YEAR FROM date_col), or date_trunc('day'|'week'|'month'|'quarter'|'year', date_col); EXTRACT(EPOCH …) buckets are not supported")
 			case w == "isnull" || w == "notnull":
 				add("IS", t.pos, true)
 				if w == "notnull" {

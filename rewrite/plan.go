@@ -91,7 +91,7 @@ type Key struct {
 	Private bool `json:",omitempty"`
 	// Func, when not "", makes the key an expression of Column whose
 	// domain is derived from public data (keyexpr.go): "width_bucket"
-	// (Args: low, high, count) or "date_trunc" (Args: "month" or "year").
+	// (Args: low, high, count), "date_trunc" (Args: "day", "week", "month", "quarter" or "year") or "extract" (Args: "year", "quarter" or "month").
 	Func string   `json:",omitempty"`
 	Args []string `json:",omitempty"`
 }

@@ -1,0 +1,54 @@
+// Privacy-critical: needs DP review.
+
+package release
+
+import (
+	"context"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+)
+
+// Statements with several DP leaves (post-processing SQL, proxy/post.go)
+// are released leaf by leaf through Run, each charged as its own query.
+// Before the first charge the proxy checks that the whole statement fits
+// the remaining budget (CheckTotal), so that a statement whose later leaf
+// would be refused for budget is refused before any leaf is charged.
+
+// IsCached reports whether Run would answer req from the answer cache, at
+// no cost. It reads the cache (and the ledger's copy); it charges nothing.
+func (r *Releaser) IsCached(ctx context.Context, req Request) bool {
+	if req.NoCache || checkRequest(req) != nil {
+		return false
+	}
+	_, ok, err := r.cached(ctx, req, cacheKey(req))
+	return err == nil && ok
+}
+
+// MaxCost is the most Run charges for req: its ε and δ. A query's ε (and
+// δ) are split between its measurements with the shares rounded down
+// (splitDown), so the basic composition of its events never exceeds them;
+// every accountant charges at most the basic composition.
+func MaxCost(req Request) accountant.Spent {
+	return accountant.Spent{Epsilon: req.Epsilon, Delta: req.Delta}
+}
+
+// CheckTotal refuses (53400, before any charge) a batch whose total
+// maximal cost exceeds what st leaves: total ε or δ above the remaining
+// budget. It is a pre-check: each leaf's own Reserve still checks and
+// charges atomically, so a concurrent session of the same analyst can
+// still make a later leaf fail after earlier ones were charged (which
+// over-charges, never under-charges).
+func CheckTotal(st accountant.Status, total accountant.Spent) error {
+	rem := st.Remaining()
+	// The remaining budget is exact decimal; the total is a sum of
+	// float64s: allow the rounding of the sum (relative 1e-12).
+	if total.Epsilon > rem.Epsilon*(1+1e-12) || total.Delta > 0 && total.Delta > rem.Delta*(1+1e-12) {
+		return pgerr.New(pgerr.ConfigurationLimit,
+			"privacy budget exhausted on dataset %s: this statement's DP aggregates need ε=%s, δ=%s together but your remaining budget is ε=%s, δ=%s",
+			st.Dataset, num(total.Epsilon), num(total.Delta), num(rem.Epsilon), num(rem.Delta)).
+			WithDetail("accountant %s; nothing was charged for this statement", st.Accountant).
+			WithHint("lower the cost (SET dp.epsilon = …, fewer DP aggregates in the statement), or ask the data steward for more budget")
+	}
+	return nil
+}

@@ -1,0 +1,178 @@
+package rewrite
+
+import "strings"
+
+// Casts of columns as BI tools write them (issue 17, item 3):
+// `CAST(visit_date AS TIMESTAMP)`, `visit_date::timestamp`,
+// `SUM(CAST(age AS DOUBLE PRECISION))`, `CAST(department AS TEXT)`,
+// `CAST(EXTRACT(YEAR FROM visit_date) AS INTEGER)`,
+// `date_trunc('month', visit_date)::date`, and midnight timestamp literals
+// compared with date columns (`TIMESTAMP '2023-01-01 00:00:00'`,
+// `'2023-01-01T00:00:00Z'::timestamptz`, `TO_TIMESTAMP('2023-01-01',
+// 'YYYY-MM-DD')`).
+//
+// A cast is dropped when it preserves the value and its order for every
+// policy type it can apply to, so that the query without it is the same
+// aggregate: to text (keys keep their values; they are released as their
+// text), to float8/real/numeric (int and numeric values are kept; sums are
+// computed exactly anyway), to date/timestamp/timestamptz (a date column,
+// or date_trunc of one, is midnight of the same day), and to an integer
+// type only around EXTRACT (whose fields are integral). Casts to other
+// types, and casts of other expressions, stay and are refused by the
+// normalizer as before. A timestamp literal at midnight becomes the date
+// literal of that day (comparing a date with midnight of a day is
+// comparing it with the day); other timestamps stay and are refused.
+//
+// The rewrite keeps every byte offset: removed text becomes spaces and
+// replacements are padded, so error positions still point into the
+// analyst's statement. It only changes what the planner reads; privacy is
+// decided by the planner on the result, as for any query.
+
+// castTargets are the target types whose casts are dropped.
+var castTargets = map[string]bool{
+	"text": true, "varchar": true, "char": true, "character": true,
+	"float8": true, "double": true, "real": true, "float4": true, "float": true, "numeric": true, "decimal": true,
+	"date": true, "timestamp": true, "timestamptz": true,
+}
+
+// intTargets are integer types, dropped only around EXTRACT.
+var intTargets = map[string]bool{"int": true, "integer": true, "int4": true, "int8": true, "bigint": true, "smallint": true, "int2": true}
+
+// blankCasts returns stmt with value-preserving casts of columns removed
+// and midnight timestamp literals written as dates, byte offsets kept.
+func blankCasts(stmt string) string {
+	toks, err := lex(stmt)
+	if err != nil {
+		return stmt
+	}
+	match := matchParens(toks)
+	if match == nil {
+		return stmt
+	}
+	b := []byte(stmt)
+	blank := func(from, to int) { // token range [from, to)
+		if from >= to {
+			return
+		}
+		for i := toks[from].pos; i < toks[to-1].end; i++ {
+			b[i] = ' '
+		}
+	}
+	replace := func(from, to int, text string) bool {
+		start, end := toks[from].pos, toks[to-1].end
+		if len(text) > end-start {
+			return false
+		}
+		copy(b[start:], text)
+		for i := start + len(text); i < end; i++ {
+			b[i] = ' '
+		}
+		return true
+	}
+	// typeEnd returns the index after a type name at k, and its name
+	// ("" when not a droppable type).
+	typeEnd := func(k int) (int, string) {
+		if k >= len(toks) || toks[k].kind != tokIdent || toks[k].quoted {
+			return k, ""
+		}
+		name := toks[k].val
+		k++
+		switch {
+		case name == "double" && k < len(toks) && toks[k].is("precision"):
+			k++
+		case name == "character" && k < len(toks) && toks[k].is("varying"):
+			name = "varchar"
+			k++
+		case (name == "timestamp" || name == "time") && k+2 < len(toks) && (toks[k].is("with") || toks[k].is("without")) && toks[k+1].is("time") && toks[k+2].is("zone"):
+			k += 3
+		}
+		if k < len(toks) && toks[k].isPunct("(") && match[k] > 0 {
+			k = match[k] + 1
+		}
+		return k, name
+	}
+	isExtract := func(open int) bool { return open > 0 && (toks[open-1].is("extract") || toks[open-1].is("date_part")) }
+	droppable := func(name string, extract bool) bool {
+		return castTargets[name] || extract && intTargets[name]
+	}
+	// dateOf returns the date literal of a midnight timestamp text.
+	dateOf := func(v string) (string, bool) {
+		if d, midnight, err := TimestampDate(v); err == nil && midnight {
+			return "DATE '" + d.Format("2006-01-02") + "'", true
+		}
+		return "", false
+	}
+	for k := 0; k < len(toks); k++ {
+		t := toks[k]
+		switch {
+		// TIMESTAMP [WITH[OUT] TIME ZONE] 'literal'
+		case (t.is("timestamp") || t.is("timestamptz")) && !(k > 0 && (toks[k-1].isPunct("::") || toks[k-1].is("as"))):
+			j, _ := typeEnd(k)
+			if j < len(toks) && toks[j].kind == tokString {
+				if d, ok := dateOf(toks[j].val); ok && replace(k, j+1, d) {
+					k = j
+				}
+			}
+		// 'literal'::timestamp
+		case t.kind == tokString && k+1 < len(toks) && toks[k+1].isPunct("::"):
+			j, name := typeEnd(k + 2)
+			if name == "timestamp" || name == "timestamptz" {
+				if d, ok := dateOf(t.val); ok && replace(k, j, d) {
+					k = j - 1
+				}
+			}
+		// to_timestamp('YYYY-MM-DD…', 'format')
+		case t.is("to_timestamp") && k+5 < len(toks) && toks[k+1].isPunct("(") && toks[k+2].kind == tokString &&
+			toks[k+3].isPunct(",") && toks[k+4].kind == tokString && toks[k+5].isPunct(")"):
+			f := strings.ToUpper(toks[k+4].val)
+			if strings.HasPrefix(f, "YYYY-MM-DD") {
+				v := toks[k+2].val
+				if len(v) >= 10 {
+					if d, ok := dateOf(strings.Replace(v, "T", " ", 1)); ok && replace(k, k+6, d) {
+						k += 5
+					} else if d, ok := dateOf(v[:10] + " 00:00:00"); ok && len(v) == 10 && replace(k, k+6, d) {
+						k += 5
+					}
+				}
+			}
+		// column::type, (expr)::type
+		case t.isPunct("::") && k > 0 && (toks[k-1].kind == tokIdent || toks[k-1].isPunct(")")):
+			j, name := typeEnd(k + 1)
+			extract := toks[k-1].isPunct(")") && isExtract(match[k-1])
+			if droppable(name, extract) && !(j < len(toks) && toks[j].isPunct("::")) {
+				blank(k, j)
+				k = j - 1
+			}
+		// CAST ( column AS type ) and CAST ( extract/date_trunc(…) AS type )
+		case t.is("cast") && k+1 < len(toks) && toks[k+1].isPunct("(") && match[k+1] > 0:
+			close := match[k+1]
+			j := k + 2
+			switch {
+			case j < close && toks[j].kind == tokIdent && j+1 < close && toks[j+1].isPunct("("):
+				j = match[j+1] + 1
+			default:
+				for j < close && toks[j].kind == tokIdent && !toks[j].is("as") {
+					j++
+					if j < close && toks[j].isPunct(".") {
+						j++
+						continue
+					}
+					break
+				}
+			}
+			if j == k+2 || j >= close || !toks[j].is("as") {
+				continue
+			}
+			end, name := typeEnd(j + 1)
+			extract := toks[j-1].isPunct(")") && isExtract(match[j-1])
+			if end != close || !droppable(name, extract) {
+				continue
+			}
+			// The operand is a primary (a column or a call): the
+			// parentheses go with the cast.
+			blank(k, k+2)
+			blank(j, close+1)
+		}
+	}
+	return string(b)
+}

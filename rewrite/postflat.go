@@ -1,0 +1,497 @@
+package rewrite
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// Flattening of projection subqueries and CTEs (post.go, POSTPROCESSING.md).
+//
+// BI tools fold their steps into nested SELECTs: Power BI wraps the table
+// in `(select … from "public"."visits" "$Table") "_"`, Looker and Tableau
+// put a filtered projection in a CTE or a derived table and aggregate over
+// it. Such an inner query reads one protected table, computes no
+// aggregate, and only renames columns (to expressions of the row) and
+// filters rows. Flattening moves it into the enclosing query: the derived
+// table becomes the table itself (under the derived table's alias), every
+// reference to one of its output columns becomes the expression it names,
+// and its WHERE is ANDed to the enclosing WHERE. The result is the same
+// query over the same rows; the ordinary planner then validates it as if
+// the analyst had written it (every column, expression and literal is
+// checked against the policy there). Nothing here decides privacy: the
+// flattened text goes to the planner only, never to a database.
+
+// textEdit replaces src[start:end] by text (an insertion when start == end).
+type textEdit struct {
+	start, end int
+	text       string
+}
+
+func applyEdits(src string, edits []textEdit) string {
+	sort.SliceStable(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
+	var b strings.Builder
+	at := 0
+	for _, e := range edits {
+		if e.start < at {
+			continue // overlapping edit: keep the first
+		}
+		b.WriteString(src[at:e.start])
+		b.WriteString(e.text)
+		at = e.end
+	}
+	b.WriteString(src[at:])
+	return b.String()
+}
+
+// projection is a query that reads one protected table, computes no
+// aggregate and only renames and filters.
+type projection struct {
+	table    *policy.Table
+	tableRef [2]int            // the table reference's tokens
+	quals    map[string]bool   // names that qualify its columns inside (alias, table)
+	columns  map[string][2]int // output name → expression tokens
+	where    [2]int            // condition tokens, empty when none
+}
+
+// clauseWords end a FROM item or a WHERE condition.
+var clauseWords = map[string]bool{
+	"where": true, "group": true, "having": true, "window": true, "order": true, "limit": true,
+	"offset": true, "fetch": true, "union": true, "intersect": true, "except": true,
+	"join": true, "inner": true, "left": true, "right": true, "full": true, "cross": true,
+	"natural": true, "on": true, "using": true, "for": true,
+}
+
+// projectionOf reads toks[lo:hi] as a projection, or returns nil.
+func (s *splitter) projectionOf(lo, hi int) *projection {
+	if lo >= hi || !s.toks[lo].is("select") {
+		return nil
+	}
+	from, where, end := -1, -1, hi
+	for k := lo + 1; k < hi; k++ {
+		t := s.toks[k]
+		if t.isPunct("(") {
+			if s.startsQuery(k) {
+				return nil
+			}
+			k = s.match[k]
+			continue
+		}
+		if t.kind != tokIdent || t.quoted {
+			continue
+		}
+		if aggregateWords[t.val] && k+1 < hi && s.toks[k+1].isPunct("(") {
+			return nil
+		}
+		switch t.val {
+		case "distinct", "over", "group", "having", "window", "limit", "offset", "fetch",
+			"union", "intersect", "except", "join", "into", "for", "with", "values", "lateral":
+			return nil
+		case "from":
+			if from >= 0 {
+				return nil
+			}
+			from = k
+		case "where":
+			if where >= 0 || from < 0 {
+				return nil
+			}
+			where = k
+		case "order":
+			if end == hi {
+				end = k
+			}
+		}
+	}
+	if from < 0 {
+		return nil
+	}
+	// FROM [schema.]table [[AS] alias]
+	k := from + 1
+	if k >= end || s.toks[k].kind != tokIdent {
+		return nil
+	}
+	ref := [2]int{k, k + 1}
+	if k+2 < end && s.toks[k+1].isPunct(".") && s.toks[k+2].kind == tokIdent {
+		ref = [2]int{k, k + 3}
+	}
+	tb, ok := s.ds.Tables[strings.ToLower(s.toks[ref[1]-1].val)]
+	if !ok || tb.Public {
+		return nil
+	}
+	p := &projection{table: tb, tableRef: ref, quals: map[string]bool{tb.Name: true}, columns: map[string][2]int{}}
+	k = ref[1]
+	fromEnd := end
+	if where >= 0 {
+		fromEnd = where
+	}
+	if k < fromEnd && s.toks[k].is("as") {
+		k++
+	}
+	if k < fromEnd && s.toks[k].kind == tokIdent && !(clauseWords[s.toks[k].val] && !s.toks[k].quoted) {
+		p.quals = map[string]bool{s.toks[k].val: true}
+		k++
+	}
+	if k != fromEnd {
+		return nil
+	}
+	if where >= 0 {
+		p.where = [2]int{where + 1, end}
+		if where+1 >= end {
+			return nil
+		}
+	}
+	for _, it := range s.items(lo+1, from) {
+		if it[1]-it[0] == 1 && s.toks[it[0]].isOp("*") {
+			continue
+		}
+		if it[1]-it[0] == 3 && s.toks[it[0]+2].isOp("*") {
+			continue
+		}
+		e := s.itemExpr(it)
+		name := ""
+		if e != it {
+			name = s.toks[it[1]-1].val
+		} else {
+			name = s.lastName(e)
+		}
+		if name != "" {
+			p.columns[name] = e
+		}
+	}
+	return p
+}
+
+// exprText renders expression tokens of a projection with their column
+// references qualified by qual (the derived table's alias, which now names
+// the table), and their inner qualifiers dropped.
+func (s *splitter) exprText(p *projection, r [2]int, qual string) string {
+	var b strings.Builder
+	for k := r[0]; k < r[1]; k++ {
+		t := s.toks[k]
+		if t.kind == tokIdent && p.quals[t.val] && k+1 < r[1] && s.toks[k+1].isPunct(".") {
+			k++ // drop "inner." : the column is qualified below
+			continue
+		}
+		text := s.src[t.pos:t.end]
+		if t.kind == tokIdent && (k == r[0] || !s.toks[k-1].isPunct(".")) && (k+1 >= r[1] || !s.toks[k+1].isPunct("(") && !s.toks[k+1].isPunct(".")) {
+			if _, ok := p.table.Column(t.val); ok && qual != "" {
+				text = quoteIdent(qual) + "." + quoteIdent(t.val)
+			}
+		}
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(text)
+	}
+	return b.String()
+}
+
+// enclosing returns the SELECT (token range) that contains token k: the
+// innermost parenthesized query around it (or the statement), past its
+// CTEs, and the branch of a set operation that holds k.
+func (s *splitter) enclosing(k int) (int, int) {
+	lo, hi := 0, len(s.toks)
+	for j := k - 1; j >= 0; j-- {
+		if s.toks[j].isPunct("(") && s.match[j] > k {
+			lo, hi = j+1, s.match[j]
+			break
+		}
+	}
+	if s.toks[lo].is("with") {
+		if m := s.withMain(lo, hi); m > lo && m <= k {
+			lo = m
+		}
+	}
+	if bs := s.setBranches(lo, hi); len(bs) > 1 {
+		for _, b := range bs {
+			if k >= b[0] && k < b[1] {
+				return b[0], b[1]
+			}
+		}
+	}
+	return lo, hi
+}
+
+// flattenOnce inlines one projection CTE, or flattens one projection
+// subquery in FROM into its enclosing query; changed is false when there
+// is none.
+func flattenOnce(ds *policy.Dataset, text string) (string, bool, error) {
+	toks, err := lex(text)
+	if err != nil {
+		return "", false, err
+	}
+	s := &splitter{ds: ds, src: text, toks: toks, match: matchParens(toks)}
+	if s.match == nil {
+		return text, false, nil
+	}
+	if out, ok := s.inlineCTE(); ok {
+		return out, true, nil
+	}
+	for k := 1; k < len(toks); k++ {
+		if !s.startsQuery(k) || !(toks[k-1].is("from") || toks[k-1].is("join")) {
+			continue
+		}
+		p := s.projectionOf(k+1, s.match[k])
+		if p == nil {
+			continue
+		}
+		if out, ok := s.flatten(k, p); ok {
+			return out, true, nil
+		}
+	}
+	return text, false, nil
+}
+
+// flatten replaces the derived table opened at k by its table.
+func (s *splitter) flatten(k int, p *projection) (string, bool) {
+	closeAt := s.match[k]
+	// The derived table's alias.
+	alias, aliasEnd := "", closeAt+1
+	j := closeAt + 1
+	if j < len(s.toks) && s.toks[j].is("as") {
+		j++
+	}
+	if j < len(s.toks) && s.toks[j].kind == tokIdent && !(clauseWords[s.toks[j].val] && !s.toks[j].quoted) {
+		alias, aliasEnd = s.toks[j].val, j+1
+		if aliasEnd < len(s.toks) && s.toks[aliasEnd].isPunct("(") {
+			return "", false // a column alias list: not flattened
+		}
+	}
+	qual := alias
+	if qual == "" {
+		qual = p.table.Name
+	}
+	lo, hi := s.enclosing(k)
+	// The enclosing select list: a bare reference there keeps its name
+	// as the output column's label.
+	listEnd := lo
+	for i := lo; i < hi; i++ {
+		if s.toks[i].isPunct("(") {
+			i = s.match[i]
+			continue
+		}
+		if s.toks[i].is("from") {
+			listEnd = i
+			break
+		}
+	}
+	wrap := func(e [2]int, name string, from, to int) string {
+		text := s.exprText(p, e, qual)
+		if e[1]-e[0] > 1 && s.lastName(e) == "" {
+			text = "(" + text + ")"
+		}
+		if from > lo && to < listEnd && (s.toks[from-1].is("select") || s.toks[from-1].is("distinct") || s.toks[from-1].isPunct(",")) &&
+			(s.toks[to+1].isPunct(",") || s.toks[to+1].is("from")) {
+			text += " AS " + quoteIdent(name)
+		}
+		return text
+	}
+	var edits []textEdit
+	ref := s.text(p.tableRef[0], p.tableRef[1])
+	repl := ref
+	if alias != "" {
+		repl += " AS " + quoteIdent(alias)
+	}
+	edits = append(edits, textEdit{s.toks[k].pos, s.toks[aliasEnd-1].end, repl})
+	// References to the derived table's columns.
+	for i := lo; i < hi; i++ {
+		if i >= k && i < aliasEnd {
+			i = aliasEnd - 1
+			continue
+		}
+		t := s.toks[i]
+		if t.kind != tokIdent {
+			continue
+		}
+		if alias != "" && t.val == alias && i+2 < hi && s.toks[i+1].isPunct(".") && s.toks[i+2].kind == tokIdent {
+			if e, ok := p.columns[s.toks[i+2].val]; ok {
+				edits = append(edits, textEdit{t.pos, s.toks[i+2].end, wrap(e, s.toks[i+2].val, i, i+2)})
+			}
+			i += 2
+			continue
+		}
+		if i > lo && (s.toks[i-1].isPunct(".") || s.toks[i-1].is("as")) {
+			continue
+		}
+		if i+1 < hi && (s.toks[i+1].isPunct(".") || s.toks[i+1].isPunct("(")) {
+			continue
+		}
+		if e, ok := p.columns[t.val]; ok {
+			edits = append(edits, textEdit{t.pos, t.end, wrap(e, t.val, i, i)})
+		}
+	}
+	// The inner WHERE, ANDed to the enclosing one.
+	if p.where[1] > p.where[0] {
+		cond := "(" + s.exprText(p, p.where, qual) + ")"
+		where, condEnd, insertAt := -1, -1, -1
+		for i := aliasEnd; i < hi; i++ {
+			t := s.toks[i]
+			if t.isPunct("(") {
+				i = s.match[i]
+				continue
+			}
+			if t.kind != tokIdent || t.quoted {
+				continue
+			}
+			switch t.val {
+			case "where":
+				if where < 0 && insertAt < 0 {
+					where = i
+				}
+			case "group", "having", "window", "order", "limit", "offset", "fetch":
+				if where >= 0 && condEnd < 0 {
+					condEnd = i
+				}
+				if where < 0 && insertAt < 0 {
+					insertAt = i
+				}
+			}
+		}
+		switch {
+		case where >= 0:
+			if condEnd < 0 {
+				condEnd = hi
+			}
+			edits = append(edits, textEdit{s.toks[where].end, s.toks[where].end, " " + cond + " AND ("},
+				textEdit{s.toks[condEnd-1].end, s.toks[condEnd-1].end, ")"})
+		case insertAt >= 0:
+			edits = append(edits, textEdit{s.toks[insertAt].pos, s.toks[insertAt].pos, "WHERE " + cond + " "})
+		default:
+			edits = append(edits, textEdit{s.toks[hi-1].end, s.toks[hi-1].end, " WHERE " + cond})
+		}
+	}
+	return applyEdits(s.src, edits), true
+}
+
+// inlineCTE inlines the first CTE whose body is a projection: each
+// reference to it in FROM becomes the derived table (body) AS name, which
+// flatten then removes, and its definition is dropped.
+func (s *splitter) inlineCTE() (string, bool) {
+	for w := 0; w < len(s.toks); w++ {
+		if !s.toks[w].is("with") || (w > 0 && !s.toks[w-1].isPunct("(")) {
+			continue
+		}
+		end := len(s.toks)
+		if w > 0 {
+			end = s.match[w-1]
+		}
+		k := w + 1
+		if k < end && s.toks[k].is("recursive") {
+			continue
+		}
+		type cte struct {
+			name       string
+			start      int // the name token
+			bodyOpen   int
+			stop       int // index after the definition (past its comma)
+			hasColList bool
+		}
+		var ctes []cte
+		for k < end && s.toks[k].kind == tokIdent {
+			c := cte{name: s.toks[k].val, start: k}
+			k++
+			if k < end && s.toks[k].isPunct("(") {
+				c.hasColList = true
+				k = s.match[k] + 1
+			}
+			if k >= end || !s.toks[k].is("as") {
+				break
+			}
+			k++
+			if k < end && s.toks[k].is("not") {
+				k++
+			}
+			if k < end && s.toks[k].is("materialized") {
+				k++
+			}
+			if k >= end || !s.toks[k].isPunct("(") {
+				break
+			}
+			c.bodyOpen = k
+			k = s.match[k] + 1
+			c.stop = k
+			ctes = append(ctes, c)
+			if k < end && s.toks[k].isPunct(",") {
+				k++
+				c.stop = k
+				ctes[len(ctes)-1] = c
+				continue
+			}
+			break
+		}
+		for i, c := range ctes {
+			if c.hasColList || s.projectionOf(c.bodyOpen+1, s.match[c.bodyOpen]) == nil {
+				continue
+			}
+			body := s.text(c.bodyOpen, s.match[c.bodyOpen]+1)
+			var edits []textEdit
+			// Drop the definition (and WITH when it is the only one).
+			switch {
+			case len(ctes) == 1:
+				edits = append(edits, textEdit{s.toks[w].pos, s.toks[c.stop-1].end, ""})
+			case i == len(ctes)-1:
+				prev := ctes[i-1]
+				edits = append(edits, textEdit{s.toks[prev.stop-1].pos, s.toks[c.stop-1].end, ""})
+			default:
+				edits = append(edits, textEdit{s.toks[c.start].pos, s.toks[c.stop-1].end, ""})
+			}
+			// References in FROM after the definition.
+			for j := c.stop; j < end; j++ {
+				t := s.toks[j]
+				if t.kind != tokIdent || t.val != c.name || !(s.toks[j-1].is("from") || s.toks[j-1].is("join")) {
+					continue
+				}
+				if j+1 < end && (s.toks[j+1].isPunct(".") || s.toks[j+1].isPunct("(")) {
+					continue
+				}
+				repl := body
+				next := j + 1
+				hasAlias := next < end && (s.toks[next].is("as") ||
+					s.toks[next].kind == tokIdent && !(clauseWords[s.toks[next].val] && !s.toks[next].quoted))
+				if !hasAlias {
+					repl += " AS " + quoteIdent(c.name)
+				}
+				edits = append(edits, textEdit{t.pos, t.end, repl})
+			}
+			return applyEdits(s.src, edits), true
+		}
+	}
+	return "", false
+}
+
+// withMain returns the index of the main query of WITH … toks[lo:hi]
+// (lo is the WITH), or lo when the CTE list does not parse.
+func (s *splitter) withMain(lo, hi int) int {
+	k := lo + 1
+	if k < hi && s.toks[k].is("recursive") {
+		k++
+	}
+	for k < hi && s.toks[k].kind == tokIdent {
+		k++
+		if k < hi && s.toks[k].isPunct("(") {
+			k = s.match[k] + 1
+		}
+		if k >= hi || !s.toks[k].is("as") {
+			return lo
+		}
+		k++
+		if k < hi && s.toks[k].is("not") {
+			k++
+		}
+		if k < hi && s.toks[k].is("materialized") {
+			k++
+		}
+		if k >= hi || !s.toks[k].isPunct("(") {
+			return lo
+		}
+		k = s.match[k] + 1
+		if k < hi && s.toks[k].isPunct(",") {
+			k++
+			continue
+		}
+		return k
+	}
+	return lo
+}
