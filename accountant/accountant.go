@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
 )
@@ -62,6 +63,19 @@ type Status struct {
 	Accountant string
 	Spent      Spent
 	Limit      Spent
+	// Renews is when the current budget window ends and Spent goes back
+	// to zero (window.go); zero when the dataset has no budget.window.
+	Renews time.Time
+	// Lifetime is the spending over all windows and its cap
+	// (budget.lifetime); nil when the dataset has no window.
+	Lifetime *Lifetime
+}
+
+// Lifetime is a budget row's spending over all its windows and the
+// policy's lifetime cap on it.
+type Lifetime struct {
+	Spent Spent
+	Limit Spent
 }
 
 // Remaining returns Limit − Spent, floored at zero. The subtraction is done

@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -100,7 +101,7 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 			b.spent_epsilon::float8, b.spent_delta::float8, b.charges, b.state, b.granted_epsilon::text, b.granted_delta::text,
 			(SELECT count(*) FROM dpproxy_ledger.charge c WHERE c.dataset = b.dataset AND c.status = 'reserved'
 				AND (b.analyst = '' OR c.analyst = b.analyst)),
-			b.incidents, b.suspended_at IS NOT NULL
+			b.incidents, b.suspended_at IS NOT NULL, b.window_start, b.lifetime_state
 		FROM dpproxy_ledger.budget b
 		WHERE ($1 = '' OR b.dataset = $1) AND ($2 = '' OR b.analyst = $2)
 		ORDER BY b.dataset, b.analyst`, dataset, analyst)
@@ -116,8 +117,10 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 		var stored Spent
 		var state []byte
 		var granted [2]string
+		var ws *time.Time
+		var life []byte
 		if err := rows.Scan(&b.Dataset, &b.Analyst, &acc, &le, &ld, &stored.Epsilon, &stored.Delta, &b.Charges, &state,
-			&granted[0], &granted[1], &b.Reserved, &b.Incidents, &b.Suspended); err != nil {
+			&granted[0], &granted[1], &b.Reserved, &b.Incidents, &b.Suspended, &ws, &life); err != nil {
 			return nil, l.ledgerError(ctx, err)
 		}
 		if b.Granted, err = withGrants(Spent{}, granted); err != nil {
@@ -132,27 +135,48 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 			return nil, fmt.Errorf("accountant: budget %s/%s: %w", b.Dataset, b.Analyst, err)
 		}
 		b.Status = Status{Dataset: b.Dataset, Accountant: m.Name()}
+		var lim rowLimits
 		switch {
 		case b.Analyst == globalAnalyst && ds != nil:
-			b.Status.Limit = globalLimit(ds.Budget)
+			lim = limitsFor(ds, "\x00none")[0]
+			b.Status.Limit = lim.window
+		case ds != nil && strings.HasPrefix(b.Analyst, policy.TeamLedgerPrefix):
+			t := ds.Teams[strings.TrimPrefix(b.Analyst, policy.TeamLedgerPrefix)]
+			if t == nil {
+				// A team no longer in the policy: its stored limits.
+				b.Status.Limit = storedLimit(le, ld)
+				lim = rowLimits{kind: rowTeam, name: b.Analyst, window: b.Status.Limit, lifetime: noCap}
+				break
+			}
+			lim = limitsFor(ds, t.Members[0])[2]
+			if b.Status.Limit, err = withGrants(lim.window, granted); err != nil {
+				return nil, err
+			}
 		case ds != nil:
+			lim = limitsFor(ds, b.Analyst)[1]
 			ab := ds.AnalystBudget(b.Analyst)
 			if b.Status.Limit, err = withGrants(Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}, granted); err != nil {
 				return nil, err
 			}
 		default:
-			b.Status.Limit = Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
-			if le != nil {
-				b.Status.Limit.Epsilon = *le
-			}
-			if ld != nil {
-				b.Status.Limit.Delta = *ld
-			}
+			b.Status.Limit = storedLimit(le, ld)
 		}
-		if b.Analyst == globalAnalyst && !hasCap(b.Status.Limit) {
+		switch {
+		case ds != nil && ds.Budget.Window > 0:
+			if err := l.windowed(&b.Status, m, ds, lim, ws, state, life); err != nil {
+				return nil, err
+			}
+			if b.Analyst == globalAnalyst && !hasCap(b.Status.Limit) {
+				if _, renew := windowOf(derefTime(ws), l.clock(), ds.Budget.Window); !renew {
+					b.Status.Spent = stored
+				}
+			}
+		case b.Analyst == globalAnalyst && !hasCap(b.Status.Limit):
 			b.Status.Spent = stored
-		} else if b.Status.Spent, err = m.Spent(state, b.Status.Limit.Delta); err != nil {
-			return nil, err
+		default:
+			if b.Status.Spent, err = m.Spent(state, b.Status.Limit.Delta); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, b)
 	}
@@ -173,6 +197,24 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 		}
 	}
 	return out, nil
+}
+
+func storedLimit(le, ld *float64) Spent {
+	l := noCap
+	if le != nil {
+		l.Epsilon = *le
+	}
+	if ld != nil {
+		l.Delta = *ld
+	}
+	return l
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // lockForAdmin creates the analyst's budget row if missing and locks it
@@ -375,6 +417,7 @@ type verifyCharge struct {
 	id         int64
 	dataset    string
 	analyst    string
+	team       string
 	accountant string
 	events     []Event
 }
@@ -392,7 +435,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		resets := map[[2]string]int64{}
 		rows, err := tx.Query(ctx, `SELECT dataset, analyst, max(last_charge_id) FROM dpproxy_ledger.audit
-			WHERE action = 'reset' GROUP BY dataset, analyst`)
+			WHERE action IN ('reset', 'renew') GROUP BY dataset, analyst`)
 		if err != nil {
 			return err
 		}
@@ -411,7 +454,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 		}
 
 		var charges []verifyCharge
-		rows, err = tx.Query(ctx, `SELECT id, dataset, analyst, accountant, events, status, created_at,
+		rows, err = tx.Query(ctx, `SELECT id, dataset, analyst, coalesce(team, ''), accountant, events, status, created_at,
 				cost_epsilon::float8, cost_delta::float8
 			FROM dpproxy_ledger.charge ORDER BY id`)
 		if err != nil {
@@ -423,7 +466,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			var status string
 			var at time.Time
 			var cost Spent
-			if err := rows.Scan(&c.id, &c.dataset, &c.analyst, &c.accountant, &raw, &status, &at, &cost.Epsilon, &cost.Delta); err != nil {
+			if err := rows.Scan(&c.id, &c.dataset, &c.analyst, &c.team, &c.accountant, &raw, &status, &at, &cost.Epsilon, &cost.Delta); err != nil {
 				rows.Close()
 				return err
 			}
@@ -481,6 +524,10 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			byDataset[c.dataset] = append(byDataset[c.dataset], c)
 			k := [2]string{c.dataset, c.analyst}
 			byAnalyst[k] = append(byAnalyst[k], c)
+			if c.team != "" {
+				k := [2]string{c.dataset, policy.TeamLedgerPrefix + c.team}
+				byAnalyst[k] = append(byAnalyst[k], c)
+			}
 		}
 		has := map[[2]string]bool{}
 		for _, r := range budgets {
