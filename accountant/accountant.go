@@ -108,6 +108,9 @@ type Reservation struct {
 	ID     int64
 	Cost   Spent  // what this query added to the composed total
 	Status Status // the analyst's budget after the charge
+	// Renewed names the budget rows whose window this charge renewed
+	// ("" the global row, "team:T" a team, else the analyst).
+	Renewed []string
 }
 
 // Store is the ledger as the release path sees it. *Ledger implements it.

@@ -536,7 +536,13 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 			st.Lifetime = &Lifetime{Spent: ls, Limit: analystPlan.lim.lifetime}
 		}
 	}
-	return &Reservation{ID: id, Cost: cost, Status: st}, nil, nil
+	res := &Reservation{ID: id, Cost: cost, Status: st}
+	for _, pl := range plans {
+		if pl.renew {
+			res.Renewed = append(res.Renewed, pl.lim.name)
+		}
+	}
+	return res, nil, nil
 }
 
 // nullText is NULL for "".

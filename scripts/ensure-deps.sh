@@ -5,7 +5,9 @@
 #   - the real clients the proxy tests drive: a JDK (javac, java) with
 #     pgjdbc (/usr/share/java/postgresql.jar), /usr/bin/python3 with
 #     psycopg2, SQLAlchemy and pandas, and node with npm (node-postgres is
-#     installed by the test itself from the npm registry, into a cache).
+#     installed by the test itself from the npm registry, into a cache);
+#   - Debian's chromium, headless, for the steward dashboard's test
+#     (internal/admin, integration/ops_test.go).
 # When something is missing, installs it with apt-get when run as root,
 # otherwise prints the exact command and exits non-zero. Under CI=true the
 # tests fail (never skip) when a client is missing.
@@ -30,6 +32,7 @@ have_jdk() { command -v javac >/dev/null 2>&1 && command -v java >/dev/null 2>&1
 have_pgjdbc() { [[ -f /usr/share/java/postgresql.jar ]]; }
 have_py() { [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c "import $1" >/dev/null 2>&1; }
 have_node() { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; }
+have_chromium() { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }
 
 if ! command -v go >/dev/null 2>&1; then
 	echo "ensure-deps: Go is not installed or not on PATH; install Go 1.25 or newer from https://go.dev/dl/" >&2
@@ -65,6 +68,7 @@ check "psycopg2 for /usr/bin/python3" python3-psycopg2 -- have_py psycopg2
 check "SQLAlchemy for /usr/bin/python3" python3-sqlalchemy -- have_py sqlalchemy
 check "pandas for /usr/bin/python3" python3-pandas -- have_py pandas
 check "node and npm" nodejs npm -- have_node
+check "chromium (headless, for the dashboard test)" chromium -- have_chromium
 fi
 if ((${#missing[@]} == 0)); then
 	exit 0
@@ -83,7 +87,7 @@ for m in "${missing[@]}"; do
 	echo "ensure-deps: missing: $m" >&2
 done
 if ! command -v apt-get >/dev/null 2>&1; then
-	echo "ensure-deps: this is not a Debian/Ubuntu system; install with your package manager: PostgreSQL server and client (15 or newer, initdb/pg_ctl/postgres and psql on PATH), a JDK with the PostgreSQL JDBC driver at /usr/share/java/postgresql.jar, psycopg2, SQLAlchemy and pandas for /usr/bin/python3, and node with npm" >&2
+	echo "ensure-deps: this is not a Debian/Ubuntu system; install with your package manager: PostgreSQL server and client (15 or newer, initdb/pg_ctl/postgres and psql on PATH), a JDK with the PostgreSQL JDBC driver at /usr/share/java/postgresql.jar, psycopg2, SQLAlchemy and pandas for /usr/bin/python3, node with npm, and chromium" >&2
 	exit 1
 fi
 if [[ $(id -u) -ne 0 ]]; then
@@ -104,6 +108,7 @@ if [[ $mode != demo ]]; then
 	have_py sqlalchemy || still+=("SQLAlchemy")
 	have_py pandas || still+=("pandas")
 	have_node || still+=("node/npm")
+	have_chromium || still+=("chromium")
 fi
 if ((${#still[@]} > 0)); then
 	echo "ensure-deps: still missing after installing: ${still[*]}; check the apt-get output above" >&2

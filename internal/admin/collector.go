@@ -31,6 +31,14 @@ type budgetSource struct {
 	cur *snapshot
 }
 
+// fresh reads the budget rows now (and keeps them for scrapes).
+func (b *budgetSource) fresh(ctx context.Context) *snapshot {
+	b.mu.Lock()
+	b.cur = nil
+	b.mu.Unlock()
+	return b.get(ctx)
+}
+
 func (b *budgetSource) get(ctx context.Context) *snapshot {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -53,8 +53,9 @@ type seriesView struct {
 }
 
 type tickView struct {
-	X, Y  float64
-	Label string
+	X, Y   float64
+	Label  string
+	Anchor string
 }
 
 type datasetView struct {
@@ -107,7 +108,9 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	now := s.cfg.now()
 	data := pageData{Now: now.UTC().Format("2006-01-02 15:04:05 UTC"), W: chartW, H: chartH,
 		PlotL: padL, PlotR: chartW - padR, PlotT: padT, PlotB: chartH - padB}
-	snap := s.budgets.get(ctx)
+	// A person looking at the page wants the ledger as it is now: read
+	// afresh (the scrape cache is for Prometheus).
+	snap := s.budgets.fresh(ctx)
 	var history []accountant.ChargePoint
 	var incidents []accountant.IncidentInfo
 	var errs []string
@@ -279,7 +282,14 @@ func (s *Server) chart(v *datasetView, history []accountant.ChargePoint, colors 
 	}
 	for i := 0; i <= 3; i++ {
 		t := since.Add(time.Duration(float64(now.Sub(since)) * float64(i) / 3))
-		v.XTicks = append(v.XTicks, tickView{X: x(t), Y: chartH - padB + 16, Label: t.UTC().Format("Jan 2")})
+		anchor := "middle"
+		switch i {
+		case 0:
+			anchor = "start"
+		case 3:
+			anchor = "end"
+		}
+		v.XTicks = append(v.XTicks, tickView{X: x(t), Y: chartH - padB + 16, Label: t.UTC().Format("Jan 2"), Anchor: anchor})
 	}
 }
 
@@ -313,7 +323,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#777} .e
 .ok{color:#080} svg{background:#fff;border:1px solid #ccc} code{font-size:12px}
 </style></head><body>
 <h1>dpproxy steward dashboard</h1>
-<p class="muted">as of <span id="now">{{.Now}}</span> · budget figures from the ledger (cached up to 5 s) · no released values are shown</p>
+<p class="muted">as of <span id="now">{{.Now}}</span> · budget figures from the ledger · no released values are shown</p>
 {{if .Error}}<p class="err" id="error">{{.Error}}</p>{{end}}
 {{range $ds := .Datasets}}
 <section class="dataset" data-dataset="{{.Name}}">
@@ -337,7 +347,7 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#777} .e
 <line x1="{{$.PlotL}}" y1="{{$.PlotB}}" x2="{{$.PlotR}}" y2="{{$.PlotB}}" stroke="#888"/>
 <line x1="{{$.PlotL}}" y1="{{$.PlotT}}" x2="{{$.PlotL}}" y2="{{$.PlotB}}" stroke="#888"/>
 {{range .YTicks}}<text x="{{.X}}" y="{{.Y}}" font-size="10" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>{{end}}
-{{range .XTicks}}<text x="{{.X}}" y="{{.Y}}" font-size="10" text-anchor="middle">{{.Label}}</text>{{end}}
+{{range .XTicks}}<text x="{{.X}}" y="{{.Y}}" font-size="10" text-anchor="{{.Anchor}}">{{.Label}}</text>{{end}}
 {{if .HasLimit}}<line x1="{{$.PlotL}}" y1="{{.LimitY}}" x2="{{$.PlotR}}" y2="{{.LimitY}}" stroke="#b00" stroke-dasharray="4 3"/><text x="{{$.PlotR}}" y="{{.LimitY}}" dy="-3" font-size="10" text-anchor="end" fill="#b00">{{.LimitLabel}}</text>{{end}}
 {{range .Series}}<polyline class="series" data-analyst="{{.Analyst}}" fill="none" stroke="{{.Color}}" stroke-width="2" points="{{.Points}}"><title>{{.Analyst}}: ε {{.Last}}</title></polyline>{{end}}
 </svg>
