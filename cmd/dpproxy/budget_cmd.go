@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/dpproxy/dpproxy/accountant"
-	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/audit"
+	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/policy"
 )
