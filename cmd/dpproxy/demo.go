@@ -215,8 +215,16 @@ func cmdDemoSetup(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("demo-setup", flag.ContinueOnError)
 	adminDSN := fs.String("admin-dsn", os.Getenv("DPPROXY_ADMIN_DSN"), "superuser DSN of the data's PostgreSQL server (default $DPPROXY_ADMIN_DSN)")
 	shadowDSN := fs.String("shadow-admin-dsn", os.Getenv("DPPROXY_SHADOW_ADMIN_DSN"), "superuser DSN of a second PostgreSQL server for the shadow catalog (default $DPPROXY_SHADOW_ADMIN_DSN)")
+	tlsDir := fs.String("tls-dir", "", "also write the demo's self-signed certificate and key (server.crt, server.key) to DIR, as `dpproxy demo` does (docker-compose.yml)")
+	tlsHosts := fs.String("tls-hosts", "localhost,127.0.0.1", "comma-separated host names and addresses the certificate covers")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
+	}
+	if *tlsDir != "" {
+		if err := demoCertificate(*tlsDir, strings.Split(*tlsHosts, ",")...); err != nil {
+			return fmt.Errorf("--tls-dir: %w", err)
+		}
+		fmt.Fprintf(stdout, "demo TLS certificate in %s (%s)\n", *tlsDir, *tlsHosts)
 	}
 	if *adminDSN == "" {
 		return usagef("demo-setup: --admin-dsn DSN (or DPPROXY_ADMIN_DSN) is required")
