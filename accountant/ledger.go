@@ -405,7 +405,7 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 					}
 				}
 				cost := Spent{Epsilon: decSub(sp.Epsilon, before.Epsilon), Delta: decSub(sp.Delta, before.Delta)}
-				st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: cap}
+				st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: cap, Renews: renewsAt(pl.start, window)}
 				return nil, l.refuse(c, m, cost, st, lim, false), nil
 			}
 			pl.spentAfter = sp
@@ -658,12 +658,17 @@ func (l *Ledger) refuse(c Charge, m Method, cost Spent, st Status, row rowLimits
 		whose = "your team " + strings.TrimPrefix(row.name, policy.TeamLedgerPrefix) + "'s"
 		hint = "lower the query's cost (SET dp.epsilon = …), or ask the data steward to raise the team's budget (teams: in the policy)"
 	}
+	where := ""
 	if lifetime {
-		whose += " lifetime (all budget windows)"
+		whose += " lifetime"
+		where = " over all budget windows"
 		hint = "the lifetime cap (budget.lifetime) bounds what can ever be spent on this dataset; only the data steward can raise it in the policy"
 	} else if c.Policy.Budget.Window > 0 {
-		whose += " this window's"
-		hint += "; the budget renews every " + c.Policy.Budget.Window.String()
+		where = " in this budget window"
+		hint += "; the budget renews every " + policy.FormatWindow(c.Policy.Budget.Window)
+		if !st.Renews.IsZero() {
+			hint += ", next at " + st.Renews.UTC().Format("2006-01-02 15:04 UTC")
+		}
 	}
 	l.logger.Info("privacy budget refused",
 		zap.String(logKeyAnalyst, c.Analyst), zap.String(logKeyDataset, c.Dataset),
@@ -673,8 +678,8 @@ func (l *Ledger) refuse(c Charge, m Method, cost Spent, st Status, row rowLimits
 		zap.String(logKeyFingerprint, c.Fingerprint))
 	return &pgerr.Error{
 		Code: pgerr.ConfigurationLimit,
-		Message: fmt.Sprintf("privacy budget exhausted on dataset %s: this query needs ε=%s, δ=%s but %s remaining budget is ε=%s, δ=%s",
-			c.Dataset, fmtBudget(cost.Epsilon), fmtBudget(cost.Delta), whose, fmtBudget(rem.Epsilon), fmtBudget(rem.Delta)),
+		Message: fmt.Sprintf("privacy budget exhausted on dataset %s: this query needs ε=%s, δ=%s but %s remaining budget%s is ε=%s, δ=%s",
+			c.Dataset, fmtBudget(cost.Epsilon), fmtBudget(cost.Delta), whose, where, fmtBudget(rem.Epsilon), fmtBudget(rem.Delta)),
 		Detail: fmt.Sprintf("accountant %s; spent ε=%s, δ=%s of ε=%s, δ=%s",
 			m.Name(), fmtBudget(st.Spent.Epsilon), fmtBudget(st.Spent.Delta), fmtBudget(st.Limit.Epsilon), fmtBudget(st.Limit.Delta)),
 		Hint: hint,

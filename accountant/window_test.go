@@ -105,7 +105,7 @@ func TestLedger_WindowRenewsAndLifetimeBounds(t *testing.T) {
 	// The window's limit refuses 0.6 more (1.2 > 1).
 	_, err = l.Reserve(ctx, charge("alice", ds, laplace(0.6)))
 	pe := wantCode(t, err, pgerr.ConfigurationLimit)
-	if !strings.Contains(pe.Message, "this window's") || !strings.Contains(pe.Hint, "renews every") {
+	if !strings.Contains(pe.Message, "in this budget window") || !strings.Contains(pe.Hint, "renews every 30d, next at "+wantRenews.Format("2006-01-02 15:04 UTC")) {
 		t.Errorf("window refusal = %q / %q", pe.Message, pe.Hint)
 	}
 

@@ -195,3 +195,11 @@ func (v *validator) teams(raw map[string]*rawTeam, d *Dataset) {
 		d.Teams[n] = t
 	}
 }
+
+// FormatWindow writes a window as a policy does: 30d, 12h.
+func FormatWindow(d time.Duration) string {
+	if d > 0 && d%(24*time.Hour) == 0 {
+		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
+	}
+	return d.String()
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/numfmt"
+	"github.com/dpproxy/dpproxy/policy"
 )
 
 // The dashboard is one server-rendered page: no script, no stylesheet or
@@ -170,7 +171,7 @@ func (s *Server) datasetViews(budgets []accountant.BudgetInfo, history []account
 		if p := s.cfg.Policies[n]; p != nil {
 			v.Accountant = p.Budget.Accountant
 			if p.Budget.Window > 0 {
-				v.Window = formatWindow(p.Budget.Window)
+				v.Window = policy.FormatWindow(p.Budget.Window)
 			}
 		}
 		byDS[n] = v
@@ -299,14 +300,6 @@ func roundTick(x float64) float64 {
 	}
 	p := math.Pow(10, math.Floor(math.Log10(x))-1)
 	return math.Round(x/p) * p
-}
-
-// formatWindow writes a window as the policy does (30d, 12h).
-func formatWindow(d time.Duration) string {
-	if d%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%dd", d/(24*time.Hour))
-	}
-	return d.String()
 }
 
 var pageTemplate = template.Must(template.New("dashboard").Parse(`<!DOCTYPE html>
