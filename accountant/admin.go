@@ -154,8 +154,7 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 			}
 		case ds != nil:
 			lim = limitsFor(ds, b.Analyst)[1]
-			ab := ds.AnalystBudget(b.Analyst)
-			if b.Status.Limit, err = withGrants(Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}, granted); err != nil {
+			if b.Status.Limit, err = withGrants(lim.window, granted); err != nil {
 				return nil, err
 			}
 		default:
@@ -275,13 +274,16 @@ func (l *Ledger) Grant(ctx context.Context, ds *policy.Dataset, analyst string, 
 		math.IsNaN(add.Delta) || math.IsInf(add.Delta, 0) || add.Delta < 0 || (add.Epsilon == 0 && add.Delta == 0) {
 		return Status{}, fmt.Errorf("accountant: grant ε=%v, δ=%v: both must be finite and ≥ 0, and not both zero", add.Epsilon, add.Delta)
 	}
-	ab := ds.AnalystBudget(analyst)
+	own, ok := ownLimits(ds, analyst)
+	if !ok {
+		return Status{}, fmt.Errorf("accountant: %s names no team of the policy of %s", analyst, ds.Name)
+	}
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		r, _, err := lockForAdmin(ctx, tx, ds, analyst, true)
 		if err != nil {
 			return err
 		}
-		after, err := withGrants(Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}, r.granted)
+		after, err := withGrants(own.window, r.granted)
 		if err == nil {
 			after, err = withGrants(after, [2]string{numText(add.Epsilon), numText(add.Delta)})
 		}
@@ -294,7 +296,7 @@ func (l *Ledger) Grant(ctx context.Context, ds *policy.Dataset, analyst string, 
 		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst, epsilon, delta,
 				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
 			VALUES ($1, 'grant', $2, $3, $4::numeric, $5::numeric, $6::numeric, $7::numeric, $8, $9::numeric, $10::numeric, $11,
-				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND analyst = $3))`,
+				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND `+chargesOfRow("3")+`))`,
 			actor, ds.Name, analyst, numText(add.Epsilon), numText(add.Delta), r.spent[0], r.spent[1], r.charges,
 			r.granted[0], r.granted[1], stateOrEmpty(r.state)); err != nil {
 			return err
@@ -346,7 +348,7 @@ func (l *Ledger) Reset(ctx context.Context, ds *policy.Dataset, analyst, actor s
 		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst,
 				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
 			VALUES ($1, 'reset', $2, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8::numeric, $9,
-				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND analyst = $3))`,
+				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND `+chargesOfRow("3")+`))`,
 			actor, ds.Name, analyst, r.spent[0], r.spent[1], r.charges, r.granted[0], r.granted[1], stateOrEmpty(r.state)); err != nil {
 			return err
 		}

@@ -761,8 +761,11 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 	if err != nil {
 		return Status{}, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}
-	ab := ds.AnalystBudget(analyst)
-	st := Status{Dataset: ds.Name, Accountant: m.Name(), Limit: Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}}
+	own, ok := ownLimits(ds, analyst)
+	if !ok {
+		return Status{}, pgerr.New(pgerr.InternalError, "budget status of an unknown team").Wrap(fmt.Errorf("%s is not a team of %s", analyst, ds.Name))
+	}
+	st := Status{Dataset: ds.Name, Accountant: m.Name(), Limit: own.window}
 	var state, life []byte
 	var granted [2]string
 	var ws *time.Time
@@ -781,7 +784,7 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 	if st.Limit, err = withGrants(st.Limit, granted); err != nil {
 		return Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
 	}
-	if err := l.windowed(&st, m, ds, limitsFor(ds, analyst)[1], ws, state, life); err != nil {
+	if err := l.windowed(&st, m, ds, own, ws, state, life); err != nil {
 		return Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
 	}
 	return st, nil

@@ -4,6 +4,7 @@ package accountant
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
@@ -107,4 +108,24 @@ func limitsFor(ds *policy.Dataset, analyst string) []rowLimits {
 		out = append(out, tl)
 	}
 	return out
+}
+
+// ownLimits returns the caps of the budget row named name: an analyst's,
+// or a team's ("team:T"); ok is false for a team the policy does not name.
+func ownLimits(ds *policy.Dataset, name string) (rowLimits, bool) {
+	if t, isTeam := strings.CutPrefix(name, policy.TeamLedgerPrefix); isTeam {
+		team := ds.Teams[t]
+		if team == nil || len(team.Members) == 0 {
+			return rowLimits{}, false
+		}
+		return limitsFor(ds, team.Members[0])[2], true
+	}
+	return limitsFor(ds, name)[1], true
+}
+
+// chargesOfRow is the SQL condition selecting the charges of the budget row
+// named by the parameter $n (an analyst, or "team:T": the charges made by
+// members of T), for audit rows' last_charge_id.
+func chargesOfRow(n string) string {
+	return "(analyst = $" + n + " OR ($" + n + " LIKE 'team:%' AND team = substr($" + n + ", 6)))"
 }

@@ -231,6 +231,19 @@ tables:
 	if !rep.OK() {
 		t.Errorf("Verify with a team: %v", rep.Mismatches)
 	}
+	// The steward resets and grants the team's row like an analyst's.
+	if st, err := l.Grant(ctx, ds, "team:cardio", Spent{Epsilon: 0.5}, "tester"); err != nil || st.Limit.Epsilon != 1.5 {
+		t.Fatalf("Grant(team) = %+v, %v; want limit 1.5", st, err)
+	}
+	if before, err := l.Reset(ctx, ds, "team:cardio", "tester"); err != nil || before.Spent.Epsilon != 1 {
+		t.Fatalf("Reset(team) = %+v, %v; want 1 spent before", before, err)
+	}
+	if _, err := l.Reserve(ctx, charge("bob", ds, laplace(0.6))); err != nil {
+		t.Fatalf("bob after the team's reset: %v", err)
+	}
+	if rep, err = l.Verify(ctx); err != nil || !rep.OK() {
+		t.Errorf("Verify after a team reset: %v %v", rep, err)
+	}
 }
 
 func TestPolicy_WindowErrors(t *testing.T) {
