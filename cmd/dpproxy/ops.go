@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"sort"
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
@@ -146,13 +145,4 @@ func startAdmin(ctx context.Context, cfg *config.Config, o *ops, ledger *account
 	}()
 	log.Info("admin endpoint listening", zap.String("addr", ln.Addr().String()), zap.Bool("tls", tlsCfg != nil))
 	return ln.Addr(), nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

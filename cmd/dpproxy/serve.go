@@ -220,19 +220,20 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 	if err != nil {
 		return err
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w (choose another address with listen: in the config, or --listen for the demo)", cfg.Listen, err)
-	}
+	// The admin endpoint listens first: once analysts can connect, the
+	// steward can see it.
 	var adminAddr net.Addr
 	if cfg.Admin != nil {
 		actx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		if adminAddr, err = startAdmin(actx, cfg, ops, ledger, byName, ups, log); err != nil {
-			ln.Close()
 			return err
 		}
+	}
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (choose another address with listen: in the config, or --listen for the demo)", cfg.Listen, err)
 	}
 	ready(ln.Addr(), adminAddr)
 	err = srv.Serve(ctx, ln)
