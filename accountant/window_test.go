@@ -274,3 +274,41 @@ tables:
 		})
 	}
 }
+
+// TestLedger_WindowAddedLaterRefundsNothing: a dataset whose policy gains a
+// window keeps what its analysts spent: the first window and the lifetime
+// both start from the row's spending so far.
+func TestLedger_WindowAddedLaterRefundsNothing(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	l := openLedger(t, dsn)
+	clock := &fakeClock{t: time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)}
+	l.SetClock(clock.now)
+	plain := windowPolicy(t, "")
+	plain.Budget.Window, plain.Budget.Lifetime = 0, policy.Lifetime{}
+	if _, err := l.Reserve(ctx, charge("alice", plain, laplace(0.8))); err != nil {
+		t.Fatal(err)
+	}
+	windowed := windowPolicy(t, "")
+	if _, err := l.Reserve(ctx, charge("alice", windowed, laplace(0.3))); err == nil {
+		t.Fatal("0.8 + 0.3 fit a window of 1: the window refunded the spending before it")
+	}
+	res, err := l.Reserve(ctx, charge("alice", windowed, laplace(0.2)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status.Spent.Epsilon != 1 || res.Status.Lifetime == nil || res.Status.Lifetime.Spent.Epsilon != 1 {
+		t.Errorf("after the window was added: %+v (lifetime %+v), want 1 spent in the window and 1 in the lifetime", res.Status, res.Status.Lifetime)
+	}
+	clock.advance(31 * 24 * time.Hour)
+	res, err = l.Reserve(ctx, charge("alice", windowed, laplace(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status.Spent.Epsilon != 1 || res.Status.Lifetime.Spent.Epsilon != 2 {
+		t.Errorf("next window: %+v (lifetime %+v), want 1 and 2", res.Status, res.Status.Lifetime)
+	}
+	if rep, err := l.Verify(ctx); err != nil || !rep.OK() {
+		t.Errorf("Verify: %v %v", rep, err)
+	}
+}
