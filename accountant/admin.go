@@ -491,7 +491,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 		rep.Charges = len(charges)
 
 		rows, err = tx.Query(ctx, `SELECT dataset, analyst, accountant, limit_epsilon, limit_delta,
-				spent_epsilon::text, spent_delta::text, charges, state
+				spent_epsilon::text, spent_delta::text, charges, state, lifetime_state
 			FROM dpproxy_ledger.budget ORDER BY dataset, analyst`)
 		if err != nil {
 			return err
@@ -501,12 +501,12 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			le, ld                       *float64
 			spent                        [2]string
 			charges                      int64
-			state                        []byte
+			state, lifetime              []byte
 		}
 		var budgets []row
 		for rows.Next() {
 			var r row
-			if err := rows.Scan(&r.dataset, &r.analyst, &r.accountant, &r.le, &r.ld, &r.spent[0], &r.spent[1], &r.charges, &r.state); err != nil {
+			if err := rows.Scan(&r.dataset, &r.analyst, &r.accountant, &r.le, &r.ld, &r.spent[0], &r.spent[1], &r.charges, &r.state, &r.lifetime); err != nil {
 				rows.Close()
 				return err
 			}
@@ -566,6 +566,14 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			if diff := compareStates(r.state, st); diff != "" {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: composition state differs from the charges: %s", name, diff))
 			}
+			if r.lifetime != nil {
+				// The lifetime state (budget windows, window.go) composes
+				// every charge of every window: it holds at least the
+				// current window's events and basic sums.
+				if msg := lifetimeCovers(r.lifetime, r.state); msg != "" {
+					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: lifetime state %s", name, msg))
+				}
+			}
 			m, err := MethodByName(r.accountant)
 			if err != nil {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %v", name, err))
@@ -619,6 +627,34 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 	}
 	sort.Strings(rep.Mismatches)
 	return rep, nil
+}
+
+// lifetimeCovers checks that a lifetime state holds at least the events
+// and basic sums of the current window's state; "" when it does.
+func lifetimeCovers(lifetime, window []byte) string {
+	lt, err1 := decodeState(lifetime)
+	w, err2 := decodeState(window)
+	if err1 != nil || err2 != nil {
+		return fmt.Sprintf("unreadable (%v, %v)", err1, err2)
+	}
+	if lt.Events < w.Events {
+		return fmt.Sprintf("has %d events, fewer than the window's %d", lt.Events, w.Events)
+	}
+	for _, p := range [][3]string{{"ε", lt.BasicEpsilon, w.BasicEpsilon}, {"δ", lt.BasicDelta, w.BasicDelta}} {
+		a, b := p[1], p[2]
+		if a == "" {
+			a = "0"
+		}
+		if b == "" {
+			b = "0"
+		}
+		x, ok1 := new(big.Rat).SetString(a)
+		y, ok2 := new(big.Rat).SetString(b)
+		if !ok1 || !ok2 || x.Cmp(y) < 0 {
+			return fmt.Sprintf("basic %s %s is below the window's %s", p[0], a, b)
+		}
+	}
+	return ""
 }
 
 // sameDecimal compares two decimal texts exactly, or within the float64

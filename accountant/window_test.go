@@ -161,6 +161,13 @@ func TestLedger_WindowRenewsAndLifetimeBounds(t *testing.T) {
 	if !rep.OK() {
 		t.Errorf("Verify after renewals: %v", rep.Mismatches)
 	}
+	// A lifetime state that lost charges is a mismatch.
+	if err := pgtest.Exec(ctx, dsn, `UPDATE dpproxy_ledger.budget SET lifetime_state = '{}' WHERE analyst = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := l.Verify(ctx); err != nil || rep.OK() {
+		t.Errorf("Verify with an emptied lifetime state = %v, %v; want a mismatch", rep, err)
+	}
 	// A clock that goes back does not reopen an old window.
 	clock.advance(-90 * 24 * time.Hour)
 	st, _ = l.Status(ctx, "alice", ds)
