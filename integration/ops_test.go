@@ -332,3 +332,34 @@ func readAudit(t *testing.T, path string) []map[string]any {
 	}
 	return out
 }
+
+// TestDemo_StewardLines: the demo prints the admin endpoint's URL (with
+// the generated steward password) and the audit log's path after ready:,
+// and the README's steward commands work with what it printed.
+func TestDemo_StewardLines(t *testing.T) {
+	requireDemo(t)
+	m := regexp.MustCompile(`^http://steward:([0-9a-f]{32})@127\.0\.0\.1:[0-9]+/$`).FindStringSubmatch(env.adminURL)
+	if m == nil {
+		t.Fatalf("admin: line = %q, want http://steward:PASSWORD@127.0.0.1:PORT/", env.adminURL)
+	}
+	base := strings.TrimSuffix(strings.Replace(env.adminURL, "steward:"+m[1]+"@", "", 1), "/")
+	if code, body := httpGet(t, base+"/healthz", "", ""); code != 200 || strings.TrimSpace(body) != "ok" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	if code, _ := httpGet(t, base+"/metrics", "steward", m[1]); code != 200 {
+		t.Errorf("/metrics with the printed password = %d", code)
+	}
+	if code, _ := httpGet(t, base+"/metrics", "alice", "alice"); code != 401 {
+		t.Errorf("/metrics as the analyst alice = %d, want 401", code)
+	}
+	if filepath.Dir(env.auditPath) != filepath.Dir(env.configPath) {
+		t.Errorf("audit: %s is not next to config: %s", env.auditPath, env.configPath)
+	}
+	out, errOut, code := dpproxyCLI(t, "budget", "show", "--config", env.configPath)
+	if code != 0 || !strings.Contains(out, "epsilon_remaining") {
+		t.Errorf("bin/dpproxy budget show --config <config: line> = %d\n%s\n%s", code, out, errOut)
+	}
+	if _, err := os.Stat(env.auditPath); err != nil {
+		t.Errorf("audit log: %v", err)
+	}
+}
