@@ -290,7 +290,7 @@ func (l *Ledger) Grant(ctx context.Context, ds *policy.Dataset, analyst string, 
 		if err != nil {
 			return err
 		}
-		if after.Delta >= 1 {
+		if after.Delta >= 1 && !math.IsInf(after.Delta, 1) {
 			return refused("accountant: the grant would take %s's δ limit on %s to %v; it must stay below 1", analyst, ds.Name, after.Delta)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst, epsilon, delta,

@@ -101,13 +101,23 @@ func limitsFor(ds *policy.Dataset, analyst string) []rowLimits {
 	}
 	out := []rowLimits{g, a}
 	if t, ok := ds.TeamOf(analyst); ok {
-		tl := rowLimits{kind: rowTeam, name: policy.TeamLedgerPrefix + t.Name, window: Spent{Epsilon: t.Epsilon, Delta: t.Delta}, lifetime: noCap}
+		// A team without a delta shares only ε: no team cap on δ (each
+		// member's own δ budget and the global cap still apply).
+		tl := rowLimits{kind: rowTeam, name: policy.TeamLedgerPrefix + t.Name, window: Spent{Epsilon: t.Epsilon, Delta: orNoCap(t.Delta)}, lifetime: noCap}
 		if windowed {
-			tl.lifetime = Spent{Epsilon: t.LifetimeEpsilon, Delta: t.LifetimeDelta}
+			tl.lifetime = Spent{Epsilon: t.LifetimeEpsilon, Delta: orNoCap(t.LifetimeDelta)}
 		}
 		out = append(out, tl)
 	}
 	return out
+}
+
+// orNoCap is +Inf for 0 (a team δ the policy does not set).
+func orNoCap(x float64) float64 {
+	if x == 0 {
+		return math.Inf(1)
+	}
+	return x
 }
 
 // ownLimits returns the caps of the budget row named name: an analyst's,

@@ -35,7 +35,8 @@ type Team struct {
 	Name    string
 	Members []string // sorted
 	// Epsilon and Delta are the team's budget (per window when the dataset
-	// has one); LifetimeEpsilon/Delta its cap over all windows.
+	// has one); LifetimeEpsilon/Delta its cap over all windows. A Delta
+	// (LifetimeDelta) of 0 means no team cap on δ: the team shares ε only.
 	Epsilon, Delta                 float64
 	LifetimeEpsilon, LifetimeDelta float64
 }

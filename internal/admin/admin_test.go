@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -178,11 +179,14 @@ func TestDashboard_Chromium(t *testing.T) {
 	fl := &fakeLedger{budgets: []accountant.BudgetInfo{
 		{Dataset: "hospital", Analyst: "", Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: inf(), Delta: inf()}}},
 		{Dataset: "hospital", Analyst: "bob", Suspended: true, Incidents: 1,
-			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: 3, Delta: 1e-6}}}}}
+			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: 3, Delta: 1e-6},
+				Renews: time.Date(2031, 2, 1, 9, 0, 0, 0, time.UTC), Lifetime: &accountant.Lifetime{Spent: accountant.Spent{Epsilon: 4.3}, Limit: accountant.Spent{Epsilon: 9}}}},
+		{Dataset: "hospital", Analyst: "team:cardio",
+			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: 2}}}}}
 	m := NewMetrics([]string{"hospital"})
 	m.RecordDP(RecentStatement{At: time.Now(), Analyst: "bob", Dataset: "hospital", Fingerprint: "abcdef0123456789", CostEpsilon: 0.5})
 	s, err := New(Config{User: "steward", Password: "plain:pw", Ledger: fl, Metrics: m,
-		Policies: map[string]*policy.Dataset{"hospital": {Name: "hospital", Budget: policy.Budget{Epsilon: 3, Accountant: "pure"}}}})
+		Policies: map[string]*policy.Dataset{"hospital": {Name: "hospital", Budget: policy.Budget{Epsilon: 3, Accountant: "pure", Window: 30 * 24 * time.Hour}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,13 +194,20 @@ func TestDashboard_Chromium(t *testing.T) {
 	defer ts.Close()
 	url := strings.Replace(ts.URL, "http://", "http://steward:pw@", 1) + "/"
 	dom, shot := pgtest.ChromiumPage(t, url, 1000, 900)
-	for _, want := range []string{"Dataset hospital", `data-analyst="bob"`, ">1.3<", "suspended", "abcdef0123456789", "ε 0.5, δ 0"} {
+	for _, want := range []string{"Dataset hospital", `data-analyst="bob"`, ">1.3<", "suspended", "abcdef0123456789", "ε 0.5, δ 0",
+		"budget window 30d", "2031-02-01 09:00Z", "4.3 of 9", `data-analyst="team:cardio"`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("DOM lacks %q", want)
 		}
 	}
 	if n := pgtest.Colours(t, shot, 1000, 900); n < 8 {
 		t.Errorf("screenshot has %d colours: blank?", n)
+	}
+	// DPPROXY_DASHBOARD_PNG=file keeps the screenshot for a look.
+	if p := os.Getenv("DPPROXY_DASHBOARD_PNG"); p != "" {
+		if err := os.WriteFile(p, shot, 0o644); err != nil {
+			t.Error(err)
+		}
 	}
 }
 

@@ -192,7 +192,7 @@ func (s *Server) datasetViews(budgets []accountant.BudgetInfo, history []account
 			Remaining: fig(rem.Epsilon), DeltaSpent: fig(b.Status.Spent.Delta), DeltaRemaining: fig(rem.Delta),
 			Charges: b.Charges, Reserved: b.Reserved, Incidents: b.Incidents, Suspended: b.Suspended}
 		if !b.Status.Renews.IsZero() {
-			row.Renews = b.Status.Renews.UTC().Format("2006-01-02 15:04 UTC")
+			row.Renews = b.Status.Renews.UTC().Format("2006-01-02 15:04Z")
 		}
 		if lt := b.Status.Lifetime; lt != nil {
 			row.Lifetime = fig(lt.Spent.Epsilon) + " of " + fig(lt.Limit.Epsilon)
@@ -309,9 +309,9 @@ var pageTemplate = template.Must(template.New("dashboard").Parse(`<!DOCTYPE html
 <style>
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;background:#fafafa}
 h1{font-size:1.4em;margin:0 0 .2em} h2{font-size:1.15em;margin:1.6em 0 .4em} h3{font-size:1em;margin:1em 0 .3em}
-table{border-collapse:collapse;background:#fff;margin:.3em 0} th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left}
+table{border-collapse:collapse;background:#fff;margin:.3em 0} th,td{border:1px solid #ccc;padding:.25em .5em;text-align:left;white-space:nowrap} table.budgets{font-size:13px}
 td.num{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#777} .err{color:#b00;font-weight:bold}
-.bar{display:inline-block;width:90px;height:9px;background:#e5e5e5;margin-left:.4em;vertical-align:middle}
+.bar{display:inline-block;width:60px;height:9px;background:#e5e5e5;margin-left:.4em;vertical-align:middle}
 .bar span{display:block;height:9px} .susp{color:#fff;background:#b00;padding:0 .4em;border-radius:3px}
 .ok{color:#080} svg{background:#fff;border:1px solid #ccc} code{font-size:12px}
 </style></head><body>
