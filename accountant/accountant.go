@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
 )
@@ -62,6 +63,19 @@ type Status struct {
 	Accountant string
 	Spent      Spent
 	Limit      Spent
+	// Renews is when the current budget window ends and Spent goes back
+	// to zero (window.go); zero when the dataset has no budget.window.
+	Renews time.Time
+	// Lifetime is the spending over all windows and its cap
+	// (budget.lifetime); nil when the dataset has no window.
+	Lifetime *Lifetime
+}
+
+// Lifetime is a budget row's spending over all its windows and the
+// policy's lifetime cap on it.
+type Lifetime struct {
+	Spent Spent
+	Limit Spent
 }
 
 // Remaining returns Limit − Spent, floored at zero. The subtraction is done
@@ -94,6 +108,9 @@ type Reservation struct {
 	ID     int64
 	Cost   Spent  // what this query added to the composed total
 	Status Status // the analyst's budget after the charge
+	// Renewed names the budget rows whose window this charge renewed
+	// ("" the global row, "team:T" a team, else the analyst).
+	Renewed []string
 }
 
 // Store is the ledger as the release path sees it. *Ledger implements it.

@@ -11,6 +11,7 @@ import (
 	"math/big"
 	"reflect"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -100,7 +101,7 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 			b.spent_epsilon::float8, b.spent_delta::float8, b.charges, b.state, b.granted_epsilon::text, b.granted_delta::text,
 			(SELECT count(*) FROM dpproxy_ledger.charge c WHERE c.dataset = b.dataset AND c.status = 'reserved'
 				AND (b.analyst = '' OR c.analyst = b.analyst)),
-			b.incidents, b.suspended_at IS NOT NULL
+			b.incidents, b.suspended_at IS NOT NULL, b.window_start, b.lifetime_state
 		FROM dpproxy_ledger.budget b
 		WHERE ($1 = '' OR b.dataset = $1) AND ($2 = '' OR b.analyst = $2)
 		ORDER BY b.dataset, b.analyst`, dataset, analyst)
@@ -116,8 +117,10 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 		var stored Spent
 		var state []byte
 		var granted [2]string
+		var ws *time.Time
+		var life []byte
 		if err := rows.Scan(&b.Dataset, &b.Analyst, &acc, &le, &ld, &stored.Epsilon, &stored.Delta, &b.Charges, &state,
-			&granted[0], &granted[1], &b.Reserved, &b.Incidents, &b.Suspended); err != nil {
+			&granted[0], &granted[1], &b.Reserved, &b.Incidents, &b.Suspended, &ws, &life); err != nil {
 			return nil, l.ledgerError(ctx, err)
 		}
 		if b.Granted, err = withGrants(Spent{}, granted); err != nil {
@@ -132,27 +135,47 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 			return nil, fmt.Errorf("accountant: budget %s/%s: %w", b.Dataset, b.Analyst, err)
 		}
 		b.Status = Status{Dataset: b.Dataset, Accountant: m.Name()}
+		var lim rowLimits
 		switch {
 		case b.Analyst == globalAnalyst && ds != nil:
-			b.Status.Limit = globalLimit(ds.Budget)
+			lim = limitsFor(ds, "\x00none")[0]
+			b.Status.Limit = lim.window
+		case ds != nil && strings.HasPrefix(b.Analyst, policy.TeamLedgerPrefix):
+			t := ds.Teams[strings.TrimPrefix(b.Analyst, policy.TeamLedgerPrefix)]
+			if t == nil {
+				// A team no longer in the policy: its stored limits.
+				b.Status.Limit = storedLimit(le, ld)
+				lim = rowLimits{kind: rowTeam, name: b.Analyst, window: b.Status.Limit, lifetime: noCap}
+				break
+			}
+			lim = limitsFor(ds, t.Members[0])[2]
+			if b.Status.Limit, err = withGrants(lim.window, granted); err != nil {
+				return nil, err
+			}
 		case ds != nil:
-			ab := ds.AnalystBudget(b.Analyst)
-			if b.Status.Limit, err = withGrants(Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}, granted); err != nil {
+			lim = limitsFor(ds, b.Analyst)[1]
+			if b.Status.Limit, err = withGrants(lim.window, granted); err != nil {
 				return nil, err
 			}
 		default:
-			b.Status.Limit = Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
-			if le != nil {
-				b.Status.Limit.Epsilon = *le
-			}
-			if ld != nil {
-				b.Status.Limit.Delta = *ld
-			}
+			b.Status.Limit = storedLimit(le, ld)
 		}
-		if b.Analyst == globalAnalyst && !hasCap(b.Status.Limit) {
+		switch {
+		case ds != nil && ds.Budget.Window > 0:
+			if err := l.windowed(&b.Status, m, ds, lim, ws, state, life); err != nil {
+				return nil, err
+			}
+			if b.Analyst == globalAnalyst && !hasCap(b.Status.Limit) {
+				if _, renew := windowOf(derefTime(ws), l.clock(), ds.Budget.Window); !renew {
+					b.Status.Spent = stored
+				}
+			}
+		case b.Analyst == globalAnalyst && !hasCap(b.Status.Limit):
 			b.Status.Spent = stored
-		} else if b.Status.Spent, err = m.Spent(state, b.Status.Limit.Delta); err != nil {
-			return nil, err
+		default:
+			if b.Status.Spent, err = m.Spent(state, b.Status.Limit.Delta); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, b)
 	}
@@ -173,6 +196,24 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 		}
 	}
 	return out, nil
+}
+
+func storedLimit(le, ld *float64) Spent {
+	l := noCap
+	if le != nil {
+		l.Epsilon = *le
+	}
+	if ld != nil {
+		l.Delta = *ld
+	}
+	return l
+}
+
+func derefTime(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return *t
 }
 
 // lockForAdmin creates the analyst's budget row if missing and locks it
@@ -233,26 +274,29 @@ func (l *Ledger) Grant(ctx context.Context, ds *policy.Dataset, analyst string, 
 		math.IsNaN(add.Delta) || math.IsInf(add.Delta, 0) || add.Delta < 0 || (add.Epsilon == 0 && add.Delta == 0) {
 		return Status{}, fmt.Errorf("accountant: grant ε=%v, δ=%v: both must be finite and ≥ 0, and not both zero", add.Epsilon, add.Delta)
 	}
-	ab := ds.AnalystBudget(analyst)
+	own, ok := ownLimits(ds, analyst)
+	if !ok {
+		return Status{}, fmt.Errorf("accountant: %s names no team of the policy of %s", analyst, ds.Name)
+	}
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		r, _, err := lockForAdmin(ctx, tx, ds, analyst, true)
 		if err != nil {
 			return err
 		}
-		after, err := withGrants(Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}, r.granted)
+		after, err := withGrants(own.window, r.granted)
 		if err == nil {
 			after, err = withGrants(after, [2]string{numText(add.Epsilon), numText(add.Delta)})
 		}
 		if err != nil {
 			return err
 		}
-		if after.Delta >= 1 {
+		if after.Delta >= 1 && !math.IsInf(after.Delta, 1) {
 			return refused("accountant: the grant would take %s's δ limit on %s to %v; it must stay below 1", analyst, ds.Name, after.Delta)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst, epsilon, delta,
 				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
 			VALUES ($1, 'grant', $2, $3, $4::numeric, $5::numeric, $6::numeric, $7::numeric, $8, $9::numeric, $10::numeric, $11,
-				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND analyst = $3))`,
+				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND `+chargesOfRow("3")+`))`,
 			actor, ds.Name, analyst, numText(add.Epsilon), numText(add.Delta), r.spent[0], r.spent[1], r.charges,
 			r.granted[0], r.granted[1], stateOrEmpty(r.state)); err != nil {
 			return err
@@ -304,7 +348,7 @@ func (l *Ledger) Reset(ctx context.Context, ds *policy.Dataset, analyst, actor s
 		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst,
 				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
 			VALUES ($1, 'reset', $2, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8::numeric, $9,
-				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND analyst = $3))`,
+				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND `+chargesOfRow("3")+`))`,
 			actor, ds.Name, analyst, r.spent[0], r.spent[1], r.charges, r.granted[0], r.granted[1], stateOrEmpty(r.state)); err != nil {
 			return err
 		}
@@ -375,6 +419,7 @@ type verifyCharge struct {
 	id         int64
 	dataset    string
 	analyst    string
+	team       string
 	accountant string
 	events     []Event
 }
@@ -392,7 +437,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		resets := map[[2]string]int64{}
 		rows, err := tx.Query(ctx, `SELECT dataset, analyst, max(last_charge_id) FROM dpproxy_ledger.audit
-			WHERE action = 'reset' GROUP BY dataset, analyst`)
+			WHERE action IN ('reset', 'renew') GROUP BY dataset, analyst`)
 		if err != nil {
 			return err
 		}
@@ -411,7 +456,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 		}
 
 		var charges []verifyCharge
-		rows, err = tx.Query(ctx, `SELECT id, dataset, analyst, accountant, events, status, created_at,
+		rows, err = tx.Query(ctx, `SELECT id, dataset, analyst, coalesce(team, ''), accountant, events, status, created_at,
 				cost_epsilon::float8, cost_delta::float8
 			FROM dpproxy_ledger.charge ORDER BY id`)
 		if err != nil {
@@ -423,7 +468,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			var status string
 			var at time.Time
 			var cost Spent
-			if err := rows.Scan(&c.id, &c.dataset, &c.analyst, &c.accountant, &raw, &status, &at, &cost.Epsilon, &cost.Delta); err != nil {
+			if err := rows.Scan(&c.id, &c.dataset, &c.analyst, &c.team, &c.accountant, &raw, &status, &at, &cost.Epsilon, &cost.Delta); err != nil {
 				rows.Close()
 				return err
 			}
@@ -446,7 +491,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 		rep.Charges = len(charges)
 
 		rows, err = tx.Query(ctx, `SELECT dataset, analyst, accountant, limit_epsilon, limit_delta,
-				spent_epsilon::text, spent_delta::text, charges, state
+				spent_epsilon::text, spent_delta::text, charges, state, lifetime_state
 			FROM dpproxy_ledger.budget ORDER BY dataset, analyst`)
 		if err != nil {
 			return err
@@ -456,12 +501,12 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			le, ld                       *float64
 			spent                        [2]string
 			charges                      int64
-			state                        []byte
+			state, lifetime              []byte
 		}
 		var budgets []row
 		for rows.Next() {
 			var r row
-			if err := rows.Scan(&r.dataset, &r.analyst, &r.accountant, &r.le, &r.ld, &r.spent[0], &r.spent[1], &r.charges, &r.state); err != nil {
+			if err := rows.Scan(&r.dataset, &r.analyst, &r.accountant, &r.le, &r.ld, &r.spent[0], &r.spent[1], &r.charges, &r.state, &r.lifetime); err != nil {
 				rows.Close()
 				return err
 			}
@@ -481,6 +526,10 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			byDataset[c.dataset] = append(byDataset[c.dataset], c)
 			k := [2]string{c.dataset, c.analyst}
 			byAnalyst[k] = append(byAnalyst[k], c)
+			if c.team != "" {
+				k := [2]string{c.dataset, policy.TeamLedgerPrefix + c.team}
+				byAnalyst[k] = append(byAnalyst[k], c)
+			}
 		}
 		has := map[[2]string]bool{}
 		for _, r := range budgets {
@@ -516,6 +565,14 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			}
 			if diff := compareStates(r.state, st); diff != "" {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: composition state differs from the charges: %s", name, diff))
+			}
+			if r.lifetime != nil {
+				// The lifetime state (budget windows, window.go) composes
+				// every charge of every window: it holds at least the
+				// current window's events and basic sums.
+				if msg := lifetimeCovers(r.lifetime, r.state); msg != "" {
+					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: lifetime state %s", name, msg))
+				}
 			}
 			m, err := MethodByName(r.accountant)
 			if err != nil {
@@ -570,6 +627,34 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 	}
 	sort.Strings(rep.Mismatches)
 	return rep, nil
+}
+
+// lifetimeCovers checks that a lifetime state holds at least the events
+// and basic sums of the current window's state; "" when it does.
+func lifetimeCovers(lifetime, window []byte) string {
+	lt, err1 := decodeState(lifetime)
+	w, err2 := decodeState(window)
+	if err1 != nil || err2 != nil {
+		return fmt.Sprintf("unreadable (%v, %v)", err1, err2)
+	}
+	if lt.Events < w.Events {
+		return fmt.Sprintf("has %d events, fewer than the window's %d", lt.Events, w.Events)
+	}
+	for _, p := range [][3]string{{"ε", lt.BasicEpsilon, w.BasicEpsilon}, {"δ", lt.BasicDelta, w.BasicDelta}} {
+		a, b := p[1], p[2]
+		if a == "" {
+			a = "0"
+		}
+		if b == "" {
+			b = "0"
+		}
+		x, ok1 := new(big.Rat).SetString(a)
+		y, ok2 := new(big.Rat).SetString(b)
+		if !ok1 || !ok2 || x.Cmp(y) < 0 {
+			return fmt.Sprintf("basic %s %s is below the window's %s", p[0], a, b)
+		}
+	}
+	return ""
 }
 
 // sameDecimal compares two decimal texts exactly, or within the float64

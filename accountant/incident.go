@@ -166,7 +166,7 @@ func (l *Ledger) Resume(ctx context.Context, ds *policy.Dataset, analyst, actor 
 		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst,
 				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
 			VALUES ($1, 'resume', $2, $3, $4::numeric, $5::numeric, $6, $7::numeric, $8::numeric, $9,
-				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND analyst = $3))`,
+				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND `+chargesOfRow("3")+`))`,
 			actor, ds.Name, analyst, r.spent[0], r.spent[1], r.charges, r.granted[0], r.granted[1], stateOrEmpty(r.state)); err != nil {
 			return err
 		}

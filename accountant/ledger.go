@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -29,6 +30,8 @@ const globalAnalyst = ""
 type Ledger struct {
 	pool   *pgxpool.Pool
 	logger *zap.Logger
+	// now is the clock of budget windows (window.go); nil: time.Now.
+	now func() time.Time
 	// pld remembers the pld method's intermediate distributions
 	// (pldmemo.go).
 	pld *pldMemo
@@ -81,6 +84,17 @@ func Open(ctx context.Context, dsn string, logger *zap.Logger) (*Ledger, error) 
 	return l, nil
 }
 
+// SetClock replaces the clock that decides budget-window renewals
+// (window.go); tests use a fake clock. Call it before the ledger is used.
+func (l *Ledger) SetClock(now func() time.Time) { l.now = now }
+
+func (l *Ledger) clock() time.Time {
+	if l.now != nil {
+		return l.now()
+	}
+	return time.Now()
+}
+
 // Close releases the ledger's connections.
 func (l *Ledger) Close() {
 	if l != nil && l.pool != nil {
@@ -128,6 +142,11 @@ type budgetRow struct {
 	spent      Spent     // as stored at the last charge
 	granted    [2]string // steward grants (exact decimal text) on top of the policy's limit
 	suspended  bool      // the circuit breaker is open (incident.go)
+	// windowStart is the start of the row's current budget window (zero:
+	// none); lifetimeState the composition over all windows (nil: none
+	// yet). window.go.
+	windowStart   time.Time
+	lifetimeState []byte
 }
 
 // spentBefore returns the row's spending under method m at total δ delta:
@@ -182,9 +201,7 @@ func (l *Ledger) Reserve(ctx context.Context, c Charge) (*Reservation, error) {
 	if err != nil {
 		return nil, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}
-	ab := c.Policy.AnalystBudget(c.Analyst)
-	limit := Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}
-	global := globalLimit(c.Policy.Budget)
+	rows := limitsFor(c.Policy, c.Analyst)
 	events, err := json.Marshal(eventsJSON(c.Events))
 	if err != nil {
 		return nil, err
@@ -193,7 +210,7 @@ func (l *Ledger) Reserve(ctx context.Context, c Charge) (*Reservation, error) {
 	var res *Reservation
 	var refusal *pgerr.Error
 	for attempt := 0; ; attempt++ {
-		res, refusal, err = l.reserveTx(ctx, m, c, limit, global, events)
+		res, refusal, err = l.reserveTx(ctx, m, c, rows, events)
 		if err == nil || attempt >= 2 || !retryable(err) || ctx.Err() != nil {
 			break
 		}
@@ -290,12 +307,17 @@ func eventsJSON(es []Event) []eventJSON {
 //
 // The transaction is sent as two pipelined batches (pgx.Batch, one round
 // trip each): BEGIN, create the budget rows if missing and lock them; then,
-// after composing in Go, the two UPDATEs, the INSERT of the charge and
-// COMMIT. The budget rows are locked for one round trip plus the commit's
-// WAL flush (not one round trip per statement), which is what bounds the
-// charge rate of one busy budget row. The protocol is unchanged: the charge
-// is committed (synchronous commit) before Reserve returns.
-func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, global Spent, events []byte) (*Reservation, *pgerr.Error, error) {
+// after composing in Go, the UPDATEs of the rows, the audit rows of window
+// renewals, the INSERT of the charge and COMMIT. The budget rows are
+// locked for one round trip plus the commit's WAL flush (not one round
+// trip per statement), which is what bounds the charge rate of one busy
+// budget row. The protocol is unchanged: the charge is committed
+// (synchronous commit) before Reserve returns.
+//
+// The rows are the dataset's global row, the analyst's team's (if any) and
+// the analyst's (window.go): the charge must fit in each of them, per
+// window and over their lifetime, or nothing is written.
+func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLimits, events []byte) (*Reservation, *pgerr.Error, error) {
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -305,105 +327,230 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, limit, globa
 	// transaction (a refusal, a failed statement, a failed COMMIT).
 	defer rollbackOpen(ctx, conn)
 
-	// Create the rows if missing (race-safe), then lock them in a fixed
-	// order: the global row ('' sorts first), then the analyst's.
+	names := make([]string, len(rows))
+	for i, r := range rows {
+		names[i] = r.name
+	}
+	// Create the rows if missing (race-safe), then lock them in one fixed
+	// order (by name; the global row '' first), so that concurrent charges
+	// cannot deadlock.
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(`INSERT INTO dpproxy_ledger.budget (dataset, analyst, accountant)
-		VALUES ($1, '', $3), ($1, $2, $3) ON CONFLICT (dataset, analyst) DO NOTHING`,
-		c.Dataset, c.Analyst, m.Name())
+		SELECT $1, unnest($2::text[]), $3 ON CONFLICT (dataset, analyst) DO NOTHING`,
+		c.Dataset, names, m.Name())
 	b.Queue(`SELECT analyst, state, accountant, limit_delta, spent_epsilon::float8, spent_delta::float8,
-			granted_epsilon::text, granted_delta::text, suspended_at IS NOT NULL
-		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst IN ('', $2) ORDER BY analyst FOR UPDATE`, c.Dataset, c.Analyst)
+			granted_epsilon::text, granted_delta::text, suspended_at IS NOT NULL, window_start, lifetime_state
+		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = ANY($2::text[]) ORDER BY analyst FOR UPDATE`, c.Dataset, names)
 	locked, err := lockBudgetRows(conn.SendBatch(ctx, b))
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(locked) != 2 || locked[0].analyst != globalAnalyst || locked[1].analyst != c.Analyst {
-		return nil, nil, fmt.Errorf("budget rows of %s/%s missing after insert", c.Dataset, c.Analyst)
+	byName := make(map[string]budgetRow, len(locked))
+	for _, r := range locked {
+		byName[r.analyst] = r
 	}
-	gRow, aRow := locked[0], locked[1]
-	if aRow.suspended {
-		return nil, l.suspendedError(c), nil
+	if len(locked) != len(rows) || len(byName) != len(rows) {
+		return nil, nil, fmt.Errorf("budget rows of %s/%s missing after insert", c.Dataset, c.Analyst)
 	}
 	internal := func(msg string, err error) (*Reservation, *pgerr.Error, error) {
 		return nil, pgerr.New(pgerr.InternalError, "%s", msg).Wrap(err), nil
 	}
-	// The analyst's limit is the policy's plus the steward's grants.
-	if limit, err = withGrants(limit, aRow.granted); err != nil {
-		return internal("cannot read the privacy ledger state", err)
+	if byName[c.Analyst].suspended {
+		return nil, l.suspendedError(c), nil
 	}
 
-	aAfter, err := m.Compose(aRow.state, c.Events)
-	if err != nil {
-		return internal("cannot compose the privacy charge", err)
+	now := l.clock()
+	window := c.Policy.Budget.Window
+	type planned struct {
+		lim                 rowLimits
+		row                 budgetRow
+		start               time.Time
+		renew               bool
+		after, lifeAfter    []byte
+		spentText, lifeText [2]string
+		spentAfter          Spent
+		spentBefore         Spent
 	}
-	gAfter, err := m.Compose(gRow.state, c.Events)
-	if err != nil {
-		return internal("cannot compose the privacy charge", err)
-	}
-	spentAfter, fits, err := evaluate(m, aAfter, limit)
-	if err != nil {
-		return internal("cannot check the privacy budget", err)
-	}
-	spentBefore, err := aRow.spentBefore(m, limit.Delta)
-	if err != nil {
-		return internal("cannot read the privacy ledger state", err)
-	}
-	cost := Spent{Epsilon: decSub(spentAfter.Epsilon, spentBefore.Epsilon), Delta: decSub(spentAfter.Delta, spentBefore.Delta)}
-	if !fits {
-		st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: spentBefore, Limit: limit}
-		return nil, l.refuse(c, m, cost, st, false), nil
-	}
-	// The global row: with a cap, evaluated like the analyst's; without one,
-	// it records the exact basic sums (so a cap added later counts the past).
-	var gSpentText [2]string
-	if hasCap(global) {
-		gSpentAfter, gFits, err := evaluate(m, gAfter, global)
-		if err != nil {
-			return internal("cannot check the privacy budget", err)
+	plans := make([]planned, len(rows))
+	var analystPlan *planned
+	for i, lim := range rows {
+		r := byName[lim.name]
+		pl := planned{lim: lim, row: r}
+		if lim.kind != rowGlobal {
+			// Steward grants raise a row's window limit (not its lifetime cap).
+			if pl.lim.window, err = withGrants(lim.window, r.granted); err != nil {
+				return internal("cannot read the privacy ledger state", err)
+			}
 		}
-		if !gFits {
-			gSpentBefore, err := gRow.spentBefore(m, global.Delta)
+		pl.start, pl.renew = windowOf(r.windowStart, now, window)
+		base := r.state
+		if pl.renew {
+			base = nil
+		}
+		if pl.after, err = m.Compose(base, c.Events); err != nil {
+			return internal("cannot compose the privacy charge", err)
+		}
+		cap := pl.lim.window
+		if hasCap(cap) {
+			sp, fits, err := evaluate(m, pl.after, cap)
+			if err != nil {
+				return internal("cannot check the privacy budget", err)
+			}
+			if !fits {
+				before := Spent{}
+				if !pl.renew {
+					if before, err = r.spentBefore(m, cap.Delta); err != nil {
+						return internal("cannot read the privacy ledger state", err)
+					}
+				}
+				cost := Spent{Epsilon: decSub(sp.Epsilon, before.Epsilon), Delta: decSub(sp.Delta, before.Delta)}
+				st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: cap, Renews: renewsAt(pl.start, window)}
+				return nil, l.refuse(c, m, cost, st, lim, false), nil
+			}
+			pl.spentAfter = sp
+			pl.spentText = [2]string{numText(sp.Epsilon), numText(sp.Delta)}
+			if !pl.renew {
+				if pl.spentBefore, err = r.spentBefore(m, cap.Delta); err != nil {
+					return internal("cannot read the privacy ledger state", err)
+				}
+			}
+		} else {
+			// Without a cap (the global row by default) the row records
+			// the exact basic sums, so a cap added later counts the past.
+			e, d, err := basicText(pl.after)
 			if err != nil {
 				return internal("cannot read the privacy ledger state", err)
 			}
-			gCost := Spent{Epsilon: decSub(gSpentAfter.Epsilon, gSpentBefore.Epsilon), Delta: decSub(gSpentAfter.Delta, gSpentBefore.Delta)}
-			st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: gSpentBefore, Limit: global}
-			return nil, l.refuse(c, m, gCost, st, true), nil
+			pl.spentText = [2]string{e, d}
 		}
-		gSpentText = [2]string{numText(gSpentAfter.Epsilon), numText(gSpentAfter.Delta)}
-	} else {
-		e, d, err := basicText(gAfter)
-		if err != nil {
-			return internal("cannot read the privacy ledger state", err)
+		if window > 0 {
+			// The lifetime state composes every charge of every window;
+			// a row from before the dataset had a window starts from its
+			// current state (nothing is refunded).
+			lifeBase := r.lifetimeState
+			if lifeBase == nil {
+				lifeBase = r.state
+			}
+			if pl.lifeAfter, err = m.Compose(lifeBase, c.Events); err != nil {
+				return internal("cannot compose the privacy charge", err)
+			}
+			if hasCap(lim.lifetime) {
+				sp, fits, err := evaluate(m, pl.lifeAfter, lim.lifetime)
+				if err != nil {
+					return internal("cannot check the privacy budget", err)
+				}
+				if !fits {
+					before, err := m.Spent(lifeBase, lim.lifetime.Delta)
+					if err != nil {
+						return internal("cannot read the privacy ledger state", err)
+					}
+					cost := Spent{Epsilon: decSub(sp.Epsilon, before.Epsilon), Delta: decSub(sp.Delta, before.Delta)}
+					st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: lim.lifetime}
+					return nil, l.refuse(c, m, cost, st, lim, true), nil
+				}
+				pl.lifeText = [2]string{numText(sp.Epsilon), numText(sp.Delta)}
+			} else {
+				e, d, err := basicText(pl.lifeAfter)
+				if err != nil {
+					return internal("cannot read the privacy ledger state", err)
+				}
+				pl.lifeText = [2]string{e, d}
+			}
 		}
-		gSpentText = [2]string{e, d}
+		plans[i] = pl
+		if lim.kind == rowAnalyst {
+			analystPlan = &plans[i]
+		}
+	}
+	if analystPlan == nil {
+		return internal("cannot check the privacy budget", errors.New("no analyst row"))
 	}
 
-	upd := `UPDATE dpproxy_ledger.budget SET accountant = $3, limit_epsilon = $4, limit_delta = $5,
-		spent_epsilon = $6::numeric, spent_delta = $7::numeric, state = $8, charges = charges + 1, updated_at = now()
-		WHERE dataset = $1 AND analyst = $2`
 	b = &pgx.Batch{}
-	b.Queue(upd, c.Dataset, globalAnalyst, m.Name(), nullable(global.Epsilon), nullable(global.Delta),
-		gSpentText[0], gSpentText[1], gAfter)
-	b.Queue(upd, c.Dataset, c.Analyst, m.Name(), limit.Epsilon, limit.Delta,
-		numText(spentAfter.Epsilon), numText(spentAfter.Delta), aAfter)
+	for _, pl := range plans {
+		if pl.renew {
+			// A renewal is a budget change: audited like a reset, with the
+			// last charge before it, so that Verify recomputes the window
+			// from the charges after it.
+			b.Queue(`INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst,
+					before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
+				SELECT 'dpproxy (window renewal)', 'renew', $1::text, $2::text, spent_epsilon, spent_delta, charges, granted_epsilon, granted_delta, state,
+					(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge c WHERE c.dataset = $1
+						AND ($2 = '' OR c.analyst = $2 OR c.team = substr($2, 6) AND $2 LIKE 'team:%'))
+				FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`, c.Dataset, pl.lim.name)
+		}
+		var limE, limD any = nullable(pl.lim.window.Epsilon), nullable(pl.lim.window.Delta)
+		var start any
+		if window > 0 {
+			start = pl.start
+		}
+		var life any
+		if pl.lifeAfter != nil {
+			life = pl.lifeAfter
+		}
+		b.Queue(`UPDATE dpproxy_ledger.budget SET accountant = $3, limit_epsilon = $4, limit_delta = $5,
+			spent_epsilon = $6::numeric, spent_delta = $7::numeric, state = $8,
+			charges = CASE WHEN $9 THEN 1 ELSE charges + 1 END, updated_at = now(),
+			window_start = $10, lifetime_state = $11,
+			lifetime_spent_epsilon = coalesce($12::numeric, lifetime_spent_epsilon),
+			lifetime_spent_delta = coalesce($13::numeric, lifetime_spent_delta),
+			windows = windows + CASE WHEN $9 THEN 1 ELSE 0 END
+			WHERE dataset = $1 AND analyst = $2`,
+			c.Dataset, pl.lim.name, m.Name(), limE, limD, pl.spentText[0], pl.spentText[1], pl.after,
+			pl.renew, start, life, nullText(pl.lifeText[0]), nullText(pl.lifeText[1]))
+	}
+	cost := Spent{Epsilon: decSub(analystPlan.spentAfter.Epsilon, analystPlan.spentBefore.Epsilon),
+		Delta: decSub(analystPlan.spentAfter.Delta, analystPlan.spentBefore.Delta)}
+	var team any
+	if t, ok := c.Policy.TeamOf(c.Analyst); ok {
+		team = t.Name
+	}
 	b.Queue(`INSERT INTO dpproxy_ledger.charge
-		(dataset, analyst, status, fingerprint, policy_version, accountant, events, cost_epsilon, cost_delta)
-		VALUES ($1, $2, 'reserved', $3, $4, $5, $6, $7::numeric, $8::numeric) RETURNING id`,
+		(dataset, analyst, status, fingerprint, policy_version, accountant, events, cost_epsilon, cost_delta, team)
+		VALUES ($1, $2, 'reserved', $3, $4, $5, $6, $7::numeric, $8::numeric, $9) RETURNING id`,
 		c.Dataset, c.Analyst, c.Fingerprint, c.PolicyVersion, m.Name(), events,
-		numText(cost.Epsilon), numText(cost.Delta))
+		numText(cost.Epsilon), numText(cost.Delta), team)
 	b.Queue("COMMIT")
-	id, err := commitCharge(conn.SendBatch(ctx, b))
+	renewals := 0
+	for _, pl := range plans {
+		if pl.renew {
+			renewals++
+		}
+	}
+	id, err := commitCharge(conn.SendBatch(ctx, b), renewals, len(plans))
 	if err != nil {
 		return nil, nil, err
 	}
-	return &Reservation{
-		ID:     id,
-		Cost:   cost,
-		Status: Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: spentAfter, Limit: limit},
-	}, nil, nil
+	for _, pl := range plans {
+		if pl.renew {
+			l.logger.Info("privacy budget window renewed", zap.String(logKeyAnalyst, pl.lim.name), zap.String(logKeyDataset, c.Dataset),
+				zap.Time("window_start", pl.start), zap.Time("renews", renewsAt(pl.start, window)))
+		}
+	}
+	st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: analystPlan.spentAfter, Limit: analystPlan.lim.window,
+		Renews: renewsAt(analystPlan.start, window)}
+	if window > 0 {
+		ls, err := m.Spent(analystPlan.lifeAfter, analystPlan.lim.lifetime.Delta)
+		if err == nil {
+			st.Lifetime = &Lifetime{Spent: ls, Limit: analystPlan.lim.lifetime}
+		}
+	}
+	res := &Reservation{ID: id, Cost: cost, Status: st}
+	for _, pl := range plans {
+		if pl.renew {
+			res.Renewed = append(res.Renewed, pl.lim.name)
+		}
+	}
+	return res, nil, nil
+}
+
+// nullText is NULL for "".
+func nullText(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
 }
 
 // lockBudgetRows reads the results of the first reservation batch (BEGIN,
@@ -426,25 +573,29 @@ func lockBudgetRows(br pgx.BatchResults) (locked []budgetRow, err error) {
 	defer rows.Close()
 	for rows.Next() {
 		var r budgetRow
+		var ws *time.Time
 		if err := rows.Scan(&r.analyst, &r.state, &r.accountant, &r.limitDelta, &r.spent.Epsilon, &r.spent.Delta,
-			&r.granted[0], &r.granted[1], &r.suspended); err != nil {
+			&r.granted[0], &r.granted[1], &r.suspended, &ws, &r.lifetimeState); err != nil {
 			return nil, err
+		}
+		if ws != nil {
+			r.windowStart = *ws
 		}
 		locked = append(locked, r)
 	}
 	return locked, rows.Err()
 }
 
-// commitCharge reads the results of the second reservation batch (two
-// UPDATEs, INSERT … RETURNING id, COMMIT) and returns the charge's id once
-// COMMIT succeeded.
-func commitCharge(br pgx.BatchResults) (id int64, err error) {
+// commitCharge reads the results of the second reservation batch (the
+// renewals' audit INSERTs, one UPDATE per budget row, INSERT … RETURNING
+// id, COMMIT) and returns the charge's id once COMMIT succeeded.
+func commitCharge(br pgx.BatchResults, renewals, updates int) (id int64, err error) {
 	defer func() {
 		if cerr := br.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
 	}()
-	for range 2 {
+	for range renewals + updates {
 		tag, err := br.Exec()
 		if err != nil {
 			return 0, err
@@ -494,13 +645,30 @@ func fmtBudget(x float64) string {
 
 // refuse builds the 53400 error and logs the refusal. The figures are
 // budget figures (no data).
-func (l *Ledger) refuse(c Charge, m Method, cost Spent, st Status, global bool) *pgerr.Error {
+func (l *Ledger) refuse(c Charge, m Method, cost Spent, st Status, row rowLimits, lifetime bool) *pgerr.Error {
 	rem := st.Remaining()
 	whose := "your"
 	hint := "lower the query's cost (SET dp.epsilon = …, or fewer aggregates), or ask the data steward for more budget"
-	if global {
+	global := row.kind == rowGlobal
+	switch row.kind {
+	case rowGlobal:
 		whose = "the dataset's global (all analysts)"
 		hint = "lower the query's cost (SET dp.epsilon = …), or ask the data steward to raise budget.global_epsilon"
+	case rowTeam:
+		whose = "your team " + strings.TrimPrefix(row.name, policy.TeamLedgerPrefix) + "'s"
+		hint = "lower the query's cost (SET dp.epsilon = …), or ask the data steward to raise the team's budget (teams: in the policy)"
+	}
+	where := ""
+	if lifetime {
+		whose += " lifetime"
+		where = " over all budget windows"
+		hint = "the lifetime cap (budget.lifetime) bounds what can ever be spent on this dataset; only the data steward can raise it in the policy"
+	} else if c.Policy.Budget.Window > 0 {
+		where = " in this budget window"
+		hint += "; the budget renews every " + policy.FormatWindow(c.Policy.Budget.Window)
+		if !st.Renews.IsZero() {
+			hint += ", next at " + st.Renews.UTC().Format("2006-01-02 15:04 UTC")
+		}
 	}
 	l.logger.Info("privacy budget refused",
 		zap.String(logKeyAnalyst, c.Analyst), zap.String(logKeyDataset, c.Dataset),
@@ -510,8 +678,8 @@ func (l *Ledger) refuse(c Charge, m Method, cost Spent, st Status, global bool) 
 		zap.String(logKeyFingerprint, c.Fingerprint))
 	return &pgerr.Error{
 		Code: pgerr.ConfigurationLimit,
-		Message: fmt.Sprintf("privacy budget exhausted on dataset %s: this query needs ε=%s, δ=%s but %s remaining budget is ε=%s, δ=%s",
-			c.Dataset, fmtBudget(cost.Epsilon), fmtBudget(cost.Delta), whose, fmtBudget(rem.Epsilon), fmtBudget(rem.Delta)),
+		Message: fmt.Sprintf("privacy budget exhausted on dataset %s: this query needs ε=%s, δ=%s but %s remaining budget%s is ε=%s, δ=%s",
+			c.Dataset, fmtBudget(cost.Epsilon), fmtBudget(cost.Delta), whose, where, fmtBudget(rem.Epsilon), fmtBudget(rem.Delta)),
 		Detail: fmt.Sprintf("accountant %s; spent ε=%s, δ=%s of ε=%s, δ=%s",
 			m.Name(), fmtBudget(st.Spent.Epsilon), fmtBudget(st.Spent.Delta), fmtBudget(st.Limit.Epsilon), fmtBudget(st.Limit.Delta)),
 		Hint: hint,
@@ -593,15 +761,20 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 	if err != nil {
 		return Status{}, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}
-	ab := ds.AnalystBudget(analyst)
-	st := Status{Dataset: ds.Name, Accountant: m.Name(), Limit: Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}}
-	var state []byte
+	own, ok := ownLimits(ds, analyst)
+	if !ok {
+		return Status{}, pgerr.New(pgerr.InternalError, "budget status of an unknown team").Wrap(fmt.Errorf("%s is not a team of %s", analyst, ds.Name))
+	}
+	st := Status{Dataset: ds.Name, Accountant: m.Name(), Limit: own.window}
+	var state, life []byte
 	var granted [2]string
-	err = l.pool.QueryRow(ctx, `SELECT state, granted_epsilon::text, granted_delta::text FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`,
-		ds.Name, analyst).Scan(&state, &granted[0], &granted[1])
+	var ws *time.Time
+	err = l.pool.QueryRow(ctx, `SELECT state, granted_epsilon::text, granted_delta::text, window_start, lifetime_state
+		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`,
+		ds.Name, analyst).Scan(&state, &granted[0], &granted[1], &ws, &life)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return st, nil
+		granted = [2]string{"0", "0"}
 	case err != nil:
 		if ctx.Err() != nil {
 			return Status{}, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
@@ -611,10 +784,49 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 	if st.Limit, err = withGrants(st.Limit, granted); err != nil {
 		return Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
 	}
-	if st.Spent, err = m.Spent(state, st.Limit.Delta); err != nil {
+	if err := l.windowed(&st, m, ds, own, ws, state, life); err != nil {
 		return Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
 	}
 	return st, nil
+}
+
+// windowed fills st.Spent from a row's state, as of the ledger's clock: a
+// row whose window has ended has spent nothing in the current one
+// (the renewal itself is written by the next charge). With a window it
+// also fills Renews and Lifetime.
+func (l *Ledger) windowed(st *Status, m Method, ds *policy.Dataset, lim rowLimits, ws *time.Time, state, life []byte) error {
+	var start time.Time
+	if ws != nil {
+		start = *ws
+	}
+	window := ds.Budget.Window
+	begin, renew := windowOf(start, l.clock(), window)
+	cur := state
+	if renew {
+		cur = nil
+	}
+	var err error
+	if st.Spent, err = m.Spent(cur, st.Limit.Delta); err != nil {
+		return err
+	}
+	if window <= 0 {
+		return nil
+	}
+	if start.IsZero() {
+		// No charge under the window yet: it starts at the next charge.
+		st.Renews = time.Time{}
+	} else {
+		st.Renews = renewsAt(begin, window)
+	}
+	if life == nil {
+		life = state
+	}
+	ls, err := m.Spent(life, lim.lifetime.Delta)
+	if err != nil {
+		return err
+	}
+	st.Lifetime = &Lifetime{Spent: ls, Limit: lim.lifetime}
+	return nil
 }
 
 // Cached returns the released answer of an earlier charge of the same plan

@@ -93,6 +93,23 @@ var migrations = []string{
 	CREATE INDEX incident_budget_idx ON dpproxy_ledger.incident (dataset, analyst, id);
 	ALTER TABLE dpproxy_ledger.audit DROP CONSTRAINT audit_action_check,
 		ADD CONSTRAINT audit_action_check CHECK (action IN ('grant', 'reset', 'resume'));`,
+	// 4: budget windows and teams (window.go). A row's window_start is the
+	// start of its current window (NULL: the dataset has no window, or the
+	// row was never charged under one); its state, spent_* and charges are
+	// per window. lifetime_state composes every charge of every window
+	// (NULL without a window). A team's budget is a row named 'team:NAME';
+	// each charge records its analyst's team. A renewal writes an audit row
+	// (action 'renew') with the last charge before it, as a reset does.
+	`ALTER TABLE dpproxy_ledger.budget
+		ADD COLUMN window_start           timestamptz,
+		ADD COLUMN windows                bigint NOT NULL DEFAULT 0, -- renewals so far
+		ADD COLUMN lifetime_state         jsonb,
+		ADD COLUMN lifetime_spent_epsilon numeric,
+		ADD COLUMN lifetime_spent_delta   numeric;
+	ALTER TABLE dpproxy_ledger.charge ADD COLUMN team text; -- the analyst's team at the charge, NULL: none
+	CREATE INDEX charge_team_idx ON dpproxy_ledger.charge (dataset, team, id) WHERE team IS NOT NULL;
+	ALTER TABLE dpproxy_ledger.audit DROP CONSTRAINT audit_action_check,
+		ADD CONSTRAINT audit_action_check CHECK (action IN ('grant', 'reset', 'resume', 'renew'));`,
 }
 
 // SchemaVersion returns the ledger schema version this build writes.

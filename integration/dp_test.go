@@ -199,7 +199,8 @@ func TestBudget_ConcurrentNeverOverspends(t *testing.T) {
 		t.Helper()
 		var ds, acc string
 		var es, er, dsp, dr float64
-		if err := c.QueryRow(ctx, "SHOW dp.budget").Scan(&ds, &acc, &es, &er, &dsp, &dr); err != nil {
+		var renews *string // window_renews: NULL, the demo's policy has no budget window
+		if err := c.QueryRow(ctx, "SHOW dp.budget").Scan(&ds, &acc, &es, &er, &dsp, &dr, &renews); err != nil {
 			t.Fatalf("SHOW dp.budget: %v", err)
 		}
 		if ds != "hospital" || acc != "pure" {

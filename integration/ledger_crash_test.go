@@ -92,10 +92,10 @@ type extraProxy struct {
 // startProxy starts `dpproxy serve --config cfgPath` listening on addr and
 // waits until it accepts connections. It is stopped (SIGTERM, then SIGKILL)
 // at the end of the test unless the test killed it.
-func startProxy(t *testing.T, cfgPath, addr string) *extraProxy {
+func startProxy(t *testing.T, cfgPath, addr string, extraArgs ...string) *extraProxy {
 	t.Helper()
 	p := &extraProxy{addr: addr, stderr: &strings.Builder{}, done: make(chan error, 1)}
-	p.cmd = exec.Command(env.bin, "serve", "--config", cfgPath)
+	p.cmd = exec.Command(env.bin, append([]string{"serve", "--config", cfgPath}, extraArgs...)...)
 	p.cmd.Stderr = &lockedWriter{w: p.stderr}
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

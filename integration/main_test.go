@@ -26,6 +26,9 @@ var env struct {
 	upstreamDSN string // the "upstream:" line (superuser, database hospital)
 	dataDir     string
 	stderr      *strings.Builder
+	adminURL    string // the "admin:" line (the steward's endpoint)
+	configPath  string // the "config:" line
+	auditPath   string // the "audit:" line
 }
 
 func TestMain(m *testing.M) {
@@ -106,8 +109,8 @@ func run(m *testing.M) (int, error) {
 	return code, nil
 }
 
-// readReady reads the demo's stdout until both the ready: and upstream:
-// lines arrived.
+// readReady reads the demo's stdout until the ready:, upstream:, config:,
+// admin: and audit: lines arrived.
 func readReady(r io.Reader, timeout time.Duration) error {
 	lines := make(chan string)
 	go func() {
@@ -118,17 +121,26 @@ func readReady(r io.Reader, timeout time.Duration) error {
 		close(lines)
 	}()
 	deadline := time.After(timeout)
-	for env.aliceDSN == "" || env.upstreamDSN == "" {
+	for env.aliceDSN == "" || env.upstreamDSN == "" || env.configPath == "" || env.adminURL == "" || env.auditPath == "" {
 		select {
 		case l, ok := <-lines:
 			if !ok {
-				return fmt.Errorf("dpproxy demo exited before printing ready: and upstream:")
+				return fmt.Errorf("dpproxy demo exited before printing its ready:, upstream:, config:, admin: and audit: lines")
 			}
 			if v, found := strings.CutPrefix(l, "ready: "); found {
 				env.aliceDSN = v
 			}
 			if v, found := strings.CutPrefix(l, "upstream: "); found {
 				env.upstreamDSN = v
+			}
+			if v, found := strings.CutPrefix(l, "config: "); found {
+				env.configPath = v
+			}
+			if v, found := strings.CutPrefix(l, "admin: "); found {
+				env.adminURL = v
+			}
+			if v, found := strings.CutPrefix(l, "audit: "); found {
+				env.auditPath = v
 			}
 		case <-deadline:
 			return fmt.Errorf("dpproxy demo printed no ready: line within %v", timeout)

@@ -167,6 +167,8 @@ type rawDataset struct {
 	Defaults    *rawDefaults          `yaml:"defaults"`
 	Tables      map[string]*rawTable  `yaml:"tables"`
 	Analysts    map[string]*rawBudget `yaml:"analysts"`
+	// Teams are analyst groups sharing one budget (window.go).
+	Teams map[string]*rawTeam `yaml:"teams"`
 	// SampleKeyFile names the secret sample-and-aggregate key (samplekey.go).
 	SampleKeyFile string `yaml:"sample_key_file"`
 }
@@ -180,6 +182,24 @@ type rawBudget struct {
 	IncidentLimit *int     `yaml:"incident_limit"`
 	// MinEpsilonPerQuery is the floor on the ε of one query (Budget).
 	MinEpsilonPerQuery *float64 `yaml:"min_epsilon_per_query"`
+	// Window and Lifetime: budget renewal (window.go).
+	Window   string       `yaml:"window"`
+	Lifetime *rawLifetime `yaml:"lifetime"`
+}
+
+type rawLifetime struct {
+	Epsilon       *float64 `yaml:"epsilon"`
+	Delta         *float64 `yaml:"delta"`
+	GlobalEpsilon *float64 `yaml:"global_epsilon"`
+	GlobalDelta   *float64 `yaml:"global_delta"`
+}
+
+type rawTeam struct {
+	Members         []string `yaml:"members"`
+	Epsilon         *float64 `yaml:"epsilon"`
+	Delta           *float64 `yaml:"delta"`
+	LifetimeEpsilon *float64 `yaml:"lifetime_epsilon"`
+	LifetimeDelta   *float64 `yaml:"lifetime_delta"`
 }
 
 type rawDefaults struct {

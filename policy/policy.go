@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Type is the declared type of a policy column.
@@ -50,6 +51,10 @@ type Dataset struct {
 	TableOrder []string
 	// Analysts holds per-analyst budget overrides by analyst name.
 	Analysts map[string]Budget
+	// Teams are analyst groups sharing one budget, by team name; teamOf
+	// maps a member to their team (window.go).
+	Teams  map[string]*Team
+	teamOf map[string]string
 	// Version identifies the file's content (hex SHA-256 prefix); cached
 	// answers are only reused under the same version.
 	Version string
@@ -82,6 +87,12 @@ type Budget struct {
 	// DefaultMinEpsilonPerQuery when the file does not say. See
 	// DefaultMinEpsilonPerQuery for why there is a floor.
 	MinEpsilonPerQuery float64
+	// Window, when > 0, is the budget's renewal period (budget.window):
+	// Epsilon/Delta (and the global cap) are spent per window, and
+	// Lifetime bounds the total over all windows (window.go). Only set on
+	// the dataset's own budget.
+	Window   time.Duration
+	Lifetime Lifetime
 }
 
 // DefaultMinEpsilonPerQuery is budget.min_epsilon_per_query when the policy

@@ -93,13 +93,16 @@ func (v *validator) dataset(r *rawDataset) *Dataset {
 	d.Defaults = v.defaults(r.Defaults, d.Budget)
 	v.tables(r.Tables, d)
 	v.sampleKey(d, r.SampleKeyFile)
+	v.window(r.Budget, d)
+	v.teams(r.Teams, d)
 	for name, rb := range r.Analysts {
 		path := p("analysts", name)
 		if rb == nil {
 			v.errorf(path, "analyst %q has no settings; write {epsilon: …} or remove the entry", name)
 			continue
 		}
-		if rb.Accountant != "" || rb.GlobalEpsilon != nil || rb.GlobalDelta != nil || rb.IncidentLimit != nil || rb.MinEpsilonPerQuery != nil {
+		if rb.Accountant != "" || rb.GlobalEpsilon != nil || rb.GlobalDelta != nil || rb.IncidentLimit != nil || rb.MinEpsilonPerQuery != nil ||
+			rb.Window != "" || rb.Lifetime != nil {
 			v.errorf(path, "analyst %q: only epsilon and delta can be overridden per analyst", name)
 		}
 		var b Budget

@@ -45,6 +45,9 @@ type conn struct {
 
 	analyst string
 	ds      *Dataset
+	// lastDP describes the DP answer of the running statement for the
+	// Observer (set by execDP, cleared by observe).
+	lastDP *DPEvent
 
 	// Session state.
 	settings map[string]string // current values by lower-case name

@@ -121,4 +121,14 @@
 // ("dp answer released") get a line, with the fingerprint, so forwarding
 // a catalog statement costs no log line. Values, passwords and noiseless
 // numbers are never logged.
+//
+// # Observer
+//
+// Config.Observer, when set, is told of every statement once its reply is
+// known: route, SQLSTATE, duration, and for a DP answer its cost and
+// whether it came from the cache (observer.go). The admin endpoint's
+// metrics and the audit log (internal/admin, internal/audit, wired in
+// cmd/dpproxy) use it. It sees no text, parameter or result; it may ask
+// for the statement's fingerprint. Without an Observer the session pays
+// one nil check per statement.
 package proxy

@@ -71,6 +71,9 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	if res == nil {
 		return nil, fmt.Errorf("releaser returned no result and no error")
 	}
+	if c.srv.cfg.Observer != nil {
+		c.lastDP = &DPEvent{Cached: res.Cached, CostEpsilon: res.Cost.Epsilon, CostDelta: res.Cost.Delta, ChargeFingerprint: res.Fingerprint}
+	}
 	c.log.Info("dp answer released",
 		zap.String(logKeyFingerprint, fingerprint(logText)),
 		zap.String(logKeyPlanHash, plan.Fingerprint),

@@ -143,3 +143,11 @@ func writeRawFatal(nc net.Conn, msg string) {
 	_ = nc.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = nc.Write(b)
 }
+
+// errorCode returns the SQLSTATE the client gets for err.
+func errorCode(err error) string {
+	if pe, ok := pgerr.As(err); ok {
+		return pe.Code
+	}
+	return errorResponse(err, severityError, zap.NewNop()).Code
+}

@@ -136,6 +136,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	}
 	if st.err != nil {
 		c.logStatement(st, st.err)
+		c.observe(st, st.err, 0)
 		return st.err
 	}
 	n := maxParam(text)
@@ -163,7 +164,9 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		// answered fails at Parse (nothing is read, nothing spent).
 		if _, _, err := c.planFor(text); err != nil && !isPost(err) {
 			c.logStatement(st, err)
-			return dpError(context.Background(), err, c.log)
+			err = dpError(context.Background(), err, c.log)
+			c.observe(st, err, 0)
+			return err
 		}
 	}
 	c.stmts[m.Name] = &preparedStatement{
@@ -575,7 +578,9 @@ func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error
 		err = ps.st.err
 	}
 	err = statementError(sctx, err)
-	c.logStatement(ps.st, err, zap.Duration(logKeyDuration, time.Since(start)))
+	d := time.Since(start)
+	c.logStatement(ps.st, err, zap.Duration(logKeyDuration, d))
+	c.observe(ps.st, err, d)
 	return br, err
 }
 

@@ -179,6 +179,7 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 	}
 	if st.err != nil {
 		c.logStatement(st, nil)
+		c.observe(st, st.err, 0)
 		return st.err
 	}
 	sctx, done := c.statementContext(ctx)
@@ -200,7 +201,9 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 		}
 	}
 	err = statementError(sctx, err)
-	c.logStatement(st, err, zap.Duration(logKeyDuration, time.Since(start)))
+	d := time.Since(start)
+	c.logStatement(st, err, zap.Duration(logKeyDuration, d))
+	c.observe(st, err, d)
 	return err
 }
 

@@ -85,6 +85,8 @@ type Config struct {
 	// shadow.DefaultAcquireTimeout).
 	ShadowMaxConns       int
 	ShadowAcquireTimeout time.Duration
+	// Observer, when set, is told of every statement (observer.go).
+	Observer Observer
 }
 
 // Defaults of Config.

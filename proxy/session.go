@@ -318,9 +318,17 @@ func (c *conn) showBudget(ctx context.Context) (*resultSet, error) {
 			acct = ds.Policy.Budget.Accountant
 		}
 		rem := st.Remaining()
-		rs.rows = append(rs.rows, textRow(n, acct,
+		row := textRow(n, acct,
 			budgetFigure(st.Spent.Epsilon), budgetFigure(rem.Epsilon),
-			budgetFigure(st.Spent.Delta), budgetFigure(rem.Delta)))
+			budgetFigure(st.Spent.Delta), budgetFigure(rem.Delta), "")
+		// window_renews: when the budget window renews (NULL: the dataset
+		// has no window, or it starts at the next charge).
+		row[len(row)-1] = nil
+		if !st.Renews.IsZero() {
+			t := st.Renews.UTC().Format("2006-01-02 15:04:05+00")
+			row[len(row)-1] = &t
+		}
+		rs.rows = append(rs.rows, row)
 	}
 	rs.tag = "SHOW"
 	return rs, nil
@@ -358,5 +366,6 @@ func budgetColumns() []column {
 		{"dataset", oidText}, {"accountant", oidText},
 		{"epsilon_spent", oidFloat8}, {"epsilon_remaining", oidFloat8},
 		{"delta_spent", oidFloat8}, {"delta_remaining", oidFloat8},
+		{"window_renews", oidText},
 	}
 }

@@ -277,13 +277,13 @@ func TestSHOWBudget(t *testing.T) {
 	for _, f := range res[0].FieldDescriptions {
 		names = append(names, f.Name)
 	}
-	if got := strings.Join(names, ","); got != "dataset,accountant,epsilon_spent,epsilon_remaining,delta_spent,delta_remaining" {
+	if got := strings.Join(names, ","); got != "dataset,accountant,epsilon_spent,epsilon_remaining,delta_spent,delta_remaining,window_renews" {
 		t.Errorf("columns = %s", got)
 	}
 	got := rows(res[0])
 	want := [][]string{
-		{"clinic", "pure", "1.6", "1.4", "0", "1e-06"},
-		{"hospital", "pure", "0.5", "2.5", "0", "1e-06"},
+		{"clinic", "pure", "1.6", "1.4", "0", "1e-06", "<null>"},
+		{"hospital", "pure", "0.5", "2.5", "0", "1e-06", "<null>"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rows = %v, want %v", got, want)

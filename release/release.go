@@ -119,6 +119,11 @@ type Result struct {
 	// Cached is true when the answer is an earlier released answer of the
 	// same query, returned at no cost.
 	Cached bool
+	// Cost is what the answer added to the analyst's composed spending
+	// (zero when Cached), and Fingerprint the charge's fingerprint in the
+	// ledger (the answer cache key): for the audit log and metrics.
+	Cost        accountant.Spent
+	Fingerprint string
 }
 
 // storedAnswer is what the ledger keeps of a released answer: exactly what
@@ -259,7 +264,7 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	}
 
 	// 5. Post-process.
-	out := &Result{ReservationID: res.ID}
+	out := &Result{ReservationID: res.ID, Cost: res.Cost, Fingerprint: key}
 	for _, o := range plan.Outputs {
 		out.Columns = append(out.Columns, Column{Name: o.Name, PGType: o.PGType})
 	}
@@ -333,7 +338,7 @@ func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result
 		}
 		se = r.statuses.put(sk, st)
 	}
-	return &Result{Columns: sa.Columns, Rows: sa.Rows, Cached: true,
+	return &Result{Columns: sa.Columns, Rows: sa.Rows, Cached: true, Fingerprint: key,
 		Notice: noticeText(accountant.Spent{}, se.st, se.remaining, true, sa.Errors)}, true, nil
 }
 

@@ -277,7 +277,7 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (
 		rowsOut = append(rowsOut, row)
 	}
 
-	out := &Result{ReservationID: res.ID}
+	out := &Result{ReservationID: res.ID, Cost: res.Cost, Fingerprint: ch.key}
 	var parts []string
 	for _, o := range plan.Outputs {
 		out.Columns = append(out.Columns, Column{Name: o.Name, PGType: o.PGType})

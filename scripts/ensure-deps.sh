@@ -7,7 +7,9 @@
 #     psycopg2, psycopg 3, asyncpg, SQLAlchemy and pandas, and node with
 #     npm (node-postgres is installed by the tests themselves from the npm
 #     registry into the user's cache directory, ~/.cache/dpproxy-test,
-#     outside the tree: internal/pgtest NodePG).
+#     outside the tree: internal/pgtest NodePG);
+#   - Debian's chromium, headless, for the steward dashboard's test
+#     (internal/admin, integration/ops_test.go).
 # When something is missing, installs it with apt-get when run as root,
 # otherwise prints the exact command and exits non-zero. Under CI=true the
 # tests fail (never skip) when a client is missing.
@@ -32,6 +34,7 @@ have_jdk() { command -v javac >/dev/null 2>&1 && command -v java >/dev/null 2>&1
 have_pgjdbc() { [[ -f /usr/share/java/postgresql.jar ]]; }
 have_py() { [[ -x /usr/bin/python3 ]] && /usr/bin/python3 -c "import $1" >/dev/null 2>&1; }
 have_node() { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; }
+have_chromium() { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }
 
 if ! command -v go >/dev/null 2>&1; then
 	echo "ensure-deps: Go is not installed or not on PATH; install Go 1.25 or newer from https://go.dev/dl/" >&2
@@ -69,6 +72,7 @@ check "asyncpg for /usr/bin/python3" python3-asyncpg -- have_py asyncpg
 check "SQLAlchemy for /usr/bin/python3" python3-sqlalchemy -- have_py sqlalchemy
 check "pandas for /usr/bin/python3" python3-pandas -- have_py pandas
 check "node and npm" nodejs npm -- have_node
+check "chromium (headless, for the dashboard test)" chromium -- have_chromium
 fi
 if ((${#missing[@]} == 0)); then
 	exit 0
@@ -87,7 +91,7 @@ for m in "${missing[@]}"; do
 	echo "ensure-deps: missing: $m" >&2
 done
 if ! command -v apt-get >/dev/null 2>&1; then
-	echo "ensure-deps: this is not a Debian/Ubuntu system; install with your package manager: PostgreSQL server and client (15 or newer, initdb/pg_ctl/postgres and psql on PATH), a JDK with the PostgreSQL JDBC driver at /usr/share/java/postgresql.jar, psycopg2, psycopg 3, asyncpg, SQLAlchemy and pandas for /usr/bin/python3, and node with npm" >&2
+	echo "ensure-deps: this is not a Debian/Ubuntu system; install with your package manager: PostgreSQL server and client (15 or newer, initdb/pg_ctl/postgres and psql on PATH), a JDK with the PostgreSQL JDBC driver at /usr/share/java/postgresql.jar, psycopg2, psycopg 3, asyncpg, SQLAlchemy and pandas for /usr/bin/python3, node with npm, and chromium" >&2
 	exit 1
 fi
 if [[ $(id -u) -ne 0 ]]; then
@@ -110,6 +114,7 @@ if [[ $mode != demo ]]; then
 	have_py sqlalchemy || still+=("SQLAlchemy")
 	have_py pandas || still+=("pandas")
 	have_node || still+=("node/npm")
+	have_chromium || still+=("chromium")
 fi
 if ((${#still[@]} > 0)); then
 	echo "ensure-deps: still missing after installing: ${still[*]}; check the apt-get output above" >&2

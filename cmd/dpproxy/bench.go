@@ -57,7 +57,7 @@ func cmdBenchServe(ctx context.Context, args []string, stderr io.Writer) error {
 		defer hs.Close()
 		log.Info("pprof listening", zap.String("addr", ln.Addr().String()))
 	}
-	return runServer(ctx, cfg, log, func(addr net.Addr) {
+	return runServer(ctx, cfg, log, stderr, func(addr, adminAddr net.Addr) {
 		log.Info("dpproxy listening", zap.String("addr", addr.String()))
 	})
 }

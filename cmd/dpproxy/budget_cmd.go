@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/audit"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/policy"
@@ -25,6 +26,7 @@ type steward struct {
 	cfg      *config.Config
 	policies map[string]*policy.Dataset
 	ledger   *accountant.Ledger
+	audit    *audit.Log // nil: the config has no audit log
 }
 
 // openSteward loads the config and its policies and opens the ledger
@@ -50,10 +52,19 @@ func openSteward(ctx context.Context, path string, stderr io.Writer) (*steward, 
 	if s.ledger, err = accountant.Open(ctx, cfg.Ledger, log); err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
+	o, err := openOps(&config.Config{Audit: cfg.Audit, Dir: cfg.Dir}, nil, stderr)
+	if err != nil {
+		s.ledger.Close()
+		return nil, err
+	}
+	s.audit = o.audit
 	return s, nil
 }
 
-func (s *steward) close() { s.ledger.Close() }
+func (s *steward) close() {
+	s.ledger.Close()
+	_ = s.audit.Close()
+}
 
 // dataset returns the policy of a dataset named on the command line.
 func (s *steward) dataset(name string) (*policy.Dataset, error) {
@@ -70,7 +81,13 @@ func (s *steward) dataset(name string) (*policy.Dataset, error) {
 }
 
 // analyst checks that an analyst named on the command line is in the config.
-func (s *steward) analyst(name string) error {
+func (s *steward) analyst(name string, ds *policy.Dataset) error {
+	if t, ok := strings.CutPrefix(name, policy.TeamLedgerPrefix); ok {
+		if ds.Teams[t] == nil {
+			return fmt.Errorf("team %q is not in the policy of %s (teams:)", t, ds.Name)
+		}
+		return nil
+	}
 	if _, ok := s.cfg.Analysts[name]; !ok {
 		return fmt.Errorf("analyst %q is not in the config's analysts: (add them there first, or check the spelling)", name)
 	}
@@ -150,13 +167,14 @@ func cmdBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case "show":
 		return s.show(ctx, *dataset, *analyst, stdout)
 	case "grant":
-		if err := s.analyst(*analyst); err != nil {
+		if err := s.analyst(*analyst, ds); err != nil {
 			return err
 		}
 		st, err := s.ledger.Grant(ctx, ds, *analyst, accountant.Spent{Epsilon: *eps, Delta: *delta}, actor())
 		if err != nil {
 			return err
 		}
+		s.audit.BudgetChange("grant", *analyst, ds.Name, actor(), *eps, *delta)
 		rem := st.Remaining()
 		fmt.Fprintf(stdout, "granted ε=%s, δ=%s to %s on %s: limit now ε=%s, δ=%s; remaining ε=%s, δ=%s\n",
 			fig(*eps), fig(*delta), *analyst, ds.Name, fig(st.Limit.Epsilon), fig(st.Limit.Delta), fig(rem.Epsilon), fig(rem.Delta))
@@ -166,6 +184,7 @@ func cmdBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
+		s.audit.BudgetChange("resume", *analyst, ds.Name, actor(), 0, 0)
 		fmt.Fprintf(stdout, "resumed %s on %s: %d incident(s) cleared (incident rows kept; audit row written)\n", *analyst, ds.Name, n)
 		return nil
 	default: // reset
@@ -173,6 +192,7 @@ func cmdBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
+		s.audit.BudgetChange("reset", *analyst, ds.Name, actor(), before.Spent.Epsilon, before.Spent.Delta)
 		fmt.Fprintf(stdout, "reset %s on %s: spent ε=%s, δ=%s before, 0 now (charge rows kept; audit row written)\n",
 			*analyst, ds.Name, fig(before.Spent.Epsilon), fig(before.Spent.Delta))
 		return nil
@@ -185,8 +205,18 @@ func (s *steward) show(ctx context.Context, dataset, analyst string, stdout io.W
 	if err != nil {
 		return err
 	}
+	// Datasets with budget windows get two more columns: when the
+	// window renews, and ε spent of the lifetime cap.
+	windows := false
+	for _, b := range rows {
+		windows = windows || b.Status.Lifetime != nil
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "dataset\tanalyst\taccountant\tepsilon_spent\tepsilon_limit\tepsilon_remaining\tdelta_spent\tdelta_limit\tdelta_remaining\tcharges\tunanswered\tincidents")
+	head := "dataset\tanalyst\taccountant\tepsilon_spent\tepsilon_limit\tepsilon_remaining\tdelta_spent\tdelta_limit\tdelta_remaining\tcharges\tunanswered\tincidents"
+	if windows {
+		head += "\twindow_renews\tlifetime_epsilon"
+	}
+	fmt.Fprintln(tw, head)
 	for _, b := range rows {
 		who := b.Analyst
 		if who == "" {
@@ -197,9 +227,20 @@ func (s *steward) show(ctx context.Context, dataset, analyst string, stdout io.W
 		if b.Suspended {
 			incidents += " (suspended)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", b.Dataset, who, b.Status.Accountant,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s", b.Dataset, who, b.Status.Accountant,
 			fig(b.Status.Spent.Epsilon), fig(b.Status.Limit.Epsilon), fig(rem.Epsilon),
 			fig(b.Status.Spent.Delta), fig(b.Status.Limit.Delta), fig(rem.Delta), b.Charges, b.Reserved, incidents)
+		if windows {
+			renews, life := "-", "-"
+			if !b.Status.Renews.IsZero() {
+				renews = b.Status.Renews.UTC().Format("2006-01-02T15:04Z")
+			}
+			if lt := b.Status.Lifetime; lt != nil {
+				life = fig(lt.Spent.Epsilon) + "/" + fig(lt.Limit.Epsilon)
+			}
+			fmt.Fprintf(tw, "\t%s\t%s", renews, life)
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/tls"
 	"flag"
 	"net"
 	"os"
@@ -119,6 +120,10 @@ func TestDockerCompose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The same TLS as the demo (withDemoTLS).
+	if want, err = withDemoTLS(want); err != nil {
+		t.Fatal(err)
+	}
 	if *update {
 		if err := os.WriteFile(filepath.Join(repoRoot, host), want, 0o644); err != nil {
 			t.Fatal(err)
@@ -126,7 +131,7 @@ func TestDockerCompose(t *testing.T) {
 		got = want
 	}
 	if !bytes.Equal(got, want) {
-		t.Fatalf("%s is not examples/dpproxy.yaml with %s, %s and listen %s; regenerate it with: go test ./cmd/dpproxy -run DockerCompose -update", host, composePGAddr, composeShadowAddr, composeListen)
+		t.Fatalf("%s is not examples/dpproxy.yaml with %s, %s, listen %s and the demo's tls: section; regenerate it with: go test ./cmd/dpproxy -run DockerCompose -update", host, composePGAddr, composeShadowAddr, composeListen)
 	}
 	cfg, err := config.Parse(got, host)
 	if err != nil {
@@ -144,6 +149,46 @@ func TestDockerCompose(t *testing.T) {
 			t.Errorf("policy %s has no dataset in %s", ds.Name, host)
 		}
 	}
+	// TLS as in the demo: offered, not required, with the certificate and
+	// key that setup's demo-setup --tls-dir writes to a volume the proxy
+	// mounts (docker cannot run here: this checks the files agree).
+	if cfg.TLS == nil || cfg.TLS.Require || cfg.TLS.Cert != demoTLSDir+"/"+demoTLSCert || cfg.TLS.Key != demoTLSDir+"/"+demoTLSKey {
+		t.Fatalf("%s tls = %+v, want the demo's (cert %s/%s, key %s/%s, not required)", host, cfg.TLS, demoTLSDir, demoTLSCert, demoTLSDir, demoTLSKey)
+	}
+	tlsDir := path.Join(path.Dir(cfgPath), demoTLSDir)
+	if got := flagValue(t, setup.Command, "--tls-dir"); got != tlsDir {
+		t.Errorf("setup writes the certificate to %q, want %q (where the config's tls: paths resolve)", got, tlsDir)
+	}
+	vol := func(s []string, ro bool) string {
+		for _, v := range s {
+			parts := strings.Split(v, ":")
+			if len(parts) >= 2 && parts[1] == tlsDir && (len(parts) == 3 && parts[2] == "ro") == ro {
+				return parts[0]
+			}
+		}
+		return ""
+	}
+	pv, sv := vol(proxy.Volumes, true), vol(setup.Volumes, false)
+	if _, declared := cf.Volumes[pv]; pv == "" || pv != sv || !declared {
+		t.Errorf("want one declared volume mounted on %s by setup (read-write) and dpproxy (read-only); setup %v, dpproxy %v", tlsDir, setup.Volumes, proxy.Volumes)
+	}
+	hosts := strings.Split(flagValue(t, setup.Command, "--tls-hosts"), ",")
+	if !slices.Contains(hosts, "localhost") || !slices.Contains(hosts, "127.0.0.1") {
+		t.Errorf("certificate hosts %v must cover localhost and 127.0.0.1 (the published port)", hosts)
+	}
+	// What demo-setup writes is a pair the config loads.
+	dir := t.TempDir()
+	if err := demoCertificate(filepath.Join(dir, demoTLSDir), hosts...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tls.LoadX509KeyPair(filepath.Join(dir, cfg.TLS.Cert), filepath.Join(dir, cfg.TLS.Key)); err != nil {
+		t.Errorf("the certificate demo-setup writes does not load with the config's paths: %v", err)
+	}
+	df, _ := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if !strings.Contains(string(df), "--chown=65532:65532 /out/tls "+tlsDir) {
+		t.Errorf("Dockerfile must create %s owned by the nonroot user, so that the new volume is writable", tlsDir)
+	}
+
 	// The published port is the one the proxy listens on.
 	_, listenPort, _ := net.SplitHostPort(cfg.Listen)
 	if !publishes(proxy.Ports, listenPort) {

@@ -122,12 +122,16 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	dataDir := fs.String("data-dir", "", "keep the clusters (data in DIR, shadow catalog in DIR/shadow), the data and the ledger across restarts (default: temporary directories removed on exit)")
 	listen := fs.String("listen", "127.0.0.1:6432", "address analysts connect to")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
+	adminListen := fs.String("admin-listen", "127.0.0.1:0", "address of the steward's admin endpoint (metrics, dashboard); loopback only, port 0 picks a free one")
 	responseTime := fs.Duration("response-time", -1, "pad every DP answer to at least this long (default: examples/dpproxy.yaml's response_time, 500ms); 0 turns padding off")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return usagef("demo: --listen %q is not host:port", *listen)
+	}
+	if h, _, err := net.SplitHostPort(*adminListen); err != nil || !(h == "localhost" || net.ParseIP(h) != nil && net.ParseIP(h).IsLoopback()) {
+		return usagef("demo: --admin-listen %q must be a loopback host:port (the demo serves the admin endpoint without TLS)", *adminListen)
 	}
 	log, err := newLogger(stderr, *logLevel)
 	if err != nil {
@@ -176,6 +180,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if text, err = withDemoTLS(text); err != nil {
 		return err
 	}
+	adminPassword, err := randomPassword()
+	if err != nil {
+		return err
+	}
+	text = withDemoOps(text, *adminListen, adminPassword)
 	if err := os.WriteFile(cfgPath, text, 0o600); err != nil {
 		return err
 	}
@@ -185,13 +194,17 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	log.Info("demo configuration written", zap.String("config", cfgPath), zap.String("shadow_cluster", shadowAddr))
 
-	return runServer(ctx, cfg, log, func(addr net.Addr) {
+	return runServer(ctx, cfg, log, stderr, func(addr, adminAddr net.Addr) {
 		fmt.Fprintf(stdout, "ready: postgres://alice:alice@%s/%s\n", addr, demo.Database)
 		fmt.Fprintf(stdout, "upstream: postgres://%s@%s/%s\n", cluster.Superuser, pgAddr, demo.Database)
 		// For the steward's commands while the demo runs, e.g.
 		// bin/dpproxy budget show --config <this path>.
 		fmt.Fprintf(stdout, "config: %s\n", cfgPath)
 		fmt.Fprintf(stdout, "analysts: alice (password alice), bob (password bob)\n")
+		if adminAddr != nil {
+			fmt.Fprintf(stdout, "admin: http://%s:%s@%s/\n", demoAdminUser, adminPassword, adminAddr)
+		}
+		fmt.Fprintf(stdout, "audit: %s\n", filepath.Join(cluster.Dir, demoAuditFile))
 		if f, ok := stdout.(*os.File); ok {
 			f.Sync()
 		}
@@ -202,8 +215,16 @@ func cmdDemoSetup(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs := flag.NewFlagSet("demo-setup", flag.ContinueOnError)
 	adminDSN := fs.String("admin-dsn", os.Getenv("DPPROXY_ADMIN_DSN"), "superuser DSN of the data's PostgreSQL server (default $DPPROXY_ADMIN_DSN)")
 	shadowDSN := fs.String("shadow-admin-dsn", os.Getenv("DPPROXY_SHADOW_ADMIN_DSN"), "superuser DSN of a second PostgreSQL server for the shadow catalog (default $DPPROXY_SHADOW_ADMIN_DSN)")
+	tlsDir := fs.String("tls-dir", "", "also write the demo's self-signed certificate and key (server.crt, server.key) to DIR, as `dpproxy demo` does (docker-compose.yml)")
+	tlsHosts := fs.String("tls-hosts", "localhost,127.0.0.1", "comma-separated host names and addresses the certificate covers")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
+	}
+	if *tlsDir != "" {
+		if err := demoCertificate(*tlsDir, strings.Split(*tlsHosts, ",")...); err != nil {
+			return fmt.Errorf("--tls-dir: %w", err)
+		}
+		fmt.Fprintf(stdout, "demo TLS certificate in %s (%s)\n", *tlsDir, *tlsHosts)
 	}
 	if *adminDSN == "" {
 		return usagef("demo-setup: --admin-dsn DSN (or DPPROXY_ADMIN_DSN) is required")
@@ -312,4 +333,34 @@ func demoCertificate(dir string, hosts ...string) error {
 		return err
 	}
 	return os.WriteFile(certPath, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
+}
+
+// The demo's steward user and audit log file (in the data directory).
+const (
+	demoAdminUser = "steward"
+	demoAuditFile = "audit.log"
+)
+
+// withDemoOps appends the admin endpoint (on loopback, with a generated
+// password) and the audit log to the demo's config.
+func withDemoOps(cfg []byte, listen, password string) []byte {
+	return append(cfg, fmt.Sprintf(`
+# Added by dpproxy demo: the steward's admin endpoint (metrics, health,
+# dashboard) on loopback with a generated password, and the audit log.
+admin:
+  listen: %s
+  user: %s
+  password: "plain:%s"
+audit:
+  path: %s
+`, listen, demoAdminUser, password, demoAuditFile)...)
+}
+
+// randomPassword returns 16 random bytes in hex.
+func randomPassword() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%x", b), nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/catalog"
@@ -26,8 +27,14 @@ import (
 func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	path := fs.String("config", "", "configuration file (dpproxy.yaml)")
+	// Hidden, for end-to-end tests of budget windows only: the ledger's
+	// clock reads an RFC 3339 time from this file at every charge.
+	clockFile := fs.String("testonly-clock-file", "", "")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
+	}
+	if *clockFile != "" {
+		testOnlyClock = fileClock(*clockFile)
 	}
 	if *path == "" {
 		return usagef("serve: --config FILE is required")
@@ -41,9 +48,28 @@ func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer log.Sync()
-	return runServer(ctx, cfg, log, func(addr net.Addr) {
+	return runServer(ctx, cfg, log, stderr, func(addr, _ net.Addr) {
 		log.Info("dpproxy listening", zap.String("addr", addr.String()))
 	})
+}
+
+// testOnlyClock, when set, replaces the ledger's clock (budget windows).
+var testOnlyClock func() time.Time
+
+// fileClock is a clock that reads an RFC 3339 time from path at every call
+// (the real time when the file cannot be read).
+func fileClock(path string) func() time.Time {
+	return func() time.Time {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return time.Now()
+		}
+		t, err := time.Parse(time.RFC3339, strings.TrimSpace(string(b)))
+		if err != nil {
+			return time.Now()
+		}
+		return t
+	}
 }
 
 // loadPolicies loads cfg.Policies: one file or a directory of them.
@@ -83,9 +109,9 @@ func verifyCatalog(ctx context.Context, name, dsn string, ds *policy.Dataset) er
 
 // runServer is the code path of both `serve` and `demo`: policies, ledger,
 // shadow catalogs, upstream pools, releaser, proxy; ready is called once the
-// listener accepts connections. It returns when ctx is cancelled and the
-// proxy has drained.
-func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready func(net.Addr)) error {
+// listener accepts connections, with the admin endpoint's address (nil when
+// it is off). It returns when ctx is cancelled and the proxy has drained.
+func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr io.Writer, ready func(addr, admin net.Addr)) error {
 	policies, err := loadPolicies(cfg)
 	if err != nil {
 		return err
@@ -113,6 +139,17 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 		return fmt.Errorf("open ledger: %w", err)
 	}
 	defer ledger.Close()
+	if testOnlyClock != nil {
+		log.Warn("the ledger's clock is read from a file (--testonly-clock-file): budget windows follow it; for tests only")
+		ledger.SetClock(testOnlyClock)
+	}
+	ops, err := openOps(cfg, names, stderr)
+	if err != nil {
+		return err
+	}
+	defer ops.close()
+	store := ops.store(ledger)
+	ups := map[string]*upstream.Pool{}
 
 	datasets := map[string]*proxy.Dataset{}
 	var shadows []*shadowTarget
@@ -139,6 +176,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 			return fmt.Errorf("datasets.%s.upstream: %w", n, err)
 		}
 		defer up.Close()
+		ups[n] = up
 		datasets[n] = &proxy.Dataset{Policy: ds, Upstream: up, ShadowDSN: dc.Shadow, ResponseTime: dc.ResponseTime.Duration}
 		if dc.ResponseTime.Duration == 0 {
 			log.Warn("response_time is off: the time of each DP answer shows how much work the data made upstream (SECURITY.md G5); set datasets."+n+".response_time above the slowest DP query",
@@ -150,7 +188,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 	stopRefresh := startPublicRefresh(ctx, log, shadows)
 	defer stopRefresh()
 
-	rel, err := release.New(release.Config{Ledger: ledger})
+	rel, err := release.New(release.Config{Ledger: store})
 	if err != nil {
 		return err
 	}
@@ -166,7 +204,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 		Datasets:              datasets,
 		Analysts:              cfg.Analysts,
 		Releaser:              rel,
-		Ledger:                ledger,
+		Ledger:                store,
 		TLS:                   tlsCfg,
 		RequireTLS:            cfg.TLS != nil && cfg.TLS.Require,
 		AllowCleartextOverTLS: cfg.TLS != nil && cfg.TLS.AllowCleartextPassword,
@@ -177,16 +215,27 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, ready f
 		ShadowAcquireTimeout:  cfg.ShadowAcquireTimeout.Duration,
 		Logger:                log,
 		DefaultRateLimit:      cfg.RateLimit,
+		Observer:              ops.observer(),
 	})
 	if err != nil {
 		return err
+	}
+	// The admin endpoint listens first: once analysts can connect, the
+	// steward can see it.
+	var adminAddr net.Addr
+	if cfg.Admin != nil {
+		actx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		if adminAddr, err = startAdmin(actx, cfg, ops, ledger, byName, ups, log); err != nil {
+			return err
+		}
 	}
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w (choose another address with listen: in the config, or --listen for the demo)", cfg.Listen, err)
 	}
-	ready(ln.Addr())
+	ready(ln.Addr(), adminAddr)
 	err = srv.Serve(ctx, ln)
 	if errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed) {
 		err = nil

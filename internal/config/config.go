@@ -60,6 +60,12 @@ type Config struct {
 	// RateLimit bounds the DP queries of every analyst without a
 	// rate_limit of their own (default: none).
 	RateLimit *RateLimit `yaml:"rate_limit"`
+	// Admin, when set, serves the steward's HTTP endpoint (metrics,
+	// health, dashboard: internal/admin). Off by default.
+	Admin *Admin `yaml:"admin"`
+	// Audit, when set, writes the audit log (internal/audit). Off by
+	// default.
+	Audit *Audit `yaml:"audit"`
 
 	// Dir is the directory of the config file; relative paths resolve there.
 	Dir string `yaml:"-"`
@@ -158,6 +164,103 @@ type TLSConfig struct {
 	// cleartext password message (for clients without SCRAM); plaintext
 	// sessions always use SCRAM-SHA-256. Default false.
 	AllowCleartextPassword bool `yaml:"allow_cleartext_password"`
+}
+
+// Admin configures the steward's HTTP endpoint.
+type Admin struct {
+	// Listen is host:port; an address other than loopback needs TLS.
+	Listen string `yaml:"listen"`
+	// User and Password are the steward's credentials (HTTP basic auth):
+	// Password a SCRAM-SHA-256 verifier from `dpproxy passwd USER`, or
+	// plain:… for demos. User may not be an analyst's name.
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	// TLS serves HTTPS, with a certificate like the pgwire side's.
+	TLS *AdminTLS `yaml:"tls"`
+}
+
+// AdminTLS is the admin endpoint's certificate.
+type AdminTLS struct {
+	Cert string `yaml:"cert"`
+	Key  string `yaml:"key"`
+}
+
+// Audit configures the audit log file.
+type Audit struct {
+	// Path is the log file (relative to the config file), or stderr.
+	Path string `yaml:"path"`
+	// MaxSizeMB rotates the file at this size (default 100), keeping
+	// MaxBackups files (default 10) for at most MaxAgeDays (default 0:
+	// no age limit).
+	MaxSizeMB  int `yaml:"max_size_mb"`
+	MaxBackups int `yaml:"max_backups"`
+	MaxAgeDays int `yaml:"max_age_days"`
+}
+
+// TeamPrefix starts the ledger name of a team's budget row
+// (policy.TeamLedgerPrefix); no analyst may be called that.
+const TeamPrefix = "team:"
+
+func (c *Config) checkOps() []string {
+	var errs []string
+	for n := range c.Analysts {
+		if strings.HasPrefix(n, TeamPrefix) {
+			errs = append(errs, fmt.Sprintf("analysts.%s: names starting with %q are reserved for teams' budgets", n, TeamPrefix))
+		}
+	}
+	if a := c.Admin; a != nil {
+		host, _, err := net.SplitHostPort(a.Listen)
+		switch {
+		case a.Listen == "":
+			errs = append(errs, "admin.listen: give host:port for the admin endpoint (e.g. 127.0.0.1:9187), or remove the admin section")
+		case err != nil:
+			errs = append(errs, fmt.Sprintf("admin.listen: %q is not host:port", a.Listen))
+		case a.TLS == nil && !loopback(host):
+			errs = append(errs, fmt.Sprintf("admin.listen: %s is not a loopback address, so admin.tls (cert and key) is required: the steward's password would cross the network in clear", a.Listen))
+		}
+		if a.Listen != "" && a.Listen == c.Listen {
+			errs = append(errs, "admin.listen must differ from listen")
+		}
+		switch {
+		case a.User == "":
+			errs = append(errs, "admin.user: name the steward user for HTTP basic authentication")
+		case hasAnalyst(c.Analysts, a.User):
+			errs = append(errs, fmt.Sprintf("admin.user: %s is an analyst; the admin endpoint needs a steward's own credentials, never an analyst's", a.User))
+		}
+		if !strings.HasPrefix(a.Password, "SCRAM-SHA-256$") && !(strings.HasPrefix(a.Password, "plain:") && len(a.Password) > len("plain:")) {
+			errs = append(errs, fmt.Sprintf("admin.password: use a verifier from `dpproxy passwd %s` (or plain:… for demos)", firstNonEmpty(a.User, "steward")))
+		}
+		if a.TLS != nil && (a.TLS.Cert == "" || a.TLS.Key == "") {
+			errs = append(errs, "admin.tls: both cert and key are required")
+		}
+	}
+	if a := c.Audit; a != nil {
+		if a.Path == "" {
+			errs = append(errs, "audit.path: name the audit log file (or stderr), or remove the audit section")
+		}
+		if a.MaxSizeMB < 0 || a.MaxBackups < 0 || a.MaxAgeDays < 0 {
+			errs = append(errs, "audit: max_size_mb, max_backups and max_age_days must not be negative")
+		}
+	}
+	return errs
+}
+
+func hasAnalyst(m map[string]Analyst, n string) bool { _, ok := m[n]; return ok }
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// loopback reports whether host is a loopback address or localhost.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // Duration is a time.Duration written as "30s" in YAML.
@@ -295,6 +398,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	if c.TLS != nil && (c.TLS.Cert == "" || c.TLS.Key == "") {
 		errs = append(errs, "tls: both cert and key are required")
 	}
+	errs = append(errs, c.checkOps()...)
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:

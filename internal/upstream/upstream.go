@@ -119,3 +119,10 @@ func TextRows(rows pgx.Rows) ([][]*string, error) {
 
 // Close closes the pool.
 func (p *Pool) Close() { p.pool.Close() }
+
+// Stat returns the pool's statistics (for the admin endpoint's metrics).
+func (p *Pool) Stat() *pgxpool.Stat { return p.pool.Stat() }
+
+// Ping checks that the data database answers (the admin endpoint's
+// /healthz).
+func (p *Pool) Ping(ctx context.Context) error { return p.pool.Ping(ctx) }

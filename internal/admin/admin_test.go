@@ -1,0 +1,216 @@
+package admin
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/xdg-go/scram"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// verifier makes a SCRAM-SHA-256 verifier as `dpproxy passwd` does.
+func verifier(t *testing.T, password string) string {
+	t.Helper()
+	cl, err := scram.SHA256.NewClient("", password, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	salt := "0123456789abcdef"
+	sc := cl.GetStoredCredentials(scram.KeyFactors{Salt: salt, Iters: 4096})
+	enc := func(b []byte) string { return b64(b) }
+	return "SCRAM-SHA-256$4096:" + enc([]byte(salt)) + "$" + enc(sc.StoredKey) + ":" + enc(sc.ServerKey)
+}
+
+func TestCredential(t *testing.T) {
+	v := verifier(t, "correct horse")
+	tests := []struct {
+		name, user, password, tryUser, tryPassword string
+		want                                       bool
+	}{
+		{"verifier, right", "steward", v, "steward", "correct horse", true},
+		{"verifier, wrong password", "steward", v, "steward", "correct horsE", false},
+		{"verifier, wrong user", "steward", v, "alice", "correct horse", false},
+		{"plain, right", "steward", "plain:s3cret", "steward", "s3cret", true},
+		{"plain, empty tried", "steward", "plain:s3cret", "steward", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := newCredential(tt.user, tt.password)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.check(tt.tryUser, tt.tryPassword); got != tt.want {
+				t.Errorf("check(%q, %q) = %v, want %v", tt.tryUser, tt.tryPassword, got, tt.want)
+			}
+		})
+	}
+	for _, bad := range []struct{ user, password, want string }{
+		{"", "plain:x", "admin.user"},
+		{"steward", "hunter2", "dpproxy passwd steward"},
+		{"steward", "plain:", "needs a password"},
+		{"steward", "SCRAM-SHA-256$x:y$z", "bad iteration count"},
+	} {
+		if _, err := newCredential(bad.user, bad.password); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("newCredential(%q, %q) = %v, want an error naming %q", bad.user, bad.password, err, bad.want)
+		}
+	}
+}
+
+// TestMetrics_StatementAllocatesNothing: the forwarding path's hook costs
+// no allocation for a successful statement (the benchmarks compare the
+// proxy with PgBouncer).
+func TestMetrics_StatementAllocatesNothing(t *testing.T) {
+	m := NewMetrics([]string{"hospital"})
+	allocs := testing.AllocsPerRun(1000, func() {
+		m.Statement("catalog", "", "hospital", time.Millisecond, nil)
+		m.Statement("dp", "", "hospital", 3*time.Millisecond, &DPAnswer{CostEpsilon: 0.1})
+	})
+	if allocs != 0 {
+		t.Errorf("Statement allocates %v times per call pair, want 0", allocs)
+	}
+	m.Statement("dp", "53400", "hospital", time.Millisecond, nil)
+	if allocs := testing.AllocsPerRun(1000, func() { m.Statement("dp", "53400", "hospital", time.Millisecond, nil) }); allocs > 2 {
+		t.Errorf("a refused statement allocates %v times, want ≤ 2", allocs)
+	}
+}
+
+func BenchmarkMetrics_Statement(b *testing.B) {
+	m := NewMetrics([]string{"hospital"})
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Statement("catalog", "", "hospital", time.Millisecond, nil)
+	}
+}
+
+// fakeLedger is an in-memory Ledger for the handler tests (the ledger
+// itself is tested against PostgreSQL in accountant and integration).
+type fakeLedger struct {
+	budgets []accountant.BudgetInfo
+	down    bool
+}
+
+func (f *fakeLedger) Budgets(context.Context, map[string]*policy.Dataset, string, string) ([]accountant.BudgetInfo, error) {
+	if f.down {
+		return nil, errors.New("down")
+	}
+	return f.budgets, nil
+}
+func (f *fakeLedger) Incidents(context.Context, string, string, int) ([]accountant.IncidentInfo, error) {
+	return nil, nil
+}
+func (f *fakeLedger) History(context.Context, time.Time, int) ([]accountant.ChargePoint, error) {
+	return nil, nil
+}
+func (f *fakeLedger) Ping(context.Context) error {
+	if f.down {
+		return errors.New("down")
+	}
+	return nil
+}
+func (f *fakeLedger) PoolStat() *pgxpool.Stat { return nil }
+
+func TestServer_AuthHealthAndLabels(t *testing.T) {
+	fl := &fakeLedger{budgets: []accountant.BudgetInfo{{Dataset: "hospital", Analyst: "alice",
+		Status: accountant.Status{Dataset: "hospital", Accountant: "pure", Spent: accountant.Spent{Epsilon: 0.3}, Limit: accountant.Spent{Epsilon: 3, Delta: 1e-6}}}}}
+	m := NewMetrics([]string{"hospital"})
+	s, err := New(Config{User: "steward", Password: "plain:pw", Ledger: fl, Metrics: m,
+		Policies: map[string]*policy.Dataset{"hospital": {Name: "hospital", Budget: policy.Budget{Epsilon: 3, Accountant: "pure"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path, user, pass string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest("GET", path, nil)
+		if user != "" {
+			r.SetBasicAuth(user, pass)
+		}
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, r)
+		return w
+	}
+	if w := get("/healthz", "", ""); w.Code != http.StatusOK {
+		t.Errorf("/healthz = %d", w.Code)
+	}
+	for _, p := range []string{"/", "/metrics", "/nothing"} {
+		if w := get(p, "", ""); w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") == "" {
+			t.Errorf("%s without credentials = %d", p, w.Code)
+		}
+		if w := get(p, "steward", "nope"); w.Code != http.StatusUnauthorized {
+			t.Errorf("%s with a wrong password = %d", p, w.Code)
+		}
+	}
+	m.Statement("dp", "", "hospital", time.Millisecond, &DPAnswer{CostEpsilon: 0.3})
+	w := get("/metrics", "steward", "pw")
+	body := w.Body.String()
+	for _, want := range []string{`dpproxy_budget_epsilon_spent{analyst="alice",dataset="hospital"} 0.3`,
+		`dpproxy_budget_epsilon_remaining{analyst="alice",dataset="hospital"} 2.7`,
+		`dpproxy_statements_total{route="dp",sqlstate="00000"} 1`, `dpproxy_ledger_scrape_ok 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	if w := get("/", "steward", "pw"); w.Code != 200 || !strings.Contains(w.Body.String(), `data-analyst="alice"`) ||
+		strings.Contains(w.Body.String(), "<script") || !strings.Contains(w.Header().Get("Content-Security-Policy"), "default-src 'none'") {
+		t.Errorf("dashboard = %d", w.Code)
+	}
+	fl.down = true
+	if w := get("/healthz", "", ""); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "ledger") {
+		t.Errorf("/healthz with the ledger down = %d %q", w.Code, w.Body.String())
+	}
+}
+
+// TestDashboard_Chromium renders the dashboard of a real server in
+// Debian's headless Chromium: the screenshot is not blank and the DOM
+// holds the analyst, dataset and figures.
+func TestDashboard_Chromium(t *testing.T) {
+	pgtest.Chromium(t)
+	fl := &fakeLedger{budgets: []accountant.BudgetInfo{
+		{Dataset: "hospital", Analyst: "", Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: inf(), Delta: inf()}}},
+		{Dataset: "hospital", Analyst: "bob", Suspended: true, Incidents: 1,
+			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: 3, Delta: 1e-6},
+				Renews: time.Date(2031, 2, 1, 9, 0, 0, 0, time.UTC), Lifetime: &accountant.Lifetime{Spent: accountant.Spent{Epsilon: 4.3}, Limit: accountant.Spent{Epsilon: 9}}}},
+		{Dataset: "hospital", Analyst: "team:cardio",
+			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: 2}}}}}
+	m := NewMetrics([]string{"hospital"})
+	m.RecordDP(RecentStatement{At: time.Now(), Analyst: "bob", Dataset: "hospital", Fingerprint: "abcdef0123456789", CostEpsilon: 0.5})
+	s, err := New(Config{User: "steward", Password: "plain:pw", Ledger: fl, Metrics: m,
+		Policies: map[string]*policy.Dataset{"hospital": {Name: "hospital", Budget: policy.Budget{Epsilon: 3, Accountant: "pure", Window: 30 * 24 * time.Hour}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(s.Handler())
+	defer ts.Close()
+	url := strings.Replace(ts.URL, "http://", "http://steward:pw@", 1) + "/"
+	dom, shot := pgtest.ChromiumPage(t, url, 1000, 900)
+	for _, want := range []string{"Dataset hospital", `data-analyst="bob"`, ">1.3<", "suspended", "abcdef0123456789", "ε 0.5, δ 0",
+		"budget window 30d", "2031-02-01 09:00Z", "4.3 of 9", `data-analyst="team:cardio"`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("DOM lacks %q", want)
+		}
+	}
+	if n := pgtest.Colours(t, shot, 1000, 900); n < 8 {
+		t.Errorf("screenshot has %d colours: blank?", n)
+	}
+	// DPPROXY_DASHBOARD_PNG=file keeps the screenshot for a look.
+	if p := os.Getenv("DPPROXY_DASHBOARD_PNG"); p != "" {
+		if err := os.WriteFile(p, shot, 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func inf() float64 { return math.Inf(1) }
+
+func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

@@ -1,0 +1,120 @@
+package admin
+
+import (
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/xdg-go/scram"
+)
+
+// credential checks the steward's password. The config stores it as a
+// SCRAM-SHA-256 verifier made by `dpproxy passwd` (like the analysts'), so
+// the plain password is never on disk; "plain:…" is accepted for demos.
+// Checking a basic-auth password against a verifier re-derives its
+// StoredKey (PBKDF2 at the verifier's iteration count, a few milliseconds)
+// and compares in constant time.
+type credential struct {
+	user      string
+	salt      string
+	iters     int
+	storedKey []byte
+}
+
+// newCredential parses the admin password setting.
+func newCredential(user, password string) (*credential, error) {
+	if user == "" {
+		return nil, errors.New("admin.user: name the steward user for the admin endpoint")
+	}
+	if p, ok := strings.CutPrefix(password, "plain:"); ok {
+		if p == "" {
+			return nil, errors.New("admin.password: plain: needs a password")
+		}
+		c := &credential{user: user, salt: "dpproxy-admin-plain", iters: 4096}
+		k, err := storedKey(p, c.salt, c.iters)
+		if err != nil {
+			return nil, err
+		}
+		c.storedKey = k
+		return c, nil
+	}
+	bad := func(what string) (*credential, error) {
+		return nil, fmt.Errorf("admin.password: not a SCRAM-SHA-256 verifier (%s); make one with `dpproxy passwd %s`", what, user)
+	}
+	rest, ok := strings.CutPrefix(password, "SCRAM-SHA-256$")
+	if !ok {
+		return bad(`it must start with "SCRAM-SHA-256$" or "plain:"`)
+	}
+	params, keys, ok := strings.Cut(rest, "$")
+	if !ok {
+		return bad("missing keys")
+	}
+	iterText, saltText, ok := strings.Cut(params, ":")
+	if !ok {
+		return bad("missing salt")
+	}
+	iters, err := strconv.Atoi(iterText)
+	if err != nil || iters < 1 || iters > 1<<20 {
+		return bad("bad iteration count")
+	}
+	salt, err := base64.StdEncoding.DecodeString(saltText)
+	if err != nil || len(salt) == 0 {
+		return bad("bad salt")
+	}
+	storedText, _, ok := strings.Cut(keys, ":")
+	if !ok {
+		return bad("missing server key")
+	}
+	sk, err := base64.StdEncoding.DecodeString(storedText)
+	if err != nil || len(sk) != 32 {
+		return bad("bad stored key")
+	}
+	return &credential{user: user, salt: string(salt), iters: iters, storedKey: sk}, nil
+}
+
+func storedKey(password, salt string, iters int) ([]byte, error) {
+	cl, err := scram.SHA256.NewClient("", password, "")
+	if err != nil {
+		return nil, fmt.Errorf("admin.password: %w", err)
+	}
+	sc, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: salt, Iters: iters})
+	if err != nil {
+		return nil, err
+	}
+	return sc.StoredKey, nil
+}
+
+// check reports whether user and password are the steward's, in time that
+// does not depend on where they differ.
+func (c *credential) check(user, password string) bool {
+	userOK := subtle.ConstantTimeCompare([]byte(user), []byte(c.user)) == 1
+	k, err := storedKey(password, c.salt, c.iters)
+	if err != nil {
+		// SASLprep refused the password: compare against a dummy key so
+		// the time does not tell.
+		k = make([]byte, len(c.storedKey))
+	}
+	keyOK := subtle.ConstantTimeCompare(k, c.storedKey) == 1
+	return userOK && keyOK && err == nil
+}
+
+// requireSteward wraps h with HTTP basic authentication of the steward.
+func (c *credential) requireSteward(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, pass, ok := r.BasicAuth()
+		if !ok || !c.check(user, pass) {
+			w.Header().Set("WWW-Authenticate", `Basic realm="dpproxy steward", charset="UTF-8"`)
+			msg := "401 unauthorized: the admin endpoint needs the steward's user and password (admin.user and admin.password in the config); analysts' credentials are not accepted\n"
+			if !ok {
+				msg = "401 unauthorized: send the steward's user and password with HTTP basic authentication (curl -u USER:PASSWORD, or http://USER:PASSWORD@host:port/)\n"
+			}
+			http.Error(w, msg, http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}

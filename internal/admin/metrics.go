@@ -1,0 +1,236 @@
+package admin
+
+import (
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Routes of a statement, as the proxy names them (proxy.StatementEvent).
+var routes = [...]string{"session", "catalog", "dp", "refuse", "empty"}
+
+func routeIndex(r string) int {
+	switch r {
+	case "session":
+		return 0
+	case "catalog":
+		return 1
+	case "dp":
+		return 2
+	case "refuse":
+		return 3
+	}
+	return 4
+}
+
+// Metrics holds the per-statement series. Label values are routes,
+// SQLSTATEs, dataset and analyst names from the config, refusal reasons:
+// never SQL text, literals, values, fingerprints or passwords (a
+// fingerprint per label value would also be unbounded cardinality).
+//
+// The statement path is the forwarding path the benchmarks compare with
+// PgBouncer, so every child a successful statement touches is resolved
+// here once: a statement costs one counter increment and one histogram
+// observation, with no allocation. Safe for concurrent use.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	statements *prometheus.CounterVec
+	okByRoute  [len(routes)]prometheus.Counter
+	latency    [len(routes)]prometheus.Observer
+	errs       sync.Map // [2]string{route, sqlstate} → prometheus.Counter
+
+	perDataset map[string]*datasetSeries
+	refusals   *prometheus.CounterVec
+	incidents  *prometheus.CounterVec
+	charges    *prometheus.CounterVec
+
+	recent *recentRing
+}
+
+type datasetSeries struct {
+	answers, cacheHits           prometheus.Counter
+	chargedEpsilon, chargedDelta prometheus.Counter
+}
+
+// NewMetrics registers the statement series on a private registry (never
+// the global default one). datasets are the configured dataset names.
+func NewMetrics(datasets []string) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), perDataset: map[string]*datasetSeries{}, recent: newRecentRing(200)}
+	m.statements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dpproxy_statements_total",
+		Help: "Statements by route (session, catalog, dp, refuse, empty) and SQLSTATE (00000: success).",
+	}, []string{"route", "sqlstate"})
+	lat := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "dpproxy_statement_duration_seconds",
+		Help:    "Time from a statement's start to its reply, by route (DP answers include response_time padding).",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+	}, []string{"route"})
+	answers := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dpproxy_dp_answers_total", Help: "DP answers released, including answers from the cache, by dataset.",
+	}, []string{"dataset"})
+	hits := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dpproxy_dp_cache_hits_total", Help: "DP answers returned from the answer cache at no cost, by dataset.",
+	}, []string{"dataset"})
+	ce := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dpproxy_dp_charged_epsilon_total", Help: "Sum of the ε charges added to analysts' composed spending by this proxy, by dataset.",
+	}, []string{"dataset"})
+	cd := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dpproxy_dp_charged_delta_total", Help: "Sum of the δ charges added by this proxy, by dataset.",
+	}, []string{"dataset"})
+	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dpproxy_refusals_total",
+		Help: "Statements refused, by dataset and reason (budget_exhausted 53400, rate_limit 53000, not_allowed 42501 — incl. suspensions, not_supported 0A000, syntax 42601, bad_setting 22023).",
+	}, []string{"dataset", "reason"})
+	m.incidents = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dpproxy_upstream_incidents_total", Help: "Errors after a charge (incidents: SECURITY.md G5), by dataset and kind.",
+	}, []string{"dataset", "kind"})
+	m.charges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "dpproxy_ledger_charges_total", Help: "Charges committed to the ledger by this proxy, by dataset.",
+	}, []string{"dataset"})
+	m.reg.MustRegister(m.statements, lat, answers, hits, ce, cd, m.refusals, m.incidents, m.charges,
+		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	for i, r := range routes {
+		m.okByRoute[i] = m.statements.WithLabelValues(r, "00000")
+		m.latency[i] = lat.WithLabelValues(r)
+	}
+	for _, d := range datasets {
+		m.perDataset[d] = &datasetSeries{
+			answers: answers.WithLabelValues(d), cacheHits: hits.WithLabelValues(d),
+			chargedEpsilon: ce.WithLabelValues(d), chargedDelta: cd.WithLabelValues(d),
+		}
+		m.charges.WithLabelValues(d)
+		for _, r := range refusalReasons {
+			m.refusals.WithLabelValues(d, r)
+		}
+	}
+	return m
+}
+
+// Registry returns the private registry (for /metrics and collectors).
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+var refusalReasons = []string{"budget_exhausted", "rate_limit", "not_allowed", "not_supported", "syntax", "bad_setting"}
+
+func refusalReason(sqlstate string) string {
+	switch sqlstate {
+	case "53400":
+		return "budget_exhausted"
+	case "53000":
+		return "rate_limit"
+	case "42501":
+		return "not_allowed"
+	case "0A000":
+		return "not_supported"
+	case "42601":
+		return "syntax"
+	case "22023":
+		return "bad_setting"
+	}
+	return ""
+}
+
+// Statement is one statement. For a DP answer, dp is set (cost and cache
+// hit); fingerprint is only kept for the dashboard's recent list (never a
+// label) and may be "" for non-DP statements.
+func (m *Metrics) Statement(route, sqlstate, dataset string, d time.Duration, dp *DPAnswer) {
+	i := routeIndex(route)
+	m.latency[i].Observe(d.Seconds())
+	if sqlstate == "" {
+		m.okByRoute[i].Inc()
+	} else {
+		m.errorCounter(route, sqlstate).Inc()
+		if reason := refusalReason(sqlstate); reason != "" && (route == "dp" || route == "refuse") {
+			m.refusals.WithLabelValues(dataset, reason).Inc()
+		}
+	}
+	if dp != nil {
+		if s := m.perDataset[dataset]; s != nil {
+			s.answers.Inc()
+			if dp.Cached {
+				s.cacheHits.Inc()
+			} else {
+				s.chargedEpsilon.Add(dp.CostEpsilon)
+				s.chargedDelta.Add(dp.CostDelta)
+			}
+		}
+	}
+}
+
+func (m *Metrics) errorCounter(route, sqlstate string) prometheus.Counter {
+	k := [2]string{route, sqlstate}
+	if c, ok := m.errs.Load(k); ok {
+		return c.(prometheus.Counter)
+	}
+	c := m.statements.WithLabelValues(route, sqlstate)
+	m.errs.Store(k, c)
+	return c
+}
+
+// Charged counts a committed charge (the ledger decorator, internal/audit).
+func (m *Metrics) Charged(dataset string) { m.charges.WithLabelValues(dataset).Inc() }
+
+// Incident counts an error after a charge.
+func (m *Metrics) Incident(dataset, kind string) { m.incidents.WithLabelValues(dataset, kind).Inc() }
+
+// DPAnswer is a released DP answer.
+type DPAnswer struct {
+	Cached                 bool
+	CostEpsilon, CostDelta float64
+}
+
+// RecentStatement is one DP statement as the dashboard lists it: never
+// its text or values.
+type RecentStatement struct {
+	At          time.Time
+	Analyst     string
+	Dataset     string
+	Fingerprint string
+	SQLState    string // "" on success
+	Cached      bool
+	CostEpsilon float64
+	CostDelta   float64
+}
+
+// RecordDP keeps a DP statement for the dashboard.
+func (m *Metrics) RecordDP(s RecentStatement) { m.recent.add(s) }
+
+// Recent returns the newest DP statements, newest first.
+func (m *Metrics) Recent(n int) []RecentStatement { return m.recent.list(n) }
+
+// recentRing is a fixed-size ring of recent DP statements. Safe for
+// concurrent use.
+type recentRing struct {
+	mu   sync.Mutex
+	buf  []RecentStatement
+	next int
+	full bool
+}
+
+func newRecentRing(n int) *recentRing { return &recentRing{buf: make([]RecentStatement, n)} }
+
+func (r *recentRing) add(s RecentStatement) {
+	r.mu.Lock()
+	r.buf[r.next] = s
+	r.next++
+	if r.next == len(r.buf) {
+		r.next, r.full = 0, true
+	}
+	r.mu.Unlock()
+}
+
+func (r *recentRing) list(n int) []RecentStatement {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	size := r.next
+	if r.full {
+		size = len(r.buf)
+	}
+	n = min(n, size)
+	out := make([]RecentStatement, 0, n)
+	for i := 1; i <= n; i++ {
+		out = append(out, r.buf[(r.next-i+len(r.buf))%len(r.buf)])
+	}
+	return out
+}

@@ -1,0 +1,173 @@
+// Package admin is the steward's HTTP endpoint (issue 18): Prometheus
+// metrics at /metrics, a health check at /healthz and a server-rendered
+// dashboard at /. It sits beside the proxy, never on the data path: it
+// reads the ledger (budgets, charge times and costs, incidents) and the
+// proxy's per-statement counters, never a released value, a statement's
+// text or an upstream row.
+//
+// Every path except /healthz needs the steward's credentials (HTTP basic
+// authentication, admin.user and admin.password of the config, never an
+// analyst's). /healthz answers without them, so that load balancers and
+// orchestrators can probe it; it says only "ok" or which dependency is
+// down.
+package admin
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+)
+
+// Ledger is what the endpoint reads of the ledger. *accountant.Ledger
+// implements it.
+type Ledger interface {
+	Budgets(ctx context.Context, policies map[string]*policy.Dataset, dataset, analyst string) ([]accountant.BudgetInfo, error)
+	Incidents(ctx context.Context, dataset, analyst string, limit int) ([]accountant.IncidentInfo, error)
+	History(ctx context.Context, since time.Time, limit int) ([]accountant.ChargePoint, error)
+	Ping(ctx context.Context) error
+	PoolStat() *pgxpool.Stat
+}
+
+// Upstream is one dataset's data pool. *upstream.Pool implements it.
+type Upstream interface {
+	Ping(ctx context.Context) error
+	Stat() *pgxpool.Stat
+}
+
+// Config configures the endpoint.
+type Config struct {
+	// User and Password are the steward's credentials: Password is a
+	// SCRAM-SHA-256 verifier (dpproxy passwd) or "plain:…".
+	User, Password string
+	// TLS, when set, serves HTTPS.
+	TLS       *tls.Config
+	Ledger    Ledger
+	Policies  map[string]*policy.Dataset
+	Upstreams map[string]Upstream // by dataset
+	Metrics   *Metrics
+	Logger    *zap.Logger
+	// Now is the clock of the dashboard's "now" (default time.Now).
+	Now func() time.Time
+}
+
+func (c *Config) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+// Server is the admin endpoint. Safe for concurrent use.
+type Server struct {
+	cfg     Config
+	cred    *credential
+	budgets *budgetSource
+	http    *http.Server
+}
+
+// New validates cfg and builds the endpoint.
+func New(cfg Config) (*Server, error) {
+	if cfg.Ledger == nil || cfg.Metrics == nil {
+		return nil, errors.New("admin: Ledger and Metrics are required")
+	}
+	cred, err := newCredential(cfg.User, cfg.Password)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	s := &Server{cfg: cfg, cred: cred}
+	s.budgets = &budgetSource{cfg: &s.cfg}
+	reg := cfg.Metrics.Registry()
+	if err := reg.Register(newBudgetCollector(s.budgets)); err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	if err := reg.Register(newPoolCollector(s.poolStats)); err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", s.healthz)
+	mux.Handle("GET /metrics", cred.requireSteward(promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})))
+	mux.Handle("GET /{$}", cred.requireSteward(http.HandlerFunc(s.dashboard)))
+	mux.Handle("/", cred.requireSteward(http.NotFoundHandler()))
+	s.http = &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		TLSConfig:         cfg.TLS,
+		ErrorLog:          zap.NewStdLog(cfg.Logger.Named("admin")),
+	}
+	return s, nil
+}
+
+// Handler returns the endpoint's handler (for tests).
+func (s *Server) Handler() http.Handler { return s.http.Handler }
+
+// Serve serves on ln until ctx ends.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = s.http.Shutdown(sctx)
+	}()
+	var err error
+	if s.cfg.TLS != nil {
+		err = s.http.Serve(tls.NewListener(ln, s.cfg.TLS))
+	} else {
+		err = s.http.Serve(ln)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func (s *Server) poolStats() map[string]*pgxpool.Stat {
+	out := map[string]*pgxpool.Stat{"ledger": s.cfg.Ledger.PoolStat()}
+	for n, u := range s.cfg.Upstreams {
+		out["upstream/"+n] = u.Stat()
+	}
+	return out
+}
+
+// healthz answers 200 when the ledger and every upstream answer a ping
+// within two seconds, else 503 naming what is down (no details: a
+// connection error could name hosts).
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	var down []string
+	if err := s.cfg.Ledger.Ping(ctx); err != nil {
+		down = append(down, "ledger")
+	}
+	for n, u := range s.cfg.Upstreams {
+		if err := u.Ping(ctx); err != nil {
+			down = append(down, "upstream/"+n)
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	if len(down) > 0 {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, "unavailable: %v\n", down)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+func zapError(err error) zap.Field { return zap.Error(err) }
