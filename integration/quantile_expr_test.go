@@ -15,7 +15,8 @@ import (
 // TestPgx_QuantileOfExpression asks quantiles of expressions of the demo's
 // visits through a real `dpproxy serve` with pgx (an analyst of its own, so
 // the budget is the test's): by the default exponential method the median
-// of cost * 2 + 1 is within two bucket widths (2 × 156.25) of PostgreSQL's
+// of cost * 2 + 1 is within 312.5 (two buckets of a 256-bucket grid; the
+// grid is now 2¹⁴ buckets of 2.44140625) of PostgreSQL's
 // own median over all rows (as TestPgx_QuantileMethods for cost), and MAX
 // of an integer expression decodes as int8; with SET dp.quantile_method =
 // sample, EXPLAIN and the NOTICE name sample-and-aggregate and k (1024 for
@@ -53,7 +54,7 @@ func TestPgx_QuantileOfExpression(t *testing.T) {
 	if maxLOS < 1 || maxLOS > 121 {
 		t.Errorf("MAX(length_of_stay * 2 + 1) = %d, want an integer of [1, 121]", maxLOS)
 	}
-	if ns := notices(); len(ns) == 0 || !strings.Contains(ns[len(ns)-1], "exponential mechanism") || !strings.Contains(ns[len(ns)-1], "bucket width 156.25 (m, ") {
+	if ns := notices(); len(ns) == 0 || !strings.Contains(ns[len(ns)-1], "exponential mechanism") || !strings.Contains(ns[len(ns)-1], "bucket width 2.44140625 (m, ") {
 		t.Fatalf("notices %q, want the exponential NOTICE with the expression's bucket width", ns)
 	}
 
