@@ -87,12 +87,22 @@ func (c *conn) materialize(ctx context.Context, query string) (*resultSet, error
 // shadowResult runs one catalog query on the shadow and returns its rows
 // as text (at most MaxBufferedResult bytes).
 func (c *conn) shadowResult(ctx context.Context, query string) (*resultSet, error) {
+	return c.shadowRows(ctx, query, nil, func() error {
+		return pgerr.New(programLimitExceeded, "catalog result too large for a cursor or COPY (over %d bytes)", c.srv.cfg.MaxBufferedResult).
+			WithHint("add a LIMIT, or run the query without DECLARE or COPY")
+	})
+}
+
+// shadowRows runs one statement with text parameters on the shadow (the
+// extended protocol: one statement only) and returns its rows as text; a
+// result over MaxBufferedResult bytes fails with tooLarge's error.
+func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, tooLarge func() error) (*resultSet, error) {
 	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer c.releaseShadow(ctx, sc)
-	rr := sc.PgConn().ExecParams(ctx, query, nil, nil, nil, nil)
+	rr := sc.PgConn().ExecParams(ctx, sql, params, nil, nil, nil)
 	rs := &resultSet{}
 	for _, f := range rr.FieldDescriptions() {
 		rs.cols = append(rs.cols, column{name: f.Name, oid: f.DataTypeOID})
@@ -111,8 +121,7 @@ func (c *conn) shadowResult(ctx context.Context, query string) (*resultSet, erro
 		size += 8 * len(vals)
 		if size > c.srv.cfg.MaxBufferedResult {
 			_, _ = rr.Close()
-			return nil, pgerr.New(programLimitExceeded, "catalog result too large for a cursor or COPY (over %d bytes)", c.srv.cfg.MaxBufferedResult).
-				WithHint("add a LIMIT, or run the query without DECLARE or COPY")
+			return nil, tooLarge()
 		}
 		rs.rows = append(rs.rows, row)
 	}

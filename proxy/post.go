@@ -276,40 +276,13 @@ func textArray(rows [][]*string, j int) []byte {
 // extended protocol: one statement only) and returns its rows as text
 // (at most MaxBufferedResult bytes).
 func (c *conn) shadowRun(ctx context.Context, sql string, params [][]byte) (*resultSet, error) {
-	sc, err := c.acquireShadow(ctx)
+	rs, err := c.shadowRows(ctx, sql, params, func() error {
+		return pgerr.New(programLimitExceeded, "post-processing result too large (over %d bytes)", c.srv.cfg.MaxBufferedResult).
+			WithHint("add a LIMIT to the outer query")
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer c.releaseShadow(ctx, sc)
-	rr := sc.PgConn().ExecParams(ctx, sql, params, nil, nil, nil)
-	rs := &resultSet{}
-	for _, f := range rr.FieldDescriptions() {
-		rs.cols = append(rs.cols, column{name: f.Name, oid: f.DataTypeOID})
-	}
-	size := 0
-	for rr.NextRow() {
-		vals := rr.Values()
-		row := make([]*string, len(vals))
-		for i, v := range vals {
-			if v != nil {
-				s := string(v)
-				row[i] = &s
-				size += len(v)
-			}
-		}
-		size += 8 * len(vals)
-		if size > c.srv.cfg.MaxBufferedResult {
-			_, _ = rr.Close()
-			return nil, pgerr.New(programLimitExceeded, "post-processing result too large (over %d bytes)", c.srv.cfg.MaxBufferedResult).
-				WithHint("add a LIMIT to the outer query")
-		}
-		rs.rows = append(rs.rows, row)
-	}
-	tag, err := rr.Close()
-	if err != nil {
-		return nil, c.shadowFailed(ctx, err)
-	}
-	rs.tag = tag.String()
 	if rs.cols == nil {
 		rs.cols = []column{}
 	}

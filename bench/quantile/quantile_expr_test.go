@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/benchkit"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
@@ -60,7 +61,7 @@ func TestQuantileOfExpression(t *testing.T) {
 	results := map[string]cell{}
 	ks := map[string]map[int]int{}
 	for _, query := range queries {
-		truthRows, err := queryText(ctx, conn, query)
+		truthRows, err := benchkit.QueryText(ctx, conn, query)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,13 +82,13 @@ func TestQuantileOfExpression(t *testing.T) {
 				} else {
 					p, err = rewrite.Rewrite(ds, query)
 					if err == nil {
-						rows, err = queryText(ctx, conn, p.SQL)
+						rows, err = benchkit.QueryText(ctx, conn, p.SQL)
 					}
 				}
 				if err != nil {
 					t.Fatalf("%s %s: %v", method, query, err)
 				}
-				r, err := release.New(release.Config{Ledger: &memLedger{}})
+				r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -96,7 +97,7 @@ func TestQuantileOfExpression(t *testing.T) {
 				var errs []float64
 				for i := 0; i < runs; i++ {
 					res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: ds, Plan: p, Epsilon: eps,
-						Mechanism: policy.MechanismLaplace, Upstream: rowsUpstream{rows}, NoCache: true})
+						Mechanism: policy.MechanismLaplace, Upstream: benchkit.RowsUpstream{Rows: rows}, NoCache: true})
 					if err != nil {
 						t.Fatal(err)
 					}

@@ -24,14 +24,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/benchkit"
 	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
-	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -62,44 +60,6 @@ tables:
       income:  {type: numeric, lower: 0, upper: 500000}
       married: {type: int, lower: 0, upper: 1}
 `
-
-// memLedger is an unlimited in-memory accountant.Store.
-type memLedger struct {
-	mu sync.Mutex
-	n  int64
-}
-
-func (l *memLedger) Reserve(_ context.Context, c accountant.Charge) (*accountant.Reservation, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.n++
-	return &accountant.Reservation{ID: l.n, Status: accountant.Status{Dataset: c.Dataset, Accountant: "pure", Limit: accountant.Spent{Epsilon: math.Inf(1)}}}, nil
-}
-func (l *memLedger) Release(context.Context, int64, []byte) error { return nil }
-func (l *memLedger) RecordIncident(context.Context, *policy.Dataset, accountant.Incident) (accountant.IncidentResult, error) {
-	return accountant.IncidentResult{}, nil
-}
-func (l *memLedger) Status(_ context.Context, _ string, ds *policy.Dataset) (accountant.Status, error) {
-	return accountant.Status{Dataset: ds.Name}, nil
-}
-func (l *memLedger) Cached(context.Context, string, string, string) ([]byte, bool, error) {
-	return nil, false, nil
-}
-
-// rowsUpstream returns rows computed once.
-type rowsUpstream struct{ rows [][]*string }
-
-func (u rowsUpstream) Query(context.Context, string, ...any) ([][]*string, error) {
-	return u.rows, nil
-}
-
-func queryText(ctx context.Context, conn *pgx.Conn, sql string) ([][]*string, error) {
-	rows, err := conn.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
-	if err != nil {
-		return nil, err
-	}
-	return upstream.TextRows(rows)
-}
 
 func loadDemo(t *testing.T, ctx context.Context, conn *pgx.Conn) {
 	t.Helper()
@@ -180,7 +140,7 @@ func TestQuantileMethods(t *testing.T) {
 	}
 	var results []result
 	for _, qq := range queries {
-		truthRows, err := queryText(ctx, conn, qq.query)
+		truthRows, err := benchkit.QueryText(ctx, conn, qq.query)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,11 +157,11 @@ func TestQuantileMethods(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				rows, err := queryText(ctx, conn, p.SQL)
+				rows, err := benchkit.QueryText(ctx, conn, p.SQL)
 				if err != nil {
 					t.Fatalf("%s: %v", method, err)
 				}
-				r, err := release.New(release.Config{Ledger: &memLedger{}})
+				r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -209,7 +169,7 @@ func TestQuantileMethods(t *testing.T) {
 				refused := 0
 				for i := 0; i < runs; i++ {
 					res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: qq.ds, Plan: p, Epsilon: eps, Delta: delta,
-						Mechanism: policy.MechanismLaplace, Upstream: rowsUpstream{rows}, NoCache: true})
+						Mechanism: policy.MechanismLaplace, Upstream: benchkit.RowsUpstream{Rows: rows}, NoCache: true})
 					if err != nil && strings.Contains(err.Error(), "propose-test-release refused") {
 						refused++
 						errs = append(errs, (m.Upper-m.Lower)/2)

@@ -1,0 +1,270 @@
+//go:build accuracybench
+
+// Package accuracy measures dpproxy's answers against the truth on the
+// shared PUMS sample (issue 16): for each query and ε, the error of the
+// released values against the analyst's SQL run directly on all rows, and
+// how often the stated 95% half-width covers that truth.
+//
+//	go test -tags accuracybench -run TestAccuracy_PUMS -v -timeout 30m ./bench/accuracy
+//
+// Two tables, read in place (never copied into the repository):
+// PUMS_pid.csv (1,000 people, one row each) and PUMS_dup.csv (the same
+// people with 1 to 4 rows each, 2,000 rows), both with max_rows_per_unit
+// 2: on PUMS_dup contribution bounding removes rows, so the truth differs
+// from the bounded value and coverage measures what the intervals say
+// about the analyst's question, not only about the noise.
+//
+// Method: each query is planned, its SQL run once on PostgreSQL, and the
+// answer released `runs` times through release.Releaser (fresh noise,
+// crypto/rand, in-memory ledger, no cache). Per output: MAE and the 95th
+// percentile of |released − truth|, and coverage, the share of releases
+// whose stated half-width (the NOTICE's "±h (name, …)") covers the truth.
+package accuracy
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/benchkit"
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/release"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5"
+)
+
+const pumsDir = "/work/shared/datasets/pums/"
+
+const runs = 200
+
+const policyYAML = `dataset: pums
+privacy_unit: person
+budget: {epsilon: 1.0e9, delta: 1.0e-3, accountant: pure}
+defaults: {epsilon: 1, mechanism: laplace}
+tables:
+  pums_pid: &t
+    unit_column: pid
+    max_groups_per_unit: 2
+    max_rows_per_unit: 2
+    columns:
+      age:     {type: int, lower: 0, upper: 100}
+      sex:     {type: int, lower: 0, upper: 1, public_values: [0, 1]}
+      educ:    {type: int, lower: 1, upper: 16}
+      income:  {type: numeric, lower: 0, upper: 500000}
+      married: {type: int, lower: 0, upper: 1}
+  pums_dup: *t
+`
+
+// queries are written with one alias per output, the name the NOTICE uses.
+var queries = []string{
+	"SELECT COUNT(*) AS n FROM %s",
+	"SELECT SUM(income) AS total FROM %s",
+	"SELECT AVG(age) AS mean_age, AVG(income) AS mean_income FROM %s",
+	"SELECT VAR_SAMP(age) AS var_age, STDDEV_SAMP(income) AS sd_income FROM %s",
+	"SELECT sex, COUNT(*) AS n, AVG(income) AS mean_income FROM %s GROUP BY sex",
+	"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY income) AS median_income FROM %s",
+}
+
+// load copies a PUMS file into table name (pid from the file, or the row
+// number when the file has none).
+func load(t *testing.T, ctx context.Context, conn *pgx.Conn, file, name string) {
+	t.Helper()
+	f, err := os.Open(pumsDir + file)
+	if err != nil {
+		if pgtest.InCI() {
+			t.Fatal(err)
+		}
+		t.Skipf("PUMS sample not found: %v", err)
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	if _, err := conn.Exec(ctx, "CREATE TABLE "+name+" (pid bigint, age int, sex int, educ int, income numeric, married int)"); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for i, r := range recs[1:] {
+		pid := strconv.Itoa(i + 1)
+		if j, ok := col["pid"]; ok {
+			pid = r[j]
+		}
+		fmt.Fprintf(&buf, "%s\t%s\t%s\t%s\t%s\t%s\n", pid, r[col["age"]], r[col["sex"]], r[col["educ"]], r[col["income"]], r[col["married"]])
+	}
+	if _, err := conn.PgConn().CopyFrom(ctx, &buf, "COPY "+name+" (pid, age, sex, educ, income, married) FROM STDIN"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var halfWidthRE = regexp.MustCompile(`±([0-9.e+\-]+)(?: ranks)?[^(]*\(([a-z_]+),`)
+
+func TestAccuracy_PUMS(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	load(t, ctx, conn, "PUMS_pid.csv", "pums_pid")
+	load(t, ctx, conn, "PUMS_dup.csv", "pums_dup")
+	ds, err := policy.Parse(strings.NewReader(policyYAML), "pums.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	out.WriteString("| table | output | ε | truth | MAE | p95 abs error | coverage of ±95% |\n|---|---|---|---|---|---|---|\n")
+	for _, table := range []string{"pums_pid", "pums_dup"} {
+		for _, qf := range queries {
+			query := fmt.Sprintf(qf, table)
+			plan, err := rewrite.Rewrite(ds, query)
+			if err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+			rows, err := benchkit.QueryText(ctx, conn, plan.SQL)
+			if err != nil {
+				t.Fatalf("%s: emitted SQL: %v", query, err)
+			}
+			truth, err := benchkit.QueryText(ctx, conn, query+strings.Repeat(" ORDER BY 1", strings.Count(query, "GROUP BY")))
+			if err != nil {
+				t.Fatalf("%s: %v", query, err)
+			}
+			for _, eps := range []float64{0.1, 1} {
+				r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				type acc struct {
+					errs    []float64
+					covered int
+					stated  int
+				}
+				stats := map[string]*acc{}
+				var order []string
+				for i := 0; i < runs; i++ {
+					res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: ds, Plan: plan, Epsilon: eps, Delta: 1e-6,
+						Mechanism: policy.MechanismLaplace, Upstream: benchkit.RowsUpstream{Rows: rows}, NoCache: true})
+					if err != nil {
+						t.Fatalf("%s at ε %v: %v", query, eps, err)
+					}
+					half := map[string]float64{}
+					for _, m := range halfWidthRE.FindAllStringSubmatch(res.Notice, -1) {
+						if h, err := strconv.ParseFloat(m[1], 64); err == nil && !strings.Contains(m[0], "ranks") {
+							half[m[2]] = h
+						}
+					}
+					sortRows(res.Rows)
+					for ri, row := range res.Rows {
+						for ci, c := range res.Columns {
+							if c.Name == "sex" {
+								continue
+							}
+							key := c.Name
+							if len(res.Rows) > 1 {
+								key = fmt.Sprintf("%s (sex=%s)", c.Name, *row[0])
+							}
+							if ri >= len(truth) || row[ci] == nil || truth[ri][ci] == nil {
+								continue
+							}
+							got, _ := strconv.ParseFloat(*row[ci], 64)
+							want, _ := strconv.ParseFloat(*truth[ri][ci], 64)
+							a := stats[key]
+							if a == nil {
+								a = &acc{}
+								stats[key] = a
+								order = append(order, key)
+							}
+							e := math.Abs(got - want)
+							a.errs = append(a.errs, e)
+							if h, ok := half[c.Name]; ok {
+								a.stated++
+								if e <= h {
+									a.covered++
+								}
+							}
+						}
+					}
+				}
+				for _, key := range order {
+					a := stats[key]
+					sort.Float64s(a.errs)
+					mae := 0.0
+					for _, e := range a.errs {
+						mae += e
+					}
+					mae /= float64(len(a.errs))
+					cov := "—"
+					if a.stated > 0 {
+						cov = fmt.Sprintf("%.3f", float64(a.covered)/float64(a.stated))
+					}
+					tv := truthOf(truth, res0Columns(plan), key)
+					fmt.Fprintf(&out, "| %s | %s | %g | %s | %s | %s | %s |\n", table, key, eps, tv, num(mae), num(a.errs[len(a.errs)*95/100]), cov)
+				}
+			}
+		}
+	}
+	t.Logf("errors against the analyst's SQL on all rows, %d releases per cell (Laplace):\n%s", runs, out.String())
+}
+
+func sortRows(rows [][]*string) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		if rows[i][0] == nil || rows[j][0] == nil {
+			return false
+		}
+		return *rows[i][0] < *rows[j][0]
+	})
+}
+
+// res0Columns lists the plan's output names (for truthOf).
+func res0Columns(p *rewrite.Plan) []string {
+	var names []string
+	for _, o := range p.Outputs {
+		names = append(names, o.Name)
+	}
+	return names
+}
+
+// truthOf is the true value of an output key ("name" or "name (sex=v)").
+func truthOf(truth [][]*string, names []string, key string) string {
+	name, group, _ := strings.Cut(key, " (sex=")
+	group = strings.TrimSuffix(group, ")")
+	for _, row := range truth {
+		if group != "" && (row[0] == nil || *row[0] != group) {
+			continue
+		}
+		for i, n := range names {
+			if n == name && row[i] != nil {
+				f, _ := strconv.ParseFloat(*row[i], 64)
+				return num(f)
+			}
+		}
+	}
+	return "?"
+}
+
+func num(x float64) string {
+	switch {
+	case x == 0:
+		return "0"
+	case math.Abs(x) >= 1e5:
+		return strconv.FormatFloat(x, 'e', 3, 64)
+	case math.Abs(x) >= 100:
+		return strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(x, 'g', 4, 64)
+}

@@ -1,0 +1,55 @@
+// Package benchkit holds what the accuracy benchmarks (bench/quantile,
+// bench/accuracy) share to release answers in-process: an unlimited
+// in-memory ledger and an upstream that returns rows computed once.
+package benchkit
+
+import (
+	"context"
+	"math"
+	"sync"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/upstream"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+)
+
+// MemLedger is an unlimited in-memory accountant.Store: every charge is
+// accepted and nothing is cached.
+type MemLedger struct {
+	mu sync.Mutex
+	n  int64
+}
+
+func (l *MemLedger) Reserve(_ context.Context, c accountant.Charge) (*accountant.Reservation, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	return &accountant.Reservation{ID: l.n, Status: accountant.Status{Dataset: c.Dataset, Accountant: "pure", Limit: accountant.Spent{Epsilon: math.Inf(1)}}}, nil
+}
+func (l *MemLedger) Release(context.Context, int64, []byte) error { return nil }
+func (l *MemLedger) RecordIncident(context.Context, *policy.Dataset, accountant.Incident) (accountant.IncidentResult, error) {
+	return accountant.IncidentResult{}, nil
+}
+func (l *MemLedger) Status(_ context.Context, _ string, ds *policy.Dataset) (accountant.Status, error) {
+	return accountant.Status{Dataset: ds.Name}, nil
+}
+func (l *MemLedger) Cached(context.Context, string, string, string) ([]byte, bool, error) {
+	return nil, false, nil
+}
+
+// RowsUpstream returns the same rows to every query.
+type RowsUpstream struct{ Rows [][]*string }
+
+func (u RowsUpstream) Query(context.Context, string, ...any) ([][]*string, error) {
+	return u.Rows, nil
+}
+
+// QueryText runs sql in the simple protocol and returns its rows as text.
+func QueryText(ctx context.Context, conn *pgx.Conn, sql string) ([][]*string, error) {
+	rows, err := conn.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		return nil, err
+	}
+	return upstream.TextRows(rows)
+}
