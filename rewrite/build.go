@@ -974,6 +974,23 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 						WithHint("add %s to the select list or order by an output column", ci.name)
 				}
 			}
+		case *ast.FuncCallExpr:
+			// A group key written again (Metabase, Superset: ORDER BY
+			// date_trunc('month', d) after GROUP BY date_trunc('month', d)).
+			k, _, err := b.exprKey(x)
+			if err != nil {
+				return err
+			}
+			for i, o := range p.Outputs {
+				if o.Kind == OutputKey && sameKey(b.keys[o.Key], k) {
+					idx = i
+					break
+				}
+			}
+			if idx < 0 {
+				return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY a group key that is not in the select list is not supported").
+					WithHint("add the expression to the select list, or order by an output column name, alias or position")
+			}
 		case *ast.AggregateFuncExpr:
 			saved := len(b.measures)
 			spec, _, err := b.aggregate(x)
