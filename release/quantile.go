@@ -58,28 +58,20 @@ import (
 // with optimal convergence rates", STOC) exponential-mechanism quantile
 // with its continuous output replaced by the bucket midpoint.
 //
-// # Two stages (a fine grid without a fine candidate list)
+// # The grid
 //
-// The grid has up to 2¹⁴ buckets (rewrite/quantile.go), so that releasing
-// a bucket's midpoint adds a negligible error (a 256-bucket grid was off by
-// about half a bucket, ~600 on PUMS incomes, even without noise). One
-// exponential mechanism over 2¹⁴ candidates would state a wider rank bound
-// (it grows with ln B) and take long to sample exactly. When the grid has
-// more than coarseBuckets buckets the release has two stages, each an
-// exponential mechanism with ε_g/2 and the same utility on the same
-// histogram (rank sensitivity L∞ whatever the bucketing):
-//
-//  1. over the coarse buckets, each the union of C = ⌈B/256⌉ consecutive
-//     fine buckets (coarse counts are sums of fine ones), select J;
-//  2. over the fine buckets of J and of its two neighbours (a public set
-//     given J), select the fine bucket j, with its utility computed from
-//     the whole fine histogram.
-//
-// By (adaptive) basic composition the group's release is ε_g-DP. The
-// selected j is within t₁ + t₂ ranks of the target with probability
-// ≥ 1 − β₁ − β₂, where t_i is the exponential mechanism's utility bound of
-// stage i: a coarse bucket's utility is the best of its fine buckets', so
-// stage 2's best candidate is at least as good as J.
+// The grid has up to 2¹⁴ buckets (rewrite/quantile.go). With 256 buckets
+// the released midpoint of the right bucket was off by half a bucket even
+// without noise (9.1 on the demo's median cost, ~600 on PUMS incomes).
+// Selecting among 2¹⁴ candidates costs only ln(2¹⁴)/ln(2⁸) = 1.75× in the
+// worst-case rank bound (HalfWidth), and in practice nothing: empty
+// buckets between two values share one utility, so the selection is
+// Smith's continuous exponential mechanism at a finer resolution. It was
+// also more accurate than selecting in two stages of ε/2 (256 coarse
+// buckets, then 64 fine ones), which halved the ε of each stage and lost
+// badly where the rank noise dominates (PUMS median income at ε 0.1:
+// BENCHMARKS.md). Exact sampling stays fast: the rejection sampler's
+// trials stop at the first failed Bernoulli(e⁻¹) (noise/exponential.go).
 //
 // # Groups
 //
@@ -155,8 +147,7 @@ type quantileMech struct {
 	delta   float64 // δ_m (smooth and ptr), else 0
 	// groupEpsilon is ε_m/L0, the ε of each group's release.
 	groupEpsilon float64
-	exp          *noise.Exponential   // exponential method (stage 1 when two stages)
-	exp2         *noise.Exponential   // stage 2 (two stages only)
+	exp          *noise.Exponential   // exponential method
 	smooth       *noise.SmoothLaplace // smooth method
 	// ptr method: the test's noise (ε_g/2, sensitivity 1), its threshold,
 	// and the release's noise (ε_g/2, sensitivity Bound).
@@ -188,16 +179,7 @@ func (r *Releaser) newQuantileMech(ms rewrite.Measure, rows, l0 int, epsilon, de
 	var err error
 	switch q.Method {
 	case rewrite.QuantileExponential:
-		if q.Buckets <= coarseBuckets {
-			m.exp, err = noise.NewExponential(noise.ExponentialParams{Epsilon: ge, Sensitivity: ms.LInf, Rand: r.testOnlyRand})
-			break
-		}
-		// Two stages of ε_g/2 each, rounded down so they sum to ≤ ε_g.
-		half := shrinkToFit(ge/2, func(h float64) bool { return h+h <= ge })
-		m.exp, err = noise.NewExponential(noise.ExponentialParams{Epsilon: half, Sensitivity: ms.LInf, Rand: r.testOnlyRand})
-		if err == nil {
-			m.exp2, err = noise.NewExponential(noise.ExponentialParams{Epsilon: half, Sensitivity: ms.LInf, Rand: r.testOnlyRand})
-		}
+		m.exp, err = noise.NewExponential(noise.ExponentialParams{Epsilon: ge, Sensitivity: ms.LInf, Rand: r.testOnlyRand})
 	case rewrite.QuantileSmooth, rewrite.QuantilePTR:
 		if !(delta > 0 && delta < 1) {
 			return nil, pgerr.New(pgerr.InvalidParameterValue, "quantile method %s needs 0 < dp.delta < 1", q.Method).
@@ -267,23 +249,8 @@ func (m *quantileMech) HalfWidth(confidence float64) float64 {
 	case rewrite.QuantileSmooth:
 		return 2 * (m.measure.Upper - m.measure.Lower) / m.groupEpsilon * math.Log(1/(1-confidence))
 	}
-	if m.exp2 == nil {
-		return noise.ExponentialUtilityBound(m.groupEpsilon, m.measure.LInf, m.q.Buckets, confidence)
-	}
-	// Two stages, each failing with half the probability (see "Two
-	// stages"): t₁ over the coarse buckets plus t₂ over ≤ 3·C fine ones.
-	c := coarseFactor(m.q.Buckets)
-	each := 1 - (1-confidence)/2
-	return noise.ExponentialUtilityBound(m.exp.Epsilon(), m.measure.LInf, (m.q.Buckets+c-1)/c, each) +
-		noise.ExponentialUtilityBound(m.exp2.Epsilon(), m.measure.LInf, 3*c, each)
+	return noise.ExponentialUtilityBound(m.groupEpsilon, m.measure.LInf, m.q.Buckets, confidence)
 }
-
-// coarseBuckets is the largest grid released in one stage, and the number
-// of coarse buckets of stage 1 (see "Two stages").
-const coarseBuckets = 256
-
-// coarseFactor is C, the number of fine buckets per coarse bucket.
-func coarseFactor(buckets int) int { return (buckets + coarseBuckets - 1) / coarseBuckets }
 
 // releaseGroup releases the quantile of one group from the SQL's summary:
 // the histogram "j:c,…" (exponential; nil when the group has no values),
@@ -297,31 +264,11 @@ func (m *quantileMech) releaseGroup(raw *string) (*big.Rat, error) {
 	if err != nil {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a malformed histogram").Wrap(err)
 	}
-	j, err := m.selectBucket(counts)
+	j, err := m.exp.Select(quantileUtilities(counts, m.q.Q, m.q.Cont))
 	if err != nil {
 		return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
 	}
 	return bucketValue(m.measure, j), nil
-}
-
-// selectBucket selects a bucket of the fine histogram: in one stage, or in
-// two (see "Two stages").
-func (m *quantileMech) selectBucket(counts []int64) (int, error) {
-	if m.exp2 == nil {
-		return m.exp.Select(quantileUtilities(counts, m.q.Q, m.q.Cont))
-	}
-	c := coarseFactor(len(counts))
-	coarse := make([]int64, (len(counts)+c-1)/c)
-	for j, n := range counts {
-		coarse[j/c] += n
-	}
-	J, err := m.exp.Select(quantileUtilities(coarse, m.q.Q, m.q.Cont))
-	if err != nil {
-		return 0, err
-	}
-	lo, hi := max(0, (J-1)*c), min(len(counts), (J+2)*c)
-	j, err := m.exp2.Select(quantileUtilities(counts, m.q.Q, m.q.Cont)[lo:hi])
-	return lo + j, err
 }
 
 // parseHistogram reads "j:c,j:c,…" (strictly increasing j in [0, buckets),
@@ -469,13 +416,8 @@ func quantileExplain(i int, m *quantileMech) string {
 			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
 			num(q.Bound), num(m.ptrThreshold), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
 	}
-	stages := ""
-	if m.exp2 != nil {
-		stages = fmt.Sprintf(" in two stages (%d coarse buckets of %d, then the fine buckets of the selected one and its neighbours; epsilon per group split equally)",
-			(q.Buckets+coarseFactor(q.Buckets)-1)/coarseFactor(q.Buckets), coarseFactor(q.Buckets))
-	}
-	return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (exponential mechanism over %d buckets of width %s%s, utility −|rank − q·n|, rank sensitivity=%s, epsilon per group=%s, rank_error_95=%s)",
-		i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper), q.Buckets, exactNum(q.Width), stages,
+	return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (exponential mechanism over %d buckets of width %s, utility −|rank − q·n|, rank sensitivity=%s, epsilon per group=%s, rank_error_95=%s)",
+		i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper), q.Buckets, exactNum(q.Width),
 		num(m.measure.LInf), num(m.groupEpsilon), num(m.HalfWidth(0.95)))
 }
 

@@ -44,13 +44,12 @@ const (
 
 // maxQuantileBuckets is the number of buckets of the exponential method's
 // grid over [lower, upper]: fine enough (1/16384 of the range) that
-// releasing a bucket's midpoint adds a negligible error; a 256-bucket grid
-// was off by half a bucket, ~600 on PUMS incomes, without any noise.
-// release selects among more than 256 buckets in two stages (coarse, then
-// fine; release/quantile.go), so the rank error still grows only with the
-// logarithm of a few hundred candidates per stage. Integer and date
-// columns use whole-number bucket widths, so a narrow range (ages 0–110)
-// gets one bucket per value.
+// releasing a bucket's midpoint adds a negligible error (a 256-bucket grid
+// was off by half a bucket, ~600 on PUMS incomes, without any noise),
+// while the worst-case rank error grows only with ln(buckets) (ln 16384 ≈
+// 9.7; release/quantile.go, "The grid"). Integer and date columns use
+// whole-number bucket widths, so a narrow range (ages 0–110) gets one
+// bucket per value.
 const maxQuantileBuckets = 1 << 14
 
 // Quantile describes one quantile measure. Everything in it is public: the
