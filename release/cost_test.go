@@ -109,7 +109,8 @@ func TestRun_NoticePerOutputCost(t *testing.T) {
 	hCount := num(ms[0].mech.HalfWidth(0.95))
 	for _, want := range []string{
 		"; 95% error ±" + hCount + " (count, epsilon 0.12, delta 1.2e-06), ±",
-		" (stddev, epsilon 0.36, delta 3.6e-06), no bound (r, epsilon 0.36, delta 3.6e-06), HAVING epsilon 0.12, delta 1.2e-06",
+		" (stddev, epsilon 0.36, delta 3.6e-06; per group: cardiology ±",
+		"), no bound (r, epsilon 0.36, delta 3.6e-06), HAVING epsilon 0.12, delta 1.2e-06",
 	} {
 		if !strings.Contains(res.Notice, want) {
 			t.Errorf("Notice = %q, want it to contain %q", res.Notice, want)

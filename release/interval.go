@@ -135,29 +135,27 @@ func centreOf(plan *rewrite.Plan, o rewrite.Output) float64 {
 }
 
 // avgHalfWidthSim is the 95% half-width of AVG = clamp(c + S̃/max(C̃, 1)),
-// the worst over the groups (see the file comment).
-func avgHalfWidthSim(plan *rewrite.Plan, idx int, o rewrite.Output, ms []measurement, noisy [][]float64) float64 {
+// per group (see the file comment).
+func avgHalfWidthSim(plan *rewrite.Plan, idx int, o rewrite.Output, ms []measurement, noisy [][]float64) []float64 {
 	c := centreOf(plan, o)
 	draws := []noiseDraw{drawOf(ms[o.Measure].mech), drawOf(ms[o.CountMeasure].mech)}
 	// Unclamped: clamping the released value into [lower, upper] only
 	// moves it towards a true value inside, and a simulation around a
 	// clamped plug-in would see its spread squeezed at the bound.
 	est := func(v []float64) float64 { return c + v[0]/math.Max(v[1], 1) }
-	worst := 0.0
+	out := make([]float64, len(noisy))
 	for g, row := range noisy {
-		h := simHalfWidth(groupSeed(idx, g), []float64{row[o.Measure], row[o.CountMeasure]}, draws, est, o.Upper-o.Lower)
-		worst = math.Max(worst, h)
+		out[g] = simHalfWidth(groupSeed(idx, g), []float64{row[o.Measure], row[o.CountMeasure]}, draws, est, o.Upper-o.Lower)
 	}
-	return worst
+	return out
 }
 
 // varHalfWidthSim is the 95% half-width of VAR_POP / VAR_SAMP, computed as
-// release's variance does but unclamped (see avgHalfWidthSim), the worst
-// over the groups. For STDDEV the variance's interval [v − h, v + h] is
+// release's variance does but unclamped (see avgHalfWidthSim), per group. For STDDEV the variance's interval [v − h, v + h] is
 // mapped through the square root (an interval of the variance is one of
 // its root): the half-width is the larger distance from the released √v
 // to √max(v − h, 0) and √(v + h).
-func varHalfWidthSim(idx int, o rewrite.Output, ms []measurement, noisy [][]float64) float64 {
+func varHalfWidthSim(idx int, o rewrite.Output, ms []measurement, noisy [][]float64) []float64 {
 	draws := []noiseDraw{drawOf(ms[o.SumSqMeasure].mech), drawOf(ms[o.Measure].mech), drawOf(ms[o.CountMeasure].mech)}
 	r := (o.Upper - o.Lower) / 2
 	bound := func(n float64) (d, hi float64, ok bool) {
@@ -180,7 +178,7 @@ func varHalfWidthSim(idx int, o rewrite.Output, ms []measurement, noisy [][]floa
 	if o.Sample {
 		limit *= 2
 	}
-	worst := 0.0
+	out := make([]float64, len(noisy))
 	for g, row := range noisy {
 		x := []float64{row[o.SumSqMeasure], row[o.Measure], row[o.CountMeasure]}
 		h := simHalfWidth(groupSeed(idx, g), x, draws, est, limit)
@@ -195,9 +193,9 @@ func varHalfWidthSim(idx int, o rewrite.Output, ms []measurement, noisy [][]floa
 				h = math.Min(h, math.Sqrt(limit))
 			}
 		}
-		worst = math.Max(worst, h)
+		out[g] = h
 	}
-	return worst
+	return out
 }
 
 // floatRows converts the noisy measures to float64 for the simulations.

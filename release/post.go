@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -380,11 +381,12 @@ func noticeText(cost accountant.Spent, st accountant.Status, remaining accountan
 // measurements used only by HAVING. Half-widths are functions of the
 // mechanisms (public) and, for averages, of released noisy counts
 // (post-processing).
-func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
+func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]string) string {
 	var parts []string
 	var fl [][]float64 // noisy as float64, for the interval simulations
 	for v, o := range req.Plan.Outputs {
 		var h float64
+		var perGroup []float64 // AVG and variances of a grouped query
 		switch o.Kind {
 		case rewrite.OutputKey:
 			continue // keys are exact
@@ -400,21 +402,28 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat) string {
 			if fl == nil {
 				fl = floatRows(noisy)
 			}
-			h = avgHalfWidthSim(req.Plan, v, o, ms, fl) // interval.go
+			perGroup = avgHalfWidthSim(req.Plan, v, o, ms, fl) // interval.go
 		case rewrite.OutputVariance:
 			if fl == nil {
 				fl = floatRows(noisy)
 			}
-			h = varHalfWidthSim(v, o, ms, fl)
+			perGroup = varHalfWidthSim(v, o, ms, fl)
 		case rewrite.OutputQuantile:
 			parts = append(parts, quantileErrorText(o, ms[o.Measure].quant, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
 			continue
+		}
+		if perGroup != nil {
+			h = slices.Max(perGroup)
 		}
 		width := "±" + num(h)
 		if math.IsNaN(h) {
 			width = "no bound"
 		}
-		parts = append(parts, fmt.Sprintf("%s (%s, %s)", width, o.Name, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
+		text := fmt.Sprintf("%s (%s, %s", width, o.Name, costText(measuresCost(ms, outputMeasures(req.Plan, v))))
+		if len(perGroup) > 1 && len(groups) == len(perGroup) {
+			text += "; " + perGroupText(perGroup, groups)
+		}
+		parts = append(parts, text+")")
 	}
 	if only := havingOnly(req.Plan); len(only) > 0 {
 		parts = append(parts, "HAVING "+costText(measuresCost(ms, only)))
@@ -479,4 +488,41 @@ func roundRat(x *big.Rat) *big.Rat {
 	twice.Add(twice, new(big.Int).Mul(x.Denom(), big.NewInt(int64(x.Sign()))))
 	q := new(big.Int).Quo(twice, new(big.Int).Mul(x.Denom(), big.NewInt(2))) // truncates towards zero
 	return new(big.Rat).SetInt(q)
+}
+
+// maxGroupsListed is how many groups' half-widths a NOTICE lists one by one.
+const maxGroupsListed = 12
+
+// perGroupText states the half-widths of a grouped AVG or variance group by
+// group (their noise depends on each group's noisy count, so the widest
+// alone overstates the others several times): "per group: k1 ±h1, k2
+// ±h2, …", or over maxGroupsListed groups the range and the widest group.
+func perGroupText(hs []float64, groups [][]string) string {
+	label := func(g int) string {
+		parts := make([]string, len(groups[g]))
+		for i, k := range groups[g] {
+			parts[i] = k
+			if k == "" {
+				parts[i] = "''"
+			}
+		}
+		return strings.Join(parts, "/")
+	}
+	if len(hs) > maxGroupsListed {
+		lo, hi := 0, 0
+		for g, h := range hs {
+			if h < hs[lo] {
+				lo = g
+			}
+			if h > hs[hi] {
+				hi = g
+			}
+		}
+		return fmt.Sprintf("per group ±%s (%s) to ±%s (%s) over %d groups", num(hs[lo]), label(lo), num(hs[hi]), label(hi), len(hs))
+	}
+	items := make([]string, len(hs))
+	for g, h := range hs {
+		items[g] = label(g) + " ±" + num(h)
+	}
+	return "per group: " + strings.Join(items, ", ")
 }

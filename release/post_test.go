@@ -2,6 +2,7 @@ package release
 
 import (
 	"math/big"
+	"strconv"
 	"testing"
 )
 
@@ -21,5 +22,22 @@ func TestRoundRat(t *testing.T) {
 		if x.RatString() != c.in && x.String() != c.in+"/1" {
 			t.Errorf("roundRat modified its argument: %s", x.RatString())
 		}
+	}
+}
+
+func TestPerGroupText(t *testing.T) {
+	groups := [][]string{{"cardiology"}, {"emergency"}, {""}}
+	if got, want := perGroupText([]float64{1.5, 20, 300}, groups), "per group: cardiology ±1.5, emergency ±20, '' ±300"; got != want {
+		t.Errorf("perGroupText = %q, want %q", got, want)
+	}
+	var hs []float64
+	var many [][]string
+	for i := 0; i < 20; i++ {
+		hs = append(hs, float64(10+i))
+		many = append(many, []string{"d" + strconv.Itoa(i), "2024"})
+	}
+	hs[7] = 3
+	if got, want := perGroupText(hs, many), "per group ±3 (d7/2024) to ±29 (d19/2024) over 20 groups"; got != want {
+		t.Errorf("perGroupText = %q, want %q", got, want)
 	}
 }

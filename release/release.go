@@ -280,7 +280,7 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 		}
 		out.Rows = append(out.Rows, text)
 	}
-	errs := errorsText(req, ms, noisy)
+	errs := errorsText(req, ms, noisy, groups)
 	if sel != nil {
 		errs += "; " + sel.describe()
 	}

@@ -114,6 +114,25 @@ func load(t *testing.T, ctx context.Context, conn *pgx.Conn, file, name string) 
 
 var halfWidthRE = regexp.MustCompile(`±([0-9.e+\-]+)(?: ranks)?[^(]*\(([a-z_]+),`)
 
+// perGroupRE finds an output's per-group half-widths in a NOTICE
+// ("(name, epsilon …; per group: key ±h, key ±h)").
+var perGroupRE = regexp.MustCompile(`\(([a-z_]+), [^;)]*; per group: ([^)]*)\)`)
+
+// groupHalfWidths maps "name (key)" to the half-width the NOTICE states for
+// that group.
+func groupHalfWidths(notice string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range perGroupRE.FindAllStringSubmatch(notice, -1) {
+		for _, item := range strings.Split(m[2], ", ") {
+			k, h, ok := strings.Cut(item, " ±")
+			if f, err := strconv.ParseFloat(h, 64); ok && err == nil {
+				out[m[1]+" ("+k+")"] = f
+			}
+		}
+	}
+	return out
+}
+
 func TestAccuracy_PUMS(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
 	defer cancel()
@@ -363,7 +382,11 @@ func TestAccuracy_Demo(t *testing.T) {
 						a.within++
 					}
 					a.dev = append(a.dev, math.Abs(got-bv))
-					if h, ok := half[c.Name]; ok {
+					h, ok := half[c.Name]
+					if hg, gok := groupHalfWidths(res.Notice)[key]; gok {
+						h, ok = hg, true
+					}
+					if ok {
 						a.stated++
 						a.half += h
 						if math.Abs(got-want) <= h {
