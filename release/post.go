@@ -95,10 +95,10 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 				// Derived from the normalized sum and the count
 				// (rewrite.shareSums): S̃ = S̃_c + c·C̃.
 				v := new(big.Rat).Mul(c, noisy[o.CountMeasure])
-				row[i] = value{num: v.Add(v, noisy[o.Measure]), decimals: -1}
+				row[i] = sumValue(plan.Measures[o.Measure], v.Add(v, noisy[o.Measure]))
 				break
 			}
-			row[i] = value{num: noisy[o.Measure], decimals: -1}
+			row[i] = sumValue(plan.Measures[o.Measure], noisy[o.Measure])
 		case rewrite.OutputAvg:
 			if c := centre(plan, o); c != nil {
 				row[i] = value{num: centredAverage(noisy[o.Measure], noisy[o.CountMeasure], c, o.Lower, o.Upper), decimals: 6}
@@ -525,4 +525,17 @@ func perGroupText(hs []float64, groups [][]string) string {
 		items[g] = label(g) + " ±" + num(h)
 	}
 	return "per group: " + strings.Join(items, ", ")
+}
+
+// sumValue prints a noisy sum: a whole number when every row's value is
+// whole (the SUM of an int column, as PostgreSQL prints it; a unit's
+// weighted sum and the fine noise grid would otherwise show dozens of
+// meaningless digits), else exactly, as every noisy value (tests recover
+// the noise from it). Rounding is post-processing, and a whole number is a
+// multiple of every grid step 2⁻ᵏ.
+func sumValue(m rewrite.Measure, v *big.Rat) value {
+	if m.Whole || m.Integer {
+		return value{num: roundRat(v), decimals: -1}
+	}
+	return value{num: v, decimals: -1}
 }

@@ -245,6 +245,7 @@ func scaledMeasures(p *Plan) {
 		m := &p.Measures[i]
 		switch m.Kind {
 		case MeasureSum, MeasureSumSq:
+			m.Whole = m.Integer
 			m.Integer = false
 		case MeasureCount, MeasureUnits:
 			if scale {

@@ -148,6 +148,10 @@ type Measure struct {
 	// Integer is true when every value of the measure is an integer (counts,
 	// sums of int columns with integer bounds): integer noise applies.
 	Integer bool
+	// Whole is true when every row's value is an integer, though a
+	// unit's weighted sum may not be (bounds.go): release prints the
+	// noisy sum as a whole number, as PostgreSQL's SUM of integers.
+	Whole bool `json:",omitempty"`
 	// Lower, Upper are the clamping bounds of a sum's column (0 for counts),
 	// or for an expression the interval of its values, rounded outwards.
 	Lower, Upper float64
