@@ -304,7 +304,9 @@ func TestAccuracy_Demo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	loadDemo(t, ctx, conn)
+	if err := benchkit.LoadDemo(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
 	ds, err := demo.HospitalPolicy()
 	if err != nil {
 		t.Fatal(err)
@@ -416,27 +418,4 @@ func TestAccuracy_Demo(t *testing.T) {
 		}
 	}
 	t.Logf("the demo at ε 0.1, %d releases per query (Laplace):\n%s", runs, out.String())
-}
-
-func loadDemo(t *testing.T, ctx context.Context, conn *pgx.Conn) {
-	t.Helper()
-	d := demo.Generate(1)
-	if _, err := conn.Exec(ctx, `CREATE TABLE patients (patient_id bigint PRIMARY KEY, birth_year int, sex text, region text);
-CREATE TABLE visits (visit_id bigint PRIMARY KEY, patient_id bigint, visit_date date, department text, diagnosis text, age int, cost numeric(10,2), length_of_stay int)`); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	for _, p := range d.Patients {
-		fmt.Fprintf(&buf, "%d\t%d\t%s\t%s\n", p.ID, p.BirthYear, p.Sex, p.Region)
-	}
-	if _, err := conn.PgConn().CopyFrom(ctx, &buf, "COPY patients FROM STDIN"); err != nil {
-		t.Fatal(err)
-	}
-	buf.Reset()
-	for _, v := range d.Visits {
-		fmt.Fprintf(&buf, "%d\t%d\t%s\t%s\t%s\t%d\t%d.%02d\t%d\n", v.ID, v.PatientID, v.Date.Format(time.DateOnly), v.Department, v.Diagnosis, v.Age, v.CostCents/100, v.CostCents%100, v.LengthOfStay)
-	}
-	if _, err := conn.PgConn().CopyFrom(ctx, &buf, "COPY visits FROM STDIN"); err != nil {
-		t.Fatal(err)
-	}
 }

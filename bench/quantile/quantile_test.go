@@ -61,22 +61,6 @@ tables:
       married: {type: int, lower: 0, upper: 1}
 `
 
-func loadDemo(t *testing.T, ctx context.Context, conn *pgx.Conn) {
-	t.Helper()
-	d := demo.Generate(1)
-	if _, err := conn.Exec(ctx, `CREATE TABLE patients (patient_id bigint PRIMARY KEY, birth_year int, sex text, region text);
-CREATE TABLE visits (visit_id bigint PRIMARY KEY, patient_id bigint, visit_date date, department text, diagnosis text, age int, cost numeric(10,2), length_of_stay int)`); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	for _, v := range d.Visits {
-		fmt.Fprintf(&buf, "%d\t%d\t%s\t%s\t%s\t%d\t%d.%02d\t%d\n", v.ID, v.PatientID, v.Date.Format(time.DateOnly), v.Department, v.Diagnosis, v.Age, v.CostCents/100, v.CostCents%100, v.LengthOfStay)
-	}
-	if _, err := conn.PgConn().CopyFrom(ctx, &buf, "COPY visits (visit_id, patient_id, visit_date, department, diagnosis, age, cost, length_of_stay) FROM STDIN"); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func loadPUMS(t *testing.T, ctx context.Context, conn *pgx.Conn) {
 	t.Helper()
 	f, err := os.Open(pumsPath)
@@ -117,7 +101,9 @@ func TestQuantileMethods(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
-	loadDemo(t, ctx, conn)
+	if err := benchkit.LoadDemo(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
 	loadPUMS(t, ctx, conn)
 	hospital, err := demo.HospitalPolicy()
 	if err != nil {

@@ -4,11 +4,15 @@
 package benchkit
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"math"
 	"sync"
+	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -52,4 +56,27 @@ func QueryText(ctx context.Context, conn *pgx.Conn, sql string) ([][]*string, er
 		return nil, err
 	}
 	return upstream.TextRows(rows)
+}
+
+// LoadDemo creates the demo's patients and visits tables (seed 1, no
+// keys beyond the primary ones) and copies the generated rows into them.
+func LoadDemo(ctx context.Context, conn *pgx.Conn) error {
+	d := demo.Generate(1)
+	if _, err := conn.Exec(ctx, `CREATE TABLE patients (patient_id bigint PRIMARY KEY, birth_year int, sex text, region text);
+CREATE TABLE visits (visit_id bigint PRIMARY KEY, patient_id bigint, visit_date date, department text, diagnosis text, age int, cost numeric(10,2), length_of_stay int)`); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	for _, p := range d.Patients {
+		fmt.Fprintf(&buf, "%d\t%d\t%s\t%s\n", p.ID, p.BirthYear, p.Sex, p.Region)
+	}
+	if _, err := conn.PgConn().CopyFrom(ctx, &buf, "COPY patients FROM STDIN"); err != nil {
+		return err
+	}
+	buf.Reset()
+	for _, v := range d.Visits {
+		fmt.Fprintf(&buf, "%d\t%d\t%s\t%s\t%s\t%d\t%d.%02d\t%d\n", v.ID, v.PatientID, v.Date.Format(time.DateOnly), v.Department, v.Diagnosis, v.Age, v.CostCents/100, v.CostCents%100, v.LengthOfStay)
+	}
+	_, err := conn.PgConn().CopyFrom(ctx, &buf, "COPY visits FROM STDIN")
+	return err
 }
