@@ -22,12 +22,11 @@
 package accuracy
 
 import (
-	"bytes"
 	"context"
-	"encoding/csv"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -43,8 +42,6 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5"
 )
-
-const pumsDir = "/work/shared/datasets/pums/"
 
 const runs = 200
 
@@ -76,43 +73,32 @@ var queries = []string{
 	"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY income) AS median_income FROM %s",
 }
 
-// load copies a PUMS file into table name (pid from the file, or the row
-// number when the file has none).
+// load copies a PUMS file into table name (benchkit.LoadPUMS); the test
+// is skipped outside CI when the sample is not on this machine.
 func load(t *testing.T, ctx context.Context, conn *pgx.Conn, file, name string) {
 	t.Helper()
-	f, err := os.Open(pumsDir + file)
-	if err != nil {
-		if pgtest.InCI() {
-			t.Fatal(err)
+	if err := benchkit.LoadPUMS(ctx, conn, file, name); err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !pgtest.InCI() {
+			t.Skipf("PUMS sample not found: %v", err)
 		}
-		t.Skipf("PUMS sample not found: %v", err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	col := map[string]int{}
-	for i, h := range recs[0] {
-		col[h] = i
-	}
-	if _, err := conn.Exec(ctx, "CREATE TABLE "+name+" (pid bigint, age int, sex int, educ int, income numeric, married int)"); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	for i, r := range recs[1:] {
-		pid := strconv.Itoa(i + 1)
-		if j, ok := col["pid"]; ok {
-			pid = r[j]
-		}
-		fmt.Fprintf(&buf, "%s\t%s\t%s\t%s\t%s\t%s\n", pid, r[col["age"]], r[col["sex"]], r[col["educ"]], r[col["income"]], r[col["married"]])
-	}
-	if _, err := conn.PgConn().CopyFrom(ctx, &buf, "COPY "+name+" (pid, age, sex, educ, income, married) FROM STDIN"); err != nil {
 		t.Fatal(err)
 	}
 }
 
 var halfWidthRE = regexp.MustCompile(`±([0-9.e+\-]+)(?: ranks)?[^(]*\(([a-z_]+),`)
+
+// statedHalfWidths maps each output name to the 95% half-width the NOTICE
+// states for it (the widest over the groups; quantiles' rank bounds left
+// out).
+func statedHalfWidths(notice string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range halfWidthRE.FindAllStringSubmatch(notice, -1) {
+		if h, err := strconv.ParseFloat(m[1], 64); err == nil && !strings.Contains(m[0], "ranks") {
+			out[m[2]] = h
+		}
+	}
+	return out
+}
 
 // perGroupRE finds an output's per-group half-widths in a NOTICE
 // ("(name, epsilon …; per group: key ±h, key ±h)").
@@ -182,12 +168,7 @@ func TestAccuracy_PUMS(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s at ε %v: %v", query, eps, err)
 					}
-					half := map[string]float64{}
-					for _, m := range halfWidthRE.FindAllStringSubmatch(res.Notice, -1) {
-						if h, err := strconv.ParseFloat(m[1], 64); err == nil && !strings.Contains(m[0], "ranks") {
-							half[m[2]] = h
-						}
-					}
+					half := statedHalfWidths(res.Notice)
 					sortRows(res.Rows)
 					for ri, row := range res.Rows {
 						for ci, c := range res.Columns {
@@ -356,12 +337,7 @@ func TestAccuracy_Demo(t *testing.T) {
 		var order []string
 		for i := 0; i < runs; i++ {
 			res := run(0.1)
-			half := map[string]float64{}
-			for _, m := range halfWidthRE.FindAllStringSubmatch(res.Notice, -1) {
-				if h, err := strconv.ParseFloat(m[1], 64); err == nil && !strings.Contains(m[0], "ranks") {
-					half[m[2]] = h
-				}
-			}
+			half, groupHalf := statedHalfWidths(res.Notice), groupHalfWidths(res.Notice)
 			for ri, row := range res.Rows {
 				for ci, c := range res.Columns {
 					if c.Name == "department" || row[ci] == nil || truth[ri][ci] == nil || bounded.Rows[ri][ci] == nil {
@@ -385,7 +361,7 @@ func TestAccuracy_Demo(t *testing.T) {
 					}
 					a.dev = append(a.dev, math.Abs(got-bv))
 					h, ok := half[c.Name]
-					if hg, gok := groupHalfWidths(res.Notice)[key]; gok {
+					if hg, gok := groupHalf[key]; gok {
 						h, ok = hg, true
 					}
 					if ok {

@@ -15,12 +15,11 @@
 package quantile
 
 import (
-	"bytes"
 	"context"
-	"encoding/csv"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,9 +36,6 @@ import (
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
-
-// pumsPath is read in place (never copied into the repository).
-const pumsPath = "/work/shared/datasets/pums/PUMS.csv"
 
 const runs = 200
 
@@ -63,26 +59,10 @@ tables:
 
 func loadPUMS(t *testing.T, ctx context.Context, conn *pgx.Conn) {
 	t.Helper()
-	f, err := os.Open(pumsPath)
-	if err != nil {
-		if pgtest.InCI() {
-			t.Fatal(err)
+	if err := benchkit.LoadPUMS(ctx, conn, "PUMS.csv", "pums"); err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !pgtest.InCI() {
+			t.Skipf("PUMS sample not found: %v", err)
 		}
-		t.Skipf("PUMS sample not found at %s: %v", pumsPath, err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "CREATE TABLE pums (pid bigint PRIMARY KEY, age int, sex int, educ int, race int, income numeric, married int)"); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	for i, r := range recs[1:] { // header: age,sex,educ,race,income,married
-		fmt.Fprintf(&buf, "%d\t%s\n", i+1, strings.Join(r, "\t"))
-	}
-	if _, err := conn.PgConn().CopyFrom(ctx, &buf, "COPY pums (pid, age, sex, educ, race, income, married) FROM STDIN"); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,8 +6,11 @@ package benchkit
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"fmt"
 	"math"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -78,5 +81,43 @@ CREATE TABLE visits (visit_id bigint PRIMARY KEY, patient_id bigint, visit_date 
 		fmt.Fprintf(&buf, "%d\t%d\t%s\t%s\t%s\t%d\t%d.%02d\t%d\n", v.ID, v.PatientID, v.Date.Format(time.DateOnly), v.Department, v.Diagnosis, v.Age, v.CostCents/100, v.CostCents%100, v.LengthOfStay)
 	}
 	_, err := conn.PgConn().CopyFrom(ctx, &buf, "COPY visits FROM STDIN")
+	return err
+}
+
+// PUMSDir is where the shared PUMS sample lives; it is read in place,
+// never copied into the repository.
+const PUMSDir = "/work/shared/datasets/pums/"
+
+// LoadPUMS copies PUMSDir+file into a new table (pid, age, sex, educ, race,
+// income, married): pid from the file, or the row number when the file has
+// none (PUMS.csv). An error wrapping fs.ErrNotExist means the sample is not
+// on this machine.
+func LoadPUMS(ctx context.Context, conn *pgx.Conn, file, table string) error {
+	f, err := os.Open(PUMSDir + file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		return err
+	}
+	col := map[string]int{}
+	for i, h := range recs[0] {
+		col[h] = i
+	}
+	ident := pgx.Identifier{table}.Sanitize()
+	if _, err := conn.Exec(ctx, "CREATE TABLE "+ident+" (pid bigint, age int, sex int, educ int, race int, income numeric, married int)"); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	for i, r := range recs[1:] {
+		pid := strconv.Itoa(i + 1)
+		if j, ok := col["pid"]; ok {
+			pid = r[j]
+		}
+		fmt.Fprintf(&buf, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", pid, r[col["age"]], r[col["sex"]], r[col["educ"]], r[col["race"]], r[col["income"]], r[col["married"]])
+	}
+	_, err = conn.PgConn().CopyFrom(ctx, &buf, "COPY "+ident+" (pid, age, sex, educ, race, income, married) FROM STDIN")
 	return err
 }
