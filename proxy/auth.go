@@ -8,10 +8,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/internal/verifier"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/xdg-go/scram"
 )
@@ -53,45 +53,14 @@ func deriveCredentials(password string, salt []byte, iters int) (scramCredential
 	return cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: string(salt), Iters: iters})
 }
 
-// parseVerifier parses PostgreSQL's SCRAM-SHA-256 verifier format.
+// parseVerifier parses an analyst's SCRAM-SHA-256 verifier
+// (internal/verifier).
 func parseVerifier(v string) (scramCredentials, error) {
-	bad := func(what string) (scramCredentials, error) {
-		return scramCredentials{}, fmt.Errorf("password: not a SCRAM-SHA-256 verifier (%s); make one with `dpproxy passwd NAME`", what)
+	sc, err := verifier.Parse(v)
+	if err != nil {
+		return scramCredentials{}, fmt.Errorf("password: %v; make one with `dpproxy passwd NAME`", err)
 	}
-	rest, ok := strings.CutPrefix(v, scramMechanism+"$")
-	if !ok {
-		return bad(`it must start with "SCRAM-SHA-256$" or "plain:"`)
-	}
-	params, keys, ok := strings.Cut(rest, "$")
-	if !ok {
-		return bad("missing keys")
-	}
-	iterText, saltText, ok := strings.Cut(params, ":")
-	if !ok {
-		return bad("missing salt")
-	}
-	iters, err := strconv.Atoi(iterText)
-	if err != nil || iters < 1 {
-		return bad("bad iteration count")
-	}
-	salt, err := base64.StdEncoding.DecodeString(saltText)
-	if err != nil || len(salt) == 0 {
-		return bad("bad salt")
-	}
-	storedText, serverText, ok := strings.Cut(keys, ":")
-	if !ok {
-		return bad("missing server key")
-	}
-	stored, err1 := base64.StdEncoding.DecodeString(storedText)
-	server, err2 := base64.StdEncoding.DecodeString(serverText)
-	if err1 != nil || err2 != nil || len(stored) != sha256.Size || len(server) != sha256.Size {
-		return bad("bad keys")
-	}
-	return scramCredentials{
-		KeyFactors: scram.KeyFactors{Salt: string(salt), Iters: iters},
-		StoredKey:  stored,
-		ServerKey:  server,
-	}, nil
+	return sc, nil
 }
 
 // HashPassword returns a SCRAM-SHA-256 verifier for password in

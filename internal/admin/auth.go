@@ -2,13 +2,12 @@ package admin
 
 import (
 	"crypto/subtle"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
 	"strings"
 
+	scramverifier "github.com/dpproxy/dpproxy/internal/verifier"
 	"github.com/xdg-go/scram"
 )
 
@@ -42,38 +41,15 @@ func newCredential(user, password string) (*credential, error) {
 		c.storedKey = k
 		return c, nil
 	}
-	bad := func(what string) (*credential, error) {
-		return nil, fmt.Errorf("admin.password: not a SCRAM-SHA-256 verifier (%s); make one with `dpproxy passwd %s`", what, user)
+	sc, err := scramverifier.Parse(password)
+	if err == nil && sc.Iters > 1<<20 {
+		// Each basic-auth request re-derives the key at this count.
+		err = errors.New("not a SCRAM-SHA-256 verifier (bad iteration count)")
 	}
-	rest, ok := strings.CutPrefix(password, "SCRAM-SHA-256$")
-	if !ok {
-		return bad(`it must start with "SCRAM-SHA-256$" or "plain:"`)
+	if err != nil {
+		return nil, fmt.Errorf("admin.password: %v; make one with `dpproxy passwd %s`", err, user)
 	}
-	params, keys, ok := strings.Cut(rest, "$")
-	if !ok {
-		return bad("missing keys")
-	}
-	iterText, saltText, ok := strings.Cut(params, ":")
-	if !ok {
-		return bad("missing salt")
-	}
-	iters, err := strconv.Atoi(iterText)
-	if err != nil || iters < 1 || iters > 1<<20 {
-		return bad("bad iteration count")
-	}
-	salt, err := base64.StdEncoding.DecodeString(saltText)
-	if err != nil || len(salt) == 0 {
-		return bad("bad salt")
-	}
-	storedText, _, ok := strings.Cut(keys, ":")
-	if !ok {
-		return bad("missing server key")
-	}
-	sk, err := base64.StdEncoding.DecodeString(storedText)
-	if err != nil || len(sk) != 32 {
-		return bad("bad stored key")
-	}
-	return &credential{user: user, salt: string(salt), iters: iters, storedKey: sk}, nil
+	return &credential{user: user, salt: sc.Salt, iters: sc.Iters, storedKey: sc.StoredKey}, nil
 }
 
 func storedKey(password, salt string, iters int) ([]byte, error) {
