@@ -300,11 +300,13 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	// values. Rows without a unit are excluded (see "NULL unit values").
 	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
 	partition := append([]string{unit}, quoteIdents(p.Keys)...)
+	hasRow := make([]bool, len(p.Measures)) // measure i has a per-row value dp_x<i>
 	for i, m := range p.Measures {
 		v := rowValueSQL(t, m)
 		if v == "" {
 			continue
 		}
+		hasRow[i] = true
 		cols = append(cols, v+" AS dp_x"+strconv.Itoa(i))
 		if m.Kind == MeasureQuantile {
 			cols = append(cols, quantileRankSQL(v, partition, i)...)
@@ -330,7 +332,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	for i, m := range p.Measures {
 		n, x := strconv.Itoa(i), "dp_x"+strconv.Itoa(i)
 		switch {
-		case m.Kind == MeasureCount && rowValueSQL(t, m) == "":
+		case m.Kind == MeasureCount && !hasRow[i]:
 			agg = append(agg, "COUNT(*) AS dp_n"+n)
 		case m.Kind == MeasureCount, m.Kind == MeasureUnits && m.Filter != "":
 			agg = append(agg, "COUNT("+x+") AS dp_n"+n)
