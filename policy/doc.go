@@ -50,7 +50,7 @@
 //	  visits:
 //	    schema: public           # optional, default public
 //	    unit_column: patient_id
-//	    max_groups_per_unit: 4   # L0: groups one unit may contribute to
+//	    max_groups_per_unit: 4   # L0: groups at full weight (L0·R rows in all)
 //	    max_rows_per_unit: 5     # L∞: rows one unit may contribute per group
 //	    columns:
 //	      age:  {type: int, lower: 0, upper: 110}

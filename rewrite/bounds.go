@@ -63,14 +63,18 @@ import (
 //	                quantiles at most R of the values, evenly spaced in rank
 //	                (quantile.go).
 //	dp_counted      (grouped, when a unit could reach more than L0 groups)
-//	                g, the unit's number of groups (groupsScale), or the rank
-//	                of the group among the unit's groups by a hash of (unit,
-//	                keys) (groupsSelect: private keys, quantiles).
+//	                per measure t = Σ over the unit's groups of min(n, R),
+//	                its bounded rows in all, and g, its number of groups,
+//	                for distinct units (groupsScale); or the rank of the
+//	                group among the unit's groups by a hash of (unit, keys)
+//	                (groupsSelect: private keys, quantiles).
 //	dp_bounded      per (unit, group) the bounded value of each measure:
 //	                counts min(n, R), sums s·min(n, R)/n, each weighted by
-//	                min(1, L0/g) (groupsScale), or only the L0 groups of
-//	                smallest rank (groupsSelect); weighted values truncated
-//	                towards zero in exact numeric (weighted).
+//	                min(1, T/t) with T = L0·R the unit's allowance over all
+//	                groups (distinct units by min(1, L0/g)) (groupsScale),
+//	                or only the L0 groups of smallest rank (groupsSelect);
+//	                weighted values truncated towards zero in exact numeric
+//	                (weighted).
 //	final           summed per group in numeric (exact: no rounding can
 //	                exceed the bounds) and cast to text; with private keys
 //	                also COUNT(*), the number of (unit, group) rows of the
@@ -80,12 +84,23 @@ import (
 //
 // Nothing is chosen at random: every bounded value is a function of the
 // unit's own rows. A unit's mean value times min(n, R) is bounded like R
-// clamped rows (|mean| ≤ max(|lower|, |upper|)); weights min(1, L0/g) keep
-// the L1 over groups ≤ L0·L∞ and the L2 ≤ √L0·L∞ (Σ over g groups of
-// (L∞·L0/g)² = L0·L∞²·(L0/g) ≤ L0·L∞² when g > L0). Each is the expected
-// value of the random choice of R rows or L0 groups it replaces, without
-// its variance (PRIVACY.md, "Two levels of bounding"). Other units' values
-// do not depend on whether u is present, so the bounds hold for u alone.
+// clamped rows (|mean| ≤ max(|lower|, |upper|)). With public keys the
+// unit's bounded rows over all groups, t = Σ_g min(n_g, R), are scaled to
+// at most its allowance T = L0·R: each group's value is weighted by
+// min(1, T/t). For a measure with L∞ = R·M (M the largest |value|, 1 for
+// counts) the group values c_g then satisfy |c_g| ≤ min(n_g, R)·M·min(1,
+// T/t), so
+//
+//	L∞: |c_g| ≤ R·M
+//	L1: Σ_g |c_g| ≤ t·M·min(1, T/t) ≤ T·M = L0·L∞
+//	L2: Σ_g c_g² ≤ max_g |c_g| · Σ_g |c_g| ≤ L∞ · L0·L∞, so L2 ≤ √L0·L∞
+//
+// the same sensitivities as keeping at most L0 groups, without dropping
+// or weighting a unit that is in more than L0 groups but within its
+// allowance. Distinct-unit counts (1 per group, L1 ≤ L0) are weighted by
+// min(1, L0/g) for g groups instead. Other units' values do not depend on
+// whether u is present, so the bounds hold for u alone (PRIVACY.md, "Two
+// levels of bounding").
 // No random() also means PostgreSQL may run the scan and the first
 // aggregation in parallel workers (random() is parallel-restricted).
 
@@ -197,8 +212,8 @@ const (
 	// groupsAll: no unit can reach more groups than the bound (ungrouped,
 	// or public key domains with at most MaxGroupsPerUnit groups in all).
 	groupsAll groupBound = iota
-	// groupsScale: public keys; a unit in g > L0 groups has its values in
-	// each weighted by L0/g.
+	// groupsScale: public keys; a unit whose bounded rows over all groups
+	// exceed L0·R has its values in each weighted down to that total.
 	groupsScale
 	// groupsSelect: private keys (partition selection) or quantiles; a
 	// unit keeps its L0 groups of smallest hash.
@@ -289,6 +304,8 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	unit := quoteIdent(t.UnitColumn)
 	rows := strconv.Itoa(t.MaxRowsPerUnit)
 	l0 := strconv.Itoa(p.MaxGroupsPerUnit)
+	// total is the unit's allowance over all groups, T = L0·R rows.
+	total := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
 	mode := groupBounding(p)
 	var keyCols, keyOut []string
 	for j, k := range p.Keys {
@@ -355,7 +372,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		case MeasureCount:
 			v = "LEAST(dp_n" + n + ", " + rows + ")"
 			if mode == groupsScale {
-				v = "CASE WHEN dp_g <= " + l0 + " THEN " + v + " ELSE " + weighted(v, l0, "dp_g", k) + " END"
+				v = "CASE WHEN dp_t" + n + " <= " + total + " THEN " + v + " ELSE " + weighted(v, total, "dp_t"+n, k) + " END"
 			}
 		case MeasureUnits:
 			v = "1"
@@ -370,8 +387,11 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		default:
 			s, c := "dp_s"+n, "dp_n"+n
 			if mode == groupsScale {
-				v = "CASE WHEN " + c + " <= " + rows + " AND dp_g <= " + l0 + " THEN " + s + " ELSE " +
-					weighted(s, "LEAST("+c+", "+rows+") * LEAST(dp_g, "+l0+")", c+"::numeric * dp_g", k) + " END"
+				// t ≥ LEAST(n, R) ≥ 1 in the weighted branch (n = 0 has
+				// s NULL and takes the first).
+				t := "dp_t" + n
+				v = "CASE WHEN " + c + " = 0 OR (" + c + " <= " + rows + " AND " + t + " <= " + total + ") THEN " + s + " ELSE " +
+					weighted(s, "LEAST("+c+", "+rows+") * LEAST("+t+", "+total+")", c+"::numeric * "+t, k) + " END"
 			} else {
 				v = "CASE WHEN " + c + " <= " + rows + " THEN " + s + " ELSE " + weighted(s, rows, c, k) + " END"
 			}
@@ -417,6 +437,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 			b.WriteString(s)
 		}
 	}
+	hasG := false
 	w("SELECT ")
 	join(final, ", ")
 	w(" FROM (SELECT ")
@@ -424,7 +445,22 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	w(" FROM (")
 	switch mode {
 	case groupsScale:
-		w("SELECT *, COUNT(*) OVER (PARTITION BY dp_unit) AS dp_g FROM (")
+		// Per unit and measure, t = Σ over the unit's groups of
+		// min(n, R); g, its number of groups, for distinct units.
+		w("SELECT *")
+		for i, m := range p.Measures {
+			n := strconv.Itoa(i)
+			switch m.Kind {
+			case MeasureUnits:
+				if !hasG {
+					w(", COUNT(*) OVER dp_w AS dp_g")
+					hasG = true
+				}
+			case MeasureCount, MeasureSum, MeasureSumSq:
+				w(", SUM(LEAST(dp_n", n, ", ", rows, ")) OVER dp_w AS dp_t", n)
+			}
+		}
+		w(" FROM (")
 	case groupsSelect:
 		// The unit's groups in the order of a hash of (unit, keys), then
 		// of the keys themselves, so that the order is total and a
@@ -452,7 +488,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	w(") AS dp_unit_groups")
 	switch mode {
 	case groupsScale:
-		w(") AS dp_counted")
+		w(" WINDOW dp_w AS (PARTITION BY dp_unit)) AS dp_counted")
 	case groupsSelect:
 		w(") AS dp_counted WHERE dp_group_rank <= ", l0)
 	}

@@ -417,8 +417,16 @@ func TestRewrite_PostgresBounds(t *testing.T) {
 	for i := 0; i < 30; i++ {
 		rows = append(rows, []any{int64(i + 1), int64(1), "2021-01-01", "cardiology", "flu", 200, "50000", 5})
 	}
+	capRows := int64(ds.Tables["visits"].MaxRowsPerUnit)
 	for i, d := range depts {
-		rows = append(rows, []any{int64(100 + i), int64(2), "2021-01-01", d, "flu", -3, "-7", 5})
+		// Patient 2: capRows+1 visits in each of the 7 departments, so
+		// 7·capRows bounded rows against an allowance of L0·capRows.
+		for j := range capRows + 1 {
+			rows = append(rows, []any{int64(1000 + 100*int64(i) + j), int64(2), "2021-01-01", d, "flu", -3, "-7", 5})
+		}
+		// Patient 4: one visit in each department, 7 rows within the
+		// allowance: never weighted.
+		rows = append(rows, []any{int64(100 + i), int64(4), "2021-01-01", d, "flu", -3, "-7", 5})
 	}
 	// A row outside the public domain and one with a NULL unit.
 	rows = append(rows, []any{int64(200), int64(3), "2021-01-01", "dermatology", "flu", 30, "10", 5})
@@ -450,10 +458,13 @@ func TestRewrite_PostgresBounds(t *testing.T) {
 	if _, ok := groups["dermatology"]; ok {
 		t.Errorf("a group outside the public domain was returned")
 	}
-	// Patient 2 (one visit in each of the 7 departments) is weighted by
-	// L0/g = 4/7 in each (bounds.go, "Two levels of bounding"): every
-	// non-cardiology group holds a count of 4/7 truncated, never more, and
-	// the patient's counts sum to at most max_groups_per_unit = 4.
+	// Patient 2 (capRows+1 visits in each of the 7 departments) has
+	// 7·capRows bounded rows, more than its allowance T = L0·capRows, so
+	// each group's count is weighted by T/(7·capRows) = 4/7 (bounds.go,
+	// "Two levels of bounding"): capRows·4/7 truncated, never more, and
+	// the patient's counts sum to at most T. Patient 4 (7 rows, within
+	// T) adds exactly 1 to each group.
+	want := big.NewRat(4*capRows, 7)
 	total := new(big.Rat)
 	for _, d := range depts {
 		if d == "cardiology" {
@@ -461,33 +472,31 @@ func TestRewrite_PostgresBounds(t *testing.T) {
 		}
 		ms, ok := groups[d]
 		if !ok {
-			t.Errorf("group %s missing: patient 2's visit there is weighted, not dropped", d)
+			t.Errorf("group %s missing: patient 2's visits there are weighted, not dropped", d)
 			continue
 		}
-		c := ms[p.Outputs[1].Measure]
-		if c.Sign() <= 0 || c.Cmp(big.NewRat(4, 7)) > 0 || new(big.Rat).Sub(big.NewRat(4, 7), c).Cmp(big.NewRat(1, 1_000_000_000)) > 0 {
-			t.Errorf("group %s: COUNT(*) = %s, want 4/7 truncated towards zero", d, c.FloatString(20))
+		c := new(big.Rat).Sub(ms[p.Outputs[1].Measure], big.NewRat(1, 1))
+		if c.Sign() <= 0 || c.Cmp(want) > 0 || new(big.Rat).Sub(want, c).Cmp(big.NewRat(1, 1_000_000_000)) > 0 {
+			t.Errorf("group %s: COUNT(*) − patient 4's 1 = %s, want %s truncated towards zero", d, c.FloatString(20), want.FloatString(20))
 		}
 		total.Add(total, c)
 	}
-	if total.Cmp(big.NewRat(int64(p.MaxGroupsPerUnit), 1)) > 0 || p.MaxGroupsPerUnit != 4 {
-		t.Errorf("patient 2's counts sum to %s over the non-cardiology groups, MaxGroupsPerUnit %d, want ≤ 4", total.FloatString(20), p.MaxGroupsPerUnit)
+	if total.Cmp(big.NewRat(int64(p.MaxGroupsPerUnit)*capRows, 1)) > 0 || p.MaxGroupsPerUnit != 4 {
+		t.Errorf("patient 2's counts sum to %s over the non-cardiology groups, MaxGroupsPerUnit %d, want ≤ 4·%d", total.FloatString(20), p.MaxGroupsPerUnit, capRows)
 	}
 	measureOf := func(o int) int { return p.Outputs[o].Measure }
-	vis, _ := ds.Table("visits")
-	capRows := int64(vis.MaxRowsPerUnit)
 	card := groups["cardiology"]
 	if card == nil {
 		t.Fatalf("no cardiology group: %v", res)
 	}
 	// Cardiology: patient 1 capped at max_rows_per_unit rows, each cost clamped to 20000
-	// and age to 110; patient 2 maybe (1 row, cost -7 → 0, age -3 → 0);
+	// and age to 110; patient 2 weighted (cost -7 → 0, age -3 → 0), patient 4's 1;
 	// the NULL-unit row is excluded (rows without a unit are never counted).
 	count := card[measureOf(1)]
 	sumCost := card[measureOf(2)]
 	sumAge := card[measureOf(3)]
-	if c, _ := count.Float64(); c < float64(capRows) || c > float64(capRows+1) {
-		t.Errorf("cardiology COUNT(*) = %v, want %d or %d (capped rows [+ patient 2]; the NULL-unit row excluded)", count, capRows, capRows+1)
+	if lo, hi := new(big.Rat).Add(big.NewRat(capRows+1, 1), want).Sub(new(big.Rat).Add(big.NewRat(capRows+1, 1), want), big.NewRat(1, 1_000_000_000)), new(big.Rat).Add(big.NewRat(capRows+1, 1), want); count.Cmp(lo) < 0 || count.Cmp(hi) > 0 {
+		t.Errorf("cardiology COUNT(*) = %v, want %d + 1 + %s (capped rows, patients 4 and 2; the NULL-unit row excluded)", count.FloatString(12), capRows, want.FloatString(12))
 	}
 	if want := big.NewRat(capRows*20000, 1); sumCost.Cmp(want) != 0 {
 		t.Errorf("cardiology SUM(cost) = %v, want %v (capped rows clamped to 20000; -7 clamped to 0; NULL ignored)", sumCost.RatString(), want.RatString())
