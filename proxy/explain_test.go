@@ -29,7 +29,7 @@ func TestDP_Explain(t *testing.T) {
 		text = append(text, row[0])
 	}
 	all := strings.Join(text, "\n")
-	for _, want := range []string{"0.5", "COUNT(*) OVER (PARTITION BY dp_unit)", `FROM "public"."visits"`} {
+	for _, want := range []string{"0.5", "WINDOW dp_w AS (PARTITION BY dp_unit)", `FROM "public"."visits"`} {
 		if !strings.Contains(all, want) {
 			t.Errorf("EXPLAIN output lacks %q:\n%s", want, all)
 		}

@@ -91,6 +91,7 @@ func (c *conn) rewriteOptions() rewrite.Options {
 	if v := c.settings[settingMaxGroupsPerUnit]; v != "" {
 		o.MaxGroupsPerUnit, _ = strconv.Atoi(v)
 	}
+	o.NoBias = c.settings[settingBias] == "off"
 	if c.quantileMethod() == rewrite.QuantileSample {
 		// Sample-and-aggregate quantiles are planned as such (the other
 		// methods are applied by Plan.WithQuantiles).

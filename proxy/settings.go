@@ -39,6 +39,7 @@ const (
 	// percentile_disc, MIN, MAX) are answered: rewrite.Quantile*.
 	settingQuantileMethod = "dp.quantile_method"
 	settingCache          = "dp.cache"
+	settingBias           = "dp.bias"
 	settingBudget         = "dp.budget"
 )
 
@@ -90,6 +91,7 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingDelta, check: checkDelta, desc: "Privacy cost δ of each DP query of this session (gaussian mechanism; GROUP BY columns without public values)."},
 		{name: settingMechanism, check: checkMechanism, desc: "Noise mechanism of DP queries: laplace or gaussian."},
 		{name: settingCache, def: "on", check: checkBool, desc: "Answer a repeated DP query with its earlier noisy answer, at no cost."},
+		{name: settingBias, def: "on", check: checkBool, desc: "State a DP estimate of the rows contribution bounding removed (costs a tenth of the query's ε)."},
 		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
 		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},
 		{name: settingMaxRowsPerUnit, check: checkContributionBound(settingMaxRowsPerUnit), desc: "Rows one unit may contribute to one group, tighter than the policy's (empty: the policy's; ungrouped queries: its whole allowance)."},

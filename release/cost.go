@@ -110,7 +110,7 @@ func havingOnly(plan *rewrite.Plan) []int {
 	}
 	var out []int
 	for m := range plan.Measures {
-		if !used[m] {
+		if !used[m] && plan.Measures[m].Kind != rewrite.MeasureRemoved {
 			out = append(out, m)
 		}
 	}

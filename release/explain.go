@@ -80,7 +80,12 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	if del > 0 {
 		cost += fmt.Sprintf(" delta=%s", num(del))
 	}
-	cost += fmt.Sprintf(" (split equally: epsilon=%s per measurement", num(ms[0].mech.Epsilon()))
+	if plan.HasBias() && len(ms) > 1 {
+		cost += fmt.Sprintf(" (bias estimate: epsilon=%s; the rest split equally: epsilon=%s per measurement",
+			num(ms[len(ms)-1].mech.Epsilon()), num(ms[0].mech.Epsilon()))
+	} else {
+		cost += fmt.Sprintf(" (split equally: epsilon=%s per measurement", num(ms[0].mech.Epsilon()))
+	}
 	if del > 0 {
 		// δ goes only to the measurements that use it (release/quantile.go).
 		users, share := 0, 0.0
@@ -204,6 +209,8 @@ func measureText(m rewrite.Measure) string {
 		suffix += " filtered"
 	}
 	switch {
+	case m.Kind == rewrite.MeasureRemoved:
+		return "rows removed by contribution bounding, each unit's clipped to its allowance (bias estimate)"
 	case m.Kind == rewrite.MeasureCount && arg == "":
 		return "count(*)" + suffix
 	case m.Kind == rewrite.MeasureUnits:

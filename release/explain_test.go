@@ -50,24 +50,33 @@ func TestExplain_Laplace(t *testing.T) {
 		lines = append(lines, *r[0])
 	}
 	text := strings.Join(lines, "\n")
-	// 4 measurements (count(*), sum, count(cost), sumsq): ε 0.1 each.
-	if !strings.Contains(lines[0], "groups=7") || !strings.Contains(lines[0], "measurements=4") || !strings.Contains(lines[0], "max_groups_per_unit=4") {
+	// 5 measurements: the bias estimate (rows removed by bounding) gets
+	// ε/10 = 0.04, the other 4 (count(*), sum, count(cost), sumsq) 0.09
+	// each (release/bias.go).
+	if !strings.Contains(lines[0], "groups=7") || !strings.Contains(lines[0], "measurements=5") || !strings.Contains(lines[0], "max_groups_per_unit=4") {
 		t.Fatalf("header = %q", lines[0])
 	}
 	if got := field(t, lines[1], "epsilon"); math.Abs(got-0.4) > 1e-9 {
 		t.Fatalf("cost line %q: want epsilon=0.4", lines[1])
 	}
-	// count(*): L∞ 5, L1 = 4·5 = 20, b = 20/0.1 = 200; discrete Laplace
-	// 95% half-width ≈ b·ln 20 ≈ 599.
-	var found bool
+	// count(*): L∞ 5, L1 = 4·5 = 20, b = 20/0.09 ≈ 222.2; discrete
+	// Laplace 95% half-width ≈ b·ln 20 ≈ 666. The bias estimate: each
+	// unit's removed rows clipped to L0·R = 20, b = 20/0.04 = 500.
+	var found, bias bool
 	for _, l := range lines {
 		if strings.Contains(l, "Measurement m0: count(*)") {
 			found = true
-			if field(t, l, "sensitivity") != 20 || field(t, l, "noise_scale") != 200 {
-				t.Fatalf("count(*) line %q: want sensitivity=20 noise_scale=200", l)
+			if field(t, l, "sensitivity") != 20 || math.Abs(field(t, l, "noise_scale")-20/0.09) > 0.1 {
+				t.Fatalf("count(*) line %q: want sensitivity=20 noise_scale=222.2", l)
 			}
-			if h := field(t, l, "half_width_95"); math.Abs(h-200*math.Log(20)) > 3 {
-				t.Fatalf("count(*) half-width %v, want about %v", h, 200*math.Log(20))
+			if h := field(t, l, "half_width_95"); math.Abs(h-20/0.09*math.Log(20)) > 3 {
+				t.Fatalf("count(*) half-width %v, want about %v", h, 20/0.09*math.Log(20))
+			}
+		}
+		if strings.Contains(l, "Measurement m4: rows removed by contribution bounding") {
+			bias = true
+			if field(t, l, "linf") != 20 || field(t, l, "sensitivity") != 20 || math.Abs(field(t, l, "noise_scale")-500) > 0.01 {
+				t.Fatalf("bias line %q: want linf=20 sensitivity=20 noise_scale=500", l)
 			}
 		}
 		if strings.Contains(l, "sumsq(cost)") && strings.Contains(l, "Measurement") {
@@ -76,6 +85,9 @@ func TestExplain_Laplace(t *testing.T) {
 				t.Fatalf("sumsq line %q", l)
 			}
 		}
+	}
+	if !bias {
+		t.Errorf("no bias-estimate measurement in\n%s", text)
 	}
 	if !found {
 		t.Fatalf("no count(*) measurement in\n%s", text)

@@ -82,6 +82,7 @@ const thresholdMechanism = "partition_threshold"
 // budget is the query's ε and δ split between its measurements.
 type budget struct {
 	epsilon        float64 // per measurement (each measure, and the selection's count)
+	biasEpsilon    float64 // the bias estimate's measure, when the plan has one (bias.go)
 	measureDelta   float64 // per measure (Gaussian only)
 	countDelta     float64 // the selection count's Gaussian noise
 	thresholdDelta float64 // the threshold (partition selection only)
@@ -98,6 +99,10 @@ func splitBudget(req Request) budget {
 		n++
 	}
 	b := budget{epsilon: splitDown(req.Epsilon, n)}
+	if req.Plan.HasBias() && n > 1 {
+		// Private keys never carry a bias estimate (rewrite/bias.go).
+		b.biasEpsilon, b.epsilon = biasSplit(req.Epsilon, n-1)
+	}
 	switch {
 	case private:
 		// δ shares: the threshold, the count's noise (Gaussian), and the

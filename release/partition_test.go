@@ -15,7 +15,7 @@ import (
 
 func mustRewrite(t *testing.T, ds *policy.Dataset, q string) *rewrite.Plan {
 	t.Helper()
-	p, err := rewrite.Rewrite(ds, q)
+	p, err := rewrite.RewriteWith(ds, q, rewrite.Options{NoBias: true})
 	if err != nil {
 		t.Fatalf("Rewrite(%q): %v", q, err)
 	}

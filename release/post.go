@@ -428,7 +428,11 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 	if only := havingOnly(req.Plan); len(only) > 0 {
 		parts = append(parts, "HAVING "+costText(measuresCost(ms, only)))
 	}
-	return strings.Join(parts, ", ")
+	text := strings.Join(parts, ", ")
+	if b := biasText(req.Plan, ms, noisy); b != "" { // bias.go
+		text += "; " + b
+	}
+	return text
 }
 
 // spreadM is M of the a-priori AVG and VAR bounds (explain.go): a bound on |A − c| for

@@ -428,8 +428,17 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 		if err := checkL1(plan, ms); err != nil {
 			return nil, err
 		}
+		epsilon := epsilon
 		var lInf float64
 		switch ms.Kind {
+		case rewrite.MeasureRemoved:
+			// Each unit's removed rows are clipped to its allowance
+			// L0·R over all groups (rewrite/bias.go).
+			if i != len(plan.Measures)-1 || ms.L1 != ms.LInf {
+				return nil, pgerr.New(pgerr.InternalError, "internal error: misplaced bias measure")
+			}
+			lInf = float64(plan.MaxGroupsPerUnit) * sensitivity.CountLInf(rows)
+			epsilon = shares.biasEpsilon
 		case rewrite.MeasureQuantile:
 			qm, err := r.newQuantileMech(ms, rows, plan.MaxGroupsPerUnit, epsilon, delta)
 			if err != nil {

@@ -66,7 +66,7 @@ func TestVariance(t *testing.T) {
 // the real rewriter: Laplace scale b = L0·L∞/(ε/m).
 func TestMechanisms_NewMeasures(t *testing.T) {
 	ds := loadPolicy(t)
-	plan, err := rewrite.Rewrite(ds, "SELECT department, COUNT(DISTINCT patient_id), var_pop(cost) FROM visits GROUP BY department")
+	plan, err := rewrite.RewriteWith(ds, "SELECT department, COUNT(DISTINCT patient_id), var_pop(cost) FROM visits GROUP BY department", rewrite.Options{NoBias: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestMechanisms_NewMeasures(t *testing.T) {
 // the released figures must be close to the truth.
 func TestRun_VarianceAndUnits(t *testing.T) {
 	ds := loadPolicy(t)
-	plan, err := rewrite.Rewrite(ds, "SELECT sex, COUNT(DISTINCT patient_id), var_samp(birth_year), stddev_pop(birth_year) FROM patients GROUP BY sex")
+	plan, err := rewrite.RewriteWith(ds, "SELECT sex, COUNT(DISTINCT patient_id), var_samp(birth_year), stddev_pop(birth_year) FROM patients GROUP BY sex", rewrite.Options{NoBias: true})
 	if err != nil {
 		t.Fatal(err)
 	}

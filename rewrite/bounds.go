@@ -349,7 +349,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	for i, m := range p.Measures {
 		n, x := strconv.Itoa(i), "dp_x"+strconv.Itoa(i)
 		switch {
-		case m.Kind == MeasureCount && !hasRow[i]:
+		case m.Kind == MeasureCount && !hasRow[i], m.Kind == MeasureRemoved:
 			agg = append(agg, "COUNT(*) AS dp_n"+n)
 		case m.Kind == MeasureCount, m.Kind == MeasureUnits && m.Filter != "":
 			agg = append(agg, "COUNT("+x+") AS dp_n"+n)
@@ -384,6 +384,8 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 			}
 		case MeasureQuantile:
 			v = quantileUnitSQL("dp_a"+n, t.MaxRowsPerUnit)
+		case MeasureRemoved:
+			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k) // bias.go
 		default:
 			s, c := "dp_s"+n, "dp_n"+n
 			if mode == groupsScale {
@@ -438,6 +440,9 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		}
 	}
 	hasG := false
+	// groupsAll needs dp_counted only for the removed rows of a grouped
+	// query (bias.go).
+	window := mode == groupsAll && len(p.Keys) > 0 && p.HasBias()
 	w("SELECT ")
 	join(final, ", ")
 	w(" FROM (SELECT ")
@@ -458,9 +463,15 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 				}
 			case MeasureCount, MeasureSum, MeasureSumSq:
 				w(", SUM(LEAST(dp_n", n, ", ", rows, ")) OVER dp_w AS dp_t", n)
+			case MeasureRemoved:
+				w(removedWindowSQL(n, mode, rows))
 			}
 		}
 		w(" FROM (")
+	case groupsAll:
+		if window {
+			w("SELECT *", removedWindowSQL(strconv.Itoa(len(p.Measures)-1), mode, rows), " FROM (")
+		}
 	case groupsSelect:
 		// The unit's groups in the order of a hash of (unit, keys), then
 		// of the keys themselves, so that the order is total and a
@@ -489,6 +500,10 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	switch mode {
 	case groupsScale:
 		w(" WINDOW dp_w AS (PARTITION BY dp_unit)) AS dp_counted")
+	case groupsAll:
+		if window {
+			w(" WINDOW dp_w AS (PARTITION BY dp_unit)) AS dp_counted")
+		}
 	case groupsSelect:
 		w(") AS dp_counted WHERE dp_group_rank <= ", l0)
 	}

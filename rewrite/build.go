@@ -231,6 +231,9 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	if p.Join == nil || p.Join.Shape != JoinKey {
 		scaledMeasures(p) // bounds.go
 	}
+	if !b.opts.NoBias {
+		addRemoved(b.table, p) // bias.go
+	}
 	p.SQL = emitSQL(b.table, p, b.where)
 	p.table, p.where = b.table, b.where
 	p.Fingerprint = fingerprint(p)

@@ -174,6 +174,8 @@ func describePlan(p *Plan) string {
 		switch {
 		case m.Expr != "":
 			s = fmt.Sprintf("m%d %s(expr) linf=%g", i, m.Kind, m.LInf)
+		case m.Kind == MeasureRemoved:
+			s = fmt.Sprintf("m%d removed rows linf=%g", i, m.LInf)
 		case m.Column == "":
 			s = fmt.Sprintf("m%d count(*) linf=%g", i, m.LInf)
 		}

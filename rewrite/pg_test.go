@@ -484,6 +484,33 @@ func TestRewrite_PostgresBounds(t *testing.T) {
 	if total.Cmp(big.NewRat(int64(p.MaxGroupsPerUnit)*capRows, 1)) > 0 || p.MaxGroupsPerUnit != 4 {
 		t.Errorf("patient 2's counts sum to %s over the non-cardiology groups, MaxGroupsPerUnit %d, want ≤ 4·%d", total.FloatString(20), p.MaxGroupsPerUnit, capRows)
 	}
+	// The bias estimate (bias.go), the last measure: patient 1 lost 25
+	// cardiology rows, clipped to C = L0·R = 20; patient 2 lost
+	// 42 − 20 = 22 rows, 22/7 per group, clipped to 20 in all (20/7 per
+	// group, truncated); patient 4 lost none.
+	if !p.HasBias() {
+		t.Fatalf("plan has no bias estimate: %+v", p.Measures)
+	}
+	r := len(p.Measures) - 1
+	if c := float64(p.MaxGroupsPerUnit) * float64(capRows); p.Measures[r].LInf != c || p.Measures[r].L1 != c {
+		t.Errorf("bias measure bounds %+v, want LInf = L1 = %v", p.Measures[r], c)
+	}
+	perGroup := big.NewRat(4*capRows, 7)
+	removedTotal := new(big.Rat)
+	for _, d := range depts {
+		want := new(big.Rat).Set(perGroup)
+		if d == "cardiology" {
+			want.Add(want, big.NewRat(4*capRows, 1))
+		}
+		got := groups[d][r]
+		if got.Cmp(want) > 0 || new(big.Rat).Sub(want, got).Cmp(big.NewRat(1, 1_000_000_000)) > 0 {
+			t.Errorf("group %s: removed rows %s, want %s truncated towards zero", d, got.FloatString(12), want.FloatString(12))
+		}
+		removedTotal.Add(removedTotal, got)
+	}
+	if removedTotal.Cmp(big.NewRat(2*4*capRows, 1)) > 0 {
+		t.Errorf("removed rows sum to %s, more than 2 units × C", removedTotal.FloatString(12))
+	}
 	measureOf := func(o int) int { return p.Outputs[o].Measure }
 	card := groups["cardiology"]
 	if card == nil {

@@ -121,6 +121,12 @@ const (
 	// [Lower, Upper] (percentile_cont, percentile_disc, MIN, MAX), released
 	// by the method of Measure.Quantile (quantile.go).
 	MeasureQuantile
+	// MeasureRemoved is the bias estimate of contribution bounding
+	// (bias.go): per group, the rows of the query that bounding removed,
+	// with each unit's removed rows over all groups clipped to
+	// L1 = LInf = L0·R. It has no output; release states its noisy total
+	// in the NOTICE.
+	MeasureRemoved
 )
 
 func (k MeasureKind) String() string {
@@ -137,6 +143,8 @@ func (k MeasureKind) String() string {
 		return "sampleagg"
 	case MeasureQuantile:
 		return "quantile"
+	case MeasureRemoved:
+		return "removed"
 	}
 	return "unknown"
 }

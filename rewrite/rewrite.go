@@ -50,6 +50,9 @@ type Options struct {
 	// tighter than the policy's for this session's queries (bounds.go,
 	// "Bounds per query"); looser ones are refused.
 	MaxRowsPerUnit, MaxGroupsPerUnit int
+	// NoBias is SET dp.bias = off: no bias estimate of contribution
+	// bounding (bias.go), and its share of ε goes to the measures.
+	NoBias bool
 }
 
 // RewriteWith is Rewrite with session options.
