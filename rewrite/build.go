@@ -412,6 +412,11 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 								return err
 							}
 							ref = nil
+						} else if ok, err := b.addBucketKey(f.Expr); ok || err != nil {
+							if err != nil {
+								return err
+							}
+							ref = nil
 						} else {
 							return b.errAt(x, pgerr.FeatureNotSupported, "GROUP BY %q refers to an expression", x.Name.Name.O).
 								WithHint("GROUP BY a column with public values")
@@ -430,6 +435,12 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 			}
 			continue
 		default:
+			if ok, err := b.addBucketKey(e); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			l, ok := b.lit(e)
 			if !ok {
 				return b.errAt(e, pgerr.FeatureNotSupported, "GROUP BY expressions are not supported yet").
@@ -447,6 +458,12 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 			}
 			if ce, ok := fields[pos].Expr.(*ast.CaseExpr); ok {
 				if err := b.addCaseKey(ce); err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := b.addBucketKey(fields[pos].Expr); ok || err != nil {
+				if err != nil {
 					return err
 				}
 				continue
@@ -522,6 +539,35 @@ func (b *builder) publicKeys() []string {
 		out = []string{"none in this table"}
 	}
 	return out
+}
+
+// addBucketKey adds floor(X/W)*W as a key (datekey.go); ok is false when
+// e has another shape.
+func (b *builder) addBucketKey(e ast.ExprNode) (bool, error) {
+	k, col, ok, err := b.bucketKey(e)
+	if !ok || err != nil {
+		return ok, err
+	}
+	b.appendKey(k, col)
+	return true, nil
+}
+
+// keyOutput returns the index of a planned key equal to k, or -1.
+func (b *builder) keyOutput(k Key) int {
+	for i, have := range b.keys {
+		if sameKey(have, k) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (b *builder) appendKey(k Key, col *policy.Column) {
+	if b.keyOutput(k) >= 0 {
+		return
+	}
+	b.keys = append(b.keys, k)
+	b.keyCols = append(b.keyCols, col)
 }
 
 // addExprKey adds a GROUP BY expression key (see exprKey).
@@ -607,9 +653,21 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 					break
 				}
 			}
+			if k, _, ok, err := b.bucketKey(f.Expr); ok {
+				if err != nil {
+					return err
+				}
+				idx := b.keyOutput(k)
+				if idx < 0 {
+					return b.errAt(f.Expr, "42803", "the bucket expression must appear in the GROUP BY clause").
+						WithHint("add it to GROUP BY, e.g. GROUP BY 1")
+				}
+				out = Output{Name: "?column?", Kind: OutputKey, Key: idx, PGType: keyPGType(b.keys[idx])}
+				break
+			}
 			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok {
 				name := strings.ToLower(fc.FnName.O)
-				if name != "width_bucket" && name != "date_trunc" && name != "extract" {
+				if name != "width_bucket" && name != "date_trunc" && name != "extract" && name != "date_part" {
 					return b.errAt(f.Expr, pgerr.FeatureNotSupported, "function %s is not supported in DP queries", fc.FnName.O).
 						WithHint("%s", aggregateHint)
 				}
@@ -911,8 +969,8 @@ func keyPGType(k Key) string {
 	if k.Private {
 		return privateKeyPGType(k.Type)
 	}
-	if k.Func == "extract" {
-		return "numeric" // PostgreSQL 14+: EXTRACT returns numeric
+	if t := dateKeyPGType(k); t != "" {
+		return t // PostgreSQL 14+: EXTRACT returns numeric, date_part float8
 	}
 	switch k.Type {
 	case policy.TypeInt:
@@ -990,6 +1048,23 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 			if idx < 0 {
 				return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY a group key that is not in the select list is not supported").
 					WithHint("add the expression to the select list, or order by an output column name, alias or position")
+			}
+		case *ast.BinaryOperationExpr:
+			k, _, ok, err := b.bucketKey(x)
+			if err != nil {
+				return err
+			}
+			if ok {
+				for i, o := range p.Outputs {
+					if o.Kind == OutputKey && sameKey(b.keys[o.Key], k) {
+						idx = i
+						break
+					}
+				}
+			}
+			if idx < 0 {
+				return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY expressions are not supported").
+					WithHint("order by an output column name, alias or position")
 			}
 		case *ast.AggregateFuncExpr:
 			saved := len(b.measures)

@@ -114,6 +114,10 @@ var typeNames = map[string]policy.Type{
 	"boolean": policy.TypeBool, "bool": policy.TypeBool,
 }
 
+// extractMarkerFields are the EXTRACT fields passed as "extract"('field',
+// col) (the TiDB parser reads YEAR, QUARTER and MONTH itself).
+var extractMarkerFields = map[string]bool{"epoch": true, "dow": true, "isodow": true, "doy": true, "week": true, "day": true}
+
 // refusedWords are refused wherever they appear as unquoted words, with
 // their SQLSTATE, message and hint.
 var refusedWords = map[string][3]string{
@@ -367,10 +371,20 @@ func normalize(src string) (*normalized, error) {
 				add(strings.ToUpper(next(2).val), next(2).pos, true)
 				add("FROM", next(3).pos, true)
 				i += 3
+			case w == "extract" && next(1).isPunct("(") && extractMarkerFields[strings.ToLower(next(2).val)] && (next(2).kind == tokIdent || next(2).kind == tokString) && next(3).is("from"):
+				// EXTRACT(EPOCH|DOW|ISODOW|DOY|WEEK|DAY FROM col): units
+				// the TiDB parser lacks, written as PostgreSQL 14+'s own
+				// function "extract"('field', col) (datekey.go).
+				add(quoteIdent("extract"), t.pos, true)
+				add("(", next(1).pos, false)
+				depth++ // the ")" is read by the case above
+				addLit(literal{kind: litString, val: strings.ToLower(next(2).val), pos: next(2).pos})
+				add(",", next(3).pos, false)
+				i += 3
 			case w == "extract" && next(1).isPunct("("):
-				return nil, pgerr.New(pgerr.FeatureNotSupported, "EXTRACT is supported as EXTRACT(YEAR|QUARTER|MONTH FROM date_col) only").
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "EXTRACT is supported as EXTRACT(YEAR|QUARTER|MONTH|DAY|DOW|ISODOW|DOY|WEEK|EPOCH FROM date_col) only").
 					WithPosition(charPos(src, t.pos)).
-					WithHint("GROUP BY EXTRACT(YEAR FROM date_col), or date_trunc('day'|'week'|'month'|'quarter'|'year', date_col); EXTRACT(EPOCH …) buckets are not supported")
+					WithHint("%s", keyExprHint)
 			case w == "isnull" || w == "notnull":
 				add("IS", t.pos, true)
 				if w == "notnull" {
