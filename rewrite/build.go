@@ -57,7 +57,10 @@ type builder struct {
 
 	join *joinState // a FROM clause with joins (join.go), else nil
 	opts Options    // session settings (SET dp.…)
-	sa   []saSpec   // sample-and-aggregate calls of the select list (sampleagg.go)
+	// tsCast: a cast of a column to timestamp[tz] was dropped (cast.go),
+	// so an untyped literal may be compared as a timestamp (datefold.go).
+	tsCast bool
+	sa     []saSpec // sample-and-aggregate calls of the select list (sampleagg.go)
 }
 
 // aggSpec is an aggregate call of the select list.
@@ -83,7 +86,7 @@ var parsers = sync.Pool{New: func() any {
 
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
-	stmt = blankCasts(stmt) // cast.go: value-preserving casts of columns
+	stmt, tsCast := blankCasts(stmt) // cast.go: value-preserving casts of columns
 	n, err := normalize(stmt)
 	if err != nil {
 		return nil, err
@@ -117,7 +120,7 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	if !ok {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").WithHint("%s", shapeHint)
 	}
-	b := &builder{ds: ds, src: stmt, norm: n, opts: opts}
+	b := &builder{ds: ds, src: stmt, norm: n, opts: opts, tsCast: tsCast}
 	if err := b.checkDepth(sel); err != nil { // depth.go
 		return nil, err
 	}

@@ -1,7 +1,5 @@
 package rewrite
 
-import "strings"
-
 // Casts of columns as BI tools write them (issue 17, item 3):
 // `CAST(visit_date AS TIMESTAMP)`, `visit_date::timestamp`,
 // `SUM(CAST(age AS DOUBLE PRECISION))`, `CAST(department AS TEXT)`,
@@ -40,15 +38,16 @@ var intTargets = map[string]bool{"int": true, "integer": true, "int4": true, "in
 
 // blankCasts returns stmt with value-preserving casts of columns removed
 // and midnight timestamp literals written as dates, byte offsets kept.
-func blankCasts(stmt string) string {
+func blankCasts(stmt string) (string, bool) {
 	toks, err := lex(stmt)
 	if err != nil {
-		return stmt
+		return stmt, false
 	}
 	match := matchParens(toks)
 	if match == nil {
-		return stmt
+		return stmt, false
 	}
+	tsCast := false
 	b := []byte(stmt)
 	blank := func(from, to int) { // token range [from, to)
 		if from >= to {
@@ -57,17 +56,6 @@ func blankCasts(stmt string) string {
 		for i := toks[from].pos; i < toks[to-1].end; i++ {
 			b[i] = ' '
 		}
-	}
-	replace := func(from, to int, text string) bool {
-		start, end := toks[from].pos, toks[to-1].end
-		if len(text) > end-start {
-			return false
-		}
-		copy(b[start:], text)
-		for i := start + len(text); i < end; i++ {
-			b[i] = ' '
-		}
-		return true
 	}
 	// typeEnd returns the index after a type name at k, and its name
 	// ("" when not a droppable type).
@@ -95,51 +83,15 @@ func blankCasts(stmt string) string {
 	droppable := func(name string, extract bool) bool {
 		return castTargets[name] || extract && intTargets[name]
 	}
-	// dateOf returns the date literal of a midnight timestamp text.
-	dateOf := func(v string) (string, bool) {
-		if d, midnight, err := TimestampDate(v); err == nil && midnight {
-			return "DATE '" + d.Format("2006-01-02") + "'", true
-		}
-		return "", false
-	}
 	for k := 0; k < len(toks); k++ {
 		t := toks[k]
 		switch {
-		// TIMESTAMP [WITH[OUT] TIME ZONE] 'literal'
-		case (t.is("timestamp") || t.is("timestamptz")) && !(k > 0 && (toks[k-1].isPunct("::") || toks[k-1].is("as"))):
-			j, _ := typeEnd(k)
-			if j < len(toks) && toks[j].kind == tokString {
-				if d, ok := dateOf(toks[j].val); ok && replace(k, j+1, d) {
-					k = j
-				}
-			}
-		// 'literal'::timestamp
-		case t.kind == tokString && k+1 < len(toks) && toks[k+1].isPunct("::"):
-			j, name := typeEnd(k + 2)
-			if name == "timestamp" || name == "timestamptz" {
-				if d, ok := dateOf(t.val); ok && replace(k, j, d) {
-					k = j - 1
-				}
-			}
-		// to_timestamp('YYYY-MM-DD…', 'format')
-		case t.is("to_timestamp") && k+5 < len(toks) && toks[k+1].isPunct("(") && toks[k+2].kind == tokString &&
-			toks[k+3].isPunct(",") && toks[k+4].kind == tokString && toks[k+5].isPunct(")"):
-			f := strings.ToUpper(toks[k+4].val)
-			if strings.HasPrefix(f, "YYYY-MM-DD") {
-				v := toks[k+2].val
-				if len(v) >= 10 {
-					if d, ok := dateOf(strings.Replace(v, "T", " ", 1)); ok && replace(k, k+6, d) {
-						k += 5
-					} else if d, ok := dateOf(v[:10] + " 00:00:00"); ok && len(v) == 10 && replace(k, k+6, d) {
-						k += 5
-					}
-				}
-			}
 		// column::type, (expr)::type
 		case t.isPunct("::") && k > 0 && (toks[k-1].kind == tokIdent || toks[k-1].isPunct(")")):
 			j, name := typeEnd(k + 1)
 			extract := toks[k-1].isPunct(")") && isExtract(match[k-1])
 			if droppable(name, extract) && !(j < len(toks) && toks[j].isPunct("::")) {
+				tsCast = tsCast || name == "timestamp" || name == "timestamptz"
 				blank(k, j)
 				k = j - 1
 			}
@@ -170,9 +122,10 @@ func blankCasts(stmt string) string {
 			}
 			// The operand is a primary (a column or a call): the
 			// parentheses go with the cast.
+			tsCast = tsCast || name == "timestamp" || name == "timestamptz"
 			blank(k, k+2)
 			blank(j, close+1)
 		}
 	}
-	return string(b)
+	return string(b), tsCast
 }

@@ -112,6 +112,20 @@ var typeNames = map[string]policy.Type{
 	"text":   policy.TypeText, "varchar": policy.TypeText, "char": policy.TypeText, "character": policy.TypeText,
 	"date":    policy.TypeDate,
 	"boolean": policy.TypeBool, "bool": policy.TypeBool,
+	// Timestamps are compared only with date columns (datefold.go).
+	"timestamp": typTimestamp, "timestamptz": typTimestampTZ,
+}
+
+// timestampZone reads [WITH|WITHOUT] TIME ZONE after "timestamp" at
+// toks[k]: the type and the index after it.
+func timestampZone(toks []token, k int, typ policy.Type) (policy.Type, int) {
+	if typ == typTimestamp && k+2 < len(toks) && (toks[k].is("with") || toks[k].is("without")) && toks[k+1].is("time") && toks[k+2].is("zone") {
+		if toks[k].is("with") {
+			typ = typTimestampTZ
+		}
+		k += 3
+	}
+	return typ, k
 }
 
 // extractMarkerFields are the EXTRACT fields passed as "extract"('field',
@@ -412,6 +426,16 @@ func normalize(src string) (*normalized, error) {
 				}
 				addLit(literal{kind: kind, val: lt.val, typ: typ, pos: lt.pos})
 				i = k
+			case (w == "timestamp" || w == "timestamptz") && !prevIs(i, "as"):
+				// TIMESTAMP [WITH[OUT] TIME ZONE] '…', TIMESTAMPTZ '…'
+				typ, k := timestampZone(toks, i+1, typeNames[w])
+				if k >= len(toks) || toks[k].kind != tokString {
+					return nil, pgerr.New(pgerr.FeatureNotSupported, "%s values are supported only as literals compared with date columns", strings.ToUpper(w)).
+						WithPosition(charPos(src, t.pos)).
+						WithHint("compare date columns with TIMESTAMP '2024-01-01 12:00:00' or 'YYYY-MM-DD'::date literals")
+				}
+				addLit(literal{kind: litString, val: toks[k].val, typ: typ, pos: t.pos})
+				i = k
 			case typeNames[w] != "" && next(1).kind == tokString && !prevIs(i, "as"):
 				// Typed literal: DATE '2021-01-01', integer '5'.
 				addLit(literal{kind: litString, val: next(1).val, typ: typeNames[w], pos: t.pos})
@@ -481,7 +505,7 @@ func castType(src string, toks []token, k int) (policy.Type, int, error) {
 	if !ok {
 		return "", k, pgerr.New(pgerr.FeatureNotSupported, "casts to %s are not supported", name).
 			WithPosition(charPos(src, toks[k].pos)).
-			WithHint("cast literals to int, numeric, float8, text, date or boolean")
+			WithHint("cast literals to int, numeric, float8, text, date, timestamp, timestamptz or boolean")
 	}
 	k++
 	switch {
@@ -492,6 +516,8 @@ func castType(src string, toks []token, k int) (policy.Type, int, error) {
 		k++
 	case name == "character" && k < len(toks) && toks[k].is("varying"):
 		k++
+	case name == "timestamp":
+		typ, k = timestampZone(toks, k, typ)
 	}
 	if k < len(toks) && toks[k].isPunct("(") {
 		for k < len(toks) && !toks[k].isPunct(")") {
