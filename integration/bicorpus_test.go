@@ -126,7 +126,7 @@ var biCorpus = []biCase{
 	{tool: "Grafana", name: "epoch bucket with two widths", refuse: "0A000",
 		sql: `SELECT floor(extract(epoch from visit_date)/86400)*3600 AS "time", count(*) FROM visits GROUP BY 1`},
 	{tool: "Metabase", name: "day of week",
-		sql:   `SELECT (CAST(extract(isodow from "public"."visits"."visit_date") AS integer) % 7) + 1 AS "visit_date", count(*) AS "count" FROM "public"."visits" GROUP BY 1 ORDER BY 1 ASC`,
+		sql:    `SELECT (CAST(extract(isodow from "public"."visits"."visit_date") AS integer) % 7) + 1 AS "visit_date", count(*) AS "count" FROM "public"."visits" GROUP BY 1 ORDER BY 1 ASC`,
 		refuse: "0A000"},
 	{tool: "Tableau", name: "weekday date part",
 		sql:   `SELECT EXTRACT(DOW FROM "visits"."visit_date") AS "wd:visit_date:ok", COUNT(*) AS "cnt:visits:ok" FROM "public"."visits" "visits" GROUP BY 1`,

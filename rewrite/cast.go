@@ -4,10 +4,8 @@ package rewrite
 // `CAST(visit_date AS TIMESTAMP)`, `visit_date::timestamp`,
 // `SUM(CAST(age AS DOUBLE PRECISION))`, `CAST(department AS TEXT)`,
 // `CAST(EXTRACT(YEAR FROM visit_date) AS INTEGER)`,
-// `date_trunc('month', visit_date)::date`, and midnight timestamp literals
-// compared with date columns (`TIMESTAMP '2023-01-01 00:00:00'`,
-// `'2023-01-01T00:00:00Z'::timestamptz`, `TO_TIMESTAMP('2023-01-01',
-// 'YYYY-MM-DD')`).
+// `date_trunc('month', visit_date)::date` (timestamp literals compared with
+// date columns are folded by datefold.go).
 //
 // A cast is dropped when it preserves the value and its order for every
 // policy type it can apply to, so that the query without it is the same
@@ -17,9 +15,9 @@ package rewrite
 // or date_trunc of one, is midnight of the same day), and to an integer
 // type only around EXTRACT (whose fields are integral). Casts to other
 // types, and casts of other expressions, stay and are refused by the
-// normalizer as before. A timestamp literal at midnight becomes the date
-// literal of that day (comparing a date with midnight of a day is
-// comparing it with the day); other timestamps stay and are refused.
+// normalizer as before. Dropping a cast of a column to timestamp[tz] is
+// reported, so that an untyped literal compared with it, which PostgreSQL
+// would read as a timestamp, is refused when it has a time of day.
 //
 // The rewrite keeps every byte offset: removed text becomes spaces and
 // replacements are padded, so error positions still point into the
@@ -37,7 +35,7 @@ var castTargets = map[string]bool{
 var intTargets = map[string]bool{"int": true, "integer": true, "int4": true, "int8": true, "bigint": true, "smallint": true, "int2": true}
 
 // blankCasts returns stmt with value-preserving casts of columns removed
-// and midnight timestamp literals written as dates, byte offsets kept.
+// (byte offsets kept), and whether a cast to timestamp[tz] was dropped.
 func blankCasts(stmt string) (string, bool) {
 	toks, err := lex(stmt)
 	if err != nil {

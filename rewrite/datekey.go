@@ -106,7 +106,10 @@ func (b *builder) fieldKey(fc *ast.FuncCallExpr, fn string) (Key, *policy.Column
 	}
 	args := []string{field}
 	if typ == "float8" {
-		args = append(args, typ)
+		// date_part(text, date) casts the date to timestamp, which
+		// raises 22008 beyond 294276 AD: only dates within the policy
+		// bounds reach it (the others are not counted, as for date_trunc).
+		args = append(args, typ, lo.Format("2006-01-02"), hi.Format("2006-01-02"))
 	}
 	return Key{Column: ci.name, Type: policy.TypeInt, Domain: dom, Func: "extract", Args: args}, ci.col, nil
 }
@@ -320,14 +323,14 @@ func (b *builder) intBucketKey(at ast.Node, ci colInfo, w *big.Int, wText string
 func dateKeySQL(k Key, c string) string {
 	switch k.Func {
 	case "extract":
-		if len(k.Args) == 2 { // date_part: float8
-			return "date_part(" + quoteString(k.Args[0]) + ", " + c + ")"
+		if len(k.Args) == 4 { // date_part: float8, within the bounds
+			return "CASE WHEN " + c + " BETWEEN " + quoteString(k.Args[2]) + "::date AND " + quoteString(k.Args[3]) + "::date THEN date_part(" + quoteString(k.Args[0]) + ", " + c + ") END"
 		}
 		return "EXTRACT(" + strings.ToUpper(k.Args[0]) + " FROM " + c + ")"
 	case "epoch":
 		// Within the bounds only: no infinite dates reach EXTRACT.
 		e := "EXTRACT(EPOCH FROM " + c + ")"
-		if k.Args[1] == "float8" {
+		if k.Args[1] == "float8" { // date_part casts to timestamp: guarded too
 			e = "date_part('epoch', " + c + ")"
 		}
 		if k.Args[0] != "" {
@@ -344,7 +347,7 @@ func dateKeySQL(k Key, c string) string {
 func dateKeyPGType(k Key) string {
 	switch k.Func {
 	case "extract":
-		if len(k.Args) == 2 {
+		if len(k.Args) == 4 {
 			return "float8"
 		}
 		return "numeric"
