@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -92,6 +93,15 @@ func (c *conn) rewriteOptions() rewrite.Options {
 		o.MaxGroupsPerUnit, _ = strconv.Atoi(v)
 	}
 	o.NoBias = c.settings[settingBias] == "off"
+	if tz := c.settings["timezone"]; !rewrite.UTCZone(tz) {
+		// timestamptz literals compared with date columns are folded in
+		// the session's zone (rewrite/datefold.go); a numeric offset
+		// leaves Location nil and such literals are refused.
+		o.TimeZone = tz
+		if !isOffset(tz) {
+			o.Location, _ = time.LoadLocation(tz)
+		}
+	}
 	if c.quantileMethod() == rewrite.QuantileSample {
 		// Sample-and-aggregate quantiles are planned as such (the other
 		// methods are applied by Plan.WithQuantiles).

@@ -57,7 +57,10 @@ type builder struct {
 
 	join *joinState // a FROM clause with joins (join.go), else nil
 	opts Options    // session settings (SET dp.…)
-	sa   []saSpec   // sample-and-aggregate calls of the select list (sampleagg.go)
+	// tsCast: a cast of a column to timestamp[tz] was dropped (cast.go),
+	// so an untyped literal may be compared as a timestamp (datefold.go).
+	tsCast bool
+	sa     []saSpec // sample-and-aggregate calls of the select list (sampleagg.go)
 }
 
 // aggSpec is an aggregate call of the select list.
@@ -83,7 +86,7 @@ var parsers = sync.Pool{New: func() any {
 
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
-	stmt = blankCasts(stmt) // cast.go: value-preserving casts of columns
+	stmt, tsCast := blankCasts(stmt) // cast.go: value-preserving casts of columns
 	n, err := normalize(stmt)
 	if err != nil {
 		return nil, err
@@ -117,7 +120,7 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	if !ok {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").WithHint("%s", shapeHint)
 	}
-	b := &builder{ds: ds, src: stmt, norm: n, opts: opts}
+	b := &builder{ds: ds, src: stmt, norm: n, opts: opts, tsCast: tsCast}
 	if err := b.checkDepth(sel); err != nil { // depth.go
 		return nil, err
 	}
@@ -415,6 +418,11 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 								return err
 							}
 							ref = nil
+						} else if ok, err := b.addBucketKey(f.Expr); ok || err != nil {
+							if err != nil {
+								return err
+							}
+							ref = nil
 						} else {
 							return b.errAt(x, pgerr.FeatureNotSupported, "GROUP BY %q refers to an expression", x.Name.Name.O).
 								WithHint("GROUP BY a column with public values")
@@ -433,6 +441,12 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 			}
 			continue
 		default:
+			if ok, err := b.addBucketKey(e); ok || err != nil {
+				if err != nil {
+					return err
+				}
+				continue
+			}
 			l, ok := b.lit(e)
 			if !ok {
 				return b.errAt(e, pgerr.FeatureNotSupported, "GROUP BY expressions are not supported yet").
@@ -450,6 +464,12 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 			}
 			if ce, ok := fields[pos].Expr.(*ast.CaseExpr); ok {
 				if err := b.addCaseKey(ce); err != nil {
+					return err
+				}
+				continue
+			}
+			if ok, err := b.addBucketKey(fields[pos].Expr); ok || err != nil {
+				if err != nil {
 					return err
 				}
 				continue
@@ -525,6 +545,35 @@ func (b *builder) publicKeys() []string {
 		out = []string{"none in this table"}
 	}
 	return out
+}
+
+// addBucketKey adds floor(X/W)*W as a key (datekey.go); ok is false when
+// e has another shape.
+func (b *builder) addBucketKey(e ast.ExprNode) (bool, error) {
+	k, col, ok, err := b.bucketKey(e)
+	if !ok || err != nil {
+		return ok, err
+	}
+	b.appendKey(k, col)
+	return true, nil
+}
+
+// keyOutput returns the index of a planned key equal to k, or -1.
+func (b *builder) keyOutput(k Key) int {
+	for i, have := range b.keys {
+		if sameKey(have, k) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (b *builder) appendKey(k Key, col *policy.Column) {
+	if b.keyOutput(k) >= 0 {
+		return
+	}
+	b.keys = append(b.keys, k)
+	b.keyCols = append(b.keyCols, col)
 }
 
 // addExprKey adds a GROUP BY expression key (see exprKey).
@@ -610,9 +659,21 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 					break
 				}
 			}
+			if k, _, ok, err := b.bucketKey(f.Expr); ok {
+				if err != nil {
+					return err
+				}
+				idx := b.keyOutput(k)
+				if idx < 0 {
+					return b.errAt(f.Expr, "42803", "the bucket expression must appear in the GROUP BY clause").
+						WithHint("add it to GROUP BY, e.g. GROUP BY 1")
+				}
+				out = Output{Name: "?column?", Kind: OutputKey, Key: idx, PGType: keyPGType(b.keys[idx])}
+				break
+			}
 			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok {
 				name := strings.ToLower(fc.FnName.O)
-				if name != "width_bucket" && name != "date_trunc" && name != "extract" {
+				if name != "width_bucket" && name != "date_trunc" && name != "extract" && name != "date_part" {
 					return b.errAt(f.Expr, pgerr.FeatureNotSupported, "function %s is not supported in DP queries", fc.FnName.O).
 						WithHint("%s", aggregateHint)
 				}
@@ -914,8 +975,8 @@ func keyPGType(k Key) string {
 	if k.Private {
 		return privateKeyPGType(k.Type)
 	}
-	if k.Func == "extract" {
-		return "numeric" // PostgreSQL 14+: EXTRACT returns numeric
+	if t := dateKeyPGType(k); t != "" {
+		return t // PostgreSQL 14+: EXTRACT returns numeric, date_part float8
 	}
 	switch k.Type {
 	case policy.TypeInt:
@@ -993,6 +1054,23 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 			if idx < 0 {
 				return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY a group key that is not in the select list is not supported").
 					WithHint("add the expression to the select list, or order by an output column name, alias or position")
+			}
+		case *ast.BinaryOperationExpr:
+			k, _, ok, err := b.bucketKey(x)
+			if err != nil {
+				return err
+			}
+			if ok {
+				for i, o := range p.Outputs {
+					if o.Kind == OutputKey && sameKey(b.keys[o.Key], k) {
+						idx = i
+						break
+					}
+				}
+			}
+			if idx < 0 {
+				return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY expressions are not supported").
+					WithHint("order by an output column name, alias or position")
 			}
 		case *ast.AggregateFuncExpr:
 			saved := len(b.measures)

@@ -1,15 +1,11 @@
 package rewrite
 
-import "strings"
-
 // Casts of columns as BI tools write them (issue 17, item 3):
 // `CAST(visit_date AS TIMESTAMP)`, `visit_date::timestamp`,
 // `SUM(CAST(age AS DOUBLE PRECISION))`, `CAST(department AS TEXT)`,
 // `CAST(EXTRACT(YEAR FROM visit_date) AS INTEGER)`,
-// `date_trunc('month', visit_date)::date`, and midnight timestamp literals
-// compared with date columns (`TIMESTAMP '2023-01-01 00:00:00'`,
-// `'2023-01-01T00:00:00Z'::timestamptz`, `TO_TIMESTAMP('2023-01-01',
-// 'YYYY-MM-DD')`).
+// `date_trunc('month', visit_date)::date` (timestamp literals compared with
+// date columns are folded by datefold.go).
 //
 // A cast is dropped when it preserves the value and its order for every
 // policy type it can apply to, so that the query without it is the same
@@ -19,9 +15,9 @@ import "strings"
 // or date_trunc of one, is midnight of the same day), and to an integer
 // type only around EXTRACT (whose fields are integral). Casts to other
 // types, and casts of other expressions, stay and are refused by the
-// normalizer as before. A timestamp literal at midnight becomes the date
-// literal of that day (comparing a date with midnight of a day is
-// comparing it with the day); other timestamps stay and are refused.
+// normalizer as before. Dropping a cast of a column to timestamp[tz] is
+// reported, so that an untyped literal compared with it, which PostgreSQL
+// would read as a timestamp, is refused when it has a time of day.
 //
 // The rewrite keeps every byte offset: removed text becomes spaces and
 // replacements are padded, so error positions still point into the
@@ -39,16 +35,17 @@ var castTargets = map[string]bool{
 var intTargets = map[string]bool{"int": true, "integer": true, "int4": true, "int8": true, "bigint": true, "smallint": true, "int2": true}
 
 // blankCasts returns stmt with value-preserving casts of columns removed
-// and midnight timestamp literals written as dates, byte offsets kept.
-func blankCasts(stmt string) string {
+// (byte offsets kept), and whether a cast to timestamp[tz] was dropped.
+func blankCasts(stmt string) (string, bool) {
 	toks, err := lex(stmt)
 	if err != nil {
-		return stmt
+		return stmt, false
 	}
 	match := matchParens(toks)
 	if match == nil {
-		return stmt
+		return stmt, false
 	}
+	tsCast := false
 	b := []byte(stmt)
 	blank := func(from, to int) { // token range [from, to)
 		if from >= to {
@@ -57,17 +54,6 @@ func blankCasts(stmt string) string {
 		for i := toks[from].pos; i < toks[to-1].end; i++ {
 			b[i] = ' '
 		}
-	}
-	replace := func(from, to int, text string) bool {
-		start, end := toks[from].pos, toks[to-1].end
-		if len(text) > end-start {
-			return false
-		}
-		copy(b[start:], text)
-		for i := start + len(text); i < end; i++ {
-			b[i] = ' '
-		}
-		return true
 	}
 	// typeEnd returns the index after a type name at k, and its name
 	// ("" when not a droppable type).
@@ -95,51 +81,15 @@ func blankCasts(stmt string) string {
 	droppable := func(name string, extract bool) bool {
 		return castTargets[name] || extract && intTargets[name]
 	}
-	// dateOf returns the date literal of a midnight timestamp text.
-	dateOf := func(v string) (string, bool) {
-		if d, midnight, err := TimestampDate(v); err == nil && midnight {
-			return "DATE '" + d.Format("2006-01-02") + "'", true
-		}
-		return "", false
-	}
 	for k := 0; k < len(toks); k++ {
 		t := toks[k]
 		switch {
-		// TIMESTAMP [WITH[OUT] TIME ZONE] 'literal'
-		case (t.is("timestamp") || t.is("timestamptz")) && !(k > 0 && (toks[k-1].isPunct("::") || toks[k-1].is("as"))):
-			j, _ := typeEnd(k)
-			if j < len(toks) && toks[j].kind == tokString {
-				if d, ok := dateOf(toks[j].val); ok && replace(k, j+1, d) {
-					k = j
-				}
-			}
-		// 'literal'::timestamp
-		case t.kind == tokString && k+1 < len(toks) && toks[k+1].isPunct("::"):
-			j, name := typeEnd(k + 2)
-			if name == "timestamp" || name == "timestamptz" {
-				if d, ok := dateOf(t.val); ok && replace(k, j, d) {
-					k = j - 1
-				}
-			}
-		// to_timestamp('YYYY-MM-DD…', 'format')
-		case t.is("to_timestamp") && k+5 < len(toks) && toks[k+1].isPunct("(") && toks[k+2].kind == tokString &&
-			toks[k+3].isPunct(",") && toks[k+4].kind == tokString && toks[k+5].isPunct(")"):
-			f := strings.ToUpper(toks[k+4].val)
-			if strings.HasPrefix(f, "YYYY-MM-DD") {
-				v := toks[k+2].val
-				if len(v) >= 10 {
-					if d, ok := dateOf(strings.Replace(v, "T", " ", 1)); ok && replace(k, k+6, d) {
-						k += 5
-					} else if d, ok := dateOf(v[:10] + " 00:00:00"); ok && len(v) == 10 && replace(k, k+6, d) {
-						k += 5
-					}
-				}
-			}
 		// column::type, (expr)::type
 		case t.isPunct("::") && k > 0 && (toks[k-1].kind == tokIdent || toks[k-1].isPunct(")")):
 			j, name := typeEnd(k + 1)
 			extract := toks[k-1].isPunct(")") && isExtract(match[k-1])
 			if droppable(name, extract) && !(j < len(toks) && toks[j].isPunct("::")) {
+				tsCast = tsCast || name == "timestamp" || name == "timestamptz"
 				blank(k, j)
 				k = j - 1
 			}
@@ -170,9 +120,10 @@ func blankCasts(stmt string) string {
 			}
 			// The operand is a primary (a column or a call): the
 			// parentheses go with the cast.
+			tsCast = tsCast || name == "timestamp" || name == "timestamptz"
 			blank(k, k+2)
 			blank(j, close+1)
 		}
 	}
-	return string(b)
+	return string(b), tsCast
 }

@@ -19,11 +19,16 @@
 //	session.go    ParseSession (SET/SHOW/RESET/BEGIN/COMMIT/…).
 //	normalize.go  PostgreSQL tokens → text the TiDB parser reads with the same
 //	              structure; literals are kept aside and replaced by ? markers,
-//	              every name is quoted (EXTRACT(YEAR FROM …) is passed as
-//	              keywords), everything without an exact mapping is
+//	              every name is quoted (EXTRACT(YEAR|QUARTER|MONTH FROM …) is
+//	              passed as keywords, other fields as "extract"('field', …)),
+//	              everything without an exact mapping is
 //	              refused with its position.
-//	cast.go       value-preserving casts of columns and midnight timestamp
-//	              literals, rewritten before normalizing (offsets kept).
+//	cast.go       value-preserving casts of columns, rewritten before
+//	              normalizing (offsets kept).
+//	datefold.go   timestamp literals and to_timestamp compared with date
+//	              columns: the exact date comparison (session TimeZone).
+//	datekey.go    EXTRACT/date_part fields and epoch buckets as keys
+//	              (Grafana's $__timeGroup, $__unixEpochGroup).
 //	post.go       Post: statements whose leaves are DP aggregates and whose
 //	              outer parts are SQL over them (POSTPROCESSING.md);
 //	              postflat.go flattens projection subqueries and CTEs.

@@ -21,7 +21,7 @@ var decimalRE = regexp.MustCompile(`^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]
 const maxDerivedGroups = 10000
 
 // keyExprHint lists the supported GROUP BY expressions.
-const keyExprHint = "GROUP BY a column with public values, width_bucket(col, low, high, count) with constant bounds, or date_trunc('day'|'week'|'month'|'quarter'|'year', date_col) or EXTRACT(YEAR|QUARTER|MONTH FROM date_col) over a date column with policy bounds"
+const keyExprHint = "GROUP BY a column with public values, width_bucket(col, low, high, count) with constant bounds, date_trunc('day'|'week'|'month'|'quarter'|'year', date_col), EXTRACT(YEAR|QUARTER|MONTH|DAY|DOW|ISODOW|DOY|WEEK|EPOCH FROM date_col) or floor(extract(epoch from date_col)/W)*W over a date column with policy bounds, or floor((int_col)/W)*W"
 
 // exprKey plans a GROUP BY expression whose key domain is public: it is
 // derived from the query's constants (width_bucket) or from the policy's
@@ -120,7 +120,15 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 			dom = append(dom, d.Format("2006-01-02"))
 		}
 		return Key{Column: ci.name, Type: policy.TypeDate, Domain: dom, Func: name, Args: []string{unit}}, ci.col, nil
+	case "date_part":
+		return b.fieldKey(fc, name) // datekey.go
 	case "extract":
+		if len(fc.Args) == 0 {
+			return Key{}, nil, b.errAt(fc, "42883", "function extract() does not exist").WithHint("%s", keyExprHint)
+		}
+		if _, ok := fc.Args[0].(*ast.TimeUnitExpr); !ok {
+			return b.fieldKey(fc, name) // the normalizer's "extract"('field', col)
+		}
 		u, ok := fc.Args[0].(*ast.TimeUnitExpr)
 		if !ok || len(fc.Args) != 2 || u.Unit != ast.TimeUnitYear && u.Unit != ast.TimeUnitQuarter && u.Unit != ast.TimeUnitMonth {
 			return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "EXTRACT is supported for YEAR, QUARTER and MONTH").WithHint("%s", keyExprHint)
@@ -202,6 +210,9 @@ func (b *builder) keyColumn(e ast.ExprNode) (colInfo, error) {
 // the key expression with constants re-encoded by this package.
 func keySQL(k Key) string {
 	c := quoteIdent(k.Column)
+	if s := dateKeySQL(k, c); s != "" {
+		return s // datekey.go
+	}
 	switch k.Func {
 	case "width_bucket":
 		// NaN would make width_bucket raise 2201G on that row (an error
@@ -218,15 +229,6 @@ func keySQL(k Key) string {
 		end = periodNext(end, k.Args[0])
 		return "date_trunc(" + quoteString(k.Args[0]) + ", CASE WHEN " + c + " >= " + quoteString(first) + "::date AND " + c + " < " +
 			quoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)::date"
-	case "extract":
-		field := "YEAR"
-		switch k.Args[0] {
-		case "quarter":
-			field = "QUARTER"
-		case "month":
-			field = "MONTH"
-		}
-		return "EXTRACT(" + field + " FROM " + c + ")"
 	case "case":
 		// Built by caseKey from planned conditions and re-encoded
 		// constants (casekey.go).

@@ -6,6 +6,7 @@ import (
 	"math/big"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -193,6 +194,24 @@ func (b *builder) narrowKeys() {
 					d, err := time.Parse("2006-01-02", v)
 					return err == nil && (r.lo.IsZero() || !d.Before(r.lo)) && (r.hi.IsZero() || !d.After(r.hi))
 				}
+			}
+		case "epoch":
+			// A bucket [v, v+W) of epoch seconds is kept when it holds
+			// a midnight of a day in [lo, hi] (datekey.go).
+			r := rangeOf(cs, col, policy.TypeDate)
+			if r.lo.IsZero() && r.hi.IsZero() {
+				continue
+			}
+			w := 1.0
+			if k.Args[0] != "" {
+				w, _ = strconv.ParseFloat(k.Args[0], 64)
+			}
+			keep = func(v string) bool {
+				x, err := strconv.ParseFloat(v, 64)
+				if err != nil {
+					return true
+				}
+				return (r.hi.IsZero() || x <= float64(r.hi.Unix())) && (r.lo.IsZero() || x+w > float64(r.lo.Unix()))
 			}
 		case "date_trunc", "extract":
 			if k.Func == "extract" && k.Args[0] != "year" {

@@ -112,7 +112,25 @@ var typeNames = map[string]policy.Type{
 	"text":   policy.TypeText, "varchar": policy.TypeText, "char": policy.TypeText, "character": policy.TypeText,
 	"date":    policy.TypeDate,
 	"boolean": policy.TypeBool, "bool": policy.TypeBool,
+	// Timestamps are compared only with date columns (datefold.go).
+	"timestamp": typTimestamp, "timestamptz": typTimestampTZ,
 }
+
+// timestampZone reads [WITH|WITHOUT] TIME ZONE after "timestamp" at
+// toks[k]: the type and the index after it.
+func timestampZone(toks []token, k int, typ policy.Type) (policy.Type, int) {
+	if typ == typTimestamp && k+2 < len(toks) && (toks[k].is("with") || toks[k].is("without")) && toks[k+1].is("time") && toks[k+2].is("zone") {
+		if toks[k].is("with") {
+			typ = typTimestampTZ
+		}
+		k += 3
+	}
+	return typ, k
+}
+
+// extractMarkerFields are the EXTRACT fields passed as "extract"('field',
+// col) (the TiDB parser reads YEAR, QUARTER and MONTH itself).
+var extractMarkerFields = map[string]bool{"epoch": true, "dow": true, "isodow": true, "doy": true, "week": true, "day": true}
 
 // refusedWords are refused wherever they appear as unquoted words, with
 // their SQLSTATE, message and hint.
@@ -367,10 +385,20 @@ func normalize(src string) (*normalized, error) {
 				add(strings.ToUpper(next(2).val), next(2).pos, true)
 				add("FROM", next(3).pos, true)
 				i += 3
+			case w == "extract" && next(1).isPunct("(") && extractMarkerFields[strings.ToLower(next(2).val)] && (next(2).kind == tokIdent || next(2).kind == tokString) && next(3).is("from"):
+				// EXTRACT(EPOCH|DOW|ISODOW|DOY|WEEK|DAY FROM col): units
+				// the TiDB parser lacks, written as PostgreSQL 14+'s own
+				// function "extract"('field', col) (datekey.go).
+				add(quoteIdent("extract"), t.pos, true)
+				add("(", next(1).pos, false)
+				depth++ // the ")" is read by the case above
+				addLit(literal{kind: litString, val: strings.ToLower(next(2).val), pos: next(2).pos})
+				add(",", next(3).pos, false)
+				i += 3
 			case w == "extract" && next(1).isPunct("("):
-				return nil, pgerr.New(pgerr.FeatureNotSupported, "EXTRACT is supported as EXTRACT(YEAR|QUARTER|MONTH FROM date_col) only").
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "EXTRACT is supported as EXTRACT(YEAR|QUARTER|MONTH|DAY|DOW|ISODOW|DOY|WEEK|EPOCH FROM date_col) only").
 					WithPosition(charPos(src, t.pos)).
-					WithHint("GROUP BY EXTRACT(YEAR FROM date_col), or date_trunc('day'|'week'|'month'|'quarter'|'year', date_col); EXTRACT(EPOCH …) buckets are not supported")
+					WithHint("%s", keyExprHint)
 			case w == "isnull" || w == "notnull":
 				add("IS", t.pos, true)
 				if w == "notnull" {
@@ -397,6 +425,16 @@ func normalize(src string) (*normalized, error) {
 					kind = litString
 				}
 				addLit(literal{kind: kind, val: lt.val, typ: typ, pos: lt.pos})
+				i = k
+			case (w == "timestamp" || w == "timestamptz") && !prevIs(i, "as"):
+				// TIMESTAMP [WITH[OUT] TIME ZONE] '…', TIMESTAMPTZ '…'
+				typ, k := timestampZone(toks, i+1, typeNames[w])
+				if k >= len(toks) || toks[k].kind != tokString {
+					return nil, pgerr.New(pgerr.FeatureNotSupported, "%s values are supported only as literals compared with date columns", strings.ToUpper(w)).
+						WithPosition(charPos(src, t.pos)).
+						WithHint("compare date columns with TIMESTAMP '2024-01-01 12:00:00' or 'YYYY-MM-DD'::date literals")
+				}
+				addLit(literal{kind: litString, val: toks[k].val, typ: typ, pos: t.pos})
 				i = k
 			case typeNames[w] != "" && next(1).kind == tokString && !prevIs(i, "as"):
 				// Typed literal: DATE '2021-01-01', integer '5'.
@@ -467,7 +505,7 @@ func castType(src string, toks []token, k int) (policy.Type, int, error) {
 	if !ok {
 		return "", k, pgerr.New(pgerr.FeatureNotSupported, "casts to %s are not supported", name).
 			WithPosition(charPos(src, toks[k].pos)).
-			WithHint("cast literals to int, numeric, float8, text, date or boolean")
+			WithHint("cast literals to int, numeric, float8, text, date, timestamp, timestamptz or boolean")
 	}
 	k++
 	switch {
@@ -478,6 +516,8 @@ func castType(src string, toks []token, k int) (policy.Type, int, error) {
 		k++
 	case name == "character" && k < len(toks) && toks[k].is("varying"):
 		k++
+	case name == "timestamp":
+		typ, k = timestampZone(toks, k, typ)
 	}
 	if k < len(toks) && toks[k].isPunct("(") {
 		for k < len(toks) && !toks[k].isPunct(")") {

@@ -91,7 +91,11 @@ type Key struct {
 	Private bool `json:",omitempty"`
 	// Func, when not "", makes the key an expression of Column whose
 	// domain is derived from public data (keyexpr.go): "width_bucket"
-	// (Args: low, high, count), "date_trunc" (Args: "day", "week", "month", "quarter" or "year") or "extract" (Args: "year", "quarter" or "month").
+	// (Args: low, high, count), "date_trunc" (Args: "day", "week", "month", "quarter" or "year"),
+	// "extract" (Args: the field — year, quarter, month, day, dow, isodow, doy, week —
+	// then, for date_part's float8 result, "float8" and the policy bounds), "epoch"
+	// (Args: bucket width or "" for the plain epoch, "numeric" or "float8", bounds)
+	// or "int_bucket" (Args: width, bounds); see datekey.go.
 	Func string   `json:",omitempty"`
 	Args []string `json:",omitempty"`
 }

@@ -168,6 +168,19 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 		}
 		out := predIn{col: quoteIdent(ci.name), not: x.Not}
 		for _, item := range x.List {
+			if ci.typ() == policy.TypeDate {
+				if f, ok, err := b.dateFoldOf(item, ci); ok || err != nil {
+					if err == nil && !f.exact() {
+						err = b.errAt(item, pgerr.FeatureNotSupported, "IN lists of timestamps with a time of day are not supported for date column %s", ci.name).
+							WithHint("write the dates, or %s = TIMESTAMP '…' OR …", ci.name)
+					}
+					if err != nil {
+						return nil, err
+					}
+					out.lits = append(out.lits, dateConst(f.floor))
+					continue
+				}
+			}
 			s, err := b.typedLit(item, ci)
 			if err != nil {
 				return nil, err
@@ -180,11 +193,25 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 		if err != nil {
 			return nil, err
 		}
-		lo, err := b.typedLit(x.Left, ci)
+		bound := func(e ast.ExprNode, upper bool) (string, error) {
+			if ci.typ() == policy.TypeDate {
+				if f, ok, err := b.dateFoldOf(e, ci); ok || err != nil { // datefold.go
+					if err != nil {
+						return "", err
+					}
+					if upper {
+						return dateConst(f.floor), nil
+					}
+					return dateConst(f.ceil), nil
+				}
+			}
+			return b.typedLit(e, ci)
+		}
+		lo, err := bound(x.Left, false)
 		if err != nil {
 			return nil, err
 		}
-		hi, err := b.typedLit(x.Right, ci)
+		hi, err := bound(x.Right, true)
 		if err != nil {
 			return nil, err
 		}
@@ -276,6 +303,14 @@ func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (pred, erro
 		ci, err := b.whereColumn(colE)
 		if err != nil {
 			return nil, err
+		}
+		if ci.typ() == policy.TypeDate {
+			if f, ok, err := b.dateFoldOf(litE, ci); ok || err != nil { // datefold.go
+				if err != nil {
+					return nil, err
+				}
+				return foldCmp(quoteIdent(ci.name), op, f), nil
+			}
 		}
 		s, err := b.typedLit(litE, ci)
 		if err != nil {

@@ -3,6 +3,7 @@ package rewrite
 import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"time"
 )
 
 // Route is where the proxy sends a statement.
@@ -53,6 +54,12 @@ type Options struct {
 	// NoBias is SET dp.bias = off: no bias estimate of contribution
 	// bounding (bias.go), and its share of ε goes to the measures.
 	NoBias bool
+	// TimeZone is the session's TimeZone when it is not UTC ("" for
+	// UTC), and Location its rules as PostgreSQL reads them, or nil when
+	// dpproxy cannot reproduce them (numeric offsets): timestamptz
+	// literals compared with date columns are folded in it (datefold.go).
+	TimeZone string
+	Location *time.Location
 }
 
 // RewriteWith is Rewrite with session options.

@@ -99,7 +99,7 @@ func TestNormalize_Refusals(t *testing.T) {
 		{`SELECT ARRAY[1]`, pgerr.FeatureNotSupported, 8},
 		{`SELECT a FROM t WHERE a IS TRUE`, pgerr.FeatureNotSupported, 28},
 		{`SELECT a FROM t WHERE a = INTERVAL '1 day'`, pgerr.FeatureNotSupported, 27},
-		{`SELECT a FROM t WHERE a = TIMESTAMP '2020-01-01'`, pgerr.FeatureNotSupported, 27},
+		{`SELECT a FROM t WHERE a = TIMESTAMP + 1`, pgerr.FeatureNotSupported, 27},
 		{`SELECT a FROM t WHERE 'x'::money = a`, pgerr.FeatureNotSupported, 28},
 		{`SELECT a FROM t WHERE a + 1 IS DISTINCT FROM 2`, pgerr.FeatureNotSupported, 29},
 		{`SELECT mode() WITHIN GROUP (ORDER BY a) FROM t`, pgerr.FeatureNotSupported, 15},

@@ -455,7 +455,20 @@ func (g *queryGen) key() (string, bool) {
 			}
 		case 4:
 			if c, ok := g.pickCol(g.colsWhere(func(c genCol) bool { return c.typ() == policy.TypeDate })); ok {
-				return g.kw("EXTRACT") + "(" + g.pool([]string{g.kw("YEAR")}, []string{g.kw("MONTH"), g.kw("EPOCH")}) + " " + g.kw("FROM") + " " + c.ref + ")", true
+				field := g.pool([]string{g.kw("YEAR")}, []string{g.kw("MONTH"), g.kw("EPOCH"), g.kw("DOW"), g.kw("ISODOW"), g.kw("DOY"), g.kw("WEEK"), g.kw("DAY")})
+				switch {
+				case g.chance(0.3): // Grafana's $__timeGroup (datekey.go)
+					w := g.pool([]string{"86400", "604800", "3600", "2.592e+06"}, []string{"0", "-86400", "1.5", "1e12"})
+					return "floor(" + g.kw("extract") + "(" + g.kw("epoch") + " " + g.kw("from") + " " + c.ref + ")/" + w + ")*" + w, true
+				case g.chance(0.2):
+					return "date_part(" + g.oneOf("'epoch'", "'dow'", "'doy'", "'isodow'") + ", " + c.ref + ")", true
+				}
+				return g.kw("EXTRACT") + "(" + field + " " + g.kw("FROM") + " " + c.ref + ")", true
+			}
+			if c, ok := g.pickCol(g.colsWhere(func(c genCol) bool { return c.typ() == policy.TypeInt })); ok {
+				// $__unixEpochGroup over an integer column
+				w := g.pool([]string{"10", "86400", "3"}, []string{"0", "-10", "2.5"})
+				return "floor((" + c.ref + ")/" + w + ")*" + w, true
 			}
 		case 5:
 			return g.caseKey(), true
@@ -868,6 +881,11 @@ func (g *queryGen) litFor(c genCol) string {
 	case policy.TypeNumeric, policy.TypeFloat:
 		return g.numLit(c)
 	case policy.TypeDate:
+		if g.chance(0.2) { // timestamps folded to dates (datefold.go)
+			return g.oneOf("TIMESTAMP '2021-06-01 12:30:00'", "'2021-06-01T23:59:59Z'", "TIMESTAMPTZ '2021-06-01 00:00:00+14'",
+				"to_timestamp(1622505600)", "to_timestamp('2021-06-01 08:00:00', 'YYYY-MM-DD HH24:MI:SS')", "'9999-12-31 23:59:59'::timestamp",
+				"'0001-01-01 00:00:01Z'::timestamptz", "to_timestamp(-8999999999)")
+		}
 		return g.dateLit(c)
 	case policy.TypeBool:
 		return g.boolLit()
