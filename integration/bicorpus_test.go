@@ -23,8 +23,9 @@ import (
 // renamed it). The truth is the bounded one the DP answer estimates: on
 // patients (one row per patient) it is the plain aggregate; on visits it
 // applies the contribution bounds in SQL (at most 5 rows per patient and
-// group, each patient's groups weighted by min(1, 4/groups), or 20 rows
-// when ungrouped; sums scaled by min(n, R)/n), as PRIVACY.md states them.
+// group, and each patient's groups weighted by min(1, 20/t) for t its
+// capped rows over all groups, or 20 rows when ungrouped; sums scaled by
+// min(n, R)/n), as PRIVACY.md states them.
 //
 // False rejections: each value falls outside its 95% interval with
 // probability at most 5% (the intervals are exact for the discrete
@@ -45,15 +46,15 @@ type biCase struct {
 }
 
 // visitsBounded is the truth of COUNT(*) of visits grouped by key: each
-// patient's rows capped at 5 per group, its groups weighted by
-// min(1, 4/groups).
+// patient's rows capped at 5 per group, and weighted by min(1, 20/t) for
+// t its capped rows over all groups (its allowance L0·R = 4·5).
 func visitsBounded(key, where string) string {
 	if where != "" {
 		where = "WHERE " + where
 	}
 	return `WITH pg AS (SELECT patient_id, ` + key + ` AS k, count(*) AS n FROM visits ` + where + ` GROUP BY 1, 2),
-		g AS (SELECT patient_id, count(*) AS groups FROM pg GROUP BY 1)
-		SELECT k::text, sum(least(n, 5) * least(1.0, 4.0 / groups)) FROM pg JOIN g USING (patient_id) GROUP BY 1`
+		g AS (SELECT patient_id, sum(least(n, 5)) AS t FROM pg GROUP BY 1)
+		SELECT k::text, sum(least(n, 5) * least(1.0, 20.0 / t)) FROM pg JOIN g USING (patient_id) GROUP BY 1`
 }
 
 var biCorpus = []biCase{

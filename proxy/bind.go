@@ -185,13 +185,11 @@ func literal(v []byte, format int16, oid uint32) (string, error) {
 			}
 			if d, err = time.Parse("2006-01-02", text); err != nil {
 				// A timestamp sent for a date parameter (pgx's time.Time
-				// in exec mode): the date it names when it is midnight.
-				day, midnight, terr := rewrite.TimestampDate(text)
-				switch {
-				case terr != nil:
+				// in exec mode): the date it names, its time of day and
+				// zone ignored, as PostgreSQL's date input reads it.
+				day, _, terr := rewrite.TimestampDate(text)
+				if terr != nil {
 					return "", literalError("not a date (YYYY-MM-DD)")
-				case !midnight:
-					return "", literalError("a timestamp with a time of day for a date; bind a date (or midnight)")
 				}
 				d = day
 			}
@@ -199,11 +197,22 @@ func literal(v []byte, format int16, oid uint32) (string, error) {
 		return "'" + d.Format("2006-01-02") + "'", nil
 	case oidTimestamp, oidTimestamptz:
 		// Drivers bind dates as timestamps (JDBC setTimestamp and
-		// LocalDateTime, node-postgres Date, pgx time.Time): bound as the
-		// timestamp's text, which rewrite reads as a date when it is
-		// midnight and refuses with a hint otherwise.
+		// LocalDateTime, pgx time.Time): bound as a literal of the
+		// parameter's own type, so that rewrite compares it with a date
+		// column as PostgreSQL does (the date promoted to midnight:
+		// visit_date >= TIMESTAMP '2023-01-01 10:30' is visit_date >=
+		// 2023-01-02; rewrite/datefold.go). An untyped literal would be
+		// read as a date (2023-01-01), which is not what the driver asked.
+		cast := "::timestamp"
+		if oid == oidTimestamptz {
+			cast = "::timestamptz"
+		}
 		if !binaryFmt {
-			return stringLiteral(strings.TrimSpace(string(v)))
+			lit, err := stringLiteral(strings.TrimSpace(string(v)))
+			if err != nil {
+				return "", err
+			}
+			return lit + cast, nil
 		}
 		if len(v) != 8 {
 			return "", literalError("bad binary timestamp")
@@ -219,7 +228,11 @@ func literal(v []byte, format int16, oid uint32) (string, error) {
 			days, rem = days-1, rem+usPerDay
 		}
 		t := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).AddDate(0, 0, int(days)).Add(time.Duration(rem) * time.Microsecond)
-		return "'" + t.Format("2006-01-02 15:04:05.999999") + "'", nil
+		if oid == oidTimestamptz {
+			// Binary timestamptz is an instant in UTC.
+			return "'" + t.Format("2006-01-02 15:04:05.999999") + "+00'" + cast, nil
+		}
+		return "'" + t.Format("2006-01-02 15:04:05.999999") + "'" + cast, nil
 	}
 	// text, varchar, unknown and anything else: a string literal. A binary
 	// value of those types is its bytes.

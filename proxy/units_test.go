@@ -177,12 +177,14 @@ func TestLiterals_Timestamps(t *testing.T) {
 		oid    uint32
 		want   string // "" = refused
 	}{
-		{us(time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)), 1, oidTimestamptz, "'2024-03-01 00:00:00'"},
-		{us(time.Date(1900, 1, 1, 10, 30, 0, 0, time.UTC)), 1, oidTimestamp, "'1900-01-01 10:30:00'"},
-		{[]byte("2024-03-01 00:00:00+01"), 0, oidTimestamptz, "'2024-03-01 00:00:00+01'"},
+		{us(time.Date(2024, 3, 1, 0, 0, 0, 0, time.UTC)), 1, oidTimestamptz, "'2024-03-01 00:00:00+00'::timestamptz"},
+		{us(time.Date(1900, 1, 1, 10, 30, 0, 0, time.UTC)), 1, oidTimestamp, "'1900-01-01 10:30:00'::timestamp"},
+		{[]byte("2024-03-01 00:00:00+01"), 0, oidTimestamptz, "'2024-03-01 00:00:00+01'::timestamptz"},
 		{[]byte("2024-03-01 00:00:00Z"), 0, oidDate, "'2024-03-01'"},
 		{[]byte("2024-03-01T00:00:00.000"), 0, oidDate, "'2024-03-01'"},
-		{[]byte("2024-03-01 10:30:00"), 0, oidDate, ""},
+		// A time of day sent for a date: PostgreSQL's date input keeps
+		// the date.
+		{[]byte("2024-03-01 10:30:00"), 0, oidDate, "'2024-03-01'"},
 		// pgjdbc's setDate: the date with its calendar's zone offset.
 		{[]byte("2024-03-01 +00"), 0, oidDate, "'2024-03-01'"},
 		{[]byte("2024-03-01 -05:30"), 0, oidDate, "'2024-03-01'"},

@@ -30,6 +30,21 @@ func TestBiasSplit(t *testing.T) {
 		if math.Abs(bias-eps/10) > 1e-12*eps || math.Abs(each-(eps-bias)/float64(m)) > 1e-12*eps {
 			t.Fatalf("ε %v, m %d: bias %v, each %v, want ε/10 and the rest split", eps, m, bias, each)
 		}
+		dec := new(big.Rat).Add(decimalOf(bias), new(big.Rat).Mul(decimalOf(each), big.NewRat(int64(m), 1)))
+		if dec.Cmp(decimalOf(eps)) > 0 {
+			t.Fatalf("ε %v, m %d: the ledger's decimals %v + %d·%v exceed ε", eps, m, bias, m, each)
+		}
+	}
+	// The figures analysts use split into decimals that add up to ε, or
+	// to an ulp below it.
+	for _, eps := range []float64{0.1, 0.25, 1, 3, 0.01, 0.5} {
+		bias, each := biasSplit(eps, 1)
+		sum := new(big.Rat).Add(decimalOf(bias), decimalOf(each))
+		gap, _ := new(big.Rat).Sub(decimalOf(eps), sum).Float64()
+		if gap < 0 || gap > 1e-15*eps {
+			t.Errorf("ε %v: %v + %v, want ε in decimal up to an ulp", eps, bias, each)
+		}
+		t.Logf("ε %v = %v + %v", eps, each, bias)
 	}
 }
 

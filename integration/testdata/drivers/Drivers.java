@@ -4,7 +4,7 @@ import java.time.LocalDateTime;
 
 // Drivers runs pgjdbc against dpproxy (TestDrivers_JDBC): date and
 // timestamp parameters of a DP query (setDate, setTimestamp, setObject of
-// LocalDate and LocalDateTime), a time of day refused with an error, and
+// LocalDate and LocalDateTime), a time of day answered (as a timestamp), and
 // savepoints (setSavepoint, a refused statement, rollback(sp), the
 // transaction usable). Prints one line per step.
 public class Drivers {

@@ -1,7 +1,8 @@
 // node-postgres against dpproxy (TestDrivers_NodePostgres): a JavaScript
 // Date as the parameter of a DP query (node-postgres sends it as text with
 // the process's UTC offset; the test runs with TZ=UTC, so midnight), a
-// Date with a time of day refused, and the connection usable afterwards.
+// Date with a time of day answered (read as its date, as PostgreSQL reads
+// it for a date parameter), and the connection usable afterwards.
 const { Client } = require('pg');
 
 async function main() {
