@@ -203,9 +203,10 @@ type rawTeam struct {
 }
 
 type rawDefaults struct {
-	Epsilon   *float64 `yaml:"epsilon"`
-	Delta     *float64 `yaml:"delta"`
-	Mechanism string   `yaml:"mechanism"`
+	Epsilon      *float64 `yaml:"epsilon"`
+	Delta        *float64 `yaml:"delta"`
+	Mechanism    string   `yaml:"mechanism"`
+	Contribution string   `yaml:"contribution"`
 }
 
 type rawTable struct {

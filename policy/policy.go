@@ -123,7 +123,18 @@ type Defaults struct {
 	Epsilon   float64
 	Delta     float64
 	Mechanism string
+	// Contribution is ContributionAuto when each query chooses its rows
+	// per unit by DP within the table's max_rows_per_unit
+	// (rewrite/autobounds.go), ContributionFixed (the default) when it
+	// uses max_rows_per_unit as is.
+	Contribution string
 }
+
+// Contribution bound modes (defaults.contribution, SET dp.contribution).
+const (
+	ContributionFixed = "fixed"
+	ContributionAuto  = "auto"
+)
 
 // Table is one table of the dataset.
 type Table struct {

@@ -204,12 +204,19 @@ func (v *validator) minEpsilonPerQuery(r *rawBudget, b Budget) float64 {
 }
 
 func (v *validator) defaults(r *rawDefaults, b Budget) Defaults {
-	d := Defaults{Epsilon: 0.1, Mechanism: MechanismLaplace}
+	d := Defaults{Epsilon: 0.1, Mechanism: MechanismLaplace, Contribution: ContributionFixed}
 	if b.Epsilon > 0 && b.Epsilon < d.Epsilon {
 		d.Epsilon = b.Epsilon
 	}
 	if r == nil {
 		return d
+	}
+	switch r.Contribution {
+	case "", ContributionFixed:
+	case ContributionAuto:
+		d.Contribution = ContributionAuto
+	default:
+		v.errorf(p("defaults", "contribution"), "defaults.contribution must be fixed or auto, not %q", r.Contribution)
 	}
 	if r.Epsilon != nil {
 		if !finite(*r.Epsilon) || *r.Epsilon <= 0 {

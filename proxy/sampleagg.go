@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -93,6 +94,7 @@ func (c *conn) rewriteOptions() rewrite.Options {
 		o.MaxGroupsPerUnit, _ = strconv.Atoi(v)
 	}
 	o.NoBias = c.settings[settingBias] == "off"
+	o.AutoBounds = c.settings[settingContribution] == policy.ContributionAuto
 	if tz := c.settings["timezone"]; !rewrite.UTCZone(tz) {
 		// timestamptz literals compared with date columns are folded in
 		// the session's zone (rewrite/datefold.go); a numeric offset

@@ -66,6 +66,12 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 		del += m.mech.Delta()
 	}
 	nm := len(ms)
+	var autoEps float64
+	if plan.Auto != nil {
+		autoEps = splitBudget(req).autoEpsilon
+		eps += autoEps
+		nm++
+	}
 	if sel != nil {
 		eps += sel.mech.Epsilon()
 		del += sel.mech.Delta() + sel.delta
@@ -103,6 +109,10 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	}
 	cost += "; the accountant may charge less under its composition)"
 	lines = append(lines, cost)
+	if a := plan.Auto; a != nil {
+		add("  Contribution bound: rows per unit chosen per query by the exponential mechanism among %v, aiming at the %gth percentile of the units' largest row count in one group (epsilon=%s); the measurements below are at the largest candidate, a smaller one has proportionally less noise",
+			a.Candidates, 100*rewrite.AutoQuantile, num(autoEps))
+	}
 	if sel != nil {
 		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, 1, 0)
 		tau, _ := sel.threshold.Float64()

@@ -83,6 +83,8 @@ const thresholdMechanism = "partition_threshold"
 type budget struct {
 	epsilon        float64 // per measurement (each measure, and the selection's count)
 	biasEpsilon    float64 // the bias estimate's measure, when the plan has one (bias.go)
+	autoEpsilon    float64 // the choice of rows per unit, when the plan has one (autobounds.go)
+	rest           float64 // ε after autoEpsilon: what the chosen plan's measurements share
 	measureDelta   float64 // per measure (Gaussian only)
 	countDelta     float64 // the selection count's Gaussian noise
 	thresholdDelta float64 // the threshold (partition selection only)
@@ -98,10 +100,16 @@ func splitBudget(req Request) budget {
 	if private {
 		n++
 	}
-	b := budget{epsilon: splitDown(req.Epsilon, n)}
+	eps, auto := req.Epsilon, 0.0
+	if req.Plan.Auto != nil {
+		// A tenth for choosing the rows per unit, the rest for the
+		// chosen plan (autobounds.go).
+		auto, eps = biasSplit(eps, 1)
+	}
+	b := budget{epsilon: splitDown(eps, n), autoEpsilon: auto, rest: eps}
 	if req.Plan.HasBias() && n > 1 {
 		// Private keys never carry a bias estimate (rewrite/bias.go).
-		b.biasEpsilon, b.epsilon = biasSplit(req.Epsilon, n-1)
+		b.biasEpsilon, b.epsilon = biasSplit(eps, n-1)
 	}
 	switch {
 	case private:

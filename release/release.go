@@ -187,6 +187,12 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	if err != nil {
 		return nil, err
 	}
+	var auto *autoChoice
+	if plan.Auto != nil {
+		if auto, err = r.newAutoChoice(req); err != nil { // autobounds.go
+			return nil, err
+		}
+	}
 	var sel *selection
 	if plan.PrivateGroups() {
 		if sel, err = r.newSelection(req, splitBudget(req)); err != nil {
@@ -208,6 +214,9 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 		// The selection is part of this query's cost.
 		events = append(events, sel.events()...)
 	}
+	if auto != nil {
+		events = auto.events()
+	}
 	res, err := r.ledger.Reserve(ctx, accountant.Charge{
 		Analyst:       req.Analyst,
 		Dataset:       req.Dataset.Name,
@@ -222,6 +231,21 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	ch.res, ch.key = res, key
 
 	// 3. Run the emitted SQL. From here on, every error is an incident.
+	// With auto bounds, first choose the plan (autobounds.go).
+	autoNote := ""
+	if auto != nil {
+		prof, err := req.Upstream.Query(ctx, plan.Auto.ProfileSQL)
+		if err != nil {
+			return nil, err
+		}
+		i, err := auto.choose(prof)
+		if err != nil {
+			return nil, err
+		}
+		plan, ms = auto.plans[i], auto.mechs[i]
+		req.Plan = plan
+		autoNote = autoText(auto, i, len(plan.Keys) > 0)
+	}
 	rows, err := req.Upstream.Query(ctx, plan.SQL)
 	if err != nil {
 		return nil, err
@@ -283,6 +307,9 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	errs := errorsText(req, ms, noisy, groups)
 	if sel != nil {
 		errs += "; " + sel.describe()
+	}
+	if autoNote != "" {
+		errs += "; " + autoNote
 	}
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 

@@ -316,6 +316,7 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	// dp_rows: one row per input row, with its unit, keys and per-row
 	// values. Rows without a unit are excluded (see "NULL unit values").
 	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
+	conds := sourceConds(p, where, unit)
 	partition := append([]string{unit}, quoteIdents(p.Keys)...)
 	hasRow := make([]bool, len(p.Measures)) // measure i has a per-row value dp_x<i>
 	for i, m := range p.Measures {
@@ -328,18 +329,6 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		if m.Kind == MeasureQuantile {
 			cols = append(cols, quantileRankSQL(v, partition, i)...)
 		}
-	}
-	conds := []string{unit + " IS NOT NULL"}
-	if where != nil {
-		conds = append(conds, where.sql())
-	}
-	for _, k := range p.Keys {
-		if k.Private {
-			// No public domain; the NULL group is not released.
-			conds = append(conds, keySQL(k)+" IS NOT NULL")
-			continue
-		}
-		conds = append(conds, keySQL(k)+" IN ("+domainList(k)+")")
 	}
 
 	// dp_unit_groups: one row per (unit, group) with the unit's counts,
@@ -513,6 +502,25 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		join(keyCols, ", ")
 	}
 	return b.String()
+}
+
+// sourceConds is the WHERE of dp_rows: rows with a unit, that pass the
+// analyst's WHERE, with every key in its public domain (or not NULL, for
+// private keys).
+func sourceConds(p *Plan, where pred, unit string) []string {
+	conds := []string{unit + " IS NOT NULL"}
+	if where != nil {
+		conds = append(conds, where.sql())
+	}
+	for _, k := range p.Keys {
+		if k.Private {
+			// No public domain; the NULL group is not released.
+			conds = append(conds, keySQL(k)+" IS NOT NULL")
+			continue
+		}
+		conds = append(conds, keySQL(k)+" IN ("+domainList(k)+")")
+	}
+	return conds
 }
 
 // selectSalt seeds the hash that orders a unit's groups (groupsSelect).

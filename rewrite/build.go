@@ -86,6 +86,7 @@ var parsers = sync.Pool{New: func() any {
 
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
+	orig := stmt
 	stmt, tsCast := blankCasts(stmt) // cast.go: value-preserving casts of columns
 	n, err := normalize(stmt)
 	if err != nil {
@@ -130,6 +131,12 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if opts.AutoBounds && opts.MaxRowsPerUnit == 0 && autoEligible(p) {
+		if err := addAutoBounds(ds, orig, opts, p); err != nil { // autobounds.go
+			return nil, err
+		}
+		p.Fingerprint = fingerprint(p)
 	}
 	return p, nil
 }

@@ -67,6 +67,11 @@ type Plan struct {
 	// release answers it with its own path (release/sampleagg.go).
 	SampleAgg *SampleAgg `json:",omitempty"`
 
+	// Auto, when not nil, lets release choose the rows per unit of this
+	// query by DP among candidate plans (autobounds.go, dp.contribution =
+	// auto).
+	Auto *AutoBounds `json:",omitempty"`
+
 	// Fingerprint is a hash of the canonical plan (not of the analyst's
 	// text): equal fingerprints mean equal emitted SQL and measures.
 	Fingerprint string

@@ -54,6 +54,11 @@ type Options struct {
 	// NoBias is SET dp.bias = off: no bias estimate of contribution
 	// bounding (bias.go), and its share of ε goes to the measures.
 	NoBias bool
+	// AutoBounds is SET dp.contribution = auto (or the policy's default):
+	// the plan carries candidate plans with fewer rows per unit, one of
+	// which release chooses by DP (autobounds.go). Ignored when the session
+	// sets dp.max_rows_per_unit.
+	AutoBounds bool
 	// TimeZone is the session's TimeZone when it is not UTC ("" for
 	// UTC), and Location its rules as PostgreSQL reads them, or nil when
 	// dpproxy cannot reproduce them (numeric offsets): timestamptz

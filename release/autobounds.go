@@ -1,0 +1,143 @@
+// Privacy-critical: needs DP review.
+
+package release
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// # Rows per unit chosen per query
+//
+// A plan with Auto (rewrite/autobounds.go) is answered in two steps under
+// one charge: the profile query gives, per candidate c, the number of
+// units whose largest row count in one group is at most c, and N; the
+// exponential mechanism (Δu = 1, ε_sel) chooses candidate i (c ascending)
+// by the utility −max(q·N − count_c, 0) − i·2/ε_sel: units beyond c that
+// exceed a share 1 − q count against c, and each step up costs as much as
+// the mechanism's own scale, so among bounds that reach the quantile the
+// smallest is likely. The step term does not depend on the data and
+// max(·, 0) is 1-Lipschitz, so Δu ≤ 1 still; the chosen candidate's plan is then released like any
+// plan, with the rest of ε. ε_sel is a tenth of the query's ε (biasSplit
+// with one measure), so the query composes to its ε.
+//
+// The charge is reserved before the profile reads any row, for every
+// candidate at once: the events are the selection's and, per measure,
+// the candidate mechanisms' common ε and δ with the smallest noise
+// multiplier among them (the largest privacy loss an accountant that
+// reads multipliers could see), so whichever candidate is chosen is
+// charged at least what it costs.
+
+// autoChoice chooses and answers with one candidate plan.
+type autoChoice struct {
+	sel   *noise.Exponential
+	plans []*rewrite.Plan // per candidate, ascending rows per unit
+	mechs [][]measurement // per candidate
+	cands []int           // rows per unit of each candidate
+}
+
+func (r *Releaser) newAutoChoice(req Request) (*autoChoice, error) {
+	a := req.Plan.Auto
+	if len(a.Candidates) < 2 || len(a.Plans) != len(a.Candidates)-1 {
+		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed contribution candidates")
+	}
+	shares := splitBudget(req)
+	sel, err := noise.NewExponential(noise.ExponentialParams{Epsilon: shares.autoEpsilon, Sensitivity: 1, Rand: r.testOnlyRand})
+	if err != nil {
+		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot choose contribution bounds for this query: %v", err).
+			WithHint("use a larger dp.epsilon, or SET dp.contribution = fixed"), err)
+	}
+	own := *req.Plan
+	own.Auto = nil
+	ac := &autoChoice{sel: sel, plans: append(append([]*rewrite.Plan{}, a.Plans...), &own), cands: a.Candidates}
+	for _, p := range ac.plans {
+		sub := req
+		sub.Plan, sub.Epsilon = p, shares.rest
+		if err := checkQueryBounds(sub); err != nil {
+			return nil, err
+		}
+		ms, err := r.mechanisms(sub)
+		if err != nil {
+			return nil, err
+		}
+		if len(ms) != len(req.Plan.Measures) {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: contribution candidates of another shape")
+		}
+		ac.mechs = append(ac.mechs, ms)
+	}
+	return ac, nil
+}
+
+// events are the ledger events of the query, for whichever candidate.
+func (ac *autoChoice) events() []accountant.Event {
+	last := ac.mechs[len(ac.mechs)-1]
+	events := make([]accountant.Event, 0, len(last)+1)
+	events = append(events, accountant.Event{Mechanism: "exponential", Epsilon: ac.sel.Epsilon()})
+	for i, m := range last {
+		e := accountant.Event{Mechanism: m.mech.Name(), Epsilon: m.mech.Epsilon(), Delta: m.mech.Delta(), NoiseMultiplier: m.mech.NoiseMultiplier()}
+		for _, ms := range ac.mechs {
+			mm := ms[i].mech
+			e.Epsilon = math.Max(e.Epsilon, mm.Epsilon())
+			e.Delta = math.Max(e.Delta, mm.Delta())
+			if nm := mm.NoiseMultiplier(); nm > 0 && (e.NoiseMultiplier == 0 || nm < e.NoiseMultiplier) {
+				e.NoiseMultiplier = nm
+			}
+		}
+		events = append(events, e)
+	}
+	return events
+}
+
+// choose reads the profile's row and returns the chosen candidate's index.
+func (ac *autoChoice) choose(rows [][]*string) (int, error) {
+	k := len(ac.cands)
+	if len(rows) != 1 || len(rows[0]) != k+1 {
+		return 0, pgerr.New(pgerr.InternalError, "internal error: unexpected contribution profile")
+	}
+	vals := make([]*big.Rat, k+1)
+	for i, v := range rows[0] {
+		x := new(big.Rat)
+		if v != nil {
+			if _, ok := x.SetString(*v); !ok || !x.IsInt() || x.Sign() < 0 {
+				return 0, pgerr.New(pgerr.InternalError, "internal error: unexpected contribution profile")
+			}
+		}
+		vals[i] = x
+	}
+	qn := new(big.Rat).Mul(vals[0], new(big.Rat).SetFloat64(rewrite.AutoQuantile))
+	// λ = 2/ε_sel per candidate step: a data-independent preference for
+	// the smaller bound among those that reach the quantile (without it,
+	// units all within the smallest bound would make every candidate
+	// equally likely).
+	lambda := new(big.Rat).Quo(big.NewRat(2, 1), new(big.Rat).SetFloat64(ac.sel.Epsilon()))
+	utilities := make([]*big.Rat, k)
+	for i := range k {
+		short := new(big.Rat).Sub(qn, vals[i+1])
+		if short.Sign() < 0 {
+			short.SetInt64(0)
+		}
+		u := new(big.Rat).Mul(lambda, big.NewRat(int64(i), 1))
+		utilities[i] = u.Neg(u.Add(u, short))
+	}
+	i, err := ac.sel.Select(utilities)
+	if err != nil {
+		return 0, pgerr.New(pgerr.InternalError, "internal error while choosing contribution bounds").Wrap(err)
+	}
+	return i, nil
+}
+
+// autoText is the NOTICE's statement of the choice.
+func autoText(ac *autoChoice, i int, grouped bool) string {
+	where := "in each group"
+	if !grouped {
+		where = "in all"
+	}
+	return fmt.Sprintf("rows per unit: at most %d %s (chosen by DP among %d to %d, epsilon %s)",
+		ac.cands[i], where, ac.cands[0], ac.cands[len(ac.cands)-1], num(ac.sel.Epsilon()))
+}

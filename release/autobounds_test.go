@@ -1,0 +1,143 @@
+package release
+
+import (
+	"context"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// profileUpstream answers the profile query with a fixed row and any
+// other SQL with rows of the given width.
+type profileUpstream struct {
+	profileSQL string
+	profile    []*string
+	row        []*string
+	calls      []string
+}
+
+func (u *profileUpstream) Query(_ context.Context, sql string, _ ...any) ([][]*string, error) {
+	u.calls = append(u.calls, sql)
+	if sql == u.profileSQL {
+		return [][]*string{u.profile}, nil
+	}
+	return [][]*string{u.row}, nil
+}
+
+// TestRun_AutoBounds: with dp.contribution = auto, one charge covers the
+// choice (ε/10, the exponential mechanism) and the chosen plan (the rest);
+// the profile runs first, then exactly the chosen candidate's SQL, and the
+// NOTICE names the choice. When every unit has at most one row, every
+// candidate reaches the quantile and the step preference makes the
+// smallest (1 row) the most likely: P = (1 − e⁻¹)/(1 − e⁻⁹) ≈ 0.632 over
+// the 9 candidates of an allowance of 20. Over 300 seeded runs the
+// frequency lies within 0.632 ± 0.14 (more than 5 binomial standard
+// deviations, 0.028 each: false rejection < 10⁻⁶), and the largest
+// candidate is chosen less often than 5% (its probability is e⁻⁸·0.632
+// ≈ 2·10⁻⁴).
+func TestRun_AutoBounds(t *testing.T) {
+	ds := loadPolicy(t)
+	plan, err := rewrite.RewriteWith(ds, "SELECT COUNT(*) FROM visits", rewrite.Options{AutoBounds: true})
+	if err != nil || plan.Auto == nil {
+		t.Fatalf("%v: no auto bounds", err)
+	}
+	cands := plan.Auto.Candidates
+	if len(cands) != 9 || cands[len(cands)-1] != 20 {
+		t.Fatalf("candidates %v, want 9 up to the allowance 20", cands)
+	}
+	profile := []*string{s("1000")}
+	for range cands {
+		profile = append(profile, s("1000"))
+	}
+	noteRE := regexp.MustCompile(`rows per unit: at most (\d+) in all \(chosen by DP among 1 to 20, epsilon 0\.1\)`)
+	chosen := map[int]int{}
+	const runs = 300
+	for seed := range uint64(runs) {
+		up := &profileUpstream{profileSQL: plan.Auto.ProfileSQL, profile: profile, row: []*string{s("1000"), s("0")}}
+		l := &memLedger{limit: 10}
+		res, err := newTestReleaser(t, l, seed+1).Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan,
+			Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up, NoCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := noteRE.FindStringSubmatch(res.Notice)
+		if m == nil {
+			t.Fatalf("NOTICE lacks the choice: %s", res.Notice)
+		}
+		c, _ := strconv.Atoi(m[1])
+		chosen[c]++
+		i := 0
+		for i < len(cands) && cands[i] != c {
+			i++
+		}
+		want := plan.SQL
+		if i < len(cands)-1 {
+			want = plan.Auto.Plans[i].SQL
+		}
+		if len(up.calls) != 2 || up.calls[0] != plan.Auto.ProfileSQL || up.calls[1] != want {
+			t.Fatalf("upstream calls %d, want the profile then the plan of %d rows per unit", len(up.calls), c)
+		}
+		if seed == 0 {
+			ev := l.reserved[0].Events
+			if len(ev) != 3 || ev[0].Mechanism != "exponential" || math.Abs(ev[0].Epsilon-0.1) > 1e-12 {
+				t.Fatalf("events %+v: want the choice (ε 0.1) first", ev)
+			}
+			var sum float64
+			for _, e := range ev {
+				sum += e.Epsilon
+			}
+			if math.Abs(sum-1) > 1e-12 {
+				t.Errorf("events sum to ε %v, want 1", sum)
+			}
+			if !strings.Contains(res.Notice, "epsilon 0.09)") { // the bias estimate: 0.9/10
+				t.Errorf("NOTICE %s: want the bias estimate at ε 0.09", res.Notice)
+			}
+		}
+	}
+	p1 := float64(chosen[1]) / runs
+	if math.Abs(p1-0.632) > 0.14 || float64(chosen[20])/runs > 0.05 {
+		t.Errorf("choices %v: want 1 row about 63%% of the time, 20 rows rarely", chosen)
+	}
+	t.Logf("choices over %d runs: %v", runs, chosen)
+}
+
+// TestRun_AutoBoundsFollowsTheData: when 96% of the units have more than 8
+// rows, the bounds below 12 fall short of the 95th percentile by hundreds
+// of units at ε_sel = 0.5, so 12 or more is chosen nearly always.
+func TestRun_AutoBoundsFollowsTheData(t *testing.T) {
+	ds := loadPolicy(t)
+	plan, err := rewrite.RewriteWith(ds, "SELECT COUNT(*) FROM visits", rewrite.Options{AutoBounds: true})
+	if err != nil || plan.Auto == nil {
+		t.Fatalf("%v: no auto bounds", err)
+	}
+	// N = 10000; units with at most c rows: c ≤ 8: 400, 12: 9600, 16+: 10000.
+	profile := []*string{s("10000")}
+	for _, c := range plan.Auto.Candidates {
+		n := "400"
+		switch {
+		case c == 12:
+			n = "9600"
+		case c > 12:
+			n = "10000"
+		}
+		profile = append(profile, s(n))
+	}
+	for seed := range uint64(50) {
+		up := &profileUpstream{profileSQL: plan.Auto.ProfileSQL, profile: profile, row: []*string{s("100000"), s("0")}}
+		res, err := newTestReleaser(t, &memLedger{limit: 10}, seed+1).Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan,
+			Epsilon: 5, Mechanism: policy.MechanismLaplace, Upstream: up, NoCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Utilities at ε_sel = 0.5 (λ = 4 per step): 8 rows −(9500−400)−20 =
+		// −9120, 12 rows −24, 16 rows −28; P(c ≤ 8) < 10⁻¹⁹⁰⁰.
+		if m := regexp.MustCompile(`at most (\d+) in all`).FindStringSubmatch(res.Notice); m == nil || (m[1] != "12" && m[1] != "16" && m[1] != "20") {
+			t.Fatalf("seed %d: %s, want 12 rows or more", seed, res.Notice)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+// Privacy-critical: needs DP review.
+
+package rewrite
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// # Contribution bounds chosen per query (dp.contribution = auto)
+//
+// A policy's max_rows_per_unit must hold for every query, so it is set for
+// the heaviest one; most queries (a filter to one department and one
+// year) meet units with far fewer rows, and pay noise for rows nobody
+// has. With auto bounds the plan carries, besides itself, the same
+// statement planned with fewer rows per unit (the candidates c₁ < … < c_K,
+// the last being the plan's own R), and a profile query. Release runs the
+// profile, chooses one candidate by the exponential mechanism and answers
+// with that candidate's plan, whose measures are calibrated to its own
+// bound (release/autobounds.go). The choice is a DP quantile of the units'
+// contributions (Amin, Kulesza, Muñoz, Vassilvitskii, "Bounding User
+// Contributions: A Bias-Variance Trade-off in Differential Privacy",
+// ICML 2019): the profile counts, for each candidate c, the units whose
+// largest row count in one group of the query (their row count, when
+// ungrouped) is at most c, and the number N of units; the utility of the
+// i-th candidate c is −max(q·N − count_c, 0) − i·2/ε_sel with
+// q = AutoQuantile (release/autobounds.go).
+//
+// Sensitivity of the utilities: adding or removing one unit changes N by
+// 1 and each count_c by 0 or 1 in the same direction, so q·N − count_c
+// moves by at most max(q, 1 − q) ≤ 1, and so does max(·, 0); the step
+// term is a constant: the exponential mechanism with Δu = 1 is ε_sel-DP
+// (McSherry and Talwar 2007). The answer then uses a plan that is DP for each fixed choice;
+// by sequential composition the query costs ε_sel plus the answer's ε.
+// The profile's SQL reads the same rows as the plan (the analyst's
+// WHERE, keys in their domain, rows with a unit) and only counts them,
+// so it cannot fail on any value.
+//
+// Candidates are 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, … below R, then R:
+// about 1.5× apart, so the chosen bound is within that factor of the
+// quantile at most, and planning costs a few plans more.
+
+// AutoQuantile is q: the bound aims at the 95th percentile of the units'
+// largest per-group row counts.
+const AutoQuantile = 0.95
+
+// AutoBounds is what release needs to choose a plan's rows per unit.
+type AutoBounds struct {
+	// Candidates are the rows per unit to choose from, ascending; the
+	// last is the plan's own RowsPerUnit.
+	Candidates []int
+	// Plans[i] is the statement planned with Candidates[i] rows per unit,
+	// for every candidate but the last (the plan itself).
+	Plans []*Plan
+	// ProfileSQL returns one row: the number of units N, then for each
+	// candidate c the number of units whose largest row count in one
+	// group is at most c.
+	ProfileSQL string
+}
+
+// autoCandidates returns the candidates for r rows per unit (r ≥ 2).
+func autoCandidates(r int) []int {
+	var out []int
+	for c := 1; c < r; {
+		out = append(out, c)
+		switch {
+		case c < 4:
+			c++
+		case c&(c-1) == 0: // a power of two: 4 → 6, 8 → 12, …
+			c += c / 2
+		default: // 6 → 8, 12 → 16, …
+			c = c / 3 * 4
+		}
+	}
+	return append(out, r)
+}
+
+// autoEligible: plans that bound by weights (as bias.go), with more than
+// one row per unit to choose from.
+func autoEligible(p *Plan) bool {
+	if p.Join != nil || p.SampleAgg != nil || p.PrivateGroups() || p.RowsPerUnit < 2 {
+		return false
+	}
+	for _, m := range p.Measures {
+		if m.Kind == MeasureQuantile {
+			return false
+		}
+	}
+	return true
+}
+
+// addAutoBounds plans stmt once per candidate below p's rows per unit and
+// attaches them with the profile query; p is left as is when a candidate
+// plan does not have p's shape (which would be a planner bug).
+func addAutoBounds(ds *policy.Dataset, stmt string, opts Options, p *Plan) error {
+	cands := autoCandidates(p.RowsPerUnit)
+	a := &AutoBounds{Candidates: cands}
+	for _, c := range cands[:len(cands)-1] {
+		o := opts
+		o.AutoBounds, o.MaxRowsPerUnit = false, c
+		cp, err := plan(ds, stmt, o)
+		if err != nil {
+			return err
+		}
+		if cp.RowsPerUnit != c || len(cp.Measures) != len(p.Measures) || len(cp.Outputs) != len(p.Outputs) {
+			return nil
+		}
+		for i := range cp.Measures {
+			if cp.Measures[i].Kind != p.Measures[i].Kind {
+				return nil
+			}
+		}
+		a.Plans = append(a.Plans, cp)
+	}
+	a.ProfileSQL = profileSQL(p, cands)
+	p.Auto = a
+	return nil
+}
+
+// profileSQL is AutoBounds.ProfileSQL for a plan emitted by emitSQL.
+func profileSQL(p *Plan, cands []int) string {
+	t := p.table
+	unit := quoteIdent(t.UnitColumn)
+	cols := []string{unit + " AS dp_unit"}
+	group := []string{"dp_unit"}
+	for j, k := range p.Keys {
+		cols = append(cols, keySQL(k)+" AS dp_k"+strconv.Itoa(j))
+		group = append(group, "dp_k"+strconv.Itoa(j))
+	}
+	var b strings.Builder
+	b.WriteString("SELECT COUNT(*)::text")
+	for _, c := range cands {
+		b.WriteString(", COALESCE(SUM(CASE WHEN dp_s <= " + strconv.Itoa(c) + " THEN 1 ELSE 0 END), 0)::text")
+	}
+	b.WriteString(" FROM (SELECT MAX(dp_n) AS dp_s FROM (SELECT dp_unit, COUNT(*) AS dp_n FROM (SELECT ")
+	b.WriteString(strings.Join(cols, ", "))
+	b.WriteString(" FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name) + " WHERE ")
+	b.WriteString(strings.Join(sourceConds(p, p.where, unit), " AND "))
+	b.WriteString(") AS dp_rows GROUP BY " + strings.Join(group, ", ") + ") AS dp_unit_groups GROUP BY dp_unit) AS dp_units")
+	return b.String()
+}

@@ -1,0 +1,150 @@
+package rewrite
+
+import (
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestAutoCandidates(t *testing.T) {
+	for r, want := range map[int][]int{
+		2:  {1, 2},
+		5:  {1, 2, 3, 4, 5},
+		20: {1, 2, 3, 4, 6, 8, 12, 16, 20},
+		64: {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64},
+	} {
+		if got := autoCandidates(r); !slices.Equal(got, want) {
+			t.Errorf("autoCandidates(%d) = %v, want %v", r, got, want)
+		}
+	}
+}
+
+// TestAutoBounds_Plan: with dp.contribution = auto an eligible plan
+// carries one plan per smaller candidate, each exactly the plan of SET
+// dp.max_rows_per_unit = c; ineligible shapes and an explicit
+// dp.max_rows_per_unit carry none.
+func TestAutoBounds_Plan(t *testing.T) {
+	ds := loadHospital(t)
+	for _, q := range []string{
+		"SELECT COUNT(*), SUM(length_of_stay) FROM visits WHERE department = 'oncology'",
+		"SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department",
+	} {
+		p, err := RewriteWith(ds, q, Options{AutoBounds: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Auto == nil {
+			t.Fatalf("%s: no candidates", q)
+		}
+		if got := p.Auto.Candidates; got[len(got)-1] != p.RowsPerUnit || len(p.Auto.Plans) != len(got)-1 {
+			t.Fatalf("%s: candidates %v, %d plans, RowsPerUnit %d", q, got, len(p.Auto.Plans), p.RowsPerUnit)
+		}
+		for i, c := range p.Auto.Candidates[:len(p.Auto.Candidates)-1] {
+			want, err := RewriteWith(ds, q, Options{MaxRowsPerUnit: c})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Auto.Plans[i]; got.SQL != want.SQL || got.Fingerprint != want.Fingerprint {
+				t.Errorf("%s: candidate %d is not the plan of dp.max_rows_per_unit = %d", q, c, c)
+			}
+		}
+		fixed, _ := RewriteWith(ds, q, Options{})
+		if fixed.Fingerprint == p.Fingerprint || fixed.SQL != p.SQL {
+			t.Errorf("%s: the auto plan must share the fixed plan's SQL and differ in fingerprint", q)
+		}
+	}
+	for _, tc := range []struct {
+		q    string
+		opts Options
+	}{
+		{"SELECT COUNT(*) FROM visits", Options{AutoBounds: true, MaxRowsPerUnit: 3}},
+		{"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits", Options{AutoBounds: true}},
+		{"SELECT COUNT(*) FROM patients", Options{AutoBounds: true}}, // one row per unit: nothing to choose
+		{"SELECT p.region, COUNT(*) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.region", Options{AutoBounds: true}},
+	} {
+		p, err := RewriteWith(ds, tc.q, tc.opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Auto != nil {
+			t.Errorf("%s %+v: candidates %v, want none", tc.q, tc.opts, p.Auto.Candidates)
+		}
+	}
+}
+
+// TestAutoBounds_ProfileOnPostgres runs the profile query on PostgreSQL
+// and checks its counts against the data, and its sensitivity: adding one
+// unit with many rows changes N by 1 and each count by 0 or 1, so every
+// utility q·N − count_c moves by at most 1 (autobounds.go).
+func TestAutoBounds_ProfileOnPostgres(t *testing.T) {
+	ctx, conn := freshConn(t, time.Minute)
+	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
+		t.Fatal(err)
+	}
+	ds := loadHospital(t)
+	// Patient u has u visits in cardiology (1..6) and one in oncology;
+	// patient 100 has no visit in the query's departments.
+	var rows [][]any
+	id := int64(1)
+	add := func(patient int64, dept string) {
+		rows = append(rows, []any{id, patient, "2021-01-01", dept, "flu", 40, "10", 1})
+		id++
+	}
+	for u := int64(1); u <= 6; u++ {
+		for range u {
+			add(u, "cardiology")
+		}
+		add(u, "oncology")
+	}
+	add(100, "dermatology")
+	copyRows := func() {
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"visits"}, []string{"visit_id", "patient_id", "visit_date", "department", "diagnosis", "age", "cost", "length_of_stay"}, pgx.CopyFromRows(rows)); err != nil {
+			t.Fatal(err)
+		}
+		rows = nil
+	}
+	copyRows()
+	p, err := RewriteWith(ds, "SELECT department, COUNT(*) FROM visits GROUP BY department", Options{AutoBounds: true})
+	if err != nil || p.Auto == nil {
+		t.Fatalf("%v %+v", err, p)
+	}
+	profile := func() []int {
+		res, err := queryText(ctx, conn, p.Auto.ProfileSQL)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("profile: %v %v\n%s", err, res, p.Auto.ProfileSQL)
+		}
+		var out []int
+		for _, v := range res[0] {
+			n, err := strconv.Atoi(*v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, n)
+		}
+		return out
+	}
+	// Candidates 1..5 (R = 5); largest per-group counts 1..6.
+	before := profile()
+	if want := []int{6, 1, 2, 3, 4, 5}; !slices.Equal(before, want) {
+		t.Fatalf("profile = %v, want %v (N, then units with at most c rows in one group)", before, want)
+	}
+	// A neighbour: patient 7 with 40 visits in each department.
+	for _, d := range ds.Tables["visits"].Columns["department"].PublicValues {
+		for range 40 {
+			add(7, d)
+		}
+	}
+	copyRows()
+	after := profile()
+	if after[0] != before[0]+1 {
+		t.Fatalf("N %d → %d, want +1", before[0], after[0])
+	}
+	for i := 1; i < len(after); i++ {
+		if d := after[i] - before[i]; d < 0 || d > 1 {
+			t.Errorf("count for candidate %d moved by %d", p.Auto.Candidates[i-1], d)
+		}
+	}
+}
