@@ -69,6 +69,15 @@ type conn struct {
 	// shadow is a pooled shadow connection pinned to the session while it
 	// holds state (shadow.Conn.HasState), else nil (shadow.go).
 	shadow *shadow.Conn
+	// Reused by forwarded statements (relay.go, shadow.go): the request
+	// sent to the shadow, the wrapper that copies the shadow's messages
+	// to the client, the notice callback, and the shadow settings of the
+	// session as last computed.
+	relayOut      []byte
+	rawOut        rawMessages
+	onNotice      func(*pgconn.Notice)
+	shadowWant    []shadow.Setting
+	classifyCache *classifyCache
 
 	cancelMu   sync.Mutex
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil
