@@ -78,6 +78,7 @@ type conn struct {
 	onNotice      func(*pgconn.Notice)
 	shadowWant    []shadow.Setting
 	classifyCache *classifyCache
+	dpTexts       *dpTextCache
 
 	cancelMu   sync.Mutex
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil

@@ -321,8 +321,8 @@ func (c *conn) sendResultSet(rs *resultSet) {
 // logStatement logs one statement: route and fingerprint, with the
 // (truncated) text at Debug only. Failed and refused statements are logged
 // at Info; statements that succeed at Debug, since a line per `SELECT 1`
-// costs more CPU than forwarding it (BENCHMARKS.md, item 1); a released DP
-// answer has its own Info line ("dp answer released", execDP). The
+// costs more CPU than forwarding it (BENCHMARKS.md, item 1); a new DP
+// release has its own Info line ("dp answer released", execDP). The
 // fingerprint is computed only when the line is written.
 func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
 	level := zap.DebugLevel
