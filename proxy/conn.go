@@ -441,11 +441,11 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 // or a fatal error.
 func (c *conn) loop(ctx context.Context) {
 	for {
-		var deadline time.Time
 		if t := c.srv.cfg.IdleTimeout; t > 0 {
-			deadline = time.Now().Add(t)
+			_ = c.netConn.SetReadDeadline(time.Now().Add(t))
 		}
-		_ = c.netConn.SetReadDeadline(deadline)
+		// Without IdleTimeout the read deadline stays unset (run clears it
+		// after start-up); only shutdown sets one, to end this read.
 		if c.shuttingDown.Load() {
 			c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
 			return
