@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -143,5 +144,44 @@ func TestRelay_NoticesAndSettings(t *testing.T) {
 	}
 	if !strings.Contains(tz(other), "UTC") {
 		t.Fatal("other session")
+	}
+}
+
+// TestRelay_CancelExtended: a catalog statement forwarded with the
+// extended protocol is stopped by a CancelRequest and by
+// statement_timeout (57014 both), and the session and the pool go on.
+func TestRelay_CancelExtended(t *testing.T) {
+	ts := startShadowServer(t)
+	ctx := context.Background()
+	pc := ts.connect(t)
+	slow := func() error {
+		return pc.ExecParams(ctx, slowCatalog, nil, nil, nil, nil).Read().Err
+	}
+	done := make(chan error, 1)
+	go func() { done <- slow() }()
+	time.Sleep(300 * time.Millisecond)
+	if err := pc.CancelRequest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if sqlstate(err) != "57014" {
+			t.Fatalf("cancelled extended catalog statement = %v, want 57014", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the extended catalog statement was not cancelled")
+	}
+	if _, err := execAll(t, pc, "SET statement_timeout = 300"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := slow(); sqlstate(err) != "57014" || time.Since(start) > 10*time.Second {
+		t.Fatalf("extended catalog statement under statement_timeout = %v after %v, want 57014 at once", err, time.Since(start))
+	}
+	for i := 0; i < 30; i++ {
+		rr := pc.ExecParams(ctx, "SELECT $1::int + 1", [][]byte{[]byte("1")}, nil, nil, nil).Read()
+		if rr.Err != nil || string(rr.Rows[0][0]) != "2" {
+			t.Fatalf("after the cancels: %v", rr.Err)
+		}
 	}
 }
