@@ -280,6 +280,7 @@ func (c *conn) rewriteDefault(ds *policy.Dataset, text string) (*rewrite.Plan, e
 type dpTextCache struct {
 	policy *policy.Dataset
 	m      map[string]dpText
+	bytes  int // of the texts held
 }
 
 // dpText is what is known of one statement text.
@@ -307,10 +308,16 @@ func (tc *dpTextCache) put(ds *policy.Dataset, text string, d dpText) *dpTextCac
 	if len(text) > maxCachedText {
 		return tc
 	}
-	if tc == nil || tc.policy != ds || len(tc.m) >= classifyCacheSize {
+	size := len(text) + len(d.planText)
+	if old, ok := tc.get(ds, text); ok {
+		size = len(d.planText) - len(old.planText) // replaced
+	}
+	if tc == nil || tc.policy != ds || len(tc.m) >= classifyCacheSize || tc.bytes+size > classifyCacheBytes {
 		tc = &dpTextCache{policy: ds, m: make(map[string]dpText)}
+		size = len(text) + len(d.planText)
 	}
 	tc.m[text] = d
+	tc.bytes += size
 	return tc
 }
 

@@ -75,6 +75,7 @@ type statement struct {
 type classifyCache struct {
 	policy *policy.Dataset
 	m      map[string]cachedStatement
+	bytes  int // of the texts held
 }
 
 // cachedStatement is a query string's only statement and, once known,
@@ -84,12 +85,14 @@ type cachedStatement struct {
 	nParams int
 }
 
-// classifyCacheSize bounds the texts a session remembers (at most a few
-// hundred KiB with texts of a KiB); the cache is emptied when full.
-const classifyCacheSize = 256
-
-// maxCachedText: longer texts are classified every time.
-const maxCachedText = 4096
+// classifyCacheSize and classifyCacheBytes bound the texts a session
+// remembers (per cache: classifyCache, dpTextCache); a full cache is
+// emptied. maxCachedText: longer texts are classified every time.
+const (
+	classifyCacheSize  = 256
+	classifyCacheBytes = 64 << 10
+	maxCachedText      = 4096
+)
 
 // lookup returns the cached statement of sql.
 func (cc *classifyCache) lookup(ds *policy.Dataset, sql string) (cachedStatement, bool) {
@@ -119,11 +122,12 @@ func (c *conn) splitOne(sql string) (cachedStatement, bool) {
 		return cs, true
 	}
 	cc := c.classifyCache
-	if cc == nil || cc.policy != pol || len(cc.m) >= classifyCacheSize {
+	if cc == nil || cc.policy != pol || len(cc.m) >= classifyCacheSize || cc.bytes+len(sql) > classifyCacheBytes {
 		cc = &classifyCache{policy: pol, m: make(map[string]cachedStatement)}
 		c.classifyCache = cc
 	}
 	cc.m[sql] = cs
+	cc.bytes += len(sql)
 	return cs, true
 }
 
