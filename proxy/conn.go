@@ -69,6 +69,16 @@ type conn struct {
 	// shadow is a pooled shadow connection pinned to the session while it
 	// holds state (shadow.Conn.HasState), else nil (shadow.go).
 	shadow *shadow.Conn
+	// Reused by forwarded statements (relay.go, shadow.go): the request
+	// sent to the shadow, the wrapper that copies the shadow's messages
+	// to the client, the notice callback, and the shadow settings of the
+	// session as last computed.
+	relayOut      []byte
+	rawOut        rawMessages
+	onNotice      func(*pgconn.Notice)
+	shadowWant    []shadow.Setting
+	classifyCache *classifyCache
+	dpTexts       *dpTextCache
 
 	cancelMu   sync.Mutex
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil
@@ -431,11 +441,11 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 // or a fatal error.
 func (c *conn) loop(ctx context.Context) {
 	for {
-		var deadline time.Time
 		if t := c.srv.cfg.IdleTimeout; t > 0 {
-			deadline = time.Now().Add(t)
+			_ = c.netConn.SetReadDeadline(time.Now().Add(t))
 		}
-		_ = c.netConn.SetReadDeadline(deadline)
+		// Without IdleTimeout the read deadline stays unset (run clears it
+		// after start-up); only shutdown sets one, to end this read.
 		if c.shuttingDown.Load() {
 			c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
 			return

@@ -36,6 +36,9 @@
 //   - shadow.go, shadowpool.go: shadow catalog connections, borrowed from
 //     the dataset's pool (internal/shadow) for each catalog statement,
 //     with the session's settings applied.
+//   - relay.go: byte-level forwarding: a catalog statement is written to
+//     the shadow's socket in one write and the shadow's reply is copied
+//     to the client (or kept for a portal) without decoding its rows.
 //   - dp.go: the DP route (rewrite, then release).
 //   - encode.go: text and binary formats of int8, int4, numeric, text,
 //     date, bool and float8.
@@ -117,9 +120,10 @@
 //
 // Each connection logs with conn_id, analyst and dataset. Statements are
 // logged as a fingerprint (literals removed) and as truncated text at Debug
-// only; at Info only failed or refused statements and released DP answers
+// only; at Info only failed or refused statements and new DP releases
 // ("dp answer released") get a line, with the fingerprint, so forwarding
-// a catalog statement costs no log line. Values, passwords and noiseless
+// a catalog statement or serving a cached DP answer costs no log line (a
+// cached answer's line is at Debug; the Observer sees every answer). Values, passwords and noiseless
 // numbers are never logged.
 //
 // # Observer

@@ -74,12 +74,24 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	if c.srv.cfg.Observer != nil {
 		c.lastDP = &DPEvent{Cached: res.Cached, CostEpsilon: res.Cost.Epsilon, CostDelta: res.Cost.Delta, ChargeFingerprint: res.Fingerprint}
 	}
-	c.log.Info("dp answer released",
-		zap.String(logKeyFingerprint, fingerprint(logText)),
-		zap.String(logKeyPlanHash, plan.Fingerprint),
-		zap.Float64(logKeyEpsilon, req.Epsilon),
-		zap.Float64(logKeyDelta, req.Delta),
-		zap.String(logKeyMechanism, req.Mechanism))
+	// A new release is logged at Info; a cached answer, which spends
+	// nothing and repeats an answer already logged, at Debug: the line
+	// (and the statement's fingerprint) cost more CPU than serving it
+	// (BENCHMARKS.md, issue 15). The Observer (audit log, metrics) sees
+	// every answer either way.
+	level := zap.InfoLevel
+	if res.Cached {
+		level = zap.DebugLevel
+	}
+	if ce := c.log.Check(level, "dp answer released"); ce != nil {
+		ce.Write(
+			zap.String(logKeyFingerprint, fingerprint(logText)),
+			zap.String(logKeyPlanHash, plan.Fingerprint),
+			zap.Float64(logKeyEpsilon, req.Epsilon),
+			zap.Float64(logKeyDelta, req.Delta),
+			zap.String(logKeyMechanism, req.Mechanism),
+			zap.Bool(logKeyCached, res.Cached))
+	}
 	return dpResultSet(res)
 }
 
@@ -154,8 +166,14 @@ func (c *conn) publicDistinct(text string) *resultSet {
 	if c.srv.rt.publicDistinct == nil {
 		return nil
 	}
+	d, _ := c.dpTexts.get(c.ds.Policy, text)
+	if d.notDistinct {
+		return nil
+	}
 	dv := c.srv.rt.publicDistinct(c.ds.Policy, text)
 	if dv == nil {
+		d.notDistinct = true
+		c.dpTexts = c.dpTexts.put(c.ds.Policy, text, d)
 		return nil
 	}
 	rs := &resultSet{
@@ -205,32 +223,38 @@ func dpResultSet(res *release.Result) (*resultSet, error) {
 // has every leaf planned and is returned as a *postStatement error, which
 // callers answer with execPost or describePost.
 func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error) {
-	if q, ex, err := c.postQuery(text); err != nil {
-		return nil, false, err
-	} else if q != nil {
-		if q.Flat == "" {
-			if _, err := c.planPost(q); err != nil {
-				return nil, false, err
+	key := text
+	d, known := c.dpTexts.get(c.ds.Policy, key)
+	if known && d.planText != "" {
+		text, explain = d.planText, d.explain
+	} else {
+		if q, ex, err := c.postQuery(text); err != nil {
+			return nil, false, err
+		} else if q != nil {
+			if q.Flat == "" {
+				if _, err := c.planPost(q); err != nil {
+					return nil, false, err
+				}
+				return nil, ex, &postStatement{q: q, explain: ex}
 			}
-			return nil, ex, &postStatement{q: q, explain: ex}
+			text = flatText(q, ex)
 		}
-		text = flatText(q, ex)
-	}
-	inner, explain, err := rewrite.ExplainTarget(text)
-	if err != nil {
-		return nil, false, err
-	}
-	if explain {
-		text = inner
+		inner, ex, err := rewrite.ExplainTarget(text)
+		if err != nil {
+			return nil, false, err
+		}
+		if explain = ex; explain {
+			text = inner
+		}
+		d.planText, d.explain = text, explain
+		c.dpTexts = c.dpTexts.put(c.ds.Policy, key, d)
 	}
 	if opts := c.rewriteOptions(); opts != (rewrite.Options{}) {
 		// Session options (dp.output_range, dp.sample_blocks) change the
 		// plan; the plan cache is keyed by text only, so plan afresh.
 		plan, err = c.srv.rt.rewrite(c.ds.Policy, text, opts)
 	} else {
-		plan, err = c.srv.plans.plan(c.ds.Policy, text, func(ds *policy.Dataset, t string) (*rewrite.Plan, error) {
-			return c.srv.rt.rewrite(ds, t, opts)
-		})
+		plan, err = c.srv.plans.plan(c.ds.Policy, text, c.rewriteDefault)
 	}
 	if err == nil {
 		// The quantile method (SET dp.quantile_method) and the privacy
@@ -239,6 +263,62 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 		plan, err = plan.WithQuantiles(c.quantileMethod(), c.epsilon(), c.queryDelta(plan), c.mechanism())
 	}
 	return plan, explain, err
+}
+
+// rewriteDefault plans text with no session options (the plan cache's
+// build function).
+func (c *conn) rewriteDefault(ds *policy.Dataset, text string) (*rewrite.Plan, error) {
+	return c.srv.rt.rewrite(ds, text, rewrite.Options{})
+}
+
+// dpTextCache remembers, per session, what planFor and publicDistinct
+// derive from a DP statement's text alone (rewrite.HasPostSyntax, Post,
+// ExplainTarget, PublicDistinct are pure functions of the policy and the
+// text), so a repeated statement (a dashboard's, a cached answer) goes
+// straight to the plan cache. Nothing derived from session settings or
+// data is kept. Not safe for concurrent use.
+type dpTextCache struct {
+	policy *policy.Dataset
+	m      map[string]dpText
+	bytes  int // of the texts held
+}
+
+// dpText is what is known of one statement text.
+type dpText struct {
+	// planText is the text planned for it (a flattened post-processing
+	// statement's, EXPLAIN looked through; "" not known yet), explain
+	// whether it was an EXPLAIN.
+	planText string
+	explain  bool
+	// notDistinct: rewrite.PublicDistinct does not answer it.
+	notDistinct bool
+}
+
+func (tc *dpTextCache) get(ds *policy.Dataset, text string) (dpText, bool) {
+	if tc == nil || tc.policy != ds {
+		return dpText{}, false
+	}
+	d, ok := tc.m[text]
+	return d, ok
+}
+
+// put records d for text and returns the cache to keep (a new one when
+// the policy changed or the cache was full).
+func (tc *dpTextCache) put(ds *policy.Dataset, text string, d dpText) *dpTextCache {
+	if len(text) > maxCachedText {
+		return tc
+	}
+	size := len(text) + len(d.planText)
+	if old, ok := tc.get(ds, text); ok {
+		size = len(d.planText) - len(old.planText) // replaced
+	}
+	if tc == nil || tc.policy != ds || len(tc.m) >= classifyCacheSize || tc.bytes+size > classifyCacheBytes {
+		tc = &dpTextCache{policy: ds, m: make(map[string]dpText)}
+		size = len(text) + len(d.planText)
+	}
+	tc.m[text] = d
+	tc.bytes += size
+	return tc
 }
 
 // defaultQuantileDeltaShare is the share of the analyst's δ budget that a

@@ -51,12 +51,56 @@ type portal struct {
 }
 
 // bufferedResult is a result held for a portal, already encoded in the
-// portal's result formats.
+// portal's result formats: a proxy-built result's rows as values, a shadow
+// result's as the DataRow messages the shadow sent (relay.go).
 type bufferedResult struct {
-	fields []pgproto3.FieldDescription // nil: no rows
-	rows   [][][]byte
-	tag    string
-	pos    int
+	fields []pgproto3.FieldDescription // proxy-built; nil: no rows (unless rawDesc)
+	rows   [][][]byte                  // proxy-built
+	// A shadow result: its RowDescription message (nil: NoData), its
+	// DataRow messages back to back, and where each ends in raw.
+	rawDesc []byte
+	raw     []byte
+	ends    []int
+	tag     string
+	pos     int
+}
+
+// numRows is the number of rows of the result.
+func (r *bufferedResult) numRows() int {
+	if r.ends != nil {
+		return len(r.ends)
+	}
+	return len(r.rows)
+}
+
+// sendRows sends rows [from, to).
+func (c *conn) sendRows(r *bufferedResult, from, to int) {
+	if r.ends == nil {
+		for _, row := range r.rows[from:to] {
+			c.be.Send(&pgproto3.DataRow{Values: row})
+		}
+		return
+	}
+	if from == to {
+		return
+	}
+	start := 0
+	if from > 0 {
+		start = r.ends[from-1]
+	}
+	c.rawOut.send(c.be, r.raw[start:r.ends[to-1]])
+}
+
+// sendDescription sends the result's RowDescription, or NoData.
+func (c *conn) sendDescription(r *bufferedResult) {
+	switch {
+	case r.rawDesc != nil:
+		c.rawOut.send(c.be, r.rawDesc)
+	case r.fields != nil:
+		c.be.Send(&pgproto3.RowDescription{Fields: r.fields})
+	default:
+		c.be.Send(&pgproto3.NoData{})
+	}
 }
 
 // extended handles one message of the extended protocol.
@@ -119,18 +163,25 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	if _, exists := c.stmts[m.Name]; exists && m.Name != "" {
 		return pgerr.New(duplicatePreparedStmt, "prepared statement %q already exists", m.Name)
 	}
-	stmts, err := c.srv.rt.split(m.Query)
-	if err != nil {
-		return err
+	var st statement
+	n := -1
+	if cs, ok := c.splitOne(m.Query); ok {
+		st, n = cs.st, cs.nParams
+	} else {
+		stmts, err := c.srv.rt.split(m.Query)
+		if err != nil {
+			return err
+		}
+		if len(stmts) > 1 {
+			return pgerr.New(pgerr.SyntaxError, "cannot insert multiple commands into a prepared statement")
+		}
+		text := ""
+		if len(stmts) == 1 {
+			text = stmts[0]
+		}
+		st = c.classify(text)
 	}
-	if len(stmts) > 1 {
-		return pgerr.New(pgerr.SyntaxError, "cannot insert multiple commands into a prepared statement")
-	}
-	text := ""
-	if len(stmts) == 1 {
-		text = stmts[0]
-	}
-	st := c.classify(text)
+	text := st.text
 	if c.txStatus == 'E' && !st.endsFailedTransaction() {
 		return errInFailedTransaction()
 	}
@@ -139,7 +190,10 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		c.observe(st, st.err, 0)
 		return st.err
 	}
-	n := maxParam(text)
+	if n < 0 {
+		n = maxParam(text)
+		c.rememberParams(m.Query, n)
+	}
 	if len(m.ParameterOIDs) > n {
 		n = len(m.ParameterOIDs)
 	}
@@ -261,11 +315,7 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 			p.result = br
 		}
 		if p.result != nil {
-			if p.result.fields == nil {
-				c.be.Send(&pgproto3.NoData{})
-			} else {
-				c.be.Send(&pgproto3.RowDescription{Fields: p.result.fields})
-			}
+			c.sendDescription(p.result)
 			return nil
 		}
 		d, err := c.describePortal(ctx, p)
@@ -511,16 +561,15 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 		p.result = br
 	}
 	r := p.result
-	n := len(r.rows) - r.pos
+	total := r.numRows()
+	n := total - r.pos
 	if m.MaxRows > 0 && int(m.MaxRows) < n {
 		n = int(m.MaxRows)
 	}
-	for _, row := range r.rows[r.pos : r.pos+n] {
-		c.be.Send(&pgproto3.DataRow{Values: row})
-	}
-	suspended := r.pos > 0 || r.pos+n < len(r.rows)
+	c.sendRows(r, r.pos, r.pos+n)
+	suspended := r.pos > 0 || r.pos+n < total
 	r.pos += n
-	if r.pos < len(r.rows) {
+	if r.pos < total {
 		c.be.Send(&pgproto3.PortalSuspended{})
 		return nil
 	}
@@ -531,7 +580,7 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 	}
 	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
 	// Re-executing a finished portal returns no more rows.
-	r.rows, r.pos = nil, 0
+	r.rows, r.raw, r.ends, r.pos = nil, nil, nil, 0
 	if strings.HasPrefix(r.tag, "SELECT ") {
 		r.tag = "SELECT 0"
 	}

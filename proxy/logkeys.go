@@ -20,6 +20,7 @@ const (
 	logKeyEpsilon     = "epsilon"
 	logKeyDelta       = "delta"
 	logKeyMechanism   = "mechanism"
+	logKeyCached      = "cached"
 	logKeyDuration    = "duration"
 	logKeyTLS         = "tls"
 	logKeyApplication = "application_name"

@@ -65,6 +65,82 @@ type statement struct {
 	sess  *rewrite.SessionStmt // RouteSession
 }
 
+// classifyCache remembers, per session, the classification of query
+// strings that held one statement routed to the shadow catalog or the DP
+// path: rewrite.Split and rewrite.Classify are pure functions of the text
+// and the dataset's policy, and clients send the same texts again and
+// again (pgbench, BI tools' metadata queries, dashboards). Session
+// statements are not cached: they are parsed into values the session
+// acts on. Not safe for concurrent use.
+type classifyCache struct {
+	policy *policy.Dataset
+	m      map[string]cachedStatement
+	bytes  int // of the texts held
+}
+
+// cachedStatement is a query string's only statement and, once known,
+// its number of parameters (-1: not computed yet).
+type cachedStatement struct {
+	st      statement
+	nParams int
+}
+
+// classifyCacheSize and classifyCacheBytes bound the texts a session
+// remembers (per cache: classifyCache, dpTextCache); a full cache is
+// emptied. maxCachedText: longer texts are classified every time.
+const (
+	classifyCacheSize  = 256
+	classifyCacheBytes = 64 << 10
+	maxCachedText      = 4096
+)
+
+// lookup returns the cached statement of sql.
+func (cc *classifyCache) lookup(ds *policy.Dataset, sql string) (cachedStatement, bool) {
+	if cc == nil || cc.policy != ds {
+		return cachedStatement{}, false
+	}
+	cs, ok := cc.m[sql]
+	return cs, ok
+}
+
+// splitOne splits a query string and classifies its statement when it
+// holds exactly one, using and filling the session's cache. ok is false
+// when sql holds zero or several statements or does not split; the caller
+// then splits it itself.
+func (c *conn) splitOne(sql string) (cachedStatement, bool) {
+	pol := c.ds.Policy
+	if cs, ok := c.classifyCache.lookup(pol, sql); ok {
+		return cs, true
+	}
+	stmts, err := c.srv.rt.split(sql)
+	if err != nil || len(stmts) != 1 {
+		return cachedStatement{}, false
+	}
+	cs := cachedStatement{st: c.classify(stmts[0]), nParams: -1}
+	if cs.st.err != nil || cs.st.sess != nil || len(sql) > maxCachedText ||
+		(cs.st.route != rewrite.RouteCatalog && cs.st.route != rewrite.RouteDP) {
+		return cs, true
+	}
+	cc := c.classifyCache
+	if cc == nil || cc.policy != pol || len(cc.m) >= classifyCacheSize || cc.bytes+len(sql) > classifyCacheBytes {
+		cc = &classifyCache{policy: pol, m: make(map[string]cachedStatement)}
+		c.classifyCache = cc
+	}
+	cc.m[sql] = cs
+	cc.bytes += len(sql)
+	return cs, true
+}
+
+// rememberParams records the number of parameters of a cached text.
+func (c *conn) rememberParams(sql string, n int) {
+	if cc := c.classifyCache; cc != nil {
+		if cs, ok := cc.m[sql]; ok {
+			cs.nParams = n
+			cc.m[sql] = cs
+		}
+	}
+}
+
 func (c *conn) classify(text string) statement {
 	st := statement{text: text}
 	st.route, st.err = c.srv.rt.classify(c.ds.Policy, text)
@@ -105,6 +181,21 @@ func errInFailedTransaction() error {
 // error the rest of the string is skipped, as PostgreSQL does.
 func (c *conn) simpleQuery(ctx context.Context, sql string) {
 	defer c.readyForQuery()
+	if cs, ok := c.splitOne(sql); ok && cs.st.route != rewrite.RouteEmpty {
+		// One statement (the common case): no implicit transaction block.
+		offset := strings.Index(sql, cs.st.text)
+		if cs.st.text == "" {
+			offset = -1
+		}
+		err := c.runSimple(ctx, cs.st)
+		if err != nil {
+			c.sendError(shiftPosition(err, sql, offset))
+		}
+		if c.txStatus == 'I' {
+			c.endCursors(err == nil)
+		}
+		return
+	}
 	stmts, err := c.srv.rt.split(sql)
 	if err != nil {
 		c.sendError(err)
@@ -234,8 +325,8 @@ func (c *conn) sendResultSet(rs *resultSet) {
 // logStatement logs one statement: route and fingerprint, with the
 // (truncated) text at Debug only. Failed and refused statements are logged
 // at Info; statements that succeed at Debug, since a line per `SELECT 1`
-// costs more CPU than forwarding it (BENCHMARKS.md, item 1); a released DP
-// answer has its own Info line ("dp answer released", execDP). The
+// costs more CPU than forwarding it (BENCHMARKS.md, item 1); a new DP
+// release has its own Info line ("dp answer released", execDP). The
 // fingerprint is computed only when the line is written.
 func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
 	level := zap.DebugLevel

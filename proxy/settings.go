@@ -386,7 +386,11 @@ func (c *conn) sendParameterStatus() {
 
 // statementTimeout returns statement_timeout in milliseconds.
 func (c *conn) statementTimeout() int64 {
-	ms, _ := parseDurationMillis(c.settings["statement_timeout"])
+	v := c.settings["statement_timeout"]
+	if v == "0" {
+		return 0 // the default, asked for by every statement
+	}
+	ms, _ := parseDurationMillis(v)
 	return ms
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"slices"
 	"sort"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -43,12 +44,15 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 			return nil, c.shadowAcquireFailed(ctx, pool, err)
 		}
 	}
-	sc.OnNotice(func(n *pgconn.Notice) {
-		if c.wantsMessages(n.Severity) {
-			c.be.Send(noticeResponse(n))
+	if c.onNotice == nil {
+		c.onNotice = func(n *pgconn.Notice) {
+			if c.wantsMessages(n.Severity) {
+				c.be.Send(noticeResponse(n))
+			}
 		}
-	})
-	if err := sc.Apply(ctx, c.shadowSettings()); err != nil {
+	}
+	sc.OnNotice(c.onNotice)
+	if err := c.applySettings(ctx, sc); err != nil {
 		if sc.PgConn().IsClosed() || ctx.Err() != nil || !isPgError(err) {
 			c.releaseShadow(ctx, sc)
 			return nil, c.shadowFailed(ctx, err)
@@ -60,18 +64,65 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 	return sc, nil
 }
 
+// appliedKey is where a shadow connection records (in its pgconn
+// CustomData, which lives and dies with it) the settings the last Apply
+// on it set in full.
+const appliedKey = "dpproxy.applied"
+
+// applySettings brings sc's settings in line with the session's. Apply
+// compares them with what the connection last had and sends only the
+// difference, but even a no-op Apply costs a few map operations per
+// setting; when the connection's last full Apply was of exactly the
+// session's values (the common case: sessions rarely change these), it is
+// skipped. Apply is the only thing that changes settings on a shadow
+// connection (rewrite.Classify refuses SET and set_config), so the record
+// stays true until the next Apply, which replaces or removes it.
+func (c *conn) applySettings(ctx context.Context, sc *shadow.Conn) error {
+	want := c.shadowSettings()
+	data := sc.PgConn().CustomData()
+	if last, ok := data[appliedKey].([]shadow.Setting); ok && slices.Equal(last, want) {
+		return nil
+	}
+	delete(data, appliedKey)
+	if err := sc.Apply(ctx, want); err != nil {
+		return err
+	}
+	data[appliedKey] = slices.Clone(want)
+	return nil
+}
+
 // releaseShadow ends a statement's use of sc: it stays pinned to the
 // session while it holds state (an open transaction on the shadow, which
 // the proxy never starts), and else goes back to the pool, unless the
 // statement was cancelled or the connection broke (then it is closed).
 func (c *conn) releaseShadow(ctx context.Context, sc *shadow.Conn) {
+	c.finishShadow(ctx, sc, true)
+}
+
+// finishShadow is releaseShadow after a statement that used the socket
+// directly (relay.go): reusable false means the connection is not at a
+// message boundary, or reported a transaction, and is closed.
+func (c *conn) finishShadow(ctx context.Context, sc *shadow.Conn, reusable bool) {
 	sc.OnNotice(nil)
+	if !reusable {
+		c.dropShadow(sc)
+		return
+	}
 	if sc.HasState() && !sc.PgConn().IsClosed() && ctx.Err() == nil {
 		c.shadow = sc
 		return
 	}
 	c.shadow = nil
 	c.srv.shadowPool(c.ds).Release(sc, ctx.Err() == nil)
+}
+
+// dropShadow closes sc (its slot in the pool is freed).
+func (c *conn) dropShadow(sc *shadow.Conn) {
+	sc.OnNotice(nil)
+	if c.shadow == sc {
+		c.shadow = nil
+	}
+	c.srv.shadowPool(c.ds).Release(sc, false)
 }
 
 // shadowAcquireFailed turns a failure to get a pooled connection into the
@@ -91,15 +142,17 @@ func (c *conn) shadowAcquireFailed(ctx context.Context, pool *shadow.Pool, err e
 
 // shadowSettings are the session's values of the settings that affect
 // catalog answers, in a stable order.
+// The slice is the session's, reused by the next call.
 func (c *conn) shadowSettings() []shadow.Setting {
-	out := make([]shadow.Setting, 0, len(shadowSettingNames))
-	for _, n := range shadowSettingNames {
+	out := c.shadowWant[:0]
+	for i, n := range shadowSettingNames {
 		v, ok := c.settings[n]
 		if !ok {
 			v = c.defaultSetting(n)
 		}
-		out = append(out, shadow.Setting{Name: settingDefs[n].name, Value: v})
+		out = append(out, shadow.Setting{Name: shadowSettingDisplay[i], Value: v})
 	}
+	c.shadowWant = out
 	return out
 }
 
@@ -112,6 +165,16 @@ var shadowSettingNames = func() []string {
 		}
 	}
 	sort.Strings(out)
+	return out
+}()
+
+// shadowSettingDisplay are the names of shadowSettingNames as PostgreSQL
+// spells them.
+var shadowSettingDisplay = func() []string {
+	out := make([]string, len(shadowSettingNames))
+	for i, n := range shadowSettingNames {
+		out[i] = settingDefs[n].name
+	}
 	return out
 }()
 
@@ -150,42 +213,33 @@ func (c *conn) shadowFailed(ctx context.Context, err error) error {
 }
 
 // execShadowSimple forwards a catalog statement with the simple protocol
-// and streams its results to the client.
+// and relays its results to the client as the shadow wrote them
+// (relay.go).
 func (c *conn) execShadowSimple(ctx context.Context, text string) error {
 	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return err
 	}
-	defer c.releaseShadow(ctx, sc)
-	qctx, done := c.shadowCtx(ctx, sc.PgConn())
-	defer done() // runs before releaseShadow
-	mrr := sc.PgConn().Exec(qctx, text)
-	for mrr.NextResult() {
-		rr := mrr.ResultReader()
-		if fds := rr.FieldDescriptions(); fds != nil {
-			c.be.Send(&pgproto3.RowDescription{Fields: toWireFields(fds, nil)})
-		}
-		n := 0
-		for rr.NextRow() {
-			c.be.Send(&pgproto3.DataRow{Values: rr.Values()})
-			if n++; n%shadowFlushRows == 0 {
-				if err := c.be.Flush(); err != nil {
-					_ = mrr.Close()
-					return err
-				}
-			}
-		}
-		tag, err := rr.Close()
-		if err != nil {
-			_ = mrr.Close()
-			return c.shadowFailed(ctx, err)
-		}
-		c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag.String())})
-	}
-	if err := mrr.Close(); err != nil {
+	rl, err := openRelay(ctx, sc)
+	if err != nil {
+		c.dropShadow(sc)
 		return c.shadowFailed(ctx, err)
 	}
-	return nil
+	unwatch := c.watchShadow(ctx, sc.PgConn())
+	c.relayOut = appendQuery(c.relayOut[:0], text)
+	err = rl.send(c.relayOut)
+	reusable := false
+	if err != nil {
+		err = c.shadowFailed(ctx, relayIOError(err))
+	} else {
+		err, reusable = c.relayReply(ctx, rl, nil)
+	}
+	unwatch() // before the connection is released
+	if rl.close() {
+		reusable = false
+	}
+	c.finishShadow(ctx, sc, reusable)
+	return err
 }
 
 // toWireFields converts pgconn field descriptions; formats, when given,
@@ -222,52 +276,67 @@ func (c *conn) describeShadow(ctx context.Context, text string, paramOIDs []uint
 }
 
 // execShadowExtended runs a catalog statement on the shadow with the
-// extended protocol and buffers its result for a portal (bounded by
+// extended protocol (Parse, Bind, Describe, Execute, Sync in one write)
+// and keeps its reply for a portal as the shadow wrote it (bounded by
 // MaxBufferedResult).
 func (c *conn) execShadowExtended(ctx context.Context, p *portal) (*bufferedResult, error) {
 	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return nil, err
 	}
-	defer c.releaseShadow(ctx, sc)
-	ps := p.stmt
-	oids := make([]uint32, len(p.params)) // 0: the shadow infers the type
-	if ps.desc != nil {
-		copy(oids, ps.desc.paramOIDs)
-	} else {
-		copy(oids, ps.parseOIDs)
-	}
-	qctx, done := c.shadowCtx(ctx, sc.PgConn())
-	defer done() // runs before releaseShadow
-	rr := sc.PgConn().ExecParams(qctx, ps.text, p.params, oids, p.paramFormats, p.resultFormats)
-	br := &bufferedResult{}
-	if fds := rr.FieldDescriptions(); fds != nil {
-		br.fields = toWireFields(fds, nil)
-	}
-	size := 0
-	for rr.NextRow() {
-		vals := rr.Values()
-		row := make([][]byte, len(vals))
-		for i, v := range vals {
-			if v != nil {
-				row[i] = append([]byte{}, v...)
-				size += len(v)
-			}
-		}
-		size += 8 * len(vals)
-		if size > c.srv.cfg.MaxBufferedResult {
-			_, _ = rr.Close()
-			return nil, pgerr.New(programLimitExceeded, "catalog result too large (over %d bytes)", c.srv.cfg.MaxBufferedResult).
-				WithHint("add a LIMIT or use the simple query protocol")
-		}
-		br.rows = append(br.rows, row)
-	}
-	tag, err := rr.Close()
+	rl, err := openRelay(ctx, sc)
 	if err != nil {
+		c.dropShadow(sc)
 		return nil, c.shadowFailed(ctx, err)
 	}
-	br.tag = tag.String()
+	ps := p.stmt
+	oids := ps.parseOIDs
+	if ps.desc != nil {
+		oids = ps.desc.paramOIDs
+	}
+	if len(oids) > len(p.params) {
+		oids = oids[:len(p.params)] // the rest: the shadow infers the type
+	}
+	unwatch := c.watchShadow(ctx, sc.PgConn())
+	c.relayOut, err = appendExtended(c.relayOut[:0], ps.text, oids, p)
+	reusable := false
+	br := &bufferedResult{}
+	if err == nil {
+		if err = rl.send(c.relayOut); err != nil {
+			err = c.shadowFailed(ctx, relayIOError(err))
+		} else {
+			err, reusable = c.relayReply(ctx, rl, br)
+		}
+	}
+	unwatch() // before the connection is released
+	if rl.close() {
+		reusable = false
+	}
+	c.finishShadow(ctx, sc, reusable)
+	if err != nil {
+		return nil, err
+	}
 	return br, nil
+}
+
+// appendExtended appends the unnamed statement and portal's Parse, Bind,
+// Describe, Execute and Sync for one run of p's statement text.
+func appendExtended(dst []byte, text string, oids []uint32, p *portal) ([]byte, error) {
+	var err error
+	if dst, err = (&pgproto3.Parse{Query: text, ParameterOIDs: oids}).Encode(dst); err != nil {
+		return dst, err
+	}
+	bind := pgproto3.Bind{ParameterFormatCodes: p.paramFormats, Parameters: p.params, ResultFormatCodes: p.resultFormats}
+	if dst, err = bind.Encode(dst); err != nil {
+		return dst, err
+	}
+	if dst, err = (&pgproto3.Describe{ObjectType: 'P'}).Encode(dst); err != nil {
+		return dst, err
+	}
+	if dst, err = (&pgproto3.Execute{}).Encode(dst); err != nil {
+		return dst, err
+	}
+	return (&pgproto3.Sync{}).Encode(dst)
 }
 
 func noticeResponse(n *pgconn.Notice) *pgproto3.NoticeResponse {
