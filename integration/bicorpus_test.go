@@ -169,7 +169,10 @@ func TestBICorpus(t *testing.T) {
 		analyst := fmt.Sprintf("bi%02d", i)
 		label := bc.tool + ": " + bc.name
 		conn, notices := connectWithNotices(t, ctx, p.dsn(analyst))
-		if _, err := conn.Exec(ctx, "SET dp.epsilon = 0.5"); err != nil {
+		// dp.contribution = fixed: the truths below bound by the policy's
+		// rows per unit; TestAutoBounds_EndToEnd checks answers at the
+		// bound auto chooses.
+		if _, err := conn.Exec(ctx, "SET dp.epsilon = 0.5; SET dp.contribution = fixed"); err != nil {
 			t.Fatal(err)
 		}
 		got, err := biRows(ctx, conn, bc.sql)

@@ -217,7 +217,7 @@ func TestPower_ContributionBounds(t *testing.T) {
 	c := connect(t, ctx, p.dsn(analyst))
 	// dp.bias = off: the whole ε goes to the measurements, whose noise
 	// scales the bounds below are computed for.
-	rows := textRows(t, ctx, c, "SET dp.epsilon = 1; SET dp.cache = off; SET dp.bias = off; SELECT department, COUNT(*) FROM visits GROUP BY department")
+	rows := textRows(t, ctx, c, "SET dp.epsilon = 1; SET dp.cache = off; SET dp.bias = off; SET dp.contribution = fixed; SELECT department, COUNT(*) FROM visits GROUP BY department")
 	if len(rows) != 7 {
 		t.Fatalf("rows = %v, want the 7 departments", rows)
 	}

@@ -59,9 +59,6 @@ func (r *Releaser) newAutoChoice(req Request) (*autoChoice, error) {
 	for _, p := range ac.plans {
 		sub := req
 		sub.Plan, sub.Epsilon = p, shares.rest
-		if err := checkQueryBounds(sub); err != nil {
-			return nil, err
-		}
 		ms, err := r.mechanisms(sub)
 		if err != nil {
 			return nil, err
