@@ -55,12 +55,13 @@ const (
 
 var mutations = []mutation{
 	{"halved sensitivity (L1 and L2)", "./sensitivity", []edit{
-		{"sensitivity/sensitivity.go", "\td := float64(b.L0) * b.LInf\n", "\td := float64(b.L0) * b.LInf / 2\n"},
-		{"sensitivity/sensitivity.go", "\td := math.Sqrt(float64(b.L0)) * b.LInf\n", "\td := math.Sqrt(float64(b.L0)) * b.LInf / 2\n"},
+		{"sensitivity/sensitivity.go", "\td := mulUp(float64(b.L0), b.LInf)\n", "\td := mulUp(float64(b.L0), b.LInf) / 2\n"},
+		{"sensitivity/sensitivity.go", "\td := mulUp(sqrtUp(float64(b.L0)), b.LInf)\n", "\td := mulUp(sqrtUp(float64(b.L0)), b.LInf) / 2\n"},
 	}},
-	{"dropped L0 bound (emitted SQL)", "./rewrite", []edit{
-		{"rewrite/bounds.go", `w(") AS dp_ranked WHERE dp_group_rank <= ", strconv.Itoa(p.MaxGroupsPerUnit), " GROUP BY ")`,
-			`w(") AS dp_ranked WHERE dp_group_rank <= ", strconv.Itoa(1<<30), " GROUP BY ")`},
+	{"dropped bound over groups (emitted SQL)", "./rewrite", []edit{
+		{"rewrite/bounds.go", "\ttotal := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)\n",
+			"\ttotal := strconv.Itoa(1 << 30)\n"},
+		{"rewrite/bounds.go", `w(") AS dp_counted WHERE dp_group_rank <= ", l0)`, `w(") AS dp_counted WHERE dp_group_rank <= ", "1073741824")`},
 	}},
 	{"ε/2 charged (release's charge)", "./release", []edit{
 		{"release/release.go", "\t\t\tEpsilon:         m.mech.Epsilon(),\n", "\t\t\tEpsilon:         m.mech.Epsilon() / 2,\n"},
