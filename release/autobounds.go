@@ -16,16 +16,25 @@ import (
 // # Rows per unit chosen per query
 //
 // A plan with Auto (rewrite/autobounds.go) is answered in two steps under
-// one charge: the profile query gives, per candidate c, the number of
-// units whose largest row count in one group is at most c, and N; the
-// exponential mechanism (Δu = 1, ε_sel) chooses candidate i (c ascending)
-// by the utility −max(q·N − count_c, 0) − i·2/ε_sel: units beyond c that
-// exceed a share 1 − q count against c, and each step up costs as much as
-// the mechanism's own scale, so among bounds that reach the quantile the
-// smallest is likely. The step term does not depend on the data and
-// max(·, 0) is 1-Lipschitz, so Δu ≤ 1 still; the chosen candidate's plan is then released like any
-// plan, with the rest of ε. ε_sel is a tenth of the query's ε (biasSplit
-// with one measure), so the query composes to its ε.
+// one charge: the profile query gives N, the units of the query, and per
+// candidate c the units that bounding at c leaves whole (at most c rows
+// in each group, at most L0·c in all); the exponential mechanism (Δu = 1,
+// ε_sel) chooses candidate c by the utility
+//
+//	u_c = −w·(N − whole_c) − h_c
+//
+// where h_c = L0·c·ln(20)/ε_m is the 95% half-width, in rows, of a count
+// bounded at c with the measurements' ε_m (data-independent), and w =
+// autoRowsPerCut rows are what a cut unit is taken to cost the answer. It
+// trades the bias of the units bounding cuts against the noise the bound
+// costs, as Amin, Kulesza, Muñoz and Vassilvitskii (ICML 2019) trade bias
+// against variance: with many units and a large ε the noise term is small
+// and the bound stays high; for a few units or a small ε it comes down to
+// where the units are. N − whole_c moves by 0 or 1 when one unit is added
+// or removed and h_c is a constant, so Δu = w. The
+// chosen candidate's plan is then released like any plan, with the rest
+// of ε. ε_sel is a tenth of the query's ε (biasSplit with one measure), so
+// the query composes to its ε.
 //
 // The charge is reserved before the profile reads any row, for every
 // candidate at once: the events are the selection's and, per measure,
@@ -34,12 +43,20 @@ import (
 // reads multipliers could see), so whichever candidate is chosen is
 // charged at least what it costs.
 
+// autoRowsPerCut is w: a cut unit loses at least one row, and on the demo
+// data several (with w = 1 the department counts chose 4 of 5 visits per
+// patient and department and lost 5% of their rows; a larger w only costs
+// noise, which the utility weighs).
+const autoRowsPerCut = 4
+
 // autoChoice chooses and answers with one candidate plan.
 type autoChoice struct {
 	sel   *noise.Exponential
 	plans []*rewrite.Plan // per candidate, ascending rows per unit
 	mechs [][]measurement // per candidate
 	cands []int           // rows per unit of each candidate
+	// halfWidth[i]: h_c of candidate i, L0·c·ln(20)/ε_m rows.
+	halfWidth []float64
 }
 
 func (r *Releaser) newAutoChoice(req Request) (*autoChoice, error) {
@@ -48,7 +65,7 @@ func (r *Releaser) newAutoChoice(req Request) (*autoChoice, error) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed contribution candidates")
 	}
 	shares := splitBudget(req)
-	sel, err := noise.NewExponential(noise.ExponentialParams{Epsilon: shares.autoEpsilon, Sensitivity: 1, Rand: r.testOnlyRand})
+	sel, err := noise.NewExponential(noise.ExponentialParams{Epsilon: shares.autoEpsilon, Sensitivity: autoRowsPerCut, Rand: r.testOnlyRand})
 	if err != nil {
 		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot choose contribution bounds for this query: %v", err).
 			WithHint("use a larger dp.epsilon, or SET dp.contribution = fixed"), err)
@@ -67,6 +84,7 @@ func (r *Releaser) newAutoChoice(req Request) (*autoChoice, error) {
 			return nil, pgerr.New(pgerr.InternalError, "internal error: contribution candidates of another shape")
 		}
 		ac.mechs = append(ac.mechs, ms)
+		ac.halfWidth = append(ac.halfWidth, float64(p.MaxGroupsPerUnit*p.RowsPerUnit)*math.Log(20)/shares.epsilon)
 	}
 	return ac, nil
 }
@@ -107,20 +125,18 @@ func (ac *autoChoice) choose(rows [][]*string) (int, error) {
 		}
 		vals[i] = x
 	}
-	qn := new(big.Rat).Mul(vals[0], new(big.Rat).SetFloat64(rewrite.AutoQuantile))
-	// λ = 2/ε_sel per candidate step: a data-independent preference for
-	// the smaller bound among those that reach the quantile (without it,
-	// units all within the smallest bound would make every candidate
-	// equally likely).
-	lambda := new(big.Rat).Quo(big.NewRat(2, 1), new(big.Rat).SetFloat64(ac.sel.Epsilon()))
 	utilities := make([]*big.Rat, k)
 	for i := range k {
-		short := new(big.Rat).Sub(qn, vals[i+1])
-		if short.Sign() < 0 {
-			short.SetInt64(0)
+		u := new(big.Rat).Sub(vals[0], vals[i+1]) // units cut at c
+		if u.Sign() < 0 {
+			u.SetInt64(0)
 		}
-		u := new(big.Rat).Mul(lambda, big.NewRat(int64(i), 1))
-		utilities[i] = u.Neg(u.Add(u, short))
+		u.Mul(u, big.NewRat(autoRowsPerCut, 1))
+		h := new(big.Rat)
+		if h.SetFloat64(ac.halfWidth[i]) == nil {
+			return 0, pgerr.New(pgerr.InternalError, "internal error: contribution candidate without a finite noise")
+		}
+		utilities[i] = u.Neg(u.Add(u, h))
 	}
 	i, err := ac.sel.Select(utilities)
 	if err != nil {

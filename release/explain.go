@@ -110,8 +110,8 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	cost += "; the accountant may charge less under its composition)"
 	lines = append(lines, cost)
 	if a := plan.Auto; a != nil {
-		add("  Contribution bound: rows per unit chosen per query by the exponential mechanism among %v, aiming at the %gth percentile of the units' largest row count in one group (epsilon=%s); the measurements below are at the largest candidate, a smaller one has proportionally less noise",
-			a.Candidates, 100*rewrite.AutoQuantile, num(autoEps))
+		add("  Contribution bound: rows per unit chosen per query by the exponential mechanism among %v, trading the units each would cut (from a profile of the data) against its noise, L0·c·ln(20)/epsilon_m rows (epsilon=%s); the measurements below are at the largest candidate, a smaller one has proportionally less noise",
+			a.Candidates, num(autoEps))
 	}
 	if sel != nil {
 		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, 1, 0)

@@ -19,32 +19,28 @@ import (
 // the last being the plan's own R), and a profile query. Release runs the
 // profile, chooses one candidate by the exponential mechanism and answers
 // with that candidate's plan, whose measures are calibrated to its own
-// bound (release/autobounds.go). The choice is a DP quantile of the units'
-// contributions (Amin, Kulesza, Muñoz, Vassilvitskii, "Bounding User
-// Contributions: A Bias-Variance Trade-off in Differential Privacy",
-// ICML 2019): the profile counts, for each candidate c, the units whose
-// largest row count in one group of the query (their row count, when
-// ungrouped) is at most c, and the number N of units; the utility of the
-// i-th candidate c is −max(q·N − count_c, 0) − i·2/ε_sel with
-// q = AutoQuantile (release/autobounds.go).
+// bound (release/autobounds.go). The choice trades bias against noise
+// (Amin, Kulesza, Muñoz, Vassilvitskii, "Bounding User Contributions: A
+// Bias-Variance Trade-off in Differential Privacy", ICML 2019): the
+// profile counts, for each candidate c, the units that bounding at c
+// leaves whole — at most c rows in each group of the query and at most
+// L0·c in all (their row count at most c, when ungrouped) — and the
+// number N of units; the utility of c is −w·(N − whole_c) − h_c, the units
+// cut (w rows each) plus the noise's 95% half-width in rows
+// (release/autobounds.go).
 //
 // Sensitivity of the utilities: adding or removing one unit changes N by
-// 1 and each count_c by 0 or 1 in the same direction, so q·N − count_c
-// moves by at most max(q, 1 − q) ≤ 1, and so does max(·, 0); the step
-// term is a constant: the exponential mechanism with Δu = 1 is ε_sel-DP
-// (McSherry and Talwar 2007). The answer then uses a plan that is DP for each fixed choice;
-// by sequential composition the query costs ε_sel plus the answer's ε.
+// 1 and each whole_c by 0 or 1 in the same direction, so N − whole_c
+// moves by 0 or 1; h_c is a constant: the exponential mechanism with
+// Δu = w is ε_sel-DP (McSherry and Talwar 2007). The answer then uses a
+// plan that is DP for each fixed choice; by sequential composition the
+// query costs ε_sel plus the answer's ε.
 // The profile's SQL reads the same rows as the plan (the analyst's
 // WHERE, keys in their domain, rows with a unit) and only counts them,
 // so it cannot fail on any value.
 //
 // Candidates are 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, … below R, then R:
-// about 1.5× apart, so the chosen bound is within that factor of the
-// quantile at most, and planning costs a few plans more.
-
-// AutoQuantile is q: the bound aims at the 95th percentile of the units'
-// largest per-group row counts.
-const AutoQuantile = 0.95
+// about 1.5× apart, so planning costs a few plans more.
 
 // AutoBounds is what release needs to choose a plan's rows per unit.
 type AutoBounds struct {
@@ -55,8 +51,9 @@ type AutoBounds struct {
 	// for every candidate but the last (the plan itself).
 	Plans []*Plan
 	// ProfileSQL returns one row: the number of units N, then for each
-	// candidate c the number of units whose largest row count in one
-	// group is at most c.
+	// candidate c the number of units within its bounds: at most c rows
+	// in each group and at most L0·c rows in all, so that bounding at c
+	// leaves them whole.
 	ProfileSQL string
 }
 
@@ -132,9 +129,11 @@ func profileSQL(p *Plan, cands []int) string {
 	var b strings.Builder
 	b.WriteString("SELECT COUNT(*)::text")
 	for _, c := range cands {
-		b.WriteString(", COALESCE(SUM(CASE WHEN dp_s <= " + strconv.Itoa(c) + " THEN 1 ELSE 0 END), 0)::text")
+		// The unit is within the bounds of c: at most c rows in each
+		// group and at most its allowance L0·c in all (bounds.go).
+		b.WriteString(", COALESCE(SUM(CASE WHEN dp_s <= " + strconv.Itoa(c) + " AND dp_m <= " + strconv.Itoa(p.MaxGroupsPerUnit*c) + " THEN 1 ELSE 0 END), 0)::text")
 	}
-	b.WriteString(" FROM (SELECT MAX(dp_n) AS dp_s FROM (SELECT dp_unit, COUNT(*) AS dp_n FROM (SELECT ")
+	b.WriteString(" FROM (SELECT MAX(dp_n) AS dp_s, SUM(dp_n) AS dp_m FROM (SELECT dp_unit, COUNT(*) AS dp_n FROM (SELECT ")
 	b.WriteString(strings.Join(cols, ", "))
 	b.WriteString(" FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name) + " WHERE ")
 	b.WriteString(strings.Join(sourceConds(p, p.where, unit), " AND "))
