@@ -37,7 +37,7 @@ func (u *profileUpstream) Query(_ context.Context, sql string, _ ...any) ([][]*s
 // candidate c is chosen with probability ∝ exp(−ε_sel·h_c/(2w)), Δu = w. Over 300
 // seeded runs each candidate's frequency must lie within 5 binomial
 // standard deviations (+1/300) of that probability (false rejection
-// < 10⁻⁵ over the 9 candidates).
+// < 10⁻⁵ over the 7 candidates).
 func TestRun_AutoBounds(t *testing.T) {
 	ds := loadPolicy(t)
 	plan, err := rewrite.RewriteWith(ds, "SELECT COUNT(*) FROM visits", rewrite.Options{AutoBounds: true})
@@ -45,8 +45,8 @@ func TestRun_AutoBounds(t *testing.T) {
 		t.Fatalf("%v: no auto bounds", err)
 	}
 	cands := plan.Auto.Candidates
-	if len(cands) != 9 || cands[len(cands)-1] != 20 {
-		t.Fatalf("candidates %v, want 9 up to the allowance 20", cands)
+	if len(cands) != 7 || cands[len(cands)-1] != 20 {
+		t.Fatalf("candidates %v, want 1–8 and the allowance 20", cands)
 	}
 	profile := []*string{s("1000")}
 	for range cands {
@@ -116,23 +116,20 @@ func TestRun_AutoBounds(t *testing.T) {
 }
 
 // TestRun_AutoBoundsFollowsTheData: when 96% of the units have more than 8
-// rows, the bounds up to 8 cut 9600 units and 12 cuts 400, which outweighs
-// the noise saved (h_c = c·ln(20)/ε_m ≈ 1.33·c rows at ε_m = 4.05), so 16
-// or 20 is chosen nearly always at ε_sel = 0.5.
+// rows, the bounds up to 8 cut 9600 units, which outweighs the noise saved
+// (h_c = c·ln(20)/ε_m ≈ 0.74·c rows at ε_m = 4.05), so the allowance 20
+// is chosen nearly always at ε_sel = 0.5.
 func TestRun_AutoBoundsFollowsTheData(t *testing.T) {
 	ds := loadPolicy(t)
 	plan, err := rewrite.RewriteWith(ds, "SELECT COUNT(*) FROM visits", rewrite.Options{AutoBounds: true})
 	if err != nil || plan.Auto == nil {
 		t.Fatalf("%v: no auto bounds", err)
 	}
-	// N = 10000; units with at most c rows: c ≤ 8: 400, 12: 9600, 16+: 10000.
+	// N = 10000; units with at most c rows: c ≤ 8: 400, 20: 10000.
 	profile := []*string{s("10000")}
 	for _, c := range plan.Auto.Candidates {
 		n := "400"
-		switch {
-		case c == 12:
-			n = "9600"
-		case c > 12:
+		if c == 20 {
 			n = "10000"
 		}
 		profile = append(profile, s(n))
@@ -144,10 +141,9 @@ func TestRun_AutoBoundsFollowsTheData(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Utilities: 12 rows −4·400 − 16, 16 rows −21, 20 rows −27:
-		// P(12) < e^{−0.5/8·1580} ≈ 10⁻⁴².
-		if m := regexp.MustCompile(`at most (\d+) in all`).FindStringSubmatch(res.Notice); m == nil || (m[1] != "16" && m[1] != "20") {
-			t.Fatalf("seed %d: %s, want 16 or 20 rows", seed, res.Notice)
+		// Utilities: 8 rows −4·9600 − 6, 20 rows −15: P(8) < e^{−0.5/8·38000}.
+		if m := regexp.MustCompile(`at most (\d+) in all`).FindStringSubmatch(res.Notice); m == nil || m[1] != "20" {
+			t.Fatalf("seed %d: %s, want 20 rows", seed, res.Notice)
 		}
 	}
 }

@@ -39,7 +39,7 @@ import (
 // WHERE, keys in their domain, rows with a unit) and only counts them,
 // so it cannot fail on any value.
 //
-// Candidates are 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, … below R, then R:
+// Candidates are 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, … up to R/2, then R:
 // about 1.5× apart, so planning costs a few plans more.
 
 // AutoBounds is what release needs to choose a plan's rows per unit.
@@ -57,10 +57,16 @@ type AutoBounds struct {
 	ProfileSQL string
 }
 
-// autoCandidates returns the candidates for r rows per unit (r ≥ 2).
+// autoCandidates returns the candidates for r rows per unit (r ≥ 2): 1,
+// 2, 3, 4, 6, 8, 12, … up to r/2, then r. A bound above r/2 saves less
+// than half the noise of r and is not offered: on the demo, COUNT(*) with
+// 16 of 20 visits per patient saved 20% of the noise but was chosen in 8%
+// of releases at ε 0.1 (ε_sel = 0.01 cannot tell 549 cut patients from
+// none reliably), each time 1,495 rows (0.75%) short, which took the
+// interval's coverage of the truth from 0.94 to 0.84.
 func autoCandidates(r int) []int {
 	var out []int
-	for c := 1; c < r; {
+	for c := 1; c <= r/2; {
 		out = append(out, c)
 		switch {
 		case c < 4:
