@@ -63,7 +63,9 @@ type Params struct {
 	Integer bool
 	// Cells is the number of released values (cells, groups) that one
 	// privacy unit can change when the same mechanism noises several cells
-	// of one query: the L0 bound (max groups per unit). 0 means 1. In real
+	// of one query: the L0 bound (max groups per unit), or every group of
+	// the key domain when a plan weights groups (rewrite.Plan.CellsChanged).
+	// 0 means 1. In real
 	// mode each changed cell can move by one extra grid step through
 	// rounding, so the charged sensitivity is Δ₁ + Cells·r (Laplace) or
 	// Δ₂ + √Cells·r (Gaussian). For the Gaussian, Cells > 1 also selects

@@ -18,7 +18,7 @@ import (
 // A plan with Auto (rewrite/autobounds.go) is answered in two steps under
 // one charge: the profile query gives N, the units of the query, and per
 // candidate c the units that bounding at c leaves whole (at most c rows
-// in each group, at most L0·c in all); the exponential mechanism (Δu = 1,
+// in each group, at most L0·c in all); the exponential mechanism (Δu = w,
 // ε_sel) chooses candidate c by the utility
 //
 //	u_c = −w·(N − whole_c) − h_c

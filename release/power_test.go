@@ -89,7 +89,10 @@ func refShare(x float64, m int) float64 {
 // refPowerMeasures returns the reference calibration of powerPlan's three
 // measures for a query (ε, δ) and mechanism.
 func refPowerMeasures(mechanism string, epsilon, delta float64) []refMeasure {
-	const l0, rows = 4, 5
+	// cells: one grid step of rounding for each of the 7 departments, as
+	// the plan weights groups (7 > L0), so one patient can change all 7
+	// (rewrite.Plan.CellsChanged).
+	const l0, rows, cells = 4, 5, 7
 	eps := refShare(epsilon, 3)
 	del := 0.0
 	if mechanism == policy.MechanismGaussian {
@@ -108,7 +111,7 @@ func refPowerMeasures(mechanism string, epsilon, delta float64) []refMeasure {
 			t := s
 			if !m.integer {
 				rm.r = dpref.Pow2(dpref.FloorLog2(s) - 39)
-				t = new(big.Rat).Add(new(big.Rat).SetFloat64(l1), new(big.Rat).Mul(big.NewRat(l0, 1), rm.r))
+				t = new(big.Rat).Add(new(big.Rat).SetFloat64(l1), new(big.Rat).Mul(big.NewRat(cells, 1), rm.r))
 				t.Quo(t, new(big.Rat).Mul(rm.r, new(big.Rat).SetFloat64(eps)))
 			}
 			rm.scale, _ = t.Float64()
@@ -119,7 +122,7 @@ func refPowerMeasures(mechanism string, epsilon, delta float64) []refMeasure {
 			if !m.integer {
 				rm.r = dpref.Pow2(dpref.FloorLog2(new(big.Rat).SetFloat64(sc)) - 39)
 				rf, _ := rm.r.Float64()
-				charged = l2/rf + math.Sqrt(l0)
+				charged = l2/rf + math.Sqrt(cells)
 			}
 			rf, _ := rm.r.Float64()
 			rm.scale = dpref.SmallestSigma(sc/rf, del, 1e-10, func(s float64) float64 { return dpref.ZCDPDelta(charged*charged/(2*s*s), eps) })

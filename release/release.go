@@ -515,13 +515,13 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			if e != nil {
 				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
 			}
-			mech, err = noise.NewLaplace(noise.Params{Epsilon: epsilon, Sensitivity: l1, Integer: ms.Integer && isInteger(l1), Cells: plan.MaxGroupsPerUnit, Rand: r.testOnlyRand})
+			mech, err = noise.NewLaplace(noise.Params{Epsilon: epsilon, Sensitivity: l1, Integer: ms.Integer && isInteger(l1), Cells: plan.CellsChanged(), Rand: r.testOnlyRand})
 		case policy.MechanismGaussian:
 			l2, e := sensitivity.L2(bounds)
 			if e != nil {
 				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
 			}
-			mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: l2, Integer: ms.Integer, Cells: plan.MaxGroupsPerUnit, Rand: r.testOnlyRand})
+			mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: l2, Integer: ms.Integer, Cells: plan.CellsChanged(), Rand: r.testOnlyRand})
 		}
 		if err != nil {
 			return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate noise for this query: %v", err).

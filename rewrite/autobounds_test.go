@@ -78,8 +78,8 @@ func TestAutoBounds_Plan(t *testing.T) {
 
 // TestAutoBounds_ProfileOnPostgres runs the profile query on PostgreSQL
 // and checks its counts against the data, and its sensitivity: adding one
-// unit with many rows changes N by 1 and each count by 0 or 1, so every
-// utility q·N − count_c moves by at most 1 (autobounds.go).
+// unit with many rows changes N by 1 and each count by 0 or 1, so the
+// number of units cut, N − count_c, moves by 0 or 1 (Δu = w for the utility −w·cut − h_c, release/autobounds.go).
 func TestAutoBounds_ProfileOnPostgres(t *testing.T) {
 	ctx, conn := freshConn(t, time.Minute)
 	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
@@ -147,6 +147,27 @@ func TestAutoBounds_ProfileOnPostgres(t *testing.T) {
 	for i := 1; i < len(after); i++ {
 		if d := after[i] - before[i]; d < 0 || d > 1 {
 			t.Errorf("count for candidate %d moved by %d", p.Auto.Candidates[i-1], d)
+		}
+	}
+}
+
+// TestCellsChanged: with groups weighted (public keys with more groups
+// than L0) one unit can change every group of the domain, so the noise
+// must charge rounding for all of them; otherwise at most L0.
+func TestCellsChanged(t *testing.T) {
+	ds := loadHospital(t)
+	for q, want := range map[string]int{
+		"SELECT COUNT(*) FROM visits":                                            1,
+		"SELECT department, COUNT(*) FROM visits GROUP BY department":            7, // 7 departments > L0 = 4
+		"SELECT sex, COUNT(*) FROM patients GROUP BY sex":                        2, // L0 = 1 < 2 values: a patient with rows in both is weighted in both
+		"SELECT date_trunc('year', visit_date), COUNT(*) FROM visits GROUP BY 1": 5,
+	} {
+		p, err := Rewrite(ds, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.CellsChanged(); got != want {
+			t.Errorf("%s: CellsChanged = %d, want %d", q, got, want)
 		}
 	}
 }

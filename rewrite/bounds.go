@@ -248,6 +248,27 @@ func groupBounding(p *Plan) groupBound {
 	return groupsScale
 }
 
+// CellsChanged is the number of released groups whose values one unit can
+// change: every group of the key domains when groups are weighted
+// (groupsScale: a unit within its allowance keeps all its groups, each
+// with a value that need not lie on the noise grid), else at most
+// MaxGroupsPerUnit. Release charges the grid rounding of real-valued
+// measures once per such group (noise.Params.Cells); a larger figure only
+// adds noise.
+func (p *Plan) CellsChanged() int {
+	if groupBounding(p) != groupsScale {
+		return max(p.MaxGroupsPerUnit, 1)
+	}
+	n := 1
+	for _, k := range p.Keys {
+		n *= max(len(k.Domain), 1)
+		if n >= 1<<20 {
+			return 1 << 20
+		}
+	}
+	return max(n, p.MaxGroupsPerUnit, 1)
+}
+
 // scaledMeasures marks the measures whose per-unit values the SQL may
 // weight (bounds.go, "Two levels of bounding") as not integer: sums and
 // sums of squares always (a unit with more than L∞ rows in a group adds
