@@ -109,21 +109,41 @@ func (ac *autoChoice) events() []accountant.Event {
 	return events
 }
 
-// choose reads the profile's row and returns the chosen candidate's index.
-func (ac *autoChoice) choose(rows [][]*string) (int, error) {
-	k := len(ac.cands)
-	if len(rows) != 1 || len(rows[0]) != k+1 {
-		return 0, pgerr.New(pgerr.InternalError, "internal error: unexpected contribution profile")
+// split separates the rows of Auto.CombinedSQL into the plan's own rows
+// and the profile summed over them (N, then one count per candidate).
+func (ac *autoChoice) split(rows [][]*string) ([][]*string, []*big.Rat, error) {
+	k := len(ac.cands) + 1
+	vals := make([]*big.Rat, k)
+	for i := range vals {
+		vals[i] = new(big.Rat)
 	}
-	vals := make([]*big.Rat, k+1)
-	for i, v := range rows[0] {
-		x := new(big.Rat)
-		if v != nil {
-			if _, ok := x.SetString(*v); !ok || !x.IsInt() || x.Sign() < 0 {
-				return 0, pgerr.New(pgerr.InternalError, "internal error: unexpected contribution profile")
-			}
+	own := make([][]*string, len(rows))
+	for r, row := range rows {
+		if len(row) < k {
+			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: unexpected contribution profile")
 		}
-		vals[i] = x
+		cut := len(row) - k
+		for i, v := range row[cut:] {
+			if v == nil {
+				continue
+			}
+			x, ok := new(big.Rat).SetString(*v)
+			if !ok || !x.IsInt() || x.Sign() < 0 {
+				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: unexpected contribution profile")
+			}
+			vals[i].Add(vals[i], x)
+		}
+		own[r] = row[:cut]
+	}
+	return own, vals, nil
+}
+
+// choose returns the index of the candidate chosen from the profile
+// (split).
+func (ac *autoChoice) choose(vals []*big.Rat) (int, error) {
+	k := len(ac.cands)
+	if len(vals) != k+1 {
+		return 0, pgerr.New(pgerr.InternalError, "internal error: unexpected contribution profile")
 	}
 	utilities := make([]*big.Rat, k)
 	for i := range k {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,26 +13,26 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
-// profileUpstream answers the profile query with a fixed row and any
-// other SQL with rows of the given width.
+// profileUpstream answers Auto.CombinedSQL with the plan's row followed by
+// the profile, and any other SQL with the plan's row alone.
 type profileUpstream struct {
-	profileSQL string
-	profile    []*string
-	row        []*string
-	calls      []string
+	combinedSQL string
+	profile     []*string
+	row         []*string
+	calls       []string
 }
 
 func (u *profileUpstream) Query(_ context.Context, sql string, _ ...any) ([][]*string, error) {
 	u.calls = append(u.calls, sql)
-	if sql == u.profileSQL {
-		return [][]*string{u.profile}, nil
+	if sql == u.combinedSQL {
+		return [][]*string{append(append([]*string{}, u.row...), u.profile...)}, nil
 	}
 	return [][]*string{u.row}, nil
 }
 
 // TestRun_AutoBounds: with dp.contribution = auto, one charge covers the
 // choice (ε/10, the exponential mechanism) and the chosen plan (the rest);
-// the profile runs first, then exactly the chosen candidate's SQL, and the
+// the combined SQL runs first, then the chosen candidate's SQL unless it is the plan's own, and the
 // NOTICE names the choice. When every unit has at most one row no
 // candidate cuts a unit, so the utilities are −h_c = −c·ln(20)/ε_m and
 // candidate c is chosen with probability ∝ exp(−ε_sel·h_c/(2w)), Δu = w. Over 300
@@ -56,7 +57,7 @@ func TestRun_AutoBounds(t *testing.T) {
 	chosen := map[int]int{}
 	const runs = 300
 	for seed := range uint64(runs) {
-		up := &profileUpstream{profileSQL: plan.Auto.ProfileSQL, profile: profile, row: []*string{s("1000"), s("0")}}
+		up := &profileUpstream{combinedSQL: plan.Auto.CombinedSQL, profile: profile, row: []*string{s("1000"), s("0")}}
 		l := &memLedger{limit: 10}
 		res, err := newTestReleaser(t, l, seed+1).Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan,
 			Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up, NoCache: true})
@@ -73,12 +74,14 @@ func TestRun_AutoBounds(t *testing.T) {
 		for i < len(cands) && cands[i] != c {
 			i++
 		}
-		want := plan.SQL
+		// The combined SQL first; the chosen candidate's only when it is
+		// not the plan's own bound (answered by the same scan).
+		wantCalls := []string{plan.Auto.CombinedSQL}
 		if i < len(cands)-1 {
-			want = plan.Auto.Plans[i].SQL
+			wantCalls = append(wantCalls, plan.Auto.Plans[i].SQL)
 		}
-		if len(up.calls) != 2 || up.calls[0] != plan.Auto.ProfileSQL || up.calls[1] != want {
-			t.Fatalf("upstream calls %d, want the profile then the plan of %d rows per unit", len(up.calls), c)
+		if !slices.Equal(up.calls, wantCalls) {
+			t.Fatalf("upstream calls %d, want %d for %d rows per unit", len(up.calls), len(wantCalls), c)
 		}
 		if seed == 0 {
 			ev := l.reserved[0].Events
@@ -135,7 +138,7 @@ func TestRun_AutoBoundsFollowsTheData(t *testing.T) {
 		profile = append(profile, s(n))
 	}
 	for seed := range uint64(50) {
-		up := &profileUpstream{profileSQL: plan.Auto.ProfileSQL, profile: profile, row: []*string{s("100000"), s("0")}}
+		up := &profileUpstream{combinedSQL: plan.Auto.CombinedSQL, profile: profile, row: []*string{s("100000"), s("0")}}
 		res, err := newTestReleaser(t, &memLedger{limit: 10}, seed+1).Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan,
 			Epsilon: 5, Mechanism: policy.MechanismLaplace, Upstream: up, NoCache: true})
 		if err != nil {

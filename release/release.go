@@ -233,8 +233,13 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	// 3. Run the emitted SQL. From here on, every error is an incident.
 	// With auto bounds, first choose the plan (autobounds.go).
 	autoNote := ""
+	var rows [][]*string
 	if auto != nil {
-		prof, err := req.Upstream.Query(ctx, plan.Auto.ProfileSQL)
+		combined, err := req.Upstream.Query(ctx, plan.Auto.CombinedSQL)
+		if err != nil {
+			return nil, err
+		}
+		own, prof, err := auto.split(combined)
 		if err != nil {
 			return nil, err
 		}
@@ -245,10 +250,15 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 		plan, ms = auto.plans[i], auto.mechs[i]
 		req.Plan = plan
 		autoNote = autoText(auto, i, len(plan.Keys) > 0)
+		if i == len(auto.plans)-1 {
+			rows = own // the plan's own bound: answered by the same scan
+		}
 	}
-	rows, err := req.Upstream.Query(ctx, plan.SQL)
-	if err != nil {
-		return nil, err
+	if rows == nil {
+		var err error
+		if rows, err = req.Upstream.Query(ctx, plan.SQL); err != nil {
+			return nil, err
+		}
 	}
 	var values [][]*big.Rat
 	var raw [][]*string // quantile summaries (quantile.go)

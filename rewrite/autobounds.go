@@ -3,9 +3,6 @@
 package rewrite
 
 import (
-	"strconv"
-	"strings"
-
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -50,11 +47,15 @@ type AutoBounds struct {
 	// Plans[i] is the statement planned with Candidates[i] rows per unit,
 	// for every candidate but the last (the plan itself).
 	Plans []*Plan
-	// ProfileSQL returns one row: the number of units N, then for each
-	// candidate c the number of units within its bounds: at most c rows
-	// in each group and at most L0·c rows in all, so that bounding at c
-	// leaves them whole.
-	ProfileSQL string
+	// CombinedSQL is the plan's own SQL with the profile of the units as
+	// len(Candidates) + 1 more columns after the measures (bounds.go,
+	// emitSQLProfile): summed over the rows, the number of units N, then
+	// for each candidate c the number of units within its bounds (at most
+	// c rows in each group and at most L0·c in all, so that bounding at c
+	// leaves them whole). One scan gives the profile and the answer at
+	// the plan's own bound; another runs only when a smaller one is
+	// chosen.
+	CombinedSQL string
 }
 
 // autoCandidates returns the candidates for r rows per unit (r ≥ 2): 1,
@@ -117,32 +118,7 @@ func addAutoBounds(ds *policy.Dataset, stmt string, opts Options, p *Plan) error
 		}
 		a.Plans = append(a.Plans, cp)
 	}
-	a.ProfileSQL = profileSQL(p, cands)
+	a.CombinedSQL = emitSQLProfile(p.table, p, p.where, cands)
 	p.Auto = a
 	return nil
-}
-
-// profileSQL is AutoBounds.ProfileSQL for a plan emitted by emitSQL.
-func profileSQL(p *Plan, cands []int) string {
-	t := p.table
-	unit := quoteIdent(t.UnitColumn)
-	cols := []string{unit + " AS dp_unit"}
-	group := []string{"dp_unit"}
-	for j, k := range p.Keys {
-		cols = append(cols, keySQL(k)+" AS dp_k"+strconv.Itoa(j))
-		group = append(group, "dp_k"+strconv.Itoa(j))
-	}
-	var b strings.Builder
-	b.WriteString("SELECT COUNT(*)::text")
-	for _, c := range cands {
-		// The unit is within the bounds of c: at most c rows in each
-		// group and at most its allowance L0·c in all (bounds.go).
-		b.WriteString(", COALESCE(SUM(CASE WHEN dp_s <= " + strconv.Itoa(c) + " AND dp_m <= " + strconv.Itoa(p.MaxGroupsPerUnit*c) + " THEN 1 ELSE 0 END), 0)::text")
-	}
-	b.WriteString(" FROM (SELECT MAX(dp_n) AS dp_s, SUM(dp_n) AS dp_m FROM (SELECT dp_unit, COUNT(*) AS dp_n FROM (SELECT ")
-	b.WriteString(strings.Join(cols, ", "))
-	b.WriteString(" FROM " + quoteIdent(t.Schema) + "." + quoteIdent(t.Name) + " WHERE ")
-	b.WriteString(strings.Join(sourceConds(p, p.where, unit), " AND "))
-	b.WriteString(") AS dp_rows GROUP BY " + strings.Join(group, ", ") + ") AS dp_unit_groups GROUP BY dp_unit) AS dp_units")
-	return b.String()
 }

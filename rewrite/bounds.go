@@ -315,6 +315,18 @@ func weighted(v, num, den string, k int) string {
 // Every identifier is a policy name, quoted; every constant is produced by
 // this package.
 func emitSQL(t *policy.Table, p *Plan, where pred) string {
+	return emitSQLProfile(t, p, where, nil)
+}
+
+// emitSQLProfile is emitSQL, with, when profile (the candidate rows per
+// unit of autobounds.go) is not nil, the profile of the units as K + 1
+// more columns after the measures: per group, the units whose first
+// (unit, group) row it is (summed over the groups: N), and for each
+// candidate c those of them within its bounds (at most c rows in each
+// group, at most L0·c in all). Each unit is counted in exactly one group,
+// so the sums over the groups are the profile of autobounds.go, read in
+// the same scan as the answer of the plan's own bound.
+func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string {
 	if p.Join != nil && p.Join.Shape == JoinKey {
 		return elasticSQL(t, p, where) // join.go: bounded before the join
 	}
@@ -372,6 +384,10 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		}
 	}
 
+	if profile != nil {
+		agg = append(agg, "COUNT(*) AS dp_np")
+	}
+
 	// dp_bounded: the bounded value of each measure per (unit, group).
 	var bounded []string
 	for i, m := range p.Measures {
@@ -424,6 +440,20 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 		}
 		final = append(final, "SUM("+mi+")::text")
 	}
+	if profile != nil {
+		first, pmax, psum := "dp_pfirst = 1", "dp_pmax", "dp_psum"
+		if len(p.Keys) == 0 {
+			first, pmax, psum = "TRUE", "dp_np", "dp_np"
+		}
+		bounded = append(bounded, "CASE WHEN "+first+" THEN 1 ELSE 0 END AS dp_pu")
+		final = append(final, "SUM(dp_pu)::text")
+		for j, c := range profile {
+			cj := strconv.Itoa(j)
+			bounded = append(bounded, "CASE WHEN "+first+" AND "+pmax+" <= "+strconv.Itoa(c)+" AND "+psum+" <= "+
+				strconv.Itoa(p.MaxGroupsPerUnit*c)+" THEN 1 ELSE 0 END AS dp_pc"+cj)
+			final = append(final, "SUM(dp_pc"+cj+")::text")
+		}
+	}
 	if p.PrivateGroups() {
 		// Partition selection: each dp_bounded row is one (unit, group)
 		// that survived the L0 bound, so COUNT(*) is the number of
@@ -452,7 +482,11 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 	hasG := false
 	// groupsAll needs dp_counted only for the removed rows of a grouped
 	// query (bias.go).
-	window := mode == groupsAll && len(p.Keys) > 0 && p.HasBias()
+	window := mode == groupsAll && len(p.Keys) > 0 && (p.HasBias() || profile != nil)
+	profileWindow := ""
+	if profile != nil && len(p.Keys) > 0 {
+		profileWindow = ", MAX(dp_np) OVER dp_w AS dp_pmax, SUM(dp_np) OVER dp_w AS dp_psum, ROW_NUMBER() OVER dp_w AS dp_pfirst"
+	}
 	w("SELECT ")
 	join(final, ", ")
 	w(" FROM (SELECT ")
@@ -477,10 +511,14 @@ func emitSQL(t *policy.Table, p *Plan, where pred) string {
 				w(removedWindowSQL(n, mode, rows))
 			}
 		}
-		w(" FROM (")
+		w(profileWindow, " FROM (")
 	case groupsAll:
 		if window {
-			w("SELECT *", removedWindowSQL(strconv.Itoa(len(p.Measures)-1), mode, rows), " FROM (")
+			w("SELECT *")
+			if p.HasBias() {
+				w(removedWindowSQL(strconv.Itoa(len(p.Measures)-1), mode, rows))
+			}
+			w(profileWindow, " FROM (")
 		}
 	case groupsSelect:
 		// The unit's groups in the order of a hash of (unit, keys), then

@@ -111,9 +111,9 @@ func TestNeighbours(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", q, err)
 				}
-				var prof0 [][]*string
+				var prof0 []int
 				if pl == p && p.Auto != nil {
-					if prof0, err = queryText(ctx, conn, p.Auto.ProfileSQL); err != nil {
+					if prof0, err = combinedProfile(ctx, conn, p); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -131,27 +131,16 @@ func TestNeighbours(t *testing.T) {
 					t.Errorf("%s (rows %d), %s:\n  %s", q, pl.RowsPerUnit, a.name, strings.Join(bad, "\n  "))
 				}
 				if prof0 != nil {
-					rows, err := tx.Query(ctx, p.Auto.ProfileSQL, pgx.QueryExecModeSimpleProtocol)
+					prof1, err := combinedProfile(ctx, tx, p)
 					if err != nil {
 						t.Fatal(err)
 					}
-					var prof1 []string
-					for rows.Next() {
-						for _, v := range rows.RawValues() {
-							prof1 = append(prof1, string(v))
-						}
-					}
-					rows.Close()
-					var n0, n1 int
-					fmt.Sscan(*prof0[0][0], &n0)
-					fmt.Sscan(prof1[0], &n1)
+					n0, n1 := prof0[0], prof1[0]
 					if d := n1 - n0; d < 0 || d > 1 {
 						t.Errorf("%s %s: N %d → %d", q, a.name, n0, n1)
 					}
 					for i := 1; i < len(prof1); i++ {
-						var c0, c1 int
-						fmt.Sscan(*prof0[0][i], &c0)
-						fmt.Sscan(prof1[i], &c1)
+						c0, c1 := prof0[i], prof1[i]
 						if d := c1 - c0; d < 0 || d > 1 || (n1-c1)-(n0-c0) < 0 || (n1-c1)-(n0-c0) > 1 {
 							t.Errorf("%s %s: whole_%d moved by %d", q, a.name, p.Auto.Candidates[i-1], d)
 						}

@@ -289,13 +289,13 @@ func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand
 		}
 	}
 	out := []fuzzVariant{{name: "base", plan: p, run: base(p)}}
-	// The same statement with dp.contribution = auto: its profile query
-	// (autobounds.go) and its smallest candidate plan.
+	// The same statement with dp.contribution = auto: its SQL with the
+	// profile (autobounds.go) and its smallest candidate plan.
 	ao := opts
 	ao.AutoBounds = true
 	if pa, err := RewriteWith(ds, q, ao); err == nil && pa.Auto != nil {
-		profile := &Plan{SQL: pa.Auto.ProfileSQL}
-		out = append(out, fuzzVariant{name: "auto_profile", plan: profile, run: func(ctx context.Context, conn *pgx.Conn) error {
+		profile := &Plan{SQL: pa.Auto.CombinedSQL}
+		out = append(out, fuzzVariant{name: "auto_combined", plan: profile, run: func(ctx context.Context, conn *pgx.Conn) error {
 			rows, err := conn.Query(ctx, profile.SQL, pgx.QueryExecModeExec)
 			if err != nil {
 				return err
