@@ -249,13 +249,9 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 		d.planText, d.explain = text, explain
 		c.dpTexts = c.dpTexts.put(c.ds.Policy, key, d)
 	}
-	if opts := c.rewriteOptions(); opts != (rewrite.Options{}) {
-		// Session options (dp.output_range, dp.sample_blocks) change the
-		// plan; the plan cache is keyed by text only, so plan afresh.
-		plan, err = c.srv.rt.rewrite(c.ds.Policy, text, opts)
-	} else {
-		plan, err = c.srv.plans.plan(c.ds.Policy, text, c.rewriteDefault)
-	}
+	// Session options (dp.output_range, dp.contribution, the TimeZone, …)
+	// are part of the plan cache's key.
+	plan, err = c.srv.plans.plan(c.ds.Policy, text, c.rewriteOptions(), c.srv.rt.rewrite)
 	if err == nil {
 		// The quantile method (SET dp.quantile_method) and the privacy
 		// parameters it needs shape the emitted SQL (plans without
@@ -263,12 +259,6 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 		plan, err = plan.WithQuantiles(c.quantileMethod(), c.epsilon(), c.queryDelta(plan), c.mechanism())
 	}
 	return plan, explain, err
-}
-
-// rewriteDefault plans text with no session options (the plan cache's
-// build function).
-func (c *conn) rewriteDefault(ds *policy.Dataset, text string) (*rewrite.Plan, error) {
-	return c.srv.rt.rewrite(ds, text, rewrite.Options{})
 }
 
 // dpTextCache remembers, per session, what planFor and publicDistinct

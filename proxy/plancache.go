@@ -8,11 +8,14 @@ import (
 )
 
 // planCache keeps the plans of recent DP statements, keyed by the policy
-// (its pointer: a reload makes a new one) and the statement text, so a
+// (its pointer: a reload makes a new one), the session options that shape
+// a plan (rewrite.Options, its Location left out: TimeZone names it) and
+// the statement text, so a
 // dashboard's repeated query is not normalized, parsed and planned again
 // (a cached answer then costs no rewrite and no ledger round trip). Plans
 // are immutable and rewrite is a pure function of (policy, text), so a
-// cached plan is the plan rewrite would return. Only successful plans are
+// cached plan is the plan rewrite would return: rewrite is a pure function of
+// (policy, options, text). Only successful plans are
 // kept; the cache is bounded (cleared when full) and statements longer
 // than maxCachedPlanText are not kept. Safe for concurrent use.
 type planCache struct {
@@ -22,6 +25,7 @@ type planCache struct {
 
 type planKey struct {
 	ds   *policy.Dataset
+	opts rewrite.Options
 	text string
 }
 
@@ -32,19 +36,22 @@ const (
 
 func newPlanCache() *planCache { return &planCache{plans: map[planKey]*rewrite.Plan{}} }
 
-// plan returns the plan of text under ds, from the cache or from build.
-func (pc *planCache) plan(ds *policy.Dataset, text string, build func(*policy.Dataset, string) (*rewrite.Plan, error)) (*rewrite.Plan, error) {
+// plan returns the plan of text under ds and opts, from the cache or from
+// build.
+func (pc *planCache) plan(ds *policy.Dataset, text string, opts rewrite.Options, build func(*policy.Dataset, string, rewrite.Options) (*rewrite.Plan, error)) (*rewrite.Plan, error) {
 	if pc == nil || len(text) > maxCachedPlanText {
-		return build(ds, text)
+		return build(ds, text, opts)
 	}
-	k := planKey{ds: ds, text: text}
+	ko := opts
+	ko.Location = nil
+	k := planKey{ds: ds, opts: ko, text: text}
 	pc.mu.Lock()
 	p, ok := pc.plans[k]
 	pc.mu.Unlock()
 	if ok {
 		return p, nil
 	}
-	p, err := build(ds, text)
+	p, err := build(ds, text, opts)
 	if err != nil || p == nil {
 		return p, err
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 )
 
@@ -65,18 +66,19 @@ COMMIT;
 )
 
 type options struct {
-	dpproxy     string
-	duration    time.Duration
-	clients     int
-	keep        bool
-	profile     string
-	logLevel    string
-	rounds      int
-	skipLatency bool
-	latencyOnly bool // only item 2
-	forwardOnly bool // only items 1 and 4
-	visits      int  // rows of visits for item 2
-	compare     string
+	dpproxy      string
+	duration     time.Duration
+	clients      int
+	keep         bool
+	profile      string
+	logLevel     string
+	rounds       int
+	skipLatency  bool
+	latencyOnly  bool   // only item 2
+	contribution string // SET dp.contribution for item 2 ("": the policy's)
+	forwardOnly  bool   // only items 1 and 4
+	visits       int    // rows of visits for item 2
+	compare      string
 }
 
 func main() {
@@ -90,6 +92,7 @@ func main() {
 	flag.StringVar(&o.compare, "compare", "", "a second dpproxy binary (e.g. the build before a change) run alongside on the same clusters and measured in the same rounds of items 1, 3 and 4")
 	flag.BoolVar(&o.skipLatency, "skip-latency", false, "skip item 2 (DP latency on 1M rows; the slowest item)")
 	flag.BoolVar(&o.forwardOnly, "forward-only", false, "run only items 1 and 4 (forwarded SELECT 1 and cached answers against PgBouncer), e.g. while working on the forwarding path")
+	flag.StringVar(&o.contribution, "contribution", "", "SET dp.contribution for item 2 (fixed or auto; empty: the demo policy's default, auto)")
 	flag.BoolVar(&o.latencyOnly, "latency-only", false, "run only item 2 (e.g. with --visits 5000000 to see how the DP latency grows)")
 	flag.IntVar(&o.visits, "visits", numVisits, "rows of visits for item 2 (20 per patient at most: the patients grow with them)")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of the throughput items: each round runs every side once, in a rotating order; ratios are medians over rounds")
@@ -821,13 +824,29 @@ func (e *env) latencyItem(ctx context.Context, add func(row)) error {
 
 func (e *env) latency(ctx context.Context, readerDSN, emitted string) (dpMed, dirMed, rawMed float64, k int, err error) {
 	step(fmt.Sprintf("latency: %q through dpproxy vs its emitted SQL direct", largeSQL))
-	prx, err := pgx.Connect(ctx, e.proxyDSN(""))
+	pcfg, err := pgx.ParseConfig(e.proxyDSN(""))
 	if err != nil {
 		return 0, 0, 0, 0, err
 	}
+	var lastNotice string // the last DP NOTICE: which rows per unit auto bounds chose
+	pcfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) { lastNotice = n.Message }
+	prx, err := pgx.ConnectConfig(ctx, pcfg)
+	if err != nil {
+		return 0, 0, 0, 0, err
+	}
+	defer func() {
+		if i := strings.Index(lastNotice, "rows per unit:"); i >= 0 {
+			step("last DP answer: " + lastNotice[i:])
+		}
+	}()
 	defer prx.Close(context.Background())
 	if _, err := prx.Exec(ctx, "SET dp.cache = off", pgx.QueryExecModeSimpleProtocol); err != nil {
 		return 0, 0, 0, 0, err
+	}
+	if c := e.o.contribution; c != "" {
+		if _, err := prx.Exec(ctx, "SET dp.contribution = "+c, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return 0, 0, 0, 0, err
+		}
 	}
 	dir, err := pgx.Connect(ctx, readerDSN)
 	if err != nil {
