@@ -338,45 +338,32 @@ func TestAccuracy_Demo(t *testing.T) {
 		var order []string
 		for i := 0; i < runs; i++ {
 			res := run(0.1)
-			half, groupHalf := statedHalfWidths(res.Notice), groupHalfWidths(res.Notice)
-			for ri, row := range res.Rows {
-				for ci, c := range res.Columns {
-					if c.Name == "department" || row[ci] == nil || truth[ri][ci] == nil || bounded.Rows[ri][ci] == nil {
-						continue
+			eachCell(res, truth, func(cl cell) {
+				if bounded.Rows[cl.row][cl.col] == nil {
+					return
+				}
+				bv, _ := strconv.ParseFloat(*bounded.Rows[cl.row][cl.col], 64)
+				a := stats[cl.key]
+				if a == nil {
+					a = &acc{}
+					stats[cl.key] = a
+					order = append(order, cl.key)
+				}
+				if math.Abs(cl.got-cl.want) <= 0.02*math.Abs(cl.want) {
+					a.within++
+				}
+				a.dev = append(a.dev, math.Abs(cl.got-bv))
+				if cl.stated {
+					a.stated++
+					a.half += cl.half
+					if math.Abs(cl.got-cl.want) <= cl.half {
+						a.covT++
 					}
-					key := c.Name
-					if len(res.Rows) > 1 {
-						key = fmt.Sprintf("%s (%s)", c.Name, *row[0])
-					}
-					got, _ := strconv.ParseFloat(*row[ci], 64)
-					want, _ := strconv.ParseFloat(*truth[ri][ci], 64)
-					bv, _ := strconv.ParseFloat(*bounded.Rows[ri][ci], 64)
-					a := stats[key]
-					if a == nil {
-						a = &acc{}
-						stats[key] = a
-						order = append(order, key)
-					}
-					if math.Abs(got-want) <= 0.02*math.Abs(want) {
-						a.within++
-					}
-					a.dev = append(a.dev, math.Abs(got-bv))
-					h, ok := half[c.Name]
-					if hg, gok := groupHalf[key]; gok {
-						h, ok = hg, true
-					}
-					if ok {
-						a.stated++
-						a.half += h
-						if math.Abs(got-want) <= h {
-							a.covT++
-						}
-						if math.Abs(got-bv) <= h {
-							a.covB++
-						}
+					if math.Abs(cl.got-bv) <= cl.half {
+						a.covB++
 					}
 				}
-			}
+			})
 		}
 		for _, key := range order {
 			a := stats[key]
@@ -396,6 +383,40 @@ func TestAccuracy_Demo(t *testing.T) {
 	}
 	t.Logf("the demo at ε 0.1, %d releases per query (Laplace):\n%s", runs, out.String())
 	t.Logf("the demo's default, dp.contribution = auto, at ε 0.1, %d releases per query (Laplace):\n%s", runs, autoTable(t, ctx, conn, ds, demoQueries))
+}
+
+// cell is one released value of a demo query with its truth and the
+// NOTICE's half-width for it (a group's own when the NOTICE gives one).
+type cell struct {
+	key       string // the output name, with the group key when grouped
+	row, col  int
+	got, want float64
+	half      float64
+	stated    bool // the NOTICE states a half-width for it
+}
+
+// eachCell calls fn for every released value of res that has a truth
+// (sorted rows, the key column "department" left out).
+func eachCell(res *release.Result, truth [][]*string, fn func(cell)) {
+	half, groupHalf := statedHalfWidths(res.Notice), groupHalfWidths(res.Notice)
+	for ri, row := range res.Rows {
+		for ci, c := range res.Columns {
+			if c.Name == "department" || row[ci] == nil || truth[ri][ci] == nil {
+				continue
+			}
+			cl := cell{key: c.Name, row: ri, col: ci}
+			if len(res.Rows) > 1 {
+				cl.key = fmt.Sprintf("%s (%s)", c.Name, *row[0])
+			}
+			cl.got, _ = strconv.ParseFloat(*row[ci], 64)
+			cl.want, _ = strconv.ParseFloat(*truth[ri][ci], 64)
+			cl.half, cl.stated = half[c.Name]
+			if hg, ok := groupHalf[cl.key]; ok {
+				cl.half, cl.stated = hg, true
+			}
+			fn(cl)
+		}
+	}
 }
 
 // memoUpstream runs each distinct SQL once on conn (the profile and the
@@ -457,40 +478,24 @@ func autoTable(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *policy.Dat
 				c, _ := strconv.Atoi(m[1])
 				chosen = append(chosen, c)
 			}
-			half, groupHalf := statedHalfWidths(res.Notice), groupHalfWidths(res.Notice)
-			for ri, row := range res.Rows {
-				for ci, c := range res.Columns {
-					if c.Name == "department" || row[ci] == nil || truth[ri][ci] == nil {
-						continue
-					}
-					key := c.Name
-					if len(res.Rows) > 1 {
-						key = fmt.Sprintf("%s (%s)", c.Name, *row[0])
-					}
-					got, _ := strconv.ParseFloat(*row[ci], 64)
-					want, _ := strconv.ParseFloat(*truth[ri][ci], 64)
-					a := stats[key]
-					if a == nil {
-						a = &acc{}
-						stats[key] = a
-						order = append(order, key)
-					}
-					if math.Abs(got-want) <= 0.02*math.Abs(want) {
-						a.within++
-					}
-					h, ok := half[c.Name]
-					if hg, gok := groupHalf[key]; gok {
-						h, ok = hg, true
-					}
-					if ok {
-						a.stated++
-						a.halves = append(a.halves, h)
-						if math.Abs(got-want) <= h {
-							a.covT++
-						}
+			eachCell(res, truth, func(cl cell) {
+				a := stats[cl.key]
+				if a == nil {
+					a = &acc{}
+					stats[cl.key] = a
+					order = append(order, cl.key)
+				}
+				if math.Abs(cl.got-cl.want) <= 0.02*math.Abs(cl.want) {
+					a.within++
+				}
+				if cl.stated {
+					a.stated++
+					a.halves = append(a.halves, cl.half)
+					if math.Abs(cl.got-cl.want) <= cl.half {
+						a.covT++
 					}
 				}
-			}
+			})
 		}
 		choice := "— (fixed: one row per patient)"
 		if len(chosen) > 0 {
