@@ -216,6 +216,14 @@ func (c *conn) shadowFailed(ctx context.Context, err error) error {
 // and relays its results to the client as the shadow wrote them
 // (relay.go).
 func (c *conn) execShadowSimple(ctx context.Context, text string) error {
+	return c.relayShadow(ctx, func(out []byte) ([]byte, error) { return appendQuery(out, text), nil }, nil)
+}
+
+// relayShadow is one forwarded statement on a pooled shadow connection:
+// the request that build appends is written in one write and the reply
+// relayed (to the client, or kept in br for a portal); the connection
+// goes back to the pool only when the relay left it idle.
+func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, error), br *bufferedResult) error {
 	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return err
@@ -226,13 +234,14 @@ func (c *conn) execShadowSimple(ctx context.Context, text string) error {
 		return c.shadowFailed(ctx, err)
 	}
 	unwatch := c.watchShadow(ctx, sc.PgConn())
-	c.relayOut = appendQuery(c.relayOut[:0], text)
-	err = rl.send(c.relayOut)
+	c.relayOut, err = build(c.relayOut[:0])
 	reusable := false
-	if err != nil {
-		err = c.shadowFailed(ctx, relayIOError(err))
-	} else {
-		err, reusable = c.relayReply(ctx, rl, nil)
+	if err == nil {
+		if err = rl.send(c.relayOut); err != nil {
+			err = c.shadowFailed(ctx, relayIOError(err))
+		} else {
+			err, reusable = c.relayReply(ctx, rl, br)
+		}
 	}
 	unwatch() // before the connection is released
 	if rl.close() {
@@ -280,15 +289,6 @@ func (c *conn) describeShadow(ctx context.Context, text string, paramOIDs []uint
 // and keeps its reply for a portal as the shadow wrote it (bounded by
 // MaxBufferedResult).
 func (c *conn) execShadowExtended(ctx context.Context, p *portal) (*bufferedResult, error) {
-	sc, err := c.acquireShadow(ctx)
-	if err != nil {
-		return nil, err
-	}
-	rl, err := openRelay(ctx, sc)
-	if err != nil {
-		c.dropShadow(sc)
-		return nil, c.shadowFailed(ctx, err)
-	}
 	ps := p.stmt
 	oids := ps.parseOIDs
 	if ps.desc != nil {
@@ -297,23 +297,8 @@ func (c *conn) execShadowExtended(ctx context.Context, p *portal) (*bufferedResu
 	if len(oids) > len(p.params) {
 		oids = oids[:len(p.params)] // the rest: the shadow infers the type
 	}
-	unwatch := c.watchShadow(ctx, sc.PgConn())
-	c.relayOut, err = appendExtended(c.relayOut[:0], ps.text, oids, p)
-	reusable := false
 	br := &bufferedResult{}
-	if err == nil {
-		if err = rl.send(c.relayOut); err != nil {
-			err = c.shadowFailed(ctx, relayIOError(err))
-		} else {
-			err, reusable = c.relayReply(ctx, rl, br)
-		}
-	}
-	unwatch() // before the connection is released
-	if rl.close() {
-		reusable = false
-	}
-	c.finishShadow(ctx, sc, reusable)
-	if err != nil {
+	if err := c.relayShadow(ctx, func(out []byte) ([]byte, error) { return appendExtended(out, ps.text, oids, p) }, br); err != nil {
 		return nil, err
 	}
 	return br, nil
