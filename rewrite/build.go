@@ -1052,12 +1052,7 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 			if err != nil {
 				return err
 			}
-			for i, o := range p.Outputs {
-				if o.Kind == OutputKey && sameKey(b.keys[o.Key], k) {
-					idx = i
-					break
-				}
-			}
+			idx = b.outputOfKey(p, k)
 			if idx < 0 {
 				return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY a group key that is not in the select list is not supported").
 					WithHint("add the expression to the select list, or order by an output column name, alias or position")
@@ -1068,12 +1063,7 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 				return err
 			}
 			if ok {
-				for i, o := range p.Outputs {
-					if o.Kind == OutputKey && sameKey(b.keys[o.Key], k) {
-						idx = i
-						break
-					}
-				}
+				idx = b.outputOfKey(p, k)
 			}
 			if idx < 0 {
 				return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY expressions are not supported").
@@ -1110,6 +1100,16 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 		p.OrderBy = append(p.OrderBy, OrderItem{Output: idx, Desc: item.Desc})
 	}
 	return nil
+}
+
+// outputOfKey is the position of the output that is group key k, or -1.
+func (b *builder) outputOfKey(p *Plan, k Key) int {
+	for i, o := range p.Outputs {
+		if o.Kind == OutputKey && sameKey(b.keys[o.Key], k) {
+			return i
+		}
+	}
+	return -1
 }
 
 // limit reads LIMIT and OFFSET (non-negative integer literals; LIMIT ALL
