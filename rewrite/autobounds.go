@@ -84,15 +84,7 @@ func autoCandidates(r int) []int {
 // autoEligible: plans that bound by weights (as bias.go), with more than
 // one row per unit to choose from.
 func autoEligible(p *Plan) bool {
-	if p.Join != nil || p.SampleAgg != nil || p.PrivateGroups() || p.RowsPerUnit < 2 {
-		return false
-	}
-	for _, m := range p.Measures {
-		if m.Kind == MeasureQuantile {
-			return false
-		}
-	}
-	return true
+	return weightsOnly(p) && p.RowsPerUnit >= 2 // bias.go
 }
 
 // addAutoBounds plans stmt once per candidate below p's rows per unit and

@@ -42,14 +42,12 @@ import "github.com/dpproxy/dpproxy/policy"
 // addRemoved appends the MeasureRemoved of a plan that bounds by weights;
 // other plans are left as they are.
 func addRemoved(t *policy.Table, p *Plan) {
-	if p.Join != nil || p.SampleAgg != nil || p.PrivateGroups() {
+	if !weightsOnly(p) {
 		return
 	}
 	bounded := false
 	for _, m := range p.Measures {
 		switch m.Kind {
-		case MeasureQuantile:
-			return
 		case MeasureCount, MeasureSum, MeasureSumSq:
 			bounded = true
 		}
@@ -59,6 +57,21 @@ func addRemoved(t *policy.Table, p *Plan) {
 	}
 	c := float64(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
 	p.Measures = append(p.Measures, Measure{Kind: MeasureRemoved, LInf: c, L1: c})
+}
+
+// weightsOnly reports whether the plan bounds contributions by weights
+// alone (bounds.go): no join, no sample-and-aggregate, no private keys,
+// no quantiles. Only such plans carry a bias estimate or auto bounds.
+func weightsOnly(p *Plan) bool {
+	if p.Join != nil || p.SampleAgg != nil || p.PrivateGroups() {
+		return false
+	}
+	for _, m := range p.Measures {
+		if m.Kind == MeasureQuantile {
+			return false
+		}
+	}
+	return true
 }
 
 // HasBias reports whether the plan carries a bias estimate; its measure is
