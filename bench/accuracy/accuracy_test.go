@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -43,7 +44,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-const runs = 200
+var runs = envInt("ACCURACY_RUNS", 200)
 
 const policyYAML = `dataset: pums
 privacy_unit: person
@@ -515,4 +516,13 @@ func autoTable(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *policy.Dat
 		}
 	}
 	return out.String()
+}
+
+// envInt reads a positive integer from the environment (e.g.
+// ACCURACY_RUNS=1000 for a tighter coverage estimate), or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
 }
