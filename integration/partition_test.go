@@ -88,12 +88,12 @@ func TestPartitionSelection_EndToEnd(t *testing.T) {
 	}
 	// The selection the proxy builds: the policy's default ε = 0.1 split
 	// over the count and the selection (0.05 each), Laplace on distinct
-	// units with L1 = L0 = 4 (scale b = 80), threshold δ = 1e-6.
-	sel, err := noise.NewLaplace(noise.Params{Epsilon: 0.05, Sensitivity: 4, Integer: true, Cells: 4})
+	// units with L1 = L0 = 1 (scale b = 20), threshold δ = 1e-6.
+	sel, err := noise.NewLaplace(noise.Params{Epsilon: 0.05, Sensitivity: 1, Integer: true, Cells: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tauRat, err := noise.PartitionThreshold(sel, 1e-6, 4)
+	tauRat, err := noise.PartitionThreshold(sel, 1e-6, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,16 +143,16 @@ func TestPartitionSelection_EndToEnd(t *testing.T) {
 	if err := truth.Err(); err != nil {
 		t.Fatal(err)
 	}
-	// The selection noise Z is discrete Laplace of scale b = 80: P(Z ≥ k) =
-	// P(Z ≤ −k) = q^k/(1+q) with q = e^{−1/b}; k is the smallest with
-	// q^k/(1+q) ≤ 1e-6 (k ≈ 1050, τ ≈ 1160). A group is kept iff n + Z ≥ τ
-	// (n its count after bounding, between "safe" and "all"), so groups
-	// with all ≤ τ − k are dropped and groups with safe ≥ τ + k are kept,
-	// each except with probability ≤ 1e-6: the test falsely fails with
-	// probability ≤ 31e-6 over the demo's 31 diagnoses.
-	decay := math.Exp(-1.0 / 80)
+	// The selection noise Z is discrete Laplace of scale b = L0/0.05 = 20:
+	// P(Z ≥ k) = P(Z ≤ −k) = q^k/(1+q) with q = e^{−1/b}; k is the
+	// smallest with q^k/(1+q) ≤ 1e-5 (k ≈ 217, τ = 264). A group is kept
+	// iff n + Z ≥ τ (n its count after bounding, between "safe" and
+	// "all"), so groups with all ≤ τ − k are dropped and groups with safe
+	// ≥ τ + k are kept, each except with probability ≤ 1e-5: the test
+	// falsely fails with probability ≤ 31e-5 over the demo's 31 diagnoses.
+	decay := math.Exp(-1.0 / 20)
 	k := 1.0
-	for math.Pow(decay, k)/(1+decay) > 1e-6 {
+	for math.Pow(decay, k)/(1+decay) > 1e-5 {
 		k++
 	}
 	rare, common := 0, 0

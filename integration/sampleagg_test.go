@@ -107,11 +107,12 @@ func TestSampleAgg_ThroughProxy(t *testing.T) {
 // come back (the key's public values), each in [−1, 1], the NOTICE gives k
 // per group, one charge of the query's ε is made, and the released values
 // track PostgreSQL's own per-department corr. The Laplace scale of each
-// answer is b = L0·(u−l)/(k·ε) = 4·2/(128·0.3) = 0.208; for the sum of the
-// seven independent noises, P(|Σ| > s) ≤ 2·e^{−λs}·(1 − λ²b²)^{−7}, which
-// with λ = 3.5 and s = 7·(0.8 − 0.02) (0.02 allows for the block bias) is
-// below 2e-6: so a mean difference above 0.8 fails falsely with
-// probability below 2e-6.
+// answer is b = L0·(u−l)/(k·ε) = 1·2/(128·0.3) = 0.052 (the demo's L0 is
+// 1); for the sum of the seven independent noises, P(|Σ| > s) ≤
+// 2·e^{−λs}·(1 − λ²b²)^{−7}, which with λ = 3.5 and s = 7·(0.8 − 0.02)
+// (0.02 allows for the block bias) is below 2e-6 (it was for b = 0.208
+// too): so a mean difference above 0.8 fails falsely with probability
+// below 2e-6.
 func TestSampleAgg_GroupedThroughProxy(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -147,7 +148,7 @@ func TestSampleAgg_GroupedThroughProxy(t *testing.T) {
 	}
 	ns := notices()
 	last := ns[len(ns)-1]
-	if !strings.Contains(last, "dp: epsilon 0.3 spent") || !strings.Contains(last, "sample-and-aggregate per group over k blocks (k=128 for 7 groups; fixed by dp.sample_blocks") || !strings.Contains(last, "±0.6241 (corr, epsilon 0.3)") {
+	if !strings.Contains(last, "dp: epsilon 0.3 spent") || !strings.Contains(last, "sample-and-aggregate per group over k blocks (k=128 for 7 groups; fixed by dp.sample_blocks") || !strings.Contains(last, "±0.156 (corr, epsilon 0.3)") {
 		t.Fatalf("NOTICE = %q, want the charge and k per group", last)
 	}
 	t.Logf("NOTICE: %s", last)

@@ -15,7 +15,7 @@ func TestLoad_Example(t *testing.T) {
 		t.Fatalf("Load(example) = %+v", d)
 	}
 	v, ok := d.Table("VISITS")
-	if !ok || v.UnitColumn != "patient_id" || v.MaxGroupsPerUnit != 4 || v.MaxRowsPerUnit != 5 {
+	if !ok || v.UnitColumn != "patient_id" || v.MaxGroupsPerUnit != 1 || v.MaxRowsPerUnit != 20 {
 		t.Fatalf("visits = %+v", v)
 	}
 	cost, _ := v.Column("cost")

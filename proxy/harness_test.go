@@ -27,7 +27,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func hospitalPolicy(t testing.TB) *policy.Dataset {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	ds, err := policy.Load(filepath.Join(filepath.Dir(file), "..", "examples", "policies", "hospital.yaml"))
+	ds, err := policy.Load(filepath.Join(filepath.Dir(file), "..", "internal", "testdata", "hospital.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -117,7 +117,7 @@ func s(v string) *string { return &v }
 
 func loadPolicy(t *testing.T) *policy.Dataset {
 	t.Helper()
-	d, err := policy.Load("../examples/policies/hospital.yaml")
+	d, err := policy.Load("../internal/testdata/hospital.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

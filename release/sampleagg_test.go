@@ -211,7 +211,7 @@ func TestSampleAgg_KeyOnlyAsBindParameter(t *testing.T) {
 	}
 	// The fingerprint does not depend on the key: the same query under
 	// another key hashes the same (so the key is not among its inputs).
-	other, err := policy.Load("../examples/policies/hospital.yaml")
+	other, err := policy.Load("../internal/testdata/hospital.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-const hospitalPolicy = "../examples/policies/hospital.yaml"
+const hospitalPolicy = "../internal/testdata/hospital.yaml"
 
 func loadHospital(t testing.TB) *policy.Dataset {
 	t.Helper()

@@ -23,7 +23,7 @@ import (
 // Deterministic (seeded).
 func TestDateFold_MatchesPostgres(t *testing.T) {
 	ctx, conn := freshConn(t, 3*time.Minute)
-	ds, err := policy.Load("../examples/policies/hospital.yaml")
+	ds, err := policy.Load("../internal/testdata/hospital.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
