@@ -207,6 +207,7 @@ type rawDefaults struct {
 	Delta        *float64 `yaml:"delta"`
 	Mechanism    string   `yaml:"mechanism"`
 	Contribution string   `yaml:"contribution"`
+	Clipping     string   `yaml:"clipping"`
 }
 
 type rawTable struct {

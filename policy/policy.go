@@ -128,7 +128,18 @@ type Defaults struct {
 	// (rewrite/autobounds.go), ContributionFixed (the default) when it
 	// uses max_rows_per_unit as is.
 	Contribution string
+	// Clipping is ClippingAuto when each query chooses the clamping
+	// bounds of its summed columns by DP inside the declared [lower,
+	// upper] (rewrite/autoclip.go), ClippingFixed (the default) when it
+	// clamps to [lower, upper] as declared.
+	Clipping string
 }
+
+// Clipping modes (defaults.clipping, SET dp.clipping).
+const (
+	ClippingFixed = "fixed"
+	ClippingAuto  = "auto"
+)
 
 // Contribution bound modes (defaults.contribution, SET dp.contribution).
 const (

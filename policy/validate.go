@@ -204,7 +204,7 @@ func (v *validator) minEpsilonPerQuery(r *rawBudget, b Budget) float64 {
 }
 
 func (v *validator) defaults(r *rawDefaults, b Budget) Defaults {
-	d := Defaults{Epsilon: 0.1, Mechanism: MechanismLaplace, Contribution: ContributionFixed}
+	d := Defaults{Epsilon: 0.1, Mechanism: MechanismLaplace, Contribution: ContributionFixed, Clipping: ClippingFixed}
 	if b.Epsilon > 0 && b.Epsilon < d.Epsilon {
 		d.Epsilon = b.Epsilon
 	}
@@ -217,6 +217,13 @@ func (v *validator) defaults(r *rawDefaults, b Budget) Defaults {
 		d.Contribution = ContributionAuto
 	default:
 		v.errorf(p("defaults", "contribution"), "defaults.contribution must be fixed or auto, not %q", r.Contribution)
+	}
+	switch r.Clipping {
+	case "", ClippingFixed:
+	case ClippingAuto:
+		d.Clipping = ClippingAuto
+	default:
+		v.errorf(p("defaults", "clipping"), "defaults.clipping must be fixed or auto, not %q", r.Clipping)
 	}
 	if r.Epsilon != nil {
 		if !finite(*r.Epsilon) || *r.Epsilon <= 0 {

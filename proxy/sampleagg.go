@@ -95,6 +95,7 @@ func (c *conn) rewriteOptions() rewrite.Options {
 	}
 	o.NoBias = c.settings[settingBias] == "off"
 	o.AutoBounds = c.settings[settingContribution] == policy.ContributionAuto
+	o.AutoClip = c.settings[settingClipping] == policy.ClippingAuto
 	if tz := c.settings["timezone"]; !rewrite.UTCZone(tz) {
 		// timestamptz literals compared with date columns are folded in
 		// the session's zone (rewrite/datefold.go); a numeric offset

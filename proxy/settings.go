@@ -41,6 +41,7 @@ const (
 	settingCache          = "dp.cache"
 	settingBias           = "dp.bias"
 	settingContribution   = "dp.contribution"
+	settingClipping       = "dp.clipping"
 	settingBudget         = "dp.budget"
 )
 
@@ -93,6 +94,7 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingMechanism, check: checkMechanism, desc: "Noise mechanism of DP queries: laplace or gaussian."},
 		{name: settingCache, def: "on", check: checkBool, desc: "Answer a repeated DP query with its earlier noisy answer, at no cost."},
 		{name: settingContribution, check: enum(policy.ContributionAuto, policy.ContributionFixed), desc: "Rows per unit of each DP query: auto (chosen by DP within the policy's max_rows_per_unit, for a tenth of the query's ε) or fixed (the policy's)."},
+		{name: settingClipping, check: enum(policy.ClippingAuto, policy.ClippingFixed), desc: "Clamping bounds of summed columns: auto (chosen by DP inside the policy's [lower, upper], for a tenth of the query's ε) or fixed (the policy's)."},
 		{name: settingBias, def: "on", check: checkBool, desc: "State a DP estimate of the rows contribution bounding removed (costs a tenth of the query's ε)."},
 		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
 		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},
@@ -171,6 +173,11 @@ func (c *conn) defaultSetting(name string) string {
 			return m
 		}
 		return policy.ContributionFixed
+	case settingClipping:
+		if m := c.ds.Policy.Defaults.Clipping; m != "" {
+			return m
+		}
+		return policy.ClippingFixed
 	}
 	if d, ok := settingDefs[name]; ok {
 		return d.def

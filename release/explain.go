@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
@@ -45,6 +46,16 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 		}
 		groupsText = fmt.Sprint(len(groups))
 	}
+	// With auto clipping a tenth of ε chooses the bounds (autoclip.go).
+	var clip *clipChoice
+	if plan.Clip != nil && !plan.PrivateGroups() {
+		rest := req.Epsilon
+		var err error
+		if clip, rest, err = (&Releaser{}).newClipChoice(req); err != nil {
+			return nil, nil, err
+		}
+		req.Epsilon = rest
+	}
 	// A zero Releaser: its mechanisms use crypto/rand, but Explain never
 	// draws from them.
 	ms, err := (&Releaser{}).mechanisms(req)
@@ -75,6 +86,10 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	if sel != nil {
 		eps += sel.mech.Epsilon()
 		del += sel.mech.Delta() + sel.delta
+		nm++
+	}
+	if clip != nil {
+		eps += clip.lap.Epsilon()
 		nm++
 	}
 	add("DP Aggregate on %s.%s  (mechanism=%s groups=%s max_groups_per_unit=%d measurements=%d)",
@@ -112,6 +127,14 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 	if a := plan.Auto; a != nil {
 		add("  Contribution bound: rows per unit chosen per query by the exponential mechanism among %v, trading the units each would cut (from a profile of the data) against its noise, L0·c·ln(20)/epsilon_m rows (epsilon=%s); the measurements below are at the largest candidate, a smaller one has proportionally less noise",
 			a.Candidates, num(autoEps))
+	}
+	if clip != nil {
+		var cols []string
+		for _, c := range plan.Clip.Columns {
+			cols = append(cols, fmt.Sprintf("%s in [%s, %s]", c.Column, boundNum(c.Lower), boundNum(c.Upper)))
+		}
+		add("  Clamping bounds: chosen per query from noisy histograms of each unit's largest and smallest value of %s (bins halving each range from both ends, Laplace noise_scale=%s units per bin, epsilon=%s): a bound moves in to an edge while the noisy units with values beyond it are at most %d standard deviations of their noise; the measurements below are at the declared bounds, tighter ones have proportionally less noise",
+			strings.Join(cols, ", "), num(clip.bin/math.Sqrt2), num(clip.lap.Epsilon()), clipSigmas)
 	}
 	if sel != nil {
 		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, 1, 0)

@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"math/big"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -183,6 +184,16 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 			return res, err
 		}
 	}
+	var clip *clipChoice
+	if plan.Clip != nil && !plan.PrivateGroups() {
+		// A tenth of ε for choosing the clamping bounds (autoclip.go).
+		rest := req.Epsilon
+		var err error
+		if clip, rest, err = r.newClipChoice(req); err != nil {
+			return nil, err
+		}
+		req.Epsilon = rest
+	}
 	ms, err := r.mechanisms(req)
 	if err != nil {
 		return nil, err
@@ -201,21 +212,9 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	}
 
 	// 2. Reserve: durable before any private data is read.
-	events := make([]accountant.Event, len(ms))
-	for i, m := range ms {
-		events[i] = accountant.Event{
-			Mechanism:       m.mech.Name(),
-			Epsilon:         m.mech.Epsilon(),
-			Delta:           m.mech.Delta(),
-			NoiseMultiplier: m.mech.NoiseMultiplier(),
-		}
-	}
-	if sel != nil {
-		// The selection is part of this query's cost.
-		events = append(events, sel.events()...)
-	}
-	if auto != nil {
-		events = auto.events()
+	events := eventsOf(ms, sel, auto)
+	if clip != nil {
+		events = append([]accountant.Event{clip.event()}, events...)
 	}
 	res, err := r.ledger.Reserve(ctx, accountant.Charge{
 		Analyst:       req.Analyst,
@@ -231,7 +230,27 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	ch.res, ch.key = res, key
 
 	// 3. Run the emitted SQL. From here on, every error is an incident.
-	// With auto bounds, first choose the plan (autobounds.go).
+	// With auto clipping, first choose the clamping bounds (autoclip.go).
+	clipNote := ""
+	if clip != nil {
+		hist, err := req.Upstream.Query(ctx, plan.Clip.SQL)
+		if err != nil {
+			return nil, err
+		}
+		chosen, err := clip.choose(hist)
+		if err != nil {
+			return nil, err
+		}
+		used := false
+		if slices.ContainsFunc(chosen, func(c clipResult) bool { return c.changed }) {
+			if np, nms, nauto, ok := r.clipPlan(req, chosen, events[1:]); ok {
+				plan, ms, auto, used = np, nms, nauto, true
+				req.Plan = np
+			}
+		}
+		clipNote = clipText(clip, chosen, !used)
+	}
+	// With auto bounds, choose the plan (autobounds.go).
 	autoNote := ""
 	var rows [][]*string
 	if auto != nil {
@@ -320,6 +339,9 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	}
 	if autoNote != "" {
 		errs += "; " + autoNote
+	}
+	if clipNote != "" {
+		errs += "; " + clipNote
 	}
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 
@@ -701,4 +723,27 @@ func isCancel(err error) bool {
 // String formats a Result for debugging (column names and row count only).
 func (r *Result) String() string {
 	return fmt.Sprintf("release.Result{%d columns, %d rows}", len(r.Columns), len(r.Rows))
+}
+
+// eventsOf are the ledger events of a query's measurements, its partition
+// selection and its choice of contribution bounds (which, when present,
+// covers every candidate's measurements: autobounds.go).
+func eventsOf(ms []measurement, sel *selection, auto *autoChoice) []accountant.Event {
+	if auto != nil {
+		return auto.events()
+	}
+	events := make([]accountant.Event, len(ms))
+	for i, m := range ms {
+		events[i] = accountant.Event{
+			Mechanism:       m.mech.Name(),
+			Epsilon:         m.mech.Epsilon(),
+			Delta:           m.mech.Delta(),
+			NoiseMultiplier: m.mech.NoiseMultiplier(),
+		}
+	}
+	if sel != nil {
+		// The selection is part of this query's cost.
+		events = append(events, sel.events()...)
+	}
+	return events
 }

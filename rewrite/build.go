@@ -138,6 +138,10 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 		}
 		p.Fingerprint = fingerprint(p)
 	}
+	if opts.AutoClip {
+		addAutoClip(ds, orig, opts, p) // autoclip.go
+		p.Fingerprint = fingerprint(p)
+	}
 	return p, nil
 }
 

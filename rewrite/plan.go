@@ -71,6 +71,9 @@ type Plan struct {
 	// query by DP among candidate plans (autobounds.go, dp.contribution =
 	// auto).
 	Auto *AutoBounds `json:",omitempty"`
+	// Clip, when not nil, lets release choose tighter clamping bounds of
+	// the summed columns by DP (autoclip.go, dp.clipping = auto).
+	Clip *AutoClip `json:",omitempty"`
 
 	// Fingerprint is a hash of the canonical plan (not of the analyst's
 	// text): equal fingerprints mean equal emitted SQL and measures.

@@ -59,6 +59,11 @@ type Options struct {
 	// which release chooses by DP (autobounds.go). Ignored when the session
 	// sets dp.max_rows_per_unit.
 	AutoBounds bool
+	// AutoClip is SET dp.clipping = auto (or the policy's default): the
+	// plan carries a histogram of its summed columns from which release
+	// chooses tighter clamping bounds by DP, and a way to plan the
+	// statement again with them (autoclip.go).
+	AutoClip bool
 	// TimeZone is the session's TimeZone when it is not UTC ("" for
 	// UTC), and Location its rules as PostgreSQL reads them, or nil when
 	// dpproxy cannot reproduce them (numeric offsets): timestamptz

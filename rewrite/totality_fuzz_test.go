@@ -307,6 +307,32 @@ func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand
 			out = append(out, fuzzVariant{name: "auto_smallest", plan: pa.Auto.Plans[0], run: base(pa.Auto.Plans[0])})
 		}
 	}
+	// With dp.clipping = auto: the histogram (autoclip.go) and the plan
+	// replanned with random edges as bounds.
+	co := opts
+	co.AutoClip = true
+	if pc, err := RewriteWith(ds, q, co); err == nil && pc.Clip != nil {
+		hist := &Plan{SQL: pc.Clip.SQL}
+		out = append(out, fuzzVariant{name: "clip_histogram", plan: hist, run: func(ctx context.Context, conn *pgx.Conn) error {
+			rows, err := conn.Query(ctx, hist.SQL, pgx.QueryExecModeExec)
+			if err != nil {
+				return err
+			}
+			rows.Close()
+			return rows.Err()
+		}})
+		bounds := make([]ClipBounds, len(pc.Clip.Columns))
+		for i, c := range pc.Clip.Columns {
+			lo, hi := rng.IntN(len(c.Edges)+1), rng.IntN(len(c.Edges)+1)
+			bounds[i] = ClipBounds{Lower: c.Lower, Upper: c.Upper}
+			if lo < len(c.Edges) && hi < len(c.Edges) && c.Edges[lo] < c.Edges[hi] {
+				bounds[i] = ClipBounds{Lower: c.Edges[lo], Upper: c.Edges[hi]}
+			}
+		}
+		if pr, err := pc.Clip.Replan(bounds); err == nil {
+			out = append(out, fuzzVariant{name: "clip_replan", plan: pr, run: base(pr)})
+		}
+	}
 	if !hasQuantileMeasure(p) {
 		return out
 	}

@@ -1,0 +1,264 @@
+// Privacy-critical: needs DP review.
+
+package release
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// # Clamping bounds chosen per query
+//
+// A plan with Clip (rewrite/autoclip.go) is answered under one charge in
+// two steps: the histogram query gives, per summed column, the units
+// whose largest value falls in each bin of the declared range and the
+// units whose smallest value does; every bin, empty or not, gets discrete
+// Laplace noise of scale 2k/ε_clip (k columns; ε_clip is a tenth of the
+// query's ε); then, from the declared upper bound inwards, each edge e is
+// accepted as the upper bound while the noisy units with a value at or
+// above it are at most three standard deviations of their noise
+// (√(2j)·2k/ε_clip for j bins): "no more units than the noise can tell
+// from none". The lower bound walks up the histogram of the smallest
+// values the same way. The choice reads only noisy bins
+// (post-processing), so it is ε_clip-DP; the plan of the chosen bounds is
+// then released with the rest of ε.
+//
+// Where the data reach the declared bounds nothing is tightened; where a
+// steward declared [0, 5,000,000] for incomes that stop at 420,500, the
+// upper bound comes down to the first edge above the data, and the noise
+// of every sum and average of the column with it. The values beyond the
+// chosen bounds are clamped like any value beyond a declared bound; the
+// NOTICE states the noisy count of units that have one. At ε 1 with one
+// column, the noise of one bin is about 28 units, so a bound moves in only
+// where at most a few dozen units (of however many the query reads) have
+// values beyond it.
+//
+// The charge is reserved before the histogram reads any row, with the
+// events of the declared bounds: the plan of tighter bounds has the same
+// measures, ε and δ and sensitivities no larger. Release checks that its
+// events are covered (ε, δ no larger, noise multiplier no smaller) and
+// otherwise keeps the declared bounds, so no choice can cost more than
+// was reserved.
+
+// clipSigmas is how many standard deviations of their noise the units
+// beyond a chosen bound may count. With none there, the walk stops early
+// by chance in about 2–3% of releases (a random walk of Laplace noise
+// crossing 3σ√j on one of 9 steps; with 2σ it was about 20%); with more
+// than 6σ beyond an edge, the edge passes with probability under about
+// 1%. At ε 1 with one column, σ is 28 units.
+const clipSigmas = 3
+
+// clipChoice chooses a plan's clamping bounds from its noisy histogram.
+type clipChoice struct {
+	clip *rewrite.AutoClip
+	lap  noise.Mechanism
+	// bin is the standard deviation of one bin's noise, in units.
+	bin float64
+}
+
+// newClipChoice returns the choice and the ε left for the answer, or nil
+// when the query's ε cannot spare a tenth (then the declared bounds are
+// used, as with dp.clipping = fixed).
+func (r *Releaser) newClipChoice(req Request) (*clipChoice, float64, error) {
+	c := req.Plan.Clip
+	eps, rest := biasSplit(req.Epsilon, 1)
+	if eps <= 0 || len(c.Columns) == 0 {
+		return nil, req.Epsilon, nil
+	}
+	bins := 0
+	for _, col := range c.Columns {
+		bins += 2 * (len(col.Edges) + 1)
+	}
+	// One unit moves one bin of each of the 2k histograms by one.
+	lap, err := noise.NewLaplace(noise.Params{Epsilon: eps, Sensitivity: float64(2 * len(c.Columns)), Integer: true, Cells: bins, Rand: r.testOnlyRand})
+	if err != nil {
+		return nil, 0, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot choose clamping bounds for this query: %v", err).
+			WithHint("use a larger dp.epsilon, or SET dp.clipping = fixed"), err)
+	}
+	scale, step := lap.(noise.Scaled).NoiseScale()
+	return &clipChoice{clip: c, lap: lap, bin: math.Sqrt2 * scale * step}, rest, nil
+}
+
+// event is the ledger event of the histogram.
+func (cc *clipChoice) event() accountant.Event {
+	return accountant.Event{Mechanism: cc.lap.Name(), Epsilon: cc.lap.Epsilon(), Delta: cc.lap.Delta(), NoiseMultiplier: cc.lap.NoiseMultiplier()}
+}
+
+// clipResult is the choice for one column.
+type clipResult struct {
+	bounds rewrite.ClipBounds
+	// beyond is the noisy count of units with a value outside the
+	// chosen bounds (0 when a bound is the declared one on that side).
+	beyond, spread float64
+	changed        bool
+}
+
+// choose noises the histograms (rows of Clip.SQL) and returns each
+// column's bounds.
+func (cc *clipChoice) choose(rows [][]*string) ([]clipResult, error) {
+	cols := cc.clip.Columns
+	// hist[i][side][b]: side 0 the units' largest values, 1 their smallest.
+	hist := make([][2][]*big.Rat, len(cols))
+	for i, col := range cols {
+		for side := range 2 {
+			hist[i][side] = make([]*big.Rat, len(col.Edges)+1)
+			for b := range hist[i][side] {
+				hist[i][side][b] = new(big.Rat)
+			}
+		}
+	}
+	bad := pgerr.New(pgerr.InternalError, "internal error: unexpected value histogram")
+	for _, row := range rows {
+		if len(row) != 4 || slices.Contains(row, nil) {
+			return nil, bad
+		}
+		i, err1 := strconv.Atoi(*row[0])
+		side, err2 := strconv.Atoi(*row[1])
+		b, err3 := strconv.Atoi(*row[2])
+		v, ok := new(big.Rat).SetString(*row[3])
+		if err1 != nil || err2 != nil || err3 != nil || !ok || i < 0 || i >= len(hist) || side < 0 || side > 1 ||
+			b < 0 || b >= len(hist[i][side]) || v.Sign() < 0 || !v.IsInt() {
+			return nil, bad
+		}
+		hist[i][side][b].Add(hist[i][side][b], v)
+	}
+	out := make([]clipResult, len(cols))
+	for i, col := range cols {
+		var noisy [2][]float64
+		for side := range 2 {
+			noisy[side] = make([]float64, len(hist[i][side]))
+			for b, v := range hist[i][side] {
+				n, err := cc.lap.AddNoise(v)
+				if err != nil {
+					return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+				}
+				noisy[side][b], _ = n.Float64()
+			}
+		}
+		out[i] = cc.bounds(col, noisy[0], noisy[1])
+	}
+	return out, nil
+}
+
+// bounds walks the edges inwards from each declared bound and stops at the
+// first that fails its test (see the file comment). Taking the innermost
+// edge that passes, without stopping, let 150 units (5σ) below an empty
+// stretch be cut in a quarter of releases: the threshold 3σ√j grows with
+// every empty bin added, the units do not. hi[b] (lo[b]) is the noisy number of units whose largest
+// (smallest) value v lies in bin b: Edges[b−1] ≤ v < Edges[b].
+func (cc *clipChoice) bounds(col rewrite.ClipColumn, hi, lo []float64) clipResult {
+	m := len(col.Edges)
+	res := clipResult{bounds: rewrite.ClipBounds{Lower: col.Lower, Upper: col.Upper}}
+	up, upVar := 0.0, 0.0
+	var above, aboveVar float64
+	top := m + 1 // bins top … m of hi are beyond the upper bound
+	for k := m; k >= 1; k-- {
+		up += hi[k]
+		upVar += cc.bin * cc.bin
+		if up > clipSigmas*math.Sqrt(upVar) {
+			break
+		}
+		top, above, aboveVar = k, up, upVar
+	}
+	bottom := 0 // bins 0 … bottom−1 of lo are beyond the lower bound
+	down, downVar := 0.0, 0.0
+	var below, belowVar float64
+	for k := 1; k <= m; k++ {
+		down += lo[k-1]
+		downVar += cc.bin * cc.bin
+		if down > clipSigmas*math.Sqrt(downVar) {
+			break
+		}
+		bottom, below, belowVar = k, down, downVar
+	}
+	if bottom > 0 && top <= m && col.Edges[bottom-1] >= col.Edges[top-1] {
+		// Both ends walked past each other (hardly any units): keep the
+		// declared range.
+		return res
+	}
+	if top <= m {
+		res.bounds.Upper, res.changed = col.Edges[top-1], true
+	}
+	if bottom > 0 {
+		res.bounds.Lower, res.changed = col.Edges[bottom-1], true
+	}
+	res.beyond = math.Max(0, above+below)
+	res.spread = 1.96 * math.Sqrt(aboveVar+belowVar)
+	return res
+}
+
+// covered reports whether every event of got is covered by the reserved
+// one at the same place: ε and δ no larger, noise multiplier no smaller.
+func covered(reserved, got []accountant.Event) bool {
+	if len(reserved) != len(got) {
+		return false
+	}
+	for i, g := range got {
+		r := reserved[i]
+		if g.Mechanism != r.Mechanism || g.Epsilon > r.Epsilon || g.Delta > r.Delta {
+			return false
+		}
+		if r.NoiseMultiplier > 0 && g.NoiseMultiplier < r.NoiseMultiplier {
+			return false
+		}
+	}
+	return true
+}
+
+// clipText is the NOTICE's statement of the choice.
+func clipText(cc *clipChoice, res []clipResult, kept bool) string {
+	var parts []string
+	for i, col := range cc.clip.Columns {
+		r := res[i]
+		switch {
+		case kept || !r.changed:
+			parts = append(parts, fmt.Sprintf("%s clamped to [%s, %s] as declared", col.Column, boundNum(col.Lower), boundNum(col.Upper)))
+		default:
+			parts = append(parts, fmt.Sprintf("%s clamped to [%s, %s] (declared [%s, %s]; about %s units with values beyond, ±%s)",
+				col.Column, boundNum(r.bounds.Lower), boundNum(r.bounds.Upper), boundNum(col.Lower), boundNum(col.Upper), num(math.Round(r.beyond)), num(r.spread)))
+		}
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf(" (bounds chosen by DP, epsilon %s)", num(cc.lap.Epsilon()))
+}
+
+// boundNum writes a bound exactly (no rounding to significant digits).
+func boundNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+// clipPlan plans the statement with the chosen bounds and returns it with
+// its mechanisms when its events are covered by the reserved ones (see
+// covered); ok is false otherwise, and the declared bounds are kept.
+func (r *Releaser) clipPlan(req Request, res []clipResult, reserved []accountant.Event) (*rewrite.Plan, []measurement, *autoChoice, bool) {
+	bounds := make([]rewrite.ClipBounds, len(res))
+	for i, c := range res {
+		bounds[i] = c.bounds
+	}
+	np, err := req.Plan.Clip.Replan(bounds)
+	if err != nil || np.PrivateGroups() {
+		return nil, nil, nil, false
+	}
+	sub := req
+	sub.Plan = np
+	ms, err := r.mechanisms(sub)
+	if err != nil {
+		return nil, nil, nil, false
+	}
+	var auto *autoChoice
+	if np.Auto != nil {
+		if auto, err = r.newAutoChoice(sub); err != nil {
+			return nil, nil, nil, false
+		}
+	}
+	if !covered(reserved, eventsOf(ms, nil, auto)) {
+		return nil, nil, nil, false
+	}
+	return np, ms, auto, true
+}

@@ -1,0 +1,234 @@
+package rewrite
+
+import (
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// TestClipEdges: the edges halve the range from both ends, lie strictly
+// inside it, ascend, and are whole numbers for int columns.
+func TestClipEdges(t *testing.T) {
+	got := clipEdges(0, 20000, false)
+	want := []float64{78.125, 156.25, 312.5, 625, 1250, 2500, 5000, 10000, 15000, 17500, 18750, 19375, 19687.5, 19843.75, 19921.875}
+	if !slices.Equal(got, want) {
+		t.Fatalf("clipEdges(0, 20000) = %v, want %v", got, want)
+	}
+	got = clipEdges(0, 60, true)
+	if want := []float64{1, 2, 4, 8, 15, 30, 45, 53, 56, 58, 59}; !slices.Equal(got, want) {
+		t.Fatalf("clipEdges(0, 60, int) = %v, want %v", got, want)
+	}
+	if got := clipEdges(0, 1, true); len(got) != 0 {
+		t.Fatalf("clipEdges(0, 1, int) = %v, want none", got)
+	}
+}
+
+// TestAutoClip_Eligible: only sums of plain bounded numeric columns get
+// a histogram; the replanned statement has the chosen bounds and the
+// same measures.
+func TestAutoClip_Eligible(t *testing.T) {
+	ds := loadHospital(t)
+	for q, want := range map[string][]string{
+		"SELECT COUNT(*) FROM visits":                                                   nil,
+		"SELECT SUM(cost), AVG(length_of_stay) FROM visits":                             {"cost", "length_of_stay"},
+		"SELECT department, VAR_SAMP(age) FROM visits GROUP BY department":              {"age"},
+		"SELECT SUM(cost * 2) FROM visits":                                              nil, // an expression: its bounds are derived
+		"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits":          nil, // quantiles choose no weights
+		"SELECT diagnosis, SUM(cost) FROM visits GROUP BY diagnosis":                    nil, // private keys
+		"SELECT COUNT(*), SUM(cost) FILTER (WHERE age > 30) FROM visits WHERE age < 90": {"cost"},
+	} {
+		p, err := RewriteWith(ds, q, Options{AutoClip: true})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		var got []string
+		if p.Clip != nil {
+			for _, c := range p.Clip.Columns {
+				got = append(got, c.Column)
+			}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: clip columns %v, want %v", q, got, want)
+		}
+	}
+	p, err := RewriteWith(ds, "SELECT SUM(cost), AVG(cost) FROM visits", Options{AutoClip: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := p.Clip.Replan([]ClipBounds{{Lower: 0, Upper: 625}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if np.Clip != nil || len(np.Measures) != len(p.Measures) {
+		t.Fatalf("replanned: clip %v, %d measures, want none and %d", np.Clip, len(np.Measures), len(p.Measures))
+	}
+	for i, m := range np.Measures {
+		if m.Kind != p.Measures[i].Kind || m.LInf > p.Measures[i].LInf {
+			t.Errorf("measure %d: %v linf %v, declared %v linf %v", i, m.Kind, m.LInf, p.Measures[i].Kind, p.Measures[i].LInf)
+		}
+		if m.Kind == MeasureSum && m.Upper != 625 {
+			t.Errorf("measure %d: upper %v, want 625", i, m.Upper)
+		}
+	}
+	if c := ds.Tables["visits"].Columns["cost"]; c.UpperNum != 20000 || c.Upper != "20000" {
+		t.Fatalf("Replan changed the shared policy: cost upper %v %q", c.UpperNum, c.Upper)
+	}
+}
+
+// TestAutoClip_HistogramOnPostgres runs the histogram query on random
+// units and checks it against a model: of every unit, over the rows the
+// plan reads that have a value, the largest and the smallest clamped
+// value each land in the bin width_bucket gives them (side 0 and 1), and
+// each unit counts once per column and side. Then a neighbour: one more
+// unit (40 rows of extreme values) moves each of the 2k histograms by
+// exactly one in one bin, so the vector by 2k in L1.
+func TestAutoClip_HistogramOnPostgres(t *testing.T) {
+	ctx, conn := freshConn(t, time.Minute)
+	if _, err := conn.Exec(ctx, hospitalSchema); err != nil {
+		t.Fatal(err)
+	}
+	ds := loadHospital(t)
+	p, err := RewriteWith(ds, "SELECT department, SUM(cost), AVG(length_of_stay) FROM visits WHERE age > 30 GROUP BY department", Options{AutoClip: true})
+	if err != nil || p.Clip == nil {
+		t.Fatalf("%v %+v", err, p)
+	}
+	depts := ds.Tables["visits"].Columns["department"].PublicValues
+	rng := rand.New(rand.NewPCG(3, 9))
+	type row struct {
+		unit int64
+		dept string
+		age  int
+		cost *float64
+		stay int
+	}
+	var data []row
+	id := int64(1)
+	copyRows := func(rs []row) {
+		var in [][]any
+		for _, r := range rs {
+			var cost any
+			if r.cost != nil {
+				cost = strconv.FormatFloat(*r.cost, 'f', 2, 64)
+			}
+			in = append(in, []any{id, r.unit, "2021-01-01", r.dept, "flu", r.age, cost, r.stay})
+			id++
+		}
+		if _, err := conn.CopyFrom(ctx, pgx.Identifier{"visits"}, []string{"visit_id", "patient_id", "visit_date", "department", "diagnosis", "age", "cost", "length_of_stay"}, pgx.CopyFromRows(in)); err != nil {
+			t.Fatal(err)
+		}
+		data = append(data, rs...)
+	}
+	var batch []row
+	for u := int64(1); u <= 80; u++ {
+		for range 1 + rng.IntN(35) {
+			var cost *float64
+			if rng.IntN(10) > 0 {
+				v := math.Round(rng.Float64()*30000*100)/100 - 2000 // some beyond [0, 20000]
+				cost = &v
+			}
+			dept := depts[rng.IntN(len(depts))]
+			if rng.IntN(20) == 0 {
+				dept = "dermatology" // outside the key domain: not read
+			}
+			batch = append(batch, row{u, dept, 20 + rng.IntN(60), cost, rng.IntN(70)})
+		}
+	}
+	copyRows(batch)
+	hist := func() map[[3]int]int {
+		rows, err := queryText(ctx, conn, p.Clip.SQL)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, p.Clip.SQL)
+		}
+		out := map[[3]int]int{}
+		for _, r := range rows {
+			var k [3]int
+			for j := range 3 {
+				k[j], _ = strconv.Atoi(*r[j])
+			}
+			out[k], _ = strconv.Atoi(*r[3])
+		}
+		return out
+	}
+	model := func() map[[3]int]int {
+		type key struct {
+			unit int64
+			col  int
+		}
+		hi, lo := map[key]float64{}, map[key]float64{}
+		for _, r := range data {
+			if r.age <= 30 || !slices.Contains(depts, r.dept) {
+				continue
+			}
+			stay := float64(r.stay)
+			for i, v := range []*float64{r.cost, &stay} {
+				if v == nil {
+					continue
+				}
+				col := p.Clip.Columns[i]
+				x := math.Max(col.Lower, math.Min(col.Upper, *v))
+				k := key{r.unit, i}
+				if h, ok := hi[k]; !ok || x > h {
+					hi[k] = x
+				}
+				if l, ok := lo[k]; !ok || x < l {
+					lo[k] = x
+				}
+			}
+		}
+		out := map[[3]int]int{}
+		for side, m := range []map[key]float64{hi, lo} {
+			for k, x := range m {
+				b := 0
+				for _, e := range p.Clip.Columns[k.col].Edges {
+					if x >= e {
+						b++
+					}
+				}
+				out[[3]int{k.col, side, b}]++
+			}
+		}
+		return out
+	}
+	check := func() map[[3]int]int {
+		got, want := hist(), model()
+		if len(got) != len(want) {
+			t.Fatalf("%d non-empty bins, model %d: %v vs %v", len(got), len(want), got, want)
+		}
+		for k, w := range want {
+			if got[k] != w {
+				t.Errorf("bin %v = %d, model %d", k, got[k], w)
+			}
+		}
+		return got
+	}
+	before := check()
+	// A neighbour: one more unit with 40 rows at the extremes.
+	var extra []row
+	for j := range 40 {
+		v := float64(1e6)
+		if j%2 == 0 {
+			v = -1e6
+		}
+		extra = append(extra, row{999, depts[j%len(depts)], 50, &v, 1000 * (j % 2)})
+	}
+	copyRows(extra)
+	after := check()
+	l1 := 0
+	for k := range after {
+		d := after[k] - before[k]
+		l1 += max(d, -d)
+	}
+	for k := range before {
+		if _, ok := after[k]; !ok {
+			l1 += before[k]
+		}
+	}
+	if want := 2 * len(p.Clip.Columns); l1 != want {
+		t.Errorf("one unit moved the histograms by %d in L1, want exactly 2k = %d", l1, want)
+	}
+}
