@@ -23,24 +23,24 @@ import (
 // whose largest value falls in each bin of the declared range and the
 // units whose smallest value does; every bin, empty or not, gets discrete
 // Laplace noise of scale 2k/ε_clip (k columns; ε_clip is a tenth of the
-// query's ε); then, from the declared upper bound inwards, each edge e is
-// accepted as the upper bound while the noisy units with a value at or
-// above it are at most three standard deviations of their noise
-// (√(2j)·2k/ε_clip for j bins): "no more units than the noise can tell
-// from none". The lower bound walks up the histogram of the smallest
-// values the same way. The choice reads only noisy bins
-// (post-processing), so it is ε_clip-DP; the plan of the chosen bounds is
-// then released with the rest of ε.
+// query's ε); then, from the declared upper bound inwards, each candidate
+// e is accepted as the upper bound while the noisy units with a value at
+// or above it, plus twice their noise's standard deviation (√(2j)·2k/ε_clip
+// for j bins), are at most 2% of the units the histogram counts; the walk
+// stops at the first candidate that fails. The lower bound walks up the
+// histogram of the smallest values the same way. The choice reads only
+// noisy bins (post-processing), so it is ε_clip-DP; the plan of the
+// chosen bounds is then released with the rest of ε.
 //
 // Where the data reach the declared bounds nothing is tightened; where a
-// steward declared [0, 5,000,000] for incomes that stop at 420,500, the
-// upper bound comes down to the first edge above the data, and the noise
-// of every sum and average of the column with it. The values beyond the
+// steward declared [0, 5,000,000] for incomes that stop at 420,500 and
+// the query reads enough units, the upper bound comes down to an edge at
+// most 2% of them exceed, and the noise of every sum and average of the
+// column with it. The values beyond the
 // chosen bounds are clamped like any value beyond a declared bound; the
 // NOTICE states the noisy count of units that have one. At ε 1 with one
-// column, the noise of one bin is about 28 units, so a bound moves in only
-// where at most a few dozen units (of however many the query reads) have
-// values beyond it.
+// column the noise of one bin is about 28 units, so bounds move only for
+// queries over some thousands of units (clipShare).
 //
 // The charge is reserved before the histogram reads any row, with the
 // events of the declared bounds: the plan of tighter bounds has the same
@@ -49,13 +49,22 @@ import (
 // otherwise keeps the declared bounds, so no choice can cost more than
 // was reserved.
 
-// clipSigmas is how many standard deviations of their noise the units
-// beyond a chosen bound may count. With none there, the walk stops early
-// by chance in about 2–3% of releases (a random walk of Laplace noise
-// crossing 3σ√j on one of 9 steps; with 2σ it was about 20%); with more
-// than 6σ beyond an edge, the edge passes with probability under about
-// 1%. At ε 1 with one column, σ is 28 units.
-const clipSigmas = 3
+// clipShare is the largest share of the query's units (as the noisy
+// histogram counts them) whose values may lie beyond a chosen bound, and
+// clipSigmas the confidence: a candidate passes when its noisy count of
+// units beyond plus clipSigmas standard deviations of that count's noise
+// is at most clipShare of the units. Passing with more than the share
+// beyond then needs the noise below −2σ (about 2.5% for each candidate),
+// whatever the walk saw before: a test of the count alone against 3σ√j
+// let incomes of 1,000 people (PUMS, σ = 28) be cut at 39,062 — a
+// quarter of them — because a negative noise early in the walk is carried
+// by every later prefix sum. The price: a bound moves only where the
+// query reads enough units for 2% of them to exceed the noise, about
+// 5,000 at ε 1 with one column; fewer, and the declared bounds stay.
+const (
+	clipShare  = 0.02
+	clipSigmas = 2
+)
 
 // clipChoice chooses a plan's clamping bounds from its noisy histogram.
 type clipChoice struct {
@@ -76,7 +85,7 @@ func (r *Releaser) newClipChoice(req Request) (*clipChoice, float64, error) {
 	}
 	bins := 0
 	for _, col := range c.Columns {
-		bins += 2 * (len(col.Edges) + 1)
+		bins += len(col.UpperEdges) + len(col.LowerEdges) + 2
 	}
 	// One unit moves one bin of each of the 2k histograms by one.
 	lap, err := noise.NewLaplace(noise.Params{Epsilon: eps, Sensitivity: float64(2 * len(c.Columns)), Integer: true, Cells: bins, Rand: r.testOnlyRand})
@@ -109,8 +118,8 @@ func (cc *clipChoice) choose(rows [][]*string) ([]clipResult, error) {
 	// hist[i][side][b]: side 0 the units' largest values, 1 their smallest.
 	hist := make([][2][]*big.Rat, len(cols))
 	for i, col := range cols {
-		for side := range 2 {
-			hist[i][side] = make([]*big.Rat, len(col.Edges)+1)
+		for side, edges := range [][]float64{col.UpperEdges, col.LowerEdges} {
+			hist[i][side] = make([]*big.Rat, len(edges)+1)
 			for b := range hist[i][side] {
 				hist[i][side][b] = new(big.Rat)
 			}
@@ -149,48 +158,65 @@ func (cc *clipChoice) choose(rows [][]*string) ([]clipResult, error) {
 	return out, nil
 }
 
-// bounds walks the edges inwards from each declared bound and stops at the
-// first that fails its test (see the file comment). Taking the innermost
-// edge that passes, without stopping, let 150 units (5σ) below an empty
-// stretch be cut in a quarter of releases: the threshold 3σ√j grows with
-// every empty bin added, the units do not. hi[b] (lo[b]) is the noisy number of units whose largest
-// (smallest) value v lies in bin b: Edges[b−1] ≤ v < Edges[b].
+// bounds walks the candidate bounds inwards from each declared bound and
+// stops at the first that fails its test (see the file comment and
+// clipShare). hi[b] (lo[b]) is
+// the noisy number of units whose largest (smallest) value v lies in bin
+// b of UpperEdges (LowerEdges): edges[b−1] ≤ v < edges[b].
 func (cc *clipChoice) bounds(col rewrite.ClipColumn, hi, lo []float64) clipResult {
-	m := len(col.Edges)
 	res := clipResult{bounds: rewrite.ClipBounds{Lower: col.Lower, Upper: col.Upper}}
-	up, upVar := 0.0, 0.0
+	// The share of the side's units that may lie beyond (its noisy total).
+	share := func(bins []float64) float64 {
+		n := 0.0
+		for _, b := range bins {
+			n += b
+		}
+		return clipShare * n
+	}
+	// The noisy count beyond plus twice its noise's standard deviation
+	// within the share: the count itself is then within it with
+	// probability about 97.5%, however the walk got there.
+	pass := func(sum, variance, limit float64) bool {
+		return sum+clipSigmas*math.Sqrt(variance) <= limit
+	}
+	mu := len(col.UpperEdges)
+	up, upVar, upLimit := 0.0, 0.0, share(hi)
 	var above, aboveVar float64
-	top := m + 1 // bins top … m of hi are beyond the upper bound
-	for k := m; k >= 1; k-- {
+	top := mu + 1 // bins top … mu of hi are beyond the upper bound
+	for k := mu; k >= 1; k-- {
 		up += hi[k]
 		upVar += cc.bin * cc.bin
-		if up > clipSigmas*math.Sqrt(upVar) {
+		if !pass(up, upVar, upLimit) {
 			break
 		}
 		top, above, aboveVar = k, up, upVar
 	}
-	bottom := 0 // bins 0 … bottom−1 of lo are beyond the lower bound
-	down, downVar := 0.0, 0.0
+	ml := len(col.LowerEdges)
+	down, downVar, downLimit := 0.0, 0.0, share(lo)
 	var below, belowVar float64
-	for k := 1; k <= m; k++ {
+	bottom := 0 // bins 0 … bottom−1 of lo are beyond the lower bound
+	for k := 1; k <= ml; k++ {
 		down += lo[k-1]
 		downVar += cc.bin * cc.bin
-		if down > clipSigmas*math.Sqrt(downVar) {
+		if !pass(down, downVar, downLimit) {
 			break
 		}
 		bottom, below, belowVar = k, down, downVar
 	}
-	if bottom > 0 && top <= m && col.Edges[bottom-1] >= col.Edges[top-1] {
-		// Both ends walked past each other (hardly any units): keep the
-		// declared range.
+	lower, upper := col.Lower, col.Upper
+	if bottom > 0 {
+		lower = col.LowerEdges[bottom-1]
+	}
+	if top <= mu {
+		upper = col.UpperEdges[top-1]
+	}
+	if lower >= upper || (lower == col.Lower && upper == col.Upper) {
+		// Nothing moved, or both ends walked past each other (hardly
+		// any units): the declared range.
 		return res
 	}
-	if top <= m {
-		res.bounds.Upper, res.changed = col.Edges[top-1], true
-	}
-	if bottom > 0 {
-		res.bounds.Lower, res.changed = col.Edges[bottom-1], true
-	}
+	res.bounds = rewrite.ClipBounds{Lower: lower, Upper: upper}
+	res.changed = true
 	res.beyond = math.Max(0, above+below)
 	res.spread = 1.96 * math.Sqrt(aboveVar+belowVar)
 	return res

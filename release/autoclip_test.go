@@ -19,22 +19,18 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // TestClipChoice_Bounds: the walk from each declared bound stops at the
-// first edge whose noisy units beyond exceed three standard deviations of
-// their noise. With age in [0, 110] (edges 1, 2, 3, 7, 14, 28, 55, 83,
-// 96, 103, 107, 108, 109) and 2,000 rows of ages 0–12, the upper bound
-// must never cut the data (it stays at 14 or above: the bin of 7–13 holds
-// hundreds of rows, 20σ of the noise) and comes down to 14 in most
-// releases; the lower bound stays 0 (the bin below 1 holds the ages 0).
-// With the data reaching 110, the upper bound stays 110.
-//
-// False rejection: with no unit beyond, the walk stops early in about 3%
-// of releases, so 14 is chosen in about 97%; the test asks 85% of 300
-// (binomial: a false failure below 10⁻⁶). The bins next to the chosen
-// bounds hold 400 units or more (14σ): the walk passes one with
-// probability below 10⁻⁶ (with 150 units, 5σ, it does in about 2% of
-// releases: the stated risk of the rule); "high" holds them at 0 with
-// nothing above for three bins, where a threshold growing with every
-// empty bin would be tempted.
+// first candidate whose noisy units beyond, plus twice their noise's
+// standard deviation, exceed 2% of the units. With age in [0, 110] (upper
+// candidates 1, 2, 3, 7, 14, 28, 55; lower 55, 83, 96, 103, 107, 108,
+// 109) and 22,500 units aged 0–12, the upper bound must never cut the
+// data (the bin of 7–13 holds 9,500 units) and comes down to 14: three
+// empty bins, whose noise (σ√3 ≈ 48 units, twice that 97) is far below 2%
+// of the units (450), so in practically every release (the test asks 295
+// of 300). The lower bound stays 0 (4,000 units aged 0). With the data
+// reaching 110 (4,000 units at 55 and above), the declared [0, 110]
+// stays. With a tenth of the units (2,250: 2% is 45, below the noise's
+// 97 at three bins) the bound comes down to 14 rarely (a bin passes only
+// on a noise below about −50), never below: the price of the rule.
 func TestClipChoice_Bounds(t *testing.T) {
 	ds := loadPolicy(t)
 	p, err := rewrite.RewriteWith(ds, "SELECT AVG(age) FROM visits", rewrite.Options{AutoClip: true, NoBias: true})
@@ -42,27 +38,31 @@ func TestClipChoice_Bounds(t *testing.T) {
 		t.Fatalf("%v %+v", err, p)
 	}
 	col := p.Clip.Columns[0]
-	if want := "[1 2 3 7 14 28 55 83 96 103 107 108 109]"; fmt.Sprint(col.Edges) != want {
-		t.Fatalf("edges %v, want %s", col.Edges, want)
+	if fmt.Sprint(col.UpperEdges) != "[1 2 3 7 14 28 55]" || fmt.Sprint(col.LowerEdges) != "[55 83 96 103 107 108 109]" {
+		t.Fatalf("edges %v and %v", col.UpperEdges, col.LowerEdges)
 	}
 	r := newTestReleaser(t, &memLedger{limit: 1e9}, 11)
 	// ε_clip = 0.1 of 1, one column (2 histograms): one bin's noise σ =
 	// √2·2/0.1 ≈ 28 units.
 	req := Request{Dataset: ds, Plan: p, Epsilon: 1, Mechanism: policy.MechanismLaplace}
-	hist := func(counts map[int]int) [][]*string {
+	hist := func(largest, smallest map[int]int) [][]*string {
 		var rows [][]*string
-		// One row per unit: its largest and smallest value are the same.
-		for b, n := range counts {
-			for _, side := range []string{"0", "1"} {
-				rows = append(rows, []*string{s("0"), s(side), s(strconv.Itoa(b)), s(strconv.Itoa(n))})
+		for side, counts := range []map[int]int{largest, smallest} {
+			for b, n := range counts {
+				rows = append(rows, []*string{s("0"), s(strconv.Itoa(side)), s(strconv.Itoa(b)), s(strconv.Itoa(n))})
 			}
 		}
 		return rows
 	}
-	// Ages 0–12: bins 0 (age 0), 1, 2, 3 (3–6), 4 (7–13).
-	low := hist(map[int]int{0: 400, 1: 150, 2: 150, 3: 600, 4: 950})
-	high := hist(map[int]int{0: 400, 4: 950, 7: 300, 10: 300, 12: 100, 13: 400})
-	at14 := 0
+	// Ages 0–12, one row per unit: largest values in the upper
+	// candidates' bins 0 (age 0), 1, 2, 3 (3–6), 4 (7–13); smallest all
+	// below 55, the lower candidates' bin 0.
+	low := hist(map[int]int{0: 4000, 1: 1500, 2: 1500, 3: 6000, 4: 9500}, map[int]int{0: 22500})
+	small := hist(map[int]int{0: 400, 1: 150, 2: 150, 3: 600, 4: 950}, map[int]int{0: 2250})
+	// Ages up to 110: 4,000 units' largest values at 55 and above (bin
+	// 7); smallest values below 55 for all.
+	high := hist(map[int]int{0: 4000, 4: 9500, 7: 4000}, map[int]int{0: 17500})
+	at14, small14 := 0, 0
 	for range 300 {
 		cc, _, err := r.newClipChoice(req)
 		if err != nil {
@@ -86,10 +86,22 @@ func TestClipChoice_Bounds(t *testing.T) {
 		if b := res[0].bounds; b.Upper != 110 || b.Lower != 0 || res[0].changed {
 			t.Fatalf("bounds [%v, %v] for data reaching 110, want the declared [0, 110]", b.Lower, b.Upper)
 		}
+		res, err = cc.choose(small)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := res[0].bounds; b.Upper < 14 || b.Lower != 0 {
+			t.Fatalf("bounds [%v, %v] for 2,250 units aged 0–12: cut the data", b.Lower, b.Upper)
+		} else if b.Upper == 14 {
+			small14++
+		}
 	}
-	t.Logf("upper bound 14 in %d of 300 releases", at14)
-	if at14 < 255 {
-		t.Fatalf("upper bound came down to 14 in %d of 300 releases, want ≥ 255", at14)
+	t.Logf("upper bound 14 in %d of 300 releases (2,250 units: %d)", at14, small14)
+	if small14 > 45 {
+		t.Fatalf("with 2,250 units the upper bound came down to 14 in %d of 300 releases, want rarely (≤ 45; about 8%% expected)", small14)
+	}
+	if at14 < 295 {
+		t.Fatalf("upper bound came down to 14 in %d of 300 releases, want ≥ 295", at14)
 	}
 }
 
@@ -121,7 +133,7 @@ func (u *pgUpstream) Query(ctx context.Context, sql string, args ...any) ([][]*s
 	return out, rows.Err()
 }
 
-// TestAutoClip_EndToEndOnPostgres releases SUM(age) and AVG(age) of 3,000
+// TestAutoClip_EndToEndOnPostgres releases SUM(age) and AVG(age) of 30,000
 // patients aged 0–12 under the declared [0, 110], with dp.clipping = auto
 // and fixed, on PostgreSQL: auto chooses an upper bound of 14 or 28 (never
 // below the data), says so in the NOTICE, charges one query's ε in all
@@ -140,14 +152,14 @@ func TestAutoClip_EndToEndOnPostgres(t *testing.T) {
 	defer conn.Close(context.Background())
 	if _, err := conn.Exec(ctx, `CREATE TABLE visits (visit_id bigint, patient_id bigint, visit_date date, department text,
 		diagnosis text, age int, cost numeric(10,2), length_of_stay int);
-		INSERT INTO visits SELECT g, g, '2021-01-01', 'cardiology', 'flu', g % 13, 10, 1 FROM generate_series(1, 3000) g`); err != nil {
+		INSERT INTO visits SELECT g, g, '2021-01-01', 'cardiology', 'flu', g % 13, 10, 1 FROM generate_series(1, 30000) g`); err != nil {
 		t.Fatal(err)
 	}
 	truthSum, truthAvg := 0.0, 0.0
-	for g := 1; g <= 3000; g++ {
+	for g := 1; g <= 30000; g++ {
 		truthSum += float64(g % 13)
 	}
-	truthAvg = truthSum / 3000
+	truthAvg = truthSum / 30000
 	ds := loadPolicy(t)
 	const q = "SELECT SUM(age) AS s, AVG(age) AS a FROM visits"
 	half := regexp.MustCompile(`±([0-9.e+]+) \(s, `)

@@ -27,14 +27,17 @@ import (
 // declared range from each end, so the candidates lie inside [lower,
 // upper] and a bound can only tighten.
 //
-// The histogram counts units, not rows: the declared range is cut at
-// edges L + W/2ʲ and U − W/2ʲ (W = U − L, j = 1 … clipHalvings; whole
-// numbers for int columns); of every unit, over the rows the plan reads
-// (the analyst's WHERE, keys in their domain, rows with a unit) that have
-// a value, the largest and the smallest value, clamped into [L, U], each
-// fall in one bin: per column one histogram of the units' largest values
-// (the upper bound walks down it) and one of their smallest (the lower
-// bound walks up it). A unit with many rows counts once, so the noise is
+// The histogram counts units, not rows: of every unit, over the rows the
+// plan reads (the analyst's WHERE, keys in their domain, rows with a unit)
+// that have a value, the largest and the smallest value, clamped into
+// [L, U]. Per column, the units' largest values fall in bins cut at the
+// candidate upper bounds L + W/2ʲ (W = U − L, j = 1 … clipHalvings; whole
+// numbers for int columns), which halve the range towards L, and their
+// smallest values in bins cut at the candidate lower bounds U − W/2ʲ. The
+// upper bound walks down the first histogram, the lower bound up the
+// second; reaching L + W/2ʲ sums j bins (edges on both sides in one
+// histogram made it 2j − 1 near the far end, and the noise of the sum
+// grows with √j). A unit with many rows counts once, so the noise is
 // that of unit counts (a row histogram weighted to C rows per unit had
 // noise of C rows per bin, 20 on the demo, and could not tell 150 rows
 // from none).
@@ -63,9 +66,10 @@ type AutoClip struct {
 	// the order of the histogram's column index.
 	Columns []ClipColumn
 	// SQL returns one row per non-empty (column index, side, bin): the
-	// column's index, the side (0: the units' largest values, 1: their
-	// smallest), the bin (0 … len(Edges): the number of edges at or
-	// below the value) and the number of units, all as text.
+	// column's index, the side (0: the units' largest values, binned at
+	// UpperEdges; 1: their smallest, at LowerEdges), the bin (the number
+	// of that side's edges at or below the value) and the number of
+	// units, all as text.
 	SQL string
 	// replan plans the statement with other bounds (nil: the declared).
 	replan func(bounds []ClipBounds) (*Plan, error)
@@ -76,10 +80,12 @@ type AutoClip struct {
 type ClipColumn struct {
 	Column       string
 	Lower, Upper float64
-	// Edges are the bin edges, ascending, strictly inside (Lower, Upper);
-	// they are also the candidate bounds.
-	Edges   []float64
-	Integer bool
+	// UpperEdges are the candidate upper bounds (L + W/2ʲ) and the bin
+	// edges of the units' largest values; LowerEdges the candidate lower
+	// bounds (U − W/2ʲ) and the bin edges of their smallest. Both
+	// ascending, strictly inside (Lower, Upper).
+	UpperEdges, LowerEdges []float64
+	Integer                bool
 }
 
 // ClipBounds are bounds chosen for one column (same index as Columns).
@@ -93,23 +99,26 @@ func (a *AutoClip) Replan(bounds []ClipBounds) (*Plan, error) {
 	return a.replan(bounds)
 }
 
-// clipEdges returns the edges of [lower, upper]: lower + W/2ʲ and
-// upper − W/2ʲ for j = 1 … clipHalvings, rounded to whole numbers for int
-// columns, strictly inside the range, ascending and distinct.
-func clipEdges(lower, upper float64, integer bool) []float64 {
+// clipEdges returns the candidate bounds of [lower, upper] that halve it
+// towards lower (upper bounds: lower + W/2ʲ) or, when fromUpper, towards
+// upper (lower bounds: upper − W/2ʲ), j = 1 … clipHalvings: rounded to
+// whole numbers for int columns, strictly inside the range, ascending and
+// distinct.
+func clipEdges(lower, upper float64, integer, fromUpper bool) []float64 {
 	w := upper - lower
 	seen := map[float64]bool{}
 	var out []float64
 	for j := 1; j <= clipHalvings; j++ {
-		d := w / math.Pow(2, float64(j))
-		for _, e := range []float64{lower + d, upper - d} {
-			if integer {
-				e = math.Round(e)
-			}
-			if e > lower && e < upper && !seen[e] {
-				seen[e] = true
-				out = append(out, e)
-			}
+		e := lower + w/math.Pow(2, float64(j))
+		if fromUpper {
+			e = upper - w/math.Pow(2, float64(j))
+		}
+		if integer {
+			e = math.Round(e)
+		}
+		if e > lower && e < upper && !seen[e] {
+			seen[e] = true
+			out = append(out, e)
 		}
 	}
 	sort.Float64s(out)
@@ -135,11 +144,11 @@ func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 		}
 		seen[m.Column] = true
 		integer := c.Type == policy.TypeInt
-		edges := clipEdges(c.LowerNum, c.UpperNum, integer)
-		if len(edges) == 0 {
+		up, down := clipEdges(c.LowerNum, c.UpperNum, integer, false), clipEdges(c.LowerNum, c.UpperNum, integer, true)
+		if len(up) == 0 || len(down) == 0 {
 			continue
 		}
-		out = append(out, ClipColumn{Column: m.Column, Lower: c.LowerNum, Upper: c.UpperNum, Edges: edges, Integer: integer})
+		out = append(out, ClipColumn{Column: m.Column, Lower: c.LowerNum, Upper: c.UpperNum, UpperEdges: up, LowerEdges: down, Integer: integer})
 	}
 	return out
 }
@@ -204,17 +213,23 @@ func clipSQL(p *Plan, cols []ClipColumn) string {
 	unit := quoteIdent(t.UnitColumn)
 	from := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
 	var values, buckets []string
+	array := func(edges []float64) string {
+		var out []string
+		for _, e := range edges {
+			out = append(out, boundText(e))
+		}
+		return "ARRAY[" + strings.Join(out, ", ") + "]::numeric[]"
+	}
 	for i, col := range cols {
 		// GREATEST and LEAST ignore NULL: keep a NULL value NULL.
 		values = append(values, "("+strconv.Itoa(i)+", CASE WHEN "+quoteIdent(col.Column)+" IS NULL THEN NULL ELSE "+clampSQL(t, col.Column)+" END)")
-		var edges []string
-		for _, e := range col.Edges {
-			edges = append(edges, boundText(e))
-		}
-		buckets = append(buckets, "WHEN "+strconv.Itoa(i)+" THEN width_bucket(dp_m.dp_x, ARRAY["+strings.Join(edges, ", ")+"]::numeric[])")
+		n := strconv.Itoa(i)
+		buckets = append(buckets,
+			"WHEN dp_i = "+n+" AND dp_m.dp_s = 0 THEN width_bucket(dp_m.dp_x, "+array(col.UpperEdges)+")",
+			"WHEN dp_i = "+n+" THEN width_bucket(dp_m.dp_x, "+array(col.LowerEdges)+")")
 	}
 	return "SELECT dp_i::text, dp_s::text, dp_b::text, COUNT(*)::text FROM (" +
-		"SELECT dp_i, dp_m.dp_s, CASE dp_i " + strings.Join(buckets, " ") + " END AS dp_b FROM (" +
+		"SELECT dp_i, dp_m.dp_s, CASE " + strings.Join(buckets, " ") + " END AS dp_b FROM (" +
 		"SELECT dp_unit, dp_i, MAX(dp_x) AS dp_hi, MIN(dp_x) AS dp_lo FROM (" +
 		"SELECT " + unit + " AS dp_unit, dp_v.dp_i, dp_v.dp_x FROM " + from +
 		" CROSS JOIN LATERAL (VALUES " + strings.Join(values, ", ") + ") AS dp_v(dp_i, dp_x)" +

@@ -11,19 +11,20 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestClipEdges: the edges halve the range from both ends, lie strictly
-// inside it, ascend, and are whole numbers for int columns.
+// TestClipEdges: the candidate upper bounds halve the range towards its
+// lower end, the lower bounds towards its upper end; strictly inside,
+// ascending, whole numbers for int columns.
 func TestClipEdges(t *testing.T) {
-	got := clipEdges(0, 20000, false)
-	want := []float64{78.125, 156.25, 312.5, 625, 1250, 2500, 5000, 10000, 15000, 17500, 18750, 19375, 19687.5, 19843.75, 19921.875}
-	if !slices.Equal(got, want) {
-		t.Fatalf("clipEdges(0, 20000) = %v, want %v", got, want)
+	if got, want := clipEdges(0, 20000, false, false), []float64{78.125, 156.25, 312.5, 625, 1250, 2500, 5000, 10000}; !slices.Equal(got, want) {
+		t.Fatalf("upper candidates of [0, 20000] = %v, want %v", got, want)
 	}
-	got = clipEdges(0, 60, true)
-	if want := []float64{1, 2, 4, 8, 15, 30, 45, 53, 56, 58, 59}; !slices.Equal(got, want) {
-		t.Fatalf("clipEdges(0, 60, int) = %v, want %v", got, want)
+	if got, want := clipEdges(0, 20000, false, true), []float64{10000, 15000, 17500, 18750, 19375, 19687.5, 19843.75, 19921.875}; !slices.Equal(got, want) {
+		t.Fatalf("lower candidates of [0, 20000] = %v, want %v", got, want)
 	}
-	if got := clipEdges(0, 1, true); len(got) != 0 {
+	if got, want := clipEdges(0, 60, true, false), []float64{1, 2, 4, 8, 15, 30}; !slices.Equal(got, want) {
+		t.Fatalf("upper candidates of int [0, 60] = %v, want %v", got, want)
+	}
+	if got := clipEdges(0, 1, true, false); len(got) != 0 {
 		t.Fatalf("clipEdges(0, 1, int) = %v, want none", got)
 	}
 }
@@ -184,7 +185,11 @@ func TestAutoClip_HistogramOnPostgres(t *testing.T) {
 		for side, m := range []map[key]float64{hi, lo} {
 			for k, x := range m {
 				b := 0
-				for _, e := range p.Clip.Columns[k.col].Edges {
+				edges := p.Clip.Columns[k.col].UpperEdges
+				if side == 1 {
+					edges = p.Clip.Columns[k.col].LowerEdges
+				}
+				for _, e := range edges {
 					if x >= e {
 						b++
 					}

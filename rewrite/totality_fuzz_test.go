@@ -323,10 +323,15 @@ func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand
 		}})
 		bounds := make([]ClipBounds, len(pc.Clip.Columns))
 		for i, c := range pc.Clip.Columns {
-			lo, hi := rng.IntN(len(c.Edges)+1), rng.IntN(len(c.Edges)+1)
 			bounds[i] = ClipBounds{Lower: c.Lower, Upper: c.Upper}
-			if lo < len(c.Edges) && hi < len(c.Edges) && c.Edges[lo] < c.Edges[hi] {
-				bounds[i] = ClipBounds{Lower: c.Edges[lo], Upper: c.Edges[hi]}
+			if j := rng.IntN(len(c.LowerEdges) + 1); j < len(c.LowerEdges) {
+				bounds[i].Lower = c.LowerEdges[j]
+			}
+			if j := rng.IntN(len(c.UpperEdges) + 1); j < len(c.UpperEdges) {
+				bounds[i].Upper = c.UpperEdges[j]
+			}
+			if bounds[i].Lower >= bounds[i].Upper {
+				bounds[i] = ClipBounds{Lower: c.Lower, Upper: c.Upper}
 			}
 		}
 		if pr, err := pc.Clip.Replan(bounds); err == nil {
