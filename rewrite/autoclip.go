@@ -3,7 +3,9 @@
 package rewrite
 
 import (
+	"errors"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +57,10 @@ import (
 // is monotone in the column's bounds), so the charge reserved for the
 // declared bounds covers it; release checks that and otherwise keeps the
 // declared bounds.
+
+// errReplanKeys: the statement planned with other bounds has other keys
+// (release then keeps the declared bounds).
+var errReplanKeys = errors.New("rewrite: the bounds changed the plan's keys")
 
 // clipHalvings is the number of edges cut from each end of a range: the
 // tightest candidate is 1/2⁸ of the declared width from the other end.
@@ -116,6 +122,9 @@ func clipEdges(lower, upper float64, integer, fromUpper bool) []float64 {
 		if integer {
 			e = math.Round(e)
 		}
+		if e == 0 {
+			e = 0 // not -0 (math.Round(-0.3)), which boundText writes "-0"
+		}
 		if e > lower && e < upper && !seen[e] {
 			seen[e] = true
 			out = append(out, e)
@@ -127,10 +136,16 @@ func clipEdges(lower, upper float64, integer, fromUpper bool) []float64 {
 
 // clipColumns lists the plan's summed plain columns with numeric bounds
 // (sums, averages and variances of a column, not of an expression), in
-// the order the measures first use them.
+// the order the measures first use them. A column that is also a key
+// keeps its declared bounds: floor(col/W)*W takes its domain and its row
+// condition from them (datekey.go), so tighter bounds would drop the rows
+// beyond them and the groups they fall in rather than clamp them.
 func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 	var out []ClipColumn
 	seen := map[string]bool{}
+	for _, k := range p.Keys {
+		seen[k.Column] = true
+	}
 	for _, m := range p.Measures {
 		if (m.Kind != MeasureSum && m.Kind != MeasureSumSq) || m.Expr != "" || m.Column == "" || seen[m.Column] {
 			continue
@@ -165,10 +180,17 @@ func addAutoClip(ds *policy.Dataset, stmt string, opts Options, p *Plan) {
 	}
 	a := &AutoClip{Columns: cols, SQL: clipSQL(p, cols)}
 	table := p.table.Name
+	keys := p.Keys
 	a.replan = func(bounds []ClipBounds) (*Plan, error) {
 		o := opts
 		o.AutoClip = false
-		return plan(withBounds(ds, table, cols, bounds), stmt, o)
+		np, err := plan(withBounds(ds, table, cols, bounds), stmt, o)
+		if err == nil && !reflect.DeepEqual(np.Keys, keys) {
+			// Release answers the declared plan's groups; a plan whose
+			// keys moved with the bounds is not the same statement.
+			return nil, errReplanKeys
+		}
+		return np, err
 	}
 	p.Clip = a
 }

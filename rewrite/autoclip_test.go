@@ -3,8 +3,10 @@ package rewrite
 import (
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,5 +237,71 @@ func TestAutoClip_HistogramOnPostgres(t *testing.T) {
 	}
 	if want := 2 * len(p.Clip.Columns); l1 != want {
 		t.Errorf("one unit moved the histograms by %d in L1, want exactly 2k = %d", l1, want)
+	}
+}
+
+// TestAutoClip_ReplanKeepsKeys: tighter bounds change how values are
+// clamped, never which rows the plan reads or which groups it releases.
+// floor(col/W)*W takes its key domain and its row condition (col BETWEEN
+// lower AND upper) from the column's bounds (datekey.go), so a column
+// bucketed as a key must keep its declared bounds: replanned with an
+// upper bound of 30, SUM(length_of_stay) GROUP BY floor(length_of_stay/
+// 10)*10 dropped every row above 30 (from the COUNT too) instead of
+// clamping it, and released groups 40–60 that the new plan no longer
+// reads. Every replan, at every pair of edges, has the declared keys.
+func TestAutoClip_ReplanKeepsKeys(t *testing.T) {
+	ds := loadHospital(t)
+	for _, q := range []string{
+		"SELECT floor(length_of_stay/10)*10 AS b, COUNT(*), SUM(length_of_stay) FROM visits GROUP BY 1",
+		"SELECT floor(age/10)*10 AS b, AVG(age), SUM(length_of_stay) FROM visits GROUP BY 1",
+		"SELECT department, floor(age/5)*5 AS b, VAR_SAMP(age), SUM(cost) FROM visits GROUP BY 1, 2",
+	} {
+		p, err := RewriteWith(ds, q, Options{AutoClip: true})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if p.Clip == nil {
+			continue
+		}
+		for _, c := range p.Clip.Columns {
+			for _, k := range p.Keys {
+				if k.Column == c.Column {
+					t.Errorf("%s: %s is a key column and a clip column", q, c.Column)
+				}
+			}
+		}
+		for i, c := range p.Clip.Columns {
+			edges := append(append([]float64{}, c.UpperEdges...), c.LowerEdges...)
+			slices.Sort(edges)
+			for lo := range edges {
+				for hi := lo + 1; hi < len(edges); hi++ {
+					bounds := make([]ClipBounds, len(p.Clip.Columns))
+					for j, d := range p.Clip.Columns {
+						bounds[j] = ClipBounds{Lower: d.Lower, Upper: d.Upper}
+					}
+					bounds[i] = ClipBounds{Lower: edges[lo], Upper: edges[hi]}
+					np, err := p.Clip.Replan(bounds)
+					if err != nil {
+						continue // release keeps the declared bounds
+					}
+					if !reflect.DeepEqual(np.Keys, p.Keys) {
+						t.Fatalf("%s: replanned with %s in [%v, %v]: keys %v, declared %v", q, c.Column, edges[lo], edges[hi], np.Keys, p.Keys)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestClipEdges_NoNegativeZero: an int column's edge rounded from just
+// below 0 is 0, not -0 (which the NOTICE and the emitted SQL would write
+// as "-0").
+func TestClipEdges_NoNegativeZero(t *testing.T) {
+	for _, r := range [][2]float64{{-1, 2}, {-3, 1}, {-1, 10}, {-100, 1}, {-7, 5}} {
+		for _, e := range append(clipEdges(r[0], r[1], true, false), clipEdges(r[0], r[1], true, true)...) {
+			if s := boundText(e); strings.HasPrefix(s, "-0") {
+				t.Errorf("clipEdges(%v, %v, int) has the edge %q", r[0], r[1], s)
+			}
+		}
 	}
 }
