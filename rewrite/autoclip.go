@@ -146,6 +146,15 @@ func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 	for _, k := range p.Keys {
 		seen[k.Column] = true
 	}
+	// A column summed under FILTER keeps its declared bounds: the
+	// histogram sees every row the plan reads, and a filter such as
+	// cost > 15000 keeps exactly the rows a bound chosen over all of them
+	// would clamp.
+	for _, m := range p.Measures {
+		if m.Filter != "" && m.Column != "" {
+			seen[m.Column] = true
+		}
+	}
 	for _, m := range p.Measures {
 		if (m.Kind != MeasureSum && m.Kind != MeasureSumSq) || m.Expr != "" || m.Column == "" || seen[m.Column] {
 			continue

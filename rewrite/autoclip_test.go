@@ -43,7 +43,8 @@ func TestAutoClip_Eligible(t *testing.T) {
 		"SELECT SUM(cost * 2) FROM visits":                                              nil, // an expression: its bounds are derived
 		"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits":          nil, // quantiles choose no weights
 		"SELECT diagnosis, SUM(cost) FROM visits GROUP BY diagnosis":                    nil, // private keys
-		"SELECT COUNT(*), SUM(cost) FILTER (WHERE age > 30) FROM visits WHERE age < 90": {"cost"},
+		"SELECT COUNT(*), SUM(cost) FILTER (WHERE age > 30) FROM visits WHERE age < 90": nil, // summed under FILTER
+		"SELECT SUM(cost), AVG(age) FILTER (WHERE cost > 15000) FROM visits":            {"cost"},
 	} {
 		p, err := RewriteWith(ds, q, Options{AutoClip: true})
 		if err != nil {
