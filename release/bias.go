@@ -112,7 +112,13 @@ func biasText(plan *rewrite.Plan, ms []measurement, noisy [][]*big.Rat) string {
 	if k, _ := kept.Float64(); count >= 0 && k > 0 {
 		share = num(roundShare(100*x/(k+x))) + "% of the rows read, "
 	}
-	return fmt.Sprintf("contribution bounding removed at least about %s rows (%s±%s, %s); the intervals cover the bounded answer",
+	what := "contribution bounding removed at least about %s rows"
+	if plan.Measures[r].Outside != "" {
+		// Rows removed plus rows with a value clamped to its bounds
+		// (rewrite/bias.go).
+		what = "contribution bounding removed, or clamping changed, about %s rows"
+	}
+	return fmt.Sprintf(what+" (%s±%s, %s); the intervals cover the bounded answer",
 		num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()))
 }
 

@@ -242,6 +242,8 @@ func measureText(m rewrite.Measure) string {
 		suffix += " filtered"
 	}
 	switch {
+	case m.Kind == rewrite.MeasureRemoved && m.Outside != "":
+		return "rows removed by contribution bounding plus rows with a summed value outside its bounds (clamped), each unit's clipped to its allowance (bias estimate)"
 	case m.Kind == rewrite.MeasureRemoved:
 		return "rows removed by contribution bounding, each unit's clipped to its allowance (bias estimate)"
 	case m.Kind == rewrite.MeasureCount && arg == "":

@@ -2,7 +2,11 @@
 
 package rewrite
 
-import "github.com/dpproxy/dpproxy/policy"
+import (
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
 
 // # The bias of contribution bounding
 //
@@ -29,7 +33,16 @@ import "github.com/dpproxy/dpproxy/policy"
 //
 //	Σ_g value_g ≤ min(ρ, C) ≤ C   (L1 ≤ C, hence L∞ ≤ C and L2 ≤ C)
 //
-// and the values are functions of the unit's own rows. Release calibrates
+// and the values are functions of the unit's own rows.
+//
+// Clamping changes rows too: a value outside its column's declared
+// bounds is clamped to them. When the plan sums plain columns with
+// numeric bounds, the measure also counts, per (unit, group), the rows o_g
+// with such a value outside its bounds (Measure.Outside): the released
+// value is (r_g + o_g)·min(1, C/ρ') with ρ' = Σ_g (r_g + o_g), computed as
+// above with a_g + o_g·d in place of a_g; the same argument gives
+// Σ_g value_g ≤ C. A row both removed and clamped counts twice, so the
+// estimate then is of the rows bounding affected, not of distinct rows. Release calibrates
 // the measure's noise to L1 = LInf = C (sensitivity.L1/L2 with Bounds.L1 =
 // C give C for both), charges it like any measure, and gives it a fixed
 // share of the query's ε (release/bias.go). Clipping at C makes the
@@ -56,7 +69,32 @@ func addRemoved(t *policy.Table, p *Plan) {
 		return
 	}
 	c := float64(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
-	p.Measures = append(p.Measures, Measure{Kind: MeasureRemoved, LInf: c, L1: c})
+	p.Measures = append(p.Measures, Measure{Kind: MeasureRemoved, LInf: c, L1: c, Outside: outsideSQL(t, p)})
+}
+
+// outsideSQL is the condition of a row with a value outside its bounds in
+// one of the plan's summed plain columns (sums, averages, variances of a
+// column with numeric bounds), or "" when there is none. NULL values
+// make the comparison NULL: not outside.
+func outsideSQL(t *policy.Table, p *Plan) string {
+	var conds []string
+	seen := map[string]bool{}
+	for _, m := range p.Measures {
+		if (m.Kind != MeasureSum && m.Kind != MeasureSumSq) || m.Expr != "" || m.Column == "" || seen[m.Column] {
+			continue
+		}
+		c, ok := t.Columns[m.Column]
+		if !ok || !c.HasBounds || (c.Type != policy.TypeInt && c.Type != policy.TypeNumeric && c.Type != policy.TypeFloat) {
+			continue
+		}
+		seen[m.Column] = true
+		v := quoteIdent(m.Column) + "::numeric"
+		conds = append(conds, v+" < "+numericConst(c.Lower), v+" > "+numericConst(c.Upper))
+	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(conds, " OR ") + ")"
 }
 
 // weightsOnly reports whether the plan bounds contributions by weights
@@ -84,7 +122,7 @@ func (p *Plan) HasBias() bool {
 // text) for a plan in the given mode, with R rows per group and the
 // allowance T (both as SQL integers); its inputs are dp_n<n> (COUNT(*) per
 // unit and group) and, grouped, the window columns of removedWindowSQL.
-func removedSQL(n string, mode groupBound, grouped bool, rows, total string, k int) string {
+func removedSQL(n string, mode groupBound, grouped bool, rows, total string, k int, outside bool) string {
 	nn := "dp_n" + n
 	kept := "LEAST(" + nn + ", " + rows + ")"
 	a, d, rho := nn+" - "+kept, "1", nn+" - "+kept
@@ -99,15 +137,29 @@ func removedSQL(n string, mode groupBound, grouped bool, rows, total string, k i
 	default:
 		rho = "(" + rho + ")"
 	}
+	if outside {
+		// r_g + o_g = (a_g + o_g·d)/d, and ρ gains Σ_g o_g (the window's
+		// dp_ou, or the group's own o when ungrouped).
+		o, ou := "dp_o"+n, "dp_ou"+n
+		if !grouped {
+			ou = o
+		}
+		a = "(" + a + ") + " + o + " * (" + d + ")"
+		rho = "(" + rho + " + " + ou + ")"
+	}
 	return "CASE WHEN " + rho + " = 0 THEN 0 ELSE " + weighted("("+a+")", "LEAST("+rho+", "+total+")", "("+d+") * "+rho, k) + " END"
 }
 
 // removedWindowSQL is the per-unit window columns MeasureRemoved n needs
 // in dp_counted ("" when ungrouped).
-func removedWindowSQL(n string, mode groupBound, rows string) string {
+func removedWindowSQL(n string, mode groupBound, rows string, outside bool) string {
 	nn := "dp_n" + n
-	if mode == groupsScale {
-		return ", SUM(LEAST(" + nn + ", " + rows + ")) OVER dp_w AS dp_t" + n + ", SUM(" + nn + ") OVER dp_w AS dp_u" + n
+	out := ""
+	if outside {
+		out = ", SUM(dp_o" + n + ") OVER dp_w AS dp_ou" + n
 	}
-	return ", SUM(" + nn + " - LEAST(" + nn + ", " + rows + ")) OVER dp_w AS dp_u" + n
+	if mode == groupsScale {
+		return ", SUM(LEAST(" + nn + ", " + rows + ")) OVER dp_w AS dp_t" + n + ", SUM(" + nn + ") OVER dp_w AS dp_u" + n + out
+	}
+	return ", SUM(" + nn + " - LEAST(" + nn + ", " + rows + ")) OVER dp_w AS dp_u" + n + out
 }

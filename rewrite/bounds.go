@@ -371,7 +371,13 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 	for i, m := range p.Measures {
 		n, x := strconv.Itoa(i), "dp_x"+strconv.Itoa(i)
 		switch {
-		case m.Kind == MeasureCount && !hasRow[i], m.Kind == MeasureRemoved:
+		case m.Kind == MeasureRemoved:
+			agg = append(agg, "COUNT(*) AS dp_n"+n)
+			if hasRow[i] {
+				// The rows with a value outside its bounds (bias.go).
+				agg = append(agg, "SUM("+x+") AS dp_o"+n)
+			}
+		case m.Kind == MeasureCount && !hasRow[i]:
 			agg = append(agg, "COUNT(*) AS dp_n"+n)
 		case m.Kind == MeasureCount, m.Kind == MeasureUnits && m.Filter != "":
 			agg = append(agg, "COUNT("+x+") AS dp_n"+n)
@@ -411,7 +417,7 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 		case MeasureQuantile:
 			v = quantileUnitSQL("dp_a"+n, t.MaxRowsPerUnit)
 		case MeasureRemoved:
-			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k) // bias.go
+			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k, m.Outside != "") // bias.go
 		default:
 			s, c := "dp_s"+n, "dp_n"+n
 			if mode == groupsScale {
@@ -508,7 +514,7 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 			case MeasureCount, MeasureSum, MeasureSumSq:
 				w(", SUM(LEAST(dp_n", n, ", ", rows, ")) OVER dp_w AS dp_t", n)
 			case MeasureRemoved:
-				w(removedWindowSQL(n, mode, rows))
+				w(removedWindowSQL(n, mode, rows, m.Outside != ""))
 			}
 		}
 		w(profileWindow, " FROM (")
@@ -516,7 +522,7 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 		if window {
 			w("SELECT *")
 			if p.HasBias() {
-				w(removedWindowSQL(strconv.Itoa(len(p.Measures)-1), mode, rows))
+				w(removedWindowSQL(strconv.Itoa(len(p.Measures)-1), mode, rows, p.Measures[len(p.Measures)-1].Outside != ""))
 			}
 			w(profileWindow, " FROM (")
 		}
@@ -639,6 +645,11 @@ func rowValueSQL(t *policy.Table, m Measure) string {
 			return ""
 		}
 		v = quoteIdent(t.UnitColumn)
+	case MeasureRemoved:
+		if m.Outside == "" {
+			return ""
+		}
+		return "CASE WHEN " + m.Outside + " THEN 1 ELSE 0 END"
 	case MeasureCount:
 		switch {
 		case m.Expr != "":

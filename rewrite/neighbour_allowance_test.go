@@ -87,6 +87,19 @@ func TestNeighbours(t *testing.T) {
 				}
 			}
 		}},
+		{"values outside their bounds: 9 rows per dept", func(u int64) {
+			// Costs and stays beyond [0, 20000] and [0, 60]: the bias
+			// estimate counts them as well as the removed rows.
+			for i, d := range depts {
+				for j := range 9 {
+					c, los := "1000000", 500
+					if (i+j)%2 == 0 {
+						c, los = "-50", -5
+					}
+					add(u, d, "2022-07-07", c, los)
+				}
+			}
+		}},
 	}
 	queries := []string{
 		"SELECT department, COUNT(*), SUM(cost), AVG(length_of_stay), COUNT(DISTINCT patient_id) FROM visits GROUP BY department",
