@@ -60,7 +60,7 @@ stat:
 # <pkg>/testdata/fuzz/<target>/; commit it with the fix. Longer runs, e.g.
 # make fuzz FUZZTIME=10m FUZZ_TARGETS=rewrite:FuzzRewrite (see README "Fuzzing").
 FUZZTIME ?= 4s
-FUZZ_ALL := rewrite:FuzzRewrite rewrite:FuzzLex policy:FuzzPolicyParse \
+FUZZ_ALL := rewrite:FuzzRewrite pgsql:FuzzLex policy:FuzzPolicyParse \
 	proxy:FuzzScanSQL proxy:FuzzStartupPacket proxy:FuzzLiterals proxy:FuzzSession \
 	noise:FuzzMechanisms noise:FuzzCalibrations accountant:FuzzConversions
 FUZZ_TARGETS ?= $(FUZZ_ALL)

@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -15,10 +15,10 @@ import (
 // as a statement of the session would (a DP query is released and
 // charged once), and its rows are sent in COPY's text or csv format,
 // formatted as PostgreSQL's copyto.c formats them. Every other COPY is
-// refused by rewrite.Classify before anything runs.
+// refused by pgsql.Classify before anything runs.
 
 // execCopy runs the query of a COPY and formats its rows.
-func (c *conn) execCopy(ctx context.Context, cp *rewrite.CopyStmt) (*resultSet, error) {
+func (c *conn) execCopy(ctx context.Context, cp *pgsql.CopyStmt) (*resultSet, error) {
 	if len(cp.ForceQuote) > 0 {
 		// FORCE_QUOTE names columns: check them before the query runs
 		// (and is charged).
@@ -74,7 +74,7 @@ func (c *conn) queryColumns(ctx context.Context, query string) ([]column, error)
 		return nil, err
 	}
 	switch route {
-	case rewrite.RouteDP:
+	case pgsql.RouteDP:
 		if rs := c.publicDistinct(query); rs != nil {
 			return rs.cols, nil
 		}
@@ -86,7 +86,7 @@ func (c *conn) queryColumns(ctx context.Context, query string) ([]column, error)
 			return nil, dpError(ctx, err, c.log)
 		}
 		return resultColumns(plan, explain), nil
-	case rewrite.RouteCatalog:
+	case pgsql.RouteCatalog:
 		sd, err := c.describeShadow(ctx, query, nil)
 		if err != nil {
 			return nil, err
@@ -101,7 +101,7 @@ func (c *conn) queryColumns(ctx context.Context, query string) ([]column, error)
 }
 
 // copyLine formats one row (or the header) as a line of COPY output.
-func copyLine(cp *rewrite.CopyStmt, row []*string, force []bool) []byte {
+func copyLine(cp *pgsql.CopyStmt, row []*string, force []bool) []byte {
 	var b strings.Builder
 	for i, v := range row {
 		if i > 0 {
@@ -166,7 +166,7 @@ func copyText(b *strings.Builder, delim byte, v string) {
 // string (so that it reads back as a value), when it holds the delimiter,
 // the quote, CR or LF, or when it is \. alone on a line; quotes and escape
 // characters inside are preceded by the escape character.
-func copyCSV(b *strings.Builder, cp *rewrite.CopyStmt, v string, force, singleColumn bool) {
+func copyCSV(b *strings.Builder, cp *pgsql.CopyStmt, v string, force, singleColumn bool) {
 	quote, escape, delim := cp.Quote[0], cp.Escape[0], cp.Delimiter[0]
 	use := force || v == cp.Null
 	if !use {

@@ -5,7 +5,7 @@ import (
 	"strconv"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -59,7 +59,7 @@ func (c *conn) execUnlisten() *resultSet { return &resultSet{tag: "UNLISTEN"} }
 // proxy take no advisory lock (pg_advisory_lock and the others are
 // refused), so there is none to release. The answer is PostgreSQL's: one
 // row with the void value (empty text).
-func (c *conn) execUnlockAll(st *rewrite.SessionStmt) *resultSet {
+func (c *conn) execUnlockAll(st *pgsql.SessionStmt) *resultSet {
 	name := st.Alias
 	if name == "" {
 		name = "pg_advisory_unlock_all"
@@ -75,9 +75,9 @@ func (c *conn) materialize(ctx context.Context, query string) (*resultSet, error
 		return nil, err
 	}
 	switch route {
-	case rewrite.RouteDP:
+	case pgsql.RouteDP:
 		return c.execDP(ctx, query, query)
-	case rewrite.RouteCatalog:
+	case pgsql.RouteCatalog:
 		return c.shadowResult(ctx, query)
 	}
 	return nil, pgerr.New(pgerr.FeatureNotSupported, "this statement cannot be used in a cursor or COPY").
@@ -136,7 +136,7 @@ func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, tooL
 // execDeclare declares a cursor: the checks PostgreSQL makes before it
 // runs anything (a transaction block unless WITH HOLD, a free name), then
 // the query, once.
-func (c *conn) execDeclare(ctx context.Context, cs *rewrite.CursorStmt) (*resultSet, error) {
+func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSet, error) {
 	// The query first, as PostgreSQL's parse analysis does: a query the
 	// proxy refuses is refused as itself (planned or described, nothing
 	// run or charged).
@@ -208,7 +208,7 @@ func binaryEncodable(cols []column) error {
 }
 
 // execFetch answers FETCH and MOVE.
-func (c *conn) execFetch(cs *rewrite.CursorStmt, move bool) (*resultSet, error) {
+func (c *conn) execFetch(cs *pgsql.CursorStmt, move bool) (*resultSet, error) {
 	cur, ok := c.cursors[cs.Name]
 	if !ok {
 		return nil, errNoCursor(cs.Name)
@@ -233,20 +233,20 @@ func (c *conn) execFetch(cs *rewrite.CursorStmt, move bool) (*resultSet, error) 
 // step moves the cursor as FETCH/MOVE direction count does in PostgreSQL
 // (pquery.c DoPortalRunFetch) and returns the indices (0-based) of the
 // rows it passes, in order.
-func (cur *cursor) step(dir rewrite.FetchDirection, count int64) ([]int, error) {
+func (cur *cursor) step(dir pgsql.FetchDirection, count int64) ([]int, error) {
 	n := int64(len(cur.rows))
 	switch dir {
-	case rewrite.FetchForward, rewrite.FetchBackward:
+	case pgsql.FetchForward, pgsql.FetchBackward:
 		if count < 0 {
 			count = -count
-			if dir == rewrite.FetchForward {
-				dir = rewrite.FetchBackward
+			if dir == pgsql.FetchForward {
+				dir = pgsql.FetchBackward
 			} else {
-				dir = rewrite.FetchForward
+				dir = pgsql.FetchForward
 			}
 		}
 		if count == 0 {
-			dir = rewrite.FetchRelative // FETCH FORWARD 0: the current row again
+			dir = pgsql.FetchRelative // FETCH FORWARD 0: the current row again
 		}
 	}
 	backward := func() error {
@@ -258,7 +258,7 @@ func (cur *cursor) step(dir rewrite.FetchDirection, count int64) ([]int, error) 
 	}
 	var idx []int
 	switch dir {
-	case rewrite.FetchForward:
+	case pgsql.FetchForward:
 		for k := int64(0); k < count; k++ {
 			if cur.pos >= n {
 				cur.pos = n + 1
@@ -267,7 +267,7 @@ func (cur *cursor) step(dir rewrite.FetchDirection, count int64) ([]int, error) 
 			cur.pos++
 			idx = append(idx, int(cur.pos-1))
 		}
-	case rewrite.FetchBackward:
+	case pgsql.FetchBackward:
 		if err := backward(); err != nil {
 			return nil, err
 		}
@@ -279,7 +279,7 @@ func (cur *cursor) step(dir rewrite.FetchDirection, count int64) ([]int, error) 
 			cur.pos--
 			idx = append(idx, int(cur.pos-1))
 		}
-	case rewrite.FetchAbsolute:
+	case pgsql.FetchAbsolute:
 		target := count
 		switch {
 		case count < 0 && -count > n:
@@ -298,7 +298,7 @@ func (cur *cursor) step(dir rewrite.FetchDirection, count int64) ([]int, error) 
 		if target >= 1 && target <= n && count != 0 {
 			idx = append(idx, int(target-1))
 		}
-	case rewrite.FetchRelative:
+	case pgsql.FetchRelative:
 		if count <= 0 {
 			if err := backward(); err != nil {
 				return nil, err
@@ -321,7 +321,7 @@ func (cur *cursor) step(dir rewrite.FetchDirection, count int64) ([]int, error) 
 }
 
 // execClose answers CLOSE name and CLOSE ALL.
-func (c *conn) execClose(cs *rewrite.CursorStmt) (*resultSet, error) {
+func (c *conn) execClose(cs *pgsql.CursorStmt) (*resultSet, error) {
 	if cs.All {
 		c.cursors = nil
 		return &resultSet{tag: "CLOSE CURSOR ALL"}, nil

@@ -5,9 +5,10 @@
 // aggregate queries over protected tables only with differentially private
 // answers.
 //
-// It may import release, rewrite, accountant, policy, internal/config and
-// internal/pgerr, plus pgx's pgproto3 (server side) and pgconn (the shadow
-// connection). Nothing imports proxy except cmd/dpproxy.
+// It may import release, rewrite, pgsql, accountant, policy,
+// internal/config and internal/pgerr, plus pgx's pgproto3 (server side)
+// and pgconn (the shadow connection). Nothing imports proxy except
+// cmd/dpproxy.
 //
 // # Layers
 //
@@ -61,7 +62,7 @@
 //
 // # Simple and extended protocol
 //
-// A Query message is split into statements (rewrite.Split); each is routed
+// A Query message is split into statements (pgsql.Split); each is routed
 // and answered in turn (one CommandComplete or error each, one
 // ReadyForQuery); after an error the rest of the string is skipped and, as
 // the string is one implicit transaction, its earlier SETs are undone.
@@ -77,7 +78,7 @@
 //
 // # Routing and the security invariant
 //
-// rewrite.Classify routes every statement:
+// pgsql.Classify routes every statement:
 //
 //   - session statements are answered by the proxy (SET/SHOW/RESET of
 //     dp.epsilon, dp.delta, dp.mechanism and client settings, SHOW
@@ -88,7 +89,7 @@
 //     plain SELECT without aggregates filtered by WHERE 1 = 0, as BI tools
 //     send to read result types) are catalog statements even when they
 //     name protected tables: the shadow has the same columns and no
-//     protected rows, so its answer is the real one (rewrite.Classify
+//     protected rows, so its answer is the real one (pgsql.Classify
 //     decides, from syntax only);
 //   - a SELECT DISTINCT of a protected table's column with public_values (optionally ordered
 //     and limited) is answered from the policy's list, which is public: no

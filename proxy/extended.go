@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
@@ -197,11 +197,11 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	if len(m.ParameterOIDs) > n {
 		n = len(m.ParameterOIDs)
 	}
-	if st.route == rewrite.RouteSession && st.sess.Kind == rewrite.SessionCopy {
+	if st.route == pgsql.RouteSession && st.sess.Kind == pgsql.SessionCopy {
 		// COPY's output messages are sent in the simple protocol only
 		// (refused here, before the query could run and be charged). A
 		// DP query the proxy would refuse anyway is refused as itself.
-		if r, err := c.srv.rt.classify(c.ds.Policy, st.sess.Copy.Query); err == nil && r == rewrite.RouteDP && c.publicDistinct(st.sess.Copy.Query) == nil {
+		if r, err := c.srv.rt.classify(c.ds.Policy, st.sess.Copy.Query); err == nil && r == pgsql.RouteDP && c.publicDistinct(st.sess.Copy.Query) == nil {
 			if _, _, err := c.planFor(st.sess.Copy.Query); err != nil && !isPost(err) {
 				return dpError(context.Background(), err, c.log)
 			}
@@ -209,11 +209,11 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		return pgerr.New(pgerr.FeatureNotSupported, "COPY is supported in the simple query protocol only").
 			WithHint("send COPY (…) TO STDOUT as a simple query (psql, pgx CopyTo, psycopg copy, JDBC CopyManager do)")
 	}
-	if st.route == rewrite.RouteSession && n > 0 && st.sess.Kind != rewrite.SessionDeclare {
+	if st.route == pgsql.RouteSession && n > 0 && st.sess.Kind != pgsql.SessionDeclare {
 		return pgerr.New(pgerr.SyntaxError, "parameters ($n) are not allowed in %s", strings.Fields(text)[0]).
 			WithHint("write the value into the statement")
 	}
-	if st.route == rewrite.RouteDP && n == 0 && c.publicDistinct(text) == nil {
+	if st.route == pgsql.RouteDP && n == 0 && c.publicDistinct(text) == nil {
 		// Like PostgreSQL's parse analysis: a statement that cannot be
 		// answered fails at Parse (nothing is read, nothing spent).
 		if _, _, err := c.planFor(text); err != nil && !isPost(err) {
@@ -302,7 +302,7 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 		if c.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
 			return errInFailedTransaction()
 		}
-		if p.result == nil && p.stmt.st.route == rewrite.RouteCatalog {
+		if p.result == nil && p.stmt.st.route == pgsql.RouteCatalog {
 			// A catalog portal is run now and its result kept for Execute:
 			// the shadow's reply to one Parse/Bind/Describe/Execute carries
 			// the row description, so Describe + Execute cost one shadow
@@ -354,10 +354,10 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 	d := &statementDesc{paramOIDs: make([]uint32, ps.nParams)}
 	copy(d.paramOIDs, ps.parseOIDs)
 	switch ps.st.route {
-	case rewrite.RouteEmpty:
-	case rewrite.RouteSession:
+	case pgsql.RouteEmpty:
+	case pgsql.RouteSession:
 		switch ps.st.sess.Kind {
-		case rewrite.SessionFetch:
+		case pgsql.SessionFetch:
 			// The columns of the cursor as it is now (not cached: the
 			// name may be declared again with another query).
 			cur, ok := c.cursors[ps.st.sess.Cursor.Name]
@@ -366,7 +366,7 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 			}
 			d.cols = cur.cols
 			return d, nil
-		case rewrite.SessionDeclare:
+		case pgsql.SessionDeclare:
 			if ps.nParams > 0 {
 				// The parameters are the wrapped query's: the shadow has
 				// its schema and infers the types left unspecified.
@@ -378,13 +378,13 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 			}
 		}
 		d.cols = sessionColumns(ps.st.sess)
-	case rewrite.RouteCatalog:
+	case pgsql.RouteCatalog:
 		sd, err := c.describeShadow(sctx, ps.text, ps.parseOIDs)
 		if err != nil {
 			return nil, statementError(sctx, err)
 		}
 		d.paramOIDs, d.fields = sd.ParamOIDs, sd.Fields
-	case rewrite.RouteDP:
+	case pgsql.RouteDP:
 		if rs := c.publicDistinct(ps.text); rs != nil && ps.nParams == 0 {
 			d.cols = rs.cols
 			break
@@ -441,7 +441,7 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 // the bound values gives the columns.
 func (c *conn) describePortal(ctx context.Context, p *portal) (*statementDesc, error) {
 	ps := p.stmt
-	if ps.st.route != rewrite.RouteDP || ps.nParams == 0 {
+	if ps.st.route != pgsql.RouteDP || ps.nParams == 0 {
 		return c.describeStatement(ctx, ps)
 	}
 	text, err := c.boundText(ctx, p)
@@ -525,8 +525,8 @@ func dpTypeOf(oid uint32) uint32 {
 }
 
 // sessionColumns are the result columns of a session statement.
-func sessionColumns(st *rewrite.SessionStmt) []column {
-	if st == nil || st.Kind != rewrite.SessionShow {
+func sessionColumns(st *pgsql.SessionStmt) []column {
+	if st == nil || st.Kind != pgsql.SessionShow {
 		return nil
 	}
 	switch name := canonicalSetting(st.Name); name {
@@ -549,7 +549,7 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 	if c.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
 		return errInFailedTransaction()
 	}
-	if p.stmt.st.route == rewrite.RouteEmpty {
+	if p.stmt.st.route == pgsql.RouteEmpty {
 		c.be.Send(&pgproto3.EmptyQueryResponse{})
 		return nil
 	}
@@ -596,7 +596,7 @@ func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error
 	var br *bufferedResult
 	var err error
 	switch ps.st.route {
-	case rewrite.RouteSession:
+	case pgsql.RouteSession:
 		sess := ps.st.sess
 		if ps.nParams > 0 {
 			// DECLARE … FOR a query with parameters (psycopg 3 binds
@@ -613,9 +613,9 @@ func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error
 				br, err = c.encodeResult(rs, p.resultFormats)
 			}
 		}
-	case rewrite.RouteCatalog:
+	case pgsql.RouteCatalog:
 		br, err = c.execShadowExtended(sctx, p)
-	case rewrite.RouteDP:
+	case pgsql.RouteDP:
 		var text string
 		if text, err = c.boundText(sctx, p); err == nil {
 			var rs *resultSet

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -21,8 +22,8 @@ import (
 // classifier; the tests in this package use the real rewrite package.
 type router struct {
 	split        func(sql string) ([]string, error)
-	classify     func(ds *policy.Dataset, stmt string) (rewrite.Route, error)
-	parseSession func(stmt string) (*rewrite.SessionStmt, error)
+	classify     func(ds *policy.Dataset, stmt string) (pgsql.Route, error)
+	parseSession func(stmt string) (*pgsql.SessionStmt, error)
 	rewrite      func(ds *policy.Dataset, stmt string, opts rewrite.Options) (*rewrite.Plan, error)
 	// publicDistinct recognises a SELECT DISTINCT of a column with public
 	// values (answered from the policy); nil or a nil result: not one.
@@ -30,7 +31,7 @@ type router struct {
 }
 
 func defaultRouter() router {
-	return router{split: rewrite.Split, classify: rewrite.Classify, parseSession: rewrite.ParseSession,
+	return router{split: pgsql.Split, classify: pgsql.Classify, parseSession: pgsql.ParseSession,
 		rewrite: rewrite.RewriteWith, publicDistinct: rewrite.PublicDistinct}
 }
 
@@ -60,14 +61,14 @@ type resultSet struct {
 // statement is one classified statement.
 type statement struct {
 	text  string
-	route rewrite.Route
-	err   error                // the refusal of RouteRefuse, or a parse error
-	sess  *rewrite.SessionStmt // RouteSession
+	route pgsql.Route
+	err   error              // the refusal of RouteRefuse, or a parse error
+	sess  *pgsql.SessionStmt // RouteSession
 }
 
 // classifyCache remembers, per session, the classification of query
 // strings that held one statement routed to the shadow catalog or the DP
-// path: rewrite.Split and rewrite.Classify are pure functions of the text
+// path: pgsql.Split and pgsql.Classify are pure functions of the text
 // and the dataset's policy, and clients send the same texts again and
 // again (pgbench, BI tools' metadata queries, dashboards). Session
 // statements are not cached: they are parsed into values the session
@@ -118,7 +119,7 @@ func (c *conn) splitOne(sql string) (cachedStatement, bool) {
 	}
 	cs := cachedStatement{st: c.classify(stmts[0]), nParams: -1}
 	if cs.st.err != nil || cs.st.sess != nil || len(sql) > maxCachedText ||
-		(cs.st.route != rewrite.RouteCatalog && cs.st.route != rewrite.RouteDP) {
+		(cs.st.route != pgsql.RouteCatalog && cs.st.route != pgsql.RouteDP) {
 		return cs, true
 	}
 	cc := c.classifyCache
@@ -145,20 +146,20 @@ func (c *conn) classify(text string) statement {
 	st := statement{text: text}
 	st.route, st.err = c.srv.rt.classify(c.ds.Policy, text)
 	if st.err != nil {
-		st.route = rewrite.RouteRefuse
+		st.route = pgsql.RouteRefuse
 		return st
 	}
 	switch st.route {
-	case rewrite.RouteSession:
+	case pgsql.RouteSession:
 		st.sess, st.err = c.srv.rt.parseSession(text)
 		if st.err != nil {
-			st.route = rewrite.RouteRefuse
+			st.route = pgsql.RouteRefuse
 		}
-	case rewrite.RouteRefuse:
+	case pgsql.RouteRefuse:
 		st.err = pgerr.New(pgerr.FeatureNotSupported, "this statement is not supported by dpproxy")
-	case rewrite.RouteEmpty, rewrite.RouteCatalog, rewrite.RouteDP:
+	case pgsql.RouteEmpty, pgsql.RouteCatalog, pgsql.RouteDP:
 	default:
-		st.route = rewrite.RouteRefuse
+		st.route = pgsql.RouteRefuse
 		st.err = pgerr.New(pgerr.FeatureNotSupported, "this statement is not supported by dpproxy")
 	}
 	return st
@@ -167,8 +168,8 @@ func (c *conn) classify(text string) statement {
 // endsFailedTransaction reports whether the statement may run in a failed
 // transaction block (only COMMIT and ROLLBACK may).
 func (st statement) endsFailedTransaction() bool {
-	return st.route == rewrite.RouteSession && st.sess != nil &&
-		(st.sess.Kind == rewrite.SessionCommit || st.sess.Kind == rewrite.SessionRollback || st.sess.Kind == rewrite.SessionRollbackTo)
+	return st.route == pgsql.RouteSession && st.sess != nil &&
+		(st.sess.Kind == pgsql.SessionCommit || st.sess.Kind == pgsql.SessionRollback || st.sess.Kind == pgsql.SessionRollbackTo)
 }
 
 func errInFailedTransaction() error {
@@ -181,7 +182,7 @@ func errInFailedTransaction() error {
 // error the rest of the string is skipped, as PostgreSQL does.
 func (c *conn) simpleQuery(ctx context.Context, sql string) {
 	defer c.readyForQuery()
-	if cs, ok := c.splitOne(sql); ok && cs.st.route != rewrite.RouteEmpty {
+	if cs, ok := c.splitOne(sql); ok && cs.st.route != pgsql.RouteEmpty {
 		// One statement (the common case): no implicit transaction block.
 		offset := strings.Index(sql, cs.st.text)
 		if cs.st.text == "" {
@@ -230,7 +231,7 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 			cursor = offset + len(text)
 		}
 		st := c.classify(text)
-		if st.route == rewrite.RouteEmpty {
+		if st.route == pgsql.RouteEmpty {
 			if len(stmts) == 1 {
 				c.be.Send(&pgproto3.EmptyQueryResponse{})
 			}
@@ -238,7 +239,7 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 		}
 		if st.sess != nil {
 			switch st.sess.Kind {
-			case rewrite.SessionBegin, rewrite.SessionCommit, rewrite.SessionRollback:
+			case pgsql.SessionBegin, pgsql.SessionCommit, pgsql.SessionRollback:
 				txControl = true
 			}
 		}
@@ -278,14 +279,14 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 	start := time.Now()
 	var err error
 	switch st.route {
-	case rewrite.RouteSession:
+	case pgsql.RouteSession:
 		var rs *resultSet
 		if rs, err = c.execSession(sctx, st.sess); err == nil {
 			c.sendResultSet(rs)
 		}
-	case rewrite.RouteCatalog:
+	case pgsql.RouteCatalog:
 		err = c.execShadowSimple(sctx, st.text)
-	case rewrite.RouteDP:
+	case pgsql.RouteDP:
 		var rs *resultSet
 		if rs, err = c.execDP(sctx, st.text, st.text); err == nil {
 			c.sendResultSet(rs)
@@ -330,7 +331,7 @@ func (c *conn) sendResultSet(rs *resultSet) {
 // fingerprint is computed only when the line is written.
 func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
 	level := zap.DebugLevel
-	if err != nil || st.route == rewrite.RouteRefuse {
+	if err != nil || st.route == pgsql.RouteRefuse {
 		level = zap.InfoLevel
 	}
 	ce := c.log.Check(level, "statement")
@@ -354,15 +355,15 @@ func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
 	ce.Write(fields...)
 }
 
-func routeName(r rewrite.Route) string {
+func routeName(r pgsql.Route) string {
 	switch r {
-	case rewrite.RouteEmpty:
+	case pgsql.RouteEmpty:
 		return "empty"
-	case rewrite.RouteSession:
+	case pgsql.RouteSession:
 		return "session"
-	case rewrite.RouteCatalog:
+	case pgsql.RouteCatalog:
 		return "catalog"
-	case rewrite.RouteDP:
+	case pgsql.RouteDP:
 		return "dp"
 	}
 	return "refuse"

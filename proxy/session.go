@@ -9,24 +9,24 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/pgsql"
 )
 
 // execSession answers a session statement (RouteSession) without any
 // database: SET/SHOW/RESET, transaction control, DISCARD and DEALLOCATE.
-func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resultSet, error) {
+func (c *conn) execSession(ctx context.Context, st *pgsql.SessionStmt) (*resultSet, error) {
 	name := canonicalSetting(st.Name)
 	switch st.Kind {
-	case rewrite.SessionSet:
+	case pgsql.SessionSet:
 		return c.execSet(st, name)
-	case rewrite.SessionReset:
+	case pgsql.SessionReset:
 		if err := c.reset(name); err != nil {
 			return nil, err
 		}
 		return &resultSet{tag: "RESET"}, nil
-	case rewrite.SessionShow:
+	case pgsql.SessionShow:
 		return c.execShow(ctx, name)
-	case rewrite.SessionBegin:
+	case pgsql.SessionBegin:
 		if c.txStatus != 'I' {
 			c.notice(severityWarning, pgerr.ActiveSQLTransaction, "there is already a transaction in progress", "")
 			return &resultSet{tag: "BEGIN"}, nil
@@ -38,9 +38,9 @@ func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resul
 			c.settings["transaction_isolation"] = iso
 		}
 		return &resultSet{tag: "BEGIN"}, nil
-	case rewrite.SessionSavepoint, rewrite.SessionRelease, rewrite.SessionRollbackTo:
+	case pgsql.SessionSavepoint, pgsql.SessionRelease, pgsql.SessionRollbackTo:
 		return c.execSavepoint(st)
-	case rewrite.SessionCommit:
+	case pgsql.SessionCommit:
 		switch c.txStatus {
 		case 'I':
 			c.notice(severityWarning, pgerr.NoActiveSQLTransaction, "there is no transaction in progress", "")
@@ -52,14 +52,14 @@ func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resul
 		}
 		c.endTransaction(true)
 		return &resultSet{tag: "COMMIT"}, nil
-	case rewrite.SessionRollback:
+	case pgsql.SessionRollback:
 		if c.txStatus == 'I' {
 			c.notice(severityWarning, pgerr.NoActiveSQLTransaction, "there is no transaction in progress", "")
 			return &resultSet{tag: "ROLLBACK"}, nil
 		}
 		c.endTransaction(false)
 		return &resultSet{tag: "ROLLBACK"}, nil
-	case rewrite.SessionDiscard:
+	case pgsql.SessionDiscard:
 		what := strings.ToUpper(strings.TrimSpace(firstNonEmpty(st.Name, st.Value)))
 		if what == "" {
 			what = "ALL"
@@ -85,7 +85,7 @@ func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resul
 				WithHint("use DISCARD ALL, PLANS, SEQUENCES or TEMP")
 		}
 		return &resultSet{tag: "DISCARD " + what}, nil
-	case rewrite.SessionDeallocate:
+	case pgsql.SessionDeallocate:
 		target := strings.TrimSpace(firstNonEmpty(st.Name, st.Value))
 		if strings.EqualFold(target, "all") {
 			// Like PostgreSQL, this drops the protocol-level named
@@ -102,19 +102,19 @@ func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resul
 		}
 		delete(c.stmts, target)
 		return &resultSet{tag: "DEALLOCATE"}, nil
-	case rewrite.SessionUnlisten:
+	case pgsql.SessionUnlisten:
 		return c.execUnlisten(), nil
-	case rewrite.SessionUnlockAll:
+	case pgsql.SessionUnlockAll:
 		return c.execUnlockAll(st), nil
-	case rewrite.SessionDeclare:
+	case pgsql.SessionDeclare:
 		return c.execDeclare(ctx, st.Cursor)
-	case rewrite.SessionFetch, rewrite.SessionMove:
-		return c.execFetch(st.Cursor, st.Kind == rewrite.SessionMove)
-	case rewrite.SessionClose:
+	case pgsql.SessionFetch, pgsql.SessionMove:
+		return c.execFetch(st.Cursor, st.Kind == pgsql.SessionMove)
+	case pgsql.SessionClose:
 		return c.execClose(st.Cursor)
-	case rewrite.SessionCopy:
+	case pgsql.SessionCopy:
 		return c.execCopy(ctx, st.Copy)
-	case rewrite.SessionCharacteristics:
+	case pgsql.SessionCharacteristics:
 		// SET SESSION CHARACTERISTICS AS TRANSACTION …: every transaction
 		// of the proxy is read-only already; accept and remember.
 		v := strings.ToLower(st.Value)
@@ -131,7 +131,7 @@ func (c *conn) execSession(ctx context.Context, st *rewrite.SessionStmt) (*resul
 	return nil, pgerr.New(pgerr.FeatureNotSupported, "unsupported session statement")
 }
 
-func (c *conn) execSet(st *rewrite.SessionStmt, name string) (*resultSet, error) {
+func (c *conn) execSet(st *pgsql.SessionStmt, name string) (*resultSet, error) {
 	if name == settingBudget {
 		return nil, pgerr.New(cantChangeRuntimeParam, "parameter %q cannot be changed", settingBudget).
 			WithHint("budgets are granted by the data steward (dpproxy budget grant)")
@@ -196,14 +196,14 @@ type savepoint struct {
 // never write, so a savepoint is only the point to return to: the session
 // settings made since are undone, and a failed transaction is usable
 // again, with PostgreSQL's messages and SQLSTATEs.
-func (c *conn) execSavepoint(st *rewrite.SessionStmt) (*resultSet, error) {
+func (c *conn) execSavepoint(st *pgsql.SessionStmt) (*resultSet, error) {
 	if c.txStatus == 'I' {
-		what := map[rewrite.SessionKind]string{rewrite.SessionSavepoint: "SAVEPOINT",
-			rewrite.SessionRelease: "RELEASE SAVEPOINT", rewrite.SessionRollbackTo: "ROLLBACK TO SAVEPOINT"}[st.Kind]
+		what := map[pgsql.SessionKind]string{pgsql.SessionSavepoint: "SAVEPOINT",
+			pgsql.SessionRelease: "RELEASE SAVEPOINT", pgsql.SessionRollbackTo: "ROLLBACK TO SAVEPOINT"}[st.Kind]
 		return nil, pgerr.New(pgerr.NoActiveSQLTransaction, "%s can only be used in transaction blocks", what).
 			WithHint("start a transaction with BEGIN first")
 	}
-	if st.Kind == rewrite.SessionSavepoint {
+	if st.Kind == pgsql.SessionSavepoint {
 		c.savepoints = append(c.savepoints, savepoint{name: st.Name, settings: maps.Clone(c.settings), commit: maps.Clone(c.txCommit)})
 		return &resultSet{tag: "SAVEPOINT"}, nil
 	}
@@ -214,7 +214,7 @@ func (c *conn) execSavepoint(st *rewrite.SessionStmt) (*resultSet, error) {
 	if i < 0 {
 		return nil, pgerr.New("3B001", "savepoint %q does not exist", st.Name).WithHint("name a savepoint set with SAVEPOINT in this transaction")
 	}
-	if st.Kind == rewrite.SessionRelease {
+	if st.Kind == pgsql.SessionRelease {
 		c.savepoints = c.savepoints[:i]
 		c.releaseCursors(i)
 		return &resultSet{tag: "RELEASE"}, nil

@@ -75,7 +75,7 @@ const appliedKey = "dpproxy.applied"
 // setting; when the connection's last full Apply was of exactly the
 // session's values (the common case: sessions rarely change these), it is
 // skipped. Apply is the only thing that changes settings on a shadow
-// connection (rewrite.Classify refuses SET and set_config), so the record
+// connection (pgsql.Classify refuses SET and set_config), so the record
 // stays true until the next Apply, which replaces or removes it.
 func (c *conn) applySettings(ctx context.Context, sc *shadow.Conn) error {
 	want := c.shadowSettings()

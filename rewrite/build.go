@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser"
@@ -93,11 +94,11 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	if len(n.pieces) == 0 {
-		return nil, syntaxErr(stmt, 0, "empty query").WithHint("%s", shapeHint)
+		return nil, pgsql.SyntaxErr(stmt, 0, "empty query").WithHint("%s", shapeHint)
 	}
 	if n.pieces[0].text != "SELECT" {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").
-			WithPosition(charPos(stmt, n.pieces[0].pos)).WithHint("%s", shapeHint)
+			WithPosition(pgsql.CharPos(stmt, n.pieces[0].pos)).WithHint("%s", shapeHint)
 	}
 	tp := parsers.Get().(*parser.Parser)
 	defer parsers.Put(tp)
@@ -105,17 +106,17 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	if err != nil {
 		pos := n.parseErrPos(err.Error())
 		near := ""
-		if toks, lerr := lex(stmt[pos:]); lerr == nil && len(toks) > 0 {
-			near = stmt[pos+toks[0].pos : pos+toks[0].end]
+		if toks, lerr := pgsql.Lex(stmt[pos:]); lerr == nil && len(toks) > 0 {
+			near = stmt[pos+toks[0].Pos : pos+toks[0].End]
 		}
 		hint := shapeHint
 		if alt, ok := mysqlOperators[strings.ToLower(near)]; ok {
 			hint = near + " is a MySQL operator; in PostgreSQL write " + alt
 		}
-		return nil, syntaxErr(stmt, pos, "syntax error at or near %q", near).WithHint("%s", hint).Wrap(err)
+		return nil, pgsql.SyntaxErr(stmt, pos, "syntax error at or near %q", near).WithHint("%s", hint).Wrap(err)
 	}
 	if len(nodes) != 1 {
-		return nil, syntaxErr(stmt, 0, "expected one statement").WithHint("send one statement at a time")
+		return nil, pgsql.SyntaxErr(stmt, 0, "expected one statement").WithHint("send one statement at a time")
 	}
 	sel, ok := nodes[0].(*ast.SelectStmt)
 	if !ok {
@@ -148,7 +149,7 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 func (b *builder) errAt(node ast.Node, code, format string, args ...any) *pgerr.Error {
 	e := pgerr.New(code, format, args...)
 	if node != nil {
-		e = e.WithPosition(charPos(b.src, b.norm.srcPos(node.OriginTextPosition())))
+		e = e.WithPosition(pgsql.CharPos(b.src, b.norm.srcPos(node.OriginTextPosition())))
 	}
 	return e
 }
@@ -735,7 +736,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 func (b *builder) aggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, error) {
 	spec, o, err := b.planAggregate(x)
 	if err == nil && b.rangeErr != nil {
-		err = b.rangeErr.WithPosition(charPos(b.src, b.norm.srcPos(x.OriginTextPosition())))
+		err = b.rangeErr.WithPosition(pgsql.CharPos(b.src, b.norm.srcPos(x.OriginTextPosition())))
 	}
 	return spec, o, err
 }
@@ -897,11 +898,11 @@ func (b *builder) valueAggregate(x *ast.AggregateFuncExpr, fn string, spec aggSp
 // normalizer passes it on as VAR_SAMP.
 func (b *builder) callName(x *ast.AggregateFuncExpr) string {
 	pos := b.norm.srcPos(x.OriginTextPosition())
-	toks, err := lex(b.src[pos:])
+	toks, err := pgsql.Lex(b.src[pos:])
 	if err != nil || len(toks) == 0 {
 		return ""
 	}
-	return strings.ToLower(b.src[pos+toks[0].pos : pos+toks[0].end])
+	return strings.ToLower(b.src[pos+toks[0].Pos : pos+toks[0].End])
 }
 
 // countDistinct plans COUNT(DISTINCT unit_column): the number of distinct
@@ -1123,7 +1124,7 @@ func (b *builder) limit(p *Plan) error {
 		if l == nil || l.kind == litNull {
 			return 0, false, nil
 		}
-		at := charPos(b.src, l.pos)
+		at := pgsql.CharPos(b.src, l.pos)
 		v, err := strconv.ParseInt(l.val, 10, 64)
 		if err != nil {
 			return 0, false, pgerr.New("22P02", "invalid %s %s", what, l.val).WithPosition(at).

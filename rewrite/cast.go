@@ -1,5 +1,7 @@
 package rewrite
 
+import "github.com/dpproxy/dpproxy/pgsql"
+
 // Casts of columns as BI tools write them (issue 17, item 3):
 // `CAST(visit_date AS TIMESTAMP)`, `visit_date::timestamp`,
 // `SUM(CAST(age AS DOUBLE PRECISION))`, `CAST(department AS TEXT)`,
@@ -37,7 +39,7 @@ var intTargets = map[string]bool{"int": true, "integer": true, "int4": true, "in
 // blankCasts returns stmt with value-preserving casts of columns removed
 // (byte offsets kept), and whether a cast to timestamp[tz] was dropped.
 func blankCasts(stmt string) (string, bool) {
-	toks, err := lex(stmt)
+	toks, err := pgsql.Lex(stmt)
 	if err != nil {
 		return stmt, false
 	}
@@ -51,33 +53,33 @@ func blankCasts(stmt string) (string, bool) {
 		if from >= to {
 			return
 		}
-		for i := toks[from].pos; i < toks[to-1].end; i++ {
+		for i := toks[from].Pos; i < toks[to-1].End; i++ {
 			b[i] = ' '
 		}
 	}
 	// typeEnd returns the index after a type name at k, and its name
 	// ("" when not a droppable type).
 	typeEnd := func(k int) (int, string) {
-		if k >= len(toks) || toks[k].kind != tokIdent || toks[k].quoted {
+		if k >= len(toks) || toks[k].Kind != pgsql.TokIdent || toks[k].Quoted {
 			return k, ""
 		}
-		name := toks[k].val
+		name := toks[k].Val
 		k++
 		switch {
-		case name == "double" && k < len(toks) && toks[k].is("precision"):
+		case name == "double" && k < len(toks) && toks[k].Is("precision"):
 			k++
-		case name == "character" && k < len(toks) && toks[k].is("varying"):
+		case name == "character" && k < len(toks) && toks[k].Is("varying"):
 			name = "varchar"
 			k++
-		case (name == "timestamp" || name == "time") && k+2 < len(toks) && (toks[k].is("with") || toks[k].is("without")) && toks[k+1].is("time") && toks[k+2].is("zone"):
+		case (name == "timestamp" || name == "time") && k+2 < len(toks) && (toks[k].Is("with") || toks[k].Is("without")) && toks[k+1].Is("time") && toks[k+2].Is("zone"):
 			k += 3
 		}
-		if k < len(toks) && toks[k].isPunct("(") && match[k] > 0 {
+		if k < len(toks) && toks[k].IsPunct("(") && match[k] > 0 {
 			k = match[k] + 1
 		}
 		return k, name
 	}
-	isExtract := func(open int) bool { return open > 0 && (toks[open-1].is("extract") || toks[open-1].is("date_part")) }
+	isExtract := func(open int) bool { return open > 0 && (toks[open-1].Is("extract") || toks[open-1].Is("date_part")) }
 	droppable := func(name string, extract bool) bool {
 		return castTargets[name] || extract && intTargets[name]
 	}
@@ -85,36 +87,36 @@ func blankCasts(stmt string) (string, bool) {
 		t := toks[k]
 		switch {
 		// column::type, (expr)::type
-		case t.isPunct("::") && k > 0 && (toks[k-1].kind == tokIdent || toks[k-1].isPunct(")")):
+		case t.IsPunct("::") && k > 0 && (toks[k-1].Kind == pgsql.TokIdent || toks[k-1].IsPunct(")")):
 			j, name := typeEnd(k + 1)
-			extract := toks[k-1].isPunct(")") && isExtract(match[k-1])
-			if droppable(name, extract) && !(j < len(toks) && toks[j].isPunct("::")) {
+			extract := toks[k-1].IsPunct(")") && isExtract(match[k-1])
+			if droppable(name, extract) && !(j < len(toks) && toks[j].IsPunct("::")) {
 				tsCast = tsCast || name == "timestamp" || name == "timestamptz"
 				blank(k, j)
 				k = j - 1
 			}
 		// CAST ( column AS type ) and CAST ( extract/date_trunc(…) AS type )
-		case t.is("cast") && k+1 < len(toks) && toks[k+1].isPunct("(") && match[k+1] > 0:
+		case t.Is("cast") && k+1 < len(toks) && toks[k+1].IsPunct("(") && match[k+1] > 0:
 			close := match[k+1]
 			j := k + 2
 			switch {
-			case j < close && toks[j].kind == tokIdent && j+1 < close && toks[j+1].isPunct("("):
+			case j < close && toks[j].Kind == pgsql.TokIdent && j+1 < close && toks[j+1].IsPunct("("):
 				j = match[j+1] + 1
 			default:
-				for j < close && toks[j].kind == tokIdent && !toks[j].is("as") {
+				for j < close && toks[j].Kind == pgsql.TokIdent && !toks[j].Is("as") {
 					j++
-					if j < close && toks[j].isPunct(".") {
+					if j < close && toks[j].IsPunct(".") {
 						j++
 						continue
 					}
 					break
 				}
 			}
-			if j == k+2 || j >= close || !toks[j].is("as") {
+			if j == k+2 || j >= close || !toks[j].Is("as") {
 				continue
 			}
 			end, name := typeEnd(j + 1)
-			extract := toks[j-1].isPunct(")") && isExtract(match[j-1])
+			extract := toks[j-1].IsPunct(")") && isExtract(match[j-1])
 			if end != close || !droppable(name, extract) {
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -39,12 +40,12 @@ tables:
 	if got := PublicDistinct(ds, "SELECT DISTINCT wing FROM visits ORDER BY 1"); got == nil || strings.Join(got.Values, ",") != "east,west" {
 		t.Errorf("PublicDistinct on a protected table = %+v, want the declared values", got)
 	}
-	for q, want := range map[string]Route{
-		"SELECT * FROM wards": RouteCatalog,
-		"SELECT count(*) FROM wards w JOIN wards x USING (ward_id)": RouteCatalog,
-		"SELECT count(*) FROM visits JOIN wards USING (wing)":       RouteDP,
+	for q, want := range map[string]pgsql.Route{
+		"SELECT * FROM wards": pgsql.RouteCatalog,
+		"SELECT count(*) FROM wards w JOIN wards x USING (ward_id)": pgsql.RouteCatalog,
+		"SELECT count(*) FROM visits JOIN wards USING (wing)":       pgsql.RouteDP,
 	} {
-		if got, err := Classify(ds, q); got != want {
+		if got, err := pgsql.Classify(ds, q); got != want {
 			t.Errorf("Classify(%q) = %v, %v; want %v", q, got, err, want)
 		}
 	}

@@ -1,22 +1,18 @@
-// Package rewrite is dpproxy's SQL front end: it splits and routes analyst
-// statements, parses session statements, and turns aggregate queries over
-// one protected table (or a join of protected and public tables, join.go)
-// into a validated [Plan] whose SQL is produced by our own PostgreSQL
-// emitter.
+// Package rewrite turns aggregate queries over one protected table (or a
+// join of protected and public tables, join.go) into a validated [Plan]
+// whose SQL is produced by our own PostgreSQL emitter. It also answers
+// SELECT DISTINCT of a column with public values from the policy
+// (distinct.go, PublicDistinct). Lexing, splitting, routing (Classify) and
+// session statements are package pgsql, the PostgreSQL front end.
 //
-// It imports only policy, sensitivity (interval arithmetic), internal/pgerr
-// and the TiDB parser; it does no
-// I/O and no logging, holds no global mutable state, and is safe for
-// concurrent use.
+// It imports only pgsql (the lexer), policy, sensitivity (interval
+// arithmetic), internal/pgerr and the TiDB parser; pgsql never imports it.
+// It does no I/O and no logging, holds no global mutable state, and is
+// safe for concurrent use.
 //
 // # Pipeline
 //
-//	lex.go        PostgreSQL lexer (faithful to scan.l: nested comments, E'',
-//	              dollar quotes, operators, $n); 42601 errors with 1-based
-//	              character positions; MySQL-only syntax (backquotes, # and
-//	              /*! comments) refused.
-//	classify.go   Split (top-level ';') and Classify (route of a statement).
-//	session.go    ParseSession (SET/SHOW/RESET/BEGIN/COMMIT/…).
+//	pgsql.Lex     PostgreSQL tokens (package pgsql).
 //	normalize.go  PostgreSQL tokens → text the TiDB parser reads with the same
 //	              structure; literals are kept aside and replaced by ? markers,
 //	              every name is quoted (EXTRACT(YEAR|QUARTER|MONTH FROM …) is
@@ -100,7 +96,7 @@
 //     PostgreSQL returns for the query itself. New supported shapes get
 //     corpus lines; refused shapes get goldens. TestRewrite_Postgres does
 //     the same for the accepted goldens.
-//   - FuzzRewrite and FuzzLex (make fuzz, part of make test; longer runs in
+//   - FuzzRewrite (make fuzz, part of make test; longer runs in
 //     the README's "Fuzzing"): no panics; refusals are *pgerr.Error; every
 //     accepted query has outputs resting on measures of finite, positive
 //     sensitivity and emitted SQL that lexes as one balanced statement.
@@ -121,19 +117,10 @@
 // re-encoded by this package, and fixed SQL. No analyst text is pasted and
 // the TiDB parser's Restore is never used.
 //
-// # Routing decisions (Classify)
+// # Routing decisions
 //
-//   - SET ROLE / SET SESSION AUTHORIZATION: refused (42501).
-//   - SAVEPOINT, RELEASE, ROLLBACK TO and two-phase commit: refused (0A000),
-//     not emulated; SessionKind has no savepoint kinds.
-//   - Any identifier equal (case-insensitively, quoted or not) to a
-//     protected table's name routes to the DP path, which refuses what it
-//     cannot answer: deliberately conservative.
-//   - Statements that write or execute (including EXPLAIN ANALYZE of them,
-//     data-modifying WITH, SELECT … INTO, cursors, PREPARE/EXECUTE) are
-//     refused with 42501, whatever they name.
-//   - Everything else goes to the shadow catalog (no protected rows there;
-//     public tables' declared columns are copied there, internal/shadow).
+// Classify, in package pgsql (see its doc.go), decides which statements
+// reach Rewrite.
 //
 // # Joins (issue 9)
 //

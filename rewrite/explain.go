@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 )
 
 // ExplainTarget recognises EXPLAIN of a DP query. For "EXPLAIN [VERBOSE]
@@ -16,61 +17,61 @@ import (
 // The proxy answers an EXPLAIN of a protected table with release.Explain
 // (no data, no budget); see release/explain.go.
 func ExplainTarget(stmt string) (string, bool, error) {
-	toks, err := lex(stmt)
+	toks, err := pgsql.Lex(stmt)
 	if err != nil {
 		return "", false, err
 	}
-	if len(toks) == 0 || !toks[0].is("explain") {
+	if len(toks) == 0 || !toks[0].Is("explain") {
 		return "", false, nil
 	}
-	refuse := func(t token, what string) error {
+	refuse := func(t pgsql.Token, what string) error {
 		return pgerr.New(pgerr.FeatureNotSupported, "EXPLAIN %s is not supported on protected tables", what).
-			WithPosition(charPos(stmt, t.pos)).
+			WithPosition(pgsql.CharPos(stmt, t.Pos)).
 			WithHint("write EXPLAIN query: dpproxy describes the DP plan without running it")
 	}
 	j := 1
 	switch {
-	case j < len(toks) && (toks[j].is("analyze") || toks[j].is("analyse")):
+	case j < len(toks) && (toks[j].Is("analyze") || toks[j].Is("analyse")):
 		return "", false, refuse(toks[j], "ANALYZE")
-	case j < len(toks) && toks[j].is("verbose"):
+	case j < len(toks) && toks[j].Is("verbose"):
 		j++
-	case j < len(toks) && toks[j].isPunct("("):
+	case j < len(toks) && toks[j].IsPunct("("):
 		j++
 		for {
 			if j >= len(toks) {
-				return "", false, syntaxErr(stmt, len(stmt), "syntax error at end of input").WithHint("close the EXPLAIN options with )")
+				return "", false, pgsql.SyntaxErr(stmt, len(stmt), "syntax error at end of input").WithHint("close the EXPLAIN options with )")
 			}
 			t := toks[j]
-			if t.kind != tokIdent || t.quoted {
+			if t.Kind != pgsql.TokIdent || t.Quoted {
 				return "", false, refuse(t, "with these options")
 			}
-			switch t.val {
+			switch t.Val {
 			case "verbose", "costs", "settings", "summary":
 				j++
-				if j < len(toks) && (toks[j].is("true") || toks[j].is("false") || toks[j].is("on") || toks[j].is("off")) {
+				if j < len(toks) && (toks[j].Is("true") || toks[j].Is("false") || toks[j].Is("on") || toks[j].Is("off")) {
 					j++
 				}
 			case "format":
-				if j+1 >= len(toks) || !toks[j+1].is("text") {
+				if j+1 >= len(toks) || !toks[j+1].Is("text") {
 					return "", false, refuse(t, "FORMAT other than TEXT")
 				}
 				j += 2
 			default:
-				return "", false, refuse(t, "("+t.val+")")
+				return "", false, refuse(t, "("+t.Val+")")
 			}
-			if j < len(toks) && toks[j].isPunct(",") {
+			if j < len(toks) && toks[j].IsPunct(",") {
 				j++
 				continue
 			}
-			if j < len(toks) && toks[j].isPunct(")") {
+			if j < len(toks) && toks[j].IsPunct(")") {
 				j++
 				break
 			}
-			return "", false, syntaxErr(stmt, toks[min(j, len(toks)-1)].pos, "syntax error in EXPLAIN options").WithHint("write EXPLAIN (COSTS off, VERBOSE) query")
+			return "", false, pgsql.SyntaxErr(stmt, toks[min(j, len(toks)-1)].Pos, "syntax error in EXPLAIN options").WithHint("write EXPLAIN (COSTS off, VERBOSE) query")
 		}
 	}
 	if j >= len(toks) {
-		return "", false, syntaxErr(stmt, len(stmt), "syntax error at end of input").WithHint("write EXPLAIN followed by a query")
+		return "", false, pgsql.SyntaxErr(stmt, len(stmt), "syntax error at end of input").WithHint("write EXPLAIN followed by a query")
 	}
-	return stmt[toks[j].pos:], true, nil
+	return stmt[toks[j].Pos:], true, nil
 }

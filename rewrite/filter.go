@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -83,14 +84,14 @@ func (b *builder) aggFilter(x *ast.AggregateFuncExpr) (string, error) {
 // normalizeFilter rewrites "FILTER ( WHERE" at toks[i] (the word FILTER
 // after an aggregate call's ")") into the marker call; see the file
 // comment. It returns the index of the last token consumed.
-func (n *normalized) normalizeFilter(toks []token, i int) (int, error) {
+func (n *normalized) normalizeFilter(toks []pgsql.Token, i int) (int, error) {
 	src := n.src
-	if i+2 >= len(toks) || !toks[i+2].is("where") {
-		return i, syntaxErr(src, posAt(src, toks, i+2), "syntax error: expected WHERE after FILTER (").
+	if i+2 >= len(toks) || !toks[i+2].Is("where") {
+		return i, pgsql.SyntaxErr(src, posAt(src, toks, i+2), "syntax error: expected WHERE after FILTER (").
 			WithHint("write agg(…) FILTER (WHERE condition)")
 	}
 	notAgg := pgerr.New("42809", "FILTER specified, but the expression before it is not an aggregate function").
-		WithPosition(charPos(src, toks[i].pos)).
+		WithPosition(pgsql.CharPos(src, toks[i].Pos)).
 		WithHint("write FILTER (WHERE …) directly after COUNT(…), SUM(…), AVG(…) or a variance aggregate")
 	last := len(n.pieces) - 1
 	if last < 0 || n.pieces[last].text != ")" || n.pieces[last].lit >= 0 {
@@ -118,7 +119,7 @@ func (n *normalized) normalizeFilter(toks []token, i int) (int, error) {
 	}
 	if !isAggregateName(name.text) {
 		return i, pgerr.New(pgerr.FeatureNotSupported, "FILTER is only supported after COUNT, SUM, AVG and the variance aggregates").
-			WithPosition(charPos(src, toks[i].pos)).
+			WithPosition(pgsql.CharPos(src, toks[i].Pos)).
 			WithHint("move the condition into WHERE, or write the aggregate over CASE WHEN condition THEN … END")
 	}
 	// Insert the marker call before the aggregate's name.
@@ -127,7 +128,7 @@ func (n *normalized) normalizeFilter(toks []token, i int) (int, error) {
 		{text: "(", pos: name.pos, lit: -1},
 	}
 	n.pieces = append(n.pieces[:k-1], append(marker, n.pieces[k-1:]...)...)
-	n.pieces = append(n.pieces, piece{text: ",", pos: toks[i].pos, lit: -1})
+	n.pieces = append(n.pieces, piece{text: ",", pos: toks[i].Pos, lit: -1})
 	return i + 2, nil
 }
 

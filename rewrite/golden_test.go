@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -346,7 +347,7 @@ func checkPlan(t testing.TB, p *Plan) {
 		t.Fatalf("plan without fingerprint")
 	}
 	// The emitted SQL must lex as PostgreSQL and hold one statement.
-	if stmts, err := Split(p.SQL); err != nil || len(stmts) != 1 {
+	if stmts, err := pgsql.Split(p.SQL); err != nil || len(stmts) != 1 {
 		t.Fatalf("emitted SQL does not split into one statement: %v %q", err, stmts)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
@@ -348,14 +349,14 @@ func TestClassify_PublicTables(t *testing.T) {
 	if ds == nil {
 		t.Fatal("no golden policy with the public table wards")
 	}
-	for q, want := range map[string]Route{
-		"SELECT COUNT(*) FROM wards":                                                    RouteCatalog,
-		"SELECT wing, COUNT(*) FROM wards GROUP BY wing":                                RouteCatalog,
-		"SELECT COUNT(*) FROM visits v JOIN wards w ON v.ward_id = w.ward_id":           RouteDP,
-		"SELECT COUNT(*) FROM wards w LEFT JOIN labs l ON w.ward_id = l.ward_id":        RouteDP,
-		"SELECT w.wing FROM wards w JOIN visits v ON v.ward_id = w.ward_id WHERE 1 = 2": RouteCatalog,
+	for q, want := range map[string]pgsql.Route{
+		"SELECT COUNT(*) FROM wards":                                                    pgsql.RouteCatalog,
+		"SELECT wing, COUNT(*) FROM wards GROUP BY wing":                                pgsql.RouteCatalog,
+		"SELECT COUNT(*) FROM visits v JOIN wards w ON v.ward_id = w.ward_id":           pgsql.RouteDP,
+		"SELECT COUNT(*) FROM wards w LEFT JOIN labs l ON w.ward_id = l.ward_id":        pgsql.RouteDP,
+		"SELECT w.wing FROM wards w JOIN visits v ON v.ward_id = w.ward_id WHERE 1 = 2": pgsql.RouteCatalog,
 	} {
-		if got, err := Classify(ds, q); err != nil || got != want {
+		if got, err := pgsql.Classify(ds, q); err != nil || got != want {
 			t.Errorf("Classify(%q) = %v, %v; want %v", q, got, err, want)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 )
 
 // LIKE and ILIKE patterns are read here, at plan time, exactly as
@@ -106,22 +107,22 @@ func likeEscape(s string) (rune, error) {
 // the escape character c and rewritten for the default escape, so the
 // planner (pred.go) and the emitted SQL only ever see default-escape
 // patterns. esc is the ESCAPE keyword, str its string token.
-func (n *normalized) likeEscape(src string, esc, str token) error {
+func (n *normalized) likeEscape(src string, esc, str pgsql.Token) error {
 	k := len(n.pieces)
 	if k < 2 || n.pieces[k-1].lit < 0 {
 		return pgerr.New(pgerr.SyntaxError, "ESCAPE must follow a LIKE or ILIKE pattern").
-			WithPosition(charPos(src, esc.pos)).WithHint("write col LIKE 'pattern' ESCAPE '!'")
+			WithPosition(pgsql.CharPos(src, esc.Pos)).WithHint("write col LIKE 'pattern' ESCAPE '!'")
 	}
 	if w := strings.ToLower(n.pieces[k-2].text); w != "like" && w != "ilike" {
 		return pgerr.New(pgerr.SyntaxError, "ESCAPE must follow a LIKE or ILIKE pattern").
-			WithPosition(charPos(src, esc.pos)).WithHint("write col LIKE 'pattern' ESCAPE '!'")
+			WithPosition(pgsql.CharPos(src, esc.Pos)).WithHint("write col LIKE 'pattern' ESCAPE '!'")
 	}
 	l := &n.lits[n.pieces[k-1].lit]
 	if l.kind != litString || l.typ != "" {
 		return pgerr.New(pgerr.FeatureNotSupported, "the LIKE pattern must be a string literal").
-			WithPosition(charPos(src, l.pos)).WithHint("write col LIKE 'prefix%%' ESCAPE '!'")
+			WithPosition(pgsql.CharPos(src, l.pos)).WithHint("write col LIKE 'prefix%%' ESCAPE '!'")
 	}
-	c, err := likeEscape(str.val)
+	c, err := likeEscape(str.Val)
 	if err == nil {
 		var p likePattern
 		if p, err = parseLikePattern(l.val, c); err == nil {
@@ -130,7 +131,7 @@ func (n *normalized) likeEscape(src string, esc, str token) error {
 		}
 	}
 	if pe, ok := pgerr.As(err); ok {
-		return pe.WithPosition(charPos(src, str.pos))
+		return pe.WithPosition(pgsql.CharPos(src, str.Pos))
 	}
 	return err
 }

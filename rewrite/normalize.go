@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -118,9 +119,9 @@ var typeNames = map[string]policy.Type{
 
 // timestampZone reads [WITH|WITHOUT] TIME ZONE after "timestamp" at
 // toks[k]: the type and the index after it.
-func timestampZone(toks []token, k int, typ policy.Type) (policy.Type, int) {
-	if typ == typTimestamp && k+2 < len(toks) && (toks[k].is("with") || toks[k].is("without")) && toks[k+1].is("time") && toks[k+2].is("zone") {
-		if toks[k].is("with") {
+func timestampZone(toks []pgsql.Token, k int, typ policy.Type) (policy.Type, int) {
+	if typ == typTimestamp && k+2 < len(toks) && (toks[k].Is("with") || toks[k].Is("without")) && toks[k+1].Is("time") && toks[k+2].Is("zone") {
+		if toks[k].Is("with") {
 			typ = typTimestampTZ
 		}
 		k += 3
@@ -166,14 +167,14 @@ var refusedWords = map[string][3]string{
 }
 
 func refusal(src string, pos int, r [3]string) *pgerr.Error {
-	return pgerr.New(r[0], "%s", r[1]).WithHint("%s", r[2]).WithPosition(charPos(src, pos))
+	return pgerr.New(r[0], "%s", r[1]).WithHint("%s", r[2]).WithPosition(pgsql.CharPos(src, pos))
 }
 
 var numberRE = regexp.MustCompile(`^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
 // normalize runs the normalizer over a statement.
 func normalize(src string) (*normalized, error) {
-	toks, err := lex(src)
+	toks, err := pgsql.Lex(src)
 	if err != nil {
 		return nil, err
 	}
@@ -187,45 +188,45 @@ func normalize(src string) (*normalized, error) {
 	}
 	if len(toks) > 0 {
 		first := toks[0]
-		if first.kind == tokIdent && !first.quoted && refusedKeywords[first.val] {
-			return nil, refuseWrite(src, first)
+		if first.Kind == pgsql.TokIdent && !first.Quoted && pgsql.RefusedKeyword(first.Val) {
+			return nil, pgsql.RefuseWrite(src, first)
 		}
-		if first.is("table") {
+		if first.Is("table") {
 			return nil, pgerr.New(pgerr.InsufficientPrivilege, "only aggregate queries are answered; TABLE returns private rows").
-				WithPosition(charPos(src, first.pos)).WithHint("%s", aggregateHint)
+				WithPosition(pgsql.CharPos(src, first.Pos)).WithHint("%s", aggregateHint)
 		}
-		if !first.is("select") && !first.isPunct("(") && !first.is("with") && !first.is("explain") {
+		if !first.Is("select") && !first.IsPunct("(") && !first.Is("with") && !first.Is("explain") {
 			return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").
-				WithPosition(charPos(src, first.pos)).WithHint("%s", shapeHint)
+				WithPosition(pgsql.CharPos(src, first.Pos)).WithHint("%s", shapeHint)
 		}
 	}
 	depth := 0
-	prevIs := func(i int, kw string) bool { return i > 0 && toks[i-1].is(kw) }
+	prevIs := func(i int, kw string) bool { return i > 0 && toks[i-1].Is(kw) }
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
 		if n.skipTok[i] {
 			continue
 		}
-		next := func(k int) token {
+		next := func(k int) pgsql.Token {
 			if i+k < len(toks) {
 				return toks[i+k]
 			}
-			return token{kind: tokPunct, val: "", pos: len(src), end: len(src)}
+			return pgsql.Token{Kind: pgsql.TokPunct, Val: "", Pos: len(src), End: len(src)}
 		}
-		switch t.kind {
-		case tokParam:
-			return nil, pgerr.New(pgerr.FeatureNotSupported, "bound parameters ($%s) are not supported yet in DP queries", t.val).
-				WithPosition(charPos(src, t.pos)).
+		switch t.Kind {
+		case pgsql.TokParam:
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "bound parameters ($%s) are not supported yet in DP queries", t.Val).
+				WithPosition(pgsql.CharPos(src, t.Pos)).
 				WithHint("write the value as a literal in the query text")
-		case tokBitString:
+		case pgsql.TokBitString:
 			return nil, pgerr.New(pgerr.FeatureNotSupported, "bit-string constants are not supported").
-				WithPosition(charPos(src, t.pos)).WithHint("compare columns with numbers, strings, dates or booleans")
-		case tokNumber, tokString:
-			l := literal{kind: litNumber, val: t.val, pos: t.pos}
-			if t.kind == tokString {
+				WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("compare columns with numbers, strings, dates or booleans")
+		case pgsql.TokNumber, pgsql.TokString:
+			l := literal{kind: litNumber, val: t.Val, pos: t.Pos}
+			if t.Kind == pgsql.TokString {
 				l.kind = litString
 			}
-			if next(1).isPunct("::") {
+			if next(1).IsPunct("::") {
 				typ, k, err := castType(src, toks, i+2)
 				if err != nil {
 					return nil, err
@@ -234,75 +235,75 @@ func normalize(src string) (*normalized, error) {
 				i = k - 1
 			}
 			addLit(l)
-		case tokPunct:
-			switch t.val {
+		case pgsql.TokPunct:
+			switch t.Val {
 			case "(":
 				depth++
-				if i == 0 && next(1).is("select") {
+				if i == 0 && next(1).Is("select") {
 					return nil, pgerr.New(pgerr.FeatureNotSupported, "a query in parentheses is not supported").
-						WithPosition(charPos(src, t.pos)).
+						WithPosition(pgsql.CharPos(src, t.Pos)).
 						WithHint("remove the parentheses around the query; write LIMIT and OFFSET at its end")
 				}
-				if next(1).is("select") || next(1).is("with") || next(1).is("values") || next(1).is("table") {
+				if next(1).Is("select") || next(1).Is("with") || next(1).Is("values") || next(1).Is("table") {
 					return nil, pgerr.New(pgerr.FeatureNotSupported, "subqueries are not supported").
-						WithPosition(charPos(src, next(1).pos)).
+						WithPosition(pgsql.CharPos(src, next(1).Pos)).
 						WithHint("write one SELECT (over one protected table, or a join); filter with WHERE comparisons against literals")
 				}
-				add("(", t.pos, false)
+				add("(", t.Pos, false)
 			case ")", ",", ".":
-				if t.val == ")" {
+				if t.Val == ")" {
 					depth--
 				}
-				add(t.val, t.pos, false)
+				add(t.Val, t.Pos, false)
 			case "::":
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "casts of columns and expressions are not supported").
-					WithPosition(charPos(src, t.pos)).
+					WithPosition(pgsql.CharPos(src, t.Pos)).
 					WithHint("compare the column with a literal of its own type, e.g. visit_date >= '2021-01-01'::date")
 			case ";":
-				return nil, syntaxErr(src, t.pos, "several statements in one DP statement").
+				return nil, pgsql.SyntaxErr(src, t.Pos, "several statements in one DP statement").
 					WithHint("send one statement at a time")
 			case "[", "]":
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "arrays are not supported").
-					WithPosition(charPos(src, t.pos)).WithHint("use IN (list of literals)")
+					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("use IN (list of literals)")
 			default:
-				return nil, syntaxErr(src, t.pos, "syntax error at or near %q", t.val)
+				return nil, pgsql.SyntaxErr(src, t.Pos, "syntax error at or near %q", t.Val)
 			}
-		case tokOp:
-			switch t.val {
+		case pgsql.TokOp:
+			switch t.Val {
 			case "=", "<>", "<", "<=", ">", ">=", "+", "-", "*", "/", "%":
-				add(t.val, t.pos, false)
+				add(t.Val, t.Pos, false)
 			case "!=":
-				add("<>", t.pos, false)
+				add("<>", t.Pos, false)
 			case "||":
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "operator || is not supported").
-					WithPosition(charPos(src, t.pos)).
+					WithPosition(pgsql.CharPos(src, t.Pos)).
 					WithHint("string concatenation is not available in DP queries; compare columns with literals")
 			case "~", "~*", "!~", "!~*":
-				return nil, pgerr.New(pgerr.FeatureNotSupported, "regular expression operator %s is not supported", t.val).
-					WithPosition(charPos(src, t.pos)).WithHint("use LIKE or ILIKE with a string pattern")
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "regular expression operator %s is not supported", t.Val).
+					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("use LIKE or ILIKE with a string pattern")
 			default:
-				return nil, pgerr.New(pgerr.FeatureNotSupported, "operator %s is not supported", t.val).
-					WithPosition(charPos(src, t.pos)).
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "operator %s is not supported", t.Val).
+					WithPosition(pgsql.CharPos(src, t.Pos)).
 					WithHint("supported operators: = <> != < <= > >= AND OR NOT IN BETWEEN LIKE ILIKE IS [NOT] NULL")
 			}
-		case tokIdent:
-			if t.val == filterMarker {
-				return nil, pgerr.New("42883", "function %s does not exist", t.val).
-					WithPosition(charPos(src, t.pos)).WithHint("write agg(…) FILTER (WHERE condition)")
+		case pgsql.TokIdent:
+			if t.Val == filterMarker {
+				return nil, pgerr.New("42883", "function %s does not exist", t.Val).
+					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("write agg(…) FILTER (WHERE condition)")
 			}
-			if t.quoted {
-				add(quoteIdent(t.val), t.pos, true)
+			if t.Quoted {
+				add(quoteIdent(t.Val), t.Pos, true)
 				continue
 			}
-			w := t.val
+			w := t.Val
 			if prevIs(i, "as") && depth == 0 {
 				// A label after AS may be any keyword in PostgreSQL
 				// (ColLabel: SELECT AVG(x) AS by, COUNT(*) AS order): it
 				// is always a name, quoted for the TiDB parser.
-				add(quoteIdent(w), t.pos, true)
+				add(quoteIdent(w), t.Pos, true)
 				continue
 			}
-			if isOrderedSetName(w) && next(1).isPunct("(") {
+			if isOrderedSetName(w) && next(1).IsPunct("(") {
 				k, open, err := n.orderedSetAgg(toks, i)
 				if err != nil {
 					return nil, err
@@ -319,10 +320,10 @@ func normalize(src string) (*normalized, error) {
 				refuse := true
 				switch w {
 				case "at":
-					refuse = next(1).is("time")
+					refuse = next(1).Is("time")
 				case "filter":
 					refuse = false
-					if next(1).isPunct("(") {
+					if next(1).IsPunct("(") {
 						// agg(…) FILTER (WHERE …): filter.go.
 						k, err := n.normalizeFilter(toks, i)
 						if err != nil {
@@ -333,21 +334,21 @@ func normalize(src string) (*normalized, error) {
 						continue
 					}
 				case "within":
-					refuse = next(1).is("group")
+					refuse = next(1).Is("group")
 				case "nulls":
-					refuse = next(1).is("first") || next(1).is("last")
+					refuse = next(1).Is("first") || next(1).Is("last")
 				case "fetch":
 					// FETCH FIRST n ROWS ONLY ends the query: read as
 					// LIMIT by limitTail; anywhere else refused.
-					refuse = depth > 0 && (next(1).is("first") || next(1).is("next"))
+					refuse = depth > 0 && (next(1).Is("first") || next(1).Is("next"))
 				case "over":
-					refuse = i > 0 && toks[i-1].isPunct(")")
+					refuse = i > 0 && toks[i-1].IsPunct(")")
 				case "window":
-					refuse = next(2).is("as")
+					refuse = next(2).Is("as")
 				case "interval":
-					refuse = next(1).kind == tokString
+					refuse = next(1).Kind == pgsql.TokString
 				case "escape":
-					if next(1).kind == tokString {
+					if next(1).Kind == pgsql.TokString {
 						// LIKE 'pattern' ESCAPE 'c': the pattern is rewritten
 						// for the default escape (likepattern.go).
 						if err := n.likeEscape(src, t, next(1)); err != nil {
@@ -359,122 +360,122 @@ func normalize(src string) (*normalized, error) {
 					refuse = false
 				}
 				if refuse {
-					return nil, refusal(src, t.pos, r)
+					return nil, refusal(src, t.Pos, r)
 				}
 			}
 			switch {
 			case w == "true" || w == "false":
-				if prevIs(i, "is") || prevIs(i, "not") && i > 1 && toks[i-2].is("is") {
+				if prevIs(i, "is") || prevIs(i, "not") && i > 1 && toks[i-2].Is("is") {
 					return nil, pgerr.New(pgerr.FeatureNotSupported, "IS [NOT] %s is not supported", strings.ToUpper(w)).
-						WithPosition(charPos(src, t.pos)).
+						WithPosition(pgsql.CharPos(src, t.Pos)).
 						WithHint("write the condition itself, e.g. WHERE age > 3 or WHERE NOT (age > 3); for a boolean column, bool_col = %s", w)
 				}
-				addLit(literal{kind: litBool, val: w, pos: t.pos})
-			case w == "null" && !(prevIs(i, "is") || prevIs(i, "not") && i > 1 && toks[i-2].is("is")):
-				addLit(literal{kind: litNull, val: "null", pos: t.pos})
+				addLit(literal{kind: litBool, val: w, pos: t.Pos})
+			case w == "null" && !(prevIs(i, "is") || prevIs(i, "not") && i > 1 && toks[i-2].Is("is")):
+				addLit(literal{kind: litNull, val: "null", pos: t.Pos})
 			case w == "unknown" && prevIs(i, "is") || w == "unknown" && prevIs(i, "not"):
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "IS [NOT] UNKNOWN is not supported").
-					WithPosition(charPos(src, t.pos)).WithHint("write IS [NOT] NULL")
-			case w == "extract" && next(1).isPunct("(") && (next(2).is("year") || next(2).is("quarter") || next(2).is("month")) && next(3).is("from"):
+					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("write IS [NOT] NULL")
+			case w == "extract" && next(1).IsPunct("(") && (next(2).Is("year") || next(2).Is("quarter") || next(2).Is("month")) && next(3).Is("from"):
 				// EXTRACT(YEAR|QUARTER|MONTH FROM col): the fields
 				// supported (as GROUP BY keys, keyexpr.go); the TiDB
 				// parser reads the same syntax.
-				add("EXTRACT", t.pos, true)
-				add("(", next(1).pos, false)
+				add("EXTRACT", t.Pos, true)
+				add("(", next(1).Pos, false)
 				depth++ // the ")" is read by the case above
-				add(strings.ToUpper(next(2).val), next(2).pos, true)
-				add("FROM", next(3).pos, true)
+				add(strings.ToUpper(next(2).Val), next(2).Pos, true)
+				add("FROM", next(3).Pos, true)
 				i += 3
-			case w == "extract" && next(1).isPunct("(") && extractMarkerFields[strings.ToLower(next(2).val)] && (next(2).kind == tokIdent || next(2).kind == tokString) && next(3).is("from"):
+			case w == "extract" && next(1).IsPunct("(") && extractMarkerFields[strings.ToLower(next(2).Val)] && (next(2).Kind == pgsql.TokIdent || next(2).Kind == pgsql.TokString) && next(3).Is("from"):
 				// EXTRACT(EPOCH|DOW|ISODOW|DOY|WEEK|DAY FROM col): units
 				// the TiDB parser lacks, written as PostgreSQL 14+'s own
 				// function "extract"('field', col) (datekey.go).
-				add(quoteIdent("extract"), t.pos, true)
-				add("(", next(1).pos, false)
+				add(quoteIdent("extract"), t.Pos, true)
+				add("(", next(1).Pos, false)
 				depth++ // the ")" is read by the case above
-				addLit(literal{kind: litString, val: strings.ToLower(next(2).val), pos: next(2).pos})
-				add(",", next(3).pos, false)
+				addLit(literal{kind: litString, val: strings.ToLower(next(2).Val), pos: next(2).Pos})
+				add(",", next(3).Pos, false)
 				i += 3
-			case w == "extract" && next(1).isPunct("("):
+			case w == "extract" && next(1).IsPunct("("):
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "EXTRACT is supported as EXTRACT(YEAR|QUARTER|MONTH|DAY|DOW|ISODOW|DOY|WEEK|EPOCH FROM date_col) only").
-					WithPosition(charPos(src, t.pos)).
+					WithPosition(pgsql.CharPos(src, t.Pos)).
 					WithHint("%s", keyExprHint)
 			case w == "isnull" || w == "notnull":
-				add("IS", t.pos, true)
+				add("IS", t.Pos, true)
 				if w == "notnull" {
-					add("NOT", t.pos, true)
+					add("NOT", t.Pos, true)
 				}
-				add("NULL", t.pos, true)
-			case w == "cast" && next(1).isPunct("("):
+				add("NULL", t.Pos, true)
+			case w == "cast" && next(1).IsPunct("("):
 				// CAST ( literal AS type )
 				lt := next(2)
-				if (lt.kind != tokString && lt.kind != tokNumber) || !next(3).is("as") {
+				if (lt.Kind != pgsql.TokString && lt.Kind != pgsql.TokNumber) || !next(3).Is("as") {
 					return nil, pgerr.New(pgerr.FeatureNotSupported, "CAST of columns and expressions is not supported").
-						WithPosition(charPos(src, t.pos)).
+						WithPosition(pgsql.CharPos(src, t.Pos)).
 						WithHint("compare the column with a literal of its own type, e.g. visit_date >= '2021-01-01'::date")
 				}
 				typ, k, err := castType(src, toks, i+4)
 				if err != nil {
 					return nil, err
 				}
-				if k >= len(toks) || !toks[k].isPunct(")") {
-					return nil, syntaxErr(src, posAt(src, toks, k), "syntax error in CAST: expected )")
+				if k >= len(toks) || !toks[k].IsPunct(")") {
+					return nil, pgsql.SyntaxErr(src, posAt(src, toks, k), "syntax error in CAST: expected )")
 				}
 				kind := litNumber
-				if lt.kind == tokString {
+				if lt.Kind == pgsql.TokString {
 					kind = litString
 				}
-				addLit(literal{kind: kind, val: lt.val, typ: typ, pos: lt.pos})
+				addLit(literal{kind: kind, val: lt.Val, typ: typ, pos: lt.Pos})
 				i = k
 			case (w == "timestamp" || w == "timestamptz") && !prevIs(i, "as"):
 				// TIMESTAMP [WITH[OUT] TIME ZONE] '…', TIMESTAMPTZ '…'
 				typ, k := timestampZone(toks, i+1, typeNames[w])
-				if k >= len(toks) || toks[k].kind != tokString {
+				if k >= len(toks) || toks[k].Kind != pgsql.TokString {
 					return nil, pgerr.New(pgerr.FeatureNotSupported, "%s values are supported only as literals compared with date columns", strings.ToUpper(w)).
-						WithPosition(charPos(src, t.pos)).
+						WithPosition(pgsql.CharPos(src, t.Pos)).
 						WithHint("compare date columns with TIMESTAMP '2024-01-01 12:00:00' or 'YYYY-MM-DD'::date literals")
 				}
-				addLit(literal{kind: litString, val: toks[k].val, typ: typ, pos: t.pos})
+				addLit(literal{kind: litString, val: toks[k].Val, typ: typ, pos: t.Pos})
 				i = k
-			case typeNames[w] != "" && next(1).kind == tokString && !prevIs(i, "as"):
+			case typeNames[w] != "" && next(1).Kind == pgsql.TokString && !prevIs(i, "as"):
 				// Typed literal: DATE '2021-01-01', integer '5'.
-				addLit(literal{kind: litString, val: next(1).val, typ: typeNames[w], pos: t.pos})
+				addLit(literal{kind: litString, val: next(1).Val, typ: typeNames[w], pos: t.Pos})
 				i++
 			case w == "timestamp" || w == "time" || w == "timestamptz":
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "%s values are not supported", strings.ToUpper(w)).
-					WithPosition(charPos(src, t.pos)).
+					WithPosition(pgsql.CharPos(src, t.Pos)).
 					WithHint("compare date columns with 'YYYY-MM-DD'::date literals")
-			case w == "is" && (next(1).is("distinct") || next(1).is("not") && next(2).is("distinct")):
+			case w == "is" && (next(1).Is("distinct") || next(1).Is("not") && next(2).Is("distinct")):
 				neg := 2
 				k := i + 2
-				if next(1).is("not") {
+				if next(1).Is("not") {
 					neg, k = 1, i+3
 				}
-				if k >= len(toks) || !toks[k].is("from") {
-					return nil, syntaxErr(src, posAt(src, toks, k), "syntax error: expected FROM after IS DISTINCT")
+				if k >= len(toks) || !toks[k].Is("from") {
+					return nil, pgsql.SyntaxErr(src, posAt(src, toks, k), "syntax error: expected FROM after IS DISTINCT")
 				}
-				n.pieces = append(n.pieces, piece{text: "<=>", pos: t.pos, lit: -1, nsEq: neg})
+				n.pieces = append(n.pieces, piece{text: "<=>", pos: t.Pos, lit: -1, nsEq: neg})
 				i = k
 			case w == "distinct" && prevIs(i, "select"):
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "SELECT DISTINCT is not supported").
-					WithPosition(charPos(src, t.pos)).
+					WithPosition(pgsql.CharPos(src, t.Pos)).
 					WithHint("GROUP BY already returns one row per group; remove DISTINCT")
-			case (w == "limit" || w == "offset" || w == "fetch" && (next(1).is("first") || next(1).is("next"))) && depth == 0:
+			case (w == "limit" || w == "offset" || w == "fetch" && (next(1).Is("first") || next(1).Is("next"))) && depth == 0:
 				if err := n.limitTail(toks[i:]); err != nil {
 					return nil, err
 				}
 				i = len(toks)
 			case passKeywords[w]:
-				add(strings.ToUpper(w), t.pos, true)
-			case w == "full" && (next(1).is("join") || next(1).is("outer")):
+				add(strings.ToUpper(w), t.Pos, true)
+			case w == "full" && (next(1).Is("join") || next(1).Is("outer")):
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "FULL JOIN is not supported").
-					WithPosition(charPos(src, t.pos)).WithHint("%s", joinHint)
-			case (w == "left" || w == "right") && (next(1).is("join") || next(1).is("outer")):
-				add(strings.ToUpper(w), t.pos, true)
-			case aggregateNames[w] != "" && next(1).isPunct("("):
-				add(aggregateNames[w], t.pos, true)
+					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("%s", joinHint)
+			case (w == "left" || w == "right") && (next(1).Is("join") || next(1).Is("outer")):
+				add(strings.ToUpper(w), t.Pos, true)
+			case aggregateNames[w] != "" && next(1).IsPunct("("):
+				add(aggregateNames[w], t.Pos, true)
 			default:
-				add(quoteIdent(w), t.pos, true)
+				add(quoteIdent(w), t.Pos, true)
 			}
 		}
 	}
@@ -485,9 +486,9 @@ func normalize(src string) (*normalized, error) {
 	return n, nil
 }
 
-func posAt(src string, toks []token, k int) int {
+func posAt(src string, toks []pgsql.Token, k int) int {
 	if k < len(toks) {
-		return toks[k].pos
+		return toks[k].Pos
 	}
 	return len(src)
 }
@@ -496,44 +497,44 @@ func posAt(src string, toks []token, k int) int {
 // its policy type and the index after it. Type modifiers such as
 // numeric(10,2) and varchar(20) are accepted and ignored for comparison
 // purposes (they do not change how a literal compares).
-func castType(src string, toks []token, k int) (policy.Type, int, error) {
-	if k >= len(toks) || toks[k].kind != tokIdent || toks[k].quoted {
-		return "", k, syntaxErr(src, posAt(src, toks, k), "syntax error: expected a type name")
+func castType(src string, toks []pgsql.Token, k int) (policy.Type, int, error) {
+	if k >= len(toks) || toks[k].Kind != pgsql.TokIdent || toks[k].Quoted {
+		return "", k, pgsql.SyntaxErr(src, posAt(src, toks, k), "syntax error: expected a type name")
 	}
-	name := toks[k].val
+	name := toks[k].Val
 	typ, ok := typeNames[name]
 	if !ok {
 		return "", k, pgerr.New(pgerr.FeatureNotSupported, "casts to %s are not supported", name).
-			WithPosition(charPos(src, toks[k].pos)).
+			WithPosition(pgsql.CharPos(src, toks[k].Pos)).
 			WithHint("cast literals to int, numeric, float8, text, date, timestamp, timestamptz or boolean")
 	}
 	k++
 	switch {
 	case name == "double":
-		if k >= len(toks) || !toks[k].is("precision") {
-			return "", k, syntaxErr(src, posAt(src, toks, k), "syntax error: expected PRECISION after DOUBLE")
+		if k >= len(toks) || !toks[k].Is("precision") {
+			return "", k, pgsql.SyntaxErr(src, posAt(src, toks, k), "syntax error: expected PRECISION after DOUBLE")
 		}
 		k++
-	case name == "character" && k < len(toks) && toks[k].is("varying"):
+	case name == "character" && k < len(toks) && toks[k].Is("varying"):
 		k++
 	case name == "timestamp":
 		typ, k = timestampZone(toks, k, typ)
 	}
-	if k < len(toks) && toks[k].isPunct("(") {
-		for k < len(toks) && !toks[k].isPunct(")") {
-			if !toks[k].isPunct("(") && !toks[k].isPunct(",") && toks[k].kind != tokNumber {
-				return "", k, syntaxErr(src, toks[k].pos, "syntax error in type modifier")
+	if k < len(toks) && toks[k].IsPunct("(") {
+		for k < len(toks) && !toks[k].IsPunct(")") {
+			if !toks[k].IsPunct("(") && !toks[k].IsPunct(",") && toks[k].Kind != pgsql.TokNumber {
+				return "", k, pgsql.SyntaxErr(src, toks[k].Pos, "syntax error in type modifier")
 			}
 			k++
 		}
 		if k >= len(toks) {
-			return "", k, syntaxErr(src, len(src), "syntax error: unterminated type modifier")
+			return "", k, pgsql.SyntaxErr(src, len(src), "syntax error: unterminated type modifier")
 		}
 		k++
 	}
-	if k < len(toks) && toks[k].isPunct("::") {
+	if k < len(toks) && toks[k].IsPunct("::") {
 		return "", k, pgerr.New(pgerr.FeatureNotSupported, "chained casts are not supported").
-			WithPosition(charPos(src, toks[k].pos)).WithHint("cast a literal once, to the column's type")
+			WithPosition(pgsql.CharPos(src, toks[k].Pos)).WithHint("cast a literal once, to the column's type")
 	}
 	return typ, k, nil
 }
@@ -555,7 +556,7 @@ func (n *normalized) distinctFrom() error {
 			continue
 		}
 		bad := pgerr.New(pgerr.FeatureNotSupported, "IS DISTINCT FROM is only supported between a column and a literal").
-			WithPosition(charPos(n.src, p.pos)).
+			WithPosition(pgsql.CharPos(n.src, p.pos)).
 			WithHint("parenthesize the operands, e.g. (cost) IS DISTINCT FROM 0")
 		ls := n.primaryStart(idx - 1)
 		re := n.primaryEnd(idx + 1)
@@ -733,90 +734,90 @@ func (n *normalized) parseErrPos(msg string) int {
 // limitTail reads the trailing LIMIT/OFFSET clauses of a query, in either
 // order: LIMIT {count | ALL | NULL}, OFFSET start [ROW | ROWS]. Nothing may
 // follow them.
-func (n *normalized) limitTail(toks []token) error {
+func (n *normalized) limitTail(toks []pgsql.Token) error {
 	src := n.src
 	i := 0
 	num := func(what string) (*literal, error) {
 		if i >= len(toks) {
-			return nil, syntaxErr(src, len(src), "syntax error at end of input: expected a number after %s", what)
+			return nil, pgsql.SyntaxErr(src, len(src), "syntax error at end of input: expected a number after %s", what)
 		}
 		t := toks[i]
-		if t.is("null") || what == "LIMIT" && t.is("all") {
+		if t.Is("null") || what == "LIMIT" && t.Is("all") {
 			i++
-			return &literal{kind: litNull, val: "null", pos: t.pos}, nil
+			return &literal{kind: litNull, val: "null", pos: t.Pos}, nil
 		}
 		neg := ""
-		if t.isOp("-") && i+1 < len(toks) {
+		if t.IsOp("-") && i+1 < len(toks) {
 			neg = "-"
 			i++
 			t = toks[i]
 		}
-		if t.kind != tokNumber {
+		if t.Kind != pgsql.TokNumber {
 			return nil, pgerr.New(pgerr.FeatureNotSupported, "%s must be an integer literal", what).
-				WithPosition(charPos(src, t.pos)).WithHint("write %s 10", what)
+				WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("write %s 10", what)
 		}
 		i++
-		return &literal{kind: litNumber, val: neg + t.val, pos: t.pos}, nil
+		return &literal{kind: litNumber, val: neg + t.Val, pos: t.Pos}, nil
 	}
 	for i < len(toks) {
 		t := toks[i]
 		switch {
-		case t.is("limit") && n.limit == nil:
+		case t.Is("limit") && n.limit == nil:
 			i++
 			l, err := num("LIMIT")
 			if err != nil {
 				return err
 			}
-			if i < len(toks) && toks[i].isPunct(",") {
-				return syntaxErr(src, toks[i].pos, "LIMIT a, b is MySQL syntax").
+			if i < len(toks) && toks[i].IsPunct(",") {
+				return pgsql.SyntaxErr(src, toks[i].Pos, "LIMIT a, b is MySQL syntax").
 					WithHint("write LIMIT count OFFSET skip")
 			}
 			n.limit = l
-		case t.is("offset") && n.offset == nil:
+		case t.Is("offset") && n.offset == nil:
 			i++
 			l, err := num("OFFSET")
 			if err != nil {
 				return err
 			}
-			if i < len(toks) && (toks[i].is("row") || toks[i].is("rows")) {
+			if i < len(toks) && (toks[i].Is("row") || toks[i].Is("rows")) {
 				i++
 			}
 			n.offset = l
-		case t.is("limit") || t.is("offset"):
-			return syntaxErr(src, t.pos, "multiple %s clauses not allowed", strings.ToUpper(t.val)).
+		case t.Is("limit") || t.Is("offset"):
+			return pgsql.SyntaxErr(src, t.Pos, "multiple %s clauses not allowed", strings.ToUpper(t.Val)).
 				WithHint("write LIMIT and OFFSET at most once each, e.g. LIMIT 10 OFFSET 20")
-		case t.is("fetch") && i+1 < len(toks) && (toks[i+1].is("first") || toks[i+1].is("next")):
+		case t.Is("fetch") && i+1 < len(toks) && (toks[i+1].Is("first") || toks[i+1].Is("next")):
 			// FETCH {FIRST|NEXT} [count] {ROW|ROWS} ONLY: the SQL
 			// standard's LIMIT (count 1 when left out).
 			if n.limit != nil {
-				return syntaxErr(src, t.pos, "multiple LIMIT clauses not allowed").
+				return pgsql.SyntaxErr(src, t.Pos, "multiple LIMIT clauses not allowed").
 					WithHint("write either LIMIT n or FETCH FIRST n ROWS ONLY")
 			}
 			i += 2
-			l := &literal{kind: litNumber, val: "1", pos: t.pos}
-			if i < len(toks) && !toks[i].is("row") && !toks[i].is("rows") {
+			l := &literal{kind: litNumber, val: "1", pos: t.Pos}
+			if i < len(toks) && !toks[i].Is("row") && !toks[i].Is("rows") {
 				var err error
 				if l, err = num("FETCH FIRST"); err != nil {
 					return err
 				}
 			}
-			if i >= len(toks) || !(toks[i].is("row") || toks[i].is("rows")) {
-				return syntaxErr(src, posAt(src, toks, i), "syntax error: expected ROW or ROWS").
+			if i >= len(toks) || !(toks[i].Is("row") || toks[i].Is("rows")) {
+				return pgsql.SyntaxErr(src, posAt(src, toks, i), "syntax error: expected ROW or ROWS").
 					WithHint("write FETCH FIRST n ROWS ONLY")
 			}
 			i++
-			if i < len(toks) && toks[i].is("with") {
+			if i < len(toks) && toks[i].Is("with") {
 				return pgerr.New(pgerr.FeatureNotSupported, "FETCH FIRST … WITH TIES is not supported").
-					WithPosition(charPos(src, toks[i].pos)).WithHint("write FETCH FIRST n ROWS ONLY, or LIMIT n")
+					WithPosition(pgsql.CharPos(src, toks[i].Pos)).WithHint("write FETCH FIRST n ROWS ONLY, or LIMIT n")
 			}
-			if i >= len(toks) || !toks[i].is("only") {
-				return syntaxErr(src, posAt(src, toks, i), "syntax error: expected ONLY").
+			if i >= len(toks) || !toks[i].Is("only") {
+				return pgsql.SyntaxErr(src, posAt(src, toks, i), "syntax error: expected ONLY").
 					WithHint("write FETCH FIRST n ROWS ONLY")
 			}
 			i++
 			n.limit = l
 		default:
-			return syntaxErr(src, t.pos, "syntax error at or near %q", src[t.pos:t.end]).
+			return pgsql.SyntaxErr(src, t.Pos, "syntax error at or near %q", src[t.Pos:t.End]).
 				WithHint("LIMIT and OFFSET end the query, each with an integer literal, e.g. LIMIT 10 OFFSET 20")
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -138,24 +139,24 @@ func (q *PostQuery) OuterSQL(cols [][]PostColumn) (string, error) {
 // post-processing path answers: WITH, a subquery, a window function or a
 // set operation. Statements without them go to the ordinary planner.
 func HasPostSyntax(stmt string) bool {
-	toks, err := lex(stmt)
+	toks, err := pgsql.Lex(stmt)
 	if err != nil {
 		return false
 	}
-	if len(toks) > 0 && toks[0].is("explain") {
+	if len(toks) > 0 && toks[0].Is("explain") {
 		inner, ok, err := ExplainTarget(stmt)
 		if err != nil || !ok {
 			return false
 		}
-		if toks, err = lex(inner); err != nil {
+		if toks, err = pgsql.Lex(inner); err != nil {
 			return false
 		}
 	}
 	for k, t := range toks {
 		switch {
-		case t.is("with"), t.is("over"), t.is("union"), t.is("intersect"), t.is("except"):
+		case t.Is("with"), t.Is("over"), t.Is("union"), t.Is("intersect"), t.Is("except"):
 			return true
-		case t.isPunct("(") && k+1 < len(toks) && (toks[k+1].is("select") || toks[k+1].is("with")):
+		case t.IsPunct("(") && k+1 < len(toks) && (toks[k+1].Is("select") || toks[k+1].Is("with")):
 			return true
 		}
 	}
@@ -192,19 +193,19 @@ func Post(ds *policy.Dataset, stmt string) (*PostQuery, error) {
 		}
 		text = next
 	}
-	toks, err := lex(text)
+	toks, err := pgsql.Lex(text)
 	if err != nil {
 		return nil, err
 	}
 	s := &splitter{ds: ds, src: text, toks: toks, match: matchParens(toks)}
 	if s.match == nil {
-		return nil, syntaxErr(text, len(text), "syntax error: unbalanced parentheses").WithHint("%s", postHint)
+		return nil, pgsql.SyntaxErr(text, len(text), "syntax error: unbalanced parentheses").WithHint("%s", postHint)
 	}
 	if err := s.query(0, len(toks)); err != nil {
 		return nil, err
 	}
 	if len(s.leaves) == 0 {
-		if !HasPostSyntax(text) && namesProtected(ds, toks) {
+		if !HasPostSyntax(text) && pgsql.NamesProtected(ds, toks) {
 			return &PostQuery{Flat: text}, nil
 		}
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "this statement has no DP aggregate over a protected table").WithHint("%s", postHint)
@@ -243,21 +244,21 @@ func Post(ds *policy.Dataset, stmt string) (*PostQuery, error) {
 	// The outer SQL must read no protected table: it runs on the shadow
 	// (which has none of their rows), and a protected table there would be
 	// silently empty.
-	otoks, err := lex(q.Outer())
+	otoks, err := pgsql.Lex(q.Outer())
 	if err != nil {
 		return nil, err
 	}
 	for _, t := range otoks {
-		if t.kind == tokParam {
+		if t.Kind == pgsql.TokParam {
 			return nil, pgerr.New(pgerr.FeatureNotSupported, "parameters outside the DP aggregates are not supported").
 				WithHint("bind parameters only inside the aggregate queries, or write the value into the statement")
 		}
 	}
-	if namesProtected(ds, otoks) {
+	if pgsql.NamesProtected(ds, otoks) {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "a protected table is read outside a DP aggregate").
 			WithHint("%s", postHint)
 	}
-	if err := refuseWrites(q.Outer(), otoks); err != nil {
+	if err := pgsql.RefuseWrites(q.Outer(), otoks); err != nil {
 		return nil, err
 	}
 	return q, nil
@@ -284,7 +285,7 @@ type postLeaf struct {
 type splitter struct {
 	ds     *policy.Dataset
 	src    string
-	toks   []token
+	toks   []pgsql.Token
 	match  []int // index of the matching parenthesis, -1 for other tokens
 	leaves []postLeaf
 	edits  []postEdit
@@ -292,15 +293,15 @@ type splitter struct {
 
 // matchParens returns, for each ( and ), the index of its partner (-1 for
 // other tokens), or nil when unbalanced.
-func matchParens(toks []token) []int {
+func matchParens(toks []pgsql.Token) []int {
 	m := make([]int, len(toks))
 	var stack []int
 	for i, t := range toks {
 		m[i] = -1
 		switch {
-		case t.isPunct("("), t.isPunct("["):
+		case t.IsPunct("("), t.IsPunct("["):
 			stack = append(stack, i)
-		case t.isPunct(")"), t.isPunct("]"):
+		case t.IsPunct(")"), t.IsPunct("]"):
 			if len(stack) == 0 {
 				return nil
 			}
@@ -317,30 +318,30 @@ func matchParens(toks []token) []int {
 
 // startsQuery reports whether the parenthesis at k opens a query.
 func (s *splitter) startsQuery(k int) bool {
-	if !s.toks[k].isPunct("(") {
+	if !s.toks[k].IsPunct("(") {
 		return false
 	}
 	j := k + 1
-	for j < len(s.toks) && s.toks[j].isPunct("(") {
+	for j < len(s.toks) && s.toks[j].IsPunct("(") {
 		j++
 	}
-	return j < len(s.toks) && (s.toks[j].is("select") || s.toks[j].is("with") || s.toks[j].is("values"))
+	return j < len(s.toks) && (s.toks[j].Is("select") || s.toks[j].Is("with") || s.toks[j].Is("values"))
 }
 
 // names reports whether toks[lo:hi] name a protected table.
-func (s *splitter) names(lo, hi int) bool { return namesProtected(s.ds, s.toks[lo:hi]) }
+func (s *splitter) names(lo, hi int) bool { return pgsql.NamesProtected(s.ds, s.toks[lo:hi]) }
 
 func (s *splitter) text(lo, hi int) string {
 	if lo >= hi {
 		return ""
 	}
-	return s.src[s.toks[lo].pos:s.toks[hi-1].end]
+	return s.src[s.toks[lo].Pos:s.toks[hi-1].End]
 }
 
 func (s *splitter) refuse(k int, format string, args ...any) *pgerr.Error {
 	e := pgerr.New(pgerr.FeatureNotSupported, format, args...).WithHint("%s", postHint)
 	if k >= 0 && k < len(s.toks) {
-		e = e.WithPosition(charPos(s.src, s.toks[k].pos))
+		e = e.WithPosition(pgsql.CharPos(s.src, s.toks[k].Pos))
 	}
 	return e
 }
@@ -348,7 +349,7 @@ func (s *splitter) refuse(k int, format string, args ...any) *pgerr.Error {
 // addLeaf records toks[lo:hi] as a leaf replaced in the outer SQL.
 func (s *splitter) addLeaf(lo, hi int) {
 	s.leaves = append(s.leaves, postLeaf{sql: s.text(lo, hi), whole: lo == 0 && hi == len(s.toks)})
-	s.edits = append(s.edits, postEdit{start: s.toks[lo].pos, end: s.toks[hi-1].end,
+	s.edits = append(s.edits, postEdit{start: s.toks[lo].Pos, end: s.toks[hi-1].End,
 		pieces: []postPiece{{leaf: len(s.leaves) - 1}}})
 }
 
@@ -358,10 +359,10 @@ func (s *splitter) query(lo, hi int) error {
 		return nil // no protected table: plain SQL for the shadow
 	}
 	// ( query ) as a whole.
-	if s.toks[lo].isPunct("(") && s.match[lo] == hi-1 {
+	if s.toks[lo].IsPunct("(") && s.match[lo] == hi-1 {
 		return s.query(lo+1, hi-1)
 	}
-	if s.toks[lo].is("with") {
+	if s.toks[lo].Is("with") {
 		return s.with(lo, hi)
 	}
 	if branches := s.setBranches(lo, hi); len(branches) > 1 {
@@ -393,11 +394,11 @@ func (s *splitter) query(lo, hi int) error {
 			k = s.match[k]
 			continue
 		}
-		if s.toks[k].kind == tokIdent {
-			if tb, ok := s.ds.Tables[strings.ToLower(s.toks[k].val)]; ok && !tb.Public {
+		if s.toks[k].Kind == pgsql.TokIdent {
+			if tb, ok := s.ds.Tables[strings.ToLower(s.toks[k].Val)]; ok && !tb.Public {
 				direct = true
 			}
-			if s.toks[k].is("over") || s.toks[k].is("window") {
+			if s.toks[k].Is("over") || s.toks[k].Is("window") {
 				window = true
 			}
 		}
@@ -417,29 +418,29 @@ func (s *splitter) query(lo, hi int) error {
 // with processes WITH cte AS (query), … main.
 func (s *splitter) with(lo, hi int) error {
 	k := lo + 1
-	if k < hi && s.toks[k].is("recursive") {
+	if k < hi && s.toks[k].Is("recursive") {
 		return s.refuse(k, "WITH RECURSIVE is not supported over protected tables")
 	}
 	for {
 		// name [ ( cols ) ] AS [ [NOT] MATERIALIZED ] ( query )
-		if k >= hi || s.toks[k].kind != tokIdent {
+		if k >= hi || s.toks[k].Kind != pgsql.TokIdent {
 			return s.refuse(k, "syntax error in WITH")
 		}
 		k++
-		if k < hi && s.toks[k].isPunct("(") {
+		if k < hi && s.toks[k].IsPunct("(") {
 			k = s.match[k] + 1
 		}
-		if k >= hi || !s.toks[k].is("as") {
+		if k >= hi || !s.toks[k].Is("as") {
 			return s.refuse(k, "syntax error in WITH")
 		}
 		k++
-		if k < hi && s.toks[k].is("not") {
+		if k < hi && s.toks[k].Is("not") {
 			k++
 		}
-		if k < hi && s.toks[k].is("materialized") {
+		if k < hi && s.toks[k].Is("materialized") {
 			k++
 		}
-		if k >= hi || !s.toks[k].isPunct("(") {
+		if k >= hi || !s.toks[k].IsPunct("(") {
 			return s.refuse(k, "syntax error in WITH")
 		}
 		end := s.match[k]
@@ -447,7 +448,7 @@ func (s *splitter) with(lo, hi int) error {
 			return err
 		}
 		k = end + 1
-		if k < hi && s.toks[k].isPunct(",") {
+		if k < hi && s.toks[k].IsPunct(",") {
 			k++
 			continue
 		}
@@ -464,14 +465,14 @@ func (s *splitter) setBranches(lo, hi int) [][2]int {
 	start := lo
 	for k := lo; k < hi; k++ {
 		t := s.toks[k]
-		if t.isPunct("(") {
+		if t.IsPunct("(") {
 			k = s.match[k]
 			continue
 		}
-		if t.is("union") || t.is("intersect") || t.is("except") {
+		if t.Is("union") || t.Is("intersect") || t.Is("except") {
 			out = append(out, [2]int{start, k})
 			k++
-			if k < hi && (s.toks[k].is("all") || s.toks[k].is("distinct")) {
+			if k < hi && (s.toks[k].Is("all") || s.toks[k].Is("distinct")) {
 				k++
 			}
 			start = k
@@ -484,11 +485,11 @@ func (s *splitter) setBranches(lo, hi int) [][2]int {
 	end := hi
 	for k := start; k < hi; k++ {
 		t := s.toks[k]
-		if t.isPunct("(") {
+		if t.IsPunct("(") {
 			k = s.match[k]
 			continue
 		}
-		if t.is("order") || t.is("limit") || t.is("offset") || t.is("fetch") {
+		if t.Is("order") || t.Is("limit") || t.Is("offset") || t.Is("fetch") {
 			end = k
 			break
 		}
@@ -521,14 +522,14 @@ type clauses struct {
 // selectClauses reads the clauses of the SELECT toks[lo:hi].
 func (s *splitter) selectClauses(lo, hi int) (clauses, error) {
 	var c clauses
-	if !s.toks[lo].is("select") {
+	if !s.toks[lo].Is("select") {
 		return c, s.refuse(lo, "only SELECT queries can compute window functions over DP aggregates")
 	}
 	k := lo + 1
-	if k < hi && s.toks[k].is("distinct") {
+	if k < hi && s.toks[k].Is("distinct") {
 		c.distinct = true
 		k++
-	} else if k < hi && s.toks[k].is("all") {
+	} else if k < hi && s.toks[k].Is("all") {
 		k++
 	}
 	type mark struct {
@@ -539,16 +540,16 @@ func (s *splitter) selectClauses(lo, hi int) (clauses, error) {
 	tail := false
 	for j := k; j < hi; j++ {
 		t := s.toks[j]
-		if t.isPunct("(") {
+		if t.IsPunct("(") {
 			j = s.match[j]
 			continue
 		}
 		switch {
-		case t.is("from"), t.is("having"), t.is("window"):
-			marks = append(marks, mark{t.val, j})
-		case t.is("group") && j+1 < hi && s.toks[j+1].is("by"):
+		case t.Is("from"), t.Is("having"), t.Is("window"):
+			marks = append(marks, mark{t.Val, j})
+		case t.Is("group") && j+1 < hi && s.toks[j+1].Is("by"):
 			marks = append(marks, mark{"group", j})
-		case !tail && (t.is("order") && j+1 < hi && s.toks[j+1].is("by") || t.is("limit") || t.is("offset") || t.is("fetch")):
+		case !tail && (t.Is("order") && j+1 < hi && s.toks[j+1].Is("by") || t.Is("limit") || t.Is("offset") || t.Is("fetch")):
 			marks = append(marks, mark{"tail", j})
 			tail = true
 		}
@@ -562,7 +563,7 @@ func (s *splitter) selectClauses(lo, hi int) (clauses, error) {
 			end = marks[i+1].at
 		}
 		if seen[m.kw] {
-			return c, s.refuse(m.at, "syntax error at or near %q", s.toks[m.at].val)
+			return c, s.refuse(m.at, "syntax error at or near %q", s.toks[m.at].Val)
 		}
 		seen[m.kw] = true
 		if i == 0 {
@@ -592,11 +593,11 @@ func (s *splitter) items(lo, hi int) [][2]int {
 	var out [][2]int
 	start := lo
 	for k := lo; k < hi; k++ {
-		if s.toks[k].isPunct("(") || s.toks[k].isPunct("[") {
+		if s.toks[k].IsPunct("(") || s.toks[k].IsPunct("[") {
 			k = s.match[k]
 			continue
 		}
-		if s.toks[k].isPunct(",") {
+		if s.toks[k].IsPunct(",") {
 			out = append(out, [2]int{start, k})
 			start = k + 1
 		}
@@ -610,13 +611,13 @@ func (s *splitter) items(lo, hi int) [][2]int {
 // itemExpr returns the expression of a select item, without its label.
 func (s *splitter) itemExpr(it [2]int) [2]int {
 	lo, hi := it[0], it[1]
-	if hi-lo >= 3 && s.toks[hi-2].is("as") {
+	if hi-lo >= 3 && s.toks[hi-2].Is("as") {
 		return [2]int{lo, hi - 2}
 	}
-	if hi-lo >= 2 && s.toks[hi-1].kind == tokIdent && !isExprWord(s.toks[hi-1]) {
+	if hi-lo >= 2 && s.toks[hi-1].Kind == pgsql.TokIdent && !isExprWord(s.toks[hi-1]) {
 		prev := s.toks[hi-2]
-		if prev.isPunct(")") || prev.kind == tokIdent && !prev.isPunct(".") || prev.kind == tokNumber || prev.kind == tokString {
-			if !s.toks[hi-2].isPunct(".") {
+		if prev.IsPunct(")") || prev.Kind == pgsql.TokIdent && !prev.IsPunct(".") || prev.Kind == pgsql.TokNumber || prev.Kind == pgsql.TokString {
+			if !s.toks[hi-2].IsPunct(".") {
 				return [2]int{lo, hi - 1}
 			}
 		}
@@ -626,11 +627,11 @@ func (s *splitter) itemExpr(it [2]int) [2]int {
 
 // isExprWord reports whether an unquoted word ends an expression rather
 // than labelling it.
-func isExprWord(t token) bool {
-	if t.quoted {
+func isExprWord(t pgsql.Token) bool {
+	if t.Quoted {
 		return false
 	}
-	switch t.val {
+	switch t.Val {
 	case "end", "null", "true", "false", "desc", "asc":
 		return true
 	}
@@ -643,22 +644,22 @@ func (s *splitter) aggregateCalls(lo, hi int) [][2]int {
 	var out [][2]int
 	for k := lo; k < hi; k++ {
 		t := s.toks[k]
-		if t.kind != tokIdent || t.quoted || !aggregateWords[t.val] || k+1 >= hi || !s.toks[k+1].isPunct("(") {
+		if t.Kind != pgsql.TokIdent || t.Quoted || !aggregateWords[t.Val] || k+1 >= hi || !s.toks[k+1].IsPunct("(") {
 			continue
 		}
 		end := s.match[k+1] + 1
 		for end < hi {
 			switch {
-			case s.toks[end].is("filter") && end+1 < hi && s.toks[end+1].isPunct("("):
+			case s.toks[end].Is("filter") && end+1 < hi && s.toks[end+1].IsPunct("("):
 				end = s.match[end+1] + 1
 				continue
-			case s.toks[end].is("within") && end+2 < hi && s.toks[end+1].is("group") && s.toks[end+2].isPunct("("):
+			case s.toks[end].Is("within") && end+2 < hi && s.toks[end+1].Is("group") && s.toks[end+2].IsPunct("("):
 				end = s.match[end+2] + 1
 				continue
 			}
 			break
 		}
-		if end < hi && s.toks[end].is("over") {
+		if end < hi && s.toks[end].Is("over") {
 			continue // a window function: its arguments may hold aggregates
 		}
 		out = append(out, [2]int{k, end})
@@ -675,7 +676,7 @@ func (s *splitter) sameTokens(a, b [2]int) bool {
 	}
 	for i := 0; i < a[1]-a[0]; i++ {
 		x, y := s.toks[a[0]+i], s.toks[b[0]+i]
-		if x.kind != y.kind || x.val != y.val {
+		if x.Kind != y.Kind || x.Val != y.Val {
 			return false
 		}
 	}
@@ -687,10 +688,10 @@ func (s *splitter) sameTokens(a, b [2]int) bool {
 func (s *splitter) lastName(r [2]int) string {
 	n := r[1] - r[0]
 	switch {
-	case n == 1 && s.toks[r[0]].kind == tokIdent:
-		return s.toks[r[0]].val
-	case n == 3 && s.toks[r[0]].kind == tokIdent && s.toks[r[0]+1].isPunct(".") && s.toks[r[0]+2].kind == tokIdent:
-		return s.toks[r[0]+2].val
+	case n == 1 && s.toks[r[0]].Kind == pgsql.TokIdent:
+		return s.toks[r[0]].Val
+	case n == 3 && s.toks[r[0]].Kind == pgsql.TokIdent && s.toks[r[0]+1].IsPunct(".") && s.toks[r[0]+2].Kind == pgsql.TokIdent:
+		return s.toks[r[0]+2].Val
 	}
 	return ""
 }
@@ -707,10 +708,10 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 	var keys [][2]int
 	if c.hasGroup {
 		for _, g := range s.items(c.groupBy[0], c.groupBy[1]) {
-			if g[1]-g[0] == 1 && s.toks[g[0]].kind == tokNumber {
-				n, err := strconv.Atoi(s.toks[g[0]].val)
+			if g[1]-g[0] == 1 && s.toks[g[0]].Kind == pgsql.TokNumber {
+				n, err := strconv.Atoi(s.toks[g[0]].Val)
 				if err != nil || n < 1 || n > len(items) {
-					return s.refuse(g[0], "GROUP BY position %s is not in the select list", s.toks[g[0]].val)
+					return s.refuse(g[0], "GROUP BY position %s is not in the select list", s.toks[g[0]].Val)
 				}
 				g = s.itemExpr(items[n-1])
 			}
@@ -754,7 +755,7 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 		leaf += " GROUP BY " + strings.Join(pos, ", ")
 	}
 	for k := c.from[0]; k < c.from[1]; k++ {
-		if s.toks[k].is("over") || s.toks[k].is("window") {
+		if s.toks[k].Is("over") || s.toks[k].Is("window") {
 			return s.refuse(k, "window functions are computed over the aggregates' results, not in FROM or WHERE")
 		}
 	}
@@ -766,7 +767,7 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 		at := r[0]
 		emit := func(upto int) {
 			if upto > at {
-				b.WriteString(s.src[s.toks[at].pos:s.toks[upto-1].end])
+				b.WriteString(s.src[s.toks[at].Pos:s.toks[upto-1].End])
 				b.WriteByte(' ')
 			}
 		}
@@ -792,11 +793,11 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 				if !hit {
 					// A column key also matches its qualified or bare form.
 					if name := s.lastName(key); name != "" {
-						if m := 3; k+m <= r[1] && s.lastName([2]int{k, k + m}) == name && (k == r[0] || !s.toks[k-1].isPunct(".")) {
+						if m := 3; k+m <= r[1] && s.lastName([2]int{k, k + m}) == name && (k == r[0] || !s.toks[k-1].IsPunct(".")) {
 							hit, n = true, m
-						} else if k < r[1] && s.toks[k].kind == tokIdent && s.toks[k].val == name &&
-							(k == r[0] || !s.toks[k-1].isPunct(".") && !s.toks[k-1].is("as")) &&
-							(k+1 >= r[1] || !s.toks[k+1].isPunct(".") && !s.toks[k+1].isPunct("(")) {
+						} else if k < r[1] && s.toks[k].Kind == pgsql.TokIdent && s.toks[k].Val == name &&
+							(k == r[0] || !s.toks[k-1].IsPunct(".") && !s.toks[k-1].Is("as")) &&
+							(k+1 >= r[1] || !s.toks[k+1].IsPunct(".") && !s.toks[k+1].IsPunct("(")) {
 							hit, n = true, 1
 						}
 					}
@@ -823,8 +824,8 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 		if e == it {
 			if name := s.lastName(e); name != "" {
 				text += "AS " + quoteIdent(name)
-			} else if s.toks[e[0]].kind == tokIdent && e[1]-e[0] > 1 && s.toks[e[0]+1].isPunct("(") {
-				text += "AS " + quoteIdent(s.toks[e[0]].val)
+			} else if s.toks[e[0]].Kind == pgsql.TokIdent && e[1]-e[0] > 1 && s.toks[e[0]+1].IsPunct("(") {
+				text += "AS " + quoteIdent(s.toks[e[0]].Val)
 			}
 		} else {
 			text += s.text(e[1], it[1])
@@ -849,7 +850,7 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 		tail += replace(c.tail)
 	}
 	s.leaves = append(s.leaves, postLeaf{sql: leaf})
-	s.edits = append(s.edits, postEdit{start: s.toks[lo].pos, end: s.toks[hi-1].end, pieces: []postPiece{
+	s.edits = append(s.edits, postEdit{start: s.toks[lo].Pos, end: s.toks[hi-1].End, pieces: []postPiece{
 		{text: head.String(), leaf: -1}, {leaf: len(s.leaves) - 1}, {text: tail, leaf: -1},
 	}})
 	return nil

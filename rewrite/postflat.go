@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -65,26 +66,26 @@ var clauseWords = map[string]bool{
 
 // projectionOf reads toks[lo:hi] as a projection, or returns nil.
 func (s *splitter) projectionOf(lo, hi int) *projection {
-	if lo >= hi || !s.toks[lo].is("select") {
+	if lo >= hi || !s.toks[lo].Is("select") {
 		return nil
 	}
 	from, where, end := -1, -1, hi
 	for k := lo + 1; k < hi; k++ {
 		t := s.toks[k]
-		if t.isPunct("(") {
+		if t.IsPunct("(") {
 			if s.startsQuery(k) {
 				return nil
 			}
 			k = s.match[k]
 			continue
 		}
-		if t.kind != tokIdent || t.quoted {
+		if t.Kind != pgsql.TokIdent || t.Quoted {
 			continue
 		}
-		if aggregateWords[t.val] && k+1 < hi && s.toks[k+1].isPunct("(") {
+		if aggregateWords[t.Val] && k+1 < hi && s.toks[k+1].IsPunct("(") {
 			return nil
 		}
-		switch t.val {
+		switch t.Val {
 		case "distinct", "over", "group", "having", "window", "limit", "offset", "fetch",
 			"union", "intersect", "except", "join", "into", "for", "with", "values", "lateral":
 			return nil
@@ -109,14 +110,14 @@ func (s *splitter) projectionOf(lo, hi int) *projection {
 	}
 	// FROM [schema.]table [[AS] alias]
 	k := from + 1
-	if k >= end || s.toks[k].kind != tokIdent {
+	if k >= end || s.toks[k].Kind != pgsql.TokIdent {
 		return nil
 	}
 	ref := [2]int{k, k + 1}
-	if k+2 < end && s.toks[k+1].isPunct(".") && s.toks[k+2].kind == tokIdent {
+	if k+2 < end && s.toks[k+1].IsPunct(".") && s.toks[k+2].Kind == pgsql.TokIdent {
 		ref = [2]int{k, k + 3}
 	}
-	tb, ok := s.ds.Tables[strings.ToLower(s.toks[ref[1]-1].val)]
+	tb, ok := s.ds.Tables[strings.ToLower(s.toks[ref[1]-1].Val)]
 	if !ok || tb.Public {
 		return nil
 	}
@@ -126,11 +127,11 @@ func (s *splitter) projectionOf(lo, hi int) *projection {
 	if where >= 0 {
 		fromEnd = where
 	}
-	if k < fromEnd && s.toks[k].is("as") {
+	if k < fromEnd && s.toks[k].Is("as") {
 		k++
 	}
-	if k < fromEnd && s.toks[k].kind == tokIdent && !(clauseWords[s.toks[k].val] && !s.toks[k].quoted) {
-		p.quals = map[string]bool{s.toks[k].val: true}
+	if k < fromEnd && s.toks[k].Kind == pgsql.TokIdent && !(clauseWords[s.toks[k].Val] && !s.toks[k].Quoted) {
+		p.quals = map[string]bool{s.toks[k].Val: true}
 		k++
 	}
 	if k != fromEnd {
@@ -143,16 +144,16 @@ func (s *splitter) projectionOf(lo, hi int) *projection {
 		}
 	}
 	for _, it := range s.items(lo+1, from) {
-		if it[1]-it[0] == 1 && s.toks[it[0]].isOp("*") {
+		if it[1]-it[0] == 1 && s.toks[it[0]].IsOp("*") {
 			continue
 		}
-		if it[1]-it[0] == 3 && s.toks[it[0]+2].isOp("*") {
+		if it[1]-it[0] == 3 && s.toks[it[0]+2].IsOp("*") {
 			continue
 		}
 		e := s.itemExpr(it)
 		name := ""
 		if e != it {
-			name = s.toks[it[1]-1].val
+			name = s.toks[it[1]-1].Val
 		} else {
 			name = s.lastName(e)
 		}
@@ -170,14 +171,14 @@ func (s *splitter) exprText(p *projection, r [2]int, qual string) string {
 	var b strings.Builder
 	for k := r[0]; k < r[1]; k++ {
 		t := s.toks[k]
-		if t.kind == tokIdent && p.quals[t.val] && k+1 < r[1] && s.toks[k+1].isPunct(".") {
+		if t.Kind == pgsql.TokIdent && p.quals[t.Val] && k+1 < r[1] && s.toks[k+1].IsPunct(".") {
 			k++ // drop "inner." : the column is qualified below
 			continue
 		}
-		text := s.src[t.pos:t.end]
-		if t.kind == tokIdent && (k == r[0] || !s.toks[k-1].isPunct(".")) && (k+1 >= r[1] || !s.toks[k+1].isPunct("(") && !s.toks[k+1].isPunct(".")) {
-			if _, ok := p.table.Column(t.val); ok && qual != "" {
-				text = quoteIdent(qual) + "." + quoteIdent(t.val)
+		text := s.src[t.Pos:t.End]
+		if t.Kind == pgsql.TokIdent && (k == r[0] || !s.toks[k-1].IsPunct(".")) && (k+1 >= r[1] || !s.toks[k+1].IsPunct("(") && !s.toks[k+1].IsPunct(".")) {
+			if _, ok := p.table.Column(t.Val); ok && qual != "" {
+				text = quoteIdent(qual) + "." + quoteIdent(t.Val)
 			}
 		}
 		if b.Len() > 0 {
@@ -194,12 +195,12 @@ func (s *splitter) exprText(p *projection, r [2]int, qual string) string {
 func (s *splitter) enclosing(k int) (int, int) {
 	lo, hi := 0, len(s.toks)
 	for j := k - 1; j >= 0; j-- {
-		if s.toks[j].isPunct("(") && s.match[j] > k {
+		if s.toks[j].IsPunct("(") && s.match[j] > k {
 			lo, hi = j+1, s.match[j]
 			break
 		}
 	}
-	if s.toks[lo].is("with") {
+	if s.toks[lo].Is("with") {
 		if m := s.withMain(lo, hi); m > lo && m <= k {
 			lo = m
 		}
@@ -218,7 +219,7 @@ func (s *splitter) enclosing(k int) (int, int) {
 // subquery in FROM into its enclosing query; changed is false when there
 // is none.
 func flattenOnce(ds *policy.Dataset, text string) (string, bool, error) {
-	toks, err := lex(text)
+	toks, err := pgsql.Lex(text)
 	if err != nil {
 		return "", false, err
 	}
@@ -230,7 +231,7 @@ func flattenOnce(ds *policy.Dataset, text string) (string, bool, error) {
 		return out, true, nil
 	}
 	for k := 1; k < len(toks); k++ {
-		if !s.startsQuery(k) || !(toks[k-1].is("from") || toks[k-1].is("join")) {
+		if !s.startsQuery(k) || !(toks[k-1].Is("from") || toks[k-1].Is("join")) {
 			continue
 		}
 		p := s.projectionOf(k+1, s.match[k])
@@ -250,12 +251,12 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 	// The derived table's alias.
 	alias, aliasEnd := "", closeAt+1
 	j := closeAt + 1
-	if j < len(s.toks) && s.toks[j].is("as") {
+	if j < len(s.toks) && s.toks[j].Is("as") {
 		j++
 	}
-	if j < len(s.toks) && s.toks[j].kind == tokIdent && !(clauseWords[s.toks[j].val] && !s.toks[j].quoted) {
-		alias, aliasEnd = s.toks[j].val, j+1
-		if aliasEnd < len(s.toks) && s.toks[aliasEnd].isPunct("(") {
+	if j < len(s.toks) && s.toks[j].Kind == pgsql.TokIdent && !(clauseWords[s.toks[j].Val] && !s.toks[j].Quoted) {
+		alias, aliasEnd = s.toks[j].Val, j+1
+		if aliasEnd < len(s.toks) && s.toks[aliasEnd].IsPunct("(") {
 			return "", false // a column alias list: not flattened
 		}
 	}
@@ -268,11 +269,11 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 	// as the output column's label.
 	listEnd := lo
 	for i := lo; i < hi; i++ {
-		if s.toks[i].isPunct("(") {
+		if s.toks[i].IsPunct("(") {
 			i = s.match[i]
 			continue
 		}
-		if s.toks[i].is("from") {
+		if s.toks[i].Is("from") {
 			listEnd = i
 			break
 		}
@@ -282,8 +283,8 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 		if e[1]-e[0] > 1 && s.lastName(e) == "" {
 			text = "(" + text + ")"
 		}
-		if from > lo && to < listEnd && (s.toks[from-1].is("select") || s.toks[from-1].is("distinct") || s.toks[from-1].isPunct(",")) &&
-			(s.toks[to+1].isPunct(",") || s.toks[to+1].is("from")) {
+		if from > lo && to < listEnd && (s.toks[from-1].Is("select") || s.toks[from-1].Is("distinct") || s.toks[from-1].IsPunct(",")) &&
+			(s.toks[to+1].IsPunct(",") || s.toks[to+1].Is("from")) {
 			text += " AS " + quoteIdent(name)
 		}
 		return text
@@ -294,7 +295,7 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 	if alias != "" {
 		repl += " AS " + quoteIdent(alias)
 	}
-	edits = append(edits, textEdit{s.toks[k].pos, s.toks[aliasEnd-1].end, repl})
+	edits = append(edits, textEdit{s.toks[k].Pos, s.toks[aliasEnd-1].End, repl})
 	// References to the derived table's columns.
 	for i := lo; i < hi; i++ {
 		if i >= k && i < aliasEnd {
@@ -302,24 +303,24 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 			continue
 		}
 		t := s.toks[i]
-		if t.kind != tokIdent {
+		if t.Kind != pgsql.TokIdent {
 			continue
 		}
-		if alias != "" && t.val == alias && i+2 < hi && s.toks[i+1].isPunct(".") && s.toks[i+2].kind == tokIdent {
-			if e, ok := p.columns[s.toks[i+2].val]; ok {
-				edits = append(edits, textEdit{t.pos, s.toks[i+2].end, wrap(e, s.toks[i+2].val, i, i+2)})
+		if alias != "" && t.Val == alias && i+2 < hi && s.toks[i+1].IsPunct(".") && s.toks[i+2].Kind == pgsql.TokIdent {
+			if e, ok := p.columns[s.toks[i+2].Val]; ok {
+				edits = append(edits, textEdit{t.Pos, s.toks[i+2].End, wrap(e, s.toks[i+2].Val, i, i+2)})
 			}
 			i += 2
 			continue
 		}
-		if i > lo && (s.toks[i-1].isPunct(".") || s.toks[i-1].is("as")) {
+		if i > lo && (s.toks[i-1].IsPunct(".") || s.toks[i-1].Is("as")) {
 			continue
 		}
-		if i+1 < hi && (s.toks[i+1].isPunct(".") || s.toks[i+1].isPunct("(")) {
+		if i+1 < hi && (s.toks[i+1].IsPunct(".") || s.toks[i+1].IsPunct("(")) {
 			continue
 		}
-		if e, ok := p.columns[t.val]; ok {
-			edits = append(edits, textEdit{t.pos, t.end, wrap(e, t.val, i, i)})
+		if e, ok := p.columns[t.Val]; ok {
+			edits = append(edits, textEdit{t.Pos, t.End, wrap(e, t.Val, i, i)})
 		}
 	}
 	// The inner WHERE, ANDed to the enclosing one.
@@ -328,14 +329,14 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 		where, condEnd, insertAt := -1, -1, -1
 		for i := aliasEnd; i < hi; i++ {
 			t := s.toks[i]
-			if t.isPunct("(") {
+			if t.IsPunct("(") {
 				i = s.match[i]
 				continue
 			}
-			if t.kind != tokIdent || t.quoted {
+			if t.Kind != pgsql.TokIdent || t.Quoted {
 				continue
 			}
-			switch t.val {
+			switch t.Val {
 			case "where":
 				if where < 0 && insertAt < 0 {
 					where = i
@@ -354,12 +355,12 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 			if condEnd < 0 {
 				condEnd = hi
 			}
-			edits = append(edits, textEdit{s.toks[where].end, s.toks[where].end, " " + cond + " AND ("},
-				textEdit{s.toks[condEnd-1].end, s.toks[condEnd-1].end, ")"})
+			edits = append(edits, textEdit{s.toks[where].End, s.toks[where].End, " " + cond + " AND ("},
+				textEdit{s.toks[condEnd-1].End, s.toks[condEnd-1].End, ")"})
 		case insertAt >= 0:
-			edits = append(edits, textEdit{s.toks[insertAt].pos, s.toks[insertAt].pos, "WHERE " + cond + " "})
+			edits = append(edits, textEdit{s.toks[insertAt].Pos, s.toks[insertAt].Pos, "WHERE " + cond + " "})
 		default:
-			edits = append(edits, textEdit{s.toks[hi-1].end, s.toks[hi-1].end, " WHERE " + cond})
+			edits = append(edits, textEdit{s.toks[hi-1].End, s.toks[hi-1].End, " WHERE " + cond})
 		}
 	}
 	return applyEdits(s.src, edits), true
@@ -370,7 +371,7 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 // flatten then removes, and its definition is dropped.
 func (s *splitter) inlineCTE() (string, bool) {
 	for w := 0; w < len(s.toks); w++ {
-		if !s.toks[w].is("with") || (w > 0 && !s.toks[w-1].isPunct("(")) {
+		if !s.toks[w].Is("with") || (w > 0 && !s.toks[w-1].IsPunct("(")) {
 			continue
 		}
 		end := len(s.toks)
@@ -378,7 +379,7 @@ func (s *splitter) inlineCTE() (string, bool) {
 			end = s.match[w-1]
 		}
 		k := w + 1
-		if k < end && s.toks[k].is("recursive") {
+		if k < end && s.toks[k].Is("recursive") {
 			continue
 		}
 		type cte struct {
@@ -389,31 +390,31 @@ func (s *splitter) inlineCTE() (string, bool) {
 			hasColList bool
 		}
 		var ctes []cte
-		for k < end && s.toks[k].kind == tokIdent {
-			c := cte{name: s.toks[k].val, start: k}
+		for k < end && s.toks[k].Kind == pgsql.TokIdent {
+			c := cte{name: s.toks[k].Val, start: k}
 			k++
-			if k < end && s.toks[k].isPunct("(") {
+			if k < end && s.toks[k].IsPunct("(") {
 				c.hasColList = true
 				k = s.match[k] + 1
 			}
-			if k >= end || !s.toks[k].is("as") {
+			if k >= end || !s.toks[k].Is("as") {
 				break
 			}
 			k++
-			if k < end && s.toks[k].is("not") {
+			if k < end && s.toks[k].Is("not") {
 				k++
 			}
-			if k < end && s.toks[k].is("materialized") {
+			if k < end && s.toks[k].Is("materialized") {
 				k++
 			}
-			if k >= end || !s.toks[k].isPunct("(") {
+			if k >= end || !s.toks[k].IsPunct("(") {
 				break
 			}
 			c.bodyOpen = k
 			k = s.match[k] + 1
 			c.stop = k
 			ctes = append(ctes, c)
-			if k < end && s.toks[k].isPunct(",") {
+			if k < end && s.toks[k].IsPunct(",") {
 				k++
 				c.stop = k
 				ctes[len(ctes)-1] = c
@@ -430,30 +431,30 @@ func (s *splitter) inlineCTE() (string, bool) {
 			// Drop the definition (and WITH when it is the only one).
 			switch {
 			case len(ctes) == 1:
-				edits = append(edits, textEdit{s.toks[w].pos, s.toks[c.stop-1].end, ""})
+				edits = append(edits, textEdit{s.toks[w].Pos, s.toks[c.stop-1].End, ""})
 			case i == len(ctes)-1:
 				prev := ctes[i-1]
-				edits = append(edits, textEdit{s.toks[prev.stop-1].pos, s.toks[c.stop-1].end, ""})
+				edits = append(edits, textEdit{s.toks[prev.stop-1].Pos, s.toks[c.stop-1].End, ""})
 			default:
-				edits = append(edits, textEdit{s.toks[c.start].pos, s.toks[c.stop-1].end, ""})
+				edits = append(edits, textEdit{s.toks[c.start].Pos, s.toks[c.stop-1].End, ""})
 			}
 			// References in FROM after the definition.
 			for j := c.stop; j < end; j++ {
 				t := s.toks[j]
-				if t.kind != tokIdent || t.val != c.name || !(s.toks[j-1].is("from") || s.toks[j-1].is("join")) {
+				if t.Kind != pgsql.TokIdent || t.Val != c.name || !(s.toks[j-1].Is("from") || s.toks[j-1].Is("join")) {
 					continue
 				}
-				if j+1 < end && (s.toks[j+1].isPunct(".") || s.toks[j+1].isPunct("(")) {
+				if j+1 < end && (s.toks[j+1].IsPunct(".") || s.toks[j+1].IsPunct("(")) {
 					continue
 				}
 				repl := body
 				next := j + 1
-				hasAlias := next < end && (s.toks[next].is("as") ||
-					s.toks[next].kind == tokIdent && !(clauseWords[s.toks[next].val] && !s.toks[next].quoted))
+				hasAlias := next < end && (s.toks[next].Is("as") ||
+					s.toks[next].Kind == pgsql.TokIdent && !(clauseWords[s.toks[next].Val] && !s.toks[next].Quoted))
 				if !hasAlias {
 					repl += " AS " + quoteIdent(c.name)
 				}
-				edits = append(edits, textEdit{t.pos, t.end, repl})
+				edits = append(edits, textEdit{t.Pos, t.End, repl})
 			}
 			return applyEdits(s.src, edits), true
 		}
@@ -465,29 +466,29 @@ func (s *splitter) inlineCTE() (string, bool) {
 // (lo is the WITH), or lo when the CTE list does not parse.
 func (s *splitter) withMain(lo, hi int) int {
 	k := lo + 1
-	if k < hi && s.toks[k].is("recursive") {
+	if k < hi && s.toks[k].Is("recursive") {
 		k++
 	}
-	for k < hi && s.toks[k].kind == tokIdent {
+	for k < hi && s.toks[k].Kind == pgsql.TokIdent {
 		k++
-		if k < hi && s.toks[k].isPunct("(") {
+		if k < hi && s.toks[k].IsPunct("(") {
 			k = s.match[k] + 1
 		}
-		if k >= hi || !s.toks[k].is("as") {
+		if k >= hi || !s.toks[k].Is("as") {
 			return lo
 		}
 		k++
-		if k < hi && s.toks[k].is("not") {
+		if k < hi && s.toks[k].Is("not") {
 			k++
 		}
-		if k < hi && s.toks[k].is("materialized") {
+		if k < hi && s.toks[k].Is("materialized") {
 			k++
 		}
-		if k >= hi || !s.toks[k].isPunct("(") {
+		if k >= hi || !s.toks[k].IsPunct("(") {
 			return lo
 		}
 		k = s.match[k] + 1
-		if k < hi && s.toks[k].isPunct(",") {
+		if k < hi && s.toks[k].IsPunct(",") {
 			k++
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
@@ -245,7 +246,7 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 		pat, err := parseLikePattern(l.val, '\\')
 		if err != nil {
 			pe, _ := pgerr.As(err)
-			return nil, pe.WithPosition(charPos(b.src, b.norm.srcPos(x.Pattern.OriginTextPosition())))
+			return nil, pe.WithPosition(pgsql.CharPos(b.src, b.norm.srcPos(x.Pattern.OriginTextPosition())))
 		}
 		return predLike{col: quoteIdent(ci.name), pattern: quoteString(pat.String()), not: x.Not, ilike: !x.IsLike}, nil
 	case *ast.IsTruthExpr:

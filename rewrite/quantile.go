@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
@@ -98,11 +99,11 @@ func quantileGrid(typ policy.Type, lower, upper float64) (int, float64) {
 // (orderedSetAgg); a plain call written by the analyst is refused.
 func (b *builder) isOrderedSetCall(off int) bool {
 	pos := b.norm.srcPos(off)
-	toks, err := lex(b.src[pos:])
+	toks, err := pgsql.Lex(b.src[pos:])
 	if err != nil || len(toks) < 6 {
 		return false
 	}
-	return toks[1].isPunct("(") && toks[2].kind == tokNumber && toks[3].isPunct(")") && toks[4].is("within") && toks[5].is("group")
+	return toks[1].IsPunct("(") && toks[2].Kind == pgsql.TokNumber && toks[3].IsPunct(")") && toks[4].Is("within") && toks[5].Is("group")
 }
 
 const quantileHint = "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col), percentile_disc(q) WITHIN GROUP (ORDER BY expr), MIN(col) or MAX(expr) over columns with bounds in the policy (expr: bounded columns with + - * /, CASE, COALESCE, NULLIF, LEAST, GREATEST, ABS)"
@@ -116,35 +117,35 @@ const quantileHint = "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col), pe
 // An expression instead of the column (quantile_expr.go) is left to the
 // main loop, which normalizes it like any other expression: open is then
 // true and the returned index is that of BY.
-func (n *normalized) orderedSetAgg(toks []token, i int) (last int, open bool, err error) {
+func (n *normalized) orderedSetAgg(toks []pgsql.Token, i int) (last int, open bool, err error) {
 	src := n.src
-	at := func(k int) token {
+	at := func(k int) pgsql.Token {
 		if k < len(toks) {
 			return toks[k]
 		}
-		return token{kind: tokPunct, pos: len(src), end: len(src)}
+		return pgsql.Token{Kind: pgsql.TokPunct, Pos: len(src), End: len(src)}
 	}
-	fn := toks[i].val
-	if at(i+2).kind == tokNumber && at(i+3).isPunct(",") {
+	fn := toks[i].Val
+	if at(i+2).Kind == pgsql.TokNumber && at(i+3).IsPunct(",") {
 		return 0, false, pgerr.New("42809", "WITHIN GROUP is required for ordered-set aggregate %s", fn).
-			WithPosition(charPos(src, toks[i].pos)).WithHint("%s", quantileHint)
+			WithPosition(pgsql.CharPos(src, toks[i].Pos)).WithHint("%s", quantileHint)
 	}
-	if at(i+2).kind != tokNumber || !at(i+3).isPunct(")") {
+	if at(i+2).Kind != pgsql.TokNumber || !at(i+3).IsPunct(")") {
 		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s needs one numeric literal fraction", fn).
-			WithPosition(charPos(src, at(i+2).pos)).WithHint("%s", quantileHint)
+			WithPosition(pgsql.CharPos(src, at(i+2).Pos)).WithHint("%s", quantileHint)
 	}
-	if !at(i + 4).is("within") {
+	if !at(i + 4).Is("within") {
 		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s needs WITHIN GROUP (ORDER BY col)", fn).
-			WithPosition(charPos(src, at(i+4).pos)).WithHint("%s", quantileHint)
+			WithPosition(pgsql.CharPos(src, at(i+4).Pos)).WithHint("%s", quantileHint)
 	}
-	if !at(i+5).is("group") || !at(i+6).isPunct("(") || !at(i+7).is("order") || !at(i+8).is("by") {
-		return 0, false, syntaxErr(src, at(i+5).pos, "syntax error in WITHIN GROUP: expected GROUP (ORDER BY col)").WithHint("%s", quantileHint)
+	if !at(i+5).Is("group") || !at(i+6).IsPunct("(") || !at(i+7).Is("order") || !at(i+8).Is("by") {
+		return 0, false, pgsql.SyntaxErr(src, at(i+5).Pos, "syntax error in WITHIN GROUP: expected GROUP (ORDER BY col)").WithHint("%s", quantileHint)
 	}
-	n.pieces = append(n.pieces, piece{text: quoteIdent(fn), pos: toks[i].pos, lit: -1, word: true})
-	n.pieces = append(n.pieces, piece{text: "(", pos: at(i + 1).pos, lit: -1})
-	n.lits = append(n.lits, literal{kind: litNumber, val: at(i + 2).val, pos: at(i + 2).pos})
-	n.pieces = append(n.pieces, piece{text: "?", pos: at(i + 2).pos, lit: len(n.lits) - 1, word: true})
-	n.pieces = append(n.pieces, piece{text: ",", pos: at(i + 3).pos, lit: -1})
+	n.pieces = append(n.pieces, piece{text: quoteIdent(fn), pos: toks[i].Pos, lit: -1, word: true})
+	n.pieces = append(n.pieces, piece{text: "(", pos: at(i + 1).Pos, lit: -1})
+	n.lits = append(n.lits, literal{kind: litNumber, val: at(i + 2).Val, pos: at(i + 2).Pos})
+	n.pieces = append(n.pieces, piece{text: "?", pos: at(i + 2).Pos, lit: len(n.lits) - 1, word: true})
+	n.pieces = append(n.pieces, piece{text: ",", pos: at(i + 3).Pos, lit: -1})
 	k := i + 9
 	if !plainOrderBy(toks, k) {
 		return n.orderedSetExpr(toks, i, k) // quantile_expr.go
@@ -152,33 +153,33 @@ func (n *normalized) orderedSetAgg(toks []token, i int) (last int, open bool, er
 	// col: name [. name [. name]]
 	for {
 		t := at(k)
-		if t.kind != tokIdent {
+		if t.Kind != pgsql.TokIdent {
 			return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by a plain column only").
-				WithPosition(charPos(src, t.pos)).WithHint("%s", quantileHint)
+				WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("%s", quantileHint)
 		}
-		n.pieces = append(n.pieces, piece{text: quoteIdent(t.val), pos: t.pos, lit: -1, word: true})
+		n.pieces = append(n.pieces, piece{text: quoteIdent(t.Val), pos: t.Pos, lit: -1, word: true})
 		k++
-		if !at(k).isPunct(".") {
+		if !at(k).IsPunct(".") {
 			break
 		}
-		n.pieces = append(n.pieces, piece{text: ".", pos: at(k).pos, lit: -1})
+		n.pieces = append(n.pieces, piece{text: ".", pos: at(k).Pos, lit: -1})
 		k++
 	}
 	switch {
-	case at(k).is("asc"):
+	case at(k).Is("asc"):
 		k++
-	case at(k).is("desc"):
+	case at(k).Is("desc"):
 		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP (ORDER BY … DESC) is not supported").
-			WithPosition(charPos(src, at(k).pos)).WithHint("order ascending and use the complementary fraction, e.g. %s(0.9) instead of %s(0.1) … DESC", fn, fn)
+			WithPosition(pgsql.CharPos(src, at(k).Pos)).WithHint("order ascending and use the complementary fraction, e.g. %s(0.9) instead of %s(0.1) … DESC", fn, fn)
 	}
-	if !at(k).isPunct(")") {
+	if !at(k).IsPunct(")") {
 		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by one plain column only").
-			WithPosition(charPos(src, at(k).pos)).WithHint("%s", quantileHint)
+			WithPosition(pgsql.CharPos(src, at(k).Pos)).WithHint("%s", quantileHint)
 	}
-	n.pieces = append(n.pieces, piece{text: ")", pos: at(k).pos, lit: -1})
-	if at(k+1).is("filter") || at(k+1).is("over") {
-		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s after WITHIN GROUP is not supported", strings.ToUpper(at(k+1).val)).
-			WithPosition(charPos(src, at(k+1).pos)).WithHint("move the condition to WHERE")
+	n.pieces = append(n.pieces, piece{text: ")", pos: at(k).Pos, lit: -1})
+	if at(k+1).Is("filter") || at(k+1).Is("over") {
+		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s after WITHIN GROUP is not supported", strings.ToUpper(at(k+1).Val)).
+			WithPosition(pgsql.CharPos(src, at(k+1).Pos)).WithHint("move the condition to WHERE")
 	}
 	return k, false, nil
 }
@@ -197,7 +198,7 @@ func (b *builder) orderedSet(fc *ast.FuncCallExpr, fn string) (aggSpec, Output, 
 	q, err := strconv.ParseFloat(l.val, 64)
 	if err != nil || math.IsNaN(q) || q < 0 || q > 1 {
 		return aggSpec{}, Output{}, pgerr.New("22003", "percentile value %s is not between 0 and 1", l.val).
-			WithPosition(charPos(b.src, l.pos)).WithHint("write a fraction such as 0.5")
+			WithPosition(pgsql.CharPos(b.src, l.pos)).WithHint("write a fraction such as 0.5")
 	}
 	arg := fc.Args[1]
 	if p, ok := arg.(*ast.ParenthesesExpr); ok {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -69,21 +70,21 @@ const maxExactInt = 1 << 53
 
 // plainOrderBy reports whether the WITHIN GROUP ordering starting at
 // toks[k] is a plain column: name [. name [. name]] [ASC|DESC] ")".
-func plainOrderBy(toks []token, k int) bool {
+func plainOrderBy(toks []pgsql.Token, k int) bool {
 	for {
-		if k >= len(toks) || toks[k].kind != tokIdent {
+		if k >= len(toks) || toks[k].Kind != pgsql.TokIdent {
 			return false
 		}
 		k++
-		if k >= len(toks) || !toks[k].isPunct(".") {
+		if k >= len(toks) || !toks[k].IsPunct(".") {
 			break
 		}
 		k++
 	}
-	if k < len(toks) && (toks[k].is("asc") || toks[k].is("desc")) {
+	if k < len(toks) && (toks[k].Is("asc") || toks[k].Is("desc")) {
 		k++
 	}
-	return k < len(toks) && toks[k].isPunct(")")
+	return k < len(toks) && toks[k].IsPunct(")")
 }
 
 // orderedSetExpr checks fn ( q ) WITHIN GROUP ( ORDER BY expr [ASC] ) whose
@@ -91,48 +92,48 @@ func plainOrderBy(toks []token, k int) bool {
 // "fn"(?, . The expression's tokens are left to the normalizer's main loop
 // (it returns the index of BY, with open = true); the closing ")" of WITHIN
 // GROUP closes the call, and a trailing ASC is dropped.
-func (n *normalized) orderedSetExpr(toks []token, i, k int) (int, bool, error) {
+func (n *normalized) orderedSetExpr(toks []pgsql.Token, i, k int) (int, bool, error) {
 	src := n.src
-	fn := toks[i].val
+	fn := toks[i].Val
 	depth, end := 0, -1
 	for j := k; j < len(toks) && end < 0; j++ {
 		switch {
-		case toks[j].isPunct("("):
+		case toks[j].IsPunct("("):
 			depth++
-		case toks[j].isPunct(")") && depth == 0:
+		case toks[j].IsPunct(")") && depth == 0:
 			end = j
-		case toks[j].isPunct(")"):
+		case toks[j].IsPunct(")"):
 			depth--
-		case toks[j].isPunct(",") && depth == 0:
+		case toks[j].IsPunct(",") && depth == 0:
 			return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by one expression only").
-				WithPosition(charPos(src, toks[j].pos)).WithHint("%s", quantileExprHint)
-		case toks[j].is("using"):
+				WithPosition(pgsql.CharPos(src, toks[j].Pos)).WithHint("%s", quantileExprHint)
+		case toks[j].Is("using"):
 			return 0, false, pgerr.New(pgerr.FeatureNotSupported, "ORDER BY … USING is not supported").
-				WithPosition(charPos(src, toks[j].pos)).WithHint("%s", quantileExprHint)
+				WithPosition(pgsql.CharPos(src, toks[j].Pos)).WithHint("%s", quantileExprHint)
 		}
 	}
 	if end < 0 {
-		return 0, false, syntaxErr(src, len(src), "syntax error in WITHIN GROUP: expected )").WithHint("%s", quantileHint)
+		return 0, false, pgsql.SyntaxErr(src, len(src), "syntax error in WITHIN GROUP: expected )").WithHint("%s", quantileHint)
 	}
 	last := end - 1
 	switch {
 	case last < k:
-		return 0, false, syntaxErr(src, toks[end].pos, "syntax error in WITHIN GROUP: expected an expression after ORDER BY").WithHint("%s", quantileHint)
-	case toks[last].is("desc"):
+		return 0, false, pgsql.SyntaxErr(src, toks[end].Pos, "syntax error in WITHIN GROUP: expected an expression after ORDER BY").WithHint("%s", quantileHint)
+	case toks[last].Is("desc"):
 		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP (ORDER BY … DESC) is not supported").
-			WithPosition(charPos(src, toks[last].pos)).WithHint("order ascending and use the complementary fraction, e.g. %s(0.9) instead of %s(0.1) … DESC", fn, fn)
-	case toks[last].is("asc"):
+			WithPosition(pgsql.CharPos(src, toks[last].Pos)).WithHint("order ascending and use the complementary fraction, e.g. %s(0.9) instead of %s(0.1) … DESC", fn, fn)
+	case toks[last].Is("asc"):
 		if last == k {
-			return 0, false, syntaxErr(src, toks[last].pos, "syntax error in WITHIN GROUP: expected an expression after ORDER BY").WithHint("%s", quantileHint)
+			return 0, false, pgsql.SyntaxErr(src, toks[last].Pos, "syntax error in WITHIN GROUP: expected an expression after ORDER BY").WithHint("%s", quantileHint)
 		}
 		if n.skipTok == nil {
 			n.skipTok = map[int]bool{}
 		}
 		n.skipTok[last] = true
 	}
-	if end+1 < len(toks) && (toks[end+1].is("filter") || toks[end+1].is("over")) {
-		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s after WITHIN GROUP is not supported", strings.ToUpper(toks[end+1].val)).
-			WithPosition(charPos(src, toks[end+1].pos)).WithHint("move the condition to WHERE")
+	if end+1 < len(toks) && (toks[end+1].Is("filter") || toks[end+1].Is("over")) {
+		return 0, false, pgerr.New(pgerr.FeatureNotSupported, "%s after WITHIN GROUP is not supported", strings.ToUpper(toks[end+1].Val)).
+			WithPosition(pgsql.CharPos(src, toks[end+1].Pos)).WithHint("move the condition to WHERE")
 	}
 	return i + 8, true, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -119,6 +120,14 @@ func TestNormalize_Refusals(t *testing.T) {
 			}
 		})
 	}
+}
+
+// posOf is e's position, or -1 for no error.
+func posOf(e *pgerr.Error) int {
+	if e == nil {
+		return -1
+	}
+	return e.Position
 }
 
 func TestRewrite_Fingerprint(t *testing.T) {
@@ -256,18 +265,18 @@ func checkSensitivity(t *testing.T, q string, p *Plan) {
 // TestRewrite_PostgresParses over the seeds, the goldens and the corpus.)
 func checkEmittedLexes(t *testing.T, q, sql string) {
 	t.Helper()
-	toks, err := lex(sql)
+	toks, err := pgsql.Lex(sql)
 	if err != nil {
 		t.Fatalf("Rewrite(%q): emitted SQL does not lex: %v\n%s", q, err, sql)
 	}
 	depth := 0
 	for _, tk := range toks {
 		switch {
-		case tk.isPunct("("):
+		case tk.IsPunct("("):
 			depth++
-		case tk.isPunct(")"):
+		case tk.IsPunct(")"):
 			depth--
-		case tk.isPunct(";"):
+		case tk.IsPunct(";"):
 			t.Fatalf("Rewrite(%q): emitted SQL has a ';': %s", q, sql)
 		}
 		if depth < 0 {

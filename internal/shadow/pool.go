@@ -44,7 +44,7 @@ import (
 //   - temporary objects, LISTEN, advisory locks, cursors, PREPARE,
 //     set_config, setseed and every other statement or function that
 //     leaves server-side state are refused before reaching the shadow
-//     (rewrite.Classify), and the shadow role cannot create anything.
+//     (pgsql.Classify), and the shadow role cannot create anything.
 //
 // A connection whose statement was cancelled is closed rather than pooled
 // (a late cancel request could otherwise hit the next session's
@@ -290,7 +290,7 @@ type Conn struct {
 	pg   *pgconn.PgConn
 	// settings are the values Apply set on this connection, by lower-case
 	// name. Nothing else changes settings on a shadow connection: SET and
-	// set_config never reach it from analysts (rewrite.Classify).
+	// set_config never reach it from analysts (pgsql.Classify).
 	settings  map[string]string
 	notice    func(*pgconn.Notice)
 	idleSince time.Time

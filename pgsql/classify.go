@@ -1,12 +1,22 @@
-package rewrite
+package pgsql
 
 import (
-	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+)
+
+// Route is where the proxy sends a statement.
+type Route int
+
+// Routes.
+const (
+	RouteEmpty   Route = iota // only whitespace and comments
+	RouteSession              // SET/SHOW/RESET/BEGIN/COMMIT/ROLLBACK…: answered by the proxy
+	RouteCatalog              // names no protected table: the shadow catalog
+	RouteDP                   // names a protected table: the DP path
+	RouteRefuse               // never answered (writes, COPY, …); see the error
 )
 
 // Split splits a simple-query string into statements at top-level
@@ -18,7 +28,7 @@ import (
 // (comments included, semicolons excluded), so positions in later errors
 // are relative to the statement.
 func Split(sql string) ([]string, error) {
-	toks, err := lex(sql)
+	toks, err := Lex(sql)
 	if err != nil {
 		return nil, err
 	}
@@ -29,11 +39,11 @@ func Split(sql string) ([]string, error) {
 	// inside another one's parentheses from Classify.
 	start, n := 0, 0 // start of the current statement; tokens in it
 	for _, t := range toks {
-		if t.isPunct(";") {
+		if t.IsPunct(";") {
 			if n > 0 {
-				out = append(out, sql[start:t.pos])
+				out = append(out, sql[start:t.Pos])
 			}
-			start, n = t.end, 0
+			start, n = t.End, 0
 			continue
 		}
 		n++
@@ -53,6 +63,11 @@ var sessionKeywords = map[string]bool{
 	"commit": true, "end": true, "rollback": true, "abort": true,
 	"discard": true, "deallocate": true, "savepoint": true, "release": true,
 }
+
+// RefusedKeyword reports whether word, a folded unquoted keyword, starts
+// a statement that writes, executes or holds server-side state: such
+// statements are refused on every route.
+func RefusedKeyword(word string) bool { return refusedKeywords[word] }
 
 // refusedKeywords start statements that write, execute or hold server-side
 // state. They are refused on every route.
@@ -90,9 +105,11 @@ var refusedFunctions = map[string]bool{
 	"setseed": true,
 }
 
-func refuseWrite(src string, t token) *pgerr.Error {
-	return pgerr.New(pgerr.InsufficientPrivilege, "%s statements are not allowed through dpproxy", strings.ToUpper(t.val)).
-		WithPosition(charPos(src, t.pos)).
+// RefuseWrite is the 42501 refusal of a statement that writes or
+// executes, named by its keyword t and positioned at it.
+func RefuseWrite(src string, t Token) *pgerr.Error {
+	return pgerr.New(pgerr.InsufficientPrivilege, "%s statements are not allowed through dpproxy", strings.ToUpper(t.Val)).
+		WithPosition(CharPos(src, t.Pos)).
 		WithHint("dpproxy answers only aggregate SELECT queries, e.g. SELECT department, COUNT(*) FROM visits GROUP BY department")
 }
 
@@ -125,7 +142,7 @@ func refuseWrite(src string, t token) *pgerr.Error {
 //     protected tables, only those of public tables, so a misrouted
 //     statement there can reveal nothing protected).
 func Classify(ds *policy.Dataset, stmt string) (Route, error) {
-	toks, err := lex(stmt)
+	toks, err := Lex(stmt)
 	if err != nil {
 		return RouteRefuse, err
 	}
@@ -135,15 +152,15 @@ func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 	first := toks[0]
 	// A leading parenthesis is a parenthesized query: classify what it holds.
 	i := 0
-	for i < len(toks) && toks[i].isPunct("(") {
+	for i < len(toks) && toks[i].IsPunct("(") {
 		i++
 	}
 	if i < len(toks) {
 		first = toks[i]
 	}
-	if first.kind == tokIdent && !first.quoted {
+	if first.Kind == TokIdent && !first.Quoted {
 		if i == 0 {
-			switch first.val {
+			switch first.Val {
 			case "declare", "copy":
 				route, _, err := classifyWrapper(ds, stmt, toks)
 				return route, err
@@ -154,17 +171,17 @@ func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 				return RouteSession, nil
 			}
 		}
-		if i == 0 && sessionKeywords[first.val] {
+		if i == 0 && sessionKeywords[first.Val] {
 			if err := refuseSession(stmt, toks); err != nil {
 				return RouteRefuse, err
 			}
 			return RouteSession, nil
 		}
-		if err := refuseWrites(stmt, toks[i:]); err != nil {
+		if err := RefuseWrites(stmt, toks[i:]); err != nil {
 			return RouteRefuse, err
 		}
 	}
-	if namesProtected(ds, toks) && !provablyEmpty(toks) {
+	if NamesProtected(ds, toks) && !provablyEmpty(toks) {
 		return RouteDP, nil
 	}
 	return RouteCatalog, nil
@@ -191,26 +208,26 @@ func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 //
 // Anything else, including equivalent forms this does not recognise,
 // returns false (and keeps its usual route).
-func provablyEmpty(toks []token) bool {
+func provablyEmpty(toks []Token) bool {
 	i := 0
-	for i < len(toks) && toks[i].isPunct("(") {
+	for i < len(toks) && toks[i].IsPunct("(") {
 		i++
 	}
-	if i == len(toks) || !(toks[i].is("select") || toks[i].is("with") || toks[i].is("table") || toks[i].is("values")) {
+	if i == len(toks) || !(toks[i].Is("select") || toks[i].Is("with") || toks[i].Is("table") || toks[i].Is("values")) {
 		return false
 	}
 	// depth[k] is the parenthesis depth of toks[k].
 	depth := make([]int, len(toks))
 	d := 0
 	for k, t := range toks {
-		if t.isPunct(")") || t.isPunct("]") {
+		if t.IsPunct(")") || t.IsPunct("]") {
 			d--
 			if d < 0 {
 				return false
 			}
 		}
 		depth[k] = d
-		if t.isPunct("(") || t.isPunct("[") {
+		if t.IsPunct("(") || t.IsPunct("[") {
 			d++
 		}
 	}
@@ -221,11 +238,11 @@ func provablyEmpty(toks []token) bool {
 		if depth[k] != 0 {
 			continue
 		}
-		if t.is("limit") && k+1 < len(toks) && isZero(toks[k+1]) && offsetOnly(toks[k+2:]) {
+		if t.Is("limit") && k+1 < len(toks) && isZero(toks[k+1]) && offsetOnly(toks[k+2:]) {
 			return true
 		}
-		if t.is("fetch") && k+5 == len(toks) && (toks[k+1].is("first") || toks[k+1].is("next")) &&
-			isZero(toks[k+2]) && (toks[k+3].is("row") || toks[k+3].is("rows")) && toks[k+4].is("only") {
+		if t.Is("fetch") && k+5 == len(toks) && (toks[k+1].Is("first") || toks[k+1].Is("next")) &&
+			isZero(toks[k+2]) && (toks[k+3].Is("row") || toks[k+3].Is("rows")) && toks[k+4].Is("only") {
 			return true
 		}
 	}
@@ -233,8 +250,8 @@ func provablyEmpty(toks []token) bool {
 }
 
 // falseWhere is the WHERE-false form of provablyEmpty.
-func falseWhere(toks []token, depth []int) bool {
-	if !toks[0].is("select") {
+func falseWhere(toks []Token, depth []int) bool {
+	if !toks[0].Is("select") {
 		return false
 	}
 	where, tail := -1, len(toks)
@@ -243,18 +260,18 @@ func falseWhere(toks []token, depth []int) bool {
 			continue
 		}
 		switch {
-		case t.is("union"), t.is("intersect"), t.is("except"), t.is("group"), t.is("having"), t.is("window"):
+		case t.Is("union"), t.Is("intersect"), t.Is("except"), t.Is("group"), t.Is("having"), t.Is("window"):
 			return false
-		case t.is("where"):
+		case t.Is("where"):
 			if where >= 0 {
 				return false
 			}
 			where = k
-		case t.is("from"), t.is("select"):
+		case t.Is("from"), t.Is("select"):
 			if where >= 0 {
 				return false // a FROM or SELECT after the WHERE: not a plain SELECT
 			}
-		case t.is("order"), t.is("limit"), t.is("offset"), t.is("fetch"):
+		case t.Is("order"), t.Is("limit"), t.Is("offset"), t.Is("fetch"):
 			if where >= 0 && tail == len(toks) {
 				tail = k
 			}
@@ -266,84 +283,84 @@ func falseWhere(toks []token, depth []int) bool {
 	// No parenthesis in the select list or after the WHERE: no aggregate,
 	// window function or subquery there.
 	for k := 1; k < len(toks); k++ {
-		if toks[k].is("from") && depth[k] == 0 {
+		if toks[k].Is("from") && depth[k] == 0 {
 			break
 		}
-		if toks[k].isPunct("(") {
+		if toks[k].IsPunct("(") {
 			return false
 		}
 	}
 	for _, t := range toks[tail:] {
-		if t.isPunct("(") {
+		if t.IsPunct("(") {
 			return false
 		}
 	}
 	pred := toks[where+1 : tail]
-	for len(pred) >= 2 && pred[0].isPunct("(") && pred[len(pred)-1].isPunct(")") {
+	for len(pred) >= 2 && pred[0].IsPunct("(") && pred[len(pred)-1].IsPunct(")") {
 		pred = pred[1 : len(pred)-1]
 	}
 	switch {
 	case len(pred) == 1:
-		return pred[0].is("false")
+		return pred[0].Is("false")
 	case len(pred) == 3:
-		a, b := intLiteral(pred[0]), intLiteral(pred[2])
+		a, b := IntLiteral(pred[0]), IntLiteral(pred[2])
 		if a == "" || b == "" {
 			return false
 		}
 		switch {
-		case pred[1].isOp("="):
+		case pred[1].IsOp("="):
 			return a != b
-		case pred[1].isOp("<>"), pred[1].isOp("!="):
+		case pred[1].IsOp("<>"), pred[1].IsOp("!="):
 			return a == b
 		}
 	}
 	return false
 }
 
-// intLiteral returns an unsigned integer literal's digits without leading
+// IntLiteral returns an unsigned integer literal's digits without leading
 // zeros ("0" for zero), or "" if t is not one.
-func intLiteral(t token) string {
-	if t.kind != tokNumber || t.val == "" {
+func IntLiteral(t Token) string {
+	if t.Kind != TokNumber || t.Val == "" {
 		return ""
 	}
-	for _, c := range t.val {
+	for _, c := range t.Val {
 		if c < '0' || c > '9' {
 			return ""
 		}
 	}
-	v := strings.TrimLeft(t.val, "0")
+	v := strings.TrimLeft(t.Val, "0")
 	if v == "" {
 		v = "0"
 	}
 	return v
 }
 
-func isZero(t token) bool { return intLiteral(t) == "0" }
+func isZero(t Token) bool { return IntLiteral(t) == "0" }
 
 // offsetOnly reports whether toks is empty or exactly OFFSET n [ROW|ROWS].
-func offsetOnly(toks []token) bool {
+func offsetOnly(toks []Token) bool {
 	switch {
 	case len(toks) == 0:
 		return true
 	case len(toks) == 2:
-		return toks[0].is("offset") && intLiteral(toks[1]) != ""
+		return toks[0].Is("offset") && IntLiteral(toks[1]) != ""
 	case len(toks) == 3:
-		return toks[0].is("offset") && intLiteral(toks[1]) != "" && (toks[2].is("row") || toks[2].is("rows"))
+		return toks[0].Is("offset") && IntLiteral(toks[1]) != "" && (toks[2].Is("row") || toks[2].Is("rows"))
 	}
 	return false
 }
 
-// namesProtected reports whether any identifier token names a protected
+// NamesProtected reports whether any identifier token names a protected
 // table.
-func namesProtected(ds *policy.Dataset, toks []token) bool {
+func NamesProtected(ds *policy.Dataset, toks []Token) bool {
 	if ds == nil {
 		return false
 	}
 	for _, t := range toks {
-		if t.kind != tokIdent {
+		if t.Kind != TokIdent {
 			continue
 		}
-		if tb, ok := ds.Tables[strings.ToLower(t.val)]; ok && !tb.Public {
+		if tb, ok := ds.Tables[strings.ToLower(t.Val)]; ok && !tb.Public {
 			return true
 		}
 	}
@@ -351,9 +368,9 @@ func namesProtected(ds *policy.Dataset, toks []token) bool {
 }
 
 // refuseSession refuses the session statements dpproxy does not emulate.
-func refuseSession(src string, toks []token) error {
-	kw := toks[0].val
-	at := func(i int, w string) bool { return i < len(toks) && toks[i].is(w) }
+func refuseSession(src string, toks []Token) error {
+	kw := toks[0].Val
+	at := func(i int, w string) bool { return i < len(toks) && toks[i].Is(w) }
 	switch kw {
 	case "set":
 		j := 1
@@ -365,366 +382,113 @@ func refuseSession(src string, toks []token) error {
 		}
 		if at(j, "role") || at(j, "session") && at(j+1, "authorization") || at(j, "authorization") {
 			return pgerr.New(pgerr.InsufficientPrivilege, "changing the role is not allowed through dpproxy").
-				WithPosition(charPos(src, toks[0].pos)).
+				WithPosition(CharPos(src, toks[0].Pos)).
 				WithHint("connect as the analyst you want to be")
 		}
 		if at(j, "constraints") {
 			return pgerr.New(pgerr.FeatureNotSupported, "SET CONSTRAINTS is not supported").
-				WithPosition(charPos(src, toks[0].pos)).
+				WithPosition(CharPos(src, toks[0].Pos)).
 				WithHint("dpproxy answers only aggregate SELECT queries; constraints are never checked")
 		}
 	case "rollback", "abort":
 		for _, t := range toks[1:] {
-			if t.is("prepared") {
+			if t.Is("prepared") {
 				return twoPhaseErr(src, toks[0])
 			}
 		}
 	case "commit", "end":
-		if len(toks) > 1 && toks[1].is("prepared") {
+		if len(toks) > 1 && toks[1].Is("prepared") {
 			return twoPhaseErr(src, toks[0])
 		}
 	}
 	return nil
 }
 
-func twoPhaseErr(src string, t token) *pgerr.Error {
+func twoPhaseErr(src string, t Token) *pgerr.Error {
 	return pgerr.New(pgerr.FeatureNotSupported, "two-phase commit is not supported by dpproxy").
-		WithPosition(charPos(src, t.pos)).
+		WithPosition(CharPos(src, t.Pos)).
 		WithHint("use plain BEGIN/COMMIT")
 }
 
-// refuseWrites refuses statements that write or execute, looking through
+// RefuseWrites refuses statements that write or execute, looking through
 // EXPLAIN and WITH.
-func refuseWrites(src string, toks []token) error {
+func RefuseWrites(src string, toks []Token) error {
 	if len(toks) == 0 {
 		return nil
 	}
 	first := toks[0]
-	if refusedKeywords[first.val] {
-		return refuseWrite(src, first)
+	if refusedKeywords[first.Val] {
+		return RefuseWrite(src, first)
 	}
-	if first.val == "explain" {
+	if first.Val == "explain" {
 		// EXPLAIN [ANALYZE] [VERBOSE] [( options )] statement
 		j := 1
 		for j < len(toks) {
 			t := toks[j]
-			if t.isPunct("(") {
-				for j < len(toks) && !toks[j].isPunct(")") {
+			if t.IsPunct("(") {
+				for j < len(toks) && !toks[j].IsPunct(")") {
 					j++
 				}
 				j++
 				continue
 			}
-			if t.is("analyze") || t.is("analyse") || t.is("verbose") {
+			if t.Is("analyze") || t.Is("analyse") || t.Is("verbose") {
 				j++
 				continue
 			}
 			break
 		}
-		for j < len(toks) && toks[j].isPunct("(") {
+		for j < len(toks) && toks[j].IsPunct("(") {
 			j++
 		}
-		if j < len(toks) && toks[j].is("explain") {
-			return syntaxErr(src, toks[j].pos, "syntax error at or near \"explain\"")
+		if j < len(toks) && toks[j].Is("explain") {
+			return SyntaxErr(src, toks[j].Pos, "syntax error at or near \"explain\"")
 		}
-		return refuseWrites(src, toks[j:])
+		return RefuseWrites(src, toks[j:])
 	}
 	// Anywhere in a query: functions with side effects, data-modifying
 	// CTEs and SELECT … INTO.
 	for k, t := range toks {
-		if t.kind != tokIdent {
+		if t.Kind != TokIdent {
 			continue
 		}
-		if refusedFunctions[strings.ToLower(t.val)] && k+1 < len(toks) && toks[k+1].isPunct("(") {
-			return pgerr.New(pgerr.InsufficientPrivilege, "function %s is not allowed through dpproxy", strings.ToLower(t.val)).
-				WithPosition(charPos(src, t.pos)).
+		if refusedFunctions[strings.ToLower(t.Val)] && k+1 < len(toks) && toks[k+1].IsPunct("(") {
+			return pgerr.New(pgerr.InsufficientPrivilege, "function %s is not allowed through dpproxy", strings.ToLower(t.Val)).
+				WithPosition(CharPos(src, t.Pos)).
 				WithHint("dpproxy answers aggregate SELECT queries and catalog look-ups; session settings are changed with SET")
 		}
-		if t.quoted {
+		if t.Quoted {
 			continue
 		}
-		switch t.val {
+		switch t.Val {
 		case "insert", "delete", "merge", "truncate":
-			if first.val == "with" {
-				return refuseWrite(src, t)
+			if first.Val == "with" {
+				return RefuseWrite(src, t)
 			}
 		case "update":
 			// FOR UPDATE / FOR NO KEY UPDATE lock rows; otherwise a
 			// data-modifying CTE.
-			if k > 0 && (toks[k-1].is("for") || toks[k-1].is("key")) {
+			if k > 0 && (toks[k-1].Is("for") || toks[k-1].Is("key")) {
 				return pgerr.New(pgerr.FeatureNotSupported, "row locks (FOR UPDATE) are not supported").
-					WithPosition(charPos(src, t.pos)).
+					WithPosition(CharPos(src, t.Pos)).
 					WithHint("remove the locking clause; dpproxy is read-only")
 			}
-			if first.val == "with" {
-				return refuseWrite(src, t)
+			if first.Val == "with" {
+				return RefuseWrite(src, t)
 			}
 		case "share":
-			if k > 0 && (toks[k-1].is("for") || toks[k-1].is("key")) {
+			if k > 0 && (toks[k-1].Is("for") || toks[k-1].Is("key")) {
 				return pgerr.New(pgerr.FeatureNotSupported, "row locks (FOR SHARE) are not supported").
-					WithPosition(charPos(src, t.pos)).
+					WithPosition(CharPos(src, t.Pos)).
 					WithHint("remove the locking clause; dpproxy is read-only")
 			}
 		case "into":
-			if first.val == "select" || first.val == "with" || first.val == "table" || first.val == "values" {
+			if first.Val == "select" || first.Val == "with" || first.Val == "table" || first.Val == "values" {
 				return pgerr.New(pgerr.InsufficientPrivilege, "SELECT … INTO creates a table and is not allowed through dpproxy").
-					WithPosition(charPos(src, t.pos)).
+					WithPosition(CharPos(src, t.Pos)).
 					WithHint("remove INTO …; dpproxy answers only aggregate SELECT queries")
 			}
 		}
 	}
 	return nil
-}
-
-// DistinctValues is the answer to a SELECT DISTINCT of a column whose
-// values the policy declares public (public_values): the declared list is
-// public, so the proxy answers from the policy without reading data or
-// spending budget. Like a DP GROUP BY on the column, it returns exactly the
-// declared keys, whatever the data holds.
-type DistinctValues struct {
-	Table  string // lower-case table name
-	Column string // lower-case column name
-	Name   string // the result column's name (the alias, or the column)
-	PGType string // the result type, as for a key column of a plan
-	Values []string
-}
-
-// PublicDistinct recognises
-//
-//	SELECT DISTINCT col [[AS] alias] FROM [schema.]table [[AS] alias]
-//	  [GROUP BY col | alias | 1]
-//	  [ORDER BY col | alias | 1 [ASC | DESC] [NULLS FIRST | LAST]] [LIMIT n]
-//
-// or the same without DISTINCT and with the GROUP BY (the filter
-// drop-downs of BI tools: SELECT department FROM visits GROUP BY
-// department ORDER BY department)
-// (col optionally qualified by the table, its alias or schema.table) on a
-// visible column with public values of a protected table of ds, and returns its
-// answer: the declared values, sorted when ORDER BY asks (numbers by value,
-// booleans false first, text and dates by bytes, i.e. as COLLATE "C"),
-// cut to LIMIT. It returns nil for any other statement.
-func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
-	if ds == nil {
-		return nil
-	}
-	toks, err := lex(stmt)
-	if err != nil {
-		return nil
-	}
-	p := &distinctParser{toks: toks}
-	if !p.kw("select") {
-		return nil
-	}
-	distinct := p.kw("distinct")
-	colRef := p.name()
-	if colRef == nil || len(colRef) > 3 {
-		return nil
-	}
-	outAlias := p.alias("from")
-	if !p.kw("from") {
-		return nil
-	}
-	tblRef := p.name()
-	if tblRef == nil || len(tblRef) > 2 {
-		return nil
-	}
-	tb, ok := ds.Table(tblRef[len(tblRef)-1])
-	// A public table's rows are in the shadow catalog (internal/shadow,
-	// mirror.go): its real distinct values answer, not the declared ones.
-	if !ok || tb.Name != tblRef[len(tblRef)-1] || tb.Public {
-		return nil
-	}
-	schema := tb.Schema
-	if schema == "" {
-		schema = "public"
-	}
-	if len(tblRef) == 2 && tblRef[0] != schema {
-		return nil
-	}
-	tblAlias := p.alias("group", "order", "limit", "fetch")
-	col, ok := tb.Column(colRef[len(colRef)-1])
-	if !ok || col.Hidden || col.Name != colRef[len(colRef)-1] || len(col.PublicValues) == 0 {
-		return nil
-	}
-	// resolves reports whether a column reference names the column.
-	resolves := func(ref []string) bool {
-		if ref[len(ref)-1] != col.Name {
-			return false
-		}
-		switch len(ref) {
-		case 1:
-			return true
-		case 2:
-			if tblAlias != "" {
-				return ref[0] == tblAlias
-			}
-			return ref[0] == tb.Name
-		case 3:
-			return tblAlias == "" && ref[0] == schema && ref[1] == tb.Name
-		}
-		return false
-	}
-	if !resolves(colRef) {
-		return nil
-	}
-	name := col.Name
-	if outAlias != "" {
-		name = outAlias
-	}
-	values := append([]string(nil), col.PublicValues...)
-	// byOutput reads the one key of GROUP BY or ORDER BY: 1, the column
-	// or its output alias.
-	byOutput := func() bool {
-		if t, ok := p.peek(); ok && t.kind == tokNumber {
-			p.i++
-			return t.val == "1"
-		}
-		ref := p.name()
-		return ref != nil && (resolves(ref) || len(ref) == 1 && outAlias != "" && ref[0] == outAlias)
-	}
-	grouped := false
-	if p.kw("group") {
-		if !p.kw("by") || !byOutput() {
-			return nil
-		}
-		grouped = true
-	}
-	if !distinct && !grouped {
-		return nil
-	}
-	if p.kw("order") {
-		if !p.kw("by") || !byOutput() {
-			return nil
-		}
-		desc := false
-		if p.kw("desc") {
-			desc = true
-		} else {
-			p.kw("asc")
-		}
-		if p.kw("nulls") && !p.kw("first") && !p.kw("last") {
-			return nil
-		}
-		sortValues(values, col.Type, desc)
-	}
-	if p.kw("limit") {
-		t, ok := p.peek()
-		if !ok || intLiteral(t) == "" {
-			return nil
-		}
-		p.i++
-		n, err := strconv.Atoi(intLiteral(t))
-		if err != nil {
-			return nil
-		}
-		if n < len(values) {
-			values = values[:n]
-		}
-	}
-	if p.i != len(toks) {
-		return nil
-	}
-	return &DistinctValues{
-		Table: tb.Name, Column: col.Name, Name: name,
-		PGType: keyPGType(Key{Column: col.Name, Type: col.Type, Domain: col.PublicValues}),
-		Values: values,
-	}
-}
-
-// distinctParser walks the tokens of PublicDistinct's statement form.
-type distinctParser struct {
-	toks []token
-	i    int
-}
-
-func (p *distinctParser) peek() (token, bool) {
-	if p.i < len(p.toks) {
-		return p.toks[p.i], true
-	}
-	return token{}, false
-}
-
-// kw consumes the unquoted keyword w if it comes next.
-func (p *distinctParser) kw(w string) bool {
-	if t, ok := p.peek(); ok && t.is(w) {
-		p.i++
-		return true
-	}
-	return false
-}
-
-// name consumes a dotted name (ident {. ident}) and returns its parts
-// (unquoted parts folded to lower case, quoted ones exact), or nil.
-func (p *distinctParser) name() []string {
-	var parts []string
-	for {
-		t, ok := p.peek()
-		if !ok || t.kind != tokIdent {
-			return nil
-		}
-		parts = append(parts, t.val)
-		p.i++
-		if t, ok := p.peek(); !ok || !t.isPunct(".") {
-			return parts
-		}
-		p.i++
-	}
-}
-
-// alias consumes "AS ident" or a bare identifier that is not one of the
-// given keywords, and returns it ("" if none).
-func (p *distinctParser) alias(stop ...string) string {
-	if p.kw("as") {
-		if t, ok := p.peek(); ok && t.kind == tokIdent {
-			p.i++
-			return t.val
-		}
-		p.i = len(p.toks) + 1 // malformed: make the statement fail to match
-		return ""
-	}
-	t, ok := p.peek()
-	if !ok || t.kind != tokIdent {
-		return ""
-	}
-	for _, s := range stop {
-		if t.is(s) {
-			return ""
-		}
-	}
-	p.i++
-	return t.val
-}
-
-// sortValues sorts public values as PostgreSQL orders the column's type
-// (text and dates by bytes, as COLLATE "C"; YYYY-MM-DD dates sort so).
-func sortValues(vs []string, typ policy.Type, desc bool) {
-	less := func(a, b string) int { return strings.Compare(a, b) }
-	switch typ {
-	case policy.TypeInt, policy.TypeNumeric, policy.TypeFloat:
-		less = func(a, b string) int {
-			x, errA := strconv.ParseFloat(a, 64)
-			y, errB := strconv.ParseFloat(b, 64)
-			if errA != nil || errB != nil || x == y {
-				return strings.Compare(a, b)
-			}
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-	case policy.TypeBool:
-		rank := func(v string) int {
-			if strings.EqualFold(v, "true") {
-				return 1
-			}
-			return 0
-		}
-		less = func(a, b string) int { return rank(a) - rank(b) }
-	}
-	slices.SortStableFunc(vs, func(a, b string) int {
-		if desc {
-			return less(b, a)
-		}
-		return less(a, b)
-	})
 }

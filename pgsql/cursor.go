@@ -1,4 +1,4 @@
-package rewrite
+package pgsql
 
 import (
 	"strconv"
@@ -73,31 +73,31 @@ type CopyStmt struct {
 // isUnlockAll reports whether toks are exactly
 // SELECT [pg_catalog.]pg_advisory_unlock_all() [[AS] alias], the call
 // asyncpg's pool makes when a connection is released.
-func isUnlockAll(toks []token) bool {
+func isUnlockAll(toks []Token) bool {
 	_, ok := unlockAll(toks)
 	return ok
 }
 
 // unlockAll is isUnlockAll, also returning the result column's name.
-func unlockAll(toks []token) (string, bool) {
-	if len(toks) < 4 || !toks[0].is("select") {
+func unlockAll(toks []Token) (string, bool) {
+	if len(toks) < 4 || !toks[0].Is("select") {
 		return "", false
 	}
 	i := 1
-	if i+1 < len(toks) && toks[i].is("pg_catalog") && toks[i+1].isPunct(".") {
+	if i+1 < len(toks) && toks[i].Is("pg_catalog") && toks[i+1].IsPunct(".") {
 		i += 2
 	}
-	if i+2 >= len(toks) || !toks[i].is("pg_advisory_unlock_all") || !toks[i+1].isPunct("(") || !toks[i+2].isPunct(")") {
+	if i+2 >= len(toks) || !toks[i].Is("pg_advisory_unlock_all") || !toks[i+1].IsPunct("(") || !toks[i+2].IsPunct(")") {
 		return "", false
 	}
 	rest := toks[i+3:]
 	switch {
 	case len(rest) == 0:
 		return "pg_advisory_unlock_all", true
-	case len(rest) == 1 && rest[0].kind == tokIdent && !rest[0].is("from") && !rest[0].is("where"):
-		return rest[0].val, true
-	case len(rest) == 2 && rest[0].is("as") && rest[1].kind == tokIdent:
-		return rest[1].val, true
+	case len(rest) == 1 && rest[0].Kind == TokIdent && !rest[0].Is("from") && !rest[0].Is("where"):
+		return rest[0].Val, true
+	case len(rest) == 2 && rest[0].Is("as") && rest[1].Kind == TokIdent:
+		return rest[1].Val, true
 	}
 	return "", false
 }
@@ -107,17 +107,17 @@ func unlockAll(toks []token) (string, bool) {
 // proxy may answer (a DP query or a catalog statement), else RouteRefuse
 // with the error (the wrapped query's own refusal, with its position in
 // the whole statement). handled is false for other statements.
-func classifyWrapper(ds *policy.Dataset, stmt string, toks []token) (route Route, handled bool, err error) {
+func classifyWrapper(ds *policy.Dataset, stmt string, toks []Token) (route Route, handled bool, err error) {
 	var query string
 	var offset int
 	switch {
-	case toks[0].is("declare"):
+	case toks[0].Is("declare"):
 		cs, err := parseDeclare(stmt, toks)
 		if err != nil {
 			return RouteRefuse, true, err
 		}
 		query, offset = cs.Query, cs.QueryOffset
-	case toks[0].is("copy"):
+	case toks[0].Is("copy"):
 		cp, err := parseCopy(ds, stmt, toks)
 		if err != nil {
 			return RouteRefuse, true, err
@@ -129,10 +129,10 @@ func classifyWrapper(ds *policy.Dataset, stmt string, toks []token) (route Route
 	// A DECLARE or COPY inside another is not a query (and refusing it
 	// here keeps classification linear in the statement's length).
 	for _, t := range toks {
-		if t.pos == offset {
-			if t.is("declare") || t.is("copy") {
-				return RouteRefuse, true, syntaxErr(stmt, offset, "syntax error at or near %q", t.val).
-					WithHint("%s wraps a query: SELECT, VALUES or TABLE", strings.ToUpper(toks[0].val))
+		if t.Pos == offset {
+			if t.Is("declare") || t.Is("copy") {
+				return RouteRefuse, true, SyntaxErr(stmt, offset, "syntax error at or near %q", t.Val).
+					WithHint("%s wraps a query: SELECT, VALUES or TABLE", strings.ToUpper(toks[0].Val))
 			}
 			break
 		}
@@ -145,15 +145,15 @@ func classifyWrapper(ds *policy.Dataset, stmt string, toks []token) (route Route
 	case RouteDP, RouteCatalog:
 		return RouteSession, true, nil
 	case RouteEmpty:
-		return RouteRefuse, true, syntaxErr(stmt, len(stmt), "syntax error at end of input")
+		return RouteRefuse, true, SyntaxErr(stmt, len(stmt), "syntax error at end of input")
 	}
-	it, _ := lex(query)
+	it, _ := Lex(query)
 	word := ""
 	if len(it) > 0 {
-		word = it[0].val
+		word = it[0].Val
 	}
-	return RouteRefuse, true, syntaxErr(stmt, offset, "syntax error at or near %q", word).
-		WithHint("%s wraps a query: SELECT, VALUES or TABLE", strings.ToUpper(toks[0].val))
+	return RouteRefuse, true, SyntaxErr(stmt, offset, "syntax error at or near %q", word).
+		WithHint("%s wraps a query: SELECT, VALUES or TABLE", strings.ToUpper(toks[0].Val))
 }
 
 // shiftErr makes the position of an error about the wrapped query
@@ -164,14 +164,14 @@ func shiftErr(err error, stmt string, offset int) error {
 		return err
 	}
 	cp := *pe
-	cp.Position = pe.Position + charPos(stmt, offset) - 1
+	cp.Position = pe.Position + CharPos(stmt, offset) - 1
 	return &cp
 }
 
 // parseDeclare parses
 //
 //	DECLARE name [BINARY] [ASENSITIVE|INSENSITIVE] [NO SCROLL|SCROLL] CURSOR [{WITH|WITHOUT} HOLD] FOR query
-func parseDeclare(stmt string, toks []token) (*CursorStmt, error) {
+func parseDeclare(stmt string, toks []Token) (*CursorStmt, error) {
 	p := &sessParser{src: stmt, toks: toks, i: 1}
 	cs := &CursorStmt{}
 	name, err := p.cursorName()
@@ -189,7 +189,7 @@ func parseDeclare(stmt string, toks []token) (*CursorStmt, error) {
 		case p.accept("scroll"):
 			cs.Scroll = true
 			continue
-		case p.peek("no") && p.i+1 < len(toks) && toks[p.i+1].is("scroll"):
+		case p.peek("no") && p.i+1 < len(toks) && toks[p.i+1].Is("scroll"):
 			p.i += 2
 			cs.NoScroll = true
 			continue
@@ -197,7 +197,7 @@ func parseDeclare(stmt string, toks []token) (*CursorStmt, error) {
 		break
 	}
 	if cs.Scroll && cs.NoScroll {
-		return nil, pgerr.New("42P11", "cannot specify both SCROLL and NO SCROLL").WithPosition(charPos(stmt, toks[0].pos)).
+		return nil, pgerr.New("42P11", "cannot specify both SCROLL and NO SCROLL").WithPosition(CharPos(stmt, toks[0].Pos)).
 			WithHint("write one of them")
 	}
 	if err := p.expect("cursor"); err != nil {
@@ -220,19 +220,19 @@ func parseDeclare(stmt string, toks []token) (*CursorStmt, error) {
 	if p.atEnd() {
 		return nil, p.errAt("syntax error at end of input")
 	}
-	cs.QueryOffset = toks[p.i].pos
+	cs.QueryOffset = toks[p.i].Pos
 	cs.Query = stmt[cs.QueryOffset:]
 	return cs, nil
 }
 
 // cursorName reads a cursor name: an identifier, lower-cased unless quoted.
 func (p *sessParser) cursorName() (string, error) {
-	if p.atEnd() || p.toks[p.i].kind != tokIdent {
+	if p.atEnd() || p.toks[p.i].Kind != TokIdent {
 		return "", p.errAt("syntax error at or near %q: expected a cursor name", p.text(p.i))
 	}
 	t := p.toks[p.i]
 	p.i++
-	return t.val, nil
+	return t.Val, nil
 }
 
 // parseFetch parses FETCH and MOVE (move: the statement is MOVE):
@@ -246,14 +246,14 @@ func (p *sessParser) parseFetch() (*CursorStmt, error) {
 	count := func() (int64, bool, error) { // a signed integer, if one comes next
 		neg := false
 		j := p.i
-		if j < len(p.toks) && (p.toks[j].isOp("-") || p.toks[j].isOp("+")) {
-			neg = p.toks[j].isOp("-")
+		if j < len(p.toks) && (p.toks[j].IsOp("-") || p.toks[j].IsOp("+")) {
+			neg = p.toks[j].IsOp("-")
 			j++
 		}
-		if j >= len(p.toks) || p.toks[j].kind != tokNumber {
+		if j >= len(p.toks) || p.toks[j].Kind != TokNumber {
 			return 0, false, nil
 		}
-		n, err := strconv.ParseInt(p.toks[j].val, 10, 64)
+		n, err := strconv.ParseInt(p.toks[j].Val, 10, 64)
 		if err != nil {
 			p.i = j
 			return 0, false, p.errAt("syntax error at or near %q: expected an integer row count", p.text(j))
@@ -289,7 +289,7 @@ func (p *sessParser) parseFetch() (*CursorStmt, error) {
 	case p.accept("all"):
 		cs.Count = FetchAll
 	case p.accept("forward"), p.accept("backward"):
-		if p.toks[p.i-1].is("backward") {
+		if p.toks[p.i-1].Is("backward") {
 			cs.Direction = FetchBackward
 		}
 		if p.accept("all") {
@@ -325,38 +325,38 @@ func (p *sessParser) parseFetch() (*CursorStmt, error) {
 // and refuses every other COPY before anything is run: COPY FROM writes,
 // COPY … TO a file or PROGRAM runs on the server, and COPY of a table
 // (not a query) would copy its rows.
-func parseCopy(ds *policy.Dataset, stmt string, toks []token) (*CopyStmt, error) {
-	at := func(i int) token {
+func parseCopy(ds *policy.Dataset, stmt string, toks []Token) (*CopyStmt, error) {
+	at := func(i int) Token {
 		if i < len(toks) {
 			return toks[i]
 		}
-		return token{}
+		return Token{}
 	}
 	hint := "copy a DP answer with COPY (SELECT department, COUNT(*) FROM visits GROUP BY department) TO STDOUT (psql: \\copy (…) TO 'file')"
-	if !at(1).isPunct("(") {
+	if !at(1).IsPunct("(") {
 		// COPY table [(cols)] {FROM|TO} …
 		j := 1
-		for j < len(toks) && !toks[j].is("from") && !toks[j].is("to") {
+		for j < len(toks) && !toks[j].Is("from") && !toks[j].Is("to") {
 			j++
 		}
-		if at(j).is("from") {
+		if at(j).Is("from") {
 			return nil, pgerr.New(pgerr.InsufficientPrivilege, "COPY FROM writes to a table and is not allowed through dpproxy").
-				WithPosition(charPos(stmt, toks[0].pos)).WithHint("dpproxy is read-only; %s", hint)
+				WithPosition(CharPos(stmt, toks[0].Pos)).WithHint("dpproxy is read-only; %s", hint)
 		}
-		if namesProtected(ds, toks[1:j]) {
+		if NamesProtected(ds, toks[1:j]) {
 			return nil, pgerr.New(pgerr.InsufficientPrivilege, "COPY of a protected table returns its rows and is not allowed through dpproxy").
-				WithPosition(charPos(stmt, toks[0].pos)).WithHint("%s", hint)
+				WithPosition(CharPos(stmt, toks[0].Pos)).WithHint("%s", hint)
 		}
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "COPY of a table is not supported by dpproxy; only COPY (query) TO STDOUT").
-			WithPosition(charPos(stmt, toks[0].pos)).WithHint("write COPY (SELECT … FROM table) TO STDOUT")
+			WithPosition(CharPos(stmt, toks[0].Pos)).WithHint("write COPY (SELECT … FROM table) TO STDOUT")
 	}
 	// The matching parenthesis.
 	depth, end := 0, -1
 	for j := 1; j < len(toks) && end < 0; j++ {
 		switch {
-		case toks[j].isPunct("("):
+		case toks[j].IsPunct("("):
 			depth++
-		case toks[j].isPunct(")"):
+		case toks[j].IsPunct(")"):
 			depth--
 			if depth == 0 {
 				end = j
@@ -364,25 +364,25 @@ func parseCopy(ds *policy.Dataset, stmt string, toks []token) (*CopyStmt, error)
 		}
 	}
 	if end < 0 || end == 2 {
-		return nil, syntaxErr(stmt, len(stmt), "syntax error at end of input")
+		return nil, SyntaxErr(stmt, len(stmt), "syntax error at end of input")
 	}
-	cp := &CopyStmt{QueryOffset: toks[2].pos, Query: stmt[toks[2].pos:toks[end].pos]}
+	cp := &CopyStmt{QueryOffset: toks[2].Pos, Query: stmt[toks[2].Pos:toks[end].Pos]}
 	j := end + 1
 	switch {
-	case at(j).is("from"):
-		return nil, syntaxErr(stmt, toks[j].pos, "syntax error at or near \"FROM\"").
+	case at(j).Is("from"):
+		return nil, SyntaxErr(stmt, toks[j].Pos, "syntax error at or near \"FROM\"").
 			WithHint("a query can only be copied TO STDOUT")
-	case !at(j).is("to"):
-		return nil, syntaxErr(stmt, posOr(stmt, toks, j), "syntax error at or near %q: expected TO STDOUT", tokText(stmt, toks, j))
+	case !at(j).Is("to"):
+		return nil, SyntaxErr(stmt, posOr(stmt, toks, j), "syntax error at or near %q: expected TO STDOUT", tokText(stmt, toks, j))
 	}
 	j++
-	if !at(j).is("stdout") {
+	if !at(j).Is("stdout") {
 		what := "a file"
-		if at(j).is("program") {
+		if at(j).Is("program") {
 			what = "a program"
 		}
 		return nil, pgerr.New(pgerr.InsufficientPrivilege, "COPY to %s runs on the database server and is not allowed through dpproxy", what).
-			WithPosition(charPos(stmt, posOr(stmt, toks, j))).
+			WithPosition(CharPos(stmt, posOr(stmt, toks, j))).
 			WithHint("use COPY (…) TO STDOUT; psql's \\copy (…) TO 'file' writes the file on your machine")
 	}
 	j++
@@ -392,16 +392,16 @@ func parseCopy(ds *policy.Dataset, stmt string, toks []token) (*CopyStmt, error)
 	return cp, nil
 }
 
-func posOr(stmt string, toks []token, j int) int {
+func posOr(stmt string, toks []Token, j int) int {
 	if j < len(toks) {
-		return toks[j].pos
+		return toks[j].Pos
 	}
 	return len(stmt)
 }
 
-func tokText(stmt string, toks []token, j int) string {
+func tokText(stmt string, toks []Token, j int) string {
 	if j < len(toks) {
-		return stmt[toks[j].pos:toks[j].end]
+		return stmt[toks[j].Pos:toks[j].End]
 	}
 	return "end of input"
 }
@@ -409,7 +409,7 @@ func tokText(stmt string, toks []token, j int) string {
 // parseCopyOptions reads COPY's options from toks[j:]: the list form
 // WITH (FORMAT csv, HEADER, …) and the older keyword form (WITH CSV
 // HEADER DELIMITER ',' …) that psql's \copy passes on.
-func parseCopyOptions(stmt string, toks []token, j int, cp *CopyStmt) error {
+func parseCopyOptions(stmt string, toks []Token, j int, cp *CopyStmt) error {
 	setDefaults := func() {
 		if cp.Delimiter == "" {
 			cp.Delimiter = "\t"
@@ -428,31 +428,31 @@ func parseCopyOptions(stmt string, toks []token, j int, cp *CopyStmt) error {
 	}
 	nullSet := false
 	bad := func(k int, format string, args ...any) error {
-		return syntaxErr(stmt, posOr(stmt, toks, k), format, args...)
+		return SyntaxErr(stmt, posOr(stmt, toks, k), format, args...)
 	}
 	strArg := func(k int, what string) (string, error) {
-		if k >= len(toks) || toks[k].kind != tokString {
+		if k >= len(toks) || toks[k].Kind != TokString {
 			return "", bad(k, "syntax error at or near %q: %s needs a quoted string", tokText(stmt, toks, k), what)
 		}
-		return toks[k].val, nil
+		return toks[k].Val, nil
 	}
 	apply := func(k int, name string) (int, error) {
 		// k is the index after the option's name; returns the next index.
 		switch name {
 		case "format":
-			if k >= len(toks) || toks[k].kind != tokIdent && toks[k].kind != tokString {
+			if k >= len(toks) || toks[k].Kind != TokIdent && toks[k].Kind != TokString {
 				return k, bad(k, "syntax error: FORMAT needs text, csv or binary")
 			}
-			switch strings.ToLower(toks[k].val) {
+			switch strings.ToLower(toks[k].Val) {
 			case "csv":
 				cp.CSV = true
 			case "text":
 			case "binary":
 				return k, pgerr.New(pgerr.FeatureNotSupported, "COPY in binary format is not supported by dpproxy").
-					WithPosition(charPos(stmt, toks[k].pos)).WithHint("use FORMAT csv or FORMAT text")
+					WithPosition(CharPos(stmt, toks[k].Pos)).WithHint("use FORMAT csv or FORMAT text")
 			default:
-				return k, pgerr.New(pgerr.InvalidParameterValue, "COPY format %q not recognized", toks[k].val).
-					WithPosition(charPos(stmt, toks[k].pos)).WithHint("use FORMAT csv or FORMAT text")
+				return k, pgerr.New(pgerr.InvalidParameterValue, "COPY format %q not recognized", toks[k].Val).
+					WithPosition(CharPos(stmt, toks[k].Pos)).WithHint("use FORMAT csv or FORMAT text")
 			}
 			return k + 1, nil
 		case "csv":
@@ -460,23 +460,23 @@ func parseCopyOptions(stmt string, toks []token, j int, cp *CopyStmt) error {
 			return k, nil
 		case "binary":
 			return k, pgerr.New(pgerr.FeatureNotSupported, "COPY in binary format is not supported by dpproxy").
-				WithPosition(charPos(stmt, toks[k-1].pos)).WithHint("use FORMAT csv or FORMAT text")
+				WithPosition(CharPos(stmt, toks[k-1].Pos)).WithHint("use FORMAT csv or FORMAT text")
 		case "header":
 			cp.Header = true
-			if k < len(toks) && (toks[k].kind == tokIdent || toks[k].kind == tokNumber || toks[k].kind == tokString) && !isCopyOption(toks[k]) {
-				switch strings.ToLower(toks[k].val) {
+			if k < len(toks) && (toks[k].Kind == TokIdent || toks[k].Kind == TokNumber || toks[k].Kind == TokString) && !isCopyOption(toks[k]) {
+				switch strings.ToLower(toks[k].Val) {
 				case "true", "on", "1":
 				case "false", "off", "0":
 					cp.Header = false
 				default:
 					return k, pgerr.New(pgerr.InvalidParameterValue, "header requires a Boolean value").
-						WithPosition(charPos(stmt, toks[k].pos)).WithHint("write HEADER, HEADER true or HEADER false")
+						WithPosition(CharPos(stmt, toks[k].Pos)).WithHint("write HEADER, HEADER true or HEADER false")
 				}
 				return k + 1, nil
 			}
 			return k, nil
 		case "delimiter", "null", "quote", "escape":
-			if k < len(toks) && toks[k].is("as") {
+			if k < len(toks) && toks[k].Is("as") {
 				k++
 			}
 			v, err := strArg(k, strings.ToUpper(name))
@@ -496,30 +496,30 @@ func parseCopyOptions(stmt string, toks []token, j int, cp *CopyStmt) error {
 			return k + 1, nil
 		case "force_quote", "force":
 			if name == "force" {
-				if k >= len(toks) || !toks[k].is("quote") {
+				if k >= len(toks) || !toks[k].Is("quote") {
 					return k, bad(k, "syntax error at or near %q: expected QUOTE", tokText(stmt, toks, k))
 				}
 				k++
 			}
-			if k < len(toks) && toks[k].isOp("*") {
+			if k < len(toks) && toks[k].IsOp("*") {
 				cp.ForceQuoteAll = true
 				return k + 1, nil
 			}
-			paren := k < len(toks) && toks[k].isPunct("(")
+			paren := k < len(toks) && toks[k].IsPunct("(")
 			if paren {
 				k++
 			}
-			for k < len(toks) && toks[k].kind == tokIdent {
-				cp.ForceQuote = append(cp.ForceQuote, toks[k].val)
+			for k < len(toks) && toks[k].Kind == TokIdent {
+				cp.ForceQuote = append(cp.ForceQuote, toks[k].Val)
 				k++
-				if k < len(toks) && toks[k].isPunct(",") && (paren || k+1 < len(toks) && toks[k+1].kind == tokIdent && !isCopyOption(toks[k+1])) {
+				if k < len(toks) && toks[k].IsPunct(",") && (paren || k+1 < len(toks) && toks[k+1].Kind == TokIdent && !isCopyOption(toks[k+1])) {
 					k++
 					continue
 				}
 				break
 			}
 			if paren {
-				if k >= len(toks) || !toks[k].isPunct(")") {
+				if k >= len(toks) || !toks[k].IsPunct(")") {
 					return k, bad(k, "syntax error at or near %q: expected )", tokText(stmt, toks, k))
 				}
 				k++
@@ -535,33 +535,33 @@ func parseCopyOptions(stmt string, toks []token, j int, cp *CopyStmt) error {
 			}
 			if n := strings.ToUpper(strings.ReplaceAll(strings.ReplaceAll(v, "-", ""), "_", "")); n != "UTF8" && n != "UNICODE" {
 				return k, pgerr.New(pgerr.FeatureNotSupported, "COPY encoding %q is not supported by dpproxy", v).
-					WithPosition(charPos(stmt, toks[k].pos)).WithHint("the proxy copies in UTF8; leave ENCODING out")
+					WithPosition(CharPos(stmt, toks[k].Pos)).WithHint("the proxy copies in UTF8; leave ENCODING out")
 			}
 			return k + 1, nil
 		}
 		return k, pgerr.New(pgerr.SyntaxError, "option %q not recognized", name).
-			WithPosition(charPos(stmt, toks[k-1].pos)).
+			WithPosition(CharPos(stmt, toks[k-1].Pos)).
 			WithHint("dpproxy's COPY takes FORMAT, HEADER, DELIMITER, NULL, QUOTE, ESCAPE, FORCE_QUOTE and ENCODING")
 	}
-	if j < len(toks) && toks[j].is("with") {
+	if j < len(toks) && toks[j].Is("with") {
 		j++
 	}
-	if j < len(toks) && toks[j].isPunct("(") {
+	if j < len(toks) && toks[j].IsPunct("(") {
 		j++
 		for {
-			if j >= len(toks) || toks[j].kind != tokIdent {
+			if j >= len(toks) || toks[j].Kind != TokIdent {
 				return bad(j, "syntax error at or near %q: expected a COPY option", tokText(stmt, toks, j))
 			}
-			next, err := apply(j+1, strings.ToLower(toks[j].val))
+			next, err := apply(j+1, strings.ToLower(toks[j].Val))
 			if err != nil {
 				return err
 			}
 			j = next
-			if j < len(toks) && toks[j].isPunct(",") {
+			if j < len(toks) && toks[j].IsPunct(",") {
 				j++
 				continue
 			}
-			if j >= len(toks) || !toks[j].isPunct(")") {
+			if j >= len(toks) || !toks[j].IsPunct(")") {
 				return bad(j, "syntax error at or near %q: expected , or )", tokText(stmt, toks, j))
 			}
 			j++
@@ -569,10 +569,10 @@ func parseCopyOptions(stmt string, toks []token, j int, cp *CopyStmt) error {
 		}
 	} else {
 		for j < len(toks) {
-			if toks[j].kind != tokIdent || toks[j].quoted {
+			if toks[j].Kind != TokIdent || toks[j].Quoted {
 				return bad(j, "syntax error at or near %q: expected a COPY option", tokText(stmt, toks, j))
 			}
-			next, err := apply(j+1, toks[j].val)
+			next, err := apply(j+1, toks[j].Val)
 			if err != nil {
 				return err
 			}
@@ -592,7 +592,7 @@ func parseCopyOptions(stmt string, toks []token, j int, cp *CopyStmt) error {
 	// PostgreSQL's checks (copy.c ProcessCopyOptions), the ones that
 	// matter for output.
 	invalid := func(format string, args ...any) error {
-		return pgerr.New(pgerr.InvalidParameterValue, format, args...).WithPosition(charPos(stmt, toks[0].pos)).
+		return pgerr.New(pgerr.InvalidParameterValue, format, args...).WithPosition(CharPos(stmt, toks[0].Pos)).
 			WithHint("see PostgreSQL's COPY options; e.g. COPY (…) TO STDOUT WITH (FORMAT csv, HEADER)")
 	}
 	switch {
@@ -605,10 +605,10 @@ func parseCopyOptions(stmt string, toks []token, j int, cp *CopyStmt) error {
 	case !cp.CSV && strings.Contains(`\.abcdefghijklmnopqrstuvwxyz0123456789`, cp.Delimiter):
 		return invalid("COPY delimiter cannot be %q", cp.Delimiter)
 	case !cp.CSV && (cp.Quote != "" || cp.Escape != ""):
-		return pgerr.New(pgerr.FeatureNotSupported, "COPY quote and escape are available only in CSV mode").WithPosition(charPos(stmt, toks[0].pos)).
+		return pgerr.New(pgerr.FeatureNotSupported, "COPY quote and escape are available only in CSV mode").WithPosition(CharPos(stmt, toks[0].Pos)).
 			WithHint("add FORMAT csv")
 	case !cp.CSV && (cp.ForceQuoteAll || cp.ForceQuote != nil):
-		return pgerr.New(pgerr.FeatureNotSupported, "COPY force quote available only in CSV mode").WithPosition(charPos(stmt, toks[0].pos)).
+		return pgerr.New(pgerr.FeatureNotSupported, "COPY force quote available only in CSV mode").WithPosition(CharPos(stmt, toks[0].Pos)).
 			WithHint("add FORMAT csv")
 	case cp.CSV && len(cp.Quote) != 1:
 		return invalid("COPY quote must be a single one-byte character")
@@ -623,10 +623,10 @@ func parseCopyOptions(stmt string, toks []token, j int, cp *CopyStmt) error {
 }
 
 // isCopyOption reports whether t starts another legacy COPY option.
-func isCopyOption(t token) bool {
+func isCopyOption(t Token) bool {
 	switch {
-	case t.is("csv"), t.is("binary"), t.is("header"), t.is("delimiter"), t.is("null"),
-		t.is("quote"), t.is("escape"), t.is("force"), t.is("force_quote"), t.is("encoding"), t.is("format"):
+	case t.Is("csv"), t.Is("binary"), t.Is("header"), t.Is("delimiter"), t.Is("null"),
+		t.Is("quote"), t.Is("escape"), t.Is("force"), t.Is("force_quote"), t.Is("encoding"), t.Is("format"):
 		return true
 	}
 	return false

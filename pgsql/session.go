@@ -1,4 +1,4 @@
-package rewrite
+package pgsql
 
 import (
 	"strings"
@@ -86,12 +86,12 @@ type SessionStmt struct {
 // quoted strings keep their case. Malformed input is a 42601 error with the
 // position of the offending token.
 func ParseSession(stmt string) (*SessionStmt, error) {
-	toks, err := lex(stmt)
+	toks, err := Lex(stmt)
 	if err != nil {
 		return nil, err
 	}
 	if len(toks) == 0 {
-		return nil, syntaxErr(stmt, 0, "empty session statement")
+		return nil, SyntaxErr(stmt, 0, "empty session statement")
 	}
 	p := &sessParser{src: stmt, toks: toks}
 	s, err := p.parse()
@@ -106,7 +106,7 @@ func ParseSession(stmt string) (*SessionStmt, error) {
 
 type sessParser struct {
 	src  string
-	toks []token
+	toks []Token
 	i    int
 }
 
@@ -114,18 +114,18 @@ func (p *sessParser) text(i int) string {
 	if i >= len(p.toks) {
 		return "end of input"
 	}
-	return p.src[p.toks[i].pos:p.toks[i].end]
+	return p.src[p.toks[i].Pos:p.toks[i].End]
 }
 
 func (p *sessParser) errAt(format string, args ...any) *pgerr.Error {
 	off := len(p.src)
 	if p.i < len(p.toks) {
-		off = p.toks[p.i].pos
+		off = p.toks[p.i].Pos
 	}
-	return syntaxErr(p.src, off, format, args...)
+	return SyntaxErr(p.src, off, format, args...)
 }
 
-func (p *sessParser) peek(kw string) bool { return p.i < len(p.toks) && p.toks[p.i].is(kw) }
+func (p *sessParser) peek(kw string) bool { return p.i < len(p.toks) && p.toks[p.i].Is(kw) }
 
 func (p *sessParser) accept(kw string) bool {
 	if p.peek(kw) {
@@ -148,15 +148,15 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 	kw := p.toks[0]
 	p.i = 1
 	switch {
-	case kw.is("set"):
+	case kw.Is("set"):
 		return p.set()
-	case kw.is("reset"):
+	case kw.Is("reset"):
 		name, err := p.settingName(true)
 		if err != nil {
 			return nil, err
 		}
 		return &SessionStmt{Kind: SessionReset, Name: name}, nil
-	case kw.is("show"):
+	case kw.Is("show"):
 		if p.accept("transaction") {
 			if err := p.expect("isolation"); err != nil {
 				return nil, err
@@ -177,7 +177,7 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 			return nil, err
 		}
 		return &SessionStmt{Kind: SessionShow, Name: name}, nil
-	case kw.is("begin"):
+	case kw.Is("begin"):
 		if !p.accept("work") {
 			p.accept("transaction")
 		}
@@ -186,7 +186,7 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 			return nil, err
 		}
 		return &SessionStmt{Kind: SessionBegin, Value: modes}, nil
-	case kw.is("start"):
+	case kw.Is("start"):
 		if err := p.expect("transaction"); err != nil {
 			return nil, err
 		}
@@ -195,24 +195,24 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 			return nil, err
 		}
 		return &SessionStmt{Kind: SessionBegin, Value: modes}, nil
-	case kw.is("savepoint"):
+	case kw.Is("savepoint"):
 		name, err := p.savepointName()
 		if err != nil {
 			return nil, err
 		}
 		return &SessionStmt{Kind: SessionSavepoint, Name: name}, nil
-	case kw.is("release"):
+	case kw.Is("release"):
 		p.accept("savepoint")
 		name, err := p.savepointName()
 		if err != nil {
 			return nil, err
 		}
 		return &SessionStmt{Kind: SessionRelease, Name: name}, nil
-	case kw.is("commit"), kw.is("end"), kw.is("rollback"), kw.is("abort"):
+	case kw.Is("commit"), kw.Is("end"), kw.Is("rollback"), kw.Is("abort"):
 		if !p.accept("work") {
 			p.accept("transaction")
 		}
-		if (kw.is("rollback") || kw.is("abort")) && p.accept("to") {
+		if (kw.Is("rollback") || kw.Is("abort")) && p.accept("to") {
 			p.accept("savepoint")
 			name, err := p.savepointName()
 			if err != nil {
@@ -222,9 +222,9 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 		}
 		if p.accept("and") {
 			p.accept("no")
-			if !p.toks[p.i-1].is("no") {
+			if !p.toks[p.i-1].Is("no") {
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "AND CHAIN is not supported").
-					WithPosition(charPos(p.src, p.toks[p.i-1].pos)).
+					WithPosition(CharPos(p.src, p.toks[p.i-1].Pos)).
 					WithHint("end the transaction and start a new one with BEGIN")
 			}
 			if err := p.expect("chain"); err != nil {
@@ -232,11 +232,11 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 			}
 		}
 		k := SessionCommit
-		if kw.is("rollback") || kw.is("abort") {
+		if kw.Is("rollback") || kw.Is("abort") {
 			k = SessionRollback
 		}
 		return &SessionStmt{Kind: k}, nil
-	case kw.is("discard"):
+	case kw.Is("discard"):
 		for _, w := range []string{"all", "plans", "sequences", "temp", "temporary"} {
 			if p.accept(w) {
 				if w == "temporary" {
@@ -246,8 +246,8 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 			}
 		}
 		return nil, p.errAt("syntax error at or near %q: expected ALL, PLANS, SEQUENCES or TEMP", p.text(p.i))
-	case kw.is("unlisten"):
-		if !p.atEnd() && p.toks[p.i].isOp("*") {
+	case kw.Is("unlisten"):
+		if !p.atEnd() && p.toks[p.i].IsOp("*") {
 			p.i++
 			return &SessionStmt{Kind: SessionUnlisten, Name: "*"}, nil
 		}
@@ -256,28 +256,28 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 			return nil, err
 		}
 		return &SessionStmt{Kind: SessionUnlisten, Name: name}, nil
-	case kw.is("select") && isUnlockAll(p.toks):
+	case kw.Is("select") && isUnlockAll(p.toks):
 		alias, _ := unlockAll(p.toks)
 		p.i = len(p.toks)
 		return &SessionStmt{Kind: SessionUnlockAll, Alias: alias}, nil
-	case kw.is("declare"):
+	case kw.Is("declare"):
 		cs, err := parseDeclare(p.src, p.toks)
 		if err != nil {
 			return nil, err
 		}
 		p.i = len(p.toks)
 		return &SessionStmt{Kind: SessionDeclare, Name: cs.Name, Cursor: cs}, nil
-	case kw.is("fetch"), kw.is("move"):
+	case kw.Is("fetch"), kw.Is("move"):
 		cs, err := p.parseFetch()
 		if err != nil {
 			return nil, err
 		}
 		k := SessionFetch
-		if kw.is("move") {
+		if kw.Is("move") {
 			k = SessionMove
 		}
 		return &SessionStmt{Kind: k, Name: cs.Name, Cursor: cs}, nil
-	case kw.is("close"):
+	case kw.Is("close"):
 		if p.accept("all") {
 			return &SessionStmt{Kind: SessionClose, Cursor: &CursorStmt{All: true}}, nil
 		}
@@ -286,21 +286,21 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 			return nil, err
 		}
 		return &SessionStmt{Kind: SessionClose, Name: name, Cursor: &CursorStmt{Name: name}}, nil
-	case kw.is("copy"):
+	case kw.Is("copy"):
 		cp, err := parseCopy(nil, p.src, p.toks)
 		if err != nil {
 			return nil, err
 		}
 		p.i = len(p.toks)
 		return &SessionStmt{Kind: SessionCopy, Copy: cp}, nil
-	case kw.is("deallocate"):
+	case kw.Is("deallocate"):
 		p.accept("prepare")
-		if p.atEnd() || p.toks[p.i].kind != tokIdent {
+		if p.atEnd() || p.toks[p.i].Kind != TokIdent {
 			return nil, p.errAt("syntax error at or near %q: expected a prepared statement name or ALL", p.text(p.i))
 		}
 		t := p.toks[p.i]
 		p.i++
-		return &SessionStmt{Kind: SessionDeallocate, Name: t.val}, nil
+		return &SessionStmt{Kind: SessionDeallocate, Name: t.Val}, nil
 	}
 	p.i = 0
 	return nil, p.errAt("syntax error at or near %q: not a session statement", p.text(0))
@@ -311,12 +311,12 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 // savepointName reads a savepoint's name: an identifier (lower-cased
 // unless quoted), the last token of the statement.
 func (p *sessParser) savepointName() (string, error) {
-	if p.atEnd() || p.toks[p.i].kind != tokIdent {
+	if p.atEnd() || p.toks[p.i].Kind != TokIdent {
 		return "", p.errAt("syntax error at or near %q: expected a savepoint name", p.text(p.i))
 	}
 	t := p.toks[p.i]
 	p.i++
-	return t.val, nil
+	return t.Val, nil
 }
 
 func (p *sessParser) settingName(allowAll bool) (string, error) {
@@ -326,19 +326,19 @@ func (p *sessParser) settingName(allowAll bool) (string, error) {
 		}
 		return "timezone", nil
 	}
-	if p.atEnd() || p.toks[p.i].kind != tokIdent {
+	if p.atEnd() || p.toks[p.i].Kind != TokIdent {
 		return "", p.errAt("syntax error at or near %q: expected a setting name", p.text(p.i))
 	}
-	name := p.toks[p.i].val
-	if p.toks[p.i].quoted {
+	name := p.toks[p.i].Val
+	if p.toks[p.i].Quoted {
 		name = strings.ToLower(name)
 	}
-	if name == "all" && !allowAll && !p.toks[p.i].quoted {
+	if name == "all" && !allowAll && !p.toks[p.i].Quoted {
 		return "", p.errAt("syntax error at or near \"all\"")
 	}
 	p.i++
-	for p.i+1 < len(p.toks) && p.toks[p.i].isPunct(".") && p.toks[p.i+1].kind == tokIdent {
-		name += "." + strings.ToLower(p.toks[p.i+1].val)
+	for p.i+1 < len(p.toks) && p.toks[p.i].IsPunct(".") && p.toks[p.i+1].Kind == TokIdent {
+		name += "." + strings.ToLower(p.toks[p.i+1].Val)
 		p.i += 2
 	}
 	return name, nil
@@ -377,7 +377,7 @@ func (p *sessParser) set() (*SessionStmt, error) {
 		}
 		s.Name, s.Value, s.Local = "transaction", modes, true
 		return s, nil
-	case p.peek("time") && p.i+1 < len(p.toks) && p.toks[p.i+1].is("zone"):
+	case p.peek("time") && p.i+1 < len(p.toks) && p.toks[p.i+1].Is("zone"):
 		p.i += 2
 		s.Name = "timezone"
 		if p.accept("local") || p.accept("default") {
@@ -386,7 +386,7 @@ func (p *sessParser) set() (*SessionStmt, error) {
 		}
 		if p.peek("interval") {
 			return nil, pgerr.New(pgerr.FeatureNotSupported, "SET TIME ZONE INTERVAL is not supported").
-				WithPosition(charPos(p.src, p.toks[p.i].pos)).
+				WithPosition(CharPos(p.src, p.toks[p.i].Pos)).
 				WithHint("write the offset as a string, e.g. SET TIME ZONE '+02:00', or a zone name such as 'Europe/Paris'")
 		}
 		v, err := p.value()
@@ -422,7 +422,7 @@ func (p *sessParser) set() (*SessionStmt, error) {
 	}
 	s.Name = name
 	if !p.accept("to") {
-		if p.atEnd() || !p.toks[p.i].isOp("=") {
+		if p.atEnd() || !p.toks[p.i].IsOp("=") {
 			return nil, p.errAt("syntax error at or near %q: expected TO or =", p.text(p.i))
 		}
 		p.i++
@@ -438,7 +438,7 @@ func (p *sessParser) set() (*SessionStmt, error) {
 			return nil, err
 		}
 		vals = append(vals, v)
-		if p.atEnd() || !p.toks[p.i].isPunct(",") {
+		if p.atEnd() || !p.toks[p.i].IsPunct(",") {
 			break
 		}
 		p.i++
@@ -453,26 +453,26 @@ func (p *sessParser) value() (string, error) {
 		return "", p.errAt("syntax error at end of input: expected a value")
 	}
 	t := p.toks[p.i]
-	switch t.kind {
-	case tokString:
+	switch t.Kind {
+	case TokString:
 		p.i++
-		return t.val, nil
-	case tokNumber:
+		return t.Val, nil
+	case TokNumber:
 		p.i++
-		return t.val, nil
-	case tokIdent:
+		return t.Val, nil
+	case TokIdent:
 		p.i++
-		v := t.val
+		v := t.Val
 		// Dotted words, e.g. SET search_path = public.x is not valid, but
 		// SET dp.mechanism = laplace is a plain word.
 		return v, nil
-	case tokOp:
-		if (t.val == "-" || t.val == "+") && p.i+1 < len(p.toks) && p.toks[p.i+1].kind == tokNumber {
+	case TokOp:
+		if (t.Val == "-" || t.Val == "+") && p.i+1 < len(p.toks) && p.toks[p.i+1].Kind == TokNumber {
 			p.i += 2
-			if t.val == "-" {
-				return "-" + p.toks[p.i-1].val, nil
+			if t.Val == "-" {
+				return "-" + p.toks[p.i-1].Val, nil
 			}
-			return p.toks[p.i-1].val, nil
+			return p.toks[p.i-1].Val, nil
 		}
 	}
 	return "", p.errAt("syntax error at or near %q: expected a value", p.text(p.i))
@@ -482,7 +482,7 @@ func (p *sessParser) value() (string, error) {
 func (p *sessParser) modes() (string, error) {
 	var out []string
 	for !p.atEnd() {
-		if len(out) > 0 && p.toks[p.i].isPunct(",") {
+		if len(out) > 0 && p.toks[p.i].IsPunct(",") {
 			p.i++
 		}
 		switch {

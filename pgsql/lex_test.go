@@ -1,4 +1,4 @@
-package rewrite
+package pgsql
 
 import (
 	"fmt"
@@ -9,14 +9,14 @@ import (
 )
 
 // render prints tokens compactly: kind:value.
-func render(toks []token) string {
+func render(toks []Token) string {
 	var parts []string
 	for _, t := range toks {
-		k := map[tokKind]string{tokIdent: "id", tokNumber: "num", tokString: "str", tokBitString: "bits", tokParam: "param", tokOp: "op", tokPunct: "p"}[t.kind]
-		if t.kind == tokIdent && t.quoted {
+		k := map[TokKind]string{TokIdent: "id", TokNumber: "num", TokString: "str", TokBitString: "bits", TokParam: "param", TokOp: "op", TokPunct: "p"}[t.Kind]
+		if t.Kind == TokIdent && t.Quoted {
 			k = "qid"
 		}
-		parts = append(parts, k+":"+t.val)
+		parts = append(parts, k+":"+t.Val)
 	}
 	return strings.Join(parts, " ")
 }
@@ -54,7 +54,7 @@ func TestLex(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			toks, err := lex(tc.in)
+			toks, err := Lex(tc.in)
 			if err != nil {
 				t.Fatalf("lex(%q) error %v", tc.in, err)
 			}
@@ -89,7 +89,7 @@ func TestLex_Errors(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := lex(tc.in)
+			_, err := Lex(tc.in)
 			pe, ok := pgerr.As(err)
 			if !ok {
 				t.Fatalf("lex(%q) error = %v, want a *pgerr.Error", tc.in, err)
@@ -113,7 +113,7 @@ func FuzzLex(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		toks, err := lex(s)
+		toks, err := Lex(s)
 		if err != nil {
 			if _, ok := pgerr.As(err); !ok {
 				t.Fatalf("lex(%q) error %v is not a *pgerr.Error", s, err)
@@ -122,10 +122,10 @@ func FuzzLex(f *testing.F) {
 		}
 		last := 0
 		for _, tk := range toks {
-			if tk.pos < last || tk.end <= tk.pos || tk.end > len(s) {
-				t.Fatalf("lex(%q): bad token span %d..%d after %d", s, tk.pos, tk.end, last)
+			if tk.Pos < last || tk.End <= tk.Pos || tk.End > len(s) {
+				t.Fatalf("lex(%q): bad token span %d..%d after %d", s, tk.Pos, tk.End, last)
 			}
-			last = tk.end
+			last = tk.End
 		}
 		// Split must agree with the lexer and never panic.
 		stmts, err := Split(s)

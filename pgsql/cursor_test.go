@@ -1,4 +1,4 @@
-package rewrite
+package pgsql
 
 import (
 	"reflect"

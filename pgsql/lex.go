@@ -1,4 +1,4 @@
-package rewrite
+package pgsql
 
 import (
 	"strconv"
@@ -8,40 +8,41 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
-// tokKind is the lexical class of a token.
-type tokKind int
+// TokKind is the lexical class of a [Token].
+type TokKind int
 
+// Token kinds.
 const (
-	tokIdent     tokKind = iota // identifier or keyword; val is folded (unquoted) or exact (quoted)
-	tokNumber                   // numeric constant; val is the source text
-	tokString                   // string constant; val is the decoded value
-	tokBitString                // B'…' or X'…'; val is the source text
-	tokParam                    // $n placeholder; val is the digits
-	tokOp                       // operator; val is the operator text ("!=" is reported as is)
-	tokPunct                    // one of ( ) [ ] , ; . :: :
+	TokIdent     TokKind = iota // identifier or keyword; Val is folded (unquoted) or exact (quoted)
+	TokNumber                   // numeric constant; Val is the source text
+	TokString                   // string constant; Val is the decoded value
+	TokBitString                // B'…' or X'…'; Val is the source text
+	TokParam                    // $n placeholder; Val is the digits
+	TokOp                       // operator; Val is the operator text ("!=" is reported as is)
+	TokPunct                    // one of ( ) [ ] , ; . :: :
 )
 
-// token is one lexeme of a PostgreSQL statement.
-type token struct {
-	kind   tokKind
-	val    string
-	quoted bool // tokIdent: written "quoted"; tokString: E'…' or $$…$$ form is irrelevant here
-	pos    int  // byte offset of the first byte in the source
-	end    int  // byte offset just after the last byte
+// Token is one lexeme of a PostgreSQL statement.
+type Token struct {
+	Kind   TokKind
+	Val    string // see the TokKind constants for what Val holds
+	Quoted bool   // TokIdent: written "quoted"; TokString: E'…' or $$…$$ form is irrelevant here
+	Pos    int    // byte offset of the first byte in the source
+	End    int    // byte offset just after the last byte
 }
 
-// is reports whether t is the unquoted keyword kw (lower case).
-func (t token) is(kw string) bool { return t.kind == tokIdent && !t.quoted && t.val == kw }
+// Is reports whether t is the unquoted keyword kw (lower case).
+func (t Token) Is(kw string) bool { return t.Kind == TokIdent && !t.Quoted && t.Val == kw }
 
-// isPunct reports whether t is the punctuation p.
-func (t token) isPunct(p string) bool { return t.kind == tokPunct && t.val == p }
+// IsPunct reports whether t is the punctuation p.
+func (t Token) IsPunct(p string) bool { return t.Kind == TokPunct && t.Val == p }
 
-// isOp reports whether t is the operator op.
-func (t token) isOp(op string) bool { return t.kind == tokOp && t.val == op }
+// IsOp reports whether t is the operator op.
+func (t Token) IsOp(op string) bool { return t.Kind == TokOp && t.Val == op }
 
-// charPos converts a byte offset of src to a 1-based character position, as
+// CharPos converts a byte offset of src to a 1-based character position, as
 // PostgreSQL reports error positions.
-func charPos(src string, off int) int {
+func CharPos(src string, off int) int {
 	if off > len(src) {
 		off = len(src)
 	}
@@ -51,8 +52,10 @@ func charPos(src string, off int) int {
 	return utf8.RuneCountInString(src[:off]) + 1
 }
 
-func syntaxErr(src string, off int, format string, args ...any) *pgerr.Error {
-	return pgerr.New(pgerr.SyntaxError, format, args...).WithPosition(charPos(src, off))
+// SyntaxErr is a 42601 syntax error at byte offset off of src (reported
+// as a character position, [CharPos]).
+func SyntaxErr(src string, off int, format string, args ...any) *pgerr.Error {
+	return pgerr.New(pgerr.SyntaxError, format, args...).WithPosition(CharPos(src, off))
 }
 
 // lexer is a PostgreSQL lexer following the rules of PostgreSQL's scan.l
@@ -63,14 +66,14 @@ func syntaxErr(src string, off int, format string, args ...any) *pgerr.Error {
 type lexer struct {
 	src  string
 	i    int
-	toks []token
+	toks []Token
 }
 
-// lex tokenizes src. Comments and whitespace are dropped.
-func lex(src string) ([]token, error) {
+// Lex tokenizes src. Comments and whitespace are dropped.
+func Lex(src string) ([]Token, error) {
 	// About one token per 4 bytes of a typical query: one allocation
 	// instead of a series of growths.
-	l := &lexer{src: src, toks: make([]token, 0, len(src)/4+8)}
+	l := &lexer{src: src, toks: make([]Token, 0, len(src)/4+8)}
 	for {
 		if err := l.skipSpace(); err != nil {
 			return nil, err
@@ -117,14 +120,14 @@ func (l *lexer) skipSpace() error {
 			}
 		case c == '/' && l.i+1 < len(src) && src[l.i+1] == '*':
 			if l.i+2 < len(src) && src[l.i+2] == '!' {
-				return syntaxErr(src, l.i, "MySQL executable comments (/*! … */) are not PostgreSQL syntax").
+				return SyntaxErr(src, l.i, "MySQL executable comments (/*! … */) are not PostgreSQL syntax").
 					WithHint("remove the comment; PostgreSQL comments are -- … or /* … */")
 			}
 			start := l.i
 			depth := 0
 			for {
 				if l.i+1 >= len(src) {
-					return syntaxErr(src, start, "unterminated /* comment").
+					return SyntaxErr(src, start, "unterminated /* comment").
 						WithHint("close the comment with */ (PostgreSQL comments nest)")
 				}
 				if src[l.i] == '/' && src[l.i+1] == '*' {
@@ -149,8 +152,8 @@ func (l *lexer) skipSpace() error {
 	return nil
 }
 
-func (l *lexer) emit(kind tokKind, val string, start int, quoted bool) {
-	l.toks = append(l.toks, token{kind: kind, val: val, quoted: quoted, pos: start, end: l.i})
+func (l *lexer) emit(kind TokKind, val string, start int, quoted bool) {
+	l.toks = append(l.toks, Token{Kind: kind, Val: val, Quoted: quoted, Pos: start, End: l.i})
 }
 
 func (l *lexer) next() error {
@@ -167,7 +170,7 @@ func (l *lexer) next() error {
 		if err != nil {
 			return err
 		}
-		l.emit(tokString, s, start, false)
+		l.emit(TokString, s, start, false)
 		return nil
 	case (c == 'e' || c == 'E') && peek == '\'':
 		l.i++
@@ -175,7 +178,7 @@ func (l *lexer) next() error {
 		if err != nil {
 			return err
 		}
-		l.emit(tokString, s, start, false)
+		l.emit(TokString, s, start, false)
 		return nil
 	case (c == 'n' || c == 'N') && peek == '\'':
 		// National character string: the same as a plain string.
@@ -184,28 +187,28 @@ func (l *lexer) next() error {
 		if err != nil {
 			return err
 		}
-		l.emit(tokString, s, start, false)
+		l.emit(TokString, s, start, false)
 		return nil
 	case (c == 'b' || c == 'B' || c == 'x' || c == 'X') && peek == '\'':
 		l.i++
 		if _, err := l.quoted(false); err != nil {
 			return err
 		}
-		l.emit(tokBitString, src[start:l.i], start, false)
+		l.emit(TokBitString, src[start:l.i], start, false)
 		return nil
 	case (c == 'u' || c == 'U') && peek == '&' && l.i+2 < len(src) && (src[l.i+2] == '\'' || src[l.i+2] == '"'):
 		return pgerr.New(pgerr.FeatureNotSupported, "Unicode escape strings (U&'…') are not supported").
-			WithPosition(charPos(src, start)).
+			WithPosition(CharPos(src, start)).
 			WithHint("write the characters directly in a plain '…' string")
 	case c == '"':
 		s, err := l.quotedIdent()
 		if err != nil {
 			return err
 		}
-		l.emit(tokIdent, s, start, true)
+		l.emit(TokIdent, s, start, true)
 		return nil
 	case c == '`':
-		return syntaxErr(src, start, "backquoted identifiers are MySQL syntax").
+		return SyntaxErr(src, start, "backquoted identifiers are MySQL syntax").
 			WithHint("quote identifiers with double quotes: \"name\"")
 	case c == '$':
 		if isDigit(peek) {
@@ -214,53 +217,53 @@ func (l *lexer) next() error {
 				l.i++
 			}
 			if l.i < len(src) && isIdentCont(src[l.i]) {
-				return syntaxErr(src, start, "trailing junk after parameter")
+				return SyntaxErr(src, start, "trailing junk after parameter")
 			}
-			l.emit(tokParam, src[start+1:l.i], start, false)
+			l.emit(TokParam, src[start+1:l.i], start, false)
 			return nil
 		}
 		if tag, ok := l.dollarTag(l.i); ok {
 			body := l.i + len(tag)
 			j := strings.Index(src[body:], tag)
 			if j < 0 {
-				return syntaxErr(src, start, "unterminated dollar-quoted string").
+				return SyntaxErr(src, start, "unterminated dollar-quoted string").
 					WithHint("close the string with %s", tag)
 			}
 			val := src[body : body+j]
 			if strings.IndexByte(val, 0) >= 0 || !utf8.ValidString(val) {
-				return syntaxErr(src, start, "invalid byte sequence for encoding \"UTF8\" in string")
+				return SyntaxErr(src, start, "invalid byte sequence for encoding \"UTF8\" in string")
 			}
 			l.i = body + j + len(tag)
-			l.emit(tokString, val, start, false)
+			l.emit(TokString, val, start, false)
 			return nil
 		}
-		return syntaxErr(src, start, "syntax error at or near \"$\"")
+		return SyntaxErr(src, start, "syntax error at or near \"$\"")
 	case isIdentStart(c):
 		for l.i < len(src) && isIdentCont(src[l.i]) {
 			l.i++
 		}
 		word := src[start:l.i]
-		l.emit(tokIdent, foldIdent(word), start, false)
+		l.emit(TokIdent, foldIdent(word), start, false)
 		return nil
 	case isDigit(c) || c == '.' && isDigit(peek):
 		return l.number()
 	case c == ':' && peek == ':':
 		l.i += 2
-		l.emit(tokPunct, "::", start, false)
+		l.emit(TokPunct, "::", start, false)
 		return nil
 	case c == ':' && peek == '=':
 		l.i += 2
-		l.emit(tokOp, ":=", start, false)
+		l.emit(TokOp, ":=", start, false)
 		return nil
 	case strings.IndexByte("()[],;.:", c) >= 0:
 		l.i++
-		l.emit(tokPunct, string(c), start, false)
+		l.emit(TokPunct, string(c), start, false)
 		return nil
 	case isOpChar(c):
 		return l.operator()
 	}
 	r, _ := utf8.DecodeRuneInString(src[l.i:])
-	return syntaxErr(src, start, "syntax error at or near %q", string(r))
+	return SyntaxErr(src, start, "syntax error at or near %q", string(r))
 }
 
 // foldIdent folds an unquoted identifier to lower case, as PostgreSQL does
@@ -312,7 +315,7 @@ func (l *lexer) quoted(escapes bool) (string, error) {
 		l.i++ // opening quote
 		for {
 			if l.i >= len(src) {
-				return "", syntaxErr(src, start, "unterminated quoted string").
+				return "", SyntaxErr(src, start, "unterminated quoted string").
 					WithHint("close the string with '; a quote inside a string is written ''")
 			}
 			c := src[l.i]
@@ -332,7 +335,7 @@ func (l *lexer) quoted(escapes bool) (string, error) {
 				continue
 			}
 			if c == 0 {
-				return "", syntaxErr(src, l.i, "invalid NUL byte in string")
+				return "", SyntaxErr(src, l.i, "invalid NUL byte in string")
 			}
 			b.WriteByte(c)
 			l.i++
@@ -351,7 +354,7 @@ func (l *lexer) quoted(escapes bool) (string, error) {
 		}
 		s := b.String()
 		if !utf8.ValidString(s) {
-			return "", syntaxErr(src, start, "invalid byte sequence for encoding \"UTF8\" in string")
+			return "", SyntaxErr(src, start, "invalid byte sequence for encoding \"UTF8\" in string")
 		}
 		return s, nil
 	}
@@ -363,7 +366,7 @@ func (l *lexer) escape(b *strings.Builder) error {
 	start := l.i
 	l.i++
 	if l.i >= len(src) {
-		return syntaxErr(src, start, "unterminated quoted string")
+		return SyntaxErr(src, start, "unterminated quoted string")
 	}
 	c := src[l.i]
 	l.i++
@@ -385,7 +388,7 @@ func (l *lexer) escape(b *strings.Builder) error {
 			l.i++
 		}
 		if v == 0 || v > 0xff {
-			return syntaxErr(src, start, "invalid octal escape in string")
+			return SyntaxErr(src, start, "invalid octal escape in string")
 		}
 		b.WriteByte(byte(v))
 	case 'x':
@@ -399,7 +402,7 @@ func (l *lexer) escape(b *strings.Builder) error {
 		}
 		v, _ := strconv.ParseUint(src[l.i:j], 16, 8)
 		if v == 0 {
-			return syntaxErr(src, start, "invalid hexadecimal escape in string")
+			return SyntaxErr(src, start, "invalid hexadecimal escape in string")
 		}
 		b.WriteByte(byte(v))
 		l.i = j
@@ -409,16 +412,16 @@ func (l *lexer) escape(b *strings.Builder) error {
 			n = 8
 		}
 		if l.i+n > len(src) {
-			return syntaxErr(src, start, "invalid Unicode escape").WithHint("Unicode escapes must be \\uXXXX or \\UXXXXXXXX")
+			return SyntaxErr(src, start, "invalid Unicode escape").WithHint("Unicode escapes must be \\uXXXX or \\UXXXXXXXX")
 		}
 		for k := 0; k < n; k++ {
 			if !isHex(src[l.i+k]) {
-				return syntaxErr(src, start, "invalid Unicode escape").WithHint("Unicode escapes must be \\uXXXX or \\UXXXXXXXX")
+				return SyntaxErr(src, start, "invalid Unicode escape").WithHint("Unicode escapes must be \\uXXXX or \\UXXXXXXXX")
 			}
 		}
 		v, _ := strconv.ParseUint(src[l.i:l.i+n], 16, 32)
 		if v == 0 || v > utf8.MaxRune || v >= 0xd800 && v <= 0xdfff {
-			return syntaxErr(src, start, "invalid Unicode escape value")
+			return SyntaxErr(src, start, "invalid Unicode escape value")
 		}
 		b.WriteRune(rune(v))
 		l.i += n
@@ -440,7 +443,7 @@ func (l *lexer) quotedIdent() (string, error) {
 	var b strings.Builder
 	for {
 		if l.i >= len(src) {
-			return "", syntaxErr(src, start, "unterminated quoted identifier").
+			return "", SyntaxErr(src, start, "unterminated quoted identifier").
 				WithHint("close the identifier with \"")
 		}
 		c := src[l.i]
@@ -454,13 +457,13 @@ func (l *lexer) quotedIdent() (string, error) {
 			break
 		}
 		if c == 0 {
-			return "", syntaxErr(src, l.i, "invalid NUL byte in identifier")
+			return "", SyntaxErr(src, l.i, "invalid NUL byte in identifier")
 		}
 		b.WriteByte(c)
 		l.i++
 	}
 	if b.Len() == 0 {
-		return "", syntaxErr(src, start, "zero-length delimited identifier")
+		return "", SyntaxErr(src, start, "zero-length delimited identifier")
 	}
 	return b.String(), nil
 }
@@ -493,10 +496,10 @@ func (l *lexer) number() error {
 		}
 	}
 	if l.i < len(src) && isIdentCont(src[l.i]) {
-		return syntaxErr(src, start, "trailing junk after numeric literal at or near %q", src[start:min(l.i+1, len(src))]).
+		return SyntaxErr(src, start, "trailing junk after numeric literal at or near %q", src[start:min(l.i+1, len(src))]).
 			WithHint("separate the number from the following word with a space")
 	}
-	l.emit(tokNumber, src[start:l.i], start, false)
+	l.emit(TokNumber, src[start:l.i], start, false)
 	return nil
 }
 
@@ -521,14 +524,14 @@ func (l *lexer) operator() error {
 		}
 	}
 	if strings.IndexByte(op, '`') >= 0 {
-		return syntaxErr(src, start+strings.IndexByte(op, '`'), "backquoted identifiers are MySQL syntax").
+		return SyntaxErr(src, start+strings.IndexByte(op, '`'), "backquoted identifiers are MySQL syntax").
 			WithHint("quote identifiers with double quotes: \"name\"")
 	}
 	if op == "#" {
-		return syntaxErr(src, start, "# is not a comment in PostgreSQL").
+		return SyntaxErr(src, start, "# is not a comment in PostgreSQL").
 			WithHint("PostgreSQL comments start with -- or are written /* … */")
 	}
 	l.i = start + len(op)
-	l.emit(tokOp, op, start, false)
+	l.emit(TokOp, op, start, false)
 	return nil
 }
