@@ -121,8 +121,9 @@ func fakeResult(p *rewrite.Plan) *release.Result {
 
 // fakeStore is an in-memory accountant.Store for SHOW dp.budget.
 type fakeStore struct {
-	spent map[string]accountant.Spent // by dataset
-	err   error
+	spent   map[string]accountant.Spent // by dataset
+	granted accountant.Spent            // added to the policy's limit (a steward's grant)
+	err     error
 }
 
 func (s *fakeStore) Reserve(context.Context, accountant.Charge) (*accountant.Reservation, error) {
@@ -150,7 +151,7 @@ func (s *fakeStore) Status(_ context.Context, analyst string, ds *policy.Dataset
 	return accountant.Status{
 		Dataset: ds.Name, Accountant: b.Accountant,
 		Spent: s.spent[ds.Name],
-		Limit: accountant.Spent{Epsilon: b.Epsilon, Delta: b.Delta},
+		Limit: accountant.Spent{Epsilon: b.Epsilon + s.granted.Epsilon, Delta: b.Delta + s.granted.Delta},
 	}, nil
 }
 

@@ -160,7 +160,7 @@ func (c *conn) execSet(st *pgsql.SessionStmt, name string) (*resultSet, error) {
 		// Validate anyway, as PostgreSQL does, but keep no effect.
 		if d, ok := settingDefs[name]; ok && d.check != nil && !st.Default {
 			if _, err := d.check(c, st.Value); err != nil {
-				return nil, err
+				return nil, named(d.name, st.Value, err)
 			}
 		}
 		return &resultSet{tag: "SET"}, nil

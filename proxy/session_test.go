@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -58,6 +59,10 @@ func TestSession_DPSettings(t *testing.T) {
 		{sql: "SET dp.quantile_method = Smooth", show: "dp.quantile_method", want: "smooth"},
 		{sql: "SET dp.quantile_method = ptr", show: "dp.quantile_method", want: "ptr"},
 		{sql: "SET dp.quantile_method = median", wantCode: "22023"},
+		{sql: "SET dp.contribution = sometimes", wantCode: "22023"},
+		{sql: "SET dp.clipping = sometimes", wantCode: "22023"},
+		{sql: "SET dp.clipping = AUTO", show: "dp.clipping", want: "auto"},
+		{sql: "SET dp.cache = maybe", wantCode: "22023"},
 		{sql: "SET dp.budget = 10", wantCode: "55P02"},
 		{sql: "SET dp.nosuch = 1", wantCode: "42704"},
 		{sql: "SHOW nosuch_setting", wantCode: "42704"},
@@ -90,6 +95,10 @@ func TestSession_DPSettings(t *testing.T) {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && pe.Hint == "" && strings.HasPrefix(tt.sql, "SET dp.") {
 				t.Errorf("%s: 22023 without a hint", tt.sql)
+			}
+			// The message names the parameter, as PostgreSQL's does.
+			if errors.As(err, &pe) && strings.HasPrefix(tt.sql, "SET dp.") && !strings.HasPrefix(pe.Message, "invalid value for parameter ") && !strings.HasPrefix(pe.Message, "parameter \"dp.") {
+				t.Errorf("%s: message %q does not name the parameter", tt.sql, pe.Message)
 			}
 		}
 		if tt.show != "" {
@@ -568,5 +577,30 @@ func TestExtended_ProtocolErrors(t *testing.T) {
 		if got := batch(tt.msgs...); got != tt.want {
 			t.Errorf("%s: errors %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestSession_EpsilonAfterGrant: SET dp.epsilon above the policy's budget
+// is refused, and accepted once a steward's grant (`dpproxy budget grant`)
+// raised the analyst's limit in the ledger; a ledger that cannot be read
+// leaves the policy's limit.
+func TestSession_EpsilonAfterGrant(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	limit := ts.srv.cfg.Datasets["hospital"].Policy.AnalystBudget("alice").Epsilon
+	above := strconv.FormatFloat(limit+0.5, 'f', -1, 64)
+	if _, err := execAll(t, pc, "SET dp.epsilon = "+above); sqlstate(err) != "22023" {
+		t.Fatalf("SET dp.epsilon = %s above the policy's %v: %v, want 22023", above, limit, err)
+	}
+	ts.store.granted = accountant.Spent{Epsilon: 1}
+	if _, err := execAll(t, pc, "SET dp.epsilon = "+above); err != nil {
+		t.Fatalf("SET dp.epsilon = %s after a grant of 1: %v", above, err)
+	}
+	if got := show(t, pc, "dp.epsilon"); got != above {
+		t.Fatalf("SHOW dp.epsilon = %q, want %q", got, above)
+	}
+	ts.store.err = errors.New("ledger down")
+	if _, err := execAll(t, pc, "SET dp.epsilon = "+above); sqlstate(err) != "22023" {
+		t.Fatalf("SET dp.epsilon = %s with the ledger down: %v, want 22023 (the policy's limit)", above, err)
 	}
 }

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
@@ -320,7 +322,7 @@ func (c *conn) set(name, value string, isDefault, local bool) error {
 	} else if known && d.check != nil {
 		var err error
 		if v, err = d.check(c, value); err != nil {
-			return err
+			return named(d.name, value, err)
 		}
 	}
 	c.settings[name] = v
@@ -659,6 +661,9 @@ func formatDurationMillis(ms int64) string {
 func checkEpsilon(c *conn, v string) (string, error) {
 	limit := c.ds.Policy.AnalystBudget(c.analyst).Epsilon
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err == nil && f > limit {
+		limit = c.grantedLimit().Epsilon
+	}
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 || f > limit {
 		return "", invalidValue(settingEpsilon, v).
 			WithHint("dp.epsilon must be a number with 0 < epsilon <= %s (your budget on %s)", formatFloat(limit), c.ds.Policy.Name)
@@ -684,6 +689,9 @@ func checkEpsilonFloor(c *conn, f float64, v string) error {
 func checkDelta(c *conn, v string) (string, error) {
 	limit := c.ds.Policy.AnalystBudget(c.analyst).Delta
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err == nil && f > limit {
+		limit = c.grantedLimit().Delta
+	}
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f >= 1 || f > limit {
 		return "", invalidValue(settingDelta, v).
 			WithHint("dp.delta must be a number with 0 <= delta <= %s (your budget on %s)", formatFloat(limit), c.ds.Policy.Name)
@@ -703,4 +711,46 @@ func checkMechanism(c *conn, v string) (string, error) {
 		return m, nil
 	}
 	return "", invalidValue(settingMechanism, v).WithHint("use laplace or gaussian")
+}
+
+// grantedLimit is the analyst's budget limit on this dataset: the
+// policy's, or what the ledger holds when a steward's grant raised it
+// (`dpproxy budget grant`). SET dp.epsilon and dp.delta read it only for
+// a value above the policy's limit; the ledger still checks every charge.
+// When the ledger cannot be read, the policy's limit stands.
+func (c *conn) grantedLimit() accountant.Spent {
+	b := c.ds.Policy.AnalystBudget(c.analyst)
+	limit := accountant.Spent{Epsilon: b.Epsilon, Delta: b.Delta}
+	if c.srv.cfg.Ledger == nil {
+		return limit
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := c.srv.cfg.Ledger.Status(ctx, c.analyst, c.ds.Policy)
+	if err != nil {
+		return limit
+	}
+	limit.Epsilon = math.Max(limit.Epsilon, st.Limit.Epsilon)
+	limit.Delta = math.Max(limit.Delta, st.Limit.Delta)
+	return limit
+}
+
+// named gives a check's 22023 error the parameter's name, as PostgreSQL's
+// "invalid value for parameter" does (the enum and range checks do not
+// know the name they check).
+func named(name, value string, err error) error {
+	e, ok := pgerr.As(err)
+	if !ok || e.Code != pgerr.InvalidParameterValue {
+		return err
+	}
+	out := *e
+	if e.Message == "parameter requires a Boolean value" {
+		out.Message = fmt.Sprintf("parameter %q requires a Boolean value", name)
+		return &out
+	}
+	if !strings.HasPrefix(e.Message, "invalid value \"") {
+		return err
+	}
+	out.Message = invalidValue(name, value).Message + strings.TrimPrefix(e.Message, "invalid value "+strconv.Quote(value))
+	return &out
 }
