@@ -181,8 +181,9 @@ func TestPartitionSelection_EndToEnd(t *testing.T) {
 	}
 	notices := noticesSoFar()
 	if len(notices) != 1 || !strings.HasPrefix(notices[0], "dp: epsilon 0.1, delta 1e-06 spent (pure)") ||
-		!strings.Contains(notices[0], "partition selection") {
-		t.Fatalf("notices = %q", notices)
+		!strings.Contains(notices[0], "partition selection") ||
+		!strings.Contains(notices[0], "the intervals cover the bounded answer: each unit counts in at most 1 of its groups") {
+		t.Fatalf("notices = %q: want the selection and what the intervals cover", notices)
 	}
 	// The ledger charge includes the threshold's δ.
 	var costE, costD float64

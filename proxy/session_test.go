@@ -604,3 +604,22 @@ func TestSession_EpsilonAfterGrant(t *testing.T) {
 		t.Fatalf("SET dp.epsilon = %s with the ledger down: %v, want 22023 (the policy's limit)", above, err)
 	}
 }
+
+// TestSession_UnknownDPSettingHint: SET of an unknown dp.* name is 42704
+// with a hint that lists dpproxy's settings.
+func TestSession_UnknownDPSettingHint(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	_, err := execAll(t, pc, "SET dp.epsilom = 1")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42704" || !strings.Contains(pe.Hint, "dp.epsilon") || !strings.Contains(pe.Hint, "dp.clipping") {
+		t.Fatalf("SET dp.epsilom = 1: %v (hint %q), want 42704 with a hint listing dp.epsilon and dp.clipping", err, hintOf(pe))
+	}
+}
+
+func hintOf(pe *pgconn.PgError) string {
+	if pe == nil {
+		return ""
+	}
+	return pe.Hint
+}

@@ -143,7 +143,18 @@ func displayName(name string) string {
 }
 
 func unknownSetting(name string) error {
-	return pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
+	e := pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
+	if strings.HasPrefix(strings.ToLower(name), "dp.") {
+		var dp []string
+		for n, d := range settingDefs {
+			if strings.HasPrefix(n, "dp.") {
+				dp = append(dp, d.name)
+			}
+		}
+		sort.Strings(dp)
+		e = e.WithHint("dpproxy's settings are %s (SHOW ALL lists them with their values)", strings.Join(dp, ", "))
+	}
+	return e
 }
 
 // invalidValue is the 22023 error of a bad setting value; name is the

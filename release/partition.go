@@ -225,6 +225,15 @@ func (s *selection) events() []accountant.Event {
 
 // describe is the NOTICE/EXPLAIN text of the selection (public parameters
 // only).
+// selectionBoundText says what the intervals of a query with private keys
+// cover: such a plan keeps each unit in at most max_groups_per_unit of
+// its groups (rewrite/bounds.go: a hash order chooses them) and carries
+// no bias estimate (rewrite/bias.go), so the NOTICE says it plainly.
+func selectionBoundText(plan *rewrite.Plan) string {
+	return fmt.Sprintf("the intervals cover the bounded answer: each unit counts in at most %d of its groups, and what that removed is not estimated",
+		plan.MaxGroupsPerUnit)
+}
+
 func (s *selection) describe() string {
 	tau, _ := s.threshold.Float64()
 	return fmt.Sprintf("groups chosen by partition selection: kept if noisy distinct units ≥ %s (%s noise, ±%s at 95%%; threshold delta %s)",

@@ -335,7 +335,7 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	}
 	errs := errorsText(req, ms, noisy, groups)
 	if sel != nil {
-		errs += "; " + sel.describe()
+		errs += "; " + sel.describe() + "; " + selectionBoundText(plan)
 	}
 	if autoNote != "" {
 		errs += "; " + autoNote
