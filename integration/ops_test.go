@@ -121,6 +121,10 @@ func TestOps_AdminMetricsAuditWindowDashboard(t *testing.T) {
 	if pe := (*pgconn.PgError)(nil); !asPg(err, &pe) || pe.Code != "42501" {
 		t.Fatalf("raw read: %v, want 42501", err)
 	}
+	_, err = conn.Exec(ctx, "SET dp.clipping = sometimes")
+	if pe := (*pgconn.PgError)(nil); !asPg(err, &pe) || pe.Code != "22023" {
+		t.Fatalf("bad setting: %v, want 22023", err)
+	}
 
 	// The budget series are read from the ledger at most every 5 s.
 	time.Sleep(5200 * time.Millisecond)
@@ -137,6 +141,7 @@ func TestOps_AdminMetricsAuditWindowDashboard(t *testing.T) {
 	moved(`dpproxy_dp_cache_hits_total{dataset="hospital"}`, 1)
 	moved(`dpproxy_ledger_charges_total{dataset="hospital"}`, 2)
 	moved(`dpproxy_refusals_total{dataset="hospital",reason="not_allowed"}`, 1)
+	moved(`dpproxy_refusals_total{dataset="hospital",reason="bad_setting"}`, 1)
 	moved(`dpproxy_statement_duration_seconds_count{route="dp"}`, 4)
 	if got := after[`dpproxy_dp_charged_epsilon_total{dataset="hospital"}`] - before[`dpproxy_dp_charged_epsilon_total{dataset="hospital"}`]; got < 0.199 || got > 0.201 {
 		t.Errorf("charged ε moved by %v, want 0.2", got)

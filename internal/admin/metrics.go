@@ -141,7 +141,9 @@ func (m *Metrics) Statement(route, sqlstate, dataset string, d time.Duration, dp
 		m.okByRoute[i].Inc()
 	} else {
 		m.errorCounter(route, sqlstate).Inc()
-		if reason := refusalReason(sqlstate); reason != "" && (route == "dp" || route == "refuse") {
+		// A SET the proxy refuses (22023 on the session route) is a bad
+		// setting too, as the help text says.
+		if reason := refusalReason(sqlstate); reason != "" && (route == "dp" || route == "refuse" || route == "session" && reason == "bad_setting") {
 			m.refusals.WithLabelValues(dataset, reason).Inc()
 		}
 	}
