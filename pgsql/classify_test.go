@@ -110,7 +110,7 @@ func TestClassify(t *testing.T) {
 		{`EXECUTE s`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`VACUUM`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`LISTEN x`, RouteRefuse, pgerr.InsufficientPrivilege},
-		// Cursors and COPY wrap a query classified on its own (cursor.go).
+		// Cursors and COPY wrap a query classified on its own (cursor.go, copy.go).
 		{`DECLARE c CURSOR FOR SELECT 1`, RouteSession, ""},
 		{`DECLARE "c" BINARY NO SCROLL CURSOR WITH HOLD FOR SELECT COUNT(*) FROM visits`, RouteSession, ""},
 		// A DP query is planned (and refused) when the DECLARE runs, before any charge.

@@ -25,10 +25,11 @@
 //	              statement), and the refusal of statements that write or
 //	              execute.
 //	session.go    ParseSession (SET/SHOW/RESET/BEGIN/COMMIT/…).
-//	cursor.go     DECLARE, FETCH, MOVE, CLOSE, COPY ( query ) TO STDOUT
-//	              and the statements drivers send when a pooled connection
-//	              is released: session statements whose wrapped query is
-//	              classified on its own.
+//	cursor.go     DECLARE, FETCH, MOVE, CLOSE and the statements drivers
+//	              send when a pooled connection is released: session
+//	              statements whose wrapped query is classified on its own
+//	              (classifyWrapper, shared with COPY).
+//	copy.go       COPY ( query ) TO STDOUT [WITH] [options].
 //
 // # Routing decisions
 //

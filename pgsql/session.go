@@ -53,7 +53,7 @@ type SessionStmt struct {
 	Local   bool // SET LOCAL
 	// Cursor is the DECLARE, FETCH, MOVE or CLOSE (cursor.go).
 	Cursor *CursorStmt
-	// Copy is the COPY ( query ) TO STDOUT (cursor.go).
+	// Copy is the COPY ( query ) TO STDOUT (copy.go).
 	Copy *CopyStmt
 	// Alias is the result column's name of SELECT pg_advisory_unlock_all().
 	Alias string
@@ -78,7 +78,7 @@ type SessionStmt struct {
 //	UNLISTEN channel|*                                   → Name
 //	SELECT pg_advisory_unlock_all() [[AS] alias]         → Alias
 //	DECLARE, FETCH, MOVE, CLOSE                          → Cursor (cursor.go)
-//	COPY ( query ) TO STDOUT [options]                   → Copy (cursor.go)
+//	COPY ( query ) TO STDOUT [options]                   → Copy (copy.go)
 //
 // Names may be dotted (dp.epsilon). Transaction modes are normalized to lower
 // case and joined with ", " (e.g. "isolation level serializable, read only").

@@ -19,6 +19,9 @@
 //	              passed as keywords, other fields as "extract"('field', …)),
 //	              everything without an exact mapping is
 //	              refused with its position.
+//	normalize_pieces.go  passes over the normalized pieces: IS [NOT]
+//	              DISTINCT FROM, rendering with offsets, parse error
+//	              positions, the LIMIT/OFFSET tail.
 //	cast.go       value-preserving casts of columns, rewritten before
 //	              normalizing (offsets kept).
 //	datefold.go   timestamp literals and to_timestamp compared with date
@@ -27,8 +30,18 @@
 //	              (Grafana's $__timeGroup, $__unixEpochGroup).
 //	post.go       Post: statements whose leaves are DP aggregates and whose
 //	              outer parts are SQL over them (POSTPROCESSING.md);
-//	              postflat.go flattens projection subqueries and CTEs.
-//	build.go      TiDB AST → checked against the policy → Plan.
+//	              post_split.go splits statements, WITH and set operations
+//	              into DP leaves, post_select.go one SELECT's clauses and
+//	              aggregate calls; postflat.go flattens projection
+//	              subqueries and CTEs.
+//	build.go      TiDB AST → checked against the policy → Plan: the
+//	              builder, its entry (plan, build), FROM and columns.
+//	build_select.go  the select list: outputs, aggregates, their measures.
+//	build_keys.go  GROUP BY keys and their PostgreSQL types.
+//	build_bounds.go  Privacy-critical: a measure's magnitude limit
+//	              (addMeasure) and the contribution bounds per query
+//	              (queryBounds).
+//	build_order.go  ORDER BY and LIMIT/OFFSET over the outputs.
 //	pred.go       WHERE conditions: column op literal, typed by us.
 //	rowexpr.go    Privacy-critical: expressions inside aggregates (+ - * /,
 //	              CASE, COALESCE, NULLIF, LEAST, GREATEST, ABS, constants)
@@ -42,14 +55,20 @@
 //	              (private keys, DP partition selection; needs δ > 0).
 //	expr.go       HAVING and arithmetic over aggregates: post-processing
 //	              expressions over released values.
-//	bounds.go     Privacy-critical: clamping, contribution bounding, LInf/L0
-//	              and the emitted SQL that enforces them.
+//	bounds.go     Privacy-critical: clamping and contribution bounding:
+//	              the argument (file comment) and the bounds math (LInf/L0,
+//	              measureBounds, exprBounds, groupBounding).
+//	bounds_sql.go  Privacy-critical: the emitted SQL that enforces them
+//	              (emitSQL, clampSQL, rowValueSQL).
 //	sampleagg.go  Privacy-critical: corr, covar_*, regr_* by
 //	              sample-and-aggregate (keyed-hash blocks, per-block
 //	              answers clipped to an output range, averaged; k from
 //	              SET dp.sample_blocks or a noisy unit count), per group
 //	              of public keys and over joins bounded after the join;
 //	              the secret key is a bind parameter (Plan.QueryArgs).
+//	sampleagg_sql.go  Privacy-critical: the emitted SQL of
+//	              sample-and-aggregate (keyed-hash blocks, clipped
+//	              per-block answers, their average).
 //	join.go       Privacy-critical: FROM clauses with joins. Classifies the
 //	              join (protected + public tables; protected tables on the
 //	              unit; two protected tables on a key with declared
@@ -57,7 +76,12 @@
 //	              joined relation's columns, and emits the joined relation
 //	              (bounded after the join by bounds.go) or, for key joins,
 //	              the elastic SQL that bounds rows per unit and per join
-//	              value before the join, with sensitivity E·M.
+//	              value before the join, with sensitivity E·M. The file
+//	              comment holds the argument; join.go parses the FROM
+//	              clause, join_shape.go classifies the join and states its
+//	              sensitivity, join_resolve.go resolves columns and
+//	              join_sql.go emits the joined relation and the elastic
+//	              SQL.
 //	join_l1.go    Privacy-critical: the direct L1 bound E·M of an elastic
 //	              join's measures over all groups together (Measure.L1).
 //	join_partition.go  Privacy-critical: private group keys (partition
@@ -195,7 +219,7 @@
 //     no-op up to numeric rounding), and a simple CASE is supported only
 //     over a column compared with literals;
 //   - agg(…) FILTER (WHERE cond) applies the condition after contribution
-//     bounding (see rowValueSQL in bounds.go): on data within the limits
+//     bounding (see rowValueSQL in bounds_sql.go): on data within the limits
 //     the answer is PostgreSQL's;
 //   - a GROUP BY name that is no column of the policy falls back to an
 //     output alias even if the real table has such an undeclared column.

@@ -12,7 +12,7 @@ import (
 // The statement is lexed by our PostgreSQL lexer, normalized (normalize.go)
 // into text the TiDB parser reads with the same structure, parsed, and then
 // checked and planned by this package (build.go, pred.go); Plan.SQL comes
-// from our emitter (bounds.go) over the plan, never from analyst text.
+// from our emitter (bounds_sql.go) over the plan, never from analyst text.
 func Rewrite(ds *policy.Dataset, stmt string) (*Plan, error) {
 	if ds == nil {
 		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")

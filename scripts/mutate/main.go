@@ -59,9 +59,9 @@ var mutations = []mutation{
 		{"sensitivity/sensitivity.go", "\td := mulUp(sqrtUp(float64(b.L0)), b.LInf)\n", "\td := mulUp(sqrtUp(float64(b.L0)), b.LInf) / 2\n"},
 	}},
 	{"dropped bound over groups (emitted SQL)", "./rewrite", []edit{
-		{"rewrite/bounds.go", "\ttotal := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)\n",
+		{"rewrite/bounds_sql.go", "\ttotal := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)\n",
 			"\ttotal := strconv.Itoa(1 << 30)\n"},
-		{"rewrite/bounds.go", `w(") AS dp_counted WHERE dp_group_rank <= ", l0)`, `w(") AS dp_counted WHERE dp_group_rank <= ", "1073741824")`},
+		{"rewrite/bounds_sql.go", `w(") AS dp_counted WHERE dp_group_rank <= ", l0)`, `w(") AS dp_counted WHERE dp_group_rank <= ", "1073741824")`},
 	}},
 	{"ε/2 charged (release's charge)", "./release", []edit{
 		{"release/release.go", "\t\t\tEpsilon:         m.mech.Epsilon(),\n", "\t\t\tEpsilon:         m.mech.Epsilon() / 2,\n"},
@@ -70,7 +70,7 @@ var mutations = []mutation{
 		{"accountant/method.go", "\t\tbe.Add(be, dec(e.Epsilon))\n", "\t\tbe.Add(be, dec(e.Epsilon/2))\n"},
 	}},
 	{"unclamped SUM", "./rewrite", []edit{
-		{"rewrite/bounds.go", `	return "LEAST(GREATEST(" + quoteIdent(c) + "::numeric, " + numericConst(t.Columns[c].Lower) + "), " +
+		{"rewrite/bounds_sql.go", `	return "LEAST(GREATEST(" + quoteIdent(c) + "::numeric, " + numericConst(t.Columns[c].Lower) + "), " +
 		numericConst(t.Columns[c].Upper) + ")"`, `	return quoteIdent(c) + "::numeric"`},
 	}},
 	{"off-by-one quantile utility", "./release", []edit{

@@ -1,0 +1,196 @@
+// Privacy-critical: needs DP review.
+
+package rewrite
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// The emitted SQL of joins: the joined relation (bounded after the join
+// by bounds_sql.go) and the elastic SQL that bounds rows per unit and per
+// join value before the join. See join.go for the sensitivity argument.
+
+// fromSQL is the joined relation of a JoinPublic or JoinUnit plan, as a
+// derived table whose columns are the plan's column names.
+func (j *Join) fromSQL() string {
+	var cols []string
+	for _, c := range j.Columns {
+		cols = append(cols, "dp_t"+strconv.Itoa(c.Table)+"."+quoteIdent(c.Column)+" AS "+quoteIdent(c.Name))
+	}
+	var from strings.Builder
+	for k, t := range j.Tables {
+		src := quoteIdent(t.Schema) + "." + quoteIdent(t.Name) + " AS dp_t" + strconv.Itoa(k)
+		if k == 0 {
+			from.WriteString(src)
+			continue
+		}
+		if t.Left {
+			from.WriteString(" LEFT JOIN ")
+		} else {
+			from.WriteString(" JOIN ")
+		}
+		from.WriteString(src + " ON " + j.onSQL(k, nil))
+	}
+	return "(SELECT " + strings.Join(cols, ", ") + " FROM " + from.String() + ") AS dp_join"
+}
+
+// onSQL is table k's join condition; alias names the tables (dp_t<i> when
+// nil).
+func (j *Join) onSQL(k int, alias func(int) string) string {
+	if alias == nil {
+		alias = func(i int) string { return "dp_t" + strconv.Itoa(i) }
+	}
+	var conds []string
+	for _, on := range j.Tables[k].On {
+		conds = append(conds, alias(on.Table)+"."+quoteIdent(on.Column)+" = "+alias(k)+"."+quoteIdent(on.Other))
+	}
+	return strings.Join(conds, " AND ")
+}
+
+// elasticSQL is the emitted SQL of a JoinKey plan: each table truncated to
+// C_T rows per unit, then to m_T rows per value of its join column, then
+// joined; the measures are summed per group over the joined rows (no
+// per-unit bounding after the join: see join.go's file comment).
+func elasticSQL(t *policy.Table, p *Plan, where pred) string {
+	j := p.Join
+	var from strings.Builder
+	for k, jt := range j.Tables {
+		need := map[string]bool{j.KeyColumn[k]: true}
+		if !jt.Public {
+			need[jt.Unit] = true
+		}
+		for _, c := range j.Columns {
+			if c.Table == k {
+				need[c.Column] = true
+			}
+		}
+		for _, tk := range j.Tables {
+			for _, on := range tk.On {
+				if on.Table == k {
+					need[on.Column] = true
+				}
+			}
+		}
+		for _, on := range jt.On {
+			need[on.Other] = true
+		}
+		var names []string
+		for c := range need {
+			names = append(names, c)
+		}
+		sort.Strings(names)
+		var quoted []string
+		for _, n := range names {
+			quoted = append(quoted, quoteIdent(n))
+		}
+		cols := strings.Join(quoted, ", ")
+		// Each row's place in both orders is fixed per row, like the
+		// random number of the coupling above: one copy of each distinct
+		// row first, then second copies, … (dp_dup, so that a unit's or a
+		// value's kept rows spread over its distinct rows), each round in
+		// the order of a hash of the kept columns, ties broken by the
+		// columns (rows equal in all of them are interchangeable).
+		// Parallel-safe, unlike random().
+		order := "dp_dup, hashtextextended(ROW(" + cols + ")::text, " + selectSalt + "), " + cols
+		key := quoteIdent(j.KeyColumn[k])
+		// Protected tables: at most C_T rows per unit first. Public
+		// tables are the same in neighbouring databases: only their
+		// multiplicity is bounded.
+		src := quoteIdent(jt.Schema) + "." + quoteIdent(jt.Name)
+		if !jt.Public {
+			unit := quoteIdent(jt.Unit)
+			src = "(SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY dp_ju ORDER BY " + order + ") AS dp_unit_rank FROM (SELECT " + cols + ", " + unit +
+				" AS dp_ju, ROW_NUMBER() OVER (PARTITION BY " + unit + ", " + cols + ") AS dp_dup FROM " + src + " WHERE " + unit +
+				" IS NOT NULL) AS dp_unit_dups) AS dp_per_unit WHERE dp_unit_rank <= " + strconv.Itoa(j.RowsPerUnit[k])
+		}
+		src = "(SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + key + ", " + cols + ") AS dp_dup FROM " + src + ") AS dp_value_dups"
+		perValue := "SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + key + " ORDER BY " + order + ") AS dp_value_rank FROM " + src
+		side := "(SELECT " + cols + " FROM (" + perValue + ") AS dp_per_value WHERE dp_value_rank <= " + strconv.Itoa(j.RowsPerValue[k]) +
+			") AS dp_t" + strconv.Itoa(k)
+		switch {
+		case k == 0:
+			from.WriteString(side)
+		case jt.Left:
+			from.WriteString(" LEFT JOIN " + side + " ON " + j.onSQL(k, nil))
+		default:
+			from.WriteString(" JOIN " + side + " ON " + j.onSQL(k, nil))
+		}
+	}
+	var cols []string
+	for _, c := range j.Columns {
+		cols = append(cols, "dp_t"+strconv.Itoa(c.Table)+"."+quoteIdent(c.Column)+" AS "+quoteIdent(c.Name))
+	}
+	joined := "(SELECT " + strings.Join(cols, ", ") + " FROM " + from.String() + ") AS dp_join"
+
+	var rowCols, keyCols, final []string
+	for i, k := range p.Keys {
+		kc := "dp_k" + strconv.Itoa(i)
+		keyCols = append(keyCols, kc)
+		rowCols = append(rowCols, keySQL(k)+" AS "+kc)
+		final = append(final, kc+"::text")
+	}
+	for i, m := range p.Measures {
+		// The per-row value (clamped column or expression, centred, under
+		// FILTER) is the one of bounds_sql.go.
+		x := "dp_x" + strconv.Itoa(i)
+		v := rowValueSQL(t, m)
+		if v != "" {
+			rowCols = append(rowCols, v+" AS "+x)
+		}
+		switch {
+		case m.Kind == MeasureQuantile:
+			// The group's joined rows' values (join_quantile.go).
+			final = append(final, elasticQuantileSQL(t, m, x))
+		case m.Kind == MeasureSum || m.Kind == MeasureSumSq:
+			final = append(final, "SUM("+x+")::text")
+		case v != "":
+			final = append(final, "COUNT("+x+")::text")
+		default:
+			final = append(final, "COUNT(*)::text")
+		}
+	}
+	if len(rowCols) == 0 {
+		rowCols = []string{"1 AS dp_one"}
+	}
+	var conds []string
+	if where != nil {
+		conds = append(conds, where.sql())
+	}
+	for _, k := range p.Keys {
+		conds = append(conds, keySQL(k)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
+	}
+	rows := "SELECT " + strings.Join(rowCols, ", ") + " FROM " + joined
+	if len(conds) > 0 {
+		rows += " WHERE " + strings.Join(conds, " AND ")
+	}
+	sql := "SELECT " + strings.Join(final, ", ") + " FROM (" + rows + ") AS dp_rows"
+	if len(keyCols) > 0 {
+		sql += " GROUP BY " + strings.Join(keyCols, ", ")
+	}
+	return sql
+}
+
+// String describes a join for EXPLAIN and goldens.
+func (j *Join) String() string {
+	var parts []string
+	for _, t := range j.Tables {
+		s := t.Name
+		if t.Public {
+			s += " (public)"
+		}
+		if t.Left {
+			s = "left " + s
+		}
+		parts = append(parts, s)
+	}
+	s := fmt.Sprintf("%s join of %s", j.Shape, strings.Join(parts, ", "))
+	if j.Shape == JoinKey {
+		s += fmt.Sprintf("; rows per unit %v, rows per value %v of %v; changed rows E = %d", j.RowsPerUnit, j.RowsPerValue, j.KeyColumn, j.Changed)
+	}
+	return s
+}
