@@ -35,20 +35,9 @@ func TestAutoClip_EndToEnd(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SET dp.epsilon = 1; SET dp.cache = off; SET dp.clipping = auto"); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := conn.Query(ctx, "EXPLAIN "+q)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var explain []string
-	for rows.Next() {
-		var line string
-		if err := rows.Scan(&line); err != nil {
-			t.Fatal(err)
-		}
-		explain = append(explain, line)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
+	for _, r := range textRows(t, ctx, conn, "EXPLAIN "+q) { // power_test.go
+		explain = append(explain, r[0])
 	}
 	if all := strings.Join(explain, "\n"); !strings.Contains(all, "Clamping bounds: chosen per query from noisy histograms of each unit's largest and smallest value of length_of_stay in [0, 60]") {
 		t.Fatalf("EXPLAIN does not describe the clamping bounds:\n%s", all)

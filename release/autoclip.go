@@ -75,10 +75,14 @@ type clipChoice struct {
 }
 
 // newClipChoice returns the choice and the ε left for the answer, or nil
-// when the query's ε cannot spare a tenth (then the declared bounds are
-// used, as with dp.clipping = fixed).
+// and the whole ε when the plan chooses no clamping bounds or the query's
+// ε cannot spare a tenth (then the declared bounds are used, as with
+// dp.clipping = fixed).
 func (r *Releaser) newClipChoice(req Request) (*clipChoice, float64, error) {
 	c := req.Plan.Clip
+	if c == nil || req.Plan.PrivateGroups() {
+		return nil, req.Epsilon, nil
+	}
 	eps, rest := biasSplit(req.Epsilon, 1)
 	if eps <= 0 || len(c.Columns) == 0 {
 		return nil, req.Epsilon, nil
@@ -165,50 +169,21 @@ func (cc *clipChoice) choose(rows [][]*string) ([]clipResult, error) {
 // b of UpperEdges (LowerEdges): edges[b−1] ≤ v < edges[b].
 func (cc *clipChoice) bounds(col rewrite.ClipColumn, hi, lo []float64) clipResult {
 	res := clipResult{bounds: rewrite.ClipBounds{Lower: col.Lower, Upper: col.Upper}}
-	// The share of the side's units that may lie beyond (its noisy total).
-	share := func(bins []float64) float64 {
-		n := 0.0
-		for _, b := range bins {
-			n += b
-		}
-		return clipShare * n
-	}
-	// The noisy count beyond plus twice its noise's standard deviation
-	// within the share: the count itself is then within it with
-	// probability about 97.5%, however the walk got there.
-	pass := func(sum, variance, limit float64) bool {
-		return sum+clipSigmas*math.Sqrt(variance) <= limit
-	}
-	mu := len(col.UpperEdges)
-	up, upVar, upLimit := 0.0, 0.0, share(hi)
-	var above, aboveVar float64
-	top := mu + 1 // bins top … mu of hi are beyond the upper bound
+	mu, ml := len(col.UpperEdges), len(col.LowerEdges)
+	// The upper bound walks down hi from its last bin, the lower bound up
+	// lo from its first.
+	down := make([]float64, 0, mu)
 	for k := mu; k >= 1; k-- {
-		up += hi[k]
-		upVar += cc.bin * cc.bin
-		if !pass(up, upVar, upLimit) {
-			break
-		}
-		top, above, aboveVar = k, up, upVar
+		down = append(down, hi[k])
 	}
-	ml := len(col.LowerEdges)
-	down, downVar, downLimit := 0.0, 0.0, share(lo)
-	var below, belowVar float64
-	bottom := 0 // bins 0 … bottom−1 of lo are beyond the lower bound
-	for k := 1; k <= ml; k++ {
-		down += lo[k-1]
-		downVar += cc.bin * cc.bin
-		if !pass(down, downVar, downLimit) {
-			break
-		}
-		bottom, below, belowVar = k, down, downVar
-	}
+	nu, above, aboveVar := cc.walk(down, sideUnits(hi))
+	nl, below, belowVar := cc.walk(lo[:ml], sideUnits(lo))
 	lower, upper := col.Lower, col.Upper
-	if bottom > 0 {
-		lower = col.LowerEdges[bottom-1]
+	if nl > 0 {
+		lower = col.LowerEdges[nl-1]
 	}
-	if top <= mu {
-		upper = col.UpperEdges[top-1]
+	if nu > 0 {
+		upper = col.UpperEdges[mu-nu]
 	}
 	if lower >= upper || (lower == col.Lower && upper == col.Upper) {
 		// Nothing moved, or both ends walked past each other (hardly
@@ -220,6 +195,35 @@ func (cc *clipChoice) bounds(col rewrite.ClipColumn, hi, lo []float64) clipResul
 	res.beyond = math.Max(0, above+below)
 	res.spread = 1.96 * math.Sqrt(aboveVar+belowVar)
 	return res
+}
+
+// walk returns how many of bins (outermost first) the bound passes, and
+// the noisy count and noise variance beyond it after the last: a bin
+// passes when the noisy units beyond, plus clipSigmas standard
+// deviations of their noise, are at most clipShare of the side's units n;
+// the first that fails stops the walk.
+func (cc *clipChoice) walk(bins []float64, n float64) (steps int, sum, variance float64) {
+	limit := clipShare * n
+	var s, v float64
+	for j, b := range bins {
+		s += b
+		v += cc.bin * cc.bin
+		if s+clipSigmas*math.Sqrt(v) > limit {
+			break
+		}
+		steps, sum, variance = j+1, s, v
+	}
+	return steps, sum, variance
+}
+
+// sideUnits is the sum of a side's noisy bins: its units, as the histogram
+// counts them.
+func sideUnits(bins []float64) float64 {
+	n := 0.0
+	for _, b := range bins {
+		n += b
+	}
+	return n
 }
 
 // covered reports whether every event of got is covered by the reserved

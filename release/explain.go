@@ -47,15 +47,11 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 		groupsText = fmt.Sprint(len(groups))
 	}
 	// With auto clipping a tenth of ε chooses the bounds (autoclip.go).
-	var clip *clipChoice
-	if plan.Clip != nil && !plan.PrivateGroups() {
-		rest := req.Epsilon
-		var err error
-		if clip, rest, err = (&Releaser{}).newClipChoice(req); err != nil {
-			return nil, nil, err
-		}
-		req.Epsilon = rest
+	clip, rest, err := (&Releaser{}).newClipChoice(req)
+	if err != nil {
+		return nil, nil, err
 	}
+	req.Epsilon = rest
 	// A zero Releaser: its mechanisms use crypto/rand, but Explain never
 	// draws from them.
 	ms, err := (&Releaser{}).mechanisms(req)

@@ -184,16 +184,13 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 			return res, err
 		}
 	}
-	var clip *clipChoice
-	if plan.Clip != nil && !plan.PrivateGroups() {
-		// A tenth of ε for choosing the clamping bounds (autoclip.go).
-		rest := req.Epsilon
-		var err error
-		if clip, rest, err = r.newClipChoice(req); err != nil {
-			return nil, err
-		}
-		req.Epsilon = rest
+	// With auto clipping a tenth of ε chooses the clamping bounds
+	// (autoclip.go); the rest goes to the plan.
+	clip, rest, err := r.newClipChoice(req)
+	if err != nil {
+		return nil, err
 	}
+	req.Epsilon = rest
 	ms, err := r.mechanisms(req)
 	if err != nil {
 		return nil, err

@@ -142,9 +142,9 @@ func clipEdges(lower, upper float64, integer, fromUpper bool) []float64 {
 // beyond them and the groups they fall in rather than clamp them.
 func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 	var out []ClipColumn
-	seen := map[string]bool{}
+	keep := map[string]bool{}
 	for _, k := range p.Keys {
-		seen[k.Column] = true
+		keep[k.Column] = true
 	}
 	// A column summed under FILTER keeps its declared bounds: the
 	// histogram sees every row the plan reads, and a filter such as
@@ -152,27 +152,19 @@ func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 	// would clamp.
 	for _, m := range p.Measures {
 		if m.Filter != "" && m.Column != "" {
-			seen[m.Column] = true
+			keep[m.Column] = true
 		}
 	}
-	for _, m := range p.Measures {
-		if (m.Kind != MeasureSum && m.Kind != MeasureSumSq) || m.Expr != "" || m.Column == "" || seen[m.Column] {
+	for _, c := range summedColumns(t, p) { // bias.go
+		if keep[c.Name] || c.UpperNum <= c.LowerNum {
 			continue
 		}
-		c, ok := t.Columns[m.Column]
-		if !ok || !c.HasBounds || c.UpperNum <= c.LowerNum {
-			continue
-		}
-		if c.Type != policy.TypeInt && c.Type != policy.TypeNumeric && c.Type != policy.TypeFloat {
-			continue
-		}
-		seen[m.Column] = true
 		integer := c.Type == policy.TypeInt
 		up, down := clipEdges(c.LowerNum, c.UpperNum, integer, false), clipEdges(c.LowerNum, c.UpperNum, integer, true)
 		if len(up) == 0 || len(down) == 0 {
 			continue
 		}
-		out = append(out, ClipColumn{Column: m.Column, Lower: c.LowerNum, Upper: c.UpperNum, UpperEdges: up, LowerEdges: down, Integer: integer})
+		out = append(out, ClipColumn{Column: c.Name, Lower: c.LowerNum, Upper: c.UpperNum, UpperEdges: up, LowerEdges: down, Integer: integer})
 	}
 	return out
 }

@@ -78,6 +78,23 @@ func addRemoved(t *policy.Table, p *Plan) {
 // make the comparison NULL: not outside.
 func outsideSQL(t *policy.Table, p *Plan) string {
 	var conds []string
+	for _, c := range summedColumns(t, p) {
+		v := quoteIdent(c.Name) + "::numeric"
+		conds = append(conds, v+" < "+numericConst(c.Lower), v+" > "+numericConst(c.Upper))
+	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(conds, " OR ") + ")"
+}
+
+// summedColumns are the plain columns with numeric bounds that the plan's
+// sums, averages and variances clamp (not those of expressions), once
+// each, in the order the measures first use them: the columns whose
+// clamped rows the bias estimate counts, and the candidates of auto
+// clipping (autoclip.go).
+func summedColumns(t *policy.Table, p *Plan) []*policy.Column {
+	var out []*policy.Column
 	seen := map[string]bool{}
 	for _, m := range p.Measures {
 		if (m.Kind != MeasureSum && m.Kind != MeasureSumSq) || m.Expr != "" || m.Column == "" || seen[m.Column] {
@@ -88,13 +105,9 @@ func outsideSQL(t *policy.Table, p *Plan) string {
 			continue
 		}
 		seen[m.Column] = true
-		v := quoteIdent(m.Column) + "::numeric"
-		conds = append(conds, v+" < "+numericConst(c.Lower), v+" > "+numericConst(c.Upper))
+		out = append(out, c)
 	}
-	if len(conds) == 0 {
-		return ""
-	}
-	return "(" + strings.Join(conds, " OR ") + ")"
+	return out
 }
 
 // weightsOnly reports whether the plan bounds contributions by weights

@@ -244,22 +244,14 @@ func keyPGType(k Key) string {
 	if t := dateKeyPGType(k); t != "" {
 		return t // PostgreSQL 14+: EXTRACT returns numeric, date_part float8
 	}
-	switch k.Type {
-	case policy.TypeInt:
-		for _, v := range k.Domain {
-			if x, err := strconv.ParseInt(v, 10, 64); err != nil || x > 1<<31-1 || x < -1<<31 {
-				return "int8"
-			}
-		}
-		return "int4"
-	case policy.TypeNumeric:
-		return "numeric"
-	case policy.TypeFloat:
-		return "float8"
-	case policy.TypeDate:
-		return "date"
-	case policy.TypeBool:
-		return "bool"
+	if k.Type != policy.TypeInt {
+		return privateKeyPGType(k.Type) // partition.go: the same for the other types
 	}
-	return "text"
+	// A public int key: int4 when every value of its domain fits.
+	for _, v := range k.Domain {
+		if x, err := strconv.ParseInt(v, 10, 64); err != nil || x > 1<<31-1 || x < -1<<31 {
+			return "int8"
+		}
+	}
+	return "int4"
 }

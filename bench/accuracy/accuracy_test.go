@@ -204,18 +204,13 @@ func TestAccuracy_PUMS(t *testing.T) {
 				}
 				for _, key := range order {
 					a := stats[key]
-					sort.Float64s(a.errs)
-					mae := 0.0
-					for _, e := range a.errs {
-						mae += e
-					}
-					mae /= float64(len(a.errs))
+					mae, p95 := maeP95(a.errs)
 					cov := "—"
 					if a.stated > 0 {
 						cov = fmt.Sprintf("%.3f", float64(a.covered)/float64(a.stated))
 					}
 					tv := truthOf(truth, res0Columns(plan), key)
-					fmt.Fprintf(&out, "| %s | %s | %g | %s | %s | %s | %s |\n", table, key, eps, tv, num(mae), num(a.errs[len(a.errs)*95/100]), cov)
+					fmt.Fprintf(&out, "| %s | %s | %g | %s | %s | %s | %s |\n", table, key, eps, tv, num(mae), num(p95), cov)
 				}
 			}
 		}
@@ -598,16 +593,21 @@ func TestAccuracy_PUMSClipping(t *testing.T) {
 				bound = fmt.Sprintf("%g (%g–%g)", uppers[len(uppers)/2], uppers[0], uppers[len(uppers)-1])
 			}
 			for ci, c := range []string{"total", "mean_income"} {
-				sort.Float64s(errs[ci])
-				mae := 0.0
-				for _, e := range errs[ci] {
-					mae += e
-				}
-				mae /= float64(len(errs[ci]))
+				mae, p95 := maeP95(errs[ci])
 				fmt.Fprintf(&out, "| %s | %g | %s | %s | %s | %s | %.3f | %s |\n", name, eps, c, *truth[0][ci], num(mae),
-					num(errs[ci][len(errs[ci])*95/100]), float64(covered[ci])/float64(runs), bound)
+					num(p95), float64(covered[ci])/float64(runs), bound)
 			}
 		}
 	}
 	t.Logf("income declared in [0, 5000000], %d releases per cell (Laplace):\n%s", runs, out.String())
+}
+
+// maeP95 sorts errs (absolute errors) and returns their mean and their
+// 95th percentile.
+func maeP95(errs []float64) (mae, p95 float64) {
+	sort.Float64s(errs)
+	for _, e := range errs {
+		mae += e
+	}
+	return mae / float64(len(errs)), errs[len(errs)*95/100]
 }
