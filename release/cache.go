@@ -143,6 +143,17 @@ type statusEntry struct {
 	st        accountant.Status
 	remaining accountant.Spent // st.Remaining()
 	at        time.Time
+	// cachedNotice is the NOTICE of a cached answer under this status,
+	// without its error half-widths: noticeText(0, st, remaining, true, "").
+	cachedNotice string
+}
+
+// notice is the NOTICE of a cached answer whose error half-widths are errs.
+func (e statusEntry) notice(errs string) string {
+	if errs == "" {
+		return e.cachedNotice
+	}
+	return e.cachedNotice + noticeErrors + errs
 }
 
 // statusCache keeps the last remaining-budget figure per analyst and
@@ -173,6 +184,7 @@ func (c *statusCache) get(k statusKey) (statusEntry, bool) {
 
 func (c *statusCache) put(k statusKey, st accountant.Status) statusEntry {
 	e := statusEntry{st: st, remaining: st.Remaining(), at: c.now()}
+	e.cachedNotice = noticeText(accountant.Spent{}, st, e.remaining, true, "")
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if len(c.entries) >= maxStatuses {

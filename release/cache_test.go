@@ -2,13 +2,17 @@ package release
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // countingLedger counts the ledger calls of the cache path and can fail
@@ -188,5 +192,83 @@ func TestStatusCache_TTL(t *testing.T) {
 	now = now.Add(statusTTL + time.Millisecond)
 	if _, ok := c.get(k); ok {
 		t.Fatal("status older than the TTL returned")
+	}
+}
+
+// TestRemembered: Remembered answers exactly what Run's cache would, and
+// only from memory: not before an answer was recorded, not after a
+// restart (the answer is in the ledger only), not with dp.cache = off,
+// not for another ε, not while the analyst's queries are suspended; and
+// never with a ledger or upstream call.
+func TestRemembered(t *testing.T) {
+	ds := loadPolicy(t)
+	up := &fakeUpstream{rows: [][]*string{{s("oncology"), s("10"), s("100"), s("10")}}}
+	led := &countingLedger{memLedger: &memLedger{limit: 3}}
+	r := newTestReleaser(t, led, 7)
+	req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up}
+	if _, ok := r.Remembered(req); ok {
+		t.Fatal("Remembered answered a query never run")
+	}
+	first, err := r.Run(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaRun, err := r.Run(context.Background(), req)
+	if err != nil || !viaRun.Cached {
+		t.Fatalf("Run: cached=%v err=%v", viaRun != nil && viaRun.Cached, err)
+	}
+	calls, cached, status := len(up.calls), led.cached, led.status
+	got, ok := r.Remembered(req)
+	if !ok {
+		t.Fatal("Remembered missed an answer in memory")
+	}
+	sameRows(t, first, got)
+	if got.Notice != viaRun.Notice || got.Fingerprint != viaRun.Fingerprint || !got.Cached {
+		t.Fatalf("Remembered = {%q %q %v}, Run's cache = {%q %q %v}", got.Notice, got.Fingerprint, got.Cached, viaRun.Notice, viaRun.Fingerprint, viaRun.Cached)
+	}
+	if len(up.calls) != calls || led.cached != cached || led.status != status {
+		t.Fatal("Remembered called the upstream or the ledger")
+	}
+
+	q := req
+	q.NoCache = true
+	if _, ok := r.Remembered(q); ok {
+		t.Error("Remembered answered with dp.cache = off")
+	}
+	q = req
+	q.Epsilon = 0.2
+	if _, ok := r.Remembered(q); ok {
+		t.Error("Remembered answered another ε")
+	}
+	q = req
+	q.Epsilon = -1
+	if _, ok := r.Remembered(q); ok {
+		t.Error("Remembered answered a request Run refuses")
+	}
+	if _, ok := newTestReleaser(t, led, 8).Remembered(req); ok {
+		t.Error("a new Releaser remembered an answer it never loaded")
+	}
+	r.localSuspended.Store(suspensionKey(req), true)
+	if _, ok := r.Remembered(req); ok {
+		t.Error("Remembered answered while the analyst's queries are suspended")
+	}
+}
+
+// TestCacheKey_Format: the answer cache's key is the hash of the same
+// bytes as before it was built without fmt, so answers cached in the
+// ledger by an earlier version are found again (a miss would charge the
+// analyst a second time for the same question).
+func TestCacheKey_Format(t *testing.T) {
+	for _, req := range []Request{
+		{Analyst: "alice", Plan: &rewrite.Plan{Fingerprint: "abc"}, Mechanism: "laplace", Epsilon: 0.1},
+		{Analyst: `o"brien\x`, Plan: &rewrite.Plan{Fingerprint: ""}, Mechanism: "gaussian", Epsilon: 1e-7, Delta: 1e-9},
+		{Analyst: "zoë\x00\n", Plan: &rewrite.Plan{Fingerprint: "f\u00e9"}, Mechanism: "laplace", Epsilon: 3, Delta: 0.25},
+	} {
+		h := sha256.New()
+		fmt.Fprintf(h, "%q\x00%q\x00%q\x00%v\x00%v", req.Analyst, req.Plan.Fingerprint, req.Mechanism,
+			strconv.FormatFloat(req.Epsilon, 'g', -1, 64), strconv.FormatFloat(req.Delta, 'g', -1, 64))
+		if want := hex.EncodeToString(h.Sum(nil)[:16]); cacheKey(req) != want {
+			t.Errorf("cacheKey(%q) = %s, want %s", req.Analyst, cacheKey(req), want)
+		}
 	}
 }

@@ -370,11 +370,14 @@ func noticeText(cost accountant.Spent, st accountant.Status, remaining accountan
 	}
 	fmt.Fprintf(&b, " spent (%s), %s of %s remaining", st.Accountant, num(remaining.Epsilon), num(st.Limit.Epsilon))
 	if errs != "" {
-		b.WriteString("; 95% error ")
+		b.WriteString(noticeErrors)
 		b.WriteString(errs)
 	}
 	return b.String()
 }
+
+// noticeErrors introduces the error half-widths at the end of a NOTICE.
+const noticeErrors = "; 95% error "
 
 // errorsText lists, per non-key output column, its 95% error half-width and
 // the ε (and δ) of the measurements it rests on (cost.go), then the cost of

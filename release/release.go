@@ -356,16 +356,29 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 // away. Answers are cached per analyst: one analyst's answer is never
 // shown to another, whose budget did not pay for it.
 func cacheKey(req Request) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%q\x00%q\x00%q\x00%v\x00%v", req.Analyst, req.Plan.Fingerprint, req.Mechanism,
-		strconv.FormatFloat(req.Epsilon, 'g', -1, 64), strconv.FormatFloat(req.Delta, 'g', -1, 64))
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	// The bytes of fmt's "%q\x00%q\x00%q\x00%v\x00%v" (keys in the ledger
+	// stay valid), built without fmt: this runs for every cached answer.
+	b := make([]byte, 0, 128)
+	b = strconv.AppendQuote(b, req.Analyst)
+	b = append(b, 0)
+	b = strconv.AppendQuote(b, req.Plan.Fingerprint)
+	b = append(b, 0)
+	b = strconv.AppendQuote(b, req.Mechanism)
+	b = append(b, 0)
+	b = strconv.AppendFloat(b, req.Epsilon, 'g', -1, 64)
+	b = append(b, 0)
+	b = strconv.AppendFloat(b, req.Delta, 'g', -1, 64)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // cached returns the stored answer of an earlier identical query, if any:
 // from memory, else from the ledger (then kept in memory). The rows of a
 // cached Result are shared with the cache and must not be modified.
 func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result, bool, error) {
+	if res, ok := r.remembered(req, key); ok {
+		return res, true, nil
+	}
 	ak := answerKeyOf(req, key)
 	sa, ok := r.answers.get(ak)
 	if !ok {
@@ -394,8 +407,44 @@ func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result
 		}
 		se = r.statuses.put(sk, st)
 	}
+	return cachedResult(sa, se, key), true, nil
+}
+
+// remembered is cached without I/O: the answer and the budget figure of
+// its NOTICE both in memory (the figure fresh), or not found.
+func (r *Releaser) remembered(req Request, key string) (*Result, bool) {
+	sa, ok := r.answers.get(answerKeyOf(req, key))
+	if !ok || len(sa.Columns) != len(req.Plan.Outputs) {
+		return nil, false
+	}
+	se, fresh := r.statuses.get(statusKeyOf(req))
+	if !fresh {
+		return nil, false
+	}
+	return cachedResult(sa, se, key), true
+}
+
+func cachedResult(sa *storedAnswer, se statusEntry, key string) *Result {
 	return &Result{Columns: sa.Columns, Rows: sa.Rows, Cached: true, Fingerprint: key,
-		Notice: noticeText(accountant.Spent{}, se.st, se.remaining, true, sa.Errors)}, true, nil
+		Notice: se.notice(sa.Errors)}
+}
+
+// Remembered answers req as Run would from the answer cache when both the
+// answer and the budget figure of its NOTICE are in this process's
+// memory: no I/O, nothing charged, nothing run, and cheap enough to call
+// on the session's own goroutine before starting a release (issue 15:
+// the goroutine, its stack growth and the key's formatting were a third
+// of a cached answer's CPU). Otherwise it reports false and Run answers.
+//
+// It checks what Run checks before its cache lookup, except groupKeys
+// (and the sample-and-aggregate plan's shape): an answer enters the cache
+// only through a Run that passed them, and they are functions of the plan
+// and the policy, whose fingerprint and version are part of the key.
+func (r *Releaser) Remembered(req Request) (*Result, bool) {
+	if req.NoCache || checkRequest(req) != nil || r.suspendedHere(req) != nil {
+		return nil, false
+	}
+	return r.remembered(req, cacheKey(req))
 }
 
 // record stores a released answer on its reservation; only a recorded
