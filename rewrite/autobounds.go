@@ -110,7 +110,8 @@ func addAutoBounds(ds *policy.Dataset, stmt string, opts Options, p *Plan) error
 		}
 		a.Plans = append(a.Plans, cp)
 	}
-	a.CombinedSQL = emitSQLProfile(p.table, p, p.where, cands)
+	t, where := p.Source()
+	a.CombinedSQL = emitSQLProfile(t, p, where, cands)
 	p.Auto = a
 	return nil
 }

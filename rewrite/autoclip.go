@@ -99,6 +99,12 @@ type ClipBounds struct {
 	Lower, Upper float64
 }
 
+// NewAutoClip returns the auto clipping of a plan: its columns, the
+// histogram's SQL, and replan, which plans the statement with other bounds.
+func NewAutoClip(cols []ClipColumn, sql string, replan func(bounds []ClipBounds) (*Plan, error)) *AutoClip {
+	return &AutoClip{Columns: cols, SQL: sql, replan: replan}
+}
+
 // Replan returns the statement planned with bounds (one per column, each
 // inside the declared range) in place of the declared ones.
 func (a *AutoClip) Replan(bounds []ClipBounds) (*Plan, error) {
@@ -172,17 +178,17 @@ func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 // addAutoClip attaches the histogram and the replanning to p when it has
 // summed columns to clip and bounds by weights only (bias.go).
 func addAutoClip(ds *policy.Dataset, stmt string, opts Options, p *Plan) {
-	if !weightsOnly(p) || p.table == nil {
+	t, where := p.Source()
+	if !weightsOnly(p) || t == nil {
 		return
 	}
-	cols := clipColumns(p.table, p)
+	cols := clipColumns(t, p)
 	if len(cols) == 0 {
 		return
 	}
-	a := &AutoClip{Columns: cols, SQL: clipSQL(p, cols)}
-	table := p.table.Name
+	table := t.Name
 	keys := p.Keys
-	a.replan = func(bounds []ClipBounds) (*Plan, error) {
+	replan := func(bounds []ClipBounds) (*Plan, error) {
 		o := opts
 		o.AutoClip = false
 		np, err := plan(withBounds(ds, table, cols, bounds), stmt, o)
@@ -193,7 +199,7 @@ func addAutoClip(ds *policy.Dataset, stmt string, opts Options, p *Plan) {
 		}
 		return np, err
 	}
-	p.Clip = a
+	p.Clip = NewAutoClip(cols, clipSQL(t, p, where, cols), replan)
 }
 
 // withBounds returns a copy of ds whose table has the chosen bounds in
@@ -231,8 +237,7 @@ func boundText(x float64) string {
 // clipSQL is the histogram query (see the file comment): one scan of the
 // rows the plan reads, each unit's largest and smallest clamped value per
 // column, put in their bins and counted.
-func clipSQL(p *Plan, cols []ClipColumn) string {
-	t := p.table
+func clipSQL(t *policy.Table, p *Plan, where pred, cols []ClipColumn) string {
 	unit := quoteIdent(t.UnitColumn)
 	from := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
 	var values, buckets []string
@@ -256,7 +261,7 @@ func clipSQL(p *Plan, cols []ClipColumn) string {
 		"SELECT dp_unit, dp_i, MAX(dp_x) AS dp_hi, MIN(dp_x) AS dp_lo FROM (" +
 		"SELECT " + unit + " AS dp_unit, dp_v.dp_i, dp_v.dp_x FROM " + from +
 		" CROSS JOIN LATERAL (VALUES " + strings.Join(values, ", ") + ") AS dp_v(dp_i, dp_x)" +
-		" WHERE " + strings.Join(sourceConds(p, p.where, unit), " AND ") +
+		" WHERE " + strings.Join(sourceConds(p, where, unit), " AND ") +
 		") AS dp_rows WHERE dp_x IS NOT NULL GROUP BY dp_unit, dp_i) AS dp_units" +
 		" CROSS JOIN LATERAL (VALUES (0, dp_hi), (1, dp_lo)) AS dp_m(dp_s, dp_x)) AS dp_binned GROUP BY dp_i, dp_s, dp_b"
 }

@@ -34,7 +34,7 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 	}
 	from := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
 	if p.Join != nil {
-		from = p.Join.fromSQL() // join.go: bounded after the join
+		from = joinFromSQL(p.Join) // join.go: bounded after the join
 	}
 	unit := quoteIdent(t.UnitColumn)
 	rows := strconv.Itoa(t.MaxRowsPerUnit)
@@ -277,7 +277,7 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 func sourceConds(p *Plan, where pred, unit string) []string {
 	conds := []string{unit + " IS NOT NULL"}
 	if where != nil {
-		conds = append(conds, where.sql())
+		conds = append(conds, predSQL(where))
 	}
 	for _, k := range p.Keys {
 		if k.Private {

@@ -246,7 +246,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		addRemoved(b.table, p) // bias.go
 	}
 	p.SQL = emitSQL(b.table, p, b.where)
-	p.table, p.where = b.table, b.where
+	p.SetSource(b.table, b.where)
 	p.Fingerprint = fingerprint(p)
 	return p, nil
 }

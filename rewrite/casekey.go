@@ -98,7 +98,7 @@ func (b *builder) caseKey(x *ast.CaseExpr) (Key, error) {
 		if err != nil {
 			return Key{}, err
 		}
-		sql.WriteString(" WHEN " + cond.sql() + " THEN ")
+		sql.WriteString(" WHEN " + predSQL(cond) + " THEN ")
 		emitResult(v, ok)
 	}
 	if x.ElseClause != nil {

@@ -121,7 +121,8 @@ func TestDateFold_MatchesPostgres(t *testing.T) {
 			continue
 		}
 		folded++
-		got := p.where.sql()
+		_, w := p.Source()
+		got := predSQL(w)
 		run := func(c string) string {
 			var out string
 			if _, err := conn.Exec(ctx, "SET TIME ZONE '"+zone+"'"); err != nil {

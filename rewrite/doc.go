@@ -96,7 +96,7 @@
 //	              returns per group the bucket counts of the bounded values
 //	              (exponential method).
 //	quantile_smooth.go  Privacy-critical: the smooth and ptr methods
-//	              (Plan.WithQuantiles): f, the smooth bound S or the
+//	              (WithQuantiles): f, the smooth bound S or the
 //	              distance D, computed in SQL from order statistics.
 //	quantile_expr.go  Privacy-critical: quantiles of expressions
 //	              (percentile_cont/disc WITHIN GROUP (ORDER BY expr),

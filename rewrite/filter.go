@@ -78,7 +78,7 @@ func (b *builder) aggFilter(x *ast.AggregateFuncExpr) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return p.sql(), nil
+	return predSQL(p), nil
 }
 
 // normalizeFilter rewrites "FILTER ( WHERE" at toks[i] (the word FILTER

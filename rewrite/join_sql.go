@@ -15,9 +15,9 @@ import (
 // by bounds_sql.go) and the elastic SQL that bounds rows per unit and per
 // join value before the join. See join.go for the sensitivity argument.
 
-// fromSQL is the joined relation of a JoinPublic or JoinUnit plan, as a
+// joinFromSQL is the joined relation of a JoinPublic or JoinUnit plan, as a
 // derived table whose columns are the plan's column names.
-func (j *Join) fromSQL() string {
+func joinFromSQL(j *Join) string {
 	var cols []string
 	for _, c := range j.Columns {
 		cols = append(cols, "dp_t"+strconv.Itoa(c.Table)+"."+quoteIdent(c.Column)+" AS "+quoteIdent(c.Name))
@@ -34,14 +34,14 @@ func (j *Join) fromSQL() string {
 		} else {
 			from.WriteString(" JOIN ")
 		}
-		from.WriteString(src + " ON " + j.onSQL(k, nil))
+		from.WriteString(src + " ON " + joinOnSQL(j, k, nil))
 	}
 	return "(SELECT " + strings.Join(cols, ", ") + " FROM " + from.String() + ") AS dp_join"
 }
 
-// onSQL is table k's join condition; alias names the tables (dp_t<i> when
+// joinOnSQL is table k's join condition; alias names the tables (dp_t<i> when
 // nil).
-func (j *Join) onSQL(k int, alias func(int) string) string {
+func joinOnSQL(j *Join, k int, alias func(int) string) string {
 	if alias == nil {
 		alias = func(i int) string { return "dp_t" + strconv.Itoa(i) }
 	}
@@ -116,9 +116,9 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 		case k == 0:
 			from.WriteString(side)
 		case jt.Left:
-			from.WriteString(" LEFT JOIN " + side + " ON " + j.onSQL(k, nil))
+			from.WriteString(" LEFT JOIN " + side + " ON " + joinOnSQL(j, k, nil))
 		default:
-			from.WriteString(" JOIN " + side + " ON " + j.onSQL(k, nil))
+			from.WriteString(" JOIN " + side + " ON " + joinOnSQL(j, k, nil))
 		}
 	}
 	var cols []string
@@ -159,7 +159,7 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 	}
 	var conds []string
 	if where != nil {
-		conds = append(conds, where.sql())
+		conds = append(conds, predSQL(where))
 	}
 	for _, k := range p.Keys {
 		conds = append(conds, keySQL(k)+" IN ("+strings.Join(domainConsts(k), ", ")+")")

@@ -85,6 +85,16 @@ type Plan struct {
 	where pred
 }
 
+// Source returns the inputs of the emitter that the plan was built from:
+// the policy table (a copy with the query's bounds) and the validated
+// WHERE condition (nil when the query has none). nil table: the plan
+// cannot be emitted again.
+func (p *Plan) Source() (*policy.Table, pred) { return p.table, p.where }
+
+// SetSource records the emitter's inputs (the planner calls it once, while
+// building the plan).
+func (p *Plan) SetSource(t *policy.Table, where pred) { p.table, p.where = t, where }
+
 // Key is one GROUP BY key. A key with a public domain releases exactly the
 // Domain values, in the given order (groups absent from the data get a
 // noisy zero). A Private key (a column without public values) has no

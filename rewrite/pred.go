@@ -17,7 +17,7 @@ import (
 // pred is a validated WHERE condition. Its SQL is produced by our emitter:
 // columns are quoted names of policy columns, literals are typed and
 // quoted by us, so the condition cannot raise a data-dependent error.
-type pred interface{ sql() string }
+type pred interface{ isPred() }
 
 type predBool struct {
 	op   string
@@ -47,40 +47,57 @@ type predLike struct {
 	not, ilike   bool
 }
 
-func (p predBool) sql() string  { return "(" + p.l.sql() + " " + p.op + " " + p.r.sql() + ")" }
-func (p predNot) sql() string   { return "(NOT " + p.x.sql() + ")" }
-func (p predConst) sql() string { return p.v }
-func (p predCol) sql() string   { return p.col }
-func (p predCmp) sql() string   { return "(" + p.col + " " + p.op + " " + p.lit + ")" }
-func (p predIn) sql() string {
-	not := ""
-	if p.not {
-		not = "NOT "
+func (predBool) isPred()    {}
+func (predNot) isPred()     {}
+func (predConst) isPred()   {}
+func (predCol) isPred()     {}
+func (predCmp) isPred()     {}
+func (predIn) isPred()      {}
+func (predBetween) isPred() {}
+func (predNull) isPred()    {}
+func (predLike) isPred()    {}
+
+// predSQL writes a validated WHERE condition as PostgreSQL SQL.
+func predSQL(w pred) string {
+	switch p := w.(type) {
+	case predBool:
+		return "(" + predSQL(p.l) + " " + p.op + " " + predSQL(p.r) + ")"
+	case predNot:
+		return "(NOT " + predSQL(p.x) + ")"
+	case predConst:
+		return p.v
+	case predCol:
+		return p.col
+	case predCmp:
+		return "(" + p.col + " " + p.op + " " + p.lit + ")"
+	case predIn:
+		not := ""
+		if p.not {
+			not = "NOT "
+		}
+		return "(" + p.col + " " + not + "IN (" + strings.Join(p.lits, ", ") + "))"
+	case predBetween:
+		not := ""
+		if p.not {
+			not = "NOT "
+		}
+		return "(" + p.col + " " + not + "BETWEEN " + p.lo + " AND " + p.hi + ")"
+	case predNull:
+		if p.not {
+			return "(" + p.col + " IS NOT NULL)"
+		}
+		return "(" + p.col + " IS NULL)"
+	case predLike:
+		op := "LIKE"
+		if p.ilike {
+			op = "ILIKE"
+		}
+		if p.not {
+			op = "NOT " + op
+		}
+		return "(" + p.col + " " + op + " " + p.pattern + ")"
 	}
-	return "(" + p.col + " " + not + "IN (" + strings.Join(p.lits, ", ") + "))"
-}
-func (p predBetween) sql() string {
-	not := ""
-	if p.not {
-		not = "NOT "
-	}
-	return "(" + p.col + " " + not + "BETWEEN " + p.lo + " AND " + p.hi + ")"
-}
-func (p predNull) sql() string {
-	if p.not {
-		return "(" + p.col + " IS NOT NULL)"
-	}
-	return "(" + p.col + " IS NULL)"
-}
-func (p predLike) sql() string {
-	op := "LIKE"
-	if p.ilike {
-		op = "ILIKE"
-	}
-	if p.not {
-		op = "NOT " + op
-	}
-	return "(" + p.col + " " + op + " " + p.pattern + ")"
+	panic("rewrite: unknown WHERE condition")
 }
 
 // maxLikePattern bounds a LIKE pattern: matching costs time per row in the

@@ -335,10 +335,10 @@ func quantileInputSQL(key string) (string, bool) {
 	return v, ok
 }
 
-// quantileSQL is the block answer of a quantile statistic: PostgreSQL's
+// sampleQuantileSQL is the block answer of a quantile statistic: PostgreSQL's
 // own ordered-set aggregate (or MIN/MAX) of the row value; NULL for a
 // block without values.
-func (s saSpec) quantileSQL(in func(string) string) string {
+func sampleQuantileSQL(s saSpec, in func(string) string) string {
 	v := in(s.inputs()[0])
 	if s.q == "" {
 		return s.fn + "(" + v + ")"

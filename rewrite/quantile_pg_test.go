@@ -311,7 +311,7 @@ func TestQuantile_OrderStatsPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := base.WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := WithQuantiles(base, method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -422,7 +422,7 @@ func TestAudit_QuantileSmoothPTR(t *testing.T) {
 			continue // joins: TestAudit_QuantileJoins
 		}
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := base.WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := WithQuantiles(base, method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -440,7 +440,8 @@ func TestAudit_QuantileSmoothPTR(t *testing.T) {
 						sub.Measures = append(sub.Measures, m)
 					}
 				}
-				sub.SQL = emitSQL(p.table, &sub, p.where)
+				tbl, w := p.Source()
+				sub.SQL = emitSQL(tbl, &sub, w)
 				p = &sub
 			}
 			audited++

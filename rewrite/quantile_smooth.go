@@ -72,7 +72,7 @@ const smoothExpFloor = "-100"
 // 1/L0 of its share. The
 // smoothing parameter is β = ε_g/(2 ln(2/δ_g)), lowered by a relative 10⁻⁹
 // so that it never exceeds what release computes (release checks).
-func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism string) (*Plan, error) {
+func WithQuantiles(p *Plan, method string, epsilon, delta float64, mechanism string) (*Plan, error) {
 	switch method {
 	case "":
 		method = DefaultQuantileMethod
@@ -115,7 +115,8 @@ func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism st
 		return nil, pgerr.New(pgerr.InvalidParameterValue, "quantile method %s needs 0 < dp.delta < 1", method).
 			WithHint("SET dp.delta = 1e-7, or SET dp.quantile_method = exponential (pure ε)")
 	}
-	if p.table == nil {
+	t, where := p.Source()
+	if t == nil {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: plan cannot be re-emitted")
 	}
 	if !(epsilon > 0) || math.IsInf(epsilon, 0) {
@@ -140,7 +141,7 @@ func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism st
 		}
 		c.Measures[i].Quantile = &q
 	}
-	c.SQL = emitSQL(p.table, &c, p.where)
+	c.SQL = emitSQL(t, &c, where)
 	c.Fingerprint = fingerprint(&c)
 	if err := checkSQLSize(&c); err != nil {
 		return nil, err

@@ -32,7 +32,7 @@ type Options struct {
 	// QuantileMethod is SET dp.quantile_method when it changes the plan's
 	// shape: QuantileSample answers quantiles by sample-and-aggregate
 	// (quantile_expr.go). The other methods are applied after planning
-	// (Plan.WithQuantiles) and leave it "".
+	// (WithQuantiles) and leave it "".
 	QuantileMethod string
 	// MaxRowsPerUnit and MaxGroupsPerUnit, when > 0, are SET
 	// dp.max_rows_per_unit / dp.max_groups_per_unit: contribution bounds

@@ -320,7 +320,7 @@ func (b *builder) rowCase(x *ast.CaseExpr) (rowExpr, error) {
 		// too: they are evaluated per row (on the rows an enclosing CASE
 		// selects, for a nested CASE).
 		b.rowOps += predSize(c)
-		s.WriteString(" WHEN " + c.sql() + " THEN " + v.sql)
+		s.WriteString(" WHEN " + predSQL(c) + " THEN " + v.sql)
 		ivs = append(ivs, v.iv)
 		depth = max(depth, v.divDepth)
 	}

@@ -380,7 +380,7 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		p.Measures = append(p.Measures, Measure{Kind: MeasureUnits, Column: b.table.UnitColumn, Integer: true, LInf: 1})
 	}
 	p.SampleAgg = sa
-	p.SQL = b.emitSampleAggSQL(p)
+	p.SQL = sampleAggSQL(b.table, p, b.where, b.sa)
 	return nil
 }
 

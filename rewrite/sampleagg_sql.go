@@ -7,6 +7,8 @@ import (
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
 )
 
 // The SQL of sample-and-aggregate: keyed-hash blocks, per-block answers
@@ -44,7 +46,7 @@ func blockHashSQL(unit string, sa *SampleAgg) string {
 	return "('x' || substr(encode(" + mac + ", 'hex'), 1, 14))::bit(56)::bigint"
 }
 
-// emitSampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
+// sampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
 // from the inside out:
 //
 //	dp_rows     rows of the table (or of the joined relation, join.go)
@@ -75,17 +77,17 @@ func blockHashSQL(unit string, sa *SampleAgg) string {
 // Every choice (rows kept, groups kept) is made per unit from that unit's
 // own rows, in hash order, so adding or removing a unit changes no other
 // unit's kept rows (bounds.go, "Guarantee").
-func (b *builder) emitSampleAggSQL(p *Plan) string {
-	t, sa := b.table, p.SampleAgg
+func sampleAggSQL(t *policy.Table, p *Plan, where pred, calls []saSpec) string {
+	sa := p.SampleAgg
 	unit := quoteIdent(t.UnitColumn)
 	from := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
 	if p.Join != nil {
-		from = p.Join.fromSQL() // join.go: bounded after the join
+		from = joinFromSQL(p.Join) // join.go: bounded after the join
 	}
 	// Inputs: each distinct column once.
 	var inCols []string
 	inIdx := map[string]int{}
-	for _, s := range b.sa {
+	for _, s := range calls {
 		for _, c := range s.inputs() {
 			if _, ok := inIdx[c]; !ok {
 				inIdx[c] = len(inCols)
@@ -145,8 +147,8 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		cols = append(cols, "hashtextextended("+strings.Join(hashed, " || ',' || ")+", "+selectSalt+") AS dp_r")
 	}
 	conds := []string{unit + " IS NOT NULL"}
-	if b.where != nil {
-		conds = append(conds, b.where.sql())
+	if where != nil {
+		conds = append(conds, predSQL(where))
 	}
 	for j, k := range p.Keys {
 		if k.Private {
@@ -185,12 +187,12 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	boundedSQL := "SELECT " + strings.Join(bounded, ", ") + " FROM " + src
 
 	blocks := append(append([]string{}, keyCols...), "CASE "+strings.Join(level, " ")+" END AS dp_level")
-	for i, s := range b.sa {
+	for i, s := range calls {
 		// ORDER BY inside the call fixes the order in which the float8
 		// aggregate accumulates, so f_b is a function of the block's rows
 		// (without it the last bits depend on the random row order).
 		if s.value != "" {
-			blocks = append(blocks, s.quantileSQL(in)+" AS dp_f"+strconv.Itoa(i)) // quantile_expr.go
+			blocks = append(blocks, sampleQuantileSQL(s, in)+" AS dp_f"+strconv.Itoa(i)) // quantile_expr.go
 			continue
 		}
 		y, x := in(s.y), in(s.x)
@@ -207,7 +209,7 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		final = append(final, k+"::text")
 	}
 	final = append(final, "dp_level::text")
-	for i, s := range b.sa {
+	for i, s := range calls {
 		f := "dp_f" + strconv.Itoa(i)
 		lo, hi := formatConst(s.lower), formatConst(s.upper)
 		mid := formatConst(SampleMid(s.lower, s.upper))
