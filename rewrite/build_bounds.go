@@ -5,6 +5,8 @@ package rewrite
 import (
 	"math"
 
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/sensitivity"
@@ -33,9 +35,9 @@ func (b *builder) addMeasure(m Measure, col *policy.Column, iv *sensitivity.Inte
 		}
 	}
 	if iv != nil && (m.Expr != "" || m.Centre != "") {
-		m = exprBounds(b.table, m, *iv)
+		m = dpplan.ExprBounds(b.table, m, *iv)
 	} else {
-		m = measureBounds(b.table, m, col)
+		m = dpplan.MeasureBounds(b.table, m, col)
 	}
 	if !(math.Abs(m.Lower) <= maxMagnitude && math.Abs(m.Upper) <= maxMagnitude && m.LInf <= maxMagnitude) && b.rangeErr == nil {
 		b.rangeErr = pgerr.New(pgerr.FeatureNotSupported, "the values of an aggregated expression can be too large to answer with useful noise").

@@ -4,6 +4,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -73,7 +76,7 @@ func (b *builder) caseKey(x *ast.CaseExpr) (Key, error) {
 		case !ok:
 			sql.WriteString("NULL")
 		case typ == policy.TypeText:
-			sql.WriteString(quoteString(v) + "::text")
+			sql.WriteString(pgemit.QuoteString(v) + "::text")
 		default:
 			sql.WriteString("(" + v + ")")
 		}
@@ -83,7 +86,7 @@ func (b *builder) caseKey(x *ast.CaseExpr) (Key, error) {
 		}
 	}
 	for _, w := range x.WhenClauses {
-		var cond pred
+		var cond dpplan.Pred
 		var err error
 		if x.Value != nil {
 			// Simple CASE: CASE col WHEN literal … is col = literal.
@@ -98,7 +101,7 @@ func (b *builder) caseKey(x *ast.CaseExpr) (Key, error) {
 		if err != nil {
 			return Key{}, err
 		}
-		sql.WriteString(" WHEN " + predSQL(cond) + " THEN ")
+		sql.WriteString(" WHEN " + pgemit.PredSQL(cond) + " THEN ")
 		emitResult(v, ok)
 	}
 	if x.ElseClause != nil {

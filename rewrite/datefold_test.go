@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 )
@@ -122,7 +124,7 @@ func TestDateFold_MatchesPostgres(t *testing.T) {
 		}
 		folded++
 		_, w := p.Source()
-		got := predSQL(w)
+		got := pgemit.PredSQL(w)
 		run := func(c string) string {
 			var out string
 			if _, err := conn.Exec(ctx, "SET TIME ZONE '"+zone+"'"); err != nil {

@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -78,7 +80,7 @@ func (b *builder) aggFilter(x *ast.AggregateFuncExpr) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return predSQL(p), nil
+	return pgemit.PredSQL(p), nil
 }
 
 // normalizeFilter rewrites "FILTER ( WHERE" at toks[i] (the word FILTER
@@ -124,7 +126,7 @@ func (n *normalized) normalizeFilter(toks []pgsql.Token, i int) (int, error) {
 	}
 	// Insert the marker call before the aggregate's name.
 	marker := []piece{
-		{text: quoteIdent(filterMarker), pos: name.pos, lit: -1, word: true},
+		{text: pgemit.QuoteIdent(filterMarker), pos: name.pos, lit: -1, word: true},
 		{text: "(", pos: name.pos, lit: -1},
 	}
 	n.pieces = append(n.pieces[:k-1], append(marker, n.pieces[k-1:]...)...)

@@ -84,55 +84,6 @@ import (
 // joinHint lists the supported join shapes.
 const joinHint = "dpproxy answers FROM protected [LEFT] JOIN public_table ON a.col = b.col, protected JOIN protected ON a.unit = b.unit (or USING (unit)), and two protected tables JOIN ON a.k = b.k when the policy declares max_rows_per_value for both columns (and for the join column of any public table joined to them)"
 
-// Join shapes (Join.Shape).
-const (
-	JoinPublic = "public" // one protected table and public tables
-	JoinUnit   = "unit"   // protected tables joined on the privacy unit
-	JoinKey    = "key"    // two protected tables on another key (elastic)
-)
-
-// Join is the FROM clause of a join query. Immutable once planned.
-type Join struct {
-	Shape  string
-	Tables []JoinTable
-	// Columns are the columns of the joined relation that the plan reads,
-	// in order; Plan columns (Key.Column, Measure.Column, the unit) are
-	// their Names.
-	Columns []JoinColumn
-	// Elastic (JoinKey) parameters: per table, the per-unit row cap C_T,
-	// the join column and its declared multiplicity m_T; Changed is
-	// E = 2·(C_A·m_B + C_B·m_A), the most joined rows one unit can change.
-	RowsPerUnit  []int    `json:",omitempty"`
-	KeyColumn    []string `json:",omitempty"`
-	RowsPerValue []int    `json:",omitempty"`
-	Changed      int      `json:",omitempty"`
-}
-
-// JoinTable is one table of the FROM clause, in order.
-type JoinTable struct {
-	Name, Schema string
-	Public       bool
-	Unit         string // unit column ("" for public tables)
-	Left         bool   // joined with LEFT JOIN
-	On           []JoinOn
-}
-
-// JoinOn is an equality of the ON (or USING) clause of a table: the column
-// Column of Tables[Table] (an earlier table) equals this table's Other.
-type JoinOn struct {
-	Table  int
-	Column string
-	Other  string
-}
-
-// JoinColumn is a column of the joined relation: Tables[Table].Column,
-// named Name.
-type JoinColumn struct {
-	Name   string
-	Table  int
-	Column string
-}
-
 // joinState is the builder's view of a join FROM clause.
 type joinState struct {
 	tables  []*policy.Table

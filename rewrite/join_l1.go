@@ -41,14 +41,3 @@ package rewrite
 // The bound is checked on neighbouring databases by the audit
 // (join_test.go: the L1 change of every measure of every elastic golden is
 // at most L1).
-
-// setElasticL1 states the direct L1 bound of every measure of an elastic
-// join plan (see the file comment). Other plans keep L1 = 0.
-func setElasticL1(p *Plan) {
-	if p.Join == nil || p.Join.Shape != JoinKey {
-		return
-	}
-	for i := range p.Measures {
-		p.Measures[i].L1 = p.Measures[i].LInf
-	}
-}

@@ -2,8 +2,6 @@
 
 package rewrite
 
-import "github.com/dpproxy/dpproxy/policy"
-
 // Quantiles (percentile_cont, percentile_disc, MIN, MAX; quantile.go) over
 // joins and with private group keys (issue 9).
 //
@@ -40,11 +38,3 @@ import "github.com/dpproxy/dpproxy/policy"
 // are unchanged, since partition selection only adds the unit-count column.
 // Private keys are refused in elastic joins (join_partition.go), so this
 // combination only meets the bounded-after-the-join shapes.
-
-// elasticQuantileSQL is the final column of a quantile measure in an
-// elastic join's SQL (elasticSQL): the summary of the group's values, the
-// clamped per-row values x of its joined rows. quantileFinalSQL unnests
-// array_agg(x), which for a scalar x is the list of the group's values.
-func elasticQuantileSQL(t *policy.Table, m Measure, x string) string {
-	return quantileFinalSQL(t, m, x)
-}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -43,7 +45,7 @@ func joinDBs(t *testing.T, ctx context.Context, rng *rand.Rand, clean bool) func
 				if a.t.Public {
 					continue
 				}
-				if _, err := db.conn.Exec(ctx, "DELETE FROM "+quoteIdent(a.t.Schema)+"."+quoteIdent(a.t.Name)+" WHERE "+quoteIdent(a.t.UnitColumn)+" IS NULL"); err != nil {
+				if _, err := db.conn.Exec(ctx, "DELETE FROM "+pgemit.QuoteIdent(a.t.Schema)+"."+pgemit.QuoteIdent(a.t.Name)+" WHERE "+pgemit.QuoteIdent(a.t.UnitColumn)+" IS NULL"); err != nil {
 					t.Fatal(err)
 				}
 			}

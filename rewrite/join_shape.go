@@ -7,6 +7,8 @@ import (
 	"math/big"
 	"strconv"
 
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/sensitivity"
@@ -244,21 +246,11 @@ func (b *builder) finishJoin(p *Plan) error {
 			return pgerr.New(pgerr.InternalError, "internal error: elastic join sensitivity below E·M")
 		}
 	}
-	setElasticL1(p) // join_l1.go
-	if want := min(j.Changed, domainProduct(p.Keys, j.Changed)); p.MaxGroupsPerUnit < want {
+	dpplan.SetElasticL1(p) // join_l1.go
+	if want := min(j.Changed, dpplan.DomainProduct(p.Keys, j.Changed)); p.MaxGroupsPerUnit < want {
 		return pgerr.New(pgerr.InternalError, "internal error: elastic join group bound below min(E, groups)")
 	}
 	return nil
-}
-
-// domainProduct is the number of releasable groups of keys, capped at
-// limit (1 when ungrouped).
-func domainProduct(keys []Key, limit int) int {
-	n := 1
-	for _, k := range keys {
-		n = min(n*len(k.Domain), limit)
-	}
-	return n
 }
 
 // elasticLInf is E·M for a measure of an elastic join: E joined rows can

@@ -49,18 +49,6 @@ import (
 // privateKeyHint says how to group by a column without public values.
 const privateKeyHint = "grouping by a column without public values uses DP partition selection: only groups with enough distinct units are released"
 
-// PrivateGroups reports whether some key of the plan is private: the
-// released groups are then chosen by partition selection, and the SQL
-// returns the distinct-unit count of each group after the measures.
-func (p *Plan) PrivateGroups() bool {
-	for _, k := range p.Keys {
-		if k.Private {
-			return true
-		}
-	}
-	return false
-}
-
 // privateKey plans GROUP BY of a declared, visible column without public
 // values (not the unit column: every group would hold one unit, and
 // partition selection would drop all of them).

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
@@ -125,7 +127,7 @@ func (q *PostQuery) OuterSQL(cols [][]PostColumn) (string, error) {
 					WithHint("send the aggregate query on its own")
 			}
 			cn := "c" + strconv.Itoa(j+1)
-			sel = append(sel, "t."+cn+" AS "+quoteIdent(c.Name))
+			sel = append(sel, "t."+cn+" AS "+pgemit.QuoteIdent(c.Name))
 			args = append(args, "$"+strconv.Itoa(first[leaf]+j)+"::"+c.PGType+"[]")
 			names = append(names, cn)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
@@ -53,7 +55,7 @@ func saBlockQuantiles(t *testing.T, ctx context.Context, q interface {
 			t.Fatal(err)
 		}
 		if v == nil {
-			out[b] = SampleMid(lo, hi)
+			out[b] = dpplan.SampleMid(lo, hi)
 			continue
 		}
 		out[b] = math.Min(math.Max(*v, lo), hi)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -441,7 +443,7 @@ func TestAudit_QuantileSmoothPTR(t *testing.T) {
 					}
 				}
 				tbl, w := p.Source()
-				sub.SQL = emitSQL(tbl, &sub, w)
+				sub.SQL = pgemit.SQL(tbl, &sub, w)
 				p = &sub
 			}
 			audited++

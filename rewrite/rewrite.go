@@ -1,9 +1,10 @@
 package rewrite
 
 import (
+	"time"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
-	"time"
 )
 
 // Rewrite validates one DP statement against the policy and plans it. Every

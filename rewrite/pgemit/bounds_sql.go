@@ -1,0 +1,454 @@
+// Privacy-critical: needs DP review.
+
+package pgemit
+
+import (
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+)
+
+// truncDigits is the number of decimal places to which a weighted value
+// is truncated (towards zero, so never above its exact bound): 15
+// significant digits of the measure's L∞ bound, at least 6 places.
+func truncDigits(linf float64) int {
+	d := 15
+	if linf > 0 && !math.IsInf(linf, 0) {
+		d = 15 - int(math.Floor(math.Log10(linf)))
+	}
+	return min(max(d, 6), 60)
+}
+
+// weighted is the SQL of v·num/den truncated towards zero to k decimal
+// places, for v numeric and num, den positive integer SQL expressions.
+// Every step is exact: numeric products are exact, div is the truncated
+// exact quotient, and the scaling back is a product with 10⁻ᵏ (a numeric
+// quotient would be rounded to a chosen scale, possibly upwards).
+func weighted(v, num, den string, k int) string {
+	return "div(" + v + "::numeric * " + num + " * 1" + strings.Repeat("0", k) + ", " + den + ") * 0." + strings.Repeat("0", k-1) + "1"
+}
+
+// emitSQL builds the SQL of a plan; see bounds.go's file comment for its shape.
+// Every identifier is a policy name, quoted; every constant is produced by
+// this package.
+func SQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
+	return ProfileSQL(t, p, where, nil)
+}
+
+// emitSQLProfile is emitSQL, with, when profile (the candidate rows per
+// unit of autobounds.go) is not nil, the profile of the units as K + 1
+// more columns after the measures: per group, the units whose first
+// (unit, group) row it is (summed over the groups: N), and for each
+// candidate c those of them within its bounds (at most c rows in each
+// group, at most L0·c in all). Each unit is counted in exactly one group,
+// so the sums over the groups are the profile of autobounds.go, read in
+// the same scan as the answer of the plan's own bound.
+func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []int) string {
+	if p.Join != nil && p.Join.Shape == dpplan.JoinKey {
+		return elasticSQL(t, p, where) // join.go: bounded before the join
+	}
+	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
+	if p.Join != nil {
+		from = joinFromSQL(p.Join) // join.go: bounded after the join
+	}
+	unit := QuoteIdent(t.UnitColumn)
+	rows := strconv.Itoa(t.MaxRowsPerUnit)
+	l0 := strconv.Itoa(p.MaxGroupsPerUnit)
+	// total is the unit's allowance over all groups, T = L0·R rows.
+	total := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
+	mode := dpplan.GroupBounding(p)
+	var keyCols, keyOut []string
+	for j, k := range p.Keys {
+		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
+		keyOut = append(keyOut, keySQL(k)+" AS dp_k"+strconv.Itoa(j))
+	}
+
+	// dp_rows: one row per input row, with its unit, keys and per-row
+	// values. Rows without a unit are excluded (see "NULL unit values" in bounds.go).
+	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
+	conds := sourceConds(p, where, unit)
+	partition := append([]string{unit}, quoteIdents(p.Keys)...)
+	hasRow := make([]bool, len(p.Measures)) // measure i has a per-row value dp_x<i>
+	for i, m := range p.Measures {
+		v := rowValueSQL(t, m)
+		if v == "" {
+			continue
+		}
+		hasRow[i] = true
+		cols = append(cols, v+" AS dp_x"+strconv.Itoa(i))
+		if m.Kind == dpplan.MeasureQuantile {
+			cols = append(cols, quantileRankSQL(v, partition, i)...)
+		}
+	}
+
+	// dp_unit_groups: one row per (unit, group) with the unit's counts,
+	// exact sums and, for quantiles, its sorted values.
+	group := append([]string{"dp_unit"}, keyCols...)
+	agg := append([]string{}, group...)
+	for i, m := range p.Measures {
+		n, x := strconv.Itoa(i), "dp_x"+strconv.Itoa(i)
+		switch {
+		case m.Kind == dpplan.MeasureRemoved:
+			agg = append(agg, "COUNT(*) AS dp_n"+n)
+			if hasRow[i] {
+				// The rows with a value outside its bounds (bias.go).
+				agg = append(agg, "SUM("+x+") AS dp_o"+n)
+			}
+		case m.Kind == dpplan.MeasureCount && !hasRow[i]:
+			agg = append(agg, "COUNT(*) AS dp_n"+n)
+		case m.Kind == dpplan.MeasureCount, m.Kind == dpplan.MeasureUnits && m.Filter != "":
+			agg = append(agg, "COUNT("+x+") AS dp_n"+n)
+		case m.Kind == dpplan.MeasureUnits:
+			// 1 per (unit, group): nothing to aggregate.
+		case m.Kind == dpplan.MeasureQuantile:
+			agg = append(agg, quantileKeepSQL(i, t.MaxRowsPerUnit)+" AS dp_a"+n)
+		default:
+			agg = append(agg, "SUM("+x+") AS dp_s"+n, "COUNT("+x+") AS dp_n"+n)
+		}
+	}
+
+	if profile != nil {
+		agg = append(agg, "COUNT(*) AS dp_np")
+	}
+
+	// dp_bounded: the bounded value of each measure per (unit, group).
+	var bounded []string
+	for i, m := range p.Measures {
+		n := strconv.Itoa(i)
+		var v string
+		k := truncDigits(m.LInf)
+		switch m.Kind {
+		case dpplan.MeasureCount:
+			v = "LEAST(dp_n" + n + ", " + rows + ")"
+			if mode == dpplan.GroupsScale {
+				v = "CASE WHEN dp_t" + n + " <= " + total + " THEN " + v + " ELSE " + weighted(v, total, "dp_t"+n, k) + " END"
+			}
+		case dpplan.MeasureUnits:
+			v = "1"
+			if m.Filter != "" {
+				v = "CASE WHEN dp_n" + n + " > 0 THEN 1 ELSE 0 END"
+			}
+			if mode == dpplan.GroupsScale {
+				v = "CASE WHEN dp_g <= " + l0 + " THEN " + v + " ELSE " + weighted("("+v+")", l0, "dp_g", k) + " END"
+			}
+		case dpplan.MeasureQuantile:
+			v = quantileUnitSQL("dp_a"+n, t.MaxRowsPerUnit)
+		case dpplan.MeasureRemoved:
+			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k, m.Outside != "") // bias.go
+		default:
+			s, c := "dp_s"+n, "dp_n"+n
+			if mode == dpplan.GroupsScale {
+				// t ≥ LEAST(n, R) ≥ 1 in the weighted branch (n = 0 has
+				// s NULL and takes the first).
+				t := "dp_t" + n
+				v = "CASE WHEN " + c + " = 0 OR (" + c + " <= " + rows + " AND " + t + " <= " + total + ") THEN " + s + " ELSE " +
+					weighted(s, "LEAST("+c+", "+rows+") * LEAST("+t+", "+total+")", c+"::numeric * "+t, k) + " END"
+			} else {
+				v = "CASE WHEN " + c + " <= " + rows + " THEN " + s + " ELSE " + weighted(s, rows, c, k) + " END"
+			}
+		}
+		bounded = append(bounded, v+" AS dp_m"+n)
+	}
+
+	// final
+	var final []string
+	for _, k := range keyCols {
+		final = append(final, k+"::text")
+	}
+	for i, m := range p.Measures {
+		mi := "dp_m" + strconv.Itoa(i)
+		if m.Kind == dpplan.MeasureQuantile {
+			final = append(final, quantileFinalSQL(t, m, mi))
+			continue
+		}
+		final = append(final, "SUM("+mi+")::text")
+	}
+	if profile != nil {
+		first, pmax, psum := "dp_pfirst = 1", "dp_pmax", "dp_psum"
+		if len(p.Keys) == 0 {
+			first, pmax, psum = "TRUE", "dp_np", "dp_np"
+		}
+		bounded = append(bounded, "CASE WHEN "+first+" THEN 1 ELSE 0 END AS dp_pu")
+		final = append(final, "SUM(dp_pu)::text")
+		for j, c := range profile {
+			cj := strconv.Itoa(j)
+			bounded = append(bounded, "CASE WHEN "+first+" AND "+pmax+" <= "+strconv.Itoa(c)+" AND "+psum+" <= "+
+				strconv.Itoa(p.MaxGroupsPerUnit*c)+" THEN 1 ELSE 0 END AS dp_pc"+cj)
+			final = append(final, "SUM(dp_pc"+cj+")::text")
+		}
+	}
+	if p.PrivateGroups() {
+		// Partition selection: each dp_bounded row is one (unit, group)
+		// that survived the L0 bound, so COUNT(*) is the number of
+		// distinct units in the group, and each unit adds 1 to at most
+		// MaxGroupsPerUnit groups.
+		final = append(final, "COUNT(*)::text")
+	}
+
+	// The levels nest final ⊃ dp_bounded ⊃ dp_counted ⊃ dp_unit_groups ⊃
+	// dp_rows; they are written outside-in into one builder.
+	var b strings.Builder
+	b.Grow(1024)
+	w := func(parts ...string) {
+		for _, s := range parts {
+			b.WriteString(s)
+		}
+	}
+	join := func(items []string, sep string) {
+		for i, s := range items {
+			if i > 0 {
+				b.WriteString(sep)
+			}
+			b.WriteString(s)
+		}
+	}
+	hasG := false
+	// groupsAll needs dp_counted only for the removed rows of a grouped
+	// query (bias.go).
+	window := mode == dpplan.GroupsAll && len(p.Keys) > 0 && (p.HasBias() || profile != nil)
+	profileWindow := ""
+	if profile != nil && len(p.Keys) > 0 {
+		profileWindow = ", MAX(dp_np) OVER dp_w AS dp_pmax, SUM(dp_np) OVER dp_w AS dp_psum, ROW_NUMBER() OVER dp_w AS dp_pfirst"
+	}
+	w("SELECT ")
+	join(final, ", ")
+	w(" FROM (SELECT ")
+	join(append(append([]string{}, keyCols...), bounded...), ", ")
+	w(" FROM (")
+	switch mode {
+	case dpplan.GroupsScale:
+		// Per unit and measure, t = Σ over the unit's groups of
+		// min(n, R); g, its number of groups, for distinct units.
+		w("SELECT *")
+		for i, m := range p.Measures {
+			n := strconv.Itoa(i)
+			switch m.Kind {
+			case dpplan.MeasureUnits:
+				if !hasG {
+					w(", COUNT(*) OVER dp_w AS dp_g")
+					hasG = true
+				}
+			case dpplan.MeasureCount, dpplan.MeasureSum, dpplan.MeasureSumSq:
+				w(", SUM(LEAST(dp_n", n, ", ", rows, ")) OVER dp_w AS dp_t", n)
+			case dpplan.MeasureRemoved:
+				w(removedWindowSQL(n, mode, rows, m.Outside != ""))
+			}
+		}
+		w(profileWindow, " FROM (")
+	case dpplan.GroupsAll:
+		if window {
+			w("SELECT *")
+			if p.HasBias() {
+				w(removedWindowSQL(strconv.Itoa(len(p.Measures)-1), mode, rows, p.Measures[len(p.Measures)-1].Outside != ""))
+			}
+			w(profileWindow, " FROM (")
+		}
+	case dpplan.GroupsSelect:
+		// The unit's groups in the order of a hash of (unit, keys), then
+		// of the keys themselves, so that the order is total and a
+		// function of the unit's own rows.
+		hashed := []string{"dp_unit::text"}
+		for _, k := range keyCols {
+			hashed = append(hashed, k+"::text")
+		}
+		w("SELECT *, ROW_NUMBER() OVER (PARTITION BY dp_unit ORDER BY hashtextextended(")
+		join(hashed, " || ',' || ")
+		w(", ", selectSalt, ")")
+		for _, k := range keyCols {
+			w(", ", k)
+		}
+		w(") AS dp_group_rank FROM (")
+	}
+	w("SELECT ")
+	join(agg, ", ")
+	w(" FROM (SELECT ")
+	join(cols, ", ")
+	w(" FROM ", from, " WHERE ")
+	join(conds, " AND ")
+	w(") AS dp_rows GROUP BY ")
+	join(group, ", ")
+	w(") AS dp_unit_groups")
+	switch mode {
+	case dpplan.GroupsScale:
+		w(" WINDOW dp_w AS (PARTITION BY dp_unit)) AS dp_counted")
+	case dpplan.GroupsAll:
+		if window {
+			w(" WINDOW dp_w AS (PARTITION BY dp_unit)) AS dp_counted")
+		}
+	case dpplan.GroupsSelect:
+		w(") AS dp_counted WHERE dp_group_rank <= ", l0)
+	}
+	w(") AS dp_bounded")
+	if len(p.Keys) > 0 {
+		w(" GROUP BY ")
+		join(keyCols, ", ")
+	}
+	return b.String()
+}
+
+// sourceConds is the WHERE of dp_rows: rows with a unit, that pass the
+// analyst's WHERE, with every key in its public domain (or not NULL, for
+// private keys).
+func sourceConds(p *dpplan.Plan, where dpplan.Pred, unit string) []string {
+	conds := []string{unit + " IS NOT NULL"}
+	if where != nil {
+		conds = append(conds, PredSQL(where))
+	}
+	for _, k := range p.Keys {
+		if k.Private {
+			// No public domain; the NULL group is not released.
+			conds = append(conds, keySQL(k)+" IS NOT NULL")
+			continue
+		}
+		conds = append(conds, keySQL(k)+" IN ("+domainList(k)+")")
+	}
+	return conds
+}
+
+// selectSalt seeds the hash that orders a unit's groups (groupsSelect).
+// Any constant gives the same guarantee (the order is a function of the
+// unit's rows); it is fixed so that audits can reproduce a release.
+const selectSalt = "7919"
+
+// clampSQL is column c cast to numeric and clamped to its policy bounds.
+func ClampSQL(t *policy.Table, c string) string {
+	return "LEAST(GREATEST(" + QuoteIdent(c) + "::numeric, " + NumericConst(t.Columns[c].Lower) + "), " +
+		NumericConst(t.Columns[c].Upper) + ")"
+}
+
+// rowValueSQL is the per-row value dp_x of a measure in dp_rows, or ""
+// when the measure needs none (COUNT(*) and COUNT(DISTINCT unit) without
+// FILTER):
+//
+//   - sums: the clamped column, or the expression (rowexpr.go; its columns
+//     clamped), minus Centre for normalized sums; sums of squares: that
+//     value times itself;
+//   - counts: the column or the expression (NULL-ness is all that counts),
+//     or 1 for COUNT(*) with a filter; distinct units: the unit column;
+//   - with FILTER (WHERE cond): CASE WHEN cond THEN value END, so rows
+//     failing the filter give NULL, which no aggregate counts or sums.
+//
+// A filtered measure is bounded on the rows that pass its filter (n and s
+// of dp_unit_groups count and sum only those), so the L∞ bounds of
+// bounds.go's guarantee
+// hold for it. On data within the contribution limits nothing is
+// weighted, so the answer equals PostgreSQL's FILTER.
+func rowValueSQL(t *policy.Table, m dpplan.Measure) string {
+	var v string
+	switch m.Kind {
+	case dpplan.MeasureQuantile:
+		v = quantileValueSQL(t, m)
+	case dpplan.MeasureSum, dpplan.MeasureSumSq:
+		if m.Expr != "" {
+			v = m.Expr
+			if m.Centre != "" {
+				v = "(" + v + " - " + NumericConst(m.Centre) + ")"
+			}
+		} else {
+			c := QuoteIdent(m.Column)
+			v = ClampSQL(t, m.Column)
+			if m.Centre != "" {
+				v = "(" + v + " - " + NumericConst(m.Centre) + ")"
+			}
+			if m.Kind == dpplan.MeasureSumSq {
+				v += " * " + v
+			}
+			v = "CASE WHEN " + c + " IS NULL THEN NULL ELSE " + v + " END"
+		}
+		if m.Expr != "" && m.Kind == dpplan.MeasureSumSq {
+			v = v + " * " + v
+		}
+	case dpplan.MeasureUnits:
+		if m.Filter == "" {
+			return ""
+		}
+		v = QuoteIdent(t.UnitColumn)
+	case dpplan.MeasureRemoved:
+		if m.Outside == "" {
+			return ""
+		}
+		return "CASE WHEN " + m.Outside + " THEN 1 ELSE 0 END"
+	case dpplan.MeasureCount:
+		switch {
+		case m.Expr != "":
+			v = m.Expr
+		case m.Column != "":
+			v = QuoteIdent(m.Column)
+		case m.Filter != "":
+			v = "1"
+		default:
+			return ""
+		}
+	}
+	if m.Filter != "" {
+		v = "CASE WHEN " + m.Filter + " THEN " + v + " END"
+	}
+	return v
+}
+
+func quoteIdents(keys []dpplan.Key) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, keySQL(k))
+	}
+	return out
+}
+
+// numericConst writes a policy bound (validated by policy as a decimal
+// number) as a numeric constant.
+func NumericConst(s string) string {
+	return "(" + s + ")::numeric"
+}
+
+// domainConsts writes the public values of a key as constants of its type
+// (validated by policy: integers, YYYY-MM-DD dates, true/false).
+func domainConsts(k dpplan.Key) []string {
+	out := make([]string, len(k.Domain))
+	for i, v := range k.Domain {
+		var b strings.Builder
+		writeDomainConst(&b, k.Type, v)
+		out[i] = b.String()
+	}
+	return out
+}
+
+// domainList is strings.Join(domainConsts(k), ", ") written into one
+// builder (a Rewrite writes every value of every key's domain).
+func domainList(k dpplan.Key) string {
+	var b strings.Builder
+	n := 0
+	for _, v := range k.Domain {
+		n += len(v) + 10
+	}
+	b.Grow(n)
+	for i, v := range k.Domain {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		writeDomainConst(&b, k.Type, v)
+	}
+	return b.String()
+}
+
+func writeDomainConst(b *strings.Builder, typ policy.Type, v string) {
+	switch typ {
+	case policy.TypeInt:
+		b.WriteString("(" + v + ")")
+	case policy.TypeDate:
+		b.WriteString(QuoteString(v) + "::date")
+	case policy.TypeBool:
+		b.WriteString(strings.ToUpper(v))
+	default:
+		if !strings.ContainsAny(v, `'\`) {
+			// quoteString's common case, without its allocations.
+			b.WriteByte('\'')
+			b.WriteString(v)
+			b.WriteByte('\'')
+			return
+		}
+		b.WriteString(QuoteString(v))
+	}
+}

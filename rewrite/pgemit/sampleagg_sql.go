@@ -1,0 +1,227 @@
+// Privacy-critical: needs DP review.
+
+package pgemit
+
+import (
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+)
+
+// quantileInputSQL is the SQL of an input key that is a row value.
+func quantileInputSQL(key string) (string, bool) {
+	v, ok := strings.CutPrefix(key, dpplan.SampleValueKey)
+	return v, ok
+}
+
+// sampleQuantileSQL is the block answer of a quantile statistic: PostgreSQL's
+// own ordered-set aggregate (or MIN/MAX) of the row value; NULL for a
+// block without values.
+func sampleQuantileSQL(s dpplan.SampleCall, in func(string) string) string {
+	v := in(s.Inputs()[0])
+	if s.Q == "" {
+		return s.Fn + "(" + v + ")"
+	}
+	return s.Fn + "((" + s.Q + ")::float8) WITHIN GROUP (ORDER BY " + v + ")"
+}
+
+// blockHashSQL is the unit's block hash: the first 56 bits of
+// HMAC-SHA-256(key, unit::text) as a non-negative bigint (56 bits so the
+// cast through bit(56) cannot go negative). Block of k: hash % k; the bias
+// of 2⁵⁶ mod k is below k/2⁵⁶. The key pads are the bind parameters $1
+// (K⊕ipad) and $2 (K⊕opad), see Plan.QueryArgs: the SQL text holds no
+// secret. sa is unused (kept for callers' signature stability).
+func blockHashSQL(unit string, sa *dpplan.SampleAgg) string {
+	_ = sa
+	mac := "sha256($2::bytea || sha256($1::bytea || convert_to(" + unit + "::text, 'UTF8')))"
+	return "('x' || substr(encode(" + mac + ", 'hex'), 1, 14))::bit(56)::bigint"
+}
+
+// sampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
+// from the inside out:
+//
+//	dp_rows     rows of the table (or of the joined relation, join.go)
+//	            passing WHERE with a non-NULL unit and, when grouped, keys
+//	            in their public domains; the keys (dp_k…); both inputs of
+//	            each call clamped to their policy bounds (NULL stays NULL)
+//	            and cast to float8 (the type of PostgreSQL's aggregates);
+//	            the unit's block hash; a random rank among the rows of the
+//	            unit (of the unit and group, when grouped); when grouped,
+//	            a random number per row.
+//	dp_picked   (grouped, only when max_groups_per_unit is below the
+//	            number of groups) rows with rank ≤ max_rows_per_unit, each
+//	            with dp_gr, the random number of its (unit, group)'s
+//	            first-ranked row: one uniform draw per (unit, group).
+//	dp_ranked   (idem) each row with the rank of its group among the
+//	            unit's groups, DENSE_RANK by (dp_gr, keys): a uniformly
+//	            random order of the unit's groups.
+//	dp_bounded  rows with rank ≤ max_rows_per_unit (and group rank ≤
+//	            MaxGroupsPerUnit), with the block of each level (hash % k).
+//	dp_blocks   f per (group, block) of each level (GROUPING SETS, one per
+//	            level; inputs sorted inside the call so the float8 result
+//	            does not depend on row order), and the block's distinct
+//	            units (only when k is chosen from the count).
+//	final       per group and level: Σ_b (clip(f_b::numeric, l, u) − c),
+//	            NULL f_b adding 0, summed in numeric; and Σ_b units = n
+//	            (only with the count).
+//
+// Every choice (rows kept, groups kept) is made per unit from that unit's
+// own rows, in hash order, so adding or removing a unit changes no other
+// unit's kept rows (bounds.go, "Guarantee").
+func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dpplan.SampleCall) string {
+	sa := p.SampleAgg
+	unit := QuoteIdent(t.UnitColumn)
+	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
+	if p.Join != nil {
+		from = joinFromSQL(p.Join) // join.go: bounded after the join
+	}
+	// Inputs: each distinct column once.
+	var inCols []string
+	inIdx := map[string]int{}
+	for _, s := range calls {
+		for _, c := range s.Inputs() {
+			if _, ok := inIdx[c]; !ok {
+				inIdx[c] = len(inCols)
+				inCols = append(inCols, c)
+			}
+		}
+	}
+	in := func(c string) string { return "dp_c" + strconv.Itoa(inIdx[c]) }
+	var keyCols, keyExprs []string
+	for j, k := range p.Keys {
+		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
+		keyExprs = append(keyExprs, keySQL(k))
+	}
+	grouped := len(p.Keys) > 0
+	// The group rank is needed only when a unit could reach more groups
+	// than it may keep.
+	rankGroups := grouped && (p.PrivateGroups() || p.MaxGroupsPerUnit < dpplan.DomainProduct(p.Keys, p.MaxGroupsPerUnit+1))
+
+	cols := []string{unit + " AS dp_unit"}
+	for j := range keyCols {
+		cols = append(cols, keyExprs[j]+" AS "+keyCols[j])
+	}
+	cols = append(cols, blockHashSQL(unit, sa)+" AS dp_hash")
+	var raw []string // the inputs' values, for the row order below
+	for _, c := range inCols {
+		if v, ok := quantileInputSQL(c); ok {
+			cols = append(cols, v+" AS "+in(c)) // quantile_expr.go
+			raw = append(raw, v)
+			continue
+		}
+		raw = append(raw, QuoteIdent(c))
+		// round(…, 30) before the cast: a numeric below 1e-308 (e.g.
+		// 1e-1000) would make ::float8 raise 22003 on that row, an error
+		// that depends on the data (TestEmittedSQL_Total). The clamped
+		// value is finite; rounding it moves it by at most 5e-31.
+		cols = append(cols, "CASE WHEN "+QuoteIdent(c)+" IS NULL THEN NULL ELSE round("+ClampSQL(t, c)+", 30)::float8 END AS "+in(c))
+	}
+	// Rows and groups are chosen in hash order (bounds.go, "Two levels of
+	// bounding"): a function of the unit's own rows. Rows are taken one
+	// copy of each distinct input first, then second copies, and so on
+	// (dp_dup), each round in the order of a hash of the inputs, so that a
+	// unit's kept rows spread over its distinct values; ties are broken by
+	// the inputs, and identical inputs contribute alike.
+	dup := "ROW_NUMBER() OVER (PARTITION BY " + strings.Join(append(append([]string{unit}, keyExprs...), raw...), ", ") + ") AS dp_dup"
+	cols = append(cols, dup)
+	var ins []string
+	for _, c := range inCols {
+		ins = append(ins, in(c))
+	}
+	rowRank := "ROW_NUMBER() OVER (PARTITION BY " + strings.Join(append([]string{"dp_unit"}, keyCols...), ", ") + " ORDER BY dp_dup, hashtextextended(ROW(" +
+		strings.Join(ins, ", ") + ")::text, " + selectSalt + "), " + strings.Join(ins, ", ") + ") AS dp_row_rank"
+	if rankGroups {
+		hashed := []string{unit + "::text"}
+		for _, k := range keyExprs {
+			hashed = append(hashed, "("+k+")::text")
+		}
+		cols = append(cols, "hashtextextended("+strings.Join(hashed, " || ',' || ")+", "+selectSalt+") AS dp_r")
+	}
+	conds := []string{unit + " IS NOT NULL"}
+	if where != nil {
+		conds = append(conds, PredSQL(where))
+	}
+	for j, k := range p.Keys {
+		if k.Private {
+			conds = append(conds, keyExprs[j]+" IS NOT NULL") // partition.go
+			continue
+		}
+		conds = append(conds, keyExprs[j]+" IN ("+domainList(k)+")")
+	}
+	rows := "SELECT *, " + rowRank + " FROM (SELECT " + strings.Join(cols, ", ") + " FROM " + from + " WHERE " + strings.Join(conds, " AND ") + ") AS dp_dups"
+
+	carry := append(append([]string{"dp_unit"}, keyCols...), "dp_hash")
+	for _, c := range inCols {
+		carry = append(carry, in(c))
+	}
+	rowsCap := strconv.Itoa(t.MaxRowsPerUnit)
+	src := "(" + rows + ") AS dp_rows WHERE dp_row_rank <= " + rowsCap
+	if rankGroups {
+		picked := "SELECT " + strings.Join(carry, ", ") + ", MAX(CASE WHEN dp_row_rank = 1 THEN dp_r END) OVER (PARTITION BY " +
+			strings.Join(append([]string{"dp_unit"}, keyCols...), ", ") + ") AS dp_gr FROM " + src
+		ranked := "SELECT " + strings.Join(carry, ", ") + ", DENSE_RANK() OVER (PARTITION BY dp_unit ORDER BY " +
+			strings.Join(append([]string{"dp_gr"}, keyCols...), ", ") + ") AS dp_group_rank FROM (" + picked + ") AS dp_picked"
+		src = "(" + ranked + ") AS dp_ranked WHERE dp_group_rank <= " + strconv.Itoa(p.MaxGroupsPerUnit)
+	}
+
+	bounded := append([]string{"dp_unit"}, keyCols...)
+	for _, c := range inCols {
+		bounded = append(bounded, in(c))
+	}
+	var sets, level []string
+	for i, k := range sa.Levels {
+		bk := "dp_b" + strconv.Itoa(i)
+		bounded = append(bounded, "dp_hash % "+strconv.Itoa(k)+" AS "+bk)
+		sets = append(sets, "("+strings.Join(append(append([]string{}, keyCols...), bk), ", ")+")")
+		level = append(level, "WHEN GROUPING("+bk+") = 0 THEN "+strconv.Itoa(k))
+	}
+	boundedSQL := "SELECT " + strings.Join(bounded, ", ") + " FROM " + src
+
+	blocks := append(append([]string{}, keyCols...), "CASE "+strings.Join(level, " ")+" END AS dp_level")
+	for i, s := range calls {
+		// ORDER BY inside the call fixes the order in which the float8
+		// aggregate accumulates, so f_b is a function of the block's rows
+		// (without it the last bits depend on the random row order).
+		if s.Value != "" {
+			blocks = append(blocks, sampleQuantileSQL(s, in)+" AS dp_f"+strconv.Itoa(i)) // quantile_expr.go
+			continue
+		}
+		y, x := in(s.Y), in(s.X)
+		blocks = append(blocks, s.Fn+"("+y+", "+x+" ORDER BY "+y+", "+x+") AS dp_f"+strconv.Itoa(i))
+	}
+	if sa.CountMeasure >= 0 {
+		blocks = append(blocks, "COUNT(DISTINCT dp_unit) AS dp_units")
+	}
+	blocksSQL := "SELECT " + strings.Join(blocks, ", ") + " FROM (" + boundedSQL + ") AS dp_bounded GROUP BY GROUPING SETS (" +
+		strings.Join(sets, ", ") + ")"
+
+	var final []string
+	for _, k := range keyCols {
+		final = append(final, k+"::text")
+	}
+	final = append(final, "dp_level::text")
+	for i, s := range calls {
+		f := "dp_f" + strconv.Itoa(i)
+		lo, hi := formatConst(s.Lower), formatConst(s.Upper)
+		mid := formatConst(dpplan.SampleMid(s.Lower, s.Upper))
+		final = append(final, "SUM(CASE WHEN "+f+" IS NULL THEN 0 ELSE LEAST(GREATEST("+f+"::numeric, "+lo+"), "+hi+") - "+mid+" END)::text")
+	}
+	if sa.CountMeasure >= 0 {
+		final = append(final, "SUM(dp_units)::text")
+	}
+	order := strings.Join(append(append([]string{}, keyCols...), "dp_level"), ", ")
+	return "SELECT " + strings.Join(final, ", ") + " FROM (" + blocksSQL + ") AS dp_blocks GROUP BY " + order + " ORDER BY " + order
+}
+
+// formatConst writes a float64 as an exact numeric constant: every finite
+// float64 is a dyadic rational m/2^e, whose decimal expansion has e digits
+// after the point, so the SQL's numeric value equals the float64 exactly
+// (the midpoint c in SQL is the same number release adds back).
+func formatConst(x float64) string {
+	r := new(big.Rat).SetFloat64(x)
+	digits := r.Denom().BitLen() - 1 // the denominator is 2^digits
+	return "(" + r.FloatString(digits) + ")::numeric"
+}
