@@ -444,7 +444,7 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 		}
 	}
 	if changed > factor*p.MaxGroupsPerUnit && dpplan.GroupBounding(p) != dpplan.GroupsScale {
-		// Weighted plans (groupsScale) may change every group of the
+		// Weighted plans (dpplan.GroupsScale) may change every group of the
 		// unit, by at most L0/g of its L∞ each: the L1 and L2 checks
 		// below hold them to the same sensitivities.
 		bad = append(bad, fmt.Sprintf("%d groups changed, %d·MaxGroupsPerUnit %d", changed, factor, p.MaxGroupsPerUnit))

@@ -191,7 +191,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, err
 	}
 	b.narrowKeys()                             // narrow.go
-	if err := b.queryBounds(sel); err != nil { // bounds.go
+	if err := b.queryBounds(sel); err != nil { // dpplan/bounds.go
 		return nil, err
 	}
 	if err := b.selectList(sel); err != nil {
@@ -243,7 +243,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		}
 	}
 	if p.Join == nil || p.Join.Shape != JoinKey {
-		dpplan.ScaledMeasures(p) // bounds.go
+		dpplan.ScaledMeasures(p) // dpplan/bounds.go
 	}
 	if !b.opts.NoBias {
 		addRemoved(b.table, p) // bias.go

@@ -55,18 +55,18 @@
 //	              (private keys, DP partition selection; needs δ > 0).
 //	expr.go       HAVING and arithmetic over aggregates: post-processing
 //	              expressions over released values.
-//	bounds.go     Privacy-critical: clamping and contribution bounding:
+//	dpplan/bounds.go     Privacy-critical: clamping and contribution bounding:
 //	              the argument (file comment) and the bounds math (LInf/L0,
-//	              measureBounds, exprBounds, groupBounding).
-//	bounds_sql.go  Privacy-critical: the emitted SQL that enforces them
-//	              (emitSQL, clampSQL, rowValueSQL).
+//	              dpplan.MeasureBounds, dpplan.ExprBounds, dpplan.GroupBounding).
+//	pgemit/bounds_sql.go  Privacy-critical: the emitted SQL that enforces them
+//	              (pgemit.SQL, pgemit.ClampSQL, rowValueSQL).
 //	sampleagg.go  Privacy-critical: corr, covar_*, regr_* by
 //	              sample-and-aggregate (keyed-hash blocks, per-block
 //	              answers clipped to an output range, averaged; k from
 //	              SET dp.sample_blocks or a noisy unit count), per group
 //	              of public keys and over joins bounded after the join;
 //	              the secret key is a bind parameter (Plan.QueryArgs).
-//	sampleagg_sql.go  Privacy-critical: the emitted SQL of
+//	pgemit/sampleagg_sql.go  Privacy-critical: the emitted SQL of
 //	              sample-and-aggregate (keyed-hash blocks, clipped
 //	              per-block answers, their average).
 //	join.go       Privacy-critical: FROM clauses with joins. Classifies the
@@ -74,15 +74,15 @@
 //	              unit; two protected tables on a key with declared
 //	              max_rows_per_value), resolves qualified columns to the
 //	              joined relation's columns, and emits the joined relation
-//	              (bounded after the join by bounds.go) or, for key joins,
+//	              (bounded after the join by dpplan/bounds.go) or, for key joins,
 //	              the elastic SQL that bounds rows per unit and per join
 //	              value before the join, with sensitivity E·M. The file
 //	              comment holds the argument; join.go parses the FROM
 //	              clause, join_shape.go classifies the join and states its
 //	              sensitivity, join_resolve.go resolves columns and
-//	              join_sql.go emits the joined relation and the elastic
+//	              pgemit/join_sql.go emits the joined relation and the elastic
 //	              SQL.
-//	join_l1.go    Privacy-critical: the direct L1 bound E·M of an elastic
+//	dpplan/join_l1.go    Privacy-critical: the direct L1 bound E·M of an elastic
 //	              join's measures over all groups together (Measure.L1).
 //	join_partition.go  Privacy-critical: private group keys (partition
 //	              selection) in joins bounded after the join; refused in
@@ -163,7 +163,7 @@
 // sensitivity of each shape is derived in join.go and PRIVACY.md.
 // Quantiles are answered over every shape (join_quantile.go), private
 // group keys over public and unit joins (join_partition.go), and an
-// elastic join's measures carry the direct L1 bound of join_l1.go.
+// elastic join's measures carry the direct L1 bound of dpplan/join_l1.go.
 //
 // # What the first cut answers (issue 2) and known differences
 //
@@ -219,7 +219,7 @@
 //     no-op up to numeric rounding), and a simple CASE is supported only
 //     over a column compared with literals;
 //   - agg(…) FILTER (WHERE cond) applies the condition after contribution
-//     bounding (see rowValueSQL in bounds_sql.go): on data within the limits
+//     bounding (see rowValueSQL in pgemit/bounds_sql.go): on data within the limits
 //     the answer is PostgreSQL's;
 //   - a GROUP BY name that is no column of the policy falls back to an
 //     output alias even if the real table has such an undeclared column.

@@ -15,7 +15,7 @@ package rewrite
 // an R:
 //
 //   - JoinPublic and JoinUnit: the joined relation is bounded per unit
-//     after the join by bounds.go (join.go: every joined row holds rows of
+//     after the join by dpplan/bounds.go (join.go: every joined row holds rows of
 //     exactly one unit), with R = the join's max_rows_per_unit and L0 = its
 //     max_groups_per_unit (capped by the number of groups); the quantile SQL
 //     is the single-table one (per (unit, group) arrays of at most R values,
@@ -23,13 +23,13 @@ package rewrite
 //   - JoinKey (elastic): no per-unit bound after the join. One unit changes
 //     at most E joined rows (join.go), each joined row holds one value of
 //     one group, so R = E (joinTable sets the synthetic table's
-//     max_rows_per_unit to E, and measureBounds gives LInf = E). The SQL
+//     max_rows_per_unit to E, and dpplan.MeasureBounds gives LInf = E). The SQL
 //     summarises all the group's joined rows' values directly
 //     (elasticQuantileSQL: the same bucket counts or order statistics, over
 //     array_agg of the per-row values instead of per-unit arrays). All three
 //     methods hold with R = E. Moreover the E changed rows are shared by
 //     all groups: Σ_g (values changed in g) ≤ E, the direct L1 bound of
-//     join_l1.go, which lets the exponential method give each group the
+//     dpplan/join_l1.go, which lets the exponential method give each group the
 //     whole ε of the measure (release/quantile.go, "Groups").
 //
 // With a private group key (partition.go, join_partition.go) the groups

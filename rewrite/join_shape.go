@@ -200,7 +200,7 @@ func (b *builder) joinTable() {
 	if st.plan.Shape == JoinKey {
 		// An elastic join changes at most E joined rows, each adding one
 		// row's value to one group: the single-table bounds with E rows
-		// per unit (measureBounds, exprBounds: LInf = E·M) and at most E
+		// per unit (dpplan.MeasureBounds, dpplan.ExprBounds: LInf = E·M) and at most E
 		// groups. The emitted SQL (elasticSQL) does not use these as
 		// limits; it enforces C_T and m_T instead.
 		syn.MaxRowsPerUnit = st.plan.Changed
@@ -246,7 +246,7 @@ func (b *builder) finishJoin(p *Plan) error {
 			return pgerr.New(pgerr.InternalError, "internal error: elastic join sensitivity below E·M")
 		}
 	}
-	dpplan.SetElasticL1(p) // join_l1.go
+	dpplan.SetElasticL1(p) // dpplan/join_l1.go
 	if want := min(j.Changed, dpplan.DomainProduct(p.Keys, j.Changed)); p.MaxGroupsPerUnit < want {
 		return pgerr.New(pgerr.InternalError, "internal error: elastic join group bound below min(E, groups)")
 	}

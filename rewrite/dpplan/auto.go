@@ -12,7 +12,7 @@ type AutoBounds struct {
 	Plans []*Plan
 	// CombinedSQL is the plan's own SQL with the profile of the units as
 	// len(Candidates) + 1 more columns after the measures (bounds.go,
-	// emitSQLProfile): summed over the rows, the number of units N, then
+	// pgemit.ProfileSQL): summed over the rows, the number of units N, then
 	// for each candidate c the number of units within its bounds (at most
 	// c rows in each group and at most L0·c in all, so that bounding at c
 	// leaves them whole). One scan gives the profile and the answer at

@@ -6,11 +6,11 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// summedColumns are the plain columns with numeric bounds that the plan's
+// SummedColumns are the plain columns with numeric bounds that the plan's
 // sums, averages and variances clamp (not those of expressions), once
 // each, in the order the measures first use them: the columns whose
 // clamped rows the bias estimate counts, and the candidates of auto
-// clipping (autoclip.go).
+// clipping (rewrite/autoclip.go).
 func SummedColumns(t *policy.Table, p *Plan) []*policy.Column {
 	var out []*policy.Column
 	seen := map[string]bool{}
@@ -28,7 +28,7 @@ func SummedColumns(t *policy.Table, p *Plan) []*policy.Column {
 	return out
 }
 
-// weightsOnly reports whether the plan bounds contributions by weights
+// WeightsOnly reports whether the plan bounds contributions by weights
 // alone (bounds.go): no join, no sample-and-aggregate, no private keys,
 // no quantiles. Only such plans carry a bias estimate or auto bounds.
 func WeightsOnly(p *Plan) bool {

@@ -1,6 +1,6 @@
 package dpplan
 
-// pred is a validated WHERE condition. Its SQL is produced by our emitter:
+// Pred is a validated WHERE condition. Its SQL is produced by our emitter:
 // columns are quoted names of policy columns, literals are typed and
 // quoted by us, so the condition cannot raise a data-dependent error.
 type Pred interface{ isPred() }

@@ -8,30 +8,10 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// sampleValueKey marks an input of the sample-and-aggregate SQL that is a
+// SampleValueKey marks an input of the sample-and-aggregate SQL that is a
 // row value (its SQL follows) rather than a column name: policy names
 // cannot contain a NUL byte (PostgreSQL identifiers cannot).
 const SampleValueKey = "\x00"
-
-// label names the statistic in EXPLAIN: f(y, x), or fn(q) of the value.
-func (s SampleCall) Label() string {
-	switch {
-	case s.Value == "":
-		return s.Fn + "(" + s.Y + ", " + s.X + ")"
-	case s.Q != "":
-		return s.Fn + "(" + s.Q + ") of " + s.Y
-	}
-	return s.Fn + " of " + s.Y
-}
-
-// inputs are the keys of the statistic's inputs: its two columns, or its
-// row value.
-func (s SampleCall) Inputs() []string {
-	if s.Value != "" {
-		return []string{SampleValueKey + s.Value}
-	}
-	return []string{s.Y, s.X}
-}
 
 // SampleAgg describes a sample-and-aggregate plan. Plan.SQL returns one row
 // per group that has rows and block count k:
@@ -94,17 +74,37 @@ func (p *Plan) QueryArgs(ds *policy.Dataset) []any {
 	return []any{inner, outer}
 }
 
-// saSpec is one sample-and-aggregate call of the select list.
+// SampleCall is one sample-and-aggregate call of the select list.
 type SampleCall struct {
 	Fn           string // corr, covar_pop, …
 	Y, X         string // PostgreSQL's argument order: f(Y, X)
 	Lower, Upper float64
-	// q, value: a quantile (quantile_expr.go: fn is percentile_cont,
-	// percentile_disc, min or max) of the row value, q its fraction.
+	// Q, Value: a quantile (rewrite/quantile_expr.go: Fn is percentile_cont,
+	// percentile_disc, min or max) of the row value, Q its fraction.
 	Q, Value string
 }
 
-// hmacPads returns the HMAC-SHA-256 key pads K⊕ipad and K⊕opad (RFC 2104;
+// Label names the statistic in EXPLAIN: f(y, x), or fn(q) of the value.
+func (s SampleCall) Label() string {
+	switch {
+	case s.Value == "":
+		return s.Fn + "(" + s.Y + ", " + s.X + ")"
+	case s.Q != "":
+		return s.Fn + "(" + s.Q + ") of " + s.Y
+	}
+	return s.Fn + " of " + s.Y
+}
+
+// Inputs are the keys of the statistic's inputs: its two columns, or its
+// row value.
+func (s SampleCall) Inputs() []string {
+	if s.Value != "" {
+		return []string{SampleValueKey + s.Value}
+	}
+	return []string{s.Y, s.X}
+}
+
+// HMACPads returns the HMAC-SHA-256 key pads K⊕ipad and K⊕opad (RFC 2104;
 // a key longer than the 64-byte block is first hashed), so that the SQL
 // computes HMAC(K, m) = sha256(K⊕opad || sha256(K⊕ipad || m)).
 func HMACPads(key []byte) (inner, outer []byte) {

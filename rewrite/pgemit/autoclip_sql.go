@@ -10,13 +10,13 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
-// boundText writes a bound as a plain decimal (no exponent), as policy
+// BoundText writes a bound as a plain decimal (no exponent), as policy
 // writes declared bounds.
 func BoundText(x float64) string {
 	return strconv.FormatFloat(x, 'f', -1, 64)
 }
 
-// clipSQL is the histogram query (see the file comment): one scan of the
+// ClipSQL is the histogram query (see the file comment): one scan of the
 // rows the plan reads, each unit's largest and smallest clamped value per
 // column, put in their bins and counted.
 func ClipSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, cols []dpplan.ClipColumn) string {

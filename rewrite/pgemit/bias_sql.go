@@ -9,7 +9,7 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
-// outsideSQL is the condition of a row with a value outside its bounds in
+// OutsideSQL is the condition of a row with a value outside its bounds in
 // one of the plan's summed plain columns (sums, averages, variances of a
 // column with numeric bounds), or "" when there is none. NULL values
 // make the comparison NULL: not outside.

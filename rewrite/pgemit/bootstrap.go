@@ -25,7 +25,7 @@ type BoundsProbe struct {
 //
 // Each unit contributes one non-NULL value, the first of its values in hash
 // order (ROW_NUMBER() over the unit ≤ 1; a function of the unit's own
-// values, bounds.go), so adding or removing a unit changes n
+// values, dpplan/bounds.go), so adding or removing a unit changes n
 // and every below_j by at most 1; rows without a unit are excluded.
 // Identifiers are quoted, candidates are written by this package from
 // values the caller produced (numbers or dates), never from analyst text.

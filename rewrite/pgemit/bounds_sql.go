@@ -11,48 +11,91 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
-// truncDigits is the number of decimal places to which a weighted value
-// is truncated (towards zero, so never above its exact bound): 15
-// significant digits of the measure's L∞ bound, at least 6 places.
-func truncDigits(linf float64) int {
-	d := 15
-	if linf > 0 && !math.IsInf(linf, 0) {
-		d = 15 - int(math.Floor(math.Log10(linf)))
-	}
-	return min(max(d, 6), 60)
-}
+// The SQL that enforces the bounds: SQL and the clamped per-row
+// values. See dpplan/bounds.go for the bounding argument (the guarantee,
+// the two levels of bounding, the bounds per query); the shape of the SQL
+// that enforces it follows.
+//
+// # How the SQL enforces it
+//
+// Reading from the inside out:
+//
+//	dp_rows         one row per input row that passes the analyst's WHERE and
+//	                whose keys are in the public domain (key IN (…), where
+//	                a key is a column or a key expression of rewrite/keyexpr.go
+//	                whose domain comes from the policy or the query's
+//	                constants, never from the data); summed
+//	                columns are clamped per row:
+//	                  CASE WHEN c IS NULL THEN NULL
+//	                       ELSE LEAST(GREATEST(c::numeric, lower), upper) END
+//	                (the CASE keeps NULL as NULL: GREATEST ignores NULLs and
+//	                would otherwise turn NULL into lower). Squared columns
+//	                are the clamped value times itself. Quantile values get
+//	                their rank by value within the (unit, group).
+//	dp_unit_groups  per (unit, group): for each measure n, the number of
+//	                rows that count for it (non-NULL values after FILTER),
+//	                and s, the exact numeric sum of their values; for
+//	                quantiles at most R of the values, evenly spaced in rank
+//	                (rewrite/quantile.go).
+//	dp_counted      (grouped, when a unit could reach more than L0 groups)
+//	                per measure t = Σ over the unit's groups of min(n, R),
+//	                its bounded rows in all, and g, its number of groups,
+//	                for distinct units (dpplan.GroupsScale); or the rank of the
+//	                group among the unit's groups by a hash of (unit, keys)
+//	                (dpplan.GroupsSelect: private keys, quantiles).
+//	dp_bounded      per (unit, group) the bounded value of each measure:
+//	                counts min(n, R), sums s·min(n, R)/n, each weighted by
+//	                min(1, T/t) with T = L0·R the unit's allowance over all
+//	                groups (distinct units by min(1, L0/g)) (dpplan.GroupsScale),
+//	                or only the L0 groups of smallest rank (dpplan.GroupsSelect);
+//	                weighted values truncated towards zero in exact numeric
+//	                (weighted).
+//	final           summed per group in numeric (exact: no rounding can
+//	                exceed the bounds) and cast to text; with private keys
+//	                also COUNT(*), the number of (unit, group) rows of the
+//	                group, i.e. its distinct units after bounding.
+//
 
-// weighted is the SQL of v·num/den truncated towards zero to k decimal
-// places, for v numeric and num, den positive integer SQL expressions.
-// Every step is exact: numeric products are exact, div is the truncated
-// exact quotient, and the scaling back is a product with 10⁻ᵏ (a numeric
-// quotient would be rounded to a chosen scale, possibly upwards).
-func weighted(v, num, den string, k int) string {
-	return "div(" + v + "::numeric * " + num + " * 1" + strings.Repeat("0", k) + ", " + den + ") * 0." + strings.Repeat("0", k-1) + "1"
-}
+// # NULL unit values
+//
+// Rows whose unit column is NULL are excluded (WHERE unit IS NOT NULL).
+// Pooling them into one pseudo-unit is NOT safe: adding a person whose rows
+// have a NULL unit redraws the pool's random choice of rows and groups, so
+// up to 2·L0 groups change (found by rewrite/audit_test.go). Excluded rows
+// contribute nothing, so adding or removing them changes nothing. Answers
+// therefore differ from PostgreSQL's own on rows without a unit; a steward
+// who wants them counted must give them a unit (or declare the column NOT
+// NULL upstream).
+//
+// # Ungrouped queries
+//
+// Without GROUP BY every unit contributes to the single group, so
+// MaxGroupsPerUnit is 1 and the dp_counted step is omitted. The final
+// aggregate then returns exactly one row even over no input (with NULL
+// measures, which release treats as 0).
 
-// emitSQL builds the SQL of a plan; see bounds.go's file comment for its shape.
+// SQL builds the SQL of a plan; see the file comment for its shape.
 // Every identifier is a policy name, quoted; every constant is produced by
 // this package.
 func SQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	return ProfileSQL(t, p, where, nil)
 }
 
-// emitSQLProfile is emitSQL, with, when profile (the candidate rows per
-// unit of autobounds.go) is not nil, the profile of the units as K + 1
+// ProfileSQL is SQL, with, when profile (the candidate rows per
+// unit of rewrite/autobounds.go) is not nil, the profile of the units as K + 1
 // more columns after the measures: per group, the units whose first
 // (unit, group) row it is (summed over the groups: N), and for each
 // candidate c those of them within its bounds (at most c rows in each
 // group, at most L0·c in all). Each unit is counted in exactly one group,
-// so the sums over the groups are the profile of autobounds.go, read in
+// so the sums over the groups are the profile of rewrite/autobounds.go, read in
 // the same scan as the answer of the plan's own bound.
 func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []int) string {
 	if p.Join != nil && p.Join.Shape == dpplan.JoinKey {
-		return elasticSQL(t, p, where) // join.go: bounded before the join
+		return elasticSQL(t, p, where) // rewrite/join.go: bounded before the join
 	}
 	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	if p.Join != nil {
-		from = joinFromSQL(p.Join) // join.go: bounded after the join
+		from = joinFromSQL(p.Join) // rewrite/join.go: bounded after the join
 	}
 	unit := QuoteIdent(t.UnitColumn)
 	rows := strconv.Itoa(t.MaxRowsPerUnit)
@@ -67,7 +110,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	}
 
 	// dp_rows: one row per input row, with its unit, keys and per-row
-	// values. Rows without a unit are excluded (see "NULL unit values" in bounds.go).
+	// values. Rows without a unit are excluded (see "NULL unit values" in dpplan/bounds.go).
 	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
 	conds := sourceConds(p, where, unit)
 	partition := append([]string{unit}, quoteIdents(p.Keys)...)
@@ -94,7 +137,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 		case m.Kind == dpplan.MeasureRemoved:
 			agg = append(agg, "COUNT(*) AS dp_n"+n)
 			if hasRow[i] {
-				// The rows with a value outside its bounds (bias.go).
+				// The rows with a value outside its bounds (rewrite/bias.go).
 				agg = append(agg, "SUM("+x+") AS dp_o"+n)
 			}
 		case m.Kind == dpplan.MeasureCount && !hasRow[i]:
@@ -137,7 +180,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 		case dpplan.MeasureQuantile:
 			v = quantileUnitSQL("dp_a"+n, t.MaxRowsPerUnit)
 		case dpplan.MeasureRemoved:
-			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k, m.Outside != "") // bias.go
+			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k, m.Outside != "") // rewrite/bias.go
 		default:
 			s, c := "dp_s"+n, "dp_n"+n
 			if mode == dpplan.GroupsScale {
@@ -206,8 +249,8 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 		}
 	}
 	hasG := false
-	// groupsAll needs dp_counted only for the removed rows of a grouped
-	// query (bias.go).
+	// dpplan.GroupsAll needs dp_counted only for the removed rows of a grouped
+	// query (rewrite/bias.go).
 	window := mode == dpplan.GroupsAll && len(p.Keys) > 0 && (p.HasBias() || profile != nil)
 	profileWindow := ""
 	if profile != nil && len(p.Keys) > 0 {
@@ -308,12 +351,12 @@ func sourceConds(p *dpplan.Plan, where dpplan.Pred, unit string) []string {
 	return conds
 }
 
-// selectSalt seeds the hash that orders a unit's groups (groupsSelect).
+// selectSalt seeds the hash that orders a unit's groups (dpplan.GroupsSelect).
 // Any constant gives the same guarantee (the order is a function of the
 // unit's rows); it is fixed so that audits can reproduce a release.
 const selectSalt = "7919"
 
-// clampSQL is column c cast to numeric and clamped to its policy bounds.
+// ClampSQL is column c cast to numeric and clamped to its policy bounds.
 func ClampSQL(t *policy.Table, c string) string {
 	return "LEAST(GREATEST(" + QuoteIdent(c) + "::numeric, " + NumericConst(t.Columns[c].Lower) + "), " +
 		NumericConst(t.Columns[c].Upper) + ")"
@@ -323,7 +366,7 @@ func ClampSQL(t *policy.Table, c string) string {
 // when the measure needs none (COUNT(*) and COUNT(DISTINCT unit) without
 // FILTER):
 //
-//   - sums: the clamped column, or the expression (rowexpr.go; its columns
+//   - sums: the clamped column, or the expression (rewrite/rowexpr.go; its columns
 //     clamped), minus Centre for normalized sums; sums of squares: that
 //     value times itself;
 //   - counts: the column or the expression (NULL-ness is all that counts),
@@ -333,7 +376,7 @@ func ClampSQL(t *policy.Table, c string) string {
 //
 // A filtered measure is bounded on the rows that pass its filter (n and s
 // of dp_unit_groups count and sum only those), so the L∞ bounds of
-// bounds.go's guarantee
+// dpplan/bounds.go's guarantee
 // hold for it. On data within the contribution limits nothing is
 // weighted, so the answer equals PostgreSQL's FILTER.
 func rowValueSQL(t *policy.Table, m dpplan.Measure) string {
@@ -397,7 +440,7 @@ func quoteIdents(keys []dpplan.Key) []string {
 	return out
 }
 
-// numericConst writes a policy bound (validated by policy as a decimal
+// NumericConst writes a policy bound (validated by policy as a decimal
 // number) as a numeric constant.
 func NumericConst(s string) string {
 	return "(" + s + ")::numeric"
@@ -443,7 +486,7 @@ func writeDomainConst(b *strings.Builder, typ policy.Type, v string) {
 		b.WriteString(strings.ToUpper(v))
 	default:
 		if !strings.ContainsAny(v, `'\`) {
-			// quoteString's common case, without its allocations.
+			// QuoteString's common case, without its allocations.
 			b.WriteByte('\'')
 			b.WriteString(v)
 			b.WriteByte('\'')
@@ -451,4 +494,24 @@ func writeDomainConst(b *strings.Builder, typ policy.Type, v string) {
 		}
 		b.WriteString(QuoteString(v))
 	}
+}
+
+// truncDigits is the number of decimal places to which a weighted value
+// is truncated (towards zero, so never above its exact bound): 15
+// significant digits of the measure's L∞ bound, at least 6 places.
+func truncDigits(linf float64) int {
+	d := 15
+	if linf > 0 && !math.IsInf(linf, 0) {
+		d = 15 - int(math.Floor(math.Log10(linf)))
+	}
+	return min(max(d, 6), 60)
+}
+
+// weighted is the SQL of v·num/den truncated towards zero to k decimal
+// places, for v numeric and num, den positive integer SQL expressions.
+// Every step is exact: numeric products are exact, div is the truncated
+// exact quotient, and the scaling back is a product with 10⁻ᵏ (a numeric
+// quotient would be rounded to a chosen scale, possibly upwards).
+func weighted(v, num, den string, k int) string {
+	return "div(" + v + "::numeric * " + num + " * 1" + strings.Repeat("0", k) + ", " + den + ") * 0." + strings.Repeat("0", k-1) + "1"
 }

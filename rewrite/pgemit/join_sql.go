@@ -11,6 +11,10 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
+// The emitted SQL of joins: the joined relation (bounded after the join
+// by bounds_sql.go) and the elastic SQL that bounds rows per unit and per
+// join value before the join. See rewrite/join.go for the sensitivity argument.
+
 // elasticQuantileSQL is the final column of a quantile measure in an
 // elastic join's SQL (elasticSQL): the summary of the group's values, the
 // clamped per-row values x of its joined rows. quantileFinalSQL unnests
@@ -59,7 +63,7 @@ func joinOnSQL(j *dpplan.Join, k int, alias func(int) string) string {
 // elasticSQL is the emitted SQL of a JoinKey plan: each table truncated to
 // C_T rows per unit, then to m_T rows per value of its join column, then
 // joined; the measures are summed per group over the joined rows (no
-// per-unit bounding after the join: see join.go's file comment).
+// per-unit bounding after the join: see rewrite/join.go's file comment).
 func elasticSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	j := p.Join
 	var from strings.Builder
@@ -148,7 +152,7 @@ func elasticSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 		}
 		switch {
 		case m.Kind == dpplan.MeasureQuantile:
-			// The group's joined rows' values (join_quantile.go).
+			// The group's joined rows' values (rewrite/join_quantile.go).
 			final = append(final, elasticQuantileSQL(t, m, x))
 		case m.Kind == dpplan.MeasureSum || m.Kind == dpplan.MeasureSumSq:
 			final = append(final, "SUM("+x+")::text")

@@ -37,7 +37,7 @@ func dateKeySQL(k dpplan.Key, c string) string {
 func keySQL(k dpplan.Key) string {
 	c := QuoteIdent(k.Column)
 	if s := dateKeySQL(k, c); s != "" {
-		return s // datekey.go
+		return s // rewrite/datekey.go
 	}
 	switch k.Func {
 	case "width_bucket":
@@ -57,13 +57,13 @@ func keySQL(k dpplan.Key) string {
 			QuoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)::date"
 	case "case":
 		// Built by caseKey from planned conditions and re-encoded
-		// constants (casekey.go).
+		// constants (rewrite/casekey.go).
 		return k.Args[0]
 	}
 	return c
 }
 
-// periodNext is the start of the period after the one starting at t.
+// PeriodNext is the start of the period after the one starting at t.
 func PeriodNext(t time.Time, unit string) time.Time {
 	switch unit {
 	case "year":

@@ -6,7 +6,7 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
-// predSQL writes a validated WHERE condition as PostgreSQL SQL.
+// PredSQL writes a validated WHERE condition as PostgreSQL SQL.
 func PredSQL(w dpplan.Pred) string {
 	switch p := w.(type) {
 	case dpplan.PredBool:

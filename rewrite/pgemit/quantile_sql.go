@@ -15,7 +15,7 @@ import (
 // (dates as days since 1970-01-01), NULL when the column is NULL.
 func quantileValueSQL(t *policy.Table, m dpplan.Measure) string {
 	if m.Expr != "" {
-		return quantileExprValueSQL(m) // quantile_expr.go
+		return quantileExprValueSQL(m) // rewrite/quantile_expr.go
 	}
 	c := QuoteIdent(m.Column)
 	lo, hi := boundConst(t, m), boundConstUpper(t, m)

@@ -4,12 +4,12 @@ import (
 	"strings"
 )
 
-// quoteIdent writes an identifier in double quotes, doubling quotes.
+// QuoteIdent writes an identifier in double quotes, doubling quotes.
 func QuoteIdent(s string) string {
 	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }
 
-// quoteString writes a PostgreSQL string constant whose meaning does not
+// QuoteString writes a PostgreSQL string constant whose meaning does not
 // depend on standard_conforming_strings: plain '…' when there is no
 // backslash, else E'…' with backslashes doubled.
 func QuoteString(s string) string {

@@ -11,6 +11,10 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
+// The SQL of sample-and-aggregate: keyed-hash blocks, per-block answers
+// clipped to the output range, averaged. See rewrite/sampleagg.go for the
+// mechanism and its guarantee.
+
 // quantileInputSQL is the SQL of an input key that is a row value.
 func quantileInputSQL(key string) (string, bool) {
 	v, ok := strings.CutPrefix(key, dpplan.SampleValueKey)
@@ -40,10 +44,10 @@ func blockHashSQL(unit string, sa *dpplan.SampleAgg) string {
 	return "('x' || substr(encode(" + mac + ", 'hex'), 1, 14))::bit(56)::bigint"
 }
 
-// sampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
+// SampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
 // from the inside out:
 //
-//	dp_rows     rows of the table (or of the joined relation, join.go)
+//	dp_rows     rows of the table (or of the joined relation, rewrite/join.go)
 //	            passing WHERE with a non-NULL unit and, when grouped, keys
 //	            in their public domains; the keys (dp_k…); both inputs of
 //	            each call clamped to their policy bounds (NULL stays NULL)
@@ -70,13 +74,13 @@ func blockHashSQL(unit string, sa *dpplan.SampleAgg) string {
 //
 // Every choice (rows kept, groups kept) is made per unit from that unit's
 // own rows, in hash order, so adding or removing a unit changes no other
-// unit's kept rows (bounds.go, "Guarantee").
+// unit's kept rows (dpplan/bounds.go, "Guarantee").
 func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dpplan.SampleCall) string {
 	sa := p.SampleAgg
 	unit := QuoteIdent(t.UnitColumn)
 	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	if p.Join != nil {
-		from = joinFromSQL(p.Join) // join.go: bounded after the join
+		from = joinFromSQL(p.Join) // rewrite/join.go: bounded after the join
 	}
 	// Inputs: each distinct column once.
 	var inCols []string
@@ -108,7 +112,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dp
 	var raw []string // the inputs' values, for the row order below
 	for _, c := range inCols {
 		if v, ok := quantileInputSQL(c); ok {
-			cols = append(cols, v+" AS "+in(c)) // quantile_expr.go
+			cols = append(cols, v+" AS "+in(c)) // rewrite/quantile_expr.go
 			raw = append(raw, v)
 			continue
 		}
@@ -119,7 +123,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dp
 		// value is finite; rounding it moves it by at most 5e-31.
 		cols = append(cols, "CASE WHEN "+QuoteIdent(c)+" IS NULL THEN NULL ELSE round("+ClampSQL(t, c)+", 30)::float8 END AS "+in(c))
 	}
-	// Rows and groups are chosen in hash order (bounds.go, "Two levels of
+	// Rows and groups are chosen in hash order (dpplan/bounds.go, "Two levels of
 	// bounding"): a function of the unit's own rows. Rows are taken one
 	// copy of each distinct input first, then second copies, and so on
 	// (dp_dup), each round in the order of a hash of the inputs, so that a
@@ -146,7 +150,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dp
 	}
 	for j, k := range p.Keys {
 		if k.Private {
-			conds = append(conds, keyExprs[j]+" IS NOT NULL") // partition.go
+			conds = append(conds, keyExprs[j]+" IS NOT NULL") // rewrite/partition.go
 			continue
 		}
 		conds = append(conds, keyExprs[j]+" IN ("+domainList(k)+")")
@@ -186,7 +190,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dp
 		// aggregate accumulates, so f_b is a function of the block's rows
 		// (without it the last bits depend on the random row order).
 		if s.Value != "" {
-			blocks = append(blocks, sampleQuantileSQL(s, in)+" AS dp_f"+strconv.Itoa(i)) // quantile_expr.go
+			blocks = append(blocks, sampleQuantileSQL(s, in)+" AS dp_f"+strconv.Itoa(i)) // rewrite/quantile_expr.go
 			continue
 		}
 		y, x := in(s.Y), in(s.X)

@@ -1,3 +1,0 @@
-// Privacy-critical: needs DP review.
-
-package rewrite
