@@ -46,5 +46,5 @@ func PredSQL(w dpplan.Pred) string {
 		}
 		return "(" + p.Col + " " + op + " " + p.Pattern + ")"
 	}
-	panic("rewrite: unknown WHERE condition")
+	panic("pgemit: unknown WHERE condition")
 }
