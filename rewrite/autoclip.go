@@ -8,10 +8,9 @@ import (
 	"reflect"
 	"sort"
 
+	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
-	"github.com/dpproxy/dpproxy/policy"
 )
 
 // # Clamping bounds chosen per query (dp.clipping = auto)

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
 	"github.com/jackc/pgx/v5"
+
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // TestClipEdges: the candidate upper bounds halve the range towards its

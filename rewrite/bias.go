@@ -3,10 +3,9 @@
 package rewrite
 
 import (
+	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
-	"github.com/dpproxy/dpproxy/policy"
 )
 
 // # The bias of contribution bounding

@@ -5,10 +5,9 @@ package rewrite
 import (
 	"math"
 
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
-
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )

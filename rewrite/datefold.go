@@ -6,10 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
-
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 

@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // TestDateFold_MatchesPostgres checks datefold.go against PostgreSQL:

@@ -7,10 +7,9 @@ import (
 	"math/big"
 	"strconv"
 
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
-
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
 

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 

@@ -4,9 +4,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 

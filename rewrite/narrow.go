@@ -10,10 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
-	"github.com/dpproxy/dpproxy/policy"
 )
 
 // Domains narrowed by public predicates (issue 16).

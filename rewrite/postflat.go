@@ -4,10 +4,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // Flattening of projection subqueries and CTEs (post.go, POSTPROCESSING.md).

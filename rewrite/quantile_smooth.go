@@ -5,10 +5,9 @@ package rewrite
 import (
 	"math"
 
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // The smooth and ptr quantile methods (SET dp.quantile_method), see also

@@ -7,10 +7,9 @@ import (
 	"math/big"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
-	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 

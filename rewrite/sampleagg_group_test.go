@@ -15,10 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/rewrite/pgemit"
-
-	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
 
