@@ -15,14 +15,6 @@ import (
 // by bounds_sql.go) and the elastic SQL that bounds rows per unit and per
 // join value before the join. See rewrite/join.go for the sensitivity argument.
 
-// elasticQuantileSQL is the final column of a quantile measure in an
-// elastic join's SQL (elasticSQL): the summary of the group's values, the
-// clamped per-row values x of its joined rows. quantileFinalSQL unnests
-// array_agg(x), which for a scalar x is the list of the group's values.
-func elasticQuantileSQL(t *policy.Table, m dpplan.Measure, x string) string {
-	return quantileFinalSQL(t, m, x)
-}
-
 // joinFromSQL is the joined relation of a JoinPublic or JoinUnit plan, as a
 // derived table whose columns are the plan's column names.
 func joinFromSQL(j *dpplan.Join) string {
@@ -181,4 +173,12 @@ func elasticSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 		sql += " GROUP BY " + strings.Join(keyCols, ", ")
 	}
 	return sql
+}
+
+// elasticQuantileSQL is the final column of a quantile measure in an
+// elastic join's SQL (elasticSQL): the summary of the group's values, the
+// clamped per-row values x of its joined rows. quantileFinalSQL unnests
+// array_agg(x), which for a scalar x is the list of the group's values.
+func elasticQuantileSQL(t *policy.Table, m dpplan.Measure, x string) string {
+	return quantileFinalSQL(t, m, x)
 }

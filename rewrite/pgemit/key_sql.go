@@ -7,31 +7,6 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
-// dateKeySQL is the SQL of the keys above over the quoted column c, or ""
-// for other keys.
-func dateKeySQL(k dpplan.Key, c string) string {
-	switch k.Func {
-	case "extract":
-		if len(k.Args) == 4 { // date_part: float8, within the bounds
-			return "CASE WHEN " + c + " BETWEEN " + QuoteString(k.Args[2]) + "::date AND " + QuoteString(k.Args[3]) + "::date THEN date_part(" + QuoteString(k.Args[0]) + ", " + c + ") END"
-		}
-		return "EXTRACT(" + strings.ToUpper(k.Args[0]) + " FROM " + c + ")"
-	case "epoch":
-		// Within the bounds only: no infinite dates reach EXTRACT.
-		e := "EXTRACT(EPOCH FROM " + c + ")"
-		if k.Args[1] == "float8" { // date_part casts to timestamp: guarded too
-			e = "date_part('epoch', " + c + ")"
-		}
-		if k.Args[0] != "" {
-			e = "floor(" + e + " / " + k.Args[0] + ") * " + k.Args[0]
-		}
-		return "CASE WHEN " + c + " BETWEEN " + QuoteString(k.Args[2]) + "::date AND " + QuoteString(k.Args[3]) + "::date THEN " + e + " END"
-	case "int_bucket":
-		return "CASE WHEN " + c + " BETWEEN " + k.Args[1] + " AND " + k.Args[2] + " THEN floor(" + c + " / " + k.Args[0] + ") * " + k.Args[0] + " END"
-	}
-	return ""
-}
-
 // keySQL is the SQL of a key over the table's row: the quoted column, or
 // the key expression with constants re-encoded by this package.
 func keySQL(k dpplan.Key) string {
@@ -76,4 +51,29 @@ func PeriodNext(t time.Time, unit string) time.Time {
 		return t.AddDate(0, 0, 7)
 	}
 	return t.AddDate(0, 0, 1)
+}
+
+// dateKeySQL is the SQL of the keys above over the quoted column c, or ""
+// for other keys.
+func dateKeySQL(k dpplan.Key, c string) string {
+	switch k.Func {
+	case "extract":
+		if len(k.Args) == 4 { // date_part: float8, within the bounds
+			return "CASE WHEN " + c + " BETWEEN " + QuoteString(k.Args[2]) + "::date AND " + QuoteString(k.Args[3]) + "::date THEN date_part(" + QuoteString(k.Args[0]) + ", " + c + ") END"
+		}
+		return "EXTRACT(" + strings.ToUpper(k.Args[0]) + " FROM " + c + ")"
+	case "epoch":
+		// Within the bounds only: no infinite dates reach EXTRACT.
+		e := "EXTRACT(EPOCH FROM " + c + ")"
+		if k.Args[1] == "float8" { // date_part casts to timestamp: guarded too
+			e = "date_part('epoch', " + c + ")"
+		}
+		if k.Args[0] != "" {
+			e = "floor(" + e + " / " + k.Args[0] + ") * " + k.Args[0]
+		}
+		return "CASE WHEN " + c + " BETWEEN " + QuoteString(k.Args[2]) + "::date AND " + QuoteString(k.Args[3]) + "::date THEN " + e + " END"
+	case "int_bucket":
+		return "CASE WHEN " + c + " BETWEEN " + k.Args[1] + " AND " + k.Args[2] + " THEN floor(" + c + " / " + k.Args[0] + ") * " + k.Args[0] + " END"
+	}
+	return ""
 }

@@ -15,23 +15,6 @@ import (
 // clipped to the output range, averaged. See rewrite/sampleagg.go for the
 // mechanism and its guarantee.
 
-// quantileInputSQL is the SQL of an input key that is a row value.
-func quantileInputSQL(key string) (string, bool) {
-	v, ok := strings.CutPrefix(key, dpplan.SampleValueKey)
-	return v, ok
-}
-
-// sampleQuantileSQL is the block answer of a quantile statistic: PostgreSQL's
-// own ordered-set aggregate (or MIN/MAX) of the row value; NULL for a
-// block without values.
-func sampleQuantileSQL(s dpplan.SampleCall, in func(string) string) string {
-	v := in(s.Inputs()[0])
-	if s.Q == "" {
-		return s.Fn + "(" + v + ")"
-	}
-	return s.Fn + "((" + s.Q + ")::float8) WITHIN GROUP (ORDER BY " + v + ")"
-}
-
 // blockHashSQL is the unit's block hash: the first 56 bits of
 // HMAC-SHA-256(key, unit::text) as a non-negative bigint (56 bits so the
 // cast through bit(56) cannot go negative). Block of k: hash % k; the bias
@@ -228,4 +211,21 @@ func formatConst(x float64) string {
 	r := new(big.Rat).SetFloat64(x)
 	digits := r.Denom().BitLen() - 1 // the denominator is 2^digits
 	return "(" + r.FloatString(digits) + ")::numeric"
+}
+
+// quantileInputSQL is the SQL of an input key that is a row value.
+func quantileInputSQL(key string) (string, bool) {
+	v, ok := strings.CutPrefix(key, dpplan.SampleValueKey)
+	return v, ok
+}
+
+// sampleQuantileSQL is the block answer of a quantile statistic: PostgreSQL's
+// own ordered-set aggregate (or MIN/MAX) of the row value; NULL for a
+// block without values.
+func sampleQuantileSQL(s dpplan.SampleCall, in func(string) string) string {
+	v := in(s.Inputs()[0])
+	if s.Q == "" {
+		return s.Fn + "(" + v + ")"
+	}
+	return s.Fn + "((" + s.Q + ")::float8) WITHIN GROUP (ORDER BY " + v + ")"
 }
