@@ -287,7 +287,7 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 		// The quantile method (SET dp.quantile_method) and the privacy
 		// parameters it needs shape the emitted SQL (plans without
 		// quantiles are returned as they are).
-		plan, err = plan.WithQuantiles(c.quantileMethod(), c.epsilon(), c.queryDelta(plan), c.mechanism())
+		plan, err = rewrite.WithQuantiles(plan, c.quantileMethod(), c.epsilon(), c.queryDelta(plan), c.mechanism())
 	}
 	return plan, explain, err
 }

@@ -44,7 +44,7 @@ func TestRun_PrivateKeyQuantile(t *testing.T) {
 		{rewrite.QuantilePTR, policy.MechanismLaplace, "40.5;5000", 0, 110},
 	} {
 		t.Run(tc.method+"/"+tc.mechanism, func(t *testing.T) {
-			plan, err := base.WithQuantiles(tc.method, 1, 1e-6, tc.mechanism)
+			plan, err := rewrite.WithQuantiles(base, tc.method, 1, 1e-6, tc.mechanism)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -170,7 +170,7 @@ func TestExplain_ElasticL1(t *testing.T) {
 		t.Fatal("no quantile measurement in EXPLAIN")
 	}
 	// The smooth method keeps ε/L0 per group (no linear loss argument).
-	sp, err := qp.WithQuantiles(rewrite.QuantileSmooth, 1, 1e-6, policy.MechanismLaplace)
+	sp, err := rewrite.WithQuantiles(qp, rewrite.QuantileSmooth, 1, 1e-6, policy.MechanismLaplace)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/jackc/pgx/v5"
 )
@@ -100,10 +102,10 @@ func newAuditTable(t *policy.Table) *auditTable {
 func (a *auditTable) createSQL() string {
 	var defs []string
 	for i, c := range a.cols {
-		defs = append(defs, quoteIdent(c)+" "+auditType(a.types[i]))
+		defs = append(defs, pgemit.QuoteIdent(c)+" "+auditType(a.types[i]))
 	}
-	return "CREATE SCHEMA IF NOT EXISTS " + quoteIdent(a.t.Schema) + "; CREATE TABLE " + quoteIdent(a.t.Schema) + "." +
-		quoteIdent(a.t.Name) + " (" + strings.Join(defs, ", ") + ")"
+	return "CREATE SCHEMA IF NOT EXISTS " + pgemit.QuoteIdent(a.t.Schema) + "; CREATE TABLE " + pgemit.QuoteIdent(a.t.Schema) + "." +
+		pgemit.QuoteIdent(a.t.Name) + " (" + strings.Join(defs, ", ") + ")"
 }
 
 // unitValue is the unit column's value for unit number u (nil: NULL).
@@ -201,7 +203,7 @@ func extremes(c *policy.Column) []string {
 	}
 	for _, v := range c.PublicValues {
 		if c.Type == policy.TypeText {
-			out = append(out, quoteString(strings.ToUpper(v)), quoteString(v+" "))
+			out = append(out, pgemit.QuoteString(strings.ToUpper(v)), pgemit.QuoteString(v+" "))
 		}
 	}
 	return out
@@ -257,7 +259,7 @@ func (a *auditTable) adversaryInserts(rng *rand.Rand, unit string) []string {
 			e := ext[i+1]
 			vals = append(vals, e[(r/2*7+i*3)%len(e)])
 		}
-		rows = append(rows, "INSERT INTO "+quoteIdent(a.t.Schema)+"."+quoteIdent(a.t.Name)+" ("+
+		rows = append(rows, "INSERT INTO "+pgemit.QuoteIdent(a.t.Schema)+"."+pgemit.QuoteIdent(a.t.Name)+" ("+
 			strings.Join(quoteAll(a.cols), ", ")+") VALUES ("+strings.Join(vals, ", ")+")")
 	}
 	rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
@@ -267,7 +269,7 @@ func (a *auditTable) adversaryInserts(rng *rand.Rand, unit string) []string {
 func quoteAll(names []string) []string {
 	var out []string
 	for _, n := range names {
-		out = append(out, quoteIdent(n))
+		out = append(out, pgemit.QuoteIdent(n))
 	}
 	return out
 }
@@ -285,7 +287,7 @@ func sqlLiteral(v any) string {
 	case time.Time:
 		return "'" + x.Format("2006-01-02") + "'"
 	case string:
-		return quoteString(x)
+		return pgemit.QuoteString(x)
 	}
 	panic(fmt.Sprintf("sqlLiteral %T", v))
 }
@@ -440,8 +442,8 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 			changed++
 		}
 	}
-	if changed > factor*p.MaxGroupsPerUnit && groupBounding(p) != groupsScale {
-		// Weighted plans (groupsScale) may change every group of the
+	if changed > factor*p.MaxGroupsPerUnit && dpplan.GroupBounding(p) != dpplan.GroupsScale {
+		// Weighted plans (dpplan.GroupsScale) may change every group of the
 		// unit, by at most L0/g of its L∞ each: the L1 and L2 checks
 		// below hold them to the same sensitivities.
 		bad = append(bad, fmt.Sprintf("%d groups changed, %d·MaxGroupsPerUnit %d", changed, factor, p.MaxGroupsPerUnit))

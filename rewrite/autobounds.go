@@ -4,6 +4,8 @@ package rewrite
 
 import (
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // # Contribution bounds chosen per query (dp.contribution = auto)
@@ -39,25 +41,6 @@ import (
 // Candidates are 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, … up to R/2, then R:
 // about 1.5× apart, so planning costs a few plans more.
 
-// AutoBounds is what release needs to choose a plan's rows per unit.
-type AutoBounds struct {
-	// Candidates are the rows per unit to choose from, ascending; the
-	// last is the plan's own RowsPerUnit.
-	Candidates []int
-	// Plans[i] is the statement planned with Candidates[i] rows per unit,
-	// for every candidate but the last (the plan itself).
-	Plans []*Plan
-	// CombinedSQL is the plan's own SQL with the profile of the units as
-	// len(Candidates) + 1 more columns after the measures (bounds.go,
-	// emitSQLProfile): summed over the rows, the number of units N, then
-	// for each candidate c the number of units within its bounds (at most
-	// c rows in each group and at most L0·c in all, so that bounding at c
-	// leaves them whole). One scan gives the profile and the answer at
-	// the plan's own bound; another runs only when a smaller one is
-	// chosen.
-	CombinedSQL string
-}
-
 // autoCandidates returns the candidates for r rows per unit (r ≥ 2): 1,
 // 2, 3, 4, 6, 8, 12, … up to r/2, then r. A bound above r/2 saves less
 // than half the noise of r and is not offered: on the demo, COUNT(*) with
@@ -84,7 +67,7 @@ func autoCandidates(r int) []int {
 // autoEligible: plans that bound by weights (as bias.go), with more than
 // one row per unit to choose from.
 func autoEligible(p *Plan) bool {
-	return weightsOnly(p) && p.RowsPerUnit >= 2 // bias.go
+	return dpplan.WeightsOnly(p) && p.RowsPerUnit >= 2 // bias.go
 }
 
 // addAutoBounds plans stmt once per candidate below p's rows per unit and
@@ -110,7 +93,8 @@ func addAutoBounds(ds *policy.Dataset, stmt string, opts Options, p *Plan) error
 		}
 		a.Plans = append(a.Plans, cp)
 	}
-	a.CombinedSQL = emitSQLProfile(p.table, p, p.where, cands)
+	t, where := p.Source()
+	a.CombinedSQL = pgemit.ProfileSQL(t, p, where, cands)
 	p.Auto = a
 	return nil
 }

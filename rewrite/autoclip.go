@@ -7,10 +7,10 @@ import (
 	"math"
 	"reflect"
 	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // # Clamping bounds chosen per query (dp.clipping = auto)
@@ -66,45 +66,6 @@ var errReplanKeys = errors.New("rewrite: the bounds changed the plan's keys")
 // tightest candidate is 1/2⁸ of the declared width from the other end.
 const clipHalvings = 8
 
-// AutoClip is what release needs to choose a plan's clamping bounds.
-type AutoClip struct {
-	// Columns are the summed columns whose bounds may be tightened, in
-	// the order of the histogram's column index.
-	Columns []ClipColumn
-	// SQL returns one row per non-empty (column index, side, bin): the
-	// column's index, the side (0: the units' largest values, binned at
-	// UpperEdges; 1: their smallest, at LowerEdges), the bin (the number
-	// of that side's edges at or below the value) and the number of
-	// units, all as text.
-	SQL string
-	// replan plans the statement with other bounds (nil: the declared).
-	replan func(bounds []ClipBounds) (*Plan, error)
-}
-
-// ClipColumn is a summed column of the plan with its declared bounds and
-// the histogram's edges.
-type ClipColumn struct {
-	Column       string
-	Lower, Upper float64
-	// UpperEdges are the candidate upper bounds (L + W/2ʲ) and the bin
-	// edges of the units' largest values; LowerEdges the candidate lower
-	// bounds (U − W/2ʲ) and the bin edges of their smallest. Both
-	// ascending, strictly inside (Lower, Upper).
-	UpperEdges, LowerEdges []float64
-	Integer                bool
-}
-
-// ClipBounds are bounds chosen for one column (same index as Columns).
-type ClipBounds struct {
-	Lower, Upper float64
-}
-
-// Replan returns the statement planned with bounds (one per column, each
-// inside the declared range) in place of the declared ones.
-func (a *AutoClip) Replan(bounds []ClipBounds) (*Plan, error) {
-	return a.replan(bounds)
-}
-
 // clipEdges returns the candidate bounds of [lower, upper] that halve it
 // towards lower (upper bounds: lower + W/2ʲ) or, when fromUpper, towards
 // upper (lower bounds: upper − W/2ʲ), j = 1 … clipHalvings: rounded to
@@ -123,7 +84,7 @@ func clipEdges(lower, upper float64, integer, fromUpper bool) []float64 {
 			e = math.Round(e)
 		}
 		if e == 0 {
-			e = 0 // not -0 (math.Round(-0.3)), which boundText writes "-0"
+			e = 0 // not -0 (math.Round(-0.3)), which pgemit.BoundText writes "-0"
 		}
 		if e > lower && e < upper && !seen[e] {
 			seen[e] = true
@@ -155,7 +116,7 @@ func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 			keep[m.Column] = true
 		}
 	}
-	for _, c := range summedColumns(t, p) { // bias.go
+	for _, c := range dpplan.SummedColumns(t, p) { // bias.go
 		if keep[c.Name] || c.UpperNum <= c.LowerNum {
 			continue
 		}
@@ -172,17 +133,17 @@ func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 // addAutoClip attaches the histogram and the replanning to p when it has
 // summed columns to clip and bounds by weights only (bias.go).
 func addAutoClip(ds *policy.Dataset, stmt string, opts Options, p *Plan) {
-	if !weightsOnly(p) || p.table == nil {
+	t, where := p.Source()
+	if !dpplan.WeightsOnly(p) || t == nil {
 		return
 	}
-	cols := clipColumns(p.table, p)
+	cols := clipColumns(t, p)
 	if len(cols) == 0 {
 		return
 	}
-	a := &AutoClip{Columns: cols, SQL: clipSQL(p, cols)}
-	table := p.table.Name
+	table := t.Name
 	keys := p.Keys
-	a.replan = func(bounds []ClipBounds) (*Plan, error) {
+	replan := func(bounds []ClipBounds) (*Plan, error) {
 		o := opts
 		o.AutoClip = false
 		np, err := plan(withBounds(ds, table, cols, bounds), stmt, o)
@@ -193,7 +154,7 @@ func addAutoClip(ds *policy.Dataset, stmt string, opts Options, p *Plan) {
 		}
 		return np, err
 	}
-	p.Clip = a
+	p.Clip = dpplan.NewAutoClip(cols, pgemit.ClipSQL(t, p, where, cols), replan)
 }
 
 // withBounds returns a copy of ds whose table has the chosen bounds in
@@ -215,48 +176,9 @@ func withBounds(ds *policy.Dataset, table string, cols []ClipColumn, bounds []Cl
 		}
 		c := *t.Columns[col.Column]
 		c.LowerNum, c.UpperNum = bounds[i].Lower, bounds[i].Upper
-		c.Lower, c.Upper = boundText(bounds[i].Lower), boundText(bounds[i].Upper)
+		c.Lower, c.Upper = pgemit.BoundText(bounds[i].Lower), pgemit.BoundText(bounds[i].Upper)
 		t.Columns[col.Column] = &c
 	}
 	d.Tables[table] = &t
 	return &d
-}
-
-// boundText writes a bound as a plain decimal (no exponent), as policy
-// writes declared bounds.
-func boundText(x float64) string {
-	return strconv.FormatFloat(x, 'f', -1, 64)
-}
-
-// clipSQL is the histogram query (see the file comment): one scan of the
-// rows the plan reads, each unit's largest and smallest clamped value per
-// column, put in their bins and counted.
-func clipSQL(p *Plan, cols []ClipColumn) string {
-	t := p.table
-	unit := quoteIdent(t.UnitColumn)
-	from := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
-	var values, buckets []string
-	array := func(edges []float64) string {
-		var out []string
-		for _, e := range edges {
-			out = append(out, boundText(e))
-		}
-		return "ARRAY[" + strings.Join(out, ", ") + "]::numeric[]"
-	}
-	for i, col := range cols {
-		// GREATEST and LEAST ignore NULL: keep a NULL value NULL.
-		values = append(values, "("+strconv.Itoa(i)+", CASE WHEN "+quoteIdent(col.Column)+" IS NULL THEN NULL ELSE "+clampSQL(t, col.Column)+" END)")
-		n := strconv.Itoa(i)
-		buckets = append(buckets,
-			"WHEN dp_i = "+n+" AND dp_m.dp_s = 0 THEN width_bucket(dp_m.dp_x, "+array(col.UpperEdges)+")",
-			"WHEN dp_i = "+n+" THEN width_bucket(dp_m.dp_x, "+array(col.LowerEdges)+")")
-	}
-	return "SELECT dp_i::text, dp_s::text, dp_b::text, COUNT(*)::text FROM (" +
-		"SELECT dp_i, dp_m.dp_s, CASE " + strings.Join(buckets, " ") + " END AS dp_b FROM (" +
-		"SELECT dp_unit, dp_i, MAX(dp_x) AS dp_hi, MIN(dp_x) AS dp_lo FROM (" +
-		"SELECT " + unit + " AS dp_unit, dp_v.dp_i, dp_v.dp_x FROM " + from +
-		" CROSS JOIN LATERAL (VALUES " + strings.Join(values, ", ") + ") AS dp_v(dp_i, dp_x)" +
-		" WHERE " + strings.Join(sourceConds(p, p.where, unit), " AND ") +
-		") AS dp_rows WHERE dp_x IS NOT NULL GROUP BY dp_unit, dp_i) AS dp_units" +
-		" CROSS JOIN LATERAL (VALUES (0, dp_hi), (1, dp_lo)) AS dp_m(dp_s, dp_x)) AS dp_binned GROUP BY dp_i, dp_s, dp_b"
 }

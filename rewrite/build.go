@@ -7,6 +7,8 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
@@ -43,7 +45,7 @@ type builder struct {
 	measures []Measure
 	outputs  []Output
 	aggs     []aggSpec // per output; fn "" for keys
-	where    pred
+	where    dpplan.Pred
 
 	filters  map[*ast.AggregateFuncExpr]ast.ExprNode // FILTER conditions (filter.go)
 	rangeErr *pgerr.Error                            // set by addMeasure for an unbounded measure
@@ -57,7 +59,7 @@ type builder struct {
 	// tsCast: a cast of a column to timestamp[tz] was dropped (cast.go),
 	// so an untyped literal may be compared as a timestamp (datefold.go).
 	tsCast bool
-	sa     []saSpec // sample-and-aggregate calls of the select list (sampleagg.go)
+	sa     []dpplan.SampleCall // sample-and-aggregate calls of the select list (sampleagg.go)
 }
 
 // aggSpec is an aggregate call of the select list.
@@ -188,7 +190,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, err
 	}
 	b.narrowKeys()                             // narrow.go
-	if err := b.queryBounds(sel); err != nil { // bounds.go
+	if err := b.queryBounds(sel); err != nil { // dpplan/bounds.go
 		return nil, err
 	}
 	if err := b.selectList(sel); err != nil {
@@ -222,7 +224,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	if err := b.limit(p); err != nil {
 		return nil, err
 	}
-	p.MaxGroupsPerUnit = maxGroupsPerUnit(b.table, b.keys)
+	p.MaxGroupsPerUnit = dpplan.MaxGroupsPerUnit(b.table, b.keys)
 	if b.join == nil {
 		p.RowsPerUnit = b.table.MaxRowsPerUnit
 	}
@@ -240,13 +242,13 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		}
 	}
 	if p.Join == nil || p.Join.Shape != JoinKey {
-		scaledMeasures(p) // bounds.go
+		dpplan.ScaledMeasures(p) // dpplan/bounds.go
 	}
 	if !b.opts.NoBias {
 		addRemoved(b.table, p) // bias.go
 	}
-	p.SQL = emitSQL(b.table, p, b.where)
-	p.table, p.where = b.table, b.where
+	p.SQL = pgemit.SQL(b.table, p, b.where)
+	p.SetSource(b.table, b.where)
 	p.Fingerprint = fingerprint(p)
 	return p, nil
 }

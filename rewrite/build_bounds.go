@@ -7,13 +7,14 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
 // The bounds the builder gives a query's measures and units: the
 // magnitude limit of a measure and the contribution bounds per query. See
-// bounds.go for the bounding argument.
+// dpplan/bounds.go for the bounding argument.
 
 // maxMagnitude bounds the values, clamping bounds and L∞ of a measure:
 // beyond it (e.g. SUM(cost * 1e300)) the noise would swamp any answer, and
@@ -25,7 +26,7 @@ const maxMagnitude = 1e100
 // one). col is the measure's column (nil for COUNT(*), expressions and an
 // undeclared unit column); iv, when not nil, is the interval of the
 // per-row values of an expression or a centred sum, whose bounds are then
-// computed from it (exprBounds).
+// computed from it (dpplan.ExprBounds).
 func (b *builder) addMeasure(m Measure, col *policy.Column, iv *sensitivity.Interval) int {
 	for i, have := range b.measures {
 		if have.Kind == m.Kind && have.Column == m.Column && have.Expr == m.Expr && have.Filter == m.Filter && have.Centre == m.Centre {
@@ -33,9 +34,9 @@ func (b *builder) addMeasure(m Measure, col *policy.Column, iv *sensitivity.Inte
 		}
 	}
 	if iv != nil && (m.Expr != "" || m.Centre != "") {
-		m = exprBounds(b.table, m, *iv)
+		m = dpplan.ExprBounds(b.table, m, *iv)
 	} else {
-		m = measureBounds(b.table, m, col)
+		m = dpplan.MeasureBounds(b.table, m, col)
 	}
 	if !(math.Abs(m.Lower) <= maxMagnitude && math.Abs(m.Upper) <= maxMagnitude && m.LInf <= maxMagnitude) && b.rangeErr == nil {
 		b.rangeErr = pgerr.New(pgerr.FeatureNotSupported, "the values of an aggregated expression can be too large to answer with useful noise").
@@ -46,7 +47,7 @@ func (b *builder) addMeasure(m Measure, col *policy.Column, iv *sensitivity.Inte
 }
 
 // queryBounds sets the contribution bounds of this query (see "Bounds per
-// query" in bounds.go): b.table becomes a copy of the policy table with
+// query" in dpplan/bounds.go): b.table becomes a copy of the policy table with
 // this query's max_rows_per_unit and max_groups_per_unit. Joins keep the
 // policy's.
 func (b *builder) queryBounds(sel *ast.SelectStmt) error {

@@ -6,6 +6,8 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -73,7 +75,7 @@ func (b *builder) caseKey(x *ast.CaseExpr) (Key, error) {
 		case !ok:
 			sql.WriteString("NULL")
 		case typ == policy.TypeText:
-			sql.WriteString(quoteString(v) + "::text")
+			sql.WriteString(pgemit.QuoteString(v) + "::text")
 		default:
 			sql.WriteString("(" + v + ")")
 		}
@@ -83,7 +85,7 @@ func (b *builder) caseKey(x *ast.CaseExpr) (Key, error) {
 		}
 	}
 	for _, w := range x.WhenClauses {
-		var cond pred
+		var cond dpplan.Pred
 		var err error
 		if x.Value != nil {
 			// Simple CASE: CASE col WHEN literal … is col = literal.
@@ -98,7 +100,7 @@ func (b *builder) caseKey(x *ast.CaseExpr) (Key, error) {
 		if err != nil {
 			return Key{}, err
 		}
-		sql.WriteString(" WHEN " + cond.sql() + " THEN ")
+		sql.WriteString(" WHEN " + pgemit.PredSQL(cond) + " THEN ")
 		emitResult(v, ok)
 	}
 	if x.ElseClause != nil {

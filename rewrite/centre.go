@@ -57,7 +57,7 @@ func shareSums(p *Plan) {
 	old := p.Measures
 	used := make([]bool, len(old))
 	outs(func(o *Output) {
-		for _, i := range o.measureRefs(old) {
+		for _, i := range measureRefs(o, old) {
 			if *i >= 0 && *i < len(used) {
 				used[*i] = true
 			}
@@ -75,7 +75,7 @@ func shareSums(p *Plan) {
 		return
 	}
 	outs(func(o *Output) {
-		for _, i := range o.measureRefs(old) {
+		for _, i := range measureRefs(o, old) {
 			if *i >= 0 && *i < len(newIndex) {
 				*i = newIndex[*i]
 			}
@@ -86,7 +86,7 @@ func shareSums(p *Plan) {
 
 // measureRefs are the measure indices an output reads (ms: the plan's
 // measures, to tell a sum derived from normalized sums).
-func (o *Output) measureRefs(ms []Measure) []*int {
+func measureRefs(o *Output, ms []Measure) []*int {
 	switch o.Kind {
 	case OutputCount:
 		return []*int{&o.Measure}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -268,26 +269,26 @@ func (b *builder) toTimestamp(fc *ast.FuncCallExpr) (tsText, error) {
 }
 
 // foldCmp is col op t for a date column and a folded timestamp.
-func foldCmp(col, op string, f dateFold) pred {
+func foldCmp(col, op string, f dateFold) dpplan.Pred {
 	if f.exact() {
-		return predCmp{col: col, op: op, lit: dateConst(f.floor)}
+		return dpplan.PredCmp{Col: col, Op: op, Lit: dateConst(f.floor)}
 	}
 	fl, ce := dateConst(f.floor), dateConst(f.ceil)
 	switch op {
 	case ">=":
-		return predCmp{col: col, op: ">=", lit: ce}
+		return dpplan.PredCmp{Col: col, Op: ">=", Lit: ce}
 	case "<":
-		return predCmp{col: col, op: "<", lit: ce}
+		return dpplan.PredCmp{Col: col, Op: "<", Lit: ce}
 	case ">":
-		return predCmp{col: col, op: ">", lit: fl}
+		return dpplan.PredCmp{Col: col, Op: ">", Lit: fl}
 	case "<=":
-		return predCmp{col: col, op: "<=", lit: fl}
+		return dpplan.PredCmp{Col: col, Op: "<=", Lit: fl}
 	case "=":
-		return predBool{op: "AND", l: predCmp{col: col, op: ">", lit: fl}, r: predCmp{col: col, op: "<", lit: ce}}
+		return dpplan.PredBool{Op: "AND", L: dpplan.PredCmp{Col: col, Op: ">", Lit: fl}, R: dpplan.PredCmp{Col: col, Op: "<", Lit: ce}}
 	case "<>":
-		return predBool{op: "OR", l: predCmp{col: col, op: "<=", lit: fl}, r: predCmp{col: col, op: ">=", lit: ce}}
+		return dpplan.PredBool{Op: "OR", L: dpplan.PredCmp{Col: col, Op: "<=", Lit: fl}, R: dpplan.PredCmp{Col: col, Op: ">=", Lit: ce}}
 	case "IS NOT DISTINCT FROM":
-		return predConst{v: "FALSE"}
+		return dpplan.PredConst{V: "FALSE"}
 	}
-	return predConst{v: "TRUE"} // IS DISTINCT FROM
+	return dpplan.PredConst{V: "TRUE"} // IS DISTINCT FROM
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // TestDateFold_MatchesPostgres checks datefold.go against PostgreSQL:
@@ -121,7 +122,8 @@ func TestDateFold_MatchesPostgres(t *testing.T) {
 			continue
 		}
 		folded++
-		got := p.where.sql()
+		_, w := p.Source()
+		got := pgemit.PredSQL(w)
 		run := func(c string) string {
 			var out string
 			if _, err := conn.Exec(ctx, "SET TIME ZONE '"+zone+"'"); err != nil {

@@ -318,31 +318,6 @@ func (b *builder) intBucketKey(at ast.Node, ci colInfo, w *big.Int, wText string
 		Args: []string{wText, ci.col.Lower, ci.col.Upper}}, ci.col, nil
 }
 
-// dateKeySQL is the SQL of the keys above over the quoted column c, or ""
-// for other keys.
-func dateKeySQL(k Key, c string) string {
-	switch k.Func {
-	case "extract":
-		if len(k.Args) == 4 { // date_part: float8, within the bounds
-			return "CASE WHEN " + c + " BETWEEN " + quoteString(k.Args[2]) + "::date AND " + quoteString(k.Args[3]) + "::date THEN date_part(" + quoteString(k.Args[0]) + ", " + c + ") END"
-		}
-		return "EXTRACT(" + strings.ToUpper(k.Args[0]) + " FROM " + c + ")"
-	case "epoch":
-		// Within the bounds only: no infinite dates reach EXTRACT.
-		e := "EXTRACT(EPOCH FROM " + c + ")"
-		if k.Args[1] == "float8" { // date_part casts to timestamp: guarded too
-			e = "date_part('epoch', " + c + ")"
-		}
-		if k.Args[0] != "" {
-			e = "floor(" + e + " / " + k.Args[0] + ") * " + k.Args[0]
-		}
-		return "CASE WHEN " + c + " BETWEEN " + quoteString(k.Args[2]) + "::date AND " + quoteString(k.Args[3]) + "::date THEN " + e + " END"
-	case "int_bucket":
-		return "CASE WHEN " + c + " BETWEEN " + k.Args[1] + " AND " + k.Args[2] + " THEN floor(" + c + " / " + k.Args[0] + ") * " + k.Args[0] + " END"
-	}
-	return ""
-}
-
 // dateKeyPGType is the result type of the keys above ("" for others).
 func dateKeyPGType(k Key) string {
 	switch k.Func {

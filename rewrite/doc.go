@@ -1,12 +1,16 @@
 // Package rewrite turns aggregate queries over one protected table (or a
 // join of protected and public tables, join.go) into a validated [Plan]
-// whose SQL is produced by our own PostgreSQL emitter. It also answers
+// whose SQL is produced by our own PostgreSQL emitter. It is the planner:
+// the plan's types and bounds math are package dpplan (aliased here:
+// rewrite.Plan = dpplan.Plan, …) and the emitter is package pgemit. It also answers
 // SELECT DISTINCT of a column with public values from the policy
 // (distinct.go, PublicDistinct). Lexing, splitting, routing (Classify) and
 // session statements are package pgsql, the PostgreSQL front end.
 //
-// It imports only pgsql (the lexer), policy, sensitivity (interval
-// arithmetic), internal/pgerr and the TiDB parser; pgsql never imports it.
+// It imports only pgsql (the lexer), dpplan (the plan), pgemit (the
+// emitter), policy, sensitivity (interval arithmetic), internal/pgerr and
+// the TiDB parser; none of pgsql, dpplan and pgemit imports it, and pgemit
+// imports dpplan, never the reverse.
 // It does no I/O and no logging, holds no global mutable state, and is
 // safe for concurrent use.
 //
@@ -42,7 +46,8 @@
 //	              (addMeasure) and the contribution bounds per query
 //	              (queryBounds).
 //	build_order.go  ORDER BY and LIMIT/OFFSET over the outputs.
-//	pred.go       WHERE conditions: column op literal, typed by us.
+//	pred.go       WHERE conditions: column op literal, typed by us, planned
+//	              as a dpplan.Pred (written as SQL by pgemit.PredSQL).
 //	rowexpr.go    Privacy-critical: expressions inside aggregates (+ - * /,
 //	              CASE, COALESCE, NULLIF, LEAST, GREATEST, ABS, constants)
 //	              over clamped columns, bounded by sensitivity's interval
@@ -54,36 +59,34 @@
 //	partition.go  Privacy-critical: GROUP BY columns without public values
 //	              (private keys, DP partition selection; needs δ > 0).
 //	expr.go       HAVING and arithmetic over aggregates: post-processing
-//	              expressions over released values.
-//	bounds.go     Privacy-critical: clamping and contribution bounding:
-//	              the argument (file comment) and the bounds math (LInf/L0,
-//	              measureBounds, exprBounds, groupBounding).
-//	bounds_sql.go  Privacy-critical: the emitted SQL that enforces them
-//	              (emitSQL, clampSQL, rowValueSQL).
+//	              expressions over released values (dpplan.Expr, Cond).
+//	aliases.go    the plan's types and constants as aliases of dpplan's.
+//	bias.go       Privacy-critical: the bias estimate's measure
+//	              (addRemoved).
+//	autobounds.go, autoclip.go  Privacy-critical: contribution bounds
+//	              and clamping bounds chosen per query: candidate plans,
+//	              the clipped columns and the replanning (their plan data
+//	              is dpplan/auto.go, their SQL pgemit's).
 //	sampleagg.go  Privacy-critical: corr, covar_*, regr_* by
 //	              sample-and-aggregate (keyed-hash blocks, per-block
 //	              answers clipped to an output range, averaged; k from
 //	              SET dp.sample_blocks or a noisy unit count), per group
 //	              of public keys and over joins bounded after the join;
 //	              the secret key is a bind parameter (Plan.QueryArgs).
-//	sampleagg_sql.go  Privacy-critical: the emitted SQL of
-//	              sample-and-aggregate (keyed-hash blocks, clipped
-//	              per-block answers, their average).
 //	join.go       Privacy-critical: FROM clauses with joins. Classifies the
 //	              join (protected + public tables; protected tables on the
 //	              unit; two protected tables on a key with declared
 //	              max_rows_per_value), resolves qualified columns to the
 //	              joined relation's columns, and emits the joined relation
-//	              (bounded after the join by bounds.go) or, for key joins,
+//	              (bounded after the join by dpplan/bounds.go) or, for key joins,
 //	              the elastic SQL that bounds rows per unit and per join
 //	              value before the join, with sensitivity E·M. The file
 //	              comment holds the argument; join.go parses the FROM
 //	              clause, join_shape.go classifies the join and states its
-//	              sensitivity, join_resolve.go resolves columns and
-//	              join_sql.go emits the joined relation and the elastic
-//	              SQL.
-//	join_l1.go    Privacy-critical: the direct L1 bound E·M of an elastic
-//	              join's measures over all groups together (Measure.L1).
+//	              sensitivity, join_resolve.go resolves columns;
+//	              pgemit/join_sql.go emits the joined relation and the
+//	              elastic SQL, dpplan/join_l1.go states the direct L1
+//	              bound E·M of an elastic join's measures.
 //	join_partition.go  Privacy-critical: private group keys (partition
 //	              selection) in joins bounded after the join; refused in
 //	              elastic joins (a unit reaches groups through other
@@ -92,12 +95,13 @@
 //	              (R = the join's max_rows_per_unit, or E for elastic
 //	              joins) and with private group keys.
 //	quantile.go   Privacy-critical: percentile_cont/percentile_disc WITHIN
-//	              GROUP, MIN and MAX as quantile measures; the SQL that
-//	              returns per group the bucket counts of the bounded values
-//	              (exponential method).
+//	              GROUP, MIN and MAX as quantile measures (their SQL, per
+//	              group the bucket counts of the bounded values, is
+//	              pgemit/quantile_sql.go).
 //	quantile_smooth.go  Privacy-critical: the smooth and ptr methods
-//	              (Plan.WithQuantiles): f, the smooth bound S or the
-//	              distance D, computed in SQL from order statistics.
+//	              (WithQuantiles): f, the smooth bound S or the
+//	              distance D, computed in SQL from order statistics
+//	              (pgemit/quantile_sql.go).
 //	quantile_expr.go  Privacy-critical: quantiles of expressions
 //	              (percentile_cont/disc WITHIN GROUP (ORDER BY expr),
 //	              MIN/MAX(expr)): the row value is the rowexpr.go
@@ -137,9 +141,9 @@
 //
 // # The security invariant
 //
-// Plan.SQL is built from plan values only: quoted policy names, literals
-// re-encoded by this package, and fixed SQL. No analyst text is pasted and
-// the TiDB parser's Restore is never used.
+// Plan.SQL is built by package pgemit from plan values only: quoted
+// policy names, literals re-encoded by this package, and fixed SQL. No
+// analyst text is pasted and the TiDB parser's Restore is never used.
 //
 // # Routing decisions
 //
@@ -163,7 +167,7 @@
 // sensitivity of each shape is derived in join.go and PRIVACY.md.
 // Quantiles are answered over every shape (join_quantile.go), private
 // group keys over public and unit joins (join_partition.go), and an
-// elastic join's measures carry the direct L1 bound of join_l1.go.
+// elastic join's measures carry the direct L1 bound of dpplan/join_l1.go.
 //
 // # What the first cut answers (issue 2) and known differences
 //
@@ -219,7 +223,7 @@
 //     no-op up to numeric rounding), and a simple CASE is supported only
 //     over a column compared with literals;
 //   - agg(…) FILTER (WHERE cond) applies the condition after contribution
-//     bounding (see rowValueSQL in bounds_sql.go): on data within the limits
+//     bounding (see rowValueSQL in pgemit/bounds_sql.go): on data within the limits
 //     the answer is PostgreSQL's;
 //   - a GROUP BY name that is no column of the policy falls back to an
 //     output alias even if the real table has such an undeclared column.

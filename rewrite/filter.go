@@ -5,6 +5,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -18,7 +19,7 @@ import (
 // call by the aggregate node and records its condition. The condition is
 // planned like WHERE (pred.go) and becomes Measure.Filter; the emitter
 // turns the aggregate's per-row value into CASE WHEN cond THEN value END
-// (bounds_sql.go, rowValueSQL), which is what PostgreSQL's FILTER computes.
+// (pgemit/bounds_sql.go, rowValueSQL), which is what PostgreSQL's FILTER computes.
 
 // filterMarker is the function name the normalizer writes for FILTER.
 const filterMarker = "dpproxy_filter"
@@ -78,7 +79,7 @@ func (b *builder) aggFilter(x *ast.AggregateFuncExpr) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return p.sql(), nil
+	return pgemit.PredSQL(p), nil
 }
 
 // normalizeFilter rewrites "FILTER ( WHERE" at toks[i] (the word FILTER
@@ -124,7 +125,7 @@ func (n *normalized) normalizeFilter(toks []pgsql.Token, i int) (int, error) {
 	}
 	// Insert the marker call before the aggregate's name.
 	marker := []piece{
-		{text: quoteIdent(filterMarker), pos: name.pos, lit: -1, word: true},
+		{text: pgemit.QuoteIdent(filterMarker), pos: name.pos, lit: -1, word: true},
 		{text: "(", pos: name.pos, lit: -1},
 	}
 	n.pieces = append(n.pieces[:k-1], append(marker, n.pieces[k-1:]...)...)

@@ -26,8 +26,8 @@ import (
 //     row of P and is attributed to P's unit. The joined rows of x are
 //     exactly the joined rows that contain a row of x, so removing x
 //     removes them and changes no other joined row. Contribution bounding
-//     (rows per unit and group, groups per unit, bounds.go) is applied to
-//     the joined rows, so the guarantee of bounds.go holds unchanged,
+//     (rows per unit and group, groups per unit, dpplan/bounds.go) is applied to
+//     the joined rows, so the guarantee of dpplan/bounds.go holds unchanged,
 //     whatever the multiplicity of the public join key: a public row that
 //     matches many rows of x multiplies x's joined rows, and the bounding
 //     cuts them back. No uniqueness declaration is needed for privacy (on
@@ -39,7 +39,7 @@ import (
 //     protected row of a joined row belongs to the same unit (a LEFT JOIN
 //     may leave the later rows absent), so again the joined rows of x are
 //     exactly those containing a row of x, and bounding after the join
-//     gives the guarantee of bounds.go. The contribution limits are the
+//     gives the guarantee of dpplan/bounds.go. The contribution limits are the
 //     largest of the joined tables' (the noise is calibrated to them).
 //   - JoinKey: exactly two protected tables A and B inner-joined on
 //     columns other than the units, A.k = B.k, where the
@@ -66,7 +66,7 @@ import (
 //     plan states Measure.LInf = E·M and MaxGroupsPerUnit = min(E, number
 //     of releasable groups) (1 when ungrouped), and, since the E changed
 //     joined rows fall into the groups together, the direct bound
-//     Measure.L1 = E·M on the change summed over all groups (join_l1.go),
+//     Measure.L1 = E·M on the change summed over all groups (dpplan/join_l1.go),
 //     which the noise is calibrated to instead of L0·L∞.
 //     Public tables may join in too when each is reached from A and B by
 //     an equality on one of its columns with max_rows_per_value m_T (1 for
@@ -78,60 +78,11 @@ import (
 //     units).
 //
 // Every choice is in the order of a hash of the row (or of the unit and
-// keys, bounds.go), fixed per row, so the bounds hold whatever the data;
+// keys, dpplan/bounds.go), fixed per row, so the bounds hold whatever the data;
 // no random() (which would keep PostgreSQL from parallel plans).
 
 // joinHint lists the supported join shapes.
 const joinHint = "dpproxy answers FROM protected [LEFT] JOIN public_table ON a.col = b.col, protected JOIN protected ON a.unit = b.unit (or USING (unit)), and two protected tables JOIN ON a.k = b.k when the policy declares max_rows_per_value for both columns (and for the join column of any public table joined to them)"
-
-// Join shapes (Join.Shape).
-const (
-	JoinPublic = "public" // one protected table and public tables
-	JoinUnit   = "unit"   // protected tables joined on the privacy unit
-	JoinKey    = "key"    // two protected tables on another key (elastic)
-)
-
-// Join is the FROM clause of a join query. Immutable once planned.
-type Join struct {
-	Shape  string
-	Tables []JoinTable
-	// Columns are the columns of the joined relation that the plan reads,
-	// in order; Plan columns (Key.Column, Measure.Column, the unit) are
-	// their Names.
-	Columns []JoinColumn
-	// Elastic (JoinKey) parameters: per table, the per-unit row cap C_T,
-	// the join column and its declared multiplicity m_T; Changed is
-	// E = 2·(C_A·m_B + C_B·m_A), the most joined rows one unit can change.
-	RowsPerUnit  []int    `json:",omitempty"`
-	KeyColumn    []string `json:",omitempty"`
-	RowsPerValue []int    `json:",omitempty"`
-	Changed      int      `json:",omitempty"`
-}
-
-// JoinTable is one table of the FROM clause, in order.
-type JoinTable struct {
-	Name, Schema string
-	Public       bool
-	Unit         string // unit column ("" for public tables)
-	Left         bool   // joined with LEFT JOIN
-	On           []JoinOn
-}
-
-// JoinOn is an equality of the ON (or USING) clause of a table: the column
-// Column of Tables[Table] (an earlier table) equals this table's Other.
-type JoinOn struct {
-	Table  int
-	Column string
-	Other  string
-}
-
-// JoinColumn is a column of the joined relation: Tables[Table].Column,
-// named Name.
-type JoinColumn struct {
-	Name   string
-	Table  int
-	Column string
-}
 
 // joinState is the builder's view of a join FROM clause.
 type joinState struct {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // TestRewrite_PostgresJoinPartitionUnits is TestRewrite_PostgresPartitionUnits
@@ -84,7 +86,7 @@ func TestRewrite_PostgresJoinPartitionUnits(t *testing.T) {
 	}
 	for i, d := range ds.Tables["visits"].Columns["department"].PublicValues {
 		if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO visits (visit_id, patient_id, department, diagnosis) VALUES (%d, 999, %s, 'Z9%d')",
-			100000+i, quoteString(d), i)); err != nil {
+			100000+i, pgemit.QuoteString(d), i)); err != nil {
 			t.Fatal(err)
 		}
 	}

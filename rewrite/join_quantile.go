@@ -2,8 +2,6 @@
 
 package rewrite
 
-import "github.com/dpproxy/dpproxy/policy"
-
 // Quantiles (percentile_cont, percentile_disc, MIN, MAX; quantile.go) over
 // joins and with private group keys (issue 9).
 //
@@ -17,7 +15,7 @@ import "github.com/dpproxy/dpproxy/policy"
 // an R:
 //
 //   - JoinPublic and JoinUnit: the joined relation is bounded per unit
-//     after the join by bounds.go (join.go: every joined row holds rows of
+//     after the join by dpplan/bounds.go (join.go: every joined row holds rows of
 //     exactly one unit), with R = the join's max_rows_per_unit and L0 = its
 //     max_groups_per_unit (capped by the number of groups); the quantile SQL
 //     is the single-table one (per (unit, group) arrays of at most R values,
@@ -25,13 +23,13 @@ import "github.com/dpproxy/dpproxy/policy"
 //   - JoinKey (elastic): no per-unit bound after the join. One unit changes
 //     at most E joined rows (join.go), each joined row holds one value of
 //     one group, so R = E (joinTable sets the synthetic table's
-//     max_rows_per_unit to E, and measureBounds gives LInf = E). The SQL
+//     max_rows_per_unit to E, and dpplan.MeasureBounds gives LInf = E). The SQL
 //     summarises all the group's joined rows' values directly
 //     (elasticQuantileSQL: the same bucket counts or order statistics, over
 //     array_agg of the per-row values instead of per-unit arrays). All three
 //     methods hold with R = E. Moreover the E changed rows are shared by
 //     all groups: Σ_g (values changed in g) ≤ E, the direct L1 bound of
-//     join_l1.go, which lets the exponential method give each group the
+//     dpplan/join_l1.go, which lets the exponential method give each group the
 //     whole ε of the measure (release/quantile.go, "Groups").
 //
 // With a private group key (partition.go, join_partition.go) the groups
@@ -40,11 +38,3 @@ import "github.com/dpproxy/dpproxy/policy"
 // are unchanged, since partition selection only adds the unit-count column.
 // Private keys are refused in elastic joins (join_partition.go), so this
 // combination only meets the bounded-after-the-join shapes.
-
-// elasticQuantileSQL is the final column of a quantile measure in an
-// elastic join's SQL (elasticSQL): the summary of the group's values, the
-// clamped per-row values x of its joined rows. quantileFinalSQL unnests
-// array_agg(x), which for a scalar x is the list of the group's values.
-func elasticQuantileSQL(t *policy.Table, m Measure, x string) string {
-	return quantileFinalSQL(t, m, x)
-}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // joinQuantileGoldens returns the accepted join goldens with a quantile.
@@ -43,7 +44,7 @@ func joinDBs(t *testing.T, ctx context.Context, rng *rand.Rand, clean bool) func
 				if a.t.Public {
 					continue
 				}
-				if _, err := db.conn.Exec(ctx, "DELETE FROM "+quoteIdent(a.t.Schema)+"."+quoteIdent(a.t.Name)+" WHERE "+quoteIdent(a.t.UnitColumn)+" IS NULL"); err != nil {
+				if _, err := db.conn.Exec(ctx, "DELETE FROM "+pgemit.QuoteIdent(a.t.Schema)+"."+pgemit.QuoteIdent(a.t.Name)+" WHERE "+pgemit.QuoteIdent(a.t.UnitColumn)+" IS NULL"); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -86,7 +87,7 @@ func TestQuantile_PostgresJoins(t *testing.T) {
 			}
 			checkQuantileRows(t, p, emitted, direct)
 			for _, method := range []string{QuantileSmooth, QuantilePTR} {
-				mp, err := p.WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+				mp, err := WithQuantiles(p, method, 1, 1e-6, policy.MechanismLaplace)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -185,7 +186,7 @@ func TestAudit_QuantileJoins(t *testing.T) {
 	for i, gc := range cases {
 		jdb := db(gc.ds)
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := plans[i].WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := WithQuantiles(plans[i], method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
@@ -198,7 +199,7 @@ func (b *builder) joinTable() {
 	if st.plan.Shape == JoinKey {
 		// An elastic join changes at most E joined rows, each adding one
 		// row's value to one group: the single-table bounds with E rows
-		// per unit (measureBounds, exprBounds: LInf = E·M) and at most E
+		// per unit (dpplan.MeasureBounds, dpplan.ExprBounds: LInf = E·M) and at most E
 		// groups. The emitted SQL (elasticSQL) does not use these as
 		// limits; it enforces C_T and m_T instead.
 		syn.MaxRowsPerUnit = st.plan.Changed
@@ -244,21 +245,11 @@ func (b *builder) finishJoin(p *Plan) error {
 			return pgerr.New(pgerr.InternalError, "internal error: elastic join sensitivity below E·M")
 		}
 	}
-	setElasticL1(p) // join_l1.go
-	if want := min(j.Changed, domainProduct(p.Keys, j.Changed)); p.MaxGroupsPerUnit < want {
+	dpplan.SetElasticL1(p) // dpplan/join_l1.go
+	if want := min(j.Changed, dpplan.DomainProduct(p.Keys, j.Changed)); p.MaxGroupsPerUnit < want {
 		return pgerr.New(pgerr.InternalError, "internal error: elastic join group bound below min(E, groups)")
 	}
 	return nil
-}
-
-// domainProduct is the number of releasable groups of keys, capped at
-// limit (1 when ungrouped).
-func domainProduct(keys []Key, limit int) int {
-	n := 1
-	for _, k := range keys {
-		n = min(n*len(k.Domain), limit)
-	}
-	return n
 }
 
 // elasticLInf is E·M for a measure of an elastic join: E joined rows can

@@ -12,6 +12,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -157,7 +158,7 @@ func joinAdversary(rng *rand.Rand, a *auditTable, unit string) []string {
 			e := extremes(c)
 			vals = append(vals, e[(r/2*7+i*3)%len(e)])
 		}
-		rows = append(rows, "INSERT INTO "+quoteIdent(a.t.Schema)+"."+quoteIdent(a.t.Name)+" ("+
+		rows = append(rows, "INSERT INTO "+pgemit.QuoteIdent(a.t.Schema)+"."+pgemit.QuoteIdent(a.t.Name)+" ("+
 			strings.Join(quoteAll(a.cols), ", ")+") VALUES ("+strings.Join(vals, ", ")+")")
 	}
 	rng.Shuffle(len(rows), func(i, j int) { rows[i], rows[j] = rows[j], rows[i] })
@@ -303,7 +304,7 @@ func TestRewrite_PostgresJoins(t *testing.T) {
 				if a.t.Public {
 					continue
 				}
-				if _, err := db.conn.Exec(ctx, "DELETE FROM "+quoteIdent(a.t.Schema)+"."+quoteIdent(a.t.Name)+" WHERE "+quoteIdent(a.t.UnitColumn)+" IS NULL"); err != nil {
+				if _, err := db.conn.Exec(ctx, "DELETE FROM "+pgemit.QuoteIdent(a.t.Schema)+"."+pgemit.QuoteIdent(a.t.Name)+" WHERE "+pgemit.QuoteIdent(a.t.UnitColumn)+" IS NULL"); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -112,7 +113,7 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 				WithHint("ask the data steward to declare lower and upper for %s", ci.name)
 		}
 		var dom []string
-		for d := periodStart(lo, unit); !d.After(hi); d = periodNext(d, unit) {
+		for d := periodStart(lo, unit); !d.After(hi); d = pgemit.PeriodNext(d, unit) {
 			if len(dom) == maxDerivedGroups {
 				return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "date_trunc('%s', %s) would release more than %d groups", unit, ci.name, maxDerivedGroups).
 					WithHint("truncate to a coarser unit")
@@ -206,37 +207,6 @@ func (b *builder) keyColumn(e ast.ExprNode) (colInfo, error) {
 	return ci, nil
 }
 
-// keySQL is the SQL of a key over the table's row: the quoted column, or
-// the key expression with constants re-encoded by this package.
-func keySQL(k Key) string {
-	c := quoteIdent(k.Column)
-	if s := dateKeySQL(k, c); s != "" {
-		return s // datekey.go
-	}
-	switch k.Func {
-	case "width_bucket":
-		// NaN would make width_bucket raise 2201G on that row (an error
-		// that depends on the data): NULLIF turns it into NULL, outside
-		// the domain. ±Infinity fall in buckets 0 and count+1.
-		return "width_bucket(NULLIF(" + c + "::numeric, 'NaN'), " + numericConst(k.Args[0]) + ", " + numericConst(k.Args[1]) + ", " + k.Args[2] + ")"
-	case "date_trunc":
-		// date_trunc casts the date to timestamptz, which raises 22008
-		// for dates after 294276 AD: only dates from the first key of the
-		// domain to the end of its last are truncated (the others are
-		// outside the domain anyway, and become NULL).
-		first, last := k.Domain[0], k.Domain[len(k.Domain)-1]
-		end, _ := time.Parse("2006-01-02", last)
-		end = periodNext(end, k.Args[0])
-		return "date_trunc(" + quoteString(k.Args[0]) + ", CASE WHEN " + c + " >= " + quoteString(first) + "::date AND " + c + " < " +
-			quoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)::date"
-	case "case":
-		// Built by caseKey from planned conditions and re-encoded
-		// constants (casekey.go).
-		return k.Args[0]
-	}
-	return c
-}
-
 // sameKey reports whether two keys are the same grouping.
 func sameKey(a, b Key) bool {
 	if a.Column != b.Column || a.Func != b.Func || len(a.Args) != len(b.Args) {
@@ -268,19 +238,4 @@ func periodStart(t time.Time, unit string) time.Time {
 		return d.AddDate(0, 0, -((int(d.Weekday()) + 6) % 7))
 	}
 	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-}
-
-// periodNext is the start of the period after the one starting at t.
-func periodNext(t time.Time, unit string) time.Time {
-	switch unit {
-	case "year":
-		return t.AddDate(1, 0, 0)
-	case "quarter":
-		return t.AddDate(0, 3, 0)
-	case "month":
-		return t.AddDate(0, 1, 0)
-	case "week":
-		return t.AddDate(0, 0, 7)
-	}
-	return t.AddDate(0, 0, 1)
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -45,5 +46,5 @@ func (b *builder) unitLit(e ast.ExprNode, l literal, ci colInfo) (string, error)
 		return "", b.errAt(e, "42804", "cannot compare unit column %s with this literal: the policy does not declare the column's type", ci.name).
 			WithHint("compare %s with an integer, e.g. %s = 42, or ask the data steward to declare its type in the policy (columns: %s: {type: text})", ci.name, ci.name, ci.name)
 	}
-	return quoteString(strconv.FormatInt(n, 10)), nil
+	return pgemit.QuoteString(strconv.FormatInt(n, 10)), nil
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // Domains narrowed by public predicates (issue 16).
@@ -44,14 +46,14 @@ type colRange struct {
 var dateLitRE = regexp.MustCompile(`^'(\d{4}-\d{2}-\d{2})'::date$`)
 
 // conjuncts returns the top-level AND conjuncts of p.
-func conjuncts(p pred) []pred {
-	if b, ok := p.(predBool); ok && b.op == "AND" {
-		return append(conjuncts(b.l), conjuncts(b.r)...)
+func conjuncts(p dpplan.Pred) []dpplan.Pred {
+	if b, ok := p.(dpplan.PredBool); ok && b.Op == "AND" {
+		return append(conjuncts(b.L), conjuncts(b.R)...)
 	}
 	if p == nil {
 		return nil
 	}
-	return []pred{p}
+	return []dpplan.Pred{p}
 }
 
 // litDate reads a date literal as the planner emits it.
@@ -89,7 +91,7 @@ func litValue(lit string, t policy.Type) (string, bool) {
 }
 
 // rangeOf is what the conjuncts imply about column col (quoted) of type t.
-func rangeOf(cs []pred, col string, t policy.Type) colRange {
+func rangeOf(cs []dpplan.Pred, col string, t policy.Type) colRange {
 	var r colRange
 	narrowLo := func(d time.Time) {
 		if r.lo.IsZero() || d.After(r.lo) {
@@ -110,16 +112,16 @@ func rangeOf(cs []pred, col string, t policy.Type) colRange {
 	}
 	for _, c := range cs {
 		switch p := c.(type) {
-		case predCmp:
-			if p.col != col {
+		case dpplan.PredCmp:
+			if p.Col != col {
 				continue
 			}
 			if t == policy.TypeDate {
-				d, ok := litDate(p.lit)
+				d, ok := litDate(p.Lit)
 				if !ok {
 					continue
 				}
-				switch p.op {
+				switch p.Op {
 				case "=":
 					narrowLo(d)
 					narrowHi(d)
@@ -134,27 +136,27 @@ func rangeOf(cs []pred, col string, t policy.Type) colRange {
 				}
 				continue
 			}
-			if p.op == "=" {
-				if v, ok := litValue(p.lit, t); ok {
+			if p.Op == "=" {
+				if v, ok := litValue(p.Lit, t); ok {
 					allow([]string{v})
 				}
 			}
-		case predBetween:
-			if p.col != col || p.not || t != policy.TypeDate {
+		case dpplan.PredBetween:
+			if p.Col != col || p.Not || t != policy.TypeDate {
 				continue
 			}
-			lo, ok1 := litDate(p.lo)
-			hi, ok2 := litDate(p.hi)
+			lo, ok1 := litDate(p.Lo)
+			hi, ok2 := litDate(p.Hi)
 			if ok1 && ok2 {
 				narrowLo(lo)
 				narrowHi(hi)
 			}
-		case predIn:
-			if p.col != col || p.not {
+		case dpplan.PredIn:
+			if p.Col != col || p.Not {
 				continue
 			}
 			var vals []string
-			for _, l := range p.lits {
+			for _, l := range p.Lits {
 				v, ok := litValue(l, t)
 				if !ok {
 					vals = nil
@@ -181,7 +183,7 @@ func (b *builder) narrowKeys() {
 		if k.Private || len(k.Domain) == 0 {
 			continue
 		}
-		col := quoteIdent(k.Column)
+		col := pgemit.QuoteIdent(k.Column)
 		var keep func(v string) bool
 		switch k.Func {
 		case "":
@@ -236,7 +238,7 @@ func (b *builder) narrowKeys() {
 						return true
 					}
 					start = d
-					end = periodNext(d, k.Args[0]).AddDate(0, 0, -1)
+					end = pgemit.PeriodNext(d, k.Args[0]).AddDate(0, 0, -1)
 				}
 				return (r.hi.IsZero() || !start.After(r.hi)) && (r.lo.IsZero() || !end.Before(r.lo))
 			}

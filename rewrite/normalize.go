@@ -7,6 +7,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // The normalizer turns a lexed PostgreSQL statement into text the TiDB
@@ -291,7 +292,7 @@ func normalize(src string) (*normalized, error) {
 					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("write agg(…) FILTER (WHERE condition)")
 			}
 			if t.Quoted {
-				add(quoteIdent(t.Val), t.Pos, true)
+				add(pgemit.QuoteIdent(t.Val), t.Pos, true)
 				continue
 			}
 			w := t.Val
@@ -299,7 +300,7 @@ func normalize(src string) (*normalized, error) {
 				// A label after AS may be any keyword in PostgreSQL
 				// (ColLabel: SELECT AVG(x) AS by, COUNT(*) AS order): it
 				// is always a name, quoted for the TiDB parser.
-				add(quoteIdent(w), t.Pos, true)
+				add(pgemit.QuoteIdent(w), t.Pos, true)
 				continue
 			}
 			if isOrderedSetName(w) && next(1).IsPunct("(") {
@@ -389,7 +390,7 @@ func normalize(src string) (*normalized, error) {
 				// EXTRACT(EPOCH|DOW|ISODOW|DOY|WEEK|DAY FROM col): units
 				// the TiDB parser lacks, written as PostgreSQL 14+'s own
 				// function "extract"('field', col) (datekey.go).
-				add(quoteIdent("extract"), t.Pos, true)
+				add(pgemit.QuoteIdent("extract"), t.Pos, true)
 				add("(", next(1).Pos, false)
 				depth++ // the ")" is read by the case above
 				addLit(literal{kind: litString, val: strings.ToLower(next(2).Val), pos: next(2).Pos})
@@ -474,7 +475,7 @@ func normalize(src string) (*normalized, error) {
 			case aggregateNames[w] != "" && next(1).IsPunct("("):
 				add(aggregateNames[w], t.Pos, true)
 			default:
-				add(quoteIdent(w), t.Pos, true)
+				add(pgemit.QuoteIdent(w), t.Pos, true)
 			}
 		}
 	}
@@ -536,9 +537,4 @@ func castType(src string, toks []pgsql.Token, k int) (policy.Type, int, error) {
 			WithPosition(pgsql.CharPos(src, toks[k].Pos)).WithHint("cast a literal once, to the column's type")
 	}
 	return typ, k, nil
-}
-
-// quoteIdent writes an identifier in double quotes, doubling quotes.
-func quoteIdent(s string) string {
-	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
 }

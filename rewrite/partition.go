@@ -24,7 +24,7 @@ import (
 // partition selection", PoPETs 2022):
 //
 //  1. contribution bounding: each unit contributes to at most L0 =
-//     max_groups_per_unit groups (the hash-ordered group choice of bounds.go;
+//     max_groups_per_unit groups (the hash-ordered group choice of dpplan/bounds.go;
 //     a private key has no domain to cap L0 by, so L0 is the policy's);
 //  2. per group, the SQL returns the bounded measures and the number n of
 //     distinct units left in the group after bounding; each unit adds
@@ -48,18 +48,6 @@ import (
 
 // privateKeyHint says how to group by a column without public values.
 const privateKeyHint = "grouping by a column without public values uses DP partition selection: only groups with enough distinct units are released"
-
-// PrivateGroups reports whether some key of the plan is private: the
-// released groups are then chosen by partition selection, and the SQL
-// returns the distinct-unit count of each group after the measures.
-func (p *Plan) PrivateGroups() bool {
-	for _, k := range p.Keys {
-		if k.Private {
-			return true
-		}
-	}
-	return false
-}
 
 // privateKey plans GROUP BY of a declared, visible column without public
 // values (not the unit column: every group would hold one unit, and

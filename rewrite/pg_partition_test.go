@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // TestRewrite_PostgresPartitionUnits checks on a real PostgreSQL the
@@ -55,7 +57,7 @@ func TestRewrite_PostgresPartitionUnits(t *testing.T) {
 	// after bounding, in exactly 4 of them, with a unit count of 1.
 	for i, d := range ds.Tables["visits"].Columns["department"].PublicValues {
 		if _, err := conn.Exec(ctx, fmt.Sprintf("INSERT INTO visits (visit_id, patient_id, department, diagnosis) VALUES (%d, 999, %s, 'Z99')",
-			100000+i, quoteString(d))); err != nil {
+			100000+i, pgemit.QuoteString(d))); err != nil {
 			t.Fatal(err)
 		}
 	}

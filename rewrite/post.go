@@ -8,6 +8,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // Post-processing SQL over DP results (issue 17; the design is in
@@ -125,7 +126,7 @@ func (q *PostQuery) OuterSQL(cols [][]PostColumn) (string, error) {
 					WithHint("send the aggregate query on its own")
 			}
 			cn := "c" + strconv.Itoa(j+1)
-			sel = append(sel, "t."+cn+" AS "+quoteIdent(c.Name))
+			sel = append(sel, "t."+cn+" AS "+pgemit.QuoteIdent(c.Name))
 			args = append(args, "$"+strconv.Itoa(first[leaf]+j)+"::"+c.PGType+"[]")
 			names = append(names, cn)
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/pgsql"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // The splitter of Post, within one SELECT: its clauses, its items, and
@@ -254,10 +255,10 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 	// The leaf.
 	var sel []string
 	for i, k := range keys {
-		sel = append(sel, s.text(k[0], k[1])+" AS "+quoteIdent("_k"+strconv.Itoa(i+1)))
+		sel = append(sel, s.text(k[0], k[1])+" AS "+pgemit.QuoteIdent("_k"+strconv.Itoa(i+1)))
 	}
 	for i, a := range aggs {
-		sel = append(sel, s.text(a[0], a[1])+" AS "+quoteIdent("_a"+strconv.Itoa(i+1)))
+		sel = append(sel, s.text(a[0], a[1])+" AS "+pgemit.QuoteIdent("_a"+strconv.Itoa(i+1)))
 	}
 	leaf := "SELECT " + strings.Join(sel, ", ") + " " + s.text(c.from[0], c.from[1])
 	if len(keys) > 0 {
@@ -290,7 +291,7 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 				n := a[1] - a[0]
 				if k+n <= r[1] && s.sameTokens([2]int{k, k + n}, a) {
 					emit(k)
-					b.WriteString(quoteIdent("_a"+strconv.Itoa(i+1)) + " ")
+					b.WriteString(pgemit.QuoteIdent("_a"+strconv.Itoa(i+1)) + " ")
 					k += n - 1
 					at = k + 1
 					matched = true
@@ -317,7 +318,7 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 				}
 				if hit {
 					emit(k)
-					b.WriteString(quoteIdent("_k"+strconv.Itoa(i+1)) + " ")
+					b.WriteString(pgemit.QuoteIdent("_k"+strconv.Itoa(i+1)) + " ")
 					k += n - 1
 					at = k + 1
 					matched = true
@@ -336,9 +337,9 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 		text := replace(e)
 		if e == it {
 			if name := s.lastName(e); name != "" {
-				text += "AS " + quoteIdent(name)
+				text += "AS " + pgemit.QuoteIdent(name)
 			} else if s.toks[e[0]].Kind == pgsql.TokIdent && e[1]-e[0] > 1 && s.toks[e[0]+1].IsPunct("(") {
-				text += "AS " + quoteIdent(s.toks[e[0]].Val)
+				text += "AS " + pgemit.QuoteIdent(s.toks[e[0]].Val)
 			}
 		} else {
 			text += s.text(e[1], it[1])
@@ -352,7 +353,7 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 	}
 	head.WriteString(strings.Join(outItems, ", "))
 	head.WriteString(" FROM (")
-	tail := ") AS " + quoteIdent("dp_aggregate") + " "
+	tail := ") AS " + pgemit.QuoteIdent("dp_aggregate") + " "
 	if c.hasH {
 		tail += "WHERE " + replace(c.having)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // Flattening of projection subqueries and CTEs (post.go, POSTPROCESSING.md).
@@ -178,7 +179,7 @@ func (s *splitter) exprText(p *projection, r [2]int, qual string) string {
 		text := s.src[t.Pos:t.End]
 		if t.Kind == pgsql.TokIdent && (k == r[0] || !s.toks[k-1].IsPunct(".")) && (k+1 >= r[1] || !s.toks[k+1].IsPunct("(") && !s.toks[k+1].IsPunct(".")) {
 			if _, ok := p.table.Column(t.Val); ok && qual != "" {
-				text = quoteIdent(qual) + "." + quoteIdent(t.Val)
+				text = pgemit.QuoteIdent(qual) + "." + pgemit.QuoteIdent(t.Val)
 			}
 		}
 		if b.Len() > 0 {
@@ -285,7 +286,7 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 		}
 		if from > lo && to < listEnd && (s.toks[from-1].Is("select") || s.toks[from-1].Is("distinct") || s.toks[from-1].IsPunct(",")) &&
 			(s.toks[to+1].IsPunct(",") || s.toks[to+1].Is("from")) {
-			text += " AS " + quoteIdent(name)
+			text += " AS " + pgemit.QuoteIdent(name)
 		}
 		return text
 	}
@@ -293,7 +294,7 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 	ref := s.text(p.tableRef[0], p.tableRef[1])
 	repl := ref
 	if alias != "" {
-		repl += " AS " + quoteIdent(alias)
+		repl += " AS " + pgemit.QuoteIdent(alias)
 	}
 	edits = append(edits, textEdit{s.toks[k].Pos, s.toks[aliasEnd-1].End, repl})
 	// References to the derived table's columns.
@@ -452,7 +453,7 @@ func (s *splitter) inlineCTE() (string, bool) {
 				hasAlias := next < end && (s.toks[next].Is("as") ||
 					s.toks[next].Kind == pgsql.TokIdent && !(clauseWords[s.toks[next].Val] && !s.toks[next].Quoted))
 				if !hasAlias {
-					repl += " AS " + quoteIdent(c.name)
+					repl += " AS " + pgemit.QuoteIdent(c.name)
 				}
 				edits = append(edits, textEdit{t.Pos, t.End, repl})
 			}

@@ -10,78 +10,11 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
-
-// pred is a validated WHERE condition. Its SQL is produced by our emitter:
-// columns are quoted names of policy columns, literals are typed and
-// quoted by us, so the condition cannot raise a data-dependent error.
-type pred interface{ sql() string }
-
-type predBool struct {
-	op   string
-	l, r pred
-} // AND / OR
-type predNot struct{ x pred }
-type predConst struct{ v string } // TRUE / FALSE / NULL
-type predCol struct{ col string } // a boolean column used as a condition
-type predCmp struct {
-	col, op, lit string // "col" op literal, or literal op literal when col is a literal
-}
-type predIn struct {
-	col  string
-	lits []string
-	not  bool
-}
-type predBetween struct {
-	col, lo, hi string
-	not         bool
-}
-type predNull struct {
-	col string
-	not bool
-}
-type predLike struct {
-	col, pattern string
-	not, ilike   bool
-}
-
-func (p predBool) sql() string  { return "(" + p.l.sql() + " " + p.op + " " + p.r.sql() + ")" }
-func (p predNot) sql() string   { return "(NOT " + p.x.sql() + ")" }
-func (p predConst) sql() string { return p.v }
-func (p predCol) sql() string   { return p.col }
-func (p predCmp) sql() string   { return "(" + p.col + " " + p.op + " " + p.lit + ")" }
-func (p predIn) sql() string {
-	not := ""
-	if p.not {
-		not = "NOT "
-	}
-	return "(" + p.col + " " + not + "IN (" + strings.Join(p.lits, ", ") + "))"
-}
-func (p predBetween) sql() string {
-	not := ""
-	if p.not {
-		not = "NOT "
-	}
-	return "(" + p.col + " " + not + "BETWEEN " + p.lo + " AND " + p.hi + ")"
-}
-func (p predNull) sql() string {
-	if p.not {
-		return "(" + p.col + " IS NOT NULL)"
-	}
-	return "(" + p.col + " IS NULL)"
-}
-func (p predLike) sql() string {
-	op := "LIKE"
-	if p.ilike {
-		op = "ILIKE"
-	}
-	if p.not {
-		op = "NOT " + op
-	}
-	return "(" + p.col + " " + op + " " + p.pattern + ")"
-}
 
 // maxLikePattern bounds a LIKE pattern: matching costs time per row in the
 // pattern's length (ILIKE lowercases it on every call), and a long pattern
@@ -99,7 +32,7 @@ var cmpOps = map[opcode.Op]string{
 var flip = map[string]string{"=": "=", "<>": "<>", "<": ">", "<=": ">=", ">": "<", ">=": "<="}
 
 // pred converts a WHERE expression.
-func (b *builder) pred(e ast.ExprNode) (pred, error) {
+func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 	switch x := e.(type) {
 	case *ast.ParenthesesExpr:
 		return b.pred(x.Expr)
@@ -118,7 +51,7 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 			if x.Op == opcode.LogicOr {
 				op = "OR"
 			}
-			return predBool{op: op, l: l, r: r}, nil
+			return dpplan.PredBool{Op: op, L: l, R: r}, nil
 		case opcode.NullEQ:
 			return b.compare(x, x.L, x.R, "IS NOT DISTINCT FROM")
 		}
@@ -140,7 +73,7 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 			if err != nil {
 				return nil, err
 			}
-			return predNot{x: p}, nil
+			return dpplan.PredNot{X: p}, nil
 		}
 		return nil, b.errAt(x, pgerr.FeatureNotSupported, "expressions are not supported in WHERE").WithHint("%s", whereHint)
 	case *ast.ColumnNameExpr:
@@ -152,13 +85,13 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 			return nil, b.errAt(x, "42804", "argument of WHERE must be type boolean, not %s", typeName(ci)).
 				WithHint("compare the column with a literal, e.g. %s = …", ci.name)
 		}
-		return predCol{col: quoteIdent(ci.name)}, nil
+		return dpplan.PredCol{Col: pgemit.QuoteIdent(ci.name)}, nil
 	case *ast.IsNullExpr:
 		ci, err := b.whereColumn(x.Expr)
 		if err != nil {
 			return nil, err
 		}
-		return predNull{col: quoteIdent(ci.name), not: x.Not}, nil
+		return dpplan.PredNull{Col: pgemit.QuoteIdent(ci.name), Not: x.Not}, nil
 	case *ast.PatternInExpr:
 		if x.Sel != nil {
 			return nil, b.errAt(x, pgerr.FeatureNotSupported, "subqueries are not supported").WithHint("use IN (list of literals)")
@@ -167,7 +100,7 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 		if err != nil {
 			return nil, err
 		}
-		out := predIn{col: quoteIdent(ci.name), not: x.Not}
+		out := dpplan.PredIn{Col: pgemit.QuoteIdent(ci.name), Not: x.Not}
 		for _, item := range x.List {
 			if ci.typ() == policy.TypeDate {
 				if f, ok, err := b.dateFoldOf(item, ci); ok || err != nil {
@@ -178,7 +111,7 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 					if err != nil {
 						return nil, err
 					}
-					out.lits = append(out.lits, dateConst(f.floor))
+					out.Lits = append(out.Lits, dateConst(f.floor))
 					continue
 				}
 			}
@@ -186,7 +119,7 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 			if err != nil {
 				return nil, err
 			}
-			out.lits = append(out.lits, s)
+			out.Lits = append(out.Lits, s)
 		}
 		return out, nil
 	case *ast.BetweenExpr:
@@ -216,7 +149,7 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 		if err != nil {
 			return nil, err
 		}
-		return predBetween{col: quoteIdent(ci.name), lo: lo, hi: hi, not: x.Not}, nil
+		return dpplan.PredBetween{Col: pgemit.QuoteIdent(ci.name), Lo: lo, Hi: hi, Not: x.Not}, nil
 	case *ast.PatternLikeOrIlikeExpr:
 		if x.EscapeExplicit {
 			// The normalizer folds ESCAPE into the pattern (likepattern.go).
@@ -248,7 +181,7 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 			pe, _ := pgerr.As(err)
 			return nil, pe.WithPosition(pgsql.CharPos(b.src, b.norm.srcPos(x.Pattern.OriginTextPosition())))
 		}
-		return predLike{col: quoteIdent(ci.name), pattern: quoteString(pat.String()), not: x.Not, ilike: !x.IsLike}, nil
+		return dpplan.PredLike{Col: pgemit.QuoteIdent(ci.name), Pattern: pgemit.QuoteString(pat.String()), Not: x.Not, ILike: !x.IsLike}, nil
 	case *ast.IsTruthExpr:
 		return nil, b.errAt(x, pgerr.FeatureNotSupported, "IS [NOT] TRUE/FALSE is not supported").
 			WithHint("write the condition itself, e.g. WHERE age > 3 or WHERE NOT (age > 3); for a boolean column, bool_col = true")
@@ -262,9 +195,9 @@ func (b *builder) pred(e ast.ExprNode) (pred, error) {
 	if l, ok := b.lit(e); ok {
 		switch {
 		case l.kind == litBool && (l.typ == "" || l.typ == policy.TypeBool):
-			return predConst{v: strings.ToUpper(l.val)}, nil
+			return dpplan.PredConst{V: strings.ToUpper(l.val)}, nil
 		case l.kind == litNull:
-			return predConst{v: "NULL"}, nil
+			return dpplan.PredConst{V: "NULL"}, nil
 		}
 		return nil, b.errAt(e, "42804", "argument of WHERE must be type boolean").WithHint("%s", whereHint)
 	}
@@ -286,7 +219,7 @@ func (b *builder) whereColumn(e ast.ExprNode) (colInfo, error) {
 
 // compare converts col op literal (either order); literal op literal is
 // accepted for constants such as 1 = 1 that BI tools generate.
-func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (pred, error) {
+func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (dpplan.Pred, error) {
 	_, lcol := unparen(l).(*ast.ColumnNameExpr)
 	_, rcol := unparen(r).(*ast.ColumnNameExpr)
 	switch {
@@ -310,14 +243,14 @@ func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (pred, erro
 				if err != nil {
 					return nil, err
 				}
-				return foldCmp(quoteIdent(ci.name), op, f), nil
+				return foldCmp(pgemit.QuoteIdent(ci.name), op, f), nil
 			}
 		}
 		s, err := b.typedLit(litE, ci)
 		if err != nil {
 			return nil, err
 		}
-		return predCmp{col: quoteIdent(ci.name), op: op, lit: s}, nil
+		return dpplan.PredCmp{Col: pgemit.QuoteIdent(ci.name), Op: op, Lit: s}, nil
 	}
 	ll, ok1 := b.lit(l)
 	rl, ok2 := b.lit(r)
@@ -333,10 +266,10 @@ func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (pred, erro
 		if err != nil {
 			return nil, err
 		}
-		return predCmp{col: a, op: op, lit: c}, nil
+		return dpplan.PredCmp{Col: a, Op: op, Lit: c}, nil
 	}
 	if ll.kind == litString && rl.kind == litString && ll.typ == "" && rl.typ == "" {
-		return predCmp{col: quoteString(ll.val) + "::text", op: op, lit: quoteString(rl.val) + "::text"}, nil
+		return dpplan.PredCmp{Col: pgemit.QuoteString(ll.val) + "::text", Op: op, Lit: pgemit.QuoteString(rl.val) + "::text"}, nil
 	}
 	return nil, b.errAt(at, pgerr.FeatureNotSupported, "this comparison of constants is not supported").
 		WithHint("compare a column with a literal")
@@ -440,7 +373,7 @@ func (b *builder) typedLit(e ast.ExprNode, ci colInfo) (string, error) {
 		return s, err
 	case policy.TypeText:
 		if l.kind == litString {
-			return quoteString(l.val) + "::text", nil
+			return pgemit.QuoteString(l.val) + "::text", nil
 		}
 	case policy.TypeDate:
 		if l.kind == litString {
@@ -519,15 +452,4 @@ func literalHint(ci colInfo) string {
 		return "compare " + ci.name + " with true or false"
 	}
 	return "compare " + ci.name + " with a number or a quoted string"
-}
-
-// quoteString writes a PostgreSQL string constant whose meaning does not
-// depend on standard_conforming_strings: plain '…' when there is no
-// backslash, else E'…' with backslashes doubled.
-func quoteString(s string) string {
-	q := strings.ReplaceAll(s, "'", "''")
-	if strings.Contains(s, `\`) {
-		return "E'" + strings.ReplaceAll(q, `\`, `\\`) + "'"
-	}
-	return "'" + q + "'"
 }

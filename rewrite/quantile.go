@@ -10,6 +10,8 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -26,7 +28,7 @@ import (
 //
 // Each row's value is clamped to [lower, upper] (dates as days since
 // 1970-01-01), and rows are bounded exactly as for every other measure
-// (bounds.go): at most max_rows_per_unit values per (unit, group), at most
+// (dpplan/bounds.go): at most max_rows_per_unit values per (unit, group), at most
 // Plan.MaxGroupsPerUnit groups per unit (chosen by hash, never weighted).
 // In dp_bounded each (unit, group) keeps at most max_rows_per_unit of its
 // non-null clamped values, evenly spaced in rank (quantileUnitSQL), in an
@@ -35,13 +37,6 @@ import (
 // the final step unnests the arrays of the group's kept (unit, group)
 // rows. So one unit adds or removes
 // at most R = max_rows_per_unit values in each of at most L0 groups.
-
-// Quantile methods (SET dp.quantile_method).
-const (
-	QuantileExponential = "exponential"
-	QuantileSmooth      = "smooth"
-	QuantilePTR         = "ptr"
-)
 
 // maxQuantileBuckets is the number of buckets of the exponential method's
 // grid over [lower, upper]: fine enough (1/16384 of the range) that
@@ -52,35 +47,6 @@ const (
 // whole-number bucket widths, so a narrow range (ages 0–110) gets one
 // bucket per value.
 const maxQuantileBuckets = 1 << 14
-
-// Quantile describes one quantile measure. Everything in it is public: the
-// query's constants and the policy's bounds.
-type Quantile struct {
-	Func string  // "percentile_cont", "percentile_disc", "min" or "max"
-	Q    float64 // the fraction, in [0, 1] (0 for min, 1 for max)
-	// Cont selects PostgreSQL's percentile_cont (linear interpolation
-	// between the order statistics ⌊h⌋ and ⌈h⌉, h = 1 + q(n−1)); otherwise
-	// the answer is the order statistic max(1, ⌈q·n⌉) (percentile_disc,
-	// MIN, MAX).
-	Cont bool
-	// Type is the column's type; values are numbers (dates: days since
-	// 1970-01-01).
-	Type   policy.Type
-	Method string // QuantileExponential, QuantileSmooth or QuantilePTR
-	// Buckets and Width define the grid of the exponential method: bucket
-	// j covers [Lower + j·Width, Lower + (j+1)·Width), the last one closed
-	// at Upper. For int and date columns Width is a whole number and the
-	// bucket holds the integers Lower + j·Width … Lower + (j+1)·Width − 1.
-	Buckets int
-	Width   float64
-	// Rows is max_rows_per_unit: how many values one unit can add to or
-	// remove from a group.
-	Rows int
-	// Beta is the smoothing parameter of the smooth method (0 otherwise),
-	// Bound the proposed local-sensitivity bound of the ptr method.
-	Beta  float64 `json:",omitempty"`
-	Bound float64 `json:",omitempty"`
-}
 
 // quantileGrid returns the exponential method's bucket count and width for
 // a column's bounds.
@@ -141,7 +107,7 @@ func (n *normalized) orderedSetAgg(toks []pgsql.Token, i int) (last int, open bo
 	if !at(i+5).Is("group") || !at(i+6).IsPunct("(") || !at(i+7).Is("order") || !at(i+8).Is("by") {
 		return 0, false, pgsql.SyntaxErr(src, at(i+5).Pos, "syntax error in WITHIN GROUP: expected GROUP (ORDER BY col)").WithHint("%s", quantileHint)
 	}
-	n.pieces = append(n.pieces, piece{text: quoteIdent(fn), pos: toks[i].Pos, lit: -1, word: true})
+	n.pieces = append(n.pieces, piece{text: pgemit.QuoteIdent(fn), pos: toks[i].Pos, lit: -1, word: true})
 	n.pieces = append(n.pieces, piece{text: "(", pos: at(i + 1).Pos, lit: -1})
 	n.lits = append(n.lits, literal{kind: litNumber, val: at(i + 2).Val, pos: at(i + 2).Pos})
 	n.pieces = append(n.pieces, piece{text: "?", pos: at(i + 2).Pos, lit: len(n.lits) - 1, word: true})
@@ -157,7 +123,7 @@ func (n *normalized) orderedSetAgg(toks []pgsql.Token, i int) (last int, open bo
 			return 0, false, pgerr.New(pgerr.FeatureNotSupported, "WITHIN GROUP orders by a plain column only").
 				WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("%s", quantileHint)
 		}
-		n.pieces = append(n.pieces, piece{text: quoteIdent(t.Val), pos: t.Pos, lit: -1, word: true})
+		n.pieces = append(n.pieces, piece{text: pgemit.QuoteIdent(t.Val), pos: t.Pos, lit: -1, word: true})
 		k++
 		if !at(k).IsPunct(".") {
 			break
@@ -227,7 +193,7 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 		q = 1
 	}
 	// MIN(col) FILTER (WHERE cond): only the rows that satisfy cond take
-	// part (the emitter's row value is NULL elsewhere, bounds.go).
+	// part (the emitter's row value is NULL elsewhere, dpplan/bounds.go).
 	filter, err := b.aggFilter(x)
 	if err != nil {
 		return aggSpec{}, Output{}, err
@@ -271,7 +237,7 @@ func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont b
 		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
 		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
 	}}
-	m = measureBounds(b.table, m, ci.col)
+	m = dpplan.MeasureBounds(b.table, m, ci.col)
 	idx := -1
 	for i, have := range b.measures {
 		if have.Kind == MeasureQuantile && have.Column == m.Column && have.Filter == m.Filter && *have.Quantile == *m.Quantile {
@@ -302,105 +268,6 @@ func quantilePGType(t policy.Type) string {
 		return "date"
 	}
 	return "numeric"
-}
-
-// quantileValueSQL is the clamped value of a quantile's column as numeric
-// (dates as days since 1970-01-01), NULL when the column is NULL.
-func quantileValueSQL(t *policy.Table, m Measure) string {
-	if m.Expr != "" {
-		return quantileExprValueSQL(m) // quantile_expr.go
-	}
-	c := quoteIdent(m.Column)
-	lo, hi := boundConst(t, m), boundConstUpper(t, m)
-	v := c + "::numeric"
-	if m.Quantile.Type == policy.TypeDate {
-		// Clamp as a date before subtracting: 'infinity' - date raises
-		// 22008, and the emitted SQL must not fail on any data.
-		day := func(x float64) string {
-			return "('1970-01-01'::date + " + strconv.FormatInt(int64(x), 10) + ")"
-		}
-		v = "(LEAST(GREATEST(" + c + ", " + day(math.Ceil(m.Lower)) + "), " + day(math.Floor(m.Upper)) + ") - '1970-01-01'::date)::numeric"
-	}
-	return "CASE WHEN " + c + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + v + ", " + lo + "), " + hi + ") END"
-}
-
-// boundConst and boundConstUpper write the policy bounds of the measure's
-// column as numeric constants (dates as day numbers).
-func boundConst(t *policy.Table, m Measure) string {
-	if m.Expr != "" {
-		return formatConst(m.Lower) // the expression's interval, exactly
-	}
-	if m.Quantile.Type == policy.TypeDate {
-		return "(" + strconv.FormatFloat(m.Lower, 'f', -1, 64) + ")::numeric"
-	}
-	return numericConst(t.Columns[m.Column].Lower)
-}
-
-func boundConstUpper(t *policy.Table, m Measure) string {
-	if m.Expr != "" {
-		return formatConst(m.Upper)
-	}
-	if m.Quantile.Type == policy.TypeDate {
-		return "(" + strconv.FormatFloat(m.Upper, 'f', -1, 64) + ")::numeric"
-	}
-	return numericConst(t.Columns[m.Column].Upper)
-}
-
-// quantileRankSQL are the dp_rows columns that choose a (unit, group)'s
-// quantile values (x is the measure's per-row value): the rank of the row
-// among the (unit, group)'s rows by value, and the number of its non-null
-// values.
-func quantileRankSQL(x string, partition []string, i int) []string {
-	n := strconv.Itoa(i)
-	over := " OVER (PARTITION BY " + strings.Join(partition, ", ")
-	return []string{
-		"ROW_NUMBER()" + over + " ORDER BY " + x + ") AS dp_r" + n,
-		"COUNT(" + x + ")" + over + ") AS dp_c" + n,
-	}
-}
-
-// quantileKeepSQL aggregates the values a (unit, group) keeps for quantile
-// measure i into an array: all of its n non-null values when n ≤ R, else
-// the R values of rank ⌈j·n/R⌉, j = 1…R (the ranks where ⌊rank·R/n⌋ steps
-// up: evenly spaced in rank, a systematic sample of the unit's order
-// statistics). The choice is a function of the unit's own values only,
-// and keeps at most R values whatever the data. NULL when none.
-func quantileKeepSQL(i, rows int) string {
-	n, r := strconv.Itoa(i), strconv.Itoa(rows)
-	x, rk, c := "dp_x"+n, "dp_r"+n, "NULLIF(dp_c"+n+", 0)"
-	return "array_agg(" + x + ") FILTER (WHERE " + x + " IS NOT NULL AND " + rk + " * " + r + " / " + c + " > (" + rk + " - 1) * " + r + " / " + c + ")"
-}
-
-// quantileUnitSQL pads the array a of the values a (unit, group) keeps
-// (quantileKeepSQL: at most R, or NULL) with NULLs to exactly R entries. A
-// fixed length lets the final step array_agg the arrays of all units into
-// one rectangular array without a data-dependent error.
-func quantileUnitSQL(a string, rows int) string {
-	r := strconv.Itoa(rows)
-	n := "COALESCE(cardinality(" + a + "), 0)"
-	return "array_cat(COALESCE(" + a + ", '{}'::numeric[]), array_fill(NULL::numeric, ARRAY[GREATEST(" + r + " - " + n + ", 0)]))"
-}
-
-// quantileFinalSQL summarises the group's kept values (the unnested arrays
-// m of its kept (unit, group) rows) as text, per method:
-//
-//	exponential  "j:c,j:c,…": the count c of values in bucket j, for the
-//	             non-empty buckets in increasing j (NULL when none).
-func quantileFinalSQL(t *policy.Table, m Measure, arr string) string {
-	q := m.Quantile
-	lo, hi := boundConst(t, m), boundConstUpper(t, m)
-	values := "unnest(array_agg(" + arr + ")) AS dp_v"
-	if q.Method == QuantileSmooth || q.Method == QuantilePTR {
-		return orderStatSQL(m, lo, hi, values)
-	}
-	var bucket string
-	if q.Type == policy.TypeInt || q.Type == policy.TypeDate {
-		bucket = "LEAST(div(dp_v - " + lo + ", " + strconv.FormatFloat(q.Width, 'f', -1, 64) + "), " + strconv.Itoa(q.Buckets-1) + ")"
-	} else {
-		bucket = "LEAST(div((dp_v - " + lo + ") * " + strconv.Itoa(q.Buckets) + ", " + hi + " - " + lo + "), " + strconv.Itoa(q.Buckets-1) + ")"
-	}
-	return "(SELECT string_agg(dp_b::text || ':' || dp_c::text, ',' ORDER BY dp_b) FROM (SELECT " + bucket +
-		" AS dp_b, COUNT(*) AS dp_c FROM " + values + " WHERE dp_v IS NOT NULL GROUP BY 1) AS dp_h)"
 }
 
 // isOrderedSetName reports whether name is an ordered-set aggregate that

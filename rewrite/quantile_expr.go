@@ -10,6 +10,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
@@ -55,11 +56,6 @@ import (
 // value, clipped to the output range [Lower, Upper] (the expression's
 // interval, narrowed by SET dp.output_range), averaged over the k blocks,
 // with noise of sensitivity (Upper − Lower)/k. See sampleQuantile.
-
-// QuantileSample answers quantiles by sample-and-aggregate (sampleagg.go).
-// Unlike the other methods it is chosen when the plan is built
-// (Options.QuantileMethod): the plan has a different shape.
-const QuantileSample = "sample"
 
 // quantileExprHint says what a quantile of an expression may be.
 const quantileExprHint = "write e.g. percentile_cont(0.5) WITHIN GROUP (ORDER BY cost / NULLIF(age, 0)) or MAX(cost * 2 + 1): " +
@@ -176,7 +172,7 @@ func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool
 		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
 		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
 	}}
-	m = measureBounds(b.table, m, nil)
+	m = dpplan.MeasureBounds(b.table, m, nil)
 	idx := -1
 	for i, have := range b.measures {
 		if have.Kind == MeasureQuantile && have.Column == "" && have.Expr == m.Expr && have.Filter == m.Filter && *have.Quantile == *m.Quantile {
@@ -251,14 +247,6 @@ func floatExpr(b *builder, e ast.ExprNode) bool {
 	return false
 }
 
-// quantileExprValueSQL is the row value of a quantile of an expression:
-// the expression's SQL clamped to [Lower, Upper] (a no-op by the interval
-// analysis), NULL when it is NULL.
-func quantileExprValueSQL(m Measure) string {
-	return "CASE WHEN " + m.Expr + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + m.Expr + ", " +
-		formatConst(m.Lower) + "), " + formatConst(m.Upper) + ") END"
-}
-
 // sampleQuantile plans a quantile by sample-and-aggregate (SET
 // dp.quantile_method = sample): a statistic of sampleagg.go whose block
 // answer is PostgreSQL's fn of the bounded row value over the block's
@@ -299,49 +287,7 @@ func (b *builder) sampleQuantile(e ast.ExprNode, fn string, q float64, cont bool
 		// (sampleagg.go); every value is within the finite interval.
 		value = "round(" + value + ", 30)::float8"
 	}
-	spec := saSpec{fn: fn, y: shown, lower: lower, upper: upper, q: qs, value: value}
+	spec := dpplan.SampleCall{Fn: fn, Y: shown, Lower: lower, Upper: upper, Q: qs, Value: value}
 	idx := b.internSA(spec)
 	return aggSpec{}, Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
-}
-
-// sampleValueKey marks an input of the sample-and-aggregate SQL that is a
-// row value (its SQL follows) rather than a column name: policy names
-// cannot contain a NUL byte (PostgreSQL identifiers cannot).
-const sampleValueKey = "\x00"
-
-// label names the statistic in EXPLAIN: f(y, x), or fn(q) of the value.
-func (s saSpec) label() string {
-	switch {
-	case s.value == "":
-		return s.fn + "(" + s.y + ", " + s.x + ")"
-	case s.q != "":
-		return s.fn + "(" + s.q + ") of " + s.y
-	}
-	return s.fn + " of " + s.y
-}
-
-// inputs are the keys of the statistic's inputs: its two columns, or its
-// row value.
-func (s saSpec) inputs() []string {
-	if s.value != "" {
-		return []string{sampleValueKey + s.value}
-	}
-	return []string{s.y, s.x}
-}
-
-// quantileInputSQL is the SQL of an input key that is a row value.
-func quantileInputSQL(key string) (string, bool) {
-	v, ok := strings.CutPrefix(key, sampleValueKey)
-	return v, ok
-}
-
-// quantileSQL is the block answer of a quantile statistic: PostgreSQL's
-// own ordered-set aggregate (or MIN/MAX) of the row value; NULL for a
-// block without values.
-func (s saSpec) quantileSQL(in func(string) string) string {
-	v := in(s.inputs()[0])
-	if s.q == "" {
-		return s.fn + "(" + v + ")"
-	}
-	return s.fn + "((" + s.q + ")::float8) WITHIN GROUP (ORDER BY " + v + ")"
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -53,7 +54,7 @@ func saBlockQuantiles(t *testing.T, ctx context.Context, q interface {
 			t.Fatal(err)
 		}
 		if v == nil {
-			out[b] = SampleMid(lo, hi)
+			out[b] = dpplan.SampleMid(lo, hi)
 			continue
 		}
 		out[b] = math.Min(math.Max(*v, lo), hi)
@@ -199,7 +200,7 @@ func TestQuantileSample_Refusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := q.WithQuantiles(QuantileSample, 1, 1e-6, policy.MechanismLaplace); err == nil {
+	if _, err := WithQuantiles(q, QuantileSample, 1, 1e-6, policy.MechanismLaplace); err == nil {
 		t.Fatal("WithQuantiles(sample) of an exponential plan succeeded")
 	}
 }
@@ -261,7 +262,7 @@ INSERT INTO obs VALUES (1, 1e-400, 1), (2, 3, 2), (3, 1e-400, 3)`); err != nil {
 			t.Fatal(err)
 		}
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := base.WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := WithQuantiles(base, method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}

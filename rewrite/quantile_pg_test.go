@@ -12,6 +12,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -311,7 +312,7 @@ func TestQuantile_OrderStatsPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := base.WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := WithQuantiles(base, method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -422,7 +423,7 @@ func TestAudit_QuantileSmoothPTR(t *testing.T) {
 			continue // joins: TestAudit_QuantileJoins
 		}
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := base.WithQuantiles(method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := WithQuantiles(base, method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -440,7 +441,8 @@ func TestAudit_QuantileSmoothPTR(t *testing.T) {
 						sub.Measures = append(sub.Measures, m)
 					}
 				}
-				sub.SQL = emitSQL(p.table, &sub, p.where)
+				tbl, w := p.Source()
+				sub.SQL = pgemit.SQL(tbl, &sub, w)
 				p = &sub
 			}
 			audited++

@@ -4,10 +4,10 @@ package rewrite
 
 import (
 	"math"
-	"strconv"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 )
 
 // The smooth and ptr quantile methods (SET dp.quantile_method), see also
@@ -55,9 +55,6 @@ import (
 // it against the data.
 const ptrBoundFraction = 1.0 / 64
 
-// smoothExpFloor is −100: the floor of the exponent of the weights w_k.
-const smoothExpFloor = "-100"
-
 // WithQuantiles returns the plan with its quantile measures answered by the
 // given method (QuantileExponential, QuantileSmooth or QuantilePTR), for a
 // query run with the given ε, δ and noise mechanism, with the SQL emitted
@@ -72,7 +69,7 @@ const smoothExpFloor = "-100"
 // 1/L0 of its share. The
 // smoothing parameter is β = ε_g/(2 ln(2/δ_g)), lowered by a relative 10⁻⁹
 // so that it never exceeds what release computes (release checks).
-func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism string) (*Plan, error) {
+func WithQuantiles(p *Plan, method string, epsilon, delta float64, mechanism string) (*Plan, error) {
 	switch method {
 	case "":
 		method = DefaultQuantileMethod
@@ -115,7 +112,8 @@ func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism st
 		return nil, pgerr.New(pgerr.InvalidParameterValue, "quantile method %s needs 0 < dp.delta < 1", method).
 			WithHint("SET dp.delta = 1e-7, or SET dp.quantile_method = exponential (pure ε)")
 	}
-	if p.table == nil {
+	t, where := p.Source()
+	if t == nil {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: plan cannot be re-emitted")
 	}
 	if !(epsilon > 0) || math.IsInf(epsilon, 0) {
@@ -140,58 +138,10 @@ func (p *Plan) WithQuantiles(method string, epsilon, delta float64, mechanism st
 		}
 		c.Measures[i].Quantile = &q
 	}
-	c.SQL = emitSQL(p.table, &c, p.where)
+	c.SQL = pgemit.SQL(t, &c, where)
 	c.Fingerprint = fingerprint(&c)
 	if err := checkSQLSize(&c); err != nil {
 		return nil, err
 	}
 	return &c, nil
-}
-
-// DefaultQuantileMethod is the method used without SET
-// dp.quantile_method: the most accurate one in BENCHMARKS.md.
-const DefaultQuantileMethod = QuantileExponential
-
-// orderStatSQL summarises the group's sorted values for the smooth and ptr
-// methods as "f;S" or "f;D" (see the file comment). values is the FROM
-// item unnesting the group's kept values as dp_v.
-func orderStatSQL(m Measure, lo, hi, values string) string {
-	q := m.Quantile
-	qs := "(" + strconv.FormatFloat(q.Q, 'g', -1, 64) + ")::numeric"
-	r := strconv.Itoa(q.Rows)
-	// x(i) with the sentinels lower (i < 1) and upper (i > n). The sorted
-	// values are a float8 array: its elements have a fixed length, so
-	// dp_s[i] is found in constant time (in a numeric array each access
-	// walks the array from its start: quadratic time). The conversion is a
-	// fixed, monotone map of each value, so everything below is computed
-	// on transformed data with the same bounds; PostgreSQL's
-	// percentile_cont computes in float8 too. The map is
-	// round(x, 30)::float8, for the sentinels as for the values: a numeric
-	// nearer to 0 than 1e-308 (e.g. 1e-400 in a numeric column) would make
-	// a plain ::float8 raise 22003, an error that depends on the data.
-	lo, hi = "round("+lo+", 30)::float8", "round("+hi+", 30)::float8"
-	x := func(i string) string {
-		return "(CASE WHEN " + i + " < 1 THEN " + lo + " WHEN " + i + " > dp_n THEN " + hi + " ELSE dp_s[(" + i + ")::int] END)"
-	}
-	var ab, f string
-	if q.Cont {
-		ab = "FLOOR(1 + " + qs + " * (dp_n - 1)) AS dp_a, CEIL(1 + " + qs + " * (dp_n - 1)) AS dp_b, 1 + " + qs + " * (dp_n - 1) AS dp_h"
-		f = x("dp_a") + " + (dp_h - dp_a) * (" + x("dp_b") + " - " + x("dp_a") + ")"
-	} else {
-		ab = "GREATEST(1, CEIL(" + qs + " * dp_n)) AS dp_a, GREATEST(1, CEIL(" + qs + " * dp_n)) AS dp_b, 0 AS dp_h"
-		f = x("dp_a")
-	}
-	uk := "(" + x("dp_b + "+r+" * (dp_k + 1)") + " - " + x("dp_a - "+r+" * (dp_k + 1)") + ")::numeric"
-	ks := "generate_series(0, CEIL(dp_n::numeric / " + r + ")::int) AS dp_k"
-	var stat string
-	if q.Method == QuantileSmooth {
-		beta := "(" + strconv.FormatFloat(q.Beta, 'g', -1, 64) + ")::numeric"
-		stat = "(SELECT MAX(EXP(GREATEST(-" + beta + " * dp_k, " + smoothExpFloor + ")) * " + uk + ") FROM " + ks + ")"
-	} else {
-		bound := "(" + strconv.FormatFloat(q.Bound, 'g', -1, 64) + ")::numeric"
-		stat = "(SELECT COALESCE(MIN(dp_k), CEIL(dp_n::numeric / " + r + ") + 1) FROM " + ks + " WHERE " + uk + " > " + bound + ")"
-	}
-	return "(SELECT (" + f + ")::text || ';' || " + stat + "::text FROM (SELECT dp_s, dp_n, " + ab +
-		" FROM (SELECT array_agg(round(dp_v, 30)::float8 ORDER BY dp_v) FILTER (WHERE dp_v IS NOT NULL) AS dp_s, COUNT(dp_v) AS dp_n FROM " + values +
-		") AS dp_sorted) AS dp_r)"
 }

@@ -1,9 +1,10 @@
 package rewrite
 
 import (
+	"time"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
-	"time"
 )
 
 // Rewrite validates one DP statement against the policy and plans it. Every
@@ -12,7 +13,7 @@ import (
 // The statement is lexed by our PostgreSQL lexer, normalized (normalize.go)
 // into text the TiDB parser reads with the same structure, parsed, and then
 // checked and planned by this package (build.go, pred.go); Plan.SQL comes
-// from our emitter (bounds_sql.go) over the plan, never from analyst text.
+// from our emitter (pgemit/bounds_sql.go) over the plan, never from analyst text.
 func Rewrite(ds *policy.Dataset, stmt string) (*Plan, error) {
 	if ds == nil {
 		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")
@@ -32,11 +33,11 @@ type Options struct {
 	// QuantileMethod is SET dp.quantile_method when it changes the plan's
 	// shape: QuantileSample answers quantiles by sample-and-aggregate
 	// (quantile_expr.go). The other methods are applied after planning
-	// (Plan.WithQuantiles) and leave it "".
+	// (WithQuantiles) and leave it "".
 	QuantileMethod string
 	// MaxRowsPerUnit and MaxGroupsPerUnit, when > 0, are SET
 	// dp.max_rows_per_unit / dp.max_groups_per_unit: contribution bounds
-	// tighter than the policy's for this session's queries (bounds.go,
+	// tighter than the policy's for this session's queries (dpplan/bounds.go,
 	// "Bounds per query"); looser ones are refused.
 	MaxRowsPerUnit, MaxGroupsPerUnit int
 	// NoBias is SET dp.bias = off: no bias estimate of contribution

@@ -10,6 +10,8 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
@@ -128,9 +130,9 @@ func (b *builder) rowColumn(x *ast.ColumnNameExpr) (rowExpr, error) {
 	if !ok1 || !ok2 || lo.Cmp(hi) > 0 {
 		return rowExpr{}, pgerr.New(pgerr.InternalError, "internal error: invalid policy bounds")
 	}
-	c := quoteIdent(ci.name)
+	c := pgemit.QuoteIdent(ci.name)
 	return rowExpr{
-		sql: "(CASE WHEN " + c + " IS NULL THEN NULL ELSE " + clampSQL(b.table, ci.name) + " END)",
+		sql: "(CASE WHEN " + c + " IS NULL THEN NULL ELSE " + pgemit.ClampSQL(b.table, ci.name) + " END)",
 		iv:  sensitivity.Range(lo, hi, ci.col.Type == policy.TypeInt, true),
 	}, nil
 }
@@ -241,15 +243,15 @@ func checkRowLiteral(text string, v *big.Rat) error {
 }
 
 // predSize is the number of comparisons in a condition.
-func predSize(p pred) int {
+func predSize(p dpplan.Pred) int {
 	switch x := p.(type) {
-	case predBool:
-		return predSize(x.l) + predSize(x.r)
-	case predNot:
-		return predSize(x.x)
-	case predIn:
-		return max(1, len(x.lits)/8)
-	case predConst:
+	case dpplan.PredBool:
+		return predSize(x.L) + predSize(x.R)
+	case dpplan.PredNot:
+		return predSize(x.X)
+	case dpplan.PredIn:
+		return max(1, len(x.Lits)/8)
+	case dpplan.PredConst:
 		return 0
 	}
 	return 1
@@ -302,7 +304,7 @@ func (b *builder) rowCase(x *ast.CaseExpr) (rowExpr, error) {
 	var ivs []sensitivity.Interval
 	depth := 0
 	for _, w := range x.WhenClauses {
-		var c pred
+		var c dpplan.Pred
 		var err error
 		if x.Value != nil {
 			c, err = b.compare(w, x.Value, w.Expr, "=")
@@ -320,7 +322,7 @@ func (b *builder) rowCase(x *ast.CaseExpr) (rowExpr, error) {
 		// too: they are evaluated per row (on the rows an enclosing CASE
 		// selects, for a nested CASE).
 		b.rowOps += predSize(c)
-		s.WriteString(" WHEN " + c.sql() + " THEN " + v.sql)
+		s.WriteString(" WHEN " + pgemit.PredSQL(c) + " THEN " + v.sql)
 		ivs = append(ivs, v.iv)
 		depth = max(depth, v.divDepth)
 	}
@@ -383,7 +385,7 @@ func (b *builder) rowFunc(x *ast.FuncCallExpr) (rowExpr, error) {
 
 // ratConst writes a decimal rational (finite decimal expansion, as
 // sensitivity.RoundOut returns) as an exact numeric constant.
-func ratConst(r *big.Rat) string { return numericConst(decimalText(r)) }
+func ratConst(r *big.Rat) string { return pgemit.NumericConst(decimalText(r)) }
 
 // decimalText writes a rational with a finite decimal expansion (its
 // reduced denominator is 2^a·5^b) exactly, with max(a, b) digits after

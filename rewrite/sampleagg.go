@@ -8,7 +8,8 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -64,7 +65,7 @@ import (
 // smallest level when k comes from its noisy count (≈ 0).
 //
 // Contribution bounding is that of the other grouped aggregates
-// (bounds.go): each unit keeps at most max_rows_per_unit rows per group
+// (dpplan/bounds.go): each unit keeps at most max_rows_per_unit rows per group
 // (random choice) and at most L0 = Plan.MaxGroupsPerUnit groups (a random
 // order of the unit's groups, drawn once per (unit, group); omitted when L0
 // is at least the number of groups). Sensitivity: adding or removing a
@@ -168,77 +169,6 @@ const sampleCountShare = 0.1
 // maxSampleBlocks bounds SET dp.sample_blocks.
 const maxSampleBlocks = 1 << 20
 
-// SampleAgg describes a sample-and-aggregate plan. Plan.SQL returns one row
-// per group that has rows and block count k:
-//
-//	key_0, …, key_{K−1}, k, S_0, …, S_{m−1}, n
-//
-// (no key columns when ungrouped) where S_i is the sum over the k blocks of
-// the group's clipped, centred answers of the plan's i-th measure
-// (Plan.Measures[i], kind MeasureSampleAgg) and n is the group's number of
-// distinct units (used only when CountMeasure ≥ 0). A group (or an
-// ungrouped query) without input rows has no row: release treats its S and
-// n as 0. The SQL takes the key as bind parameters (Plan.QueryArgs).
-type SampleAgg struct {
-	// Levels are the block counts the SQL computes, ascending.
-	Levels []int
-	// CountMeasure indexes the MeasureUnits measure whose noisy value
-	// chooses k (and, with private keys, selects the groups); −1 when k is
-	// fixed by SET dp.sample_blocks (Levels has one element) and every key
-	// is public.
-	CountMeasure int
-	// BlockUnits is the target number of units per block (k = the largest
-	// level ≤ ñ/BlockUnits).
-	BlockUnits int
-	// CountShare is the share of the query's ε (and δ) for the count.
-	CountShare float64
-}
-
-// ChooseBlocks returns the block count for a noisy unit count: the largest
-// level k with k·BlockUnits ≤ count, else the smallest level.
-// Post-processing of a released value; also used by EXPLAIN.
-func (s *SampleAgg) ChooseBlocks(count float64) int {
-	k := s.Levels[0]
-	for _, l := range s.Levels {
-		if float64(l)*float64(s.BlockUnits) <= count {
-			k = l
-		}
-	}
-	return k
-}
-
-// RedactedSQL is what EXPLAIN shows of Plan.SQL: the SQL itself, which
-// holds no secret (the sample key is the bind parameters $1 and $2, see
-// QueryArgs).
-func (p *Plan) RedactedSQL() string { return p.SQL }
-
-// QueryArgs returns the values of the bind parameters of Plan.SQL: for a
-// sample-and-aggregate plan the HMAC key pads of the dataset's secret
-// sample key, $1 = K⊕ipad and $2 = K⊕opad (bytea); nil for other plans.
-//
-// The key never enters the plan: not Plan.SQL (so neither the fingerprint,
-// which hashes the plan, nor the answer cache key and the ledger, which
-// use the fingerprint, nor EXPLAIN, which prints the SQL, can contain it),
-// and not any field of Plan. release passes these values to the upstream
-// as parameters of the extended protocol, and never logs or stores them.
-func (p *Plan) QueryArgs(ds *policy.Dataset) []any {
-	if p.SampleAgg == nil {
-		return nil
-	}
-	inner, outer := hmacPads(ds.SampleKey())
-	return []any{inner, outer}
-}
-
-// saSpec is one sample-and-aggregate call of the select list.
-type saSpec struct {
-	fn           string // corr, covar_pop, …
-	y, x         string // PostgreSQL's argument order: f(Y, X)
-	lower, upper float64
-	// q, value: a quantile (quantile_expr.go: fn is percentile_cont,
-	// percentile_disc, min or max) of the row value, q its fraction.
-	q, value string
-}
-
 var sampleAggFuncs = map[string]bool{
 	"corr": true, "covar_pop": true, "covar_samp": true,
 	"regr_slope": true, "regr_intercept": true, "regr_r2": true,
@@ -303,7 +233,7 @@ func (b *builder) sampleAggCall(fc *ast.FuncCallExpr) (Output, error) {
 		return Output{}, b.errAt(fc, pgerr.FeatureNotSupported, "%s has an empty or unbounded output range", fn).
 			WithHint("SET dp.output_range = 'lo,hi' with finite lo < hi")
 	}
-	spec := saSpec{fn: fn, y: cols[0].name, x: cols[1].name, lower: lo, upper: hi}
+	spec := dpplan.SampleCall{Fn: fn, Y: cols[0].name, X: cols[1].name, Lower: lo, Upper: hi}
 	idx := b.internSA(spec)
 	return Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: "float8", Lower: lo, Upper: hi}, nil
 }
@@ -369,8 +299,8 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		sa.Levels = []int{k}
 	}
 	for _, s := range b.sa {
-		p.Measures = append(p.Measures, Measure{Kind: MeasureSampleAgg, Column: s.label(),
-			Lower: s.lower, Upper: s.upper, LInf: widthUp(s.lower, s.upper)})
+		p.Measures = append(p.Measures, Measure{Kind: MeasureSampleAgg, Column: s.Label(),
+			Lower: s.Lower, Upper: s.Upper, LInf: widthUp(s.Lower, s.Upper)})
 	}
 	if len(sa.Levels) > 1 || p.PrivateGroups() {
 		// The count chooses k, and with private keys also selects the
@@ -380,7 +310,7 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		p.Measures = append(p.Measures, Measure{Kind: MeasureUnits, Column: b.table.UnitColumn, Integer: true, LInf: 1})
 	}
 	p.SampleAgg = sa
-	p.SQL = b.emitSampleAggSQL(p)
+	p.SQL = pgemit.SampleAggSQL(b.table, p, b.where, b.sa)
 	return nil
 }
 
@@ -398,7 +328,7 @@ func widthUp(lower, upper float64) float64 {
 // internSA returns the index of spec in the query's sample-and-aggregate
 // statistics, adding it if it is new: the same statistic asked twice is
 // computed (and charged) once.
-func (b *builder) internSA(spec saSpec) int {
+func (b *builder) internSA(spec dpplan.SampleCall) int {
 	for i, s := range b.sa {
 		if s == spec {
 			return i

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -112,7 +114,7 @@ func groupBlockValues(t *testing.T, ctx context.Context, q interface {
 			t.Fatal(err)
 		}
 		if v == nil {
-			out[b] = SampleMid(lo, hi)
+			out[b] = dpplan.SampleMid(lo, hi)
 		} else {
 			out[b] = math.Min(math.Max(*v, lo), hi)
 		}
@@ -161,7 +163,7 @@ func groupedAverages(t *testing.T, ctx context.Context, q interface {
 				t.Fatalf("S = %q", raw[nk+1+o.Measure])
 			}
 			f, _ := s.Float64()
-			avg[g][k] = append(avg[g][k], SampleMid(o.Lower, o.Upper)+f/float64(k))
+			avg[g][k] = append(avg[g][k], dpplan.SampleMid(o.Lower, o.Upper)+f/float64(k))
 		}
 		if c := p.SampleAgg.CountMeasure; c >= 0 {
 			units[g][k], _ = strconv.ParseInt(string(raw[nk+1+c]), 10, 64)
@@ -350,7 +352,7 @@ func TestSampleAgg_GroupedNeighbour(t *testing.T) {
 			for _, g := range []string{"a", "b", "c", "d"} {
 				moved := false
 				for i, o := range p.Outputs[1:] {
-					b0, a0 := SampleMid(o.Lower, o.Upper), SampleMid(o.Lower, o.Upper) // an absent group is all midpoints
+					b0, a0 := dpplan.SampleMid(o.Lower, o.Upper), dpplan.SampleMid(o.Lower, o.Upper) // an absent group is all midpoints
 					if base[g][k] != nil {
 						b0 = base[g][k][i]
 					}
@@ -547,7 +549,7 @@ func diffSampleAgg(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *policy
 			protected = append(protected, tb)
 		}
 	}
-	unitRows, err := queryText(ctx, conn, `SELECT DISTINCT `+quoteIdent(protected[0].UnitColumn)+`::text FROM `+quoteIdent(protected[0].Name)+` WHERE `+quoteIdent(protected[0].UnitColumn)+` IS NOT NULL`)
+	unitRows, err := queryText(ctx, conn, `SELECT DISTINCT `+pgemit.QuoteIdent(protected[0].UnitColumn)+`::text FROM `+pgemit.QuoteIdent(protected[0].Name)+` WHERE `+pgemit.QuoteIdent(protected[0].UnitColumn)+` IS NOT NULL`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -565,7 +567,7 @@ func diffSampleAgg(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *policy
 				t.Fatal(err)
 			}
 			for _, tb := range protected {
-				if _, err := tx.Exec(ctx, `DELETE FROM `+quoteIdent(tb.Schema)+`.`+quoteIdent(tb.Name)+` WHERE `+quoteIdent(tb.UnitColumn)+`::text <> ALL($1) OR `+quoteIdent(tb.UnitColumn)+` IS NULL`, blocks[b]); err != nil {
+				if _, err := tx.Exec(ctx, `DELETE FROM `+pgemit.QuoteIdent(tb.Schema)+`.`+pgemit.QuoteIdent(tb.Name)+` WHERE `+pgemit.QuoteIdent(tb.UnitColumn)+`::text <> ALL($1) OR `+pgemit.QuoteIdent(tb.UnitColumn)+` IS NULL`, blocks[b]); err != nil {
 					_ = tx.Rollback(ctx)
 					t.Fatal(err)
 				}
@@ -585,7 +587,7 @@ func diffSampleAgg(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *policy
 				var vs []float64
 				for _, i := range saOut {
 					o := p.Outputs[i]
-					v := SampleMid(o.Lower, o.Upper)
+					v := dpplan.SampleMid(o.Lower, o.Upper)
 					if raw[i] != nil {
 						f, err := strconv.ParseFloat(string(raw[i]), 64)
 						if err != nil {
@@ -616,13 +618,13 @@ func diffSampleAgg(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *policy
 					if vs, ok := pb[g]; ok {
 						sum[j] += vs[j]
 					} else {
-						sum[j] += SampleMid(p.Outputs[i].Lower, p.Outputs[i].Upper)
+						sum[j] += dpplan.SampleMid(p.Outputs[i].Lower, p.Outputs[i].Upper)
 					}
 				}
 			}
 			for j, i := range saOut {
 				o := p.Outputs[i]
-				have := SampleMid(o.Lower, o.Upper)
+				have := dpplan.SampleMid(o.Lower, o.Upper)
 				if got[g][k] != nil {
 					have = got[g][k][j]
 				}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -143,7 +144,7 @@ func TestSampleAgg_PUMSGrouped(t *testing.T) {
 		k, n := 0, int64(0)
 		for i := 0; i < keys; i++ {
 			key := sha256.Sum256([]byte("dpproxy PUMS key " + strconv.Itoa(i)))
-			inner, outer := hmacPads(key[:])
+			inner, outer := dpplan.HMACPads(key[:])
 			avgs, units := groupedAverages(t, ctx, conn, []any{inner, outer}, p)
 			n = units[g][p.SampleAgg.Levels[0]]
 			k = p.SampleAgg.ChooseBlocks(float64(n))

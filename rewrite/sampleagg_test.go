@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -121,7 +122,7 @@ func blockValues(t *testing.T, ctx context.Context, q interface {
 		}
 		switch {
 		case v == nil:
-			out[b] = SampleMid(lo, hi)
+			out[b] = dpplan.SampleMid(lo, hi)
 		default:
 			out[b] = math.Min(math.Max(*v, lo), hi)
 		}
@@ -164,7 +165,7 @@ func emittedAverages(t *testing.T, ctx context.Context, q interface {
 			}
 			f, _ := s.Float64()
 			_ = i
-			avg[k] = append(avg[k], SampleMid(o.Lower, o.Upper)+f/float64(k))
+			avg[k] = append(avg[k], dpplan.SampleMid(o.Lower, o.Upper)+f/float64(k))
 		}
 		if p.SampleAgg.CountMeasure >= 0 {
 			n, _ := strconv.ParseInt(string(raw[1+p.SampleAgg.CountMeasure]), 10, 64)
@@ -370,7 +371,7 @@ func auditArgs(p *Plan) []any {
 	if p.SampleAgg == nil {
 		return nil
 	}
-	inner, outer := hmacPads(auditKey[:])
+	inner, outer := dpplan.HMACPads(auditKey[:])
 	return []any{inner, outer}
 }
 
@@ -385,7 +386,7 @@ func TestSampleAgg_KeyNotInPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := ds.SampleKey()
-	inner, outer := hmacPads(key)
+	inner, outer := dpplan.HMACPads(key)
 	for _, q := range []string{"SELECT corr(y, x) FROM obs", "SELECT covar_pop(y, x), regr_r2(y, x) FROM obs WHERE x > 1"} {
 		p, err := Rewrite(ds, q)
 		if err != nil {

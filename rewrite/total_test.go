@@ -11,6 +11,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/pgemit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -186,7 +187,7 @@ func hostileValues(c *policy.Column, ty policy.Type) []string {
 		out = append(out, "'-0'", "2.2250738585072014e-308", "1.7976931348623157e308")
 	case policy.TypeText:
 		for _, v := range totalTextPool {
-			out = append(out, quoteString(v))
+			out = append(out, pgemit.QuoteString(v))
 		}
 	case policy.TypeDate:
 		out = append(out, "'0001-01-01'", "'9999-12-31'", "'1970-01-01'")
@@ -356,7 +357,7 @@ func (a *auditTable) nullRows(rng *rand.Rand) [][]string {
 // insertSQL returns multi-row INSERT statements of rows.
 func (a *auditTable) insertSQL(rows [][]string) []string {
 	var stmts []string
-	head := "INSERT INTO " + quoteIdent(a.t.Schema) + "." + quoteIdent(a.t.Name) + " (" + strings.Join(quoteAll(a.cols), ", ") + ") VALUES "
+	head := "INSERT INTO " + pgemit.QuoteIdent(a.t.Schema) + "." + pgemit.QuoteIdent(a.t.Name) + " (" + strings.Join(quoteAll(a.cols), ", ") + ") VALUES "
 	for len(rows) > 0 {
 		n := min(len(rows), 50)
 		var vals []string

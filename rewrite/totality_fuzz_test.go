@@ -343,7 +343,7 @@ func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand
 	}
 	mech := []string{policy.MechanismLaplace, policy.MechanismGaussian}[rng.IntN(2)]
 	for _, method := range []string{QuantileSmooth, QuantilePTR} {
-		pm, err := p.WithQuantiles(method, ds.Defaults.Epsilon, 1e-6, mech)
+		pm, err := WithQuantiles(p, method, ds.Defaults.Epsilon, 1e-6, mech)
 		if err != nil {
 			continue // refused before any data is read
 		}

@@ -119,7 +119,7 @@ func TestQuantileMethods(t *testing.T) {
 		for _, method := range []string{rewrite.QuantileExponential, rewrite.QuantileSmooth, rewrite.QuantilePTR} {
 			for _, eps := range []float64{0.1, 0.5, 1} {
 				const delta = 1e-6
-				p, err := base.WithQuantiles(method, eps, delta, policy.MechanismLaplace)
+				p, err := rewrite.WithQuantiles(base, method, eps, delta, policy.MechanismLaplace)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,30 +1,30 @@
 // Privacy-critical: needs DP review.
 
-package rewrite
+package pgemit
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
 // The emitted SQL of joins: the joined relation (bounded after the join
 // by bounds_sql.go) and the elastic SQL that bounds rows per unit and per
-// join value before the join. See join.go for the sensitivity argument.
+// join value before the join. See rewrite/join.go for the sensitivity argument.
 
-// fromSQL is the joined relation of a JoinPublic or JoinUnit plan, as a
+// joinFromSQL is the joined relation of a JoinPublic or JoinUnit plan, as a
 // derived table whose columns are the plan's column names.
-func (j *Join) fromSQL() string {
+func joinFromSQL(j *dpplan.Join) string {
 	var cols []string
 	for _, c := range j.Columns {
-		cols = append(cols, "dp_t"+strconv.Itoa(c.Table)+"."+quoteIdent(c.Column)+" AS "+quoteIdent(c.Name))
+		cols = append(cols, "dp_t"+strconv.Itoa(c.Table)+"."+QuoteIdent(c.Column)+" AS "+QuoteIdent(c.Name))
 	}
 	var from strings.Builder
 	for k, t := range j.Tables {
-		src := quoteIdent(t.Schema) + "." + quoteIdent(t.Name) + " AS dp_t" + strconv.Itoa(k)
+		src := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) + " AS dp_t" + strconv.Itoa(k)
 		if k == 0 {
 			from.WriteString(src)
 			continue
@@ -34,20 +34,20 @@ func (j *Join) fromSQL() string {
 		} else {
 			from.WriteString(" JOIN ")
 		}
-		from.WriteString(src + " ON " + j.onSQL(k, nil))
+		from.WriteString(src + " ON " + joinOnSQL(j, k, nil))
 	}
 	return "(SELECT " + strings.Join(cols, ", ") + " FROM " + from.String() + ") AS dp_join"
 }
 
-// onSQL is table k's join condition; alias names the tables (dp_t<i> when
+// joinOnSQL is table k's join condition; alias names the tables (dp_t<i> when
 // nil).
-func (j *Join) onSQL(k int, alias func(int) string) string {
+func joinOnSQL(j *dpplan.Join, k int, alias func(int) string) string {
 	if alias == nil {
 		alias = func(i int) string { return "dp_t" + strconv.Itoa(i) }
 	}
 	var conds []string
 	for _, on := range j.Tables[k].On {
-		conds = append(conds, alias(on.Table)+"."+quoteIdent(on.Column)+" = "+alias(k)+"."+quoteIdent(on.Other))
+		conds = append(conds, alias(on.Table)+"."+QuoteIdent(on.Column)+" = "+alias(k)+"."+QuoteIdent(on.Other))
 	}
 	return strings.Join(conds, " AND ")
 }
@@ -55,8 +55,8 @@ func (j *Join) onSQL(k int, alias func(int) string) string {
 // elasticSQL is the emitted SQL of a JoinKey plan: each table truncated to
 // C_T rows per unit, then to m_T rows per value of its join column, then
 // joined; the measures are summed per group over the joined rows (no
-// per-unit bounding after the join: see join.go's file comment).
-func elasticSQL(t *policy.Table, p *Plan, where pred) string {
+// per-unit bounding after the join: see rewrite/join.go's file comment).
+func elasticSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	j := p.Join
 	var from strings.Builder
 	for k, jt := range j.Tables {
@@ -86,7 +86,7 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 		sort.Strings(names)
 		var quoted []string
 		for _, n := range names {
-			quoted = append(quoted, quoteIdent(n))
+			quoted = append(quoted, QuoteIdent(n))
 		}
 		cols := strings.Join(quoted, ", ")
 		// Each row's place in both orders is fixed per row, like the
@@ -97,13 +97,13 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 		// columns (rows equal in all of them are interchangeable).
 		// Parallel-safe, unlike random().
 		order := "dp_dup, hashtextextended(ROW(" + cols + ")::text, " + selectSalt + "), " + cols
-		key := quoteIdent(j.KeyColumn[k])
+		key := QuoteIdent(j.KeyColumn[k])
 		// Protected tables: at most C_T rows per unit first. Public
 		// tables are the same in neighbouring databases: only their
 		// multiplicity is bounded.
-		src := quoteIdent(jt.Schema) + "." + quoteIdent(jt.Name)
+		src := QuoteIdent(jt.Schema) + "." + QuoteIdent(jt.Name)
 		if !jt.Public {
-			unit := quoteIdent(jt.Unit)
+			unit := QuoteIdent(jt.Unit)
 			src = "(SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY dp_ju ORDER BY " + order + ") AS dp_unit_rank FROM (SELECT " + cols + ", " + unit +
 				" AS dp_ju, ROW_NUMBER() OVER (PARTITION BY " + unit + ", " + cols + ") AS dp_dup FROM " + src + " WHERE " + unit +
 				" IS NOT NULL) AS dp_unit_dups) AS dp_per_unit WHERE dp_unit_rank <= " + strconv.Itoa(j.RowsPerUnit[k])
@@ -116,14 +116,14 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 		case k == 0:
 			from.WriteString(side)
 		case jt.Left:
-			from.WriteString(" LEFT JOIN " + side + " ON " + j.onSQL(k, nil))
+			from.WriteString(" LEFT JOIN " + side + " ON " + joinOnSQL(j, k, nil))
 		default:
-			from.WriteString(" JOIN " + side + " ON " + j.onSQL(k, nil))
+			from.WriteString(" JOIN " + side + " ON " + joinOnSQL(j, k, nil))
 		}
 	}
 	var cols []string
 	for _, c := range j.Columns {
-		cols = append(cols, "dp_t"+strconv.Itoa(c.Table)+"."+quoteIdent(c.Column)+" AS "+quoteIdent(c.Name))
+		cols = append(cols, "dp_t"+strconv.Itoa(c.Table)+"."+QuoteIdent(c.Column)+" AS "+QuoteIdent(c.Name))
 	}
 	joined := "(SELECT " + strings.Join(cols, ", ") + " FROM " + from.String() + ") AS dp_join"
 
@@ -143,10 +143,10 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 			rowCols = append(rowCols, v+" AS "+x)
 		}
 		switch {
-		case m.Kind == MeasureQuantile:
-			// The group's joined rows' values (join_quantile.go).
+		case m.Kind == dpplan.MeasureQuantile:
+			// The group's joined rows' values (rewrite/join_quantile.go).
 			final = append(final, elasticQuantileSQL(t, m, x))
-		case m.Kind == MeasureSum || m.Kind == MeasureSumSq:
+		case m.Kind == dpplan.MeasureSum || m.Kind == dpplan.MeasureSumSq:
 			final = append(final, "SUM("+x+")::text")
 		case v != "":
 			final = append(final, "COUNT("+x+")::text")
@@ -159,7 +159,7 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 	}
 	var conds []string
 	if where != nil {
-		conds = append(conds, where.sql())
+		conds = append(conds, PredSQL(where))
 	}
 	for _, k := range p.Keys {
 		conds = append(conds, keySQL(k)+" IN ("+strings.Join(domainConsts(k), ", ")+")")
@@ -175,22 +175,10 @@ func elasticSQL(t *policy.Table, p *Plan, where pred) string {
 	return sql
 }
 
-// String describes a join for EXPLAIN and goldens.
-func (j *Join) String() string {
-	var parts []string
-	for _, t := range j.Tables {
-		s := t.Name
-		if t.Public {
-			s += " (public)"
-		}
-		if t.Left {
-			s = "left " + s
-		}
-		parts = append(parts, s)
-	}
-	s := fmt.Sprintf("%s join of %s", j.Shape, strings.Join(parts, ", "))
-	if j.Shape == JoinKey {
-		s += fmt.Sprintf("; rows per unit %v, rows per value %v of %v; changed rows E = %d", j.RowsPerUnit, j.RowsPerValue, j.KeyColumn, j.Changed)
-	}
-	return s
+// elasticQuantileSQL is the final column of a quantile measure in an
+// elastic join's SQL (elasticSQL): the summary of the group's values, the
+// clamped per-row values x of its joined rows. quantileFinalSQL unnests
+// array_agg(x), which for a scalar x is the list of the group's values.
+func elasticQuantileSQL(t *policy.Table, m dpplan.Measure, x string) string {
+	return quantileFinalSQL(t, m, x)
 }

@@ -1,6 +1,6 @@
 // Privacy-critical: needs DP review.
 
-package rewrite
+package pgemit
 
 import (
 	"strconv"
@@ -25,25 +25,25 @@ type BoundsProbe struct {
 //
 // Each unit contributes one non-NULL value, the first of its values in hash
 // order (ROW_NUMBER() over the unit ≤ 1; a function of the unit's own
-// values, bounds.go), so adding or removing a unit changes n
+// values, dpplan/bounds.go), so adding or removing a unit changes n
 // and every below_j by at most 1; rows without a unit are excluded.
 // Identifiers are quoted, candidates are written by this package from
 // values the caller produced (numbers or dates), never from analyst text.
 func BoundsProbeSQL(p BoundsProbe) string {
-	v := quoteIdent(p.Column) + "::float8"
+	v := QuoteIdent(p.Column) + "::float8"
 	if p.Date {
-		v = quoteIdent(p.Column) + "::date"
+		v = QuoteIdent(p.Column) + "::date"
 	}
 	cols := []string{"COUNT(*)::text"}
 	for _, c := range p.Candidates {
 		lit := "(" + c + ")::float8"
 		if p.Date {
-			lit = quoteString(c) + "::date"
+			lit = QuoteString(c) + "::date"
 		}
 		cols = append(cols, "(COUNT(*) FILTER (WHERE dp_v < "+lit+"))::text")
 	}
-	unit := quoteIdent(p.Unit)
+	unit := QuoteIdent(p.Unit)
 	return "SELECT " + strings.Join(cols, ", ") + " FROM (SELECT " + v + " AS dp_v, ROW_NUMBER() OVER (PARTITION BY " + unit +
-		" ORDER BY hashtextextended(" + v + "::text, " + selectSalt + "), " + v + ") AS dp_r FROM " + quoteIdent(p.Schema) + "." + quoteIdent(p.Table) + " WHERE " + unit +
-		" IS NOT NULL AND " + quoteIdent(p.Column) + " IS NOT NULL) AS dp_one WHERE dp_r <= " + strconv.Itoa(1)
+		" ORDER BY hashtextextended(" + v + "::text, " + selectSalt + "), " + v + ") AS dp_r FROM " + QuoteIdent(p.Schema) + "." + QuoteIdent(p.Table) + " WHERE " + unit +
+		" IS NOT NULL AND " + QuoteIdent(p.Column) + " IS NOT NULL) AS dp_one WHERE dp_r <= " + strconv.Itoa(1)
 }

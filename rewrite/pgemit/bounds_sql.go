@@ -1,47 +1,108 @@
 // Privacy-critical: needs DP review.
 
-package rewrite
+package pgemit
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
-// The SQL that enforces the bounds: emitSQL and the clamped per-row
-// values. See bounds.go for the bounding argument and the shape of this
-// SQL.
+// The SQL that enforces the bounds: SQL and the clamped per-row
+// values. See dpplan/bounds.go for the bounding argument (the guarantee,
+// the two levels of bounding, the bounds per query); the shape of the SQL
+// that enforces it follows.
+//
+// # How the SQL enforces it
+//
+// Reading from the inside out:
+//
+//	dp_rows         one row per input row that passes the analyst's WHERE and
+//	                whose keys are in the public domain (key IN (…), where
+//	                a key is a column or a key expression of rewrite/keyexpr.go
+//	                whose domain comes from the policy or the query's
+//	                constants, never from the data); summed
+//	                columns are clamped per row:
+//	                  CASE WHEN c IS NULL THEN NULL
+//	                       ELSE LEAST(GREATEST(c::numeric, lower), upper) END
+//	                (the CASE keeps NULL as NULL: GREATEST ignores NULLs and
+//	                would otherwise turn NULL into lower). Squared columns
+//	                are the clamped value times itself. Quantile values get
+//	                their rank by value within the (unit, group).
+//	dp_unit_groups  per (unit, group): for each measure n, the number of
+//	                rows that count for it (non-NULL values after FILTER),
+//	                and s, the exact numeric sum of their values; for
+//	                quantiles at most R of the values, evenly spaced in rank
+//	                (rewrite/quantile.go).
+//	dp_counted      (grouped, when a unit could reach more than L0 groups)
+//	                per measure t = Σ over the unit's groups of min(n, R),
+//	                its bounded rows in all, and g, its number of groups,
+//	                for distinct units (dpplan.GroupsScale); or the rank of the
+//	                group among the unit's groups by a hash of (unit, keys)
+//	                (dpplan.GroupsSelect: private keys, quantiles).
+//	dp_bounded      per (unit, group) the bounded value of each measure:
+//	                counts min(n, R), sums s·min(n, R)/n, each weighted by
+//	                min(1, T/t) with T = L0·R the unit's allowance over all
+//	                groups (distinct units by min(1, L0/g)) (dpplan.GroupsScale),
+//	                or only the L0 groups of smallest rank (dpplan.GroupsSelect);
+//	                weighted values truncated towards zero in exact numeric
+//	                (weighted).
+//	final           summed per group in numeric (exact: no rounding can
+//	                exceed the bounds) and cast to text; with private keys
+//	                also COUNT(*), the number of (unit, group) rows of the
+//	                group, i.e. its distinct units after bounding.
+//
 
-// emitSQL builds the SQL of a plan; see bounds.go's file comment for its shape.
+// # NULL unit values
+//
+// Rows whose unit column is NULL are excluded (WHERE unit IS NOT NULL).
+// Pooling them into one pseudo-unit is NOT safe: adding a person whose rows
+// have a NULL unit redraws the pool's random choice of rows and groups, so
+// up to 2·L0 groups change (found by rewrite/audit_test.go). Excluded rows
+// contribute nothing, so adding or removing them changes nothing. Answers
+// therefore differ from PostgreSQL's own on rows without a unit; a steward
+// who wants them counted must give them a unit (or declare the column NOT
+// NULL upstream).
+//
+// # Ungrouped queries
+//
+// Without GROUP BY every unit contributes to the single group, so
+// MaxGroupsPerUnit is 1 and the dp_counted step is omitted. The final
+// aggregate then returns exactly one row even over no input (with NULL
+// measures, which release treats as 0).
+
+// SQL builds the SQL of a plan; see the file comment for its shape.
 // Every identifier is a policy name, quoted; every constant is produced by
 // this package.
-func emitSQL(t *policy.Table, p *Plan, where pred) string {
-	return emitSQLProfile(t, p, where, nil)
+func SQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
+	return ProfileSQL(t, p, where, nil)
 }
 
-// emitSQLProfile is emitSQL, with, when profile (the candidate rows per
-// unit of autobounds.go) is not nil, the profile of the units as K + 1
+// ProfileSQL is SQL, with, when profile (the candidate rows per
+// unit of rewrite/autobounds.go) is not nil, the profile of the units as K + 1
 // more columns after the measures: per group, the units whose first
 // (unit, group) row it is (summed over the groups: N), and for each
 // candidate c those of them within its bounds (at most c rows in each
 // group, at most L0·c in all). Each unit is counted in exactly one group,
-// so the sums over the groups are the profile of autobounds.go, read in
+// so the sums over the groups are the profile of rewrite/autobounds.go, read in
 // the same scan as the answer of the plan's own bound.
-func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string {
-	if p.Join != nil && p.Join.Shape == JoinKey {
-		return elasticSQL(t, p, where) // join.go: bounded before the join
+func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []int) string {
+	if p.Join != nil && p.Join.Shape == dpplan.JoinKey {
+		return elasticSQL(t, p, where) // rewrite/join.go: bounded before the join
 	}
-	from := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	if p.Join != nil {
-		from = p.Join.fromSQL() // join.go: bounded after the join
+		from = joinFromSQL(p.Join) // rewrite/join.go: bounded after the join
 	}
-	unit := quoteIdent(t.UnitColumn)
+	unit := QuoteIdent(t.UnitColumn)
 	rows := strconv.Itoa(t.MaxRowsPerUnit)
 	l0 := strconv.Itoa(p.MaxGroupsPerUnit)
 	// total is the unit's allowance over all groups, T = L0·R rows.
 	total := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
-	mode := groupBounding(p)
+	mode := dpplan.GroupBounding(p)
 	var keyCols, keyOut []string
 	for j, k := range p.Keys {
 		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
@@ -49,7 +110,7 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 	}
 
 	// dp_rows: one row per input row, with its unit, keys and per-row
-	// values. Rows without a unit are excluded (see "NULL unit values" in bounds.go).
+	// values. Rows without a unit are excluded (see "NULL unit values" in dpplan/bounds.go).
 	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
 	conds := sourceConds(p, where, unit)
 	partition := append([]string{unit}, quoteIdents(p.Keys)...)
@@ -61,7 +122,7 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 		}
 		hasRow[i] = true
 		cols = append(cols, v+" AS dp_x"+strconv.Itoa(i))
-		if m.Kind == MeasureQuantile {
+		if m.Kind == dpplan.MeasureQuantile {
 			cols = append(cols, quantileRankSQL(v, partition, i)...)
 		}
 	}
@@ -73,19 +134,19 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 	for i, m := range p.Measures {
 		n, x := strconv.Itoa(i), "dp_x"+strconv.Itoa(i)
 		switch {
-		case m.Kind == MeasureRemoved:
+		case m.Kind == dpplan.MeasureRemoved:
 			agg = append(agg, "COUNT(*) AS dp_n"+n)
 			if hasRow[i] {
-				// The rows with a value outside its bounds (bias.go).
+				// The rows with a value outside its bounds (rewrite/bias.go).
 				agg = append(agg, "SUM("+x+") AS dp_o"+n)
 			}
-		case m.Kind == MeasureCount && !hasRow[i]:
+		case m.Kind == dpplan.MeasureCount && !hasRow[i]:
 			agg = append(agg, "COUNT(*) AS dp_n"+n)
-		case m.Kind == MeasureCount, m.Kind == MeasureUnits && m.Filter != "":
+		case m.Kind == dpplan.MeasureCount, m.Kind == dpplan.MeasureUnits && m.Filter != "":
 			agg = append(agg, "COUNT("+x+") AS dp_n"+n)
-		case m.Kind == MeasureUnits:
+		case m.Kind == dpplan.MeasureUnits:
 			// 1 per (unit, group): nothing to aggregate.
-		case m.Kind == MeasureQuantile:
+		case m.Kind == dpplan.MeasureQuantile:
 			agg = append(agg, quantileKeepSQL(i, t.MaxRowsPerUnit)+" AS dp_a"+n)
 		default:
 			agg = append(agg, "SUM("+x+") AS dp_s"+n, "COUNT("+x+") AS dp_n"+n)
@@ -103,26 +164,26 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 		var v string
 		k := truncDigits(m.LInf)
 		switch m.Kind {
-		case MeasureCount:
+		case dpplan.MeasureCount:
 			v = "LEAST(dp_n" + n + ", " + rows + ")"
-			if mode == groupsScale {
+			if mode == dpplan.GroupsScale {
 				v = "CASE WHEN dp_t" + n + " <= " + total + " THEN " + v + " ELSE " + weighted(v, total, "dp_t"+n, k) + " END"
 			}
-		case MeasureUnits:
+		case dpplan.MeasureUnits:
 			v = "1"
 			if m.Filter != "" {
 				v = "CASE WHEN dp_n" + n + " > 0 THEN 1 ELSE 0 END"
 			}
-			if mode == groupsScale {
+			if mode == dpplan.GroupsScale {
 				v = "CASE WHEN dp_g <= " + l0 + " THEN " + v + " ELSE " + weighted("("+v+")", l0, "dp_g", k) + " END"
 			}
-		case MeasureQuantile:
+		case dpplan.MeasureQuantile:
 			v = quantileUnitSQL("dp_a"+n, t.MaxRowsPerUnit)
-		case MeasureRemoved:
-			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k, m.Outside != "") // bias.go
+		case dpplan.MeasureRemoved:
+			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k, m.Outside != "") // rewrite/bias.go
 		default:
 			s, c := "dp_s"+n, "dp_n"+n
-			if mode == groupsScale {
+			if mode == dpplan.GroupsScale {
 				// t ≥ LEAST(n, R) ≥ 1 in the weighted branch (n = 0 has
 				// s NULL and takes the first).
 				t := "dp_t" + n
@@ -142,7 +203,7 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 	}
 	for i, m := range p.Measures {
 		mi := "dp_m" + strconv.Itoa(i)
-		if m.Kind == MeasureQuantile {
+		if m.Kind == dpplan.MeasureQuantile {
 			final = append(final, quantileFinalSQL(t, m, mi))
 			continue
 		}
@@ -188,9 +249,9 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 		}
 	}
 	hasG := false
-	// groupsAll needs dp_counted only for the removed rows of a grouped
-	// query (bias.go).
-	window := mode == groupsAll && len(p.Keys) > 0 && (p.HasBias() || profile != nil)
+	// dpplan.GroupsAll needs dp_counted only for the removed rows of a grouped
+	// query (rewrite/bias.go).
+	window := mode == dpplan.GroupsAll && len(p.Keys) > 0 && (p.HasBias() || profile != nil)
 	profileWindow := ""
 	if profile != nil && len(p.Keys) > 0 {
 		profileWindow = ", MAX(dp_np) OVER dp_w AS dp_pmax, SUM(dp_np) OVER dp_w AS dp_psum, ROW_NUMBER() OVER dp_w AS dp_pfirst"
@@ -201,26 +262,26 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 	join(append(append([]string{}, keyCols...), bounded...), ", ")
 	w(" FROM (")
 	switch mode {
-	case groupsScale:
+	case dpplan.GroupsScale:
 		// Per unit and measure, t = Σ over the unit's groups of
 		// min(n, R); g, its number of groups, for distinct units.
 		w("SELECT *")
 		for i, m := range p.Measures {
 			n := strconv.Itoa(i)
 			switch m.Kind {
-			case MeasureUnits:
+			case dpplan.MeasureUnits:
 				if !hasG {
 					w(", COUNT(*) OVER dp_w AS dp_g")
 					hasG = true
 				}
-			case MeasureCount, MeasureSum, MeasureSumSq:
+			case dpplan.MeasureCount, dpplan.MeasureSum, dpplan.MeasureSumSq:
 				w(", SUM(LEAST(dp_n", n, ", ", rows, ")) OVER dp_w AS dp_t", n)
-			case MeasureRemoved:
+			case dpplan.MeasureRemoved:
 				w(removedWindowSQL(n, mode, rows, m.Outside != ""))
 			}
 		}
 		w(profileWindow, " FROM (")
-	case groupsAll:
+	case dpplan.GroupsAll:
 		if window {
 			w("SELECT *")
 			if p.HasBias() {
@@ -228,7 +289,7 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 			}
 			w(profileWindow, " FROM (")
 		}
-	case groupsSelect:
+	case dpplan.GroupsSelect:
 		// The unit's groups in the order of a hash of (unit, keys), then
 		// of the keys themselves, so that the order is total and a
 		// function of the unit's own rows.
@@ -254,13 +315,13 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 	join(group, ", ")
 	w(") AS dp_unit_groups")
 	switch mode {
-	case groupsScale:
+	case dpplan.GroupsScale:
 		w(" WINDOW dp_w AS (PARTITION BY dp_unit)) AS dp_counted")
-	case groupsAll:
+	case dpplan.GroupsAll:
 		if window {
 			w(" WINDOW dp_w AS (PARTITION BY dp_unit)) AS dp_counted")
 		}
-	case groupsSelect:
+	case dpplan.GroupsSelect:
 		w(") AS dp_counted WHERE dp_group_rank <= ", l0)
 	}
 	w(") AS dp_bounded")
@@ -274,10 +335,10 @@ func emitSQLProfile(t *policy.Table, p *Plan, where pred, profile []int) string 
 // sourceConds is the WHERE of dp_rows: rows with a unit, that pass the
 // analyst's WHERE, with every key in its public domain (or not NULL, for
 // private keys).
-func sourceConds(p *Plan, where pred, unit string) []string {
+func sourceConds(p *dpplan.Plan, where dpplan.Pred, unit string) []string {
 	conds := []string{unit + " IS NOT NULL"}
 	if where != nil {
-		conds = append(conds, where.sql())
+		conds = append(conds, PredSQL(where))
 	}
 	for _, k := range p.Keys {
 		if k.Private {
@@ -290,22 +351,22 @@ func sourceConds(p *Plan, where pred, unit string) []string {
 	return conds
 }
 
-// selectSalt seeds the hash that orders a unit's groups (groupsSelect).
+// selectSalt seeds the hash that orders a unit's groups (dpplan.GroupsSelect).
 // Any constant gives the same guarantee (the order is a function of the
 // unit's rows); it is fixed so that audits can reproduce a release.
 const selectSalt = "7919"
 
-// clampSQL is column c cast to numeric and clamped to its policy bounds.
-func clampSQL(t *policy.Table, c string) string {
-	return "LEAST(GREATEST(" + quoteIdent(c) + "::numeric, " + numericConst(t.Columns[c].Lower) + "), " +
-		numericConst(t.Columns[c].Upper) + ")"
+// ClampSQL is column c cast to numeric and clamped to its policy bounds.
+func ClampSQL(t *policy.Table, c string) string {
+	return "LEAST(GREATEST(" + QuoteIdent(c) + "::numeric, " + NumericConst(t.Columns[c].Lower) + "), " +
+		NumericConst(t.Columns[c].Upper) + ")"
 }
 
 // rowValueSQL is the per-row value dp_x of a measure in dp_rows, or ""
 // when the measure needs none (COUNT(*) and COUNT(DISTINCT unit) without
 // FILTER):
 //
-//   - sums: the clamped column, or the expression (rowexpr.go; its columns
+//   - sums: the clamped column, or the expression (rewrite/rowexpr.go; its columns
 //     clamped), minus Centre for normalized sums; sums of squares: that
 //     value times itself;
 //   - counts: the column or the expression (NULL-ness is all that counts),
@@ -315,50 +376,50 @@ func clampSQL(t *policy.Table, c string) string {
 //
 // A filtered measure is bounded on the rows that pass its filter (n and s
 // of dp_unit_groups count and sum only those), so the L∞ bounds of
-// bounds.go's guarantee
+// dpplan/bounds.go's guarantee
 // hold for it. On data within the contribution limits nothing is
 // weighted, so the answer equals PostgreSQL's FILTER.
-func rowValueSQL(t *policy.Table, m Measure) string {
+func rowValueSQL(t *policy.Table, m dpplan.Measure) string {
 	var v string
 	switch m.Kind {
-	case MeasureQuantile:
+	case dpplan.MeasureQuantile:
 		v = quantileValueSQL(t, m)
-	case MeasureSum, MeasureSumSq:
+	case dpplan.MeasureSum, dpplan.MeasureSumSq:
 		if m.Expr != "" {
 			v = m.Expr
 			if m.Centre != "" {
-				v = "(" + v + " - " + numericConst(m.Centre) + ")"
+				v = "(" + v + " - " + NumericConst(m.Centre) + ")"
 			}
 		} else {
-			c := quoteIdent(m.Column)
-			v = clampSQL(t, m.Column)
+			c := QuoteIdent(m.Column)
+			v = ClampSQL(t, m.Column)
 			if m.Centre != "" {
-				v = "(" + v + " - " + numericConst(m.Centre) + ")"
+				v = "(" + v + " - " + NumericConst(m.Centre) + ")"
 			}
-			if m.Kind == MeasureSumSq {
+			if m.Kind == dpplan.MeasureSumSq {
 				v += " * " + v
 			}
 			v = "CASE WHEN " + c + " IS NULL THEN NULL ELSE " + v + " END"
 		}
-		if m.Expr != "" && m.Kind == MeasureSumSq {
+		if m.Expr != "" && m.Kind == dpplan.MeasureSumSq {
 			v = v + " * " + v
 		}
-	case MeasureUnits:
+	case dpplan.MeasureUnits:
 		if m.Filter == "" {
 			return ""
 		}
-		v = quoteIdent(t.UnitColumn)
-	case MeasureRemoved:
+		v = QuoteIdent(t.UnitColumn)
+	case dpplan.MeasureRemoved:
 		if m.Outside == "" {
 			return ""
 		}
 		return "CASE WHEN " + m.Outside + " THEN 1 ELSE 0 END"
-	case MeasureCount:
+	case dpplan.MeasureCount:
 		switch {
 		case m.Expr != "":
 			v = m.Expr
 		case m.Column != "":
-			v = quoteIdent(m.Column)
+			v = QuoteIdent(m.Column)
 		case m.Filter != "":
 			v = "1"
 		default:
@@ -371,7 +432,7 @@ func rowValueSQL(t *policy.Table, m Measure) string {
 	return v
 }
 
-func quoteIdents(keys []Key) []string {
+func quoteIdents(keys []dpplan.Key) []string {
 	var out []string
 	for _, k := range keys {
 		out = append(out, keySQL(k))
@@ -379,15 +440,15 @@ func quoteIdents(keys []Key) []string {
 	return out
 }
 
-// numericConst writes a policy bound (validated by policy as a decimal
+// NumericConst writes a policy bound (validated by policy as a decimal
 // number) as a numeric constant.
-func numericConst(s string) string {
+func NumericConst(s string) string {
 	return "(" + s + ")::numeric"
 }
 
 // domainConsts writes the public values of a key as constants of its type
 // (validated by policy: integers, YYYY-MM-DD dates, true/false).
-func domainConsts(k Key) []string {
+func domainConsts(k dpplan.Key) []string {
 	out := make([]string, len(k.Domain))
 	for i, v := range k.Domain {
 		var b strings.Builder
@@ -399,7 +460,7 @@ func domainConsts(k Key) []string {
 
 // domainList is strings.Join(domainConsts(k), ", ") written into one
 // builder (a Rewrite writes every value of every key's domain).
-func domainList(k Key) string {
+func domainList(k dpplan.Key) string {
 	var b strings.Builder
 	n := 0
 	for _, v := range k.Domain {
@@ -420,17 +481,37 @@ func writeDomainConst(b *strings.Builder, typ policy.Type, v string) {
 	case policy.TypeInt:
 		b.WriteString("(" + v + ")")
 	case policy.TypeDate:
-		b.WriteString(quoteString(v) + "::date")
+		b.WriteString(QuoteString(v) + "::date")
 	case policy.TypeBool:
 		b.WriteString(strings.ToUpper(v))
 	default:
 		if !strings.ContainsAny(v, `'\`) {
-			// quoteString's common case, without its allocations.
+			// QuoteString's common case, without its allocations.
 			b.WriteByte('\'')
 			b.WriteString(v)
 			b.WriteByte('\'')
 			return
 		}
-		b.WriteString(quoteString(v))
+		b.WriteString(QuoteString(v))
 	}
+}
+
+// truncDigits is the number of decimal places to which a weighted value
+// is truncated (towards zero, so never above its exact bound): 15
+// significant digits of the measure's L∞ bound, at least 6 places.
+func truncDigits(linf float64) int {
+	d := 15
+	if linf > 0 && !math.IsInf(linf, 0) {
+		d = 15 - int(math.Floor(math.Log10(linf)))
+	}
+	return min(max(d, 6), 60)
+}
+
+// weighted is the SQL of v·num/den truncated towards zero to k decimal
+// places, for v numeric and num, den positive integer SQL expressions.
+// Every step is exact: numeric products are exact, div is the truncated
+// exact quotient, and the scaling back is a product with 10⁻ᵏ (a numeric
+// quotient would be rounded to a chosen scale, possibly upwards).
+func weighted(v, num, den string, k int) string {
+	return "div(" + v + "::numeric * " + num + " * 1" + strings.Repeat("0", k) + ", " + den + ") * 0." + strings.Repeat("0", k-1) + "1"
 }

@@ -1,33 +1,33 @@
 // Privacy-critical: needs DP review.
 
-package rewrite
+package dpplan
 
 import (
 	"math"
 	"math/big"
-	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
-// This file and bounds_sql.go hold all clamping and contribution bounding
-// of dpproxy: the per-measure sensitivity bounds of the plan
-// (measureBounds, maxGroupsPerUnit, here) and the SQL that enforces them
-// (emitSQL, bounds_sql.go). Nothing else in the project clamps values or
-// limits contributions; the noise added downstream is calibrated to the
-// numbers computed here, so the two must agree, and they are kept side by
-// side in this package.
+// This file and pgemit/bounds_sql.go hold all clamping and contribution
+// bounding of dpproxy: the per-measure sensitivity bounds of the plan
+// (MeasureBounds, MaxGroupsPerUnit, here) and the SQL that enforces them
+// (pgemit.SQL, pgemit/bounds_sql.go, whose file comment describes that
+// SQL step by step). Nothing else in the project clamps values or limits
+// contributions; the noise added downstream is calibrated to the numbers
+// computed here, so the two must agree: the emitter reads them from the
+// plan (package pgemit imports this package, never the planner).
 //
 // # Guarantee
 //
 // Neighbouring databases differ by all rows of one privacy unit (the rows
-// sharing one value of the table's unit_column). The SQL built by emitSQL
+// sharing one value of the table's unit_column). The SQL built by pgemit.SQL
 // guarantees, for every such unit u and whatever the data:
 //
 //  1. u contributes to at most Plan.MaxGroupsPerUnit released groups
 //     (L0 bound), and to no group outside the public key domain (private
-//     keys, partition.go: to no group whose private key is NULL), and
+//     keys, rewrite/partition.go: to no group whose private key is NULL), and
 //     when the plan has private keys, u adds exactly 1 to the distinct-unit
 //     count (the last column) of each group it contributes to;
 //  2. in each group, u changes a count measure by at most max_rows_per_unit,
@@ -41,44 +41,6 @@ import (
 // for user-level contribution bounding; see Wilson et al., "Differentially
 // Private SQL with Bounded User Contribution", PoPETs 2020, §3).
 //
-// # How the SQL enforces it
-//
-// Reading from the inside out:
-//
-//	dp_rows         one row per input row that passes the analyst's WHERE and
-//	                whose keys are in the public domain (key IN (…), where
-//	                a key is a column or a key expression of keyexpr.go
-//	                whose domain comes from the policy or the query's
-//	                constants, never from the data); summed
-//	                columns are clamped per row:
-//	                  CASE WHEN c IS NULL THEN NULL
-//	                       ELSE LEAST(GREATEST(c::numeric, lower), upper) END
-//	                (the CASE keeps NULL as NULL: GREATEST ignores NULLs and
-//	                would otherwise turn NULL into lower). Squared columns
-//	                are the clamped value times itself. Quantile values get
-//	                their rank by value within the (unit, group).
-//	dp_unit_groups  per (unit, group): for each measure n, the number of
-//	                rows that count for it (non-NULL values after FILTER),
-//	                and s, the exact numeric sum of their values; for
-//	                quantiles at most R of the values, evenly spaced in rank
-//	                (quantile.go).
-//	dp_counted      (grouped, when a unit could reach more than L0 groups)
-//	                per measure t = Σ over the unit's groups of min(n, R),
-//	                its bounded rows in all, and g, its number of groups,
-//	                for distinct units (groupsScale); or the rank of the
-//	                group among the unit's groups by a hash of (unit, keys)
-//	                (groupsSelect: private keys, quantiles).
-//	dp_bounded      per (unit, group) the bounded value of each measure:
-//	                counts min(n, R), sums s·min(n, R)/n, each weighted by
-//	                min(1, T/t) with T = L0·R the unit's allowance over all
-//	                groups (distinct units by min(1, L0/g)) (groupsScale),
-//	                or only the L0 groups of smallest rank (groupsSelect);
-//	                weighted values truncated towards zero in exact numeric
-//	                (weighted).
-//	final           summed per group in numeric (exact: no rounding can
-//	                exceed the bounds) and cast to text; with private keys
-//	                also COUNT(*), the number of (unit, group) rows of the
-//	                group, i.e. its distinct units after bounding.
 //
 // # Two levels of bounding
 //
@@ -104,24 +66,6 @@ import (
 // No random() also means PostgreSQL may run the scan and the first
 // aggregation in parallel workers (random() is parallel-restricted).
 
-// # NULL unit values
-//
-// Rows whose unit column is NULL are excluded (WHERE unit IS NOT NULL).
-// Pooling them into one pseudo-unit is NOT safe: adding a person whose rows
-// have a NULL unit redraws the pool's random choice of rows and groups, so
-// up to 2·L0 groups change (found by rewrite/audit_test.go). Excluded rows
-// contribute nothing, so adding or removing them changes nothing. Answers
-// therefore differ from PostgreSQL's own on rows without a unit; a steward
-// who wants them counted must give them a unit (or declare the column NOT
-// NULL upstream).
-//
-// # Ungrouped queries
-//
-// Without GROUP BY every unit contributes to the single group, so
-// MaxGroupsPerUnit is 1 and the dp_counted step is omitted. The final
-// aggregate then returns exactly one row even over no input (with NULL
-// measures, which release treats as 0).
-
 // # Bounds per query
 //
 // The policy gives each unit an allowance per query: at most
@@ -141,10 +85,10 @@ import (
 // builder a view of the table with the bounds of this query; release
 // checks Plan.RowsPerUnit against the policy (release/join.go).
 
-// measureBounds fills the clamping bounds and the L∞ bound of a measure.
+// MeasureBounds fills the clamping bounds and the L∞ bound of a measure.
 // col is the measure's column (nil for COUNT(*) or an undeclared unit
 // column).
-func measureBounds(t *policy.Table, m Measure, col *policy.Column) Measure {
+func MeasureBounds(t *policy.Table, m Measure, col *policy.Column) Measure {
 	rows := float64(t.MaxRowsPerUnit)
 	switch m.Kind {
 	case MeasureCount:
@@ -181,10 +125,10 @@ func measureBounds(t *policy.Table, m Measure, col *policy.Column) Measure {
 	return m
 }
 
-// maxGroupsPerUnit is the L0 bound the SQL enforces: the policy's
+// MaxGroupsPerUnit is the L0 bound the SQL enforces: the policy's
 // max_groups_per_unit, but never more than the number of groups that can
 // be released (the product of the key domains), and 1 when ungrouped.
-func maxGroupsPerUnit(t *policy.Table, keys []Key) int {
+func MaxGroupsPerUnit(t *policy.Table, keys []Key) int {
 	if len(keys) == 0 {
 		return 1
 	}
@@ -204,30 +148,30 @@ func maxGroupsPerUnit(t *policy.Table, keys []Key) int {
 	return min(groups, t.MaxGroupsPerUnit)
 }
 
-// groupBound is how the SQL enforces the L0 bound (see "Two levels of
+// GroupBound is how the SQL enforces the L0 bound (see "Two levels of
 // bounding" above).
-type groupBound int
+type GroupBound int
 
 const (
-	// groupsAll: no unit can reach more groups than the bound (ungrouped,
+	// GroupsAll: no unit can reach more groups than the bound (ungrouped,
 	// or public key domains with at most MaxGroupsPerUnit groups in all).
-	groupsAll groupBound = iota
-	// groupsScale: public keys; a unit whose bounded rows over all groups
+	GroupsAll GroupBound = iota
+	// GroupsScale: public keys; a unit whose bounded rows over all groups
 	// exceed L0·R has its values in each weighted down to that total.
-	groupsScale
-	// groupsSelect: private keys (partition selection) or quantiles; a
+	GroupsScale
+	// GroupsSelect: private keys (partition selection) or quantiles; a
 	// unit keeps its L0 groups of smallest hash.
-	groupsSelect
+	GroupsSelect
 )
 
-// groupBounding is the L0 mode of a plan emitted by emitSQL.
-func groupBounding(p *Plan) groupBound {
+// GroupBounding is the L0 mode of a plan emitted by pgemit.SQL.
+func GroupBounding(p *Plan) GroupBound {
 	if len(p.Keys) == 0 {
-		return groupsAll
+		return GroupsAll
 	}
 	for _, k := range p.Keys {
 		if k.Private {
-			return groupsSelect
+			return GroupsSelect
 		}
 	}
 	groups := 1
@@ -238,25 +182,25 @@ func groupBounding(p *Plan) groupBound {
 		}
 	}
 	if groups <= p.MaxGroupsPerUnit {
-		return groupsAll
+		return GroupsAll
 	}
 	for _, m := range p.Measures {
 		if m.Kind == MeasureQuantile {
-			return groupsSelect
+			return GroupsSelect
 		}
 	}
-	return groupsScale
+	return GroupsScale
 }
 
 // CellsChanged is the number of released groups whose values one unit can
 // change: every group of the key domains when groups are weighted
-// (groupsScale: a unit within its allowance keeps all its groups, each
+// (GroupsScale: a unit within its allowance keeps all its groups, each
 // with a value that need not lie on the noise grid), else at most
 // MaxGroupsPerUnit. Release charges the grid rounding of real-valued
 // measures once per such group (noise.Params.Cells); a larger figure only
 // adds noise.
 func (p *Plan) CellsChanged() int {
-	if groupBounding(p) != groupsScale {
+	if GroupBounding(p) != GroupsScale {
 		return max(p.MaxGroupsPerUnit, 1)
 	}
 	n := 1
@@ -269,14 +213,14 @@ func (p *Plan) CellsChanged() int {
 	return max(n, p.MaxGroupsPerUnit, 1)
 }
 
-// scaledMeasures marks the measures whose per-unit values the SQL may
+// ScaledMeasures marks the measures whose per-unit values the SQL may
 // weight (bounds.go, "Two levels of bounding") as not integer: sums and
 // sums of squares always (a unit with more than L∞ rows in a group adds
 // its sum times L∞/n), counts and distinct units when the plan scales
 // groups. The noise is then added on a fine grid instead of the integers
 // (noise.Params.Integer).
-func scaledMeasures(p *Plan) {
-	scale := groupBounding(p) == groupsScale
+func ScaledMeasures(p *Plan) {
+	scale := GroupBounding(p) == GroupsScale
 	for i := range p.Measures {
 		m := &p.Measures[i]
 		switch m.Kind {
@@ -291,32 +235,12 @@ func scaledMeasures(p *Plan) {
 	}
 }
 
-// truncDigits is the number of decimal places to which a weighted value
-// is truncated (towards zero, so never above its exact bound): 15
-// significant digits of the measure's L∞ bound, at least 6 places.
-func truncDigits(linf float64) int {
-	d := 15
-	if linf > 0 && !math.IsInf(linf, 0) {
-		d = 15 - int(math.Floor(math.Log10(linf)))
-	}
-	return min(max(d, 6), 60)
-}
-
-// weighted is the SQL of v·num/den truncated towards zero to k decimal
-// places, for v numeric and num, den positive integer SQL expressions.
-// Every step is exact: numeric products are exact, div is the truncated
-// exact quotient, and the scaling back is a product with 10⁻ᵏ (a numeric
-// quotient would be rounded to a chosen scale, possibly upwards).
-func weighted(v, num, den string, k int) string {
-	return "div(" + v + "::numeric * " + num + " * 1" + strings.Repeat("0", k) + ", " + den + ") * 0." + strings.Repeat("0", k-1) + "1"
-}
-
-// exprBounds fills the bounds of a measure over an expression or a
+// ExprBounds fills the bounds of a measure over an expression or a
 // normalized sum from the exact interval iv of its per-row values
 // (sensitivity/interval.go): Lower, Upper are iv rounded outwards to
 // float64, and LInf is at least both the exact bound and the float formula
 // release re-checks it against.
-func exprBounds(t *policy.Table, m Measure, iv sensitivity.Interval) Measure {
+func ExprBounds(t *policy.Table, m Measure, iv sensitivity.Interval) Measure {
 	rows := t.MaxRowsPerUnit
 	if m.Kind == MeasureCount {
 		m.Integer = true
@@ -347,4 +271,14 @@ func exprBounds(t *policy.Table, m Measure, iv sensitivity.Interval) Measure {
 		m.LInf = math.Max(sensitivity.SumSqLInf(rows, m.Lower, m.Upper), sensitivity.SumLInfInterval(rows, sq))
 	}
 	return m
+}
+
+// DomainProduct is the number of releasable groups of keys, capped at
+// limit (1 when ungrouped).
+func DomainProduct(keys []Key, limit int) int {
+	n := 1
+	for _, k := range keys {
+		n = min(n*len(k.Domain), limit)
+	}
+	return n
 }

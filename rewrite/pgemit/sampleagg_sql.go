@@ -1,36 +1,19 @@
 // Privacy-critical: needs DP review.
 
-package rewrite
+package pgemit
 
 import (
-	"crypto/sha256"
 	"math/big"
 	"strconv"
 	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
 )
 
 // The SQL of sample-and-aggregate: keyed-hash blocks, per-block answers
-// clipped to the output range, averaged. See sampleagg.go for the
+// clipped to the output range, averaged. See rewrite/sampleagg.go for the
 // mechanism and its guarantee.
-
-// hmacPads returns the HMAC-SHA-256 key pads K⊕ipad and K⊕opad (RFC 2104;
-// a key longer than the 64-byte block is first hashed), so that the SQL
-// computes HMAC(K, m) = sha256(K⊕opad || sha256(K⊕ipad || m)).
-func hmacPads(key []byte) (inner, outer []byte) {
-	const blockSize = 64
-	if len(key) > blockSize {
-		h := sha256.Sum256(key)
-		key = h[:]
-	}
-	inner, outer = make([]byte, blockSize), make([]byte, blockSize)
-	copy(inner, key)
-	copy(outer, key)
-	for i := range inner {
-		inner[i] ^= 0x36
-		outer[i] ^= 0x5c
-	}
-	return inner, outer
-}
 
 // blockHashSQL is the unit's block hash: the first 56 bits of
 // HMAC-SHA-256(key, unit::text) as a non-negative bigint (56 bits so the
@@ -38,16 +21,16 @@ func hmacPads(key []byte) (inner, outer []byte) {
 // of 2⁵⁶ mod k is below k/2⁵⁶. The key pads are the bind parameters $1
 // (K⊕ipad) and $2 (K⊕opad), see Plan.QueryArgs: the SQL text holds no
 // secret. sa is unused (kept for callers' signature stability).
-func blockHashSQL(unit string, sa *SampleAgg) string {
+func blockHashSQL(unit string, sa *dpplan.SampleAgg) string {
 	_ = sa
 	mac := "sha256($2::bytea || sha256($1::bytea || convert_to(" + unit + "::text, 'UTF8')))"
 	return "('x' || substr(encode(" + mac + ", 'hex'), 1, 14))::bit(56)::bigint"
 }
 
-// emitSampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
+// SampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
 // from the inside out:
 //
-//	dp_rows     rows of the table (or of the joined relation, join.go)
+//	dp_rows     rows of the table (or of the joined relation, rewrite/join.go)
 //	            passing WHERE with a non-NULL unit and, when grouped, keys
 //	            in their public domains; the keys (dp_k…); both inputs of
 //	            each call clamped to their policy bounds (NULL stays NULL)
@@ -74,19 +57,19 @@ func blockHashSQL(unit string, sa *SampleAgg) string {
 //
 // Every choice (rows kept, groups kept) is made per unit from that unit's
 // own rows, in hash order, so adding or removing a unit changes no other
-// unit's kept rows (bounds.go, "Guarantee").
-func (b *builder) emitSampleAggSQL(p *Plan) string {
-	t, sa := b.table, p.SampleAgg
-	unit := quoteIdent(t.UnitColumn)
-	from := quoteIdent(t.Schema) + "." + quoteIdent(t.Name)
+// unit's kept rows (dpplan/bounds.go, "Guarantee").
+func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dpplan.SampleCall) string {
+	sa := p.SampleAgg
+	unit := QuoteIdent(t.UnitColumn)
+	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	if p.Join != nil {
-		from = p.Join.fromSQL() // join.go: bounded after the join
+		from = joinFromSQL(p.Join) // rewrite/join.go: bounded after the join
 	}
 	// Inputs: each distinct column once.
 	var inCols []string
 	inIdx := map[string]int{}
-	for _, s := range b.sa {
-		for _, c := range s.inputs() {
+	for _, s := range calls {
+		for _, c := range s.Inputs() {
 			if _, ok := inIdx[c]; !ok {
 				inIdx[c] = len(inCols)
 				inCols = append(inCols, c)
@@ -102,7 +85,7 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	grouped := len(p.Keys) > 0
 	// The group rank is needed only when a unit could reach more groups
 	// than it may keep.
-	rankGroups := grouped && (p.PrivateGroups() || p.MaxGroupsPerUnit < domainProduct(p.Keys, p.MaxGroupsPerUnit+1))
+	rankGroups := grouped && (p.PrivateGroups() || p.MaxGroupsPerUnit < dpplan.DomainProduct(p.Keys, p.MaxGroupsPerUnit+1))
 
 	cols := []string{unit + " AS dp_unit"}
 	for j := range keyCols {
@@ -112,18 +95,18 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	var raw []string // the inputs' values, for the row order below
 	for _, c := range inCols {
 		if v, ok := quantileInputSQL(c); ok {
-			cols = append(cols, v+" AS "+in(c)) // quantile_expr.go
+			cols = append(cols, v+" AS "+in(c)) // rewrite/quantile_expr.go
 			raw = append(raw, v)
 			continue
 		}
-		raw = append(raw, quoteIdent(c))
+		raw = append(raw, QuoteIdent(c))
 		// round(…, 30) before the cast: a numeric below 1e-308 (e.g.
 		// 1e-1000) would make ::float8 raise 22003 on that row, an error
 		// that depends on the data (TestEmittedSQL_Total). The clamped
 		// value is finite; rounding it moves it by at most 5e-31.
-		cols = append(cols, "CASE WHEN "+quoteIdent(c)+" IS NULL THEN NULL ELSE round("+clampSQL(t, c)+", 30)::float8 END AS "+in(c))
+		cols = append(cols, "CASE WHEN "+QuoteIdent(c)+" IS NULL THEN NULL ELSE round("+ClampSQL(t, c)+", 30)::float8 END AS "+in(c))
 	}
-	// Rows and groups are chosen in hash order (bounds.go, "Two levels of
+	// Rows and groups are chosen in hash order (dpplan/bounds.go, "Two levels of
 	// bounding"): a function of the unit's own rows. Rows are taken one
 	// copy of each distinct input first, then second copies, and so on
 	// (dp_dup), each round in the order of a hash of the inputs, so that a
@@ -145,12 +128,12 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		cols = append(cols, "hashtextextended("+strings.Join(hashed, " || ',' || ")+", "+selectSalt+") AS dp_r")
 	}
 	conds := []string{unit + " IS NOT NULL"}
-	if b.where != nil {
-		conds = append(conds, b.where.sql())
+	if where != nil {
+		conds = append(conds, PredSQL(where))
 	}
 	for j, k := range p.Keys {
 		if k.Private {
-			conds = append(conds, keyExprs[j]+" IS NOT NULL") // partition.go
+			conds = append(conds, keyExprs[j]+" IS NOT NULL") // rewrite/partition.go
 			continue
 		}
 		conds = append(conds, keyExprs[j]+" IN ("+domainList(k)+")")
@@ -185,16 +168,16 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 	boundedSQL := "SELECT " + strings.Join(bounded, ", ") + " FROM " + src
 
 	blocks := append(append([]string{}, keyCols...), "CASE "+strings.Join(level, " ")+" END AS dp_level")
-	for i, s := range b.sa {
+	for i, s := range calls {
 		// ORDER BY inside the call fixes the order in which the float8
 		// aggregate accumulates, so f_b is a function of the block's rows
 		// (without it the last bits depend on the random row order).
-		if s.value != "" {
-			blocks = append(blocks, s.quantileSQL(in)+" AS dp_f"+strconv.Itoa(i)) // quantile_expr.go
+		if s.Value != "" {
+			blocks = append(blocks, sampleQuantileSQL(s, in)+" AS dp_f"+strconv.Itoa(i)) // rewrite/quantile_expr.go
 			continue
 		}
-		y, x := in(s.y), in(s.x)
-		blocks = append(blocks, s.fn+"("+y+", "+x+" ORDER BY "+y+", "+x+") AS dp_f"+strconv.Itoa(i))
+		y, x := in(s.Y), in(s.X)
+		blocks = append(blocks, s.Fn+"("+y+", "+x+" ORDER BY "+y+", "+x+") AS dp_f"+strconv.Itoa(i))
 	}
 	if sa.CountMeasure >= 0 {
 		blocks = append(blocks, "COUNT(DISTINCT dp_unit) AS dp_units")
@@ -207,10 +190,10 @@ func (b *builder) emitSampleAggSQL(p *Plan) string {
 		final = append(final, k+"::text")
 	}
 	final = append(final, "dp_level::text")
-	for i, s := range b.sa {
+	for i, s := range calls {
 		f := "dp_f" + strconv.Itoa(i)
-		lo, hi := formatConst(s.lower), formatConst(s.upper)
-		mid := formatConst(SampleMid(s.lower, s.upper))
+		lo, hi := formatConst(s.Lower), formatConst(s.Upper)
+		mid := formatConst(dpplan.SampleMid(s.Lower, s.Upper))
 		final = append(final, "SUM(CASE WHEN "+f+" IS NULL THEN 0 ELSE LEAST(GREATEST("+f+"::numeric, "+lo+"), "+hi+") - "+mid+" END)::text")
 	}
 	if sa.CountMeasure >= 0 {
@@ -230,7 +213,19 @@ func formatConst(x float64) string {
 	return "(" + r.FloatString(digits) + ")::numeric"
 }
 
-// SampleMid is the midpoint c = l/2 + u/2 of an output range, as used by
-// the SQL and by release (halving is exact in float64, the sum rounds once;
-// any c in [l, u] keeps the guarantee).
-func SampleMid(lower, upper float64) float64 { return lower/2 + upper/2 }
+// quantileInputSQL is the SQL of an input key that is a row value.
+func quantileInputSQL(key string) (string, bool) {
+	v, ok := strings.CutPrefix(key, dpplan.SampleValueKey)
+	return v, ok
+}
+
+// sampleQuantileSQL is the block answer of a quantile statistic: PostgreSQL's
+// own ordered-set aggregate (or MIN/MAX) of the row value; NULL for a
+// block without values.
+func sampleQuantileSQL(s dpplan.SampleCall, in func(string) string) string {
+	v := in(s.Inputs()[0])
+	if s.Q == "" {
+		return s.Fn + "(" + v + ")"
+	}
+	return s.Fn + "((" + s.Q + ")::float8) WITHIN GROUP (ORDER BY " + v + ")"
+}

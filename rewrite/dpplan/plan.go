@@ -1,8 +1,10 @@
 // Privacy-critical: needs DP review.
 
-package rewrite
+package dpplan
 
-import "github.com/dpproxy/dpproxy/policy"
+import (
+	"github.com/dpproxy/dpproxy/policy"
+)
 
 // Plan is a validated DP query over one protected table, ready to run.
 // Immutable; safe for concurrent use.
@@ -15,7 +17,7 @@ import "github.com/dpproxy/dpproxy/policy"
 // Keys come in the order of Plan.Keys and measures in the order of
 // Plan.Measures. When the plan has a private key (PrivateGroups), one more
 // column follows the measures: the number of distinct units that
-// contribute to the group after contribution bounding (partition.go). Without GROUP BY there are no key columns and the SQL
+// contribute to the group after contribution bounding (rewrite/partition.go). Without GROUP BY there are no key columns and the SQL
 // returns exactly one row, even when no row matches. Key values come out as
 // PostgreSQL's text output of the column (dates as YYYY-MM-DD under the
 // ISO DateStyle; int keys as plain integers), and only values of the key's
@@ -68,11 +70,11 @@ type Plan struct {
 	SampleAgg *SampleAgg `json:",omitempty"`
 
 	// Auto, when not nil, lets release choose the rows per unit of this
-	// query by DP among candidate plans (autobounds.go, dp.contribution =
+	// query by DP among candidate plans (rewrite/autobounds.go, dp.contribution =
 	// auto).
 	Auto *AutoBounds `json:",omitempty"`
 	// Clip, when not nil, lets release choose tighter clamping bounds of
-	// the summed columns by DP (autoclip.go, dp.clipping = auto).
+	// the summed columns by DP (rewrite/autoclip.go, dp.clipping = auto).
 	Clip *AutoClip `json:",omitempty"`
 
 	// Fingerprint is a hash of the canonical plan (not of the analyst's
@@ -82,15 +84,25 @@ type Plan struct {
 	// table and where let WithQuantiles re-emit the SQL for another
 	// quantile method (not part of the canonical plan: the SQL is).
 	table *policy.Table
-	where pred
+	where Pred
 }
+
+// Source returns the inputs of the emitter that the plan was built from:
+// the policy table (a copy with the query's bounds) and the validated
+// WHERE condition (nil when the query has none). nil table: the plan
+// cannot be emitted again.
+func (p *Plan) Source() (*policy.Table, Pred) { return p.table, p.where }
+
+// SetSource records the emitter's inputs (the planner calls it once, while
+// building the plan).
+func (p *Plan) SetSource(t *policy.Table, where Pred) { p.table, p.where = t, where }
 
 // Key is one GROUP BY key. A key with a public domain releases exactly the
 // Domain values, in the given order (groups absent from the data get a
 // noisy zero). A Private key (a column without public values) has no
 // Domain: its values come from the data, and a plan with a private key
 // releases only the groups that pass DP partition selection (see
-// Plan.PrivateGroups and partition.go).
+// Plan.PrivateGroups and rewrite/partition.go).
 type Key struct {
 	Column string      // lower-case column name
 	Type   policy.Type // declared column type
@@ -98,12 +110,12 @@ type Key struct {
 	// Private marks a key without public values (partition selection).
 	Private bool `json:",omitempty"`
 	// Func, when not "", makes the key an expression of Column whose
-	// domain is derived from public data (keyexpr.go): "width_bucket"
+	// domain is derived from public data (rewrite/keyexpr.go): "width_bucket"
 	// (Args: low, high, count), "date_trunc" (Args: "day", "week", "month", "quarter" or "year"),
 	// "extract" (Args: the field — year, quarter, month, day, dow, isodow, doy, week —
 	// then, for date_part's float8 result, "float8" and the policy bounds), "epoch"
 	// (Args: bucket width or "" for the plain epoch, "numeric" or "float8", bounds)
-	// or "int_bucket" (Args: width, bounds); see datekey.go.
+	// or "int_bucket" (Args: width, bounds); see rewrite/datekey.go.
 	Func string   `json:",omitempty"`
 	Args []string `json:",omitempty"`
 }
@@ -177,7 +189,7 @@ type Measure struct {
 	Lower, Upper float64
 	// Expr, when not "", is the per-row value (emitted SQL of an
 	// expression inside the aggregate, every column in it clamped; see
-	// rowexpr.go): sums sum it, counts count its non-NULL values.
+	// rewrite/rowexpr.go): sums sum it, counts count its non-NULL values.
 	Expr string `json:",omitempty"`
 	// Filter, when not "", is the SQL of the aggregate's FILTER (WHERE …)
 	// condition: rows where it is not true add nothing to the measure.
@@ -261,4 +273,16 @@ type Output struct {
 type OrderItem struct {
 	Output int // index into Plan.Outputs
 	Desc   bool
+}
+
+// PrivateGroups reports whether some key of the plan is private: the
+// released groups are then chosen by partition selection, and the SQL
+// returns the distinct-unit count of each group after the measures.
+func (p *Plan) PrivateGroups() bool {
+	for _, k := range p.Keys {
+		if k.Private {
+			return true
+		}
+	}
+	return false
 }

@@ -1,6 +1,6 @@
 // Privacy-critical: needs DP review.
 
-package rewrite
+package dpplan
 
 // The L1 bound of an elastic join (JoinKey, join.go).
 //
@@ -39,12 +39,12 @@ package rewrite
 // whole ε instead of ε/L0 (release/quantile.go, "Groups").
 //
 // The bound is checked on neighbouring databases by the audit
-// (join_test.go: the L1 change of every measure of every elastic golden is
+// (rewrite/join_test.go: the L1 change of every measure of every elastic golden is
 // at most L1).
 
-// setElasticL1 states the direct L1 bound of every measure of an elastic
+// SetElasticL1 states the direct L1 bound of every measure of an elastic
 // join plan (see the file comment). Other plans keep L1 = 0.
-func setElasticL1(p *Plan) {
+func SetElasticL1(p *Plan) {
 	if p.Join == nil || p.Join.Shape != JoinKey {
 		return
 	}

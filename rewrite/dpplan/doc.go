@@ -1,0 +1,39 @@
+// Package dpplan holds the plan of a DP query: what is measured and how
+// much one privacy unit can change it. It is the privacy-critical core of
+// the rewriter, readable on its own:
+//
+//	plan.go       Plan, Key, Measure (kinds, bounds L∞ and L1), Output,
+//	              OrderItem; Plan.Source holds the emitter's inputs (the
+//	              policy table and the WHERE condition, not part of the
+//	              canonical plan); PrivateGroups.
+//	bounds.go     Privacy-critical: the bounding argument (the guarantee,
+//	              the two levels of bounding, the bounds per query) and the
+//	              bounds math: MeasureBounds, ExprBounds (L∞ of a measure),
+//	              MaxGroupsPerUnit (L0), GroupBounding (how the SQL
+//	              enforces L0), CellsChanged, ScaledMeasures.
+//	bias.go       Privacy-critical: which plans bound by weights only, the
+//	              summed columns, HasBias (the bias estimate's measure).
+//	join.go       Join: the FROM clause of a join query and its shape.
+//	join_l1.go    Privacy-critical: the direct L1 bound E·M of an elastic
+//	              join (SetElasticL1) and its argument.
+//	quantile.go   Quantile: a quantile measure and the quantile methods.
+//	sampleagg.go  SampleAgg and SampleCall: a sample-and-aggregate plan, its
+//	              statistics, the HMAC key pads of its bind parameters
+//	              (QueryArgs) and the midpoint of an output range.
+//	auto.go       AutoBounds and AutoClip: what release needs to choose a
+//	              plan's rows per unit or clamping bounds by DP.
+//	pred.go       Pred: the validated WHERE condition (column op literal,
+//	              AND/OR/NOT, IN, BETWEEN, IS NULL, LIKE), typed and quoted
+//	              by the planner; package pgemit writes it as SQL.
+//	expr.go       Expr and Cond: arithmetic over aggregates and HAVING,
+//	              evaluated on released values (post-processing).
+//
+// It imports only policy and sensitivity (interval arithmetic): never the
+// planner (package rewrite) nor the emitter (package pgemit), which both
+// import it. It does no I/O and no logging and builds no SQL beyond the
+// SQL fragments that are plan data (Measure.Expr, Measure.Filter,
+// Measure.Outside, Plan.SQL, written by the planner and the emitter).
+//
+// Package rewrite re-exports the plan's types and constants as aliases
+// (rewrite.Plan = dpplan.Plan, …) for its callers.
+package dpplan

@@ -1,0 +1,72 @@
+// Privacy-critical: needs DP review.
+
+package pgemit
+
+import (
+	"strings"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+)
+
+// OutsideSQL is the condition of a row with a value outside its bounds in
+// one of the plan's summed plain columns (sums, averages, variances of a
+// column with numeric bounds), or "" when there is none. NULL values
+// make the comparison NULL: not outside.
+func OutsideSQL(t *policy.Table, p *dpplan.Plan) string {
+	var conds []string
+	for _, c := range dpplan.SummedColumns(t, p) {
+		v := QuoteIdent(c.Name) + "::numeric"
+		conds = append(conds, v+" < "+NumericConst(c.Lower), v+" > "+NumericConst(c.Upper))
+	}
+	if len(conds) == 0 {
+		return ""
+	}
+	return "(" + strings.Join(conds, " OR ") + ")"
+}
+
+// removedSQL is the dp_bounded value of the MeasureRemoved n (the index as
+// text) for a plan in the given mode, with R rows per group and the
+// allowance T (both as SQL integers); its inputs are dp_n<n> (COUNT(*) per
+// unit and group) and, grouped, the window columns of removedWindowSQL.
+func removedSQL(n string, mode dpplan.GroupBound, grouped bool, rows, total string, k int, outside bool) string {
+	nn := "dp_n" + n
+	kept := "LEAST(" + nn + ", " + rows + ")"
+	a, d, rho := nn+" - "+kept, "1", nn+" - "+kept
+	switch {
+	case mode == dpplan.GroupsScale:
+		t, m := "dp_t"+n, "dp_u"+n
+		a = "CASE WHEN " + t + " <= " + total + " THEN " + nn + " - " + kept + " ELSE " + nn + "::numeric * " + t + " - " + kept + " * " + total + " END"
+		d = "CASE WHEN " + t + " <= " + total + " THEN 1 ELSE " + t + " END"
+		rho = "(" + m + " - LEAST(" + t + ", " + total + "))"
+	case grouped:
+		rho = "dp_u" + n
+	default:
+		rho = "(" + rho + ")"
+	}
+	if outside {
+		// r_g + o_g = (a_g + o_g·d)/d, and ρ gains Σ_g o_g (the window's
+		// dp_ou, or the group's own o when ungrouped).
+		o, ou := "dp_o"+n, "dp_ou"+n
+		if !grouped {
+			ou = o
+		}
+		a = "(" + a + ") + " + o + " * (" + d + ")"
+		rho = "(" + rho + " + " + ou + ")"
+	}
+	return "CASE WHEN " + rho + " = 0 THEN 0 ELSE " + weighted("("+a+")", "LEAST("+rho+", "+total+")", "("+d+") * "+rho, k) + " END"
+}
+
+// removedWindowSQL is the per-unit window columns MeasureRemoved n needs
+// in dp_counted ("" when ungrouped).
+func removedWindowSQL(n string, mode dpplan.GroupBound, rows string, outside bool) string {
+	nn := "dp_n" + n
+	out := ""
+	if outside {
+		out = ", SUM(dp_o" + n + ") OVER dp_w AS dp_ou" + n
+	}
+	if mode == dpplan.GroupsScale {
+		return ", SUM(LEAST(" + nn + ", " + rows + ")) OVER dp_w AS dp_t" + n + ", SUM(" + nn + ") OVER dp_w AS dp_u" + n + out
+	}
+	return ", SUM(" + nn + " - LEAST(" + nn + ", " + rows + ")) OVER dp_w AS dp_u" + n + out
+}

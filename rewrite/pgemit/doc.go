@@ -1,0 +1,32 @@
+// Package pgemit is the SQL emitter: it turns a validated plan (package
+// dpplan) into the PostgreSQL SQL that is sent upstream. The security
+// invariant rests here: only SQL built by this package from plan values
+// (quoted policy names, literals re-encoded by the planner, fixed SQL)
+// reaches the private database; no analyst text is pasted.
+//
+//	bounds_sql.go    Privacy-critical: SQL and ProfileSQL, the emitted SQL
+//	                 of a plan: clamping (ClampSQL), contribution bounding
+//	                 by weights or by hash order (its shape in the file
+//	                 comment; the argument in dpplan/bounds.go), keys
+//	                 restricted to their domains, exact numeric sums.
+//	join_sql.go      Privacy-critical: the joined relation bounded after
+//	                 the join, and the elastic SQL of key joins.
+//	quantile_sql.go  Privacy-critical: quantile measures: bucket counts
+//	                 (exponential method) and order-statistic summaries
+//	                 (smooth and ptr methods).
+//	sampleagg_sql.go  Privacy-critical: sample-and-aggregate (keyed-hash
+//	                 blocks, clipped per-block answers, their sum).
+//	bias_sql.go      Privacy-critical: the bias estimate's SQL (rows
+//	                 removed by bounding, rows outside the bounds).
+//	autoclip_sql.go  Privacy-critical: the histogram query of auto clipping.
+//	bootstrap.go     Privacy-critical: the bounds probe of policy init.
+//	key_sql.go       group keys and key expressions (date_trunc,
+//	                 width_bucket, EXTRACT, epoch buckets) as SQL.
+//	pred.go          PredSQL: a validated WHERE condition as SQL.
+//	quote.go         QuoteIdent and QuoteString.
+//
+// It imports only policy and dpplan, never the planner (package rewrite),
+// which calls it; it does no I/O and no logging. Its SQL is tested through
+// the planner: the goldens, the differential corpus, the neighbour audits
+// and the totality fuzzer of package rewrite.
+package pgemit

@@ -1,0 +1,79 @@
+package pgemit
+
+import (
+	"strings"
+	"time"
+
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+)
+
+// keySQL is the SQL of a key over the table's row: the quoted column, or
+// the key expression with constants re-encoded by this package.
+func keySQL(k dpplan.Key) string {
+	c := QuoteIdent(k.Column)
+	if s := dateKeySQL(k, c); s != "" {
+		return s // rewrite/datekey.go
+	}
+	switch k.Func {
+	case "width_bucket":
+		// NaN would make width_bucket raise 2201G on that row (an error
+		// that depends on the data): NULLIF turns it into NULL, outside
+		// the domain. ±Infinity fall in buckets 0 and count+1.
+		return "width_bucket(NULLIF(" + c + "::numeric, 'NaN'), " + NumericConst(k.Args[0]) + ", " + NumericConst(k.Args[1]) + ", " + k.Args[2] + ")"
+	case "date_trunc":
+		// date_trunc casts the date to timestamptz, which raises 22008
+		// for dates after 294276 AD: only dates from the first key of the
+		// domain to the end of its last are truncated (the others are
+		// outside the domain anyway, and become NULL).
+		first, last := k.Domain[0], k.Domain[len(k.Domain)-1]
+		end, _ := time.Parse("2006-01-02", last)
+		end = PeriodNext(end, k.Args[0])
+		return "date_trunc(" + QuoteString(k.Args[0]) + ", CASE WHEN " + c + " >= " + QuoteString(first) + "::date AND " + c + " < " +
+			QuoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)::date"
+	case "case":
+		// Built by caseKey from planned conditions and re-encoded
+		// constants (rewrite/casekey.go).
+		return k.Args[0]
+	}
+	return c
+}
+
+// PeriodNext is the start of the period after the one starting at t.
+func PeriodNext(t time.Time, unit string) time.Time {
+	switch unit {
+	case "year":
+		return t.AddDate(1, 0, 0)
+	case "quarter":
+		return t.AddDate(0, 3, 0)
+	case "month":
+		return t.AddDate(0, 1, 0)
+	case "week":
+		return t.AddDate(0, 0, 7)
+	}
+	return t.AddDate(0, 0, 1)
+}
+
+// dateKeySQL is the SQL of the keys above over the quoted column c, or ""
+// for other keys.
+func dateKeySQL(k dpplan.Key, c string) string {
+	switch k.Func {
+	case "extract":
+		if len(k.Args) == 4 { // date_part: float8, within the bounds
+			return "CASE WHEN " + c + " BETWEEN " + QuoteString(k.Args[2]) + "::date AND " + QuoteString(k.Args[3]) + "::date THEN date_part(" + QuoteString(k.Args[0]) + ", " + c + ") END"
+		}
+		return "EXTRACT(" + strings.ToUpper(k.Args[0]) + " FROM " + c + ")"
+	case "epoch":
+		// Within the bounds only: no infinite dates reach EXTRACT.
+		e := "EXTRACT(EPOCH FROM " + c + ")"
+		if k.Args[1] == "float8" { // date_part casts to timestamp: guarded too
+			e = "date_part('epoch', " + c + ")"
+		}
+		if k.Args[0] != "" {
+			e = "floor(" + e + " / " + k.Args[0] + ") * " + k.Args[0]
+		}
+		return "CASE WHEN " + c + " BETWEEN " + QuoteString(k.Args[2]) + "::date AND " + QuoteString(k.Args[3]) + "::date THEN " + e + " END"
+	case "int_bucket":
+		return "CASE WHEN " + c + " BETWEEN " + k.Args[1] + " AND " + k.Args[2] + " THEN floor(" + c + " / " + k.Args[0] + ") * " + k.Args[0] + " END"
+	}
+	return ""
+}

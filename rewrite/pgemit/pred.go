@@ -1,0 +1,50 @@
+package pgemit
+
+import (
+	"strings"
+
+	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+)
+
+// PredSQL writes a validated WHERE condition as PostgreSQL SQL.
+func PredSQL(w dpplan.Pred) string {
+	switch p := w.(type) {
+	case dpplan.PredBool:
+		return "(" + PredSQL(p.L) + " " + p.Op + " " + PredSQL(p.R) + ")"
+	case dpplan.PredNot:
+		return "(NOT " + PredSQL(p.X) + ")"
+	case dpplan.PredConst:
+		return p.V
+	case dpplan.PredCol:
+		return p.Col
+	case dpplan.PredCmp:
+		return "(" + p.Col + " " + p.Op + " " + p.Lit + ")"
+	case dpplan.PredIn:
+		not := ""
+		if p.Not {
+			not = "NOT "
+		}
+		return "(" + p.Col + " " + not + "IN (" + strings.Join(p.Lits, ", ") + "))"
+	case dpplan.PredBetween:
+		not := ""
+		if p.Not {
+			not = "NOT "
+		}
+		return "(" + p.Col + " " + not + "BETWEEN " + p.Lo + " AND " + p.Hi + ")"
+	case dpplan.PredNull:
+		if p.Not {
+			return "(" + p.Col + " IS NOT NULL)"
+		}
+		return "(" + p.Col + " IS NULL)"
+	case dpplan.PredLike:
+		op := "LIKE"
+		if p.ILike {
+			op = "ILIKE"
+		}
+		if p.Not {
+			op = "NOT " + op
+		}
+		return "(" + p.Col + " " + op + " " + p.Pattern + ")"
+	}
+	panic("pgemit: unknown WHERE condition")
+}
