@@ -1,3 +1,6 @@
+// Privacy-critical: needs DP review (the emitter: what reaches the private
+// database is built here; see doc.go).
+
 package pgemit
 
 import (
