@@ -26,7 +26,7 @@ import (
 func rowsPerUnit(ds *policy.Dataset, plan *rewrite.Plan, table *policy.Table) (int, error) {
 	j := plan.Join
 	if j == nil {
-		// Bounds per query (rewrite/bounds.go): an ungrouped query may
+		// Bounds per query (rewrite/internal/dpplan/bounds.go): an ungrouped query may
 		// give one group the unit's whole allowance L0·L∞ (its L1 is the
 		// policy's L0·L∞); a grouped one at most L∞ per group; a session
 		// may tighten either, and L0 never exceeds the policy's.
@@ -103,7 +103,7 @@ func rowsPerUnit(ds *policy.Dataset, plan *rewrite.Plan, table *policy.Table) (i
 	return 0, bad
 }
 
-// checkL1 verifies a measure's direct L1 bound (rewrite/join_l1.go): it is
+// checkL1 verifies a measure's direct L1 bound (rewrite/internal/dpplan/join_l1.go): it is
 // proven only for elastic joins, where it must be at least L∞ (which rests
 // on E, see rowsPerUnit). Other plans must not state one.
 func checkL1(plan *rewrite.Plan, ms rewrite.Measure) error {

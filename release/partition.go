@@ -227,7 +227,7 @@ func (s *selection) events() []accountant.Event {
 // only).
 // selectionBoundText says what the intervals of a query with private keys
 // cover: such a plan keeps each unit in at most max_groups_per_unit of
-// its groups (rewrite/bounds.go: a hash order chooses them) and carries
+// its groups (rewrite/internal/dpplan/bounds.go: a hash order chooses them) and carries
 // no bias estimate (rewrite/bias.go), so the NOTICE says it plainly.
 func selectionBoundText(plan *rewrite.Plan) string {
 	return fmt.Sprintf("the intervals cover the bounded answer: each unit counts in at most %d of its groups, and what that removed is not estimated",

@@ -82,7 +82,7 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 			row[i] = value{key: &k}
 		case rewrite.OutputCount:
 			// Counts are whole and never negative: rounding to the
-			// nearest integer (a weighted count, rewrite/bounds.go, gets
+			// nearest integer (a weighted count, rewrite/internal/dpplan/bounds.go, gets
 			// noise on a fine grid) and flooring at zero are
 			// post-processing.
 			c := roundRat(noisy[o.Measure])

@@ -80,7 +80,7 @@ import (
 // query's ε: by basic composition the measure is ε_m-DP.
 //
 // The exponential method can do better when the plan bounds the change
-// summed over groups (Measure.L1 = Λ, elastic joins, rewrite/join_l1.go):
+// summed over groups (Measure.L1 = Λ, elastic joins, rewrite/internal/dpplan/join_l1.go):
 // if a group's utilities move by at most d_g (in ranks), its release with
 // parameter ε_g and utility sensitivity Δu = L∞ changes each outcome's
 // probability by a factor at most e^{ε_g·d_g/L∞} (numerator and
@@ -127,7 +127,7 @@ import (
 // groupEpsilon is ε_g, the ε of each group's release of a quantile
 // measure whose share is ε_m (see "Groups" above): ε_m/L0, or, for the
 // exponential method of a measure with a direct L1 bound Λ (an elastic
-// join, rewrite/join_l1.go), ε_m·L∞/min(Λ, L0·L∞). Rounded down so that
+// join, rewrite/internal/dpplan/join_l1.go), ε_m·L∞/min(Λ, L0·L∞). Rounded down so that
 // ε_g times the divisor never exceeds ε_m.
 func groupEpsilon(epsilon float64, l0 int, ms rewrite.Measure) float64 {
 	div := float64(l0)

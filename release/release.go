@@ -437,9 +437,10 @@ func cachedResult(sa *storedAnswer, se statusEntry, key string) *Result {
 // of a cached answer's CPU). Otherwise it reports false and Run answers.
 //
 // It checks what Run checks before its cache lookup, except groupKeys
-// (and the sample-and-aggregate plan's shape): an answer enters the cache
-// only through a Run that passed them, and they are functions of the plan
-// and the policy, whose fingerprint and version are part of the key.
+// (and the sample-and-aggregate plan's shape): they are functions of the
+// plan and the policy, whose fingerprint and version are part of the key,
+// and the answer under that key was released by a Run that passed them
+// (this process's, or an earlier one's, loaded from the ledger).
 func (r *Releaser) Remembered(req Request) (*Result, bool) {
 	if req.NoCache || checkRequest(req) != nil || r.suspendedHere(req) != nil {
 		return nil, false

@@ -1,8 +1,8 @@
 package rewrite
 
 import (
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // The plan's types and constants live in package dpplan and the emitter in

@@ -4,8 +4,8 @@ package rewrite
 
 import (
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // # Contribution bounds chosen per query (dp.contribution = auto)
@@ -93,7 +93,7 @@ func addAutoBounds(ds *policy.Dataset, stmt string, opts Options, p *Plan) error
 		}
 		a.Plans = append(a.Plans, cp)
 	}
-	t, where := p.Source()
+	t, where := dpplan.SourceOf(p)
 	a.CombinedSQL = pgemit.ProfileSQL(t, p, where, cands)
 	p.Auto = a
 	return nil

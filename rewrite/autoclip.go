@@ -9,8 +9,8 @@ import (
 	"sort"
 
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // # Clamping bounds chosen per query (dp.clipping = auto)
@@ -133,7 +133,7 @@ func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 // addAutoClip attaches the histogram and the replanning to p when it has
 // summed columns to clip and bounds by weights only (bias.go).
 func addAutoClip(ds *policy.Dataset, stmt string, opts Options, p *Plan) {
-	t, where := p.Source()
+	t, where := dpplan.SourceOf(p)
 	if !dpplan.WeightsOnly(p) || t == nil {
 		return
 	}

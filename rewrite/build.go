@@ -7,8 +7,8 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
@@ -190,7 +190,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, err
 	}
 	b.narrowKeys()                             // narrow.go
-	if err := b.queryBounds(sel); err != nil { // dpplan/bounds.go
+	if err := b.queryBounds(sel); err != nil { // internal/dpplan/bounds.go
 		return nil, err
 	}
 	if err := b.selectList(sel); err != nil {
@@ -242,13 +242,13 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		}
 	}
 	if p.Join == nil || p.Join.Shape != JoinKey {
-		dpplan.ScaledMeasures(p) // dpplan/bounds.go
+		dpplan.ScaledMeasures(p) // internal/dpplan/bounds.go
 	}
 	if !b.opts.NoBias {
 		addRemoved(b.table, p) // bias.go
 	}
 	p.SQL = pgemit.SQL(b.table, p, b.where)
-	p.SetSource(b.table, b.where)
+	dpplan.SetSource(p, b.table, b.where)
 	p.Fingerprint = fingerprint(p)
 	return p, nil
 }

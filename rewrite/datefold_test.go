@@ -9,7 +9,8 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // TestDateFold_MatchesPostgres checks datefold.go against PostgreSQL:
@@ -122,7 +123,7 @@ func TestDateFold_MatchesPostgres(t *testing.T) {
 			continue
 		}
 		folded++
-		_, w := p.Source()
+		_, w := dpplan.SourceOf(p)
 		got := pgemit.PredSQL(w)
 		run := func(c string) string {
 			var out string

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // TestRewrite_PostgresJoinPartitionUnits is TestRewrite_PostgresPartitionUnits

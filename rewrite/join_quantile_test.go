@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // joinQuantileGoldens returns the accepted join goldens with a quantile.

@@ -12,7 +12,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -1,3 +1,7 @@
+// Privacy-critical: needs DP review.
+// It builds SQL fragments of the plan that the emitter sends upstream
+// (internal/pgemit/doc.go).
+
 package rewrite
 
 import (

@@ -1,3 +1,7 @@
+// Privacy-critical: needs DP review.
+// It builds SQL fragments of the plan that the emitter sends upstream
+// (internal/pgemit/doc.go).
+
 package rewrite
 
 import (
@@ -5,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // Post-processing SQL over DP results (issue 17; the design is in

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/pgsql"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // The splitter of Post, within one SELECT: its clauses, its items, and

@@ -6,7 +6,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // Flattening of projection subqueries and CTEs (post.go, POSTPROCESSING.md).

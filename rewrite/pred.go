@@ -1,3 +1,7 @@
+// Privacy-critical: needs DP review.
+// It builds SQL fragments of the plan that the emitter sends upstream
+// (internal/pgemit/doc.go).
+
 package rewrite
 
 import (
@@ -10,8 +14,8 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )

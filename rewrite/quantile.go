@@ -10,8 +10,8 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -28,7 +28,7 @@ import (
 //
 // Each row's value is clamped to [lower, upper] (dates as days since
 // 1970-01-01), and rows are bounded exactly as for every other measure
-// (dpplan/bounds.go): at most max_rows_per_unit values per (unit, group), at most
+// (internal/dpplan/bounds.go): at most max_rows_per_unit values per (unit, group), at most
 // Plan.MaxGroupsPerUnit groups per unit (chosen by hash, never weighted).
 // In dp_bounded each (unit, group) keeps at most max_rows_per_unit of its
 // non-null clamped values, evenly spaced in rank (quantileUnitSQL), in an
@@ -193,7 +193,7 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 		q = 1
 	}
 	// MIN(col) FILTER (WHERE cond): only the rows that satisfy cond take
-	// part (the emitter's row value is NULL elsewhere, dpplan/bounds.go).
+	// part (the emitter's row value is NULL elsewhere, internal/dpplan/bounds.go).
 	filter, err := b.aggFilter(x)
 	if err != nil {
 		return aggSpec{}, Output{}, err
@@ -208,7 +208,7 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 // quantileOf checks the column and adds the quantile measure.
 func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont bool, filter string) (aggSpec, Output, error) {
 	shown := strings.ToUpper(fn)
-	// Joins and private group keys: see quantile_join.go.
+	// Joins and private group keys: see join_quantile.go.
 	ci, err := b.column(c)
 	if err != nil {
 		return aggSpec{}, Output{}, err

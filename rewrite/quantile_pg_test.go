@@ -12,7 +12,8 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -441,7 +442,7 @@ func TestAudit_QuantileSmoothPTR(t *testing.T) {
 						sub.Measures = append(sub.Measures, m)
 					}
 				}
-				tbl, w := p.Source()
+				tbl, w := dpplan.SourceOf(p)
 				sub.SQL = pgemit.SQL(tbl, &sub, w)
 				p = &sub
 			}

@@ -7,7 +7,8 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/pgemit"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // The smooth and ptr quantile methods (SET dp.quantile_method), see also
@@ -112,7 +113,7 @@ func WithQuantiles(p *Plan, method string, epsilon, delta float64, mechanism str
 		return nil, pgerr.New(pgerr.InvalidParameterValue, "quantile method %s needs 0 < dp.delta < 1", method).
 			WithHint("SET dp.delta = 1e-7, or SET dp.quantile_method = exponential (pure ε)")
 	}
-	t, where := p.Source()
+	t, where := dpplan.SourceOf(p)
 	if t == nil {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: plan cannot be re-emitted")
 	}

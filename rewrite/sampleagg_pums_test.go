@@ -13,7 +13,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -1,8 +1,15 @@
 // Package pgemit is the SQL emitter: it turns a validated plan (package
 // dpplan) into the PostgreSQL SQL that is sent upstream. The security
-// invariant rests here: only SQL built by this package from plan values
-// (quoted policy names, literals re-encoded by the planner, fixed SQL)
-// reaches the private database; no analyst text is pasted.
+// invariant rests here and on the planner: what reaches the private
+// database is SQL this package assembles from plan values. It writes the
+// SQL's shape, quotes every policy name and writes its own constants; the
+// fragments that are plan data were written by the planner from
+// validated AST nodes, with names quoted and literals re-encoded, never
+// analyst text pasted: Measure.Expr (rewrite/rowexpr.go), Measure.Filter
+// (filter.go), Measure.Outside (bias.go), the literals of WHERE conditions
+// (pred.go, literal.go, likepattern.go) and the constants of key
+// expressions (casekey.go, keyexpr.go, datekey.go). A review of what
+// reaches the database reads this package and those planner files.
 //
 //	bounds_sql.go    Privacy-critical: SQL and ProfileSQL, the emitted SQL
 //	                 of a plan: clamping (ClampSQL), contribution bounding
@@ -29,4 +36,6 @@
 // which calls it; it does no I/O and no logging. Its SQL is tested through
 // the planner: the goldens, the differential corpus, the neighbour audits
 // and the totality fuzzer of package rewrite.
+//
+// It is internal to package rewrite: no other package can import it.
 package pgemit

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 )
 
 // The SQL that enforces the bounds: SQL and the clamped per-row
@@ -75,8 +75,10 @@ import (
 // measures, which release treats as 0).
 
 // SQL builds the SQL of a plan; see the file comment for its shape.
-// Every identifier is a policy name, quoted; every constant is produced by
-// this package.
+// Every identifier is a policy name, quoted by this package; constants
+// are either written by this package or are plan data written by the
+// planner from validated nodes (Measure.Expr, Filter and Outside; the
+// literals of WHERE conditions and key expressions: see doc.go).
 func SQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	return ProfileSQL(t, p, where, nil)
 }

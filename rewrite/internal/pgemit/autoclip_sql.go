@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 )
 
 // BoundText writes a bound as a plain decimal (no exponent), as policy

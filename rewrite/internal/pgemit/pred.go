@@ -1,12 +1,13 @@
-// Privacy-critical: needs DP review (the emitter: what reaches the private
-// database is built here; see doc.go).
+// Privacy-critical: needs DP review.
+// Part of the emitter: what reaches the private database is built here
+// (doc.go).
 
 package pgemit
 
 import (
 	"strings"
 
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 )
 
 // PredSQL writes a validated WHERE condition as PostgreSQL SQL.

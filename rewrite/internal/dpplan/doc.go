@@ -1,9 +1,14 @@
 // Package dpplan holds the plan of a DP query: what is measured and how
-// much one privacy unit can change it. It is the privacy-critical core of
-// the rewriter, readable on its own:
+// much one privacy unit can change it, and the bounds math over it. It is
+// the privacy-critical core of the rewriter. The L∞ and L1 bounds it
+// holds are computed by the planner (rewrite/build_bounds.go, rowexpr.go,
+// centre.go, join_shape.go) with this package's functions and package
+// sensitivity; a review of the bounds reads those files with this one.
+//
+// Files:
 //
 //	plan.go       Plan, Key, Measure (kinds, bounds L∞ and L1), Output,
-//	              OrderItem; Plan.Source holds the emitter's inputs (the
+//	              OrderItem; SourceOf/SetSource: the emitter's inputs (the
 //	              policy table and the WHERE condition, not part of the
 //	              canonical plan); PrivateGroups.
 //	bounds.go     Privacy-critical: the bounding argument (the guarantee,
@@ -36,4 +41,8 @@
 //
 // Package rewrite re-exports the plan's types and constants as aliases
 // (rewrite.Plan = dpplan.Plan, …) for its callers.
+//
+// It is internal to package rewrite: no other package can import it, so
+// only the planner can build a plan's WHERE nodes or set its emitter
+// inputs (SetSource); rewrite re-exports the types callers read.
 package dpplan

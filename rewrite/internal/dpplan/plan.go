@@ -87,15 +87,21 @@ type Plan struct {
 	where Pred
 }
 
-// Source returns the inputs of the emitter that the plan was built from:
-// the policy table (a copy with the query's bounds) and the validated
-// WHERE condition (nil when the query has none). nil table: the plan
-// cannot be emitted again.
-func (p *Plan) Source() (*policy.Table, Pred) { return p.table, p.where }
+// SourceOf returns the inputs of the emitter that p was built from: the
+// policy table (a copy with the query's bounds) and the validated WHERE
+// condition (nil when the query has none). nil table: the plan cannot be
+// emitted again.
+//
+// SourceOf and SetSource are functions, not methods, so that only the
+// planner (package rewrite, which may import this internal package) can
+// reach them: a method would be callable through the rewrite.Plan alias
+// by any package.
+func SourceOf(p *Plan) (*policy.Table, Pred) { return p.table, p.where }
 
-// SetSource records the emitter's inputs (the planner calls it once, while
-// building the plan).
-func (p *Plan) SetSource(t *policy.Table, where Pred) { p.table, p.where = t, where }
+// SetSource records the emitter's inputs of p. The planner calls it once,
+// while building the plan, before the plan is shared (a plan is immutable
+// once built).
+func SetSource(p *Plan, t *policy.Table, where Pred) { p.table, p.where = t, where }
 
 // Key is one GROUP BY key. A key with a public domain releases exactly the
 // Domain values, in the given order (groups absent from the data get a

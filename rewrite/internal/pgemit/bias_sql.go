@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 )
 
 // OutsideSQL is the condition of a row with a value outside its bounds in

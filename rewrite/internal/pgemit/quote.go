@@ -1,5 +1,6 @@
-// Privacy-critical: needs DP review (the emitter: what reaches the private
-// database is built here; see doc.go).
+// Privacy-critical: needs DP review.
+// Part of the emitter: what reaches the private database is built here
+// (doc.go).
 
 package pgemit
 

@@ -1,5 +1,6 @@
-// Privacy-critical: needs DP review (the emitter: what reaches the private
-// database is built here; see doc.go).
+// Privacy-critical: needs DP review.
+// Part of the emitter: what reaches the private database is built here
+// (doc.go).
 
 package pgemit
 
@@ -7,11 +8,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpproxy/dpproxy/rewrite/dpplan"
+	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 )
 
 // keySQL is the SQL of a key over the table's row: the quoted column, or
-// the key expression with constants re-encoded by this package.
+// the key expression with its constants (re-encoded by the planner:
+// rewrite/casekey.go, keyexpr.go, datekey.go).
 func keySQL(k dpplan.Key) string {
 	c := QuoteIdent(k.Column)
 	if s := dateKeySQL(k, c); s != "" {
