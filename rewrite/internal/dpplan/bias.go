@@ -32,15 +32,17 @@ func SummedColumns(t *policy.Table, p *Plan) []*policy.Column {
 // alone (bounds.go): no join, no sample-and-aggregate, no private keys,
 // no quantiles. Only such plans carry a bias estimate or auto bounds.
 func WeightsOnly(p *Plan) bool {
-	if p.Join != nil || p.SampleAgg != nil || p.PrivateGroups() {
-		return false
-	}
+	return p.Join == nil && p.SampleAgg == nil && !p.PrivateGroups() && !hasQuantile(p)
+}
+
+// hasQuantile reports whether one of p's measures is a quantile.
+func hasQuantile(p *Plan) bool {
 	for _, m := range p.Measures {
 		if m.Kind == MeasureQuantile {
-			return false
+			return true
 		}
 	}
-	return true
+	return false
 }
 
 // HasBias reports whether the plan carries a bias estimate; its measure is

@@ -184,10 +184,8 @@ func GroupBounding(p *Plan) GroupBound {
 	if groups <= p.MaxGroupsPerUnit {
 		return GroupsAll
 	}
-	for _, m := range p.Measures {
-		if m.Kind == MeasureQuantile {
-			return GroupsSelect
-		}
+	if hasQuantile(p) {
+		return GroupsSelect
 	}
 	return GroupsScale
 }
