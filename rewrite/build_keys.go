@@ -217,13 +217,7 @@ func (b *builder) addExprKey(fc *ast.FuncCallExpr) error {
 	if err != nil {
 		return err
 	}
-	for _, have := range b.keys {
-		if sameKey(have, k) {
-			return nil
-		}
-	}
-	b.keys = append(b.keys, k)
-	b.keyCols = append(b.keyCols, col)
+	b.appendKey(k, col)
 	return nil
 }
 

@@ -95,12 +95,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				if err != nil {
 					return err
 				}
-				idx := -1
-				for i, have := range b.keys {
-					if sameKey(have, k) {
-						idx = i
-					}
-				}
+				idx := b.keyOutput(k)
 				if idx < 0 {
 					return b.errAt(f.Expr, "42803", "%s(…) must appear in the GROUP BY clause", name).
 						WithHint("add it to GROUP BY, e.g. GROUP BY 1")
@@ -159,13 +154,9 @@ func (b *builder) planAggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, erro
 		return aggSpec{}, Output{}, b.errAt(x, pgerr.FeatureNotSupported, "aggregate %s is not supported yet", fn).
 			WithHint("use COUNT(*), COUNT(col), SUM(col) or AVG(col)")
 	}
-	if len(x.Args) != 1 {
-		return aggSpec{}, Output{}, b.errAt(x, "42883", "function %s with %d arguments does not exist", fn, len(x.Args)).
-			WithHint("%s takes one column", strings.ToUpper(fn))
-	}
-	arg := x.Args[0]
-	if p, ok := arg.(*ast.ParenthesesExpr); ok {
-		arg = p.Expr
+	arg, err := b.oneArg(x, fn)
+	if err != nil {
+		return aggSpec{}, Output{}, err
 	}
 	filter, err := b.aggFilter(x)
 	if err != nil {
@@ -338,4 +329,18 @@ func (b *builder) countDistinct(x *ast.AggregateFuncExpr, fn string) (aggSpec, O
 	}
 	m := b.addMeasure(Measure{Kind: MeasureUnits, Column: ci.name, Filter: filter}, ci.col, nil)
 	return aggSpec{fn: "count_distinct", col: ci.name, filter: filter}, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
+}
+
+// oneArg returns the single argument of the aggregate x (parentheses
+// removed), or 42883 when it has another number of arguments.
+func (b *builder) oneArg(x *ast.AggregateFuncExpr, fn string) (ast.ExprNode, error) {
+	if len(x.Args) != 1 {
+		return nil, b.errAt(x, "42883", "function %s with %d arguments does not exist", fn, len(x.Args)).
+			WithHint("%s takes one column", strings.ToUpper(fn))
+	}
+	arg := x.Args[0]
+	if p, ok := arg.(*ast.ParenthesesExpr); ok {
+		arg = p.Expr
+	}
+	return arg, nil
 }

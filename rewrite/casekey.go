@@ -128,13 +128,7 @@ func (b *builder) addCaseKey(x *ast.CaseExpr) error {
 	if err != nil {
 		return err
 	}
-	for _, have := range b.keys {
-		if sameKey(have, k) {
-			return nil
-		}
-	}
-	b.keys = append(b.keys, k)
-	b.keyCols = append(b.keyCols, nil)
+	b.appendKey(k, nil)
 	return nil
 }
 
@@ -146,10 +140,8 @@ func (b *builder) caseOutput(x *ast.CaseExpr) (Output, bool, error) {
 	if err != nil {
 		return Output{}, false, nil
 	}
-	for i, have := range b.keys {
-		if sameKey(have, k) {
-			return Output{Name: "case", Kind: OutputKey, Key: i, PGType: keyPGType(have)}, true, nil
-		}
+	if i := b.keyOutput(k); i >= 0 {
+		return Output{Name: "case", Kind: OutputKey, Key: i, PGType: keyPGType(b.keys[i])}, true, nil
 	}
 	return Output{}, true, b.errAt(x, "42803", "this CASE expression must appear in the GROUP BY clause").
 		WithHint("add it to GROUP BY, e.g. GROUP BY 1")

@@ -180,13 +180,9 @@ func (b *builder) orderedSet(fc *ast.FuncCallExpr, fn string) (aggSpec, Output, 
 // minMax plans MIN(col) and MAX(col) as the quantiles 0 and 1
 // (percentile_disc(0) and percentile_disc(1) are the minimum and maximum).
 func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, error) {
-	if len(x.Args) != 1 {
-		return aggSpec{}, Output{}, b.errAt(x, "42883", "function %s with %d arguments does not exist", fn, len(x.Args)).
-			WithHint("%s takes one column", strings.ToUpper(fn))
-	}
-	arg := x.Args[0]
-	if p, ok := arg.(*ast.ParenthesesExpr); ok {
-		arg = p.Expr
+	arg, err := b.oneArg(x, fn)
+	if err != nil {
+		return aggSpec{}, Output{}, err
 	}
 	q := 0.0
 	if fn == "max" {
