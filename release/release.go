@@ -376,9 +376,6 @@ func cacheKey(req Request) string {
 // from memory, else from the ledger (then kept in memory). The rows of a
 // cached Result are shared with the cache and must not be modified.
 func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result, bool, error) {
-	if res, ok := r.remembered(req, key); ok {
-		return res, true, nil
-	}
 	ak := answerKeyOf(req, key)
 	sa, ok := r.answers.get(ak)
 	if !ok {
