@@ -87,6 +87,13 @@ type Config struct {
 	ShadowAcquireTimeout time.Duration
 	// Observer, when set, is told of every statement (observer.go).
 	Observer Observer
+
+	// ForwardLoop parks sessions between forwarded statements on the
+	// forwarding loop (fwdloop_linux.go; Linux only, sessions without
+	// TLS), which runs their next catalog statement without waking their
+	// goroutine. The Observer is then called on the loop's thread for
+	// those statements and must not block.
+	ForwardLoop bool
 }
 
 // Defaults of Config.
@@ -281,7 +288,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.mu.Lock()
 		for c := range s.conns {
 			c.cancelRunning(errShutdown) // shadow queries pgconn does not watch
-			c.raw.Close()
+			c.closeRaw()
 		}
 		s.mu.Unlock()
 		// Whatever still runs (a statement that ignores cancellation)

@@ -403,3 +403,48 @@ func isPgError(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe)
 }
+
+// TakeIdle returns an idle connection that can be used at once, without
+// any I/O and without waiting: one released less than a second ago and
+// still open. It returns nil when there is none; an idle connection that
+// would need its ping first is checked in the background (and then
+// released or closed), so a caller that cannot block (the proxy's
+// forwarding loop) never waits on the network here.
+func (p *Pool) TakeIdle() *Conn {
+	if p.isClosed() {
+		return nil
+	}
+	select {
+	case c := <-p.idle:
+		if c.pg.IsClosed() {
+			go p.discard(c)
+			return nil
+		}
+		if time.Since(c.idleSince) > idlePing {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), defaultConnectTimeout)
+				defer cancel()
+				if c.usable(ctx) {
+					p.Release(c, true)
+				} else {
+					p.discard(c)
+				}
+			}()
+			return nil
+		}
+		return c
+	default:
+		return nil
+	}
+}
+
+// ReleaseNoWait is Release for a caller that cannot block: a connection
+// that is to be closed is closed in the background.
+func (p *Pool) ReleaseNoWait(c *Conn, reusable bool) {
+	c.notice = nil
+	if !reusable || c.HasState() || c.pg.IsClosed() || c.pg.IsBusy() || p.isClosed() {
+		go p.Release(c, false)
+		return
+	}
+	p.Release(c, true)
+}

@@ -1,0 +1,830 @@
+package proxy
+
+import (
+	"context"
+	"encoding/binary"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/dpproxy/dpproxy/internal/shadow"
+	"github.com/dpproxy/dpproxy/pgsql"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"golang.org/x/sys/unix"
+)
+
+// The forwarding loop: PgBouncer's design for the statements the proxy
+// only forwards.
+//
+// A session that is idle between statements (ReadyForQuery sent, nothing
+// buffered, no transaction, cursor, portal or pinned shadow connection:
+// conn.parkable) is parked: its goroutine hands the client socket to this
+// loop and waits. The loop is one goroutine locked to an OS thread running
+// epoll over the parked sessions' sockets with raw system calls, so a
+// forwarded statement costs a read and a write on each side and a share of
+// one epoll_wait, with no goroutine woken, no read that returns EAGAIN
+// before each wait, and no runtime poller in between (BENCHMARKS.md,
+// "forwarding loop").
+//
+// When a parked session's next statement is one the proxy only forwards
+// (a cached catalog route: a simple Query, or Parse/Bind/Describe/Execute/
+// Sync of the unnamed portal), the loop runs it on an idle pooled shadow
+// connection whose settings are the session's, and writes to the client
+// exactly the bytes the session's goroutine would have written. Anything
+// else goes back to the goroutine untouched ("unpark"): a DP statement, a
+// session statement, an incomplete or malformed message, no idle shadow
+// connection, a setting to apply. A forwarded statement whose reply is not
+// the plain success the loop knows (an error, a notice, a result over
+// relayFlushBytes) is read to its end and discarded, and the goroutine runs
+// the statement again itself, so errors, notices and large results keep
+// exactly their one code path; catalog statements read only the shadow and
+// have no effect to repeat. A client's CancelRequest reaches the running
+// shadow query as on the goroutine's path, and the statement it cancelled
+// is then answered with 57014 without running again.
+//
+// The loop's system calls do not enter the runtime's syscall path
+// (syscall.RawSyscall): that path costs about 0.7 µs per statement
+// (BENCHMARKS.md, fourth pass). So while sessions are parked the loop holds
+// a P; its epoll_wait times out every millisecond and the loop then yields
+// (runtime.Gosched), and a preemption signal (a GC stop-the-world, the
+// scheduler's 10 ms slice) interrupts the wait, so neither waits on it.
+// With no session parked it waits in the ordinary way and holds nothing.
+//
+// Only sessions without TLS are parked (the loop does not speak TLS), and
+// only on Linux (epoll).
+
+const (
+	// loopTick: how long a raw epoll_wait may block (ms).
+	loopTick = 1
+	// loopMaxIn: client bytes buffered while a statement runs before the
+	// client socket is no longer watched until it ends.
+	loopMaxIn = 256 << 10
+)
+
+// loopSupported reports whether this platform has the forwarding loop.
+const loopSupported = true
+
+// fwdLoop is the process's forwarding loop (theLoop), shared by every
+// Server: one thread, started at the first park.
+type fwdLoop struct {
+	once    sync.Once
+	initErr error
+	epfd    int
+	wakeFD  int // eventfd: commands are waiting
+
+	mu   sync.Mutex
+	cmds []loopCmd
+
+	// Owned by the loop goroutine.
+	owners   []*parkedSess // by descriptor: the session a socket belongs to
+	nParked  int
+	events   []unix.EpollEvent
+	lastScan time.Time
+
+	// ran counts the statements the loop answered, handedBack the
+	// sessions it gave back (tests, and the bench's sanity check).
+	ran, handedBack atomic.Int64
+}
+
+// loopCmd is a request to the loop from another goroutine.
+type loopCmd struct {
+	park   *parkedSess // take this session
+	unpark *conn       // give this session back as soon as it is idle
+}
+
+var theLoop fwdLoop
+
+// bgCtx: SyncConn of a connection the loop borrows (it does not wait).
+var bgCtx = context.Background()
+
+// start makes the epoll instance and starts the loop, once.
+func (l *fwdLoop) start() error {
+	l.once.Do(func() {
+		epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+		if err != nil {
+			l.initErr = err
+			return
+		}
+		wfd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+		if err != nil {
+			unix.Close(epfd)
+			l.initErr = err
+			return
+		}
+		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, wfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(wfd)}); err != nil {
+			unix.Close(epfd)
+			unix.Close(wfd)
+			l.initErr = err
+			return
+		}
+		l.epfd, l.wakeFD = epfd, wfd
+		l.events = make([]unix.EpollEvent, 128)
+		go l.run()
+	})
+	return l.initErr
+}
+
+// send queues a command and wakes the loop. Safe for concurrent use.
+func (l *fwdLoop) send(cmd loopCmd) {
+	l.mu.Lock()
+	l.cmds = append(l.cmds, cmd)
+	l.mu.Unlock()
+	var one = [8]byte{1}
+	_, _ = unix.Write(l.wakeFD, one[:])
+}
+
+// forget removes fd from the loop's epoll set (a shadow socket going back
+// to the runtime's poller). Safe for concurrent use: epoll_ctl is.
+func (l *fwdLoop) forget(fd int) {
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, fd, nil)
+}
+
+func (l *fwdLoop) run() {
+	runtime.LockOSThread()
+	for {
+		var n int
+		if l.nParked == 0 {
+			var err error
+			n, err = unix.EpollWait(l.epfd, l.events, -1)
+			if err != nil {
+				n = 0
+			}
+		} else {
+			n = rawEpollWait(l.epfd, l.events, loopTick)
+			if n <= 0 {
+				runtime.Gosched()
+				l.scanIdle()
+				continue
+			}
+		}
+		handedBack := false
+		for i := 0; i < n; i++ {
+			fd := int(l.events[i].Fd)
+			if fd == l.wakeFD {
+				var b [8]byte
+				_, _ = unix.Read(l.wakeFD, b[:])
+				if l.commands() {
+					handedBack = true
+				}
+				continue
+			}
+			p := l.owner(fd)
+			if p == nil {
+				continue
+			}
+			var back bool
+			if fd == p.fd {
+				back = l.clientReady(p)
+			} else if fd == p.sfd {
+				back = l.shadowReady(p)
+			}
+			handedBack = handedBack || back
+		}
+		if handedBack {
+			// The woken goroutines wait in this P's run queue.
+			runtime.Gosched()
+		}
+		l.scanIdle()
+	}
+}
+
+func (l *fwdLoop) owner(fd int) *parkedSess {
+	if fd < 0 || fd >= len(l.owners) {
+		return nil
+	}
+	return l.owners[fd]
+}
+
+func (l *fwdLoop) setOwner(fd int, p *parkedSess) {
+	for fd >= len(l.owners) {
+		l.owners = append(l.owners, make([]*parkedSess, len(l.owners)+64)...)
+	}
+	l.owners[fd] = p
+}
+
+// commands runs the queued commands; it reports whether a session was
+// handed back.
+func (l *fwdLoop) commands() bool {
+	l.mu.Lock()
+	cmds := l.cmds
+	l.cmds = nil
+	l.mu.Unlock()
+	back := false
+	for _, cmd := range cmds {
+		switch {
+		case cmd.park != nil:
+			p := cmd.park
+			if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, p.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(p.fd)}); err != nil {
+				p.c.unparkCh <- unparkMsg{fd: p.fd, in: p.in}
+				back = true
+				continue
+			}
+			l.setOwner(p.fd, p)
+			l.nParked++
+			p.c.parked = p
+			// A shutdown that asked before this park was seen: Shutdown
+			// sets the flag before it sends its unpark.
+			if p.wantBack = p.c.shuttingDown.Load(); p.wantBack || len(p.in) > 0 {
+				if l.next(p) {
+					back = true
+				}
+				continue
+			}
+		case cmd.unpark != nil:
+			p := cmd.unpark.parked
+			if p == nil || p.c != cmd.unpark || l.owner(p.fd) != p {
+				continue // not parked (any more)
+			}
+			if p.sc != nil {
+				p.wantBack = true // when its statement has ended
+				continue
+			}
+			l.handBack(p)
+			back = true
+		}
+	}
+	return back
+}
+
+// scanIdle hands back, about once a second, the sessions idle for longer
+// than the server's IdleTimeout (their goroutine ends them with 57P05).
+func (l *fwdLoop) scanIdle() {
+	now := time.Now()
+	if now.Sub(l.lastScan) < time.Second {
+		return
+	}
+	l.lastScan = now
+	for _, p := range l.owners {
+		if p != nil && p.sc == nil && !p.idleAt.IsZero() && now.After(p.idleAt) && l.owner(p.fd) == p {
+			p.idle = true
+			l.handBack(p)
+		}
+	}
+}
+
+// handBack gives a session back to its goroutine with what the loop read
+// and has not answered, and what it answered and could not write.
+func (l *fwdLoop) handBack(p *parkedSess) {
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, p.fd, nil)
+	l.handedBack.Add(1)
+	l.setOwner(p.fd, nil)
+	l.nParked--
+	p.c.parked = nil
+	p.c.unparkCh <- unparkMsg{fd: p.fd, in: p.in, out: p.out, cancelled: p.cancelled, idle: p.idle}
+}
+
+// clientReady reads what the client sent and starts its statement when the
+// loop can run it. It reports whether the session was handed back.
+func (l *fwdLoop) clientReady(p *parkedSess) bool {
+	for {
+		if cap(p.in)-len(p.in) < 4096 {
+			if len(p.in) >= loopMaxIn {
+				// A statement is running and the client keeps sending:
+				// stop watching it until the statement ends.
+				l.watchClient(p, false)
+				return false
+			}
+			grown := make([]byte, len(p.in), max(2*cap(p.in), 8192))
+			copy(grown, p.in)
+			p.in = grown
+		}
+		k, errno := rawRead(p.fd, p.in[len(p.in):cap(p.in)])
+		if k > 0 {
+			p.in = p.in[:len(p.in)+k]
+			continue
+		}
+		if errno == unix.EAGAIN {
+			break
+		}
+		// End of stream or an error: the goroutine sees it for itself on
+		// the socket.
+		p.clientGone = true
+		if p.sc != nil {
+			l.watchClient(p, false)
+			return false
+		}
+		l.handBack(p)
+		return true
+	}
+	if p.sc != nil {
+		return false // the running statement ends first
+	}
+	return l.next(p)
+}
+
+// watchClient turns the client socket's read events on or off.
+func (l *fwdLoop) watchClient(p *parkedSess, on bool) {
+	if p.clientOff == !on {
+		return
+	}
+	p.clientOff = !on
+	var ev uint32
+	if on {
+		ev = unix.EPOLLIN | unix.EPOLLRDHUP
+	}
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, p.fd, &unix.EpollEvent{Events: ev, Fd: int32(p.fd)})
+}
+
+// next starts the session's next statement, if it has a whole one the loop
+// runs, and hands the session back otherwise. It reports whether it handed
+// it back.
+func (l *fwdLoop) next(p *parkedSess) bool {
+	if len(p.in) == 0 {
+		if p.wantBack || p.clientGone {
+			l.handBack(p)
+			return true
+		}
+		return false
+	}
+	switch p.plan() {
+	case planWait:
+		return false
+	case planGoroutine:
+		l.handBack(p)
+		return true
+	}
+	if !l.begin(p) {
+		l.handBack(p)
+		return true
+	}
+	return false
+}
+
+// begin borrows an idle shadow connection and sends it the statement. It
+// reports false when the goroutine must run the statement instead.
+func (l *fwdLoop) begin(p *parkedSess) bool {
+	sc := p.pool.TakeIdle()
+	if sc == nil {
+		return false
+	}
+	pg := sc.PgConn()
+	if last, ok := pg.CustomData()[appliedKey].([]shadow.Setting); !ok || !settingsEqual(last, p.want) {
+		p.pool.ReleaseNoWait(sc, true)
+		return false
+	}
+	sw, ok := pg.Conn().(*swapConn)
+	if !ok || pg.SyncConn(bgCtx) != nil {
+		p.pool.ReleaseNoWait(sc, true)
+		return false
+	}
+	sfd, err := sw.detach()
+	if err != nil {
+		p.pool.ReleaseNoWait(sc, false)
+		return false
+	}
+	p.req = p.request(p.req[:0])
+	if len(p.req) == 0 {
+		p.pool.ReleaseNoWait(sc, true)
+		return false
+	}
+	if k, _ := rawWrite(sfd, p.req); k != len(p.req) {
+		// Nothing or part of it went out: the goroutine runs the
+		// statement; a connection left inside a message is closed.
+		p.pool.ReleaseNoWait(sc, k <= 0)
+		return false
+	}
+	// Armed for one event at a time: an idle pooled socket is never
+	// watched, so the loop is never woken by one.
+	sw.mu.Lock()
+	op := unix.EPOLL_CTL_MOD
+	if !sw.armed {
+		op = unix.EPOLL_CTL_ADD
+		sw.armed = true
+	}
+	sw.mu.Unlock()
+	if err := unix.EpollCtl(l.epfd, op, sfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(sfd)}); err != nil {
+		p.pool.ReleaseNoWait(sc, false)
+		return false
+	}
+	p.sc, p.sw, p.sfd = sc, sw, sfd
+	p.start = time.Now()
+	p.failed, p.dataBytes, p.zStatus = false, 0, 0
+	p.outMark = len(p.out)
+	l.setOwner(sfd, p)
+	c := p.c
+	c.cancelMu.Lock()
+	c.shadowPG = pg
+	c.loopRunning = true
+	c.cancelMu.Unlock()
+	return true
+}
+
+// shadowReady reads the shadow's reply and passes its messages on; at
+// ReadyForQuery the statement ends. It reports whether the session was
+// handed back.
+func (l *fwdLoop) shadowReady(p *parkedSess) bool {
+	for {
+		if cap(p.rb)-len(p.rb) < 4096 {
+			grown := make([]byte, len(p.rb), max(2*cap(p.rb), 8192))
+			copy(grown, p.rb)
+			p.rb = grown
+		}
+		k, errno := rawRead(p.sfd, p.rb[len(p.rb):cap(p.rb)])
+		if k > 0 {
+			p.rb = p.rb[:len(p.rb)+k]
+			if done := p.walk(); done {
+				return l.end(p, true)
+			}
+			continue
+		}
+		if errno == unix.EAGAIN {
+			_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, p.sfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(p.sfd)})
+			return false
+		}
+		return l.end(p, false) // the shadow connection broke
+	}
+}
+
+// end finishes the running statement: the shadow connection goes back to
+// the pool (or is closed), and the client gets the answer, or the session
+// goes back to its goroutine to run the statement itself.
+func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
+	c := p.c
+	c.cancelMu.Lock()
+	c.shadowPG = nil
+	c.loopRunning = false
+	cancelled := c.loopCancelled
+	c.loopCancelled = false
+	c.cancelMu.Unlock()
+
+	l.setOwner(p.sfd, nil)
+	// A connection a cancel may still reach is closed, never pooled
+	// (cancelRunning).
+	p.pool.ReleaseNoWait(p.sc, complete && p.zStatus == 'I' && !cancelled)
+	p.sc, p.sw, p.sfd = nil, nil, -1
+	p.rb = p.rb[:0]
+	p.rpos = 0
+
+	if !complete || p.failed {
+		// The goroutine runs the statement itself (cancelled: it answers
+		// 57014 without running it).
+		p.out = p.out[:p.outMark]
+		p.cancelled = cancelled
+		l.handBack(p)
+		return true
+	}
+	p.commit()
+	l.ran.Add(1)
+	p.out = append(p.out, 'Z', 0, 0, 0, 5, c.txStatus)
+	if c.srv.cfg.Observer != nil {
+		c.observe(p.st, nil, time.Since(p.start))
+	}
+	k, _ := rawWrite(p.fd, p.out)
+	if k < 0 {
+		k = 0
+	}
+	p.out = p.out[:copy(p.out, p.out[k:])]
+	if len(p.out) > 0 || p.clientGone {
+		l.handBack(p) // the goroutine writes the rest (or sees the end)
+		return true
+	}
+	p.idleAt = c.idleDeadline()
+	if p.clientOff {
+		l.watchClient(p, true)
+	}
+	return l.next(p)
+}
+
+// rawEpollWait is epoll_wait without the runtime's syscall path.
+func rawEpollWait(epfd int, events []unix.EpollEvent, msec int) int {
+	r, _, e := syscall.RawSyscall6(unix.SYS_EPOLL_PWAIT, uintptr(epfd), uintptr(unsafe.Pointer(&events[0])), uintptr(len(events)), uintptr(msec), 0, 0)
+	if e != 0 {
+		return -1
+	}
+	return int(r)
+}
+
+func rawRead(fd int, b []byte) (int, syscall.Errno) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	r, _, e := syscall.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), 0
+}
+
+func rawWrite(fd int, b []byte) (int, syscall.Errno) {
+	if len(b) == 0 {
+		return 0, 0
+	}
+	r, _, e := syscall.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if e != 0 {
+		return -1, e
+	}
+	return int(r), 0
+}
+
+// Message parsing of the loop's statements (loop goroutine only).
+
+// loopPlan is what the loop does with a parked session's buffered bytes.
+type loopPlan int
+
+const (
+	planWait      loopPlan = iota // an incomplete message: wait for more
+	planGoroutine                 // hand the session back
+	planRun                       // run the statement in the loop
+)
+
+// frame returns the message at b's start: its type, body and whole
+// length; ok is false when it is not complete.
+func frame(b []byte) (typ byte, body []byte, n int, ok bool) {
+	if len(b) < frameHeaderLen {
+		return 0, nil, 0, false
+	}
+	size := int(int32(binary.BigEndian.Uint32(b[1:])))
+	if size < 4 || len(b) < 1+size {
+		return b[0], nil, 0, size >= 4
+	}
+	return b[0], b[frameHeaderLen : 1+size], 1 + size, true
+}
+
+// walk handles the complete shadow messages received so far; it reports
+// whether ReadyForQuery was reached.
+func (p *parkedSess) walk() bool {
+	for {
+		typ, _, n, whole := frame(p.rb[p.rpos:])
+		if n == 0 {
+			if !whole {
+				p.failed = true // a length below 4: broken
+			}
+			if p.rpos > 0 && p.rpos == len(p.rb) {
+				p.rb, p.rpos = p.rb[:0], 0
+			}
+			return false
+		}
+		m := p.rb[p.rpos : p.rpos+n]
+		p.rpos += n
+		if typ == 'Z' {
+			if n == frameHeaderLen+1 {
+				p.zStatus = m[frameHeaderLen]
+			} else {
+				p.failed = true
+			}
+			return true
+		}
+		if p.failed {
+			continue // read to the end, keep nothing
+		}
+		switch typ {
+		case 'S', 'A':
+			// The shadow's ParameterStatus and notifications are not the
+			// client's (relayReply drops them too).
+		case 'T', 'D', 'C':
+			if typ == 'T' && p.ext && !p.sendDesc {
+				continue
+			}
+			if typ == 'D' && p.ext {
+				if p.dataBytes += n; p.dataBytes > p.c.srv.cfg.MaxBufferedResult {
+					p.failed = true // the goroutine's error, not ours
+					continue
+				}
+			}
+			p.out = append(p.out, m...)
+			if len(p.out)-p.outMark > relayFlushBytes {
+				p.failed = true // large results stream from the goroutine
+			}
+		case '1', '2', 'n':
+			if !p.ext {
+				p.failed = true
+				continue
+			}
+			if (typ == '1' && !p.sendParse) || (typ == 'n' && !p.sendDesc) {
+				continue
+			}
+			p.out = append(p.out, m...)
+		default:
+			// An error, a notice or anything else: the goroutine's path.
+			p.failed = true
+		}
+	}
+}
+
+// parkedSess is a session while the loop holds it.
+type parkedSess struct {
+	c      *conn
+	fd     int
+	in     []byte // client bytes read, not yet answered
+	out    []byte // answer bytes not yet written
+	want   []shadow.Setting
+	pool   *shadow.Pool
+	idleAt time.Time // zero: no idle timeout
+
+	clientGone, clientOff bool
+	wantBack, cancelled   bool
+	idle                  bool
+
+	// The statement the loop runs.
+	st         statement
+	batch      int // bytes of in it takes
+	ext        bool
+	sendParse  bool
+	sendDesc   bool
+	parse      *pgproto3.Parse // the batch's Parse, if any
+	bindStmt   *preparedStatement
+	bind       pgproto3.Bind
+	req        []byte
+	sc         *shadow.Conn
+	sw         *swapConn
+	sfd        int
+	rb         []byte
+	rpos       int
+	start      time.Time
+	failed     bool
+	dataBytes  int
+	zStatus    byte
+	outMark    int
+	parseCache pgproto3.Parse
+}
+
+// plan decides what to do with the buffered client bytes.
+func (p *parkedSess) plan() loopPlan {
+	c := p.c
+	maxBody := c.srv.cfg.MaxMessage
+	typ, body, n, whole := frame(p.in)
+	if n == 0 {
+		if !whole || len(p.in) > maxBody {
+			return planGoroutine
+		}
+		return planWait
+	}
+	if n-frameHeaderLen > maxBody {
+		return planGoroutine
+	}
+	p.ext, p.sendParse, p.sendDesc, p.parse, p.bindStmt = false, false, false, nil, nil
+	switch typ {
+	case 'Q':
+		if len(body) == 0 || indexNul(body) != len(body)-1 {
+			return planGoroutine
+		}
+		cs, ok := c.classifyCache.lookup(c.ds.Policy, string(body[:len(body)-1]))
+		if !ok || cs.st.route != pgsql.RouteCatalog || cs.st.err != nil {
+			return planGoroutine
+		}
+		p.st, p.batch = cs.st, n
+		return planRun
+	case 'P', 'B':
+		return p.planExtended()
+	}
+	return planGoroutine
+}
+
+// planExtended accepts [Parse] Bind [Describe portal] Execute Sync of one
+// portal whose statement is a cached catalog route, all received, with
+// nothing the goroutine would refuse.
+func (p *parkedSess) planExtended() loopPlan {
+	c := p.c
+	maxBody := c.srv.cfg.MaxMessage
+	b := p.in
+	off := 0
+	nextMsg := func() (byte, []byte, bool) {
+		typ, body, n, whole := frame(b[off:])
+		if n == 0 {
+			return 0, nil, whole
+		}
+		if n-frameHeaderLen > maxBody {
+			return 0, nil, false
+		}
+		off += n
+		return typ, body, true
+	}
+	typ, body, ok := nextMsg()
+	if typ == 0 {
+		return waitOr(ok)
+	}
+	var ps *preparedStatement
+	if typ == 'P' {
+		m := &p.parseCache
+		if m.Decode(body) != nil || !wellSized(m, len(body)) {
+			return planGoroutine
+		}
+		if _, exists := c.stmts[m.Name]; exists && m.Name != "" {
+			return planGoroutine
+		}
+		cs, ok := c.classifyCache.lookup(c.ds.Policy, m.Query)
+		if !ok || cs.st.route != pgsql.RouteCatalog || cs.st.err != nil || cs.nParams < 0 {
+			return planGoroutine
+		}
+		nParams := max(cs.nParams, len(m.ParameterOIDs))
+		ps = &preparedStatement{name: m.Name, st: cs.st, text: cs.st.text, nParams: nParams, parseOIDs: append([]uint32(nil), m.ParameterOIDs...)}
+		p.parse, p.sendParse = m, true
+		if typ, body, ok = nextMsg(); typ == 0 {
+			return waitOr(ok)
+		}
+	}
+	if typ != 'B' {
+		return planGoroutine
+	}
+	bind := &p.bind
+	if bind.Decode(body) != nil || !wellSized(bind, len(body)) {
+		return planGoroutine
+	}
+	if ps == nil || bind.PreparedStatement != ps.name {
+		if ps = c.stmts[bind.PreparedStatement]; ps == nil || p.parse != nil {
+			return planGoroutine
+		}
+	}
+	if ps.st.route != pgsql.RouteCatalog || ps.st.err != nil || len(bind.Parameters) != ps.nParams {
+		return planGoroutine
+	}
+	if k := len(bind.ParameterFormatCodes); k > 1 && k != len(bind.Parameters) {
+		return planGoroutine
+	}
+	for _, f := range bind.ResultFormatCodes {
+		if f != formatText && f != formatBinary {
+			return planGoroutine
+		}
+	}
+	if typ, body, ok = nextMsg(); typ == 0 {
+		return waitOr(ok)
+	}
+	if typ == 'D' {
+		var d pgproto3.Describe
+		if d.Decode(body) != nil || d.ObjectType != 'P' || d.Name != bind.DestinationPortal {
+			return planGoroutine
+		}
+		p.sendDesc = true
+		if typ, body, ok = nextMsg(); typ == 0 {
+			return waitOr(ok)
+		}
+	}
+	if typ != 'E' {
+		return planGoroutine
+	}
+	var e pgproto3.Execute
+	if e.Decode(body) != nil || !wellSized(&e, len(body)) || e.Portal != bind.DestinationPortal || e.MaxRows != 0 {
+		return planGoroutine
+	}
+	if typ, body, ok = nextMsg(); typ == 0 {
+		return waitOr(ok)
+	}
+	if typ != 'S' || len(body) != 0 {
+		return planGoroutine
+	}
+	p.ext, p.bindStmt, p.st, p.batch = true, ps, ps.st, off
+	return planRun
+}
+
+func waitOr(whole bool) loopPlan {
+	if whole {
+		return planWait
+	}
+	return planGoroutine
+}
+
+func indexNul(b []byte) int {
+	for i, x := range b {
+		if x == 0 {
+			return i
+		}
+	}
+	return -1
+}
+
+// request appends what the goroutine's path sends the shadow for the
+// statement (execShadowSimple, execShadowExtended).
+func (p *parkedSess) request(dst []byte) []byte {
+	if !p.ext {
+		return appendQuery(dst, p.st.text)
+	}
+	ps := p.bindStmt
+	oids := ps.parseOIDs
+	if ps.desc != nil {
+		oids = ps.desc.paramOIDs
+	}
+	if len(oids) > len(p.bind.Parameters) {
+		oids = oids[:len(p.bind.Parameters)]
+	}
+	pt := portal{params: p.bind.Parameters, paramFormats: p.bind.ParameterFormatCodes, resultFormats: p.bind.ResultFormatCodes}
+	out, err := appendExtended(dst, ps.text, oids, &pt)
+	if err != nil {
+		return dst[:0]
+	}
+	return out
+}
+
+// commit makes the session's state what the goroutine's path leaves after
+// the statement: a Parse's prepared statement (the portal ends at Sync).
+func (p *parkedSess) commit() {
+	if p.ext && p.parse != nil {
+		p.c.stmts[p.bindStmt.name] = p.bindStmt
+	}
+	p.in = p.in[:copy(p.in, p.in[p.batch:])]
+	p.batch = 0
+}
+
+func settingsEqual(a, b []shadow.Setting) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

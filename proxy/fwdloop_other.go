@@ -1,0 +1,17 @@
+//go:build !linux
+
+package proxy
+
+import "github.com/jackc/pgx/v5/pgconn"
+
+// The forwarding loop needs epoll: elsewhere every session stays on its
+// goroutine.
+
+const loopSupported = false
+
+type parkedSess struct{}
+
+func (c *conn) parkable() bool         { return false }
+func (c *conn) park() bool             { return true }
+func (c *conn) unparkForShutdown()     {}
+func wrapShadowDial(pc *pgconn.Config) {}

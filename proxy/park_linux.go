@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"context"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
+)
+
+// Parking a session on the forwarding loop (fwdloop_linux.go): the
+// goroutine's side.
+
+// parkable reports whether the session may wait for its next statement on
+// the forwarding loop: the server has the loop on, its last statement was
+// forwarded (a session that runs DP statements stays on its goroutine,
+// where they run anyway), and it holds nothing the loop does not know
+// about: no TLS, no transaction, cursor, portal, pinned shadow connection
+// or pending DP release, no statement_timeout, no byte read and not
+// handled, no debug logging (whose statement lines the loop does not
+// write).
+func (c *conn) parkable() bool {
+	return c.srv.cfg.ForwardLoop && c.lastForwarded && !c.tls &&
+		c.txStatus == 'I' && c.shadow == nil && len(c.cursors) == 0 && len(c.portals) == 0 &&
+		!c.extFailed && !c.implicitTx && c.pendingDP == nil &&
+		c.fr.rest == 0 && c.fr.br.Buffered() == 0 && len(c.cio.pending) == 0 &&
+		!c.shuttingDown.Load() && c.statementTimeout() == 0 &&
+		!c.log.Core().Enabled(zap.DebugLevel) && c.srv.shadowPool(c.ds) != nil
+}
+
+// park hands the client socket to the loop and waits until the loop gives
+// the session back. It reports false when the session is to end.
+func (c *conn) park() bool {
+	if err := theLoop.start(); err != nil {
+		c.log.Warn("forwarding loop unavailable", zap.Error(err))
+		c.srv.cfg.ForwardLoop = false
+		return true
+	}
+	c.rawMu.Lock()
+	fd, err := detachFD(c.raw)
+	c.rawMu.Unlock()
+	if err != nil {
+		c.log.Debug("client socket not parked", zap.Error(err))
+		return false // the socket is closed or broken
+	}
+	p := c.parkBuf
+	if p == nil {
+		p = &parkedSess{c: c}
+		c.parkBuf = p
+	}
+	p.fd, p.sfd = fd, -1
+	p.in, p.out = p.in[:0], p.out[:0]
+	p.want = slices.Clone(c.shadowSettings())
+	p.pool = c.srv.shadowPool(c.ds)
+	p.idleAt = c.idleDeadline()
+	p.clientGone, p.clientOff, p.wantBack, p.cancelled, p.idle = false, false, false, false, false
+	c.everParked.Store(true)
+	theLoop.send(loopCmd{park: p})
+	msg := <-c.unparkCh
+
+	nc, err := attachFD(msg.fd)
+	if err != nil {
+		c.log.Info("client socket lost while parked", zap.Error(err))
+		return false
+	}
+	c.rawMu.Lock()
+	c.raw, c.netConn = nc, nc
+	c.rawMu.Unlock()
+	c.cio.nc = nc
+	if len(msg.out) > 0 {
+		if _, err := nc.Write(msg.out); err != nil {
+			c.log.Debug("write failed", zap.Error(err))
+			return false
+		}
+	}
+	if msg.idle {
+		c.fatal(pgerr.New(idleSessionTimeout, "terminating connection due to idle-session timeout"))
+		return false
+	}
+	c.cio.pending = append(c.cio.pending[:0], msg.in...)
+	c.cancelNext = msg.cancelled
+	return true
+}
+
+// idleDeadline is when the session, idle from now, reaches the server's
+// IdleTimeout (zero: none).
+func (c *conn) idleDeadline() time.Time {
+	if t := c.srv.cfg.IdleTimeout; t > 0 {
+		return time.Now().Add(t)
+	}
+	return time.Time{}
+}
+
+// unparkForShutdown asks the loop to give the session back (Serve's drain).
+// Safe for concurrent use.
+func (c *conn) unparkForShutdown() {
+	if c.everParked.Load() {
+		theLoop.send(loopCmd{unpark: c})
+	}
+}
+
+// wrapShadowDial makes the shadow pool's sockets ones the loop can borrow
+// (swapConn).
+func wrapShadowDial(pc *pgconn.Config) {
+	dial := pc.DialFunc
+	pc.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		nc, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return newSwapConn(nc), nil
+	}
+}
