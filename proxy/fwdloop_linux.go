@@ -84,6 +84,11 @@ type fwdLoop struct {
 	events   []unix.EpollEvent
 	lastScan time.Time
 
+	// obs are the Observer events of the statements answered in this
+	// round of events, by server; sent to observeLoop at its end.
+	obs   map[*Server][]StatementEvent
+	obsCh chan obsBatch
+
 	// ran counts the statements the loop answered, handedBack the
 	// sessions it gave back (tests, and the bench's sanity check).
 	ran, handedBack atomic.Int64
@@ -122,7 +127,10 @@ func (l *fwdLoop) start() error {
 		}
 		l.epfd, l.wakeFD = epfd, wfd
 		l.events = make([]unix.EpollEvent, 128)
+		l.obs = map[*Server][]StatementEvent{}
+		l.obsCh = make(chan obsBatch, 256)
 		go l.run()
+		go observeLoop(l.obsCh)
 	})
 	return l.initErr
 }
@@ -183,6 +191,7 @@ func (l *fwdLoop) run() {
 			}
 			handedBack = handedBack || back
 		}
+		l.flushObserved()
 		if handedBack {
 			// The woken goroutines wait in this P's run queue.
 			runtime.Gosched()
@@ -291,9 +300,13 @@ func (l *fwdLoop) clientReady(p *parkedSess) bool {
 			copy(grown, p.in)
 			p.in = grown
 		}
+		space := cap(p.in) - len(p.in)
 		k, errno := rawRead(p.fd, p.in[len(p.in):cap(p.in)])
 		if k > 0 {
 			p.in = p.in[:len(p.in)+k]
+			if k < space {
+				break // drained for now; the socket is watched level-triggered
+			}
 			continue
 		}
 		if errno == unix.EAGAIN {
@@ -386,19 +399,21 @@ func (l *fwdLoop) begin(p *parkedSess) bool {
 		p.pool.ReleaseNoWait(sc, k <= 0)
 		return false
 	}
-	// Armed for one event at a time: an idle pooled socket is never
-	// watched, so the loop is never woken by one.
+	// Watched edge-triggered from its first borrowing until it goes back
+	// to the runtime's poller (swapConn.conn): an idle pooled socket
+	// wakes the loop only if its server sends something unasked (its
+	// owner is then nil and the event is ignored), and a statement costs
+	// no epoll_ctl.
 	sw.mu.Lock()
-	op := unix.EPOLL_CTL_MOD
 	if !sw.armed {
-		op = unix.EPOLL_CTL_ADD
+		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, sfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(sfd)}); err != nil {
+			sw.mu.Unlock()
+			p.pool.ReleaseNoWait(sc, false)
+			return false
+		}
 		sw.armed = true
 	}
 	sw.mu.Unlock()
-	if err := unix.EpollCtl(l.epfd, op, sfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(sfd)}); err != nil {
-		p.pool.ReleaseNoWait(sc, false)
-		return false
-	}
 	p.sc, p.sw, p.sfd = sc, sw, sfd
 	p.start = time.Now()
 	p.failed, p.dataBytes, p.zStatus = false, 0, 0
@@ -431,8 +446,7 @@ func (l *fwdLoop) shadowReady(p *parkedSess) bool {
 			continue
 		}
 		if errno == unix.EAGAIN {
-			_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, p.sfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLONESHOT, Fd: int32(p.sfd)})
-			return false
+			return false // the next bytes are a new edge
 		}
 		return l.end(p, false) // the shadow connection broke
 	}
@@ -470,7 +484,7 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 	l.ran.Add(1)
 	p.out = append(p.out, 'Z', 0, 0, 0, 5, c.txStatus)
 	if c.srv.cfg.Observer != nil {
-		c.observe(p.st, nil, time.Since(p.start))
+		l.observed(c.srv, c.statementEvent(p.st, nil, time.Since(p.start)))
 	}
 	k, _ := rawWrite(p.fd, p.out)
 	if k < 0 {
@@ -486,6 +500,37 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 		l.watchClient(p, true)
 	}
 	return l.next(p)
+}
+
+// obsBatch is Observer events the loop hands to observeLoop.
+type obsBatch struct {
+	o   Observer
+	evs []StatementEvent
+}
+
+// observed queues an Observer event of a session of srv (loop goroutine).
+func (l *fwdLoop) observed(srv *Server, ev StatementEvent) {
+	l.obs[srv] = append(l.obs[srv], ev)
+}
+
+// flushObserved sends the queued events (loop goroutine). It blocks only
+// when observeLoop is 256 batches behind.
+func (l *fwdLoop) flushObserved() {
+	for srv, evs := range l.obs {
+		if len(evs) > 0 {
+			l.obsCh <- obsBatch{srv.cfg.Observer, evs}
+			delete(l.obs, srv)
+		}
+	}
+}
+
+// observeLoop calls the Observers of the loop's statements.
+func observeLoop(ch <-chan obsBatch) {
+	for b := range ch {
+		for _, ev := range b.evs {
+			b.o.Statement(ev)
+		}
+	}
 }
 
 // rawEpollWait is epoll_wait without the runtime's syscall path.
@@ -661,7 +706,11 @@ func (p *parkedSess) plan() loopPlan {
 		if len(body) == 0 || indexNul(body) != len(body)-1 {
 			return planGoroutine
 		}
-		cs, ok := c.classifyCache.lookup(c.ds.Policy, string(body[:len(body)-1]))
+		cc := c.classifyCache
+		if cc == nil || cc.policy != c.ds.Policy {
+			return planGoroutine
+		}
+		cs, ok := cc.m[string(body[:len(body)-1])] // no copy of the text
 		if !ok || cs.st.route != pgsql.RouteCatalog || cs.st.err != nil {
 			return planGoroutine
 		}

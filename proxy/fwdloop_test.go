@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -297,5 +298,53 @@ func TestLoop_ManySessions(t *testing.T) {
 	}
 	if ran := theLoop.ran.Load() - before; ran < 3*n {
 		t.Fatalf("the loop answered %d of %d statements", ran, 5*n)
+	}
+}
+
+// recordingObserver keeps the routes of the statements it is told of.
+type recordingObserver struct {
+	mu     sync.Mutex
+	routes []string
+}
+
+func (r *recordingObserver) Statement(ev StatementEvent) {
+	r.mu.Lock()
+	r.routes = append(r.routes, ev.Route+"/"+ev.SQLState+"/"+ev.Analyst+"/"+ev.Dataset)
+	r.mu.Unlock()
+}
+
+func (r *recordingObserver) count(s string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, x := range r.routes {
+		if x == s {
+			n++
+		}
+	}
+	return n
+}
+
+// TestLoop_Observer: the statements the loop answers reach the Observer
+// like the goroutine's, once each.
+func TestLoop_Observer(t *testing.T) {
+	obs := &recordingObserver{}
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) { c.Observer = obs }})
+	w := wireConnect(t, ts)
+	before := theLoop.ran.Load()
+	const n = 50
+	for i := 0; i < n; i++ {
+		w.roundTrip(t, simpleQ("SELECT 1 AS one")...)
+	}
+	if ran := theLoop.ran.Load() - before; ran < n/2 {
+		t.Fatalf("the loop answered %d of %d statements", ran, n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for obs.count("catalog//alice/hospital") < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // any extra report would have arrived
+	if got := obs.count("catalog//alice/hospital"); got != n {
+		t.Fatalf("the Observer saw %d catalog statements, want %d", got, n)
 	}
 }
