@@ -101,6 +101,8 @@ type conn struct {
 	// answers it with 57014 (statementContext). loopRunning and
 	// loopCancelled are under cancelMu.
 	lastForwarded bool
+	parkMisses    int // parks in a row in which the loop answered nothing
+	parkSkips     int
 	parked        *parkedSess
 	parkBuf       *parkedSess
 	unparkCh      chan unparkMsg

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/shadow"
 	"github.com/dpproxy/dpproxy/pgsql"
-	"github.com/jackc/pgx/v5/pgproto3"
 	"golang.org/x/sys/unix"
 )
 
@@ -379,7 +379,13 @@ func (l *fwdLoop) begin(p *parkedSess) bool {
 		return false
 	}
 	sw, ok := pg.Conn().(*swapConn)
-	if !ok || pg.SyncConn(bgCtx) != nil {
+	if !ok {
+		// TLS to the shadow: the loop cannot read it.
+		p.c.srv.loopOff.Store(true)
+		p.pool.ReleaseNoWait(sc, true)
+		return false
+	}
+	if pg.SyncConn(bgCtx) != nil {
 		p.pool.ReleaseNoWait(sc, true)
 		return false
 	}
@@ -482,6 +488,7 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 	}
 	p.commit()
 	l.ran.Add(1)
+	p.ran++
 	p.out = append(p.out, 'Z', 0, 0, 0, 5, c.txStatus)
 	if c.srv.cfg.Observer != nil {
 		l.observed(c.srv, c.statementEvent(p.st, nil, time.Since(p.start)))
@@ -662,28 +669,32 @@ type parkedSess struct {
 	clientGone, clientOff bool
 	wantBack, cancelled   bool
 	idle                  bool
+	ran                   int // statements the loop answered since the park
 
 	// The statement the loop runs.
-	st         statement
-	batch      int // bytes of in it takes
-	ext        bool
-	sendParse  bool
-	sendDesc   bool
-	parse      *pgproto3.Parse // the batch's Parse, if any
-	bindStmt   *preparedStatement
-	bind       pgproto3.Bind
-	req        []byte
-	sc         *shadow.Conn
-	sw         *swapConn
-	sfd        int
-	rb         []byte
-	rpos       int
-	start      time.Time
-	failed     bool
-	dataBytes  int
-	zStatus    byte
-	outMark    int
-	parseCache pgproto3.Parse
+	st        statement
+	batch     int // bytes of in it takes
+	ext       bool
+	sendParse bool
+	sendDesc  bool
+	bindStmt  *preparedStatement // the statement the batch binds
+	// The Bind's values and formats (pointing into in) and the Parse's
+	// parameter types, reused.
+	params                      [][]byte
+	paramFormats, resultFormats []int16
+	oids                        []uint32
+	portal                      portal
+	req                         []byte
+	sc                          *shadow.Conn
+	sw                          *swapConn
+	sfd                         int
+	rb                          []byte
+	rpos                        int
+	start                       time.Time
+	failed                      bool
+	dataBytes                   int
+	zStatus                     byte
+	outMark                     int
 }
 
 // plan decides what to do with the buffered client bytes.
@@ -700,7 +711,7 @@ func (p *parkedSess) plan() loopPlan {
 	if n-frameHeaderLen > maxBody {
 		return planGoroutine
 	}
-	p.ext, p.sendParse, p.sendDesc, p.parse, p.bindStmt = false, false, false, nil, nil
+	p.ext, p.sendParse, p.sendDesc, p.bindStmt = false, false, false, nil
 	switch typ {
 	case 'Q':
 		if len(body) == 0 || indexNul(body) != len(body)-1 {
@@ -724,10 +735,17 @@ func (p *parkedSess) plan() loopPlan {
 
 // planExtended accepts [Parse] Bind [Describe portal] Execute Sync of one
 // portal whose statement is a cached catalog route, all received, with
-// nothing the goroutine would refuse.
+// nothing the goroutine would refuse. The messages are read in place (no
+// copy, no allocation when the Parse repeats the unnamed statement, as
+// libpq and pgbench send it): each must use its whole body, as wellSized
+// and pgproto3's decoders require; anything unusual goes to the goroutine.
 func (p *parkedSess) planExtended() loopPlan {
 	c := p.c
 	maxBody := c.srv.cfg.MaxMessage
+	cc := c.classifyCache
+	if cc == nil || cc.policy != c.ds.Policy {
+		return planGoroutine
+	}
 	b := p.in
 	off := 0
 	nextMsg := func() (byte, []byte, bool) {
@@ -747,20 +765,27 @@ func (p *parkedSess) planExtended() loopPlan {
 	}
 	var ps *preparedStatement
 	if typ == 'P' {
-		m := &p.parseCache
-		if m.Decode(body) != nil || !wellSized(m, len(body)) {
+		name, rest, ok1 := cutCString(body)
+		query, rest, ok2 := cutCString(rest)
+		oids, ok3 := p.readOIDs(rest)
+		if !ok1 || !ok2 || !ok3 {
 			return planGoroutine
 		}
-		if _, exists := c.stmts[m.Name]; exists && m.Name != "" {
+		old, exists := c.stmts[string(name)]
+		if exists && len(name) != 0 {
 			return planGoroutine
 		}
-		cs, ok := c.classifyCache.lookup(c.ds.Policy, m.Query)
+		cs, ok := cc.m[string(query)]
 		if !ok || cs.st.route != pgsql.RouteCatalog || cs.st.err != nil || cs.nParams < 0 {
 			return planGoroutine
 		}
-		nParams := max(cs.nParams, len(m.ParameterOIDs))
-		ps = &preparedStatement{name: m.Name, st: cs.st, text: cs.st.text, nParams: nParams, parseOIDs: append([]uint32(nil), m.ParameterOIDs...)}
-		p.parse, p.sendParse = m, true
+		nParams := max(cs.nParams, len(oids))
+		if exists && old.st.text == cs.st.text && old.st.route == cs.st.route && old.nParams == nParams && slices.Equal(old.parseOIDs, oids) {
+			ps = old // the same statement again: no new object
+		} else {
+			ps = &preparedStatement{name: string(name), st: cs.st, text: cs.st.text, nParams: nParams, parseOIDs: slices.Clone(oids)}
+		}
+		p.sendParse = true
 		if typ, body, ok = nextMsg(); typ == 0 {
 			return waitOr(ok)
 		}
@@ -768,22 +793,22 @@ func (p *parkedSess) planExtended() loopPlan {
 	if typ != 'B' {
 		return planGoroutine
 	}
-	bind := &p.bind
-	if bind.Decode(body) != nil || !wellSized(bind, len(body)) {
+	portalName, stmtName, ok := p.readBind(body)
+	if !ok {
 		return planGoroutine
 	}
-	if ps == nil || bind.PreparedStatement != ps.name {
-		if ps = c.stmts[bind.PreparedStatement]; ps == nil || p.parse != nil {
+	if ps == nil || string(stmtName) != ps.name {
+		if ps = c.stmts[string(stmtName)]; ps == nil || p.sendParse {
 			return planGoroutine
 		}
 	}
-	if ps.st.route != pgsql.RouteCatalog || ps.st.err != nil || len(bind.Parameters) != ps.nParams {
+	if ps.st.route != pgsql.RouteCatalog || ps.st.err != nil || len(p.params) != ps.nParams {
 		return planGoroutine
 	}
-	if k := len(bind.ParameterFormatCodes); k > 1 && k != len(bind.Parameters) {
+	if k := len(p.paramFormats); k > 1 && k != len(p.params) {
 		return planGoroutine
 	}
-	for _, f := range bind.ResultFormatCodes {
+	for _, f := range p.resultFormats {
 		if f != formatText && f != formatBinary {
 			return planGoroutine
 		}
@@ -792,8 +817,8 @@ func (p *parkedSess) planExtended() loopPlan {
 		return waitOr(ok)
 	}
 	if typ == 'D' {
-		var d pgproto3.Describe
-		if d.Decode(body) != nil || d.ObjectType != 'P' || d.Name != bind.DestinationPortal {
+		name, rest, ok := cutCString(body[min(1, len(body)):])
+		if len(body) == 0 || body[0] != 'P' || !ok || len(rest) != 0 || string(name) != string(portalName) {
 			return planGoroutine
 		}
 		p.sendDesc = true
@@ -804,9 +829,9 @@ func (p *parkedSess) planExtended() loopPlan {
 	if typ != 'E' {
 		return planGoroutine
 	}
-	var e pgproto3.Execute
-	if e.Decode(body) != nil || !wellSized(&e, len(body)) || e.Portal != bind.DestinationPortal || e.MaxRows != 0 {
-		return planGoroutine
+	name, rest, ok := cutCString(body)
+	if !ok || len(rest) != 4 || string(name) != string(portalName) || binary.BigEndian.Uint32(rest) != 0 {
+		return planGoroutine // a row limit: PortalSuspended is the goroutine's
 	}
 	if typ, body, ok = nextMsg(); typ == 0 {
 		return waitOr(ok)
@@ -814,8 +839,96 @@ func (p *parkedSess) planExtended() loopPlan {
 	if typ != 'S' || len(body) != 0 {
 		return planGoroutine
 	}
+	if ps.desc != nil && p.sendParse {
+		ps.desc = nil // a new Parse is described afresh, as on the goroutine
+	}
 	p.ext, p.bindStmt, p.st, p.batch = true, ps, ps.st, off
 	return planRun
+}
+
+// cutCString splits a NUL-terminated string off b.
+func cutCString(b []byte) (s, rest []byte, ok bool) {
+	i := indexNul(b)
+	if i < 0 {
+		return nil, nil, false
+	}
+	return b[:i], b[i+1:], true
+}
+
+// readOIDs reads a Parse's parameter types, which must end the body.
+func (p *parkedSess) readOIDs(b []byte) ([]uint32, bool) {
+	if len(b) < 2 {
+		return nil, false
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if len(b) != 4*n {
+		return nil, false
+	}
+	p.oids = p.oids[:0]
+	for i := 0; i < n; i++ {
+		p.oids = append(p.oids, binary.BigEndian.Uint32(b[4*i:]))
+	}
+	return p.oids, true
+}
+
+// readBind reads a Bind into p.params, p.paramFormats and p.resultFormats
+// (the values point into the client's bytes).
+func (p *parkedSess) readBind(b []byte) (portal, stmt []byte, ok bool) {
+	if portal, b, ok = cutCString(b); !ok {
+		return nil, nil, false
+	}
+	if stmt, b, ok = cutCString(b); !ok {
+		return nil, nil, false
+	}
+	var fmts []int16
+	if fmts, b, ok = readInt16s(b, p.paramFormats[:0]); !ok {
+		return nil, nil, false
+	}
+	p.paramFormats = fmts
+	if len(b) < 2 {
+		return nil, nil, false
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	p.params = p.params[:0]
+	for i := 0; i < n; i++ {
+		if len(b) < 4 {
+			return nil, nil, false
+		}
+		size := int(int32(binary.BigEndian.Uint32(b)))
+		b = b[4:]
+		switch {
+		case size == -1:
+			p.params = append(p.params, nil)
+		case size < 0 || size > len(b):
+			return nil, nil, false
+		default:
+			p.params = append(p.params, b[:size:size])
+			b = b[size:]
+		}
+	}
+	if fmts, b, ok = readInt16s(b, p.resultFormats[:0]); !ok || len(b) != 0 {
+		return nil, nil, false
+	}
+	p.resultFormats = fmts
+	return portal, stmt, true
+}
+
+// readInt16s reads an int16 count and as many int16s.
+func readInt16s(b []byte, dst []int16) ([]int16, []byte, bool) {
+	if len(b) < 2 {
+		return nil, nil, false
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	b = b[2:]
+	if len(b) < 2*n {
+		return nil, nil, false
+	}
+	for i := 0; i < n; i++ {
+		dst = append(dst, int16(binary.BigEndian.Uint16(b[2*i:])))
+	}
+	return dst, b[2*n:], true
 }
 
 func waitOr(whole bool) loopPlan {
@@ -845,11 +958,11 @@ func (p *parkedSess) request(dst []byte) []byte {
 	if ps.desc != nil {
 		oids = ps.desc.paramOIDs
 	}
-	if len(oids) > len(p.bind.Parameters) {
-		oids = oids[:len(p.bind.Parameters)]
+	if len(oids) > len(p.params) {
+		oids = oids[:len(p.params)]
 	}
-	pt := portal{params: p.bind.Parameters, paramFormats: p.bind.ParameterFormatCodes, resultFormats: p.bind.ResultFormatCodes}
-	out, err := appendExtended(dst, ps.text, oids, &pt)
+	p.portal = portal{params: p.params, paramFormats: p.paramFormats, resultFormats: p.resultFormats}
+	out, err := appendExtended(dst, ps.text, oids, &p.portal)
 	if err != nil {
 		return dst[:0]
 	}
@@ -859,7 +972,7 @@ func (p *parkedSess) request(dst []byte) []byte {
 // commit makes the session's state what the goroutine's path leaves after
 // the statement: a Parse's prepared statement (the portal ends at Sync).
 func (p *parkedSess) commit() {
-	if p.ext && p.parse != nil {
+	if p.ext && p.sendParse {
 		p.c.stmts[p.bindStmt.name] = p.bindStmt
 	}
 	p.in = p.in[:copy(p.in, p.in[p.batch:])]

@@ -348,3 +348,34 @@ func TestLoop_Observer(t *testing.T) {
 		t.Fatalf("the Observer saw %d catalog statements, want %d", got, n)
 	}
 }
+
+// TestLoop_Backoff: a session whose forwarded statements the loop cannot
+// answer (here results over its buffer, which the goroutine streams) stops
+// parking after a few tries, so it does not pay the hand-over each time,
+// and gets every answer right.
+func TestLoop_Backoff(t *testing.T) {
+	ts := startShadowServer(t)
+	w := wireConnect(t, ts)
+	const n = 64
+	before := theLoop.handedBack.Load()
+	for i := 0; i < n; i++ {
+		got := w.roundTrip(t, simpleQ("SELECT repeat('x', 100000) AS big")...)
+		if len(got) < 100000 || !bytes.HasSuffix(got, []byte{'Z', 0, 0, 0, 5, 'I'}) {
+			t.Fatalf("statement %d: %d bytes", i, len(got))
+		}
+	}
+	if back := theLoop.handedBack.Load() - before; back < parkMissLimit || back > parkMissLimit+n/parkRetryEvery+1 {
+		t.Fatalf("%d hand-overs for %d statements the loop cannot answer, want %d to %d", back, n, parkMissLimit, parkMissLimit+n/parkRetryEvery+1)
+	}
+	// A statement the loop answers brings the session back to it.
+	for i := 0; i < 40; i++ {
+		w.roundTrip(t, simpleQ("SELECT 1 AS one")...)
+	}
+	ran := theLoop.ran.Load()
+	for i := 0; i < 10; i++ {
+		w.roundTrip(t, simpleQ("SELECT 1 AS one")...)
+	}
+	if theLoop.ran.Load()-ran != 10 {
+		t.Fatalf("after the backoff the loop answered %d of 10", theLoop.ran.Load()-ran)
+	}
+}

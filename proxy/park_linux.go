@@ -23,8 +23,19 @@ import (
 // handled, no debug logging (whose statement lines the loop does not
 // write).
 func (c *conn) parkable() bool {
-	return c.srv.cfg.ForwardLoop && c.lastForwarded && !c.tls &&
-		c.txStatus == 'I' && c.shadow == nil && len(c.cursors) == 0 && len(c.portals) == 0 &&
+	if !c.srv.cfg.ForwardLoop || !c.lastForwarded || c.tls || c.srv.loopOff.Load() {
+		return false
+	}
+	if c.parkMisses >= parkMissLimit {
+		// The loop answered none of this session's last statements
+		// (errors, notices, texts it does not cache, a shadow it cannot
+		// borrow): park only now and then, so that such a session pays
+		// the hand-over rarely.
+		if c.parkSkips++; c.parkSkips%parkRetryEvery != 0 {
+			return false
+		}
+	}
+	return c.txStatus == 'I' && c.shadow == nil && len(c.cursors) == 0 && len(c.portals) == 0 &&
 		!c.extFailed && !c.implicitTx && c.pendingDP == nil &&
 		c.fr.rest == 0 && c.fr.br.Buffered() == 0 && len(c.cio.pending) == 0 &&
 		!c.shuttingDown.Load() && c.statementTimeout() == 0 &&
@@ -35,8 +46,9 @@ func (c *conn) parkable() bool {
 // the session back. It reports false when the session is to end.
 func (c *conn) park() bool {
 	if err := theLoop.start(); err != nil {
-		c.log.Warn("forwarding loop unavailable", zap.Error(err))
-		c.srv.cfg.ForwardLoop = false
+		if !c.srv.loopOff.Swap(true) {
+			c.log.Warn("forwarding loop unavailable; sessions stay on their goroutines", zap.Error(err))
+		}
 		return true
 	}
 	c.rawMu.Lock()
@@ -52,7 +64,8 @@ func (c *conn) park() bool {
 		c.parkBuf = p
 	}
 	p.fd, p.sfd = fd, -1
-	p.in, p.out = p.in[:0], p.out[:0]
+	p.in, p.out, p.rb = trimBuf(p.in), trimBuf(p.out), trimBuf(p.rb)
+	p.ran = 0
 	p.want = slices.Clone(c.shadowSettings())
 	p.pool = c.srv.shadowPool(c.ds)
 	p.idleAt = c.idleDeadline()
@@ -60,6 +73,11 @@ func (c *conn) park() bool {
 	c.everParked.Store(true)
 	theLoop.send(loopCmd{park: p})
 	msg := <-c.unparkCh
+	if p.ran == 0 {
+		c.parkMisses++
+	} else {
+		c.parkMisses, c.parkSkips = 0, 0
+	}
 
 	nc, err := attachFD(msg.fd)
 	if err != nil {
@@ -83,6 +101,21 @@ func (c *conn) park() bool {
 	c.cio.pending = append(c.cio.pending[:0], msg.in...)
 	c.cancelNext = msg.cancelled
 	return true
+}
+
+// Parking of sessions the loop does not help (parkable).
+const (
+	parkMissLimit  = 3
+	parkRetryEvery = 32
+)
+
+// trimBuf empties a parked session's buffer, dropping it when a large
+// reply grew it (the next park starts small again).
+func trimBuf(b []byte) []byte {
+	if cap(b) > relayFlushBytes {
+		return nil
+	}
+	return b[:0]
 }
 
 // idleDeadline is when the session, idle from now, reaches the server's

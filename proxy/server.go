@@ -126,6 +126,9 @@ type Server struct {
 
 	nextConnID atomic.Uint32
 	active     atomic.Int64
+	// loopOff: the forwarding loop cannot serve this server's sessions
+	// (it failed to start, or a shadow connection uses TLS).
+	loopOff atomic.Bool
 
 	mu       sync.Mutex
 	sessions map[uint32]*conn // by BackendKeyData process id
@@ -321,7 +324,9 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32, overLimit b
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("panic in session; connection closed", zap.Any(logKeyPanic, r), zap.ByteString(logKeyStack, debug.Stack()))
-			writeRawFatal(nc, internalErrorMessage)
+			c.rawMu.Lock()
+			writeRawFatal(c.raw, internalErrorMessage)
+			c.rawMu.Unlock()
 		}
 		c.close()
 	}()
