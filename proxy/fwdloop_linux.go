@@ -83,6 +83,7 @@ type fwdLoop struct {
 	nParked  int
 	events   []unix.EpollEvent
 	lastScan time.Time
+	rounds   uint
 
 	// obs are the Observer events of the statements answered in this
 	// round of events, by server; sent to observeLoop at its end.
@@ -102,8 +103,12 @@ type loopCmd struct {
 
 var theLoop fwdLoop
 
-// bgCtx: SyncConn of a connection the loop borrows (it does not wait).
-var bgCtx = context.Background()
+// doneCtx is a context that is already done (begin's SyncConn).
+var doneCtx = func() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}()
 
 // start makes the epoll instance and starts the loop, once.
 func (l *fwdLoop) start() error {
@@ -196,7 +201,9 @@ func (l *fwdLoop) run() {
 			// The woken goroutines wait in this P's run queue.
 			runtime.Gosched()
 		}
-		l.scanIdle()
+		if l.rounds++; l.rounds%256 == 0 {
+			l.scanIdle() // also at every idle tick (above)
+		}
 	}
 }
 
@@ -385,7 +392,10 @@ func (l *fwdLoop) begin(p *parkedSess) bool {
 		p.pool.ReleaseNoWait(sc, true)
 		return false
 	}
-	if pg.SyncConn(bgCtx) != nil {
+	// A context already done: pgconn then never does I/O, so a
+	// connection that would need a ping to be in sync is refused here
+	// (the goroutine's path syncs it) instead of waited on.
+	if pg.SyncConn(doneCtx) != nil {
 		p.pool.ReleaseNoWait(sc, true)
 		return false
 	}
@@ -421,7 +431,9 @@ func (l *fwdLoop) begin(p *parkedSess) bool {
 	}
 	sw.mu.Unlock()
 	p.sc, p.sw, p.sfd = sc, sw, sfd
-	p.start = time.Now()
+	if c := p.c; c.srv.cfg.Observer != nil {
+		p.start = time.Now() // the Observer's Duration
+	}
 	p.failed, p.dataBytes, p.zStatus = false, 0, 0
 	p.outMark = len(p.out)
 	l.setOwner(sfd, p)
@@ -502,7 +514,9 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 		l.handBack(p) // the goroutine writes the rest (or sees the end)
 		return true
 	}
-	p.idleAt = c.idleDeadline()
+	if !p.idleAt.IsZero() {
+		p.idleAt = c.idleDeadline() // idle from now on
+	}
 	if p.clientOff {
 		l.watchClient(p, true)
 	}
