@@ -52,6 +52,7 @@ import (
 // (runtime.Gosched), and a preemption signal (a GC stop-the-world, the
 // scheduler's 10 ms slice) interrupts the wait, so neither waits on it.
 // With no session parked it waits in the ordinary way and holds nothing.
+// Starting the loop adds one P (GOMAXPROCS + 1) for it.
 //
 // Only sessions without TLS are parked (the loop does not speak TLS), and
 // only on Linux (epoll).
@@ -134,6 +135,10 @@ func (l *fwdLoop) start() error {
 		l.events = make([]unix.EpollEvent, 128)
 		l.obs = map[*Server][]StatementEvent{}
 		l.obsCh = make(chan obsBatch, 256)
+		// The loop's thread holds a P while sessions are parked (it
+		// sleeps in the kernel, not on a CPU): one more P keeps the
+		// sessions' own work (DP statements) on as many as before.
+		runtime.GOMAXPROCS(runtime.GOMAXPROCS(0) + 1)
 		go l.run()
 		go observeLoop(l.obsCh)
 	})
