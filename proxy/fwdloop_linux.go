@@ -22,8 +22,8 @@ import (
 // A session that is idle between statements (ReadyForQuery sent, nothing
 // buffered, no transaction, cursor, portal or pinned shadow connection:
 // conn.parkable) is parked: its goroutine hands the client socket to this
-// loop and waits. The loop is one goroutine locked to an OS thread running
-// epoll over the parked sessions' sockets with raw system calls, so a
+// loop and waits. The loop is one goroutine running epoll over the parked
+// sessions' sockets with raw system calls, so a
 // forwarded statement costs a read and a write on each side and a share of
 // one epoll_wait, with no goroutine woken, no read that returns EAGAIN
 // before each wait, and no runtime poller in between (BENCHMARKS.md,
@@ -161,7 +161,9 @@ func (l *fwdLoop) forget(fd int) {
 }
 
 func (l *fwdLoop) run() {
-	runtime.LockOSThread()
+	// Not locked to its thread: a locked goroutine's Gosched hands its P
+	// to another thread and back (two wake-ups), an unlocked one's costs
+	// a run-queue round trip.
 	for {
 		var n int
 		if l.nParked == 0 {
