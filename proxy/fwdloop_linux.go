@@ -617,10 +617,12 @@ const (
 )
 
 // frame returns the message at b's start: its type, body and whole
-// length; ok is false when it is not complete.
+// length. n is 0 when the message is not all there; ok is then false
+// only when its length is invalid (below 4). A header not all there yet
+// is incomplete, not invalid: a read can end anywhere.
 func frame(b []byte) (typ byte, body []byte, n int, ok bool) {
 	if len(b) < frameHeaderLen {
-		return 0, nil, 0, false
+		return 0, nil, 0, true
 	}
 	size := int(int32(binary.BigEndian.Uint32(b[1:])))
 	if size < 4 || len(b) < 1+size {
