@@ -101,7 +101,8 @@ type conn struct {
 	// answers it with 57014 (statementContext). loopRunning and
 	// loopCancelled are under cancelMu.
 	lastForwarded bool
-	parkMisses    int // parks in a row in which the loop answered nothing
+	unflushed     bool // replies wait in be's buffer for Sync or Flush
+	parkMisses    int  // parks in a row in which the loop answered nothing
 	parkSkips     int
 	parked        *parkedSess
 	parkBuf       *parkedSess
@@ -544,12 +545,16 @@ func (c *conn) loop(ctx context.Context) {
 			return
 		}
 		if !needsFlush(msg) {
+			// Its reply waits for Sync or Flush: the session does not
+			// park (its next reply must not overtake this one).
+			c.unflushed = true
 			continue
 		}
 		if err := c.be.Flush(); err != nil {
 			c.log.Debug("write failed", zap.Error(err))
 			return
 		}
+		c.unflushed = false
 	}
 }
 

@@ -305,6 +305,12 @@ func (l *fwdLoop) clientReady(p *parkedSess) bool {
 	for {
 		if cap(p.in)-len(p.in) < 4096 {
 			if len(p.in) >= loopMaxIn {
+				if p.sc == nil {
+					// No statement runs: next hands a message this
+					// large to the goroutine (it never waits here with
+					// the client unwatched).
+					break
+				}
 				// A statement is running and the client keeps sending:
 				// stop watching it until the statement ends.
 				l.watchClient(p, false)
@@ -348,11 +354,15 @@ func (l *fwdLoop) watchClient(p *parkedSess, on bool) {
 		return
 	}
 	p.clientOff = !on
-	var ev uint32
-	if on {
-		ev = unix.EPOLLIN | unix.EPOLLRDHUP
+	// Off is out of the epoll set, not a watch of no event: epoll reports
+	// EPOLLHUP and EPOLLERR whatever the events asked for, so a client
+	// that reset its connection while its statement runs would wake the
+	// loop at every wait until the statement ends.
+	if !on {
+		_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_DEL, p.fd, nil)
+		return
 	}
-	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_MOD, p.fd, &unix.EpollEvent{Events: ev, Fd: int32(p.fd)})
+	_ = unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, p.fd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP, Fd: int32(p.fd)})
 }
 
 // next starts the session's next statement, if it has a whole one the loop
@@ -368,7 +378,12 @@ func (l *fwdLoop) next(p *parkedSess) bool {
 	}
 	switch p.plan() {
 	case planWait:
-		return false
+		if len(p.in) < loopMaxIn {
+			return false
+		}
+		// An incomplete message this large: the goroutine reads it.
+		l.handBack(p)
+		return true
 	case planGoroutine:
 		l.handBack(p)
 		return true
@@ -416,10 +431,11 @@ func (l *fwdLoop) begin(p *parkedSess) bool {
 		p.pool.ReleaseNoWait(sc, true)
 		return false
 	}
-	if k, _ := rawWrite(sfd, p.req); k != len(p.req) {
+	if k, errno := rawWrite(sfd, p.req); k != len(p.req) {
 		// Nothing or part of it went out: the goroutine runs the
-		// statement; a connection left inside a message is closed.
-		p.pool.ReleaseNoWait(sc, k <= 0)
+		// statement; a connection left inside a message, or broken, is
+		// closed.
+		p.pool.ReleaseNoWait(sc, k <= 0 && errno == unix.EAGAIN)
 		return false
 	}
 	// Watched edge-triggered from its first borrowing until it goes back
@@ -441,7 +457,7 @@ func (l *fwdLoop) begin(p *parkedSess) bool {
 	if c := p.c; c.srv.cfg.Observer != nil {
 		p.start = time.Now() // the Observer's Duration
 	}
-	p.failed, p.dataBytes, p.zStatus = false, 0, 0
+	p.failed, p.skipped, p.dataBytes, p.zStatus = false, 0, 0, 0
 	p.outMark = len(p.out)
 	l.setOwner(sfd, p)
 	c := p.c
@@ -465,8 +481,11 @@ func (l *fwdLoop) shadowReady(p *parkedSess) bool {
 		k, errno := rawRead(p.sfd, p.rb[len(p.rb):cap(p.rb)])
 		if k > 0 {
 			p.rb = p.rb[:len(p.rb)+k]
-			if done := p.walk(); done {
+			switch p.walk() {
+			case walkDone:
 				return l.end(p, true)
+			case walkAbandon:
+				return l.end(p, false)
 			}
 			continue
 		}
@@ -491,8 +510,9 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 
 	l.setOwner(p.sfd, nil)
 	// A connection a cancel may still reach is closed, never pooled
-	// (cancelRunning).
-	p.pool.ReleaseNoWait(p.sc, complete && p.zStatus == 'I' && !cancelled)
+	// (cancelRunning); so is one with bytes read after ReadyForQuery
+	// (they belong to nobody: relay.close).
+	p.pool.ReleaseNoWait(p.sc, complete && p.zStatus == 'I' && !cancelled && p.rpos == len(p.rb))
 	p.sc, p.sw, p.sfd = nil, nil, -1
 	p.rb = p.rb[:0]
 	p.rpos = 0
@@ -604,10 +624,12 @@ const (
 )
 
 // frame returns the message at b's start: its type, body and whole
-// length; ok is false when it is not complete.
+// length. n is 0 when the message is not all there; ok is then false
+// only when its length is invalid (below 4). A header not all there yet
+// is incomplete, not invalid: a read can end anywhere.
 func frame(b []byte) (typ byte, body []byte, n int, ok bool) {
 	if len(b) < frameHeaderLen {
-		return 0, nil, 0, false
+		return 0, nil, 0, true
 	}
 	size := int(int32(binary.BigEndian.Uint32(b[1:])))
 	if size < 4 || len(b) < 1+size {
@@ -616,19 +638,46 @@ func frame(b []byte) (typ byte, body []byte, n int, ok bool) {
 	return b[0], b[frameHeaderLen : 1+size], 1 + size, true
 }
 
-// walk handles the complete shadow messages received so far; it reports
-// whether ReadyForQuery was reached.
-func (p *parkedSess) walk() bool {
+// declaredBody is the body length the header at b's start announces (0
+// when the header is not all there).
+func declaredBody(b []byte) int {
+	if len(b) < frameHeaderLen {
+		return 0
+	}
+	return int(int32(binary.BigEndian.Uint32(b[1:]))) - 4
+}
+
+// walkResult is what walk found in the shadow's reply.
+type walkResult int
+
+const (
+	walkMore    walkResult = iota // read on
+	walkDone                      // ReadyForQuery
+	walkAbandon                   // give the statement up: close the connection
+)
+
+// walk handles the complete shadow messages received so far. A reply
+// the loop does not answer is read to its end only while it stays small
+// (an error, a notice): a large one, or one that is broken, is abandoned
+// (the connection is closed, which ends its query on the shadow), so the
+// loop never reads, buffers or waits on a large result the goroutine then
+// fetches again.
+func (p *parkedSess) walk() walkResult {
 	for {
 		typ, _, n, whole := frame(p.rb[p.rpos:])
 		if n == 0 {
-			if !whole {
-				p.failed = true // a length below 4: broken
+			if !whole || declaredBody(p.rb[p.rpos:]) > relayFlushBytes {
+				// A length below 4 (broken), or a message larger than
+				// any reply the loop answers.
+				p.failed = true
+				return walkAbandon
 			}
-			if p.rpos > 0 && p.rpos == len(p.rb) {
-				p.rb, p.rpos = p.rb[:0], 0
+			// Keep the incomplete message at the buffer's start.
+			if p.rpos > 0 {
+				p.rb = p.rb[:copy(p.rb, p.rb[p.rpos:])]
+				p.rpos = 0
 			}
-			return false
+			return walkMore
 		}
 		m := p.rb[p.rpos : p.rpos+n]
 		p.rpos += n
@@ -638,10 +687,14 @@ func (p *parkedSess) walk() bool {
 			} else {
 				p.failed = true
 			}
-			return true
+			return walkDone
 		}
 		if p.failed {
-			continue // read to the end, keep nothing
+			// Read to the end, keep nothing, up to a bound.
+			if p.skipped += n; p.skipped > relayFlushBytes {
+				return walkAbandon
+			}
+			continue
 		}
 		switch typ {
 		case 'S', 'A':
@@ -713,6 +766,7 @@ type parkedSess struct {
 	rpos                        int
 	start                       time.Time
 	failed                      bool
+	skipped                     int // bytes of a failed reply read since it failed
 	dataBytes                   int
 	zStatus                     byte
 	outMark                     int
@@ -724,8 +778,8 @@ func (p *parkedSess) plan() loopPlan {
 	maxBody := c.srv.cfg.MaxMessage
 	typ, body, n, whole := frame(p.in)
 	if n == 0 {
-		if !whole || len(p.in) > maxBody {
-			return planGoroutine
+		if !whole || declaredBody(p.in) > maxBody {
+			return planGoroutine // the goroutine's error
 		}
 		return planWait
 	}
@@ -772,7 +826,7 @@ func (p *parkedSess) planExtended() loopPlan {
 	nextMsg := func() (byte, []byte, bool) {
 		typ, body, n, whole := frame(b[off:])
 		if n == 0 {
-			return 0, nil, whole
+			return 0, nil, whole && declaredBody(b[off:]) <= maxBody
 		}
 		if n-frameHeaderLen > maxBody {
 			return 0, nil, false

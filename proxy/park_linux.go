@@ -20,7 +20,8 @@ import (
 // where they run anyway), and it holds nothing the loop does not know
 // about: no TLS, no transaction, cursor, portal, pinned shadow connection
 // or pending DP release, no statement_timeout, no byte read and not
-// handled, no debug logging (whose statement lines the loop does not
+// handled, no reply waiting for Sync or Flush in the write buffer (the
+// loop's answer would overtake it), no debug logging (whose statement lines the loop does not
 // write).
 func (c *conn) parkable() bool {
 	if !c.srv.cfg.ForwardLoop || !c.lastForwarded || c.tls || c.srv.loopOff.Load() {
@@ -35,7 +36,7 @@ func (c *conn) parkable() bool {
 			return false
 		}
 	}
-	return c.txStatus == 'I' && c.shadow == nil && len(c.cursors) == 0 && len(c.portals) == 0 &&
+	return c.txStatus == 'I' && !c.unflushed && c.shadow == nil && len(c.cursors) == 0 && len(c.portals) == 0 &&
 		!c.extFailed && !c.implicitTx && c.pendingDP == nil &&
 		c.fr.rest == 0 && c.fr.br.Buffered() == 0 && len(c.cio.pending) == 0 &&
 		!c.shuttingDown.Load() && c.statementTimeout() == 0 &&
