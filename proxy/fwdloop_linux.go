@@ -100,6 +100,9 @@ type fwdLoop struct {
 type loopCmd struct {
 	park   *parkedSess // take this session
 	unpark *conn       // give this session back as soon as it is idle
+	// abort: give it back now, ending a statement the loop runs for it
+	// (its shadow connection is closed): the drain deadline.
+	abort bool
 }
 
 var theLoop fwdLoop
@@ -261,11 +264,15 @@ func (l *fwdLoop) commands() bool {
 			if p == nil || p.c != cmd.unpark || l.owner(p.fd) != p {
 				continue // not parked (any more)
 			}
-			if p.sc != nil {
+			if p.sc != nil && !cmd.abort {
 				p.wantBack = true // when its statement has ended
 				continue
 			}
-			l.handBack(p)
+			if p.sc != nil {
+				l.end(p, false) // hands it back
+			} else {
+				l.handBack(p)
+			}
 			back = true
 		}
 	}

@@ -14,4 +14,5 @@ type parkedSess struct{}
 func (c *conn) parkable() bool         { return false }
 func (c *conn) park() bool             { return true }
 func (c *conn) unparkForShutdown()     {}
+func (c *conn) abortParked()           {}
 func wrapShadowDial(pc *pgconn.Config) {}

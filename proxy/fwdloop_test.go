@@ -379,3 +379,110 @@ func TestLoop_Backoff(t *testing.T) {
 		t.Fatalf("after the backoff the loop answered %d of 10", theLoop.ran.Load()-ran)
 	}
 }
+
+// TestLoop_DrainDeadline: a catalog statement the loop runs when the
+// drain deadline passes is ended, the client gets FATAL 57P01, and Serve
+// returns.
+func TestLoop_DrainDeadline(t *testing.T) {
+	ts := startShadowServer(t)
+	pc := ts.connect(t)
+	ctx := context.Background()
+	if _, err := execAll(t, pc, "SELECT 1 AS one"); err != nil {
+		t.Fatal(err)
+	}
+	// The first run caches the text; cancelled.
+	done := make(chan error, 1)
+	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
+	time.Sleep(300 * time.Millisecond)
+	if err := pc.CancelRequest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; sqlstate(err) != "57014" {
+		t.Fatalf("first run = %v, want 57014", err)
+	}
+	if _, err := execAll(t, pc, "SELECT 1 AS one"); err != nil {
+		t.Fatal(err)
+	}
+	ran := theLoop.ran.Load()
+	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
+	time.Sleep(300 * time.Millisecond)
+	if !loopRunsOne(ts) {
+		t.Fatal("the slow statement is not running in the loop")
+	}
+	start := time.Now()
+	ts.cancel()
+	select {
+	case err := <-done:
+		if sqlstate(err) != adminShutdown {
+			t.Fatalf("statement at the drain deadline = %v, want 57P01", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the statement outlived the drain deadline")
+	}
+	select {
+	case err := <-ts.done:
+		ts.done <- err
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return")
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("drain took %v (deadline 2 s)", d)
+	}
+	if theLoop.ran.Load() != ran {
+		t.Fatal("the loop answered the statement")
+	}
+}
+
+// loopRunsOne reports whether a session of ts has a statement running in
+// the forwarding loop.
+func loopRunsOne(ts *testServer) bool {
+	ts.srv.mu.Lock()
+	defer ts.srv.mu.Unlock()
+	for c := range ts.srv.conns {
+		c.cancelMu.Lock()
+		running := c.loopRunning
+		c.cancelMu.Unlock()
+		if running {
+			return true
+		}
+	}
+	return false
+}
+
+// TestLoop_Abort: abortParked ends a statement the loop runs even when no
+// cancel reaches the shadow (a shadow that ignores it): the session goes
+// back to its goroutine at once, which ends it as the drain does.
+func TestLoop_Abort(t *testing.T) {
+	ts := startShadowServer(t)
+	pc := ts.connect(t)
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
+	time.Sleep(300 * time.Millisecond)
+	if err := pc.CancelRequest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if _, err := execAll(t, pc, "SELECT 1 AS one"); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
+	time.Sleep(300 * time.Millisecond)
+	if !loopRunsOne(ts) {
+		t.Fatal("the slow statement is not running in the loop")
+	}
+	ts.srv.mu.Lock()
+	for c := range ts.srv.conns {
+		c.shuttingDown.Store(true)
+		c.abortParked()
+	}
+	ts.srv.mu.Unlock()
+	select {
+	case err := <-done:
+		if sqlstate(err) != adminShutdown {
+			t.Fatalf("aborted statement = %v, want 57P01", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("abortParked did not end the statement")
+	}
+}

@@ -136,6 +136,15 @@ func (c *conn) unparkForShutdown() {
 	}
 }
 
+// abortParked gives the session back at once, ending a statement the loop
+// runs for it (Serve's drain deadline: closing the client socket does not
+// reach the loop's descriptor of it). Safe for concurrent use.
+func (c *conn) abortParked() {
+	if c.everParked.Load() {
+		theLoop.send(loopCmd{unpark: c, abort: true})
+	}
+}
+
 // wrapShadowDial makes the shadow pool's sockets ones the loop can borrow
 // (swapConn).
 func wrapShadowDial(pc *pgconn.Config) {

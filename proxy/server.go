@@ -292,6 +292,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		for c := range s.conns {
 			c.cancelRunning(errShutdown) // shadow queries pgconn does not watch
 			c.closeRaw()
+			c.abortParked() // and statements the forwarding loop runs
 		}
 		s.mu.Unlock()
 		// Whatever still runs (a statement that ignores cancellation)
