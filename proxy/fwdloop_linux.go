@@ -148,6 +148,12 @@ func (l *fwdLoop) start() error {
 	return l.initErr
 }
 
+// ForwardLoopStats returns the forwarding loop's counters: statements it
+// answered and sessions it handed back, since the process started.
+func ForwardLoopStats() (answered, handedBack int64) {
+	return theLoop.ran.Load(), theLoop.handedBack.Load()
+}
+
 // send queues a command and wakes the loop. Safe for concurrent use.
 func (l *fwdLoop) send(cmd loopCmd) {
 	l.mu.Lock()

@@ -16,3 +16,6 @@ func (c *conn) park() bool             { return true }
 func (c *conn) unparkForShutdown()     {}
 func (c *conn) abortParked()           {}
 func wrapShadowDial(pc *pgconn.Config) {}
+
+// ForwardLoopStats returns zeros: there is no forwarding loop here.
+func ForwardLoopStats() (answered, handedBack int64) { return 0, 0 }
