@@ -36,8 +36,9 @@ type conn struct {
 	netConn net.Conn // the socket, or the TLS connection over it
 	tls     bool
 	be      *pgproto3.Backend
-	fr      *frameReader // the Backend's reader after start-up
-	cio     *clientIO    // the socket under fr and be after start-up
+	fr      *frameReader  // the Backend's reader after start-up
+	cio     *clientIO     // the socket under fr and be after start-up
+	tport   *tlsTransport // under the tls.Conn of a TLS session
 	// rawMu guards raw and netConn, which change when the session comes
 	// back from the forwarding loop (park_linux.go), against shutdown.
 	rawMu     sync.Mutex
@@ -309,7 +310,8 @@ func (c *conn) negotiate() (*startupPacket, error) {
 			if _, err := c.netConn.Write([]byte{'S'}); err != nil {
 				return nil, err
 			}
-			tc := tls.Server(c.netConn, c.srv.cfg.TLS)
+			c.tport = newTLSTransport(c.netConn)
+			tc := tls.Server(c.tport, c.srv.cfg.TLS)
 			if err := tc.Handshake(); err != nil {
 				c.log.Info("TLS handshake failed", zap.Error(err))
 				return nil, nil

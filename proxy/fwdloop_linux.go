@@ -2,7 +2,10 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
+	"errors"
+	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -54,8 +57,10 @@ import (
 // With no session parked it waits in the ordinary way and holds nothing.
 // Starting the loop adds one P (GOMAXPROCS + 1) for it.
 //
-// Only sessions without TLS are parked (the loop does not speak TLS), and
-// only on Linux (epoll).
+// TLS sessions are parked too: the loop reads their records with raw
+// calls and lets the session's own tls.Conn decrypt and encrypt them on
+// its thread, over a transport that holds the bytes instead of a socket
+// (tlsTransport). Linux only (epoll).
 
 const (
 	// loopTick: how long a raw epoll_wait may block (ms).
@@ -257,9 +262,14 @@ func (l *fwdLoop) commands() bool {
 			l.setOwner(p.fd, p)
 			l.nParked++
 			p.c.parked = p
+			// Plaintext tls.Conn decrypted with its last record and
+			// the goroutine did not read yet.
+			if p.tls != nil && !p.decrypt() {
+				p.clientGone = true
+			}
 			// A shutdown that asked before this park was seen: Shutdown
 			// sets the flag before it sends its unpark.
-			if p.wantBack = p.c.shuttingDown.Load(); p.wantBack || len(p.in) > 0 {
+			if p.wantBack = p.c.shuttingDown.Load(); p.wantBack || p.clientGone || len(p.in) > 0 {
 				if l.next(p) {
 					back = true
 				}
@@ -309,15 +319,28 @@ func (l *fwdLoop) handBack(p *parkedSess) {
 	l.setOwner(p.fd, nil)
 	l.nParked--
 	p.c.parked = nil
-	p.c.unparkCh <- unparkMsg{fd: p.fd, in: p.in, out: p.out, cancelled: p.cancelled, idle: p.idle}
+	out := p.out
+	if p.tls != nil {
+		// The goroutine writes the rest as it is: TLS records.
+		if len(p.out) > 0 {
+			_, _ = p.tls.Write(p.out)
+			p.out = p.out[:0]
+		}
+		out, p.tport.out = p.tport.out, nil
+	}
+	p.c.unparkCh <- unparkMsg{fd: p.fd, in: p.in, out: out, cancelled: p.cancelled, idle: p.idle}
 }
 
 // clientReady reads what the client sent and starts its statement when the
 // loop can run it. It reports whether the session was handed back.
 func (l *fwdLoop) clientReady(p *parkedSess) bool {
 	for {
-		if cap(p.in)-len(p.in) < 4096 {
-			if len(p.in) >= loopMaxIn {
+		buf := &p.in // what the socket gives: plaintext, or TLS records
+		if p.tls != nil {
+			buf = &p.tport.in
+		}
+		if cap(*buf)-len(*buf) < 4096 {
+			if p.held() >= loopMaxIn {
 				if p.sc == nil {
 					// No statement runs: next hands a message this
 					// large to the goroutine (it never waits here with
@@ -329,14 +352,14 @@ func (l *fwdLoop) clientReady(p *parkedSess) bool {
 				l.watchClient(p, false)
 				return false
 			}
-			grown := make([]byte, len(p.in), max(2*cap(p.in), 8192))
-			copy(grown, p.in)
-			p.in = grown
+			grown := make([]byte, len(*buf), max(2*cap(*buf), 8192))
+			copy(grown, *buf)
+			*buf = grown
 		}
-		space := cap(p.in) - len(p.in)
-		k, errno := rawRead(p.fd, p.in[len(p.in):cap(p.in)])
+		space := cap(*buf) - len(*buf)
+		k, errno := rawRead(p.fd, (*buf)[len(*buf):cap(*buf)])
 		if k > 0 {
-			p.in = p.in[:len(p.in)+k]
+			*buf = (*buf)[:len(*buf)+k]
 			if k < space {
 				break // drained for now; the socket is watched level-triggered
 			}
@@ -347,18 +370,90 @@ func (l *fwdLoop) clientReady(p *parkedSess) bool {
 		}
 		// End of stream or an error: the goroutine sees it for itself on
 		// the socket.
-		p.clientGone = true
-		if p.sc != nil {
-			l.watchClient(p, false)
-			return false
-		}
-		l.handBack(p)
-		return true
+		return l.clientLost(p)
+	}
+	if p.tls != nil && !p.decrypt() {
+		return l.clientLost(p) // a TLS alert or a bad record: the goroutine's error
 	}
 	if p.sc != nil {
 		return false // the running statement ends first
 	}
 	return l.next(p)
+}
+
+// held is the client bytes the loop holds: plaintext, and TLS records not
+// decrypted yet. clientReady stops reading and next hands the session back
+// at the same count, so neither waits for the other.
+func (p *parkedSess) held() int {
+	n := len(p.in)
+	if p.tport != nil {
+		n += len(p.tport.in)
+	}
+	return n
+}
+
+// clientLost handles a client socket that ended or failed: the session
+// goes back to its goroutine, at once or when its statement has ended.
+func (l *fwdLoop) clientLost(p *parkedSess) bool {
+	p.clientGone = true
+	if p.sc != nil {
+		l.watchClient(p, false)
+		return false
+	}
+	l.handBack(p)
+	return true
+}
+
+// decrypt moves the plaintext of the complete TLS records received into
+// p.in, and sends what TLS itself answered (a key update). It reports false
+// when the TLS session failed or ended (the error stays in the tls.Conn,
+// for the goroutine to see).
+func (p *parkedSess) decrypt() bool {
+	for {
+		if cap(p.in)-len(p.in) < 4096 {
+			grown := make([]byte, len(p.in), max(2*cap(p.in), 8192))
+			copy(grown, p.in)
+			p.in = grown
+		}
+		n, err := p.tls.Read(p.in[len(p.in):cap(p.in)])
+		p.in = p.in[:len(p.in)+n]
+		if err != nil {
+			if len(p.tport.out) > 0 {
+				p.flushTLS()
+			}
+			return errors.Is(err, os.ErrDeadlineExceeded)
+		}
+	}
+}
+
+// flushTLS writes the TLS records waiting in the transport; what the
+// socket does not take stays there (for the next write, or the
+// goroutine).
+func (p *parkedSess) flushTLS() {
+	k, _ := rawWrite(p.fd, p.tport.out)
+	if k > 0 {
+		p.tport.out = p.tport.out[:copy(p.tport.out, p.tport.out[k:])]
+	}
+}
+
+// sendOut writes the answer bytes in p.out (as TLS records on a TLS
+// session); it reports whether all went out. What did not stays in p.out,
+// or in the transport as records.
+func (p *parkedSess) sendOut() bool {
+	if p.tls != nil {
+		if len(p.out) > 0 {
+			_, _ = p.tls.Write(p.out) // into p.tport.out: cannot fail
+			p.out = p.out[:0]
+		}
+		p.flushTLS()
+		return len(p.tport.out) == 0
+	}
+	k, _ := rawWrite(p.fd, p.out)
+	if k < 0 {
+		k = 0
+	}
+	p.out = p.out[:copy(p.out, p.out[k:])]
+	return len(p.out) == 0
 }
 
 // watchClient turns the client socket's read events on or off.
@@ -391,7 +486,7 @@ func (l *fwdLoop) next(p *parkedSess) bool {
 	}
 	switch p.plan() {
 	case planWait:
-		if len(p.in) < loopMaxIn {
+		if p.held() < loopMaxIn {
 			return false
 		}
 		// An incomplete message this large: the goroutine reads it.
@@ -545,12 +640,7 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 	if c.srv.cfg.Observer != nil {
 		l.observed(c.srv, c.statementEvent(p.st, nil, time.Since(p.start)))
 	}
-	k, _ := rawWrite(p.fd, p.out)
-	if k < 0 {
-		k = 0
-	}
-	p.out = p.out[:copy(p.out, p.out[k:])]
-	if len(p.out) > 0 || p.clientGone {
+	if !p.sendOut() || p.clientGone {
 		l.handBack(p) // the goroutine writes the rest (or sees the end)
 		return true
 	}
@@ -745,8 +835,12 @@ func (p *parkedSess) walk() walkResult {
 
 // parkedSess is a session while the loop holds it.
 type parkedSess struct {
-	c      *conn
-	fd     int
+	c  *conn
+	fd int
+	// A TLS session's tls.Conn and the transport under it (nil without
+	// TLS): in then holds plaintext, the records are in tport.
+	tls    *tls.Conn
+	tport  *tlsTransport
 	in     []byte // client bytes read, not yet answered
 	out    []byte // answer bytes not yet written
 	want   []shadow.Setting

@@ -5,6 +5,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -30,6 +32,29 @@ func wireConnect(t *testing.T, ts *testServer) *wireClient {
 	hc, err := ts.connect(t).Hijack()
 	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { hc.Conn.Close() })
+	return &wireClient{nc: hc.Conn, fe: hc.Frontend}
+}
+
+// wireConnectTLS is wireConnect over TLS (the session's socket carries TLS
+// records; the test reads the plaintext).
+func wireConnectTLS(t *testing.T, ts *testServer) *wireClient {
+	t.Helper()
+	cfg, err := pgconn.ParseConfig(fmt.Sprintf("postgres://alice:alice@%s/hospital?sslmode=require", ts.addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := pgconn.ConnectConfig(ctxT(t), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc, err := pc.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hc.Conn.(*tls.Conn); !ok {
+		t.Fatalf("not a TLS session: %T", hc.Conn)
 	}
 	t.Cleanup(func() { hc.Conn.Close() })
 	return &wireClient{nc: hc.Conn, fe: hc.Frontend}
@@ -108,9 +133,22 @@ func extQ(name, sql string, describe bool, params [][]byte, resultFormats []int1
 // loop answers the repeats (the first run fills the session's caches);
 // the test fails unless the loop answered most of them.
 func TestLoop_SameBytes(t *testing.T) {
+	t.Run("plaintext", func(t *testing.T) { loopSameBytes(t, false) })
+	t.Run("TLS", func(t *testing.T) { loopSameBytes(t, true) })
+}
+
+func loopSameBytes(t *testing.T, useTLS bool) {
 	dsn := shadowDB(t)
-	on := startServer(t, serverOpts{shadowDSN: dsn})
-	off := startServer(t, serverOpts{shadowDSN: dsn, mutate: func(c *Config) { c.ForwardLoop = false }})
+	var tlsCfg *tls.Config
+	if useTLS {
+		tlsCfg = selfSigned(t)
+	}
+	on := startServer(t, serverOpts{shadowDSN: dsn, mutate: func(c *Config) { c.TLS = tlsCfg }})
+	off := startServer(t, serverOpts{shadowDSN: dsn, mutate: func(c *Config) { c.ForwardLoop, c.TLS = false, tlsCfg }})
+	connect := wireConnect
+	if useTLS {
+		connect = wireConnectTLS
+	}
 	cases := []loopCase{
 		{"select 1", simpleQ("SELECT 1 AS one")},
 		{"catalog rows", simpleQ("SELECT relname, relkind FROM pg_catalog.pg_class WHERE relname IN ('visits', 'patients') ORDER BY 1")},
@@ -138,7 +176,7 @@ func TestLoop_SameBytes(t *testing.T) {
 			&pgproto3.Bind{PreparedStatement: "s1"}, &pgproto3.Execute{MaxRows: 1}, &pgproto3.Sync{},
 		}},
 	}
-	clients := [2]*wireClient{wireConnect(t, on), wireConnect(t, off)}
+	clients := [2]*wireClient{connect(t, on), connect(t, off)}
 	for i, w := range clients {
 		// A named statement for the Bind cases, and a forwarded statement
 		// first so that the session parks.
@@ -169,6 +207,7 @@ func TestLoop_SameBytes(t *testing.T) {
 	// forwarded statement before each case (after the first round) and the
 	// cases the loop runs (select 1, catalog rows, no rows, many rows,
 	// pipelined ×2, extended ×4, bind of s1) come from the loop.
+	t.Logf("the loop answered %d statements", theLoop.ran.Load()-before)
 	if ran := theLoop.ran.Load() - before; ran < int64(3*(len(cases)+10)) {
 		t.Fatalf("the loop answered %d statements, want at least %d", ran, 3*(len(cases)+10))
 	}
@@ -484,5 +523,89 @@ func TestLoop_Abort(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("abortParked did not end the statement")
+	}
+}
+
+// choppyConn writes in pieces of a few bytes with pauses, so TLS records
+// reach the proxy split at arbitrary points.
+type choppyConn struct {
+	net.Conn
+	piece int
+}
+
+func (c *choppyConn) Write(b []byte) (int, error) {
+	for i := 0; i < len(b); i += c.piece {
+		if _, err := c.Conn.Write(b[i:min(i+c.piece, len(b))]); err != nil {
+			return i, err
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+	return len(b), nil
+}
+
+// TestLoop_TLSSplitRecords: a TLS session whose records arrive in pieces
+// (partial records, a header split anywhere) is answered by the loop as by
+// its goroutine, and its end (close_notify, then the socket) ends the
+// session.
+func TestLoop_TLSSplitRecords(t *testing.T) {
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) { c.TLS = selfSigned(t) }})
+	for _, piece := range []int{1, 3, 7, 100} {
+		cfg, err := pgconn.ParseConfig(fmt.Sprintf("postgres://alice:alice@%s/hospital?sslmode=require", ts.addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dial := cfg.DialFunc
+		cfg.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			nc, err := dial(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &choppyConn{Conn: nc, piece: piece}, nil
+		}
+		pc, err := pgconn.ConnectConfig(ctxT(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := theLoop.ran.Load()
+		for i := 0; i < 10; i++ {
+			res, err := execAll(t, pc, fmt.Sprintf("SELECT %d AS n", i%3))
+			if err != nil || rows(res[0])[0][0] != fmt.Sprint(i%3) {
+				t.Fatalf("piece %d, statement %d: %v", piece, i, err)
+			}
+			rr := pc.ExecParams(ctxT(t), "SELECT $1::int + 1", [][]byte{[]byte(fmt.Sprint(i))}, nil, nil, nil).Read()
+			if rr.Err != nil || string(rr.Rows[0][0]) != fmt.Sprint(i+1) {
+				t.Fatalf("piece %d, extended %d: %v", piece, i, rr.Err)
+			}
+		}
+		if ran := theLoop.ran.Load() - before; ran < 10 {
+			t.Fatalf("piece %d: the loop answered %d of 20", piece, ran)
+		}
+		// Terminate ends the session; the proxy may close the socket
+		// before the client's close_notify (as PostgreSQL does).
+		_ = pc.Close(ctxT(t))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for ts.srv.active.Load() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d sessions still active after their clients closed", ts.srv.active.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestLoop_TLSLargeMessage: a TLS session's Query of 300 KiB (many
+// records) while parked gets the goroutine's answer, and the loop does not
+// stall on it.
+func TestLoop_TLSLargeMessage(t *testing.T) {
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) { c.TLS = selfSigned(t) }})
+	w := wireConnectTLS(t, ts)
+	w.roundTrip(t, simpleQ("SELECT 1 AS one")...)
+	w.roundTrip(t, simpleQ("SELECT 1 AS one")...)
+	for _, n := range []int{250 << 10, 300 << 10} {
+		got := w.roundTrip(t, simpleQ("SELECT length('"+strings.Repeat("x", n)+"') AS n")...)
+		if !strings.Contains(string(got), fmt.Sprint(n)) || !bytes.HasSuffix(got, []byte{'Z', 0, 0, 0, 5, 'I'}) {
+			t.Fatalf("%d-byte Query over TLS: %q", n, got)
+		}
+		w.roundTrip(t, simpleQ("SELECT 1 AS one")...)
 	}
 }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"crypto/tls"
 	"net"
 	"slices"
 	"time"
@@ -18,13 +19,13 @@ import (
 // the forwarding loop: the server has the loop on, its last statement was
 // forwarded (a session that runs DP statements stays on its goroutine,
 // where they run anyway), and it holds nothing the loop does not know
-// about: no TLS, no transaction, cursor, portal, pinned shadow connection
+// about: no transaction, cursor, portal, pinned shadow connection
 // or pending DP release, no statement_timeout, no byte read and not
 // handled, no reply waiting for Sync or Flush in the write buffer (the
 // loop's answer would overtake it), no debug logging (whose statement lines the loop does not
 // write).
 func (c *conn) parkable() bool {
-	if !c.srv.cfg.ForwardLoop || !c.lastForwarded || c.tls || c.srv.loopOff.Load() {
+	if !c.srv.cfg.ForwardLoop || !c.lastForwarded || c.srv.loopOff.Load() {
 		return false
 	}
 	if c.parkMisses >= parkMissLimit {
@@ -65,6 +66,12 @@ func (c *conn) park() bool {
 		c.parkBuf = p
 	}
 	p.fd, p.sfd = fd, -1
+	p.tls, p.tport = nil, nil
+	if c.tls {
+		// The session's tls.Conn stays its own; the loop feeds it.
+		p.tls, p.tport = c.netConn.(*tls.Conn), c.tport
+		c.tport.nc = nil
+	}
 	p.in, p.out, p.rb = trimBuf(p.in), trimBuf(p.out), trimBuf(p.rb)
 	p.ran = 0
 	p.want = slices.Clone(c.shadowSettings())
@@ -86,9 +93,14 @@ func (c *conn) park() bool {
 		return false
 	}
 	c.rawMu.Lock()
-	c.raw, c.netConn = nc, nc
+	c.raw = nc
+	if c.tls {
+		c.tport.nc = nc // under the same tls.Conn
+	} else {
+		c.netConn = nc
+		c.cio.nc = nc
+	}
 	c.rawMu.Unlock()
-	c.cio.nc = nc
 	if len(msg.out) > 0 {
 		if _, err := nc.Write(msg.out); err != nil {
 			c.log.Debug("write failed", zap.Error(err))

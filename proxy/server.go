@@ -89,9 +89,8 @@ type Config struct {
 	Observer Observer
 
 	// ForwardLoop parks sessions between forwarded statements on the
-	// forwarding loop (fwdloop_linux.go; Linux only, sessions without
-	// TLS), which runs their next catalog statement without waking their
-	// goroutine. The Observer is then called on the loop's thread for
+	// forwarding loop (fwdloop_linux.go; Linux only), which runs their
+	// next catalog statement without waking their goroutine. The Observer is then called on the loop's thread for
 	// those statements and must not block.
 	ForwardLoop bool
 }

@@ -52,7 +52,7 @@ type Config struct {
 	IdleTimeout *Duration `yaml:"idle_timeout"`
 	// ForwardLoop parks sessions between forwarded catalog statements on
 	// one event loop that answers their next ones itself, as PgBouncer
-	// does (default true; Linux, sessions without TLS; proxy/fwdloop_linux.go).
+	// does (default true; Linux; proxy/fwdloop_linux.go).
 	ForwardLoop *bool `yaml:"forward_loop"`
 	// MaxMessageBytes bounds every client message after authentication
 	// (default 1 MiB); before authentication the bound is 10 KB.
