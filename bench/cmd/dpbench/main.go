@@ -16,10 +16,17 @@ package main
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"os"
@@ -117,7 +124,9 @@ type env struct {
 	data, shadow *pgcluster.Cluster
 	proxyAddr    string
 	compareAddr  string // --compare's proxy
-	visits       int    // rows loaded into visits
+	certFile     string // the TLS certificate dpproxy and PgBouncer serve
+	keyFile      string
+	visits       int // rows loaded into visits
 	proxyPID     int
 	pprofAddr    string
 	bouncerAddr  string
@@ -301,6 +310,14 @@ func (e *env) writeConfig() error {
 	}
 	// Room for item 5's idle connections (the default is 200).
 	cfg = strings.TrimRight(cfg, "\n") + fmt.Sprintf("\n\nmax_connections: %d\nlog_level: %s\n", idleConns+100, e.o.logLevel)
+	// TLS offered (item 1 over TLS), with a certificate PgBouncer serves too.
+	if e.certFile, e.keyFile, err = writeCertificate(filepath.Join(e.work, "tls")); err != nil {
+		return err
+	}
+	if strings.Contains(cfg, "\ntls:") {
+		return errors.New("examples/dpproxy.yaml has a tls: section: the bench adds its own")
+	}
+	cfg += fmt.Sprintf("tls:\n  cert: %s\n  key: %s\n", e.certFile, e.keyFile)
 	if e.o.compare != "" {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -402,8 +419,11 @@ max_client_conn = 200
 default_pool_size = 50
 logfile = %s
 pidfile = %s
+client_tls_sslmode = allow
+client_tls_cert_file = %s
+client_tls_key_file = %s
 `, e.shadow.Port, demo.ShadowRole, demo.ShadowRole, port, filepath.Join(dir, "userlist.txt"),
-		filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+		filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"), e.certFile, e.keyFile)
 	if err := os.WriteFile(filepath.Join(dir, "userlist.txt"), []byte(fmt.Sprintf("%q %q\n", demo.ShadowRole, demo.ShadowRole)), 0o644); err != nil {
 		return nil, err
 	}
@@ -696,22 +716,8 @@ func (e *env) measure(ctx context.Context, rssStart int64) error {
 
 	// 1. Protocol overhead of a forwarded statement.
 	script := forwardSQL + ";\n"
-	for _, mode := range []string{"simple", "extended"} {
-		rs, err := e.alternate(ctx, e.withCompare([]benchRun{
-			{"direct-" + mode, e.shadowDSN(), script, mode},
-			{"pgbouncer-" + mode, e.bouncerDSN(), script, mode},
-			{"dpproxy-" + mode, e.proxyDSN(""), script, mode},
-		}, e.compareDSN(), script))
-		if err != nil {
-			return err
-		}
-		direct, pgb, prx := rs[0], rs[1], rs[2]
-		ratio := medianRatio(prx, pgb)
-		add(row{"1 forward " + forwardSQL + " (" + mode + ")", "TPS dpproxy / PgBouncer / direct" + e.roundsNote(),
-			fmt.Sprintf("%.0f", medianTPS(prx)), fmt.Sprintf("%.0f / %.0f", medianTPS(pgb), medianTPS(direct)),
-			fmt.Sprintf("%.2f× PgBouncer (%.2f× direct; PgBouncer %.2f× direct)", ratio, medianRatio(prx, direct), medianRatio(pgb, direct)),
-			"≥ 1.0× PgBouncer", verdict(ratio >= 1)})
-		e.addCompare(add, "1 forward "+forwardSQL+" ("+mode+"), --compare", "PgBouncer", rs[1], rs, "≥ 1.0× PgBouncer", 1)
+	if err := e.forwardItem(ctx, add, script); err != nil {
+		return err
 	}
 
 	// 2. DP latency on 1M rows vs the analyst's SQL and the emitted SQL.
@@ -1007,4 +1013,80 @@ func (e *env) printRows(rows []row) {
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.item, r.measure, r.value, r.baseline, r.ratio, r.target, r.verdict)
 	}
+}
+
+// forwardItem measures item 1: forwarded SELECT 1 through dpproxy against
+// PgBouncer (and PostgreSQL directly), in both protocols, in plaintext and
+// then over TLS (dpproxy and PgBouncer with the same certificate; the
+// shadow cluster has no TLS, so no direct side).
+func (e *env) forwardItem(ctx context.Context, add func(row), script string) error {
+	for _, mode := range []string{"simple", "extended"} {
+		rs, err := e.alternate(ctx, e.withCompare([]benchRun{
+			{"direct-" + mode, e.shadowDSN(), script, mode},
+			{"pgbouncer-" + mode, e.bouncerDSN(), script, mode},
+			{"dpproxy-" + mode, e.proxyDSN(""), script, mode},
+		}, e.compareDSN(), script))
+		if err != nil {
+			return err
+		}
+		direct, pgb, prx := rs[0], rs[1], rs[2]
+		ratio := medianRatio(prx, pgb)
+		add(row{"1 forward " + forwardSQL + " (" + mode + ")", "TPS dpproxy / PgBouncer / direct" + e.roundsNote(),
+			fmt.Sprintf("%.0f", medianTPS(prx)), fmt.Sprintf("%.0f / %.0f", medianTPS(pgb), medianTPS(direct)),
+			fmt.Sprintf("%.2f× PgBouncer (%.2f× direct; PgBouncer %.2f× direct)", ratio, medianRatio(prx, direct), medianRatio(pgb, direct)),
+			"≥ 1.0× PgBouncer", verdict(ratio >= 1)})
+		e.addCompare(add, "1 forward "+forwardSQL+" ("+mode+"), --compare", "PgBouncer", rs[1], rs, "≥ 1.0× PgBouncer", 1)
+	}
+
+	for _, mode := range []string{"simple", "extended"} {
+		rs, err := e.alternate(ctx, e.withCompare([]benchRun{
+			{"pgbouncer-tls-" + mode, overTLS(e.bouncerDSN()), script, mode},
+			{"dpproxy-tls-" + mode, overTLS(e.proxyDSN("")), script, mode},
+		}, overTLS(e.compareDSN()), script))
+		if err != nil {
+			return err
+		}
+		pgb, prx := rs[0], rs[1]
+		ratio := medianRatio(prx, pgb)
+		add(row{"1 forward " + forwardSQL + " (" + mode + ", TLS)", "TPS dpproxy / PgBouncer, both over TLS" + e.roundsNote(),
+			fmt.Sprintf("%.0f", medianTPS(prx)), fmt.Sprintf("%.0f", medianTPS(pgb)),
+			fmt.Sprintf("%.2f× PgBouncer", ratio), "≥ 1.0× PgBouncer", verdict(ratio >= 1)})
+		e.addCompare(add, "1 forward "+forwardSQL+" ("+mode+", TLS), --compare", "PgBouncer", rs[0], rs, "≥ 1.0× PgBouncer", 1)
+	}
+	return nil
+}
+
+// overTLS makes a DSN of the bench require TLS.
+func overTLS(dsn string) string { return strings.Replace(dsn, "sslmode=disable", "sslmode=require", 1) }
+
+// writeCertificate writes a self-signed certificate for 127.0.0.1 and its
+// key into dir (readable by PgBouncer, which runs as postgres under root).
+func writeCertificate(dir string) (certFile, keyFile string, err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return "", "", err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "dpbench"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, DNSNames: []string{"localhost"},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return "", "", err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return "", "", err
+	}
+	certFile, keyFile = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		return "", "", err
+	}
+	// 0644: a throwaway key of a benchmark, read by PgBouncer as postgres.
+	return certFile, keyFile, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o644)
 }
