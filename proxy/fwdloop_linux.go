@@ -90,10 +90,12 @@ type fwdLoop struct {
 	events   []unix.EpollEvent
 	lastScan time.Time
 	rounds   uint
+	now      time.Time // read once per round of events
 
 	// obs are the Observer events of the statements answered in this
 	// round of events, by server; sent to observeLoop at its end.
 	obs   map[*Server][]StatementEvent
+	nObs  int
 	obsCh chan obsBatch
 
 	// ran counts the statements the loop answered, handedBack the
@@ -181,6 +183,7 @@ func (l *fwdLoop) run() {
 	for {
 		var n int
 		if l.nParked == 0 {
+			l.flushObserved() // nothing wakes the loop before the next park
 			var err error
 			n, err = unix.EpollWait(l.epfd, l.events, -1)
 			if err != nil {
@@ -189,11 +192,13 @@ func (l *fwdLoop) run() {
 		} else {
 			n = rawEpollWait(l.epfd, l.events, loopTick)
 			if n <= 0 {
+				l.flushObserved()
 				runtime.Gosched()
 				l.scanIdle()
 				continue
 			}
 		}
+		l.now = time.Now() // this round's clock (the pool, idle deadlines)
 		handedBack := false
 		for i := 0; i < n; i++ {
 			fd := int(l.events[i].Fd)
@@ -217,7 +222,9 @@ func (l *fwdLoop) run() {
 			}
 			handedBack = handedBack || back
 		}
-		l.flushObserved()
+		if l.nObs >= 64 || l.rounds%64 == 0 {
+			l.flushObserved() // and at every idle tick: a wake-up per batch, not per round
+		}
 		if handedBack {
 			// The woken goroutines wait in this P's run queue.
 			runtime.Gosched()
@@ -506,44 +513,44 @@ func (l *fwdLoop) next(p *parkedSess) bool {
 // begin borrows an idle shadow connection and sends it the statement. It
 // reports false when the goroutine must run the statement instead.
 func (l *fwdLoop) begin(p *parkedSess) bool {
-	sc := p.pool.TakeIdle()
+	sc := p.pool.TakeIdle(l.now)
 	if sc == nil {
 		return false
 	}
 	pg := sc.PgConn()
 	if last, ok := pg.CustomData()[appliedKey].([]shadow.Setting); !ok || !settingsEqual(last, p.want) {
-		p.pool.ReleaseNoWait(sc, true)
+		p.pool.ReleaseNoWait(sc, true, l.now)
 		return false
 	}
 	sw, ok := pg.Conn().(*swapConn)
 	if !ok {
 		// TLS to the shadow: the loop cannot read it.
 		p.c.srv.loopOff.Store(true)
-		p.pool.ReleaseNoWait(sc, true)
+		p.pool.ReleaseNoWait(sc, true, l.now)
 		return false
 	}
 	// A context already done: pgconn then never does I/O, so a
 	// connection that would need a ping to be in sync is refused here
 	// (the goroutine's path syncs it) instead of waited on.
 	if pg.SyncConn(doneCtx) != nil {
-		p.pool.ReleaseNoWait(sc, true)
+		p.pool.ReleaseNoWait(sc, true, l.now)
 		return false
 	}
 	sfd, err := sw.detach()
 	if err != nil {
-		p.pool.ReleaseNoWait(sc, false)
+		p.pool.ReleaseNoWait(sc, false, l.now)
 		return false
 	}
 	p.req = p.request(p.req[:0])
 	if len(p.req) == 0 {
-		p.pool.ReleaseNoWait(sc, true)
+		p.pool.ReleaseNoWait(sc, true, l.now)
 		return false
 	}
 	if k, errno := rawWrite(sfd, p.req); k != len(p.req) {
 		// Nothing or part of it went out: the goroutine runs the
 		// statement; a connection left inside a message, or broken, is
 		// closed.
-		p.pool.ReleaseNoWait(sc, k <= 0 && errno == unix.EAGAIN)
+		p.pool.ReleaseNoWait(sc, k <= 0 && errno == unix.EAGAIN, l.now)
 		return false
 	}
 	// Watched edge-triggered from its first borrowing until it goes back
@@ -555,7 +562,7 @@ func (l *fwdLoop) begin(p *parkedSess) bool {
 	if !sw.armed {
 		if err := unix.EpollCtl(l.epfd, unix.EPOLL_CTL_ADD, sfd, &unix.EpollEvent{Events: unix.EPOLLIN | unix.EPOLLRDHUP | unix.EPOLLET, Fd: int32(sfd)}); err != nil {
 			sw.mu.Unlock()
-			p.pool.ReleaseNoWait(sc, false)
+			p.pool.ReleaseNoWait(sc, false, l.now)
 			return false
 		}
 		sw.armed = true
@@ -620,7 +627,7 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 	// A connection a cancel may still reach is closed, never pooled
 	// (cancelRunning); so is one with bytes read after ReadyForQuery
 	// (they belong to nobody: relay.close).
-	p.pool.ReleaseNoWait(p.sc, complete && p.zStatus == 'I' && !cancelled && p.rpos == len(p.rb))
+	p.pool.ReleaseNoWait(p.sc, complete && p.zStatus == 'I' && !cancelled && p.rpos == len(p.rb), l.now)
 	p.sc, p.sw, p.sfd = nil, nil, -1
 	p.rb = p.rb[:0]
 	p.rpos = 0
@@ -644,8 +651,8 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 		l.handBack(p) // the goroutine writes the rest (or sees the end)
 		return true
 	}
-	if !p.idleAt.IsZero() {
-		p.idleAt = c.idleDeadline() // idle from now on
+	if t := c.srv.cfg.IdleTimeout; t > 0 {
+		p.idleAt = l.now.Add(t) // idle from this round on
 	}
 	if p.clientOff {
 		l.watchClient(p, true)
@@ -662,11 +669,16 @@ type obsBatch struct {
 // observed queues an Observer event of a session of srv (loop goroutine).
 func (l *fwdLoop) observed(srv *Server, ev StatementEvent) {
 	l.obs[srv] = append(l.obs[srv], ev)
+	l.nObs++
 }
 
 // flushObserved sends the queued events (loop goroutine). It blocks only
 // when observeLoop is 256 batches behind.
 func (l *fwdLoop) flushObserved() {
+	if l.nObs == 0 {
+		return
+	}
+	l.nObs = 0
 	for srv, evs := range l.obs {
 		if len(evs) > 0 {
 			l.obsCh <- obsBatch{srv.cfg.Observer, evs}

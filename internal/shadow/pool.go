@@ -236,13 +236,16 @@ func (p *Pool) open(ctx context.Context) (*Conn, error) {
 // open on it; otherwise, or when reusable is false (e.g. the statement was
 // cancelled, and a late cancel request could hit the next statement run on
 // it), it is closed.
-func (p *Pool) Release(c *Conn, reusable bool) {
+func (p *Pool) Release(c *Conn, reusable bool) { p.release(c, reusable, time.Now()) }
+
+// release is Release at time now.
+func (p *Pool) release(c *Conn, reusable bool, now time.Time) {
 	c.notice = nil
 	if !reusable || c.HasState() || c.pg.IsClosed() || c.pg.IsBusy() || p.isClosed() {
 		p.discard(c)
 		return
 	}
-	c.idleSince = time.Now()
+	c.idleSince = now
 	p.idle <- c
 	// Close may have drained idle just before the send.
 	if p.isClosed() {
@@ -405,12 +408,13 @@ func isPgError(err error) bool {
 }
 
 // TakeIdle returns an idle connection that can be used at once, without
-// any I/O and without waiting: one released less than a second ago and
-// still open. It returns nil when there is none; an idle connection that
-// would need its ping first is checked in the background (and then
+// any I/O and without waiting: one released less than a second before now
+// and still open. It returns nil when there is none; an idle connection
+// that would need its ping first is checked in the background (and then
 // released or closed), so a caller that cannot block (the proxy's
-// forwarding loop) never waits on the network here.
-func (p *Pool) TakeIdle() *Conn {
+// forwarding loop) never waits on the network here. now is the caller's
+// clock (the loop reads it once per round of events).
+func (p *Pool) TakeIdle(now time.Time) *Conn {
 	if p.isClosed() {
 		return nil
 	}
@@ -420,7 +424,7 @@ func (p *Pool) TakeIdle() *Conn {
 			go p.discard(c)
 			return nil
 		}
-		if time.Since(c.idleSince) > idlePing {
+		if now.Sub(c.idleSince) > idlePing {
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), defaultConnectTimeout)
 				defer cancel()
@@ -438,13 +442,13 @@ func (p *Pool) TakeIdle() *Conn {
 	}
 }
 
-// ReleaseNoWait is Release for a caller that cannot block: a connection
-// that is to be closed is closed in the background.
-func (p *Pool) ReleaseNoWait(c *Conn, reusable bool) {
+// ReleaseNoWait is Release at time now for a caller that cannot block: a
+// connection that is to be closed is closed in the background.
+func (p *Pool) ReleaseNoWait(c *Conn, reusable bool, now time.Time) {
 	c.notice = nil
 	if !reusable || c.HasState() || c.pg.IsClosed() || c.pg.IsBusy() || p.isClosed() {
 		go p.Release(c, false)
 		return
 	}
-	p.Release(c, true)
+	p.release(c, true, now)
 }

@@ -392,3 +392,54 @@ func TestPool_ManySessionsFewConnections(t *testing.T) {
 		t.Errorf("Stats() = %+v: more than 20 connections", st)
 	}
 }
+
+// TestPool_TakeIdle: TakeIdle hands out a connection released less than a
+// second before the time it is given, never waits, and gives nil for a
+// connection that needs its ping (which is then checked in the background
+// and comes back to the pool) and after Close. ReleaseNoWait pools a
+// reusable connection and closes the rest without blocking.
+func TestPool_TakeIdle(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1})
+	ctx := ctxT(t)
+	if c := p.TakeIdle(time.Now()); c != nil {
+		t.Fatal("TakeIdle of an empty pool returned a connection")
+	}
+	c, err := p.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := c.PgConn().PID()
+	now := time.Now()
+	p.ReleaseNoWait(c, true, now)
+	if c = p.TakeIdle(now.Add(500 * time.Millisecond)); c == nil || c.PgConn().PID() != pid {
+		t.Fatal("TakeIdle did not return the connection released 0.5 s before")
+	}
+	p.ReleaseNoWait(c, true, now)
+	if c = p.TakeIdle(now.Add(2 * time.Second)); c != nil {
+		t.Fatal("TakeIdle returned a connection idle for 2 s without its ping")
+	}
+	// The ping runs in the background and the connection comes back.
+	deadline := time.Now().Add(5 * time.Second)
+	for p.Stats().Idle != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the pinged connection did not come back: %+v", p.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c = p.TakeIdle(time.Now()); c == nil || c.PgConn().PID() != pid {
+		t.Fatal("TakeIdle after the ping did not return the connection")
+	}
+	// Not reusable: closed in the background, its slot freed.
+	p.ReleaseNoWait(c, false, time.Now())
+	for p.Stats().Open != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the discarded connection still counts: %+v", p.Stats())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.Close()
+	if c := p.TakeIdle(time.Now()); c != nil {
+		t.Fatal("TakeIdle after Close returned a connection")
+	}
+}
