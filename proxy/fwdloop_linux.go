@@ -493,10 +493,12 @@ func (l *fwdLoop) next(p *parkedSess) bool {
 	}
 	switch p.plan() {
 	case planWait:
-		if p.held() < loopMaxIn {
+		if p.held() < loopMaxIn && !p.clientGone {
 			return false
 		}
-		// An incomplete message this large: the goroutine reads it.
+		// An incomplete message this large: the goroutine reads it. Or
+		// one whose rest cannot come (a TLS close_notify or error found
+		// in the tls.Conn at the park): the goroutine sees the end.
 		l.handBack(p)
 		return true
 	case planGoroutine:
