@@ -13,6 +13,9 @@ import (
 type clientIO struct {
 	nc      net.Conn
 	pending []byte // read by the loop, not yet by the session
+	// err: the read error the loop met after pending (a TLS error),
+	// returned once pending is read, as the socket would have.
+	err error
 }
 
 func (c *clientIO) Read(b []byte) (int, error) {
@@ -20,6 +23,10 @@ func (c *clientIO) Read(b []byte) (int, error) {
 		n := copy(b, c.pending)
 		c.pending = c.pending[n:]
 		return n, nil
+	}
+	if err := c.err; err != nil {
+		c.err = nil
+		return 0, err
 	}
 	return c.nc.Read(b)
 }
@@ -32,8 +39,9 @@ func (c *clientIO) Write(b []byte) (int, error) { return c.nc.Write(b) }
 type unparkMsg struct {
 	fd        int
 	in, out   []byte
-	cancelled bool // a CancelRequest hit the statement the loop ran
-	idle      bool // the session reached the idle timeout
+	cancelled bool  // a CancelRequest hit the statement the loop ran
+	idle      bool  // the session reached the idle timeout
+	err       error // the read error after in (TLS)
 }
 
 // tlsTransport is the socket under a TLS session's tls.Conn. Normally it

@@ -335,7 +335,8 @@ func (l *fwdLoop) handBack(p *parkedSess) {
 		}
 		out, p.tport.out = p.tport.out, nil
 	}
-	p.c.unparkCh <- unparkMsg{fd: p.fd, in: p.in, out: out, cancelled: p.cancelled, idle: p.idle}
+	p.c.unparkCh <- unparkMsg{fd: p.fd, in: p.in, out: out, cancelled: p.cancelled, idle: p.idle, err: p.tlsErr}
+	p.tlsErr = nil
 }
 
 // clientReady reads what the client sent and starts its statement when the
@@ -379,11 +380,11 @@ func (l *fwdLoop) clientReady(p *parkedSess) bool {
 		// the socket.
 		return l.clientLost(p)
 	}
+	if p.sc != nil {
+		return false // the running statement ends first (end decrypts)
+	}
 	if p.tls != nil && !p.decrypt() {
 		return l.clientLost(p) // a TLS alert or a bad record: the goroutine's error
-	}
-	if p.sc != nil {
-		return false // the running statement ends first
 	}
 	return l.next(p)
 }
@@ -411,12 +412,16 @@ func (l *fwdLoop) clientLost(p *parkedSess) bool {
 	return true
 }
 
-// decrypt moves the plaintext of the complete TLS records received into
-// p.in, and sends what TLS itself answered (a key update). It reports false
-// when the TLS session failed or ended (the error stays in the tls.Conn,
-// for the goroutine to see).
+// decrypt moves plaintext of the TLS records received into p.in, a record
+// at a time and only until p.in holds what the loop can decide on (a whole
+// statement, or what goes to the goroutine): as the goroutine reads, which
+// asks its tls.Conn for the next record only when it needs more bytes, so
+// a bad record after a statement is met, and answered with TLS's alert,
+// only after that statement's reply. It sends what TLS itself wrote (a
+// key update, an alert) and reports false when the TLS session failed or
+// ended; the error goes back to the goroutine with the session (p.tlsErr).
 func (p *parkedSess) decrypt() bool {
-	for {
+	for len(p.in) == 0 || p.plan() == planWait {
 		if cap(p.in)-len(p.in) < 4096 {
 			grown := make([]byte, len(p.in), max(2*cap(p.in), 8192))
 			copy(grown, p.in)
@@ -428,9 +433,17 @@ func (p *parkedSess) decrypt() bool {
 			if len(p.tport.out) > 0 {
 				p.flushTLS()
 			}
-			return errors.Is(err, os.ErrDeadlineExceeded)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				return true
+			}
+			p.tlsErr = err
+			return false
 		}
 	}
+	if len(p.tport.out) > 0 {
+		p.flushTLS()
+	}
+	return true
 }
 
 // flushTLS writes the TLS records waiting in the transport; what the
@@ -484,11 +497,13 @@ func (l *fwdLoop) watchClient(p *parkedSess, on bool) {
 // runs, and hands the session back otherwise. It reports whether it handed
 // it back.
 func (l *fwdLoop) next(p *parkedSess) bool {
+	if p.wantBack || (len(p.in) == 0 && p.clientGone) {
+		// Asked back (shutdown): no further statement starts here, even
+		// of a client that keeps pipelining.
+		l.handBack(p)
+		return true
+	}
 	if len(p.in) == 0 {
-		if p.wantBack || p.clientGone {
-			l.handBack(p)
-			return true
-		}
 		return false
 	}
 	switch p.plan() {
@@ -655,6 +670,9 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 	}
 	if t := c.srv.cfg.IdleTimeout; t > 0 {
 		p.idleAt = l.now.Add(t) // idle from this round on
+	}
+	if p.tls != nil && !p.decrypt() {
+		return l.clientLost(p)
 	}
 	if p.clientOff {
 		l.watchClient(p, true)
@@ -855,6 +873,7 @@ type parkedSess struct {
 	// TLS): in then holds plaintext, the records are in tport.
 	tls    *tls.Conn
 	tport  *tlsTransport
+	tlsErr error  // the tls.Conn's read error, for the goroutine
 	in     []byte // client bytes read, not yet answered
 	out    []byte // answer bytes not yet written
 	want   []shadow.Setting

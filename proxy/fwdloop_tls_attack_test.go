@@ -332,3 +332,37 @@ func TestLoop_TLSLeaks(t *testing.T) {
 		}
 	}
 }
+
+// TestLoop_TLSBadRecordAfterQuery: a Query and a record that fails its MAC
+// arrive in one write. The goroutine answers the Query, then meets the bad
+// record (TLS sends its alert); the loop must do the same in that order,
+// not read the bad record first (its alert would break the TLS session
+// before the reply).
+func TestLoop_TLSBadRecordAfterQuery(t *testing.T) {
+	on, off, hon, hoff, _ := tlsPair(t, nil)
+	var got [2][]byte
+	for i, pair := range []struct {
+		w *wireClient
+		h *holdConn
+	}{{on, hon}, {off, hoff}} {
+		pair.h.mu.Lock()
+		pair.h.hold = true
+		pair.h.mu.Unlock()
+		if _, err := pair.w.nc.Write(encodeAll(t, simpleQ("SELECT 1 AS one")...)); err != nil {
+			t.Fatal(err)
+		}
+		pair.h.mu.Lock()
+		pair.h.buf = append(pair.h.buf, append([]byte{23, 3, 3, 0, 40}, bytes.Repeat([]byte{0xAA}, 40)...)...)
+		pair.h.mu.Unlock()
+		if err := pair.h.release(); err != nil {
+			t.Fatal(err)
+		}
+		got[i] = readAllTimeout(pair.w, 8*time.Second)
+	}
+	if !bytes.Contains(got[1], []byte{'Z', 0, 0, 0, 5, 'I'}) {
+		t.Fatalf("without the loop the Query got no reply: %q", got[1])
+	}
+	if !bytes.Equal(got[0], got[1]) {
+		t.Fatalf("a Query then a bad record:\n loop      %q\n goroutine %q", got[0], got[1])
+	}
+}

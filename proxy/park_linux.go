@@ -37,7 +37,7 @@ func (c *conn) parkable() bool {
 			return false
 		}
 	}
-	return c.txStatus == 'I' && !c.unflushed && c.shadow == nil && len(c.cursors) == 0 && len(c.portals) == 0 &&
+	return c.txStatus == 'I' && !c.unflushed && c.cio.err == nil && c.shadow == nil && len(c.cursors) == 0 && len(c.portals) == 0 &&
 		!c.extFailed && !c.implicitTx && c.pendingDP == nil &&
 		c.fr.rest == 0 && c.fr.br.Buffered() == 0 && len(c.cio.pending) == 0 &&
 		!c.shuttingDown.Load() && c.statementTimeout() == 0 &&
@@ -71,6 +71,9 @@ func (c *conn) park() bool {
 		// The session's tls.Conn stays its own; the loop feeds it.
 		p.tls, p.tport = c.netConn.(*tls.Conn), c.tport
 		c.tport.nc = nil
+		if len(c.tport.in) == 0 && cap(c.tport.in) > relayFlushBytes {
+			c.tport.in = nil // a large message grew it once
+		}
 	}
 	p.in, p.out, p.rb = trimBuf(p.in), trimBuf(p.out), trimBuf(p.rb)
 	p.ran = 0
@@ -112,6 +115,7 @@ func (c *conn) park() bool {
 		return false
 	}
 	c.cio.pending = append(c.cio.pending[:0], msg.in...)
+	c.cio.err = msg.err
 	c.cancelNext = msg.cancelled
 	return true
 }
