@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/binary"
@@ -65,13 +66,12 @@ import (
 const (
 	// loopTick: how long a raw epoll_wait may block (ms).
 	loopTick = 1
+	// readChunk: the least room a read is given.
+	readChunk = 4096
 	// loopMaxIn: client bytes buffered while a statement runs before the
 	// client socket is no longer watched until it ends.
 	loopMaxIn = 256 << 10
 )
-
-// loopSupported reports whether this platform has the forwarding loop.
-const loopSupported = true
 
 // fwdLoop is the process's forwarding loop (theLoop), shared by every
 // Server: one thread, started at the first park.
@@ -329,10 +329,7 @@ func (l *fwdLoop) handBack(p *parkedSess) {
 	out := p.out
 	if p.tls != nil {
 		// The goroutine writes the rest as it is: TLS records.
-		if len(p.out) > 0 {
-			_, _ = p.tls.Write(p.out)
-			p.out = p.out[:0]
-		}
+		p.seal()
 		out, p.tport.out = p.tport.out, nil
 	}
 	p.c.unparkCh <- unparkMsg{fd: p.fd, in: p.in, out: out, cancelled: p.cancelled, idle: p.idle, err: p.tlsErr}
@@ -347,7 +344,7 @@ func (l *fwdLoop) clientReady(p *parkedSess) bool {
 		if p.tls != nil {
 			buf = &p.tport.in
 		}
-		if cap(*buf)-len(*buf) < 4096 {
+		if cap(*buf)-len(*buf) < readChunk {
 			if p.held() >= loopMaxIn {
 				if p.sc == nil {
 					// No statement runs: next hands a message this
@@ -360,9 +357,7 @@ func (l *fwdLoop) clientReady(p *parkedSess) bool {
 				l.watchClient(p, false)
 				return false
 			}
-			grown := make([]byte, len(*buf), max(2*cap(*buf), 8192))
-			copy(grown, *buf)
-			*buf = grown
+			*buf = slices.Grow(*buf, readChunk)
 		}
 		space := cap(*buf) - len(*buf)
 		k, errno := rawRead(p.fd, (*buf)[len(*buf):cap(*buf)])
@@ -422,11 +417,7 @@ func (l *fwdLoop) clientLost(p *parkedSess) bool {
 // ended; the error goes back to the goroutine with the session (p.tlsErr).
 func (p *parkedSess) decrypt() bool {
 	for len(p.in) == 0 || p.plan() == planWait {
-		if cap(p.in)-len(p.in) < 4096 {
-			grown := make([]byte, len(p.in), max(2*cap(p.in), 8192))
-			copy(grown, p.in)
-			p.in = grown
-		}
+		p.in = slices.Grow(p.in, readChunk)
 		n, err := p.tls.Read(p.in[len(p.in):cap(p.in)])
 		p.in = p.in[:len(p.in)+n]
 		if err != nil {
@@ -456,15 +447,20 @@ func (p *parkedSess) flushTLS() {
 	}
 }
 
+// seal turns the answer bytes in p.out into TLS records in the transport.
+func (p *parkedSess) seal() {
+	if len(p.out) > 0 {
+		_, _ = p.tls.Write(p.out) // into p.tport.out: cannot fail
+		p.out = p.out[:0]
+	}
+}
+
 // sendOut writes the answer bytes in p.out (as TLS records on a TLS
 // session); it reports whether all went out. What did not stays in p.out,
 // or in the transport as records.
 func (p *parkedSess) sendOut() bool {
 	if p.tls != nil {
-		if len(p.out) > 0 {
-			_, _ = p.tls.Write(p.out) // into p.tport.out: cannot fail
-			p.out = p.out[:0]
-		}
+		p.seal()
 		p.flushTLS()
 		return len(p.tport.out) == 0
 	}
@@ -535,7 +531,7 @@ func (l *fwdLoop) begin(p *parkedSess) bool {
 		return false
 	}
 	pg := sc.PgConn()
-	if last, ok := pg.CustomData()[appliedKey].([]shadow.Setting); !ok || !settingsEqual(last, p.want) {
+	if last, ok := pg.CustomData()[appliedKey].([]shadow.Setting); !ok || !slices.Equal(last, p.want) {
 		p.pool.ReleaseNoWait(sc, true, l.now)
 		return false
 	}
@@ -605,11 +601,7 @@ func (l *fwdLoop) begin(p *parkedSess) bool {
 // handed back.
 func (l *fwdLoop) shadowReady(p *parkedSess) bool {
 	for {
-		if cap(p.rb)-len(p.rb) < 4096 {
-			grown := make([]byte, len(p.rb), max(2*cap(p.rb), 8192))
-			copy(grown, p.rb)
-			p.rb = grown
-		}
+		p.rb = slices.Grow(p.rb, readChunk)
 		k, errno := rawRead(p.sfd, p.rb[len(p.rb):cap(p.rb)])
 		if k > 0 {
 			p.rb = p.rb[:len(p.rb)+k]
@@ -668,9 +660,7 @@ func (l *fwdLoop) end(p *parkedSess, complete bool) bool {
 		l.handBack(p) // the goroutine writes the rest (or sees the end)
 		return true
 	}
-	if t := c.srv.cfg.IdleTimeout; t > 0 {
-		p.idleAt = l.now.Add(t) // idle from this round on
-	}
+	p.idleAt = c.idleDeadline(l.now) // idle from this round on
 	if p.tls != nil && !p.decrypt() {
 		return l.clientLost(p)
 	}
@@ -725,22 +715,15 @@ func rawEpollWait(epfd int, events []unix.EpollEvent, msec int) int {
 	return int(r)
 }
 
-func rawRead(fd int, b []byte) (int, syscall.Errno) {
-	if len(b) == 0 {
-		return 0, 0
-	}
-	r, _, e := syscall.RawSyscall(unix.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
-	if e != 0 {
-		return -1, e
-	}
-	return int(r), 0
-}
+func rawRead(fd int, b []byte) (int, syscall.Errno)  { return rawIO(unix.SYS_READ, fd, b) }
+func rawWrite(fd int, b []byte) (int, syscall.Errno) { return rawIO(unix.SYS_WRITE, fd, b) }
 
-func rawWrite(fd int, b []byte) (int, syscall.Errno) {
+// rawIO is read or write (trap) without the runtime's syscall path.
+func rawIO(trap uintptr, fd int, b []byte) (int, syscall.Errno) {
 	if len(b) == 0 {
 		return 0, 0
 	}
-	r, _, e := syscall.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	r, _, e := syscall.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 	if e != 0 {
 		return -1, e
 	}
@@ -927,13 +910,13 @@ func (p *parkedSess) plan() loopPlan {
 		return planGoroutine
 	}
 	p.ext, p.sendParse, p.sendDesc, p.bindStmt = false, false, false, nil
+	cc := c.classifyCache // the routes the loop may take
+	if cc == nil || cc.policy != c.ds.Policy {
+		return planGoroutine
+	}
 	switch typ {
 	case 'Q':
-		if len(body) == 0 || indexNul(body) != len(body)-1 {
-			return planGoroutine
-		}
-		cc := c.classifyCache
-		if cc == nil || cc.policy != c.ds.Policy {
+		if len(body) == 0 || bytes.IndexByte(body, 0) != len(body)-1 {
 			return planGoroutine
 		}
 		cs, ok := cc.m[string(body[:len(body)-1])] // no copy of the text
@@ -943,7 +926,7 @@ func (p *parkedSess) plan() loopPlan {
 		p.st, p.batch = cs.st, n
 		return planRun
 	case 'P', 'B':
-		return p.planExtended()
+		return p.planExtended(cc)
 	}
 	return planGoroutine
 }
@@ -954,13 +937,9 @@ func (p *parkedSess) plan() loopPlan {
 // copy, no allocation when the Parse repeats the unnamed statement, as
 // libpq and pgbench send it): each must use its whole body, as wellSized
 // and pgproto3's decoders require; anything unusual goes to the goroutine.
-func (p *parkedSess) planExtended() loopPlan {
+func (p *parkedSess) planExtended(cc *classifyCache) loopPlan {
 	c := p.c
 	maxBody := c.srv.cfg.MaxMessage
-	cc := c.classifyCache
-	if cc == nil || cc.policy != c.ds.Policy {
-		return planGoroutine
-	}
 	b := p.in
 	off := 0
 	nextMsg := func() (byte, []byte, bool) {
@@ -980,8 +959,8 @@ func (p *parkedSess) planExtended() loopPlan {
 	}
 	var ps *preparedStatement
 	if typ == 'P' {
-		name, rest, ok1 := cutCString(body)
-		query, rest, ok2 := cutCString(rest)
+		name, rest, ok1 := bytes.Cut(body, nul)
+		query, rest, ok2 := bytes.Cut(rest, nul)
 		oids, ok3 := p.readOIDs(rest)
 		if !ok1 || !ok2 || !ok3 {
 			return planGoroutine
@@ -1032,7 +1011,7 @@ func (p *parkedSess) planExtended() loopPlan {
 		return waitOr(ok)
 	}
 	if typ == 'D' {
-		name, rest, ok := cutCString(body[min(1, len(body)):])
+		name, rest, ok := bytes.Cut(body[min(1, len(body)):], nul)
 		if len(body) == 0 || body[0] != 'P' || !ok || len(rest) != 0 || string(name) != string(portalName) {
 			return planGoroutine
 		}
@@ -1044,7 +1023,7 @@ func (p *parkedSess) planExtended() loopPlan {
 	if typ != 'E' {
 		return planGoroutine
 	}
-	name, rest, ok := cutCString(body)
+	name, rest, ok := bytes.Cut(body, nul)
 	if !ok || len(rest) != 4 || string(name) != string(portalName) || binary.BigEndian.Uint32(rest) != 0 {
 		return planGoroutine // a row limit: PortalSuspended is the goroutine's
 	}
@@ -1059,15 +1038,6 @@ func (p *parkedSess) planExtended() loopPlan {
 	}
 	p.ext, p.bindStmt, p.st, p.batch = true, ps, ps.st, off
 	return planRun
-}
-
-// cutCString splits a NUL-terminated string off b.
-func cutCString(b []byte) (s, rest []byte, ok bool) {
-	i := indexNul(b)
-	if i < 0 {
-		return nil, nil, false
-	}
-	return b[:i], b[i+1:], true
 }
 
 // readOIDs reads a Parse's parameter types, which must end the body.
@@ -1090,10 +1060,10 @@ func (p *parkedSess) readOIDs(b []byte) ([]uint32, bool) {
 // readBind reads a Bind into p.params, p.paramFormats and p.resultFormats
 // (the values point into the client's bytes).
 func (p *parkedSess) readBind(b []byte) (portal, stmt []byte, ok bool) {
-	if portal, b, ok = cutCString(b); !ok {
+	if portal, b, ok = bytes.Cut(b, nul); !ok {
 		return nil, nil, false
 	}
-	if stmt, b, ok = cutCString(b); !ok {
+	if stmt, b, ok = bytes.Cut(b, nul); !ok {
 		return nil, nil, false
 	}
 	var fmts []int16
@@ -1146,20 +1116,14 @@ func readInt16s(b []byte, dst []int16) ([]int16, []byte, bool) {
 	return dst, b[2*n:], true
 }
 
+// nul ends the strings of protocol messages.
+var nul = []byte{0}
+
 func waitOr(whole bool) loopPlan {
 	if whole {
 		return planWait
 	}
 	return planGoroutine
-}
-
-func indexNul(b []byte) int {
-	for i, x := range b {
-		if x == 0 {
-			return i
-		}
-	}
-	return -1
 }
 
 // request appends what the goroutine's path sends the shadow for the
@@ -1192,16 +1156,4 @@ func (p *parkedSess) commit() {
 	}
 	p.in = p.in[:copy(p.in, p.in[p.batch:])]
 	p.batch = 0
-}
-
-func settingsEqual(a, b []shadow.Setting) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

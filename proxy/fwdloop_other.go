@@ -7,8 +7,6 @@ import "github.com/jackc/pgx/v5/pgconn"
 // The forwarding loop needs epoll: elsewhere every session stays on its
 // goroutine.
 
-const loopSupported = false
-
 type parkedSess struct{}
 
 func (c *conn) parkable() bool         { return false }

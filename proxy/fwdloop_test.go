@@ -291,13 +291,7 @@ func TestLoop_Shutdown(t *testing.T) {
 	for i := 0; i < 3; i++ {
 		w.roundTrip(t, simpleQ("SELECT 1 AS one")...)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for ts.srv.active.Load() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions active after one client went away while parked, want 1", ts.srv.active.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitActive(t, ts, 1, "after one client went away while parked")
 	ts.cancel()
 	_ = w.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
 	msg, err := w.fe.Receive()
@@ -424,30 +418,8 @@ func TestLoop_Backoff(t *testing.T) {
 // returns.
 func TestLoop_DrainDeadline(t *testing.T) {
 	ts := startShadowServer(t)
-	pc := ts.connect(t)
-	ctx := context.Background()
-	if _, err := execAll(t, pc, "SELECT 1 AS one"); err != nil {
-		t.Fatal(err)
-	}
-	// The first run caches the text; cancelled.
-	done := make(chan error, 1)
-	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
-	time.Sleep(300 * time.Millisecond)
-	if err := pc.CancelRequest(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; sqlstate(err) != "57014" {
-		t.Fatalf("first run = %v, want 57014", err)
-	}
-	if _, err := execAll(t, pc, "SELECT 1 AS one"); err != nil {
-		t.Fatal(err)
-	}
+	done := slowInLoop(t, ts)
 	ran := theLoop.ran.Load()
-	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
-	time.Sleep(300 * time.Millisecond)
-	if !loopRunsOne(ts) {
-		t.Fatal("the slow statement is not running in the loop")
-	}
 	start := time.Now()
 	ts.cancel()
 	select {
@@ -472,6 +444,33 @@ func TestLoop_DrainDeadline(t *testing.T) {
 	}
 }
 
+// slowInLoop starts slowCatalog on a new session of ts so that the loop
+// runs it: a first run (on the goroutine, which caches the text) is
+// cancelled, a forwarded statement parks the session, and the second run
+// is the loop's. It returns the second run's result, to come.
+func slowInLoop(t *testing.T, ts *testServer) <-chan error {
+	t.Helper()
+	pc := ts.connect(t)
+	done := make(chan error, 1)
+	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
+	time.Sleep(300 * time.Millisecond)
+	if err := pc.CancelRequest(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; sqlstate(err) != "57014" {
+		t.Fatalf("first run = %v, want 57014", err)
+	}
+	if _, err := execAll(t, pc, "SELECT 1 AS one"); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
+	time.Sleep(300 * time.Millisecond)
+	if !loopRunsOne(ts) {
+		t.Fatal("the slow statement is not running in the loop")
+	}
+	return done
+}
+
 // loopRunsOne reports whether a session of ts has a statement running in
 // the forwarding loop.
 func loopRunsOne(ts *testServer) bool {
@@ -493,23 +492,7 @@ func loopRunsOne(ts *testServer) bool {
 // back to its goroutine at once, which ends it as the drain does.
 func TestLoop_Abort(t *testing.T) {
 	ts := startShadowServer(t)
-	pc := ts.connect(t)
-	ctx := context.Background()
-	done := make(chan error, 1)
-	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
-	time.Sleep(300 * time.Millisecond)
-	if err := pc.CancelRequest(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	if _, err := execAll(t, pc, "SELECT 1 AS one"); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _, err := execAll(t, pc, slowCatalog); done <- err }()
-	time.Sleep(300 * time.Millisecond)
-	if !loopRunsOne(ts) {
-		t.Fatal("the slow statement is not running in the loop")
-	}
+	done := slowInLoop(t, ts)
 	ts.srv.mu.Lock()
 	for c := range ts.srv.conns {
 		c.shuttingDown.Store(true)
@@ -584,10 +567,16 @@ func TestLoop_TLSSplitRecords(t *testing.T) {
 		// before the client's close_notify (as PostgreSQL does).
 		_ = pc.Close(ctxT(t))
 	}
+	waitActive(t, ts, 0, "after their clients closed")
+}
+
+// waitActive waits up to 5 s for ts to have n sessions.
+func waitActive(t *testing.T, ts *testServer, n int64, when string) {
+	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for ts.srv.active.Load() != 0 {
+	for ts.srv.active.Load() != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions still active after their clients closed", ts.srv.active.Load())
+			t.Fatalf("%d sessions active %s, want %d", ts.srv.active.Load(), when, n)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

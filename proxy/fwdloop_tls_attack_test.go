@@ -257,13 +257,7 @@ func TestLoop_TLSGarbageWhileParked(t *testing.T) {
 				}
 			}
 			t.Logf("loop %q goroutine %q", got[0], got[1])
-			deadline := time.Now().Add(5 * time.Second)
-			for ts.srv.active.Load() != 0 {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d sessions still active", ts.srv.active.Load())
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			waitActive(t, ts, 0, "after the bad input")
 		})
 	}
 }

@@ -79,7 +79,7 @@ func (c *conn) park() bool {
 	p.ran = 0
 	p.want = slices.Clone(c.shadowSettings())
 	p.pool = c.srv.shadowPool(c.ds)
-	p.idleAt = c.idleDeadline()
+	p.idleAt = c.idleDeadline(time.Now())
 	p.clientGone, p.clientOff, p.wantBack, p.cancelled, p.idle = false, false, false, false, false
 	c.everParked.Store(true)
 	theLoop.send(loopCmd{park: p})
@@ -137,9 +137,9 @@ func trimBuf(b []byte) []byte {
 
 // idleDeadline is when the session, idle from now, reaches the server's
 // IdleTimeout (zero: none).
-func (c *conn) idleDeadline() time.Time {
+func (c *conn) idleDeadline(now time.Time) time.Time {
 	if t := c.srv.cfg.IdleTimeout; t > 0 {
-		return time.Now().Add(t)
+		return now.Add(t)
 	}
 	return time.Time{}
 }

@@ -241,7 +241,7 @@ func (p *Pool) Release(c *Conn, reusable bool) { p.release(c, reusable, time.Now
 // release is Release at time now.
 func (p *Pool) release(c *Conn, reusable bool, now time.Time) {
 	c.notice = nil
-	if !reusable || c.HasState() || c.pg.IsClosed() || c.pg.IsBusy() || p.isClosed() {
+	if !p.keeps(c, reusable) {
 		p.discard(c)
 		return
 	}
@@ -445,10 +445,17 @@ func (p *Pool) TakeIdle(now time.Time) *Conn {
 // ReleaseNoWait is Release at time now for a caller that cannot block: a
 // connection that is to be closed is closed in the background.
 func (p *Pool) ReleaseNoWait(c *Conn, reusable bool, now time.Time) {
-	c.notice = nil
-	if !reusable || c.HasState() || c.pg.IsClosed() || c.pg.IsBusy() || p.isClosed() {
-		go p.Release(c, false)
+	if !p.keeps(c, reusable) {
+		c.notice = nil
+		go p.discard(c)
 		return
 	}
 	p.release(c, true, now)
+}
+
+// keeps reports whether a released connection goes back to the idle set:
+// reusable by its holder's account, open, not busy, with no transaction,
+// and the pool open.
+func (p *Pool) keeps(c *Conn, reusable bool) bool {
+	return reusable && !c.HasState() && !c.pg.IsClosed() && !c.pg.IsBusy() && !p.isClosed()
 }
