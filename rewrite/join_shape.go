@@ -53,7 +53,7 @@ func (b *builder) joinShape(items []joinItem) error {
 	}
 	if linked {
 		st.plan.Shape = JoinUnit
-		return nil
+		return b.unitJoinWork(items, protected)
 	}
 	a, bi := protected[0], protected[1]
 	if len(protected) > 2 {
@@ -147,6 +147,59 @@ func (st *joinState) equalities() []joinEq {
 		}
 	}
 	return out
+}
+
+// Work of a unit join (issue 27). Without a bound, n rows of one unit in
+// each of k copies of a table made n^k joined rows upstream, and the time
+// to answer showed whether a person had a value. So every protected input
+// of a unit join but the first is cut, before the join, to at most
+// C_T = max_groups_per_unit·max_rows_per_unit rows per unit (its whole
+// allowance in any one query; pgemit's joinFromSQL), and each row of the
+// first protected table then joins at most F = Π C_T rows: a unit with n
+// rows there makes at most n·F joined rows, linear in its own rows as a
+// scan of one table is, whatever its rows elsewhere. The first table is
+// not cut (its rows are bounded after the join, and cutting it too would
+// cost a sort of the largest input for nothing).
+//
+// The cut is a function of the unit's own rows (a fixed hash order of the
+// row's values), so neighbouring databases still differ only in that
+// unit's joined rows, and bounding after the join (dpplan/bounds.go) gives
+// the guarantee of join.go unchanged. Plans whose F or number of protected
+// inputs exceed the limits below are refused before any charge.
+const (
+	// maxUnitJoinInputs bounds the protected tables (self-join copies
+	// included) of a unit join.
+	maxUnitJoinInputs = 3
+	// maxJoinFanout bounds F = Π C_T, the joined rows one row of the
+	// first protected table can make.
+	maxJoinFanout = 1_000
+)
+
+// unitJoinWork records the per-unit cut C_T of every protected input but
+// the first and their product F, or refuses the join when they exceed the
+// limits.
+func (b *builder) unitJoinWork(items []joinItem, protected []int) error {
+	st := b.join
+	if len(protected) > maxUnitJoinInputs {
+		return b.errAt(b.onNode(items[protected[maxUnitJoinInputs]]), pgerr.ProgramLimitExceeded,
+			"a join on the unit may have at most %d protected tables (this one has %d)", maxUnitJoinInputs, len(protected)).
+			WithHint("join fewer copies of protected tables; each copy multiplies the rows every person makes upstream")
+	}
+	st.plan.RowsPerUnit = make([]int, len(st.tables))
+	fanout := 1
+	for _, k := range protected[1:] {
+		t := st.tables[k]
+		c := max(1, t.MaxGroupsPerUnit) * max(1, t.MaxRowsPerUnit)
+		st.plan.RowsPerUnit[k] = c
+		if fanout > maxJoinFanout/c {
+			return b.errAt(b.onNode(items[k]), pgerr.ProgramLimitExceeded,
+				"in this join one row of %s could meet more than %d rows of the same person", st.tables[protected[0]].Name, maxJoinFanout).
+				WithHint("join fewer copies of protected tables, or ask the data steward for smaller max_rows_per_unit or max_groups_per_unit (each joined protected table is cut to its own allowance per person before the join)")
+		}
+		fanout *= c
+	}
+	st.plan.Fanout = fanout
+	return nil
 }
 
 // maxChangedRows bounds E of an elastic join, so that E·M stays far below

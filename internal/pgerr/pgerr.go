@@ -49,6 +49,7 @@ const (
 	UndefinedObject        = "42704"
 	ReadOnlyTransaction    = "25006"
 	TooManyConnections     = "53300"
+	ProgramLimitExceeded   = "54000"
 	ActiveSQLTransaction   = "25001"
 	NoActiveSQLTransaction = "25P01"
 )

@@ -25,6 +25,9 @@ func joinFromSQL(j *dpplan.Join) string {
 	var from strings.Builder
 	for k, t := range j.Tables {
 		src := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) + " AS dp_t" + strconv.Itoa(k)
+		if j.Shape == dpplan.JoinUnit && k < len(j.RowsPerUnit) && j.RowsPerUnit[k] > 0 {
+			src = unitCutSQL(j, k) + " AS dp_t" + strconv.Itoa(k)
+		}
 		if k == 0 {
 			from.WriteString(src)
 			continue
@@ -37,6 +40,47 @@ func joinFromSQL(j *dpplan.Join) string {
 		from.WriteString(src + " ON " + joinOnSQL(j, k, nil))
 	}
 	return "(SELECT " + strings.Join(cols, ", ") + " FROM " + from.String() + ") AS dp_join"
+}
+
+// unitCutSQL is protected table k of a unit join cut to its first
+// C_k = j.RowsPerUnit[k] rows per unit before the join
+// (rewrite/join_shape.go, "Work of a unit join"), as a derived table of the
+// columns the join reads. The rows of a unit are taken in the order of a
+// hash of their own values (ties, rows equal in every kept column, are
+// interchangeable), so the cut is a function of the unit's own rows and the
+// same in every run; rows without a unit join nothing and are dropped.
+func unitCutSQL(j *dpplan.Join, k int) string {
+	t := j.Tables[k]
+	need := map[string]bool{t.Unit: true}
+	for _, c := range j.Columns {
+		if c.Table == k {
+			need[c.Column] = true
+		}
+	}
+	for i, tk := range j.Tables {
+		for _, on := range tk.On {
+			if on.Table == k {
+				need[on.Column] = true
+			}
+			if i == k {
+				need[on.Other] = true
+			}
+		}
+	}
+	names := make([]string, 0, len(need))
+	for c := range need {
+		names = append(names, c)
+	}
+	sort.Strings(names)
+	for i, n := range names {
+		names[i] = QuoteIdent(n)
+	}
+	cols := strings.Join(names, ", ")
+	unit := QuoteIdent(t.Unit)
+	return "(SELECT " + cols + " FROM (SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + unit +
+		" ORDER BY hashtextextended(ROW(" + cols + ")::text, " + selectSalt + "), " + cols + ") AS dp_cut FROM " +
+		QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) + " WHERE " + unit + " IS NOT NULL) AS dp_cut_rows WHERE dp_cut <= " +
+		strconv.Itoa(j.RowsPerUnit[k]) + ")"
 }
 
 // joinOnSQL is table k's join condition; alias names the tables (dp_t<i> when
