@@ -116,6 +116,17 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 	} else if ctx.Err() != nil {
 		return nil, statementError(ctx, ctx.Err())
 	}
+	// A slot of the dataset's DP admission (admission.go), before the
+	// charge: held by the statement (post.go) or taken for this release.
+	slot, own := c.slot, false
+	if slot == nil {
+		var err error
+		if slot, err = c.srv.admissions[c.ds].admit(ctx, c.analyst); err != nil {
+			return nil, err
+		}
+		own = true
+	}
+	req.Contended = slot.contended.Load
 	rctx := c.sessCtx
 	if rctx == nil {
 		rctx = context.WithoutCancel(ctx)
@@ -124,10 +135,13 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 	var err error
 	done := make(chan struct{})
 	if c.ds.ResponseTime > 0 {
-		req.PublishAt = time.Now().Add(c.ds.ResponseTime)
+		req.PublishAt, req.PadStep = time.Now().Add(c.ds.ResponseTime), c.ds.ResponseTime
 	}
 	go func() {
 		defer close(done)
+		if own {
+			defer slot.done()
+		}
 		defer func() {
 			// The session's own recover (Server.handle) does not see
 			// this goroutine: contain a panic here.

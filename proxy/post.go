@@ -23,7 +23,9 @@ import (
 //  1. plan every leaf with the ordinary planner (a refusal of any leaf
 //     refuses the statement: nothing is charged);
 //  2. check that the leaves together fit the remaining budget (53400
-//     before any charge otherwise);
+//     before any charge otherwise), take one DP admission slot for them
+//     all (admission.go) and the shadow connection the outer SQL will run
+//     on (53000 or 53300 before any charge otherwise);
 //  3. release each leaf through the ordinary path (c.release: reserve,
 //     run the emitted SQL, noise, record), each charged once and listed in
 //     its own NOTICE;
@@ -188,6 +190,29 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 			c.log.Warn("dp query refused by the rate limit")
 			return nil, err
 		}
+		// One DP admission slot for all the leaves (admission.go),
+		// before any is charged.
+		slot, err := c.srv.admissions[c.ds].admit(ctx, c.analyst)
+		if err != nil {
+			return nil, err
+		}
+		c.slot = slot
+		defer func() { c.slot = nil; slot.done() }()
+	}
+	// The shadow connection that runs the outer SQL, also before any leaf
+	// is charged: with every catalog connection busy the statement fails
+	// here (53300) uncharged, never after its leaves were paid for.
+	if c.shadow == nil {
+		sc, err := c.acquireShadow(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c.shadow = sc // pinned: shadowRun uses it and gives it back
+		defer func() {
+			if c.shadow == sc {
+				c.releaseShadow(ctx, sc)
+			}
+		}()
 	}
 	// Release each leaf.
 	rs := &resultSet{}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/release"
 	"go.uber.org/zap"
 )
 
@@ -81,23 +82,24 @@ func formatRate(rl *config.RateLimit) string {
 	return fmt.Sprintf("%g", rl.PerSecond)
 }
 
-// padResponse waits until at least d has passed since start, so that every
-// DP answer (or error after its charge) of a dataset with a response time
-// takes the same time whatever work the data made upstream. It returns at
-// once when the statement is cancelled. An answer that took longer than d
-// is not padded (and is logged, without values, so the steward can raise
-// the setting).
+// padResponse waits until the answer's step of the dataset's ladder of
+// release times (release.PadUntil: start + d, else 2d, 4d, …), so that
+// every DP answer (or error after its charge) of a dataset with a response
+// time shows no more of the work the data made upstream than which step
+// it reached. It returns at once when the statement is cancelled. An
+// answer that took longer than d is logged (without values), so the
+// steward can raise the setting.
 func (c *conn) padResponse(ctx context.Context, start time.Time, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	left := d - time.Since(start)
-	if left <= 0 {
-		c.log.Warn("dp answer took longer than the dataset's response_time; not padded",
-			zap.Duration(logKeyDuration, time.Since(start)))
-		return
+	now := time.Now()
+	until := release.PadUntil(start, d, now)
+	if until.Sub(start) > d {
+		c.log.Warn("dp answer took longer than the dataset's response_time; padded to the next step",
+			zap.Duration(logKeyDuration, now.Sub(start)), zap.Duration("padded_to", until.Sub(start)))
 	}
-	t := time.NewTimer(left)
+	t := time.NewTimer(until.Sub(now))
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -87,6 +87,14 @@ type Config struct {
 	ShadowAcquireTimeout time.Duration
 	// Observer, when set, is told of every statement (observer.go).
 	Observer Observer
+	// DPConcurrency bounds the DP statements that read data at once on
+	// each dataset (default 10: dpproxy.yaml's upstream_max_connections
+	// default), DPConcurrencyPerAnalyst those of one analyst (default 2),
+	// and DPQueueTimeout how long a statement waits for its turn before
+	// 53000, uncharged (default 30s); admission.go.
+	DPConcurrency           int
+	DPConcurrencyPerAnalyst int
+	DPQueueTimeout          time.Duration
 
 	// ForwardLoop parks sessions between forwarded statements on the
 	// forwarding loop (fwdloop_linux.go; Linux only), which runs their
@@ -107,6 +115,7 @@ const (
 	// has cancelled every statement, before it returns without them.
 	drainGrace               = 2 * time.Second
 	defaultMaxBufferedResult = 64 << 20
+	defaultDPConcurrency     = 10
 )
 
 // Server is the PostgreSQL wire-protocol server. Safe for concurrent use.
@@ -120,6 +129,8 @@ type Server struct {
 	rt      router
 	plans   *planCache // nil: no plan cache
 	shadows map[*Dataset]*shadow.Pool
+	// admissions holds each dataset's DP slots (admission.go).
+	admissions map[*Dataset]*admission
 
 	limits rateLimiters
 
@@ -195,6 +206,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	if _, err := rand.Read(s.mockKey); err != nil {
 		return nil, fmt.Errorf("proxy: random key: %w", err)
+	}
+	s.admissions = map[*Dataset]*admission{}
+	for _, ds := range cfg.Datasets {
+		limit := cfg.DPConcurrency
+		if limit <= 0 {
+			limit = defaultDPConcurrency
+		}
+		s.admissions[ds] = newAdmission(limit, cfg.DPConcurrencyPerAnalyst, cfg.DPQueueTimeout)
 	}
 	var err error
 	if s.shadows, err = newShadowPools(cfg); err != nil {

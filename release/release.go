@@ -99,6 +99,16 @@ type Request struct {
 	// the cached answer exactly when the upstream query had finished —
 	// a timing oracle on the data through the cache (issue 14).
 	PublishAt time.Time
+	// PadStep, with PublishAt, sets the ladder of release times: an answer
+	// not ready at PublishAt is recorded at the next PublishAt +
+	// PadStep·(2^k − 1) (PadUntil), never as soon as it is ready.
+	PadStep time.Duration
+	// Contended, when not nil, reports whether a statement of another
+	// analyst ran on the dataset while this one did (the proxy's
+	// admission, proxy/admission.go). A time-out after the charge under
+	// others' load is an availability failure, not the analyst's incident
+	// (incident.go).
+	Contended func() bool
 }
 
 // Column is one result column.
@@ -449,7 +459,11 @@ func (r *Releaser) Remembered(req Request) (*Result, bool) {
 // answer enters the in-memory cache. The budget figure after the charge
 // refreshes the one the NOTICEs of cached answers use.
 func (r *Releaser) record(ctx context.Context, req Request, key string, res *accountant.Reservation, sa *storedAnswer) {
-	if d := time.Until(req.PublishAt); d > 0 {
+	publish := req.PublishAt
+	if req.PadStep > 0 {
+		publish = PadUntil(req.PublishAt.Add(-req.PadStep), req.PadStep, time.Now())
+	}
+	if d := time.Until(publish); d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
@@ -790,4 +804,22 @@ func eventsOf(ms []measurement, sel *selection, auto *autoChoice) []accountant.E
 		events = append(events, sel.events()...)
 	}
 	return events
+}
+
+// PadUntil is when an answer that started at start, in a dataset whose
+// answers take d (its response_time), is released when it is ready at now:
+// start + d·2^k for the smallest k ≥ 0 that is not before now. The time of
+// an answer is so one of a fixed ladder of steps (d, 2d, 4d, …), never the
+// moment the upstream finished: a query slower than d shows at most which
+// step it reached (a logarithm of its time), not its time (issue 27). With
+// d ≤ 0 there is no padding: it returns now.
+func PadUntil(start time.Time, d time.Duration, now time.Time) time.Time {
+	if d <= 0 {
+		return now
+	}
+	step := d
+	for start.Add(step).Before(now) && step < 24*time.Hour {
+		step *= 2
+	}
+	return start.Add(step)
 }

@@ -398,6 +398,55 @@ func TestRun_AvailabilityIsNotAnIncident(t *testing.T) {
 	}
 }
 
+// TestRun_TimeoutUnderOthersLoad: a time-out after the charge while
+// another analyst's query ran on the dataset (Request.Contended, the
+// proxy's admission) is an availability failure: 57014, the charge stands,
+// no incident and no suspension, so one analyst cannot get another
+// suspended by loading the data server (issue 27). Alone, the same
+// time-out stays the analyst's incident; a data error under load does too.
+func TestRun_TimeoutUnderOthersLoad(t *testing.T) {
+	ds := loadPolicy(t)
+	timeout := &pgconn.PgError{Code: "57014", Message: "canceling statement due to statement timeout"}
+	for _, c := range []struct {
+		name      string
+		err       error
+		contended bool
+		incident  bool
+	}{
+		{"server timeout under load", timeout, true, false},
+		{"proxy deadline under load", fmt.Errorf("upstream: %w", context.DeadlineExceeded), true, false},
+		{"timeout alone", timeout, false, true},
+		{"data error under load", &pgconn.PgError{Code: "22012"}, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			led := &memLedger{limit: 3}
+			r := newTestReleaser(t, led, 3)
+			req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace,
+				Upstream: &fakeUpstream{err: c.err}, Contended: func() bool { return c.contended }}
+			_, err := r.Run(context.Background(), req)
+			if got := errors.Is(err, ErrIncident); got != c.incident {
+				t.Fatalf("Run() = %v, incident %v, want %v", err, got, c.incident)
+			}
+			if !c.incident {
+				if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.QueryCanceled {
+					t.Fatalf("Run() = %v, want 57014", err)
+				}
+				if len(led.incidents) != 0 || led.suspended {
+					t.Fatal("a time-out under others' load was recorded as an incident")
+				}
+				if math.Abs(led.spent-0.1) > 1e-12 {
+					t.Fatalf("spent %v, want the charge to stand", led.spent)
+				}
+				// Not suspended: the next query runs.
+				req.Upstream, req.Contended, req.NoCache = &fakeUpstream{rows: [][]*string{{s("cardiology"), s("10"), s("100"), s("10")}}}, nil, true
+				if _, err := r.Run(context.Background(), req); errors.Is(err, accountant.ErrSuspended) {
+					t.Fatalf("suspended after a time-out under load: %v", err)
+				}
+			}
+		})
+	}
+}
+
 func TestRun_RejectsUnderstatedSensitivity(t *testing.T) {
 	ds := loadPolicy(t)
 	plan := groupedPlan(ds)

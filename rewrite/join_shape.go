@@ -171,8 +171,11 @@ const (
 	// included) of a unit join.
 	maxUnitJoinInputs = 3
 	// maxJoinFanout bounds F = Π C_T, the joined rows one row of the
-	// first protected table can make.
-	maxJoinFanout = 1_000
+	// first protected table can make: the demo's visits joined to patients
+	// (F = 1) or to itself once (F = 20) fit; three copies of visits
+	// (F = 400) made 80M joined rows of its 200k and ran past the
+	// statement timeout.
+	maxJoinFanout = 100
 )
 
 // unitJoinWork records the per-unit cut C_T of every protected input but

@@ -47,6 +47,15 @@ type Config struct {
 	// with 53300 (default 5s).
 	ShadowMaxConnections int      `yaml:"shadow_max_connections"`
 	ShadowAcquireTimeout Duration `yaml:"shadow_acquire_timeout"`
+	// DPConcurrency bounds the DP queries that read data at once on each
+	// dataset (default: upstream_max_connections), and
+	// DPConcurrencyPerAnalyst those of one analyst, over all their
+	// sessions (default 2); waiting queries take turns by analyst and
+	// fail uncharged with 53000 after DPQueueTimeout (default 30s).
+	// proxy/admission.go.
+	DPConcurrency           int      `yaml:"dp_concurrency"`
+	DPConcurrencyPerAnalyst int      `yaml:"dp_concurrency_per_analyst"`
+	DPQueueTimeout          Duration `yaml:"dp_queue_timeout"`
 	// IdleTimeout closes a client session idle for this long (default 1h;
 	// "0s" disables it).
 	IdleTimeout *Duration `yaml:"idle_timeout"`
@@ -327,6 +336,15 @@ func Parse(data []byte, name string) (*Config, error) {
 	if c.ShadowAcquireTimeout.Duration == 0 {
 		c.ShadowAcquireTimeout.Duration = 5 * time.Second
 	}
+	if c.DPConcurrency == 0 {
+		c.DPConcurrency = c.UpstreamMaxConnections
+	}
+	if c.DPConcurrencyPerAnalyst == 0 {
+		c.DPConcurrencyPerAnalyst = min(2, c.DPConcurrency)
+	}
+	if c.DPQueueTimeout.Duration == 0 {
+		c.DPQueueTimeout.Duration = 30 * time.Second
+	}
 	if c.IdleTimeout == nil {
 		c.IdleTimeout = &Duration{time.Hour}
 	}
@@ -390,6 +408,15 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	if c.UpstreamMaxConnections < 1 || c.UpstreamMaxConnections > MaxPoolConnections {
 		errs = append(errs, fmt.Sprintf("upstream_max_connections must be between 1 and %d", MaxPoolConnections))
+	}
+	if c.DPConcurrency < 1 || c.DPConcurrency > c.UpstreamMaxConnections {
+		errs = append(errs, fmt.Sprintf("dp_concurrency must be between 1 and upstream_max_connections (%d): more would queue in the upstream pool, unfairly", c.UpstreamMaxConnections))
+	}
+	if c.DPConcurrencyPerAnalyst < 1 || c.DPConcurrencyPerAnalyst > c.DPConcurrency {
+		errs = append(errs, "dp_concurrency_per_analyst must be between 1 and dp_concurrency")
+	}
+	if c.DPQueueTimeout.Duration < 0 {
+		errs = append(errs, "dp_queue_timeout must not be negative")
 	}
 	if c.ShadowMaxConnections < 1 || c.ShadowMaxConnections > MaxPoolConnections {
 		errs = append(errs, fmt.Sprintf("shadow_max_connections must be between 1 and %d", MaxPoolConnections))

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+)
+
+// Admission of DP statements (issue 27, "fair shares of the data server").
+//
+// Every DP statement that may read data (a release, or all the leaves of a
+// post-processing statement together) holds one slot of its dataset while
+// it runs. A dataset has Config.DPConcurrency slots (default: the size of
+// its upstream pool, so the pool never queues) and an analyst holds at most
+// Config.DPConcurrencyPerAnalyst of them at once, however many sessions
+// they open. Waiting statements are served fairly: when a slot frees, the
+// analysts with waiters take turns (round robin), each analyst's own
+// statements in order. So one analyst's load can take at most their share
+// of the data server, and cannot push another analyst's query past its
+// limit by queueing ahead of it.
+//
+// Admission happens before the charge: a statement that waits longer than
+// Config.DPQueueTimeout gets 53000 and is neither run nor charged. The
+// decision depends on other statements' timing only, never on data.
+//
+// A slot also tells the release whether another analyst's statement ran on
+// the same dataset while it did (ticket.contended): a time-out under
+// others' load is an availability failure, not an incident of the analyst
+// (release/incident.go).
+
+// Defaults of the admission limits.
+const (
+	defaultDPConcurrencyPerAnalyst = 2
+	defaultDPQueueTimeout          = 30 * time.Second
+)
+
+// admission holds one dataset's slots. Safe for concurrent use.
+type admission struct {
+	limit, perAnalyst int
+	timeout           time.Duration
+
+	mu      sync.Mutex
+	running map[string]int         // slots held, by analyst
+	total   int                    // slots held
+	live    map[*ticket]struct{}   // the tickets holding slots
+	waiting map[string][]*ticket   // per analyst, in arrival order
+	turns   []string               // analysts with waiters, in turn order
+	waiters map[*ticket]chan error // closed (nil) when admitted
+}
+
+// ticket is one admitted statement's slot.
+type ticket struct {
+	a         *admission
+	analyst   string
+	contended atomic.Bool // another analyst's statement ran meanwhile
+}
+
+func newAdmission(limit, perAnalyst int, timeout time.Duration) *admission {
+	if limit < 1 {
+		limit = 1
+	}
+	if perAnalyst < 1 || perAnalyst > limit {
+		perAnalyst = min(defaultDPConcurrencyPerAnalyst, limit)
+	}
+	if timeout <= 0 {
+		timeout = defaultDPQueueTimeout
+	}
+	return &admission{
+		limit: limit, perAnalyst: perAnalyst, timeout: timeout,
+		running: map[string]int{}, live: map[*ticket]struct{}{},
+		waiting: map[string][]*ticket{}, waiters: map[*ticket]chan error{},
+	}
+}
+
+// admit waits for a slot for analyst, up to the queue timeout or until
+// ctx ends. The caller must call done on the ticket.
+func (a *admission) admit(ctx context.Context, analyst string) (*ticket, error) {
+	t := &ticket{a: a, analyst: analyst}
+	a.mu.Lock()
+	if len(a.waiting[analyst]) == 0 && a.fits(analyst) {
+		a.start(t)
+		a.mu.Unlock()
+		return t, nil
+	}
+	ch := make(chan error, 1)
+	a.waiters[t] = ch
+	if len(a.waiting[analyst]) == 0 {
+		a.turns = append(a.turns, analyst)
+	}
+	a.waiting[analyst] = append(a.waiting[analyst], t)
+	a.mu.Unlock()
+
+	timer := time.NewTimer(a.timeout)
+	defer timer.Stop()
+	var err error
+	select {
+	case <-ch:
+		return t, nil
+	case <-timer.C:
+		err = pgerr.New(insufficientResources, "too many DP queries are running on this dataset; this one waited %s for its turn", a.timeout).
+			WithDetail("The query was not run and nothing was charged.").
+			WithHint("retry it; each analyst may run %d DP queries at once, and the dataset %d", a.perAnalyst, a.limit)
+	case <-ctx.Done():
+		err = statementError(ctx, ctx.Err())
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, still := a.waiters[t]; !still {
+		// Admitted as we gave up: the slot is ours; give it back.
+		a.finish(t)
+		return nil, err
+	}
+	delete(a.waiters, t)
+	q := a.waiting[analyst]
+	for i, w := range q {
+		if w == t {
+			a.waiting[analyst] = append(q[:i:i], q[i+1:]...)
+			break
+		}
+	}
+	if len(a.waiting[analyst]) == 0 {
+		delete(a.waiting, analyst)
+		a.dropTurn(analyst)
+	}
+	return nil, err
+}
+
+// fits reports whether analyst may take a slot now. Called with mu held.
+func (a *admission) fits(analyst string) bool {
+	return a.total < a.limit && a.running[analyst] < a.perAnalyst
+}
+
+// start gives t a slot and records who ran alongside whom. Called with mu
+// held.
+func (a *admission) start(t *ticket) {
+	for o := range a.live {
+		if o.analyst != t.analyst {
+			o.contended.Store(true)
+			t.contended.Store(true)
+		}
+	}
+	a.live[t] = struct{}{}
+	a.running[t.analyst]++
+	a.total++
+}
+
+// done gives the slot back and admits the next waiters in turn.
+func (t *ticket) done() {
+	a := t.a
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.finish(t)
+}
+
+// finish frees t's slot and hands free slots to waiters, one analyst's
+// turn at a time. Called with mu held.
+func (a *admission) finish(t *ticket) {
+	if _, ok := a.live[t]; !ok {
+		return
+	}
+	delete(a.live, t)
+	a.total--
+	if a.running[t.analyst]--; a.running[t.analyst] == 0 {
+		delete(a.running, t.analyst)
+	}
+	for a.total < a.limit {
+		next := -1
+		for i, an := range a.turns {
+			if a.running[an] < a.perAnalyst {
+				next = i
+				break
+			}
+		}
+		if next < 0 {
+			return
+		}
+		an := a.turns[next]
+		w := a.waiting[an][0]
+		a.waiting[an] = a.waiting[an][1:]
+		// The analyst goes to the back of the turn order (or leaves it).
+		a.turns = append(a.turns[:next:next], a.turns[next+1:]...)
+		if len(a.waiting[an]) > 0 {
+			a.turns = append(a.turns, an)
+		} else {
+			delete(a.waiting, an)
+		}
+		ch := a.waiters[w]
+		delete(a.waiters, w)
+		a.start(w)
+		close(ch)
+	}
+}
+
+// dropTurn removes analyst from the turn order. Called with mu held.
+func (a *admission) dropTurn(analyst string) {
+	for i, an := range a.turns {
+		if an == analyst {
+			a.turns = append(a.turns[:i:i], a.turns[i+1:]...)
+			return
+		}
+	}
+}
