@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 )
@@ -198,5 +199,85 @@ func TestMannWhitneyP(t *testing.T) {
 	}
 	if got, want := mannWhitneyP(x, y), 2/601080390.0; math.Abs(got-want) > 1e-12*want {
 		t.Errorf("complete separation of 16 and 16: p = %g, want %g", got, want)
+	}
+}
+
+// TestTiming_UnitJoinPerson is the attack of issue 27, class 1: whether a
+// named patient has a diagnosis, asked through a unit self-join of visits
+// at the floor ε. Before the fix the join made n² rows of the patient (n^k
+// with k copies) and the answer took seconds when they had it. Now each
+// later copy is cut to the patient's allowance before the join and every
+// answer is released at its time slot, fixed from the plan before the
+// charge: with the diagnosis or without it the answers take the same time
+// (medians within 50 ms, and no Mann–Whitney difference at timingAlpha:
+// false-failure probability timingAlpha when the padding works).
+func TestTiming_UnitJoinPerson(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	up := connect(t, ctx, env.upstreamDSN)
+	// The patient with the most visits, one diagnosis they have and one
+	// they do not.
+	var patient int64
+	var has, hasNot string
+	if err := up.QueryRow(ctx, `SELECT patient_id FROM visits GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1`).Scan(&patient); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.QueryRow(ctx, `SELECT diagnosis FROM visits WHERE patient_id = $1 GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT 1`, patient).Scan(&has); err != nil {
+		t.Fatal(err)
+	}
+	if err := up.QueryRow(ctx, `SELECT diagnosis FROM visits WHERE diagnosis NOT IN (SELECT diagnosis FROM visits WHERE patient_id = $1) GROUP BY 1 ORDER BY 1 LIMIT 1`, patient).Scan(&hasNot); err != nil {
+		t.Fatal(err)
+	}
+	const pad = 300 * time.Millisecond
+	cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
+		cfg["analysts"].(map[string]any)["vera"] = map[string]any{"password": "plain:vera"}
+		ds := cfg["datasets"].(map[string]any)["hospital"].(map[string]any)
+		ds["response_time"] = pad.String()
+		// A work rate that makes the slot the response time itself (the
+		// demo's work bound is conservative): the test is of the padding.
+		ds["work_rate"] = 1e11
+	})
+	p := startProxy(t, cfgPath, addr)
+	c := connect(t, ctx, p.dsn("vera"))
+	if _, err := c.Exec(ctx, "SET dp.epsilon = 0.001; SET dp.cache = off; SET dp.contribution = fixed"); err != nil {
+		t.Fatal(err)
+	}
+	q := func(diagnosis string, i int) string {
+		return fmt.Sprintf("SELECT COUNT(*) FROM visits a JOIN visits b ON a.patient_id = b.patient_id WHERE a.patient_id = %d AND b.diagnosis = '%s' AND a.age <> %d",
+			patient, strings.ReplaceAll(diagnosis, "'", "''"), 1000+i)
+	}
+	run := func(sql string) time.Duration {
+		start := time.Now()
+		var v float64
+		if err := c.QueryRow(ctx, sql).Scan(&v); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+		return time.Since(start)
+	}
+	run(q(has, 0))
+	var withD, withoutD []time.Duration
+	for i := 1; i <= timingN; i++ {
+		withD = append(withD, run(q(has, 2*i)))
+		withoutD = append(withoutD, run(q(hasNot, 2*i+1)))
+	}
+	median := func(d []time.Duration) time.Duration {
+		s := slices.Clone(d)
+		slices.Sort(s)
+		return s[len(s)/2]
+	}
+	for _, d := range append(slices.Clone(withD), withoutD...) {
+		if d < pad {
+			t.Fatalf("an answer took %v, under its time slot %v", d, pad)
+		}
+	}
+	diff := median(withD) - median(withoutD)
+	pv := mannWhitneyP(withD, withoutD)
+	t.Logf("patient with %q: median %v; without %q: median %v; Mann–Whitney p = %.3g", has, median(withD), hasNot, median(withoutD), pv)
+	if diff < -50*time.Millisecond || diff > 50*time.Millisecond {
+		t.Errorf("medians differ by %v: the time shows whether the patient has the diagnosis", diff)
+	}
+	if pv < timingAlpha {
+		t.Errorf("answers with and without the diagnosis are distinguishable by time: p = %.3g < %g", pv, timingAlpha)
 	}
 }

@@ -52,6 +52,7 @@
 //	    unit_column: patient_id
 //	    max_groups_per_unit: 4   # L0: groups at full weight (L0·R rows in all)
 //	    max_rows_per_unit: 5     # L∞: rows one unit may contribute per group
+//	    max_rows: 1000000        # optional bound on the table's rows: work bound and time slot before the charge
 //	    columns:
 //	      age:  {type: int, lower: 0, upper: 110}
 //	      cost: {type: numeric, lower: 0, upper: 20000}

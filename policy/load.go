@@ -216,6 +216,7 @@ type rawTable struct {
 	UnitColumn       string                `yaml:"unit_column"`
 	MaxGroupsPerUnit *int                  `yaml:"max_groups_per_unit"`
 	MaxRowsPerUnit   *int                  `yaml:"max_rows_per_unit"`
+	MaxRows          *int64                `yaml:"max_rows"`
 	Columns          map[string]*rawColumn `yaml:"columns"`
 }
 

@@ -156,6 +156,13 @@ type Table struct {
 	UnitColumn       string
 	MaxGroupsPerUnit int // L0
 	MaxRowsPerUnit   int // L∞ per group
+	// MaxRows, when > 0, is the steward's declared bound on the table's
+	// rows (max_rows): a public quantity, unlike the table's real size (an
+	// exact row count is itself a statistic of the data). DP plans over
+	// tables that all declare it get a work bound and a time slot fixed
+	// before the charge (rewrite's dpplan.Work, issue 27); `dpproxy
+	// doctor` checks it against the table. 0 when undeclared.
+	MaxRows int64
 	// UnitType is the type the unit column's literals are checked against
 	// (int or text), learned from the live catalog before the dataset is
 	// served (internal/catalog); UnitTypeName is the column's PostgreSQL

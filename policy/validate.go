@@ -17,6 +17,9 @@ import (
 // representable exactly in float64 (2⁵³) after multiplication.
 const (
 	maxContribution = 1_000_000 // max_groups_per_unit, max_rows_per_unit
+	// maxDeclaredRows bounds max_rows (10¹⁵: work bounds stay exact in
+	// float64 and int64 products with the fan-out limits).
+	maxDeclaredRows = 1e15
 	maxAbsBound     = 1e15      // |lower|, |upper| of numeric columns
 	maxPublicValues = 10_000    // keys of one public_values list
 )
@@ -300,6 +303,13 @@ func (v *validator) tables(raw map[string]*rawTable, d *Dataset) {
 			t.UnitColumn = strings.ToLower(rt.UnitColumn)
 			t.MaxGroupsPerUnit = v.contribution(append(path, "max_groups_per_unit"), rt.MaxGroupsPerUnit, "max_groups_per_unit", "how many groups one unit may contribute to")
 			t.MaxRowsPerUnit = v.contribution(append(path, "max_rows_per_unit"), rt.MaxRowsPerUnit, "max_rows_per_unit", "how many rows one unit may contribute to one group")
+		}
+		if rt.MaxRows != nil {
+			if *rt.MaxRows < 1 || *rt.MaxRows > maxDeclaredRows {
+				v.errorf(append(path, "max_rows"), "max_rows must be between 1 and %d (a bound on the table's rows, e.g. its expected size with room to grow)", int64(maxDeclaredRows))
+			} else {
+				t.MaxRows = *rt.MaxRows
+			}
 		}
 		for _, cname := range sortedKeys(v.root, strings.Join(append(path, "columns"), "\x00"), rt.Columns) {
 			c := v.column(append(path, "columns", cname), cname, rt.Columns[cname], t)

@@ -42,6 +42,22 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		if err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}
+		slot, err := c.timeSlot(plan)
+		line := ""
+		switch {
+		case err != nil:
+			pe, _ := pgerr.As(err)
+			line = "  Time slot: refused before the charge: " + pe.Message
+		case slot > 0:
+			line = fmt.Sprintf("  Time slot: the answer is released %s after its release starts (response_time %s", slot, c.ds.ResponseTime)
+			if plan.Work.Rows > 0 {
+				line += fmt.Sprintf(", doubled until it covers %d rows at work_rate %g rows/s", plan.Work.Rows, c.ds.WorkRate)
+			}
+			line += ")"
+		default:
+			line = "  Time slot: none (response_time is 0: the time of the answer shows the work the data made upstream)"
+		}
+		rows = append(rows[:len(rows)-1:len(rows)-1], []*string{&line}, rows[len(rows)-1])
 		rs, err := dpResultSet(&release.Result{Columns: cols, Rows: rows})
 		if err != nil {
 			return nil, err
@@ -132,11 +148,18 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 		rctx = context.WithoutCancel(ctx)
 	}
 	var res *release.Result
-	var err error
 	done := make(chan struct{})
-	if c.ds.ResponseTime > 0 {
-		req.PublishAt, req.PadStep = time.Now().Add(c.ds.ResponseTime), c.ds.ResponseTime
+	slotLen, err := c.timeSlot(req.Plan)
+	if err != nil {
+		if own {
+			slot.done()
+		}
+		return nil, err
 	}
+	if slotLen > 0 {
+		req.PublishAt, req.PadStep = time.Now().Add(slotLen), slotLen
+	}
+	req.WorkBounded = req.Plan != nil && req.Plan.Work.Rows > 0
 	go func() {
 		defer close(done)
 		if own {
@@ -152,7 +175,7 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 		}()
 		start := time.Now()
 		res, err = c.srv.cfg.Releaser.Run(rctx, req)
-		c.padResponse(rctx, start, c.ds.ResponseTime)
+		c.padResponse(rctx, start, slotLen)
 	}()
 	select {
 	case <-done:
@@ -421,4 +444,36 @@ func dpError(ctx context.Context, err error, log *zap.Logger) error {
 	}
 	log.Error("dp path failed", zap.String("error_type", fmt.Sprintf("%T", err)), zap.String(logKeySQLState, code))
 	return pgerr.New(pgerr.InternalError, internalErrorMessage).Wrap(err)
+}
+
+// timeSlot is how long the release of plan takes, fixed before its charge
+// from public quantities only (issue 27, SECURITY.md "Time"): the dataset's
+// response_time, or the first doubling of it that covers the plan's work
+// bound (rewrite's dpplan.Work: the rows its upstream queries may process,
+// from the policy's max_rows) at the dataset's work_rate. The answer, or
+// the error after its charge, is released at the end of the slot
+// (padResponse; a slot overrun under load goes to the next doubling). 0:
+// no padding (response_time 0). Whatever the padding, a plan whose work
+// bound needs longer than the upstream statement_timeout at work_rate is
+// refused here, uncharged: it could time out however its data is made.
+func (c *conn) timeSlot(plan *rewrite.Plan) (time.Duration, error) {
+	if plan == nil {
+		return 0, nil
+	}
+	w := plan.Work
+	var need time.Duration
+	if w.Rows > 0 && c.ds.WorkRate > 0 {
+		need = time.Duration(float64(w.Rows) / c.ds.WorkRate * float64(time.Second))
+		if st := c.srv.cfg.StatementTimeout; st > 0 && need > st {
+			return 0, pgerr.New(pgerr.ProgramLimitExceeded, "this query may process up to %d rows upstream, %s of work at %g rows/s, over the statement_timeout of %s", w.Rows, need.Round(time.Millisecond), c.ds.WorkRate, st).
+				WithDetail("The bound comes from the policy's max_rows, the query's joins and its automatic bounds, not from the data. The query was not run and nothing was charged.").
+				WithHint("join fewer tables, or use fixed bounds (SET dp.contribution = fixed; SET dp.clipping = off); the data steward sets max_rows, work_rate and statement_timeout")
+		}
+	}
+	d := c.ds.ResponseTime
+	if d <= 0 {
+		return 0, nil
+	}
+	var zero time.Time
+	return release.PadUntil(zero, d, zero.Add(need)).Sub(zero), nil
 }

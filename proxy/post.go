@@ -167,6 +167,11 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 			Upstream: c.ds.Upstream, NoCache: c.noCache(),
 		}
 		reqs[i] = &req
+		// Every leaf's time slot fits the time limit, before any is
+		// charged (dp.go timeSlot).
+		if _, err := c.timeSlot(l.plan); err != nil {
+			return nil, err
+		}
 		if cc, ok := c.srv.cfg.Releaser.(interface {
 			IsCached(context.Context, release.Request) bool
 		}); ok && cc.IsCached(ctx, req) {

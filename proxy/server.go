@@ -33,6 +33,9 @@ type Dataset struct {
 	// ResponseTime pads every DP answer (and every error after a charge)
 	// to at least this long (0: no padding); see padResponse.
 	ResponseTime time.Duration
+	// WorkRate (rows per second) turns a plan's work bound into its time
+	// slot (timeSlot; 0: every slot is ResponseTime).
+	WorkRate float64
 }
 
 // Releaser answers one DP request: reserve → run → noise → record.
@@ -95,6 +98,10 @@ type Config struct {
 	DPConcurrency           int
 	DPConcurrencyPerAnalyst int
 	DPQueueTimeout          time.Duration
+	// StatementTimeout is the upstream time limit of DP queries
+	// (dpproxy.yaml's statement_timeout): a plan whose time slot exceeds
+	// it is refused before the charge (timeSlot; 0: no such check).
+	StatementTimeout time.Duration
 
 	// ForwardLoop parks sessions between forwarded statements on the
 	// forwarding loop (fwdloop_linux.go; Linux only), which runs their

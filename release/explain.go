@@ -185,6 +185,11 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 		}
 		lines = append(lines, post)
 	}
+	if w := plan.Work; w.Rows > 0 {
+		add("  Work: at most %d rows upstream in %d scan(s), from the policy's max_rows (the answer's time slot is fixed from it before the charge)", w.Rows, w.Scans)
+	} else {
+		add("  Work: not bounded: %s declare(s) no max_rows in the policy (answers are padded to response_time, or its next doubling)", strings.Join(w.Undeclared, ", "))
+	}
 	add("  SQL: %s", plan.SQL)
 
 	rows := make([][]*string, len(lines))

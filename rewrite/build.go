@@ -139,8 +139,9 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	}
 	if opts.AutoClip {
 		addAutoClip(ds, orig, opts, p) // autoclip.go
-		p.Fingerprint = fingerprint(p)
 	}
+	p.Work = dpplan.WorkOf(ds, p) // internal/dpplan/work.go
+	p.Fingerprint = fingerprint(p)
 	return p, nil
 }
 

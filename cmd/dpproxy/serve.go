@@ -177,7 +177,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 		}
 		defer up.Close()
 		ups[n] = up
-		datasets[n] = &proxy.Dataset{Policy: ds, Upstream: up, ShadowDSN: dc.Shadow, ResponseTime: dc.ResponseTime.Duration}
+		datasets[n] = &proxy.Dataset{Policy: ds, Upstream: up, ShadowDSN: dc.Shadow, ResponseTime: dc.ResponseTime.Duration, WorkRate: dc.WorkRate}
 		if dc.ResponseTime.Duration == 0 {
 			log.Warn("response_time is off: the time of each DP answer shows how much work the data made upstream (SECURITY.md G5); set datasets."+n+".response_time above the slowest DP query",
 				zap.String("dataset", n))
@@ -217,6 +217,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 		DPConcurrency:           cfg.DPConcurrency,
 		DPConcurrencyPerAnalyst: cfg.DPConcurrencyPerAnalyst,
 		DPQueueTimeout:          cfg.DPQueueTimeout.Duration,
+		StatementTimeout:        cfg.StatementTimeout.Duration,
 		Logger:                  log,
 		DefaultRateLimit:        cfg.RateLimit,
 		Observer:                ops.observer(),

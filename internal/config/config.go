@@ -115,6 +115,13 @@ type DatasetConfig struct {
 	// its release starts (reservation, upstream query, noise), so that the time to answer does not reveal
 	// how much work the data made upstream (default 0s: no padding).
 	ResponseTime Duration `yaml:"response_time"`
+	// WorkRate is the rows per second one DP query is sure to process
+	// upstream. With response_time and the policy's
+	// max_rows it fixes each answer's time slot before the charge: the
+	// first of response_time, 2·response_time, 4·… that covers the plan's
+	// work bound at this rate; a plan whose slot exceeds statement_timeout
+	// is refused uncharged (proxy/dp.go, issue 27). Default 500000.
+	WorkRate float64 `yaml:"work_rate"`
 	// PublicMaxRows caps the rows the proxy copies of each public table
 	// into the shadow (internal/shadow, mirror.go); a larger table is not
 	// copied and reads of it are refused with a hint (default 100000).
@@ -129,6 +136,10 @@ type DatasetConfig struct {
 // largest public_max_rows; they match internal/shadow's DefaultMaxPublicRows
 // and MaxMaxPublicRows (config imports nothing of the project).
 const (
+	// DefaultWorkRate is a cautious rate for one DP query on a 2-core
+	// PostgreSQL 15: BENCHMARKS.md measured the fixed-bound DP aggregate
+	// over 1M rows at 1.3 s on a quiet machine (about 770,000 rows/s).
+	DefaultWorkRate      = 500_000
 	DefaultPublicMaxRows = 100_000
 	MaxPublicMaxRows     = 10_000_000
 )
@@ -381,6 +392,13 @@ func Parse(data []byte, name string) (*Config, error) {
 		if d.PublicMaxRows == 0 {
 			d.PublicMaxRows = DefaultPublicMaxRows
 			c.Datasets[n] = d
+		}
+		if d.WorkRate == 0 {
+			d.WorkRate = DefaultWorkRate
+			c.Datasets[n] = d
+		}
+		if d.WorkRate < 1000 || d.WorkRate > 1e12 {
+			errs = append(errs, fmt.Sprintf("datasets.%s.work_rate must be between 1000 and 1e12 rows per second", n))
 		}
 		if d.PublicMaxRows < 1 || d.PublicMaxRows > MaxPublicMaxRows {
 			errs = append(errs, fmt.Sprintf("datasets.%s.public_max_rows must be between 1 and %d", n, MaxPublicMaxRows))

@@ -77,6 +77,11 @@ type Plan struct {
 	// the summed columns by DP (rewrite/autoclip.go, dp.clipping = auto).
 	Clip *AutoClip `json:",omitempty"`
 
+	// Work bounds the rows the plan's upstream queries process, from the
+	// policy's declared sizes (work.go); the proxy fixes the answer's time
+	// slot from it before the charge.
+	Work Work
+
 	// Fingerprint is a hash of the canonical plan (not of the analyst's
 	// text): equal fingerprints mean equal emitted SQL and measures.
 	Fingerprint string

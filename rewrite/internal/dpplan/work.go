@@ -1,0 +1,144 @@
+// Privacy-critical: needs DP review.
+
+package dpplan
+
+import (
+	"math"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// The work bound of a plan (issue 27, SECURITY.md "Time").
+//
+// How long a DP answer takes upstream is an output too: if one person's
+// rows could change it by much, the time to answer would release their
+// data at ε = ∞. A plan's Work bounds the rows its upstream queries read
+// and make, from public quantities only: the policy's declared table sizes
+// (max_rows), contribution limits, join multiplicities and the plan's
+// shape, never the data's real sizes (an exact row count is itself a
+// statistic). With it the proxy fixes the answer's time slot before the
+// charge (proxy/dp.go) and refuses a plan whose slot exceeds the statement
+// time-out, so no accepted query's work can reach the time-out however
+// the data is made.
+//
+// Per scan (one upstream query), with N_T the declared rows of table T:
+//
+//   - one table: N_T;
+//   - joins: every input is read once (Σ N_T) and the joined rows are at
+//     most N_first · fan-out, where a row of the first protected table
+//     meets at most F = Π C_T rows of the other protected tables of a unit
+//     join (each cut to C_T rows per unit first: rewrite/join_shape.go),
+//     at most m_B rows of the other table of an elastic join (its declared
+//     max_rows_per_value, enforced before the join), and, per public table,
+//     at most its join column's max_rows_per_value, or its N_T when that is
+//     undeclared.
+//
+// A plan reads its tables once, plus once more with automatic bounds (the
+// chosen plan's own query after the combined profile) and once more with
+// automatic clipping (the histogram). The bound is unknown (Rows 0) when a
+// table of the plan declares no max_rows.
+
+// Work is a plan's bound on its upstream work.
+type Work struct {
+	// Rows bounds the rows all the plan's upstream queries read and join
+	// (0: unknown, see Undeclared).
+	Rows int64 `json:",omitempty"`
+	// Scans is the number of upstream queries that read the tables.
+	Scans int `json:",omitempty"`
+	// Undeclared names the plan's tables without max_rows (Rows is 0).
+	Undeclared []string `json:",omitempty"`
+}
+
+// maxWorkRows caps Rows (it saturates): far beyond any time slot.
+const maxWorkRows = int64(1) << 60
+
+// WorkOf returns the work bound of p over the tables of ds.
+func WorkOf(ds *policy.Dataset, p *Plan) Work {
+	w := Work{Scans: 1}
+	if p.Auto != nil {
+		w.Scans++
+	}
+	if p.Clip != nil {
+		w.Scans++
+	}
+	var rows float64
+	if p.Join == nil {
+		t, ok := ds.Table(p.Table)
+		if !ok || t.MaxRows == 0 {
+			w.Undeclared = []string{p.Table}
+			return w
+		}
+		rows = float64(t.MaxRows)
+	} else {
+		var ok bool
+		if rows, ok = joinRows(ds, p.Join, &w); !ok {
+			return w
+		}
+	}
+	total := rows * float64(w.Scans)
+	if total >= float64(maxWorkRows) {
+		w.Rows = maxWorkRows
+	} else {
+		w.Rows = int64(math.Ceil(total))
+	}
+	return w
+}
+
+// joinRows is one scan's bound for a join: Σ N_T read plus the joined rows.
+func joinRows(ds *policy.Dataset, j *Join, w *Work) (float64, bool) {
+	n := make([]float64, len(j.Tables))
+	for k, jt := range j.Tables {
+		t, ok := ds.Table(jt.Name)
+		if !ok || t.MaxRows == 0 {
+			w.Undeclared = append(w.Undeclared, jt.Name)
+			continue
+		}
+		n[k] = float64(t.MaxRows)
+	}
+	if len(w.Undeclared) > 0 {
+		return 0, false
+	}
+	read, first, fanout := 0.0, -1, 1.0
+	for k, jt := range j.Tables {
+		read += n[k]
+		switch {
+		case !jt.Public && first < 0:
+			first = k
+		case !jt.Public && j.Shape == JoinUnit:
+			fanout *= float64(j.RowsPerUnit[k]) // C_T
+		case !jt.Public && j.Shape == JoinKey:
+			fanout *= float64(j.RowsPerValue[k]) // m_B
+		case jt.Public:
+			fanout *= publicFanout(ds, j, k, n[k])
+		}
+	}
+	return read + n[first]*fanout, true
+}
+
+// publicFanout bounds the rows of public table k that one joined row
+// meets: the smallest declared max_rows_per_value of the columns it is
+// joined on, else its declared rows.
+func publicFanout(ds *policy.Dataset, j *Join, k int, rows float64) float64 {
+	t, _ := ds.Table(j.Tables[k].Name)
+	best := rows
+	cols := []string{}
+	if k < len(j.KeyColumn) && j.KeyColumn[k] != "" {
+		cols = append(cols, j.KeyColumn[k])
+	}
+	for _, on := range j.Tables[k].On {
+		cols = append(cols, on.Other)
+	}
+	for i, tk := range j.Tables {
+		for _, on := range tk.On {
+			if on.Table == k && i != k {
+				cols = append(cols, on.Column)
+			}
+		}
+	}
+	for _, c := range cols {
+		if col := t.Columns[c]; col != nil && col.MaxRowsPerValue > 0 {
+			best = math.Min(best, float64(col.MaxRowsPerValue))
+		}
+	}
+	return best
+}
