@@ -20,8 +20,8 @@ const (
 	// maxDeclaredRows bounds max_rows (10¹⁵: work bounds stay exact in
 	// float64 and int64 products with the fan-out limits).
 	maxDeclaredRows = 1e15
-	maxAbsBound     = 1e15      // |lower|, |upper| of numeric columns
-	maxPublicValues = 10_000    // keys of one public_values list
+	maxAbsBound     = 1e15   // |lower|, |upper| of numeric columns
+	maxPublicValues = 10_000 // keys of one public_values list
 )
 
 var (
