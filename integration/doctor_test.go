@@ -38,6 +38,8 @@ func TestDoctor_Demo(t *testing.T) {
 		"shadow role dpproxy_shadow cannot connect to the data database",
 		"column types: every declared column's live type honours its policy type",
 		"response_time pads every DP answer to 500ms",
+		"table visits has 200000 rows, within its declared max_rows 250000",
+		"table patients has 50000 rows, within its declared max_rows 60000",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("doctor output lacks %q", want)

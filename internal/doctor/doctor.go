@@ -133,6 +133,9 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		if err := checkPublic(ctx, r, n, dc.Shadow, dc.Upstream, ds, dc.PublicMaxRows); err != nil {
 			return nil, err
 		}
+		if err := checkSizes(ctx, r, n, dc.Upstream, ds); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
