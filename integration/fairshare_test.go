@@ -25,13 +25,13 @@ var heavyQueries = []string{
 	`SELECT date_trunc('day', visit_date), department, AVG(cost) FROM visits GROUP BY 1, 2`,
 }
 
-// TestFairShare_HeavyAnalyst: one analyst (carol) runs the heaviest
+// TestFairShare_HeavyAnalyst: one analyst (hoarder) runs the heaviest
 // accepted DP queries from six sessions at once for -fair.duration while a
-// second analyst (dave) keeps running ordinary DP and catalog statements.
-// None of dave's statements fails after a charge, no incident is recorded
-// against him and he is never suspended: carol's load is capped by her
+// second analyst (victim) keeps running ordinary DP and catalog statements.
+// None of victim's statements fails after a charge, no incident is recorded
+// against him and he is never suspended: hoarder's load is capped by her
 // share of the dataset's DP slots (proxy/admission.go), and a time-out
-// under her load would be an availability failure, not dave's incident.
+// under her load would be an availability failure, not victim's incident.
 func TestFairShare_HeavyAnalyst(t *testing.T) {
 	requireDemo(t)
 	if testing.Short() {
@@ -39,15 +39,22 @@ func TestFairShare_HeavyAnalyst(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *fairDuration+3*time.Minute)
 	defer cancel()
-	cfgPath, addr := extraConfig(t) // carol and dave
+	// Analysts of this test only: the ledger tests count hoarder's charges,
+	// and the releases of her statements still running at the end finish
+	// in the background.
+	cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
+		for _, a := range []string{"hoarder", "victim"} {
+			cfg["analysts"].(map[string]any)[a] = map[string]any{"password": "plain:" + a}
+		}
+	})
 	p := startProxy(t, cfgPath, addr)
 	ledger := connect(t, ctx, ledgerDSN())
 	var before int
-	if err := ledger.QueryRow(ctx, "SELECT count(*) FROM dpproxy_ledger.incident WHERE analyst = 'dave'").Scan(&before); err != nil {
+	if err := ledger.QueryRow(ctx, "SELECT count(*) FROM dpproxy_ledger.incident WHERE analyst = 'victim'").Scan(&before); err != nil {
 		t.Fatal(err)
 	}
 
-	// carol's sessions end with the test's load: her statements still
+	// hoarder's sessions end with the test's load: her statements still
 	// running then are cancelled (their releases finish in the proxy).
 	cctx, stopCarol := context.WithCancel(ctx)
 	defer stopCarol()
@@ -57,7 +64,7 @@ func TestFairShare_HeavyAnalyst(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := pgconn.Connect(cctx, p.dsn("carol"))
+			c, err := pgconn.Connect(cctx, p.dsn("hoarder"))
 			if err != nil {
 				t.Error(err)
 				return
@@ -75,15 +82,15 @@ func TestFairShare_HeavyAnalyst(t *testing.T) {
 				}
 				if err != nil {
 					if heavyRefused.Add(1) <= 3 {
-						t.Logf("carol: %v", err)
+						t.Logf("hoarder: %v", err)
 					}
 				}
 			}
 		}()
 	}
 
-	// dave: a DP statement and a catalog statement, again and again.
-	c, err := pgconn.Connect(ctx, p.dsn("dave"))
+	// victim: a DP statement and a catalog statement, again and again.
+	c, err := pgconn.Connect(ctx, p.dsn("victim"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,19 +115,19 @@ func TestFairShare_HeavyAnalyst(t *testing.T) {
 	}
 	stopCarol()
 	wg.Wait()
-	t.Logf("carol sent %d heavy statements (%d refused or failed); dave had %d answers", heavy.Load(), heavyRefused.Load(), answered)
+	t.Logf("hoarder sent %d heavy statements (%d refused or failed); victim had %d answers", heavy.Load(), heavyRefused.Load(), answered)
 	if len(failures) > 0 {
-		t.Fatalf("%d of dave's statements failed under carol's load:\n%s", len(failures), strings.Join(failures, "\n"))
+		t.Fatalf("%d of victim's statements failed under hoarder's load:\n%s", len(failures), strings.Join(failures, "\n"))
 	}
 	if heavy.Load() < 8 {
-		t.Fatalf("carol sent only %d heavy statements: the test did not load the data server", heavy.Load())
+		t.Fatalf("hoarder sent only %d heavy statements: the test did not load the data server", heavy.Load())
 	}
 	var after int
 	var suspended bool
-	if err := ledger.QueryRow(ctx, "SELECT count(*), coalesce(bool_or(suspended), false) FROM dpproxy_ledger.incident WHERE analyst = 'dave'").Scan(&after, &suspended); err != nil {
+	if err := ledger.QueryRow(ctx, "SELECT count(*), coalesce(bool_or(suspended), false) FROM dpproxy_ledger.incident WHERE analyst = 'victim'").Scan(&after, &suspended); err != nil {
 		t.Fatal(err)
 	}
 	if after != before || suspended {
-		t.Fatalf("dave has %d new incidents (suspended %v) after carol's load", after-before, suspended)
+		t.Fatalf("victim has %d new incidents (suspended %v) after hoarder's load", after-before, suspended)
 	}
 }

@@ -159,7 +159,6 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 	if slotLen > 0 {
 		req.PublishAt, req.PadStep = time.Now().Add(slotLen), slotLen
 	}
-	req.WorkBounded = req.Plan != nil && req.Plan.Work.Rows > 0
 	go func() {
 		defer close(done)
 		if own {

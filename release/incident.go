@@ -80,14 +80,14 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 			WithDetail("The privacy budget for this query stays charged.").
 			WithHint("retry later; the answer is not cached").Wrap(err)
 	}
-	if kind == "timeout" && (req.WorkBounded || req.Contended != nil && req.Contended()) {
-		// Another analyst's statement ran on the dataset meanwhile (the
+	if kind == "timeout" && req.Contended != nil && req.Contended() {
+		// Another analyst's statement ran on the dataset meanwhile: the
 		// time-out may be theirs, and one analyst must not be able to get
-		// another suspended by loading the data server), or the plan's
-		// work bound, from public quantities, fitted its time slot and
-		// the time-out before the charge (so no data could make it time
-		// out): an availability failure, no incident, no suspension
-		// (issue 27).
+		// another suspended by loading the data server (issue 27). An
+		// availability failure: no incident, no suspension. A time-out
+		// with no other analyst's load stays the analyst's incident, even
+		// within the plan's work bound: that bound counts rows, not the
+		// bytes of their values, which a person's data can make large.
 		return pgerr.New(pgerr.QueryCanceled, "the DP query did not finish in time: the data database was too busy").
 			WithDetail("The privacy budget for this query stays charged; this is not counted as an incident.").
 			WithHint("retry when the data database is less busy; the answer is not cached").Wrap(err)

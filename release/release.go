@@ -109,10 +109,6 @@ type Request struct {
 	// others' load is an availability failure, not the analyst's incident
 	// (incident.go).
 	Contended func() bool
-	// WorkBounded: the plan has a work bound from the policy's declared
-	// sizes and its time slot covered it before the charge, so a time-out
-	// cannot come from the data (incident.go).
-	WorkBounded bool
 }
 
 // Column is one result column.

@@ -416,15 +416,13 @@ func TestRun_TimeoutUnderOthersLoad(t *testing.T) {
 		{"server timeout under load", timeout, true, false},
 		{"proxy deadline under load", fmt.Errorf("upstream: %w", context.DeadlineExceeded), true, false},
 		{"timeout alone", timeout, false, true},
-		{"timeout alone within a declared work bound", timeout, false, false},
 		{"data error under load", &pgconn.PgError{Code: "22012"}, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			led := &memLedger{limit: 3}
 			r := newTestReleaser(t, led, 3)
 			req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace,
-				Upstream: &fakeUpstream{err: c.err}, Contended: func() bool { return c.contended },
-				WorkBounded: strings.Contains(c.name, "work bound")}
+				Upstream: &fakeUpstream{err: c.err}, Contended: func() bool { return c.contended }}
 			_, err := r.Run(context.Background(), req)
 			if got := errors.Is(err, ErrIncident); got != c.incident {
 				t.Fatalf("Run() = %v, incident %v, want %v", err, got, c.incident)
