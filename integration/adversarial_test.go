@@ -407,6 +407,21 @@ func adversarialCorpus() []advCase {
 	// the session, as long as nothing is charged and a new one works.
 	cs = append(cs, advCase{cat: "tricks", sql: "SELECT cost FROM visits\x00", want: refuse, simple: true, fatal: true},
 		advCase{cat: "tricks", sql: "SELECT COUNT(*) FROM visits\x00; DELETE FROM visits", want: refuse, simple: true, fatal: true})
+	// Work that one person multiplies (issue 27): unit self-joins with more
+	// copies or a larger fan-out than the planner accepts are refused
+	// before any charge (54000), wherever the predicate on the person
+	// sits; one self-join is answered (each later copy cut to the
+	// person's allowance before the join).
+	add("work", refuse,
+		"SELECT COUNT(*) FROM visits a JOIN visits b ON a.patient_id = b.patient_id JOIN visits c ON c.patient_id = a.patient_id WHERE a.patient_id = 42",
+		"SELECT COUNT(*) FROM visits a JOIN visits b ON a.patient_id = b.patient_id JOIN visits c ON c.patient_id = b.patient_id WHERE c.diagnosis = 'x' AND c.patient_id = 42",
+		"SELECT COUNT(*) FROM visits a JOIN visits b ON b.patient_id = a.patient_id JOIN visits c ON c.patient_id = a.patient_id JOIN visits d ON d.patient_id = a.patient_id",
+		"SELECT COUNT(*) FROM patients p JOIN visits a ON a.patient_id = p.patient_id JOIN visits b ON b.patient_id = p.patient_id JOIN visits c ON c.patient_id = p.patient_id",
+	)
+	add("work", dpAnswer,
+		"SELECT COUNT(*) FROM visits a JOIN visits b ON a.patient_id = b.patient_id WHERE b.diagnosis = 'x' AND a.patient_id = 42",
+		"SELECT COUNT(*) FROM visits v JOIN patients p ON p.patient_id = v.patient_id WHERE v.patient_id = 42",
+	)
 	// Extended protocol: parameters are bound as checked literals.
 	ext := func(want expect, sql string, params ...string) {
 		cs = append(cs, advCase{cat: "extended", sql: sql, want: want, params: params})
@@ -441,6 +456,7 @@ func adversarialCorpus() []advCase {
 		"write":   {"42501"},
 		"tricks":  {"0A000", "42501", "42601", "42703"},
 		"catalog": {"0A000", "42501", "42704", "42P01"},
+		"work":    {"54000"},
 	}
 	// Aggregate-shaped statements that rewrite may learn to answer (SQL
 	// coverage grows): they must be refused or answered with DP, never
