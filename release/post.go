@@ -386,7 +386,7 @@ const noticeErrors = "; 95% error "
 // (post-processing).
 func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]string) string {
 	var parts []string
-	var fl [][]float64 // noisy as float64, for the interval simulations
+	var hw [][]float64 // per output, the half-widths of each group (interval.go)
 	for v, o := range req.Plan.Outputs {
 		var h float64
 		var perGroup []float64 // AVG and variances of a grouped query
@@ -401,16 +401,11 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 			h = ms[o.Measure].mech.HalfWidth(0.95)
 		case rewrite.OutputSum:
 			h = sumHalfWidth(o, ms)
-		case rewrite.OutputAvg:
-			if fl == nil {
-				fl = floatRows(noisy)
+		case rewrite.OutputAvg, rewrite.OutputVariance:
+			if hw == nil {
+				hw, _ = groupHalfWidths(req.Plan, ms, floatRows(noisy))
 			}
-			perGroup = avgHalfWidthSim(req.Plan, v, o, ms, fl) // interval.go
-		case rewrite.OutputVariance:
-			if fl == nil {
-				fl = floatRows(noisy)
-			}
-			perGroup = varHalfWidthSim(v, o, ms, fl)
+			perGroup = hw[v]
 		case rewrite.OutputQuantile:
 			parts = append(parts, quantileErrorText(o, ms[o.Measure].quant, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
 			continue
