@@ -167,8 +167,12 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 			Upstream: c.ds.Upstream, NoCache: c.noCache(),
 		}
 		reqs[i] = &req
-		// Every leaf's time slot fits the time limit, before any is
-		// charged (dp.go timeSlot).
+		// Every leaf passes the checks made before a charge, and its
+		// work fits the time limit (dp.go timeSlot), before any is
+		// charged.
+		if err := release.Check(req); err != nil {
+			return nil, dpError(ctx, err, c.log)
+		}
 		if _, err := c.timeSlot(l.plan); err != nil {
 			return nil, err
 		}

@@ -25,6 +25,12 @@ func (r *Releaser) IsCached(ctx context.Context, req Request) bool {
 	return err == nil && ok
 }
 
+// Check runs every check Run makes of req before its charge (the
+// settings, the ε floor, the answer's size in noisy cells, partition
+// selection's δ…), so a post-processing statement can refuse all its
+// leaves before charging any (proxy/post.go).
+func Check(req Request) error { return checkRequest(req) }
+
 // MaxCost is the most Run charges for req: its ε and δ. A query's ε (and
 // δ) are split between its measurements with the shares rounded down
 // (splitDown), so the basic composition of its events never exceeds them;

@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // Bounded work (DESIGN.md, "Errors, work and time"; issue 14): every check
@@ -79,6 +81,9 @@ func EpsilonFloorHint(ds *policy.Dataset) string {
 // (a policy reload may raise the floor under a session's dp.epsilon, and
 // other callers build Requests too).
 func checkQueryBounds(req Request) error {
+	if err := checkAnswerCells(req.Plan); err != nil {
+		return err
+	}
 	if floor := req.Dataset.Budget.EpsilonFloor(); req.Epsilon < floor {
 		return pgerr.New(pgerr.InvalidParameterValue, "dp.epsilon %s is below the minimum epsilon per query (%s) on %s",
 			num(req.Epsilon), num(floor), req.Dataset.Name).WithHint("%s", EpsilonFloorHint(req.Dataset))
@@ -86,6 +91,60 @@ func checkQueryBounds(req Request) error {
 	if math.IsNaN(req.Delta) || req.Delta < 0 || req.Delta >= 1 {
 		return pgerr.New(pgerr.InvalidParameterValue, "dp.delta must be a number with 0 <= delta < 1").
 			WithHint("SET dp.delta = 1e-7 (or 0 for the Laplace mechanism)")
+	}
+	return nil
+}
+
+// The proxy's CPU per answer (issue 27, "bounded proxy CPU"). An answer
+// costs the proxy about 10 µs per noisy cell (a group's measurement:
+// sampling the noise exactly, its half-width, the row; BENCHMARKS.md
+// "Proxy CPU per answer") and a quantile's exponential mechanism about
+// 27 ms per group (2¹⁴ exact utilities, measured on a loaded machine). A
+// plan over public keys is refused before the charge when its groups
+// times its measurements' weights exceed maxAnswerCells: about a second of
+// proxy CPU for counts, sums and averages, and at most 100 quantile groups
+// (about 2.7 s: the exponential mechanism's sampler is the cost to cut
+// next, not the cap). The number of groups is the product of
+// the public key domains: a public quantity. (Groups of private keys come
+// from partition selection; their number is the data's and is not bounded
+// here: SECURITY.md "What remains".)
+const (
+	maxAnswerCells = 100_000
+	// quantileCellWeight is a quantile measurement's weight per group in
+	// cells: 100 quantile groups per answer (a median per month of five
+	// years fits; one per day does not).
+	quantileCellWeight = 1_000
+)
+
+// checkAnswerCells refuses a plan whose answer would cost more than
+// maxAnswerCells cells of proxy CPU.
+func checkAnswerCells(p *rewrite.Plan) error {
+	if p == nil || p.PrivateGroups() {
+		return nil
+	}
+	weight := 0
+	for _, m := range p.Measures {
+		if m.Kind == rewrite.MeasureQuantile {
+			weight += quantileCellWeight
+		} else {
+			weight++
+		}
+	}
+	if weight == 0 {
+		return nil
+	}
+	groups := 1
+	for _, k := range p.Keys {
+		groups *= len(k.Domain)
+		if groups > maxAnswerCells/weight {
+			hint := "group by fewer or coarser keys (e.g. date_trunc('month', …) instead of days), or ask for fewer aggregates"
+			if weight >= quantileCellWeight {
+				hint = "a quantile needs an exact exponential mechanism per group: group by fewer or coarser keys (at most " + strconv.Itoa(maxAnswerCells/weight) + " groups for this query)"
+			}
+			return pgerr.New(pgerr.ProgramLimitExceeded, "this query would release more than %d noisy cells (groups × aggregates, a quantile weighing %d)", maxAnswerCells, quantileCellWeight).
+				WithDetail("Each noisy value costs the proxy CPU; the bound keeps every answer near a second. The query was not run and nothing was charged.").
+				WithHint("%s", hint)
+		}
 	}
 	return nil
 }

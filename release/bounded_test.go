@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"math/big"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -160,5 +161,39 @@ func TestShrinkToFit(t *testing.T) {
 	}
 	if got := splitDown(5e-324, 1); got != 5e-324 {
 		t.Fatalf("splitDown(5e-324, 1) = %v", got)
+	}
+}
+
+// TestCheckAnswerCells: a plan over public keys whose groups × measurement
+// weights exceed maxAnswerCells is refused with 54000 before any charge
+// (issue 27, bounded proxy CPU); a quantile weighs quantileCellWeight.
+func TestCheckAnswerCells(t *testing.T) {
+	key := func(n int) rewrite.Key {
+		d := make([]string, n)
+		for i := range d {
+			d[i] = strconv.Itoa(i)
+		}
+		return rewrite.Key{Column: "k", Domain: d}
+	}
+	count := rewrite.Measure{Kind: rewrite.MeasureCount}
+	quant := rewrite.Measure{Kind: rewrite.MeasureQuantile}
+	for _, c := range []struct {
+		name   string
+		keys   []rewrite.Key
+		ms     []rewrite.Measure
+		refuse bool
+	}{
+		{"ungrouped", nil, []rewrite.Measure{count, count, count}, false},
+		{"days × departments, 3 measures", []rewrite.Key{key(1827), key(7)}, []rewrite.Measure{count, count, count}, false},
+		{"at the limit", []rewrite.Key{key(maxAnswerCells / 2)}, []rewrite.Measure{count, count}, false},
+		{"over the limit", []rewrite.Key{key(maxAnswerCells/2 + 1)}, []rewrite.Measure{count, count}, true},
+		{"a million groups", []rewrite.Key{key(1000), key(1000)}, []rewrite.Measure{count}, true},
+		{"median per month", []rewrite.Key{key(60)}, []rewrite.Measure{quant}, false},
+		{"median per day", []rewrite.Key{key(1827)}, []rewrite.Measure{quant}, true},
+	} {
+		err := checkAnswerCells(&rewrite.Plan{Keys: c.keys, Measures: c.ms})
+		if pe, ok := pgerr.As(err); c.refuse != (err != nil) || err != nil && (!ok || pe.Code != pgerr.ProgramLimitExceeded) {
+			t.Errorf("%s: %v, want refused %v (54000)", c.name, err, c.refuse)
+		}
 	}
 }
