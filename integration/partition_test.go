@@ -11,7 +11,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/jackc/pgx/v5/pgconn"
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // withAnalyst adds an analyst (password = name) to a config written by

@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/release"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 )
 
 // insufficientResources is SQLSTATE 53000, class 53 like the budget's
@@ -18,32 +18,23 @@ import (
 // budget is spent".
 const insufficientResources = "53000"
 
-// rateLimiters holds one token bucket per analyst (shared by all their
-// sessions and datasets on this proxy). Safe for concurrent use.
+// rateLimiters holds one token bucket (golang.org/x/time/rate) per analyst,
+// shared by all their sessions and datasets on this proxy. Safe for
+// concurrent use.
 type rateLimiters struct {
 	mu      sync.Mutex
-	buckets map[string]*tokenBucket
+	buckets map[string]*rate.Limiter
 }
 
-// tokenBucket allows rate events per second on average and burst at once.
-type tokenBucket struct {
-	rate, burst float64
-	tokens      float64
-	last        time.Time
-}
-
-// take takes a token at now if there is one; otherwise it reports how
-// long until there is.
-func (b *tokenBucket) take(now time.Time) (bool, time.Duration) {
-	if !b.last.IsZero() {
-		b.tokens = math.Min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+// take takes a token of b at now if there is one; otherwise it takes
+// nothing and reports how long until there is.
+func take(b *rate.Limiter, now time.Time) (bool, time.Duration) {
+	r := b.ReserveN(now, 1)
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return false, d
 	}
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return true, 0
-	}
-	return false, time.Duration((1 - b.tokens) / b.rate * float64(time.Second))
+	return true, 0
 }
 
 // allowDP takes a token of the analyst's bucket for one DP query, or
@@ -59,16 +50,15 @@ func (s *Server) allowDP(analyst string) error {
 	}
 	s.limits.mu.Lock()
 	if s.limits.buckets == nil {
-		s.limits.buckets = map[string]*tokenBucket{}
+		s.limits.buckets = map[string]*rate.Limiter{}
 	}
 	b, ok := s.limits.buckets[analyst]
 	if !ok {
-		burst := float64(max(rl.Burst, 1))
-		b = &tokenBucket{rate: rl.PerSecond, burst: burst, tokens: burst}
+		b = rate.NewLimiter(rate.Limit(rl.PerSecond), max(rl.Burst, 1))
 		s.limits.buckets[analyst] = b
 	}
-	ok, wait := b.take(time.Now())
 	s.limits.mu.Unlock()
+	ok, wait := take(b, time.Now())
 	if ok {
 		return nil
 	}

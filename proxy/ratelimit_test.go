@@ -11,31 +11,32 @@ import (
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/jackc/pgx/v5/pgconn"
+	"golang.org/x/time/rate"
 )
 
 func TestTokenBucket(t *testing.T) {
-	b := &tokenBucket{rate: 2, burst: 3, tokens: 3}
+	b := rate.NewLimiter(2, 3)
 	now := time.Unix(1000, 0)
 	for i := 0; i < 3; i++ {
-		if ok, _ := b.take(now); !ok {
+		if ok, _ := take(b, now); !ok {
 			t.Fatalf("take %d of a full bucket of 3 refused", i+1)
 		}
 	}
-	ok, wait := b.take(now)
+	ok, wait := take(b, now)
 	if ok || wait != 500*time.Millisecond {
 		t.Fatalf("4th take = %v, wait %v; want refused, wait 500ms at 2/s", ok, wait)
 	}
-	if ok, _ := b.take(now.Add(499 * time.Millisecond)); ok {
+	if ok, _ := take(b, now.Add(499*time.Millisecond)); ok {
 		t.Fatal("a token after 499ms at 2/s")
 	}
-	if ok, _ := b.take(now.Add(1000 * time.Millisecond)); !ok {
+	if ok, _ := take(b, now.Add(1000*time.Millisecond)); !ok {
 		t.Fatal("no token after 1s at 2/s")
 	}
 	// Long idle: at most burst tokens.
 	later := now.Add(time.Hour)
 	n := 0
 	for {
-		if ok, _ := b.take(later); !ok {
+		if ok, _ := take(b, later); !ok {
 			break
 		}
 		n++
