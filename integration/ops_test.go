@@ -370,11 +370,13 @@ func readAudit(t *testing.T, path string) []map[string]any {
 // and the README's steward commands work with what it printed.
 func TestDemo_StewardLines(t *testing.T) {
 	requireDemo(t)
-	m := regexp.MustCompile(`^http://steward:([0-9a-f]{32})@127\.0\.0\.1:[0-9]+/$`).FindStringSubmatch(env.adminURL)
+	// No trailing slash: the README's curl "$ADMIN/metrics" must hit the
+	// path, not "//metrics" (a 307).
+	m := regexp.MustCompile(`^http://steward:([0-9a-f]{32})@127\.0\.0\.1:[0-9]+$`).FindStringSubmatch(env.adminURL)
 	if m == nil {
-		t.Fatalf("admin: line = %q, want http://steward:PASSWORD@127.0.0.1:PORT/", env.adminURL)
+		t.Fatalf("admin: line = %q, want http://steward:PASSWORD@127.0.0.1:PORT", env.adminURL)
 	}
-	base := strings.TrimSuffix(strings.Replace(env.adminURL, "steward:"+m[1]+"@", "", 1), "/")
+	base := strings.Replace(env.adminURL, "steward:"+m[1]+"@", "", 1)
 	if code, body := httpGet(t, base+"/healthz", "", ""); code != 200 || strings.TrimSpace(body) != "ok" {
 		t.Errorf("/healthz = %d %q", code, body)
 	}

@@ -123,7 +123,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	listen := fs.String("listen", "127.0.0.1:6432", "address analysts connect to")
 	logLevel := fs.String("log-level", "info", "debug, info, warn or error")
 	adminListen := fs.String("admin-listen", "127.0.0.1:0", "address of the steward's admin endpoint (metrics, dashboard); loopback only, port 0 picks a free one")
-	responseTime := fs.Duration("response-time", -1, "pad every DP answer to at least this long (default: examples/dpproxy.yaml's response_time, 500ms); 0 turns padding off")
+	var responseTime optDuration
+	fs.Var(&responseTime, "response-time", "pad every DP answer to at least this `duration` (default: examples/dpproxy.yaml's response_time, 500ms); 0s turns padding off")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}
@@ -160,8 +161,8 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	if *responseTime >= 0 {
-		if text, err = withResponseTime(text, *responseTime); err != nil {
+	if responseTime.set {
+		if text, err = withResponseTime(text, responseTime.d); err != nil {
 			return err
 		}
 	}
@@ -202,7 +203,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "config: %s\n", cfgPath)
 		fmt.Fprintf(stdout, "analysts: alice (password alice), bob (password bob)\n")
 		if adminAddr != nil {
-			fmt.Fprintf(stdout, "admin: http://%s:%s@%s/\n", demoAdminUser, adminPassword, adminAddr)
+			// No trailing slash: the README's "$ADMIN/metrics" is then a
+			// path the endpoint serves (with a slash, "//metrics" is 307).
+			fmt.Fprintf(stdout, "admin: http://%s:%s@%s\n", demoAdminUser, adminPassword, adminAddr)
 		}
 		fmt.Fprintf(stdout, "audit: %s\n", filepath.Join(cluster.Dir, demoAuditFile))
 		if f, ok := stdout.(*os.File); ok {

@@ -77,8 +77,12 @@ func main() {
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	err := dispatch(ctx, args, stdin, stdout, stderr)
 	var ue usageError
+	var help helpText
 	switch {
 	case err == nil:
+		return 0
+	case errors.As(err, &help):
+		fmt.Fprint(stdout, help.text)
 		return 0
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "dpproxy: %s\n%s", ue.msg, usage)
