@@ -59,7 +59,7 @@ func TestBoundedWork(t *testing.T) {
 
 	// SUM(age·1e20) at the floor hung after charging when sums were noised
 	// on the integers with Δ₁ ≈ 2.2e23 > 2⁵³. Sums are now noised on the
-	// real grid (rewrite/internal/dpplan/bounds.go weights a unit's sum), whose scale
+	// real grid (dpplan/bounds.go weights a unit's sum), whose scale
 	// limit (2¹⁰⁰⁰) no bounded expression reaches: answered at once, in
 	// both protocols (one charge each), and EXPLAIN too (none).
 	if _, err := c.Exec(ctx, "SET dp.epsilon = 0.001; SET dp.cache = off").ReadAll(); err != nil {

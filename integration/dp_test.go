@@ -83,7 +83,7 @@ func TestPsql_GroupedQuery(t *testing.T) {
 //   - COUNT(*): L1 = 1, discrete Laplace of scale t = 1/ε_m = 10;
 //   - SUM(birth_year) (int, clamped to [1940, 1990]): L1 = 1990, on the
 //     real grid like every sum (a unit's sum may be weighted,
-//     rewrite/internal/dpplan/bounds.go);
+//     dpplan/bounds.go);
 //   - SUM(birth_year * 0.5) (real): L1 = 995, s = L1/ε_m, grid
 //     r = 2^(⌊log₂ s⌋ − 39), scale (L1 + r)/(r·ε_m) grid steps (Google's
 //     secure noise; noise/doc.go).

@@ -36,7 +36,7 @@ func TestGaussian_EndToEnd(t *testing.T) {
 	textRows(t, ctx, c, fmt.Sprintf("SET dp.mechanism = gaussian; SET dp.epsilon = %g; SET dp.delta = %g; SET dp.cache = off; SET dp.bias = off", eps, delta))
 	epsM, deltaM := eps/3, delta/3
 	countSigma := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return discreteGaussianDelta(s, epsM, 1) })
-	// Sums are noised on the real grid (rewrite/internal/dpplan/bounds.go weights a
+	// Sums are noised on the real grid (dpplan/bounds.go weights a
 	// unit's sum): σ in grid steps for a sensitivity of ⌊Δ₂/r⌋ + 1 steps.
 	realGaussian := func(l2 float64) (*big.Rat, float64) {
 		sigmaC := dpref.SmallestSigma(1, deltaM, 1e-9, func(s float64) float64 { return dpref.AnalyticGaussianDelta(s, epsM, l2) })

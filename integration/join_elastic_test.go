@@ -23,7 +23,7 @@ import (
 //   - EXPLAIN shows the key join and calibrates the count to the direct L1
 //     bound E = 1000 (not L0·E = 7000 with L0 = min(E, 7 departments)), and
 //     gives the quantile's exponential mechanism the measure's whole ε in
-//     each group (rewrite/internal/dpplan/join_l1.go, release/quantile.go);
+//     each group (dpplan/join_l1.go, release/quantile.go);
 //   - the query answers the 7 departments with a count within the Laplace
 //     bound of the truncated join's 50·50 rows and MAX(age) in the bounds;
 //   - GROUP BY a column without public values in this join is refused with

@@ -9,7 +9,7 @@ import (
 
 // TestCells_RoundingPerChangedGroup: real-mode noise charges one grid
 // step of rounding per cell for Params.Cells cells. When one unit changes
-// G groups, each by a value off the grid (rewrite/internal/dpplan/bounds.go weights a
+// G groups, each by a value off the grid (dpplan/bounds.go weights a
 // unit with one row in each of G = 1000 groups by T/t = 4/1000), the
 // rounded vector can move by Δ/r + G grid steps: with Cells = G the
 // privacy loss of the worst output stays within ε; with Cells = L0 = 4 (what

@@ -21,7 +21,7 @@ const (
 	settingSampleBlocks = "dp.sample_blocks"
 )
 
-// Session contribution bounds (rewrite/internal/dpplan/bounds.go, "Bounds per query"):
+// Session contribution bounds (dpplan/bounds.go, "Bounds per query"):
 // tighter than the policy's, never looser (rewrite refuses those when the
 // query is planned, naming the policy's bound).
 const (

@@ -8,9 +8,9 @@ import (
 	"math/big"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
-	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // # Rows per unit chosen per query
@@ -52,7 +52,7 @@ const autoRowsPerCut = 4
 // autoChoice chooses and answers with one candidate plan.
 type autoChoice struct {
 	sel   *noise.Exponential
-	plans []*rewrite.Plan // per candidate, ascending rows per unit
+	plans []*dpplan.Plan  // per candidate, ascending rows per unit
 	mechs [][]measurement // per candidate
 	cands []int           // rows per unit of each candidate
 	// halfWidth[i]: h_c of candidate i, L0·c·ln(20)/ε_m rows.
@@ -72,7 +72,7 @@ func (r *Releaser) newAutoChoice(req Request) (*autoChoice, error) {
 	}
 	own := *req.Plan
 	own.Auto = nil
-	ac := &autoChoice{sel: sel, plans: append(append([]*rewrite.Plan{}, a.Plans...), &own), cands: a.Candidates}
+	ac := &autoChoice{sel: sel, plans: append(append([]*dpplan.Plan{}, a.Plans...), &own), cands: a.Candidates}
 	for _, p := range ac.plans {
 		sub := req
 		sub.Plan, sub.Epsilon = p, shares.rest

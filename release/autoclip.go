@@ -11,9 +11,9 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
-	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // # Clamping bounds chosen per query
@@ -68,7 +68,7 @@ const (
 
 // clipChoice chooses a plan's clamping bounds from its noisy histogram.
 type clipChoice struct {
-	clip *rewrite.AutoClip
+	clip *dpplan.AutoClip
 	lap  noise.Mechanism
 	// bin is the standard deviation of one bin's noise, in units.
 	bin float64
@@ -108,7 +108,7 @@ func (cc *clipChoice) event() accountant.Event {
 
 // clipResult is the choice for one column.
 type clipResult struct {
-	bounds rewrite.ClipBounds
+	bounds dpplan.ClipBounds
 	// beyond is the noisy count of units with a value outside the
 	// chosen bounds (0 when a bound is the declared one on that side).
 	beyond, spread float64
@@ -167,8 +167,8 @@ func (cc *clipChoice) choose(rows [][]*string) ([]clipResult, error) {
 // clipShare). hi[b] (lo[b]) is
 // the noisy number of units whose largest (smallest) value v lies in bin
 // b of UpperEdges (LowerEdges): edges[b−1] ≤ v < edges[b].
-func (cc *clipChoice) bounds(col rewrite.ClipColumn, hi, lo []float64) clipResult {
-	res := clipResult{bounds: rewrite.ClipBounds{Lower: col.Lower, Upper: col.Upper}}
+func (cc *clipChoice) bounds(col dpplan.ClipColumn, hi, lo []float64) clipResult {
+	res := clipResult{bounds: dpplan.ClipBounds{Lower: col.Lower, Upper: col.Upper}}
 	mu, ml := len(col.UpperEdges), len(col.LowerEdges)
 	// The upper bound walks down hi from its last bin, the lower bound up
 	// lo from its first.
@@ -190,7 +190,7 @@ func (cc *clipChoice) bounds(col rewrite.ClipColumn, hi, lo []float64) clipResul
 		// any units): the declared range.
 		return res
 	}
-	res.bounds = rewrite.ClipBounds{Lower: lower, Upper: upper}
+	res.bounds = dpplan.ClipBounds{Lower: lower, Upper: upper}
 	res.changed = true
 	res.beyond = math.Max(0, above+below)
 	res.spread = 1.96 * math.Sqrt(aboveVar+belowVar)
@@ -266,8 +266,8 @@ func boundNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 // clipPlan plans the statement with the chosen bounds and returns it with
 // its mechanisms when its events are covered by the reserved ones (see
 // covered); ok is false otherwise, and the declared bounds are kept.
-func (r *Releaser) clipPlan(req Request, res []clipResult, reserved []accountant.Event) (*rewrite.Plan, []measurement, *autoChoice, bool) {
-	bounds := make([]rewrite.ClipBounds, len(res))
+func (r *Releaser) clipPlan(req Request, res []clipResult, reserved []accountant.Event) (*dpplan.Plan, []measurement, *autoChoice, bool) {
+	bounds := make([]dpplan.ClipBounds, len(res))
 	for i, c := range res {
 		bounds[i] = c.bounds
 	}

@@ -8,7 +8,7 @@ import (
 	"math/big"
 	"strconv"
 
-	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/dpplan"
 )
 
 // # The bias estimate
@@ -86,14 +86,14 @@ func floatAtMost(r *big.Rat) float64 {
 // plan has none: the noisy rows removed, summed over the groups and
 // floored at 0, with its 95% half-width; as a share of the rows read when
 // the query has an unfiltered COUNT(*) to compare with.
-func biasText(plan *rewrite.Plan, ms []measurement, noisy [][]*big.Rat) string {
+func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 	if !plan.HasBias() || len(noisy) == 0 {
 		return ""
 	}
 	r := len(plan.Measures) - 1
 	count := -1
 	for i, m := range plan.Measures {
-		if m.Kind == rewrite.MeasureCount && m.Column == "" && m.Expr == "" && m.Filter == "" {
+		if m.Kind == dpplan.MeasureCount && m.Column == "" && m.Expr == "" && m.Filter == "" {
 			count = i
 			break
 		}

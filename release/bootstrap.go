@@ -9,13 +9,13 @@ import (
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // QuantileRequest asks for DP quantiles of several columns, for
 // `dpproxy policy init` (bounds are proposed from them, never from exact
-// minima and maxima). Each probe's SQL (rewrite.BoundsProbeSQL) gives at
+// minima and maxima). Each probe's SQL (pgemit.BoundsProbeSQL) gives at
 // most one value per unit, so each count moves by at most 1 per unit.
 type QuantileRequest struct {
 	// Analyst and Dataset name the steward budget charged in the ledger;
@@ -26,7 +26,7 @@ type QuantileRequest struct {
 	// selections (basic composition).
 	Epsilon   float64
 	Quantiles []float64
-	Probes    []rewrite.BoundsProbe
+	Probes    []pgemit.BoundsProbe
 	Upstream  Upstream
 }
 
@@ -62,7 +62,7 @@ func (r *Releaser) ProposeQuantiles(ctx context.Context, req QuantileRequest) ([
 	}
 	out := make([][]int, len(req.Probes))
 	for i, p := range req.Probes {
-		rows, err := req.Upstream.Query(ctx, rewrite.BoundsProbeSQL(p))
+		rows, err := req.Upstream.Query(ctx, pgemit.BoundsProbeSQL(p))
 		if err != nil {
 			return nil, 0, upstreamError(ctx, err)
 		}

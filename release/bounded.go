@@ -8,10 +8,10 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // Bounded work (DESIGN.md, "Errors, work and time"; issue 14): every check
@@ -118,13 +118,13 @@ const (
 
 // checkAnswerCells refuses a plan whose answer would cost more than
 // maxAnswerCells cells of proxy CPU.
-func checkAnswerCells(p *rewrite.Plan) error {
+func checkAnswerCells(p *dpplan.Plan) error {
 	if p == nil || p.PrivateGroups() {
 		return nil
 	}
 	weight := 0
 	for _, m := range p.Measures {
-		if m.Kind == rewrite.MeasureQuantile {
+		if m.Kind == dpplan.MeasureQuantile {
 			weight += quantileCellWeight
 		} else {
 			weight++

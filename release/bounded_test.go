@@ -83,7 +83,7 @@ func TestRun_BoundedWork(t *testing.T) {
 		{"just below the floor", ds, "SELECT COUNT(*) FROM patients", math.Nextafter(1e-3, 0), 0, policy.MechanismLaplace, "the smallest epsilon per query on hospital is 0.001"},
 		{"count at ε 1e-16, floor lowered", low, "SELECT COUNT(*) FROM patients", 1e-16, 0, policy.MechanismLaplace, scaleHint},
 		// Sums are noised on a real grid (a unit's sum may be weighted,
-		// rewrite/internal/dpplan/bounds.go), whose scale limit is 2¹⁰⁰⁰: these huge
+		// dpplan/bounds.go), whose scale limit is 2¹⁰⁰⁰: these huge
 		// sensitivities (Δ₁ ≈ 2.2e23) are answered, at once.
 		{"sum of age·1e20 at the floor", ds, "SELECT SUM(age * 100000000000000000000) FROM visits", 1e-3, 0, policy.MechanismLaplace, ""},
 		{"avg of age·1e20 at ε 1", ds, "SELECT AVG(age * 100000000000000000000) FROM visits", 1, 0, policy.MechanismLaplace, ""},

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/dpplan"
 )
 
 // Per-output cost (issue 5). The query's ε (and δ) is split equally between
@@ -30,14 +30,14 @@ import (
 
 // outputMeasures returns the measurements value v of Plan.Outputs ++
 // Plan.Hidden rests on, each once, in increasing order.
-func outputMeasures(plan *rewrite.Plan, v int) []int {
-	all := make([]rewrite.Output, 0, len(plan.Outputs)+len(plan.Hidden))
+func outputMeasures(plan *dpplan.Plan, v int) []int {
+	all := make([]dpplan.Output, 0, len(plan.Outputs)+len(plan.Hidden))
 	all = append(append(all, plan.Outputs...), plan.Hidden...)
 	seen := map[int]bool{}
 	visited := map[int]bool{}
 	var visit func(v int)
-	var refs func(e *rewrite.Expr)
-	refs = func(e *rewrite.Expr) {
+	var refs func(e *dpplan.Expr)
+	refs = func(e *dpplan.Expr) {
 		if e == nil {
 			return
 		}
@@ -55,14 +55,14 @@ func outputMeasures(plan *rewrite.Plan, v int) []int {
 		visited[v] = true
 		o := all[v]
 		switch o.Kind {
-		case rewrite.OutputKey:
-		case rewrite.OutputExpr:
+		case dpplan.OutputKey:
+		case dpplan.OutputExpr:
 			refs(o.Expr)
-		case rewrite.OutputAvg:
+		case dpplan.OutputAvg:
 			seen[o.Measure], seen[o.CountMeasure] = true, true
-		case rewrite.OutputVariance:
+		case dpplan.OutputVariance:
 			seen[o.Measure], seen[o.CountMeasure], seen[o.SumSqMeasure] = true, true, true
-		case rewrite.OutputSum:
+		case dpplan.OutputSum:
 			seen[o.Measure] = true
 			if plan.Measures[o.Measure].Centre != "" {
 				// Derived from the normalized sum and the count
@@ -101,7 +101,7 @@ func costText(epsilon, delta float64) string {
 
 // havingOnly returns the measurements that no output rests on (aggregates
 // used only by HAVING), in increasing order.
-func havingOnly(plan *rewrite.Plan) []int {
+func havingOnly(plan *dpplan.Plan) []int {
 	used := map[int]bool{}
 	for v := range plan.Outputs {
 		for _, m := range outputMeasures(plan, v) {
@@ -110,7 +110,7 @@ func havingOnly(plan *rewrite.Plan) []int {
 	}
 	var out []int
 	for m := range plan.Measures {
-		if !used[m] && plan.Measures[m].Kind != rewrite.MeasureRemoved {
+		if !used[m] && plan.Measures[m].Kind != dpplan.MeasureRemoved {
 			out = append(out, m)
 		}
 	}

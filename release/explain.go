@@ -9,8 +9,8 @@ import (
 	"math"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
@@ -30,7 +30,7 @@ var ExplainColumn = Column{Name: "QUERY PLAN", PGType: "text"}
 // The parameters are checked exactly as Run checks them, so an EXPLAIN
 // fails with the same error the query would (e.g. 22023 for a bad ε). Rows
 // hold one text value each (see ExplainColumn).
-func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mechanism string) ([]Column, [][]*string, error) {
+func Explain(ds *policy.Dataset, plan *dpplan.Plan, epsilon, delta float64, mechanism string) ([]Column, [][]*string, error) {
 	req := Request{Dataset: ds, Plan: plan, Epsilon: epsilon, Delta: delta, Mechanism: mechanism, Upstream: noUpstream{}}
 	if err := checkRequest(req); err != nil {
 		return nil, nil, err
@@ -152,7 +152,7 @@ func Explain(ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mec
 			num(m.mech.NoiseMultiplier()*d), num(m.mech.HalfWidth(0.95)))
 	}
 	for _, o := range plan.Outputs {
-		if o.Kind == rewrite.OutputKey && plan.Keys[o.Key].Private {
+		if o.Kind == dpplan.OutputKey && plan.Keys[o.Key].Private {
 			add("  Output %s (%s): group key %d (private values: released only for groups kept by partition selection)", o.Name, o.PGType, o.Key)
 			continue
 		}
@@ -230,7 +230,7 @@ func explainSensitivity(mechanism string, l0 int, lInf, l1 float64) float64 {
 	return d
 }
 
-func measureText(m rewrite.Measure) string {
+func measureText(m dpplan.Measure) string {
 	arg := m.Column
 	if m.Expr != "" {
 		arg = "expression"
@@ -243,15 +243,15 @@ func measureText(m rewrite.Measure) string {
 		suffix += " filtered"
 	}
 	switch {
-	case m.Kind == rewrite.MeasureRemoved && m.Outside != "":
+	case m.Kind == dpplan.MeasureRemoved && m.Outside != "":
 		return "rows removed by contribution bounding plus rows with a summed value outside its bounds (clamped), each unit's clipped to its allowance (bias estimate)"
-	case m.Kind == rewrite.MeasureRemoved:
+	case m.Kind == dpplan.MeasureRemoved:
 		return "rows removed by contribution bounding, each unit's clipped to its allowance (bias estimate)"
-	case m.Kind == rewrite.MeasureCount && arg == "":
+	case m.Kind == dpplan.MeasureCount && arg == "":
 		return "count(*)" + suffix
-	case m.Kind == rewrite.MeasureUnits:
+	case m.Kind == dpplan.MeasureUnits:
 		return "count(distinct " + m.Column + ")" + suffix
-	case m.Kind == rewrite.MeasureSum || m.Kind == rewrite.MeasureSumSq:
+	case m.Kind == dpplan.MeasureSum || m.Kind == dpplan.MeasureSumSq:
 		return fmt.Sprintf("%s(%s) clamped to [%s, %s]", m.Kind, arg, num(m.Lower), num(m.Upper)) + suffix
 	}
 	return fmt.Sprintf("%s(%s)", m.Kind, arg) + suffix
@@ -261,18 +261,18 @@ func measureText(m rewrite.Measure) string {
 // averages and variances the half-width depends on the group's noisy count
 // n, known only after the release; the formula is given with its constants
 // (the same bounds as avgHalfWidth and varHalfWidth).
-func outputText(o rewrite.Output, ms []measurement) string {
+func outputText(o dpplan.Output, ms []measurement) string {
 	switch o.Kind {
-	case rewrite.OutputKey:
+	case dpplan.OutputKey:
 		return fmt.Sprintf("group key %d (public values)", o.Key)
-	case rewrite.OutputCount:
+	case dpplan.OutputCount:
 		return fmt.Sprintf("noisy m%d, floored at 0  (half_width_95=%s)", o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
-	case rewrite.OutputSum:
+	case dpplan.OutputSum:
 		if c := ms[o.Measure].measure.Centre; c != "" {
 			return fmt.Sprintf("noisy m%d + %s · noisy m%d  (half_width_95=%s)", o.Measure, c, o.CountMeasure, num(sumHalfWidth(o, ms)))
 		}
 		return fmt.Sprintf("noisy m%d  (half_width_95=%s)", o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
-	case rewrite.OutputAvg:
+	case dpplan.OutputAvg:
 		hs := ms[o.Measure].mech.HalfWidth(0.975)
 		hc := ms[o.CountMeasure].mech.HalfWidth(0.975)
 		m := spreadM(o, ms)
@@ -282,7 +282,7 @@ func outputText(o rewrite.Output, ms []measurement) string {
 		}
 		return fmt.Sprintf("%s clamped to [%s, %s]  (half_width_95=min(%s, %s/n), n = the group's noisy count)",
 			form, num(o.Lower), num(o.Upper), num(o.Upper-o.Lower), num(hs+m*hc))
-	case rewrite.OutputVariance:
+	case dpplan.OutputVariance:
 		const p = 1 - 0.05/3
 		hq := ms[o.SumSqMeasure].mech.HalfWidth(p)
 		hs := ms[o.Measure].mech.HalfWidth(p)
@@ -300,19 +300,19 @@ func outputText(o rewrite.Output, ms []measurement) string {
 		}
 		return fmt.Sprintf("%s_%s from n=m%d, sum=m%d, sumsq=m%d, within [0, %s]  (half_width_95≈%s, first order, n = the group's noisy count)",
 			what, form, o.CountMeasure, o.Measure, o.SumSqMeasure, num(capv), h)
-	case rewrite.OutputQuantile:
+	case dpplan.OutputQuantile:
 		q := ms[o.Measure].quant
 		switch q.q.Method {
-		case rewrite.QuantileSmooth:
+		case dpplan.QuantileSmooth:
 			return fmt.Sprintf("m%d: the order statistic plus noise scaled to its smooth sensitivity, clamped to the bounds  (worst-case half_width_95=%s)",
 				o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
-		case rewrite.QuantilePTR:
+		case dpplan.QuantilePTR:
 			return fmt.Sprintf("m%d: the order statistic plus Laplace noise of the proposed bound %s where the noisy distance test passed, else NULL; clamped to the bounds  (half_width_95=%s if released)",
 				o.Measure, num(q.q.Bound), num(ms[o.Measure].mech.HalfWidth(0.95)))
 		}
 		return fmt.Sprintf("midpoint of the bucket of m%d selected by the exponential mechanism  (rank_error_95=%s, bucket width %s)",
 			o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)), exactNum(q.q.Width))
-	case rewrite.OutputExpr:
+	case dpplan.OutputExpr:
 		return "arithmetic over noisy values, evaluated after noise (post-processing; NULL on division by 0)"
 	}
 	return "?"

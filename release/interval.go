@@ -7,8 +7,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/noise"
-	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // Confidence intervals of estimators built from several noisy releases
@@ -287,7 +287,7 @@ func groupSeed(output, group int) uint64 { return uint64(output)<<32 | uint64(gr
 func clampF(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
 
 // centreOf is the centre of an output's normalized sum, 0 for a plain sum.
-func centreOf(plan *rewrite.Plan, o rewrite.Output) float64 {
+func centreOf(plan *dpplan.Plan, o dpplan.Output) float64 {
 	if c := centre(plan, o); c != nil {
 		f, _ := c.Float64()
 		return f
@@ -550,7 +550,7 @@ func clampedHalfWidth(gaussian bool, l linearized, dlo, dhi float64) float64 {
 // its half-widths need.
 type ratioOutput struct {
 	idx      int // its index in Plan.Outputs (the simulations' seed)
-	o        rewrite.Output
+	o        dpplan.Output
 	gaussian bool
 	draws    []noiseDraw
 	noise    []noiseSD
@@ -562,9 +562,9 @@ type ratioOutput struct {
 	x, y     []float64
 }
 
-func newRatioOutput(plan *rewrite.Plan, idx int, o rewrite.Output, ms []measurement) *ratioOutput {
+func newRatioOutput(plan *dpplan.Plan, idx int, o dpplan.Output, ms []measurement) *ratioOutput {
 	r := &ratioOutput{idx: idx, o: o, minCount: 1}
-	if o.Kind == rewrite.OutputAvg {
+	if o.Kind == dpplan.OutputAvg {
 		r.cols = []int{o.Measure, o.CountMeasure}
 		r.centre = centreOf(plan, o)
 		r.limit = o.Upper - o.Lower
@@ -662,7 +662,7 @@ type groupState struct {
 // analytic classifies a group (x its inputs) and returns its closed-form
 // half-width, or the fallback stated if the simulation does not reach it.
 func (r *ratioOutput) analytic(x []float64) groupState {
-	if r.o.Kind == rewrite.OutputAvg {
+	if r.o.Kind == dpplan.OutputAvg {
 		r0 := r.rawAvg(x)
 		b := clampF(r0, r.o.Lower, r.o.Upper)
 		triv := trivialBound(b, r.o.Lower, r.o.Upper)
@@ -739,7 +739,7 @@ func mapRoot(v, h float64) float64 {
 // analytic).
 func (r *ratioOutput) simulate(g, n int, x []float64, st groupState) float64 {
 	seed := groupSeed(r.idx, g)
-	if r.o.Kind == rewrite.OutputAvg {
+	if r.o.Kind == dpplan.OutputAvg {
 		// The estimator as released is clamped into [lower, upper], and a
 		// true mean lies in it: the simulation moves the released mean b
 		// by the simulated change of the unclamped ratio and clamps the
@@ -787,11 +787,11 @@ func (r *ratioOutput) simulate(g, n int, x []float64, st groupState) float64 {
 // intervalDrawBudget noise draws in all (see the file comment). Which
 // groups are simulated, and with how many draws, depends on the released
 // counts only (post-processing); the seeds on the output and the group.
-func groupHalfWidths(plan *rewrite.Plan, ms []measurement, noisy [][]float64) (out [][]float64, spent int) {
+func groupHalfWidths(plan *dpplan.Plan, ms []measurement, noisy [][]float64) (out [][]float64, spent int) {
 	out = make([][]float64, len(plan.Outputs))
 	var outs []*ratioOutput
 	for v, o := range plan.Outputs {
-		if o.Kind == rewrite.OutputAvg || o.Kind == rewrite.OutputVariance {
+		if o.Kind == dpplan.OutputAvg || o.Kind == dpplan.OutputVariance {
 			outs = append(outs, newRatioOutput(plan, v, o, ms))
 			out[v] = make([]float64, len(noisy))
 		}

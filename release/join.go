@@ -3,9 +3,9 @@
 package release
 
 import (
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // Joins in release: the planner's bounds are cross-checked against what the
@@ -23,10 +23,10 @@ import (
 //
 // rowsPerUnit returns that number: every per-group bound of the plan (LInf
 // of counts, sums and quantiles; a quantile's Rows) must rest on it.
-func rowsPerUnit(ds *policy.Dataset, plan *rewrite.Plan, table *policy.Table) (int, error) {
+func rowsPerUnit(ds *policy.Dataset, plan *dpplan.Plan, table *policy.Table) (int, error) {
 	j := plan.Join
 	if j == nil {
-		// Bounds per query (rewrite/internal/dpplan/bounds.go): an ungrouped query may
+		// Bounds per query (dpplan/bounds.go): an ungrouped query may
 		// give one group the unit's whole allowance L0·L∞ (its L1 is the
 		// policy's L0·L∞); a grouped one at most L∞ per group; a session
 		// may tighten either, and L0 never exceeds the policy's.
@@ -45,7 +45,7 @@ func rowsPerUnit(ds *policy.Dataset, plan *rewrite.Plan, table *policy.Table) (i
 		}
 		return plan.RowsPerUnit, nil
 	}
-	if j.Shape == rewrite.JoinPublic {
+	if j.Shape == dpplan.JoinPublic {
 		return table.MaxRowsPerUnit, nil
 	}
 	bad := pgerr.New(pgerr.InternalError, "internal error: join does not match the policy")
@@ -58,7 +58,7 @@ func rowsPerUnit(ds *policy.Dataset, plan *rewrite.Plan, table *policy.Table) (i
 		tables[k] = t
 	}
 	switch j.Shape {
-	case rewrite.JoinUnit:
+	case dpplan.JoinUnit:
 		rows := 0
 		for _, t := range tables {
 			if !t.Public {
@@ -66,7 +66,7 @@ func rowsPerUnit(ds *policy.Dataset, plan *rewrite.Plan, table *policy.Table) (i
 			}
 		}
 		return rows, nil
-	case rewrite.JoinKey:
+	case dpplan.JoinKey:
 		if len(j.KeyColumn) != len(tables) || len(j.RowsPerValue) != len(tables) {
 			return 0, bad
 		}
@@ -103,19 +103,19 @@ func rowsPerUnit(ds *policy.Dataset, plan *rewrite.Plan, table *policy.Table) (i
 	return 0, bad
 }
 
-// checkL1 verifies a measure's direct L1 bound (rewrite/internal/dpplan/join_l1.go): it is
+// checkL1 verifies a measure's direct L1 bound (dpplan/join_l1.go): it is
 // proven only for elastic joins, where it must be at least L∞ (which rests
 // on E, see rowsPerUnit). Other plans must not state one.
-func checkL1(plan *rewrite.Plan, ms rewrite.Measure) error {
+func checkL1(plan *dpplan.Plan, ms dpplan.Measure) error {
 	if ms.L1 == 0 {
 		return nil
 	}
-	if ms.Kind == rewrite.MeasureRemoved && ms.L1 == ms.LInf {
+	if ms.Kind == dpplan.MeasureRemoved && ms.L1 == ms.LInf {
 		// The bias estimate clips each unit's removed rows over all
 		// groups to L1 = LInf (rewrite/bias.go).
 		return nil
 	}
-	if plan.Join == nil || plan.Join.Shape != rewrite.JoinKey || !(ms.L1 >= ms.LInf) {
+	if plan.Join == nil || plan.Join.Shape != dpplan.JoinKey || !(ms.L1 >= ms.LInf) {
 		return pgerr.New(pgerr.InternalError, "internal error: plan states an unproven L1 bound")
 	}
 	return nil

@@ -103,7 +103,7 @@ func clinicPolicy(t *testing.T) *policy.Dataset {
 
 // TestExplain_ElasticL1 measures issue 9's over-noising fix: a grouped
 // elastic join is calibrated to its direct L1 bound E·M
-// (rewrite/internal/dpplan/join_l1.go) instead of L0·E·M with L0 = min(E, groups). Here
+// (dpplan/join_l1.go) instead of L0·E·M with L0 = min(E, groups). Here
 // E = 2·(3·20 + 2·50) = 320 and 10 groups, so L0 = 10: the Laplace scale
 // falls by 10× and the Gaussian L2 sensitivity by √10×. The figures are
 // logged for BENCHMARKS.md (go test ./release -run TestExplain_ElasticL1 -v).

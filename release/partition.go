@@ -10,15 +10,15 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
 // DP partition selection for plans with private group keys
-// (rewrite.Plan.PrivateGroups; see rewrite/partition.go for the planning
+// (dpplan.Plan.PrivateGroups; see rewrite/partition.go for the planning
 // side and noise/threshold.go for the thresholds).
 //
 // # Mechanism
@@ -227,9 +227,9 @@ func (s *selection) events() []accountant.Event {
 // only).
 // selectionBoundText says what the intervals of a query with private keys
 // cover: such a plan keeps each unit in at most max_groups_per_unit of
-// its groups (rewrite/internal/dpplan/bounds.go: a hash order chooses them) and carries
+// its groups (dpplan/bounds.go: a hash order chooses them) and carries
 // no bias estimate (rewrite/bias.go), so the NOTICE says it plainly.
-func selectionBoundText(plan *rewrite.Plan) string {
+func selectionBoundText(plan *dpplan.Plan) string {
 	return fmt.Sprintf("the intervals cover the bounded answer: each unit counts in at most %d of its groups, and what that removed is not estimated",
 		plan.MaxGroupsPerUnit)
 }
@@ -251,7 +251,7 @@ func (s *selection) describe() string {
 // NULL; see collect) and count as zero in values: they are released per
 // kept group by the quantile mechanism, exactly as for public keys (the
 // privacy argument above covers any ε_meas-DP release per kept group).
-func selectGroups(plan *rewrite.Plan, sel *selection, rows [][]*string) ([][]string, [][]*big.Rat, [][]*string, error) {
+func selectGroups(plan *dpplan.Plan, sel *selection, rows [][]*string) ([][]string, [][]*big.Rat, [][]*string, error) {
 	nk, nm := len(plan.Keys), len(plan.Measures)
 	domains := make([]map[string]bool, nk)
 	for i, k := range plan.Keys {
@@ -305,7 +305,7 @@ rows:
 			if row[nk+i] == nil {
 				continue
 			}
-			if plan.Measures[i].Kind == rewrite.MeasureQuantile {
+			if plan.Measures[i].Kind == dpplan.MeasureQuantile {
 				rs[i] = row[nk+i]
 				continue
 			}
@@ -349,7 +349,7 @@ func parseCount(s *string) (*big.Rat, bool) {
 
 // lessKeys orders key tuples: numbers numerically, other types by their
 // text (dates as YYYY-MM-DD sort chronologically).
-func lessKeys(keys []rewrite.Key, a, b []string) bool {
+func lessKeys(keys []dpplan.Key, a, b []string) bool {
 	for i, k := range keys {
 		c := 0
 		if k.Type.Numeric() {

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
-	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/dpproxy/dpproxy/dpplan"
 )
 
 // Everything in this file is post-processing of released (noisy) values and
@@ -72,17 +72,17 @@ var ratOne = big.NewRat(1, 1)
 // values (Plan.Hidden) that expressions and HAVING refer to. Expressions
 // are evaluated last, on the other values (post-processing: a function of
 // noisy values and public constants only).
-func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
-	all := append(append([]rewrite.Output(nil), plan.Outputs...), plan.Hidden...)
+func outputRow(plan *dpplan.Plan, keys []string, noisy []*big.Rat) []value {
+	all := append(append([]dpplan.Output(nil), plan.Outputs...), plan.Hidden...)
 	row := make([]value, len(all))
 	for i, o := range all {
 		switch o.Kind {
-		case rewrite.OutputKey:
+		case dpplan.OutputKey:
 			k := keyText(o.PGType, keys[o.Key])
 			row[i] = value{key: &k}
-		case rewrite.OutputCount:
+		case dpplan.OutputCount:
 			// Counts are whole and never negative: rounding to the
-			// nearest integer (a weighted count, rewrite/internal/dpplan/bounds.go, gets
+			// nearest integer (a weighted count, dpplan/bounds.go, gets
 			// noise on a fine grid) and flooring at zero are
 			// post-processing.
 			c := roundRat(noisy[o.Measure])
@@ -90,7 +90,7 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 				c.SetInt64(0)
 			}
 			row[i] = value{num: c, decimals: -1}
-		case rewrite.OutputSum:
+		case dpplan.OutputSum:
 			if c := centre(plan, o); c != nil {
 				// Derived from the normalized sum and the count
 				// (rewrite.shareSums): S̃ = S̃_c + c·C̃.
@@ -99,15 +99,15 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 				break
 			}
 			row[i] = sumValue(plan.Measures[o.Measure], noisy[o.Measure])
-		case rewrite.OutputAvg:
+		case dpplan.OutputAvg:
 			if c := centre(plan, o); c != nil {
 				row[i] = value{num: centredAverage(noisy[o.Measure], noisy[o.CountMeasure], c, o.Lower, o.Upper), decimals: 6}
 				break
 			}
 			row[i] = value{num: average(noisy[o.Measure], noisy[o.CountMeasure], o.Lower, o.Upper), decimals: 6}
-		case rewrite.OutputQuantile:
+		case dpplan.OutputQuantile:
 			row[i] = quantileValue(o, noisy[o.Measure])
-		case rewrite.OutputVariance:
+		case dpplan.OutputVariance:
 			v := variance(noisy[o.CountMeasure], noisy[o.Measure], noisy[o.SumSqMeasure], o.Lower, o.Upper, o.Sample)
 			switch {
 			case v == nil:
@@ -121,7 +121,7 @@ func outputRow(plan *rewrite.Plan, keys []string, noisy []*big.Rat) []value {
 	}
 	var nums []*big.Rat
 	for i, o := range all {
-		if o.Kind != rewrite.OutputExpr {
+		if o.Kind != dpplan.OutputExpr {
 			continue
 		}
 		if nums == nil {
@@ -150,7 +150,7 @@ func numbers(row []value) []*big.Rat {
 
 // having keeps the rows whose released values satisfy the plan's HAVING
 // condition (post-processing on noisy values).
-func having(plan *rewrite.Plan, rows [][]value) [][]value {
+func having(plan *dpplan.Plan, rows [][]value) [][]value {
 	if plan.Having == nil {
 		return rows
 	}
@@ -198,7 +198,7 @@ func average(sum, count *big.Rat, lower, upper float64) *big.Rat {
 
 // centre is the centre c of the normalized sum an output reads, or nil
 // when its sum measure is a plain sum.
-func centre(plan *rewrite.Plan, o rewrite.Output) *big.Rat {
+func centre(plan *dpplan.Plan, o dpplan.Output) *big.Rat {
 	c := plan.Measures[o.Measure].Centre
 	if c == "" {
 		return nil
@@ -298,7 +298,7 @@ func sqrtRat(x *big.Rat) *big.Rat {
 // orderAndLimit applies ORDER BY, OFFSET and LIMIT to the released rows,
 // with PostgreSQL's default NULL placement (last ascending, first
 // descending).
-func orderAndLimit(plan *rewrite.Plan, rows [][]value) [][]value {
+func orderAndLimit(plan *dpplan.Plan, rows [][]value) [][]value {
 	if len(plan.OrderBy) > 0 {
 		sort.SliceStable(rows, func(a, b int) bool {
 			for _, ob := range plan.OrderBy {
@@ -391,22 +391,22 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 		var h float64
 		var perGroup []float64 // AVG and variances of a grouped query
 		switch o.Kind {
-		case rewrite.OutputKey:
+		case dpplan.OutputKey:
 			continue // keys are exact
-		case rewrite.OutputExpr:
+		case dpplan.OutputExpr:
 			// Expressions over aggregates get no bound here (not yet
 			// derived; EXPLAIN lists their aggregates).
 			h = math.NaN()
-		case rewrite.OutputCount:
+		case dpplan.OutputCount:
 			h = ms[o.Measure].mech.HalfWidth(0.95)
-		case rewrite.OutputSum:
+		case dpplan.OutputSum:
 			h = sumHalfWidth(o, ms)
-		case rewrite.OutputAvg, rewrite.OutputVariance:
+		case dpplan.OutputAvg, dpplan.OutputVariance:
 			if hw == nil {
 				hw, _ = groupHalfWidths(req.Plan, ms, floatRows(noisy))
 			}
 			perGroup = hw[v]
-		case rewrite.OutputQuantile:
+		case dpplan.OutputQuantile:
 			parts = append(parts, quantileErrorText(o, ms[o.Measure].quant, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
 			continue
 		}
@@ -438,7 +438,7 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 // (c = 0 for plain sums): max(|lower|, |upper|), or (upper − lower)/2 for
 // normalized sums centred at the midpoint. The variance is shift-invariant,
 // so the same delta-method bound holds for the centred S and Q.
-func spreadM(o rewrite.Output, ms []measurement) float64 {
+func spreadM(o dpplan.Output, ms []measurement) float64 {
 	if ms[o.Measure].measure.Centre != "" {
 		return (o.Upper - o.Lower) / 2
 	}
@@ -448,7 +448,7 @@ func spreadM(o rewrite.Output, ms []measurement) float64 {
 // sumHalfWidth is the 95% half-width of a released SUM: the noise's, or
 // for a sum derived from a normalized sum and a count (S̃_c + c·C̃) the
 // union bound h_s + |c|·h_c with each at 97.5%.
-func sumHalfWidth(o rewrite.Output, ms []measurement) float64 {
+func sumHalfWidth(o dpplan.Output, ms []measurement) float64 {
 	m := ms[o.Measure].measure
 	if m.Centre == "" {
 		return ms[o.Measure].mech.HalfWidth(0.95)
@@ -535,7 +535,7 @@ func perGroupText(hs []float64, groups [][]string) string {
 // meaningless digits), else exactly, as every noisy value (tests recover
 // the noise from it). Rounding is post-processing, and a whole number is a
 // multiple of every grid step 2⁻ᵏ.
-func sumValue(m rewrite.Measure, v *big.Rat) value {
+func sumValue(m dpplan.Measure, v *big.Rat) value {
 	if m.Whole || m.Integer {
 		return value{num: roundRat(v), decimals: -1}
 	}

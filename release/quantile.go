@@ -11,13 +11,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite"
 )
 
-// This file releases quantile measures (rewrite.MeasureQuantile:
+// This file releases quantile measures (dpplan.MeasureQuantile:
 // percentile_cont, percentile_disc, MIN, MAX).
 //
 // # The exponential method (Smith 2011; McSherry–Talwar 2007)
@@ -80,7 +80,7 @@ import (
 // query's ε: by basic composition the measure is ε_m-DP.
 //
 // The exponential method can do better when the plan bounds the change
-// summed over groups (Measure.L1 = Λ, elastic joins, rewrite/internal/dpplan/join_l1.go):
+// summed over groups (Measure.L1 = Λ, elastic joins, dpplan/join_l1.go):
 // if a group's utilities move by at most d_g (in ranks), its release with
 // parameter ε_g and utility sensitivity Δu = L∞ changes each outcome's
 // probability by a factor at most e^{ε_g·d_g/L∞} (numerator and
@@ -127,11 +127,11 @@ import (
 // groupEpsilon is ε_g, the ε of each group's release of a quantile
 // measure whose share is ε_m (see "Groups" above): ε_m/L0, or, for the
 // exponential method of a measure with a direct L1 bound Λ (an elastic
-// join, rewrite/internal/dpplan/join_l1.go), ε_m·L∞/min(Λ, L0·L∞). Rounded down so that
+// join, dpplan/join_l1.go), ε_m·L∞/min(Λ, L0·L∞). Rounded down so that
 // ε_g times the divisor never exceeds ε_m.
-func groupEpsilon(epsilon float64, l0 int, ms rewrite.Measure) float64 {
+func groupEpsilon(epsilon float64, l0 int, ms dpplan.Measure) float64 {
 	div := float64(l0)
-	if ms.Quantile.Method == rewrite.QuantileExponential && ms.L1 > 0 && ms.LInf > 0 {
+	if ms.Quantile.Method == dpplan.QuantileExponential && ms.L1 > 0 && ms.LInf > 0 {
 		div = math.Max(1, math.Min(div, ms.L1/ms.LInf))
 	}
 	return shrinkToFit(epsilon/div, func(ge float64) bool { return ge*div <= epsilon })
@@ -141,8 +141,8 @@ func groupEpsilon(epsilon float64, l0 int, ms rewrite.Measure) float64 {
 // so that the ledger, NOTICE and EXPLAIN see it like the other measures,
 // but its values are released by releaseGroup, never by AddNoise.
 type quantileMech struct {
-	measure rewrite.Measure
-	q       *rewrite.Quantile
+	measure dpplan.Measure
+	q       *dpplan.Quantile
 	epsilon float64 // ε_m, the measure's share
 	delta   float64 // δ_m (smooth and ptr), else 0
 	// groupEpsilon is ε_m/L0, the ε of each group's release.
@@ -157,7 +157,7 @@ type quantileMech struct {
 }
 
 // newQuantileMech builds the mechanism of a quantile measure.
-func (r *Releaser) newQuantileMech(ms rewrite.Measure, rows, l0 int, epsilon, delta float64) (*quantileMech, error) {
+func (r *Releaser) newQuantileMech(ms dpplan.Measure, rows, l0 int, epsilon, delta float64) (*quantileMech, error) {
 	q := ms.Quantile
 	if q == nil || q.Buckets < 1 || q.Rows != rows || !(q.Width > 0) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed quantile measure")
@@ -178,16 +178,16 @@ func (r *Releaser) newQuantileMech(ms rewrite.Measure, rows, l0 int, epsilon, de
 	}
 	var err error
 	switch q.Method {
-	case rewrite.QuantileExponential:
+	case dpplan.QuantileExponential:
 		m.exp, err = noise.NewExponential(noise.ExponentialParams{Epsilon: ge, Sensitivity: ms.LInf, Rand: r.testOnlyRand})
-	case rewrite.QuantileSmooth, rewrite.QuantilePTR:
+	case dpplan.QuantileSmooth, dpplan.QuantilePTR:
 		if !(delta > 0 && delta < 1) {
 			return nil, pgerr.New(pgerr.InvalidParameterValue, "quantile method %s needs 0 < dp.delta < 1", q.Method).
 				WithHint("SET dp.delta = 1e-7, or SET dp.quantile_method = exponential (pure ε)")
 		}
 		m.delta = delta
 		dg := shrinkToFit(delta/float64(l0), func(dg float64) bool { return dg*float64(l0) <= delta })
-		if q.Method == rewrite.QuantileSmooth {
+		if q.Method == dpplan.QuantileSmooth {
 			m.smooth, err = noise.NewSmoothLaplace(noise.SmoothParams{Epsilon: ge, Delta: dg, Range: ms.Upper - ms.Lower, Rand: r.testOnlyRand})
 			// The SQL's S must be β-smooth for the β of this release
 			// (a smaller β is fine).
@@ -221,9 +221,9 @@ func (r *Releaser) newQuantileMech(ms rewrite.Measure, rows, l0 int, epsilon, de
 
 func (m *quantileMech) Name() string {
 	switch m.q.Method {
-	case rewrite.QuantileSmooth:
+	case dpplan.QuantileSmooth:
 		return "smooth_sensitivity"
-	case rewrite.QuantilePTR:
+	case dpplan.QuantilePTR:
 		return "propose_test_release"
 	}
 	return "exponential"
@@ -244,9 +244,9 @@ func (m *quantileMech) AddNoise(*big.Rat) (*big.Rat, error) {
 // actual scale depends on the data and is not disclosed).
 func (m *quantileMech) HalfWidth(confidence float64) float64 {
 	switch m.q.Method {
-	case rewrite.QuantilePTR:
+	case dpplan.QuantilePTR:
 		return m.ptrRelease.HalfWidth(confidence)
-	case rewrite.QuantileSmooth:
+	case dpplan.QuantileSmooth:
 		return 2 * (m.measure.Upper - m.measure.Lower) / m.groupEpsilon * math.Log(1/(1-confidence))
 	}
 	return noise.ExponentialUtilityBound(m.groupEpsilon, m.measure.LInf, m.q.Buckets, confidence)
@@ -257,7 +257,7 @@ func (m *quantileMech) HalfWidth(confidence float64) float64 {
 // or "f;S" (smooth) or "f;D" (ptr). A nil value with a nil error is a
 // group refused by the PTR test.
 func (m *quantileMech) releaseGroup(raw *string) (*big.Rat, error) {
-	if m.q.Method != rewrite.QuantileExponential {
+	if m.q.Method != dpplan.QuantileExponential {
 		return m.releaseOrderStat(raw)
 	}
 	counts, err := parseHistogram(raw, m.q.Buckets)
@@ -349,7 +349,7 @@ func ceilRatInt(x *big.Rat) int64 {
 // bucketValue is the released point of bucket j: its midpoint (for int and
 // date columns, of its integers; rounded down unless percentile_cont).
 // A function of public data (the grid) and j only.
-func bucketValue(ms rewrite.Measure, j int) *big.Rat {
+func bucketValue(ms dpplan.Measure, j int) *big.Rat {
 	q := ms.Quantile
 	lower, upper := new(big.Rat).SetFloat64(ms.Lower), new(big.Rat).SetFloat64(ms.Upper)
 	if q.Type == policy.TypeInt || q.Type == policy.TypeDate {
@@ -376,7 +376,7 @@ func bucketValue(ms rewrite.Measure, j int) *big.Rat {
 
 // quantileValue formats a released quantile as its output column's type
 // (NULL for a group refused by the PTR test).
-func quantileValue(o rewrite.Output, v *big.Rat) value {
+func quantileValue(o dpplan.Output, v *big.Rat) value {
 	if v == nil {
 		return value{null: true}
 	}
@@ -390,12 +390,12 @@ func quantileValue(o rewrite.Output, v *big.Rat) value {
 
 // quantileErrorText is the NOTICE's accuracy statement for a quantile
 // output.
-func quantileErrorText(o rewrite.Output, m *quantileMech, cost string) string {
+func quantileErrorText(o dpplan.Output, m *quantileMech, cost string) string {
 	switch m.q.Method {
-	case rewrite.QuantileSmooth:
+	case dpplan.QuantileSmooth:
 		return fmt.Sprintf("smooth sensitivity (beta %s): noise scale depends on the data, at most ±%s (%s, %s)",
 			num(m.q.Beta), num(m.HalfWidth(0.95)), o.Name, cost)
-	case rewrite.QuantilePTR:
+	case dpplan.QuantilePTR:
 		return fmt.Sprintf("propose-test-release (bound %s, NULL where the test refused): ±%s (%s, %s)",
 			num(m.q.Bound), num(m.HalfWidth(0.95)), o.Name, cost)
 	}
@@ -407,11 +407,11 @@ func quantileErrorText(o rewrite.Output, m *quantileMech, cost string) string {
 func quantileExplain(i int, m *quantileMech) string {
 	q := m.q
 	switch q.Method {
-	case rewrite.QuantileSmooth:
+	case dpplan.QuantileSmooth:
 		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (smooth sensitivity, Laplace noise of scale 2·S/epsilon, beta=%s, epsilon per group=%s, delta=%s, worst-case half_width_95=%s)",
 			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
 			num(q.Beta), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
-	case rewrite.QuantilePTR:
+	case dpplan.QuantilePTR:
 		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (propose-test-release, bound=%s, test threshold=%s, epsilon per group=%s split test/release, delta=%s, half_width_95=%s if released)",
 			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
 			num(q.Bound), num(m.ptrThreshold), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
@@ -423,7 +423,7 @@ func quantileExplain(i int, m *quantileMech) string {
 
 // quantileSubject names what a quantile measure orders: its column, or
 // "an expression" (rewrite/quantile_expr.go; the SQL line shows it).
-func quantileSubject(ms rewrite.Measure) string {
+func quantileSubject(ms dpplan.Measure) string {
 	if ms.Expr != "" {
 		return "an expression"
 	}
@@ -451,7 +451,7 @@ func (m *quantileMech) releaseOrderStat(raw *string) (*big.Rat, error) {
 	}
 	var v *big.Rat
 	var err error
-	if m.q.Method == rewrite.QuantileSmooth {
+	if m.q.Method == dpplan.QuantileSmooth {
 		v, err = m.smooth.Release(f, stat)
 	} else {
 		if !stat.IsInt() {
@@ -487,12 +487,12 @@ func (m *quantileMech) releaseOrderStat(raw *string) (*big.Rat, error) {
 }
 
 // deltaUsers counts the measures that take a share of δ.
-func deltaUsers(mechanism string, ms []rewrite.Measure) int {
+func deltaUsers(mechanism string, ms []dpplan.Measure) int {
 	n := 0
 	for _, m := range ms {
 		switch {
-		case m.Kind == rewrite.MeasureQuantile:
-			if m.Quantile != nil && m.Quantile.Method != rewrite.QuantileExponential {
+		case m.Kind == dpplan.MeasureQuantile:
+			if m.Quantile != nil && m.Quantile.Method != dpplan.QuantileExponential {
 				n++
 			}
 		case mechanism == policy.MechanismGaussian:
@@ -516,7 +516,7 @@ func ptrRefused() error {
 // so f = upper for percentile_disc, MIN and MAX (a = 1), and for
 // percentile_cont with h = 1 − q, f = x_⌊h⌋ + (h − ⌊h⌋)(x_⌈h⌉ − x_⌊h⌋);
 // U_k = upper − lower for every k, so S = upper − lower and D = 0.
-func emptySummary(ms rewrite.Measure) string {
+func emptySummary(ms dpplan.Measure) string {
 	q := ms.Quantile
 	lower, upper := new(big.Rat).SetFloat64(ms.Lower), new(big.Rat).SetFloat64(ms.Upper)
 	f := new(big.Rat).Set(upper)
@@ -535,7 +535,7 @@ func emptySummary(ms rewrite.Measure) string {
 		f = d.Add(d, x(a))
 	}
 	stat := "0"
-	if q.Method == rewrite.QuantileSmooth {
+	if q.Method == dpplan.QuantileSmooth {
 		stat = new(big.Rat).Sub(upper, lower).RatString()
 	}
 	return f.RatString() + ";" + stat

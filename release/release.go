@@ -19,10 +19,10 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
@@ -84,7 +84,7 @@ func New(cfg Config) (*Releaser, error) {
 type Request struct {
 	Analyst   string
 	Dataset   *policy.Dataset
-	Plan      *rewrite.Plan
+	Plan      *dpplan.Plan
 	Epsilon   float64 // the query's ε (session dp.epsilon or the policy default)
 	Delta     float64 // the query's δ (Gaussian only)
 	Mechanism string  // policy.MechanismLaplace or policy.MechanismGaussian
@@ -148,7 +148,7 @@ type storedAnswer struct {
 
 // measurement is one plan measure with its mechanism.
 type measurement struct {
-	measure rewrite.Measure
+	measure dpplan.Measure
 	mech    noise.Mechanism
 	// quant is mech for a quantile measure (quantile.go), else nil.
 	quant *quantileMech
@@ -548,7 +548,7 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 		epsilon := epsilon
 		var lInf float64
 		switch ms.Kind {
-		case rewrite.MeasureRemoved:
+		case dpplan.MeasureRemoved:
 			// Each unit's removed rows are clipped to its allowance
 			// L0·R over all groups (rewrite/bias.go).
 			if i != len(plan.Measures)-1 || ms.L1 != ms.LInf {
@@ -556,16 +556,16 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			}
 			lInf = float64(plan.MaxGroupsPerUnit) * sensitivity.CountLInf(rows)
 			epsilon = shares.biasEpsilon
-		case rewrite.MeasureQuantile:
+		case dpplan.MeasureQuantile:
 			qm, err := r.newQuantileMech(ms, rows, plan.MaxGroupsPerUnit, epsilon, delta)
 			if err != nil {
 				return nil, err
 			}
 			out[i] = measurement{measure: ms, mech: qm, quant: qm}
 			continue
-		case rewrite.MeasureCount:
+		case dpplan.MeasureCount:
 			lInf = sensitivity.CountLInf(rows)
-		case rewrite.MeasureSum:
+		case dpplan.MeasureSum:
 			lInf = sensitivity.SumLInf(rows, ms.Lower, ms.Upper)
 			if c, ok := new(big.Rat).SetString(ms.Centre); ok {
 				// A normalized sum Σ (x − Centre).
@@ -573,14 +573,14 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			} else if ms.Centre != "" {
 				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid centre")
 			}
-		case rewrite.MeasureSumSq:
+		case dpplan.MeasureSumSq:
 			lInf = sensitivity.SumSqLInf(rows, ms.Lower, ms.Upper)
 			if c, ok := new(big.Rat).SetString(ms.Centre); ok {
 				lInf = sensitivity.CentredSumSqLInf(rows, ms.Lower, ms.Upper, c)
 			} else if ms.Centre != "" {
 				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid centre")
 			}
-		case rewrite.MeasureUnits:
+		case dpplan.MeasureUnits:
 			lInf = sensitivity.UnitCountLInf()
 		default:
 			return nil, pgerr.New(pgerr.InternalError, "internal error: unknown measure kind")
@@ -647,7 +647,7 @@ func isInteger(x float64) bool { return x == math.Trunc(x) }
 // groupKeys returns the released groups: the cartesian product of the key
 // domains, first key outermost, in declared order. An ungrouped query has
 // one group with no keys.
-func groupKeys(keys []rewrite.Key) ([][]string, error) {
+func groupKeys(keys []dpplan.Key) ([][]string, error) {
 	n := 1
 	for _, k := range keys {
 		if len(k.Domain) == 0 {
@@ -675,7 +675,7 @@ func groupKeys(keys []rewrite.Key) ([][]string, error) {
 // rowKey is the canonical group key (canonicalKey) of an upstream row
 // whose first len(plan.Keys) columns are the keys; false when a key is NULL
 // (no declared group is NULL). The row must have the key columns.
-func rowKey(plan *rewrite.Plan, row []*string) ([]string, bool) {
+func rowKey(plan *dpplan.Plan, row []*string) ([]string, bool) {
 	key := make([]string, len(plan.Keys))
 	for i := range key {
 		if row[i] == nil {
@@ -701,7 +701,7 @@ func canonicalKey(t policy.Type, v string) string {
 // outside the domain are ignored (the SQL already filters them); NULL
 // measures count as zero. Quantile measures are returned as their raw text
 // (raw[g][i], nil when NULL) and count as zero in values.
-func collect(plan *rewrite.Plan, groups [][]string, rows [][]*string) (values [][]*big.Rat, raw [][]*string, err error) {
+func collect(plan *dpplan.Plan, groups [][]string, rows [][]*string) (values [][]*big.Rat, raw [][]*string, err error) {
 	index := make(map[string]int, len(groups))
 	for i, g := range groups {
 		index[strings.Join(g, "\x00")] = i
@@ -737,7 +737,7 @@ func collect(plan *rewrite.Plan, groups [][]string, rows [][]*string) (values []
 			if row[nk+i] == nil {
 				continue
 			}
-			if plan.Measures[i].Kind == rewrite.MeasureQuantile {
+			if plan.Measures[i].Kind == dpplan.MeasureQuantile {
 				raw[g][i] = row[nk+i]
 				continue
 			}

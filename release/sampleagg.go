@@ -12,10 +12,10 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
@@ -88,7 +88,7 @@ func (r *Releaser) saMechanisms(req Request) (count noise.Mechanism, stats []mea
 		statDel = splitDown(statDel, nStats)
 	}
 	for i, ms := range plan.Measures[:nStats] {
-		if ms.Kind != rewrite.MeasureSampleAgg || !(ms.Upper > ms.Lower) {
+		if ms.Kind != dpplan.MeasureSampleAgg || !(ms.Upper > ms.Lower) {
 			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
 		}
 		// Cross-check the planner: S moves by at most u − l.
@@ -258,10 +258,10 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (
 		row := make([]value, len(plan.Outputs))
 		for i, o := range plan.Outputs {
 			switch o.Kind {
-			case rewrite.OutputKey:
+			case dpplan.OutputKey:
 				t := keyText(o.PGType, groups[g][o.Key])
 				row[i] = value{key: &t}
-			case rewrite.OutputSampleAgg:
+			case dpplan.OutputSampleAgg:
 				row[i] = value{num: sampleAggAnswer(noisy[o.Measure], k, o.Lower, o.Upper), decimals: 6}
 				if o.PGType == "int8" {
 					// percentile_disc, MIN or MAX of an integer expression
@@ -281,7 +281,7 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (
 	var parts []string
 	for _, o := range plan.Outputs {
 		out.Columns = append(out.Columns, Column{Name: o.Name, PGType: o.PGType})
-		if o.Kind != rewrite.OutputSampleAgg {
+		if o.Kind != dpplan.OutputSampleAgg {
 			continue
 		}
 		m := stats[o.Measure].mech
@@ -320,7 +320,7 @@ func mechs(ms []measurement) []noise.Mechanism {
 // sampleAggNote is the NOTICE's account of the mechanism: k, or per
 // group the k chosen (as "k=64 for 3 groups, k=2 for 1 group", largest k
 // first).
-func sampleAggNote(sa *rewrite.SampleAgg, plan *rewrite.Plan, ks []int) string {
+func sampleAggNote(sa *dpplan.SampleAgg, plan *dpplan.Plan, ks []int) string {
 	how := "fixed by dp.sample_blocks"
 	if sa.CountMeasure >= 0 {
 		how = fmt.Sprintf("chosen from a noisy unit count, about %d units per block", sa.BlockUnits)
@@ -357,7 +357,7 @@ func sampleAggNote(sa *rewrite.SampleAgg, plan *rewrite.Plan, ks []int) string {
 // k clipped block answers (post-processing).
 func sampleAggAnswer(s *big.Rat, k int, lower, upper float64) *big.Rat {
 	a := new(big.Rat).Quo(s, new(big.Rat).SetInt64(int64(k)))
-	a.Add(a, new(big.Rat).SetFloat64(rewrite.SampleMid(lower, upper)))
+	a.Add(a, new(big.Rat).SetFloat64(dpplan.SampleMid(lower, upper)))
 	lo, hi := new(big.Rat).SetFloat64(lower), new(big.Rat).SetFloat64(upper)
 	if a.Cmp(lo) < 0 {
 		a = lo
@@ -373,7 +373,7 @@ func sampleAggAnswer(s *big.Rat, k int, lower, upper float64) *big.Rat {
 // SQL never returns, are skipped), sorted like release/partition.go sorts
 // kept groups (lessKeys), so the order of released rows does not depend on
 // the upstream's row order.
-func dataGroups(plan *rewrite.Plan, rows [][]*string) [][]string {
+func dataGroups(plan *dpplan.Plan, rows [][]*string) [][]string {
 	nk := len(plan.Keys)
 	seen := map[string]bool{}
 	var groups [][]string
@@ -416,7 +416,7 @@ func roundToInt(v *big.Rat, lower, upper float64) *big.Rat {
 // (groupKeys order). Groups and levels without a row (no input rows) are
 // all zero; rows of a group outside the domains are ignored (the SQL
 // already filters them).
-func collectLevels(plan *rewrite.Plan, groups [][]string, rows [][]*string) ([]map[int][]*big.Rat, error) {
+func collectLevels(plan *dpplan.Plan, groups [][]string, rows [][]*string) ([]map[int][]*big.Rat, error) {
 	nk, nm := len(plan.Keys), len(plan.Measures)
 	index := make(map[string]int, len(groups))
 	for i, g := range groups {
@@ -528,12 +528,12 @@ func explainSampleAgg(req Request) ([]Column, [][]*string, error) {
 		l0 = math.Sqrt(l0)
 	}
 	for _, o := range plan.Outputs {
-		if o.Kind != rewrite.OutputSampleAgg {
+		if o.Kind != dpplan.OutputSampleAgg {
 			continue
 		}
 		m := stats[o.Measure]
 		line := fmt.Sprintf("  Output %s (%s): %s per block%s, clipped to [%s, %s] (empty or NULL blocks count as %s), averaged over k blocks; sensitivity (u−l)/k = %s/k, noise_scale=%s/k",
-			o.Name, o.PGType, m.measure.Column, per, num(o.Lower), num(o.Upper), num(rewrite.SampleMid(o.Lower, o.Upper)),
+			o.Name, o.PGType, m.measure.Column, per, num(o.Lower), num(o.Upper), num(dpplan.SampleMid(o.Lower, o.Upper)),
 			num(m.measure.LInf), num(m.mech.NoiseMultiplier()*m.measure.LInf*l0))
 		if count == nil {
 			line += fmt.Sprintf(" (half_width_95=%s)", num(m.mech.HalfWidth(0.95)/float64(sa.Levels[0])))

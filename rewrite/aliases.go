@@ -1,8 +1,8 @@
 package rewrite
 
 import (
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/pgemit"
 )
 
 // The plan's types and constants live in package dpplan and the emitter in

@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/jackc/pgx/v5"
 )
@@ -49,7 +49,7 @@ const auditRuns = 4
 // had a NULL unit redrew the pool's random choice of L0 groups and L∞ rows,
 // so up to 2·L0 groups changed — twice the declared sensitivity (this audit
 // observed 6 groups and L1 = 22 > L0·L∞ = 20). The emitted SQL now drops
-// NULL-unit rows (rewrite/internal/dpplan/bounds.go), and the strict bound is asserted for
+// NULL-unit rows (dpplan/bounds.go), and the strict bound is asserted for
 // that adversary too.
 const nullUnitPooled = false
 

@@ -3,9 +3,9 @@
 package rewrite
 
 import (
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // # Contribution bounds chosen per query (dp.contribution = auto)

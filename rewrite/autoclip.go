@@ -8,9 +8,9 @@ import (
 	"reflect"
 	"sort"
 
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // # Clamping bounds chosen per query (dp.clipping = auto)

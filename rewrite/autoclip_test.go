@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
+	"github.com/dpproxy/dpproxy/pgemit"
 )
 
 // TestClipEdges: the candidate upper bounds halve the range towards its

@@ -3,14 +3,14 @@
 package rewrite
 
 import (
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // # The bias of contribution bounding
 //
-// Bounding (internal/dpplan/bounds.go) removes rows: a unit's rows beyond R in a group,
+// Bounding (dpplan/bounds.go) removes rows: a unit's rows beyond R in a group,
 // and with public keys the part of its rows beyond its allowance
 // T = L0·R over all groups. The intervals release states are about the
 // noise around the bounded answer; how far that answer is from the
@@ -20,7 +20,7 @@ import (
 // pass its WHERE, keys in their domain) that bounding removed.
 //
 // Per (unit, group) with n rows the SQL computes the removed rows
-// r = n − b, where b is the bounded row count of internal/dpplan/bounds.go: b = min(n, R),
+// r = n − b, where b is the bounded row count of dpplan/bounds.go: b = min(n, R),
 // times min(1, T/t) with t = Σ_g min(n_g, R) when groups are scaled. Per
 // unit, ρ = Σ_g r_g = m − min(t, T) (m = Σ_g n_g) exactly, or
 // Σ_g (n_g − min(n_g, R)) without scaling. Each unit's removed rows are

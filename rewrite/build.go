@@ -4,11 +4,11 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/pingcap/tidb/pkg/parser"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/mysql"
@@ -140,7 +140,7 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	if opts.AutoClip {
 		addAutoClip(ds, orig, opts, p) // autoclip.go
 	}
-	p.Work = dpplan.WorkOf(ds, p) // internal/dpplan/work.go
+	p.Work = dpplan.WorkOf(ds, p) // dpplan/work.go
 	p.Fingerprint = fingerprint(p)
 	return p, nil
 }
@@ -191,7 +191,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, err
 	}
 	b.narrowKeys()                             // narrow.go
-	if err := b.queryBounds(sel); err != nil { // internal/dpplan/bounds.go
+	if err := b.queryBounds(sel); err != nil { // dpplan/bounds.go
 		return nil, err
 	}
 	if err := b.selectList(sel); err != nil {
@@ -243,7 +243,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		}
 	}
 	if p.Join == nil || p.Join.Shape != JoinKey {
-		dpplan.ScaledMeasures(p) // internal/dpplan/bounds.go
+		dpplan.ScaledMeasures(p) // dpplan/bounds.go
 	}
 	if !b.opts.NoBias {
 		addRemoved(b.table, p) // bias.go

@@ -5,16 +5,16 @@ package rewrite
 import (
 	"math"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
 // The bounds the builder gives a query's measures and units: the
 // magnitude limit of a measure and the contribution bounds per query. See
-// internal/dpplan/bounds.go for the bounding argument.
+// dpplan/bounds.go for the bounding argument.
 
 // maxMagnitude bounds the values, clamping bounds and L∞ of a measure:
 // beyond it (e.g. SUM(cost * 1e300)) the noise would swamp any answer, and
@@ -47,7 +47,7 @@ func (b *builder) addMeasure(m Measure, col *policy.Column, iv *sensitivity.Inte
 }
 
 // queryBounds sets the contribution bounds of this query (see "Bounds per
-// query" in internal/dpplan/bounds.go): b.table becomes a copy of the policy table with
+// query" in dpplan/bounds.go): b.table becomes a copy of the policy table with
 // this query's max_rows_per_unit and max_groups_per_unit. Joins keep the
 // policy's.
 func (b *builder) queryBounds(sel *ast.SelectStmt) error {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // TestDateFold_MatchesPostgres checks datefold.go against PostgreSQL:

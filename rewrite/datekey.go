@@ -1,6 +1,6 @@
 // Privacy-critical: needs DP review.
 // It builds SQL fragments of the plan that the emitter sends upstream
-// (internal/pgemit/doc.go).
+// (pgemit/doc.go).
 
 package rewrite
 

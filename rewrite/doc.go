@@ -66,7 +66,7 @@
 //	autobounds.go, autoclip.go  Privacy-critical: contribution bounds
 //	              and clamping bounds chosen per query: candidate plans,
 //	              the clipped columns and the replanning (their plan data
-//	              is internal/dpplan/auto.go, their SQL pgemit's).
+//	              is dpplan/auto.go, their SQL pgemit's).
 //	sampleagg.go  Privacy-critical: corr, covar_*, regr_* by
 //	              sample-and-aggregate (keyed-hash blocks, per-block
 //	              answers clipped to an output range, averaged; k from
@@ -78,13 +78,13 @@
 //	              unit; two protected tables on a key with declared
 //	              max_rows_per_value), resolves qualified columns to the
 //	              joined relation's columns, and emits the joined relation
-//	              (bounded after the join by internal/dpplan/bounds.go) or, for key joins,
+//	              (bounded after the join by dpplan/bounds.go) or, for key joins,
 //	              the elastic SQL that bounds rows per unit and per join
 //	              value before the join, with sensitivity E·M. The file
 //	              comment holds the argument; join.go parses the FROM
 //	              clause, join_shape.go classifies the join and states its
 //	              sensitivity, join_resolve.go resolves columns;
-//	              internal/pgemit/join_sql.go emits the joined relation and the
+//	              pgemit/join_sql.go emits the joined relation and the
 //	              elastic SQL, dpplan/join_l1.go states the direct L1
 //	              bound E·M of an elastic join's measures.
 //	join_partition.go  Privacy-critical: private group keys (partition
@@ -97,11 +97,11 @@
 //	quantile.go   Privacy-critical: percentile_cont/percentile_disc WITHIN
 //	              GROUP, MIN and MAX as quantile measures (their SQL, per
 //	              group the bucket counts of the bounded values, is
-//	              internal/pgemit/quantile_sql.go).
+//	              pgemit/quantile_sql.go).
 //	quantile_smooth.go  Privacy-critical: the smooth and ptr methods
 //	              (WithQuantiles): f, the smooth bound S or the
 //	              distance D, computed in SQL from order statistics
-//	              (internal/pgemit/quantile_sql.go).
+//	              (pgemit/quantile_sql.go).
 //	quantile_expr.go  Privacy-critical: quantiles of expressions
 //	              (percentile_cont/disc WITHIN GROUP (ORDER BY expr),
 //	              MIN/MAX(expr)): the row value is the rowexpr.go
@@ -232,7 +232,7 @@
 //     no-op up to numeric rounding), and a simple CASE is supported only
 //     over a column compared with literals;
 //   - agg(…) FILTER (WHERE cond) applies the condition after contribution
-//     bounding (see rowValueSQL in internal/pgemit/bounds_sql.go): on data within the limits
+//     bounding (see rowValueSQL in pgemit/bounds_sql.go): on data within the limits
 //     the answer is PostgreSQL's;
 //   - a GROUP BY name that is no column of the policy falls back to an
 //     output alias even if the real table has such an undeclared column.

@@ -1,6 +1,6 @@
 // Privacy-critical: needs DP review.
 // It builds SQL fragments of the plan that the emitter sends upstream
-// (internal/pgemit/doc.go).
+// (pgemit/doc.go).
 
 package rewrite
 
@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/pgsql"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -23,7 +23,7 @@ import (
 // call by the aggregate node and records its condition. The condition is
 // planned like WHERE (pred.go) and becomes Measure.Filter; the emitter
 // turns the aggregate's per-row value into CASE WHEN cond THEN value END
-// (internal/pgemit/bounds_sql.go, rowValueSQL), which is what PostgreSQL's FILTER computes.
+// (pgemit/bounds_sql.go, rowValueSQL), which is what PostgreSQL's FILTER computes.
 
 // filterMarker is the function name the normalizer writes for FILTER.
 const filterMarker = "dpproxy_filter"

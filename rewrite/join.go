@@ -26,8 +26,8 @@ import (
 //     row of P and is attributed to P's unit. The joined rows of x are
 //     exactly the joined rows that contain a row of x, so removing x
 //     removes them and changes no other joined row. Contribution bounding
-//     (rows per unit and group, groups per unit, internal/dpplan/bounds.go) is applied to
-//     the joined rows, so the guarantee of internal/dpplan/bounds.go holds unchanged,
+//     (rows per unit and group, groups per unit, dpplan/bounds.go) is applied to
+//     the joined rows, so the guarantee of dpplan/bounds.go holds unchanged,
 //     whatever the multiplicity of the public join key: a public row that
 //     matches many rows of x multiplies x's joined rows, and the bounding
 //     cuts them back. No uniqueness declaration is needed for privacy (on
@@ -39,7 +39,7 @@ import (
 //     protected row of a joined row belongs to the same unit (a LEFT JOIN
 //     may leave the later rows absent), so again the joined rows of x are
 //     exactly those containing a row of x, and bounding after the join
-//     gives the guarantee of internal/dpplan/bounds.go. The contribution limits are the
+//     gives the guarantee of dpplan/bounds.go. The contribution limits are the
 //     largest of the joined tables' (the noise is calibrated to them).
 //   - JoinKey: exactly two protected tables A and B inner-joined on
 //     columns other than the units, A.k = B.k, where the
@@ -78,7 +78,7 @@ import (
 //     units).
 //
 // Every choice is in the order of a hash of the row (or of the unit and
-// keys, internal/dpplan/bounds.go), fixed per row, so the bounds hold whatever the data;
+// keys, dpplan/bounds.go), fixed per row, so the bounds hold whatever the data;
 // no random() (which would keep PostgreSQL from parallel plans).
 
 // joinHint lists the supported join shapes.

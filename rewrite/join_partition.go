@@ -13,7 +13,7 @@ import (
 // Private group keys (partition selection, partition.go) in joins.
 //
 // Partition selection rests on two facts about the SQL's per-group count n
-// of distinct units after contribution bounding (internal/dpplan/bounds.go, Wilson et al.
+// of distinct units after contribution bounding (dpplan/bounds.go, Wilson et al.
 // 2020 §3):
 //
 //	(a) adding or removing one unit u changes n by at most 1 in each group,
@@ -29,7 +29,7 @@ import (
 // primary table's unit (join.go: public tables hold no units; in a unit
 // join all protected rows of a joined row share the unit). So the joined
 // rows of u are exactly those containing a row of u, removing u removes
-// them and changes no other joined row, and internal/dpplan/bounds.go bounds the joined
+// them and changes no other joined row, and dpplan/bounds.go bounds the joined
 // relation per unit exactly as it bounds one table: (a) and (b) hold
 // unchanged. The key may be a column of any joined table, also of a public
 // one: which values of a public column appear depends on which protected

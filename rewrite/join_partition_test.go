@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
+	"github.com/dpproxy/dpproxy/pgemit"
 )
 
 // TestRewrite_PostgresJoinPartitionUnits is TestRewrite_PostgresPartitionUnits

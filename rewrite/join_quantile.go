@@ -15,7 +15,7 @@ package rewrite
 // an R:
 //
 //   - JoinPublic and JoinUnit: the joined relation is bounded per unit
-//     after the join by internal/dpplan/bounds.go (join.go: every joined row holds rows of
+//     after the join by dpplan/bounds.go (join.go: every joined row holds rows of
 //     exactly one unit), with R = the join's max_rows_per_unit and L0 = its
 //     max_groups_per_unit (capped by the number of groups); the quantile SQL
 //     is the single-table one (per (unit, group) arrays of at most R values,

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // joinQuantileGoldens returns the accepted join goldens with a quantile.

@@ -7,9 +7,9 @@ import (
 	"math/big"
 	"strconv"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
 

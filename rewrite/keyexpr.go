@@ -1,6 +1,6 @@
 // Privacy-critical: needs DP review.
 // It builds SQL fragments of the plan that the emitter sends upstream
-// (internal/pgemit/doc.go).
+// (pgemit/doc.go).
 
 package rewrite
 
@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 

@@ -1,6 +1,6 @@
 // Privacy-critical: needs DP review.
 // It builds SQL fragments of the plan that the emitter sends upstream
-// (internal/pgemit/doc.go).
+// (pgemit/doc.go).
 
 package rewrite
 
@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 

@@ -10,9 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // Domains narrowed by public predicates (issue 16).

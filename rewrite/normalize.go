@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // The normalizer turns a lexed PostgreSQL statement into text the TiDB

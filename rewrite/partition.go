@@ -24,7 +24,7 @@ import (
 // partition selection", PoPETs 2022):
 //
 //  1. contribution bounding: each unit contributes to at most L0 =
-//     max_groups_per_unit groups (the hash-ordered group choice of internal/dpplan/bounds.go;
+//     max_groups_per_unit groups (the hash-ordered group choice of dpplan/bounds.go;
 //     a private key has no domain to cap L0 by, so L0 is the policy's);
 //  2. per group, the SQL returns the bounded measures and the number n of
 //     distinct units left in the group after bounding; each unit adds

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
+	"github.com/dpproxy/dpproxy/pgemit"
 )
 
 // TestRewrite_PostgresPartitionUnits checks on a real PostgreSQL the

@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/pgsql"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // The splitter of Post, within one SELECT: its clauses, its items, and

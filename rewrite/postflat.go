@@ -4,9 +4,9 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 )
 
 // Flattening of projection subqueries and CTEs (post.go, POSTPROCESSING.md).

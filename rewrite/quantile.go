@@ -7,11 +7,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -28,7 +28,7 @@ import (
 //
 // Each row's value is clamped to [lower, upper] (dates as days since
 // 1970-01-01), and rows are bounded exactly as for every other measure
-// (internal/dpplan/bounds.go): at most max_rows_per_unit values per (unit, group), at most
+// (dpplan/bounds.go): at most max_rows_per_unit values per (unit, group), at most
 // Plan.MaxGroupsPerUnit groups per unit (chosen by hash, never weighted).
 // In dp_bounded each (unit, group) keeps at most max_rows_per_unit of its
 // non-null clamped values, evenly spaced in rank (quantileUnitSQL), in an
@@ -189,7 +189,7 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 		q = 1
 	}
 	// MIN(col) FILTER (WHERE cond): only the rows that satisfy cond take
-	// part (the emitter's row value is NULL elsewhere, internal/dpplan/bounds.go).
+	// part (the emitter's row value is NULL elsewhere, dpplan/bounds.go).
 	filter, err := b.aggFilter(x)
 	if err != nil {
 		return aggSpec{}, Output{}, err

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 	"github.com/jackc/pgx/v5"
 )
 

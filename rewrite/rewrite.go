@@ -13,7 +13,7 @@ import (
 // The statement is lexed by our PostgreSQL lexer, normalized (normalize.go)
 // into text the TiDB parser reads with the same structure, parsed, and then
 // checked and planned by this package (build.go, pred.go); Plan.SQL comes
-// from our emitter (internal/pgemit/bounds_sql.go) over the plan, never from analyst text.
+// from our emitter (pgemit/bounds_sql.go) over the plan, never from analyst text.
 func Rewrite(ds *policy.Dataset, stmt string) (*Plan, error) {
 	if ds == nil {
 		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")
@@ -37,7 +37,7 @@ type Options struct {
 	QuantileMethod string
 	// MaxRowsPerUnit and MaxGroupsPerUnit, when > 0, are SET
 	// dp.max_rows_per_unit / dp.max_groups_per_unit: contribution bounds
-	// tighter than the policy's for this session's queries (internal/dpplan/bounds.go,
+	// tighter than the policy's for this session's queries (dpplan/bounds.go,
 	// "Bounds per query"); looser ones are refused.
 	MaxRowsPerUnit, MaxGroupsPerUnit int
 	// NoBias is SET dp.bias = off: no bias estimate of contribution

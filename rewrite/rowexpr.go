@@ -8,10 +8,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"

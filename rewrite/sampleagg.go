@@ -7,9 +7,9 @@ import (
 	"math/big"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -65,7 +65,7 @@ import (
 // smallest level when k comes from its noisy count (≈ 0).
 //
 // Contribution bounding is that of the other grouped aggregates
-// (internal/dpplan/bounds.go): each unit keeps at most max_rows_per_unit rows per group
+// (dpplan/bounds.go): each unit keeps at most max_rows_per_unit rows per group
 // (random choice) and at most L0 = Plan.MaxGroupsPerUnit groups (a random
 // order of the unit's groups, drawn once per (unit, group); omitted when L0
 // is at least the number of groups). Sensitivity: adding or removing a

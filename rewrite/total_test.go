@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/pgemit"
 	"github.com/jackc/pgx/v5"
 )
 

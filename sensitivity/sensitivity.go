@@ -26,7 +26,7 @@
 //
 // Some plans also know a direct bound Λ on Σ_g |change_g| that is smaller
 // than L0·L∞ (Bounds.L1; an elastic join changes at most E joined rows in
-// all groups together, rewrite/internal/dpplan/join_l1.go). Then
+// all groups together, dpplan/join_l1.go). Then
 //
 //	Δ₁ = min(L0·L∞, Λ)
 //	Δ₂ = min(√L0·L∞, √(Λ·L∞))

@@ -58,12 +58,12 @@ var mutations = []mutation{
 		{"sensitivity/sensitivity.go", "\td := mulUp(float64(b.L0), b.LInf)\n", "\td := mulUp(float64(b.L0), b.LInf) / 2\n"},
 		{"sensitivity/sensitivity.go", "\td := mulUp(sqrtUp(float64(b.L0)), b.LInf)\n", "\td := mulUp(sqrtUp(float64(b.L0)), b.LInf) / 2\n"},
 	}},
-	// The emitter (rewrite/internal/pgemit) has no tests of its own: the planner's
+	// The emitter's own tests (./pgemit) are small; the planner's
 	// goldens, corpus and audits in ./rewrite exercise its SQL.
 	{"dropped bound over groups (emitted SQL)", "./rewrite", []edit{
-		{"rewrite/internal/pgemit/bounds_sql.go", "\ttotal := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)\n",
+		{"pgemit/bounds_sql.go", "\ttotal := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)\n",
 			"\ttotal := strconv.Itoa(1 << 30)\n"},
-		{"rewrite/internal/pgemit/bounds_sql.go", `w(") AS dp_counted WHERE dp_group_rank <= ", l0)`, `w(") AS dp_counted WHERE dp_group_rank <= ", "1073741824")`},
+		{"pgemit/bounds_sql.go", `w(") AS dp_counted WHERE dp_group_rank <= ", l0)`, `w(") AS dp_counted WHERE dp_group_rank <= ", "1073741824")`},
 	}},
 	{"ε/2 charged (release's charge)", "./release", []edit{
 		{"release/release.go", "\t\t\tEpsilon:         m.mech.Epsilon(),\n", "\t\t\tEpsilon:         m.mech.Epsilon() / 2,\n"},
@@ -72,7 +72,7 @@ var mutations = []mutation{
 		{"accountant/method.go", "\t\tbe.Add(be, dec(e.Epsilon))\n", "\t\tbe.Add(be, dec(e.Epsilon/2))\n"},
 	}},
 	{"unclamped SUM", "./rewrite", []edit{
-		{"rewrite/internal/pgemit/bounds_sql.go", `	return "LEAST(GREATEST(" + QuoteIdent(c) + "::numeric, " + NumericConst(t.Columns[c].Lower) + "), " +
+		{"pgemit/bounds_sql.go", `	return "LEAST(GREATEST(" + QuoteIdent(c) + "::numeric, " + NumericConst(t.Columns[c].Lower) + "), " +
 		NumericConst(t.Columns[c].Upper) + ")"`, `	return QuoteIdent(c) + "::numeric"`},
 	}},
 	{"off-by-one quantile utility", "./release", []edit{

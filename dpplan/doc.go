@@ -42,7 +42,10 @@
 // Package rewrite re-exports the plan's types and constants as aliases
 // (rewrite.Plan = dpplan.Plan, …) for its callers.
 //
-// It is internal to package rewrite: no other package can import it, so
-// only the planner can build a plan's WHERE nodes or set its emitter
-// inputs (SetSource); rewrite re-exports the types callers read.
+// It is a top-level package, parser-free, so that release and a privacy
+// review read plans without the TiDB parser (issue 28). Only the planner
+// (rewrite) builds plans, their WHERE nodes and emitter inputs
+// (SetSource): TestArch_OnlyRewriteBuildsPlans fails when a non-test file
+// elsewhere writes a Plan literal, calls SetSource or NewAutoClip;
+// rewrite re-exports the types callers read.
 package dpplan

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/dpplan"
 )
 
 // keySQL is the SQL of a key over the table's row: the quoted column, or

@@ -7,7 +7,7 @@ package pgemit
 import (
 	"strings"
 
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
+	"github.com/dpproxy/dpproxy/dpplan"
 )
 
 // PredSQL writes a validated WHERE condition as PostgreSQL SQL.

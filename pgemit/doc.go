@@ -37,5 +37,9 @@
 // the planner: the goldens, the differential corpus, the neighbour audits
 // and the totality fuzzer of package rewrite.
 //
-// It is internal to package rewrite: no other package can import it.
+// It is a top-level package so that release reads plans without importing
+// the parser (issue 28: `go list -deps ./release` names no pingcap
+// package). Only rewrite calls it with plans built from analyst text; a
+// test (dpplan's TestArch_OnlyRewriteBuildsPlans) keeps other packages
+// from building plans or emitter inputs.
 package pgemit

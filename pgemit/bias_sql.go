@@ -5,8 +5,8 @@ package pgemit
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 )
 
 // OutsideSQL is the condition of a row with a value outside its bounds in

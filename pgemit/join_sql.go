@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/rewrite/internal/dpplan"
 )
 
 // The emitted SQL of joins: the joined relation (bounded after the join

@@ -1,0 +1,76 @@
+package dpplan
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// TestWorkOf: the work bound of each plan shape, by hand from the formula
+// of work.go (declared rows, scans, join fan-outs), with no parser and no
+// database.
+func TestWorkOf(t *testing.T) {
+	ds := &policy.Dataset{Tables: map[string]*policy.Table{
+		"visits":   {Name: "visits", UnitColumn: "pid", MaxGroupsPerUnit: 1, MaxRowsPerUnit: 20, MaxRows: 250_000},
+		"patients": {Name: "patients", UnitColumn: "pid", MaxGroupsPerUnit: 1, MaxRowsPerUnit: 1, MaxRows: 60_000},
+		"labs":     {Name: "labs", UnitColumn: "pid", MaxGroupsPerUnit: 1, MaxRowsPerUnit: 2},
+		"wards": {Name: "wards", Public: true, MaxRows: 500, Columns: map[string]*policy.Column{
+			"ward_id": {Name: "ward_id", MaxRowsPerValue: 2},
+			"wing":    {Name: "wing"},
+		}},
+	}}
+	unit := func(tables ...string) *Join {
+		j := &Join{Shape: JoinUnit, RowsPerUnit: make([]int, len(tables))}
+		for k, n := range tables {
+			jt := JoinTable{Name: n, Public: ds.Tables[n].Public}
+			if k > 0 {
+				jt.On = []JoinOn{{Table: 0, Column: "pid", Other: "pid"}}
+				if jt.Public {
+					jt.On = []JoinOn{{Table: 0, Column: "ward_id", Other: "ward_id"}}
+				} else {
+					t := ds.Tables[n]
+					j.RowsPerUnit[k] = t.MaxGroupsPerUnit * t.MaxRowsPerUnit
+				}
+			}
+			j.Tables = append(j.Tables, jt)
+		}
+		return j
+	}
+	for _, c := range []struct {
+		name       string
+		plan       *Plan
+		rows       int64
+		scans      int
+		undeclared []string
+	}{
+		{"one table", &Plan{Table: "visits"}, 250_000, 1, nil},
+		{"automatic bounds: two scans", &Plan{Table: "visits", Auto: &AutoBounds{}}, 500_000, 2, nil},
+		{"automatic bounds and clipping: three", &Plan{Table: "visits", Auto: &AutoBounds{}, Clip: &AutoClip{}}, 750_000, 3, nil},
+		{"undeclared table", &Plan{Table: "labs"}, 0, 1, []string{"labs"}},
+		// 250,000 + 60,000 read, each visit meets 1 patient row.
+		{"visits ⋈ patients", &Plan{Table: "visits", Join: unit("visits", "patients")}, 560_000, 1, nil},
+		// 2 × 250,000 read, each visit meets at most 20 of the same person.
+		{"self-join", &Plan{Table: "visits", Join: unit("visits", "visits")}, 5_500_000, 1, nil},
+		// A public table multiplies by its join column's max_rows_per_value.
+		{"visits ⋈ wards", &Plan{Table: "visits", Join: unit("visits", "wards")}, 250_000 + 500 + 2*250_000, 1, nil},
+		{"join with an undeclared table", &Plan{Table: "visits", Join: unit("visits", "labs")}, 0, 1, []string{"labs"}},
+		// Elastic: each kept row of A meets at most m_B rows of B.
+		{"elastic join", &Plan{Table: "visits", Join: &Join{Shape: JoinKey,
+			Tables:       []JoinTable{{Name: "visits"}, {Name: "patients", On: []JoinOn{{Table: 0, Column: "ward_id", Other: "ward_id"}}}},
+			RowsPerValue: []int{50, 7}, KeyColumn: []string{"ward_id", "ward_id"}, RowsPerUnit: []int{20, 1}}}, 250_000 + 60_000 + 7*250_000, 1, nil},
+	} {
+		w := WorkOf(ds, c.plan)
+		if w.Rows != c.rows || w.Scans != c.scans || !slices.Equal(w.Undeclared, c.undeclared) {
+			t.Errorf("%s: %+v, want rows %d in %d scans, undeclared %v", c.name, w, c.rows, c.scans, c.undeclared)
+		}
+	}
+	// A bound beyond int64 saturates instead of wrapping.
+	huge := &policy.Dataset{Tables: map[string]*policy.Table{"t": {Name: "t", MaxRows: 1e15}}}
+	if w := WorkOf(huge, &Plan{Table: "t", Auto: &AutoBounds{}, Clip: &AutoClip{}}); w.Rows != 3e15 {
+		t.Errorf("3 scans of 1e15 rows: %d", w.Rows)
+	}
+	if w := WorkOf(huge, &Plan{Table: "t", Join: &Join{Shape: JoinUnit, Tables: []JoinTable{{Name: "t"}, {Name: "t"}, {Name: "t"}}, RowsPerUnit: []int{0, 1e6, 1e6}}}); w.Rows != maxWorkRows {
+		t.Errorf("a fan-out of 10¹² over 10¹⁵ rows: %d, want the saturated %d", w.Rows, maxWorkRows)
+	}
+}
