@@ -224,9 +224,6 @@ func (c *conn) execShadowSimple(ctx context.Context, text string) error {
 // relayed (to the client, or kept in br for a portal); the connection
 // goes back to the pool only when the relay left it idle.
 func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, error), br *bufferedResult) error {
-	if err := ctx.Err(); err != nil {
-		return err // cancelled before it started (statementContext)
-	}
 	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return err

@@ -25,7 +25,6 @@ func newShadowPools(cfg Config) (map[*Dataset]*shadow.Pool, error) {
 				pc.ConnectTimeout = 10 * time.Second
 				pc.RuntimeParams["application_name"] = "dpproxy"
 				pc.RuntimeParams["client_encoding"] = "UTF8"
-				wrapShadowDial(pc)
 				// On cancel (CancelRequest, statement_timeout) send a
 				// real cancel to the shadow server; the pool then closes
 				// the connection rather than reuse it.

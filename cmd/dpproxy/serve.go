@@ -210,7 +210,6 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 		AllowCleartextOverTLS: cfg.TLS != nil && cfg.TLS.AllowCleartextPassword,
 		MaxConnections:        cfg.MaxConnections,
 		IdleTimeout:           cfg.IdleTimeout.Duration,
-		ForwardLoop:           *cfg.ForwardLoop,
 		MaxMessage:            cfg.MaxMessageBytes,
 		ShadowMaxConns:        cfg.ShadowMaxConnections,
 		ShadowAcquireTimeout:  cfg.ShadowAcquireTimeout.Duration,

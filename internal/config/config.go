@@ -50,10 +50,6 @@ type Config struct {
 	// IdleTimeout closes a client session idle for this long (default 1h;
 	// "0s" disables it).
 	IdleTimeout *Duration `yaml:"idle_timeout"`
-	// ForwardLoop parks sessions between forwarded catalog statements on
-	// one event loop that answers their next ones itself, as PgBouncer
-	// does (default true; Linux; proxy/fwdloop_linux.go).
-	ForwardLoop *bool `yaml:"forward_loop"`
 	// MaxMessageBytes bounds every client message after authentication
 	// (default 1 MiB); before authentication the bound is 10 KB.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
@@ -329,10 +325,6 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	if c.IdleTimeout == nil {
 		c.IdleTimeout = &Duration{time.Hour}
-	}
-	if c.ForwardLoop == nil {
-		on := true
-		c.ForwardLoop = &on
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 1 << 20

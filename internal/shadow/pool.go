@@ -236,16 +236,13 @@ func (p *Pool) open(ctx context.Context) (*Conn, error) {
 // open on it; otherwise, or when reusable is false (e.g. the statement was
 // cancelled, and a late cancel request could hit the next statement run on
 // it), it is closed.
-func (p *Pool) Release(c *Conn, reusable bool) { p.release(c, reusable, time.Now()) }
-
-// release is Release at time now.
-func (p *Pool) release(c *Conn, reusable bool, now time.Time) {
+func (p *Pool) Release(c *Conn, reusable bool) {
 	c.notice = nil
 	if !p.keeps(c, reusable) {
 		p.discard(c)
 		return
 	}
-	c.idleSince = now
+	c.idleSince = time.Now()
 	p.idle <- c
 	// Close may have drained idle just before the send.
 	if p.isClosed() {
@@ -405,52 +402,6 @@ func (c *Conn) setConfig(ctx context.Context, names []string, values [][]byte) e
 func isPgError(err error) bool {
 	var pe *pgconn.PgError
 	return errors.As(err, &pe)
-}
-
-// TakeIdle returns an idle connection that can be used at once, without
-// any I/O and without waiting: one released less than a second before now
-// and still open. It returns nil when there is none; an idle connection
-// that would need its ping first is checked in the background (and then
-// released or closed), so a caller that cannot block (the proxy's
-// forwarding loop) never waits on the network here. now is the caller's
-// clock (the loop reads it once per round of events).
-func (p *Pool) TakeIdle(now time.Time) *Conn {
-	if p.isClosed() {
-		return nil
-	}
-	select {
-	case c := <-p.idle:
-		if c.pg.IsClosed() {
-			go p.discard(c)
-			return nil
-		}
-		if now.Sub(c.idleSince) > idlePing {
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), defaultConnectTimeout)
-				defer cancel()
-				if c.usable(ctx) {
-					p.Release(c, true)
-				} else {
-					p.discard(c)
-				}
-			}()
-			return nil
-		}
-		return c
-	default:
-		return nil
-	}
-}
-
-// ReleaseNoWait is Release at time now for a caller that cannot block: a
-// connection that is to be closed is closed in the background.
-func (p *Pool) ReleaseNoWait(c *Conn, reusable bool, now time.Time) {
-	if !p.keeps(c, reusable) {
-		c.notice = nil
-		go p.discard(c)
-		return
-	}
-	p.release(c, true, now)
 }
 
 // keeps reports whether a released connection goes back to the idle set:
