@@ -85,6 +85,15 @@ type Config struct {
 	// shadow.DefaultAcquireTimeout).
 	ShadowMaxConns       int
 	ShadowAcquireTimeout time.Duration
+	// ShadowMaxConnsPerAnalyst bounds the shadow connections one
+	// analyst's sessions hold at once (default: a quarter of
+	// ShadowMaxConns, at least 1); over it a catalog statement waits up to
+	// ShadowAcquireTimeout, then fails with 53300.
+	ShadowMaxConnsPerAnalyst int
+	// CatalogStatementTimeout is the statement_timeout of every shadow
+	// connection, and (with catalogDeadlineGrace) the proxy's own bound on
+	// a catalog statement (default shadow.DefaultStatementTimeout).
+	CatalogStatementTimeout time.Duration
 	// Observer, when set, is told of every statement (observer.go).
 	Observer Observer
 }

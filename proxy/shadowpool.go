@@ -18,9 +18,11 @@ func newShadowPools(cfg Config) (map[*Dataset]*shadow.Pool, error) {
 			continue
 		}
 		p, err := shadow.NewPool(shadow.PoolConfig{
-			DSN:            ds.ShadowDSN,
-			MaxConns:       cfg.ShadowMaxConns,
-			AcquireTimeout: cfg.ShadowAcquireTimeout,
+			DSN:              ds.ShadowDSN,
+			MaxConns:         cfg.ShadowMaxConns,
+			AcquireTimeout:   cfg.ShadowAcquireTimeout,
+			MaxConnsPerOwner: cfg.ShadowMaxConnsPerAnalyst,
+			StatementTimeout: cfg.CatalogStatementTimeout,
 			Configure: func(pc *pgconn.Config) {
 				pc.ConnectTimeout = 10 * time.Second
 				pc.RuntimeParams["application_name"] = "dpproxy"

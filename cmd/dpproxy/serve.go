@@ -201,21 +201,23 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 	srv, err := proxy.New(proxy.Config{
-		Datasets:              datasets,
-		Analysts:              cfg.Analysts,
-		Releaser:              rel,
-		Ledger:                store,
-		TLS:                   tlsCfg,
-		RequireTLS:            cfg.TLS != nil && cfg.TLS.Require,
-		AllowCleartextOverTLS: cfg.TLS != nil && cfg.TLS.AllowCleartextPassword,
-		MaxConnections:        cfg.MaxConnections,
-		IdleTimeout:           cfg.IdleTimeout.Duration,
-		MaxMessage:            cfg.MaxMessageBytes,
-		ShadowMaxConns:        cfg.ShadowMaxConnections,
-		ShadowAcquireTimeout:  cfg.ShadowAcquireTimeout.Duration,
-		Logger:                log,
-		DefaultRateLimit:      cfg.RateLimit,
-		Observer:              ops.observer(),
+		Datasets:                 datasets,
+		Analysts:                 cfg.Analysts,
+		Releaser:                 rel,
+		Ledger:                   store,
+		TLS:                      tlsCfg,
+		RequireTLS:               cfg.TLS != nil && cfg.TLS.Require,
+		AllowCleartextOverTLS:    cfg.TLS != nil && cfg.TLS.AllowCleartextPassword,
+		MaxConnections:           cfg.MaxConnections,
+		IdleTimeout:              cfg.IdleTimeout.Duration,
+		MaxMessage:               cfg.MaxMessageBytes,
+		ShadowMaxConns:           cfg.ShadowMaxConnections,
+		ShadowAcquireTimeout:     cfg.ShadowAcquireTimeout.Duration,
+		ShadowMaxConnsPerAnalyst: cfg.ShadowMaxConnectionsPerAnalyst,
+		CatalogStatementTimeout:  cfg.CatalogStatementTimeout.Duration,
+		Logger:                   log,
+		DefaultRateLimit:         cfg.RateLimit,
+		Observer:                 ops.observer(),
 	})
 	if err != nil {
 		return err

@@ -47,6 +47,16 @@ type Config struct {
 	// with 53300 (default 5s).
 	ShadowMaxConnections int      `yaml:"shadow_max_connections"`
 	ShadowAcquireTimeout Duration `yaml:"shadow_acquire_timeout"`
+	// ShadowMaxConnectionsPerAnalyst bounds the shadow connections one
+	// analyst's sessions hold at once, so that one analyst cannot take the
+	// pool the others share (default: a quarter of shadow_max_connections,
+	// at least 1). Over it a catalog statement waits up to
+	// shadow_acquire_timeout, then fails with 53300.
+	ShadowMaxConnectionsPerAnalyst int `yaml:"shadow_max_connections_per_analyst"`
+	// CatalogStatementTimeout is the statement_timeout of the shadow
+	// connections: no catalog statement runs longer (default 10s). An
+	// analyst's own statement_timeout, when shorter, still applies.
+	CatalogStatementTimeout Duration `yaml:"catalog_statement_timeout"`
 	// IdleTimeout closes a client session idle for this long (default 1h;
 	// "0s" disables it).
 	IdleTimeout *Duration `yaml:"idle_timeout"`
@@ -81,6 +91,10 @@ const (
 	// DefaultShadowMaxConnections: catalog statements take milliseconds,
 	// so 20 connections serve hundreds of sessions (the load test: 200).
 	DefaultShadowMaxConnections = 20
+	// DefaultCatalogStatementTimeout: catalog statements take
+	// milliseconds; one that runs for seconds holds a connection that all
+	// analysts share.
+	DefaultCatalogStatementTimeout = 10 * time.Second
 	// MaxPoolConnections bounds both pool settings.
 	MaxPoolConnections = 1000
 )
@@ -323,6 +337,12 @@ func Parse(data []byte, name string) (*Config, error) {
 	if c.ShadowAcquireTimeout.Duration == 0 {
 		c.ShadowAcquireTimeout.Duration = 5 * time.Second
 	}
+	if c.ShadowMaxConnectionsPerAnalyst == 0 {
+		c.ShadowMaxConnectionsPerAnalyst = max(1, c.ShadowMaxConnections/4)
+	}
+	if c.CatalogStatementTimeout.Duration == 0 {
+		c.CatalogStatementTimeout.Duration = DefaultCatalogStatementTimeout
+	}
 	if c.IdleTimeout == nil {
 		c.IdleTimeout = &Duration{time.Hour}
 	}
@@ -388,6 +408,12 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	if c.ShadowAcquireTimeout.Duration < 0 || c.ShadowAcquireTimeout.Duration > 10*time.Minute {
 		errs = append(errs, "shadow_acquire_timeout must be between 0s and 10m (0s: the default, 5s)")
+	}
+	if c.ShadowMaxConnectionsPerAnalyst < 1 || c.ShadowMaxConnectionsPerAnalyst > c.ShadowMaxConnections {
+		errs = append(errs, "shadow_max_connections_per_analyst must be between 1 and shadow_max_connections")
+	}
+	if d := c.CatalogStatementTimeout.Duration; d < 10*time.Millisecond || d > time.Hour {
+		errs = append(errs, "catalog_statement_timeout must be between 10ms and 1h (0s: the default, 10s)")
 	}
 	if c.IdleTimeout.Duration < 0 {
 		errs = append(errs, "idle_timeout must not be negative (0s disables it)")
