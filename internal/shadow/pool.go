@@ -274,14 +274,14 @@ func (p *Pool) Acquire(ctx context.Context, owner string) (*Conn, error) {
 	if p.isClosed() {
 		return nil, ErrPoolClosed
 	}
-	timer := time.NewTimer(p.timeout)
-	defer timer.Stop()
+	timer := &acquireTimer{d: p.timeout}
+	defer timer.stop()
 	if owner != "" {
-		if err := p.takeShare(ctx, owner, timer.C); err != nil {
+		if err := p.takeShare(ctx, owner, timer); err != nil {
 			return nil, err
 		}
 	}
-	c, err := p.acquire(ctx, timer.C)
+	c, err := p.acquire(ctx, timer)
 	if err != nil {
 		if owner != "" {
 			p.giveShare(owner)
@@ -292,9 +292,29 @@ func (p *Pool) Acquire(ctx context.Context, owner string) (*Conn, error) {
 	return c, nil
 }
 
+// acquireTimer is the one AcquireTimeout of an Acquire, started when it
+// first waits (most acquisitions never do, and pay for no timer).
+type acquireTimer struct {
+	d time.Duration
+	t *time.Timer
+}
+
+func (a *acquireTimer) c() <-chan time.Time {
+	if a.t == nil {
+		a.t = time.NewTimer(a.d)
+	}
+	return a.t.C
+}
+
+func (a *acquireTimer) stop() {
+	if a.t != nil {
+		a.t.Stop()
+	}
+}
+
 // takeShare counts one more connection for owner, waiting while it holds
 // its share.
-func (p *Pool) takeShare(ctx context.Context, owner string, timeout <-chan time.Time) error {
+func (p *Pool) takeShare(ctx context.Context, owner string, timer *acquireTimer) error {
 	for {
 		p.mu.Lock()
 		if p.held[owner] < p.perOwner {
@@ -306,7 +326,7 @@ func (p *Pool) takeShare(ctx context.Context, owner string, timeout <-chan time.
 		p.mu.Unlock()
 		select {
 		case <-freed:
-		case <-timeout:
+		case <-timer.c():
 			p.ownerLimited.Add(1)
 			return ErrOwnerLimit
 		case <-ctx.Done():
@@ -328,7 +348,7 @@ func (p *Pool) giveShare(owner string) {
 }
 
 // acquire is Acquire once the owner has its share.
-func (p *Pool) acquire(ctx context.Context, timeout <-chan time.Time) (*Conn, error) {
+func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) {
 	// An idle connection, or a free slot, without waiting.
 	for {
 		select {
@@ -349,6 +369,7 @@ func (p *Pool) acquire(ctx context.Context, timeout <-chan time.Time) (*Conn, er
 	}
 	// All MaxConns in use: wait for one to be released.
 	p.waited.Add(1)
+	timeout := timer.c()
 	for {
 		select {
 		case c := <-p.idle:
