@@ -152,9 +152,11 @@ type Pool struct {
 	mu     sync.Mutex
 	closed bool
 	// held counts the connections each owner holds (under mu); freed is
-	// closed, and replaced, whenever an owner's count goes down.
-	held  map[string]int
-	freed chan struct{}
+	// closed, and replaced, when an owner's count goes down while owners
+	// wait (sharers of them).
+	held    map[string]int
+	freed   chan struct{}
+	sharers int
 
 	opened, waited, exhausted, ownerLimited atomic.Int64
 }
@@ -323,14 +325,22 @@ func (p *Pool) takeShare(ctx context.Context, owner string, timer *acquireTimer)
 			return nil
 		}
 		freed := p.freed
+		p.sharers++
 		p.mu.Unlock()
+		var err error
 		select {
 		case <-freed:
 		case <-timer.c():
 			p.ownerLimited.Add(1)
-			return ErrOwnerLimit
+			err = ErrOwnerLimit
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			err = context.Cause(ctx)
+		}
+		p.mu.Lock()
+		p.sharers--
+		p.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -342,8 +352,10 @@ func (p *Pool) giveShare(owner string) {
 	if p.held[owner]--; p.held[owner] <= 0 {
 		delete(p.held, owner)
 	}
-	close(p.freed)
-	p.freed = make(chan struct{})
+	if p.sharers > 0 {
+		close(p.freed)
+		p.freed = make(chan struct{})
+	}
 	p.mu.Unlock()
 }
 
