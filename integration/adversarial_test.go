@@ -244,6 +244,46 @@ func adversarialCorpus() []advCase {
 		"ANALYZE visits",
 		"VACUUM visits",
 	)
+	// The shadow connections all analysts share (SECURITY.md, "The catalog
+	// route"): functions that run SQL text, signal other backends, lock,
+	// write or show other sessions never reach them.
+	// The outer SQL of a post-processing statement runs on the same
+	// shadow connections, after its DP leaves: it is checked against the
+	// same allow-lists before any leaf is charged.
+	add("catalog", refuse,
+		"SELECT n, query_to_xml('SELECT pg_advisory_lock(1)', true, true, '') FROM (SELECT COUNT(*) AS n FROM visits) s",
+		"SELECT n FROM (SELECT COUNT(*) AS n FROM visits) s, pg_stat_activity a",
+	)
+	add("catalog", refuse,
+		"SELECT query_to_xml('SELECT set_config(''TimeZone'', ''Asia/Tokyo'', false)', true, true, '')",
+		"SELECT QUERY_TO_XML('SELECT 1', true, true, '')",
+		`SELECT "pg_catalog"."query_to_xml"('SELECT 1', true, true, '')`,
+		"SELECT query_to_xml_and_xmlschema('SELECT 1', true, true, '')",
+		"SELECT query_to_xmlschema('SELECT 1', true, true, '')",
+		"SELECT * FROM pg_class c, LATERAL query_to_xml('SELECT pg_advisory_lock(1)', true, true, '') x",
+		"WITH q AS (SELECT query_to_xml('SELECT lo_creat(-1)', true, true, '')) SELECT * FROM q",
+		"SELECT relname FROM pg_class ORDER BY query_to_xml('SELECT 1', true, true, '')::text",
+		"SELECT cursor_to_xml('c', 1, true, true, '')",
+		"SELECT table_to_xml('pg_class', true, true, '')",
+		"SELECT schema_to_xml('public', true, true, '')",
+		"SELECT database_to_xml(true, true, '')",
+		"SELECT xpath('/a', '<a/>'::xml)",
+		"SELECT ts_stat('SELECT to_tsvector(relname) FROM pg_class')",
+		"SELECT (1).pg_cancel_backend",
+		"SELECT (1).pg_terminate_backend",
+		"SELECT (42).pg_advisory_lock",
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity",
+		"SELECT pg_try_advisory_lock_shared(1)",
+		"SELECT lo_creat(-1)",
+		"SELECT lo_from_bytea(0, 'x')",
+		"SELECT loread(lo_open(1, 262144), 10)",
+		"SELECT * FROM pg_stat_get_activity(NULL)",
+		"SELECT pg_stat_get_backend_activity(1)",
+		"SELECT * FROM pg_locks",
+		"SELECT * FROM pg_prepared_xacts",
+		"SELECT * FROM pg_backend_memory_contexts",
+		"EXPLAIN ANALYZE SELECT 1",
+	)
 	// Error channels: an error raised on only some rows would reveal them.
 	add("error", refuse,
 		"SELECT COUNT(*) FROM visits WHERE 1/(patient_id - 42) = 0",

@@ -164,31 +164,18 @@ func TestOps_AdminMetricsAuditWindowDashboard(t *testing.T) {
 		}
 	}
 
-	// Catalog statements: the forwarding loop answers the repeats (pgx
-	// sends Bind/Describe/Execute/Sync of its cached statement), and
-	// they are counted as the goroutine's are.
-	loopBefore := scrape(t, base, stewardPassword)
+	// Catalog statements are counted once each (pgx sends
+	// Bind/Describe/Execute/Sync of its cached statement for the repeats).
+	catBefore := scrape(t, base, stewardPassword)
 	for i := 0; i < 20; i++ {
 		var one int
 		if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
 			t.Fatalf("SELECT 1: %v", err)
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	var loopAfter map[string]float64
-	for {
-		loopAfter = scrape(t, base, stewardPassword)
-		k := `dpproxy_statements_total{route="catalog",sqlstate="00000"}`
-		if loopAfter[k]-loopBefore[k] >= 20 || time.Now().After(deadline) {
-			if got := loopAfter[k] - loopBefore[k]; got != 20 {
-				t.Errorf("%s moved by %v, want 20", k, got)
-			}
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if got := loopAfter["dpproxy_forward_loop_statements_total"] - loopBefore["dpproxy_forward_loop_statements_total"]; got < 15 {
-		t.Errorf("the forwarding loop answered %v of 20 catalog statements, want most", got)
+	catAfter := scrape(t, base, stewardPassword)
+	if k := `dpproxy_statements_total{route="catalog",sqlstate="00000"}`; catAfter[k]-catBefore[k] != 20 {
+		t.Errorf("%s moved by %v, want 20", k, catAfter[k]-catBefore[k])
 	}
 
 	// The window: spend the rest, be refused, move the clock past the end.

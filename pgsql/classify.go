@@ -84,9 +84,9 @@ var refusedKeywords = map[string]bool{
 
 // refusedFunctions have side effects beyond reading (session or server
 // state, files, sleeping, other connections). They are refused on every
-// route, even though the shadow catalog's role could not do much with
-// most of them: set_config would desynchronize the session settings the
-// proxy tracks, and pg_sleep holds a shadow connection.
+// route, with a message that names the side effect's remedy; on the
+// catalog route they are also absent from the allow-list (catalog.go),
+// which is what refuses everything else there.
 var refusedFunctions = map[string]bool{
 	"set_config": true, "pg_sleep": true, "pg_sleep_for": true, "pg_sleep_until": true,
 	"pg_terminate_backend": true, "pg_cancel_backend": true, "pg_reload_conf": true,
@@ -137,10 +137,15 @@ func RefuseWrite(src string, t Token) *pgerr.Error {
 //     routes to the DP path, which then refuses what it cannot answer;
 //   - calls of functions with side effects (set_config, pg_sleep,
 //     pg_read_file, lo_import, nextval, dblink, advisory locks…): refused
-//     with 42501;
-//   - everything else: RouteCatalog (the shadow catalog holds no rows of
-//     protected tables, only those of public tables, so a misrouted
-//     statement there can reveal nothing protected).
+//     with 42501 on every route (refusedFunctions);
+//   - everything else is a catalog statement: RouteCatalog if CheckCatalog
+//     accepts it (a SELECT, WITH, VALUES, TABLE or EXPLAIN that calls only
+//     allowed functions and reads no statistics or activity view:
+//     catalog.go), else refused with its error. The shadow catalog holds no
+//     rows of protected tables, only those of public tables, so a
+//     misrouted statement there can reveal nothing protected; the
+//     allow-lists keep it from reaching or changing what other analysts'
+//     statements share there.
 func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 	toks, err := Lex(stmt)
 	if err != nil {
@@ -183,6 +188,9 @@ func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 	}
 	if NamesProtected(ds, toks) && !provablyEmpty(toks) {
 		return RouteDP, nil
+	}
+	if err := CheckCatalog(stmt, toks); err != nil {
+		return RouteRefuse, err
 	}
 	return RouteCatalog, nil
 }

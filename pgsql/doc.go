@@ -24,6 +24,10 @@
 //	classify.go   Split (top-level ';'), Route and Classify (the route of a
 //	              statement), and the refusal of statements that write or
 //	              execute.
+//	catalog.go    CheckCatalog: the allow-lists a catalog statement must
+//	              pass (statement forms, functions, system relations),
+//	              and why they are allow-lists; catalog_funcs.go holds the
+//	              lists, keywords.go PostgreSQL's keywords.
 //	session.go    ParseSession (SET/SHOW/RESET/BEGIN/COMMIT/…).
 //	cursor.go     DECLARE, FETCH, MOVE, CLOSE and the statements drivers
 //	              send when a pooled connection is released: session
@@ -41,12 +45,17 @@
 // quoted or not) to a protected table's name routes to the DP path, which
 // refuses what it cannot answer: deliberately conservative; everything
 // else goes to the shadow catalog (no protected rows there; public tables'
-// declared columns are copied there, internal/shadow).
+// declared columns are copied there, internal/shadow) if it passes
+// CheckCatalog's allow-lists, and is refused with 42501 otherwise: the
+// shadow's connections are shared by all analysts, so a catalog statement
+// may call only read-only catalog and scalar functions and may not read
+// the views of other sessions.
 //
 // # Verification
 //
 // TestLex, TestSplit, TestClassify, TestParseSession and their error
-// tests; FuzzLex (make fuzz): no panics, token spans are ordered, Split
+// tests; TestCheckCatalog_* (the statements recorded from real clients in
+// testdata/catalog_clients.sql are accepted, every known vector refused); FuzzLex (make fuzz): no panics, token spans are ordered, Split
 // succeeds where Lex does, and every error of Lex, Classify and
 // ParseSession is a *pgerr.Error.
 package pgsql

@@ -30,18 +30,13 @@ const (
 // conn is one client connection and its session. Not safe for concurrent
 // use, except for cancelStatement and shutdown, which other goroutines call.
 type conn struct {
-	srv     *Server
-	id      uint32
-	raw     net.Conn // the socket (for shutdown from other goroutines)
-	netConn net.Conn // the socket, or the TLS connection over it
-	tls     bool
-	be      *pgproto3.Backend
-	fr      *frameReader  // the Backend's reader after start-up
-	cio     *clientIO     // the socket under fr and be after start-up
-	tport   *tlsTransport // under the tls.Conn of a TLS session
-	// rawMu guards raw and netConn, which change when the session comes
-	// back from the forwarding loop (park_linux.go), against shutdown.
-	rawMu     sync.Mutex
+	srv       *Server
+	id        uint32
+	raw       net.Conn // the socket (for shutdown from other goroutines)
+	netConn   net.Conn // the socket, or the TLS connection over it
+	tls       bool
+	be        *pgproto3.Backend
+	fr        *frameReader // the Backend's reader after start-up
 	log       *zap.Logger
 	overLimit bool
 
@@ -94,25 +89,6 @@ type conn struct {
 
 	shuttingDown atomic.Bool
 
-	// The forwarding loop (fwdloop_linux.go). lastForwarded: the last
-	// statement was forwarded to the shadow (only then does the session
-	// park). parked is the loop's (its goroutine only); parkBuf is reused
-	// by the next park; unparkCh brings the session back. cancelNext: a
-	// CancelRequest hit the statement the loop ran, so the goroutine
-	// answers it with 57014 (statementContext). loopRunning and
-	// loopCancelled are under cancelMu.
-	lastForwarded bool
-	unflushed     bool // replies wait in be's buffer for Sync or Flush
-	parkMisses    int  // parks in a row in which the loop answered nothing
-	parkSkips     int
-	parked        *parkedSess
-	parkBuf       *parkedSess
-	unparkCh      chan unparkMsg
-	everParked    atomic.Bool
-	cancelNext    bool
-	loopRunning   bool
-	loopCancelled bool
-
 	// sessCtx is the session's context: cancelled only when the proxy's
 	// drain deadline passes, never by the client. DP releases run under it
 	// (dp.go).
@@ -135,17 +111,7 @@ type conn struct {
 // concurrent use.
 func (c *conn) shutdown() {
 	c.shuttingDown.Store(true)
-	c.rawMu.Lock()
 	_ = c.raw.SetReadDeadline(time.Now())
-	c.rawMu.Unlock()
-	c.unparkForShutdown()
-}
-
-// closeRaw closes the socket (the drain deadline). Safe for concurrent use.
-func (c *conn) closeRaw() {
-	c.rawMu.Lock()
-	_ = c.raw.Close()
-	c.rawMu.Unlock()
 }
 
 // cancelStatement cancels the running statement, if any. Safe for
@@ -169,10 +135,6 @@ func (c *conn) cancelRunning(cause error) bool {
 	if f != nil {
 		f(cause)
 	}
-	loop := c.loopRunning
-	if loop {
-		c.loopCancelled = true
-	}
 	c.cancelMu.Unlock()
 	if pg != nil {
 		go func() {
@@ -181,7 +143,7 @@ func (c *conn) cancelRunning(cause error) bool {
 			_ = pg.CancelRequest(ctx)
 		}()
 	}
-	return f != nil || loop
+	return f != nil
 }
 
 // shadowCtx returns the context to run a shadow query under and a function
@@ -216,12 +178,6 @@ func (c *conn) statementContext(ctx context.Context) (context.Context, func()) {
 	c.cancelMu.Lock()
 	c.cancelFunc = cancel
 	c.cancelMu.Unlock()
-	if c.cancelNext {
-		// The forwarding loop ran this statement and a CancelRequest
-		// hit it (park_linux.go).
-		c.cancelNext = false
-		cancel(errCancelRequest)
-	}
 	return ctx, func() {
 		c.cancelMu.Lock()
 		c.cancelFunc = nil
@@ -314,8 +270,7 @@ func (c *conn) negotiate() (*startupPacket, error) {
 			if _, err := c.netConn.Write([]byte{'S'}); err != nil {
 				return nil, err
 			}
-			c.tport = newTLSTransport(c.netConn)
-			tc := tls.Server(c.tport, c.srv.cfg.TLS)
+			tc := tls.Server(c.netConn, c.srv.cfg.TLS)
 			if err := tc.Handshake(); err != nil {
 				c.log.Info("TLS handshake failed", zap.Error(err))
 				return nil, nil
@@ -421,10 +376,8 @@ func cutNul(b []byte) (string, []byte, bool) {
 // startup authenticates the client, checks the dataset, sets up the session
 // and sends the ParameterStatus set, BackendKeyData and ReadyForQuery.
 func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
-	c.cio = &clientIO{nc: c.netConn}
-	c.fr = newFrameReader(c.cio)
-	c.be = pgproto3.NewBackend(c.fr, c.cio)
-	c.unparkCh = make(chan unparkMsg, 1)
+	c.fr = newFrameReader(c.netConn)
+	c.be = pgproto3.NewBackend(c.fr, c.netConn)
 	c.be.SetMaxBodyLen(c.srv.cfg.MaxStartupMessage)
 	if c.overLimit {
 		return pgerr.New(pgerr.TooManyConnections, "sorry, too many clients already")
@@ -492,9 +445,6 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 // or a fatal error.
 func (c *conn) loop(ctx context.Context) {
 	for {
-		if c.parkable() && !c.park() {
-			return
-		}
 		if t := c.srv.cfg.IdleTimeout; t > 0 {
 			_ = c.netConn.SetReadDeadline(time.Now().Add(t))
 		}
@@ -551,16 +501,12 @@ func (c *conn) loop(ctx context.Context) {
 			return
 		}
 		if !needsFlush(msg) {
-			// Its reply waits for Sync or Flush: the session does not
-			// park (its next reply must not overtake this one).
-			c.unflushed = true
 			continue
 		}
 		if err := c.be.Flush(); err != nil {
 			c.log.Debug("write failed", zap.Error(err))
 			return
 		}
-		c.unflushed = false
 	}
 }
 

@@ -95,8 +95,16 @@ func (c *conn) shadowResult(ctx context.Context, query string) (*resultSet, erro
 
 // shadowRows runs one statement with text parameters on the shadow (the
 // extended protocol: one statement only) and returns its rows as text; a
-// result over MaxBufferedResult bytes fails with tooLarge's error.
+// result over MaxBufferedResult bytes fails with tooLarge's error. The
+// statement must pass the catalog allow-lists (checkShadowSQL): it may be
+// the outer SQL of a post-processed DP answer, which Classify did not
+// check as a catalog statement.
 func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, tooLarge func() error) (*resultSet, error) {
+	if err := checkShadowSQL(sql); err != nil {
+		return nil, err
+	}
+	ctx, cancel := c.catalogContext(ctx)
+	defer cancel()
 	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return nil, err

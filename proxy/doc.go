@@ -83,8 +83,12 @@
 //   - session statements are answered by the proxy (SET/SHOW/RESET of
 //     dp.epsilon, dp.delta, dp.mechanism and client settings, SHOW
 //     dp.budget from the ledger, transaction control, DISCARD, DEALLOCATE);
-//   - catalog statements go to a pooled shadow connection and their
-//     results, notices and errors are forwarded as PostgreSQL wrote them;
+//   - catalog statements that pass pgsql.CheckCatalog's allow-lists (read-
+//     only catalog and scalar functions, no view of other sessions) go to a
+//     pooled shadow connection that all analysts share (read-only, with
+//     the catalog route's statement_timeout, at most a share of the pool
+//     per analyst: shadow.go), and their results, notices and errors are
+//     forwarded as PostgreSQL wrote them;
 //   - statements that provably return no rows (a top-level LIMIT 0, or a
 //     plain SELECT without aggregates filtered by WHERE 1 = 0, as BI tools
 //     send to read result types) are catalog statements even when they

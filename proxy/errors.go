@@ -101,6 +101,9 @@ func statementError(ctx context.Context, err error) error {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errStatementTimeout):
 		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(err)
+	case errors.Is(cause, errCatalogTimeout):
+		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(err).
+			WithHint("catalog statements run for at most catalog_statement_timeout")
 	case errors.Is(cause, errShutdown):
 		return pgerr.New(adminShutdown, "terminating connection due to administrator command").Wrap(err)
 	case errors.Is(cause, errCancelRequest), ctx.Err() != nil:

@@ -627,7 +627,6 @@ func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error
 		err = ps.st.err
 	}
 	err = statementError(sctx, err)
-	c.lastForwarded = ps.st.route == pgsql.RouteCatalog && err == nil
 	d := time.Since(start)
 	c.logStatement(ps.st, err, zap.Duration(logKeyDuration, d))
 	c.observe(ps.st, err, d)

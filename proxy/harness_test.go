@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgconn"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -192,9 +190,6 @@ func startServer(t testing.TB, o serverOpts) *testServer {
 		"hospital": {Epsilon: 0.5, Delta: 0},
 	}}}
 	cfg := Config{
-		// Every test runs with the forwarding loop, as the proxy does,
-		// unless DPPROXY_TEST_NO_LOOP is set (the goroutine path alone).
-		ForwardLoop: os.Getenv("DPPROXY_TEST_NO_LOOP") == "",
 		Datasets: map[string]*Dataset{
 			"hospital": {Policy: hosp, ShadowDSN: o.shadowDSN},
 			"clinic":   {Policy: &clinic, ShadowDSN: o.shadowDSN},
@@ -204,11 +199,9 @@ func startServer(t testing.TB, o serverOpts) *testServer {
 			"bob":   {Password: bobVerifier, Datasets: []string{"hospital"}},
 			"carol": {Password: "plain:carol", Datasets: []string{"clinic"}},
 		},
-		Releaser: ts.releaser,
-		Ledger:   ts.store,
-		// Info, as the proxy runs: sessions park on the forwarding loop
-		// only when debug logging is off.
-		Logger:       zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)),
+		Releaser:     ts.releaser,
+		Ledger:       ts.store,
+		Logger:       zaptest.NewLogger(t),
 		DrainTimeout: 2 * time.Second,
 	}
 	if o.mutate != nil {

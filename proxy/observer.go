@@ -5,10 +5,7 @@ import "time"
 // Observer receives one call per statement a session ran or refused, after
 // its reply is known (the admin endpoint's metrics and the audit log,
 // internal/admin and internal/audit). It runs on the session's goroutine,
-// on the forwarding path: it must be cheap. The statements the forwarding
-// loop answers are reported in batches from one goroutine of their own,
-// so a slow Observer (a full disk under the audit log) delays only its
-// own calls and, once 256 batches wait, the loop. It is told
+// on the forwarding path: it must be cheap and must not block. It is told
 // the route, the SQLSTATE and the time taken, and can ask for the
 // statement's fingerprint (a hash of its normalized text, literals
 // removed); it never sees the statement's text, parameters or results.
@@ -52,11 +49,6 @@ func (c *conn) observe(st statement, err error, d time.Duration) {
 	if o == nil {
 		return
 	}
-	o.Statement(c.statementEvent(st, err, d))
-}
-
-// statementEvent is the Observer's view of one statement.
-func (c *conn) statementEvent(st statement, err error, d time.Duration) StatementEvent {
 	ev := StatementEvent{Route: routeName(st.route), Duration: d, text: st.text, DP: c.lastDP}
 	c.lastDP = nil
 	if c.ds != nil && c.ds.Policy != nil {
@@ -66,5 +58,5 @@ func (c *conn) statementEvent(st statement, err error, d time.Duration) Statemen
 	if err != nil {
 		ev.SQLState = errorCode(err)
 	}
-	return ev
+	o.Statement(ev)
 }

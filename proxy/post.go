@@ -152,6 +152,11 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
+	// The outer SQL runs on the shadow after the leaves are charged: it
+	// passes the catalog route's allow-lists here, before any charge.
+	if err := checkShadowSQL(outerSQL); err != nil {
+		return nil, err
+	}
 	if explain {
 		return c.explainPost(ctx, q, leaves)
 	}

@@ -293,7 +293,6 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 		}
 	}
 	err = statementError(sctx, err)
-	c.lastForwarded = st.route == pgsql.RouteCatalog && err == nil
 	d := time.Since(start)
 	c.logStatement(st, err, zap.Duration(logKeyDuration, d))
 	c.observe(st, err, d)

@@ -151,6 +151,7 @@ func (rl *relay) next() (byte, []byte, error) {
 func (c *conn) relayReply(ctx context.Context, rl *relay, br *bufferedResult) (stmtErr error, reusable bool) {
 	pending := 0 // bytes sent to the client's buffer since the last write
 	var pgErr *pgconn.PgError
+	changed := false // a ParameterStatus or notification: not reusable
 	for {
 		typ, m, err := rl.next()
 		if err != nil {
@@ -211,14 +212,20 @@ func (c *conn) relayReply(ctx context.Context, rl *relay, br *bufferedResult) (s
 			}
 		case 'S', 'A':
 			// The shadow's ParameterStatus and notifications are not the
-			// client's.
+			// client's. Neither should come: a catalog statement changes
+			// no reported setting and listens to nothing (the allow-lists
+			// of pgsql.CheckCatalog), so the connection is no longer in
+			// the state its next holder expects and is closed, not
+			// pooled (pgconn, which does not read these bytes, would not
+			// see the change at Release).
+			changed = true
 		case 'Z':
 			if len(m) != frameHeaderLen+1 {
 				return c.shadowFailed(ctx, errShadowProtocol), false
 			}
 			// The proxy never opens a transaction on the shadow: a
 			// connection that reports one is not reused.
-			reusable = m[frameHeaderLen] == 'I'
+			reusable = m[frameHeaderLen] == 'I' && !changed
 			if pgErr != nil {
 				return c.shadowFailed(ctx, pgErr), reusable
 			}

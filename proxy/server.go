@@ -88,6 +88,15 @@ type Config struct {
 	// shadow.DefaultAcquireTimeout).
 	ShadowMaxConns       int
 	ShadowAcquireTimeout time.Duration
+	// ShadowMaxConnsPerAnalyst bounds the shadow connections one
+	// analyst's sessions hold at once (default: a quarter of
+	// ShadowMaxConns, at least 1); over it a catalog statement waits up to
+	// ShadowAcquireTimeout, then fails with 53300.
+	ShadowMaxConnsPerAnalyst int
+	// CatalogStatementTimeout is the statement_timeout of every shadow
+	// connection, and (with catalogDeadlineGrace) the proxy's own bound on
+	// a catalog statement (default shadow.DefaultStatementTimeout).
+	CatalogStatementTimeout time.Duration
 	// Observer, when set, is told of every statement (observer.go).
 	Observer Observer
 	// DPConcurrency bounds the DP statements that read data at once on
@@ -102,12 +111,6 @@ type Config struct {
 	// (dpproxy.yaml's statement_timeout): a plan whose time slot exceeds
 	// it is refused before the charge (timeSlot; 0: no such check).
 	StatementTimeout time.Duration
-
-	// ForwardLoop parks sessions between forwarded statements on the
-	// forwarding loop (fwdloop_linux.go; Linux only), which runs their
-	// next catalog statement without waking their goroutine. The Observer is then called on the loop's thread for
-	// those statements and must not block.
-	ForwardLoop bool
 }
 
 // Defaults of Config.
@@ -143,9 +146,6 @@ type Server struct {
 
 	nextConnID atomic.Uint32
 	active     atomic.Int64
-	// loopOff: the forwarding loop cannot serve this server's sessions
-	// (it failed to start, or a shadow connection uses TLS).
-	loopOff atomic.Bool
 
 	mu       sync.Mutex
 	sessions map[uint32]*conn // by BackendKeyData process id
@@ -316,8 +316,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.mu.Lock()
 		for c := range s.conns {
 			c.cancelRunning(errShutdown) // shadow queries pgconn does not watch
-			c.closeRaw()
-			c.abortParked() // and statements the forwarding loop runs
+			c.raw.Close()
 		}
 		s.mu.Unlock()
 		// Whatever still runs (a statement that ignores cancellation)
@@ -350,9 +349,7 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32, overLimit b
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("panic in session; connection closed", zap.Any(logKeyPanic, r), zap.ByteString(logKeyStack, debug.Stack()))
-			c.rawMu.Lock()
-			writeRawFatal(c.raw, internalErrorMessage)
-			c.rawMu.Unlock()
+			writeRawFatal(nc, internalErrorMessage)
 		}
 		c.close()
 	}()

@@ -25,7 +25,11 @@ type settingDef struct {
 	report   bool   // sent in ParameterStatus (GUC_REPORT in PostgreSQL)
 	readOnly bool   // cannot be SET
 	// shadow settings are also applied to the session's shadow connection,
-	// so catalog statements see the same TimeZone, search_path, …
+	// so catalog statements see the same TimeZone, search_path, …; never
+	// statement_timeout, lock_timeout or the read-only settings, which are
+	// the shadow pool's own (internal/shadow, "Connection pooling"): the
+	// session's statement_timeout is enforced by the proxy for catalog
+	// statements as for DP ones (statementContext, watchShadow).
 	shadow bool
 	// check validates a new value and returns its canonical form.
 	check func(c *conn, v string) (string, error)
@@ -65,7 +69,7 @@ var settingDefs = func() map[string]*settingDef {
 		{name: "in_hot_standby", def: "off", report: true, readOnly: true, desc: "Shows whether hot standby is currently active."},
 		{name: "extra_float_digits", def: "1", shadow: true, check: intRange(-15, 3), desc: "Sets the number of digits displayed for floating-point values."},
 		{name: "search_path", def: `"$user", public`, shadow: true, check: anyValue, desc: "Sets the schema search order for names that are not schema-qualified."},
-		{name: "statement_timeout", def: "0", shadow: true, check: checkDuration, desc: "Sets the maximum allowed duration of any statement."},
+		{name: "statement_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed duration of any statement."},
 		{name: "lock_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed duration of any wait for a lock."},
 		{name: "idle_in_transaction_session_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed idle time between queries, when in a transaction."},
 		{name: "idle_session_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed idle time between queries, when not in a transaction."},

@@ -3,11 +3,14 @@ package proxy
 import (
 	"context"
 	"errors"
+	"os"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/shadow"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
@@ -16,13 +19,51 @@ import (
 // The shadow catalog connections: each catalog statement borrows one from
 // the dataset's pool (internal/shadow, "Connection pooling") and gives it
 // back when it ends. They are the only connections analysts' text is sent
-// to; they hold the exposed schema and no rows.
+// to; they hold the exposed schema and no rows. All analysts of a dataset
+// share them, as one shadow role, so what reaches them is bounded three
+// ways: the text passes pgsql.CheckCatalog's allow-lists (Classify for
+// catalog statements, checkShadowSQL for the outer SQL of post-processed
+// DP answers), the connection opens read-only with the catalog route's
+// statement_timeout (the pool's; a deadline catalogDeadlineGrace later
+// ends the proxy's wait even if the server does not), and each analyst
+// holds at most a share of the pool (53300 beyond it).
 
 const (
 	// shadowFlushRows is how many forwarded rows the session buffers
 	// before writing them to the client.
 	shadowFlushRows = 256
+	// catalogDeadlineGrace: how long after the catalog statement_timeout,
+	// which the shadow server enforces, the proxy stops waiting for a
+	// catalog statement itself (a server or network that does not answer).
+	catalogDeadlineGrace = 5 * time.Second
 )
+
+// errCatalogTimeout is the cause of a catalog statement's context when the
+// proxy's own deadline (the catalog statement_timeout and
+// catalogDeadlineGrace) passed.
+var errCatalogTimeout = errors.New("catalog statement timeout")
+
+// catalogTimeoutError is the client's error when the proxy ends a catalog
+// statement at its deadline.
+func catalogTimeoutError(sc *shadow.Conn, err error) error {
+	return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(err).
+		WithHint("catalog statements run for at most %s (catalog_statement_timeout)", sc.StatementTimeout())
+}
+
+// checkShadowSQL applies the catalog allow-lists to SQL the proxy runs on
+// the shadow that Classify did not route there itself (the outer SQL of a
+// post-processed DP answer; the query of a cursor or COPY, checked once
+// more), without a position: the text is not the client's statement.
+func checkShadowSQL(sql string) error {
+	toks, err := pgsql.Lex(sql)
+	if err == nil {
+		err = pgsql.CheckCatalog(sql, toks)
+	}
+	if e, ok := pgerr.As(err); ok && e.Position != 0 {
+		return e.WithPosition(0)
+	}
+	return err
+}
 
 func errShadowUnavailable(err error) error {
 	return pgerr.New(pgerr.SystemError, "the catalog database is unavailable").Wrap(err).
@@ -40,7 +81,7 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 			return nil, errShadowUnavailable(errors.New("no shadow DSN configured"))
 		}
 		var err error
-		if sc, err = pool.Acquire(ctx); err != nil {
+		if sc, err = pool.Acquire(ctx, c.analyst); err != nil {
 			return nil, c.shadowAcquireFailed(ctx, pool, err)
 		}
 	}
@@ -133,6 +174,11 @@ func (c *conn) shadowAcquireFailed(ctx context.Context, pool *shadow.Pool, err e
 		c.log.Warn("shadow pool exhausted", zap.Int("max_conns", pool.MaxConns()))
 		return pgerr.New(pgerr.TooManyConnections, "all %d catalog connections are busy", pool.MaxConns()).Wrap(err).
 			WithHint("the statement was not run; retry it (the session is fine), or ask the operator to raise shadow_max_connections in dpproxy.yaml")
+	case errors.Is(err, shadow.ErrOwnerLimit):
+		c.log.Warn("analyst's share of the shadow pool in use", zap.Int("max_conns_per_analyst", pool.MaxConnsPerOwner()))
+		return pgerr.New(pgerr.TooManyConnections, "all %d of your catalog connections are busy", pool.MaxConnsPerOwner()).Wrap(err).
+			WithHint("each analyst's sessions may hold %d of the %d catalog connections all analysts share; the statement was not run: retry it when your other catalog statements have ended (each runs at most %s)",
+				pool.MaxConnsPerOwner(), pool.MaxConns(), pool.StatementTimeout())
 	case ctx.Err() != nil:
 		return statementError(ctx, err)
 	}
@@ -178,6 +224,17 @@ var shadowSettingDisplay = func() []string {
 	return out
 }()
 
+// catalogContext bounds a shadow statement that pgconn runs (describe,
+// rows for a cursor or post-processing) by the catalog statement_timeout
+// and catalogDeadlineGrace, with errCatalogTimeout as the cause.
+func (c *conn) catalogContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := shadow.DefaultStatementTimeout
+	if pool := c.srv.shadowPool(c.ds); pool != nil {
+		d = pool.StatementTimeout()
+	}
+	return context.WithTimeoutCause(ctx, d+catalogDeadlineGrace, errCatalogTimeout)
+}
+
 // closeShadow closes the pinned shadow connection, if any (DISCARD ALL,
 // end of session).
 func (c *conn) closeShadow() {
@@ -200,10 +257,22 @@ func isPgError(err error) bool {
 func (c *conn) shadowFailed(ctx context.Context, err error) error {
 	var pge *pgconn.PgError
 	if errors.As(err, &pge) {
+		if pge.Code == pgerr.QueryCanceled && ctx.Err() != nil {
+			// The proxy cancelled it (the session's statement_timeout, a
+			// CancelRequest): say why, as PostgreSQL would.
+			return statementError(ctx, err)
+		}
 		return &shadowError{pg: pge}
 	}
 	if ctx.Err() != nil {
 		return statementError(ctx, err)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// The relay's read deadline (relayShadow): the shadow did not end
+		// the statement at its statement_timeout.
+		c.log.Warn("shadow statement outlived the catalog statement timeout", zap.Error(err))
+		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(err).
+			WithHint("catalog statements run for at most catalog_statement_timeout")
 	}
 	if _, ok := pgerr.As(err); ok {
 		return err
@@ -224,9 +293,6 @@ func (c *conn) execShadowSimple(ctx context.Context, text string) error {
 // relayed (to the client, or kept in br for a portal); the connection
 // goes back to the pool only when the relay left it idle.
 func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, error), br *bufferedResult) error {
-	if err := ctx.Err(); err != nil {
-		return err // cancelled before it started (statementContext)
-	}
 	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return err
@@ -236,6 +302,9 @@ func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, erro
 		c.dropShadow(sc)
 		return c.shadowFailed(ctx, err)
 	}
+	// The proxy's own bound, should the server not end the statement at
+	// its statement_timeout; cleared below (pgconn uses the socket next).
+	_ = rl.nc.SetReadDeadline(time.Now().Add(sc.StatementTimeout() + catalogDeadlineGrace))
 	unwatch := c.watchShadow(ctx, sc.PgConn())
 	c.relayOut, err = build(c.relayOut[:0])
 	reusable := false
@@ -247,6 +316,7 @@ func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, erro
 		}
 	}
 	unwatch() // before the connection is released
+	_ = rl.nc.SetReadDeadline(time.Time{})
 	if rl.close() {
 		reusable = false
 	}
@@ -275,6 +345,8 @@ func toWireFields(fds []pgconn.FieldDescription, formats []int16) []pgproto3.Fie
 // describeShadow asks the shadow to describe a statement: parameter types
 // (it infers those the client left unspecified) and result columns.
 func (c *conn) describeShadow(ctx context.Context, text string, paramOIDs []uint32) (*pgconn.StatementDescription, error) {
+	ctx, cancel := c.catalogContext(ctx)
+	defer cancel()
 	sc, err := c.acquireShadow(ctx)
 	if err != nil {
 		return nil, err

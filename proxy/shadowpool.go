@@ -18,14 +18,15 @@ func newShadowPools(cfg Config) (map[*Dataset]*shadow.Pool, error) {
 			continue
 		}
 		p, err := shadow.NewPool(shadow.PoolConfig{
-			DSN:            ds.ShadowDSN,
-			MaxConns:       cfg.ShadowMaxConns,
-			AcquireTimeout: cfg.ShadowAcquireTimeout,
+			DSN:              ds.ShadowDSN,
+			MaxConns:         cfg.ShadowMaxConns,
+			AcquireTimeout:   cfg.ShadowAcquireTimeout,
+			MaxConnsPerOwner: cfg.ShadowMaxConnsPerAnalyst,
+			StatementTimeout: cfg.CatalogStatementTimeout,
 			Configure: func(pc *pgconn.Config) {
 				pc.ConnectTimeout = 10 * time.Second
 				pc.RuntimeParams["application_name"] = "dpproxy"
 				pc.RuntimeParams["client_encoding"] = "UTF8"
-				wrapShadowDial(pc)
 				// On cancel (CancelRequest, statement_timeout) send a
 				// real cancel to the shadow server; the pool then closes
 				// the connection rather than reuse it.

@@ -91,9 +91,10 @@ func TestShadowPool_SessionsKeepTheirState(t *testing.T) {
 	}
 }
 
-// TestShadowPool_Exhausted: with every shadow connection busy, a catalog
-// statement waits ShadowAcquireTimeout and then fails with 53300 and a
-// hint; the session goes on, and works once a connection is free.
+// TestShadowPool_Exhausted: with every shadow connection busy (another
+// analyst's), a catalog statement waits ShadowAcquireTimeout and then
+// fails with 53300 and a hint; the session goes on, and works once a
+// connection is free.
 func TestShadowPool_Exhausted(t *testing.T) {
 	shadow := shadowDB(t)
 	if err := pgtest.Exec(context.Background(), shadow, "CREATE TABLE other.blocker (x int)"); err != nil {
@@ -116,8 +117,8 @@ func TestShadowPool_Exhausted(t *testing.T) {
 	if _, err := tx.Exec(ctx, "LOCK TABLE other.blocker IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
-	// The one shadow connection waits on the lock.
-	busy := ts.connect(t)
+	// The one shadow connection waits on the lock, held by bob.
+	busy := ts.connectAs(t, "bob", "bob-secret", "hospital")
 	done := make(chan error, 1)
 	go func() {
 		_, err := busy.Exec(context.Background(), "SELECT count(*) FROM other.blocker").ReadAll()
@@ -254,5 +255,76 @@ func TestShadowPool_ManySessions(t *testing.T) {
 	}
 	if st := ts.srv.shadowPool(ts.srv.cfg.Datasets["hospital"]).Stats(); st.Opened > 20 {
 		t.Errorf("pool stats %+v: more than 20 shadow connections", st)
+	}
+}
+
+// TestShadowPool_AnalystShare: one analyst's sessions hold at most
+// ShadowMaxConnsPerAnalyst shadow connections; their next catalog
+// statement waits for one of them and fails with 53300 and a hint naming
+// the share, while another analyst's catalog statements are answered.
+func TestShadowPool_AnalystShare(t *testing.T) {
+	shadow := shadowDB(t)
+	if err := pgtest.Exec(context.Background(), shadow, "CREATE TABLE other.blocker (x int)", "GRANT SELECT ON other.blocker TO PUBLIC"); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, serverOpts{shadowDSN: shadow, mutate: func(c *Config) {
+		c.ShadowMaxConns, c.ShadowMaxConnsPerAnalyst, c.ShadowAcquireTimeout = 4, 2, 300*time.Millisecond
+	}})
+	ctx := ctxT(t)
+	locker, err := pgx.Connect(ctx, shadow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer locker.Close(context.Background())
+	tx, err := locker.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "LOCK TABLE other.blocker IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	// alice's two sessions each wait on the lock, holding her share.
+	done := make(chan error, 2)
+	for i := 0; i < 2; i++ {
+		busy := ts.connect(t)
+		go func() {
+			_, err := busy.Exec(context.Background(), "SELECT count(*) FROM other.blocker").ReadAll()
+			done <- err
+		}()
+	}
+	pool := ts.srv.shadowPool(ts.srv.cfg.Datasets["hospital"])
+	for deadline := time.Now().Add(10 * time.Second); pool.Stats().Open-pool.Stats().Idle < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("alice's blocked statements did not take two shadow connections")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	third := ts.connect(t)
+	_, err = execAll(t, third, "SELECT 1")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53300" || !strings.Contains(pe.Message, "your catalog connections") || !strings.Contains(pe.Hint, "2 of the 4") {
+		t.Fatalf("alice's third catalog statement: %#v, want 53300 naming her share", err)
+	}
+	// bob is not held up by alice.
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	for i := 0; i < 5; i++ {
+		if got := oneValue(t, bob, "SELECT current_user IS NOT NULL"); got != "t" {
+			t.Fatalf("bob's catalog statement: %s", got)
+		}
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := <-done; err != nil {
+			t.Fatalf("alice's blocked statement: %v", err)
+		}
+	}
+	if got := oneValue(t, third, "SELECT 2"); got != "2" {
+		t.Fatalf("alice's SELECT 2 once her statements ended: %s", got)
+	}
+	if st := pool.Stats(); st.OwnerLimited != 1 || st.Exhausted != 0 {
+		t.Errorf("pool stats %+v, want 1 owner-limited, 0 exhausted", st)
 	}
 }

@@ -42,7 +42,6 @@ func openOps(cfg *config.Config, datasets []string, stderr io.Writer) (*ops, err
 	}
 	if cfg.Admin != nil {
 		o.metrics = admin.NewMetrics(datasets)
-		o.metrics.WatchForwardLoop(proxy.ForwardLoopStats)
 	}
 	return o, nil
 }

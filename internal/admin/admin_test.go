@@ -214,31 +214,3 @@ func TestDashboard_Chromium(t *testing.T) {
 func inf() float64 { return math.Inf(1) }
 
 func b64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }
-
-// TestMetrics_ForwardLoop: the forwarding loop's counters are read from
-// the function given, at each scrape.
-func TestMetrics_ForwardLoop(t *testing.T) {
-	m := NewMetrics([]string{"hospital"})
-	var answered, back int64 = 3, 1
-	m.WatchForwardLoop(func() (int64, int64) { return answered, back })
-	read := func() map[string]float64 {
-		got := map[string]float64{}
-		mfs, err := m.reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if strings.HasPrefix(mf.GetName(), "dpproxy_forward_loop_") {
-				got[mf.GetName()] = mf.GetMetric()[0].GetCounter().GetValue()
-			}
-		}
-		return got
-	}
-	if got := read(); got["dpproxy_forward_loop_statements_total"] != 3 || got["dpproxy_forward_loop_handbacks_total"] != 1 {
-		t.Fatalf("loop counters = %v, want 3 and 1", got)
-	}
-	answered, back = 10, 4
-	if got := read(); got["dpproxy_forward_loop_statements_total"] != 10 || got["dpproxy_forward_loop_handbacks_total"] != 4 {
-		t.Fatalf("loop counters after more statements = %v, want 10 and 4", got)
-	}
-}

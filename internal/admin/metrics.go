@@ -54,22 +54,6 @@ type datasetSeries struct {
 	chargedEpsilon, chargedDelta prometheus.Counter
 }
 
-// WatchForwardLoop exports the forwarding loop's counters (the statements
-// it answered, the sessions it handed back to their goroutines), read from
-// stats at each scrape.
-func (m *Metrics) WatchForwardLoop(stats func() (answered, handedBack int64)) {
-	m.reg.MustRegister(
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "dpproxy_forward_loop_statements_total",
-			Help: "Forwarded catalog statements answered by the forwarding loop (the rest of the catalog statements ran on their session's goroutine).",
-		}, func() float64 { a, _ := stats(); return float64(a) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "dpproxy_forward_loop_handbacks_total",
-			Help: "Sessions the forwarding loop gave back to their goroutine (a statement it does not run, an idle timeout, shutdown).",
-		}, func() float64 { _, b := stats(); return float64(b) }),
-	)
-}
-
 // NewMetrics registers the statement series on a private registry (never
 // the global default one). datasets are the configured dataset names.
 func NewMetrics(datasets []string) *Metrics {

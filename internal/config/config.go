@@ -56,13 +56,19 @@ type Config struct {
 	DPConcurrency           int      `yaml:"dp_concurrency"`
 	DPConcurrencyPerAnalyst int      `yaml:"dp_concurrency_per_analyst"`
 	DPQueueTimeout          Duration `yaml:"dp_queue_timeout"`
+	// ShadowMaxConnectionsPerAnalyst bounds the shadow connections one
+	// analyst's sessions hold at once, so that one analyst cannot take the
+	// pool the others share (default: a quarter of shadow_max_connections,
+	// at least 1). Over it a catalog statement waits up to
+	// shadow_acquire_timeout, then fails with 53300.
+	ShadowMaxConnectionsPerAnalyst int `yaml:"shadow_max_connections_per_analyst"`
+	// CatalogStatementTimeout is the statement_timeout of the shadow
+	// connections: no catalog statement runs longer (default 10s). An
+	// analyst's own statement_timeout, when shorter, still applies.
+	CatalogStatementTimeout Duration `yaml:"catalog_statement_timeout"`
 	// IdleTimeout closes a client session idle for this long (default 1h;
 	// "0s" disables it).
 	IdleTimeout *Duration `yaml:"idle_timeout"`
-	// ForwardLoop parks sessions between forwarded catalog statements on
-	// one event loop that answers their next ones itself, as PgBouncer
-	// does (default true; Linux; proxy/fwdloop_linux.go).
-	ForwardLoop *bool `yaml:"forward_loop"`
 	// MaxMessageBytes bounds every client message after authentication
 	// (default 1 MiB); before authentication the bound is 10 KB.
 	MaxMessageBytes int `yaml:"max_message_bytes"`
@@ -94,6 +100,10 @@ const (
 	// DefaultShadowMaxConnections: catalog statements take milliseconds,
 	// so 20 connections serve hundreds of sessions (the load test: 200).
 	DefaultShadowMaxConnections = 20
+	// DefaultCatalogStatementTimeout: catalog statements take
+	// milliseconds; one that runs for seconds holds a connection that all
+	// analysts share.
+	DefaultCatalogStatementTimeout = 10 * time.Second
 	// MaxPoolConnections bounds both pool settings.
 	MaxPoolConnections = 1000
 )
@@ -356,12 +366,14 @@ func Parse(data []byte, name string) (*Config, error) {
 	if c.DPQueueTimeout.Duration == 0 {
 		c.DPQueueTimeout.Duration = 30 * time.Second
 	}
+	if c.ShadowMaxConnectionsPerAnalyst == 0 {
+		c.ShadowMaxConnectionsPerAnalyst = max(1, c.ShadowMaxConnections/4)
+	}
+	if c.CatalogStatementTimeout.Duration == 0 {
+		c.CatalogStatementTimeout.Duration = DefaultCatalogStatementTimeout
+	}
 	if c.IdleTimeout == nil {
 		c.IdleTimeout = &Duration{time.Hour}
-	}
-	if c.ForwardLoop == nil {
-		on := true
-		c.ForwardLoop = &on
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = 1 << 20
@@ -441,6 +453,12 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	if c.ShadowAcquireTimeout.Duration < 0 || c.ShadowAcquireTimeout.Duration > 10*time.Minute {
 		errs = append(errs, "shadow_acquire_timeout must be between 0s and 10m (0s: the default, 5s)")
+	}
+	if c.ShadowMaxConnectionsPerAnalyst < 1 || c.ShadowMaxConnectionsPerAnalyst > c.ShadowMaxConnections {
+		errs = append(errs, "shadow_max_connections_per_analyst must be between 1 and shadow_max_connections")
+	}
+	if d := c.CatalogStatementTimeout.Duration; d < 10*time.Millisecond || d > time.Hour {
+		errs = append(errs, "catalog_statement_timeout must be between 10ms and 1h (0s: the default, 10s)")
 	}
 	if c.IdleTimeout.Duration < 0 {
 		errs = append(errs, "idle_timeout must not be negative (0s disables it)")

@@ -31,6 +31,9 @@ func TestParse_Defaults(t *testing.T) {
 		c.ShadowAcquireTimeout.Duration != 5*time.Second {
 		t.Fatalf("pool defaults: upstream %d, shadow %d, acquire timeout %v", c.UpstreamMaxConnections, c.ShadowMaxConnections, c.ShadowAcquireTimeout)
 	}
+	if c.ShadowMaxConnectionsPerAnalyst != DefaultShadowMaxConnections/4 || c.CatalogStatementTimeout.Duration != DefaultCatalogStatementTimeout {
+		t.Fatalf("catalog defaults: %d per analyst, timeout %v", c.ShadowMaxConnectionsPerAnalyst, c.CatalogStatementTimeout)
+	}
 	if !c.Analysts["alice"].MayQuery("hospital") {
 		t.Fatal("an analyst with no datasets list may query every dataset")
 	}
@@ -78,6 +81,18 @@ func TestParse_PoolSizes(t *testing.T) {
 	}
 	if c.UpstreamMaxConnections != 32 || c.ShadowMaxConnections != 8 || c.ShadowAcquireTimeout.Duration != 250*time.Millisecond {
 		t.Fatalf("pools: upstream %d, shadow %d, acquire timeout %v; want 32, 8, 250ms", c.UpstreamMaxConnections, c.ShadowMaxConnections, c.ShadowAcquireTimeout)
+	}
+	if c.ShadowMaxConnectionsPerAnalyst != 2 {
+		t.Fatalf("default share of a pool of 8: %d, want 2", c.ShadowMaxConnectionsPerAnalyst)
+	}
+	c, err = Parse([]byte(minimal+"shadow_max_connections: 8\nshadow_max_connections_per_analyst: 3\ncatalog_statement_timeout: 2s\n"), "c.yaml")
+	if err != nil || c.ShadowMaxConnectionsPerAnalyst != 3 || c.CatalogStatementTimeout.Duration != 2*time.Second {
+		t.Fatalf("Parse(per analyst 3, catalog timeout 2s) = %+v, %v", c, err)
+	}
+	for _, bad := range []string{"shadow_max_connections: 8\nshadow_max_connections_per_analyst: 9\n", "catalog_statement_timeout: 2h\n", "catalog_statement_timeout: 1ms\n"} {
+		if _, err := Parse([]byte(minimal+bad), "c.yaml"); err == nil {
+			t.Errorf("Parse(%q) accepted", bad)
+		}
 	}
 }
 

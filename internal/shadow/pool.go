@@ -41,10 +41,29 @@ import (
 //     statement and portal on the shadow, and reads each result whole
 //     before releasing, so nothing named lives there; clients' named
 //     statements and portals are the proxy's own;
-//   - temporary objects, LISTEN, advisory locks, cursors, PREPARE,
-//     set_config, setseed and every other statement or function that
-//     leaves server-side state are refused before reaching the shadow
-//     (pgsql.Classify), and the shadow role cannot create anything.
+//   - temporary objects, LISTEN, advisory locks, large objects, cursors,
+//     PREPARE, set_config, setseed and every other statement or function
+//     that leaves server-side state are refused before reaching the shadow:
+//     a catalog statement must pass pgsql.CheckCatalog's allow-lists
+//     (SELECT, WITH, VALUES, TABLE or EXPLAIN, calling only read-only
+//     catalog and scalar functions), so none of them can be written, not
+//     even through a function that runs SQL text (query_to_xml), and the
+//     shadow role cannot create anything.
+//
+// Each connection is also opened in a known state that statements cannot
+// leave (startupParams): default_transaction_read_only on (whatever a
+// statement calls, it cannot write), and the catalog route's own
+// statement_timeout, lock_timeout and idle_in_transaction_session_timeout,
+// which bound what one statement can hold. Apply never changes these
+// (pinnedSettings): an analyst's statement_timeout is enforced by the
+// proxy, as for DP statements. On Release the pool checks what is cheap
+// to check: the connection is idle outside a transaction, and every
+// setting PostgreSQL reports (ParameterStatus: TimeZone, DateStyle,
+// IntervalStyle, application_name, default_transaction_read_only…) still
+// has the value it had after the last Apply; the proxy's byte-level relay
+// reports any ParameterStatus or notification it meets during a
+// statement, which also makes the connection unreusable. Anything else is
+// closed, not pooled.
 //
 // A connection whose statement was cancelled is closed rather than pooled
 // (a late cancel request could otherwise hit the next session's
@@ -52,6 +71,14 @@ import (
 // waits up to AcquireTimeout for one to come back and then fails with
 // ErrPoolExhausted, which the proxy reports as 53300 for that statement
 // only: the session goes on.
+//
+// Analysts share the pool, so one of them (however many sessions) holds
+// at most MaxConnsPerOwner connections at once: Acquire names the owner,
+// and an owner at its share waits (within the same AcquireTimeout) for one
+// of its own connections to come back, then fails with ErrOwnerLimit,
+// while other owners' statements keep getting connections. With the
+// statement_timeout above, an analyst who fills their share with slow
+// statements holds it for at most that long.
 
 // Defaults of PoolConfig.
 const (
@@ -61,7 +88,12 @@ const (
 	// (the shadow build, psql, monitoring, a second proxy) keep room.
 	DefaultMaxConns       = 20
 	DefaultAcquireTimeout = 5 * time.Second
-	defaultConnectTimeout = 10 * time.Second
+	// DefaultStatementTimeout is the catalog route's statement_timeout:
+	// psql's, pgjdbc's and BI tools' catalog statements take
+	// milliseconds; anything that runs for seconds on a schema with no
+	// protected rows is a runaway or an attempt to hold connections.
+	DefaultStatementTimeout = 10 * time.Second
+	defaultConnectTimeout   = 10 * time.Second
 	// idlePing: a connection idle longer is pinged before it is handed out.
 	idlePing = time.Second
 )
@@ -73,6 +105,10 @@ var ErrPoolExhausted = errors.New("all shadow catalog connections are in use")
 // ErrPoolClosed is returned by Acquire after Close.
 var ErrPoolClosed = errors.New("the shadow catalog pool is closed")
 
+// ErrOwnerLimit is returned by Acquire when the owner held
+// PoolConfig.MaxConnsPerOwner connections for all of AcquireTimeout.
+var ErrOwnerLimit = errors.New("the analyst holds their share of the shadow catalog connections")
+
 // PoolConfig configures a Pool.
 type PoolConfig struct {
 	// DSN of the shadow database, as the shadow role.
@@ -81,8 +117,16 @@ type PoolConfig struct {
 	// DefaultMaxConns).
 	MaxConns int
 	// AcquireTimeout bounds how long Acquire waits for a connection when
-	// all MaxConns are in use (default DefaultAcquireTimeout).
+	// all MaxConns are in use, or all of its owner's share (default
+	// DefaultAcquireTimeout).
 	AcquireTimeout time.Duration
+	// MaxConnsPerOwner bounds the connections one owner holds at once
+	// (default max(1, MaxConns/4); at most MaxConns).
+	MaxConnsPerOwner int
+	// StatementTimeout is every connection's statement_timeout (default
+	// DefaultStatementTimeout); its lock_timeout is half of it, and its
+	// idle_in_transaction_session_timeout the same.
+	StatementTimeout time.Duration
 	// Configure, when set, adjusts the configuration of each new
 	// connection (e.g. its BuildContextWatcherHandler). The pool sets
 	// OnNotice itself.
@@ -94,8 +138,10 @@ type PoolConfig struct {
 // shadow backends is bounded by MaxConns however many client sessions
 // there are. Safe for concurrent use.
 type Pool struct {
-	cfg     *pgconn.Config
-	timeout time.Duration
+	cfg      *pgconn.Config
+	timeout  time.Duration
+	perOwner int
+	stmtTime time.Duration
 	// slots holds one token per open (or opening) connection: its
 	// capacity is MaxConns.
 	slots chan struct{}
@@ -105,8 +151,14 @@ type Pool struct {
 
 	mu     sync.Mutex
 	closed bool
+	// held counts the connections each owner holds (under mu); freed is
+	// closed, and replaced, when an owner's count goes down while owners
+	// wait (sharers of them).
+	held    map[string]int
+	freed   chan struct{}
+	sharers int
 
-	opened, waited, exhausted atomic.Int64
+	opened, waited, exhausted, ownerLimited atomic.Int64
 }
 
 // NewPool parses cfg; it opens no connection (the first Acquire does).
@@ -115,7 +167,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("shadow DSN: %w", err)
 	}
-	if cfg.MaxConns < 0 || cfg.AcquireTimeout < 0 {
+	if cfg.MaxConns < 0 || cfg.AcquireTimeout < 0 || cfg.MaxConnsPerOwner < 0 || cfg.StatementTimeout < 0 {
 		return nil, errors.New("shadow pool: limits must not be negative")
 	}
 	if cfg.MaxConns == 0 {
@@ -124,30 +176,83 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 	if cfg.AcquireTimeout == 0 {
 		cfg.AcquireTimeout = DefaultAcquireTimeout
 	}
+	if cfg.MaxConnsPerOwner == 0 {
+		cfg.MaxConnsPerOwner = max(1, cfg.MaxConns/4)
+	}
+	cfg.MaxConnsPerOwner = min(cfg.MaxConnsPerOwner, cfg.MaxConns)
+	if cfg.StatementTimeout == 0 {
+		cfg.StatementTimeout = DefaultStatementTimeout
+	}
+	if cfg.StatementTimeout < 2*time.Millisecond {
+		return nil, errors.New("shadow pool: statement timeout must be at least 2ms")
+	}
 	if pc.ConnectTimeout == 0 {
 		pc.ConnectTimeout = defaultConnectTimeout
 	}
 	if cfg.Configure != nil {
 		cfg.Configure(pc)
 	}
+	// After Configure: the known state is the pool's.
+	for k, v := range startupParams(cfg.StatementTimeout) {
+		pc.RuntimeParams[k] = v
+	}
 	return &Pool{
-		cfg:     pc,
-		timeout: cfg.AcquireTimeout,
-		slots:   make(chan struct{}, cfg.MaxConns),
-		idle:    make(chan *Conn, cfg.MaxConns),
+		cfg:      pc,
+		timeout:  cfg.AcquireTimeout,
+		perOwner: cfg.MaxConnsPerOwner,
+		stmtTime: cfg.StatementTimeout,
+		slots:    make(chan struct{}, cfg.MaxConns),
+		idle:     make(chan *Conn, cfg.MaxConns),
+		held:     map[string]int{},
+		freed:    make(chan struct{}),
 	}, nil
 }
+
+// startupParams are the settings every connection opens with
+// ("Connection pooling"); Apply never changes them (pinnedSettings).
+func startupParams(statementTimeout time.Duration) map[string]string {
+	ms := func(d time.Duration) string { return fmt.Sprint(d.Milliseconds()) }
+	return map[string]string{
+		"default_transaction_read_only":       "on",
+		"statement_timeout":                   ms(statementTimeout),
+		"lock_timeout":                        ms(statementTimeout / 2),
+		"idle_in_transaction_session_timeout": ms(statementTimeout),
+	}
+}
+
+// pinnedSettings are the settings of startupParams (and what would undo
+// them), which Apply refuses to change.
+var pinnedSettings = map[string]bool{
+	"default_transaction_read_only": true, "transaction_read_only": true,
+	"statement_timeout": true, "lock_timeout": true, "idle_in_transaction_session_timeout": true,
+	"role": true, "session_authorization": true,
+}
+
+// reportedSettings are the settings PostgreSQL reports with ParameterStatus
+// whenever they change (GUC_REPORT, PostgreSQL 15).
+var reportedSettings = [...]string{
+	"application_name", "client_encoding", "DateStyle", "default_transaction_read_only",
+	"in_hot_standby", "integer_datetimes", "IntervalStyle", "is_superuser", "server_encoding",
+	"server_version", "session_authorization", "standard_conforming_strings", "TimeZone",
+}
+
+// StatementTimeout is the statement_timeout of the pool's connections.
+func (p *Pool) StatementTimeout() time.Duration { return p.stmtTime }
+
+// MaxConnsPerOwner is the bound on the connections one owner holds.
+func (p *Pool) MaxConnsPerOwner() int { return p.perOwner }
 
 // MaxConns is the bound on the pool's connections.
 func (p *Pool) MaxConns() int { return cap(p.slots) }
 
 // PoolStats are counters of a Pool since it was made.
 type PoolStats struct {
-	Open      int   // connections open now (idle or in use)
-	Idle      int   // of which idle
-	Opened    int64 // connections opened
-	Waited    int64 // acquisitions that had to wait for a connection
-	Exhausted int64 // acquisitions that failed with ErrPoolExhausted
+	Open         int   // connections open now (idle or in use)
+	Idle         int   // of which idle
+	Opened       int64 // connections opened
+	Waited       int64 // acquisitions that had to wait for a connection
+	Exhausted    int64 // acquisitions that failed with ErrPoolExhausted
+	OwnerLimited int64 // acquisitions that failed with ErrOwnerLimit
 }
 
 // Stats returns the pool's counters.
@@ -155,17 +260,107 @@ func (p *Pool) Stats() PoolStats {
 	return PoolStats{
 		Open: len(p.slots), Idle: len(p.idle),
 		Opened: p.opened.Load(), Waited: p.waited.Load(), Exhausted: p.exhausted.Load(),
+		OwnerLimited: p.ownerLimited.Load(),
 	}
 }
 
-// Acquire returns a connection for one statement: an idle one, a new one
-// while fewer than MaxConns are open, or else the first one released
-// within AcquireTimeout (ErrPoolExhausted after it). The caller must
-// Release it. A connection error of a new connection is returned as it is.
-func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
+// Acquire returns a connection for one statement of owner (the analyst;
+// "" for a caller that is none, which is not counted): an idle one, a new
+// one while fewer than MaxConns are open, or else the first one released
+// within AcquireTimeout (ErrPoolExhausted after it). An owner that holds
+// MaxConnsPerOwner connections first waits, within the same
+// AcquireTimeout, for one of them (ErrOwnerLimit after it). The caller
+// must Release it. A connection error of a new connection is returned as
+// it is.
+func (p *Pool) Acquire(ctx context.Context, owner string) (*Conn, error) {
 	if p.isClosed() {
 		return nil, ErrPoolClosed
 	}
+	timer := &acquireTimer{d: p.timeout}
+	defer timer.stop()
+	if owner != "" {
+		if err := p.takeShare(ctx, owner, timer); err != nil {
+			return nil, err
+		}
+	}
+	c, err := p.acquire(ctx, timer)
+	if err != nil {
+		if owner != "" {
+			p.giveShare(owner)
+		}
+		return nil, err
+	}
+	c.owner = owner
+	return c, nil
+}
+
+// acquireTimer is the one AcquireTimeout of an Acquire, started when it
+// first waits (most acquisitions never do, and pay for no timer).
+type acquireTimer struct {
+	d time.Duration
+	t *time.Timer
+}
+
+func (a *acquireTimer) c() <-chan time.Time {
+	if a.t == nil {
+		a.t = time.NewTimer(a.d)
+	}
+	return a.t.C
+}
+
+func (a *acquireTimer) stop() {
+	if a.t != nil {
+		a.t.Stop()
+	}
+}
+
+// takeShare counts one more connection for owner, waiting while it holds
+// its share.
+func (p *Pool) takeShare(ctx context.Context, owner string, timer *acquireTimer) error {
+	for {
+		p.mu.Lock()
+		if p.held[owner] < p.perOwner {
+			p.held[owner]++
+			p.mu.Unlock()
+			return nil
+		}
+		freed := p.freed
+		p.sharers++
+		p.mu.Unlock()
+		var err error
+		select {
+		case <-freed:
+		case <-timer.c():
+			p.ownerLimited.Add(1)
+			err = ErrOwnerLimit
+		case <-ctx.Done():
+			err = context.Cause(ctx)
+		}
+		p.mu.Lock()
+		p.sharers--
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// giveShare counts one connection less for owner and wakes the owners
+// that wait.
+func (p *Pool) giveShare(owner string) {
+	p.mu.Lock()
+	if p.held[owner]--; p.held[owner] <= 0 {
+		delete(p.held, owner)
+	}
+	if p.sharers > 0 {
+		close(p.freed)
+		p.freed = make(chan struct{})
+	}
+	p.mu.Unlock()
+}
+
+// acquire is Acquire once the owner has its share.
+func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) {
 	// An idle connection, or a free slot, without waiting.
 	for {
 		select {
@@ -186,8 +381,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
 	}
 	// All MaxConns in use: wait for one to be released.
 	p.waited.Add(1)
-	timer := time.NewTimer(p.timeout)
-	defer timer.Stop()
+	timeout := timer.c()
 	for {
 		select {
 		case c := <-p.idle:
@@ -198,7 +392,7 @@ func (p *Pool) Acquire(ctx context.Context) (*Conn, error) {
 			// Its slot is free now: the next iteration may take it.
 		case p.slots <- struct{}{}:
 			return p.open(ctx)
-		case <-timer.C:
+		case <-timeout:
 			p.exhausted.Add(1)
 			return nil, ErrPoolExhausted
 		case <-ctx.Done():
@@ -228,24 +422,33 @@ func (p *Pool) open(ctx context.Context) (*Conn, error) {
 	}
 	p.opened.Add(1)
 	c.pg = pc
+	if v := pc.ParameterStatus("default_transaction_read_only"); v != "on" {
+		// Something between the proxy and the server (a pooler) dropped
+		// the start-up parameters.
+		p.discard(c)
+		return nil, fmt.Errorf("shadow connection opened with default_transaction_read_only = %q, not on", v)
+	}
+	c.snapshot()
 	return c, nil
 }
 
 // Release gives a connection back. It goes back to the idle set when it can
-// serve another session as it is: open, not busy, and with no transaction
-// open on it; otherwise, or when reusable is false (e.g. the statement was
+// serve another session as it is: open, not busy, with no transaction open
+// on it, and with the reported settings it had after the last Apply;
+// otherwise, or when reusable is false (e.g. the statement was
 // cancelled, and a late cancel request could hit the next statement run on
 // it), it is closed.
-func (p *Pool) Release(c *Conn, reusable bool) { p.release(c, reusable, time.Now()) }
-
-// release is Release at time now.
-func (p *Pool) release(c *Conn, reusable bool, now time.Time) {
+func (p *Pool) Release(c *Conn, reusable bool) {
 	c.notice = nil
+	if c.owner != "" {
+		p.giveShare(c.owner)
+		c.owner = ""
+	}
 	if !p.keeps(c, reusable) {
 		p.discard(c)
 		return
 	}
-	c.idleSince = now
+	c.idleSince = time.Now()
 	p.idle <- c
 	// Close may have drained idle just before the send.
 	if p.isClosed() {
@@ -294,10 +497,17 @@ type Conn struct {
 	// settings are the values Apply set on this connection, by lower-case
 	// name. Nothing else changes settings on a shadow connection: SET and
 	// set_config never reach it from analysts (pgsql.Classify).
-	settings  map[string]string
+	settings map[string]string
+	// reported are the values of reportedSettings after the connection
+	// opened or the last Apply, which Release compares.
+	reported  [len(reportedSettings)]string
+	owner     string // who holds it ("" when idle, or not counted)
 	notice    func(*pgconn.Notice)
 	idleSince time.Time
 }
+
+// StatementTimeout is the connection's statement_timeout (the pool's).
+func (c *Conn) StatementTimeout() time.Duration { return c.pool.stmtTime }
 
 // PgConn is the underlying connection, for one statement.
 func (c *Conn) PgConn() *pgconn.PgConn { return c.pg }
@@ -305,6 +515,25 @@ func (c *Conn) PgConn() *pgconn.PgConn { return c.pg }
 // OnNotice sets the function that receives the notices of the holder's
 // statements (nil: drop them). Release clears it.
 func (c *Conn) OnNotice(f func(*pgconn.Notice)) { c.notice = f }
+
+// snapshot records the reported settings as they are now.
+func (c *Conn) snapshot() {
+	for i, n := range reportedSettings {
+		c.reported[i] = c.pg.ParameterStatus(n)
+	}
+}
+
+// Changed reports whether a setting PostgreSQL reports has a value other
+// than after the connection opened or the last Apply: something other
+// than Apply changed it.
+func (c *Conn) Changed() bool {
+	for i, n := range reportedSettings {
+		if c.reported[i] != c.pg.ParameterStatus(n) {
+			return true
+		}
+	}
+	return false
+}
 
 // HasState reports whether the connection holds state that ties it to its
 // session, so that it must stay with the session (pinned) rather than
@@ -345,6 +574,9 @@ func (c *Conn) Apply(ctx context.Context, want []Setting) error {
 	seen := make(map[string]bool, len(want))
 	for _, s := range want {
 		k := strings.ToLower(s.Name)
+		if pinnedSettings[k] {
+			return fmt.Errorf("shadow: %s is the pool's and is not applied", s.Name)
+		}
 		seen[k] = true
 		if v, ok := c.settings[k]; !ok || v != s.Value {
 			names = append(names, s.Name)
@@ -389,7 +621,11 @@ func (c *Conn) setConfig(ctx context.Context, names []string, values [][]byte) e
 		fmt.Fprintf(&sb, "pg_catalog.set_config($%d, $%d, false)", 2*i+1, 2*i+2)
 		params = append(params, []byte(names[i]), values[i])
 	}
-	if _, err := c.pg.ExecParams(ctx, sb.String(), params, nil, nil, nil).Close(); err != nil {
+	_, err := c.pg.ExecParams(ctx, sb.String(), params, nil, nil, nil).Close()
+	// What PostgreSQL now reports is what Apply set (even when it refused
+	// a value: the others in the batch were rolled back with it).
+	c.snapshot()
+	if err != nil {
 		return err
 	}
 	for i, n := range names {
@@ -407,55 +643,9 @@ func isPgError(err error) bool {
 	return errors.As(err, &pe)
 }
 
-// TakeIdle returns an idle connection that can be used at once, without
-// any I/O and without waiting: one released less than a second before now
-// and still open. It returns nil when there is none; an idle connection
-// that would need its ping first is checked in the background (and then
-// released or closed), so a caller that cannot block (the proxy's
-// forwarding loop) never waits on the network here. now is the caller's
-// clock (the loop reads it once per round of events).
-func (p *Pool) TakeIdle(now time.Time) *Conn {
-	if p.isClosed() {
-		return nil
-	}
-	select {
-	case c := <-p.idle:
-		if c.pg.IsClosed() {
-			go p.discard(c)
-			return nil
-		}
-		if now.Sub(c.idleSince) > idlePing {
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), defaultConnectTimeout)
-				defer cancel()
-				if c.usable(ctx) {
-					p.Release(c, true)
-				} else {
-					p.discard(c)
-				}
-			}()
-			return nil
-		}
-		return c
-	default:
-		return nil
-	}
-}
-
-// ReleaseNoWait is Release at time now for a caller that cannot block: a
-// connection that is to be closed is closed in the background.
-func (p *Pool) ReleaseNoWait(c *Conn, reusable bool, now time.Time) {
-	if !p.keeps(c, reusable) {
-		c.notice = nil
-		go p.discard(c)
-		return
-	}
-	p.release(c, true, now)
-}
-
 // keeps reports whether a released connection goes back to the idle set:
 // reusable by its holder's account, open, not busy, with no transaction,
-// and the pool open.
+// its reported settings as Apply left them, and the pool open.
 func (p *Pool) keeps(c *Conn, reusable bool) bool {
-	return reusable && !c.HasState() && !c.pg.IsClosed() && !c.pg.IsBusy() && !p.isClosed()
+	return reusable && !c.pg.IsClosed() && !c.HasState() && !c.pg.IsBusy() && !c.Changed() && !p.isClosed()
 }

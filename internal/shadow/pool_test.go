@@ -87,11 +87,11 @@ func TestPool_ReuseAndExhaustion(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 2, AcquireTimeout: 300 * time.Millisecond})
 	ctx := ctxT(t)
-	a, err := p.Acquire(ctx)
+	a, err := p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := p.Acquire(ctx)
+	b, err := p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func TestPool_ReuseAndExhaustion(t *testing.T) {
 		t.Fatal("two acquisitions share a backend")
 	}
 	start := time.Now()
-	if _, err := p.Acquire(ctx); !errors.Is(err, ErrPoolExhausted) {
+	if _, err := p.Acquire(ctx, ""); !errors.Is(err, ErrPoolExhausted) {
 		t.Fatalf("third Acquire of a pool of 2 = %v, want ErrPoolExhausted", err)
 	}
 	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
@@ -111,7 +111,7 @@ func TestPool_ReuseAndExhaustion(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 		p.Release(a, true)
 	}()
-	c, err := p.Acquire(ctx)
+	c, err := p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatalf("Acquire while a connection is released: %v", err)
 	}
@@ -125,7 +125,7 @@ func TestPool_ReuseAndExhaustion(t *testing.T) {
 		t.Errorf("Stats() = %+v, want 2 open, 2 idle, 2 opened, 1 exhausted, 2 waited", st)
 	}
 	p.Close()
-	if _, err := p.Acquire(ctx); !errors.Is(err, ErrPoolClosed) {
+	if _, err := p.Acquire(ctx, ""); !errors.Is(err, ErrPoolClosed) {
 		t.Errorf("Acquire after Close = %v, want ErrPoolClosed", err)
 	}
 	if st := p.Stats(); st.Open != 0 {
@@ -139,12 +139,12 @@ func TestPool_StateIsNotShared(t *testing.T) {
 	ctx := ctxT(t)
 
 	// A connection with an open transaction is not pooled.
-	c, err := p.Acquire(ctx)
+	c, err := p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pid := c.PgConn().PID()
-	if _, err := c.PgConn().Exec(ctx, "BEGIN; CREATE TEMP TABLE t (x int)").ReadAll(); err != nil {
+	if _, err := c.PgConn().Exec(ctx, "BEGIN; SELECT 1").ReadAll(); err != nil {
 		t.Fatal(err)
 	}
 	if !c.HasState() {
@@ -154,15 +154,16 @@ func TestPool_StateIsNotShared(t *testing.T) {
 	if !c.PgConn().IsClosed() {
 		t.Fatal("a connection released inside a transaction was not closed")
 	}
-	c, err = p.Acquire(ctx)
+	c, err = p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.PgConn().PID() == pid || c.HasState() {
 		t.Fatalf("got backend %d (state %v) after releasing %d inside a transaction; want a fresh one", c.PgConn().PID(), c.HasState(), pid)
 	}
-	if got := pooledScalar(t, c, "SELECT count(*) FROM pg_class WHERE relname = 't' AND relpersistence = 't'"); got != "0" {
-		t.Errorf("the temp table of the discarded connection is visible: %s", got)
+	// Read-only: not even a temporary table can be made.
+	if _, err := c.PgConn().Exec(ctx, "CREATE TEMP TABLE t (x int)").ReadAll(); !isSQLState(err, "25006") {
+		t.Errorf("CREATE TEMP TABLE on a pooled connection: %v, want 25006 (read-only transaction)", err)
 	}
 	// A connection released as not reusable (a cancelled statement) is
 	// closed.
@@ -181,7 +182,7 @@ func TestConn_Apply(t *testing.T) {
 		c.RuntimeParams["application_name"] = "pooltest"
 	}})
 	ctx := ctxT(t)
-	c, err := p.Acquire(ctx)
+	c, err := p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestConn_Apply(t *testing.T) {
 	p.Release(c, true)
 
 	// The next holder, with other values, gets its own.
-	c, err = p.Acquire(ctx)
+	c, err = p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +209,11 @@ func TestConn_Apply(t *testing.T) {
 		t.Fatalf("second holder: %s, want UTC|1|pooltest", got)
 	}
 	// Apply sends only what differs from what it last set: a value changed
-	// behind its back (which nothing does in the proxy) stays.
+	// behind its back (which nothing does in the proxy) stays, and the
+	// connection, no longer in the state Apply left, is closed at Release.
+	if c.Changed() {
+		t.Fatal("Changed() after Apply alone")
+	}
 	if _, err := c.PgConn().Exec(ctx, "SET TimeZone = 'Europe/Paris'").ReadAll(); err != nil {
 		t.Fatal(err)
 	}
@@ -217,6 +222,20 @@ func TestConn_Apply(t *testing.T) {
 	}
 	if got := pooledScalar(t, c, "SELECT current_setting('TimeZone')"); got != "Europe/Paris" {
 		t.Fatalf("Apply of unchanged settings sent something: TimeZone %s", got)
+	}
+	if !c.Changed() {
+		t.Fatal("Changed() = false after a SET behind Apply's back")
+	}
+	p.Release(c, true)
+	if !c.PgConn().IsClosed() {
+		t.Fatal("a connection whose TimeZone changed behind Apply's back was pooled")
+	}
+	if c, err = p.Acquire(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	// The pool's own settings are not Apply's.
+	if err := c.Apply(ctx, []Setting{{"statement_timeout", "1ms"}}); err == nil || !strings.Contains(err.Error(), "statement_timeout") {
+		t.Fatalf("Apply of statement_timeout = %v, want a refusal", err)
 	}
 	// A value the server refuses: the others are applied, the error names
 	// the setting, the connection still works.
@@ -228,8 +247,113 @@ func TestConn_Apply(t *testing.T) {
 		t.Errorf("extra_float_digits = %s after a partly refused Apply, want 2", got)
 	}
 	p.Release(c, true)
-	if st := p.Stats(); st.Opened != 1 {
-		t.Errorf("%d connections opened, want 1 (reused)", st.Opened)
+	if st := p.Stats(); st.Opened != 2 || st.Open != 1 {
+		t.Errorf("Stats() = %+v, want 2 opened (the first closed for its changed TimeZone), 1 open", st)
+	}
+}
+
+func isSQLState(err error, code string) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == code
+}
+
+// TestPool_KnownState: connections open read-only with the pool's
+// statement_timeout, lock_timeout and idle_in_transaction_session_timeout;
+// a statement over the timeout fails with 57014 and leaves its connection
+// reusable.
+func TestPool_KnownState(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1, StatementTimeout: 300 * time.Millisecond, Configure: func(c *pgconn.Config) {
+		// Configure cannot undo the pool's state.
+		c.RuntimeParams["default_transaction_read_only"] = "off"
+		c.RuntimeParams["statement_timeout"] = "0"
+	}})
+	ctx := ctxT(t)
+	c, err := p.Acquire(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const show = "SELECT current_setting('default_transaction_read_only') || ' ' || current_setting('statement_timeout') || ' ' || current_setting('lock_timeout') || ' ' || current_setting('idle_in_transaction_session_timeout')"
+	if got := pooledScalar(t, c, show); got != "on 300ms 150ms 300ms" {
+		t.Fatalf("pooled connection's settings: %s, want on 300ms 150ms 300ms", got)
+	}
+	pid := c.PgConn().PID()
+	start := time.Now()
+	_, err = c.PgConn().Exec(ctx, "SELECT count(*) FROM pg_attribute a, pg_attribute b, pg_attribute c").ReadAll()
+	if !isSQLState(err, "57014") {
+		t.Fatalf("a statement over the timeout: %v, want 57014", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the statement ran %v under a 300ms statement_timeout", d)
+	}
+	p.Release(c, true)
+	if c, err = p.Acquire(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(c, true)
+	if c.PgConn().PID() != pid {
+		t.Errorf("the connection whose statement timed out was not reused")
+	}
+	if p.StatementTimeout() != 300*time.Millisecond {
+		t.Errorf("StatementTimeout() = %v", p.StatementTimeout())
+	}
+}
+
+// TestPool_OwnerShare: an owner holds at most MaxConnsPerOwner
+// connections; its next Acquire waits for one of its own and fails with
+// ErrOwnerLimit after AcquireTimeout, while other owners get connections.
+func TestPool_OwnerShare(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 4, MaxConnsPerOwner: 2, AcquireTimeout: 300 * time.Millisecond})
+	ctx := ctxT(t)
+	acquire := func(owner string) *Conn {
+		t.Helper()
+		c, err := p.Acquire(ctx, owner)
+		if err != nil {
+			t.Fatalf("Acquire(%q): %v", owner, err)
+		}
+		return c
+	}
+	a1, a2 := acquire("alice"), acquire("alice")
+	start := time.Now()
+	if _, err := p.Acquire(ctx, "alice"); !errors.Is(err, ErrOwnerLimit) {
+		t.Fatalf("alice's third Acquire = %v, want ErrOwnerLimit", err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond {
+		t.Errorf("ErrOwnerLimit after %v, want after the acquire timeout", d)
+	}
+	b1, b2 := acquire("bob"), acquire("bob")
+	// alice waits for one of her own, not for the pool.
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		p.Release(a1, true)
+	}()
+	a3 := acquire("alice")
+	if a3 != a1 {
+		t.Errorf("alice's waiting Acquire got another connection than the one she released")
+	}
+	// Uncounted callers ("") are bound by the pool only.
+	p.Release(b1, true)
+	c := acquire("")
+	for _, x := range []*Conn{a2, a3, b2, c} {
+		p.Release(x, true)
+	}
+	if st := p.Stats(); st.OwnerLimited != 1 || st.Exhausted != 0 || st.Opened != 4 {
+		t.Errorf("Stats() = %+v, want 1 owner-limited, 0 exhausted, 4 opened", st)
+	}
+	if got := p.MaxConnsPerOwner(); got != 2 {
+		t.Errorf("MaxConnsPerOwner() = %d", got)
+	}
+	// The default share is a quarter of the pool, at least one.
+	for _, tc := range []struct{ max, want int }{{20, 5}, {3, 1}, {1, 1}} {
+		q, err := NewPool(PoolConfig{DSN: dsn, MaxConns: tc.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := q.MaxConnsPerOwner(); got != tc.want {
+			t.Errorf("MaxConns %d: default share %d, want %d", tc.max, got, tc.want)
+		}
+		q.Close()
 	}
 }
 
@@ -237,7 +361,7 @@ func TestPool_BrokenIdleConnectionReplaced(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1})
 	ctx := ctxT(t)
-	c, err := p.Acquire(ctx)
+	c, err := p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +372,7 @@ func TestPool_BrokenIdleConnectionReplaced(t *testing.T) {
 		t.Fatal(err)
 	}
 	time.Sleep(1200 * time.Millisecond) // idle long enough to be checked
-	c, err = p.Acquire(ctx)
+	c, err = p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +398,7 @@ func TestPool_IdleConnectionReusedQuickly(t *testing.T) {
 		}
 	}})
 	ctx := ctxT(t)
-	c, err := p.Acquire(ctx)
+	c, err := p.Acquire(ctx, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +406,7 @@ func TestPool_IdleConnectionReusedQuickly(t *testing.T) {
 	p.Release(c, true)
 	time.Sleep(1200 * time.Millisecond)
 	start := time.Now()
-	if c, err = p.Acquire(ctx); err != nil {
+	if c, err = p.Acquire(ctx, ""); err != nil {
 		t.Fatal(err)
 	}
 	defer p.Release(c, true)
@@ -358,7 +482,7 @@ func TestPool_ManySessionsFewConnections(t *testing.T) {
 			digits := fmt.Sprint(i%4 - 1) // -1..2
 			want := []Setting{{"extra_float_digits", digits}, {"application_name", fmt.Sprintf("s%d", i)}}
 			for j := 0; j < statements; j++ {
-				c, err := p.Acquire(ctx)
+				c, err := p.Acquire(ctx, "")
 				if err != nil {
 					failures.Add(1)
 					errs <- err
@@ -390,56 +514,5 @@ func TestPool_ManySessionsFewConnections(t *testing.T) {
 	}
 	if st := p.Stats(); st.Opened > 20 || st.Open > 20 {
 		t.Errorf("Stats() = %+v: more than 20 connections", st)
-	}
-}
-
-// TestPool_TakeIdle: TakeIdle hands out a connection released less than a
-// second before the time it is given, never waits, and gives nil for a
-// connection that needs its ping (which is then checked in the background
-// and comes back to the pool) and after Close. ReleaseNoWait pools a
-// reusable connection and closes the rest without blocking.
-func TestPool_TakeIdle(t *testing.T) {
-	dsn := pgtest.NewDatabase(t)
-	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1})
-	ctx := ctxT(t)
-	if c := p.TakeIdle(time.Now()); c != nil {
-		t.Fatal("TakeIdle of an empty pool returned a connection")
-	}
-	c, err := p.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := c.PgConn().PID()
-	now := time.Now()
-	p.ReleaseNoWait(c, true, now)
-	if c = p.TakeIdle(now.Add(500 * time.Millisecond)); c == nil || c.PgConn().PID() != pid {
-		t.Fatal("TakeIdle did not return the connection released 0.5 s before")
-	}
-	p.ReleaseNoWait(c, true, now)
-	if c = p.TakeIdle(now.Add(2 * time.Second)); c != nil {
-		t.Fatal("TakeIdle returned a connection idle for 2 s without its ping")
-	}
-	// The ping runs in the background and the connection comes back.
-	deadline := time.Now().Add(5 * time.Second)
-	for p.Stats().Idle != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the pinged connection did not come back: %+v", p.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	if c = p.TakeIdle(time.Now()); c == nil || c.PgConn().PID() != pid {
-		t.Fatal("TakeIdle after the ping did not return the connection")
-	}
-	// Not reusable: closed in the background, its slot freed.
-	p.ReleaseNoWait(c, false, time.Now())
-	for p.Stats().Open != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the discarded connection still counts: %+v", p.Stats())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	p.Close()
-	if c := p.TakeIdle(time.Now()); c != nil {
-		t.Fatal("TakeIdle after Close returned a connection")
 	}
 }

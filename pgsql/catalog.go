@@ -1,0 +1,399 @@
+package pgsql
+
+import (
+	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+)
+
+// What a catalog statement may do.
+//
+// Catalog statements run on shadow catalog connections that every analyst
+// of a dataset shares (a bounded pool, internal/shadow), as one shadow
+// role. Anything such a statement does to its connection or to the shadow
+// server, the next analyst's statement meets: a SET through set_config, an
+// advisory lock, a large object, a signal to another backend, a view of
+// other sessions' queries. A deny-list of such functions misses whatever it
+// does not name: query_to_xml and its relatives run any SQL text given to
+// them (and so every function the list names), and PostgreSQL has
+// thousands of functions, more in each release and in every extension. So
+// a catalog statement is checked against allow-lists instead, and anything
+// not on them is refused with 42501 before it reaches the shadow:
+//
+//   - statement forms: SELECT, WITH, VALUES, TABLE (optionally in
+//     parentheses) and EXPLAIN without ANALYZE. Every other statement
+//     keyword is answered by the proxy or refused earlier (Classify), so
+//     anything else here is not a statement, and fails as PostgreSQL would,
+//     with a syntax error;
+//   - functions: every function the statement calls must be one of
+//     catalogFunctions (catalog_funcs.go): read-only catalog look-ups,
+//     privilege checks, sizes (the shadow's tables hold no protected rows)
+//     and scalar, aggregate and window functions of the standard library.
+//     A call is found lexically, and conservatively: an identifier
+//     (quoted or not, optionally schema-qualified) followed by "(" is a
+//     call unless it is a keyword of SQL's own syntax (IN (, EXISTS (,
+//     CAST (, OVER (…: syntaxBeforeParen), a type modifier (::numeric(10,2),
+//     CAST(x AS varchar(20))), a column list of an alias after AS
+//     (AS t(a, b)) or of a WITH query (WITH r(n) AS (…)). Attribute notation
+//     is a call too: PostgreSQL reads (expr).f, arr[1].f and $1.f as f(expr)
+//     when expr has no field f, for any one-argument function
+//     (SELECT (1).pg_cancel_backend signals backend 1), so the name after
+//     ")." , "]." or "$n." must be an allowed function or one of the field
+//     names of selectableFields. alias.f and schema.table.f call f(row) only
+//     for functions that take a row: in PostgreSQL 15 only harmless ones
+//     (row_to_json, to_json, concat, pg_column_size…), and analysts cannot
+//     create functions on the shadow (its role owns nothing and its
+//     connections are read-only);
+//   - relations: the system views that show other sessions and the
+//     server's activity all have names starting with pg_ (pg_stat_activity,
+//     pg_locks, every pg_stat_* and pg_statio_* view, pg_prepared_xacts,
+//     pg_backend_memory_contexts, extensions' pg_stat_statements…), as do
+//     all system catalogs. A name starting with pg_ that is not a call, a
+//     qualifier (followed by "."), a type (after ::) or an alias (after AS)
+//     must be one of catalogRelations.
+//
+// A name can be refused that PostgreSQL would not read as a call or a
+// system relation (a subquery's alias with a column list but without AS,
+// FROM (SELECT …) x(a); an alias named pg_… without AS; a table named
+// like a keyword): such statements fail with 42501 rather than ever
+// reaching the shadow with something unchecked. What real
+// clients send (psql's backslash commands, pgjdbc's DatabaseMetaData,
+// SQLAlchemy's inspector, node-postgres, pgx, asyncpg, psycopg, BI tools'
+// probes and the proxy's own outer SQL of post-processed DP answers) is
+// checked by TestCheckCatalog_Clients against statements recorded from
+// them.
+//
+// What the allow-lists leave out cannot happen on a shadow connection:
+// settings (set_config; SET is the proxy's), advisory locks, large
+// objects, LISTEN/NOTIFY, prepared statements and cursors (PREPARE and
+// DECLARE never reach the shadow), temporary objects (no DDL), sequences
+// (nextval, setval), signals to other backends, sleeping, files, other
+// connections (dblink), SQL text run by a function (query_to_xml,
+// cursor_to_xml, table_to_xml, schema_to_xml, database_to_xml, ts_stat,
+// ts_rewrite), XPath, and reads of other sessions' activity. What the
+// allowed functions can still do is spend time and memory, which the
+// catalog route's statement_timeout and per-analyst share of the pool
+// bound (internal/shadow, "Connection pooling").
+
+// CheckCatalog refuses, with 42501 (or 42601 for what is not a statement),
+// a statement bound for the shadow catalog that has a form, calls a
+// function or reads a system relation the allow-lists above do not name.
+// toks are src's tokens. Classify applies it to every statement it routes
+// to the shadow catalog; the proxy applies it again to other SQL it runs
+// there (the outer SQL of a post-processed DP answer).
+func CheckCatalog(src string, toks []Token) error {
+	if err := catalogForm(src, toks); err != nil {
+		return err
+	}
+	cte := cteColumnLists(toks)
+	// attr[k]: toks[k] is a name in an indirection chain on a value
+	// ((expr).a.b, arr[1].a, $1.a), where PostgreSQL may read it as a call.
+	attr := make([]bool, len(toks))
+	for k, t := range toks {
+		if t.Kind != TokIdent {
+			continue
+		}
+		if k >= 2 && toks[k-1].IsPunct(".") {
+			b := toks[k-2]
+			if b.IsPunct(")") || b.IsPunct("]") || b.Kind == TokParam || b.Kind == TokIdent && attr[k-2] {
+				attr[k] = true
+				if !selectableFields[t.Val] && !catalogFunctions[t.Val] {
+					return pgerr.New(pgerr.InsufficientPrivilege, "column notation .%s is not allowed in catalog statements", t.Val).
+						WithPosition(CharPos(src, t.Pos)).
+						WithHint("PostgreSQL reads (expression).%s as a call of the function %s; catalog statements may select only the fields %s this way, and may call only read-only catalog and scalar functions",
+							t.Val, t.Val, selectableFieldList)
+				}
+				continue
+			}
+		}
+		if k+1 < len(toks) && toks[k+1].IsPunct("(") {
+			if err := checkCall(src, toks, k, cte); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := checkRelation(src, toks, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// catalogForm refuses what is not a SELECT, WITH, VALUES, TABLE or EXPLAIN
+// without ANALYZE.
+func catalogForm(src string, toks []Token) error {
+	i := 0
+	for i < len(toks) && toks[i].IsPunct("(") {
+		i++
+	}
+	if i == len(toks) {
+		if len(toks) == 0 {
+			return nil
+		}
+		return SyntaxErr(src, len(src), "syntax error at end of input")
+	}
+	t := toks[i]
+	switch {
+	case t.Is("select"), t.Is("with"), t.Is("values"), t.Is("table"):
+		return nil
+	case t.Is("explain") && i == 0:
+		// EXPLAIN [VERBOSE] [( option [, …] )] statement; ANALYZE would
+		// run the statement.
+		j := 1
+		for j < len(toks) {
+			u := toks[j]
+			if u.Is("analyze") || u.Is("analyse") {
+				return pgerr.New(pgerr.InsufficientPrivilege, "EXPLAIN ANALYZE is not allowed in catalog statements").
+					WithPosition(CharPos(src, u.Pos)).
+					WithHint("EXPLAIN without ANALYZE shows the plan of a catalog statement without running it")
+			}
+			if u.IsPunct("(") {
+				for j < len(toks) && !toks[j].IsPunct(")") {
+					if toks[j].Is("analyze") || toks[j].Is("analyse") {
+						return pgerr.New(pgerr.InsufficientPrivilege, "EXPLAIN ANALYZE is not allowed in catalog statements").
+							WithPosition(CharPos(src, toks[j].Pos)).
+							WithHint("EXPLAIN without ANALYZE shows the plan of a catalog statement without running it")
+					}
+					j++
+				}
+				j++
+				continue
+			}
+			if u.Is("verbose") {
+				j++
+				continue
+			}
+			break
+		}
+		if j == len(toks) {
+			return SyntaxErr(src, len(src), "syntax error at end of input")
+		}
+		return catalogForm(src, toks[j:])
+	}
+	return SyntaxErr(src, t.Pos, "syntax error at or near %q", src[t.Pos:t.End])
+}
+
+// checkCall checks the identifier toks[k], which a "(" follows.
+func checkCall(src string, toks []Token, k int, cte map[int]bool) error {
+	t := toks[k]
+	qualified := k >= 2 && toks[k-1].IsPunct(".") && toks[k-2].Kind == TokIdent
+	if !qualified && !t.Quoted && syntaxBeforeParen[t.Val] {
+		return nil
+	}
+	if cte[k] || typeOrAlias(toks, k, qualified) || !qualified && aliasColumns(toks, k) {
+		return nil
+	}
+	name, schema := t.Val, ""
+	if qualified {
+		schema = toks[k-2].Val
+	}
+	ok := false
+	switch schema {
+	case "", "pg_catalog":
+		ok = catalogFunctions[name]
+	case "information_schema":
+		ok = informationSchemaFunctions[name]
+	}
+	if ok {
+		return nil
+	}
+	shown := name
+	if qualified {
+		shown = schema + "." + name
+	}
+	at := t.Pos
+	if qualified {
+		at = toks[k-2].Pos
+	}
+	return pgerr.New(pgerr.InsufficientPrivilege, "function %s is not allowed through dpproxy", shown).
+		WithPosition(CharPos(src, at)).
+		WithHint("catalog statements may call only read-only catalog and scalar functions, and %s is not one of them", shown)
+}
+
+// typeOrAlias reports whether the identifier toks[k] (qualified: preceded
+// by "schema.") before "(" is a type with a modifier (::numeric(10,2),
+// AS varchar(20), ::character varying(8)) or an alias with a column list
+// (AS t(a, b)): after "::" or AS, PostgreSQL's grammar has a type name or
+// an alias there, never an expression.
+func typeOrAlias(toks []Token, k int, qualified bool) bool {
+	j := k
+	if qualified {
+		j = k - 2
+	}
+	after := func(i int) bool { return i >= 0 && (toks[i].IsPunct("::") || toks[i].Is("as")) }
+	if after(j - 1) {
+		return true
+	}
+	// The SQL types of two words: character varying, char varying, bit
+	// varying, national character varying.
+	if !qualified && toks[k].Is("varying") && k >= 1 {
+		p := toks[k-1]
+		if p.Is("character") || p.Is("char") || p.Is("nchar") || p.Is("bit") {
+			return after(k-2) || k >= 3 && toks[k-2].Is("national") && after(k-3)
+		}
+	}
+	return false
+}
+
+// aliasColumns reports whether the unqualified identifier toks[k] before
+// "(" is an alias with a column list written without AS, after a FROM
+// item: a relation's name (FROM pg_catalog.pg_class c(x)), a function call
+// (FROM generate_series(1, 32) pos(n), as pgjdbc writes) or WITH
+// ORDINALITY. The word before it must be a name, not a keyword
+// (postgresKeywords), and the call before it a call of a name: a name or
+// a call is never followed by a call, but keywords are (ROWS f(x)
+// PRECEDING, DISTINCT ON (a) f(x), OPERATOR(pg_catalog.||) f(x)).
+func aliasColumns(toks []Token, k int) bool {
+	if k == 0 {
+		return false
+	}
+	isName := func(t Token) bool { return t.Kind == TokIdent && (t.Quoted || !postgresKeywords[t.Val]) }
+	switch p := toks[k-1]; {
+	case p.Is("ordinality"):
+		return true
+	case p.Kind == TokIdent:
+		return isName(p)
+	case p.IsPunct(")"):
+		m := openParen(toks, k-1)
+		return m >= 1 && isName(toks[m-1])
+	}
+	return false
+}
+
+// openParen returns the index of the "(" that the ")" at toks[i] closes,
+// or -1.
+func openParen(toks []Token, i int) int {
+	d := 0
+	for j := i; j >= 0; j-- {
+		switch {
+		case toks[j].IsPunct(")"):
+			d++
+		case toks[j].IsPunct("("):
+			d--
+			if d == 0 {
+				return j
+			}
+		}
+	}
+	return -1
+}
+
+// checkRelation checks an identifier that no "(" follows: a name starting
+// with pg_ is a system relation (or a column or alias so named) and must
+// be allowed, unless it qualifies another name, names a type or is an
+// alias after AS.
+func checkRelation(src string, toks []Token, k int) error {
+	t := toks[k]
+	name := strings.ToLower(t.Val)
+	if !strings.HasPrefix(name, "pg_") || catalogRelations[name] {
+		return nil
+	}
+	if k+1 < len(toks) && toks[k+1].IsPunct(".") {
+		return nil // pg_catalog.…, pg_toast.…, or alias.column
+	}
+	j := k
+	if k >= 2 && toks[k-1].IsPunct(".") && toks[k-2].Kind == TokIdent {
+		j = k - 2
+	}
+	if j >= 1 && (toks[j-1].IsPunct("::") || toks[j-1].Is("as")) {
+		return nil
+	}
+	return pgerr.New(pgerr.InsufficientPrivilege, "relation %s is not allowed through dpproxy", t.Val).
+		WithPosition(CharPos(src, t.Pos)).
+		WithHint("catalog statements may read the system catalogs and information_schema, but not the views of the catalog server's sessions, statistics and files (pg_stat_*, pg_statio_*, pg_stats, pg_locks…), which other analysts share")
+}
+
+// cteColumnLists returns the indexes of the names of WITH queries that
+// have a column list (WITH r(n) AS (…)): those names are followed by "(",
+// and are not calls. Only names in a WITH list are returned: WITH
+// [RECURSIVE] name [(…)] AS [[NOT] MATERIALIZED] (…) [SEARCH …|CYCLE …]
+// [, …]. A list it cannot follow ends early, and its later names are then
+// checked as calls (and refused).
+func cteColumnLists(toks []Token) map[int]bool {
+	var out map[int]bool
+	for k, t := range toks {
+		if !t.Is("with") {
+			continue
+		}
+		i := k + 1
+		if i < len(toks) && toks[i].Is("recursive") {
+			i++
+		}
+		for i+1 < len(toks) && toks[i].Kind == TokIdent {
+			j := i + 1
+			if toks[j].IsPunct("(") {
+				m := matchParen(toks, j)
+				if m < 0 || m+1 >= len(toks) || !toks[m+1].Is("as") {
+					break
+				}
+				if out == nil {
+					out = map[int]bool{}
+				}
+				out[i] = true
+				j = m + 1
+			}
+			if !toks[j].Is("as") {
+				break
+			}
+			j++
+			if j < len(toks) && toks[j].Is("not") {
+				j++
+			}
+			if j < len(toks) && toks[j].Is("materialized") {
+				j++
+			}
+			if j >= len(toks) || !toks[j].IsPunct("(") {
+				break
+			}
+			e := matchParen(toks, j)
+			if e < 0 {
+				break
+			}
+			j = e + 1
+			// SEARCH … SET column, then CYCLE … USING column.
+			if j < len(toks) && toks[j].Is("search") {
+				j = skipPast(toks, j, "set") + 1
+			}
+			if j < len(toks) && toks[j].Is("cycle") {
+				j = skipPast(toks, j, "using") + 1
+			}
+			if j >= len(toks) || !toks[j].IsPunct(",") {
+				break
+			}
+			i = j + 1
+		}
+	}
+	return out
+}
+
+// skipPast returns the index just after the first keyword kw at or after
+// toks[i] (len(toks) when there is none, or a parenthesis comes first).
+func skipPast(toks []Token, i int, kw string) int {
+	for ; i < len(toks); i++ {
+		if toks[i].IsPunct("(") {
+			return len(toks)
+		}
+		if toks[i].Is(kw) {
+			return i + 1
+		}
+	}
+	return i
+}
+
+// matchParen returns the index of the ")" that closes the "(" at toks[i],
+// or -1.
+func matchParen(toks []Token, i int) int {
+	d := 0
+	for j := i; j < len(toks); j++ {
+		switch {
+		case toks[j].IsPunct("("):
+			d++
+		case toks[j].IsPunct(")"):
+			d--
+			if d == 0 {
+				return j
+			}
+		}
+	}
+	return -1
+}
