@@ -3,6 +3,7 @@
 package noise
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"testing"
@@ -100,5 +101,32 @@ func TestExponentialUtilityBound(t *testing.T) {
 		if p := float64(b-1) * w / (1 + float64(b-1)*w); p > 0.05 {
 			t.Errorf("B=%d: bound %g leaves probability %g > 0.05 below it", b, tb, p)
 		}
+	}
+}
+
+// BenchmarkExponential_QuantileBuckets is one group of a grouped quantile:
+// 2¹⁴ buckets whose integer utilities −|rank − q·n| take few distinct
+// values (most buckets are empty), at a small and a large ε.
+func BenchmarkExponential_QuantileBuckets(b *testing.B) {
+	us := make([]*big.Rat, 1<<14)
+	for j := range us {
+		d := int64(j/300 - 20) // runs of equal utility, as empty buckets make
+		if d < 0 {
+			d = -d
+		}
+		us[j] = big.NewRat(-d, 1)
+	}
+	for _, eps := range []float64{0.001, 1} {
+		b.Run(fmt.Sprint("eps=", eps), func(b *testing.B) {
+			e, err := NewExponential(ExponentialParams{Epsilon: eps, Sensitivity: 20})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if _, err := e.Select(us); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -96,24 +96,24 @@ func checkQueryBounds(req Request) error {
 }
 
 // The proxy's CPU per answer (issue 27, "bounded proxy CPU"). An answer
-// costs the proxy about 10 µs per noisy cell (a group's measurement:
-// sampling the noise exactly, its half-width, the row; BENCHMARKS.md
-// "Proxy CPU per answer") and a quantile's exponential mechanism about
-// 27 ms per group (2¹⁴ exact utilities, measured on a loaded machine). A
-// plan over public keys is refused before the charge when its groups
-// times its measurements' weights exceed maxAnswerCells: about a second of
-// proxy CPU for counts, sums and averages, and at most 100 quantile groups
-// (about 2.7 s: the exponential mechanism's sampler is the cost to cut
-// next, not the cap). The number of groups is the product of
-// the public key domains: a public quantity. (Groups of private keys come
-// from partition selection; their number is the data's and is not bounded
-// here: SECURITY.md "What remains".)
+// costs the proxy up to about 15 µs per noisy cell on a loaded 2-core
+// machine (a group's measurement: sampling the noise exactly, its
+// half-width, the row; BENCHMARKS.md "Proxy CPU per answer") and a
+// quantile's exact exponential mechanism over 2¹⁴ buckets about 1.2 ms per
+// group. A plan over public keys is refused before the charge when its
+// groups times its measurements' weights exceed maxAnswerCells, so the
+// worst accepted answer costs the proxy under a second of CPU
+// (BenchmarkRelease_WorstAccepted, BenchmarkRelease_QuantileGroups). The
+// number of groups is the product of the public key domains: a public
+// quantity. (Groups of private keys come from partition selection; their
+// number is the data's and is not bounded here: SECURITY.md "What
+// remains".)
 const (
-	maxAnswerCells = 100_000
+	maxAnswerCells = 60_000
 	// quantileCellWeight is a quantile measurement's weight per group in
-	// cells: 100 quantile groups per answer (a median per month of five
-	// years fits; one per day does not).
-	quantileCellWeight = 1_000
+	// cells (1.2 ms / 15 µs, rounded up to 100): 600 quantile groups per
+	// answer (a median per week of five years fits; one per day does not).
+	quantileCellWeight = 100
 )
 
 // checkAnswerCells refuses a plan whose answer would cost more than

@@ -184,11 +184,13 @@ func TestCheckAnswerCells(t *testing.T) {
 		refuse bool
 	}{
 		{"ungrouped", nil, []rewrite.Measure{count, count, count}, false},
-		{"days × departments, 3 measures", []rewrite.Key{key(1827), key(7)}, []rewrite.Measure{count, count, count}, false},
+		{"days × departments, 4 measures", []rewrite.Key{key(1827), key(7)}, []rewrite.Measure{count, count, count, count}, false},
+		{"days × departments, 5 measures", []rewrite.Key{key(1827), key(7)}, []rewrite.Measure{count, count, count, count, count}, true},
 		{"at the limit", []rewrite.Key{key(maxAnswerCells / 2)}, []rewrite.Measure{count, count}, false},
 		{"over the limit", []rewrite.Key{key(maxAnswerCells/2 + 1)}, []rewrite.Measure{count, count}, true},
 		{"a million groups", []rewrite.Key{key(1000), key(1000)}, []rewrite.Measure{count}, true},
 		{"median per month", []rewrite.Key{key(60)}, []rewrite.Measure{quant}, false},
+		{"median per week", []rewrite.Key{key(261)}, []rewrite.Measure{quant}, false},
 		{"median per day", []rewrite.Key{key(1827)}, []rewrite.Measure{quant}, true},
 	} {
 		err := checkAnswerCells(&rewrite.Plan{Keys: c.keys, Measures: c.ms})

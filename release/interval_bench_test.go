@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -29,14 +30,41 @@ func cpuNow(b *testing.B) int64 {
 // reports the process CPU per answer (cpu-ms/op), which with -cpu 1 is
 // what one answer costs the proxy.
 func BenchmarkRelease_AvgDayDepartment(b *testing.B) {
+	benchRelease(b, "SELECT date_trunc('day', visit_date) AS day, department, AVG(cost) FROM visits GROUP BY 1, 2")
+}
+
+// BenchmarkRelease_WorstAccepted is near the largest answer over public keys
+// that checkAnswerCells accepts (maxAnswerCells noisy cells): the 12,789
+// day × department groups with an average and a count (four
+// measurements, about 51,000 cells). Its cpu-ms/op is the proxy CPU of the
+// worst accepted many-group answer (issue 27: at most 1 s).
+func BenchmarkRelease_WorstAccepted(b *testing.B) {
+	benchRelease(b, "SELECT date_trunc('day', visit_date) AS day, department, AVG(cost), COUNT(*) FROM visits GROUP BY 1, 2")
+}
+
+// BenchmarkRelease_QuantileGroups is near the largest grouped quantile
+// answer checkAnswerCells accepts: a median per week of five years (261
+// groups; up to 600 are accepted), each an exact exponential mechanism over
+// 2¹⁴ buckets.
+func BenchmarkRelease_QuantileGroups(b *testing.B) {
+	benchRelease(b, "SELECT date_trunc('week', visit_date) AS w, percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits GROUP BY 1")
+}
+
+// benchRelease releases query end to end over a fake upstream and reports
+// the process CPU per answer.
+func benchRelease(b *testing.B, query string) {
 	ds, err := policy.Load("../internal/testdata/hospital.yaml")
 	if err != nil {
 		b.Fatal(err)
 	}
-	plan, err := rewrite.RewriteWith(ds, "SELECT date_trunc('day', visit_date) AS day, department, AVG(cost) FROM visits GROUP BY 1, 2", rewrite.Options{})
+	plan, err := rewrite.RewriteWith(ds, query, rewrite.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
+	if err := checkAnswerCells(plan); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%d measurements", len(plan.Measures))
 	groups, err := groupKeys(plan.Keys)
 	if err != nil {
 		b.Fatal(err)
@@ -45,9 +73,20 @@ func BenchmarkRelease_AvgDayDepartment(b *testing.B) {
 	for g, key := range groups {
 		n := 10 + g%13
 		mean := 300 + float64(g%11)*250
-		row := []*string{s(key[0]), s(key[1])}
+		var row []*string
+		for _, k := range key {
+			row = append(row, s(k))
+		}
 		for _, m := range plan.Measures {
 			switch m.Kind {
+			case rewrite.MeasureQuantile:
+				// n values in distinct buckets spread over the grid.
+				var parts []string
+				step := m.Quantile.Buckets / n
+				for i := range n {
+					parts = append(parts, fmt.Sprintf("%d:1", i*step+g%step))
+				}
+				row = append(row, s(strings.Join(parts, ",")))
 			case rewrite.MeasureSum:
 				row = append(row, s(fmt.Sprintf("%.2f", float64(n)*(mean-10000))))
 			case rewrite.MeasureCount:

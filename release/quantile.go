@@ -304,11 +304,20 @@ func quantileUtilities(counts []int64, q float64, cont bool) []*big.Rat {
 	}
 	a, b := targetRanks(n, q, cont)
 	out := make([]*big.Rat, len(counts))
+	// Buckets with the same distance share one (read-only) value: most of
+	// the 2¹⁴ buckets are empty and share a few, and a big.Rat per bucket
+	// was most of a grouped quantile's CPU (issue 27).
+	shared := map[int64]*big.Rat{}
 	var below int64 // c_<j
 	for j, c := range counts {
 		atOrBelow := below + c
 		d := max(0, below+1-b, a-atOrBelow)
-		out[j] = big.NewRat(-d, 1)
+		u, ok := shared[d]
+		if !ok {
+			u = big.NewRat(-d, 1)
+			shared[d] = u
+		}
+		out[j] = u
 		below = atOrBelow
 	}
 	return out
