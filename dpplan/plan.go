@@ -77,6 +77,10 @@ type Plan struct {
 	// the summed columns by DP (rewrite/autoclip.go, dp.clipping = auto).
 	Clip *AutoClip `json:",omitempty"`
 
+	// RowOps is the per-row work of the plan's WHERE clause (PredWork) and
+	// of the arithmetic and conditions inside its aggregates, in units of
+	// one comparison (work.go).
+	RowOps int `json:",omitempty"`
 	// Work bounds the rows the plan's upstream queries process, from the
 	// policy's declared sizes (work.go); the proxy fixes the answer's time
 	// slot from it before the charge.

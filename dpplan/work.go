@@ -33,6 +33,12 @@ import (
 //     at most its join column's max_rows_per_value, or its N_T when that is
 //     undeclared.
 //
+// Each row also costs the work of its predicates and expressions: a plan's
+// RowOps (the WHERE clause's units, PredWork, plus the arithmetic and CASE
+// conditions inside its aggregates) multiplies the rows by 1 + RowOps/16,
+// a cautious weight (a LIKE of 248 characters, 16.5 units, measured about
+// a third of a row's own cost in the per-unit GROUP BY).
+//
 // A plan reads its tables once, plus once more with automatic bounds (the
 // chosen plan's own query after the combined profile) and once more with
 // automatic clipping (the histogram). The bound is unknown (Rows 0) when a
@@ -75,7 +81,7 @@ func WorkOf(ds *policy.Dataset, p *Plan) Work {
 			return w
 		}
 	}
-	total := rows * float64(w.Scans)
+	total := rows * float64(w.Scans) * (1 + float64(p.RowOps)/16)
 	if total >= float64(maxWorkRows) {
 		w.Rows = maxWorkRows
 	} else {
@@ -141,4 +147,27 @@ func publicFanout(ds *policy.Dataset, j *Join, k int, rows float64) float64 {
 		}
 	}
 	return best
+}
+
+// PredWork is the per-row work of a condition in units of one comparison:
+// 1 per comparison, NULL test, BETWEEN or boolean column, one per eight
+// IN values, and 1 + len/16 for a LIKE or ILIKE (its cost grows with the
+// pattern). The planner bounds a WHERE clause's PredWork (rewrite/build.go)
+// and the work bound counts it (WorkOf).
+func PredWork(p Pred) int {
+	switch x := p.(type) {
+	case nil:
+		return 0
+	case PredBool:
+		return PredWork(x.L) + PredWork(x.R)
+	case PredNot:
+		return PredWork(x.X)
+	case PredIn:
+		return max(1, len(x.Lits)/8)
+	case PredConst:
+		return 0
+	case PredLike:
+		return 1 + len(x.Pattern)/16
+	}
+	return 1
 }

@@ -48,6 +48,8 @@ func TestWorkOf(t *testing.T) {
 		{"automatic bounds: two scans", &Plan{Table: "visits", Auto: &AutoBounds{}}, 500_000, 2, nil},
 		{"automatic bounds and clipping: three", &Plan{Table: "visits", Auto: &AutoBounds{}, Clip: &AutoClip{}}, 750_000, 3, nil},
 		{"undeclared table", &Plan{Table: "labs"}, 0, 1, []string{"labs"}},
+		// Per-row work: 32 units of predicates weigh each row 1 + 32/16 = 3.
+		{"a costly WHERE", &Plan{Table: "visits", RowOps: 32}, 750_000, 1, nil},
 		// 250,000 + 60,000 read, each visit meets 1 patient row.
 		{"visits ⋈ patients", &Plan{Table: "visits", Join: unit("visits", "patients")}, 560_000, 1, nil},
 		// 2 × 250,000 read, each visit meets at most 20 of the same person.
@@ -72,5 +74,25 @@ func TestWorkOf(t *testing.T) {
 	}
 	if w := WorkOf(huge, &Plan{Table: "t", Join: &Join{Shape: JoinUnit, Tables: []JoinTable{{Name: "t"}, {Name: "t"}, {Name: "t"}}, RowsPerUnit: []int{0, 1e6, 1e6}}}); w.Rows != maxWorkRows {
 		t.Errorf("a fan-out of 10¹² over 10¹⁵ rows: %d, want the saturated %d", w.Rows, maxWorkRows)
+	}
+}
+
+// TestPredWork: a condition's per-row units.
+func TestPredWork(t *testing.T) {
+	like := PredLike{Col: "d", Pattern: string(make([]byte, 248))}
+	for _, c := range []struct {
+		p    Pred
+		want int
+	}{
+		{nil, 0},
+		{PredCmp{Col: "a", Op: "=", Lit: "1"}, 1},
+		{PredIn{Col: "a", Lits: make([]string, 20)}, 2},
+		{like, 16},
+		{PredBool{Op: "OR", L: like, R: PredNot{X: PredNull{Col: "a"}}}, 17},
+		{PredConst{V: "TRUE"}, 0},
+	} {
+		if got := PredWork(c.p); got != c.want {
+			t.Errorf("PredWork(%#v) = %d, want %d", c.p, got, c.want)
+		}
 	}
 }

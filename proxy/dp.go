@@ -156,8 +156,13 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 		}
 		return nil, err
 	}
+	// One start for the publish time (release.record waits for it before
+	// the answer enters the cache) and the client's padding, so that an
+	// answer computed within its slot is released at the slot's end, not
+	// at the next doubling.
+	start := time.Now()
 	if slotLen > 0 {
-		req.PublishAt, req.PadStep = time.Now().Add(slotLen), slotLen
+		req.PublishAt, req.PadStep = start.Add(slotLen), slotLen
 	}
 	go func() {
 		defer close(done)
@@ -172,9 +177,12 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 				res, err = nil, pgerr.New(pgerr.InternalError, internalErrorMessage)
 			}
 		}()
-		start := time.Now()
 		res, err = c.srv.cfg.Releaser.Run(rctx, req)
-		c.padResponse(rctx, start, slotLen)
+		ready := time.Now()
+		if res != nil && !res.ReadyAt.IsZero() {
+			ready = res.ReadyAt
+		}
+		c.padResponse(rctx, start, ready, slotLen)
 	}()
 	select {
 	case <-done:
@@ -208,7 +216,7 @@ func (c *conn) remembered(ctx context.Context, req release.Request) (*release.Re
 	if !ok {
 		return nil, false
 	}
-	c.padResponse(ctx, start, c.ds.ResponseTime)
+	c.padResponse(ctx, start, time.Now(), c.ds.ResponseTime)
 	return res, ctx.Err() == nil
 }
 

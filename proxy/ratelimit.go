@@ -73,23 +73,27 @@ func formatRate(rl *config.RateLimit) string {
 }
 
 // padResponse waits until the answer's step of the dataset's ladder of
-// release times (release.PadUntil: start + d, else 2d, 4d, …), so that
-// every DP answer (or error after its charge) of a dataset with a response
-// time shows no more of the work the data made upstream than which step
-// it reached. It returns at once when the statement is cancelled. An
-// answer that took longer than d is logged (without values), so the
-// steward can raise the setting.
-func (c *conn) padResponse(ctx context.Context, start time.Time, d time.Duration) {
+// release times (release.PadUntil: start + d, else 2d, 4d, …), the step
+// that ready (when the answer was computed) reached, so that every DP
+// answer (or error after its charge) of a dataset with a response time
+// shows no more of the work the data made upstream than which step it
+// reached. It returns at once when the statement is cancelled. An answer
+// that took longer than d is logged (without values), so the steward can
+// raise the setting.
+func (c *conn) padResponse(ctx context.Context, start, ready time.Time, d time.Duration) {
 	if d <= 0 {
 		return
 	}
-	now := time.Now()
-	until := release.PadUntil(start, d, now)
+	until := release.PadUntil(start, d, ready)
 	if until.Sub(start) > d {
-		c.log.Warn("dp answer took longer than the dataset's response_time; padded to the next step",
-			zap.Duration(logKeyDuration, now.Sub(start)), zap.Duration("padded_to", until.Sub(start)))
+		c.log.Warn("dp answer took longer than its time slot; padded to the next step",
+			zap.Duration(logKeyDuration, ready.Sub(start)), zap.Duration("padded_to", until.Sub(start)))
 	}
-	t := time.NewTimer(until.Sub(now))
+	left := time.Until(until)
+	if left <= 0 {
+		return
+	}
+	t := time.NewTimer(left)
 	defer t.Stop()
 	select {
 	case <-t.C:

@@ -140,3 +140,53 @@ func TestResponseTime_Padding(t *testing.T) {
 		t.Fatalf("padded gap %v, want ≤ 100ms (unpadded %v)", padGap, rawGap)
 	}
 }
+
+// publishingReleaser behaves as release.Releaser does with a publish
+// time: the answer is computed after delay (ReadyAt), then waits for
+// Request.PublishAt before it is recorded (here a 20ms ledger write).
+type publishingReleaser struct {
+	fakeReleaser
+	delay time.Duration
+}
+
+func (p *publishingReleaser) Run(ctx context.Context, req release.Request) (*release.Result, error) {
+	time.Sleep(p.delay)
+	res, err := p.fakeReleaser.Run(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	res.ReadyAt = time.Now()
+	time.Sleep(time.Until(release.PadUntil(req.PublishAt.Add(-req.PadStep), req.PadStep, res.ReadyAt)))
+	time.Sleep(20 * time.Millisecond)
+	return res, nil
+}
+
+// TestResponseTime_OneSlot: an answer computed within its time slot, which
+// the release holds back until the slot's end before recording it, reaches
+// the client at the slot's end, not at the next doubling (an attack review
+// of issue 27 saw every fresh answer padded twice: 500 ms slots answered
+// at 1 s); one computed after its slot goes to the next doubling.
+func TestResponseTime_OneSlot(t *testing.T) {
+	const pad = 400 * time.Millisecond
+	for _, c := range []struct {
+		work     time.Duration
+		min, max time.Duration
+	}{
+		{100 * time.Millisecond, pad, pad + 250*time.Millisecond},
+		{500 * time.Millisecond, 2 * pad, 2*pad + 250*time.Millisecond},
+	} {
+		rel := &publishingReleaser{delay: c.work}
+		ts := startServer(t, serverOpts{mutate: func(cfg *Config) {
+			cfg.Releaser = rel
+			cfg.Datasets["hospital"].ResponseTime = pad
+		}})
+		pc := ts.connect(t)
+		start := time.Now()
+		if _, err := execAll(t, pc, "SELECT COUNT(*) FROM visits"); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d < c.min || d > c.max {
+			t.Errorf("work %v: answered after %v, want within [%v, %v]", c.work, d, c.min, c.max)
+		}
+	}
+}

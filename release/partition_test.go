@@ -213,3 +213,36 @@ func TestExplain_PartitionSelection(t *testing.T) {
 		}
 	}
 }
+
+// TestRun_PartitionSelection_NoGroupKept: a grouped AVG and STDDEV over a
+// private key whose every group is too small to pass the threshold
+// releases no row and says so: no error after the charge (it panicked on
+// the half-width of no group: an incident that suspended honest analysts,
+// found by the attack review of issue 27).
+func TestRun_PartitionSelection_NoGroupKept(t *testing.T) {
+	ds := loadPolicy(t)
+	for _, q := range []string{
+		"SELECT diagnosis, AVG(cost) FROM visits GROUP BY diagnosis",
+		"SELECT diagnosis, STDDEV(cost) FROM visits GROUP BY diagnosis",
+	} {
+		plan := mustRewrite(t, ds, q)
+		// Rows: key, the measures, the group's distinct units (one).
+		row := []*string{s("rare")}
+		for range plan.Measures {
+			row = append(row, s("3"))
+		}
+		row = append(row, s("1"))
+		led := &memLedger{limit: 3}
+		// With δ = 1e-9 a group of one unit is kept with probability
+		// below 1e-9 (the threshold's guarantee): the test falsely fails
+		// with at most that probability.
+		res, err := newTestReleaser(t, led, 7).Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 0.01, Delta: 1e-9,
+			Mechanism: policy.MechanismLaplace, Upstream: &fakeUpstream{rows: [][]*string{row}}})
+		if err != nil {
+			t.Fatalf("%s: Run: %v", q, err)
+		}
+		if len(res.Rows) != 0 || !strings.Contains(res.Notice, "no group released") || len(led.incidents) != 0 {
+			t.Fatalf("%s: rows %v, notice %q, incidents %d", q, rowsText(res.Rows), res.Notice, len(led.incidents))
+		}
+	}
+}

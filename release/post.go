@@ -406,6 +406,12 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 				hw, _ = groupHalfWidths(req.Plan, ms, floatRows(noisy))
 			}
 			perGroup = hw[v]
+			if len(perGroup) == 0 {
+				// Partition selection kept no group: no cell, no width
+				// (slices.Max of nothing panicked after the charge).
+				parts = append(parts, fmt.Sprintf("no group released (%s, %s)", o.Name, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
+				continue
+			}
 		case dpplan.OutputQuantile:
 			parts = append(parts, quantileErrorText(o, ms[o.Measure].quant, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
 			continue

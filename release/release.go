@@ -135,6 +135,12 @@ type Result struct {
 	// ledger (the answer cache key): for the audit log and metrics.
 	Cost        accountant.Spent
 	Fingerprint string
+	// ReadyAt is when the answer was computed, before it waited for its
+	// publish time (Request.PublishAt): the proxy pads the answer to the
+	// step of the time ladder this moment reached (PadUntil), not to the
+	// moment Run returned, which is after the publish time and the ledger
+	// write. Zero for a cached answer.
+	ReadyAt time.Time
 }
 
 // storedAnswer is what the ledger keeps of a released answer: exactly what
@@ -355,6 +361,7 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	// 6. Record the released answer. The charge is already durable; a failure
 	// to store the answer does not withhold it (the analyst has paid). Only
 	// a recorded answer enters the in-memory cache.
+	out.ReadyAt = time.Now()
 	r.record(ctx, req, key, res, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs})
 	return out, nil
 }

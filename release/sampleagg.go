@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -305,6 +306,7 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (
 	}
 	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, plan, ks)
 	out.Notice = notice(res.Cost, res.Status, false, errs)
+	out.ReadyAt = time.Now()
 	r.record(ctx, req, key, res, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs})
 	return out, nil
 }

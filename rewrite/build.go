@@ -83,6 +83,9 @@ var parsers = sync.Pool{New: func() any {
 	return p
 }}
 
+// maxWhereWork bounds a WHERE clause's per-row work (dpplan.PredWork).
+const maxWhereWork = 256
+
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	orig := stmt
@@ -186,6 +189,13 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 			return nil, err
 		}
 		b.where = w
+		// Every row pays for the WHERE clause: bound its work (issue 27:
+		// 900 ILIKEs of 248 characters cost 0.46 ms per row, seconds per
+		// query that no row count showed).
+		if n := dpplan.PredWork(w); n > maxWhereWork {
+			return nil, b.errAt(sel.Where, "54001", "the WHERE clause is too complex: %d units of work per row, over %d", n, maxWhereWork).
+				WithHint("use fewer conditions or shorter LIKE patterns (each condition is 1 unit, a LIKE 1 per 16 characters of its pattern, an IN list 1 per 8 values)")
+		}
 	}
 	if err := b.groupBy(sel); err != nil {
 		return nil, err
@@ -226,6 +236,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, err
 	}
 	p.MaxGroupsPerUnit = dpplan.MaxGroupsPerUnit(b.table, b.keys)
+	p.RowOps = dpplan.PredWork(b.where) + b.rowOps
 	if b.join == nil {
 		p.RowsPerUnit = b.table.MaxRowsPerUnit
 	}

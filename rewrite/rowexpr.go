@@ -243,19 +243,7 @@ func checkRowLiteral(text string, v *big.Rat) error {
 }
 
 // predSize is the number of comparisons in a condition.
-func predSize(p dpplan.Pred) int {
-	switch x := p.(type) {
-	case dpplan.PredBool:
-		return predSize(x.L) + predSize(x.R)
-	case dpplan.PredNot:
-		return predSize(x.X)
-	case dpplan.PredIn:
-		return max(1, len(x.Lits)/8)
-	case dpplan.PredConst:
-		return 0
-	}
-	return 1
-}
+func predSize(p dpplan.Pred) int { return dpplan.PredWork(p) }
 
 // The bounds above as exact rationals, made once.
 var (
