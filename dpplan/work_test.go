@@ -86,7 +86,8 @@ func TestPredWork(t *testing.T) {
 	}{
 		{nil, 0},
 		{PredCmp{Col: "a", Op: "=", Lit: "1"}, 1},
-		{PredIn{Col: "a", Lits: make([]string, 20)}, 2},
+		{PredIn{Col: "a", Lits: make([]string, 20)}, 1},
+		{PredIn{Col: "a", Lits: make([]string, 20000)}, 21},
 		{like, 16},
 		{PredBool{Op: "OR", L: like, R: PredNot{X: PredNull{Col: "a"}}}, 17},
 		{PredConst{V: "TRUE"}, 0},

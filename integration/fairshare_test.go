@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-var fairDuration = flag.Duration("fair.duration", 15*time.Second, "how long TestFairShare_HeavyAnalyst loads the data server (issue 27 asked for 60 s: go test ./integration -run TestFairShare -fair.duration 60s)")
+var fairDuration = flag.Duration("fair.duration", 60*time.Second, "how long TestFairShare_HeavyAnalyst loads the data server (issue 27: 60 s)")
 
 // The heaviest statements an analyst can run on the demo, as the attack of
 // issue 27 ran them: unit self-joins (the largest fan-out accepted: three

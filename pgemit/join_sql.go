@@ -51,7 +51,22 @@ func joinFromSQL(j *dpplan.Join) string {
 // same in every run; rows without a unit join nothing and are dropped.
 func unitCutSQL(j *dpplan.Join, k int) string {
 	t := j.Tables[k]
-	need := map[string]bool{t.Unit: true}
+	cols := neededColumns(j, k, t.Unit)
+	unit := QuoteIdent(t.Unit)
+	return "(SELECT " + cols + " FROM (SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + unit +
+		" ORDER BY hashtextextended(ROW(" + cols + ")::text, " + selectSalt + "), " + cols + ") AS dp_cut FROM " +
+		QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) + " WHERE " + unit + " IS NOT NULL) AS dp_cut_rows WHERE dp_cut <= " +
+		strconv.Itoa(j.RowsPerUnit[k]) + ")"
+}
+
+// neededColumns is the quoted, sorted, comma-separated list of the columns
+// of table k that a join reads: those the plan uses, those of every join
+// condition that names it, and extra.
+func neededColumns(j *dpplan.Join, k int, extra ...string) string {
+	need := map[string]bool{}
+	for _, c := range extra {
+		need[c] = true
+	}
 	for _, c := range j.Columns {
 		if c.Table == k {
 			need[c.Column] = true
@@ -75,12 +90,7 @@ func unitCutSQL(j *dpplan.Join, k int) string {
 	for i, n := range names {
 		names[i] = QuoteIdent(n)
 	}
-	cols := strings.Join(names, ", ")
-	unit := QuoteIdent(t.Unit)
-	return "(SELECT " + cols + " FROM (SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + unit +
-		" ORDER BY hashtextextended(ROW(" + cols + ")::text, " + selectSalt + "), " + cols + ") AS dp_cut FROM " +
-		QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) + " WHERE " + unit + " IS NOT NULL) AS dp_cut_rows WHERE dp_cut <= " +
-		strconv.Itoa(j.RowsPerUnit[k]) + ")"
+	return strings.Join(names, ", ")
 }
 
 // joinOnSQL is table k's join condition; alias names the tables (dp_t<i> when
@@ -104,35 +114,11 @@ func elasticSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	j := p.Join
 	var from strings.Builder
 	for k, jt := range j.Tables {
-		need := map[string]bool{j.KeyColumn[k]: true}
+		extra := []string{j.KeyColumn[k]}
 		if !jt.Public {
-			need[jt.Unit] = true
+			extra = append(extra, jt.Unit)
 		}
-		for _, c := range j.Columns {
-			if c.Table == k {
-				need[c.Column] = true
-			}
-		}
-		for _, tk := range j.Tables {
-			for _, on := range tk.On {
-				if on.Table == k {
-					need[on.Column] = true
-				}
-			}
-		}
-		for _, on := range jt.On {
-			need[on.Other] = true
-		}
-		var names []string
-		for c := range need {
-			names = append(names, c)
-		}
-		sort.Strings(names)
-		var quoted []string
-		for _, n := range names {
-			quoted = append(quoted, QuoteIdent(n))
-		}
-		cols := strings.Join(quoted, ", ")
+		cols := neededColumns(j, k, extra...)
 		// Each row's place in both orders is fixed per row, like the
 		// random number of the coupling above: one copy of each distinct
 		// row first, then second copies, … (dp_dup, so that a unit's or a
