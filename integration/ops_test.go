@@ -143,6 +143,13 @@ func TestOps_AdminMetricsAuditWindowDashboard(t *testing.T) {
 	moved(`dpproxy_refusals_total{dataset="hospital",reason="not_allowed"}`, 1)
 	moved(`dpproxy_refusals_total{dataset="hospital",reason="bad_setting"}`, 1)
 	moved(`dpproxy_statement_duration_seconds_count{route="dp"}`, 4)
+	// The incident series exist (at 0) before any incident, so an alert on
+	// them is defined from the start.
+	for _, k := range []string{"upstream", "timeout", "result", "panic"} {
+		if _, ok := before[`dpproxy_upstream_incidents_total{dataset="hospital",kind="`+k+`"}`]; !ok {
+			t.Errorf("dpproxy_upstream_incidents_total for kind %s is absent before any incident", k)
+		}
+	}
 	if got := after[`dpproxy_dp_charged_epsilon_total{dataset="hospital"}`] - before[`dpproxy_dp_charged_epsilon_total{dataset="hospital"}`]; got < 0.199 || got > 0.201 {
 		t.Errorf("charged ε moved by %v, want 0.2", got)
 	}

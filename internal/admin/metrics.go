@@ -81,7 +81,7 @@ func NewMetrics(datasets []string) *Metrics {
 	}, []string{"dataset"})
 	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dpproxy_refusals_total",
-		Help: "Statements refused, by dataset and reason (budget_exhausted 53400, rate_limit 53000, not_allowed 42501 — incl. suspensions, not_supported 0A000, syntax 42601, bad_setting 22023).",
+		Help: "Statements refused, by dataset and reason (budget_exhausted 53400, rate_limit 53000 — the rate limit or the DP queue, not_allowed 42501 — incl. suspensions, not_supported 0A000, syntax 42601, bad_setting 22023, too_costly 54000/54001 — over a work, time or size bound).",
 	}, []string{"dataset", "reason"})
 	m.incidents = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dpproxy_upstream_incidents_total", Help: "Errors after a charge (incidents: SECURITY.md G5), by dataset and kind.",
@@ -104,6 +104,11 @@ func NewMetrics(datasets []string) *Metrics {
 		for _, r := range refusalReasons {
 			m.refusals.WithLabelValues(d, r)
 		}
+		// Every kind at 0 from the start, so a dashboard or an alert on the
+		// series sees it before the first incident (issue 31).
+		for _, k := range incidentKinds {
+			m.incidents.WithLabelValues(d, k)
+		}
 	}
 	return m
 }
@@ -111,7 +116,10 @@ func NewMetrics(datasets []string) *Metrics {
 // Registry returns the private registry (for /metrics and collectors).
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-var refusalReasons = []string{"budget_exhausted", "rate_limit", "not_allowed", "not_supported", "syntax", "bad_setting"}
+var refusalReasons = []string{"budget_exhausted", "rate_limit", "not_allowed", "not_supported", "syntax", "bad_setting", "too_costly"}
+
+// incidentKinds are the kinds release records (accountant's incident.kind).
+var incidentKinds = []string{"upstream", "timeout", "result", "noise", "panic"}
 
 func refusalReason(sqlstate string) string {
 	switch sqlstate {
@@ -127,6 +135,8 @@ func refusalReason(sqlstate string) string {
 		return "syntax"
 	case "22023":
 		return "bad_setting"
+	case "54000", "54001":
+		return "too_costly"
 	}
 	return ""
 }
