@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -34,8 +35,8 @@ var heavyQueries = []string{
 // under her load would be an availability failure, not victim's incident.
 func TestFairShare_HeavyAnalyst(t *testing.T) {
 	requireDemo(t)
-	if testing.Short() {
-		t.Skip("-short: loads the data server for -fair.duration")
+	if testing.Short() && !pgtest.InCI() {
+		t.Skip("-short: loads the data server for -fair.duration (never skipped under CI)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *fairDuration+3*time.Minute)
 	defer cancel()

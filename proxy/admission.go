@@ -43,19 +43,19 @@ type admission struct {
 	timeout           time.Duration
 
 	mu      sync.Mutex
-	running map[string]int         // slots held, by analyst
-	total   int                    // slots held
-	live    map[*ticket]struct{}   // the tickets holding slots
-	waiting map[string][]*ticket   // per analyst, in arrival order
-	turns   []string               // analysts with waiters, in turn order
-	waiters map[*ticket]chan error // closed (nil) when admitted
+	running map[string]int       // slots held, by analyst
+	total   int                  // slots held
+	live    map[*ticket]struct{} // the tickets holding slots
+	waiting map[string][]*ticket // per analyst, in arrival order
+	turns   []string             // analysts with waiters, in turn order
 }
 
-// ticket is one admitted statement's slot.
+// ticket is one statement's slot, or its place in the queue.
 type ticket struct {
 	a         *admission
 	analyst   string
-	contended atomic.Bool // another analyst's statement ran meanwhile
+	admitted  chan struct{} // closed when a waiting ticket gets its slot
+	contended atomic.Bool   // another analyst's statement ran meanwhile
 }
 
 func newAdmission(limit, perAnalyst int, timeout time.Duration) *admission {
@@ -71,7 +71,7 @@ func newAdmission(limit, perAnalyst int, timeout time.Duration) *admission {
 	return &admission{
 		limit: limit, perAnalyst: perAnalyst, timeout: timeout,
 		running: map[string]int{}, live: map[*ticket]struct{}{},
-		waiting: map[string][]*ticket{}, waiters: map[*ticket]chan error{},
+		waiting: map[string][]*ticket{},
 	}
 }
 
@@ -85,8 +85,7 @@ func (a *admission) admit(ctx context.Context, analyst string) (*ticket, error) 
 		a.mu.Unlock()
 		return t, nil
 	}
-	ch := make(chan error, 1)
-	a.waiters[t] = ch
+	t.admitted = make(chan struct{})
 	if len(a.waiting[analyst]) == 0 {
 		a.turns = append(a.turns, analyst)
 	}
@@ -97,7 +96,7 @@ func (a *admission) admit(ctx context.Context, analyst string) (*ticket, error) 
 	defer timer.Stop()
 	var err error
 	select {
-	case <-ch:
+	case <-t.admitted:
 		return t, nil
 	case <-timer.C:
 		err = pgerr.New(insufficientResources, "too many DP queries are running on this dataset; this one waited %s for its turn", a.timeout).
@@ -108,12 +107,11 @@ func (a *admission) admit(ctx context.Context, analyst string) (*ticket, error) 
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if _, still := a.waiters[t]; !still {
+	if _, admitted := a.live[t]; admitted {
 		// Admitted as we gave up: the slot is ours; give it back.
 		a.finish(t)
 		return nil, err
 	}
-	delete(a.waiters, t)
 	q := a.waiting[analyst]
 	for i, w := range q {
 		if w == t {
@@ -187,10 +185,8 @@ func (a *admission) finish(t *ticket) {
 		} else {
 			delete(a.waiting, an)
 		}
-		ch := a.waiters[w]
-		delete(a.waiters, w)
 		a.start(w)
-		close(ch)
+		close(w.admitted)
 	}
 }
 

@@ -61,8 +61,10 @@ func TestAdmission_Fair(t *testing.T) {
 	a := newAdmission(2, 2, time.Minute)
 	held := []*ticket{admitNow(t, a, "mallory"), admitNow(t, a, "mallory")}
 	var mu sync.Mutex
-	var order []string
+	var order []string // in the order of admission: each holds its slot until release
+	release := make(chan struct{})
 	var wg sync.WaitGroup
+	queuedNow := 0
 	enqueue := func(analyst string) {
 		wg.Add(1)
 		go func() {
@@ -75,14 +77,16 @@ func TestAdmission_Fair(t *testing.T) {
 			mu.Lock()
 			order = append(order, analyst)
 			mu.Unlock()
+			<-release
 			tk.done()
 		}()
 		// Each waiter queues before the next (arrival order is known).
+		queuedNow++
 		for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 			a.mu.Lock()
-			n := len(a.waiters)
+			n := queued(a)
 			a.mu.Unlock()
-			if n > 0 && waitingOf(a, analyst) > 0 {
+			if n == queuedNow {
 				break
 			}
 		}
@@ -94,6 +98,16 @@ func TestAdmission_Fair(t *testing.T) {
 	for _, tk := range held {
 		tk.done()
 	}
+	// The two freed slots are handed out before anyone gives one back.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := len(order)
+		mu.Unlock()
+		if n >= 2 {
+			break
+		}
+	}
+	close(release)
 	wg.Wait()
 	pos := -1
 	for i, an := range order {
@@ -104,6 +118,16 @@ func TestAdmission_Fair(t *testing.T) {
 	if pos < 0 || pos > 2 {
 		t.Fatalf("alice was served %dth of %d after mallory's queue, want within the first turns: %v", pos+1, len(order), order)
 	}
+}
+
+// queued counts the waiting tickets of every analyst. Called with a.mu
+// held.
+func queued(a *admission) int {
+	n := 0
+	for _, q := range a.waiting {
+		n += len(q)
+	}
+	return n
 }
 
 func waitingOf(a *admission, analyst string) int {
@@ -132,8 +156,8 @@ func TestAdmission_TimeoutAndCancel(t *testing.T) {
 	held.done()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.total != 0 || len(a.waiters) != 0 || len(a.turns) != 0 || len(a.waiting) != 0 {
-		t.Fatalf("left behind: total %d, waiters %d, turns %v", a.total, len(a.waiters), a.turns)
+	if a.total != 0 || queued(a) != 0 || len(a.turns) != 0 || len(a.waiting) != 0 {
+		t.Fatalf("left behind: total %d, waiters %d, turns %v", a.total, queued(a), a.turns)
 	}
 }
 

@@ -97,10 +97,10 @@ type conn struct {
 	// client cancelled (or timed out) has finished in the background; the
 	// session's next DP statement and its end wait for it (dp.go).
 	pendingDP chan struct{}
-	// slot is the DP admission slot the running statement holds when it
+	// ticket is the DP admission slot the running statement holds when it
 	// took one for all its releases (a post-processing statement's
 	// leaves: post.go); nil otherwise, and release takes its own.
-	slot *ticket
+	ticket *ticket
 	// deltaExplicit: the session SET dp.delta (even to 0); otherwise a
 	// smooth or ptr quantile query gets a default δ (dp.go queryDelta).
 	deltaExplicit bool

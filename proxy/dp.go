@@ -132,30 +132,28 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 	} else if ctx.Err() != nil {
 		return nil, statementError(ctx, ctx.Err())
 	}
-	// A slot of the dataset's DP admission (admission.go), before the
+	// The answer's time slot, fixed from the plan before anything waits
+	// or is charged (a plan that cannot fit is refused here).
+	slotLen, err := c.timeSlot(req.Plan)
+	if err != nil {
+		return nil, err
+	}
+	// A ticket of the dataset's DP admission (admission.go), before the
 	// charge: held by the statement (post.go) or taken for this release.
-	slot, own := c.slot, false
-	if slot == nil {
-		var err error
-		if slot, err = c.srv.admissions[c.ds].admit(ctx, c.analyst); err != nil {
+	tk, own := c.ticket, false
+	if tk == nil {
+		if tk, err = c.srv.admissions[c.ds].admit(ctx, c.analyst); err != nil {
 			return nil, err
 		}
 		own = true
 	}
-	req.Contended = slot.contended.Load
+	req.Contended = tk.contended.Load
 	rctx := c.sessCtx
 	if rctx == nil {
 		rctx = context.WithoutCancel(ctx)
 	}
 	var res *release.Result
 	done := make(chan struct{})
-	slotLen, err := c.timeSlot(req.Plan)
-	if err != nil {
-		if own {
-			slot.done()
-		}
-		return nil, err
-	}
 	// One start for the publish time (release.record waits for it before
 	// the answer enters the cache) and the client's padding, so that an
 	// answer computed within its slot is released at the slot's end, not
@@ -167,7 +165,7 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 	go func() {
 		defer close(done)
 		if own {
-			defer slot.done()
+			defer tk.done()
 		}
 		defer func() {
 			// The session's own recover (Server.handle) does not see

@@ -206,12 +206,12 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 		}
 		// One DP admission slot for all the leaves (admission.go),
 		// before any is charged.
-		slot, err := c.srv.admissions[c.ds].admit(ctx, c.analyst)
+		tk, err := c.srv.admissions[c.ds].admit(ctx, c.analyst)
 		if err != nil {
 			return nil, err
 		}
-		c.slot = slot
-		defer func() { c.slot = nil; slot.done() }()
+		c.ticket = tk
+		defer func() { c.ticket = nil; tk.done() }()
 	}
 	// The shadow connection that runs the outer SQL, also before any leaf
 	// is charged: with every catalog connection busy the statement fails
