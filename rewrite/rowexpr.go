@@ -242,9 +242,6 @@ func checkRowLiteral(text string, v *big.Rat) error {
 	return nil
 }
 
-// predSize is the number of comparisons in a condition.
-func predSize(p dpplan.Pred) int { return dpplan.PredWork(p) }
-
 // The bounds above as exact rationals, made once.
 var (
 	maxLiteralRat   = exactRat(maxLiteralMagnitude)
@@ -309,7 +306,7 @@ func (b *builder) rowCase(x *ast.CaseExpr) (rowExpr, error) {
 		// A condition's comparisons and LIKEs count towards maxRowOps
 		// too: they are evaluated per row (on the rows an enclosing CASE
 		// selects, for a nested CASE).
-		b.rowOps += predSize(c)
+		b.rowOps += dpplan.PredWork(c)
 		s.WriteString(" WHEN " + pgemit.PredSQL(c) + " THEN " + v.sql)
 		ivs = append(ivs, v.iv)
 		depth = max(depth, v.divDepth)
