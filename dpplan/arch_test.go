@@ -14,7 +14,11 @@ import (
 // pgemit themselves), never by release, the proxy or anything else that
 // could put unvalidated SQL or bounds into a plan (the security invariant:
 // only SQL our emitter wrote from a validated plan reaches the data).
-// Other packages read plans; tests may build them.
+// Other packages read plans; tests may build them. The exceptions emit,
+// never build: the calibration (release/calibrate.go) emits a validated
+// plan's SQL again for the quantile parameters it calibrated (method, β,
+// proposed bound), and release/verify.go emits every query of a plan to
+// check it is exactly the emitter's.
 func TestArch_OnlyRewriteBuildsPlans(t *testing.T) {
 	forbidden := regexp.MustCompile(`(^|[^*\w.])(dpplan|rewrite)\.(Plan|Pred|Cond|Join|SampleAgg|AutoClip|AutoBounds)\{|\bdpplan\.(SetSource|NewAutoClip|NewAutoBounds)\(|\bpgemit\.(SQL|ProfileSQL|ClipSQL)\(`)
 	root := filepath.Join("..")
@@ -41,6 +45,10 @@ func TestArch_OnlyRewriteBuildsPlans(t *testing.T) {
 		checked++
 		for i, line := range strings.Split(string(src), "\n") {
 			code, _, _ := strings.Cut(line, "//")
+			if rel == filepath.Join("release", "calibrate.go") && strings.Contains(code, "pgemit.SQL(t, c, where)") ||
+				rel == filepath.Join("release", "verify.go") && strings.Contains(code, "pgemit.") && !strings.Contains(code, "dpplan.") {
+				continue
+			}
 			if m := forbidden.FindString(code); m != "" {
 				t.Errorf("%s:%d: %s outside the planner: only rewrite builds plans", rel, i+1, m)
 			}

@@ -2,6 +2,12 @@
 
 package dpplan
 
+import (
+	"strconv"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
+
 // AutoBounds is what release needs to choose a plan's rows per unit.
 type AutoBounds struct {
 	// Candidates are the rows per unit to choose from, ascending; the
@@ -32,8 +38,14 @@ type AutoClip struct {
 	// of that side's edges at or below the value) and the number of
 	// units, all as text.
 	SQL string
-	// replan plans the statement with other bounds (nil: the declared).
-	replan func(bounds []ClipBounds) (*Plan, error)
+
+	// stmt and opts are what the planner planned (the analyst's
+	// statement and the session's options, without AutoClip): release
+	// asks its planner (release.Config.Planner) to plan them again under
+	// the chosen bounds (WithClipBounds). Not part of the canonical plan:
+	// the SQL and the columns are.
+	stmt string
+	opts Options
 }
 
 // ClipColumn is a summed column of the plan with its declared bounds and
@@ -55,13 +67,45 @@ type ClipBounds struct {
 }
 
 // NewAutoClip returns the auto clipping of a plan: its columns, the
-// histogram's SQL, and replan, which plans the statement with other bounds.
-func NewAutoClip(cols []ClipColumn, sql string, replan func(bounds []ClipBounds) (*Plan, error)) *AutoClip {
-	return &AutoClip{Columns: cols, SQL: sql, replan: replan}
+// histogram's SQL, and the statement and options it was planned from.
+func NewAutoClip(cols []ClipColumn, sql, stmt string, opts Options) *AutoClip {
+	opts.AutoClip = false
+	return &AutoClip{Columns: cols, SQL: sql, stmt: stmt, opts: opts}
 }
 
-// Replan returns the statement planned with bounds (one per column, each
-// inside the declared range) in place of the declared ones.
-func (a *AutoClip) Replan(bounds []ClipBounds) (*Plan, error) {
-	return a.replan(bounds)
+// Statement returns what the plan was planned from: the statement and the
+// session's options (without AutoClip).
+func (a *AutoClip) Statement() (string, Options) { return a.stmt, a.opts }
+
+// WithClipBounds returns a copy of ds whose table has the chosen bounds
+// (one per column of cols, each inside the declared range) in place of the
+// declared ones; ds itself is shared and never changed.
+func WithClipBounds(ds *policy.Dataset, table string, cols []ClipColumn, bounds []ClipBounds) *policy.Dataset {
+	d := *ds
+	d.Tables = make(map[string]*policy.Table, len(ds.Tables))
+	for name, t := range ds.Tables {
+		d.Tables[name] = t
+	}
+	t := *ds.Tables[table]
+	t.Columns = make(map[string]*policy.Column, len(t.Columns))
+	for name, c := range ds.Tables[table].Columns {
+		t.Columns[name] = c
+	}
+	for i, col := range cols {
+		if i >= len(bounds) {
+			break
+		}
+		c := *t.Columns[col.Column]
+		c.LowerNum, c.UpperNum = bounds[i].Lower, bounds[i].Upper
+		c.Lower, c.Upper = BoundText(bounds[i].Lower), BoundText(bounds[i].Upper)
+		t.Columns[col.Column] = &c
+	}
+	d.Tables[table] = &t
+	return &d
+}
+
+// BoundText writes a bound as a plain decimal (no exponent), as policy
+// bounds are written.
+func BoundText(x float64) string {
+	return strconv.FormatFloat(x, 'f', -1, 64)
 }

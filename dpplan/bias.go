@@ -15,7 +15,7 @@ func SummedColumns(t *policy.Table, p *Plan) []*policy.Column {
 	var out []*policy.Column
 	seen := map[string]bool{}
 	for _, m := range p.Measures {
-		if (m.Kind != MeasureSum && m.Kind != MeasureSumSq) || m.Expr != "" || m.Column == "" || seen[m.Column] {
+		if (m.Kind != MeasureSum && m.Kind != MeasureSumSq) || m.Expr != nil || m.Column == "" || seen[m.Column] {
 			continue
 		}
 		c, ok := t.Columns[m.Column]

@@ -1,9 +1,11 @@
 // Package dpplan holds the plan of a DP query: what is measured and how
 // much one privacy unit can change it, and the bounds math over it. It is
 // the privacy-critical core of the rewriter. The L∞ and L1 bounds it
-// holds are computed by the planner (rewrite/build_bounds.go, rowexpr.go,
-// centre.go, join_shape.go) with this package's functions and package
-// sensitivity; a review of the bounds reads those files with this one.
+// holds are computed by the planner (rewrite/build_bounds.go, centre.go,
+// join_shape.go) with this package's functions and package sensitivity;
+// a review of the bounds reads those files with this one. Expressions
+// inside aggregates are a typed row value (value.go) whose interval this
+// package computes; release re-checks every sum's range against it.
 //
 // Files:
 //
@@ -32,12 +34,18 @@
 //	              by the planner; package pgemit writes it as SQL.
 //	expr.go       Expr and Cond: arithmetic over aggregates and HAVING,
 //	              evaluated on released values (post-processing).
+//	value.go      Privacy-critical: Value, the typed per-row value inside
+//	              an aggregate (columns, constants, + − × ÷, CASE,
+//	              COALESCE, LEAST, GREATEST, ABS, NULLIF), its interval
+//	              (ValueInterval: the soundness argument and the limits on
+//	              constants, magnitudes and divisions) and work (ValueOps).
+//	fingerprint.go  Fingerprint: the hash of the canonical plan.
 //
 // It imports only policy and sensitivity (interval arithmetic): never the
 // planner (package rewrite) nor the emitter (package pgemit), which both
 // import it. It does no I/O and no logging and builds no SQL beyond the
-// SQL fragments that are plan data (Measure.Expr, Measure.Filter,
-// Measure.Outside, Plan.SQL, written by the planner and the emitter).
+// SQL fragments that are plan data (Measure.Outside, Plan.SQL, written by
+// the emitter; the literals of Pred nodes, written by the planner).
 //
 // Package rewrite re-exports the plan's types and constants as aliases
 // (rewrite.Plan = dpplan.Plan, …) for its callers.

@@ -202,13 +202,13 @@ type Measure struct {
 	// Lower, Upper are the clamping bounds of a sum's column (0 for counts),
 	// or for an expression the interval of its values, rounded outwards.
 	Lower, Upper float64
-	// Expr, when not "", is the per-row value (emitted SQL of an
-	// expression inside the aggregate, every column in it clamped; see
-	// rewrite/rowexpr.go): sums sum it, counts count its non-NULL values.
-	Expr string `json:",omitempty"`
-	// Filter, when not "", is the SQL of the aggregate's FILTER (WHERE …)
-	// condition: rows where it is not true add nothing to the measure.
-	Filter string `json:",omitempty"`
+	// Expr, when not nil, is the per-row value: an expression inside the
+	// aggregate (value.go), every column in it clamped; sums sum it,
+	// counts count its non-NULL values.
+	Expr *Value `json:",omitempty"`
+	// Filter, when not nil, is the aggregate's FILTER (WHERE …) condition:
+	// rows where it is not true add nothing to the measure.
+	Filter Pred `json:",omitempty"`
 	// Centre, when not "", makes a sum (sum of squares) a normalized sum:
 	// of x − Centre (of (x − Centre)²), with Centre the midpoint of
 	// [Lower, Upper] as an exact decimal. Used for AVG and the variance

@@ -9,7 +9,7 @@ import (
 )
 
 // SampleValueKey marks an input of the sample-and-aggregate SQL that is a
-// row value (its SQL follows) rather than a column name: policy names
+// row value (SampleCall.ValueKey) rather than a column name: policy names
 // cannot contain a NUL byte (PostgreSQL identifiers cannot).
 const SampleValueKey = "\x00"
 
@@ -37,6 +37,9 @@ type SampleAgg struct {
 	BlockUnits int
 	// CountShare is the share of the query's ε (and δ) for the count.
 	CountShare float64
+	// Calls are the statistics, one per MeasureSampleAgg measure, in
+	// order: what the SQL computes per block.
+	Calls []SampleCall
 }
 
 // ChooseBlocks returns the block count for a noisy unit count: the largest
@@ -80,14 +83,18 @@ type SampleCall struct {
 	Y, X         string // PostgreSQL's argument order: f(Y, X)
 	Lower, Upper float64
 	// Q, Value: a quantile (rewrite/quantile_expr.go: Fn is percentile_cont,
-	// percentile_disc, min or max) of the row value, Q its fraction.
-	Q, Value string
+	// percentile_disc, min or max) of the row value, Q its fraction ("" for
+	// min and max); Float casts the value to float8 (percentile_cont
+	// computes in float8).
+	Q     string
+	Value *Value `json:",omitempty"`
+	Float bool   `json:",omitempty"`
 }
 
 // Label names the statistic in EXPLAIN: f(y, x), or fn(q) of the value.
 func (s SampleCall) Label() string {
 	switch {
-	case s.Value == "":
+	case s.Value == nil:
 		return s.Fn + "(" + s.Y + ", " + s.X + ")"
 	case s.Q != "":
 		return s.Fn + "(" + s.Q + ") of " + s.Y
@@ -98,10 +105,20 @@ func (s SampleCall) Label() string {
 // Inputs are the keys of the statistic's inputs: its two columns, or its
 // row value.
 func (s SampleCall) Inputs() []string {
-	if s.Value != "" {
-		return []string{SampleValueKey + s.Value}
+	if s.Value != nil {
+		return []string{s.ValueKey()}
 	}
 	return []string{s.Y, s.X}
+}
+
+// ValueKey is the input key of a quantile statistic's row value: equal
+// keys mean equal SQL.
+func (s SampleCall) ValueKey() string {
+	f := "n"
+	if s.Float {
+		f = "f"
+	}
+	return SampleValueKey + f + s.Value.String()
 }
 
 // HMACPads returns the HMAC-SHA-256 key pads K⊕ipad and K⊕opad (RFC 2104;

@@ -10,11 +10,8 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// BoundText writes a bound as a plain decimal (no exponent), as policy
-// writes declared bounds.
-func BoundText(x float64) string {
-	return strconv.FormatFloat(x, 'f', -1, 64)
-}
+// BoundText writes a bound as a plain decimal (dpplan.BoundText).
+func BoundText(x float64) string { return dpplan.BoundText(x) }
 
 // ClipSQL is the histogram query (see the file comment): one scan of the
 // rows the plan reads, each unit's largest and smallest clamped value per

@@ -144,7 +144,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 			}
 		case m.Kind == dpplan.MeasureCount && !hasRow[i]:
 			agg = append(agg, "COUNT(*) AS dp_n"+n)
-		case m.Kind == dpplan.MeasureCount, m.Kind == dpplan.MeasureUnits && m.Filter != "":
+		case m.Kind == dpplan.MeasureCount, m.Kind == dpplan.MeasureUnits && m.Filter != nil:
 			agg = append(agg, "COUNT("+x+") AS dp_n"+n)
 		case m.Kind == dpplan.MeasureUnits:
 			// 1 per (unit, group): nothing to aggregate.
@@ -173,7 +173,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 			}
 		case dpplan.MeasureUnits:
 			v = "1"
-			if m.Filter != "" {
+			if m.Filter != nil {
 				v = "CASE WHEN dp_n" + n + " > 0 THEN 1 ELSE 0 END"
 			}
 			if mode == dpplan.GroupsScale {
@@ -395,8 +395,8 @@ func rowValue(t *policy.Table, m dpplan.Measure, centred bool) string {
 	case dpplan.MeasureQuantile:
 		v = quantileValueSQL(t, m)
 	case dpplan.MeasureSum, dpplan.MeasureSumSq:
-		if m.Expr != "" {
-			v = m.Expr
+		if m.Expr != nil {
+			v = ValueSQL(m.Expr)
 			if centre {
 				v = "(" + v + " - " + NumericConst(m.Centre) + ")"
 			}
@@ -411,11 +411,11 @@ func rowValue(t *policy.Table, m dpplan.Measure, centred bool) string {
 			}
 			v = "CASE WHEN " + c + " IS NULL THEN NULL ELSE " + v + " END"
 		}
-		if m.Expr != "" && m.Kind == dpplan.MeasureSumSq {
+		if m.Expr != nil && m.Kind == dpplan.MeasureSumSq {
 			v = v + " * " + v
 		}
 	case dpplan.MeasureUnits:
-		if m.Filter == "" {
+		if m.Filter == nil {
 			return ""
 		}
 		v = QuoteIdent(t.UnitColumn)
@@ -426,18 +426,18 @@ func rowValue(t *policy.Table, m dpplan.Measure, centred bool) string {
 		return "CASE WHEN " + m.Outside + " THEN 1 ELSE 0 END"
 	case dpplan.MeasureCount:
 		switch {
-		case m.Expr != "":
-			v = m.Expr
+		case m.Expr != nil:
+			v = ValueSQL(m.Expr)
 		case m.Column != "":
 			v = QuoteIdent(m.Column)
-		case m.Filter != "":
+		case m.Filter != nil:
 			v = "1"
 		default:
 			return ""
 		}
 	}
-	if m.Filter != "" {
-		v = "CASE WHEN " + m.Filter + " THEN " + v + " END"
+	if m.Filter != nil {
+		v = "CASE WHEN " + PredSQL(m.Filter) + " THEN " + v + " END"
 	}
 	return v
 }

@@ -5,8 +5,7 @@
 // SQL's shape, quotes every policy name and writes its own constants; the
 // fragments that are plan data were written by the planner from
 // validated AST nodes, with names quoted and literals re-encoded, never
-// analyst text pasted: Measure.Expr (rewrite/rowexpr.go), Measure.Filter
-// (filter.go), Measure.Outside (bias.go), the literals of WHERE conditions
+// analyst text pasted: Measure.Outside (bias.go), the literals of WHERE conditions
 // (pred.go, literal.go, likepattern.go) and the constants of key
 // expressions (casekey.go, keyexpr.go, datekey.go). A review of what
 // reaches the database reads this package and those planner files.
@@ -16,6 +15,11 @@
 //	                 by weights or by hash order (its shape in the file
 //	                 comment; the argument in dpplan/bounds.go), keys
 //	                 restricted to their domains, exact numeric sums.
+//	value_sql.go     Privacy-critical: ValueSQL, a row value (dpplan.Value,
+//	                 the expression inside an aggregate) with every column
+//	                 and quotient clamped to the interval dpplan computed;
+//	                 RatConst and DecimalText, exact numeric constants.
+//	size.go          CheckSize: the emitted SQL's size limit.
 //	join_sql.go      Privacy-critical: the joined relation bounded after
 //	                 the join, and the elastic SQL of key joins.
 //	quantile_sql.go  Privacy-critical: quantile measures: bucket counts

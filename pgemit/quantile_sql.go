@@ -11,10 +11,50 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
+// The SQL of the smooth and ptr quantile methods (SET
+// dp.quantile_method); see also release/quantile.go, release/calibrate.go
+// (β and the proposed bound) and noise/smooth.go.
+//
+// # Order statistics and their stability
+//
+// Let x_1 ≤ … ≤ x_n be the group's clamped, bounded values, with the
+// sentinels x_i = lower for i < 1 and x_i = upper for i > n. The released
+// function f is PostgreSQL's quantile, x_a for percentile_disc/MIN/MAX
+// (a = b = max(1, ⌈q·n⌉)) and x_a + (h − a)(x_b − x_a) for percentile_cont
+// (h = 1 + q(n−1), a = ⌊h⌋, b = ⌈h⌉); so f(x) ∈ [x_a, x_b].
+//
+// After d added or removed values (A added, D removed), the order
+// statistics of y satisfy y_i ∈ [x_{i−A}, x_{i+D}], and a, b move by at most
+// A up and D down, so f(y) ∈ [x_{a−d}, x_{b+d}]. One unit adds or removes at
+// most R = max_rows_per_unit values of a group, hence, with
+//
+//	U_k(x) = x_{b+R(k+1)} − x_{a−R(k+1)}    (k ≥ 0)
+//
+// the local sensitivity at distance k units (the largest local sensitivity
+// of a database k units away) is at most U_k(x), and U_k(y) ≤ U_{k+1}(x) for
+// neighbours y of x. U is computed in SQL from the sorted values.
+//
+// Smooth sensitivity (Nissim, Raskhodnikova, Smith 2007, Def. 2.1 and
+// Prop. 2.2-style construction): S(x) = max_{k≥0} w_k·U_k(x), with
+// w_k = max(e^{−βk}, e^{−100}). S ≥ U_0 ≥ LS, and S(y) ≤ max_k w_k U_{k+1}(x)
+// ≤ e^β·S(x) because w_k ≤ e^β·w_{k+1}: S is a β-smooth upper bound. (The
+// floor e^{−100} keeps the SQL's exp away from underflow and only makes S
+// larger.) The maximum runs over k = 0 … ⌈n/R⌉, after which both ends are
+// sentinels and U_k = upper − lower is constant.
+//
+// Propose-Test-Release (Dwork and Lei 2009): for the proposed bound b the
+// SQL computes D(x) = min{k ≥ 0 : U_k(x) > b}. If U_k(x) ≤ b for k < D(x)
+// then every database within D(x) − 1 units has local sensitivity ≤ b, and
+// D(y) ≥ D(x) − 1 for neighbours (from U_k(y) ≤ U_{k+1}(x)): D has
+// sensitivity 1. D(x) ≥ 1 implies LS(x) ≤ U_0(x) ≤ b. Since b < upper −
+// lower, U_k > b once both ends are sentinels, so D ≤ ⌈n/R⌉.
+//
+// The SQL returns "f;S" (smooth) or "f;D" (ptr) per group, as text.
+
 // quantileValueSQL is the clamped value of a quantile's column as numeric
 // (dates as days since 1970-01-01), NULL when the column is NULL.
 func quantileValueSQL(t *policy.Table, m dpplan.Measure) string {
-	if m.Expr != "" {
+	if m.Expr != nil {
 		return quantileExprValueSQL(m) // rewrite/quantile_expr.go
 	}
 	c := QuoteIdent(m.Column)
@@ -34,7 +74,7 @@ func quantileValueSQL(t *policy.Table, m dpplan.Measure) string {
 // boundConst and boundConstUpper write the policy bounds of the measure's
 // column as numeric constants (dates as day numbers).
 func boundConst(t *policy.Table, m dpplan.Measure) string {
-	if m.Expr != "" {
+	if m.Expr != nil {
 		return formatConst(m.Lower) // the expression's interval, exactly
 	}
 	if m.Quantile.Type == policy.TypeDate {
@@ -44,7 +84,7 @@ func boundConst(t *policy.Table, m dpplan.Measure) string {
 }
 
 func boundConstUpper(t *policy.Table, m dpplan.Measure) string {
-	if m.Expr != "" {
+	if m.Expr != nil {
 		return formatConst(m.Upper)
 	}
 	if m.Quantile.Type == policy.TypeDate {
@@ -114,7 +154,8 @@ func quantileFinalSQL(t *policy.Table, m dpplan.Measure, arr string) string {
 // the expression's SQL clamped to [Lower, Upper] (a no-op by the interval
 // analysis), NULL when it is NULL.
 func quantileExprValueSQL(m dpplan.Measure) string {
-	return "CASE WHEN " + m.Expr + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + m.Expr + ", " +
+	x := ValueSQL(m.Expr)
+	return "CASE WHEN " + x + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + x + ", " +
 		formatConst(m.Lower) + "), " + formatConst(m.Upper) + ") END"
 }
 

@@ -58,8 +58,9 @@ func blockHashSQL(unit string, sa *dpplan.SampleAgg) string {
 // Every choice (rows kept, groups kept) is made per unit from that unit's
 // own rows, in hash order, so adding or removing a unit changes no other
 // unit's kept rows (dpplan/bounds.go, "Guarantee").
-func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dpplan.SampleCall) string {
+func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	sa := p.SampleAgg
+	calls := sa.Calls
 	unit := QuoteIdent(t.UnitColumn)
 	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	if p.Join != nil {
@@ -68,12 +69,16 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dp
 	// Inputs: each distinct column once.
 	var inCols []string
 	inIdx := map[string]int{}
+	valueSQL := map[string]string{} // the SQL of each row-value input
 	for _, s := range calls {
 		for _, c := range s.Inputs() {
 			if _, ok := inIdx[c]; !ok {
 				inIdx[c] = len(inCols)
 				inCols = append(inCols, c)
 			}
+		}
+		if s.Value != nil {
+			valueSQL[s.ValueKey()] = sampleValueSQL(s)
 		}
 	}
 	in := func(c string) string { return "dp_c" + strconv.Itoa(inIdx[c]) }
@@ -94,7 +99,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dp
 	cols = append(cols, blockHashSQL(unit, sa)+" AS dp_hash")
 	var raw []string // the inputs' values, for the row order below
 	for _, c := range inCols {
-		if v, ok := quantileInputSQL(c); ok {
+		if v, ok := valueSQL[c]; ok {
 			cols = append(cols, v+" AS "+in(c)) // rewrite/quantile_expr.go
 			raw = append(raw, v)
 			continue
@@ -172,7 +177,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, calls []dp
 		// ORDER BY inside the call fixes the order in which the float8
 		// aggregate accumulates, so f_b is a function of the block's rows
 		// (without it the last bits depend on the random row order).
-		if s.Value != "" {
+		if s.Value != nil {
 			blocks = append(blocks, sampleQuantileSQL(s, in)+" AS dp_f"+strconv.Itoa(i)) // rewrite/quantile_expr.go
 			continue
 		}
@@ -213,10 +218,16 @@ func formatConst(x float64) string {
 	return "(" + r.FloatString(digits) + ")::numeric"
 }
 
-// quantileInputSQL is the SQL of an input key that is a row value.
-func quantileInputSQL(key string) (string, bool) {
-	v, ok := strings.CutPrefix(key, dpplan.SampleValueKey)
-	return v, ok
+// sampleValueSQL is the SQL of a quantile statistic's row value. With
+// Float (percentile_cont computes in float8) it is rounded to 30 digits
+// first: a numeric below 1e-308 would make the cast raise 22003
+// (sampleagg.go); every value is within the finite interval.
+func sampleValueSQL(s dpplan.SampleCall) string {
+	v := ValueSQL(s.Value)
+	if s.Float {
+		v = "round(" + v + ", 30)::float8"
+	}
+	return v
 }
 
 // sampleQuantileSQL is the block answer of a quantile statistic: PostgreSQL's

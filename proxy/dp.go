@@ -38,7 +38,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		// EXPLAIN: the plan, sensitivities, noise scales and cost, computed
 		// from the policy and the session's settings; no data is read and
 		// no budget spent.
-		cols, rows, err := release.Explain(c.ds.Policy, plan, c.epsilon(), c.queryDelta(plan), c.mechanism())
+		cols, rows, err := release.Explain(c.ds.Policy, plan, c.params(plan))
 		if err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}
@@ -66,16 +66,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		c.log.Info("dp plan explained", zap.String(logKeyFingerprint, fingerprint(logText)), zap.String(logKeyPlanHash, plan.Fingerprint))
 		return rs, nil
 	}
-	req := release.Request{
-		Analyst:   c.analyst,
-		Dataset:   c.ds.Policy,
-		Plan:      plan,
-		Epsilon:   c.epsilon(),
-		Delta:     c.queryDelta(plan),
-		Mechanism: c.mechanism(),
-		Upstream:  c.ds.Upstream,
-		NoCache:   c.noCache(),
-	}
+	req := c.dpRequest(plan)
 	if err := c.srv.allowDP(c.analyst); err != nil {
 		c.log.Warn("dp query refused by the rate limit")
 		return nil, err
@@ -325,12 +316,6 @@ func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error
 	// Session options (dp.output_range, dp.contribution, the TimeZone, …)
 	// are part of the plan cache's key.
 	plan, err = c.srv.plans.plan(c.ds.Policy, text, c.rewriteOptions(), c.srv.rt.rewrite)
-	if err == nil {
-		// The quantile method (SET dp.quantile_method) and the privacy
-		// parameters it needs shape the emitted SQL (plans without
-		// quantiles are returned as they are).
-		plan, err = rewrite.WithQuantiles(plan, c.quantileMethod(), c.epsilon(), c.queryDelta(plan), c.mechanism())
-	}
 	return plan, explain, err
 }
 
@@ -384,33 +369,29 @@ func (tc *dpTextCache) put(ds *policy.Dataset, text string, d dpText) *dpTextCac
 	return tc
 }
 
-// defaultQuantileDeltaShare is the share of the analyst's δ budget that a
-// smooth or ptr quantile query takes when the session has not set
-// dp.delta (issue 16: those methods failed until the analyst set δ by
-// hand): a tenth, so ten such queries fit in the budget's δ.
-const defaultQuantileDeltaShare = 0.1
+// params are the privacy parameters of a DP query under the session's
+// settings (release.QueryDelta picks δ when the session set none).
+func (c *conn) params(plan *rewrite.Plan) release.Params {
+	p := release.Params{Epsilon: c.epsilon(), Delta: c.delta(), Mechanism: c.mechanism(), QuantileMethod: c.quantileMethod()}
+	p.Delta = release.QueryDelta(c.ds.Policy, c.analyst, plan, p, c.deltaExplicit)
+	return p
+}
 
-// queryDelta is the δ of a DP query: the session's dp.delta, or, when the
-// session has not set it, it is 0 and the plan has quantiles by a method that needs δ (smooth, ptr),
-// a tenth of the analyst's δ budget (0 when the budget has none: the
-// query is then refused with a hint, as before). The δ used is charged and
-// shown in the NOTICE like any other.
-func (c *conn) queryDelta(plan *rewrite.Plan) float64 {
-	d := c.delta()
-	if d > 0 || plan == nil || c.deltaExplicit {
-		return d
+// dpRequest is the release of plan for the session's analyst, settings
+// and dataset.
+func (c *conn) dpRequest(plan *rewrite.Plan) release.Request {
+	p := c.params(plan)
+	return release.Request{
+		Analyst:        c.analyst,
+		Dataset:        c.ds.Policy,
+		Plan:           plan,
+		Epsilon:        p.Epsilon,
+		Delta:          p.Delta,
+		Mechanism:      p.Mechanism,
+		QuantileMethod: p.QuantileMethod,
+		Upstream:       c.ds.Upstream,
+		NoCache:        c.noCache(),
 	}
-	switch c.quantileMethod() {
-	case rewrite.QuantileSmooth, rewrite.QuantilePTR:
-	default:
-		return d
-	}
-	for _, m := range plan.Measures {
-		if m.Kind == rewrite.MeasureQuantile {
-			return c.ds.Policy.AnalystBudget(c.analyst).Delta * defaultQuantileDeltaShare
-		}
-	}
-	return d
 }
 
 // resultColumns returns the columns a DP statement will answer with, for

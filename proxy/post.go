@@ -166,11 +166,7 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 		if l.plan == nil {
 			continue
 		}
-		req := release.Request{
-			Analyst: c.analyst, Dataset: c.ds.Policy, Plan: l.plan,
-			Epsilon: c.epsilon(), Delta: c.queryDelta(l.plan), Mechanism: c.mechanism(),
-			Upstream: c.ds.Upstream, NoCache: c.noCache(),
-		}
+		req := c.dpRequest(l.plan)
 		reqs[i] = &req
 		// Every leaf passes the checks made before a charge, and its
 		// work fits the time limit (dp.go timeSlot), before any is
@@ -340,7 +336,7 @@ func (c *conn) explainPost(ctx context.Context, q *rewrite.PostQuery, leaves []p
 			lines = append(lines, "  answered from the policy's public values (no data read, no cost)")
 			continue
 		}
-		_, rows, err := release.Explain(c.ds.Policy, l.plan, c.epsilon(), c.queryDelta(l.plan), c.mechanism())
+		_, rows, err := release.Explain(c.ds.Policy, l.plan, c.params(l.plan))
 		if err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}

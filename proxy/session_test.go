@@ -9,6 +9,7 @@ import (
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/release"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -390,8 +391,9 @@ func TestDP_CacheSetting(t *testing.T) {
 	}
 }
 
-// TestDP_QuantileMethod: SET dp.quantile_method shapes the plan the
-// releaser gets, and a method that needs δ is refused without one.
+// TestDP_QuantileMethod: SET dp.quantile_method reaches the releaser,
+// whose calibration applies it to the plan (release/calibrate.go), and a
+// method that needs δ is refused there without one, before any charge.
 func TestDP_QuantileMethod(t *testing.T) {
 	ts := startServer(t, serverOpts{})
 	pc := ts.connect(t)
@@ -406,23 +408,30 @@ func TestDP_QuantileMethod(t *testing.T) {
 		t.Fatalf("releaser called %d times, want 3", len(reqs))
 	}
 	for i, want := range []string{"exponential", "smooth", "ptr"} {
-		if got := reqs[i].Plan.Measures[0].Quantile.Method; got != want {
-			t.Errorf("request %d: method %s, want %s", i, got, want)
+		if got := reqs[i].QuantileMethod; got != want {
+			t.Errorf("request %d: method %q, want %q", i, got, want)
 		}
 	}
-	if reqs[1].Plan.Fingerprint == reqs[0].Plan.Fingerprint || !strings.Contains(reqs[1].Plan.SQL, "generate_series") {
-		t.Errorf("the smooth plan was not re-emitted")
+	smooth, err := release.CalibratedPlan(reqs[1].Dataset, reqs[1].Plan, release.Params{Epsilon: reqs[1].Epsilon, Delta: reqs[1].Delta,
+		Mechanism: reqs[1].Mechanism, QuantileMethod: reqs[1].QuantileMethod})
+	if err != nil || smooth.Measures[0].Quantile.Method != "smooth" || smooth.Fingerprint == reqs[0].Plan.Fingerprint || !strings.Contains(smooth.SQL, "generate_series") {
+		t.Errorf("the smooth plan was not re-emitted (%v)", err)
 	}
 	if _, err := execAll(t, pc, "SET dp.delta = 0"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := execAll(t, pc, q)
-	var pe *pgconn.PgError
+	if _, err := execAll(t, pc, q); err != nil {
+		t.Fatal(err)
+	}
+	reqs = ts.releaser.requests()
+	last := reqs[len(reqs)-1]
+	if last.QuantileMethod != "ptr" || last.Delta != 0 {
+		t.Fatalf("ptr without δ reached the releaser as method %q, δ %v", last.QuantileMethod, last.Delta)
+	}
+	_, _, err = release.Explain(last.Dataset, last.Plan, release.Params{Epsilon: last.Epsilon, Mechanism: last.Mechanism, QuantileMethod: last.QuantileMethod})
+	var pe *pgerr.Error
 	if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Hint, "dp.delta") {
 		t.Errorf("ptr without δ: %v, want 22023 with a hint on dp.delta", err)
-	}
-	if len(ts.releaser.requests()) != 3 {
-		t.Errorf("a refused query reached the releaser")
 	}
 }
 

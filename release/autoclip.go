@@ -271,7 +271,13 @@ func (r *Releaser) clipPlan(req Request, res []clipResult, reserved []accountant
 	for i, c := range res {
 		bounds[i] = c.bounds
 	}
-	np, err := req.Plan.Clip.Replan(bounds)
+	if r.planner == nil {
+		return nil, nil, nil, false
+	}
+	np, err := r.planner(req.Dataset, req.Plan, bounds)
+	if err == nil {
+		err = verifyPlan(req.Dataset, np) // verify.go
+	}
 	if err != nil || np.PrivateGroups() {
 		return nil, nil, nil, false
 	}

@@ -27,9 +27,13 @@ func (r *Releaser) IsCached(ctx context.Context, req Request) bool {
 
 // Check runs every check Run makes of req before its charge (the
 // settings, the ε floor, the answer's size in noisy cells, partition
-// selection's δ…), so a post-processing statement can refuse all its
-// leaves before charging any (proxy/post.go).
-func Check(req Request) error { return checkRequest(req) }
+// selection's δ, the calibration of every mechanism…), so a
+// post-processing statement can refuse all its leaves before charging any
+// (proxy/post.go). Nothing is sampled.
+func Check(req Request) error {
+	_, err := (&Releaser{}).calibrate(req)
+	return err
+}
 
 // MaxCost is the most Run charges for req: its ε and δ. A query's ε (and
 // δ) are split between its measurements with the shares rounded down

@@ -93,7 +93,7 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 	r := len(plan.Measures) - 1
 	count := -1
 	for i, m := range plan.Measures {
-		if m.Kind == dpplan.MeasureCount && m.Column == "" && m.Expr == "" && m.Filter == "" {
+		if m.Kind == dpplan.MeasureCount && m.Column == "" && m.Expr == nil && m.Filter == nil {
 			count = i
 			break
 		}

@@ -39,7 +39,7 @@ func runAndExplain(t *testing.T, ds *policy.Dataset, sql string, eps, delta floa
 		_, runErr = newTestReleaser(t, led, 14).Run(context.Background(), Request{Analyst: "mallory", Dataset: ds, Plan: plan, Epsilon: eps, Delta: delta, Mechanism: mech, Upstream: up})
 	})
 	dpref.ReturnsWithin(t, time.Second, "Explain", func() {
-		_, _, explainErr = Explain(ds, plan, eps, delta, mech)
+		_, _, explainErr = Explain(ds, plan, Params{Epsilon: eps, Delta: delta, Mechanism: mech})
 	})
 	return runErr, explainErr, len(led.reserved) > 0 || len(up.calls) > 0
 }

@@ -30,13 +30,18 @@ var ExplainColumn = Column{Name: "QUERY PLAN", PGType: "text"}
 // The parameters are checked exactly as Run checks them, so an EXPLAIN
 // fails with the same error the query would (e.g. 22023 for a bad ε). Rows
 // hold one text value each (see ExplainColumn).
-func Explain(ds *policy.Dataset, plan *dpplan.Plan, epsilon, delta float64, mechanism string) ([]Column, [][]*string, error) {
-	req := Request{Dataset: ds, Plan: plan, Epsilon: epsilon, Delta: delta, Mechanism: mechanism, Upstream: noUpstream{}}
-	if err := checkRequest(req); err != nil {
+func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*string, error) {
+	req := Request{Dataset: ds, Plan: plan, Epsilon: p.Epsilon, Delta: p.Delta, Mechanism: p.Mechanism, QuantileMethod: p.QuantileMethod, Upstream: noUpstream{}}
+	mechanism := p.Mechanism
+	// A zero Releaser: its mechanisms use crypto/rand, but Explain never
+	// draws from them.
+	cal, err := (&Releaser{}).calibrate(req) // calibrate.go
+	if err != nil {
 		return nil, nil, err
 	}
+	req, plan = cal.req, cal.req.Plan
 	if plan.SampleAgg != nil {
-		return explainSampleAgg(req) // sampleagg.go
+		return explainSampleAgg(cal) // sampleagg.go
 	}
 	groupsText := "data-dependent (partition selection)"
 	if !plan.PrivateGroups() {
@@ -46,24 +51,7 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, epsilon, delta float64, mech
 		}
 		groupsText = fmt.Sprint(len(groups))
 	}
-	// With auto clipping a tenth of ε chooses the bounds (autoclip.go).
-	clip, rest, err := (&Releaser{}).newClipChoice(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	req.Epsilon = rest
-	// A zero Releaser: its mechanisms use crypto/rand, but Explain never
-	// draws from them.
-	ms, err := (&Releaser{}).mechanisms(req)
-	if err != nil {
-		return nil, nil, err
-	}
-	var sel *selection
-	if plan.PrivateGroups() {
-		if sel, err = (&Releaser{}).newSelection(req, splitBudget(req)); err != nil {
-			return nil, nil, err
-		}
-	}
+	clip, ms, sel := cal.clip, cal.ms, cal.sel
 	var lines []string
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
 
@@ -232,14 +220,14 @@ func explainSensitivity(mechanism string, l0 int, lInf, l1 float64) float64 {
 
 func measureText(m dpplan.Measure) string {
 	arg := m.Column
-	if m.Expr != "" {
+	if m.Expr != nil {
 		arg = "expression"
 	}
 	suffix := ""
 	if m.Centre != "" {
 		suffix += " centred at " + m.Centre
 	}
-	if m.Filter != "" {
+	if m.Filter != nil {
 		suffix += " filtered"
 	}
 	switch {

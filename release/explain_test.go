@@ -35,7 +35,7 @@ func TestExplain_Laplace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cols, rows, err := Explain(ds, plan, 0.4, 0, policy.MechanismLaplace)
+	cols, rows, err := Explain(ds, plan, Params{Epsilon: 0.4, Delta: 0, Mechanism: policy.MechanismLaplace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestExplain_GaussianAndErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rows, err := Explain(ds, plan, 1, 1e-6, policy.MechanismGaussian)
+	_, rows, err := Explain(ds, plan, Params{Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismGaussian})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestExplain_GaussianAndErrors(t *testing.T) {
 		eps, delta float64
 		mech       string
 	}{{0, 0, policy.MechanismLaplace}, {math.NaN(), 0, policy.MechanismLaplace}, {1, 0, policy.MechanismGaussian}, {1, 0, "exponential"}} {
-		_, _, err := Explain(ds, plan, tc.eps, tc.delta, tc.mech)
+		_, _, err := Explain(ds, plan, Params{Epsilon: tc.eps, Delta: tc.delta, Mechanism: tc.mech})
 		if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.InvalidParameterValue {
 			t.Fatalf("Explain(ε=%v, δ=%v, %s) = %v, want 22023", tc.eps, tc.delta, tc.mech, err)
 		}

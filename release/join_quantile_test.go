@@ -44,7 +44,7 @@ func TestRun_PrivateKeyQuantile(t *testing.T) {
 		{rewrite.QuantilePTR, policy.MechanismLaplace, "40.5;5000", 0, 110},
 	} {
 		t.Run(tc.method+"/"+tc.mechanism, func(t *testing.T) {
-			plan, err := rewrite.WithQuantiles(base, tc.method, 1, 1e-6, tc.mechanism)
+			plan, err := withQuantilesTest(ds, base, tc.method, 1, 1e-6, tc.mechanism)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -117,7 +117,7 @@ func TestExplain_ElasticL1(t *testing.T) {
 	// ε = 1 over 2 measures: 0.5 each.
 	want := map[string]float64{"count(*)": 320, "sum(result)": 3200}
 	for _, mech := range []string{policy.MechanismLaplace, policy.MechanismGaussian} {
-		_, rows, err := Explain(ds, plan, 1, 1e-6, mech)
+		_, rows, err := Explain(ds, plan, Params{Epsilon: 1, Delta: 1e-6, Mechanism: mech})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +150,7 @@ func TestExplain_ElasticL1(t *testing.T) {
 	// A quantile over the same join: the exponential method's groups each
 	// get the measure's whole ε (Λ/L∞ = 1), not ε/L0.
 	qp := mustRewrite(t, ds, "SELECT v.kind, percentile_cont(0.5) WITHIN GROUP (ORDER BY l.result) FROM visits v JOIN labs l ON v.ward_id = l.ward_id GROUP BY v.kind")
-	_, rows, err := Explain(ds, qp, 1, 0, policy.MechanismLaplace)
+	_, rows, err := Explain(ds, qp, Params{Epsilon: 1, Delta: 0, Mechanism: policy.MechanismLaplace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,11 +170,11 @@ func TestExplain_ElasticL1(t *testing.T) {
 		t.Fatal("no quantile measurement in EXPLAIN")
 	}
 	// The smooth method keeps ε/L0 per group (no linear loss argument).
-	sp, err := rewrite.WithQuantiles(qp, rewrite.QuantileSmooth, 1, 1e-6, policy.MechanismLaplace)
+	sp, err := withQuantilesTest(ds, qp, rewrite.QuantileSmooth, 1, 1e-6, policy.MechanismLaplace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rows, err = Explain(ds, sp, 1, 1e-6, policy.MechanismLaplace)
+	_, rows, err = Explain(ds, sp, Params{Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func explainLines(t *testing.T, ds *policy.Dataset, q string, epsilon float64) [
 // explainRows runs Explain and returns its rows.
 func explainRows(t *testing.T, ds *policy.Dataset, plan *rewrite.Plan, epsilon, delta float64, mechanism string) []string {
 	t.Helper()
-	_, rows, err := Explain(ds, plan, epsilon, delta, mechanism)
+	_, rows, err := Explain(ds, plan, Params{Epsilon: epsilon, Delta: delta, Mechanism: mechanism})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -156,7 +156,7 @@ func TestRun_PartitionSelection_NoDelta(t *testing.T) {
 	if len(led.reserved) != 0 || len(up.calls) != 0 {
 		t.Fatalf("refused query reserved %d charges and sent %d queries", len(led.reserved), len(up.calls))
 	}
-	if _, _, err := Explain(ds, plan, 1, 0, policy.MechanismLaplace); err == nil {
+	if _, _, err := Explain(ds, plan, Params{Epsilon: 1, Delta: 0, Mechanism: policy.MechanismLaplace}); err == nil {
 		t.Fatalf("EXPLAIN with δ = 0 accepted")
 	}
 }

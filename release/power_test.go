@@ -43,8 +43,8 @@ import (
 func powerPlan(ds *policy.Dataset, fingerprint string) *rewrite.Plan {
 	vis, _ := ds.Table("visits")
 	dept, _ := vis.Column("department")
-	return &rewrite.Plan{
-		Dataset: "hospital", Table: "visits", SQL: "SELECT /* emitted */",
+	return emitFor(ds, &rewrite.Plan{
+		Dataset: "hospital", Table: "visits",
 		Keys: []rewrite.Key{{Column: "department", Type: policy.TypeText, Domain: dept.PublicValues}},
 		Measures: []rewrite.Measure{
 			{Kind: rewrite.MeasureCount, Integer: true, LInf: 5},
@@ -58,7 +58,7 @@ func powerPlan(ds *policy.Dataset, fingerprint string) *rewrite.Plan {
 			{Name: "sum", Kind: rewrite.OutputSum, Measure: 2, PGType: "numeric"},
 		},
 		MaxGroupsPerUnit: 4, Limit: -1, Fingerprint: fingerprint,
-	}
+	})
 }
 
 // refMeasure is what the formulas say one measure of powerPlan gets.

@@ -188,12 +188,10 @@ func (r *Releaser) newQuantileMech(ms dpplan.Measure, rows, l0 int, epsilon, del
 		m.delta = delta
 		dg := shrinkToFit(delta/float64(l0), func(dg float64) bool { return dg*float64(l0) <= delta })
 		if q.Method == dpplan.QuantileSmooth {
+			// The SQL's S must be β-smooth for the β of this release:
+			// calibrate sets the plan's β to m.smooth.Beta() and emits
+			// the SQL for it (calibrate.go, withSmoothness).
 			m.smooth, err = noise.NewSmoothLaplace(noise.SmoothParams{Epsilon: ge, Delta: dg, Range: ms.Upper - ms.Lower, Rand: r.testOnlyRand})
-			// The SQL's S must be β-smooth for the β of this release
-			// (a smaller β is fine).
-			if err == nil && !(q.Beta > 0 && q.Beta <= m.smooth.Beta()) {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: plan smoothing parameter above the release's")
-			}
 		} else {
 			// Test and release share ε_g equally: (ε_g/2 + ε_g/2, δ_g).
 			half := ge / 2
@@ -433,7 +431,7 @@ func quantileExplain(i int, m *quantileMech) string {
 // quantileSubject names what a quantile measure orders: its column, or
 // "an expression" (rewrite/quantile_expr.go; the SQL line shows it).
 func quantileSubject(ms dpplan.Measure) string {
-	if ms.Expr != "" {
+	if ms.Expr != nil {
 		return "an expression"
 	}
 	return ms.Column

@@ -223,7 +223,7 @@ func TestRun_QuantileSmoothAndPTR(t *testing.T) {
 	base := quantilePlan(t, ds, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits")
 	run := func(method, raw string, delta float64, seed uint64) (*Result, *memLedger, error) {
 		t.Helper()
-		p, err := rewrite.WithQuantiles(base, method, 1, 1e-6, policy.MechanismLaplace)
+		p, err := withQuantilesTest(ds, base, method, 1, 1e-6, policy.MechanismLaplace)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -276,7 +276,7 @@ func TestRun_QuantileSmoothAndPTR(t *testing.T) {
 // others are answered.
 func TestRun_QuantilePTRGrouped(t *testing.T) {
 	ds := loadPolicy(t)
-	p, err := rewrite.WithQuantiles(quantilePlan(t, ds, "SELECT department, MAX(age) FROM visits GROUP BY department"), rewrite.QuantilePTR, 2, 1e-6, policy.MechanismLaplace)
+	p, err := withQuantilesTest(ds, quantilePlan(t, ds, "SELECT department, MAX(age) FROM visits GROUP BY department"), rewrite.QuantilePTR, 2, 1e-6, policy.MechanismLaplace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func ratF(r *big.Rat) float64 { f, _ := r.Float64(); return f }
 // that use it, and EXPLAIN says so.
 func TestExplain_QuantileSmoothDeltaSplit(t *testing.T) {
 	ds := loadPolicy(t)
-	p, err := rewrite.WithQuantiles(quantilePlan(t, ds, "SELECT COUNT(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits"),
+	p, err := withQuantilesTest(ds, quantilePlan(t, ds, "SELECT COUNT(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits"),
 		rewrite.QuantileSmooth, 1, 1e-6, policy.MechanismLaplace)
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +335,7 @@ func TestExplain_QuantileOutputNamesMethod(t *testing.T) {
 		{rewrite.QuantileSmooth, "m0: the order statistic plus noise scaled to its smooth sensitivity", "exponential mechanism"},
 		{rewrite.QuantilePTR, "m0: the order statistic plus Laplace noise of the proposed bound", "exponential mechanism"},
 	} {
-		p, err := rewrite.WithQuantiles(quantilePlan(t, ds, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits"),
+		p, err := withQuantilesTest(ds, quantilePlan(t, ds, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits"),
 			c.method, 1, 1e-6, policy.MechanismLaplace)
 		if err != nil {
 			t.Fatal(err)

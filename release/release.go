@@ -42,9 +42,20 @@ type Upstream interface {
 	Query(ctx context.Context, sql string, args ...any) ([][]*string, error)
 }
 
+// Planner plans a statement again with the clamping bounds release chose
+// by DP (dp.clipping = auto): the statement and options of p.Clip
+// (dpplan.AutoClip.Statement), under ds with the chosen bounds
+// (dpplan.WithClipBounds). rewrite.Replan implements it; release itself
+// never sees the parser.
+type Planner func(ds *policy.Dataset, p *dpplan.Plan, bounds []dpplan.ClipBounds) (*dpplan.Plan, error)
+
 // Config configures a Releaser.
 type Config struct {
 	Ledger accountant.Store
+	// Planner, when not nil, lets automatic clipping answer with the
+	// bounds it chose; without it the declared bounds are kept (the
+	// choice is still charged and reported).
+	Planner Planner
 	// CacheBytes bounds the in-memory answer cache in front of the
 	// ledger's (cache.go); 0 means 32 MiB, a negative value turns the
 	// in-memory cache off (the ledger's cache still answers).
@@ -54,7 +65,8 @@ type Config struct {
 // Releaser is the one path that turns a plan into released numbers:
 // reserve → run → noise → record. Safe for concurrent use.
 type Releaser struct {
-	ledger accountant.Store
+	ledger  accountant.Store
+	planner Planner
 	// answers (nil when off) and statuses: see cache.go.
 	answers  *answerCache
 	statuses *statusCache
@@ -70,7 +82,7 @@ func New(cfg Config) (*Releaser, error) {
 	if cfg.Ledger == nil {
 		return nil, errors.New("release: a ledger is required")
 	}
-	r := &Releaser{ledger: cfg.Ledger, statuses: newStatusCache()}
+	r := &Releaser{ledger: cfg.Ledger, planner: cfg.Planner, statuses: newStatusCache()}
 	switch {
 	case cfg.CacheBytes == 0:
 		r.answers = newAnswerCache(defaultCacheBytes)
@@ -88,7 +100,11 @@ type Request struct {
 	Epsilon   float64 // the query's ε (session dp.epsilon or the policy default)
 	Delta     float64 // the query's δ (Gaussian only)
 	Mechanism string  // policy.MechanismLaplace or policy.MechanismGaussian
-	Upstream  Upstream
+	// QuantileMethod answers the plan's quantile measures by
+	// dpplan.QuantileExponential, QuantileSmooth or QuantilePTR (SET
+	// dp.quantile_method; "" keeps the plan's): calibrate applies it.
+	QuantileMethod string
+	Upstream       Upstream
 	// NoCache skips the answer cache (SET dp.cache = off): the query is
 	// charged and answered afresh.
 	NoCache bool
@@ -109,6 +125,13 @@ type Request struct {
 	// others' load is an availability failure, not the analyst's incident
 	// (incident.go).
 	Contended func() bool
+}
+
+// Params are the privacy parameters of one query, as the session set
+// them (Explain; Run reads the same fields of its Request).
+type Params struct {
+	Epsilon, Delta            float64
+	Mechanism, QuantileMethod string
 }
 
 // Column is one result column.
@@ -200,35 +223,14 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 			return res, err
 		}
 	}
-	// With auto clipping a tenth of ε chooses the clamping bounds
-	// (autoclip.go); the rest goes to the plan.
-	clip, rest, err := r.newClipChoice(req)
+	cal, err := r.calibrate(req) // calibrate.go
 	if err != nil {
 		return nil, err
 	}
-	req.Epsilon = rest
-	ms, err := r.mechanisms(req)
-	if err != nil {
-		return nil, err
-	}
-	var auto *autoChoice
-	if plan.Auto != nil {
-		if auto, err = r.newAutoChoice(req); err != nil { // autobounds.go
-			return nil, err
-		}
-	}
-	var sel *selection
-	if plan.PrivateGroups() {
-		if sel, err = r.newSelection(req, splitBudget(req)); err != nil {
-			return nil, err
-		}
-	}
+	req, plan = cal.req, cal.req.Plan
+	clip, ms, auto, sel, events := cal.clip, cal.ms, cal.auto, cal.sel, cal.events
 
 	// 2. Reserve: durable before any private data is read.
-	events := eventsOf(ms, sel, auto)
-	if clip != nil {
-		events = append([]accountant.Event{clip.event()}, events...)
-	}
 	res, err := r.ledger.Reserve(ctx, accountant.Charge{
 		Analyst:       req.Analyst,
 		Dataset:       req.Dataset.Name,
@@ -385,6 +387,12 @@ func cacheKey(req Request) string {
 	b = strconv.AppendFloat(b, req.Epsilon, 'g', -1, 64)
 	b = append(b, 0)
 	b = strconv.AppendFloat(b, req.Delta, 'g', -1, 64)
+	if m := quantileMethodOf(req); m != "" {
+		// The quantile method calibrate applies (keys of plans answered
+		// by their own method are unchanged).
+		b = append(b, 0)
+		b = strconv.AppendQuote(b, m)
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -552,6 +560,9 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 		if err := checkL1(plan, ms); err != nil {
 			return nil, err
 		}
+		if err := checkMeasureRange(plan, ms); err != nil {
+			return nil, err
+		}
 		epsilon := epsilon
 		var lInf float64
 		switch ms.Kind {
@@ -627,6 +638,37 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 		out[i] = measurement{measure: ms, mech: mech}
 	}
 	return out, nil
+}
+
+// checkMeasureRange cross-checks the planner: the range [Lower, Upper] a
+// sum's sensitivity is computed from must contain every value the SQL can
+// sum, which is the interval of its expression (dpplan.ValueInterval: the
+// emitter clamps every column and quotient in it to the same interval,
+// pgemit.ValueSQL), or its column's bounds in the table the SQL is
+// emitted from.
+func checkMeasureRange(plan *dpplan.Plan, ms dpplan.Measure) error {
+	if ms.Kind != dpplan.MeasureSum && ms.Kind != dpplan.MeasureSumSq {
+		return nil
+	}
+	bad := pgerr.New(pgerr.InternalError, "internal error: plan range narrower than its SQL's")
+	lo, hi := ms.Lower, ms.Upper
+	switch t, _ := dpplan.SourceOf(plan); {
+	case ms.Expr != nil:
+		iv, err := dpplan.ValueInterval(ms.Expr)
+		if err != nil {
+			return bad
+		}
+		if iv.Empty() {
+			return nil
+		}
+		lo, hi = sensitivity.RatDown(iv.Lo), sensitivity.RatUp(iv.Hi)
+	case t != nil && t.Columns[ms.Column] != nil && plan.Join == nil:
+		lo, hi = t.Columns[ms.Column].LowerNum, t.Columns[ms.Column].UpperNum
+	}
+	if !(ms.Lower <= lo && hi <= ms.Upper) {
+		return bad
+	}
+	return nil
 }
 
 // splitDown returns the largest float64 e with m·e ≤ x in exact

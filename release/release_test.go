@@ -16,7 +16,9 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -132,8 +134,8 @@ func loadPolicy(t *testing.T) *policy.Dataset {
 func groupedPlan(ds *policy.Dataset) *rewrite.Plan {
 	vis, _ := ds.Table("visits")
 	dept, _ := vis.Column("department")
-	return &rewrite.Plan{
-		Dataset: "hospital", Table: "visits", SQL: "SELECT /* emitted */",
+	return emitFor(ds, &rewrite.Plan{
+		Dataset: "hospital", Table: "visits",
 		Keys: []rewrite.Key{{Column: "department", Type: policy.TypeText, Domain: dept.PublicValues}},
 		Measures: []rewrite.Measure{
 			{Kind: rewrite.MeasureCount, Integer: true, LInf: 5},
@@ -146,12 +148,28 @@ func groupedPlan(ds *policy.Dataset) *rewrite.Plan {
 			{Name: "avg", Kind: rewrite.OutputAvg, Measure: 1, CountMeasure: 2, PGType: "numeric", Lower: 0, Upper: 20000},
 		},
 		MaxGroupsPerUnit: 4, Limit: -1, Fingerprint: "fp1",
+	})
+}
+
+// emitFor gives a hand-built plan what the planner gives every plan: the
+// emitter's inputs (the policy table with the plan's rows per unit, no
+// WHERE) and the SQL pgemit writes from them, which release verifies
+// (verify.go). The fake upstreams answer whatever the SQL.
+func emitFor(ds *policy.Dataset, p *dpplan.Plan) *dpplan.Plan {
+	pt, _ := ds.Table(p.Table)
+	v := *pt
+	if p.RowsPerUnit == 0 {
+		p.RowsPerUnit = pt.MaxRowsPerUnit
 	}
+	v.MaxRowsPerUnit = p.RowsPerUnit
+	dpplan.SetSource(p, &v, nil)
+	p.SQL = pgemit.SQL(&v, p, nil)
+	return p
 }
 
 func newTestReleaser(t *testing.T, l accountant.Store, seed uint64) *Releaser {
 	t.Helper()
-	r, err := New(Config{Ledger: l})
+	r, err := New(Config{Ledger: l, Planner: rewrite.Replan})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -621,13 +639,14 @@ func TestKeyText(t *testing.T) {
 func TestRun_RowsPerUnitWithinPolicy(t *testing.T) {
 	ds := loadPolicy(t)
 	ungrouped := func(rows int) *rewrite.Plan {
-		return &rewrite.Plan{Dataset: "hospital", Table: "visits", SQL: "SELECT /* emitted */", MaxGroupsPerUnit: 1, RowsPerUnit: rows,
+		return emitFor(ds, &rewrite.Plan{Dataset: "hospital", Table: "visits", MaxGroupsPerUnit: 1, RowsPerUnit: rows,
 			Measures: []rewrite.Measure{{Kind: rewrite.MeasureCount, Integer: true, LInf: float64(rows)}},
-			Outputs:  []rewrite.Output{{Name: "count", Kind: rewrite.OutputCount, Measure: 0, PGType: "int8"}}}
+			Outputs:  []rewrite.Output{{Name: "count", Kind: rewrite.OutputCount, Measure: 0, PGType: "int8"}}})
 	}
 	grouped := groupedPlan(ds)
 	grouped.RowsPerUnit = 20
 	grouped.Measures[0].LInf, grouped.Measures[1].LInf = 20, 20*20000
+	grouped = emitFor(ds, grouped)
 	wideL0 := groupedPlan(ds)
 	wideL0.MaxGroupsPerUnit = 5
 	for name, c := range map[string]struct {

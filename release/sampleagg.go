@@ -190,26 +190,14 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (
 			return res, err
 		}
 	}
-	count, stats, err := r.saMechanisms(req)
+	cal, err := r.calibrate(req) // calibrate.go
 	if err != nil {
 		return nil, err
 	}
-	tau, err := saSelection(req, count)
-	if err != nil {
-		return nil, err
-	}
-	var events []accountant.Event
-	for _, m := range append([]noise.Mechanism{count}, mechs(stats)...) {
-		if m == nil {
-			continue
-		}
-		events = append(events, accountant.Event{Mechanism: m.Name(), Epsilon: m.Epsilon(), Delta: m.Delta(), NoiseMultiplier: m.NoiseMultiplier()})
-	}
-	if tau != nil {
-		events = append(events, accountant.Event{Mechanism: thresholdMechanism, Delta: saThresholdDelta(req)})
-	}
+	req, plan = cal.req, cal.req.Plan
+	count, stats, tau := cal.saCount, cal.saStats, cal.saTau
 	res, err := r.ledger.Reserve(ctx, accountant.Charge{
-		Analyst: req.Analyst, Dataset: req.Dataset.Name, Events: events,
+		Analyst: req.Analyst, Dataset: req.Dataset.Name, Events: cal.events,
 		Fingerprint: key, PolicyVersion: req.Dataset.Version, Policy: req.Dataset,
 	})
 	if err != nil {
@@ -479,18 +467,12 @@ func collectLevels(plan *dpplan.Plan, groups [][]string, rows [][]*string) ([]ma
 // explainSampleAgg is Explain for a sample-and-aggregate plan: the same
 // mechanisms Run would build (never sampled), the rule for k and the SQL
 // with the secret key redacted.
-func explainSampleAgg(req Request) ([]Column, [][]*string, error) {
+func explainSampleAgg(cal *calibration) ([]Column, [][]*string, error) {
+	req := cal.req
 	plan, sa := req.Plan, req.Plan.SampleAgg
-	count, stats, err := (&Releaser{}).saMechanisms(req)
-	if err != nil {
-		return nil, nil, err
-	}
+	count, stats, tau := cal.saCount, cal.saStats, cal.saTau
 	var lines []string
 	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
-	tau, err := saSelection(req, count)
-	if err != nil {
-		return nil, nil, err
-	}
 	var eps, del float64
 	for _, m := range append([]noise.Mechanism{count}, mechs(stats)...) {
 		if m != nil {

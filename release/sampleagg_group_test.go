@@ -153,7 +153,7 @@ func TestRunSampleAgg_PrivateKey(t *testing.T) {
 	}
 
 	// EXPLAIN names the threshold.
-	_, lines, err := Explain(ds, plan, 1, 1e-6, policy.MechanismLaplace)
+	_, lines, err := Explain(ds, plan, Params{Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -529,7 +529,7 @@ func TestAudit_Sensitivity(t *testing.T) {
 		}
 		audited++
 		for _, m := range p.Measures {
-			if m.Expr != "" || m.Filter != "" || m.Centre != "" {
+			if m.Expr != nil || m.Filter != nil || m.Centre != "" {
 				// Expressions (interval arithmetic), FILTER (bounded before
 				// the filter) and normalized sums of AVG/variance.
 				auditedExpr++

@@ -112,7 +112,7 @@ func clipColumns(t *policy.Table, p *Plan) []ClipColumn {
 	// cost > 15000 keeps exactly the rows a bound chosen over all of them
 	// would clamp.
 	for _, m := range p.Measures {
-		if m.Filter != "" && m.Column != "" {
+		if m.Filter != nil && m.Column != "" {
 			keep[m.Column] = true
 		}
 	}
@@ -141,44 +141,22 @@ func addAutoClip(ds *policy.Dataset, stmt string, opts Options, p *Plan) {
 	if len(cols) == 0 {
 		return
 	}
-	table := t.Name
-	keys := p.Keys
-	replan := func(bounds []ClipBounds) (*Plan, error) {
-		o := opts
-		o.AutoClip = false
-		np, err := plan(withBounds(ds, table, cols, bounds), stmt, o)
-		if err == nil && !reflect.DeepEqual(np.Keys, keys) {
-			// Release answers the declared plan's groups; a plan whose
-			// keys moved with the bounds is not the same statement.
-			return nil, errReplanKeys
-		}
-		return np, err
-	}
-	p.Clip = dpplan.NewAutoClip(cols, pgemit.ClipSQL(t, p, where, cols), replan)
+	p.Clip = dpplan.NewAutoClip(cols, pgemit.ClipSQL(t, p, where, cols), stmt, opts)
 }
 
-// withBounds returns a copy of ds whose table has the chosen bounds in
-// place of the declared ones (ds itself is shared and never changed).
-func withBounds(ds *policy.Dataset, table string, cols []ClipColumn, bounds []ClipBounds) *policy.Dataset {
-	d := *ds
-	d.Tables = make(map[string]*policy.Table, len(ds.Tables))
-	for name, t := range ds.Tables {
-		d.Tables[name] = t
+// Replan plans p's statement again with clamping bounds chosen for the
+// columns of p.Clip (one per column, each inside the declared range):
+// release calls it through release.Config.Planner once the bounds are
+// chosen. A plan whose keys moved with the bounds is refused: release
+// answers the declared plan's groups.
+func Replan(ds *policy.Dataset, p *Plan, bounds []ClipBounds) (*Plan, error) {
+	if p.Clip == nil {
+		return nil, errReplanKeys
 	}
-	t := *ds.Tables[table]
-	t.Columns = make(map[string]*policy.Column, len(t.Columns))
-	for name, c := range ds.Tables[table].Columns {
-		t.Columns[name] = c
+	stmt, opts := p.Clip.Statement()
+	np, err := plan(dpplan.WithClipBounds(ds, p.Table, p.Clip.Columns, bounds), stmt, opts)
+	if err == nil && !reflect.DeepEqual(np.Keys, p.Keys) {
+		return nil, errReplanKeys
 	}
-	for i, col := range cols {
-		if i >= len(bounds) {
-			break
-		}
-		c := *t.Columns[col.Column]
-		c.LowerNum, c.UpperNum = bounds[i].Lower, bounds[i].Upper
-		c.Lower, c.Upper = pgemit.BoundText(bounds[i].Lower), pgemit.BoundText(bounds[i].Upper)
-		t.Columns[col.Column] = &c
-	}
-	d.Tables[table] = &t
-	return &d
+	return np, err
 }

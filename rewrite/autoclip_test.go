@@ -66,7 +66,7 @@ func TestAutoClip_Eligible(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	np, err := p.Clip.Replan([]ClipBounds{{Lower: 0, Upper: 625}})
+	np, err := Replan(ds, p, []ClipBounds{{Lower: 0, Upper: 625}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestAutoClip_ReplanKeepsKeys(t *testing.T) {
 						bounds[j] = ClipBounds{Lower: d.Lower, Upper: d.Upper}
 					}
 					bounds[i] = ClipBounds{Lower: edges[lo], Upper: edges[hi]}
-					np, err := p.Clip.Replan(bounds)
+					np, err := Replan(ds, p, bounds)
 					if err != nil {
 						continue // release keeps the declared bounds
 					}

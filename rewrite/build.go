@@ -64,10 +64,10 @@ type builder struct {
 
 // aggSpec is an aggregate call of the select list.
 type aggSpec struct {
-	fn     string // "count", "sum", "avg"
-	col    string // "" for COUNT(*) and expressions
-	expr   string // the emitted SQL of an expression argument
-	filter string // the emitted SQL of FILTER (WHERE …), or ""
+	fn     string        // "count", "sum", "avg"
+	col    string        // "" for COUNT(*) and expressions
+	expr   *dpplan.Value // an expression argument (rowexpr.go), or nil
+	filter dpplan.Pred   // FILTER (WHERE …), or nil
 }
 
 // parsers recycles TiDB parsers: building one allocates about 16 KB of
@@ -141,13 +141,13 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 		if err := addAutoBounds(ds, orig, opts, p); err != nil { // autobounds.go
 			return nil, err
 		}
-		p.Fingerprint = fingerprint(p)
+		p.Fingerprint = dpplan.Fingerprint(p)
 	}
 	if opts.AutoClip {
 		addAutoClip(ds, orig, opts, p) // autoclip.go
 	}
 	p.Work = dpplan.WorkOf(ds, p) // dpplan/work.go
-	p.Fingerprint = fingerprint(p)
+	p.Fingerprint = dpplan.Fingerprint(p)
 	return p, nil
 }
 
@@ -247,7 +247,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		if err := b.sampleAggPlan(sel, p); err != nil { // sampleagg.go
 			return nil, err
 		}
-		p.Fingerprint = fingerprint(p)
+		p.Fingerprint = dpplan.Fingerprint(p)
 		return p, nil
 	}
 	shareSums(p) // centre.go
@@ -264,7 +264,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	}
 	p.SQL = pgemit.SQL(b.table, p, b.where)
 	dpplan.SetSource(p, b.table, b.where)
-	p.Fingerprint = fingerprint(p)
+	p.Fingerprint = dpplan.Fingerprint(p)
 	return p, nil
 }
 
@@ -402,19 +402,7 @@ func (b *builder) lit(e ast.ExprNode) (literal, bool) {
 	return literal{}, false
 }
 
-// maxEmittedSQL bounds the emitted SQL: PostgreSQL's work per row grows
-// with the expressions and conditions in it, and an 800 KB statement
-// became 6.4 MB of SQL doing 20× the work on the rows one person's CASE
-// selected (issue 14). 256 KiB is 50 times the largest golden plan.
-const maxEmittedSQL = 256 << 10
-
-func checkSQLSize(p *Plan) error {
-	if len(p.SQL) > maxEmittedSQL {
-		return pgerr.New("54000", "the query is too large to answer: its SQL would be %d bytes, more than %d", len(p.SQL), maxEmittedSQL).
-			WithHint("simplify the expressions and conditions, or shorten IN lists")
-	}
-	return nil
-}
+func checkSQLSize(p *Plan) error { return pgemit.CheckSize(p.SQL) }
 
 func isUndefinedColumn(err error) bool {
 	pe, ok := pgerr.As(err)

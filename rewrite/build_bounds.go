@@ -3,6 +3,8 @@
 package rewrite
 
 import (
+	"reflect"
+
 	"math"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -29,11 +31,11 @@ const maxMagnitude = 1e100
 // computed from it (dpplan.ExprBounds).
 func (b *builder) addMeasure(m Measure, col *policy.Column, iv *sensitivity.Interval) int {
 	for i, have := range b.measures {
-		if have.Kind == m.Kind && have.Column == m.Column && have.Expr == m.Expr && have.Filter == m.Filter && have.Centre == m.Centre {
+		if have.Kind == m.Kind && have.Column == m.Column && sameValue(have.Expr, m.Expr) && samePred(have.Filter, m.Filter) && have.Centre == m.Centre {
 			return i
 		}
 	}
-	if iv != nil && (m.Expr != "" || m.Centre != "") {
+	if iv != nil && (m.Expr != nil || m.Centre != "") {
 		m = dpplan.ExprBounds(b.table, m, *iv)
 	} else {
 		m = dpplan.MeasureBounds(b.table, m, col)
@@ -87,3 +89,12 @@ func (b *builder) queryBounds(sel *ast.SelectStmt) error {
 	b.table = &view
 	return nil
 }
+
+// sameValue reports whether two row values (nil for none) are the same
+// tree, so that measures over them can be shared.
+func sameValue(a, b *dpplan.Value) bool {
+	return a == nil && b == nil || a != nil && b != nil && a.String() == b.String()
+}
+
+// samePred reports whether two conditions (nil for none) are the same.
+func samePred(a, b dpplan.Pred) bool { return reflect.DeepEqual(a, b) }

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/sensitivity"
@@ -185,10 +187,10 @@ func (b *builder) planAggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, erro
 			return aggSpec{}, Output{}, b.errAt(arg, pgerr.FeatureNotSupported, "the expression inside %s is always NULL", strings.ToUpper(fn)).
 				WithHint("%s", rowExprHint)
 		}
-		spec := aggSpec{fn: fn, expr: v.sql, filter: filter}
+		spec := aggSpec{fn: fn, expr: v.val, filter: filter}
 		if fn == "count" {
 			// COUNT(expr) counts the rows where expr is not NULL.
-			m := b.addMeasure(Measure{Kind: MeasureCount, Expr: v.sql, Filter: filter}, nil, &v.iv)
+			m := b.addMeasure(Measure{Kind: MeasureCount, Expr: v.val, Filter: filter}, nil, &v.iv)
 			return spec, Output{Name: "count", Kind: OutputCount, Measure: m, PGType: "int8"}, nil
 		}
 		return b.valueAggregate(x, fn, spec, v.iv)
@@ -225,7 +227,11 @@ func (b *builder) planAggregate(x *ast.AggregateFuncExpr) (aggSpec, Output, erro
 	if err != nil {
 		return aggSpec{}, Output{}, err
 	}
-	return b.valueAggregate(x, fn, aggSpec{fn: fn, col: ci.name, filter: filter}, v.iv)
+	iv, err := dpplan.ValueInterval(v)
+	if err != nil {
+		return aggSpec{}, Output{}, pgerr.New(pgerr.InternalError, "internal error: invalid policy bounds")
+	}
+	return b.valueAggregate(x, fn, aggSpec{fn: fn, col: ci.name, filter: filter}, iv)
 }
 
 // valueAggregate plans SUM, AVG and the variance family over a bounded
@@ -260,7 +266,7 @@ func (b *builder) valueAggregate(x *ast.AggregateFuncExpr, fn string, spec aggSp
 	// sums would then be identically 0, with L∞ 0).
 	centre := ""
 	if mid := iv.Midpoint(); mid.Sign() != 0 && iv.Lo.Cmp(iv.Hi) != 0 {
-		centre = decimalText(mid)
+		centre = pgemit.DecimalText(mid)
 	}
 	sum, cnt := base, base
 	sum.Kind, sum.Centre = MeasureSum, centre

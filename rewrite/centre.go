@@ -45,7 +45,7 @@ func shareSums(p *Plan) {
 			case n.Kind == MeasureSum && n.Centre != "" && same(n, m):
 				sum = j
 			case n.Kind == MeasureCount && n.Column != "" && n.Column == m.Column && same(n, m),
-				n.Kind == MeasureCount && n.Expr != "" && same(n, m):
+				n.Kind == MeasureCount && n.Expr != nil && same(n, m):
 				cnt = j
 			}
 		}

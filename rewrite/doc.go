@@ -48,10 +48,10 @@
 //	build_order.go  ORDER BY and LIMIT/OFFSET over the outputs.
 //	pred.go       WHERE conditions: column op literal, typed by us, planned
 //	              as a dpplan.Pred (written as SQL by pgemit.PredSQL).
-//	rowexpr.go    Privacy-critical: expressions inside aggregates (+ - * /,
-//	              CASE, COALESCE, NULLIF, LEAST, GREATEST, ABS, constants)
-//	              over clamped columns, bounded by sensitivity's interval
-//	              arithmetic; division emitted with NULLIF.
+//	rowexpr.go    expressions inside aggregates (+ - * /, CASE, COALESCE,
+//	              NULLIF, LEAST, GREATEST, ABS, constants) translated into
+//	              the typed row value dpplan.Value, which dpplan bounds
+//	              (value.go) and pgemit writes (value_sql.go).
 //	filter.go     agg(…) FILTER (WHERE cond): normalizer marker and plan.
 //	centre.go     Privacy-critical: SUM derived from AVG's normalized sums.
 //	keyexpr.go    GROUP BY expressions with public derived domains.
@@ -98,10 +98,6 @@
 //	              GROUP, MIN and MAX as quantile measures (their SQL, per
 //	              group the bucket counts of the bounded values, is
 //	              pgemit/quantile_sql.go).
-//	quantile_smooth.go  Privacy-critical: the smooth and ptr methods
-//	              (WithQuantiles): f, the smooth bound S or the
-//	              distance D, computed in SQL from order statistics
-//	              (pgemit/quantile_sql.go).
 //	quantile_expr.go  Privacy-critical: quantiles of expressions
 //	              (percentile_cont/disc WITHIN GROUP (ORDER BY expr),
 //	              MIN/MAX(expr)): the row value is the rowexpr.go
@@ -118,7 +114,6 @@
 //	likepattern.go  Privacy-critical: LIKE patterns re-encoded.
 //	narrow.go     Privacy-critical: key domains narrowed by public WHERE
 //	              conditions.
-//	fingerprint.go  the hash of the canonical plan (Plan.Fingerprint).
 //
 // # Verification
 //

@@ -7,6 +7,7 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/pgsql"
@@ -74,16 +75,12 @@ func (b *builder) liftFilters(sel *ast.SelectStmt) error {
 
 // aggFilter plans the FILTER condition of an aggregate call ("" when it
 // has none) with the rules of WHERE.
-func (b *builder) aggFilter(x *ast.AggregateFuncExpr) (string, error) {
+func (b *builder) aggFilter(x *ast.AggregateFuncExpr) (dpplan.Pred, error) {
 	cond, ok := b.filters[x]
 	if !ok {
-		return "", nil
+		return nil, nil
 	}
-	p, err := b.pred(cond)
-	if err != nil {
-		return "", err
-	}
-	return pgemit.PredSQL(p), nil
+	return b.pred(cond)
 }
 
 // normalizeFilter rewrites "FILTER ( WHERE" at toks[i] (the word FILTER

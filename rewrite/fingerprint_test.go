@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"github.com/dpproxy/dpproxy/dpplan"
 	"reflect"
 	"testing"
 )
@@ -32,9 +33,9 @@ func TestFingerprint_EveryField(t *testing.T) {
 // fingerprint changes, restores it, and returns the number of leaves.
 func checkEveryField(t *testing.T, p *Plan) int {
 	t.Helper()
-	base := fingerprint(p)
+	base := dpplan.Fingerprint(p)
 	if base != p.Fingerprint {
-		t.Fatalf("fingerprint(p) = %s, p.Fingerprint = %s", base, p.Fingerprint)
+		t.Fatalf("dpplan.Fingerprint(p) = %s, p.Fingerprint = %s", base, p.Fingerprint)
 	}
 	leaves := 0
 	var walk func(path string, v reflect.Value)
@@ -54,13 +55,27 @@ func checkEveryField(t *testing.T, p *Plan) int {
 				walk(path, v.Elem())
 			}
 			return
+		case reflect.Interface:
+			// A condition: dropping it must change the fingerprint
+			// (its fields are a copy inside the interface, not settable).
+			if v.IsNil() {
+				return
+			}
+			old := v.Interface()
+			v.Set(reflect.Zero(v.Type()))
+			if dpplan.Fingerprint(p) == base {
+				t.Errorf("%s: dropping %s leaves the fingerprint unchanged", p.SQL, path)
+			}
+			v.Set(reflect.ValueOf(old))
+			leaves++
+			return
 		case reflect.Slice:
 			if v.Len() > 0 {
 				walk(path+"[0]", v.Index(0))
 			}
 			old := v.Len()
 			v.SetLen(old - min(old, 1)) // one element fewer
-			if old > 0 && fingerprint(p) == base {
+			if old > 0 && dpplan.Fingerprint(p) == base {
 				t.Errorf("%s: dropping an element of %s leaves the fingerprint unchanged", p.SQL, path)
 			}
 			v.SetLen(old)
@@ -86,13 +101,13 @@ func checkEveryField(t *testing.T, p *Plan) int {
 			t.Fatalf("%s: kind %s not exercised by this test", path, v.Kind())
 		}
 		leaves++
-		if fingerprint(p) == base {
+		if dpplan.Fingerprint(p) == base {
 			t.Errorf("%s: changing %s leaves the fingerprint unchanged", p.SQL, path)
 		}
 		v.Set(old)
 	}
 	walk("Plan", reflect.ValueOf(p).Elem())
-	if fingerprint(p) != base {
+	if dpplan.Fingerprint(p) != base {
 		t.Fatal("the test did not restore the plan")
 	}
 	return leaves

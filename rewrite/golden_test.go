@@ -173,7 +173,7 @@ func describePlan(p *Plan) string {
 	for i, m := range p.Measures {
 		s := fmt.Sprintf("m%d %s(%s) linf=%g", i, m.Kind, m.Column, m.LInf)
 		switch {
-		case m.Expr != "":
+		case m.Expr != nil:
 			s = fmt.Sprintf("m%d %s(expr) linf=%g", i, m.Kind, m.LInf)
 		case m.Kind == MeasureRemoved:
 			s = fmt.Sprintf("m%d removed rows linf=%g", i, m.LInf)
@@ -183,7 +183,7 @@ func describePlan(p *Plan) string {
 		if m.L1 > 0 {
 			s += fmt.Sprintf(" l1=%g", m.L1)
 		}
-		if m.Filter != "" {
+		if m.Filter != nil {
 			s += " filtered"
 		}
 		if m.Centre != "" {

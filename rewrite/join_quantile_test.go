@@ -87,7 +87,7 @@ func TestQuantile_PostgresJoins(t *testing.T) {
 			}
 			checkQuantileRows(t, p, emitted, direct)
 			for _, method := range []string{QuantileSmooth, QuantilePTR} {
-				mp, err := WithQuantiles(p, method, 1, 1e-6, policy.MechanismLaplace)
+				mp, err := withQuantilesTest(gc.ds, p, method, 1, 1e-6, policy.MechanismLaplace)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -186,7 +186,7 @@ func TestAudit_QuantileJoins(t *testing.T) {
 	for i, gc := range cases {
 		jdb := db(gc.ds)
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := WithQuantiles(plans[i], method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := withQuantilesTest(gc.ds, plans[i], method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}

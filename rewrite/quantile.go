@@ -172,9 +172,9 @@ func (b *builder) orderedSet(fc *ast.FuncCallExpr, fn string) (aggSpec, Output, 
 	}
 	c, ok := arg.(*ast.ColumnNameExpr)
 	if !ok || b.opts.QuantileMethod == QuantileSample {
-		return b.quantileOfExpr(arg, fn, q, fn == "percentile_cont", "") // quantile_expr.go
+		return b.quantileOfExpr(arg, fn, q, fn == "percentile_cont", nil) // quantile_expr.go
 	}
-	return b.quantileOf(c, fn, q, fn == "percentile_cont", "")
+	return b.quantileOf(c, fn, q, fn == "percentile_cont", nil)
 }
 
 // minMax plans MIN(col) and MAX(col) as the quantiles 0 and 1
@@ -202,7 +202,7 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 }
 
 // quantileOf checks the column and adds the quantile measure.
-func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont bool, filter string) (aggSpec, Output, error) {
+func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont bool, filter dpplan.Pred) (aggSpec, Output, error) {
 	shown := strings.ToUpper(fn)
 	// Joins and private group keys: see join_quantile.go.
 	ci, err := b.column(c)

@@ -137,7 +137,7 @@ func (n *normalized) orderedSetExpr(toks []pgsql.Token, i, k int) (int, bool, er
 // quantileOfExpr plans a quantile of an expression (see the file comment):
 // a MeasureQuantile whose row value is the expression, or with the sample
 // method a sample-and-aggregate statistic.
-func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool, filter string) (aggSpec, Output, error) {
+func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool, filter dpplan.Pred) (aggSpec, Output, error) {
 	shown := strings.ToUpper(fn)
 	// Joins and private group keys as for columns (quantile.go, join.go).
 	v, err := b.rowValue(e)
@@ -165,10 +165,10 @@ func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool
 		pgType = quantilePGType(typ)
 	}
 	if b.opts.QuantileMethod == QuantileSample {
-		return b.sampleQuantile(e, fn, q, cont, filter, v.sql, lower, upper, pgType)
+		return b.sampleQuantile(e, fn, q, cont, filter, v.val, lower, upper, pgType)
 	}
 	buckets, width := quantileGrid(typ, lower, upper)
-	m := Measure{Kind: MeasureQuantile, Expr: v.sql, Lower: lower, Upper: upper, Filter: filter, Quantile: &Quantile{
+	m := Measure{Kind: MeasureQuantile, Expr: v.val, Lower: lower, Upper: upper, Filter: filter, Quantile: &Quantile{
 		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
 		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
 	}}
@@ -183,7 +183,7 @@ func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool
 		b.measures = append(b.measures, m)
 		idx = len(b.measures) - 1
 	}
-	spec := aggSpec{fn: fn + "(" + strconv.FormatFloat(q, 'g', -1, 64) + ")", expr: v.sql, filter: filter}
+	spec := aggSpec{fn: fn + "(" + strconv.FormatFloat(q, 'g', -1, 64) + ")", expr: v.val, filter: filter}
 	return spec, Output{Name: fn, Kind: OutputQuantile, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
 }
 
@@ -256,8 +256,8 @@ func floatExpr(b *builder, e ast.ExprNode) bool {
 // block's values, so clipping to the value's interval changes nothing and
 // the sensitivity (upper − lower)/k of the average is that of every
 // sample-and-aggregate statistic (sampleagg.go, "Guarantee").
-func (b *builder) sampleQuantile(e ast.ExprNode, fn string, q float64, cont bool, filter, value string, lower, upper float64, pgType string) (aggSpec, Output, error) {
-	if filter != "" {
+func (b *builder) sampleQuantile(e ast.ExprNode, fn string, q float64, cont bool, filter dpplan.Pred, value *dpplan.Value, lower, upper float64, pgType string) (aggSpec, Output, error) {
+	if filter != nil {
 		return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "%s … FILTER with dp.quantile_method = sample is not supported", strings.ToUpper(fn)).
 			WithHint("move the condition to WHERE, or SET dp.quantile_method = exponential")
 	}
@@ -281,13 +281,9 @@ func (b *builder) sampleQuantile(e ast.ExprNode, fn string, q float64, cont bool
 	if fn == "percentile_cont" || fn == "percentile_disc" {
 		qs = strconv.FormatFloat(q, 'g', -1, 64)
 	}
-	if cont {
-		// PostgreSQL's percentile_cont computes in float8. round(…, 30)
-		// first: a numeric below 1e-308 would make the cast raise 22003
-		// (sampleagg.go); every value is within the finite interval.
-		value = "round(" + value + ", 30)::float8"
-	}
-	spec := dpplan.SampleCall{Fn: fn, Y: shown, Lower: lower, Upper: upper, Q: qs, Value: value}
+	// PostgreSQL's percentile_cont computes in float8 (Float: the emitter
+	// casts the value, pgemit/sampleagg_sql.go).
+	spec := dpplan.SampleCall{Fn: fn, Y: shown, Lower: lower, Upper: upper, Q: qs, Value: value, Float: cont}
 	idx := b.internSA(spec)
 	return aggSpec{}, Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
 }

@@ -200,8 +200,8 @@ func TestQuantileSample_Refusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := WithQuantiles(q, QuantileSample, 1, 1e-6, policy.MechanismLaplace); err == nil {
-		t.Fatal("WithQuantiles(sample) of an exponential plan succeeded")
+	if _, err := withQuantilesTest(ds, q, QuantileSample, 1, 1e-6, policy.MechanismLaplace); err == nil {
+		t.Fatal("withQuantilesTest(ds, sample) of an exponential plan succeeded")
 	}
 }
 
@@ -262,7 +262,7 @@ INSERT INTO obs VALUES (1, 1e-400, 1), (2, 3, 2), (3, 1e-400, 3)`); err != nil {
 			t.Fatal(err)
 		}
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := WithQuantiles(base, method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := withQuantilesTest(ds, base, method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -313,7 +313,7 @@ func TestQuantile_OrderStatsPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := WithQuantiles(base, method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := withQuantilesTest(ds, base, method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -424,7 +424,7 @@ func TestAudit_QuantileSmoothPTR(t *testing.T) {
 			continue // joins: TestAudit_QuantileJoins
 		}
 		for _, method := range []string{QuantileSmooth, QuantilePTR} {
-			p, err := WithQuantiles(base, method, 1, 1e-6, policy.MechanismLaplace)
+			p, err := withQuantilesTest(ds, base, method, 1, 1e-6, policy.MechanismLaplace)
 			if err != nil {
 				t.Fatal(err)
 			}

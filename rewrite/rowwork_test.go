@@ -2,7 +2,6 @@ package rewrite
 
 import (
 	"fmt"
-	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -55,33 +54,6 @@ func TestRowWork_Bounded(t *testing.T) {
 		}
 	}
 }
-
-// TestDecimalText_Fast: a denominator of 2^a·5^b with large a and b is
-// written in linear time (one factor at a time was quadratic: minutes for
-// the denominators of 900 chained constants).
-func TestDecimalText_Fast(t *testing.T) {
-	start := time.Now()
-	r := new(bigRat).SetFrac(bigOne(), pow10(20000))
-	s := decimalText(r)
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("decimalText of 1e-20000 took %v", d)
-	}
-	if len(s) != 20002 || !strings.HasSuffix(s, "1") || !strings.HasPrefix(s, "0.000") {
-		t.Errorf("decimalText(1e-20000) = %.20s… (%d characters)", s, len(s))
-	}
-	for _, c := range []struct{ num, den int64 }{{3, 8}, {7, 125}, {1, 1}, {-13, 40}, {1, 1 << 40}} {
-		r := new(bigRat).SetFrac64(c.num, c.den)
-		got, _ := new(bigRat).SetString(decimalText(r))
-		if got.Cmp(r) != 0 {
-			t.Errorf("decimalText(%s) = %s", r, decimalText(r))
-		}
-	}
-}
-
-type bigRat = big.Rat
-
-func bigOne() *big.Int       { return big.NewInt(1) }
-func pow10(n int64) *big.Int { return new(big.Int).Exp(big.NewInt(10), big.NewInt(n), nil) }
 
 // TestRowWork_ConditionsAndSize: the second attack round hid per-row work
 // in CASE conditions, function arguments and the copies a division makes,

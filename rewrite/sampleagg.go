@@ -309,8 +309,10 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		// COUNT(DISTINCT unit) of the bounded rows: one unit adds 1.
 		p.Measures = append(p.Measures, Measure{Kind: MeasureUnits, Column: b.table.UnitColumn, Integer: true, LInf: 1})
 	}
+	sa.Calls = b.sa
 	p.SampleAgg = sa
-	p.SQL = pgemit.SampleAggSQL(b.table, p, b.where, b.sa)
+	p.SQL = pgemit.SampleAggSQL(b.table, p, b.where)
+	dpplan.SetSource(p, b.table, b.where)
 	return nil
 }
 
@@ -330,7 +332,9 @@ func widthUp(lower, upper float64) float64 {
 // computed (and charged) once.
 func (b *builder) internSA(spec dpplan.SampleCall) int {
 	for i, s := range b.sa {
-		if s == spec {
+		a, c := s, spec
+		a.Value, c.Value = nil, nil
+		if a == c && sameValue(s.Value, spec.Value) { // build_bounds.go
 			return i
 		}
 	}

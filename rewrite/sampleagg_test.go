@@ -6,13 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -394,7 +394,11 @@ func TestSampleAgg_KeyNotInPlan(t *testing.T) {
 		}
 		c := *p
 		c.Fingerprint, c.SQL = "", ""
-		canon := string(appendCanonical(nil, reflect.ValueOf(&c).Elem()))
+		cj, err := json.Marshal(&c) // every exported field, as the fingerprint reads them
+		if err != nil {
+			t.Fatal(err)
+		}
+		canon := string(cj)
 		for _, secret := range [][]byte{key, inner, outer} {
 			for _, form := range []string{string(secret), hex.EncodeToString(secret), hex.EncodeToString(secret[:8])} {
 				if strings.Contains(p.SQL, form) || strings.Contains(canon, form) || strings.Contains(p.RedactedSQL(), form) {

@@ -334,7 +334,7 @@ func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand
 				bounds[i] = ClipBounds{Lower: c.Lower, Upper: c.Upper}
 			}
 		}
-		if pr, err := pc.Clip.Replan(bounds); err == nil {
+		if pr, err := Replan(ds, pc, bounds); err == nil {
 			out = append(out, fuzzVariant{name: "clip_replan", plan: pr, run: base(pr)})
 		}
 	}
@@ -343,7 +343,7 @@ func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand
 	}
 	mech := []string{policy.MechanismLaplace, policy.MechanismGaussian}[rng.IntN(2)]
 	for _, method := range []string{QuantileSmooth, QuantilePTR} {
-		pm, err := WithQuantiles(p, method, ds.Defaults.Epsilon, 1e-6, mech)
+		pm, err := withQuantilesTest(ds, p, method, ds.Defaults.Epsilon, 1e-6, mech)
 		if err != nil {
 			continue // refused before any data is read
 		}

@@ -152,7 +152,7 @@ func TestAccuracy_PUMS(t *testing.T) {
 				t.Fatalf("%s: %v", query, err)
 			}
 			for _, eps := range []float64{0.1, 1} {
-				r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}})
+				r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -311,7 +311,7 @@ func TestAccuracy_Demo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}})
+		r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -452,7 +452,7 @@ func autoTable(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *policy.Dat
 		if err != nil {
 			t.Fatal(err)
 		}
-		r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}})
+		r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -556,7 +556,7 @@ func TestAccuracy_PUMSClipping(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, eps := range []float64{0.1, 1} {
-			r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}})
+			r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
 			if err != nil {
 				t.Fatal(err)
 			}

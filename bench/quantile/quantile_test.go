@@ -119,7 +119,7 @@ func TestQuantileMethods(t *testing.T) {
 		for _, method := range []string{rewrite.QuantileExponential, rewrite.QuantileSmooth, rewrite.QuantilePTR} {
 			for _, eps := range []float64{0.1, 0.5, 1} {
 				const delta = 1e-6
-				p, err := rewrite.WithQuantiles(base, method, eps, delta, policy.MechanismLaplace)
+				p, err := release.CalibratedPlan(qq.ds, base, release.Params{Epsilon: eps, Delta: delta, Mechanism: policy.MechanismLaplace, QuantileMethod: method})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -127,7 +127,7 @@ func TestQuantileMethods(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", method, err)
 				}
-				r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}})
+				r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
 				if err != nil {
 					t.Fatal(err)
 				}

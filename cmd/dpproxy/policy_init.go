@@ -159,7 +159,7 @@ func cmdPolicyInit(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer up.Close()
-	rel, err := release.New(release.Config{Ledger: ledger})
+	rel, err := release.New(release.Config{Ledger: ledger, Planner: rewrite.Replan})
 	if err != nil {
 		return err
 	}

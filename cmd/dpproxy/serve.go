@@ -20,6 +20,7 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/proxy"
 	"github.com/dpproxy/dpproxy/release"
+	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 )
@@ -188,7 +189,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 	stopRefresh := startPublicRefresh(ctx, log, shadows)
 	defer stopRefresh()
 
-	rel, err := release.New(release.Config{Ledger: store})
+	rel, err := release.New(release.Config{Ledger: store, Planner: rewrite.Replan})
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package rewrite
+package dpplan
 
 import (
 	"crypto/sha256"
@@ -9,7 +9,7 @@ import (
 	"reflect"
 )
 
-// fingerprint hashes the canonical plan: every field but the fingerprint
+// Fingerprint hashes the canonical plan: every field but the fingerprint
 // itself, which includes the emitted SQL (and so every bound and the WHERE
 // condition). Two statements that differ only in spelling (case, spaces,
 // comments, aliases of the table) get the same fingerprint.
@@ -21,7 +21,7 @@ import (
 // quotes and formatting floats were a fifth of a Rewrite). The fingerprint
 // keys the persisted answer cache (release.cacheKey): changing the
 // encoding only makes earlier cache entries unreachable.
-func fingerprint(p *Plan) string {
+func Fingerprint(p *Plan) string {
 	// The SQL, the longest field, is hashed in place rather than copied;
 	// the rest of the plan (with SQL "") follows it.
 	h := sha256.New()
@@ -76,12 +76,21 @@ func appendCanonical(buf []byte, v reflect.Value) []byte {
 			}
 		}
 		return buf
+	case reflect.Interface:
+		// A condition (dpplan.Pred): its dynamic type's name, then the
+		// value, so that nodes of two types with equal fields differ.
+		if v.IsNil() {
+			return append(buf, 0)
+		}
+		name := v.Elem().Type().String()
+		buf = binary.AppendUvarint(append(buf, 1), uint64(len(name)))
+		return appendCanonical(append(buf, name...), v.Elem())
 	}
-	// Anything else (a map, an interface) is not in a plan today; JSON
+	// Anything else (a map) is not in a plan today; JSON
 	// encodes it deterministically (map keys sorted).
 	data, err := json.Marshal(v.Interface())
 	if err != nil {
-		panic("rewrite: fingerprint: " + err.Error())
+		panic("dpplan: fingerprint: " + err.Error())
 	}
 	buf = binary.AppendUvarint(buf, uint64(len(data)))
 	return append(buf, data...)

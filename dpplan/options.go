@@ -1,0 +1,43 @@
+package dpplan
+
+import "time"
+
+// Options are the session settings that change a plan (SET dp.…).
+type Options struct {
+	// OutputRange, when HasOutputRange, is SET dp.output_range = 'lo,hi':
+	// the range sample-and-aggregate clips block answers to (rewrite/sampleagg.go).
+	OutputLower, OutputUpper float64
+	HasOutputRange           bool
+	// SampleBlocks, when > 0, is SET dp.sample_blocks = k: the number of
+	// sample-and-aggregate blocks (else k is chosen from a noisy unit count).
+	SampleBlocks int
+	// QuantileMethod is SET dp.quantile_method when it changes the plan's
+	// shape: QuantileSample answers quantiles by sample-and-aggregate
+	// (rewrite/quantile_expr.go). The other methods are applied by the
+	// calibration (release/calibrate.go) and leave it "".
+	QuantileMethod string
+	// MaxRowsPerUnit and MaxGroupsPerUnit, when > 0, are SET
+	// dp.max_rows_per_unit / dp.max_groups_per_unit: contribution bounds
+	// tighter than the policy's for this session's queries (dpplan/bounds.go,
+	// "Bounds per query"); looser ones are refused.
+	MaxRowsPerUnit, MaxGroupsPerUnit int
+	// NoBias is SET dp.bias = off: no bias estimate of contribution
+	// bounding (rewrite/bias.go), and its share of ε goes to the measures.
+	NoBias bool
+	// AutoBounds is SET dp.contribution = auto (or the policy's default):
+	// the plan carries candidate plans with fewer rows per unit, one of
+	// which release chooses by DP (rewrite/autobounds.go). Ignored when the session
+	// sets dp.max_rows_per_unit.
+	AutoBounds bool
+	// AutoClip is SET dp.clipping = auto (or the policy's default): the
+	// plan carries a histogram of its summed columns from which release
+	// chooses tighter clamping bounds by DP, and a way to plan the
+	// statement again with them (rewrite/autoclip.go, release/autoclip.go).
+	AutoClip bool
+	// TimeZone is the session's TimeZone when it is not UTC ("" for
+	// UTC), and Location its rules as PostgreSQL reads them, or nil when
+	// dpproxy cannot reproduce them (numeric offsets): timestamptz
+	// literals compared with date columns are folded in it (rewrite/datefold.go).
+	TimeZone string
+	Location *time.Location
+}

@@ -1,0 +1,346 @@
+// Privacy-critical: needs DP review.
+
+package dpplan
+
+import (
+	"fmt"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/sensitivity"
+)
+
+// # Row values: the typed expression inside an aggregate
+//
+// SUM(cost * 1.1), AVG(CASE WHEN age >= 65 THEN cost ELSE 0 END),
+// COUNT(NULLIF(age, 0)), percentile_cont(0.5) WITHIN GROUP (ORDER BY
+// cost / GREATEST(age, 1)) … aggregate a per-row value. The planner
+// translates the analyst's expression into a Value tree; this file bounds
+// it (ValueInterval) and package pgemit writes it as SQL (pgemit.ValueSQL),
+// so the interval a measure's sensitivity is computed from and the SQL
+// that enforces it are two functions of the same data, neither of which
+// sees the parser.
+//
+// Soundness rests on two facts:
+//
+//  1. every column leaf is clamped to [Lo, Hi] by the emitted SQL before it
+//     enters the expression (NULL stays NULL), so each leaf lies in the
+//     interval assumed here, whatever the data;
+//  2. each operation's interval contains every value the operation yields
+//     on values of its operands' intervals (sensitivity/interval.go: the
+//     inclusion property of interval arithmetic), and + − × of numeric
+//     values are exact in PostgreSQL. The one rounding operation, division,
+//     is emitted as a clamp of x / NULLIF(y, 0) to the decimal interval
+//     sensitivity.Div returns, so a rounded quotient cannot leave it either,
+//     and a zero divisor gives NULL, never an error.
+//
+// By induction over the tree, ValueInterval contains the value of the
+// emitted SQL on every row. CASE conditions are WHERE conditions (Pred):
+// they read raw columns, which is harmless, since they only choose which
+// bounded branch a row takes.
+//
+// Bounded work and no overflow (issue 14): the final interval alone does
+// not stop an intermediate value from overflowing numeric, e.g.
+// (age + 1) * 1e999 * 1e-999, which would raise 22003 only on rows where
+// age is not NULL, after the charge; nor a chain of long constants from
+// costing seconds per row on the rows a CASE selects. So ValueInterval also
+// refuses constants with more than MaxConstDigits significant digits or a
+// magnitude outside [MinConstMagnitude, MaxConstMagnitude] (0 allowed),
+// any operation whose interval leaves ±MaxMagnitude, integer division
+// (PostgreSQL truncates it), a divisor that can be arbitrarily close to 0
+// (the quotient has no bound) and more than MaxDivDepth nested divisions
+// (the clamp writes its operand's SQL three times). ValueOps counts the
+// per-row operations, which the planner caps per query.
+
+// Value is a node of a per-row value. Immutable once built.
+type Value struct {
+	// Op is one of the Val* constants.
+	Op string
+	// Col (ValCol) is the column's lower-case name; Lo and Hi are its
+	// clamping bounds as exact decimals; Int marks an integer column.
+	Col    string `json:",omitempty"`
+	Lo, Hi string `json:",omitempty"`
+	// Num (ValConst) is the constant as a decimal number (digits, an
+	// optional point and exponent); Int marks an integer-typed constant.
+	Num string `json:",omitempty"`
+	Int bool   `json:",omitempty"`
+	// Args are the operands: one for ValNeg and ValAbs, two for the
+	// arithmetic operators and ValNullIf, one or more for ValCoalesce,
+	// ValLeast and ValGreatest; for ValCase the THEN values, one per When,
+	// followed by the ELSE value when there is one.
+	Args []*Value `json:",omitempty"`
+	// When (ValCase) are the conditions, in order.
+	When []Pred `json:",omitempty"`
+}
+
+// Value operators.
+const (
+	ValCol      = "col"
+	ValConst    = "const"
+	ValNull     = "null"
+	ValNeg      = "neg"
+	ValAdd      = "+"
+	ValSub      = "-"
+	ValMul      = "*"
+	ValDiv      = "/"
+	ValCase     = "case"
+	ValCoalesce = "coalesce"
+	ValLeast    = "least"
+	ValGreatest = "greatest"
+	ValAbs      = "abs"
+	ValNullIf   = "nullif"
+)
+
+// Limits of a row value (see the file comment).
+const (
+	MaxConstDigits    = 30
+	MaxConstMagnitude = 1e30
+	MinConstMagnitude = 1e-30
+	MaxMagnitude      = 1e100
+	MaxDivDepth       = 3
+)
+
+// ValueErrorKind says why a row value is refused.
+type ValueErrorKind int
+
+// Reasons for refusing a row value.
+const (
+	ErrConstDigits     ValueErrorKind = iota // a constant has too many digits
+	ErrConstRange                            // a constant is too large or too small
+	ErrMagnitude                             // an intermediate value can exceed MaxMagnitude
+	ErrIntDivision                           // integer / integer (PostgreSQL truncates)
+	ErrDivisorNearZero                       // the divisor can be arbitrarily close to 0
+	ErrDivDepth                              // more than MaxDivDepth nested divisions
+	ErrBadValue                              // a malformed node (a planner bug)
+)
+
+// ValueError is a refused node of a row value.
+type ValueError struct {
+	Node *Value
+	Kind ValueErrorKind
+}
+
+func (e *ValueError) Error() string {
+	switch e.Kind {
+	case ErrConstDigits:
+		return fmt.Sprintf("constant %s has more than %d significant digits", e.Node.Num, MaxConstDigits)
+	case ErrConstRange:
+		return fmt.Sprintf("constant %s is out of range inside an aggregate", e.Node.Num)
+	case ErrMagnitude:
+		return fmt.Sprintf("an intermediate value of this expression can exceed %g in magnitude", MaxMagnitude)
+	case ErrIntDivision:
+		return "integer division inside an aggregate is not supported"
+	case ErrDivisorNearZero:
+		return "the divisor can be arbitrarily close to 0, so the quotient has no bound"
+	case ErrDivDepth:
+		return fmt.Sprintf("more than %d nested divisions inside an aggregate are not supported", MaxDivDepth)
+	}
+	return "malformed expression"
+}
+
+// ValueInterval returns the interval of v's non-NULL values on every row,
+// or the first node (in evaluation order: operands before their operator)
+// that breaks a limit of the file comment.
+func ValueInterval(v *Value) (sensitivity.Interval, error) {
+	iv, _, err := valueInterval(v)
+	return iv, err
+}
+
+// The bounds above as exact rationals, made once.
+var (
+	maxConstRat     = exactRat(MaxConstMagnitude)
+	minConstRat     = exactRat(MinConstMagnitude)
+	maxMagnitudeRat = exactRat(MaxMagnitude)
+)
+
+// exactRat is the decimal a float64 constant is written as (1e-30 exactly,
+// not the nearest binary fraction).
+func exactRat(f float64) *big.Rat {
+	r, _ := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+	return r
+}
+
+// valueInterval also returns the nesting depth of divisions.
+func valueInterval(v *Value) (sensitivity.Interval, int, error) {
+	bad := func(k ValueErrorKind) (sensitivity.Interval, int, error) {
+		return sensitivity.Interval{}, 0, &ValueError{Node: v, Kind: k}
+	}
+	switch v.Op {
+	case ValNull:
+		return sensitivity.Null(), 0, nil
+	case ValConst:
+		c, err := constRat(v.Num)
+		if err != nil {
+			return bad(err.(ValueErrorKind))
+		}
+		return sensitivity.Point(c, v.Int), 0, nil
+	case ValCol:
+		lo, ok1 := new(big.Rat).SetString(v.Lo)
+		hi, ok2 := new(big.Rat).SetString(v.Hi)
+		if !ok1 || !ok2 || lo.Cmp(hi) > 0 {
+			return bad(ErrBadValue)
+		}
+		return sensitivity.Range(lo, hi, v.Int, true), 0, nil
+	}
+	var ivs []sensitivity.Interval
+	depth := 0
+	for _, a := range v.Args {
+		iv, d, err := valueInterval(a)
+		if err != nil {
+			return sensitivity.Interval{}, 0, err
+		}
+		ivs = append(ivs, iv)
+		depth = max(depth, d)
+	}
+	arity := map[string][2]int{ValNeg: {1, 1}, ValAbs: {1, 1}, ValAdd: {2, 2}, ValSub: {2, 2}, ValMul: {2, 2}, ValDiv: {2, 2},
+		ValNullIf: {2, 2}, ValCoalesce: {1, 100}, ValLeast: {1, 100}, ValGreatest: {1, 100},
+		ValCase: {len(v.When), len(v.When) + 1}}[v.Op]
+	if arity[1] == 0 || len(ivs) < arity[0] || len(ivs) > arity[1] || v.Op == ValCase && len(v.When) == 0 {
+		return bad(ErrBadValue)
+	}
+	var r sensitivity.Interval
+	switch v.Op {
+	case ValNeg:
+		r = sensitivity.Neg(ivs[0])
+	case ValAdd:
+		r = sensitivity.Add(ivs[0], ivs[1])
+	case ValSub:
+		r = sensitivity.Sub(ivs[0], ivs[1])
+	case ValMul:
+		r = sensitivity.Mul(ivs[0], ivs[1])
+	case ValDiv:
+		if ivs[0].Int && ivs[1].Int {
+			return bad(ErrIntDivision)
+		}
+		q, err := sensitivity.Div(ivs[0], ivs[1])
+		if err != nil {
+			return bad(ErrDivisorNearZero)
+		}
+		if q.Empty() {
+			// Always NULL: emitted as a NULL constant, no division.
+			return q, depth, nil
+		}
+		if depth++; depth > MaxDivDepth {
+			return bad(ErrDivDepth)
+		}
+		r = q
+	case ValCase:
+		if len(ivs) == len(v.When) {
+			ivs = append(ivs, sensitivity.Null()) // no ELSE: NULL
+		}
+		r = sensitivity.Union(ivs...)
+	case ValCoalesce:
+		r = sensitivity.Coalesce(ivs...)
+	case ValLeast:
+		r = sensitivity.Least(ivs...)
+	case ValGreatest:
+		r = sensitivity.Greatest(ivs...)
+	case ValAbs:
+		r = sensitivity.Abs(ivs[0])
+	case ValNullIf:
+		// NULLIF(a, b): a, or NULL when a = b.
+		r = ivs[0]
+		r.MayBeNull = true
+	}
+	if !r.Empty() {
+		for _, x := range []*big.Rat{r.Lo, r.Hi} {
+			if new(big.Rat).Abs(x).Cmp(maxMagnitudeRat) > 0 {
+				return bad(ErrMagnitude)
+			}
+		}
+	}
+	return r, depth, nil
+}
+
+// constRat reads a constant and checks its digits and magnitude; the error
+// is a ValueErrorKind.
+func constRat(num string) (*big.Rat, error) {
+	v, ok := new(big.Rat).SetString(num)
+	if !ok || num == "" {
+		return nil, ErrBadValue
+	}
+	mant := strings.TrimLeft(strings.ToLower(num), "+-")
+	if i := strings.IndexByte(mant, 'e'); i >= 0 {
+		mant = mant[:i]
+	}
+	mant = strings.Trim(strings.Replace(mant, ".", "", 1), "0")
+	if len(mant) > MaxConstDigits {
+		return nil, ErrConstDigits
+	}
+	if v.Sign() == 0 {
+		return v, nil
+	}
+	a := new(big.Rat).Abs(v)
+	if a.Cmp(maxConstRat) > 0 || a.Cmp(minConstRat) < 0 {
+		return nil, ErrConstRange
+	}
+	return v, nil
+}
+
+// Error makes a ValueErrorKind an error (constRat's).
+func (k ValueErrorKind) Error() string { return (&ValueError{Node: &Value{}, Kind: k}).Error() }
+
+// ValueOps is the per-row work of v in units of one operation: one per
+// operator, plus a CASE's conditions (PredWork), one per extra argument of
+// a function, and two more per division (its clamp evaluates the quotient
+// three times). The planner caps the sum over a query's aggregates.
+func ValueOps(v *Value) int {
+	n := 0
+	for _, a := range v.Args {
+		n += ValueOps(a)
+	}
+	switch v.Op {
+	case ValCol, ValConst, ValNull:
+		return n
+	case ValCase:
+		for _, c := range v.When {
+			n += PredWork(c)
+		}
+	case ValCoalesce, ValLeast, ValGreatest, ValAbs, ValNullIf:
+		n += len(v.Args) - 1
+	case ValDiv:
+		n += 2
+	}
+	return n + 1
+}
+
+// String writes v as a key that tells values apart: the same tree gives
+// the same text, and the text names every column, bound, constant,
+// operator and condition (it is not SQL: pgemit writes that).
+func (v *Value) String() string {
+	var b strings.Builder
+	v.write(&b)
+	return b.String()
+}
+
+func (v *Value) write(b *strings.Builder) {
+	switch v.Op {
+	case ValCol:
+		fmt.Fprintf(b, "%s[%s,%s]", v.Col, v.Lo, v.Hi)
+		return
+	case ValConst:
+		b.WriteString(v.Num)
+		if v.Int {
+			b.WriteString("i")
+		}
+		return
+	case ValNull:
+		b.WriteString("null")
+		return
+	}
+	b.WriteString(v.Op)
+	b.WriteString("(")
+	for i, a := range v.Args {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		if i < len(v.When) {
+			fmt.Fprintf(b, "when %#v then ", v.When[i])
+		} else if v.Op == ValCase {
+			b.WriteString("else ")
+		}
+		a.write(b)
+	}
+	b.WriteString(")")
+}

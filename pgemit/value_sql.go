@@ -1,0 +1,124 @@
+// Privacy-critical: needs DP review.
+// Part of the emitter: what reaches the private database is built here
+// (doc.go).
+
+package pgemit
+
+import (
+	"math/big"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/dpplan"
+)
+
+// ValueSQL writes a validated row value (dpplan/value.go) as SQL whose
+// value on every row lies in dpplan.ValueInterval(v) or is NULL:
+//
+//   - a column is clamped to its bounds, NULL kept NULL;
+//   - a constant is written as the decimal the planner checked;
+//   - x / y is x / NULLIF(y, 0) clamped to the quotient's decimal interval
+//     (a no-op but for PostgreSQL's rounding), NULL kept NULL, or a NULL
+//     constant when that interval is empty (the divisor is always 0);
+//   - the rest map to the PostgreSQL operator or function of the same
+//     name.
+//
+// It panics on a value ValueInterval refuses: the planner validated it.
+func ValueSQL(v *dpplan.Value) string {
+	var b strings.Builder
+	writeValue(&b, v)
+	return b.String()
+}
+
+func writeValue(b *strings.Builder, v *dpplan.Value) {
+	switch v.Op {
+	case dpplan.ValCol:
+		c := QuoteIdent(v.Col)
+		b.WriteString("(CASE WHEN " + c + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + c + "::numeric, " +
+			NumericConst(v.Lo) + "), " + NumericConst(v.Hi) + ") END)")
+	case dpplan.ValConst:
+		b.WriteString("(" + v.Num + ")")
+	case dpplan.ValNull:
+		b.WriteString("NULL")
+	case dpplan.ValNeg:
+		b.WriteString("(- ")
+		writeValue(b, v.Args[0])
+		b.WriteString(")")
+	case dpplan.ValAdd, dpplan.ValSub, dpplan.ValMul:
+		b.WriteString("(")
+		writeValue(b, v.Args[0])
+		b.WriteString(" " + v.Op + " ")
+		writeValue(b, v.Args[1])
+		b.WriteString(")")
+	case dpplan.ValDiv:
+		q, err := dpplan.ValueInterval(v)
+		if err != nil {
+			panic("pgemit: an unvalidated row value: " + err.Error())
+		}
+		if q.Empty() {
+			b.WriteString("(NULL::numeric)")
+			return
+		}
+		s := "(" + ValueSQL(v.Args[0]) + " / NULLIF(" + ValueSQL(v.Args[1]) + ", 0))"
+		b.WriteString("(CASE WHEN " + s + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + s + ", " +
+			RatConst(q.Lo) + "), " + RatConst(q.Hi) + ") END)")
+	case dpplan.ValCase:
+		b.WriteString("(CASE")
+		for i, a := range v.Args {
+			if i < len(v.When) {
+				b.WriteString(" WHEN " + PredSQL(v.When[i]) + " THEN ")
+			} else {
+				b.WriteString(" ELSE ")
+			}
+			writeValue(b, a)
+		}
+		b.WriteString(" END)")
+	case dpplan.ValCoalesce, dpplan.ValLeast, dpplan.ValGreatest, dpplan.ValAbs, dpplan.ValNullIf:
+		b.WriteString(strings.ToUpper(v.Op) + "(")
+		for i, a := range v.Args {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			writeValue(b, a)
+		}
+		b.WriteString(")")
+	default:
+		panic("pgemit: unknown row value " + v.Op)
+	}
+}
+
+// RatConst writes a decimal rational (finite decimal expansion, as
+// sensitivity.RoundOut returns) as an exact numeric constant.
+func RatConst(r *big.Rat) string { return NumericConst(DecimalText(r)) }
+
+// DecimalText writes a rational with a finite decimal expansion (its
+// reduced denominator is 2^a·5^b) exactly, with max(a, b) digits after
+// the point. It panics on other rationals: every interval endpoint is a
+// decimal (policy bounds and literals are; + − × keep it so; Div rounds to
+// decimals; a midpoint of decimals is one).
+func DecimalText(r *big.Rat) string {
+	d := new(big.Int).Set(r.Denom())
+	// The factors 2 by the trailing zero bits, the factors 5 by dividing
+	// by 5^64 while it divides, then by 5: linear in the denominator's
+	// size (one factor at a time was quadratic, and a chain of tiny
+	// constants made planning take minutes).
+	twos := int(d.TrailingZeroBits())
+	d.Rsh(d, uint(twos))
+	fives := 0
+	rem := new(big.Int)
+	for _, step := range []struct {
+		p *big.Int
+		n int
+	}{{new(big.Int).Exp(big.NewInt(5), big.NewInt(64), nil), 64}, {big.NewInt(5), 1}} {
+		for {
+			q, m := new(big.Int).QuoRem(d, step.p, rem)
+			if m.Sign() != 0 {
+				break
+			}
+			d, fives = q, fives+step.n
+		}
+	}
+	if d.Cmp(big.NewInt(1)) != 0 {
+		panic("pgemit: DecimalText of a non-decimal rational")
+	}
+	return r.FloatString(max(twos, fives))
+}

@@ -1,0 +1,167 @@
+package release
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/pgemit"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// TestCalibrate_SmoothBetaIsTheRelease's: the β written into a smooth
+// quantile's SQL is exactly the β of the mechanism the release samples
+// from (NRS 2007: S must be β-smooth for that β), computed once, by the
+// same budget split; before calibrate, the planner copied the split and
+// kept in step with a relative 10⁻⁹ margin.
+func TestCalibrate_SmoothBetaIsTheRelease(t *testing.T) {
+	t.Parallel()
+	ds := loadPolicy(t)
+	for _, q := range []string{
+		"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits",
+		"SELECT COUNT(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits",
+		"SELECT department, MAX(age) FROM visits GROUP BY department",
+	} {
+		base := quantilePlan(t, ds, q)
+		req := Request{Dataset: ds, Plan: base, Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace,
+			QuantileMethod: dpplan.QuantileSmooth, Upstream: noUpstream{}}
+		cal, err := (&Releaser{}).calibrate(req)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		p := cal.req.Plan
+		found := false
+		for i, m := range p.Measures {
+			if m.Kind != dpplan.MeasureQuantile {
+				continue
+			}
+			found = true
+			sm := cal.ms[i].quant.smooth
+			if m.Quantile.Method != dpplan.QuantileSmooth || sm == nil || m.Quantile.Beta != sm.Beta() {
+				t.Errorf("%s: plan β %v, release β %v", q, m.Quantile.Beta, sm.Beta())
+			}
+			// By hand: ε and δ split over the measures, then over L0 groups.
+			n, l0 := float64(len(p.Measures)), float64(p.MaxGroupsPerUnit)
+			want := noise.SmoothBeta(1/n/l0, 1e-6/1/l0)
+			if math.Abs(m.Quantile.Beta-want) > 1e-12*want {
+				t.Errorf("%s: β %v, want %v", q, m.Quantile.Beta, want)
+			}
+			if !strings.Contains(p.SQL, "("+strconv.FormatFloat(m.Quantile.Beta, 'g', -1, 64)+")::numeric") {
+				t.Errorf("%s: the SQL does not use β %v", q, m.Quantile.Beta)
+			}
+		}
+		if !found || p.Fingerprint == base.Fingerprint || p.SQL == base.SQL {
+			t.Errorf("%s: the calibrated plan is the planner's (found=%v)", q, found)
+		}
+		// EXPLAIN reports the same plan: its SQL line is the calibrated SQL.
+		_, rows, err := Explain(ds, base, Params{Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace, QuantileMethod: dpplan.QuantileSmooth})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last := *rows[len(rows)-1][0]; !strings.Contains(last, p.SQL) {
+			t.Errorf("%s: EXPLAIN shows other SQL than the release runs:\n%.200s", q, last)
+		}
+	}
+}
+
+// TestCalibrate_RangeCrossCheck: a plan whose sum claims a narrower range
+// than its SQL sums (the expression's interval, or the column's bounds)
+// is refused before the charge rather than under-noised.
+func TestCalibrate_RangeCrossCheck(t *testing.T) {
+	t.Parallel()
+	ds := loadPolicy(t)
+	for _, q := range []string{"SELECT SUM(cost * 2) FROM visits", "SELECT SUM(cost) FROM visits", "SELECT AVG(cost / 2.0 + 1) FROM visits"} {
+		p, err := rewrite.Rewrite(ds, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		params := Params{Epsilon: 1, Mechanism: policy.MechanismLaplace}
+		if _, _, err := Explain(ds, p, params); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		for i, m := range p.Measures {
+			if m.Kind != dpplan.MeasureSum && m.Kind != dpplan.MeasureSumSq {
+				continue
+			}
+			c := *p
+			c.Measures = append([]dpplan.Measure(nil), p.Measures...)
+			c.Measures[i].Upper = m.Upper / 2
+			_, _, err := Explain(ds, &c, params)
+			if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.InternalError {
+				t.Errorf("%s: measure %d with upper %v of %v: err = %v, want XX000", q, i, c.Measures[i].Upper, m.Upper, err)
+			}
+		}
+	}
+}
+
+// TestVerifyPlan: every query a release runs upstream must be what the
+// emitter writes for the plan, from emitter inputs that agree with the
+// policy (verify.go). Each tampering below is refused before the charge.
+func TestVerifyPlan(t *testing.T) {
+	t.Parallel()
+	ds := loadPolicy(t)
+	params := Params{Epsilon: 1, Mechanism: policy.MechanismLaplace}
+	fresh := func() *dpplan.Plan {
+		p, err := rewrite.RewriteWith(ds, "SELECT department, SUM(cost), AVG(age) FROM visits WHERE age > 3 GROUP BY department",
+			rewrite.Options{AutoBounds: true, AutoClip: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Auto == nil || p.Clip == nil {
+			t.Fatal("no automatic bounds or clipping")
+		}
+		c := *p
+		return &c
+	}
+	if _, _, err := Explain(ds, fresh(), params); err != nil {
+		t.Fatalf("untouched plan: %v", err)
+	}
+	withTable := func(p *dpplan.Plan, edit func(*policy.Table)) {
+		tb, where := dpplan.SourceOf(p)
+		v := *tb
+		v.Columns = map[string]*policy.Column{}
+		for n, c := range tb.Columns {
+			cc := *c
+			v.Columns[n] = &cc
+		}
+		edit(&v)
+		dpplan.SetSource(p, &v, where)
+	}
+	for name, tamper := range map[string]func(p *dpplan.Plan){
+		"SQL":            func(p *dpplan.Plan) { p.SQL += " " },
+		"clip histogram": func(p *dpplan.Plan) { c := *p.Clip; c.SQL = strings.Replace(c.SQL, "1", "2", 1); p.Clip = &c },
+		"profile":        func(p *dpplan.Plan) { a := *p.Auto; a.CombinedSQL += " "; p.Auto = &a },
+		"candidate plan": func(p *dpplan.Plan) {
+			a := *p.Auto
+			c := *a.Plans[0]
+			c.SQL += " "
+			a.Plans = append([]*dpplan.Plan{&c}, a.Plans[1:]...)
+			p.Auto = &a
+		},
+		"no source":       func(p *dpplan.Plan) { dpplan.SetSource(p, nil, nil) },
+		"rows per unit":   func(p *dpplan.Plan) { withTable(p, func(v *policy.Table) { v.MaxRowsPerUnit++ }) },
+		"groups per unit": func(p *dpplan.Plan) { withTable(p, func(v *policy.Table) { v.MaxGroupsPerUnit = 99 }) },
+		"unit column":     func(p *dpplan.Plan) { withTable(p, func(v *policy.Table) { v.UnitColumn = "age" }) },
+		"bound text":      func(p *dpplan.Plan) { withTable(p, func(v *policy.Table) { v.Columns["cost"].Upper = "40000" }) },
+		// Consistent inputs, SQL emitted from them, but the measure's range
+		// still the declared one: caught by the range cross-check.
+		"wider bounds": func(p *dpplan.Plan) {
+			withTable(p, func(v *policy.Table) { v.Columns["cost"].Upper, v.Columns["cost"].UpperNum = "40000", 40000 })
+			tb, where := dpplan.SourceOf(p)
+			p.SQL = pgemit.SQL(tb, p, where)
+			p.Clip, p.Auto = nil, nil
+		},
+	} {
+		p := fresh()
+		tamper(p)
+		_, _, err := Explain(ds, p, params)
+		if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.InternalError || !strings.Contains(pe.Message, "does not verify") && !strings.Contains(pe.Message, "range narrower") {
+			t.Errorf("%s: err = %v, want XX000 from the verification", name, err)
+		}
+	}
+}

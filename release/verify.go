@@ -1,0 +1,96 @@
+// Privacy-critical: needs DP review.
+
+package release
+
+import (
+	"strconv"
+
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgemit"
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// # The planner is not trusted with privacy
+//
+// The planner (package rewrite) turns the analyst's text into a plan and
+// emits its SQL. Before a plan is calibrated, verifyPlan checks that
+// every query the release will run upstream is exactly what the emitter
+// (package pgemit) writes for the plan as it stands, from emitter inputs
+// that agree with the policy:
+//
+//   - the table the SQL reads is the policy's protected table (name,
+//     schema, unit column); its contribution bounds are the plan's rows
+//     per unit and at most the policy's groups per unit (joins: see
+//     below); every bound's text is the number the bounds are computed
+//     from;
+//   - Plan.SQL, the histogram of automatic clipping (AutoClip.SQL), the
+//     profile of automatic bounds (AutoBounds.CombinedSQL) and every
+//     candidate plan are re-emitted and must be byte-equal.
+//
+// mechanisms (release.go) then computes every sensitivity from the plan's
+// fields and the policy and cross-checks the planner's (L∞ from the
+// bounds, a sum's range against its expression's interval or its column's
+// bounds in that table, L0 and rows per unit against the policy). So a
+// planner bug can make a release answer another query than the analyst
+// asked, or refuse one, but not release more than the charge: the privacy
+// argument is this package, dpplan, pgemit, sensitivity, noise and
+// accountant. The exception is a join: the joined relation's table (its
+// limits follow the join's shape) is the planner's (rewrite/join_shape.go
+// and rewrite/join.go stay in the argument), cross-checked against the
+// policy by rowsPerUnit (join.go).
+func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
+	bad := func(what string) error {
+		return pgerr.New(pgerr.InternalError, "internal error: the plan's %s does not verify", what)
+	}
+	t, where := dpplan.SourceOf(plan)
+	pt, ok := ds.Table(plan.Table)
+	switch {
+	case t == nil:
+		return bad("emitter input")
+	case plan.Join != nil:
+		// The joined relation's table is the planner's (its columns,
+		// unit and limits follow the join's shape: rewrite/join_shape.go,
+		// which stays privacy-critical); release cross-checks the shape
+		// against the policy (join.go).
+	case !ok || pt.Public || t.Name != pt.Name || t.Schema != pt.Schema || t.UnitColumn != pt.UnitColumn:
+		return bad("table")
+	case t.MaxGroupsPerUnit < 1 || t.MaxGroupsPerUnit > pt.MaxGroupsPerUnit:
+		return bad("groups per unit")
+	case t.MaxRowsPerUnit != plan.RowsPerUnit:
+		return bad("rows per unit")
+	}
+	for _, c := range t.Columns {
+		if !c.HasBounds || !c.Type.Numeric() {
+			continue
+		}
+		lo, err1 := strconv.ParseFloat(c.Lower, 64)
+		hi, err2 := strconv.ParseFloat(c.Upper, 64)
+		if err1 != nil || err2 != nil || lo != c.LowerNum || hi != c.UpperNum {
+			return bad("column bounds")
+		}
+	}
+	want := ""
+	if plan.SampleAgg != nil {
+		want = pgemit.SampleAggSQL(t, plan, where)
+	} else {
+		want = pgemit.SQL(t, plan, where)
+	}
+	if plan.SQL != want {
+		return bad("SQL")
+	}
+	if c := plan.Clip; c != nil && c.SQL != pgemit.ClipSQL(t, plan, where, c.Columns) {
+		return bad("clipping histogram")
+	}
+	if a := plan.Auto; a != nil {
+		if a.CombinedSQL != pgemit.ProfileSQL(t, plan, where, a.Candidates) {
+			return bad("contribution profile")
+		}
+		for _, p := range a.Plans {
+			if err := verifyPlan(ds, p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
