@@ -3,6 +3,8 @@
 #   make test    all tests, unit and integration (real PostgreSQL and psql), with -race,
 #                the stat-tagged statistical sweeps (make stat), then every fuzz target
 #                for a few seconds (make fuzz)
+#   make audit   the black-box privacy auditor: empirical ε lower bounds through the proxy
+#                (AUDIT_RELEASES per database and run, default 2000; 10-15 minutes)
 #   make mutate  applies the classic privacy mutations to a scratch copy and prints
 #                which tests catch each (scripts/mutate; 5-10 minutes)
 #   make build   build bin/dpproxy
@@ -23,7 +25,7 @@ DEMO_FLAGS ?=
 # Whole-run bound of go test; CI must finish well under 15 minutes.
 TEST_TIMEOUT ?= 12m
 
-.PHONY: all build demo test stat fuzz fuzz-check fuzz-totality mutate bench bench-go load lint deps clean
+.PHONY: all build demo test stat fuzz fuzz-check fuzz-totality audit mutate bench bench-go load lint deps clean
 
 all: build
 
@@ -85,6 +87,17 @@ fuzz-totality: deps
 # Fails when a Fuzz function of the tree is missing from FUZZ_ALL.
 fuzz-check:
 	@scripts/fuzz.sh --check $(FUZZ_ALL)
+
+# The black-box privacy auditor (integration/audit_test.go; README "The
+# privacy auditor"): every mechanism, AUDIT_RELEASES releases per database
+# and run; make test runs a short version (4 mechanisms, 400 releases).
+# AUDIT_ONLY=gaussian selects mechanisms by name. Built without -race.
+AUDIT_RELEASES ?= 2000
+AUDIT_ONLY ?=
+
+audit: deps
+	AUDIT_RELEASES=$(AUDIT_RELEASES) AUDIT_ONLY=$(AUDIT_ONLY) \
+		$(GO) test -count=1 -timeout 0 -v -run '^TestAudit_EmpiricalEpsilon$$' ./integration
 
 # Not part of make test (it runs the package and end-to-end tests once per
 # mutation); run it after changing a privacy-critical package.
