@@ -44,8 +44,9 @@
 // It imports only policy and sensitivity (interval arithmetic): never the
 // planner (package rewrite) nor the emitter (package pgemit), which both
 // import it. It does no I/O and no logging and builds no SQL beyond the
-// SQL fragments that are plan data (Measure.Outside, Plan.SQL, written by
-// the emitter; the literals of Pred nodes, written by the planner).
+// SQL fragments that are plan data (Plan.SQL and the SQL of automatic
+// bounds and clipping, written by the emitter and verified by release;
+// the literals of Pred nodes, written by the planner).
 //
 // Package rewrite re-exports the plan's types and constants as aliases
 // (rewrite.Plan = dpplan.Plan, …) for its callers.

@@ -227,11 +227,11 @@ type Measure struct {
 	// all groups together, so L1 = E·M while L0·LInf = min(E, groups)·E·M.
 	// 0 means no such bound (L1 sensitivity L0·LInf).
 	L1 float64 `json:",omitempty"`
-	// Outside, for MeasureRemoved, when not "", is the SQL condition of a
-	// row one of whose summed columns lies outside its bounds (bias.go):
-	// the estimate then counts those rows too, whose values clamping
-	// changed.
-	Outside string `json:",omitempty"`
+	// Outside, for MeasureRemoved, makes the estimate count the rows one
+	// of whose summed columns lies outside its bounds too (bias.go), whose
+	// values clamping changed; the emitter writes the condition
+	// (pgemit.OutsideSQL).
+	Outside bool `json:",omitempty"`
 	// Quantile describes a MeasureQuantile; nil for other kinds.
 	Quantile *Quantile `json:",omitempty"`
 }

@@ -118,7 +118,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	partition := append([]string{unit}, quoteIdents(p.Keys)...)
 	hasRow := make([]bool, len(p.Measures)) // measure i has a per-row value dp_x<i>
 	for i, m := range p.Measures {
-		v := rowValue(t, m, false) // a SUM is centred per (unit, group): centredSum
+		v := rowValue(t, p, m, false) // a SUM is centred per (unit, group): centredSum
 		if v == "" {
 			continue
 		}
@@ -182,7 +182,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 		case dpplan.MeasureQuantile:
 			v = quantileUnitSQL("dp_a"+n, t.MaxRowsPerUnit)
 		case dpplan.MeasureRemoved:
-			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k, m.Outside != "") // rewrite/bias.go
+			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k, m.Outside) // rewrite/bias.go
 		default:
 			s, c := "dp_s"+n, "dp_n"+n
 			if mode == dpplan.GroupsScale {
@@ -279,7 +279,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 			case dpplan.MeasureCount, dpplan.MeasureSum, dpplan.MeasureSumSq:
 				w(", SUM(LEAST(dp_n", n, ", ", rows, ")) OVER dp_w AS dp_t", n)
 			case dpplan.MeasureRemoved:
-				w(removedWindowSQL(n, mode, rows, m.Outside != ""))
+				w(removedWindowSQL(n, mode, rows, m.Outside))
 			}
 		}
 		w(profileWindow, " FROM (")
@@ -287,7 +287,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 		if window {
 			w("SELECT *")
 			if p.HasBias() {
-				w(removedWindowSQL(strconv.Itoa(len(p.Measures)-1), mode, rows, p.Measures[len(p.Measures)-1].Outside != ""))
+				w(removedWindowSQL(strconv.Itoa(len(p.Measures)-1), mode, rows, p.Measures[len(p.Measures)-1].Outside))
 			}
 			w(profileWindow, " FROM (")
 		}
@@ -381,14 +381,14 @@ func ClampSQL(t *policy.Table, c string) string {
 // dpplan/bounds.go's guarantee
 // hold for it. On data within the contribution limits nothing is
 // weighted, so the answer equals PostgreSQL's FILTER.
-func rowValueSQL(t *policy.Table, m dpplan.Measure) string {
-	return rowValue(t, m, true)
+func rowValueSQL(t *policy.Table, p *dpplan.Plan, m dpplan.Measure) string {
+	return rowValue(t, p, m, true)
 }
 
 // rowValue is rowValueSQL; with centred false, a SUM's value is not
 // centred (the caller subtracts Centre·COUNT once per unit and group:
 // centredSum). A sum of squares is always centred per row.
-func rowValue(t *policy.Table, m dpplan.Measure, centred bool) string {
+func rowValue(t *policy.Table, p *dpplan.Plan, m dpplan.Measure, centred bool) string {
 	centre := m.Centre != "" && (centred || m.Kind == dpplan.MeasureSumSq)
 	var v string
 	switch m.Kind {
@@ -420,10 +420,10 @@ func rowValue(t *policy.Table, m dpplan.Measure, centred bool) string {
 		}
 		v = QuoteIdent(t.UnitColumn)
 	case dpplan.MeasureRemoved:
-		if m.Outside == "" {
+		if !m.Outside {
 			return ""
 		}
-		return "CASE WHEN " + m.Outside + " THEN 1 ELSE 0 END"
+		return "CASE WHEN " + OutsideSQL(t, p) + " THEN 1 ELSE 0 END"
 	case dpplan.MeasureCount:
 		switch {
 		case m.Expr != nil:

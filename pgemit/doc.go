@@ -5,7 +5,7 @@
 // SQL's shape, quotes every policy name and writes its own constants; the
 // fragments that are plan data were written by the planner from
 // validated AST nodes, with names quoted and literals re-encoded, never
-// analyst text pasted: Measure.Outside (bias.go), the literals of WHERE conditions
+// analyst text pasted: the literals of WHERE conditions
 // (pred.go, literal.go, likepattern.go) and the constants of key
 // expressions (casekey.go, keyexpr.go, datekey.go). A review of what
 // reaches the database reads this package and those planner files.

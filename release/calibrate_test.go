@@ -165,3 +165,36 @@ func TestVerifyPlan(t *testing.T) {
 		}
 	}
 }
+
+// TestCalibrate_IntegerAndQuantileCrossChecks: a plan that claims integer
+// values for a sum that can have a fraction (integer noise would show the
+// fraction), or a quantile range narrower than its SQL clamps to, is
+// refused before the charge.
+func TestCalibrate_IntegerAndQuantileCrossChecks(t *testing.T) {
+	t.Parallel()
+	ds := loadPolicy(t)
+	params := Params{Epsilon: 1, Mechanism: policy.MechanismLaplace}
+	for q, tamper := range map[string]func(m *dpplan.Measure){
+		"SELECT SUM(cost / 2.0) FROM visits":                                   func(m *dpplan.Measure) { m.Integer = true },
+		"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits": func(m *dpplan.Measure) { m.Upper /= 2 },
+		"SELECT MAX(cost * 2) FROM visits":                                     func(m *dpplan.Measure) { m.Lower += 1 },
+	} {
+		p, err := rewrite.Rewrite(ds, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := Explain(ds, p, params); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		c := *p
+		c.Measures = append([]dpplan.Measure(nil), p.Measures...)
+		tamper(&c.Measures[0])
+		if c.Measures[0] == p.Measures[0] {
+			t.Fatalf("%s: the tampering changed nothing", q)
+		}
+		_, _, err = Explain(ds, &c, params)
+		if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.InternalError {
+			t.Errorf("%s: tampered measure: err = %v, want XX000", q, err)
+		}
+	}
+}

@@ -1,5 +1,3 @@
-// Privacy-critical: needs DP review.
-
 package release
 
 import (
@@ -231,7 +229,7 @@ func measureText(m dpplan.Measure) string {
 		suffix += " filtered"
 	}
 	switch {
-	case m.Kind == dpplan.MeasureRemoved && m.Outside != "":
+	case m.Kind == dpplan.MeasureRemoved && m.Outside:
 		return "rows removed by contribution bounding plus rows with a summed value outside its bounds (clamped), each unit's clipped to its allowance (bias estimate)"
 	case m.Kind == dpplan.MeasureRemoved:
 		return "rows removed by contribution bounding, each unit's clipped to its allowance (bias estimate)"

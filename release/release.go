@@ -563,6 +563,11 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 		if err := checkMeasureRange(plan, ms); err != nil {
 			return nil, err
 		}
+		if ms.Integer && !integerValued(plan, ms) {
+			// Integer noise on a value that need not be an integer
+			// would show its fraction.
+			return nil, pgerr.New(pgerr.InternalError, "internal error: plan claims integer values it cannot prove")
+		}
 		epsilon := epsilon
 		var lInf float64
 		switch ms.Kind {
@@ -647,7 +652,12 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 // pgemit.ValueSQL), or its column's bounds in the table the SQL is
 // emitted from.
 func checkMeasureRange(plan *dpplan.Plan, ms dpplan.Measure) error {
-	if ms.Kind != dpplan.MeasureSum && ms.Kind != dpplan.MeasureSumSq {
+	switch {
+	case ms.Kind == dpplan.MeasureSum, ms.Kind == dpplan.MeasureSumSq:
+	case ms.Kind == dpplan.MeasureQuantile && ms.Quantile != nil && ms.Quantile.Type != policy.TypeDate:
+		// A quantile's values are clamped to [Lower, Upper] by the SQL
+		// (an expression's to its interval, a column's to its bounds).
+	default:
 		return nil
 	}
 	bad := pgerr.New(pgerr.InternalError, "internal error: plan range narrower than its SQL's")
@@ -669,6 +679,33 @@ func checkMeasureRange(plan *dpplan.Plan, ms dpplan.Measure) error {
 		return bad
 	}
 	return nil
+}
+
+// integerValued reports whether every value of the measure is an integer
+// whatever the data: counts; sums (and sums of squares) of an integer
+// column with integer bounds, or of an expression whose interval says
+// integer (dpplan.ValueInterval), minus an integer centre.
+func integerValued(plan *dpplan.Plan, ms dpplan.Measure) bool {
+	switch ms.Kind {
+	case dpplan.MeasureCount, dpplan.MeasureUnits, dpplan.MeasureRemoved:
+		return true
+	case dpplan.MeasureSum, dpplan.MeasureSumSq:
+	default:
+		return false
+	}
+	if c, ok := new(big.Rat).SetString(ms.Centre); ms.Centre != "" && (!ok || !c.IsInt()) {
+		return false
+	}
+	if ms.Expr != nil {
+		iv, err := dpplan.ValueInterval(ms.Expr)
+		return err == nil && iv.Int
+	}
+	t, _ := dpplan.SourceOf(plan)
+	if t == nil || t.Columns[ms.Column] == nil {
+		return false
+	}
+	c := t.Columns[ms.Column]
+	return c.Type == policy.TypeInt && isInteger(c.LowerNum) && isInteger(c.UpperNum)
 }
 
 // splitDown returns the largest float64 e with m·e ≤ x in exact

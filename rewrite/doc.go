@@ -14,6 +14,21 @@
 // It does no I/O and no logging, holds no global mutable state, and is
 // safe for concurrent use.
 //
+// # What a privacy review reads here
+//
+// Only the join files (join.go, join_shape.go, join_resolve.go,
+// join_partition.go, join_quantile.go: the joined relation, its limits and
+// its L1 bound). Every other plan is checked by release before it is
+// calibrated (release/verify.go): each query it runs upstream must be what
+// pgemit writes for the plan, from a table that agrees with the policy, and
+// every sensitivity, range and integrality claim is recomputed from the
+// plan's own data (dpplan, release/release.go mechanisms). A mistake in
+// the rest of this package changes which query is answered, or refuses
+// one; it cannot release more than the charge. The SQL fragments the
+// planner still writes (WHERE literals: pred.go, literal.go,
+// likepattern.go; key constants: casekey.go, keyexpr.go, datekey.go) are
+// part of the security review of what reaches the database (pgemit/doc.go).
+//
 // # Pipeline
 //
 //	pgsql.Lex     PostgreSQL tokens (package pgsql).
@@ -42,7 +57,7 @@
 //	              builder, its entry (plan, build), FROM and columns.
 //	build_select.go  the select list: outputs, aggregates, their measures.
 //	build_keys.go  GROUP BY keys and their PostgreSQL types.
-//	build_bounds.go  Privacy-critical: a measure's magnitude limit
+//	build_bounds.go  a measure's magnitude limit
 //	              (addMeasure) and the contribution bounds per query
 //	              (queryBounds).
 //	build_order.go  ORDER BY and LIMIT/OFFSET over the outputs.
@@ -53,21 +68,21 @@
 //	              the typed row value dpplan.Value, which dpplan bounds
 //	              (value.go) and pgemit writes (value_sql.go).
 //	filter.go     agg(…) FILTER (WHERE cond): normalizer marker and plan.
-//	centre.go     Privacy-critical: SUM derived from AVG's normalized sums.
+//	centre.go     SUM derived from AVG's normalized sums.
 //	keyexpr.go    GROUP BY expressions with public derived domains.
 //	casekey.go    GROUP BY CASE buckets (domain: the THEN/ELSE constants).
-//	partition.go  Privacy-critical: GROUP BY columns without public values
+//	partition.go  GROUP BY columns without public values
 //	              (private keys, DP partition selection; needs δ > 0).
 //	expr.go       HAVING and arithmetic over aggregates: post-processing
 //	              expressions over released values (dpplan.Expr, Cond).
 //	aliases.go    the plan's types and constants as aliases of dpplan's.
-//	bias.go       Privacy-critical: the bias estimate's measure
+//	bias.go       the bias estimate's measure
 //	              (addRemoved).
-//	autobounds.go, autoclip.go  Privacy-critical: contribution bounds
+//	autobounds.go, autoclip.go  contribution bounds
 //	              and clamping bounds chosen per query: candidate plans,
 //	              the clipped columns and the replanning (their plan data
 //	              is dpplan/auto.go, their SQL pgemit's).
-//	sampleagg.go  Privacy-critical: corr, covar_*, regr_* by
+//	sampleagg.go  corr, covar_*, regr_* by
 //	              sample-and-aggregate (keyed-hash blocks, per-block
 //	              answers clipped to an output range, averaged; k from
 //	              SET dp.sample_blocks or a noisy unit count), per group
@@ -94,11 +109,11 @@
 //	join_quantile.go  Privacy-critical: quantiles over every join shape
 //	              (R = the join's max_rows_per_unit, or E for elastic
 //	              joins) and with private group keys.
-//	quantile.go   Privacy-critical: percentile_cont/percentile_disc WITHIN
+//	quantile.go   percentile_cont/percentile_disc WITHIN
 //	              GROUP, MIN and MAX as quantile measures (their SQL, per
 //	              group the bucket counts of the bounded values, is
 //	              pgemit/quantile_sql.go).
-//	quantile_expr.go  Privacy-critical: quantiles of expressions
+//	quantile_expr.go  quantiles of expressions
 //	              (percentile_cont/disc WITHIN GROUP (ORDER BY expr),
 //	              MIN/MAX(expr)): the row value is the rowexpr.go
 //	              expression, the grid or sentinels its interval (refused
@@ -109,10 +124,10 @@
 //	rewrite.go    the entry points: Rewrite, RewriteWith and Options.
 //	explain.go    ExplainTarget: EXPLAIN of a DP query.
 //	depth.go      the nesting limit of the analyst's statement.
-//	literal.go    Privacy-critical: literals typed against a policy column
+//	literal.go    literals typed against a policy column
 //	              and re-encoded (never the analyst's text).
-//	likepattern.go  Privacy-critical: LIKE patterns re-encoded.
-//	narrow.go     Privacy-critical: key domains narrowed by public WHERE
+//	likepattern.go  LIKE patterns re-encoded.
+//	narrow.go     key domains narrowed by public WHERE
 //	              conditions.
 //
 // # Verification
