@@ -129,30 +129,51 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 	if err != nil {
 		return nil, err
 	}
-	// A ticket of the dataset's DP admission (admission.go), before the
-	// charge: held by the statement (post.go) or taken for this release.
+	var res *release.Result
+	err = c.paced(ctx, slotLen, func(rctx context.Context, publishAt time.Time, contended func() bool) (time.Time, error) {
+		if slotLen > 0 {
+			req.PublishAt, req.PadStep = publishAt, slotLen
+		}
+		req.Contended = contended
+		var err error
+		res, err = c.srv.cfg.Releaser.Run(rctx, req)
+		if res != nil && !res.ReadyAt.IsZero() {
+			return res.ReadyAt, err
+		}
+		return time.Now(), err
+	})
+	return res, err
+}
+
+// paced runs a release (run) with what every DP release gets from the
+// proxy: a ticket of the dataset's DP admission (admission.go), taken
+// before the charge unless the statement holds one (post.go); the
+// session's own context, so that no client setting or message decides
+// when it stops; the answer padded to the end of its time slot (slotLen
+// from the plan's work; publishAt is its end, before which release never
+// records the answer); and, when the client cancels, 57014 at once while
+// the release finishes in the background. run returns when its answer was
+// ready.
+func (c *conn) paced(ctx context.Context, slotLen time.Duration, run func(rctx context.Context, publishAt time.Time, contended func() bool) (time.Time, error)) error {
 	tk, own := c.ticket, false
 	if tk == nil {
+		var err error
 		if tk, err = c.srv.admissions[c.ds].admit(ctx, c.analyst); err != nil {
-			return nil, err
+			return err
 		}
 		own = true
 	}
-	req.Contended = tk.contended.Load
 	rctx := c.sessCtx
 	if rctx == nil {
 		rctx = context.WithoutCancel(ctx)
 	}
-	var res *release.Result
+	var err error
 	done := make(chan struct{})
-	// One start for the publish time (release.record waits for it before
-	// the answer enters the cache) and the client's padding, so that an
+	// One start for the publish time (release waits for it before the
+	// answer enters the cache) and the client's padding, so that an
 	// answer computed within its slot is released at the slot's end, not
 	// at the next doubling.
 	start := time.Now()
-	if slotLen > 0 {
-		req.PublishAt, req.PadStep = start.Add(slotLen), slotLen
-	}
 	go func() {
 		defer close(done)
 		if own {
@@ -163,23 +184,20 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 			// this goroutine: contain a panic here.
 			if p := recover(); p != nil {
 				c.log.Error("panic in dp release", zap.Any(logKeyPanic, p), zap.ByteString(logKeyStack, debug.Stack()))
-				res, err = nil, pgerr.New(pgerr.InternalError, internalErrorMessage)
+				err = pgerr.New(pgerr.InternalError, internalErrorMessage)
 			}
 		}()
-		res, err = c.srv.cfg.Releaser.Run(rctx, req)
-		ready := time.Now()
-		if res != nil && !res.ReadyAt.IsZero() {
-			ready = res.ReadyAt
-		}
+		var ready time.Time
+		ready, err = run(rctx, start.Add(slotLen), tk.contended.Load)
 		c.padResponse(rctx, start, ready, slotLen)
 	}()
 	select {
 	case <-done:
-		return res, err
+		return err
 	case <-ctx.Done():
 		c.pendingDP = done
 		c.log.Info("dp statement cancelled by the client; its release finishes in the background")
-		return nil, statementError(ctx, ctx.Err())
+		return statementError(ctx, ctx.Err())
 	}
 }
 

@@ -301,3 +301,20 @@ func pgconnConnect(t *testing.T, dsn string) (*pgconn.PgConn, error) {
 	}
 	return pc, err
 }
+
+// runEach answers a batch leaf by leaf with run: the fakes' RunBatch.
+func runEach(ctx context.Context, run func(context.Context, release.Request) (*release.Result, error), reqs []release.Request) ([]*release.Result, error) {
+	out := make([]*release.Result, len(reqs))
+	for i, req := range reqs {
+		res, err := run(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = res
+	}
+	return out, nil
+}
+
+func (f *fakeReleaser) RunBatch(ctx context.Context, reqs []release.Request) ([]*release.Result, error) {
+	return runEach(ctx, f.Run, reqs)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -224,7 +225,47 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 			}
 		}()
 	}
-	// Release each leaf.
+	// Release the DP leaves under one charge (release.RunBatch), in one
+	// time slot: the sum of theirs, as they run one after the other.
+	var batch []release.Request
+	var slotLen time.Duration
+	for i, l := range leaves {
+		if l.distinct == nil {
+			d, _ := c.timeSlot(l.plan) // checked above
+			slotLen += d
+			batch = append(batch, *reqs[i])
+		}
+	}
+	var results []*release.Result
+	if len(batch) > 0 {
+		c.waitPendingDP(ctx)
+		if ctx.Err() != nil {
+			return nil, statementError(ctx, ctx.Err())
+		}
+		err := c.paced(ctx, slotLen, func(rctx context.Context, publishAt time.Time, contended func() bool) (time.Time, error) {
+			for i := range batch {
+				if slotLen > 0 {
+					batch[i].PublishAt, batch[i].PadStep = publishAt, slotLen
+				}
+				batch[i].Contended = contended
+			}
+			var err error
+			results, err = c.srv.cfg.Releaser.RunBatch(rctx, batch)
+			ready := time.Now()
+			for _, r := range results {
+				if r != nil && !r.ReadyAt.IsZero() {
+					ready = r.ReadyAt
+				}
+			}
+			return ready, err
+		})
+		if err != nil {
+			return nil, dpError(ctx, err, c.log)
+		}
+		if len(results) != len(batch) {
+			return nil, fmt.Errorf("releaser returned %d results for %d leaves", len(results), len(batch))
+		}
+	}
 	rs := &resultSet{}
 	values := make([][][]*string, len(leaves)) // per leaf, per row
 	for i, l := range leaves {
@@ -237,10 +278,8 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 			}
 			continue
 		}
-		res, err := c.release(ctx, *reqs[i])
-		if err != nil {
-			return nil, dpError(ctx, err, c.log)
-		}
+		res := results[0]
+		results = results[1:]
 		if res == nil {
 			return nil, fmt.Errorf("releaser returned no result and no error")
 		}
@@ -255,8 +294,8 @@ func (c *conn) execPost(ctx context.Context, q *rewrite.PostQuery, explain bool,
 		if res.Notice != "" {
 			rs.notices = append(rs.notices, &pgproto3.NoticeResponse{
 				Severity: severityNotice, SeverityUnlocalized: severityNotice, Code: successfulCompletion,
-				// The leaf's own NOTICE (it starts with "dp: ", one per
-				// charge, as for any DP query), naming the leaf.
+				// The leaf's own NOTICE (it starts with "dp: ", as for any DP
+				// query; its cost is its own mechanisms'), naming the leaf.
 				Message: fmt.Sprintf("%s [DP aggregate %d of %d: %s]", res.Notice, i+1, len(leaves), truncate(l.text, 120)),
 			})
 		}

@@ -190,3 +190,11 @@ func TestResponseTime_OneSlot(t *testing.T) {
 		}
 	}
 }
+
+func (r *delayReleaser) RunBatch(ctx context.Context, reqs []release.Request) ([]*release.Result, error) {
+	return runEach(ctx, r.Run, reqs)
+}
+
+func (r *publishingReleaser) RunBatch(ctx context.Context, reqs []release.Request) ([]*release.Result, error) {
+	return runEach(ctx, r.Run, reqs)
+}

@@ -111,3 +111,7 @@ func TestDP_RememberedAnswer(t *testing.T) {
 		t.Fatalf("with dp.cache = off Run was called %d times in all, want 2", n)
 	}
 }
+
+func (r *rememberingReleaser) RunBatch(ctx context.Context, reqs []release.Request) ([]*release.Result, error) {
+	return runEach(ctx, r.Run, reqs)
+}

@@ -42,6 +42,9 @@ type Dataset struct {
 // *release.Releaser implements it; tests use fakes.
 type Releaser interface {
 	Run(ctx context.Context, req release.Request) (*release.Result, error)
+	// RunBatch answers the DP leaves of one statement under one charge
+	// (release.Releaser.RunBatch).
+	RunBatch(ctx context.Context, reqs []release.Request) ([]*release.Result, error)
 }
 
 // Config configures a Server.

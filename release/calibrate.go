@@ -43,6 +43,11 @@ type calibration struct {
 	saStats []measurement
 	saTau   *big.Rat
 
+	// groups are the released groups of a plan over public keys (every
+	// combination of their domains; nil with private keys, whose groups
+	// come from the data).
+	groups [][]string
+
 	// events are the ledger events of the whole release, reserved in one
 	// charge before any private row is read.
 	events []accountant.Event
@@ -62,7 +67,15 @@ func (r *Releaser) calibrate(req Request) (*calibration, error) {
 	}
 	req.Plan = plan
 	c := &calibration{}
-	if plan.SampleAgg != nil {
+	if !plan.PrivateGroups() {
+		if c.groups, err = groupKeys(plan.Keys); err != nil {
+			return nil, err
+		}
+	}
+	if sa := plan.SampleAgg; sa != nil {
+		if len(sa.Levels) == 0 || plan.PrivateGroups() && sa.CountMeasure < 0 {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
+		}
 		if c.saCount, c.saStats, err = r.saMechanisms(req); err != nil { // sampleagg.go
 			return nil, err
 		}

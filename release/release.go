@@ -197,24 +197,13 @@ func (r *Releaser) Run(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	return r.runCharged(ctx, req, func(ch *charged) (*Result, error) {
-		if req.Plan.SampleAgg != nil {
-			return r.runSampleAgg(ctx, req, ch) // sampleagg.go
-		}
 		return r.run(ctx, req, ch)
 	})
 }
 
+// run answers one request (ordinary or sample-and-aggregate): the cache,
+// else calibrate, reserve, execute, record.
 func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, error) {
-	plan := req.Plan
-	var groups [][]string
-	if !plan.PrivateGroups() {
-		// With private keys the groups come from the data, through
-		// partition selection (partition.go).
-		var err error
-		if groups, err = groupKeys(plan.Keys); err != nil {
-			return nil, err
-		}
-	}
 	// A cached answer needs no mechanism: look it up before calibrating
 	// (Gaussian calibration is a bisection).
 	key := cacheKey(req)
@@ -227,11 +216,27 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	if err != nil {
 		return nil, err
 	}
-	req, plan = cal.req, cal.req.Plan
-	clip, ms, auto, sel, events := cal.clip, cal.ms, cal.auto, cal.sel, cal.events
-
 	// 2. Reserve: durable before any private data is read.
-	res, err := r.ledger.Reserve(ctx, accountant.Charge{
+	res, err := r.reserve(ctx, req, cal.events, key)
+	if err != nil {
+		return nil, err
+	}
+	ch.res, ch.key = res, key
+	out, sa, err := r.execute(ctx, cal, res, key)
+	if err != nil {
+		return nil, err
+	}
+	// 6. Record the released answer. The charge is already durable; a
+	// failure to store the answer does not withhold it (the analyst has
+	// paid). Only a recorded answer enters the in-memory cache.
+	out.ReadyAt = time.Now()
+	r.record(ctx, cal.req, key, res, sa)
+	return out, nil
+}
+
+// reserve charges events durably, before any private data is read.
+func (r *Releaser) reserve(ctx context.Context, req Request, events []accountant.Event, key string) (*accountant.Reservation, error) {
+	return r.ledger.Reserve(ctx, accountant.Charge{
 		Analyst:       req.Analyst,
 		Dataset:       req.Dataset.Name,
 		Events:        events,
@@ -239,10 +244,17 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 		PolicyVersion: req.Dataset.Version,
 		Policy:        req.Dataset,
 	})
-	if err != nil {
-		return nil, err
+}
+
+// execute runs a calibrated, charged release: the upstream queries, the
+// choices made by DP, the noise and the post-processing. Every error is
+// after the charge (an incident, incident.go).
+func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountant.Reservation, key string) (*Result, *storedAnswer, error) {
+	if cal.req.Plan.SampleAgg != nil {
+		return r.executeSampleAgg(ctx, cal, res, key) // sampleagg.go
 	}
-	ch.res, ch.key = res, key
+	req, plan := cal.req, cal.req.Plan
+	clip, ms, auto, sel, events, groups := cal.clip, cal.ms, cal.auto, cal.sel, cal.events, cal.groups
 
 	// 3. Run the emitted SQL. From here on, every error is an incident.
 	// With auto clipping, first choose the clamping bounds (autoclip.go).
@@ -250,11 +262,11 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	if clip != nil {
 		hist, err := req.Upstream.Query(ctx, plan.Clip.SQL)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		chosen, err := clip.choose(hist)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		used := false
 		if slices.ContainsFunc(chosen, func(c clipResult) bool { return c.changed }) {
@@ -271,15 +283,15 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	if auto != nil {
 		combined, err := req.Upstream.Query(ctx, plan.Auto.CombinedSQL)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		own, prof, err := auto.split(combined)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		i, err := auto.choose(prof)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		plan, ms = auto.plans[i], auto.mechs[i]
 		req.Plan = plan
@@ -291,11 +303,12 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	if rows == nil {
 		var err error
 		if rows, err = req.Upstream.Query(ctx, plan.SQL); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var values [][]*big.Rat
 	var raw [][]*string // quantile summaries (quantile.go)
+	var err error
 	if sel != nil {
 		// Partition selection: only the kept groups go on (their
 		// quantile summaries too, partition.go).
@@ -304,7 +317,7 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 		values, raw, err = collect(plan, groups, rows)
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// 4. Noise every measurement of every group.
@@ -315,17 +328,17 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 			if m.quant != nil {
 				v, err := m.quant.releaseGroup(raw[g][i])
 				if err != nil {
-					return nil, err
+					return nil, nil, err
 				}
 				if v == nil && len(plan.Keys) == 0 {
-					return nil, errDPRefusal{ptrRefused()}
+					return nil, nil, errDPRefusal{ptrRefused()}
 				}
 				noisy[g][i] = v
 				continue
 			}
 			v, err := m.mech.AddNoise(values[g][i])
 			if err != nil {
-				return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+				return nil, nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
 			}
 			noisy[g][i] = v
 		}
@@ -360,12 +373,7 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 	}
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 
-	// 6. Record the released answer. The charge is already durable; a failure
-	// to store the answer does not withhold it (the analyst has paid). Only
-	// a recorded answer enters the in-memory cache.
-	out.ReadyAt = time.Now()
-	r.record(ctx, req, key, res, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs})
-	return out, nil
+	return out, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs}, nil
 }
 
 // cacheKey identifies a query for the answer cache: the analyst, the
@@ -474,6 +482,23 @@ func (r *Releaser) Remembered(req Request) (*Result, bool) {
 // answer enters the in-memory cache. The budget figure after the charge
 // refreshes the one the NOTICEs of cached answers use.
 func (r *Releaser) record(ctx context.Context, req Request, key string, res *accountant.Reservation, sa *storedAnswer) {
+	if !waitPublish(ctx, req) {
+		return
+	}
+	r.statuses.put(statusKeyOf(req), res.Status)
+	if answer, err := json.Marshal(sa); err == nil {
+		if r.ledger.Release(ctx, res.ID, answer) == nil {
+			r.answers.put(answerKeyOf(req, key), sa)
+		}
+	}
+}
+
+// waitPublish waits until req's publish time (PublishAt, or the step of
+// the time ladder the answer reached: PadUntil) and reports whether it
+// came. Never publish before PublishAt: when ctx ends first, the answer is
+// not recorded (its charge stays reserved, which is safe) rather than
+// recorded early.
+func waitPublish(ctx context.Context, req Request) bool {
 	publish := req.PublishAt
 	if req.PadStep > 0 {
 		publish = PadUntil(req.PublishAt.Add(-req.PadStep), req.PadStep, time.Now())
@@ -484,18 +509,10 @@ func (r *Releaser) record(ctx context.Context, req Request, key string, res *acc
 		select {
 		case <-t.C:
 		case <-ctx.Done():
-			// Never publish before PublishAt: the answer is not recorded
-			// (its charge stays reserved, which is safe) rather than
-			// recorded early.
-			return
+			return false
 		}
 	}
-	r.statuses.put(statusKeyOf(req), res.Status)
-	if answer, err := json.Marshal(sa); err == nil {
-		if r.ledger.Release(ctx, res.ID, answer) == nil {
-			r.answers.put(answerKeyOf(req, key), sa)
-		}
-	}
+	return true
 }
 
 func answerKeyOf(req Request, key string) answerKey {

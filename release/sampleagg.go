@@ -10,7 +10,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -168,54 +167,24 @@ func (r *Releaser) saMechanism(req Request, epsilon, delta, lInf float64, intege
 	return mech, nil
 }
 
-// runSampleAgg answers a sample-and-aggregate plan (see the file comment).
-func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (*Result, error) {
-	plan, sa := req.Plan, req.Plan.SampleAgg
-	private := plan.PrivateGroups()
-	if len(sa.Levels) == 0 || private && sa.CountMeasure < 0 {
-		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
-	}
-	var groups [][]string
-	if !private {
-		// With private keys the groups come from the data, through
-		// partition selection.
-		var err error
-		if groups, err = groupKeys(plan.Keys); err != nil {
-			return nil, err
-		}
-	}
-	key := cacheKey(req)
-	if !req.NoCache {
-		if res, ok, err := r.cached(ctx, req, key); err != nil || ok {
-			return res, err
-		}
-	}
-	cal, err := r.calibrate(req) // calibrate.go
-	if err != nil {
-		return nil, err
-	}
-	req, plan = cal.req, cal.req.Plan
+// executeSampleAgg runs a calibrated, charged sample-and-aggregate
+// release (see execute).
+func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *accountant.Reservation, key string) (*Result, *storedAnswer, error) {
+	req, plan := cal.req, cal.req.Plan
+	sa, private, groups := plan.SampleAgg, plan.PrivateGroups(), cal.groups
 	count, stats, tau := cal.saCount, cal.saStats, cal.saTau
-	res, err := r.ledger.Reserve(ctx, accountant.Charge{
-		Analyst: req.Analyst, Dataset: req.Dataset.Name, Events: cal.events,
-		Fingerprint: key, PolicyVersion: req.Dataset.Version, Policy: req.Dataset,
-	})
-	if err != nil {
-		return nil, err
-	}
-	ch.res, ch.key = res, key
 	// The key is passed as bind parameters, never in the SQL text. From
 	// here on, every error is an incident (incident.go).
 	rows, err := req.Upstream.Query(ctx, plan.SQL, plan.QueryArgs(req.Dataset)...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if private {
 		groups = dataGroups(plan, rows)
 	}
 	levels, err := collectLevels(plan, groups, rows)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 
 	// Per group: noise n, keep the group iff ñ ≥ τ (private keys), choose
@@ -227,7 +196,7 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (
 		if count != nil {
 			nt, err := count.AddNoise(levels[g][sa.Levels[0]][sa.CountMeasure])
 			if err != nil {
-				return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+				return nil, nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
 			}
 			if tau != nil && nt.Cmp(tau) < 0 {
 				continue // not selected: nothing of this group is released
@@ -240,7 +209,7 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (
 		for i, m := range stats {
 			v, err := m.mech.AddNoise(levels[g][k][i])
 			if err != nil {
-				return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+				return nil, nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
 			}
 			noisy[i] = v
 		}
@@ -260,13 +229,13 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (
 					row[i].num = roundToInt(row[i].num, o.Lower, o.Upper)
 				}
 			default:
-				return nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
+				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
 			}
 		}
 		rowsOut = append(rowsOut, row)
 	}
 
-	out := &Result{ReservationID: res.ID, Cost: res.Cost, Fingerprint: ch.key}
+	out := &Result{ReservationID: res.ID, Cost: res.Cost, Fingerprint: key}
 	var parts []string
 	for _, o := range plan.Outputs {
 		out.Columns = append(out.Columns, Column{Name: o.Name, PGType: o.PGType})
@@ -294,9 +263,7 @@ func (r *Releaser) runSampleAgg(ctx context.Context, req Request, ch *charged) (
 	}
 	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, plan, ks)
 	out.Notice = notice(res.Cost, res.Status, false, errs)
-	out.ReadyAt = time.Now()
-	r.record(ctx, req, key, res, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs})
-	return out, nil
+	return out, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs}, nil
 }
 
 func mechs(ms []measurement) []noise.Mechanism {
