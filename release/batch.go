@@ -97,8 +97,17 @@ func (r *Releaser) RunBatch(ctx context.Context, reqs []Request) ([]*Result, err
 	}
 	var todo []leaf
 	var events []accountant.Event
+	same := map[int]int{} // a leaf asked twice: index of its first occurrence
+	seen := map[string]int{}
 	for i, req := range reqs {
 		key := cacheKey(req)
+		if j, ok := seen[key]; ok {
+			// The same query twice in one statement gets one answer
+			// and one charge, as it would from the cache.
+			same[i] = j
+			continue
+		}
+		seen[key] = i
 		if !req.NoCache {
 			res, ok, err := r.cached(ctx, req, key)
 			if err != nil {
@@ -116,6 +125,11 @@ func (r *Releaser) RunBatch(ctx context.Context, reqs []Request) ([]*Result, err
 		todo = append(todo, leaf{i, cal, key})
 		events = append(events, cal.events...)
 	}
+	defer func() {
+		for i, j := range same {
+			out[i] = out[j]
+		}
+	}()
 	if len(todo) == 0 {
 		return out, nil
 	}

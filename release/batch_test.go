@@ -89,3 +89,20 @@ func TestRunBatch_OneIncident(t *testing.T) {
 		t.Errorf("incident of %q, charge %q", led.incidents[0].Fingerprint, led.reserved[0].Fingerprint)
 	}
 }
+
+// TestRunBatch_SameLeafTwice: the same query twice in one statement is
+// answered once, charged once, and both leaves get that answer.
+func TestRunBatch_SameLeafTwice(t *testing.T) {
+	ds := loadPolicy(t)
+	up := &fakeUpstream{rows: [][]*string{{s("40")}}}
+	led := &memLedger{limit: 3}
+	reqs := batchReqs(t, ds, up, 0.25)
+	reqs[1] = reqs[0]
+	res, err := newTestReleaser(t, led, 6).RunBatch(context.Background(), reqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(led.reserved) != 1 || len(led.reserved[0].Events) != 1 || len(up.calls) != 1 || res[0] != res[1] {
+		t.Fatalf("%d charges, %d events, %d queries, same answer %v; want 1, 1, 1, true", len(led.reserved), len(led.reserved[0].Events), len(up.calls), res[0] == res[1])
+	}
+}

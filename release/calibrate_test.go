@@ -198,3 +198,23 @@ func TestCalibrate_IntegerAndQuantileCrossChecks(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkVerifyPlan: the cost verify.go adds to every release that is
+// not answered from the cache, for a plan with automatic bounds and
+// clipping (eight emitted queries).
+func BenchmarkVerifyPlan(b *testing.B) {
+	ds, err := policy.Load("../internal/testdata/hospital.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := rewrite.RewriteWith(ds, "SELECT department, SUM(cost), AVG(age) FROM visits WHERE age > 3 GROUP BY department",
+		rewrite.Options{AutoBounds: true, AutoClip: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := verifyPlan(ds, p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
