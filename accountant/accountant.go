@@ -16,7 +16,7 @@ import (
 var ErrBudgetExhausted = errors.New("privacy budget exhausted")
 
 // ErrLedgerUnavailable is wrapped by the *pgerr.Error (SQLSTATE 58000) that
-// the Ledger returns when the ledger database cannot be reached. DP queries
+// the ledger (package ledger) returns when its database cannot be reached. DP queries
 // are refused (fail closed) until it is back.
 var ErrLedgerUnavailable = errors.New("privacy ledger unavailable")
 

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -37,6 +38,36 @@ func TestPackageMarkers(t *testing.T) {
 		}
 		if (name == "doc.go" || writesLedger.Match(src)) && !strings.HasPrefix(string(src), ledgerCritical) {
 			t.Errorf("%s writes the ledger database but does not start with %q", name, strings.TrimSpace(ledgerCritical))
+		}
+	}
+}
+
+// TestArch_OnlyCmdAndAdminImportLedger: the release path sees the ledger
+// only through accountant.Store; only the CLI (cmd/dpproxy) and the
+// steward's admin endpoint (internal/admin) import package ledger.
+func TestArch_OnlyCmdAndAdminImportLedger(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the go command")
+	}
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	const self = "github.com/dpproxy/dpproxy/ledger"
+	out, err := exec.Command(goCmd, "list", "-f", `{{.ImportPath}} {{join .Imports " "}}`, "github.com/dpproxy/dpproxy/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	allowed := map[string]bool{"github.com/dpproxy/dpproxy/cmd/dpproxy": true, "github.com/dpproxy/dpproxy/internal/admin": true}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || allowed[fields[0]] {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if imp == self {
+				t.Errorf("%s imports %s: use accountant.Store", fields[0], self)
+			}
 		}
 	}
 }
