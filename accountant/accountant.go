@@ -16,7 +16,7 @@ import (
 var ErrBudgetExhausted = errors.New("privacy budget exhausted")
 
 // ErrLedgerUnavailable is wrapped by the *pgerr.Error (SQLSTATE 58000) that
-// the Ledger returns when the ledger database cannot be reached. DP queries
+// the ledger (package ledger) returns when its database cannot be reached. DP queries
 // are refused (fail closed) until it is back.
 var ErrLedgerUnavailable = errors.New("privacy ledger unavailable")
 
@@ -78,11 +78,16 @@ type Lifetime struct {
 	Limit Spent
 }
 
-// Remaining returns Limit − Spent, floored at zero. The subtraction is done
-// in exact decimal on the shortest decimal form of each figure (see
-// [Method]), so 3 − 2.9 is 0.1, not 0.10000000000000009.
-func (s Status) Remaining() Spent {
-	return Spent{Epsilon: decSub(s.Limit.Epsilon, s.Spent.Epsilon), Delta: decSub(s.Limit.Delta, s.Spent.Delta)}
+// Remaining returns Limit − Spent, floored at zero (see [Spent.Sub]).
+func (s Status) Remaining() Spent { return s.Limit.Sub(s.Spent) }
+
+// Sub returns s − t on each coordinate, floored at zero. The subtraction is
+// done in exact decimal on the shortest decimal form of each figure (see
+// decimal.go), so 3 − 2.9 is 0.1, not 0.10000000000000009; +Inf − finite is
+// +Inf, and a NaN or infinite t gives 0. The ledger uses it for what one
+// charge added to a row (after − before) and for the budget remaining.
+func (s Spent) Sub(t Spent) Spent {
+	return Spent{Epsilon: decSub(s.Epsilon, t.Epsilon), Delta: decSub(s.Delta, t.Delta)}
 }
 
 // decSub returns a − b in exact decimal, floored at zero; +Inf − finite is
@@ -113,7 +118,8 @@ type Reservation struct {
 	Renewed []string
 }
 
-// Store is the ledger as the release path sees it. *Ledger implements it.
+// Store is the ledger as the release path sees it. The PostgreSQL ledger
+// (package ledger) implements it; release's tests use fakes.
 type Store interface {
 	// Reserve durably charges c (committed before it returns) or refuses with
 	// a 53400 *pgerr.Error wrapping ErrBudgetExhausted. Concurrent Reserve
@@ -127,8 +133,37 @@ type Store interface {
 	// this fingerprint under this policy version, if any.
 	Cached(ctx context.Context, dataset, fingerprint, policyVersion string) ([]byte, bool, error)
 	// RecordIncident counts an error after a charge and opens the circuit
-	// breaker at the policy's incident limit (incident.go).
+	// breaker at the policy's incident limit (see [Incident]).
 	RecordIncident(ctx context.Context, ds *policy.Dataset, inc Incident) (IncidentResult, error)
 }
 
-var _ Store = (*Ledger)(nil)
+// ErrSuspended marks the refusal of a charge by an open circuit breaker:
+// the analyst is suspended on the dataset after an incident.
+var ErrSuspended = errors.New("analyst suspended after an incident")
+
+// Incident is one failure after a charge that is not an availability
+// failure (the emitted SQL raised an error or timed out, a released value
+// could not be read, the noise could not be added). Whether it happens may
+// depend on one person's data: a release at ε = ∞ of at most one bit. The
+// Store counts incidents and, at the policy's budget.incident_limit,
+// suspends the analyst on the dataset (Reserve then refuses, wrapping
+// [ErrSuspended]), so no failure becomes an oracle (package ledger,
+// incident.go).
+type Incident struct {
+	Analyst     string
+	Dataset     string
+	ChargeID    int64
+	Fingerprint string
+	// Kind says what failed: "upstream" (the emitted SQL raised an error),
+	// "timeout", "result" (a returned value could not be read), "noise",
+	// "panic".
+	Kind string
+	// SQLState is the upstream error's SQLSTATE, or "".
+	SQLState string
+}
+
+// IncidentResult is what RecordIncident did.
+type IncidentResult struct {
+	Incidents int  // the analyst's incidents on the dataset since the last resume
+	Suspended bool // the breaker is now open
+}

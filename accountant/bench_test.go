@@ -37,7 +37,7 @@ func BenchmarkReserveCompose(b *testing.B) {
 				if name == "pld-cold" {
 					m, err = MethodByName(policy.AccountantPLD)
 				} else {
-					m, err = methodWithMemo(name, newPLDMemo(defaultPLDMemoPoints))
+					m, err = MethodWithMemo(name, NewPLDMemo(DefaultPLDMemoPoints))
 				}
 				if err != nil {
 					b.Fatal(err)
@@ -55,7 +55,7 @@ func BenchmarkReserveCompose(b *testing.B) {
 					b.Fatal(err)
 				}
 				limit := Spent{Epsilon: math.Inf(1), Delta: 1e-6}
-				if _, _, err := evaluate(m, st, limit); err != nil {
+				if _, _, err := Evaluate(m, st, limit); err != nil {
 					b.Fatal(err)
 				}
 				b.ReportAllocs()
@@ -64,7 +64,7 @@ func BenchmarkReserveCompose(b *testing.B) {
 					if st, err = m.Compose(st, []Event{workloads[wname](n + i)}); err != nil {
 						b.Fatal(err)
 					}
-					if _, _, err := evaluate(m, st, limit); err != nil {
+					if _, _, err := Evaluate(m, st, limit); err != nil {
 						b.Fatal(err)
 					}
 				}

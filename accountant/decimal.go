@@ -121,3 +121,52 @@ func roundUp(x float64) float64 {
 	}
 	return x * (1 + 1.0/(1<<30))
 }
+
+// DecimalText writes a finite float64 as decimal text: its shortest
+// decimal, the number the ledger accounts for (the rounding rule above).
+func DecimalText(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// SameDecimal compares two decimal texts exactly, or within the float64
+// rounding of a recomputed float figure (relative 1e-12). Texts that are
+// not decimals compare as strings.
+func SameDecimal(a, b string) bool {
+	x, ok1 := new(big.Rat).SetString(a)
+	y, ok2 := new(big.Rat).SetString(b)
+	if !ok1 || !ok2 {
+		return a == b
+	}
+	if x.Cmp(y) == 0 {
+		return true
+	}
+	fx, _ := x.Float64()
+	fy, _ := y.Float64()
+	return math.Abs(fx-fy) <= 1e-12*math.Max(math.Abs(fx), math.Abs(fy))
+}
+
+// WithGrants returns limit plus granted (ε and δ as exact decimal text, ""
+// for zero), added in exact decimal; a coordinate of limit that is +Inf
+// (no cap) stays +Inf. A steward's grants raise an analyst's or a team's
+// limit this way.
+func WithGrants(limit Spent, granted [2]string) (Spent, error) {
+	add := func(x float64, g string) (float64, error) {
+		r, err := parseDec(g)
+		if err != nil {
+			return 0, err
+		}
+		if r.Sign() == 0 || math.IsInf(x, 1) {
+			return x, nil
+		}
+		r.Add(r, dec(x))
+		f, _ := r.Float64()
+		return f, nil
+	}
+	e, err := add(limit.Epsilon, granted[0])
+	if err != nil {
+		return Spent{}, err
+	}
+	d, err := add(limit.Delta, granted[1])
+	if err != nil {
+		return Spent{}, err
+	}
+	return Spent{Epsilon: e, Delta: d}, nil
+}

@@ -1,92 +1,53 @@
 // Privacy-critical: needs DP review.
 
-// Package accountant composes the privacy cost of released answers and keeps
-// the persistent budget ledger in PostgreSQL.
+// Package accountant composes the privacy cost of released answers: pure
+// functions, with no I/O and no logging, that fold releases ([Event]) into
+// a running state and say what (ε, δ) the state guarantees, and the budget
+// semantics a charge is checked against. The persistent budget ledger in
+// PostgreSQL, which stores these states and runs the reserve-before-read
+// protocol, is package ledger; release sees it through [Store].
 //
-// It may import policy, internal/pgerr, pgx (pgxpool) and zap. Two parts:
+// It may import only the standard library and policy (TestPackageInvariants;
+// `go list -deps ./accountant` names no pgx, zap or net package). It holds:
 //
 //   - Composition ([Method], method.go, decimal.go and one file per method):
-//     pure functions with no I/O and no logging that fold releases ([Event])
-//     into a running state and say what (ε, δ) the state guarantees. Methods:
-//     pure (basic composition, exact decimal), and the tighter advanced, rdp,
-//     zcdp and pld, each documented with its guarantee and source. Every
-//     method's figure is the minimum of its own bound and exact basic
-//     composition. [ComposeEpsilon] gives the CLI the same figures.
-//   - The ledger ([Ledger], ledger.go, admin.go, migrate.go): budget rows per
-//     (analyst, dataset), one global row per dataset (analyst "", the
-//     optional cap across analysts), and one charge row per query. The
-//     ledger logs budget events at Info (analyst, dataset, ε/δ cost,
-//     remaining, fingerprint), never answers or data.
+//     pure (basic composition, exact decimal), and the tighter advanced,
+//     rdp, zcdp and pld, each documented with its guarantee and source.
+//     Every method's figure is the minimum of its own bound and exact basic
+//     composition. [Evaluate] gives the figure and the budget check of one
+//     state at once; [ComposeEpsilon] gives the CLI the same figures.
+//   - The budget semantics (window.go): which rows a charge of an analyst
+//     must fit in ([LimitsFor]: the dataset's global cap, the analyst's
+//     budget, the analyst's team's), with which caps, per budget window and
+//     over the lifetime ([WindowOf]); steward grants added in exact decimal
+//     ([WithGrants]).
+//   - The shared types of the release path and the ledger: [Event],
+//     [Charge], [Spent], [Status], [Reservation], [Incident], the [Store]
+//     interface and its sentinels ([ErrBudgetExhausted],
+//     [ErrLedgerUnavailable], [ErrSuspended]).
+//   - Reading states back (state.go): the exact basic sums a row records
+//     ([BasicSums]) and the comparisons ledger verification makes
+//     ([CompareStates], [LifetimeCovers], [SameDecimal]).
 //
-// # Reserve before read
+// The privacy argument of this package: a state composed from the events
+// of every charge of a row guarantees the (ε, δ) its method reports (each
+// method file states the theorem and its assumptions), figures are rounded
+// up, and a charge fits when the state after it is within every cap of
+// every row it touches. That the ledger composes every charge, durably and
+// before any private row is read, is the ledger's argument (package
+// ledger's documentation).
 //
-// For every DP statement the release path
-//
-//  1. calls [Ledger.Reserve]: one transaction locks the dataset's global
-//     budget row and then the analyst's (fixed order: no deadlocks) with
-//     SELECT … FOR UPDATE, creating them first if missing (INSERT … ON
-//     CONFLICT DO NOTHING), composes the query's events onto each row's
-//     state, refuses (SQLSTATE 53400, wrapping [ErrBudgetExhausted]) if the
-//     analyst's limit or the dataset's global cap would be exceeded, and
-//     otherwise updates the rows and inserts a charge row with status
-//     "reserved", then commits. The charge is durable before Reserve
-//     returns, and before any private data is read. The transaction is sent
-//     as two pipelined batches (BEGIN, INSERT, SELECT … FOR UPDATE; then the
-//     UPDATEs, the INSERT and COMMIT), so the rows stay locked for one
-//     round trip plus the commit's WAL flush;
-//  2. runs the emitted query upstream and adds noise;
-//  3. calls [Ledger.Release] to store the released (noisy) answer on the
-//     charge row (status "released"), which also serves the answer cache
-//     ([Ledger.Cached]). The release is committed with synchronous_commit
-//     off (one round trip, no wait for the flush): a crash of the ledger
-//     database can lose the last release records, which leaves those
-//     charges charged and "unanswered", as a proxy crash between 1 and 3
-//     does (fail closed; the answer cache misses them).
-//
-// The pld method keeps a memo of intermediate privacy-loss distributions
-// per Ledger (pldmemo.go): the same figures, but one more charge on a long
-// history reuses the earlier composition.
-//
-// Limits come from the policy passed with each charge ([Charge].Policy), so
-// a data steward raises a budget by editing the policy; the limits in force
-// are stored on the budget row.
-//
-// # Stewards: grants, resets, verification (admin.go)
-//
-// [Ledger.Grant] adds to one analyst's limit on top of the policy's (the
-// budget row's granted_epsilon/granted_delta; Reserve and Status use policy
-// + grants, added in exact decimal). [Ledger.Reset] sets one analyst's
-// spending, state and charge count back to zero; it keeps the grants and
-// every charge row and leaves the dataset's global row (the cap across
-// analysts) untouched. Both run under SELECT … FOR UPDATE of the budget row
-// (so they serialise with Reserve) and write a row of dpproxy_ledger.audit
-// (who, when, what, the values before, and for a reset the id of the last
-// charge it covers) in the same transaction. [Ledger.Verify] recomputes
-// every budget row from its charges since its last reset, in one snapshot,
-// and lists the charges left reserved. Figures are compared exactly (to
-// float64 rounding, relative 1e-12); a pld row last charged by a build
-// before the memo is also accepted when it matches that build's
-// composition order exactly (pldlegacy.go explains why not a wider
-// tolerance). The CLI: dpproxy budget
-// show|grant|reset and dpproxy ledger verify.
+// [PLDMemo] remembers intermediate privacy-loss distributions of the pld
+// method (pldmemo.go): the same figures, but one more charge on a long
+// history reuses the earlier composition. A ledger holds one; it is the
+// only mutable value here, and pure memoisation.
 //
 // # Refund rule
 //
-// Nothing is refunded once a query was sent upstream. A reservation whose
-// query then failed, was cancelled, or whose proxy crashed between steps 1
-// and 3 stays charged: whether and when the upstream failed can depend on
-// the data, so a refund would leak. A refused charge (53400) charges nothing.
-//
-// # Failing closed
-//
-// If the ledger database cannot be reached, Reserve, Release and Status
-// return SQLSTATE 58000 "privacy ledger unavailable; DP queries are refused
-// until it is back" (wrapping [ErrLedgerUnavailable]; no DSN, host or user
-// in the text) and no DP answer is released. The connection pool reconnects
-// by itself when the database returns. A transaction that failed before its
-// COMMIT was sent (a stale connection, a serialization failure, a deadlock)
-// is retried; one that may have committed is not, so a lost COMMIT reply
-// can only overcharge.
+// Nothing is refunded once a query was sent upstream: a charge whose query
+// failed, was cancelled or whose proxy crashed stays composed into its
+// rows' states (package ledger, "Refund rule"). A refused charge composes
+// nothing.
 //
 // # Methods
 //

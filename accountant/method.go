@@ -61,9 +61,10 @@ func MethodByName(name string) (Method, error) {
 	return nil, fmt.Errorf("unknown accountant %q; use one of pure, advanced, rdp, zcdp, pld", name)
 }
 
-// methodWithMemo is MethodByName, with the pld method remembering its
-// intermediate distributions in memo (same figures, faster next charge).
-func methodWithMemo(name string, memo *pldMemo) (Method, error) {
+// MethodWithMemo is [MethodByName], with the pld method remembering its
+// intermediate distributions in memo (see [PLDMemo]: the same figures, a
+// faster next charge). A nil memo is MethodByName.
+func MethodWithMemo(name string, memo *PLDMemo) (Method, error) {
 	if name == policy.AccountantPLD && memo != nil {
 		return composer{name: name, tight: pldAccountant{memo: memo}}, nil
 	}
@@ -116,8 +117,10 @@ func decodeState(b []byte) (state, error) {
 	return s, nil
 }
 
-// checkEvent rejects events no accountant can compose.
-func checkEvent(e Event) error {
+// CheckEvent rejects events no accountant can compose: ε not finite or
+// negative, δ outside [0, 1), a noise multiplier not finite or negative,
+// or no privacy parameter at all. Compose calls it on every event.
+func CheckEvent(e Event) error {
 	if math.IsNaN(e.Epsilon) || math.IsInf(e.Epsilon, 0) || e.Epsilon < 0 {
 		return fmt.Errorf("event epsilon %v must be finite and ≥ 0", e.Epsilon)
 	}
@@ -139,7 +142,7 @@ func (c composer) Compose(b []byte, events []Event) ([]byte, error) {
 		return nil, err
 	}
 	for _, e := range events {
-		if err := checkEvent(e); err != nil {
+		if err := CheckEvent(e); err != nil {
 			return nil, err
 		}
 	}
@@ -284,6 +287,21 @@ func (c composer) evaluate(b []byte, limit Spent) (Spent, bool, error) {
 	}
 	tightFits := ok && t.Epsilon <= limit.Epsilon && t.Delta <= limit.Delta
 	return spent, basicFits || tightFits, nil
+}
+
+// Evaluate returns m.Spent(st, limit.Delta) and m.Fits(st, limit) with one
+// evaluation of the method's tight part (the ledger checks and records a
+// charge with it).
+func Evaluate(m Method, st []byte, limit Spent) (Spent, bool, error) {
+	if c, ok := m.(composer); ok {
+		return c.evaluate(st, limit)
+	}
+	sp, err := m.Spent(st, limit.Delta)
+	if err != nil {
+		return Spent{}, false, err
+	}
+	fits, err := m.Fits(st, limit)
+	return sp, fits, err
 }
 
 // ComposeSpent composes events from nothing with the named method and

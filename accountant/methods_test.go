@@ -9,6 +9,10 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
+func laplace(eps float64) Event {
+	return Event{Mechanism: policy.MechanismLaplace, Epsilon: eps, NoiseMultiplier: 1 / eps}
+}
+
 func gaussian(multiplier, eps, delta float64) Event {
 	return Event{Mechanism: policy.MechanismGaussian, Epsilon: eps, Delta: delta, NoiseMultiplier: multiplier}
 }

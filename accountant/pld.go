@@ -68,7 +68,7 @@ import (
 type pldAccountant struct {
 	// memo, when set, remembers intermediate distributions (pldmemo.go);
 	// the figures are the same with or without it.
-	memo *pldMemo
+	memo *PLDMemo
 	// lowBitFirst composes in the order of builds before the memo
 	// (pldlegacy.go; Verify only, with no memo).
 	lowBitFirst bool
@@ -393,7 +393,7 @@ func (t pldType) pmf(h float64) pmf {
 // products depend only on the high bits of the count, so with a memo the
 // next charge (count + 1) reuses them and convolves only the small sq[b]
 // of the bits that changed.
-func power(t pldType, h float64, memo *pldMemo) (pmf, error) {
+func power(t pldType, h float64, memo *PLDMemo) (pmf, error) {
 	k := t.count
 	if k <= 0 {
 		return pointMass(), nil
@@ -496,7 +496,7 @@ type pldCurve struct {
 	rdp       []float64 // RDP curve of the same releases, nil if none
 }
 
-func (s pldState) build(memo *pldMemo, lowBitFirst bool) (pldCurve, error) {
+func (s pldState) build(memo *PLDMemo, lowBitFirst bool) (pldCurve, error) {
 	ts, err := s.types()
 	if err != nil {
 		return pldCurve{}, err

@@ -56,11 +56,11 @@ func powerLowBitFirst(t pldType, h float64) (pmf, error) {
 	return result, nil
 }
 
-// matchesEarlierPLDOrder reports whether spent (a budget row's ε and δ
+// MatchesEarlierPLDOrder reports whether spent (a budget row's ε and δ
 // texts) is what a build before the memo computed for the pld state st at
 // limit.
-func matchesEarlierPLDOrder(st []byte, limit Spent, spent [2]string) bool {
+func MatchesEarlierPLDOrder(st []byte, limit Spent, spent [2]string) bool {
 	m := composer{name: policy.AccountantPLD, tight: pldAccountant{lowBitFirst: true}}
-	sp, _, err := evaluate(m, st, limit)
-	return err == nil && sameDecimal(spent[0], numText(sp.Epsilon)) && sameDecimal(spent[1], numText(sp.Delta))
+	sp, _, err := Evaluate(m, st, limit)
+	return err == nil && SameDecimal(spent[0], DecimalText(sp.Epsilon)) && SameDecimal(spent[1], DecimalText(sp.Delta))
 }

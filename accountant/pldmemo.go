@@ -7,7 +7,7 @@ import (
 	"sync"
 )
 
-// pldMemo remembers intermediate privacy-loss distributions of the pld
+// PLDMemo remembers intermediate privacy-loss distributions of the pld
 // method so that one more charge on a budget row costs a few small
 // convolutions instead of recomputing the whole composition (BENCHMARKS.md,
 // "Accountant"). It is pure memoisation: every value it returns is exactly
@@ -31,7 +31,7 @@ import (
 //
 // Bounded by the total number of grid points held (least recently used
 // first out). Safe for concurrent use. Each Ledger has its own.
-type pldMemo struct {
+type PLDMemo struct {
 	mu        sync.Mutex
 	maxPoints int
 	points    int
@@ -57,15 +57,17 @@ type pldMemoEntry struct {
 	points int
 }
 
-// defaultPLDMemoPoints bounds a ledger's memo: 2²¹ float64 grid points
+// DefaultPLDMemoPoints bounds a ledger's memo: 2²¹ float64 grid points
 // (16 MiB), enough for the chains of a few dozen long-running budgets.
-const defaultPLDMemoPoints = 1 << 21
+const DefaultPLDMemoPoints = 1 << 21
 
-func newPLDMemo(maxPoints int) *pldMemo {
-	return &pldMemo{maxPoints: maxPoints, order: list.New(), entries: map[pldMemoKey]*list.Element{}}
+// NewPLDMemo returns an empty memo holding at most maxPoints grid points
+// ([DefaultPLDMemoPoints] for a ledger).
+func NewPLDMemo(maxPoints int) *PLDMemo {
+	return &PLDMemo{maxPoints: maxPoints, order: list.New(), entries: map[pldMemoKey]*list.Element{}}
 }
 
-func (m *pldMemo) get(k pldMemoKey) (*pldMemoEntry, bool) {
+func (m *PLDMemo) get(k pldMemoKey) (*pldMemoEntry, bool) {
 	if m == nil {
 		return nil, false
 	}
@@ -79,7 +81,7 @@ func (m *pldMemo) get(k pldMemoKey) (*pldMemoEntry, bool) {
 	return el.Value.(*pldMemoEntry), true
 }
 
-func (m *pldMemo) getPMF(k pldMemoKey) (pmf, bool) {
+func (m *PLDMemo) getPMF(k pldMemoKey) (pmf, bool) {
 	e, ok := m.get(k)
 	if !ok {
 		return pmf{}, false
@@ -87,9 +89,9 @@ func (m *pldMemo) getPMF(k pldMemoKey) (pmf, bool) {
 	return e.pmf, true
 }
 
-func (m *pldMemo) putPMF(k pldMemoKey, d pmf) { m.put(&pldMemoEntry{key: k, pmf: d, points: len(d.p)}) }
+func (m *PLDMemo) putPMF(k pldMemoKey, d pmf) { m.put(&pldMemoEntry{key: k, pmf: d, points: len(d.p)}) }
 
-func (m *pldMemo) getCurve(state string) (pldCurve, bool) {
+func (m *PLDMemo) getCurve(state string) (pldCurve, bool) {
 	e, ok := m.get(pldMemoKey{kind: "curve", state: state})
 	if !ok {
 		return pldCurve{}, false
@@ -97,11 +99,11 @@ func (m *pldMemo) getCurve(state string) (pldCurve, bool) {
 	return e.curve, true
 }
 
-func (m *pldMemo) putCurve(state string, c pldCurve) {
+func (m *PLDMemo) putCurve(state string, c pldCurve) {
 	m.put(&pldMemoEntry{key: pldMemoKey{kind: "curve", state: state}, curve: c, points: len(c.d.p) + len(c.rdp) + len(state)/8})
 }
 
-func (m *pldMemo) put(e *pldMemoEntry) {
+func (m *PLDMemo) put(e *pldMemoEntry) {
 	if m == nil || e.points > m.maxPoints/4 {
 		return
 	}

@@ -32,24 +32,24 @@ func TestPLDMemo_SameFigures(t *testing.T) {
 		points int
 		event  func(int) Event
 	}{
-		{"laplace", 24, defaultPLDMemoPoints, func(int) Event { return laplace(0.1) }},
-		{"mixed", 12, defaultPLDMemoPoints, mixed},
+		{"laplace", 24, DefaultPLDMemoPoints, func(int) Event { return laplace(0.1) }},
+		{"mixed", 12, DefaultPLDMemoPoints, mixed},
 		{"evicting", 16, 3000, func(int) Event { return laplace(0.1) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			memo := newPLDMemo(tc.points)
-			warm, _ := methodWithMemo(policy.AccountantPLD, memo)
+			memo := NewPLDMemo(tc.points)
+			warm, _ := MethodWithMemo(policy.AccountantPLD, memo)
 			var st []byte
 			limit := Spent{Epsilon: math.Inf(1), Delta: 1e-6}
 			for i := 0; i < tc.n; i++ {
 				if st, err = warm.Compose(st, []Event{tc.event(i)}); err != nil {
 					t.Fatal(err)
 				}
-				got, _, err := evaluate(warm, st, limit)
+				got, _, err := Evaluate(warm, st, limit)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, _, err := evaluate(cold, st, limit)
+				want, _, err := Evaluate(cold, st, limit)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -57,7 +57,7 @@ func TestPLDMemo_SameFigures(t *testing.T) {
 					t.Fatalf("after %d charges: with memo %+v, from scratch %+v", i+1, got, want)
 				}
 				// Evaluating the same state again (a status) gives the same.
-				if again, _, _ := evaluate(warm, st, limit); again != got {
+				if again, _, _ := Evaluate(warm, st, limit); again != got {
 					t.Fatalf("after %d charges: second evaluation %+v, first %+v", i+1, again, got)
 				}
 			}
@@ -79,7 +79,7 @@ func TestPLDPower_MatchesDirect(t *testing.T) {
 	ty := pldType{laplace: true, epsilon: 0.1}
 	one := ty.pmf(h).truncate()
 	plain := pointMass()
-	memo := newPLDMemo(defaultPLDMemoPoints)
+	memo := NewPLDMemo(DefaultPLDMemoPoints)
 	for k := int64(1); k <= 40; k++ {
 		var err error
 		if plain, err = plain.convolve(one); err != nil {

@@ -23,17 +23,17 @@ import (
 // lifetime cap — the guarantee over the life of the dataset — and the
 // window limit only bounds how fast it is spent.
 //
-// The clock is the proxy's (injectable: Ledger.now), never the client's.
-// A row whose window_start is in the clock's future (a proxy with a clock
-// behind the one that opened the window) does not renew: a skewed clock
-// can delay a renewal, never bring one forward. A row that existed before
+// The clock is the proxy's (the ledger's, injectable for tests), never
+// the client's. A row whose window_start is in the clock's future (a proxy
+// with a clock behind the one that opened the window) does not renew: a
+// skewed clock can delay a renewal, never bring one forward. A row that existed before
 // its dataset had a window starts its first window at its first charge
 // after that, with its spending so far (nothing is refunded).
 
-// windowOf returns the start of the window of a row at now, and whether
+// WindowOf returns the start of the window of a row at now, and whether
 // the row renews (its stored state belongs to an earlier window). start is
 // the row's stored window_start (zero: none yet).
-func windowOf(start, now time.Time, window time.Duration) (time.Time, bool) {
+func WindowOf(start, now time.Time, window time.Duration) (time.Time, bool) {
 	if window <= 0 {
 		return time.Time{}, false
 	}
@@ -50,62 +50,69 @@ func windowOf(start, now time.Time, window time.Duration) (time.Time, bool) {
 	return start.Add(k * window), true
 }
 
-// renewsAt is the end of the window that starts at start.
-func renewsAt(start time.Time, window time.Duration) time.Time {
+// RenewsAt is the end of the window that starts at start.
+func RenewsAt(start time.Time, window time.Duration) time.Time {
 	if window <= 0 || start.IsZero() {
 		return time.Time{}
 	}
 	return start.Add(window)
 }
 
-// rowKind says whose budget a row is.
-type rowKind int
+// GlobalAnalyst is the name of a dataset's global budget row (the
+// optional cap across all analysts). PostgreSQL user names cannot be empty,
+// so no analyst can be called that; the ledger rejects a charge with an
+// empty analyst.
+const GlobalAnalyst = ""
 
+// RowKind says whose budget a row is.
+type RowKind int
+
+// The kinds of budget row a charge must fit in.
 const (
-	rowGlobal rowKind = iota
-	rowTeam
-	rowAnalyst
+	RowGlobal  RowKind = iota // the dataset's cap across all analysts
+	RowTeam                   // a team's shared budget (teams: in the policy)
+	RowAnalyst                // the analyst's own budget
 )
 
-// rowLimits are one budget row's caps: per window (or in all, without a
+// RowLimits are one budget row's caps: per window (or in all, without a
 // window) and over all windows (+Inf: none).
-type rowLimits struct {
-	kind     rowKind
-	name     string // ledger analyst column: "", "team:T" or the analyst
-	window   Spent
-	lifetime Spent
+type RowLimits struct {
+	Kind     RowKind
+	Name     string // the row's Name: GlobalAnalyst, "team:T" or the analyst
+	Window   Spent
+	Lifetime Spent
 }
 
 var noCap = Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
 
-// limitsFor returns the caps of every row a charge of analyst on ds
+// LimitsFor returns the caps of every row a charge of analyst on ds
 // touches, in the order their rows are locked by name (the ledger sorts
 // by name; the global row "" comes first). The analyst's window cap is
 // the policy's (grants are added by Reserve from the row).
-func limitsFor(ds *policy.Dataset, analyst string) []rowLimits {
+func LimitsFor(ds *policy.Dataset, analyst string) []RowLimits {
 	b := ds.Budget
 	windowed := b.Window > 0
-	g := rowLimits{kind: rowGlobal, name: globalAnalyst, window: globalLimit(b), lifetime: noCap}
+	g := RowLimits{Kind: RowGlobal, Name: GlobalAnalyst, Window: GlobalLimit(b), Lifetime: noCap}
 	if windowed {
 		if b.Lifetime.GlobalEpsilon > 0 {
-			g.lifetime.Epsilon = b.Lifetime.GlobalEpsilon
+			g.Lifetime.Epsilon = b.Lifetime.GlobalEpsilon
 		}
 		if b.Lifetime.GlobalDelta > 0 {
-			g.lifetime.Delta = b.Lifetime.GlobalDelta
+			g.Lifetime.Delta = b.Lifetime.GlobalDelta
 		}
 	}
 	ab := ds.AnalystBudget(analyst)
-	a := rowLimits{kind: rowAnalyst, name: analyst, window: Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}, lifetime: noCap}
+	a := RowLimits{Kind: RowAnalyst, Name: analyst, Window: Spent{Epsilon: ab.Epsilon, Delta: ab.Delta}, Lifetime: noCap}
 	if windowed {
-		a.lifetime = Spent{Epsilon: b.Lifetime.Epsilon, Delta: b.Lifetime.Delta}
+		a.Lifetime = Spent{Epsilon: b.Lifetime.Epsilon, Delta: b.Lifetime.Delta}
 	}
-	out := []rowLimits{g, a}
+	out := []RowLimits{g, a}
 	if t, ok := ds.TeamOf(analyst); ok {
 		// A team without a delta shares only ε: no team cap on δ (each
 		// member's own δ budget and the global cap still apply).
-		tl := rowLimits{kind: rowTeam, name: policy.TeamLedgerPrefix + t.Name, window: Spent{Epsilon: t.Epsilon, Delta: orNoCap(t.Delta)}, lifetime: noCap}
+		tl := RowLimits{Kind: RowTeam, Name: policy.TeamLedgerPrefix + t.Name, Window: Spent{Epsilon: t.Epsilon, Delta: orNoCap(t.Delta)}, Lifetime: noCap}
 		if windowed {
-			tl.lifetime = Spent{Epsilon: t.LifetimeEpsilon, Delta: orNoCap(t.LifetimeDelta)}
+			tl.Lifetime = Spent{Epsilon: t.LifetimeEpsilon, Delta: orNoCap(t.LifetimeDelta)}
 		}
 		out = append(out, tl)
 	}
@@ -120,22 +127,33 @@ func orNoCap(x float64) float64 {
 	return x
 }
 
-// ownLimits returns the caps of the budget row named name: an analyst's,
+// OwnLimits returns the caps of the budget row named Name: an analyst's,
 // or a team's ("team:T"); ok is false for a team the policy does not name.
-func ownLimits(ds *policy.Dataset, name string) (rowLimits, bool) {
+func OwnLimits(ds *policy.Dataset, name string) (RowLimits, bool) {
 	if t, isTeam := strings.CutPrefix(name, policy.TeamLedgerPrefix); isTeam {
 		team := ds.Teams[t]
 		if team == nil || len(team.Members) == 0 {
-			return rowLimits{}, false
+			return RowLimits{}, false
 		}
-		return limitsFor(ds, team.Members[0])[2], true
+		return LimitsFor(ds, team.Members[0])[2], true
 	}
-	return limitsFor(ds, name)[1], true
+	return LimitsFor(ds, name)[1], true
 }
 
-// chargesOfRow is the SQL condition selecting the charges of the budget row
-// named by the parameter $n (an analyst, or "team:T": the charges made by
-// members of T), for audit rows' last_charge_id.
-func chargesOfRow(n string) string {
-	return "(analyst = $" + n + " OR ($" + n + " LIKE 'team:%' AND team = substr($" + n + ", 6)))"
+// GlobalLimit returns the dataset-wide cap across analysts
+// (budget.global_epsilon, budget.global_delta); +Inf on a coordinate that
+// has none.
+func GlobalLimit(b policy.Budget) Spent {
+	g := Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
+	if b.GlobalEpsilon > 0 {
+		g.Epsilon = b.GlobalEpsilon
+	}
+	if b.GlobalDelta > 0 {
+		g.Delta = b.GlobalDelta
+	}
+	return g
 }
+
+// HasCap reports whether s caps at least one coordinate (is not +Inf on
+// both).
+func HasCap(s Spent) bool { return !math.IsInf(s.Epsilon, 1) || !math.IsInf(s.Delta, 1) }

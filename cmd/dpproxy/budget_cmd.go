@@ -17,6 +17,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/audit"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/numfmt"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -25,7 +26,7 @@ import (
 type steward struct {
 	cfg      *config.Config
 	policies map[string]*policy.Dataset
-	ledger   *accountant.Ledger
+	ledger   *ledger.Ledger
 	audit    *audit.Log // nil: the config has no audit log
 }
 
@@ -49,7 +50,7 @@ func openSteward(ctx context.Context, path string, stderr io.Writer) (*steward, 
 	if err != nil {
 		return nil, err
 	}
-	if s.ledger, err = accountant.Open(ctx, cfg.Ledger, log); err != nil {
+	if s.ledger, err = ledger.Open(ctx, cfg.Ledger, log); err != nil {
 		return nil, fmt.Errorf("open ledger: %w", err)
 	}
 	o, err := openOps(&config.Config{Audit: cfg.Audit, Dir: cfg.Dir}, nil, stderr)

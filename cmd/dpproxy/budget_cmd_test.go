@@ -13,6 +13,7 @@ import (
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/examples"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
@@ -20,7 +21,7 @@ import (
 // stewardSetup writes a config with a fresh ledger database and the example
 // hospital policy (ε = 3, δ = 1e-6 per analyst, pure), and returns the
 // config path, the ledger DSN and an open ledger to charge with.
-func stewardSetup(t *testing.T) (cfgPath, dsn string, l *accountant.Ledger, ds *policy.Dataset) {
+func stewardSetup(t *testing.T) (cfgPath, dsn string, l *ledger.Ledger, ds *policy.Dataset) {
 	t.Helper()
 	dsn = pgtest.NewDatabase(t)
 	dir := t.TempDir()
@@ -50,7 +51,7 @@ analysts:
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err = accountant.Open(context.Background(), dsn, nil)
+	l, err = ledger.Open(context.Background(), dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ analysts:
 	return cfgPath, dsn, l, ds
 }
 
-func chargeN(t *testing.T, l *accountant.Ledger, ds *policy.Dataset, analyst string, eps float64, n int, release bool) {
+func chargeN(t *testing.T, l *ledger.Ledger, ds *policy.Dataset, analyst string, eps float64, n int, release bool) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		res, err := l.Reserve(context.Background(), accountant.Charge{

@@ -13,6 +13,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/audit"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/upstream"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/proxy"
 	"go.uber.org/zap"
@@ -113,7 +114,7 @@ func (h opsObserver) Statement(ev proxy.StatementEvent) {
 
 // startAdmin listens on the admin address and serves the endpoint until
 // ctx ends; it returns the listener's address.
-func startAdmin(ctx context.Context, cfg *config.Config, o *ops, ledger *accountant.Ledger, policies map[string]*policy.Dataset,
+func startAdmin(ctx context.Context, cfg *config.Config, o *ops, led *ledger.Ledger, policies map[string]*policy.Dataset,
 	ups map[string]*upstream.Pool, log *zap.Logger) (net.Addr, error) {
 	a := cfg.Admin
 	var tlsCfg *tls.Config
@@ -128,7 +129,7 @@ func startAdmin(ctx context.Context, cfg *config.Config, o *ops, ledger *account
 	for n, u := range ups {
 		upstreams[n] = u
 	}
-	srv, err := admin.New(admin.Config{User: a.User, Password: a.Password, TLS: tlsCfg, Ledger: ledger, Policies: policies,
+	srv, err := admin.New(admin.Config{User: a.User, Password: a.Password, TLS: tlsCfg, Ledger: led, Policies: policies,
 		Upstreams: upstreams, Metrics: o.metrics, Logger: log})
 	if err != nil {
 		return nil, err

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/upstream"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -149,17 +149,17 @@ func cmdPolicyInit(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	ledger, err := accountant.Open(ctx, *ledgerDSN, log)
+	led, err := ledger.Open(ctx, *ledgerDSN, log)
 	if err != nil {
 		return fmt.Errorf("open ledger: %w", err)
 	}
-	defer ledger.Close()
+	defer led.Close()
 	up, err := upstream.New(ctx, upstream.Config{DSN: *dsn, StatementTimeout: 5 * time.Minute, MaxConns: 1})
 	if err != nil {
 		return err
 	}
 	defer up.Close()
-	rel, err := release.New(release.Config{Ledger: ledger, Planner: rewrite.Replan})
+	rel, err := release.New(release.Config{Ledger: led, Planner: rewrite.Replan})
 	if err != nil {
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
@@ -140,7 +140,7 @@ func TestPolicyInit(t *testing.T) {
 	check("visit_date upper", days, vd.UpperNum+1, 0.99, dcands) // upper is the day before the chosen candidate
 
 	// The steward budget was charged ε = 2 in the ledger, before reading.
-	l, err := accountant.Open(ctx, ledgerDSN, nil)
+	l, err := ledger.Open(ctx, ledgerDSN, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

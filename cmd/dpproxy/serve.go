@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/catalog"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/upstream"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/proxy"
 	"github.com/dpproxy/dpproxy/release"
@@ -135,21 +135,21 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 		}
 	}
 
-	ledger, err := accountant.Open(ctx, cfg.Ledger, log)
+	led, err := ledger.Open(ctx, cfg.Ledger, log)
 	if err != nil {
 		return fmt.Errorf("open ledger: %w", err)
 	}
-	defer ledger.Close()
+	defer led.Close()
 	if testOnlyClock != nil {
 		log.Warn("the ledger's clock is read from a file (--testonly-clock-file): budget windows follow it; for tests only")
-		ledger.SetClock(testOnlyClock)
+		led.SetClock(testOnlyClock)
 	}
 	ops, err := openOps(cfg, names, stderr)
 	if err != nil {
 		return err
 	}
 	defer ops.close()
-	store := ops.store(ledger)
+	store := ops.store(led)
 	ups := map[string]*upstream.Pool{}
 
 	datasets := map[string]*proxy.Dataset{}
@@ -233,7 +233,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 	if cfg.Admin != nil {
 		actx, cancel := context.WithCancel(ctx)
 		defer cancel()
-		if adminAddr, err = startAdmin(actx, cfg, ops, ledger, byName, ups, log); err != nil {
+		if adminAddr, err = startAdmin(actx, cfg, ops, led, byName, ups, log); err != nil {
 			return err
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/xdg-go/scram"
@@ -96,22 +97,22 @@ func BenchmarkMetrics_Statement(b *testing.B) {
 }
 
 // fakeLedger is an in-memory Ledger for the handler tests (the ledger
-// itself is tested against PostgreSQL in accountant and integration).
+// itself is tested against PostgreSQL in ledger and integration).
 type fakeLedger struct {
-	budgets []accountant.BudgetInfo
+	budgets []ledger.BudgetInfo
 	down    bool
 }
 
-func (f *fakeLedger) Budgets(context.Context, map[string]*policy.Dataset, string, string) ([]accountant.BudgetInfo, error) {
+func (f *fakeLedger) Budgets(context.Context, map[string]*policy.Dataset, string, string) ([]ledger.BudgetInfo, error) {
 	if f.down {
 		return nil, errors.New("down")
 	}
 	return f.budgets, nil
 }
-func (f *fakeLedger) Incidents(context.Context, string, string, int) ([]accountant.IncidentInfo, error) {
+func (f *fakeLedger) Incidents(context.Context, string, string, int) ([]ledger.IncidentInfo, error) {
 	return nil, nil
 }
-func (f *fakeLedger) History(context.Context, time.Time, int) ([]accountant.ChargePoint, error) {
+func (f *fakeLedger) History(context.Context, time.Time, int) ([]ledger.ChargePoint, error) {
 	return nil, nil
 }
 func (f *fakeLedger) Ping(context.Context) error {
@@ -123,7 +124,7 @@ func (f *fakeLedger) Ping(context.Context) error {
 func (f *fakeLedger) PoolStat() *pgxpool.Stat { return nil }
 
 func TestServer_AuthHealthAndLabels(t *testing.T) {
-	fl := &fakeLedger{budgets: []accountant.BudgetInfo{{Dataset: "hospital", Analyst: "alice",
+	fl := &fakeLedger{budgets: []ledger.BudgetInfo{{Dataset: "hospital", Analyst: "alice",
 		Status: accountant.Status{Dataset: "hospital", Accountant: "pure", Spent: accountant.Spent{Epsilon: 0.3}, Limit: accountant.Spent{Epsilon: 3, Delta: 1e-6}}}}}
 	m := NewMetrics([]string{"hospital"})
 	s, err := New(Config{User: "steward", Password: "plain:pw", Ledger: fl, Metrics: m,
@@ -176,7 +177,7 @@ func TestServer_AuthHealthAndLabels(t *testing.T) {
 // holds the analyst, dataset and figures.
 func TestDashboard_Chromium(t *testing.T) {
 	pgtest.Chromium(t)
-	fl := &fakeLedger{budgets: []accountant.BudgetInfo{
+	fl := &fakeLedger{budgets: []ledger.BudgetInfo{
 		{Dataset: "hospital", Analyst: "", Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: inf(), Delta: inf()}}},
 		{Dataset: "hospital", Analyst: "bob", Suspended: true, Incidents: 1,
 			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: 3, Delta: 1e-6},

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -19,7 +19,7 @@ const budgetCacheTTL = 5 * time.Second
 // snapshot is one read of the ledger's budget rows.
 type snapshot struct {
 	at      time.Time
-	budgets []accountant.BudgetInfo
+	budgets []ledger.BudgetInfo
 	err     error
 }
 

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/numfmt"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -112,8 +112,8 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 	// A person looking at the page wants the ledger as it is now: read
 	// afresh (the scrape cache is for Prometheus).
 	snap := s.budgets.fresh(ctx)
-	var history []accountant.ChargePoint
-	var incidents []accountant.IncidentInfo
+	var history []ledger.ChargePoint
+	var incidents []ledger.IncidentInfo
 	var errs []string
 	if snap.err != nil {
 		errs = append(errs, "budgets: the ledger cannot be read")
@@ -160,7 +160,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 
 // datasetViews builds one section per dataset: its budget rows and the
 // chart of cumulative ε charged per analyst over the last chartDays.
-func (s *Server) datasetViews(budgets []accountant.BudgetInfo, history []accountant.ChargePoint, since, now time.Time) []datasetView {
+func (s *Server) datasetViews(budgets []ledger.BudgetInfo, history []ledger.ChargePoint, since, now time.Time) []datasetView {
 	byDS := map[string]*datasetView{}
 	var names []string
 	get := func(n string) *datasetView {
@@ -219,7 +219,7 @@ func (s *Server) datasetViews(budgets []accountant.BudgetInfo, history []account
 
 // chart lays out the cumulative ε charged per analyst of v's dataset as
 // step lines from since to now.
-func (s *Server) chart(v *datasetView, history []accountant.ChargePoint, colors map[[2]string]string, since, now time.Time) {
+func (s *Server) chart(v *datasetView, history []ledger.ChargePoint, colors map[[2]string]string, since, now time.Time) {
 	type pt struct {
 		t time.Time
 		e float64

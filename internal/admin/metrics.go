@@ -118,7 +118,7 @@ func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
 var refusalReasons = []string{"budget_exhausted", "rate_limit", "not_allowed", "not_supported", "syntax", "bad_setting", "too_costly"}
 
-// incidentKinds are the kinds release records (accountant's incident.kind).
+// incidentKinds are the kinds release records (the ledger's incident.kind).
 var incidentKinds = []string{"upstream", "timeout", "result", "noise", "panic"}
 
 func refusalReason(sqlstate string) string {

@@ -21,19 +21,19 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 )
 
-// Ledger is what the endpoint reads of the ledger. *accountant.Ledger
+// Ledger is what the endpoint reads of the ledger. *ledger.Ledger
 // implements it.
 type Ledger interface {
-	Budgets(ctx context.Context, policies map[string]*policy.Dataset, dataset, analyst string) ([]accountant.BudgetInfo, error)
-	Incidents(ctx context.Context, dataset, analyst string, limit int) ([]accountant.IncidentInfo, error)
-	History(ctx context.Context, since time.Time, limit int) ([]accountant.ChargePoint, error)
+	Budgets(ctx context.Context, policies map[string]*policy.Dataset, dataset, analyst string) ([]ledger.BudgetInfo, error)
+	Incidents(ctx context.Context, dataset, analyst string, limit int) ([]ledger.IncidentInfo, error)
+	History(ctx context.Context, since time.Time, limit int) ([]ledger.ChargePoint, error)
 	Ping(ctx context.Context) error
 	PoolStat() *pgxpool.Stat
 }

@@ -1,4 +1,6 @@
-package accountant
+// Ledger-critical: needs review of the reserve-before-read protocol (DESIGN: ledger).
+
+package ledger
 
 import (
 	"context"
@@ -93,8 +95,8 @@ var migrations = []string{
 	CREATE INDEX incident_budget_idx ON dpproxy_ledger.incident (dataset, analyst, id);
 	ALTER TABLE dpproxy_ledger.audit DROP CONSTRAINT audit_action_check,
 		ADD CONSTRAINT audit_action_check CHECK (action IN ('grant', 'reset', 'resume'));`,
-	// 4: budget windows and teams (window.go). A row's window_start is the
-	// start of its current window (NULL: the dataset has no window, or the
+	// 4: budget windows and teams (accountant/window.go). A row's
+	// window_start is the start of its current window (NULL: the dataset has no window, or the
 	// row was never charged under one); its state, spent_* and charges are
 	// per window. lifetime_state composes every charge of every window
 	// (NULL without a window). A team's budget is a row named 'team:NAME';

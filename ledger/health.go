@@ -1,9 +1,10 @@
-package accountant
+package ledger
 
 import (
 	"context"
 	"time"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -27,7 +28,7 @@ type ChargePoint struct {
 	Dataset     string
 	Analyst     string
 	Fingerprint string
-	Cost        Spent
+	Cost        accountant.Spent
 	Released    bool
 }
 

@@ -1,10 +1,12 @@
-package accountant
+// Ledger-critical: needs review of the reserve-before-read protocol (DESIGN: ledger).
+
+package ledger
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -31,38 +33,15 @@ import (
 // ledger. An incident row records the upstream SQLSTATE but never the
 // error's message, which could quote a value.
 
-// ErrSuspended marks the refusal of a charge by an open circuit breaker.
-var ErrSuspended = errors.New("analyst suspended after an incident")
-
-// Incident is one failure after a charge.
-type Incident struct {
-	Analyst     string
-	Dataset     string
-	ChargeID    int64
-	Fingerprint string
-	// Kind says what failed: "upstream" (the emitted SQL raised an error),
-	// "timeout", "result" (a returned value could not be read), "noise",
-	// "panic".
-	Kind string
-	// SQLState is the upstream error's SQLSTATE, or "".
-	SQLState string
-}
-
-// IncidentResult is what RecordIncident did.
-type IncidentResult struct {
-	Incidents int  // the analyst's incidents on the dataset since the last resume
-	Suspended bool // the breaker is now open
-}
-
 // RecordIncident stores the incident and counts it on the analyst's budget
 // row; the row is suspended when the count reaches the policy's
 // budget.incident_limit (at least 1).
-func (l *Ledger) RecordIncident(ctx context.Context, ds *policy.Dataset, inc Incident) (IncidentResult, error) {
+func (l *Ledger) RecordIncident(ctx context.Context, ds *policy.Dataset, inc accountant.Incident) (accountant.IncidentResult, error) {
 	limit := 1
 	if ds != nil && ds.Budget.IncidentLimit > 1 {
 		limit = ds.Budget.IncidentLimit
 	}
-	var out IncidentResult
+	var out accountant.IncidentResult
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		// The row exists: the charge that preceded the incident created it.
 		if err := tx.QueryRow(ctx, `UPDATE dpproxy_ledger.budget
@@ -95,7 +74,7 @@ func (l *Ledger) RecordIncident(ctx context.Context, ds *policy.Dataset, inc Inc
 
 // suspendedError is the refusal of a charge by an open breaker. It says
 // nothing the analyst did not already see (the incident's fixed error).
-func (l *Ledger) suspendedError(c Charge) *pgerr.Error {
+func (l *Ledger) suspendedError(c accountant.Charge) *pgerr.Error {
 	l.logger.Info("privacy budget refused: analyst suspended",
 		zap.String(logKeyAnalyst, c.Analyst), zap.String(logKeyDataset, c.Dataset), zap.String(logKeyFingerprint, c.Fingerprint))
 	return &pgerr.Error{
@@ -103,13 +82,13 @@ func (l *Ledger) suspendedError(c Charge) *pgerr.Error {
 		Message: fmt.Sprintf("DP queries of %s on dataset %s are suspended after an incident", c.Analyst, c.Dataset),
 		Detail:  "An earlier query failed after its privacy charge. The query was not run and nothing was charged.",
 		Hint:    fmt.Sprintf("ask the data steward to review the incident and resume you: dpproxy budget resume --dataset %s --analyst %s", c.Dataset, c.Analyst),
-		Err:     ErrSuspended,
+		Err:     accountant.ErrSuspended,
 	}
 }
 
 // IncidentInfo is one stored incident (for `dpproxy budget show`).
 type IncidentInfo struct {
-	Incident
+	accountant.Incident
 	At        string // RFC 3339
 	Suspended bool
 }

@@ -1,6 +1,6 @@
-// Privacy-critical: needs DP review.
+// Ledger-critical: needs review of the reserve-before-read protocol (DESIGN: ledger).
 
-package accountant
+package ledger
 
 import (
 	"context"
@@ -8,12 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
-	"reflect"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -43,39 +42,14 @@ type BudgetInfo struct {
 	// Status: Limit is the policy's limit plus grants (+Inf: no cap), Spent
 	// the composed spending at Limit.Delta. For the global row without a
 	// cap, Spent is the exact basic sum.
-	Status   Status
-	Granted  Spent
+	Status   accountant.Status
+	Granted  accountant.Spent
 	Charges  int64 // charges since the last reset
 	Reserved int64 // charges still "reserved": charged, answer never recorded
 	// Incidents since the last resume, and whether the analyst is
 	// suspended (incident.go).
 	Incidents int
 	Suspended bool
-}
-
-// withGrants returns limit plus the granted amounts (exact decimal text).
-func withGrants(limit Spent, granted [2]string) (Spent, error) {
-	add := func(x float64, g string) (float64, error) {
-		r, err := parseDec(g)
-		if err != nil {
-			return 0, err
-		}
-		if r.Sign() == 0 || math.IsInf(x, 1) {
-			return x, nil
-		}
-		r.Add(r, dec(x))
-		f, _ := r.Float64()
-		return f, nil
-	}
-	e, err := add(limit.Epsilon, granted[0])
-	if err != nil {
-		return Spent{}, err
-	}
-	d, err := add(limit.Delta, granted[1])
-	if err != nil {
-		return Spent{}, err
-	}
-	return Spent{Epsilon: e, Delta: d}, nil
 }
 
 // ledgerError maps a database failure of a steward operation.
@@ -114,7 +88,7 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 		var b BudgetInfo
 		var acc string
 		var le, ld *float64
-		var stored Spent
+		var stored accountant.Spent
 		var state []byte
 		var granted [2]string
 		var ws *time.Time
@@ -123,38 +97,38 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 			&granted[0], &granted[1], &b.Reserved, &b.Incidents, &b.Suspended, &ws, &life); err != nil {
 			return nil, l.ledgerError(ctx, err)
 		}
-		if b.Granted, err = withGrants(Spent{}, granted); err != nil {
+		if b.Granted, err = accountant.WithGrants(accountant.Spent{}, granted); err != nil {
 			return nil, err
 		}
 		ds := policies[b.Dataset]
 		if ds != nil {
 			acc = ds.Budget.Accountant
 		}
-		m, err := MethodByName(acc)
+		m, err := accountant.MethodByName(acc)
 		if err != nil {
 			return nil, fmt.Errorf("accountant: budget %s/%s: %w", b.Dataset, b.Analyst, err)
 		}
-		b.Status = Status{Dataset: b.Dataset, Accountant: m.Name()}
-		var lim rowLimits
+		b.Status = accountant.Status{Dataset: b.Dataset, Accountant: m.Name()}
+		var lim accountant.RowLimits
 		switch {
-		case b.Analyst == globalAnalyst && ds != nil:
-			lim = limitsFor(ds, "\x00none")[0]
-			b.Status.Limit = lim.window
+		case b.Analyst == accountant.GlobalAnalyst && ds != nil:
+			lim = accountant.LimitsFor(ds, "\x00none")[0]
+			b.Status.Limit = lim.Window
 		case ds != nil && strings.HasPrefix(b.Analyst, policy.TeamLedgerPrefix):
 			t := ds.Teams[strings.TrimPrefix(b.Analyst, policy.TeamLedgerPrefix)]
 			if t == nil {
 				// A team no longer in the policy: its stored limits.
 				b.Status.Limit = storedLimit(le, ld)
-				lim = rowLimits{kind: rowTeam, name: b.Analyst, window: b.Status.Limit, lifetime: noCap}
+				lim = accountant.RowLimits{Kind: accountant.RowTeam, Name: b.Analyst, Window: b.Status.Limit, Lifetime: noCap()}
 				break
 			}
-			lim = limitsFor(ds, t.Members[0])[2]
-			if b.Status.Limit, err = withGrants(lim.window, granted); err != nil {
+			lim = accountant.LimitsFor(ds, t.Members[0])[2]
+			if b.Status.Limit, err = accountant.WithGrants(lim.Window, granted); err != nil {
 				return nil, err
 			}
 		case ds != nil:
-			lim = limitsFor(ds, b.Analyst)[1]
-			if b.Status.Limit, err = withGrants(lim.window, granted); err != nil {
+			lim = accountant.LimitsFor(ds, b.Analyst)[1]
+			if b.Status.Limit, err = accountant.WithGrants(lim.Window, granted); err != nil {
 				return nil, err
 			}
 		default:
@@ -165,12 +139,12 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 			if err := l.windowed(&b.Status, m, ds, lim, ws, state, life); err != nil {
 				return nil, err
 			}
-			if b.Analyst == globalAnalyst && !hasCap(b.Status.Limit) {
-				if _, renew := windowOf(derefTime(ws), l.clock(), ds.Budget.Window); !renew {
+			if b.Analyst == accountant.GlobalAnalyst && !accountant.HasCap(b.Status.Limit) {
+				if _, renew := accountant.WindowOf(derefTime(ws), l.clock(), ds.Budget.Window); !renew {
 					b.Status.Spent = stored
 				}
 			}
-		case b.Analyst == globalAnalyst && !hasCap(b.Status.Limit):
+		case b.Analyst == accountant.GlobalAnalyst && !accountant.HasCap(b.Status.Limit):
 			b.Status.Spent = stored
 		default:
 			if b.Status.Spent, err = m.Spent(state, b.Status.Limit.Delta); err != nil {
@@ -198,8 +172,12 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 	return out, nil
 }
 
-func storedLimit(le, ld *float64) Spent {
-	l := noCap
+// noCap is a limit of +Inf on both coordinates (no cap).
+func noCap() accountant.Spent { return accountant.Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)} }
+
+// storedLimit is the limit stored on a budget row (NULL: no cap).
+func storedLimit(le, ld *float64) accountant.Spent {
+	l := noCap()
 	if le != nil {
 		l.Epsilon = *le
 	}
@@ -228,7 +206,7 @@ type adminRow struct {
 func lockForAdmin(ctx context.Context, tx pgx.Tx, ds *policy.Dataset, analyst string, create bool) (adminRow, bool, error) {
 	var r adminRow
 	if create {
-		m, err := MethodByName(ds.Budget.Accountant)
+		m, err := accountant.MethodByName(ds.Budget.Accountant)
 		if err != nil {
 			return r, false, err
 		}
@@ -250,15 +228,22 @@ func checkAdmin(ds *policy.Dataset, analyst, actor string) error {
 	switch {
 	case ds == nil:
 		return errors.New("accountant: no policy for the dataset")
-	case analyst == globalAnalyst:
+	case analyst == accountant.GlobalAnalyst:
 		return errors.New("accountant: name an analyst")
 	case actor == "":
 		return errors.New("accountant: the audit row needs an actor (who runs the command)")
 	}
-	if _, err := MethodByName(ds.Budget.Accountant); err != nil {
+	if _, err := accountant.MethodByName(ds.Budget.Accountant); err != nil {
 		return fmt.Errorf("accountant: policy of %s: %w", ds.Name, err)
 	}
 	return nil
+}
+
+// chargesOfRow is the SQL condition selecting the charges of the budget row
+// named by the parameter $n (an analyst, or "team:T": the charges made by
+// members of T), for audit rows' last_charge_id.
+func chargesOfRow(n string) string {
+	return "(analyst = $" + n + " OR ($" + n + " LIKE 'team:%' AND team = substr($" + n + ", 6)))"
 }
 
 // Grant adds (epsilon, delta) to the analyst's limit on the dataset, on top
@@ -266,26 +251,26 @@ func checkAdmin(ds *policy.Dataset, analyst, actor string) error {
 // grant. The amounts must be finite and ≥ 0, not both zero, and the
 // resulting δ limit must stay below 1. actor names who granted (for the
 // audit row).
-func (l *Ledger) Grant(ctx context.Context, ds *policy.Dataset, analyst string, add Spent, actor string) (Status, error) {
+func (l *Ledger) Grant(ctx context.Context, ds *policy.Dataset, analyst string, add accountant.Spent, actor string) (accountant.Status, error) {
 	if err := checkAdmin(ds, analyst, actor); err != nil {
-		return Status{}, err
+		return accountant.Status{}, err
 	}
 	if math.IsNaN(add.Epsilon) || math.IsInf(add.Epsilon, 0) || add.Epsilon < 0 ||
 		math.IsNaN(add.Delta) || math.IsInf(add.Delta, 0) || add.Delta < 0 || (add.Epsilon == 0 && add.Delta == 0) {
-		return Status{}, fmt.Errorf("accountant: grant ε=%v, δ=%v: both must be finite and ≥ 0, and not both zero", add.Epsilon, add.Delta)
+		return accountant.Status{}, fmt.Errorf("accountant: grant ε=%v, δ=%v: both must be finite and ≥ 0, and not both zero", add.Epsilon, add.Delta)
 	}
-	own, ok := ownLimits(ds, analyst)
+	own, ok := accountant.OwnLimits(ds, analyst)
 	if !ok {
-		return Status{}, fmt.Errorf("accountant: %s names no team of the policy of %s", analyst, ds.Name)
+		return accountant.Status{}, fmt.Errorf("accountant: %s names no team of the policy of %s", analyst, ds.Name)
 	}
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		r, _, err := lockForAdmin(ctx, tx, ds, analyst, true)
 		if err != nil {
 			return err
 		}
-		after, err := withGrants(own.window, r.granted)
+		after, err := accountant.WithGrants(own.Window, r.granted)
 		if err == nil {
-			after, err = withGrants(after, [2]string{numText(add.Epsilon), numText(add.Delta)})
+			after, err = accountant.WithGrants(after, [2]string{accountant.DecimalText(add.Epsilon), accountant.DecimalText(add.Delta)})
 		}
 		if err != nil {
 			return err
@@ -297,17 +282,17 @@ func (l *Ledger) Grant(ctx context.Context, ds *policy.Dataset, analyst string, 
 				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
 			VALUES ($1, 'grant', $2, $3, $4::numeric, $5::numeric, $6::numeric, $7::numeric, $8, $9::numeric, $10::numeric, $11,
 				(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge WHERE dataset = $2 AND `+chargesOfRow("3")+`))`,
-			actor, ds.Name, analyst, numText(add.Epsilon), numText(add.Delta), r.spent[0], r.spent[1], r.charges,
+			actor, ds.Name, analyst, accountant.DecimalText(add.Epsilon), accountant.DecimalText(add.Delta), r.spent[0], r.spent[1], r.charges,
 			r.granted[0], r.granted[1], stateOrEmpty(r.state)); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, `UPDATE dpproxy_ledger.budget SET granted_epsilon = granted_epsilon + $3::numeric,
 			granted_delta = granted_delta + $4::numeric, updated_at = now() WHERE dataset = $1 AND analyst = $2`,
-			ds.Name, analyst, numText(add.Epsilon), numText(add.Delta))
+			ds.Name, analyst, accountant.DecimalText(add.Epsilon), accountant.DecimalText(add.Delta))
 		return err
 	})
 	if err != nil {
-		return Status{}, l.adminResult(ctx, err)
+		return accountant.Status{}, l.adminResult(ctx, err)
 	}
 	l.logger.Info("privacy budget granted", zap.String(logKeyAnalyst, analyst), zap.String(logKeyDataset, ds.Name),
 		zap.Float64(logKeyEpsilon, add.Epsilon), zap.Float64(logKeyDelta, add.Delta), zap.String("actor", actor))
@@ -321,13 +306,13 @@ var ErrNoBudget = errors.New("no budget row")
 // Reset sets the analyst's spending on the dataset back to zero and writes
 // an audit row with the values before; it returns the status before the
 // reset. Charge rows are kept; see the notes at the top of this file.
-func (l *Ledger) Reset(ctx context.Context, ds *policy.Dataset, analyst, actor string) (Status, error) {
+func (l *Ledger) Reset(ctx context.Context, ds *policy.Dataset, analyst, actor string) (accountant.Status, error) {
 	if err := checkAdmin(ds, analyst, actor); err != nil {
-		return Status{}, err
+		return accountant.Status{}, err
 	}
 	before, err := l.Status(ctx, analyst, ds)
 	if err != nil {
-		return Status{}, err
+		return accountant.Status{}, err
 	}
 	err = pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
 		r, ok, err := lockForAdmin(ctx, tx, ds, analyst, false)
@@ -338,7 +323,7 @@ func (l *Ledger) Reset(ctx context.Context, ds *policy.Dataset, analyst, actor s
 			return refused("accountant: %s has no budget on %s (nothing spent): %w", analyst, ds.Name, ErrNoBudget)
 		}
 		// Status read above without the lock; read the state again under it.
-		m, err := MethodByName(ds.Budget.Accountant)
+		m, err := accountant.MethodByName(ds.Budget.Accountant)
 		if err != nil {
 			return err
 		}
@@ -357,7 +342,7 @@ func (l *Ledger) Reset(ctx context.Context, ds *policy.Dataset, analyst, actor s
 		return err
 	})
 	if err != nil {
-		return Status{}, l.adminResult(ctx, err)
+		return accountant.Status{}, l.adminResult(ctx, err)
 	}
 	l.logger.Info("privacy budget reset", zap.String(logKeyAnalyst, analyst), zap.String(logKeyDataset, ds.Name),
 		zap.Float64("before_epsilon", before.Spent.Epsilon), zap.Float64("before_delta", before.Spent.Delta), zap.String("actor", actor))
@@ -397,7 +382,7 @@ type ReservedCharge struct {
 	Dataset   string
 	Analyst   string
 	CreatedAt time.Time
-	Cost      Spent
+	Cost      accountant.Spent
 }
 
 // VerifyReport is the result of [Ledger.Verify].
@@ -408,7 +393,7 @@ type VerifyReport struct {
 	Reserved   []ReservedCharge
 	// PLDEarlierOrder counts the pld budget rows whose figures match the
 	// composition order of builds before the pld memo, not the current
-	// one (pldlegacy.go): consistent, rewritten by their next charge.
+	// one (accountant/pldlegacy.go): consistent, rewritten by their next charge.
 	PLDEarlierOrder int
 }
 
@@ -421,7 +406,7 @@ type verifyCharge struct {
 	analyst    string
 	team       string
 	accountant string
-	events     []Event
+	events     []accountant.Event
 }
 
 // Verify recomputes every budget row from its charge rows, in one
@@ -467,7 +452,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			var raw []byte
 			var status string
 			var at time.Time
-			var cost Spent
+			var cost accountant.Spent
 			if err := rows.Scan(&c.id, &c.dataset, &c.analyst, &c.team, &c.accountant, &raw, &status, &at, &cost.Epsilon, &cost.Delta); err != nil {
 				rows.Close()
 				return err
@@ -477,7 +462,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("charge %d: events are not readable: %v", c.id, err))
 			}
 			for _, e := range ej {
-				c.events = append(c.events, Event{Mechanism: e.Mechanism, Epsilon: e.Epsilon, Delta: e.Delta, NoiseMultiplier: e.NoiseMultiplier})
+				c.events = append(c.events, accountant.Event{Mechanism: e.Mechanism, Epsilon: e.Epsilon, Delta: e.Delta, NoiseMultiplier: e.NoiseMultiplier})
 			}
 			if status == "reserved" {
 				rep.Reserved = append(rep.Reserved, ReservedCharge{ID: c.id, Dataset: c.dataset, Analyst: c.analyst, CreatedAt: at, Cost: cost})
@@ -535,21 +520,21 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 		for _, r := range budgets {
 			has[[2]string{r.dataset, r.analyst}] = true
 			name := r.dataset + "/" + r.analyst
-			if r.analyst == globalAnalyst {
+			if r.analyst == accountant.GlobalAnalyst {
 				name = r.dataset + " (global)"
 			}
 			after := resets[[2]string{r.dataset, r.analyst}]
 			var st []byte
 			n := int64(0)
 			mine := byAnalyst[[2]string{r.dataset, r.analyst}]
-			if r.analyst == globalAnalyst {
+			if r.analyst == accountant.GlobalAnalyst {
 				mine = byDataset[r.dataset]
 			}
 			for _, c := range mine {
 				if c.id <= after {
 					continue
 				}
-				m, err := MethodByName(c.accountant)
+				m, err := accountant.MethodByName(c.accountant)
 				if err != nil {
 					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: charge %d: %v", name, c.id, err))
 					continue
@@ -563,23 +548,23 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			if n != r.charges {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %d charges recorded on the budget row, %d in the ledger", name, r.charges, n))
 			}
-			if diff := compareStates(r.state, st); diff != "" {
+			if diff := accountant.CompareStates(r.state, st); diff != "" {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: composition state differs from the charges: %s", name, diff))
 			}
 			if r.lifetime != nil {
-				// The lifetime state (budget windows, window.go) composes
+				// The lifetime state (budget windows, accountant/window.go) composes
 				// every charge of every window: it holds at least the
 				// current window's events and basic sums.
-				if msg := lifetimeCovers(r.lifetime, r.state); msg != "" {
+				if msg := accountant.LifetimeCovers(r.lifetime, r.state); msg != "" {
 					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: lifetime state %s", name, msg))
 				}
 			}
-			m, err := MethodByName(r.accountant)
+			m, err := accountant.MethodByName(r.accountant)
 			if err != nil {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %v", name, err))
 				continue
 			}
-			limit := Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
+			limit := accountant.Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
 			if r.le != nil {
 				limit.Epsilon = *r.le
 			}
@@ -590,33 +575,33 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			switch {
 			case n == 0:
 				want = [2]string{"0", "0"}
-			case r.analyst == globalAnalyst && !hasCap(limit):
-				e, d, err := basicText(st)
+			case r.analyst == accountant.GlobalAnalyst && !accountant.HasCap(limit):
+				e, d, err := accountant.BasicSums(st)
 				if err != nil {
 					return err
 				}
 				want = [2]string{e, d}
 			default:
-				sp, _, err := evaluate(m, st, limit)
+				sp, _, err := accountant.Evaluate(m, st, limit)
 				if err != nil {
 					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %v", name, err))
 					continue
 				}
-				want = [2]string{numText(sp.Epsilon), numText(sp.Delta)}
-				if r.accountant == policy.AccountantPLD && !(sameDecimal(r.spent[0], want[0]) && sameDecimal(r.spent[1], want[1])) &&
-					matchesEarlierPLDOrder(st, limit, r.spent) {
+				want = [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}
+				if r.accountant == policy.AccountantPLD && !(accountant.SameDecimal(r.spent[0], want[0]) && accountant.SameDecimal(r.spent[1], want[1])) &&
+					accountant.MatchesEarlierPLDOrder(st, limit, r.spent) {
 					want = r.spent
 					rep.PLDEarlierOrder++
 				}
 			}
 			for i, coord := range []string{"ε", "δ"} {
-				if !sameDecimal(r.spent[i], want[i]) {
+				if !accountant.SameDecimal(r.spent[i], want[i]) {
 					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: spent %s = %s on the budget row, %s recomputed from the charges", name, coord, r.spent[i], want[i]))
 				}
 			}
 		}
 		for _, c := range charges {
-			if !has[[2]string{c.dataset, c.analyst}] || !has[[2]string{c.dataset, globalAnalyst}] {
+			if !has[[2]string{c.dataset, c.analyst}] || !has[[2]string{c.dataset, accountant.GlobalAnalyst}] {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("charge %d of %s/%s has no budget row", c.id, c.dataset, c.analyst))
 			}
 		}
@@ -627,92 +612,4 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 	}
 	sort.Strings(rep.Mismatches)
 	return rep, nil
-}
-
-// lifetimeCovers checks that a lifetime state holds at least the events
-// and basic sums of the current window's state; "" when it does.
-func lifetimeCovers(lifetime, window []byte) string {
-	lt, err1 := decodeState(lifetime)
-	w, err2 := decodeState(window)
-	if err1 != nil || err2 != nil {
-		return fmt.Sprintf("unreadable (%v, %v)", err1, err2)
-	}
-	if lt.Events < w.Events {
-		return fmt.Sprintf("has %d events, fewer than the window's %d", lt.Events, w.Events)
-	}
-	for _, p := range [][3]string{{"ε", lt.BasicEpsilon, w.BasicEpsilon}, {"δ", lt.BasicDelta, w.BasicDelta}} {
-		a, b := p[1], p[2]
-		if a == "" {
-			a = "0"
-		}
-		if b == "" {
-			b = "0"
-		}
-		x, ok1 := new(big.Rat).SetString(a)
-		y, ok2 := new(big.Rat).SetString(b)
-		if !ok1 || !ok2 || x.Cmp(y) < 0 {
-			return fmt.Sprintf("basic %s %s is below the window's %s", p[0], a, b)
-		}
-	}
-	return ""
-}
-
-// sameDecimal compares two decimal texts exactly, or within the float64
-// rounding of a recomputed float figure (relative 1e-12).
-func sameDecimal(a, b string) bool {
-	x, ok1 := new(big.Rat).SetString(a)
-	y, ok2 := new(big.Rat).SetString(b)
-	if !ok1 || !ok2 {
-		return a == b
-	}
-	if x.Cmp(y) == 0 {
-		return true
-	}
-	fx, _ := x.Float64()
-	fy, _ := y.Float64()
-	return math.Abs(fx-fy) <= 1e-12*math.Max(math.Abs(fx), math.Abs(fy))
-}
-
-// compareStates compares a stored state with a recomputed one as JSON
-// values (jsonb normalises the text); "" when equal.
-func compareStates(stored, recomputed []byte) string {
-	s, err1 := decodeState(stored)
-	r, err2 := decodeState(recomputed)
-	if err1 != nil || err2 != nil {
-		return fmt.Sprintf("unreadable state (%v, %v)", err1, err2)
-	}
-	if s.Events != r.Events {
-		return fmt.Sprintf("%d events on the row, %d in the charges", s.Events, r.Events)
-	}
-	for _, p := range [][3]string{{"basic ε", s.BasicEpsilon, r.BasicEpsilon}, {"basic δ", s.BasicDelta, r.BasicDelta},
-		{"rest ε", s.RestEpsilon, r.RestEpsilon}, {"rest δ", s.RestDelta, r.RestDelta}} {
-		a, b := p[1], p[2]
-		if a == "" {
-			a = "0"
-		}
-		if b == "" {
-			b = "0"
-		}
-		if !sameDecimal(a, b) {
-			return fmt.Sprintf("%s %s on the row, %s from the charges", p[0], a, b)
-		}
-	}
-	if s.Events > 0 && s.Method != r.Method {
-		return fmt.Sprintf("method %s on the row, %s from the charges", s.Method, r.Method)
-	}
-	var x, y any
-	if len(s.Tight) > 0 {
-		if err := json.Unmarshal(s.Tight, &x); err != nil {
-			return "unreadable tight state on the row"
-		}
-	}
-	if len(r.Tight) > 0 {
-		if err := json.Unmarshal(r.Tight, &y); err != nil {
-			return "unreadable recomputed tight state"
-		}
-	}
-	if !reflect.DeepEqual(x, y) {
-		return "the method's own state (" + s.Method + ") differs"
-	}
-	return ""
 }

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
@@ -41,7 +42,7 @@ func wantClean(t *testing.T, l *Ledger, budgets, charges int) *VerifyReport {
 	return rep
 }
 
-func reserveN(t *testing.T, l *Ledger, c Charge, n int) {
+func reserveN(t *testing.T, l *Ledger, c accountant.Charge, n int) {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		if _, err := l.Reserve(context.Background(), c); err != nil {
@@ -58,25 +59,25 @@ func TestLedger_GrantRaisesLimit(t *testing.T) {
 	c := charge("alice", ds, laplace(0.1))
 	reserveN(t, l, c, 10) // exactly 1 in exact decimal
 	_, err := l.Reserve(ctx, c)
-	if !errors.Is(err, ErrBudgetExhausted) {
+	if !errors.Is(err, accountant.ErrBudgetExhausted) {
 		t.Fatalf("11th charge of 0.1 on a budget of 1: %v, want exhausted", err)
 	}
-	st, err := l.Grant(ctx, ds, "alice", Spent{Epsilon: 0.5}, "steward@test")
+	st, err := l.Grant(ctx, ds, "alice", accountant.Spent{Epsilon: 0.5}, "steward@test")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Limit != (Spent{1.5, 1e-6}) || st.Spent.Epsilon != 1 {
+	if st.Limit != (accountant.Spent{Epsilon: 1.5, Delta: 1e-6}) || st.Spent.Epsilon != 1 {
 		t.Fatalf("Status after granting 0.5 = %+v, want limit (1.5, 1e-6), spent 1", st)
 	}
 	reserveN(t, l, c, 5)
-	if _, err := l.Reserve(ctx, c); !errors.Is(err, ErrBudgetExhausted) {
+	if _, err := l.Reserve(ctx, c); !errors.Is(err, accountant.ErrBudgetExhausted) {
 		t.Fatalf("charge beyond 1 + 0.5: %v, want exhausted", err)
 	}
 	// A second grant adds up; a grant of a fresh analyst creates the row.
-	if st, err = l.Grant(ctx, ds, "alice", Spent{Epsilon: 0.2, Delta: 1e-7}, "steward@test"); err != nil || st.Limit != (Spent{1.7, 1.1e-6}) {
+	if st, err = l.Grant(ctx, ds, "alice", accountant.Spent{Epsilon: 0.2, Delta: 1e-7}, "steward@test"); err != nil || st.Limit != (accountant.Spent{Epsilon: 1.7, Delta: 1.1e-6}) {
 		t.Fatalf("second grant: %+v, %v; want limit (1.7, 1.1e-6)", st, err)
 	}
-	if st, err = l.Grant(ctx, ds, "carol", Spent{Epsilon: 2}, "steward@test"); err != nil || st.Limit.Epsilon != 3 || st.Spent.Epsilon != 0 {
+	if st, err = l.Grant(ctx, ds, "carol", accountant.Spent{Epsilon: 2}, "steward@test"); err != nil || st.Limit.Epsilon != 3 || st.Spent.Epsilon != 0 {
 		t.Fatalf("grant to carol: %+v, %v", st, err)
 	}
 	// Other analysts are not affected.
@@ -91,12 +92,12 @@ func TestLedger_GrantRaisesLimit(t *testing.T) {
 		t.Fatalf("second grant's audit row = %q, want before-grant 0.5, amount 0.2, spent 1.5", s)
 	}
 	// Bad grants.
-	for _, g := range []Spent{{}, {Epsilon: -1}, {Delta: 1}} {
+	for _, g := range []accountant.Spent{{}, {Epsilon: -1}, {Delta: 1}} {
 		if _, err := l.Grant(ctx, ds, "alice", g, "steward@test"); err == nil {
 			t.Errorf("Grant(%+v) succeeded, want an error", g)
 		}
 	}
-	if _, err := l.Grant(ctx, ds, "alice", Spent{Epsilon: 1}, ""); err == nil {
+	if _, err := l.Grant(ctx, ds, "alice", accountant.Spent{Epsilon: 1}, ""); err == nil {
 		t.Error("Grant without an actor succeeded")
 	}
 	wantClean(t, l, 3, 15)
@@ -109,7 +110,7 @@ func TestLedger_GrantRaisesLimit(t *testing.T) {
 		t.Fatalf("Budgets = %+v, want global, alice, carol", infos)
 	}
 	a := infos[1]
-	if a.Charges != 15 || a.Reserved != 15 || a.Granted != (Spent{0.7, 1e-7}) || a.Status.Limit != (Spent{1.7, 1.1e-6}) || a.Status.Spent.Epsilon != 1.5 {
+	if a.Charges != 15 || a.Reserved != 15 || a.Granted != (accountant.Spent{Epsilon: 0.7, Delta: 1e-7}) || a.Status.Limit != (accountant.Spent{Epsilon: 1.7, Delta: 1.1e-6}) || a.Status.Spent.Epsilon != 1.5 {
 		t.Fatalf("alice's row = %+v", a)
 	}
 	if g := infos[0]; g.Charges != 15 || g.Status.Spent.Epsilon != 1.5 {
@@ -117,7 +118,7 @@ func TestLedger_GrantRaisesLimit(t *testing.T) {
 	}
 	// An analyst with no row yet, named with both filters: zero row.
 	infos, err = l.Budgets(ctx, map[string]*policy.Dataset{"hospital": ds}, "hospital", "dave")
-	if err != nil || len(infos) != 1 || infos[0].Analyst != "dave" || infos[0].Status.Spent != (Spent{}) || infos[0].Status.Limit.Epsilon != 1 {
+	if err != nil || len(infos) != 1 || infos[0].Analyst != "dave" || infos[0].Status.Spent != (accountant.Spent{}) || infos[0].Status.Limit.Epsilon != 1 {
 		t.Fatalf("Budgets(dave) = %+v, %v", infos, err)
 	}
 }
@@ -141,7 +142,7 @@ func TestLedger_ResetKeepsChargesAndVerifies(t *testing.T) {
 	if before.Spent.Epsilon <= 0.3 || before.Spent.Epsilon > 0.9 {
 		t.Fatalf("status before reset = %+v, want rdp spending of 3 × 0.3 in (0.3, 0.9]", before)
 	}
-	if st, _ := l.Status(ctx, "alice", ds); st.Spent != (Spent{}) {
+	if st, _ := l.Status(ctx, "alice", ds); st.Spent != (accountant.Spent{}) {
 		t.Fatalf("alice after reset = %+v, want nothing spent", st)
 	}
 	if n := queryOne[int64](t, dsn, `SELECT count(*) FROM dpproxy_ledger.charge WHERE analyst = 'alice'`); n != 3 {
@@ -195,7 +196,7 @@ func TestLedger_VerifyAcrossMethodsAndReserved(t *testing.T) {
 	ctx := context.Background()
 	ds := testPolicy("d", 50, 1e-5, policy.AccountantPLD)
 	ds.Budget.GlobalEpsilon = 100
-	g := Event{Mechanism: policy.MechanismGaussian, Epsilon: 1, Delta: 1e-7, NoiseMultiplier: 5}
+	g := accountant.Event{Mechanism: policy.MechanismGaussian, Epsilon: 1, Delta: 1e-7, NoiseMultiplier: 5}
 	var released []int64
 	for i, m := range []string{policy.AccountantPLD, policy.AccountantRDP, policy.AccountantZCDP, policy.AccountantAdvanced, policy.AccountantPure, policy.AccountantPLD} {
 		ds.Budget.Accountant = m
@@ -252,7 +253,7 @@ func TestLedger_AdminConcurrentWithReserve(t *testing.T) {
 					mu.Lock()
 					charged++
 					mu.Unlock()
-				case errors.As(err, &pe) && errors.Is(err, ErrBudgetExhausted):
+				case errors.As(err, &pe) && errors.Is(err, accountant.ErrBudgetExhausted):
 				default:
 					t.Error(err)
 					return
@@ -261,7 +262,7 @@ func TestLedger_AdminConcurrentWithReserve(t *testing.T) {
 		}()
 	}
 	for i := 0; i < 3; i++ {
-		if _, err := l.Grant(ctx, ds, "alice", Spent{Epsilon: 0.5}, "steward"); err != nil {
+		if _, err := l.Grant(ctx, ds, "alice", accountant.Spent{Epsilon: 0.5}, "steward"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,4 +1,4 @@
-package accountant
+package ledger
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
@@ -37,12 +38,16 @@ func testPolicy(name string, eps, delta float64, method string) *policy.Dataset 
 	}
 }
 
-func laplace(eps float64) Event {
-	return Event{Mechanism: policy.MechanismLaplace, Epsilon: eps, NoiseMultiplier: 1 / eps}
+func laplace(eps float64) accountant.Event {
+	return accountant.Event{Mechanism: policy.MechanismLaplace, Epsilon: eps, NoiseMultiplier: 1 / eps}
 }
 
-func charge(analyst string, ds *policy.Dataset, events ...Event) Charge {
-	return Charge{Analyst: analyst, Dataset: ds.Name, Events: events, Fingerprint: "fp-" + analyst, PolicyVersion: ds.Version, Policy: ds}
+func gaussian(multiplier, eps, delta float64) accountant.Event {
+	return accountant.Event{Mechanism: policy.MechanismGaussian, Epsilon: eps, Delta: delta, NoiseMultiplier: multiplier}
+}
+
+func charge(analyst string, ds *policy.Dataset, events ...accountant.Event) accountant.Charge {
+	return accountant.Charge{Analyst: analyst, Dataset: ds.Name, Events: events, Fingerprint: "fp-" + analyst, PolicyVersion: ds.Version, Policy: ds}
 }
 
 func openLedger(t *testing.T, dsn string) *Ledger {
@@ -110,21 +115,21 @@ func TestLedger_ReserveReleaseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Spent != (Spent{}) || st.Limit != (Spent{3, 1e-6}) || st.Accountant != "pure" || st.Dataset != "hospital" {
+	if st.Spent != (accountant.Spent{}) || st.Limit != (accountant.Spent{Epsilon: 3, Delta: 1e-6}) || st.Accountant != "pure" || st.Dataset != "hospital" {
 		t.Fatalf("Status before any charge = %+v", st)
 	}
 	if n := queryOne[int64](t, dsn, `SELECT count(*) FROM dpproxy_ledger.budget`); n != 0 {
 		t.Fatalf("Status created %d budget rows, want none", n)
 	}
 
-	res, err := l.Reserve(ctx, charge("alice", ds, laplace(0.25), Event{Epsilon: 0.05, Delta: 1e-7}))
+	res, err := l.Reserve(ctx, charge("alice", ds, laplace(0.25), accountant.Event{Epsilon: 0.05, Delta: 1e-7}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.ID <= 0 || res.Cost != (Spent{0.3, 1e-7}) {
+	if res.ID <= 0 || res.Cost != (accountant.Spent{Epsilon: 0.3, Delta: 1e-7}) {
 		t.Fatalf("Reserve = %+v, want cost (0.3, 1e-7)", res)
 	}
-	if got, want := res.Status.Remaining(), (Spent{2.7, 9e-7}); got != want {
+	if got, want := res.Status.Remaining(), (accountant.Spent{Epsilon: 2.7, Delta: 9e-7}); got != want {
 		t.Fatalf("Remaining after charge = %+v, want %+v", got, want)
 	}
 	// Durable and visible to anyone before Reserve returned.
@@ -158,12 +163,12 @@ func TestLedger_ReserveReleaseStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Spent != (Spent{0.3, 1e-7}) {
+	if st.Spent != (accountant.Spent{Epsilon: 0.3, Delta: 1e-7}) {
 		t.Fatalf("Status.Spent = %+v, want (0.3, 1e-7)", st.Spent)
 	}
 	// Bob has his own budget.
-	if st, _ := l.Status(ctx, "bob", ds); st.Spent != (Spent{}) {
-		t.Fatalf("bob's Status = %+v, want nothing spent", st)
+	if st, _ := l.Status(ctx, "bob", ds); st.Spent != (accountant.Spent{}) {
+		t.Fatalf("bob's accountant.Status = %+v, want nothing spent", st)
 	}
 
 	// Budget events are logged at Info with the figures, never the answer.
@@ -199,8 +204,8 @@ func TestLedger_Exhausted(t *testing.T) {
 	}
 	_, err := l.Reserve(ctx, charge("alice", ds, laplace(0.4)))
 	pe := wantCode(t, err, pgerr.ConfigurationLimit)
-	if !errors.Is(err, ErrBudgetExhausted) {
-		t.Fatalf("refusal %v does not wrap ErrBudgetExhausted", err)
+	if !errors.Is(err, accountant.ErrBudgetExhausted) {
+		t.Fatalf("refusal %v does not wrap accountant.ErrBudgetExhausted", err)
 	}
 	if !strings.Contains(pe.Message, "needs ε=0.4") || !strings.Contains(pe.Message, "remaining budget is ε=0.2, δ=0") {
 		t.Fatalf("refusal message %q does not say what the query needs and what remains (ε=0.2)", pe.Message)
@@ -216,13 +221,13 @@ func TestLedger_Exhausted(t *testing.T) {
 		t.Fatalf("the exact remainder 0.2 was refused: %v", err)
 	}
 	st, _ := l.Status(ctx, "alice", ds)
-	if st.Remaining() != (Spent{}) || st.Spent.Epsilon != 1 {
+	if st.Remaining() != (accountant.Spent{}) || st.Spent.Epsilon != 1 {
 		t.Fatalf("Status = %+v, want all spent", st)
 	}
 
 	// A Gaussian release with δ > 0 does not fit a δ = 0 budget.
 	ds2 := testPolicy("clinic", 5, 0, policy.AccountantPure)
-	_, err = l.Reserve(ctx, charge("alice", ds2, Event{Mechanism: policy.MechanismGaussian, Epsilon: 0.1, Delta: 1e-9, NoiseMultiplier: 40}))
+	_, err = l.Reserve(ctx, charge("alice", ds2, accountant.Event{Mechanism: policy.MechanismGaussian, Epsilon: 0.1, Delta: 1e-9, NoiseMultiplier: 40}))
 	wantCode(t, err, pgerr.ConfigurationLimit)
 
 	// The steward raises the budget by editing the policy: the new limit
@@ -290,7 +295,7 @@ func TestLedger_ConcurrentNoOverspend(t *testing.T) {
 			for {
 				res, err := l.Reserve(ctx, charge("alice", ds, laplace(eps)))
 				if err != nil {
-					if !errors.Is(err, ErrBudgetExhausted) {
+					if !errors.Is(err, accountant.ErrBudgetExhausted) {
 						mu.Lock()
 						errs = append(errs, err)
 						mu.Unlock()
@@ -342,8 +347,8 @@ func TestLedger_GlobalCap(t *testing.T) {
 	if !strings.Contains(pe.Message, "global") || !strings.Contains(pe.Message, "ε=0,") || !strings.Contains(pe.Hint, "global_epsilon") {
 		t.Fatalf("global refusal = %q (hint %q)", pe.Message, pe.Hint)
 	}
-	if !errors.Is(err, ErrBudgetExhausted) {
-		t.Fatal("global refusal does not wrap ErrBudgetExhausted")
+	if !errors.Is(err, accountant.ErrBudgetExhausted) {
+		t.Fatal("global refusal does not wrap accountant.ErrBudgetExhausted")
 	}
 	st, _ := l.Status(ctx, "bob", ds)
 	if st.Remaining().Epsilon != 0.4 {
@@ -357,7 +362,7 @@ func TestLedger_GlobalCap(t *testing.T) {
 	// A global δ cap alone.
 	ds2 := testPolicy("clinic", 5, 1e-5, policy.AccountantPure)
 	ds2.Budget.GlobalDelta = 1.5e-6
-	g := Event{Mechanism: policy.MechanismGaussian, Epsilon: 0.5, Delta: 1e-6, NoiseMultiplier: 5}
+	g := accountant.Event{Mechanism: policy.MechanismGaussian, Epsilon: 0.5, Delta: 1e-6, NoiseMultiplier: 5}
 	if _, err := l.Reserve(ctx, charge("alice", ds2, g)); err != nil {
 		t.Fatal(err)
 	}
@@ -451,8 +456,8 @@ func TestLedger_UnavailableFailsClosedAndRecovers(t *testing.T) {
 	if pe.Message != "privacy ledger unavailable; DP queries are refused until it is back" {
 		t.Fatalf("message = %q", pe.Message)
 	}
-	if !errors.Is(err, ErrLedgerUnavailable) {
-		t.Fatalf("%v does not wrap ErrLedgerUnavailable", err)
+	if !errors.Is(err, accountant.ErrLedgerUnavailable) {
+		t.Fatalf("%v does not wrap accountant.ErrLedgerUnavailable", err)
 	}
 	for _, s := range []string{pe.Message, pe.Detail, pe.Hint, err.Error()} {
 		if strings.Contains(s, port) || strings.Contains(s, cfg.User) || strings.Contains(s, "127.0.0.1") {
@@ -464,7 +469,7 @@ func TestLedger_UnavailableFailsClosedAndRecovers(t *testing.T) {
 	wantCode(t, l.Release(ctx, 1, []byte(`{}`)), pgerr.SystemError)
 
 	f.start(t) // back on the same address
-	var res *Reservation
+	var res *accountant.Reservation
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		res, err = l.Reserve(ctx, charge("alice", ds, laplace(0.5)))
@@ -530,15 +535,15 @@ func TestLedger_RejectsBadCharges(t *testing.T) {
 	ds := testPolicy("hospital", 1, 0, policy.AccountantPure)
 	for _, tc := range []struct {
 		name string
-		c    Charge
+		c    accountant.Charge
 	}{
-		{"no policy", Charge{Analyst: "a", Dataset: "hospital", Events: []Event{laplace(0.1)}}},
+		{"no policy", accountant.Charge{Analyst: "a", Dataset: "hospital", Events: []accountant.Event{laplace(0.1)}}},
 		{"no analyst", charge("", ds, laplace(0.1))},
 		{"no events", charge("a", ds)},
-		{"NaN epsilon", charge("a", ds, Event{Epsilon: math.NaN()})},
-		{"negative epsilon", charge("a", ds, Event{Epsilon: -1})},
-		{"delta 1", charge("a", ds, Event{Epsilon: 0.1, Delta: 1})},
-		{"empty event", charge("a", ds, Event{})},
+		{"NaN epsilon", charge("a", ds, accountant.Event{Epsilon: math.NaN()})},
+		{"negative epsilon", charge("a", ds, accountant.Event{Epsilon: -1})},
+		{"delta 1", charge("a", ds, accountant.Event{Epsilon: 0.1, Delta: 1})},
+		{"empty event", charge("a", ds, accountant.Event{})},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := l.Reserve(ctx, tc.c)
@@ -546,7 +551,7 @@ func TestLedger_RejectsBadCharges(t *testing.T) {
 		})
 	}
 	// Another mechanism name is a generic (ε, δ) release, charged by its ε.
-	res, err := l.Reserve(ctx, charge("a", ds, Event{Mechanism: "threshold", Epsilon: 0.1, Delta: 0}))
+	res, err := l.Reserve(ctx, charge("a", ds, accountant.Event{Mechanism: "threshold", Epsilon: 0.1, Delta: 0}))
 	if err != nil || res.Cost.Epsilon != 0.1 {
 		t.Fatalf("Reserve(generic mechanism) = %+v, %v; want cost 0.1", res, err)
 	}
@@ -563,7 +568,7 @@ func TestLedger_TightAccountants(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		method string
-		event  Event
+		event  accountant.Event
 		budget float64
 	}{
 		{policy.AccountantRDP, laplace(0.25), 5},
@@ -574,10 +579,10 @@ func TestLedger_TightAccountants(t *testing.T) {
 	} {
 		t.Run(tc.method, func(t *testing.T) {
 			ds := testPolicy("ds_"+tc.method+fmt.Sprint(tc.budget), tc.budget, 1e-6, tc.method)
-			var events []Event
+			var events []accountant.Event
 			want := 0 // charges that fit by the pure function
 			for {
-				e, err := ComposeEpsilon(tc.method, append(events, tc.event), 1e-6)
+				e, err := accountant.ComposeEpsilon(tc.method, append(events, tc.event), 1e-6)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -607,7 +612,7 @@ func TestLedger_TightAccountants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wantSpent, _ := ComposeEpsilon(tc.method, events, 1e-6)
+			wantSpent, _ := accountant.ComposeEpsilon(tc.method, events, 1e-6)
 			if st.Accountant != tc.method || st.Spent.Epsilon != wantSpent || st.Spent.Epsilon > tc.budget {
 				t.Fatalf("Status = %+v, want %s spent %v", st, tc.method, wantSpent)
 			}

@@ -1,6 +1,6 @@
-// Privacy-critical: needs DP review.
+// Ledger-critical: needs review of the reserve-before-read protocol (DESIGN: ledger).
 
-package accountant
+package ledger
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -20,21 +21,16 @@ import (
 	"go.uber.org/zap"
 )
 
-// globalAnalyst is the analyst name of a dataset's global budget row (the
-// optional cap across all analysts). PostgreSQL user names cannot be empty,
-// so no analyst can be called that; Reserve rejects an empty analyst.
-const globalAnalyst = ""
-
 // Ledger is the PostgreSQL-backed ledger. Safe for concurrent use; several
 // proxy processes may share one ledger database.
 type Ledger struct {
 	pool   *pgxpool.Pool
 	logger *zap.Logger
-	// now is the clock of budget windows (window.go); nil: time.Now.
+	// now is the clock of budget windows (accountant.WindowOf); nil: time.Now.
 	now func() time.Time
 	// pld remembers the pld method's intermediate distributions
-	// (pldmemo.go).
-	pld *pldMemo
+	// ([accountant.PLDMemo]).
+	pld *accountant.PLDMemo
 }
 
 // Log keys of the budget events.
@@ -76,7 +72,7 @@ func Open(ctx context.Context, dsn string, logger *zap.Logger) (*Ledger, error) 
 	if err != nil {
 		return nil, fmt.Errorf("accountant: open ledger: %w", redact(err))
 	}
-	l := &Ledger{pool: pool, logger: logger.Named("accountant"), pld: newPLDMemo(defaultPLDMemoPoints)}
+	l := &Ledger{pool: pool, logger: logger.Named("accountant"), pld: accountant.NewPLDMemo(accountant.DefaultPLDMemoPoints)}
 	if err := l.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("accountant: migrate ledger schema: %w", redact(err))
@@ -85,7 +81,7 @@ func Open(ctx context.Context, dsn string, logger *zap.Logger) (*Ledger, error) 
 }
 
 // SetClock replaces the clock that decides budget-window renewals
-// (window.go); tests use a fake clock. Call it before the ledger is used.
+// (accountant.WindowOf); tests use a fake clock. Call it before the ledger is used.
 func (l *Ledger) SetClock(now func() time.Time) { l.now = now }
 
 func (l *Ledger) clock() time.Time {
@@ -119,7 +115,7 @@ func redact(err error) error {
 func unavailable(err error) *pgerr.Error {
 	return pgerr.New(pgerr.SystemError, "privacy ledger unavailable; DP queries are refused until it is back").
 		WithHint("ask the operator to check the ledger database").
-		Wrap(fmt.Errorf("%w: %w", ErrLedgerUnavailable, err))
+		Wrap(fmt.Errorf("%w: %w", accountant.ErrLedgerUnavailable, err))
 }
 
 // retryable reports whether a failed transaction (not committed) may be
@@ -138,13 +134,13 @@ type budgetRow struct {
 	analyst    string
 	state      []byte
 	accountant string
-	limitDelta *float64  // NULL: no cap
-	spent      Spent     // as stored at the last charge
-	granted    [2]string // steward grants (exact decimal text) on top of the policy's limit
-	suspended  bool      // the circuit breaker is open (incident.go)
+	limitDelta *float64         // NULL: no cap
+	spent      accountant.Spent // as stored at the last charge
+	granted    [2]string        // steward grants (exact decimal text) on top of the policy's limit
+	suspended  bool             // the circuit breaker is open (incident.go)
 	// windowStart is the start of the row's current budget window (zero:
 	// none); lifetimeState the composition over all windows (nil: none
-	// yet). window.go.
+	// yet). accountant/window.go.
 	windowStart   time.Time
 	lifetimeState []byte
 }
@@ -152,62 +148,33 @@ type budgetRow struct {
 // spentBefore returns the row's spending under method m at total δ delta:
 // the stored figure when it was computed by m at the same δ (no need to
 // re-run a costly accountant), else recomputed.
-func (r budgetRow) spentBefore(m Method, delta float64) (Spent, error) {
+func (r budgetRow) spentBefore(m accountant.Method, delta float64) (accountant.Spent, error) {
 	if r.accountant == m.Name() && ((r.limitDelta == nil && math.IsInf(delta, 1)) || (r.limitDelta != nil && *r.limitDelta == delta)) {
 		return r.spent, nil
 	}
 	return m.Spent(r.state, delta)
 }
 
-// evaluate is Spent and Fits with one evaluation of the method.
-func evaluate(m Method, st []byte, limit Spent) (Spent, bool, error) {
-	if c, ok := m.(composer); ok {
-		return c.evaluate(st, limit)
-	}
-	sp, err := m.Spent(st, limit.Delta)
-	if err != nil {
-		return Spent{}, false, err
-	}
-	fits, err := m.Fits(st, limit)
-	return sp, fits, err
-}
-
-// basicText returns the exact decimal basic sums of a state.
-func basicText(st []byte) (string, string, error) {
-	s, err := decodeState(st)
-	if err != nil {
-		return "", "", err
-	}
-	e, d := s.BasicEpsilon, s.BasicDelta
-	if e == "" {
-		e = "0"
-	}
-	if d == "" {
-		d = "0"
-	}
-	return e, d, nil
-}
-
-// Reserve durably charges c or refuses it; see [Store]. The check and the
+// Reserve durably charges c or refuses it; see [accountant.Store]. The check and the
 // debit are one transaction holding the budget rows FOR UPDATE (first the
 // dataset's global row, then the analyst's, in that fixed order, so that
 // concurrent charges cannot deadlock), and the ledger row is committed
 // before Reserve returns.
-func (l *Ledger) Reserve(ctx context.Context, c Charge) (*Reservation, error) {
+func (l *Ledger) Reserve(ctx context.Context, c accountant.Charge) (*accountant.Reservation, error) {
 	if err := checkCharge(c); err != nil {
 		return nil, err
 	}
-	m, err := methodWithMemo(c.Policy.Budget.Accountant, l.pld)
+	m, err := accountant.MethodWithMemo(c.Policy.Budget.Accountant, l.pld)
 	if err != nil {
 		return nil, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}
-	rows := limitsFor(c.Policy, c.Analyst)
+	rows := accountant.LimitsFor(c.Policy, c.Analyst)
 	events, err := json.Marshal(eventsJSON(c.Events))
 	if err != nil {
 		return nil, err
 	}
 
-	var res *Reservation
+	var res *accountant.Reservation
 	var refusal *pgerr.Error
 	for attempt := 0; ; attempt++ {
 		res, refusal, err = l.reserveTx(ctx, m, c, rows, events)
@@ -240,14 +207,14 @@ func (l *Ledger) Reserve(ctx context.Context, c Charge) (*Reservation, error) {
 	return res, nil
 }
 
-func checkCharge(c Charge) error {
+func checkCharge(c accountant.Charge) error {
 	bad := func(format string, args ...any) error {
 		return pgerr.New(pgerr.InternalError, "invalid privacy charge").Wrap(fmt.Errorf(format, args...))
 	}
 	if c.Policy == nil {
 		return bad("charge for %q has no policy", c.Dataset)
 	}
-	if c.Analyst == globalAnalyst {
+	if c.Analyst == accountant.GlobalAnalyst {
 		return bad("charge has no analyst")
 	}
 	if c.Dataset == "" {
@@ -257,27 +224,12 @@ func checkCharge(c Charge) error {
 		return bad("charge has no events")
 	}
 	for _, e := range c.Events {
-		if err := checkEvent(e); err != nil {
+		if err := accountant.CheckEvent(e); err != nil {
 			return bad("%w", err)
 		}
 	}
 	return nil
 }
-
-// globalLimit returns the dataset-wide cap; +Inf on a coordinate that has
-// none.
-func globalLimit(b policy.Budget) Spent {
-	g := Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
-	if b.GlobalEpsilon > 0 {
-		g.Epsilon = b.GlobalEpsilon
-	}
-	if b.GlobalDelta > 0 {
-		g.Delta = b.GlobalDelta
-	}
-	return g
-}
-
-func hasCap(s Spent) bool { return !math.IsInf(s.Epsilon, 1) || !math.IsInf(s.Delta, 1) }
 
 // nullable returns nil for +Inf (stored as NULL: no cap).
 func nullable(x float64) any {
@@ -294,7 +246,7 @@ type eventJSON struct {
 	NoiseMultiplier float64 `json:"noise_multiplier,omitempty"`
 }
 
-func eventsJSON(es []Event) []eventJSON {
+func eventsJSON(es []accountant.Event) []eventJSON {
 	out := make([]eventJSON, len(es))
 	for i, e := range es {
 		out[i] = eventJSON{Mechanism: e.Mechanism, Epsilon: e.Epsilon, Delta: e.Delta, NoiseMultiplier: e.NoiseMultiplier}
@@ -315,9 +267,9 @@ func eventsJSON(es []Event) []eventJSON {
 // (synchronous commit) before Reserve returns.
 //
 // The rows are the dataset's global row, the analyst's team's (if any) and
-// the analyst's (window.go): the charge must fit in each of them, per
+// the analyst's (accountant.LimitsFor): the charge must fit in each of them, per
 // window and over their lifetime, or nothing is written.
-func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLimits, events []byte) (*Reservation, *pgerr.Error, error) {
+func (l *Ledger) reserveTx(ctx context.Context, m accountant.Method, c accountant.Charge, rows []accountant.RowLimits, events []byte) (*accountant.Reservation, *pgerr.Error, error) {
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -329,7 +281,7 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 
 	names := make([]string, len(rows))
 	for i, r := range rows {
-		names[i] = r.name
+		names[i] = r.Name
 	}
 	// Create the rows if missing (race-safe), then lock them in one fixed
 	// order (by name; the global row '' first), so that concurrent charges
@@ -353,7 +305,7 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 	if len(locked) != len(rows) || len(byName) != len(rows) {
 		return nil, nil, fmt.Errorf("budget rows of %s/%s missing after insert", c.Dataset, c.Analyst)
 	}
-	internal := func(msg string, err error) (*Reservation, *pgerr.Error, error) {
+	internal := func(msg string, err error) (*accountant.Reservation, *pgerr.Error, error) {
 		return nil, pgerr.New(pgerr.InternalError, "%s", msg).Wrap(err), nil
 	}
 	if byName[c.Analyst].suspended {
@@ -363,27 +315,27 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 	now := l.clock()
 	window := c.Policy.Budget.Window
 	type planned struct {
-		lim                 rowLimits
+		lim                 accountant.RowLimits
 		row                 budgetRow
 		start               time.Time
 		renew               bool
 		after, lifeAfter    []byte
 		spentText, lifeText [2]string
-		spentAfter          Spent
-		spentBefore         Spent
+		spentAfter          accountant.Spent
+		spentBefore         accountant.Spent
 	}
 	plans := make([]planned, len(rows))
 	var analystPlan *planned
 	for i, lim := range rows {
-		r := byName[lim.name]
+		r := byName[lim.Name]
 		pl := planned{lim: lim, row: r}
-		if lim.kind != rowGlobal {
+		if lim.Kind != accountant.RowGlobal {
 			// Steward grants raise a row's window limit (not its lifetime cap).
-			if pl.lim.window, err = withGrants(lim.window, r.granted); err != nil {
+			if pl.lim.Window, err = accountant.WithGrants(lim.Window, r.granted); err != nil {
 				return internal("cannot read the privacy ledger state", err)
 			}
 		}
-		pl.start, pl.renew = windowOf(r.windowStart, now, window)
+		pl.start, pl.renew = accountant.WindowOf(r.windowStart, now, window)
 		base := r.state
 		if pl.renew {
 			base = nil
@@ -391,25 +343,25 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 		if pl.after, err = m.Compose(base, c.Events); err != nil {
 			return internal("cannot compose the privacy charge", err)
 		}
-		cap := pl.lim.window
-		if hasCap(cap) {
-			sp, fits, err := evaluate(m, pl.after, cap)
+		cap := pl.lim.Window
+		if accountant.HasCap(cap) {
+			sp, fits, err := accountant.Evaluate(m, pl.after, cap)
 			if err != nil {
 				return internal("cannot check the privacy budget", err)
 			}
 			if !fits {
-				before := Spent{}
+				before := accountant.Spent{}
 				if !pl.renew {
 					if before, err = r.spentBefore(m, cap.Delta); err != nil {
 						return internal("cannot read the privacy ledger state", err)
 					}
 				}
-				cost := Spent{Epsilon: decSub(sp.Epsilon, before.Epsilon), Delta: decSub(sp.Delta, before.Delta)}
-				st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: cap, Renews: renewsAt(pl.start, window)}
+				cost := sp.Sub(before)
+				st := accountant.Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: cap, Renews: accountant.RenewsAt(pl.start, window)}
 				return nil, l.refuse(c, m, cost, st, lim, false), nil
 			}
 			pl.spentAfter = sp
-			pl.spentText = [2]string{numText(sp.Epsilon), numText(sp.Delta)}
+			pl.spentText = [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}
 			if !pl.renew {
 				if pl.spentBefore, err = r.spentBefore(m, cap.Delta); err != nil {
 					return internal("cannot read the privacy ledger state", err)
@@ -418,7 +370,7 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 		} else {
 			// Without a cap (the global row by default) the row records
 			// the exact basic sums, so a cap added later counts the past.
-			e, d, err := basicText(pl.after)
+			e, d, err := accountant.BasicSums(pl.after)
 			if err != nil {
 				return internal("cannot read the privacy ledger state", err)
 			}
@@ -435,23 +387,23 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 			if pl.lifeAfter, err = m.Compose(lifeBase, c.Events); err != nil {
 				return internal("cannot compose the privacy charge", err)
 			}
-			if hasCap(lim.lifetime) {
-				sp, fits, err := evaluate(m, pl.lifeAfter, lim.lifetime)
+			if accountant.HasCap(lim.Lifetime) {
+				sp, fits, err := accountant.Evaluate(m, pl.lifeAfter, lim.Lifetime)
 				if err != nil {
 					return internal("cannot check the privacy budget", err)
 				}
 				if !fits {
-					before, err := m.Spent(lifeBase, lim.lifetime.Delta)
+					before, err := m.Spent(lifeBase, lim.Lifetime.Delta)
 					if err != nil {
 						return internal("cannot read the privacy ledger state", err)
 					}
-					cost := Spent{Epsilon: decSub(sp.Epsilon, before.Epsilon), Delta: decSub(sp.Delta, before.Delta)}
-					st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: lim.lifetime}
+					cost := sp.Sub(before)
+					st := accountant.Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: lim.Lifetime}
 					return nil, l.refuse(c, m, cost, st, lim, true), nil
 				}
-				pl.lifeText = [2]string{numText(sp.Epsilon), numText(sp.Delta)}
+				pl.lifeText = [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}
 			} else {
-				e, d, err := basicText(pl.lifeAfter)
+				e, d, err := accountant.BasicSums(pl.lifeAfter)
 				if err != nil {
 					return internal("cannot read the privacy ledger state", err)
 				}
@@ -459,7 +411,7 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 			}
 		}
 		plans[i] = pl
-		if lim.kind == rowAnalyst {
+		if lim.Kind == accountant.RowAnalyst {
 			analystPlan = &plans[i]
 		}
 	}
@@ -478,9 +430,9 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 				SELECT 'dpproxy (window renewal)', 'renew', $1::text, $2::text, spent_epsilon, spent_delta, charges, granted_epsilon, granted_delta, state,
 					(SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge c WHERE c.dataset = $1
 						AND ($2 = '' OR c.analyst = $2 OR c.team = substr($2, 6) AND $2 LIKE 'team:%'))
-				FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`, c.Dataset, pl.lim.name)
+				FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`, c.Dataset, pl.lim.Name)
 		}
-		var limE, limD any = nullable(pl.lim.window.Epsilon), nullable(pl.lim.window.Delta)
+		var limE, limD any = nullable(pl.lim.Window.Epsilon), nullable(pl.lim.Window.Delta)
 		var start any
 		if window > 0 {
 			start = pl.start
@@ -497,11 +449,10 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 			lifetime_spent_delta = coalesce($13::numeric, lifetime_spent_delta),
 			windows = windows + CASE WHEN $9 THEN 1 ELSE 0 END
 			WHERE dataset = $1 AND analyst = $2`,
-			c.Dataset, pl.lim.name, m.Name(), limE, limD, pl.spentText[0], pl.spentText[1], pl.after,
+			c.Dataset, pl.lim.Name, m.Name(), limE, limD, pl.spentText[0], pl.spentText[1], pl.after,
 			pl.renew, start, life, nullText(pl.lifeText[0]), nullText(pl.lifeText[1]))
 	}
-	cost := Spent{Epsilon: decSub(analystPlan.spentAfter.Epsilon, analystPlan.spentBefore.Epsilon),
-		Delta: decSub(analystPlan.spentAfter.Delta, analystPlan.spentBefore.Delta)}
+	cost := analystPlan.spentAfter.Sub(analystPlan.spentBefore)
 	var team any
 	if t, ok := c.Policy.TeamOf(c.Analyst); ok {
 		team = t.Name
@@ -510,7 +461,7 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 		(dataset, analyst, status, fingerprint, policy_version, accountant, events, cost_epsilon, cost_delta, team)
 		VALUES ($1, $2, 'reserved', $3, $4, $5, $6, $7::numeric, $8::numeric, $9) RETURNING id`,
 		c.Dataset, c.Analyst, c.Fingerprint, c.PolicyVersion, m.Name(), events,
-		numText(cost.Epsilon), numText(cost.Delta), team)
+		accountant.DecimalText(cost.Epsilon), accountant.DecimalText(cost.Delta), team)
 	b.Queue("COMMIT")
 	renewals := 0
 	for _, pl := range plans {
@@ -524,22 +475,22 @@ func (l *Ledger) reserveTx(ctx context.Context, m Method, c Charge, rows []rowLi
 	}
 	for _, pl := range plans {
 		if pl.renew {
-			l.logger.Info("privacy budget window renewed", zap.String(logKeyAnalyst, pl.lim.name), zap.String(logKeyDataset, c.Dataset),
-				zap.Time("window_start", pl.start), zap.Time("renews", renewsAt(pl.start, window)))
+			l.logger.Info("privacy budget window renewed", zap.String(logKeyAnalyst, pl.lim.Name), zap.String(logKeyDataset, c.Dataset),
+				zap.Time("window_start", pl.start), zap.Time("renews", accountant.RenewsAt(pl.start, window)))
 		}
 	}
-	st := Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: analystPlan.spentAfter, Limit: analystPlan.lim.window,
-		Renews: renewsAt(analystPlan.start, window)}
+	st := accountant.Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: analystPlan.spentAfter, Limit: analystPlan.lim.Window,
+		Renews: accountant.RenewsAt(analystPlan.start, window)}
 	if window > 0 {
-		ls, err := m.Spent(analystPlan.lifeAfter, analystPlan.lim.lifetime.Delta)
+		ls, err := m.Spent(analystPlan.lifeAfter, analystPlan.lim.Lifetime.Delta)
 		if err == nil {
-			st.Lifetime = &Lifetime{Spent: ls, Limit: analystPlan.lim.lifetime}
+			st.Lifetime = &accountant.Lifetime{Spent: ls, Limit: analystPlan.lim.Lifetime}
 		}
 	}
-	res := &Reservation{ID: id, Cost: cost, Status: st}
+	res := &accountant.Reservation{ID: id, Cost: cost, Status: st}
 	for _, pl := range plans {
 		if pl.renew {
-			res.Renewed = append(res.Renewed, pl.lim.name)
+			res.Renewed = append(res.Renewed, pl.lim.Name)
 		}
 	}
 	return res, nil, nil
@@ -631,9 +582,6 @@ func rollbackOpen(ctx context.Context, conn *pgxpool.Conn) {
 	}
 }
 
-// numText writes a finite float64 as numeric text (its shortest decimal).
-func numText(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
-
 // fmtBudget formats a budget figure for messages: shortest decimal, "no cap"
 // for +Inf.
 func fmtBudget(x float64) string {
@@ -645,17 +593,17 @@ func fmtBudget(x float64) string {
 
 // refuse builds the 53400 error and logs the refusal. The figures are
 // budget figures (no data).
-func (l *Ledger) refuse(c Charge, m Method, cost Spent, st Status, row rowLimits, lifetime bool) *pgerr.Error {
+func (l *Ledger) refuse(c accountant.Charge, m accountant.Method, cost accountant.Spent, st accountant.Status, row accountant.RowLimits, lifetime bool) *pgerr.Error {
 	rem := st.Remaining()
 	whose := "your"
 	hint := "lower the query's cost (SET dp.epsilon = …, or fewer aggregates), or ask the data steward for more budget"
-	global := row.kind == rowGlobal
-	switch row.kind {
-	case rowGlobal:
+	global := row.Kind == accountant.RowGlobal
+	switch row.Kind {
+	case accountant.RowGlobal:
 		whose = "the dataset's global (all analysts)"
 		hint = "lower the query's cost (SET dp.epsilon = …), or ask the data steward to raise budget.global_epsilon"
-	case rowTeam:
-		whose = "your team " + strings.TrimPrefix(row.name, policy.TeamLedgerPrefix) + "'s"
+	case accountant.RowTeam:
+		whose = "your team " + strings.TrimPrefix(row.Name, policy.TeamLedgerPrefix) + "'s"
 		hint = "lower the query's cost (SET dp.epsilon = …), or ask the data steward to raise the team's budget (teams: in the policy)"
 	}
 	where := ""
@@ -683,7 +631,7 @@ func (l *Ledger) refuse(c Charge, m Method, cost Spent, st Status, row rowLimits
 		Detail: fmt.Sprintf("accountant %s; spent ε=%s, δ=%s of ε=%s, δ=%s",
 			m.Name(), fmtBudget(st.Spent.Epsilon), fmtBudget(st.Spent.Delta), fmtBudget(st.Limit.Epsilon), fmtBudget(st.Limit.Delta)),
 		Hint: hint,
-		Err:  ErrBudgetExhausted,
+		Err:  accountant.ErrBudgetExhausted,
 	}
 }
 
@@ -753,19 +701,19 @@ func (l *Ledger) releaseBatch(ctx context.Context, b *pgx.Batch) (tag pgconn.Com
 // Status returns the analyst's budget on the dataset: limits from ds (the
 // current policy), spending from the ledger. It creates nothing: an analyst
 // with no row has spent nothing.
-func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset) (Status, error) {
+func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset) (accountant.Status, error) {
 	if ds == nil {
-		return Status{}, pgerr.New(pgerr.InternalError, "budget status without a policy")
+		return accountant.Status{}, pgerr.New(pgerr.InternalError, "budget status without a policy")
 	}
-	m, err := methodWithMemo(ds.Budget.Accountant, l.pld)
+	m, err := accountant.MethodWithMemo(ds.Budget.Accountant, l.pld)
 	if err != nil {
-		return Status{}, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
+		return accountant.Status{}, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}
-	own, ok := ownLimits(ds, analyst)
+	own, ok := accountant.OwnLimits(ds, analyst)
 	if !ok {
-		return Status{}, pgerr.New(pgerr.InternalError, "budget status of an unknown team").Wrap(fmt.Errorf("%s is not a team of %s", analyst, ds.Name))
+		return accountant.Status{}, pgerr.New(pgerr.InternalError, "budget status of an unknown team").Wrap(fmt.Errorf("%s is not a team of %s", analyst, ds.Name))
 	}
-	st := Status{Dataset: ds.Name, Accountant: m.Name(), Limit: own.window}
+	st := accountant.Status{Dataset: ds.Name, Accountant: m.Name(), Limit: own.Window}
 	var state, life []byte
 	var granted [2]string
 	var ws *time.Time
@@ -777,15 +725,15 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 		granted = [2]string{"0", "0"}
 	case err != nil:
 		if ctx.Err() != nil {
-			return Status{}, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
+			return accountant.Status{}, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
 		}
-		return Status{}, unavailable(redact(err))
+		return accountant.Status{}, unavailable(redact(err))
 	}
-	if st.Limit, err = withGrants(st.Limit, granted); err != nil {
-		return Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
+	if st.Limit, err = accountant.WithGrants(st.Limit, granted); err != nil {
+		return accountant.Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
 	}
 	if err := l.windowed(&st, m, ds, own, ws, state, life); err != nil {
-		return Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
+		return accountant.Status{}, pgerr.New(pgerr.InternalError, "cannot read the privacy ledger state").Wrap(err)
 	}
 	return st, nil
 }
@@ -794,13 +742,13 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 // row whose window has ended has spent nothing in the current one
 // (the renewal itself is written by the next charge). With a window it
 // also fills Renews and Lifetime.
-func (l *Ledger) windowed(st *Status, m Method, ds *policy.Dataset, lim rowLimits, ws *time.Time, state, life []byte) error {
+func (l *Ledger) windowed(st *accountant.Status, m accountant.Method, ds *policy.Dataset, lim accountant.RowLimits, ws *time.Time, state, life []byte) error {
 	var start time.Time
 	if ws != nil {
 		start = *ws
 	}
 	window := ds.Budget.Window
-	begin, renew := windowOf(start, l.clock(), window)
+	begin, renew := accountant.WindowOf(start, l.clock(), window)
 	cur := state
 	if renew {
 		cur = nil
@@ -816,16 +764,16 @@ func (l *Ledger) windowed(st *Status, m Method, ds *policy.Dataset, lim rowLimit
 		// No charge under the window yet: it starts at the next charge.
 		st.Renews = time.Time{}
 	} else {
-		st.Renews = renewsAt(begin, window)
+		st.Renews = accountant.RenewsAt(begin, window)
 	}
 	if life == nil {
 		life = state
 	}
-	ls, err := m.Spent(life, lim.lifetime.Delta)
+	ls, err := m.Spent(life, lim.Lifetime.Delta)
 	if err != nil {
 		return err
 	}
-	st.Lifetime = &Lifetime{Spent: ls, Limit: lim.lifetime}
+	st.Lifetime = &accountant.Lifetime{Spent: ls, Limit: lim.Lifetime}
 	return nil
 }
 
