@@ -13,7 +13,7 @@
 #   make load    the load test: 200 sessions for 30 s against the demo (integration, BENCHMARKS.md)
 #   make fuzz-totality  the totality fuzzer for 10 minutes (generated queries, emitted SQL run
 #                on adversarial tables; make test runs it for 35 s; README "Fuzzing")
-#   make lint    gofmt -l and go vet
+#   make lint    gofmt -l, go vet and staticcheck
 # demo and test first run scripts/ensure-deps.sh (demo: PostgreSQL only;
 # test: also the real clients), which installs what is missing with apt-get
 # when we are root, or prints the command.
@@ -122,10 +122,14 @@ LOAD_FLAGS ?= -load.sessions 200 -load.duration 30s
 load: deps
 	$(GO) test -count=1 -timeout 20m -run 'TestLoad_MixedSessions' -v ./integration -args $(LOAD_FLAGS)
 
+# staticcheck is fetched by the go command on first use (module cache).
+STATICCHECK_VERSION ?= v0.8.2
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 clean:
 	rm -rf bin

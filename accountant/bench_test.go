@@ -72,11 +72,3 @@ func BenchmarkReserveCompose(b *testing.B) {
 		}
 	}
 }
-
-func mustMethodB(b *testing.B, name string) Method {
-	m, err := MethodByName(name)
-	if err != nil {
-		b.Fatal(err)
-	}
-	return m
-}

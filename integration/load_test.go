@@ -36,9 +36,9 @@ const loadAnalysts = 20
 
 // loadStats counts outcomes. Safe for concurrent use.
 type loadStats struct {
-	dp, dpCached, exhausted, catalog, refused, unexpected atomic.Int64
-	mu                                                    sync.Mutex
-	samples                                               []string
+	dp, exhausted, catalog, refused, unexpected atomic.Int64
+	mu                                          sync.Mutex
+	samples                                     []string
 }
 
 func (s *loadStats) fail(what string, err error) {

@@ -130,12 +130,6 @@ func queued(a *admission) int {
 	return n
 }
 
-func waitingOf(a *admission, analyst string) int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.waiting[analyst])
-}
-
 // TestAdmission_TimeoutAndCancel: a statement that waits past the queue
 // timeout gets 53000 (uncharged: the release never starts), one whose
 // client cancels gets 57014; neither leaves a slot or a waiter behind.

@@ -14,7 +14,7 @@ import (
 const slowCatalog = "SELECT count(*) FROM generate_series(1, 3000000000) AS g"
 
 // TestCatalog_CancelShadowQuery: a forwarded catalog statement runs under a
-// context pgconn does not watch (shadowCtx); a CancelRequest must still
+// context pgconn does not watch (watchShadow); a CancelRequest must still
 // stop it at once with 57014, the session must go on, and the shadow
 // connection it ran on must not return to the pool with a CancelRequest
 // still on its way (the next statements on the pool run to completion).

@@ -83,7 +83,7 @@ type conn struct {
 	cancelMu   sync.Mutex
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil
 	// shadowPG is the shadow connection the running statement waits on
-	// when it was started without pgconn watching the context (shadowCtx):
+	// when it was started without pgconn watching the context (watchShadow):
 	// cancelling the statement then sends PostgreSQL's CancelRequest.
 	shadowPG *pgconn.PgConn
 
@@ -123,7 +123,7 @@ func (c *conn) cancelStatement() {
 }
 
 // cancelRunning cancels the running statement's context with cause and,
-// when it waits on a shadow query that pgconn does not watch (shadowCtx),
+// when it waits on a shadow query that pgconn does not watch (watchShadow),
 // sends that query a CancelRequest. The context is cancelled under
 // cancelMu, so once shadowDone has returned either the statement's context
 // is cancelled (and releaseShadow closes the connection instead of pooling
@@ -144,26 +144,6 @@ func (c *conn) cancelRunning(cause error) bool {
 		}()
 	}
 	return f != nil
-}
-
-// shadowCtx returns the context to run a shadow query under and a function
-// to call when the query has ended (before releaseShadow). pgconn watches a
-// cancellable context with a callback per query (context.AfterFunc), a
-// measurable share of a forwarded statement's CPU (BenchmarkForward); so
-// unless statement_timeout is set, the query runs under a context that is
-// never cancelled and cancelRunning sends the CancelRequest itself.
-func (c *conn) shadowCtx(ctx context.Context, pg *pgconn.PgConn) (context.Context, func()) {
-	if c.statementTimeout() > 0 {
-		return ctx, func() {}
-	}
-	c.cancelMu.Lock()
-	c.shadowPG = pg
-	c.cancelMu.Unlock()
-	return context.WithoutCancel(ctx), func() {
-		c.cancelMu.Lock()
-		c.shadowPG = nil
-		c.cancelMu.Unlock()
-	}
 }
 
 // statementContext returns the context of one statement: cancellable by a

@@ -42,7 +42,7 @@ func TestRelay_Results(t *testing.T) {
 			t.Fatalf("extended 20000 binary rows: %v", rr.Err)
 		}
 		// An error after two rows: 22012, and the session and pool go on.
-		res, err = execAll(t, pc, "SELECT 1 / (3 - g) FROM generate_series(1, 5) g")
+		_, err = execAll(t, pc, "SELECT 1 / (3 - g) FROM generate_series(1, 5) g")
 		if sqlstate(err) != "22012" {
 			t.Fatalf("division by zero (simple) = %v, want 22012", err)
 		}

@@ -43,13 +43,6 @@ const (
 // catalogDeadlineGrace) passed.
 var errCatalogTimeout = errors.New("catalog statement timeout")
 
-// catalogTimeoutError is the client's error when the proxy ends a catalog
-// statement at its deadline.
-func catalogTimeoutError(sc *shadow.Conn, err error) error {
-	return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(err).
-		WithHint("catalog statements run for at most %s (catalog_statement_timeout)", sc.StatementTimeout())
-}
-
 // checkShadowSQL applies the catalog allow-lists to SQL the proxy runs on
 // the shadow that Classify did not route there itself (the outer SQL of a
 // post-processed DP answer; the query of a cursor or COPY, checked once

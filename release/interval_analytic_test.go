@@ -142,23 +142,6 @@ func ageInputs(o *ratioOutput, n, mean float64) ([]float64, float64) {
 	return []float64{q, s, n}, truth
 }
 
-// released is the value release computes from noisy inputs x (post.go's
-// average and variance in float64), NaN for a NULL.
-func (r *ratioOutput) released(x []float64) float64 {
-	if r.o.Kind == rewrite.OutputAvg {
-		return clampF(r.rawAvg(x), r.o.Lower, r.o.Upper)
-	}
-	v := r.varEst(x)
-	if math.IsNaN(v) {
-		return v
-	}
-	v = clampF(v, 0, r.varHi(x[2]))
-	if r.o.Sqrt {
-		return math.Sqrt(v)
-	}
-	return v
-}
-
 // TestIntervals_AnalyticMatchesSimulation: in the analytic regime the
 // closed-form half-width agrees with the simulation it replaces (4,000
 // draws, as before issue 27). AVG, VAR_SAMP and STDDEV of age, Laplace

@@ -300,10 +300,7 @@ func typeName(ci colInfo) string {
 const maxNumberLen = 200
 
 func (b *builder) numberLit(at ast.Node, l literal) (string, error) {
-	v := strings.TrimSpace(l.val)
-	if strings.HasPrefix(v, "+") {
-		v = v[1:]
-	}
+	v := strings.TrimPrefix(strings.TrimSpace(l.val), "+")
 	if !numberRE.MatchString(v) || len(v) > maxNumberLen {
 		return "", b.errAt(at, "22P02", "invalid number %q", l.val).
 			WithHint("write a decimal number of at most %d characters, e.g. 42 or 1.5", maxNumberLen)

@@ -110,10 +110,9 @@ func packageLInf(k kind, maxRows int, lo, hi, c float64) float64 {
 }
 
 type boundsCase struct {
-	maxRows, l0   int
-	lo, hi, c     float64
-	name          string
-	centreDefault bool
+	maxRows, l0 int
+	lo, hi, c   float64
+	name        string
 }
 
 func boundsCases() []boundsCase {

@@ -30,7 +30,10 @@ func verifier(t *testing.T, password string) string {
 		t.Fatal(err)
 	}
 	salt := "0123456789abcdef"
-	sc := cl.GetStoredCredentials(scram.KeyFactors{Salt: salt, Iters: 4096})
+	sc, err := cl.GetStoredCredentialsWithError(scram.KeyFactors{Salt: salt, Iters: 4096})
+	if err != nil {
+		t.Fatal(err)
+	}
 	enc := func(b []byte) string { return b64(b) }
 	return "SCRAM-SHA-256$4096:" + enc([]byte(salt)) + "$" + enc(sc.StoredKey) + ":" + enc(sc.ServerKey)
 }

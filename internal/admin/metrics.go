@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // Routes of a statement, as the proxy names them (proxy.StatementEvent).
@@ -90,7 +91,7 @@ func NewMetrics(datasets []string) *Metrics {
 		Name: "dpproxy_ledger_charges_total", Help: "Charges committed to the ledger by this proxy, by dataset.",
 	}, []string{"dataset"})
 	m.reg.MustRegister(m.statements, lat, answers, hits, ce, cd, m.refusals, m.incidents, m.charges,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for i, r := range routes {
 		m.okByRoute[i] = m.statements.WithLabelValues(r, "00000")
 		m.latency[i] = lat.WithLabelValues(r)

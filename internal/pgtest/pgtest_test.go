@@ -36,7 +36,7 @@ func TestNewDatabase(t *testing.T) {
 		}
 		conn.Close(ctx)
 	}
-	if Cluster(t) != Cluster(t) {
+	if a, b := Cluster(t), Cluster(t); a != b {
 		t.Error("Cluster returned two different clusters")
 	}
 }
