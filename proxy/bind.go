@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
@@ -19,40 +20,48 @@ import (
 // quoted). The result is analyst input like any other statement text: it
 // goes to rewrite, never upstream.
 
-// maxParam returns the highest $n placeholder of a statement (0 if none).
+// maxParam returns the highest $n placeholder of a statement (0 if none,
+// or if the text does not lex: it is then refused with the lexer's error
+// when it is planned).
 func maxParam(text string) int {
+	toks, _ := pgsql.Lex(text) // the one lexer (pgsql/lex.go)
 	max := 0
-	scanSQL(text, func(t sqlToken) {
-		if t.kind == tokParam {
-			if n, err := strconv.Atoi(t.text[1:]); err == nil && n > max {
+	for _, t := range toks {
+		if t.Kind == pgsql.TokParam {
+			if n, err := strconv.Atoi(t.Val); err == nil && n > max {
 				max = n
 			}
 		}
-	})
+	}
 	return max
 }
 
-// bindLiterals replaces every $n of text by the literal of value n.
+// bindLiterals replaces every $n of text by the literal of value n; the
+// rest of the text is kept byte for byte. A literal written next to a
+// string constant ('x'$1, or across a newline) lexes as one string with
+// it, as adjacent constants do in PostgreSQL: a string, never structure. A text that does not lex is
+// returned as it is: planning it reports the lexer's error, and no value
+// enters it.
 func bindLiterals(text string, lits []string) (string, error) {
-	var b strings.Builder
-	var bad error
-	scanSQL(text, func(t sqlToken) {
-		if t.kind != tokParam {
-			b.WriteString(t.text)
-			return
-		}
-		n, err := strconv.Atoi(t.text[1:])
-		if err != nil || n < 1 || n > len(lits) {
-			if bad == nil {
-				bad = pgerr.New(undefinedParameter, "there is no parameter %s", t.text).WithPosition(utf8.RuneCountInString(text[:t.pos]) + 1)
-			}
-			return
-		}
-		b.WriteString(lits[n-1])
-	})
-	if bad != nil {
-		return "", bad
+	toks, err := pgsql.Lex(text)
+	if err != nil {
+		return text, nil
 	}
+	var b strings.Builder
+	last := 0
+	for _, t := range toks {
+		if t.Kind != pgsql.TokParam {
+			continue
+		}
+		n, err := strconv.Atoi(t.Val)
+		if err != nil || n < 1 || n > len(lits) {
+			return "", pgerr.New(undefinedParameter, "there is no parameter $%s", t.Val).WithPosition(utf8.RuneCountInString(text[:t.Pos]) + 1)
+		}
+		b.WriteString(text[last:t.Pos])
+		b.WriteString(lits[n-1])
+		last = t.End
+	}
+	b.WriteString(text[last:])
 	return b.String(), nil
 }
 

@@ -2,46 +2,67 @@ package proxy
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
 )
 
-// FuzzScanSQL: the lexer never panics and its tokens concatenate to the
-// input; binding literals never panics.
-func FuzzScanSQL(f *testing.F) {
+// FuzzBind: binding literals never panics, and with a literal for every
+// $n the bound text lexes (pgsql.Lex) to the text's tokens with each $n
+// replaced by literal tokens: apart from string constants (a literal next
+// to another string lexes as one string with it, as in PostgreSQL), the
+// tokens are the same, so a bound value cannot change the statement's
+// structure.
+func FuzzBind(f *testing.F) {
 	for _, s := range []string{
-		"SELECT $1", "SELECT '$1' -- $2\n$3", "$$a$$ $tag$x$tag$ $1", `E'\'' $1`, "/* /* */ $1 */ $2", "\"a\"\"$1\"", "$", "'", "e'", "1e", ".5e-",
+		"SELECT $1", "SELECT '$1' -- $2\n$3", "$$a$$ $tag$x$tag$ $1", `E'\'' $1`, "/* /* */ $1 */ $2", "\"a\"\"$1\"", "$", "'", "e'", "1e", ".5e-", "x=$1::int", "$1$2",
 	} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		var b strings.Builder
-		scanSQL(s, func(tok sqlToken) {
-			if s[tok.pos:tok.pos+len(tok.text)] != tok.text {
-				t.Fatalf("token %q at %d does not match the input", tok.text, tok.pos)
-			}
-			b.WriteString(tok.text)
-		})
-		if b.String() != s {
-			t.Fatalf("tokens concatenate to %q, want %q", b.String(), s)
-		}
 		n := maxParam(s)
 		if n > 100 {
 			return
 		}
 		lits := make([]string, n)
 		for i := range lits {
-			lits[i] = "0"
+			lits[i] = "'v'"
 		}
-		if _, err := bindLiterals(s, lits); err != nil {
+		bound, err := bindLiterals(s, lits)
+		if err != nil {
 			// Only $0 (or a number too large) has no value.
 			if pe, ok := pgerr.As(err); !ok || pe.Code != undefinedParameter {
 				t.Fatalf("bindLiterals with maxParam literals: %v", err)
 			}
+			return
 		}
 		_ = fingerprint(s)
+		before, err := pgsql.Lex(s)
+		if err != nil {
+			if bound != s {
+				t.Fatalf("a text that does not lex was bound: %q", bound)
+			}
+			return
+		}
+		after, err := pgsql.Lex(bound)
+		if err != nil {
+			t.Fatalf("bound %q does not lex: %v", bound, err)
+		}
+		structure := func(toks []pgsql.Token) []pgsql.Token {
+			var out []pgsql.Token
+			for _, tok := range toks {
+				if tok.Kind != pgsql.TokString && tok.Kind != pgsql.TokParam {
+					out = append(out, pgsql.Token{Kind: tok.Kind, Val: tok.Val, Quoted: tok.Quoted})
+				}
+			}
+			return out
+		}
+		if a, b := structure(before), structure(after); !slices.Equal(a, b) {
+			t.Fatalf("bound %q: tokens other than strings %v, want %v", bound, b, a)
+		}
 	})
 }
 
@@ -77,12 +98,14 @@ func FuzzLiterals(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var toks []sqlToken
-		scanSQL(lit, func(tok sqlToken) { toks = append(toks, tok) })
+		toks, err := pgsql.Lex(lit)
+		if err != nil {
+			t.Fatalf("literal %q does not lex: %v", lit, err)
+		}
 		switch {
-		case len(toks) == 1 && (toks[0].kind == tokString || toks[0].kind == tokNumber):
+		case len(toks) == 1 && (toks[0].Kind == pgsql.TokString || toks[0].Kind == pgsql.TokNumber):
 		case len(toks) == 1 && (lit == "NULL" || lit == "TRUE" || lit == "FALSE"):
-		case strings.HasPrefix(lit, "(-") && strings.HasSuffix(lit, ")") && len(toks) == 4 && toks[2].kind == tokNumber:
+		case strings.HasPrefix(lit, "(-") && strings.HasSuffix(lit, ")") && len(toks) == 4 && toks[2].Kind == pgsql.TokNumber:
 		default:
 			t.Fatalf("literal %q scans as %d tokens", lit, len(toks))
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"maps"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -384,17 +385,20 @@ func truncate(s string, n int) string {
 // without recording their values.
 func fingerprint(stmt string) string {
 	var b strings.Builder
-	scanSQL(stmt, func(tok sqlToken) {
-		switch tok.kind {
-		case tokString, tokNumber, tokParam:
+	toks, err := pgsql.Lex(stmt) // the one lexer (pgsql/lex.go)
+	if err != nil {
+		// No tokens to keep apart from values: the length only.
+		b.WriteString("unlexable " + strconv.Itoa(len(stmt)))
+	}
+	for _, tok := range toks {
+		switch tok.Kind {
+		case pgsql.TokString, pgsql.TokNumber, pgsql.TokBitString, pgsql.TokParam:
 			b.WriteString("?")
-		case tokComment, tokSpace:
-			b.WriteByte(' ')
 		default:
-			b.WriteString(strings.ToLower(tok.text))
+			b.WriteString(strings.ToLower(stmt[tok.Pos:tok.End]))
 		}
-	})
-	norm := strings.Join(strings.Fields(b.String()), " ")
-	sum := sha256.Sum256([]byte(norm))
+		b.WriteByte(' ')
+	}
+	sum := sha256.Sum256([]byte(b.String()))
 	return hex.EncodeToString(sum[:8])
 }
