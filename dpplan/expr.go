@@ -8,7 +8,9 @@ import (
 // (post-processing): the leaves are output values (Plan.Outputs followed by
 // Plan.Hidden) and numeric literals of the analyst's query.
 type Expr struct {
-	// Op is "ref" (a value), "lit" (a literal), "neg", "+", "-", "*" or "/".
+	// Op is "ref" (a value), "lit" (a literal), "neg", "+", "-", "*", "/",
+	// "coalesce" (the first non-NULL argument) or "nullif" (NULL when its
+	// two arguments are equal, else the first).
 	Op   string
 	Ref  int    // for "ref": index into Plan.Outputs ++ Plan.Hidden
 	Lit  string // for "lit": a decimal number (re-encoded by this package)
@@ -45,6 +47,19 @@ func (e *Expr) Eval(vals []*big.Rat) *big.Rat {
 			return nil
 		}
 		return v.Neg(v)
+	case "coalesce":
+		for _, a := range e.Args {
+			if v := a.Eval(vals); v != nil {
+				return v
+			}
+		}
+		return nil
+	case "nullif":
+		a, b := e.Args[0].Eval(vals), e.Args[1].Eval(vals)
+		if a != nil && b != nil && a.Cmp(b) == 0 {
+			return nil
+		}
+		return a
 	}
 	a, b := e.Args[0].Eval(vals), e.Args[1].Eval(vals)
 	if a == nil || b == nil {

@@ -1,6 +1,7 @@
 package release
 
 import (
+	"context"
 	"math"
 	"strconv"
 	"strings"
@@ -216,5 +217,28 @@ func BenchmarkVerifyPlan(b *testing.B) {
 		if err := verifyPlan(ds, p); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestRun_CoalesceKeepsHalfWidth: COALESCE(SUM(x), 0) (Metabase's and
+// Looker's form) is post-processing of the released sum, and its NOTICE
+// states the sum's 95% half-width, not none.
+func TestRun_CoalesceKeepsHalfWidth(t *testing.T) {
+	ds := loadPolicy(t)
+	p, err := rewrite.RewriteWith(ds, "SELECT COALESCE(SUM(cost), 0) AS total, SUM(cost) AS s FROM visits", rewrite.Options{NoBias: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &fakeUpstream{rows: [][]*string{{s("123456")}}}
+	res, err := newTestReleaser(t, &memLedger{limit: 3}, 7).Run(context.Background(),
+		Request{Analyst: "alice", Dataset: ds, Plan: p, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *res.Rows[0][0] != *res.Rows[0][1] {
+		t.Errorf("COALESCE(SUM) %s, SUM %s: want the same released value", *res.Rows[0][0], *res.Rows[0][1])
+	}
+	if got, want := noticeHalfWidth(t, res.Notice, "total"), noticeHalfWidth(t, res.Notice, "s"); !(got > 0) || got != want {
+		t.Errorf("NOTICE %q: half-width of total %v, of s %v", res.Notice, got, want)
 	}
 }

@@ -125,10 +125,15 @@ func outputRow(plan *dpplan.Plan, keys []string, noisy []*big.Rat) []value {
 		if nums == nil {
 			nums = numbers(row)
 		}
-		if v := o.Expr.Eval(nums); v != nil {
-			row[i] = value{num: v, decimals: 6}
-		} else {
+		v := o.Expr.Eval(nums)
+		switch r, pass := passThrough(o.Expr); {
+		case v == nil:
 			row[i] = value{null: true}
+		case pass && row[r].num != nil && v.Cmp(row[r].num) == 0:
+			// COALESCE(x, …) or NULLIF(x, …) equal to x: printed as x is.
+			row[i] = row[r]
+		default:
+			row[i] = value{num: v, decimals: 6}
 		}
 	}
 	return row
@@ -382,6 +387,18 @@ const noticeErrors = "; 95% error "
 // measurements used only by HAVING. Half-widths are functions of the
 // mechanisms (public) and, for averages, of released noisy counts
 // (post-processing).
+// passThrough reports the value e is equal to wherever it is not NULL:
+// the first argument of COALESCE and NULLIF, down to a reference.
+func passThrough(e *dpplan.Expr) (int, bool) {
+	switch e.Op {
+	case "ref":
+		return e.Ref, true
+	case "coalesce", "nullif":
+		return passThrough(e.Args[0])
+	}
+	return 0, false
+}
+
 func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]string) string {
 	var parts []string
 	var hw [][]float64 // per output, the half-widths of each group (interval.go)
@@ -393,8 +410,19 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 			continue // keys are exact
 		case dpplan.OutputExpr:
 			// Expressions over aggregates get no bound here (not yet
-			// derived; EXPLAIN lists their aggregates).
+			// derived; EXPLAIN lists their aggregates), except
+			// COALESCE(count or sum, …) and NULLIF(count or sum, …),
+			// which are that count or sum wherever it is not NULL.
 			h = math.NaN()
+			if r, ok := passThrough(o.Expr); ok {
+				all := append(append([]dpplan.Output(nil), req.Plan.Outputs...), req.Plan.Hidden...)
+				switch ro := all[r]; ro.Kind {
+				case dpplan.OutputCount:
+					h = ms[ro.Measure].mech.HalfWidth(0.95)
+				case dpplan.OutputSum:
+					h = sumHalfWidth(ro, ms)
+				}
+			}
 		case dpplan.OutputCount:
 			h = ms[o.Measure].mech.HalfWidth(0.95)
 		case dpplan.OutputSum:

@@ -87,7 +87,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				out = Output{Name: "?column?", Kind: OutputKey, Key: idx, PGType: keyPGType(b.keys[idx])}
 				break
 			}
-			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok {
+			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok && !isArithFunc(fc) {
 				name := strings.ToLower(fc.FnName.O)
 				if name != "width_bucket" && name != "date_trunc" && name != "extract" && name != "date_part" {
 					return b.errAt(f.Expr, pgerr.FeatureNotSupported, "function %s is not supported in DP queries", fc.FnName.O).

@@ -10,7 +10,7 @@ import (
 )
 
 // arithHint is the hint for unsupported expressions over aggregates.
-const arithHint = "write + - * / over aggregates and numeric constants, e.g. SUM(cost) / COUNT(*) or COUNT(*) * 2"
+const arithHint = "write + - * /, COALESCE and NULLIF over aggregates and numeric constants, e.g. SUM(cost) / NULLIF(COUNT(*), 0) or COALESCE(SUM(cost), 0)"
 
 // arithInfo describes a planned expression: whether it holds an aggregate,
 // and whether PostgreSQL might type it as an integer (then / would
@@ -86,11 +86,53 @@ func (b *builder) arith(e ast.ExprNode) (*Expr, arithInfo, error) {
 		// so it is offset when the plan is built (hiddenRef).
 		maybeInt := o.Kind == OutputCount || o.Kind == OutputSum && b.measures[o.Measure].Integer
 		return &Expr{Op: "ref", Ref: hiddenRef(ref)}, arithInfo{agg: true, maybeInt: maybeInt}, nil
+	case *ast.FuncCallExpr:
+		if !isArithFunc(x) {
+			break
+		}
+		// COALESCE(SUM(x), 0), NULLIF(COUNT(*), 0) (Metabase, Looker):
+		// post-processing of released values, like + - * /.
+		name := strings.ToLower(x.FnName.O)
+		if name == "nullif" && len(x.Args) != 2 || len(x.Args) == 0 {
+			return nil, arithInfo{}, b.errAt(x, "42883", "function %s with %d arguments does not exist", name, len(x.Args)).WithHint("%s", arithHint)
+		}
+		out := &Expr{Op: name}
+		info := arithInfo{maybeInt: true}
+		for _, a := range x.Args {
+			ae, ai, err := b.arith(a)
+			if err != nil {
+				return nil, arithInfo{}, err
+			}
+			out.Args = append(out.Args, ae)
+			info.agg = info.agg || ai.agg
+			info.maybeInt = info.maybeInt && ai.maybeInt
+			if name == "nullif" {
+				break // NULLIF(a, b) has a's type
+			}
+		}
+		if name == "nullif" {
+			b2, _, err := b.arith(x.Args[1])
+			if err != nil {
+				return nil, arithInfo{}, err
+			}
+			out.Args = append(out.Args, b2)
+		}
+		return out, info, nil
 	case *ast.ColumnNameExpr:
 		return nil, arithInfo{}, b.errAt(x, pgerr.FeatureNotSupported, "columns outside aggregates cannot be used in expressions over aggregates").
 			WithHint("filter rows with WHERE; %s", arithHint)
 	}
 	return nil, arithInfo{}, b.errAt(e, pgerr.FeatureNotSupported, "this expression over aggregates is not supported").WithHint("%s", arithHint)
+}
+
+// isArithFunc reports whether x is a function arith plans over
+// aggregates: COALESCE and NULLIF.
+func isArithFunc(x *ast.FuncCallExpr) bool {
+	switch strings.ToLower(x.FnName.O) {
+	case "coalesce", "nullif":
+		return true
+	}
+	return false
 }
 
 // hiddenRef marks a reference to Hidden[i] until the number of outputs is

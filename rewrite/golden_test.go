@@ -361,6 +361,12 @@ func exprText(e *Expr) string {
 		return e.Lit
 	case "neg":
 		return "-(" + exprText(e.Args[0]) + ")"
+	case "coalesce", "nullif":
+		var args []string
+		for _, a := range e.Args {
+			args = append(args, exprText(a))
+		}
+		return e.Op + "(" + strings.Join(args, ", ") + ")"
 	}
 	return "(" + exprText(e.Args[0]) + " " + e.Op + " " + exprText(e.Args[1]) + ")"
 }
