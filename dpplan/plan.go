@@ -90,7 +90,7 @@ type Plan struct {
 	// text): equal fingerprints mean equal emitted SQL and measures.
 	Fingerprint string
 
-	// table and where let WithQuantiles re-emit the SQL for another
+	// table and where let release re-emit the SQL for another
 	// quantile method (not part of the canonical plan: the SQL is).
 	table *policy.Table
 	where Pred

@@ -20,6 +20,9 @@
 //	                 and quotient clamped to the interval dpplan computed;
 //	                 RatConst and DecimalText, exact numeric constants.
 //	size.go          CheckSize: the emitted SQL's size limit.
+//	check.go         Privacy-critical: CheckInputs, what the emitter pastes
+//	                 as it stands (constants, quoted columns, closed sets
+//	                 of words) checked before any release (release/verify.go).
 //	join_sql.go      Privacy-critical: the joined relation bounded after
 //	                 the join, and the elastic SQL of key joins.
 //	quantile_sql.go  Privacy-critical: quantile measures: bucket counts

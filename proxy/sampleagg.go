@@ -107,7 +107,7 @@ func (c *conn) rewriteOptions() rewrite.Options {
 	}
 	if c.quantileMethod() == rewrite.QuantileSample {
 		// Sample-and-aggregate quantiles are planned as such (the other
-		// methods are applied by WithQuantiles).
+		// methods are applied by the calibration, release/calibrate.go).
 		o.QuantileMethod = rewrite.QuantileSample
 	}
 	return o

@@ -50,10 +50,8 @@ func MaxCost(req Request) accountant.Spent {
 
 // CheckTotal refuses (53400, before any charge) a batch whose total
 // maximal cost exceeds what st leaves: total ε or δ above the remaining
-// budget. It is a pre-check: each leaf's own Reserve still checks and
-// charges atomically, so a concurrent session of the same analyst can
-// still make a later leaf fail after earlier ones were charged (which
-// over-charges, never under-charges).
+// budget. It is a pre-check, for a message naming the statement's total:
+// RunBatch's one Reserve checks and charges all the leaves atomically.
 func CheckTotal(st accountant.Status, total accountant.Spent) error {
 	rem := st.Remaining()
 	// The remaining budget is exact decimal; the total is a sum of

@@ -106,7 +106,7 @@ import (
 // # The smooth method (Nissim, Raskhodnikova, Smith 2007)
 //
 // The SQL returns f (PostgreSQL's quantile of the bounded values) and the
-// β-smooth upper bound S of its local sensitivity (rewrite/quantile_smooth.go)
+// β-smooth upper bound S of its local sensitivity (pgemit/quantile_sql.go)
 // for β = ε_g/(2 ln(2/δ_g)); noise.SmoothLaplace adds discrete Laplace
 // noise of scale 2S/ε_g: (ε_g, δ_g)-DP per group. S is never disclosed (the
 // NOTICE gives the worst case).
@@ -441,7 +441,7 @@ func quantileSubject(ms dpplan.Measure) string {
 func exactNum(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 
 // releaseOrderStat releases a group by the smooth or ptr method from
-// "f;S" or "f;D" (rewrite/quantile_smooth.go).
+// "f;S" or "f;D" (pgemit/quantile_sql.go).
 func (m *quantileMech) releaseOrderStat(raw *string) (*big.Rat, error) {
 	bad := pgerr.New(pgerr.InternalError, "internal error: upstream returned a malformed quantile summary")
 	if raw == nil {

@@ -24,6 +24,10 @@ import (
 //     per unit and at most the policy's groups per unit (joins: see
 //     below); every bound's text is the number the bounds are computed
 //     from;
+//   - every piece of plan data the emitter pastes into the SQL as it
+//     stands is a constant, a quoted column of that table or a word of a
+//     closed set (pgemit.CheckInputs): no condition, key or value can read
+//     other rows (a subquery, a function reading a table);
 //   - Plan.SQL, the histogram of automatic clipping (AutoClip.SQL), the
 //     profile of automatic bounds (AutoBounds.CombinedSQL) and every
 //     candidate plan are re-emitted and must be byte-equal.
@@ -33,13 +37,18 @@ import (
 // bounds, a sum's range against its expression's interval or its column's
 // bounds in that table, L0 and rows per unit against the policy). So a
 // planner bug can make a release answer another query than the analyst
-// asked, or refuse one, but not release more than the charge: the privacy
+// asked, or refuse one, but not release more than the charge (an attack
+// review found the hole CheckInputs closes: constants the emitter pasted
+// could have held a subquery; verify_attack_test.go): the privacy
 // argument is this package, dpplan, pgemit, sensitivity, noise and
 // accountant. The exception is a join: the joined relation's table (its
 // limits follow the join's shape) is the planner's (rewrite/join_shape.go
 // and rewrite/join.go stay in the argument), cross-checked against the
 // policy by rowsPerUnit (join.go).
 func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
+	if plan == nil {
+		return pgerr.New(pgerr.InternalError, "internal error: no plan")
+	}
 	bad := func(what string) error {
 		return pgerr.New(pgerr.InternalError, "internal error: the plan's %s does not verify", what)
 	}
@@ -80,6 +89,14 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 			}
 		}
 	}
+	if err := pgemit.CheckInputs(t, plan, where); err != nil {
+		return bad("SQL fragments")
+	}
+	if (plan.Auto != nil || plan.Clip != nil) && hasQuantile(plan) {
+		// The calibration emits a quantile method's SQL for the plan
+		// itself only; the planner never builds these together.
+		return bad("automatic bounds of quantiles")
+	}
 	want := ""
 	if plan.SampleAgg != nil {
 		want = pgemit.SampleAggSQL(t, plan, where)
@@ -103,4 +120,14 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 		}
 	}
 	return nil
+}
+
+// hasQuantile reports whether one of p's measures is a quantile.
+func hasQuantile(p *dpplan.Plan) bool {
+	for _, m := range p.Measures {
+		if m.Kind == dpplan.MeasureQuantile {
+			return true
+		}
+	}
+	return false
 }

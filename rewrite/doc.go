@@ -26,8 +26,10 @@
 // the rest of this package changes which query is answered, or refuses
 // one; it cannot release more than the charge. The SQL fragments the
 // planner still writes (WHERE literals: pred.go, literal.go,
-// likepattern.go; key constants: casekey.go, keyexpr.go, datekey.go) are
-// part of the security review of what reaches the database (pgemit/doc.go).
+// likepattern.go; key constants: casekey.go, keyexpr.go, datekey.go;
+// statistics: sampleagg.go) are checked by pgemit.CheckInputs to be
+// constants, quoted columns of the table or words of a closed set, so no
+// condition, key or value can read other rows.
 //
 // # Pipeline
 //

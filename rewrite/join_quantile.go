@@ -10,7 +10,7 @@ package rewrite
 // most R values of each group, in at most L0 groups (R = Quantile.Rows =
 // Measure.LInf). The exponential method's utilities then move by at most R
 // (release/quantile.go), and the smooth and ptr methods' order statistics
-// satisfy y_i ∈ [x_{i−R}, x_{i+R}] for neighbours (quantile_smooth.go). So
+// satisfy y_i ∈ [x_{i−R}, x_{i+R}] for neighbours (pgemit/quantile_sql.go). So
 // a quantile is answered over a join exactly when the join shape gives such
 // an R:
 //

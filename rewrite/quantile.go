@@ -20,7 +20,7 @@ import (
 // what release needs to answer them. No row leaves the database: the SQL
 // returns per group either a histogram over a fixed grid of buckets
 // (exponential method) or a few order-statistic summaries (smooth and ptr
-// methods, quantile_smooth.go).
+// methods, pgemit/quantile_sql.go and release/calibrate.go).
 //
 // # Bounded values
 //
