@@ -70,6 +70,13 @@ type aggSpec struct {
 	filter dpplan.Pred   // FILTER (WHERE …), or nil
 }
 
+// same reports whether two aggregates are the same call (their
+// expressions and conditions compared by value: a Pred may hold slices,
+// which == cannot compare).
+func (a aggSpec) same(b aggSpec) bool {
+	return a.fn == b.fn && a.col == b.col && sameValue(a.expr, b.expr) && samePred(a.filter, b.filter)
+}
+
 // parsers recycles TiDB parsers: building one allocates about 16 KB of
 // tables, half of a whole Rewrite. A parser is used by one goroutine at a
 // time (Get/Put) and carries nothing from one Parse to the next that could

@@ -82,7 +82,7 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 				return err
 			}
 			for i, s := range b.aggs {
-				if s == spec {
+				if s.same(spec) {
 					idx = i
 					break
 				}

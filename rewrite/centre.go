@@ -19,7 +19,7 @@ package rewrite
 // Measures no longer referenced are removed and the indices renumbered.
 func shareSums(p *Plan) {
 	same := func(a, b Measure) bool {
-		return a.Column == b.Column && a.Expr == b.Expr && a.Filter == b.Filter
+		return a.Column == b.Column && sameValue(a.Expr, b.Expr) && samePred(a.Filter, b.Filter)
 	}
 	outs := func(f func(o *Output)) {
 		for i := range p.Outputs {

@@ -73,7 +73,7 @@ func (b *builder) arith(e ast.ExprNode) (*Expr, arithInfo, error) {
 		}
 		ref := -1
 		for i, s := range b.hiddenAggs {
-			if s == spec {
+			if s.same(spec) {
 				ref = i
 			}
 		}

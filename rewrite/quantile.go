@@ -234,7 +234,7 @@ func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont b
 	m = dpplan.MeasureBounds(b.table, m, ci.col)
 	idx := -1
 	for i, have := range b.measures {
-		if have.Kind == MeasureQuantile && have.Column == m.Column && have.Filter == m.Filter && *have.Quantile == *m.Quantile {
+		if have.Kind == MeasureQuantile && have.Column == m.Column && samePred(have.Filter, m.Filter) && *have.Quantile == *m.Quantile {
 			idx = i
 		}
 	}

@@ -173,7 +173,7 @@ func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool
 	m = dpplan.MeasureBounds(b.table, m, nil)
 	idx := -1
 	for i, have := range b.measures {
-		if have.Kind == MeasureQuantile && have.Column == "" && have.Expr == m.Expr && have.Filter == m.Filter && *have.Quantile == *m.Quantile {
+		if have.Kind == MeasureQuantile && have.Column == "" && sameValue(have.Expr, m.Expr) && samePred(have.Filter, m.Filter) && *have.Quantile == *m.Quantile {
 			idx = i
 		}
 	}
