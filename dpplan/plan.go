@@ -277,6 +277,9 @@ type Output struct {
 	// PGType is the PostgreSQL result type: "int8" (counts), "numeric"
 	// (sums, averages), or the key's type ("text", "int4", "date", "bool").
 	PGType string
+	// Scale, when > 0, prints a sum with that many decimals, as
+	// PostgreSQL prints the SUM of a numeric(p, Scale) column.
+	Scale int `json:",omitempty"`
 	// Expr (OutputExpr) is computed from Outputs ++ Hidden after noise.
 	Expr *Expr `json:",omitempty"`
 	// Lower, Upper are the column's bounds: they clamp a released average

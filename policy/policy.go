@@ -197,6 +197,13 @@ type Column struct {
 	// multiplicity a join on this column may have (elastic sensitivity,
 	// rewrite/join.go). The emitted SQL enforces it; 0 when undeclared.
 	MaxRowsPerValue int
+	// PGType and Scale are the column's type in the data database (its
+	// base type's name, e.g. int4, numeric, float8, date) and, for
+	// numeric, its declared scale (0 when unconstrained), read from the
+	// live catalog at start-up (internal/catalog.Verify) so that results
+	// are typed as PostgreSQL types them; "" and 0 when not read.
+	PGType string
+	Scale  int
 }
 
 // Table returns the table with the given (case-insensitive) name.

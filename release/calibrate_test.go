@@ -242,3 +242,25 @@ func TestRun_CoalesceKeepsHalfWidth(t *testing.T) {
 		t.Errorf("NOTICE %q: half-width of total %v, of s %v", res.Notice, got, want)
 	}
 }
+
+// TestRun_SumKeepsNumericScale: the SUM of a numeric(p, 2) column is
+// printed with two decimals, trailing zeros kept, as PostgreSQL prints it.
+func TestRun_SumKeepsNumericScale(t *testing.T) {
+	ds := loadPolicy(t)
+	vis, _ := ds.Table("visits")
+	vis.Columns["cost"].PGType, vis.Columns["cost"].Scale = "numeric", 2
+	p, err := rewrite.RewriteWith(ds, "SELECT SUM(cost) FROM visits", rewrite.Options{NoBias: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	up := &fakeUpstream{rows: [][]*string{{s("123456")}}}
+	res, err := newTestReleaser(t, &memLedger{limit: 3}, 8).Run(context.Background(),
+		Request{Analyst: "alice", Dataset: ds, Plan: p, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := *res.Rows[0][0]
+	if i := strings.IndexByte(v, '.'); i < 0 || len(v)-i-1 != 2 {
+		t.Errorf("SUM of numeric(p, 2) printed %q, want two decimals", v)
+	}
+}

@@ -22,8 +22,10 @@ type value struct {
 	key  *string  // a group key (public)
 	num  *big.Rat // a noisy number
 	// decimals is the number of decimal places to print num with; -1
-	// prints it exactly.
+	// prints it exactly. fixed keeps trailing zeros (a numeric of that
+	// scale).
 	decimals int
+	fixed    bool
 }
 
 func (v value) text() *string {
@@ -34,7 +36,9 @@ func (v value) text() *string {
 		return v.key
 	}
 	var s string
-	if v.num.IsInt() {
+	if v.fixed && v.decimals > 0 {
+		s = v.num.FloatString(v.decimals)
+	} else if v.num.IsInt() {
 		s = v.num.Num().String()
 	} else if v.decimals >= 0 {
 		s = trimZeros(v.num.FloatString(v.decimals))
@@ -94,9 +98,13 @@ func outputRow(plan *dpplan.Plan, keys []string, noisy []*big.Rat) []value {
 				// (rewrite.shareSums): S̃ = S̃_c + c·C̃.
 				v := new(big.Rat).Mul(c, noisy[o.CountMeasure])
 				row[i] = sumValue(plan.Measures[o.Measure], v.Add(v, noisy[o.Measure]))
-				break
+			} else {
+				row[i] = sumValue(plan.Measures[o.Measure], noisy[o.Measure])
 			}
-			row[i] = sumValue(plan.Measures[o.Measure], noisy[o.Measure])
+			if o.Scale > 0 {
+				// As PostgreSQL prints the SUM of a numeric(p, s) column.
+				row[i] = value{num: roundTo(row[i].num, o.Scale), decimals: o.Scale, fixed: true}
+			}
 		case dpplan.OutputAvg:
 			if c := centre(plan, o); c != nil {
 				row[i] = value{num: centredAverage(noisy[o.Measure], noisy[o.CountMeasure], c, o.Lower, o.Upper), decimals: 6}
@@ -137,6 +145,13 @@ func outputRow(plan *dpplan.Plan, keys []string, noisy []*big.Rat) []value {
 		}
 	}
 	return row
+}
+
+// roundTo rounds r to d decimal places, half away from zero.
+func roundTo(r *big.Rat, d int) *big.Rat {
+	p := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(d)), nil)
+	x := new(big.Rat).Mul(r, new(big.Rat).SetInt(p))
+	return new(big.Rat).SetFrac(roundRat(x).Num(), p)
 }
 
 // numbers are the numeric values of a row (nil for keys and NULLs), the

@@ -260,7 +260,11 @@ func (b *builder) valueAggregate(x *ast.AggregateFuncExpr, fn string, spec aggSp
 	if fn == "sum" {
 		m := base
 		m.Kind = MeasureSum
-		return spec, Output{Name: "sum", Kind: OutputSum, Measure: b.addMeasure(m, col, &iv), PGType: "numeric"}, nil
+		o := Output{Name: "sum", Kind: OutputSum, Measure: b.addMeasure(m, col, &iv), PGType: "numeric"}
+		if col != nil && col.PGType == "numeric" && col.Scale > 0 {
+			o.Scale = col.Scale // PostgreSQL's SUM keeps the column's scale
+		}
+		return spec, o, nil
 	}
 	// Centre at the midpoint, unless the value is constant (the centred
 	// sums would then be identically 0, with L∞ 0).

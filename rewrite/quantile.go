@@ -245,13 +245,20 @@ func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont b
 	pgType := "float8" // percentile_cont returns double precision
 	if !cont {
 		pgType = quantilePGType(typ)
+		switch ci.col.PGType {
+		case "int2", "int4", "int8", "numeric", "float4", "float8", "date":
+			// percentile_disc, MIN and MAX have the column's own type
+			// (an int4 column's MAX is int4, not int8).
+			pgType = ci.col.PGType
+		}
 	}
 	spec := aggSpec{fn: fn + "(" + strconv.FormatFloat(q, 'g', -1, 64) + ")", col: ci.name, filter: filter}
 	return spec, Output{Name: fn, Kind: OutputQuantile, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
 }
 
-// quantilePGType is the type of percentile_disc, MIN and MAX: the column's
-// own type (int columns are reported as int8, which holds every int type).
+// quantilePGType is the type of percentile_disc, MIN and MAX when the
+// column's type in the database is not known: int columns are reported as
+// int8, which holds every int type.
 func quantilePGType(t policy.Type) string {
 	switch t {
 	case policy.TypeInt:

@@ -51,6 +51,7 @@ type liveColumn struct {
 func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error) {
 	var problems []string
 	unitTypes := map[string][2]string{}
+	colTypes := map[*policy.Column]liveColumn{}
 	for _, name := range ds.TableOrder {
 		t := ds.Tables[name]
 		if t.Public {
@@ -83,12 +84,16 @@ func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error
 			if msg := accepts(c.Type, lc); msg != "" {
 				problems = append(problems, fmt.Sprintf("%s column %s is %s in the database but type: %s in the policy: %s", where, cn, lc.shown, c.Type, msg))
 			}
+			colTypes[c] = lc
 		}
 	}
 	sort.Strings(problems)
 	if len(problems) == 0 {
 		for name, ut := range unitTypes {
 			ds.Tables[name].UnitType, ds.Tables[name].UnitTypeName = policy.Type(ut[0]), ut[1]
+		}
+		for c, lc := range colTypes {
+			c.PGType, c.Scale = lc.base, max(lc.scale, 0)
 		}
 	}
 	return problems, nil

@@ -116,6 +116,17 @@ func TestVerify(t *testing.T) {
 	if tb := ok.Tables["textunit"]; tb.UnitType != policy.TypeText {
 		t.Fatalf("unit type of textunit: %q", tb.UnitType)
 	}
+	// Each column's type in the database, for result types as PostgreSQL
+	// types them (MAX of an int4 column is int4; SUM of numeric(p, 2)
+	// prints 2 decimals).
+	for col, want := range map[string]string{"i": "int4", "ni": "int2", "n": "numeric", "f": "float8", "d": "date", "i0": "numeric"} {
+		if got := ok.Tables["ok"].Columns[col].PGType; got != want {
+			t.Errorf("column %s: PGType %q, want %q", col, got, want)
+		}
+	}
+	if c := ok.Tables["ok"].Columns["n2"]; c.PGType != "numeric" || c.Scale != 2 {
+		t.Errorf("column n2 (a domain over numeric(…, 2)): %q scale %d", c.PGType, c.Scale)
+	}
 
 	bad, err := policy.Parse(strings.NewReader(badPolicy), "bad.yaml")
 	if err != nil {
