@@ -405,6 +405,15 @@ func (b *builder) lit(e ast.ExprNode) (literal, bool) {
 			}
 		}
 		return l, true
+	case *ast.FuncCallExpr:
+		// date('2023-01-01') (SQLAlchemy's func.date): the date literal,
+		// as PostgreSQL reads it (a cast of the constant to date).
+		if strings.EqualFold(x.FnName.O, "date") && len(x.Args) == 1 {
+			if l, ok := b.lit(x.Args[0]); ok && l.kind == litString && (l.typ == "" || l.typ == policy.TypeDate || l.typ == policy.TypeText) {
+				l.typ = policy.TypeDate
+				return l, true
+			}
+		}
 	}
 	return literal{}, false
 }
