@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgcluster"
@@ -226,3 +227,105 @@ func ensureDatabase(ctx context.Context, n *pgcluster.Cluster, name string) erro
 	}
 	return nil
 }
+
+// PushDown is what CheckPushDown found in a Citus EXPLAIN (VERBOSE).
+type PushDown struct {
+	// WorkerGroupKeys are the Group Key lines, inside tasks that run on a
+	// worker, that name a unit column: the per-unit aggregate in the shards.
+	WorkerGroupKeys []string
+	// WorkerWindows counts the WindowAgg nodes inside worker tasks (the
+	// per-unit ranks of sample-and-aggregate).
+	WorkerWindows int
+	// CoordinatorGroupKeys are the Group Key lines outside worker tasks that
+	// name a unit column: a per-unit aggregate on the coordinator, over rows
+	// pulled from the shards.
+	CoordinatorGroupKeys []string
+	// Tasks is the Task Count of the first distributed scan.
+	Tasks int
+}
+
+// CheckPushDown reads the text of EXPLAIN (VERBOSE) of a query on the Citus
+// coordinator listening on coordPort and reports where the per-unit stage
+// runs. units are the names a unit column may carry in the plan (the
+// tables' unit columns, the emitter's aliases dp_unit and dp_ju). It
+// returns an error when the plan is not distributed, when no worker task
+// groups by a unit nor ranks rows in a window, or when the coordinator
+// groups by a unit. (Citus runs a window function in the shards only when
+// it is partitioned by the distribution column, so a window in a worker
+// task is a per-unit one; a worker's GROUP BY of another column is only a
+// partial aggregate, so group keys must name the unit.) A plan that reads
+// no table (a WHERE proved false) passes.
+func CheckPushDown(plan string, coordPort int, units []string) (PushDown, error) {
+	var pd PushDown
+	if !strings.Contains(plan, "Custom Scan (Citus") {
+		return pd, errors.New("the plan has no Citus custom scan: the query did not run distributed")
+	}
+	var alts []string
+	for _, u := range units {
+		alts = append(alts, regexp.QuoteMeta(u))
+	}
+	// A unit column as a whole name: qualified (t.u), in a list or a call.
+	unitRe := regexp.MustCompile(`(^|[.( ,])"?(` + strings.Join(alts, "|") + `)"?($|[^A-Za-z0-9_$])`)
+	namesUnit := func(l string) bool {
+		_, keys, _ := strings.Cut(l, ":")
+		return unitRe.MatchString(keys)
+	}
+	indent := func(l string) int { return len(l) - len(strings.TrimLeft(l, " ")) }
+	taskIndent := -1 // indentation of the "->  Task" line of the task we are in
+	worker := false
+	coord := fmt.Sprintf("port=%d ", coordPort)
+	scans := 0
+	for _, l := range strings.Split(plan, "\n") {
+		t := strings.TrimSpace(l)
+		// A string literal of the query may span lines: only plan nodes
+		// and their labelled lines give the structure.
+		if !strings.HasPrefix(t, "->") && !planLabel.MatchString(t) {
+			continue
+		}
+		if taskIndent >= 0 && indent(l) <= taskIndent {
+			taskIndent, worker = -1, false
+		}
+		if tableScan.MatchString(t) {
+			scans++
+		}
+		switch {
+		case t == "->  Task":
+			taskIndent, worker = indent(l), false
+			continue
+		case strings.HasPrefix(t, "Node: host="):
+			worker = taskIndent >= 0 && !strings.Contains(t+" ", coord)
+			continue
+		case strings.HasPrefix(t, "Task Count: ") && pd.Tasks == 0:
+			fmt.Sscanf(strings.TrimPrefix(t, "Task Count: "), "%d", &pd.Tasks)
+		}
+		inWorker := taskIndent >= 0 && worker
+		if strings.HasPrefix(t, "Group Key:") && namesUnit(t) {
+			if inWorker {
+				pd.WorkerGroupKeys = append(pd.WorkerGroupKeys, t)
+			} else {
+				pd.CoordinatorGroupKeys = append(pd.CoordinatorGroupKeys, t)
+			}
+		}
+		if inWorker && strings.Contains(t, "WindowAgg") {
+			pd.WorkerWindows++
+		}
+	}
+	switch {
+	case scans == 0:
+		// PostgreSQL proved the WHERE false: no shard is read.
+		return pd, nil
+	case len(pd.CoordinatorGroupKeys) > 0:
+		return pd, fmt.Errorf("the coordinator groups by the unit (%s): the per-unit stage is not pushed down", pd.CoordinatorGroupKeys[0])
+	case len(pd.WorkerGroupKeys) == 0 && pd.WorkerWindows == 0:
+		return pd, errors.New("no worker task groups by the unit or ranks within it: the per-unit stage is not in the shards")
+	}
+	return pd, nil
+}
+
+var (
+	// planLabel is a labelled line of a plan node ("Group Key: …",
+	// "Task Count: 4", "Node: host=…") or a top-level node.
+	planLabel = regexp.MustCompile(`^[A-Z][A-Za-z ()-]*(:|$| on | using |  \()`)
+	// tableScan is a node that reads a table (or a shard of one).
+	tableScan = regexp.MustCompile(`(Seq Scan|Index Scan|Index Only Scan|Bitmap Heap Scan|Tid Scan|Tid Range Scan|Sample Scan) `)
+)
