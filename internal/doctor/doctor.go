@@ -20,7 +20,11 @@
 //     (internal/catalog; the proxy refuses to start otherwise);
 //   - the data and shadow servers allow at least as many connections as
 //     the proxy's pools may open (upstream_max_connections,
-//     shadow_max_connections).
+//     shadow_max_connections);
+//   - each protected table's layout: distributed with Citus or
+//     hash-partitioned by its unit column (the per-unit stage of DP queries
+//     then runs per shard or per partition), a plain table, or split by
+//     another column (a warning: no gain, and on Citus failures).
 //
 // Each check is reported as ok or as a warning naming what is broader than
 // needed and how to narrow it. Doctor connects with the configured DSNs
@@ -134,6 +138,9 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 			return nil, err
 		}
 		if err := checkSizes(ctx, r, n, dc.Upstream, ds); err != nil {
+			return nil, err
+		}
+		if err := checkLayout(ctx, r, n, dc.Upstream, ds); err != nil {
 			return nil, err
 		}
 	}
