@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -81,6 +82,21 @@ func TestCitus_Distributed(t *testing.T) {
 	if n != 200000 {
 		t.Errorf("visits has %d rows through the coordinator, want the demo's 200000", n)
 	}
+	// doctor says so, and finds no Citus object among the data role's
+	// readable columns.
+	out, _, _ := dpproxyCLI(t, "doctor", "--config", filepath.Join(env.dataDir, "dpproxy.yaml"))
+	for _, want := range []string{
+		"ok: hospital: table visits is distributed by its unit column patient_id (Citus, hash, colocation group",
+		"ok: hospital: table patients is distributed by its unit column patient_id (Citus, hash, colocation group",
+		"ok: hospital: data role dpproxy_reader can SELECT only the",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("doctor output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "colocation groups (") {
+		t.Errorf("doctor warns of several colocation groups:\n%s", out)
+	}
 }
 
 // citusShapes are the DP shapes whose emitted SQL must run on Citus with the
@@ -111,15 +127,17 @@ var citusShapes = []struct {
 }
 
 // TestCitus_ShapesPushedDown answers each shape through the proxy (an
-// extra proxy of the demo, analyst carol, so that the suite's analysts keep
-// their budgets), then runs EXPLAIN (VERBOSE) of the SQL the proxy's EXPLAIN
+// extra proxy of the demo, analyst cyrus of this test only, so that the
+// suite's analysts keep their budgets), then runs EXPLAIN (VERBOSE) of the SQL the proxy's EXPLAIN
 // prints on the coordinator and checks with citus.CheckPushDown that the
 // per-unit stage runs in the shards, never on the coordinator.
 func TestCitus_ShapesPushedDown(t *testing.T) {
 	requireCitus(t)
-	cfg, addr := extraConfig(t)
+	cfg, addr := extraConfigWith(t, func(cfg map[string]any) {
+		cfg["analysts"].(map[string]any)["cyrus"] = map[string]any{"password": "plain:cyrus"}
+	})
 	startProxy(t, cfg, addr)
-	dsn := fmt.Sprintf("postgres://carol:carol@%s/hospital?sslmode=disable", addr)
+	dsn := fmt.Sprintf("postgres://cyrus:cyrus@%s/hospital?sslmode=disable", addr)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	up, err := pgx.Connect(ctx, env.upstreamDSN)
