@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/demo"
+	"github.com/dpproxy/dpproxy/internal/pgcluster"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -24,74 +24,18 @@ const (
 	partitionedParts = 8
 )
 
-// setupPartitioned creates partitionedDB (once per run) with the demo's
-// rows copied from hospital, and the reader's grants of the demo.
+// setupPartitioned creates partitionedDB (once per run) with
+// demo.PartitionedCopy and returns its superuser DSN.
 func setupPartitioned(t *testing.T, ctx context.Context) string {
 	t.Helper()
-	admin := connect(t, ctx, env.upstreamDSN)
-	defer admin.Close(ctx)
-	var exists bool
-	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", partitionedDB).Scan(&exists); err != nil {
-		t.Fatal(err)
-	}
-	dsn := strings.Replace(env.upstreamDSN, "/"+demo.Database, "/"+partitionedDB, 1)
-	if exists {
-		return dsn
-	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+partitionedDB); err != nil {
-		t.Fatal(err)
-	}
-	dst := connect(t, ctx, dsn)
-	defer dst.Close(ctx)
-	stmts := []string{
-		`CREATE TABLE patients (patient_id bigint PRIMARY KEY, birth_year int NOT NULL, sex text NOT NULL, region text NOT NULL) PARTITION BY HASH (patient_id)`,
-		`CREATE TABLE visits (visit_id bigint NOT NULL, patient_id bigint NOT NULL, visit_date date NOT NULL, department text NOT NULL,
-			diagnosis text NOT NULL, age int NOT NULL, cost numeric(10,2) NOT NULL, length_of_stay int NOT NULL) PARTITION BY HASH (patient_id)`,
-	}
-	for i := 0; i < partitionedParts; i++ {
-		for _, tbl := range []string{"visits", "patients"} {
-			stmts = append(stmts, fmt.Sprintf("CREATE TABLE %s_p%d PARTITION OF %s FOR VALUES WITH (MODULUS %d, REMAINDER %d)", tbl, i, tbl, partitionedParts, i))
-		}
-	}
-	for _, s := range stmts {
-		if _, err := dst.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	for _, tbl := range []string{"patients", "visits"} {
-		var buf bytes.Buffer
-		if _, err := admin.PgConn().CopyTo(ctx, &buf, "COPY "+tbl+" TO STDOUT"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := dst.PgConn().CopyFrom(ctx, &buf, "COPY "+tbl+" FROM STDIN"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pol, err := demo.HospitalPolicy()
+	c, err := pgcluster.External(env.upstreamDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	grants := []string{
-		"REVOKE ALL ON DATABASE " + partitionedDB + " FROM PUBLIC",
-		"GRANT CONNECT ON DATABASE " + partitionedDB + " TO " + demo.ReaderRole,
-		"REVOKE ALL ON SCHEMA public FROM PUBLIC",
-		"GRANT USAGE ON SCHEMA public TO " + demo.ReaderRole,
+	if err := demo.PartitionedCopy(ctx, c, partitionedDB, partitionedParts, demo.Options{}); err != nil {
+		t.Fatal(err)
 	}
-	for _, name := range pol.TableOrder {
-		tb := pol.Tables[name]
-		var cols []string
-		for _, c := range tb.VisibleColumns() {
-			cols = append(cols, pgx.Identifier{c}.Sanitize())
-		}
-		grants = append(grants, fmt.Sprintf("GRANT SELECT (%s) ON %s TO %s", strings.Join(cols, ", "), pgx.Identifier{tb.Name}.Sanitize(), demo.ReaderRole))
-	}
-	grants = append(grants, "ANALYZE")
-	for _, s := range grants {
-		if _, err := dst.Exec(ctx, s); err != nil {
-			t.Fatalf("%s: %v", s, err)
-		}
-	}
-	return dsn
+	return strings.Replace(env.upstreamDSN, "/"+demo.Database, "/"+partitionedDB, 1)
 }
 
 // perUnitGroupKey matches a Group Key line of an aggregate over patient_id
