@@ -13,6 +13,10 @@
 #   make load    the load test: 200 sessions for 30 s against the demo (integration, BENCHMARKS.md)
 #   make fuzz-totality  the totality fuzzer for 10 minutes (generated queries, emitted SQL run
 #                on adversarial tables; make test runs it for 35 s; README "Fuzzing")
+#   make test-citus  the DP tests on Citus: a coordinator and two workers on loopback, the
+#                demo distributed by patient_id; builds Citus from CITUS_VENDOR when
+#                citus.so is missing (scripts/ensure-citus.sh; README "Distributed
+#                PostgreSQL (Citus)")
 #   make lint    gofmt -l, go vet and staticcheck
 # demo and test first run scripts/ensure-deps.sh (demo: PostgreSQL only;
 # test: also the real clients), which installs what is missing with apt-get
@@ -25,6 +29,7 @@ DEMO_FLAGS ?=
 # Whole-run bound of go test; CI must finish well under 15 minutes.
 TEST_TIMEOUT ?= 12m
 
+.PHONY: test-citus citus
 .PHONY: all build demo test stat fuzz fuzz-check fuzz-totality audit mutate bench bench-go load lint deps clean
 
 all: build
@@ -50,6 +55,26 @@ test: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'Concurrent' ./noise
 	$(MAKE) --no-print-directory stat
 	$(MAKE) --no-print-directory fuzz-check fuzz
+
+# Citus for the scale-out tests: built from the vendored source tarball when
+# PostgreSQL 15 has no citus.so (as root: apt-get installs the build deps;
+# otherwise the script prints the command). Real deployments install
+# Citus's own packages instead.
+CITUS_VENDOR ?= ../shared/vendor
+CITUS_TIMEOUT ?= 12m
+# The integration tests that run against the Citus demo (DPPROXY_CITUS=1
+# points the harness's demo at a coordinator with two workers): the
+# Citus-specific ones and the DP suite's aggregates, quantile methods,
+# joins, partition selection, post-processing, automatic bounds and
+# clipping, sample-and-aggregate and EXPLAIN.
+CITUS_TESTS ?= ^(TestCitus_.*|TestDemo_Contract|TestPsql_GroupedQuery|TestPgx_CountsCloseToTruth|TestPsql_Quantiles|TestPgx_QuantileMethods|TestPgx_QuantileOfExpression|TestPgx_JoinOnUnit|TestPgx_JoinQuantilesAndPrivateKeys|TestPartitionSelection_EndToEnd|TestPost_EndToEnd|TestAutoBounds_EndToEnd|TestAutoClip_EndToEnd|TestSampleAgg_ThroughProxy|TestSampleAgg_GroupedThroughProxy|TestGaussian_EndToEnd|TestDoctor_.*|TestPgx_ElasticJoinQuantile|TestPublicTables|TestBoundedWork|TestPower_ContributionBounds|TestPower_QuantileUtility|TestPsql_RawRowsRefused)$$
+
+citus:
+	@CITUS_VENDOR=$(CITUS_VENDOR) scripts/ensure-citus.sh
+
+test-citus: deps citus
+	DPPROXY_CITUS=1 $(GO) test -count=1 -timeout $(CITUS_TIMEOUT) -run '^(TestEmittedSQL_Citus|TestCheckPushDown|TestDoctor_Citus.*)$$' ./rewrite ./internal/doctor ./internal/citus
+	DPPROXY_CITUS=1 $(GO) test -count=1 -timeout $(CITUS_TIMEOUT) -run '$(CITUS_TESTS)' ./integration
 
 # The stat-tagged statistical sweeps of noise/ (many seeds and scales, fixed
 # seeds; about a minute), bounded by STAT_TIMEOUT.
@@ -106,10 +131,12 @@ mutate: deps
 
 # Starts its own PostgreSQL clusters, PgBouncer and bin/dpproxy (built
 # without -race) on loopback and prints a table of ratios; see BENCHMARKS.md.
+# Item 2 also runs on the data hash-partitioned by patient_id and on a Citus
+# coordinator with two workers (hence make citus; --skip-scale-out skips).
 # Extra flags, e.g. make bench BENCH_FLAGS="--duration 5s --keep".
 BENCH_FLAGS ?=
 
-bench: deps build
+bench: deps build citus
 	@bench/ensure-deps.sh
 	$(GO) run ./bench/cmd/dpbench --dpproxy $(BIN) $(BENCH_FLAGS)
 

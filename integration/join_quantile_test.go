@@ -76,10 +76,14 @@ func TestPgx_JoinQuantilesAndPrivateKeys(t *testing.T) {
 		// among all rows: #(age < v) ≤ n/2 + 1 + K + dropped and
 		// #(age ≤ v) ≥ (n − dropped)/2 − K.
 		var below, atOrBelow, n, dropped float64
-		if err := up.QueryRow(ctx, `SELECT count(*) FILTER (WHERE v.age < $2), count(*) FILTER (WHERE v.age <= $2), count(v.age),
-			(SELECT COALESCE(SUM(GREATEST(c - 5, 0)), 0) FROM (SELECT count(*) AS c FROM visits v2 JOIN patients p2 ON v2.patient_id = p2.patient_id
-			 WHERE p2.sex = $1 GROUP BY v2.patient_id) AS per)
-			FROM visits v JOIN patients p ON v.patient_id = p.patient_id WHERE p.sex = $1`, sex, v).Scan(&below, &atOrBelow, &n, &dropped); err != nil {
+		// Two statements, not a subquery in the select list: the same
+		// truth on a Citus coordinator (make test-citus).
+		if err := up.QueryRow(ctx, `SELECT count(*) FILTER (WHERE v.age < $2), count(*) FILTER (WHERE v.age <= $2), count(v.age)
+			FROM visits v JOIN patients p ON v.patient_id = p.patient_id WHERE p.sex = $1`, sex, v).Scan(&below, &atOrBelow, &n); err != nil {
+			t.Fatal(err)
+		}
+		if err := up.QueryRow(ctx, `SELECT COALESCE(SUM(GREATEST(c - 5, 0)), 0) FROM (SELECT count(*) AS c FROM visits v2 JOIN patients p2 ON v2.patient_id = p2.patient_id
+			 WHERE p2.sex = $1 GROUP BY v2.patient_id) AS per`, sex).Scan(&dropped); err != nil {
 			t.Fatal(err)
 		}
 		if below > n/2+1+k+dropped || atOrBelow < (n-dropped)/2-k {

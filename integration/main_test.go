@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/citus"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 )
 
@@ -29,7 +31,19 @@ var env struct {
 	adminURL    string // the "admin:" line (the steward's endpoint)
 	configPath  string // the "config:" line
 	auditPath   string // the "audit:" line
+	// citusWorkers are the "citus worker N:" lines (superuser DSNs of the
+	// workers) when DPPROXY_CITUS=1: the demo's data cluster is then a
+	// Citus coordinator with two workers and the demo tables distributed
+	// by patient_id (make test-citus).
+	citusWorkers []string
 }
+
+// citusMode reports whether the suite runs against the Citus demo
+// (DPPROXY_CITUS=1, as make test-citus sets it).
+func citusMode() bool { return os.Getenv("DPPROXY_CITUS") == "1" }
+
+// citusWorkers is the number of workers of the Citus demo.
+const citusWorkers = 2
 
 func TestMain(m *testing.M) {
 	code, err := run(m)
@@ -73,7 +87,15 @@ func run(m *testing.M) (int, error) {
 	// The tests run the demo without response-time padding (500ms per DP
 	// answer would add minutes); TestResponseTime_Measured and
 	// TestDemo_ResponseTimeOn cover the padding.
-	cmd := exec.Command(env.bin, "demo", "--data-dir", env.dataDir, "--listen", addr, "--response-time", "0s")
+	args = []string{"demo", "--data-dir", env.dataDir, "--listen", addr, "--response-time", "0s"}
+	if citusMode() {
+		if err := citus.Check(""); err != nil {
+			// make test-citus builds Citus first; never a skip there.
+			return 1, fmt.Errorf("DPPROXY_CITUS=1: %w", err)
+		}
+		args = append(args, "--citus-workers", strconv.Itoa(citusWorkers))
+	}
+	cmd := exec.Command(env.bin, args...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return 1, err
@@ -121,7 +143,11 @@ func readReady(r io.Reader, timeout time.Duration) error {
 		close(lines)
 	}()
 	deadline := time.After(timeout)
-	for env.aliceDSN == "" || env.upstreamDSN == "" || env.configPath == "" || env.adminURL == "" || env.auditPath == "" {
+	wantWorkers := 0
+	if citusMode() {
+		wantWorkers = citusWorkers
+	}
+	for env.aliceDSN == "" || env.upstreamDSN == "" || env.configPath == "" || env.adminURL == "" || env.auditPath == "" || len(env.citusWorkers) < wantWorkers {
 		select {
 		case l, ok := <-lines:
 			if !ok {
@@ -141,6 +167,11 @@ func readReady(r io.Reader, timeout time.Duration) error {
 			}
 			if v, found := strings.CutPrefix(l, "audit: "); found {
 				env.auditPath = v
+			}
+			if strings.HasPrefix(l, "citus worker ") {
+				if _, v, found := strings.Cut(l, ": "); found {
+					env.citusWorkers = append(env.citusWorkers, v)
+				}
 			}
 		case <-deadline:
 			return fmt.Errorf("dpproxy demo printed no ready: line within %v", timeout)

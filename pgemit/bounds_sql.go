@@ -258,9 +258,19 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	if profile != nil && len(p.Keys) > 0 {
 		profileWindow = ", MAX(dp_np) OVER dp_w AS dp_pmax, SUM(dp_np) OVER dp_w AS dp_psum, ROW_NUMBER() OVER dp_w AS dp_pfirst"
 	}
-	w("SELECT ")
-	join(final, ", ")
-	w(" FROM (SELECT ")
+	// A quantile's final summary is a subquery of the select list over the
+	// group's values, which Citus cannot push down: dp_bounded is then a
+	// CTE (PostgreSQL inlines it, the plan is the same; Citus runs it, the
+	// per-unit stage, in the shards, and the final stage on the
+	// coordinator over its rows).
+	cte := hasQuantile(p)
+	if cte {
+		w("WITH dp_bounded AS (SELECT ")
+	} else {
+		w("SELECT ")
+		join(final, ", ")
+		w(" FROM (SELECT ")
+	}
 	join(append(append([]string{}, keyCols...), bounded...), ", ")
 	w(" FROM (")
 	switch mode {
@@ -326,7 +336,13 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	case dpplan.GroupsSelect:
 		w(") AS dp_counted WHERE dp_group_rank <= ", l0)
 	}
-	w(") AS dp_bounded")
+	if cte {
+		w(") SELECT ")
+		join(final, ", ")
+		w(" FROM dp_bounded")
+	} else {
+		w(") AS dp_bounded")
+	}
 	if len(p.Keys) > 0 {
 		w(" GROUP BY ")
 		join(keyCols, ", ")

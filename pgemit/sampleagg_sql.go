@@ -187,7 +187,11 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	if sa.CountMeasure >= 0 {
 		blocks = append(blocks, "COUNT(DISTINCT dp_unit) AS dp_units")
 	}
-	blocksSQL := "SELECT " + strings.Join(blocks, ", ") + " FROM (" + boundedSQL + ") AS dp_bounded GROUP BY GROUPING SETS (" +
+	// dp_bounded is a CTE: Citus runs no GROUPING SETS over distributed
+	// tables, and so runs the CTE (the per-unit ranks and hashes) in the
+	// shards and the blocks on the coordinator over its rows; PostgreSQL
+	// inlines it, with the same plan as a subquery.
+	blocksSQL := "SELECT " + strings.Join(blocks, ", ") + " FROM dp_bounded GROUP BY GROUPING SETS (" +
 		strings.Join(sets, ", ") + ")"
 
 	var final []string
@@ -205,7 +209,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 		final = append(final, "SUM(dp_units)::text")
 	}
 	order := strings.Join(append(append([]string{}, keyCols...), "dp_level"), ", ")
-	return "SELECT " + strings.Join(final, ", ") + " FROM (" + blocksSQL + ") AS dp_blocks GROUP BY " + order + " ORDER BY " + order
+	return "WITH dp_bounded AS (" + boundedSQL + ") SELECT " + strings.Join(final, ", ") + " FROM (" + blocksSQL + ") AS dp_blocks GROUP BY " + order + " ORDER BY " + order
 }
 
 // formatConst writes a float64 as an exact numeric constant: every finite

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/examples"
+	"github.com/dpproxy/dpproxy/internal/citus"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/pgcluster"
@@ -58,7 +59,9 @@ func demoConfig(tmpl []byte, pgAddr, shadowAddr, listen string) ([]byte, error) 
 // startClusters starts the data cluster in dataDir and the shadow cluster in
 // dataDir/shadow (both temporary when dataDir is empty), concurrently. The
 // shadow catalog must not share the data's cluster: see internal/demo.
-func startClusters(ctx context.Context, dataDir string, log *zap.Logger) (data, shadow *pgcluster.Cluster, err error) {
+// dataSettings are extra server settings of the data cluster (the Citus
+// coordinator's CitusSettings with --citus-workers).
+func startClusters(ctx context.Context, dataDir string, dataSettings map[string]string, log *zap.Logger) (data, shadow *pgcluster.Cluster, err error) {
 	shadowDir := ""
 	if dataDir != "" {
 		shadowDir = filepath.Join(dataDir, "shadow")
@@ -82,7 +85,7 @@ func startClusters(ctx context.Context, dataDir string, log *zap.Logger) (data, 
 	if concurrent {
 		go startShadow()
 	}
-	data, derr := pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir, Logger: log.Named("data")})
+	data, derr := pgcluster.Start(ctx, pgcluster.Options{Dir: dataDir, Logger: log.Named("data"), Settings: dataSettings})
 	if !concurrent {
 		if derr == nil {
 			startShadow()
@@ -107,6 +110,14 @@ func startClusters(ctx context.Context, dataDir string, log *zap.Logger) (data, 
 	return data, sr.c, nil
 }
 
+func stopClusters(cs []*pgcluster.Cluster, log *zap.Logger) {
+	for _, c := range cs {
+		if err := c.Stop(); err != nil {
+			log.Error("stop PostgreSQL", zap.String("dir", c.Dir), zap.Error(err))
+		}
+	}
+}
+
 // withResponseTime replaces the response_time of the demo config's
 // dataset (--response-time).
 func withResponseTime(cfg []byte, d time.Duration) ([]byte, error) {
@@ -125,8 +136,12 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	adminListen := fs.String("admin-listen", "127.0.0.1:0", "address of the steward's admin endpoint (metrics, dashboard); loopback only, port 0 picks a free one")
 	var responseTime optDuration
 	fs.Var(&responseTime, "response-time", "pad every DP answer to at least this `duration` (default: examples/dpproxy.yaml's response_time, 500ms); 0s turns padding off")
+	citusWorkers := fs.Int("citus-workers", 0, "make the data cluster a Citus coordinator with `N` workers on loopback and distribute the demo tables by patient_id (needs the citus extension installed for PostgreSQL; README, \"Distributed PostgreSQL (Citus)\")")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
+	}
+	if *citusWorkers < 0 || *citusWorkers > 8 {
+		return usagef("demo: --citus-workers %d: want 0 (plain PostgreSQL) to 8", *citusWorkers)
 	}
 	if _, _, err := net.SplitHostPort(*listen); err != nil {
 		return usagef("demo: --listen %q is not host:port", *listen)
@@ -140,19 +155,35 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer log.Sync()
 
-	cluster, shadowCluster, err := startClusters(ctx, *dataDir, log)
+	var dataSettings map[string]string
+	if *citusWorkers > 0 {
+		if err := citus.Check(""); err != nil {
+			return err
+		}
+		dataSettings = citus.Settings
+	}
+	cluster, shadowCluster, err := startClusters(ctx, *dataDir, dataSettings, log)
 	if err != nil {
 		return fmt.Errorf("start PostgreSQL: %w", err)
 	}
+	var workers []*pgcluster.Cluster
 	defer func() {
-		for _, c := range []*pgcluster.Cluster{shadowCluster, cluster} {
-			if err := c.Stop(); err != nil {
-				log.Error("stop PostgreSQL", zap.String("dir", c.Dir), zap.Error(err))
-			}
-		}
+		// The coordinator first: it holds connections to the workers.
+		stopClusters([]*pgcluster.Cluster{shadowCluster, cluster}, log)
+		stopClusters(workers, log)
 	}()
+	if *citusWorkers > 0 {
+		if workers, err = citus.StartWorkers(ctx, *dataDir, *citusWorkers, false, nil, log); err != nil {
+			return err
+		}
+	}
 	if _, err := demo.Setup(ctx, cluster, shadowCluster, demo.Options{Passwords: true, Logger: log}); err != nil {
 		return fmt.Errorf("set up demo data: %w", err)
+	}
+	if len(workers) > 0 {
+		if err := demo.Distribute(ctx, cluster, workers, demo.Options{Passwords: true, Logger: log}); err != nil {
+			return fmt.Errorf("distribute the demo data with Citus: %w", err)
+		}
 	}
 
 	pgAddr := net.JoinHostPort(cluster.Host, strconv.Itoa(cluster.Port))
@@ -208,6 +239,9 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(stdout, "admin: http://%s:%s@%s\n", demoAdminUser, adminPassword, adminAddr)
 		}
 		fmt.Fprintf(stdout, "audit: %s\n", filepath.Join(cluster.Dir, demoAuditFile))
+		for i, w := range workers {
+			fmt.Fprintf(stdout, "citus worker %d: postgres://%s@%s/%s\n", i+1, w.Superuser, net.JoinHostPort(w.Host, strconv.Itoa(w.Port)), demo.Database)
+		}
 		if f, ok := stdout.(*os.File); ok {
 			f.Sync()
 		}

@@ -42,7 +42,7 @@ func TestStartClusters_KeptDataDir(t *testing.T) {
 	ctx := context.Background()
 	start := func() (data, shadow *pgcluster.Cluster, ids [2]int64) {
 		t.Helper()
-		data, shadow, err := startClusters(ctx, dir, zap.NewNop())
+		data, shadow, err := startClusters(ctx, dir, nil, zap.NewNop())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,7 +20,11 @@
 //     (internal/catalog; the proxy refuses to start otherwise);
 //   - the data and shadow servers allow at least as many connections as
 //     the proxy's pools may open (upstream_max_connections,
-//     shadow_max_connections).
+//     shadow_max_connections);
+//   - each protected table's layout: distributed with Citus or
+//     hash-partitioned by its unit column (the per-unit stage of DP queries
+//     then runs per shard or per partition), a plain table, or split by
+//     another column (a warning: no gain, and on Citus failures).
 //
 // Each check is reported as ok or as a warning naming what is broader than
 // needed and how to narrow it. Doctor connects with the configured DSNs
@@ -136,6 +140,9 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		if err := checkSizes(ctx, r, n, dc.Upstream, ds); err != nil {
 			return nil, err
 		}
+		if err := checkLayout(ctx, r, n, dc.Upstream, ds); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -234,13 +241,17 @@ func checkData(ctx context.Context, r *Report, ds, dsn, ledgerDSN string, pol *p
 			user, strings.Join(writes, "; "), quoteIdent(user))
 	}
 
-	// SELECT only on exposed columns.
+	// SELECT only on exposed columns. The relations of the citus
+	// extension (its metadata views, readable by every role, e.g.
+	// citus_tables) hold no rows of the data and are left out.
 	type col struct{ schema, table, column string }
 	rows, err := c.Query(ctx, `SELECT n.nspname, c.relname, a.attname
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
 		WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p')
 		  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'
+		  AND NOT EXISTS (SELECT 1 FROM pg_depend d JOIN pg_extension e ON e.oid = d.refobjid
+			WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e' AND e.extname = 'citus')
 		  AND has_column_privilege(current_user, c.oid, a.attnum, 'SELECT')
 		ORDER BY 1, 2, a.attnum`)
 	if err != nil {

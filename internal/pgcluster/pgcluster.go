@@ -28,6 +28,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -74,6 +75,10 @@ type Options struct {
 	// StartTimeout bounds the wait for the server to accept connections
 	// (default 60s).
 	StartTimeout time.Duration
+	// Settings are extra server settings for this run, written to
+	// dpproxy.conf as name = 'value' (e.g. shared_preload_libraries =
+	// citus). Values are quoted here; names must be plain identifiers.
+	Settings map[string]string
 }
 
 // Cluster is a running PostgreSQL server on 127.0.0.1. Safe for concurrent
@@ -223,6 +228,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 
 var errPortInUse = errors.New("address already in use")
 
+// settingName is what Options.Settings accepts as a setting's name
+// (including a dotted extension prefix, e.g. citus.shard_count).
+var settingName = regexp.MustCompile(`^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$`)
+
 // testOnlyVersionedBinGlob is where Debian's packages put the server
 // binaries; tests point it elsewhere.
 var testOnlyVersionedBinGlob = "/usr/lib/postgresql/*/bin"
@@ -282,6 +291,17 @@ func (c *Cluster) start(ctx context.Context, port int, opts Options) error {
 	conf := fmt.Sprintf("port = %d\nunix_socket_directories = '%s'\n", port, strings.ReplaceAll(sockDir, "'", "''"))
 	if opts.NoFsync {
 		conf += "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\n"
+	}
+	names := make([]string, 0, len(opts.Settings))
+	for n := range opts.Settings {
+		if !settingName.MatchString(n) {
+			return fmt.Errorf("server setting name %q is not a plain identifier", n)
+		}
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		conf += fmt.Sprintf("%s = '%s'\n", n, strings.ReplaceAll(opts.Settings[n], "'", "''"))
 	}
 	confPath := filepath.Join(c.dataDir, "dpproxy.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o644); err != nil {

@@ -284,3 +284,25 @@ func TestInCI(t *testing.T) {
 		}
 	}
 }
+
+func TestStart_Settings(t *testing.T) {
+	skipWithoutPostgres(t)
+	c, err := Start(context.Background(), Options{NoFsync: true, Settings: map[string]string{
+		"work_mem":         "7MB",
+		"application_name": "it's",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if got := query(t, c.DSN("postgres"), "SELECT current_setting('work_mem')"); got != "7MB" {
+		t.Errorf("work_mem = %s, want 7MB", got)
+	}
+	if got := query(t, c.DSN("postgres"), "SELECT setting FROM pg_settings WHERE name = 'application_name'"); got != "it's" {
+		t.Errorf("application_name = %q, want %q (quote doubled in dpproxy.conf)", got, "it's")
+	}
+	_, err = Start(context.Background(), Options{NoFsync: true, Settings: map[string]string{"work_mem = 1; x": "1"}})
+	if err == nil || !strings.Contains(err.Error(), "not a plain identifier") {
+		t.Errorf("Start with a bad setting name: err = %v, want \"not a plain identifier\"", err)
+	}
+}

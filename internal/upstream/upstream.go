@@ -2,7 +2,10 @@
 // release.Upstream implementation over a pgx pool.
 //
 // Each query runs in its own READ ONLY transaction with SET LOCAL
-// statement_timeout, through the simple query protocol, so every value comes
+// statement_timeout and partitionwise aggregation and joins on (harmless on
+// unpartitioned tables; on a table hash-partitioned by its unit column the
+// per-unit aggregate of a DP query then runs per partition), through the
+// simple query protocol, so every value comes
 // back as PostgreSQL's text (NULL as nil). Only SQL from rewrite's emitter may
 // be passed here (DESIGN.md, "The one security invariant"); this package
 // neither inspects nor logs it.
@@ -17,6 +20,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
+
+// partitionwiseSQL turns on, for one transaction, the planner's
+// partitionwise aggregation and joins.
+const partitionwiseSQL = "SET LOCAL enable_partitionwise_aggregate = on; SET LOCAL enable_partitionwise_join = on"
 
 // Config configures a Pool.
 type Config struct {
@@ -76,8 +83,13 @@ func (p *Pool) Query(ctx context.Context, sql string, args ...any) ([][]*string,
 		return nil, fmt.Errorf("upstream begin: %w", err)
 	}
 	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d", p.timeout.Milliseconds())); err != nil {
-		return nil, fmt.Errorf("upstream statement_timeout: %w", err)
+	// One round trip (simple protocol, no arguments) for the transaction's
+	// settings: its time limit, and partitionwise aggregation and joins
+	// (off by default in PostgreSQL), so that on a table partitioned by its
+	// unit the per-unit aggregate and the unit joins finish inside each
+	// partition; on other tables the planner has nothing to do with them.
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d; %s", p.timeout.Milliseconds(), partitionwiseSQL)); err != nil {
+		return nil, fmt.Errorf("upstream transaction settings: %w", err)
 	}
 	mode := pgx.QueryExecModeSimpleProtocol
 	if len(args) > 0 {

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,5 +68,49 @@ func TestPool_Query(t *testing.T) {
 func TestNew_BadDSN(t *testing.T) {
 	if _, err := New(context.Background(), Config{DSN: "postgres://nobody@127.0.0.1:1/x?connect_timeout=2"}); err == nil {
 		t.Error("New with an unreachable server succeeded")
+	}
+}
+
+// TestPool_Partitionwise: every query's transaction plans with partitionwise
+// aggregation and joins on, and the setting ends with the transaction (the
+// pooled connection keeps PostgreSQL's default, off). On a table
+// hash-partitioned by the grouping column, the aggregate then runs per
+// partition: an Append of one aggregate per partition, not one aggregate
+// over an Append.
+func TestPool_Partitionwise(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	if err := pgtest.Exec(ctx, dsn,
+		"CREATE TABLE h (u bigint, x int) PARTITION BY HASH (u)",
+		"CREATE TABLE h0 PARTITION OF h FOR VALUES WITH (MODULUS 2, REMAINDER 0)",
+		"CREATE TABLE h1 PARTITION OF h FOR VALUES WITH (MODULUS 2, REMAINDER 1)",
+		"INSERT INTO h SELECT i % 50, i FROM generate_series(1, 1000) i",
+		"ANALYZE h",
+	); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(ctx, Config{DSN: dsn, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rows, err := p.Query(ctx, "SELECT current_setting('enable_partitionwise_aggregate'), current_setting('enable_partitionwise_join')")
+	if err != nil || len(rows) != 1 || *rows[0][0] != "on" || *rows[0][1] != "on" {
+		t.Fatalf("partitionwise settings in the query's transaction = %v, %v; want on, on", rows, err)
+	}
+	var after string
+	if err := p.pool.QueryRow(ctx, "SHOW enable_partitionwise_aggregate").Scan(&after); err != nil || after != "off" {
+		t.Errorf("enable_partitionwise_aggregate after the transaction = %q, %v; want off (SET LOCAL)", after, err)
+	}
+	plan, err := p.Query(ctx, "EXPLAIN (COSTS OFF) SELECT u, count(*) FROM h GROUP BY u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, r := range plan {
+		b.WriteString(*r[0] + "\n")
+	}
+	if got := b.String(); !strings.HasPrefix(got, "Append") || strings.Count(got, "Aggregate") != 2 {
+		t.Errorf("plan of a GROUP BY on the partition key:\n%s\nwant an Append of one aggregate per partition", got)
 	}
 }

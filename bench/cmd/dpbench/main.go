@@ -82,6 +82,7 @@ type options struct {
 	rounds       int
 	skipLatency  bool
 	latencyOnly  bool   // only item 2
+	skipScaleOut bool   // item 2 without the partitioned and Citus rows
 	contribution string // SET dp.contribution for item 2 ("": the policy's)
 	forwardOnly  bool   // only items 1 and 4
 	visits       int    // rows of visits for item 2
@@ -100,6 +101,7 @@ func main() {
 	flag.BoolVar(&o.skipLatency, "skip-latency", false, "skip item 2 (DP latency on 1M rows; the slowest item)")
 	flag.BoolVar(&o.forwardOnly, "forward-only", false, "run only items 1 and 4 (forwarded SELECT 1 and cached answers against PgBouncer), e.g. while working on the forwarding path")
 	flag.StringVar(&o.contribution, "contribution", "", "SET dp.contribution for item 2 (fixed or auto; empty: the demo policy's default, auto)")
+	flag.BoolVar(&o.skipScaleOut, "skip-scale-out", false, "item 2 without its rows on the data hash-partitioned by patient_id and on a Citus cluster (which needs the citus extension: make citus)")
 	flag.BoolVar(&o.latencyOnly, "latency-only", false, "run only item 2 (e.g. with --visits 5000000 to see how the DP latency grows)")
 	flag.IntVar(&o.visits, "visits", numVisits, "rows of visits for item 2 (20 per patient at most: the patients grow with them)")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of the throughput items: each round runs every side once, in a rotating order; ratios are medians over rounds")
@@ -230,14 +232,8 @@ func lookBouncer() (string, error) {
 // reader role) and the ledger-only baseline's tables in database
 // bench_ledger of the data cluster.
 func (e *env) prepareData(ctx context.Context) error {
-	stmts := []string{
-		`CREATE TABLE tiny (patient_id bigint NOT NULL, cost numeric(10,2) NOT NULL)`,
-		fmt.Sprintf(`INSERT INTO tiny SELECT g, (g %% 500)::numeric FROM generate_series(1, %d) g`, tinyRows),
-		`GRANT SELECT (patient_id, cost) ON tiny TO ` + demo.ReaderRole,
-		`ANALYZE`,
-	}
-	if err := execAll(ctx, e.data.DSN(demo.Database), stmts...); err != nil {
-		return fmt.Errorf("create tiny: %w", err)
+	if err := createTiny(ctx, e.data.DSN(demo.Database)); err != nil {
+		return err
 	}
 	if err := execAll(ctx, e.data.DSN("postgres"), "CREATE DATABASE bench_ledger"); err != nil {
 		return err
@@ -248,6 +244,21 @@ func (e *env) prepareData(ctx context.Context) error {
 		`CREATE TABLE bench_charge (id bigserial PRIMARY KEY, budget_id int NOT NULL REFERENCES bench_budget,
 			epsilon float8 NOT NULL, fingerprint text NOT NULL, at timestamptz NOT NULL DEFAULT now())`,
 	)
+}
+
+// createTiny creates the 100-row table tiny of the bench policy, readable by
+// the reader role, in the database at dsn.
+func createTiny(ctx context.Context, dsn string) error {
+	err := execAll(ctx, dsn,
+		`CREATE TABLE tiny (patient_id bigint NOT NULL, cost numeric(10,2) NOT NULL)`,
+		fmt.Sprintf(`INSERT INTO tiny SELECT g, (g %% 500)::numeric FROM generate_series(1, %d) g`, tinyRows),
+		`GRANT SELECT (patient_id, cost) ON tiny TO `+demo.ReaderRole,
+		`ANALYZE`,
+	)
+	if err != nil {
+		return fmt.Errorf("create tiny: %w", err)
+	}
+	return nil
 }
 
 func execAll(ctx context.Context, dsn string, stmts ...string) error {
@@ -710,6 +721,11 @@ func (e *env) measure(ctx context.Context, rssStart int64) error {
 		if err := e.latencyItem(ctx, add); err != nil {
 			return err
 		}
+		if !e.o.skipScaleOut {
+			if err := e.scaleOutItem(ctx, add); err != nil {
+				return err
+			}
+		}
 		e.printRows(rows)
 		return nil
 	}
@@ -724,6 +740,12 @@ func (e *env) measure(ctx context.Context, rssStart int64) error {
 	if !e.o.skipLatency && !e.o.forwardOnly {
 		if err := e.latencyItem(ctx, add); err != nil {
 			return err
+		}
+		// The same on tables partitioned and distributed by the unit.
+		if !e.o.skipScaleOut {
+			if err := e.scaleOutItem(ctx, add); err != nil {
+				return err
+			}
 		}
 	}
 
