@@ -142,7 +142,12 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 		}
 		return time.Now(), err
 	})
-	return res, err
+	if err != nil {
+		// When the client cancelled, the release goes on in the
+		// background and still writes res: never read it then.
+		return nil, err
+	}
+	return res, nil
 }
 
 // paced runs a release (run) with what every DP release gets from the
@@ -153,7 +158,8 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 // from the plan's work; publishAt is its end, before which release never
 // records the answer); and, when the client cancels, 57014 at once while
 // the release finishes in the background. run returns when its answer was
-// ready.
+// ready. When paced returns an error, run may still be running: the
+// caller must not read what run writes.
 func (c *conn) paced(ctx context.Context, slotLen time.Duration, run func(rctx context.Context, publishAt time.Time, contended func() bool) (time.Time, error)) error {
 	tk, own := c.ticket, false
 	if tk == nil {
