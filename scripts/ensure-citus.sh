@@ -35,6 +35,18 @@ if [[ -f $libdir/citus.so && -f $sharedir/extension/citus.control ]]; then
 fi
 
 tarball=$vendor/citus-$CITUS_VERSION.tar.gz
+if [[ ! -f $tarball ]]; then
+	# A clone elsewhere than next to shared/ (CI's clean clone): look for
+	# shared/vendor beside each directory above the repo.
+	d=$repo
+	while [[ $d != / && ! -f $tarball ]]; do
+		d=$(dirname "$d")
+		if [[ -f $d/shared/vendor/citus-$CITUS_VERSION.tar.gz ]]; then
+			vendor=$d/shared/vendor
+			tarball=$vendor/citus-$CITUS_VERSION.tar.gz
+		fi
+	done
+fi
 patchfile=$vendor/citus-$CITUS_VERSION-pg15.patch
 if [[ ! -f $tarball ]]; then
 	echo "ensure-citus: citus.so is not in $libdir and $tarball does not exist;" >&2
