@@ -264,8 +264,11 @@ func (c *conn) publicDistinct(text string) *resultSet {
 		c.dpTexts = c.dpTexts.put(c.ds.Policy, text, d)
 		return nil
 	}
+	names := dv.Names
+	if len(names) == 0 {
+		names = []string{dv.Name}
+	}
 	rs := &resultSet{
-		cols: []column{{name: dv.Name, oid: oidOf(dv.PGType)}},
 		rows: make([][]*string, len(dv.Values)),
 		tag:  "SELECT " + strconv.Itoa(len(dv.Values)),
 		notices: []*pgproto3.NoticeResponse{{
@@ -273,8 +276,14 @@ func (c *conn) publicDistinct(text string) *resultSet {
 			Message: fmt.Sprintf("dp: the public values of %s.%s declared in the policy; no budget spent", dv.Table, dv.Column),
 		}},
 	}
+	for _, n := range names {
+		rs.cols = append(rs.cols, column{name: n, oid: oidOf(dv.PGType)})
+	}
 	for i := range dv.Values {
-		rs.rows[i] = []*string{&dv.Values[i]}
+		rs.rows[i] = make([]*string, len(names))
+		for j := range names {
+			rs.rows[i][j] = &dv.Values[i]
+		}
 	}
 	return rs
 }

@@ -118,6 +118,15 @@ func TestPublicDistinct_FromPolicy(t *testing.T) {
 		t.Errorf("notices = %q", got)
 	}
 
+	// knex repeats the column: two result columns of the same values.
+	res, err = execAll(t, pc, `select distinct "department", "department" from "visits"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(res[0]); len(got) != 7 || len(got[0]) != 2 || got[0][0] != got[0][1] || len(res[0].FieldDescriptions) != 2 {
+		t.Errorf("DISTINCT department, department: %v %+v", got, res[0].FieldDescriptions)
+	}
+
 	// Extended protocol, with Describe of the statement and binary results.
 	sd, err := pc.Prepare(ctxT(t), "regions", "SELECT DISTINCT p.region AS r FROM patients p ORDER BY r LIMIT 3", nil)
 	if err != nil {

@@ -18,6 +18,9 @@ type DistinctValues struct {
 	Table  string // lower-case table name
 	Column string // lower-case column name
 	Name   string // the result column's name (the alias, or the column)
+	// Names are the result columns' names when the column is selected
+	// more than once (knex's select distinct "a", "a"): Name first.
+	Names  []string
 	PGType string // the result type, as for a key column of a plan
 	Values []string
 }
@@ -54,6 +57,24 @@ func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
 		return nil
 	}
 	outAlias := p.alias("from")
+	// The same column again (knex repeats it): more result columns.
+	type extra struct {
+		ref   []string
+		alias string
+	}
+	var extras []extra
+	for {
+		t, ok := p.peek()
+		if !ok || !t.IsPunct(",") {
+			break
+		}
+		p.i++
+		ref := p.name()
+		if ref == nil || len(ref) > 3 {
+			return nil
+		}
+		extras = append(extras, extra{ref, p.alias("from")})
+	}
 	if !p.kw("from") {
 		return nil
 	}
@@ -103,6 +124,17 @@ func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
 	name := col.Name
 	if outAlias != "" {
 		name = outAlias
+	}
+	names := []string{name}
+	for _, e := range extras {
+		if !resolves(e.ref) {
+			return nil // another column: not a list of public values
+		}
+		n := col.Name
+		if e.alias != "" {
+			n = e.alias
+		}
+		names = append(names, n)
 	}
 	values := append([]string(nil), col.PublicValues...)
 	// byOutput reads the one key of GROUP BY or ORDER BY: 1, the column
@@ -158,7 +190,7 @@ func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
 		return nil
 	}
 	return &DistinctValues{
-		Table: tb.Name, Column: col.Name, Name: name,
+		Table: tb.Name, Column: col.Name, Name: name, Names: names,
 		PGType: keyPGType(Key{Column: col.Name, Type: col.Type, Domain: col.PublicValues}),
 		Values: values,
 	}

@@ -41,6 +41,8 @@ func TestPublicDistinct(t *testing.T) {
 		{"SELECT department FROM visits GROUP BY department ORDER BY department", "department", deps},
 		{"SELECT v.department AS d FROM visits v GROUP BY d ORDER BY 1 DESC LIMIT 2", "d", rev[:2]},
 		{"SELECT DISTINCT sex FROM patients GROUP BY 1", "sex", []string{"F", "M"}},
+		// knex: select distinct "department", "department" from "visits".
+		{`select distinct "department", "department" from "visits"`, "department", deps},
 	}
 	for _, tc := range tests {
 		got := PublicDistinct(ds, tc.q)
@@ -52,6 +54,9 @@ func TestPublicDistinct(t *testing.T) {
 			t.Errorf("PublicDistinct(%q) = %+v; want name %s, values %v", tc.q, got, tc.name, tc.values)
 		}
 	}
+	if got := PublicDistinct(ds, `select distinct "department", v.department AS d2 from "visits" v`); got == nil || !reflect.DeepEqual(got.Names, []string{"department", "d2"}) {
+		t.Errorf("a column selected twice: %+v, want names department, d2", got)
+	}
 	for _, q := range []string{
 		"SELECT department FROM visits", // not DISTINCT
 		"SELECT department FROM visits GROUP BY age",
@@ -61,6 +66,8 @@ func TestPublicDistinct(t *testing.T) {
 		"SELECT DISTINCT visit_id FROM visits",                  // hidden
 		"SELECT DISTINCT department FROM visits WHERE age > 30", // filtered: the data decides
 		"SELECT DISTINCT department, age FROM visits",
+		"SELECT DISTINCT department, department, age FROM visits",
+		"SELECT DISTINCT department, v.department FROM visits",
 		"SELECT DISTINCT ON (department) department FROM visits",
 		"SELECT DISTINCT department FROM visits v ORDER BY visits.department",
 		"SELECT DISTINCT x.department FROM visits",
