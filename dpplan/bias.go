@@ -32,11 +32,11 @@ func SummedColumns(t *policy.Table, p *Plan) []*policy.Column {
 // alone (bounds.go): no join, no sample-and-aggregate, no private keys,
 // no quantiles. Only such plans carry a bias estimate or auto bounds.
 func WeightsOnly(p *Plan) bool {
-	return p.Join == nil && p.SampleAgg == nil && !p.PrivateGroups() && !hasQuantile(p)
+	return p.Join == nil && p.SampleAgg == nil && !p.PrivateGroups() && !p.HasQuantile()
 }
 
-// hasQuantile reports whether one of p's measures is a quantile.
-func hasQuantile(p *Plan) bool {
+// HasQuantile reports whether one of p's measures is a quantile.
+func (p *Plan) HasQuantile() bool {
 	for _, m := range p.Measures {
 		if m.Kind == MeasureQuantile {
 			return true

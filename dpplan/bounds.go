@@ -184,7 +184,7 @@ func GroupBounding(p *Plan) GroupBound {
 	if groups <= p.MaxGroupsPerUnit {
 		return GroupsAll
 	}
-	if hasQuantile(p) {
+	if p.HasQuantile() {
 		return GroupsSelect
 	}
 	return GroupsScale

@@ -10,9 +10,6 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// BoundText writes a bound as a plain decimal (dpplan.BoundText).
-func BoundText(x float64) string { return dpplan.BoundText(x) }
-
 // ClipSQL is the histogram query (see the file comment): one scan of the
 // rows the plan reads, each unit's largest and smallest clamped value per
 // column, put in their bins and counted.
@@ -23,7 +20,7 @@ func ClipSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, cols []dpplan.C
 	array := func(edges []float64) string {
 		var out []string
 		for _, e := range edges {
-			out = append(out, BoundText(e))
+			out = append(out, dpplan.BoundText(e))
 		}
 		return "ARRAY[" + strings.Join(out, ", ") + "]::numeric[]"
 	}

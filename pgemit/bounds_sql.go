@@ -263,7 +263,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	// CTE (PostgreSQL inlines it, the plan is the same; Citus runs it, the
 	// per-unit stage, in the shards, and the final stage on the
 	// coordinator over its rows).
-	cte := hasQuantile(p)
+	cte := p.HasQuantile() // the final stage runs over dp_bounded as a CTE
 	if cte {
 		w("WITH dp_bounded AS (SELECT ")
 	} else {

@@ -205,14 +205,3 @@ func orderStatSQL(m dpplan.Measure, lo, hi, values string) string {
 		" FROM (SELECT array_agg(round(dp_v, 30)::float8 ORDER BY dp_v) FILTER (WHERE dp_v IS NOT NULL) AS dp_s, COUNT(dp_v) AS dp_n FROM " + values +
 		") AS dp_sorted) AS dp_r)"
 }
-
-// hasQuantile reports whether a measure of p is a quantile: its final
-// stage then runs over dp_bounded as a CTE (bounds_sql.go).
-func hasQuantile(p *dpplan.Plan) bool {
-	for _, m := range p.Measures {
-		if m.Kind == dpplan.MeasureQuantile {
-			return true
-		}
-	}
-	return false
-}

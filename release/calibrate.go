@@ -142,13 +142,7 @@ const ptrBoundFraction = 1.0 / 64
 // exponential method; the smooth method's β is set by withSmoothness once
 // its mechanisms are calibrated, and the SQL is emitted again then.
 func withQuantileMethod(p *dpplan.Plan, method string) (*dpplan.Plan, error) {
-	n := 0
-	for _, m := range p.Measures {
-		if m.Kind == dpplan.MeasureQuantile {
-			n++
-		}
-	}
-	if n == 0 || method == "" {
+	if !p.HasQuantile() || method == "" {
 		return p, nil
 	}
 	switch method {

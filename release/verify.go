@@ -92,7 +92,7 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 	if err := pgemit.CheckInputs(t, plan, where); err != nil {
 		return bad("SQL fragments")
 	}
-	if (plan.Auto != nil || plan.Clip != nil) && hasQuantile(plan) {
+	if (plan.Auto != nil || plan.Clip != nil) && plan.HasQuantile() {
 		// The calibration emits a quantile method's SQL for the plan
 		// itself only; the planner never builds these together.
 		return bad("automatic bounds of quantiles")
@@ -120,14 +120,4 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 		}
 	}
 	return nil
-}
-
-// hasQuantile reports whether one of p's measures is a quantile.
-func hasQuantile(p *dpplan.Plan) bool {
-	for _, m := range p.Measures {
-		if m.Kind == dpplan.MeasureQuantile {
-			return true
-		}
-	}
-	return false
 }

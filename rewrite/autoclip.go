@@ -82,7 +82,7 @@ func clipEdges(lower, upper float64, integer, fromUpper bool) []float64 {
 			e = math.Round(e)
 		}
 		if e == 0 {
-			e = 0 // not -0 (math.Round(-0.3)), which pgemit.BoundText writes "-0"
+			e = 0 // not -0 (math.Round(-0.3)), which dpplan.BoundText writes "-0"
 		}
 		if e > lower && e < upper && !seen[e] {
 			seen[e] = true

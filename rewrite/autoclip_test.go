@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/dpproxy/dpproxy/pgemit"
+	"github.com/dpproxy/dpproxy/dpplan"
 )
 
 // TestClipEdges: the candidate upper bounds halve the range towards its
@@ -302,7 +302,7 @@ func TestAutoClip_ReplanKeepsKeys(t *testing.T) {
 func TestClipEdges_NoNegativeZero(t *testing.T) {
 	for _, r := range [][2]float64{{-1, 2}, {-3, 1}, {-1, 10}, {-100, 1}, {-7, 5}} {
 		for _, e := range append(clipEdges(r[0], r[1], true, false), clipEdges(r[0], r[1], true, true)...) {
-			if s := pgemit.BoundText(e); strings.HasPrefix(s, "-0") {
+			if s := dpplan.BoundText(e); strings.HasPrefix(s, "-0") {
 				t.Errorf("clipEdges(%v, %v, int) has the edge %q", r[0], r[1], s)
 			}
 		}
