@@ -226,6 +226,12 @@ func explainText(t *testing.T, ctx context.Context, conn *pgx.Conn, sql string, 
 	if err != nil {
 		t.Fatalf("EXPLAIN of the emitted SQL: %v\n%s", err, sql)
 	}
+	return planText(t, rows)
+}
+
+// planText is the text of an EXPLAIN's rows, one line each.
+func planText(t *testing.T, rows pgx.Rows) string {
+	t.Helper()
 	defer rows.Close()
 	var b strings.Builder
 	for rows.Next() {

@@ -165,14 +165,5 @@ func explainWith(t *testing.T, ctx context.Context, conn *pgx.Conn, setting, sql
 	if err != nil {
 		t.Fatalf("EXPLAIN: %v\n%s", err, sql)
 	}
-	defer rows.Close()
-	var b strings.Builder
-	for rows.Next() {
-		b.Write(rows.RawValues()[0])
-		b.WriteByte('\n')
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return b.String()
+	return planText(t, rows)
 }
