@@ -2,7 +2,7 @@
 // much one privacy unit can change it, and the bounds math over it. It is
 // the privacy-critical core of the rewriter. The L∞ and L1 bounds it
 // holds are computed by the planner (rewrite/build_bounds.go, centre.go,
-// join_shape.go) with this package's functions and package sensitivity;
+// join_shape.go), and release recomputes and cross-checks them, with this package's functions and package sensitivity;
 // a review of the bounds reads those files with this one. Expressions
 // inside aggregates are a typed row value (value.go) whose interval this
 // package computes; release re-checks every sum's range against it.
@@ -20,7 +20,12 @@
 //	              enforces L0), CellsChanged, ScaledMeasures.
 //	bias.go       Privacy-critical: which plans bound by weights only, the
 //	              summed columns, HasBias (the bias estimate's measure).
-//	join.go       Join: the FROM clause of a join query and its shape.
+//	join.go       Privacy-critical: Join, the FROM clause of a join query,
+//	              and the argument of its shapes (public, unit, key), the
+//	              work of a unit join, private keys and quantiles in joins.
+//	join_check.go Privacy-critical: VerifyJoin, every fact of that argument
+//	              re-derived from the policy, and JoinedTable, the joined
+//	              relation the emitter bounds.
 //	join_l1.go    Privacy-critical: the direct L1 bound E·M of an elastic
 //	              join (SetElasticL1) and its argument.
 //	quantile.go   Quantile: a quantile measure and the quantile methods.

@@ -7,6 +7,177 @@ import (
 	"strings"
 )
 
+// # The shapes of a join and their sensitivity
+//
+// rewrite parses a FROM clause with joins into a Join; nothing it decides
+// is trusted: VerifyJoin (join_check.go) checks every fact below against
+// the policy before a join is calibrated.
+//
+// Neighbouring databases differ by all rows of one privacy unit x, in every
+// protected table (the dataset has one privacy unit; each protected table
+// names the column that holds it). Public tables hold no personal data and
+// are the same in both databases.
+//
+//   - JoinPublic: one protected table P joined (JOIN or P LEFT JOIN T) to
+//     public tables on any columns. Every joined row contains exactly one
+//     row of P and is attributed to P's unit. The joined rows of x are
+//     exactly the joined rows that contain a row of x, so removing x
+//     removes them and changes no other joined row. Contribution bounding
+//     (rows per unit and group, groups per unit, bounds.go) is applied to
+//     the joined rows, so the guarantee of bounds.go holds unchanged,
+//     whatever the multiplicity of the public join key: a public row that
+//     matches many rows of x multiplies x's joined rows, and the bounding
+//     cuts them back. No uniqueness declaration is needed for privacy (on
+//     data where the key is not unique, answers are computed on the
+//     multiplied rows and bounded like any other rows).
+//   - JoinUnit: several protected tables, each joined to an earlier one by
+//     an equality of their unit columns (ON a.unit = b.unit, or USING the
+//     unit when the columns share a name), plus public tables. Every
+//     protected row of a joined row belongs to the same unit (a LEFT JOIN
+//     may leave the later rows absent), so again the joined rows of x are
+//     exactly those containing a row of x, and bounding after the join
+//     gives the guarantee of bounds.go. The contribution limits are the
+//     largest of the joined tables' (the noise is calibrated to them).
+//   - JoinKey: exactly two protected tables A and B inner-joined on
+//     columns other than the units, A.k = B.k, where the
+//     policy declares max_rows_per_value m_A for A.k and m_B for B.k
+//     (elastic sensitivity: Johnson, Near, Song, "Towards Practical
+//     Differential Privacy for SQL Queries", VLDB 2018, §3, whose
+//     stability of a join is bounded by the maximum frequency of the join
+//     key on each side; we enforce the frequencies instead of measuring
+//     them). The emitted SQL keeps, before the join, at most C_T =
+//     max_rows_per_unit rows of each unit in each table T (in hash order
+//     per unit), then at most m_T rows per value of T.k (in hash order per
+//     value). Adding unit x to the database, with the order of each row
+//     fixed (each row's place is a hash of its own columns):
+//     per-unit truncation keeps at most C_A new rows of x in A and changes
+//     no other unit's rows; per-value truncation then admits at most C_A
+//     new rows and pushes out at most C_A old ones, so the kept rows of A
+//     change by at most 2·C_A (and of B by at most 2·C_B). A kept row of A
+//     matches at most m_B kept rows of B and vice versa, so at most
+//     E = 2·(C_A·m_B + C_B·m_A) joined rows change. Each joined row adds 1
+//     to one group's count, a value clamped to [l, u] to one group's sum
+//     and at most max(l², u²) to its sum of squares. Hence the L1 change of
+//     a measure is at most E·M (M = 1, max(|l|, |u|), max(l², u²)), at
+//     most E groups change, and no group changes by more than E·M. The
+//     plan states Measure.LInf = E·M and MaxGroupsPerUnit = min(E, number
+//     of releasable groups) (1 when ungrouped), and, since the E changed
+//     joined rows fall into the groups together, the direct bound
+//     Measure.L1 = E·M on the change summed over all groups (dpplan/join_l1.go),
+//     which the noise is calibrated to instead of L0·L∞.
+//     Public tables may join in too when each is reached from A and B by
+//     an equality on one of its columns with max_rows_per_value m_T (1 for
+//     a unique key): the SQL keeps at most m_T rows per value of that
+//     column (public tables are the same in both databases, so this cut
+//     is the same in both), each joined row of A and B then extends to at
+//     most Π m_T rows, and E is multiplied by Π m_T.
+//     COUNT(DISTINCT unit) is refused in this shape (a joined row has two
+//     units).
+//
+// Every choice is in the order of a hash of the row (or of the unit and
+// keys, bounds.go), fixed per row, so the bounds hold whatever the data;
+// no random() (which would keep PostgreSQL from parallel plans).
+//
+// # Work of a unit join
+//
+// (Issue 27.) Without a bound, n rows of one unit in
+// each of k copies of a table made n^k joined rows upstream, and the time
+// to answer showed whether a person had a value. So every protected input
+// of a unit join but the first is cut, before the join, to at most
+// C_T = max_groups_per_unit·max_rows_per_unit rows per unit (its whole
+// allowance in any one query; pgemit's joinFromSQL), and each row of the
+// first protected table then joins at most F = Π C_T rows: a unit with n
+// rows there makes at most n·F joined rows, linear in its own rows as a
+// scan of one table is, whatever its rows elsewhere. The first table is
+// not cut (its rows are bounded after the join, and cutting it too would
+// cost a sort of the largest input for nothing).
+//
+// The cut is a function of the unit's own rows (a fixed hash order of the
+// row's values), so neighbouring databases still differ only in that
+// unit's joined rows, and bounding after the join (bounds.go) gives
+// the guarantee of join.go unchanged. Plans whose F or number of protected
+// inputs exceed MaxJoinFanout and MaxUnitJoinInputs are refused before any
+// charge.
+//
+// # Private group keys in joins
+//
+// Partition selection rests on two facts about the SQL's per-group count n
+// of distinct units after contribution bounding (bounds.go, Wilson et al.
+// 2020 §3):
+//
+//	(a) adding or removing one unit u changes n by at most 1 in each group,
+//	    in at most L0 groups, and changes no other unit's (unit, group)
+//	    rows;
+//	(b) a group that exists only because of u (it has no rows without u)
+//	    has n = 1, so the threshold, calibrated for n = 1, keeps it with
+//	    probability at most δ_p.
+//
+// # JoinPublic and JoinUnit: allowed
+//
+// In both shapes every joined row contains rows of exactly one unit, the
+// primary table's unit (join.go: public tables hold no units; in a unit
+// join all protected rows of a joined row share the unit). So the joined
+// rows of u are exactly those containing a row of u, removing u removes
+// them and changes no other joined row, and bounds.go bounds the joined
+// relation per unit exactly as it bounds one table: (a) and (b) hold
+// unchanged. The key may be a column of any joined table, also of a public
+// one: which values of a public column appear depends on which protected
+// rows join them, which is why such a column needs partition selection too
+// (unless it has public_values).
+//
+// # JoinKey (elastic): refused
+//
+// A joined row (a, b) holds two units, a's and b's. Whichever unit the
+// count n counts, a unit u can put rows into a group through other units'
+// rows: u's row b joins up to m_A rows a of up to m_A other units, so a
+// group that exists only because of u can have n up to C_B·m_A (counting
+// A's units), and (b) fails: the threshold for n = 1 would release it with
+// probability far above δ_p. Counting joined rows instead gives a
+// sensitivity of E per group, and a threshold calibrated for "a group of
+// up to E rows created by one unit" would drop nearly every group; and no
+// per-unit bound after the join is possible without breaking the elastic
+// argument (which needs every joined row kept). The shape is refused with
+// a hint to join on the unit or group by a column with public values.
+//
+// # Quantiles over joins
+//
+// Quantiles (percentile_cont, percentile_disc, MIN, MAX; quantile.go) over
+// joins and with private group keys (issue 9).
+//
+// Every quantile method rests on one fact about the values a group's SQL
+// summary is computed from: adding or removing one unit adds or removes at
+// most R values of each group, in at most L0 groups (R = Quantile.Rows =
+// Measure.LInf). The exponential method's utilities then move by at most R
+// (release/quantile.go), and the smooth and ptr methods' order statistics
+// satisfy y_i ∈ [x_{i−R}, x_{i+R}] for neighbours (pgemit/quantile_sql.go). So
+// a quantile is answered over a join exactly when the join shape gives such
+// an R:
+//
+//   - JoinPublic and JoinUnit: the joined relation is bounded per unit
+//     after the join by bounds.go (join.go: every joined row holds rows of
+//     exactly one unit), with R = the join's max_rows_per_unit and L0 = its
+//     max_groups_per_unit (capped by the number of groups); the quantile SQL
+//     is the single-table one (per (unit, group) arrays of at most R values,
+//     quantileUnitSQL) over the joined relation. All three methods hold.
+//   - JoinKey (elastic): no per-unit bound after the join. One unit changes
+//     at most E joined rows (join.go), each joined row holds one value of
+//     one group, so R = E (JoinedTable sets the joined relation's
+//     max_rows_per_unit to E, and dpplan.MeasureBounds gives LInf = E). The SQL
+//     summarises all the group's joined rows' values directly
+//     (elasticQuantileSQL: the same bucket counts or order statistics, over
+//     array_agg of the per-row values instead of per-unit arrays). All three
+//     methods hold with R = E. Moreover the E changed rows are shared by
+//     all groups: Σ_g (values changed in g) ≤ E, the direct L1 bound of
+//     dpplan/join_l1.go, which lets the exponential method give each group the
+//     whole ε of the measure (release/quantile.go, "Groups").
+//
+// With a private group key (release/partition.go) the groups
+// are chosen by DP partition selection and the quantile is released for
+// the kept groups only (release/partition.go); the per-group facts above
+// are unchanged, since partition selection only adds the unit-count column.
+// Private keys are refused in elastic joins (VerifyJoin), so this
+// combination only meets the bounded-after-the-join shapes.
+
 // Join shapes (Join.Shape).
 const (
 	JoinPublic = "public" // one protected table and public tables
@@ -29,7 +200,7 @@ type Join struct {
 	// each protected input but the first before the join (0 for the first
 	// and for public tables) and Fanout their product: the most joined
 	// rows one row of the first protected table makes
-	// (rewrite/join_shape.go, "Work of a unit join").
+	// ("Work of a unit join" above).
 	RowsPerUnit  []int    `json:",omitempty"`
 	Fanout       int      `json:",omitempty"`
 	KeyColumn    []string `json:",omitempty"`

@@ -27,7 +27,7 @@ import (
 //   - joins: every input is read once (Σ N_T) and the joined rows are at
 //     most N_first · fan-out, where a row of the first protected table
 //     meets at most F = Π C_T rows of the other protected tables of a unit
-//     join (each cut to C_T rows per unit first: rewrite/join_shape.go),
+//     join (each cut to C_T rows per unit first: join.go),
 //     at most m_B rows of the other table of an elastic join (its declared
 //     max_rows_per_value, enforced before the join), and, per public table,
 //     at most its join column's max_rows_per_value, or its N_T when that is

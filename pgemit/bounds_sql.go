@@ -93,11 +93,11 @@ func SQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 // the same scan as the answer of the plan's own bound.
 func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []int) string {
 	if p.Join != nil && p.Join.Shape == dpplan.JoinKey {
-		return elasticSQL(t, p, where) // rewrite/join.go: bounded before the join
+		return elasticSQL(t, p, where) // dpplan/join.go: bounded before the join
 	}
 	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	if p.Join != nil {
-		from = joinFromSQL(p.Join) // rewrite/join.go: bounded after the join
+		from = joinFromSQL(p.Join) // dpplan/join.go: bounded after the join
 	}
 	unit := QuoteIdent(t.UnitColumn)
 	rows := strconv.Itoa(t.MaxRowsPerUnit)

@@ -13,7 +13,7 @@ import (
 
 // The emitted SQL of joins: the joined relation (bounded after the join
 // by bounds_sql.go) and the elastic SQL that bounds rows per unit and per
-// join value before the join. See rewrite/join.go for the sensitivity argument.
+// join value before the join. See dpplan/join.go for the sensitivity argument.
 
 // joinFromSQL is the joined relation of a JoinPublic or JoinUnit plan, as a
 // derived table whose columns are the plan's column names.
@@ -44,7 +44,7 @@ func joinFromSQL(j *dpplan.Join) string {
 
 // unitCutSQL is protected table k of a unit join cut to its first
 // C_k = j.RowsPerUnit[k] rows per unit before the join
-// (rewrite/join_shape.go, "Work of a unit join"), as a derived table of the
+// (dpplan/join.go, "Work of a unit join"), as a derived table of the
 // columns the join reads. The rows of a unit are taken in the order of a
 // hash of their own values (ties, rows equal in every kept column, are
 // interchangeable), so the cut is a function of the unit's own rows and the
@@ -109,7 +109,7 @@ func joinOnSQL(j *dpplan.Join, k int, alias func(int) string) string {
 // elasticSQL is the emitted SQL of a JoinKey plan: each table truncated to
 // C_T rows per unit, then to m_T rows per value of its join column, then
 // joined; the measures are summed per group over the joined rows (no
-// per-unit bounding after the join: see rewrite/join.go's file comment).
+// per-unit bounding after the join: see dpplan/join.go).
 func elasticSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	j := p.Join
 	var from strings.Builder
@@ -174,7 +174,7 @@ func elasticSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 		}
 		switch {
 		case m.Kind == dpplan.MeasureQuantile:
-			// The group's joined rows' values (rewrite/join_quantile.go).
+			// The group's joined rows' values (dpplan/join.go, "Quantiles over joins").
 			final = append(final, elasticQuantileSQL(t, m, x))
 		case m.Kind == dpplan.MeasureSum || m.Kind == dpplan.MeasureSumSq:
 			final = append(final, "SUM("+x+")::text")

@@ -11,7 +11,7 @@ import (
 // first is read through its per-unit cut (at most C_T rows per unit, in a
 // hash order of the row, rows without a unit dropped), with only the
 // columns the join reads; the first table and public tables are read as
-// they are (rewrite/join_shape.go, "Work of a unit join").
+// they are (dpplan/join.go, "Work of a unit join").
 func TestJoinFromSQL_UnitCut(t *testing.T) {
 	j := &dpplan.Join{
 		Shape: dpplan.JoinUnit,

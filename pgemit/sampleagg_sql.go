@@ -30,7 +30,7 @@ func blockHashSQL(unit string, sa *dpplan.SampleAgg) string {
 // SampleAggSQL builds the SQL of a sample-and-aggregate plan. Reading
 // from the inside out:
 //
-//	dp_rows     rows of the table (or of the joined relation, rewrite/join.go)
+//	dp_rows     rows of the table (or of the joined relation, dpplan/join.go)
 //	            passing WHERE with a non-NULL unit and, when grouped, keys
 //	            in their public domains; the keys (dp_k…); both inputs of
 //	            each call clamped to their policy bounds (NULL stays NULL)
@@ -64,7 +64,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	unit := QuoteIdent(t.UnitColumn)
 	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	if p.Join != nil {
-		from = joinFromSQL(p.Join) // rewrite/join.go: bounded after the join
+		from = joinFromSQL(p.Join) // dpplan/join.go: bounded after the join
 	}
 	// Inputs: each distinct column once.
 	var inCols []string

@@ -195,7 +195,7 @@ type Column struct {
 	// MaxRowsPerValue, when > 0, is the declared maximum number of rows of
 	// the table that share one value of this column: the
 	// multiplicity a join on this column may have (elastic sensitivity,
-	// rewrite/join.go). The emitted SQL enforces it; 0 when undeclared.
+	// dpplan/join.go). The emitted SQL enforces it; 0 when undeclared.
 	MaxRowsPerValue int
 	// PGType and Scale are the column's type in the data database (its
 	// base type's name, e.g. int4, numeric, float8, date) and, for

@@ -9,7 +9,7 @@ import (
 )
 
 // Joins in release: the planner's bounds are cross-checked against what the
-// policy implies for the join's shape (rewrite/join.go), so that a plan
+// policy implies for the join's shape (dpplan/join.go), so that a plan
 // claiming less than the policy allows is refused rather than under-noised.
 //
 //   - no join, or a protected table joined to public tables (JoinPublic):

@@ -3,6 +3,7 @@
 package release
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -41,10 +42,10 @@ import (
 // review found the hole CheckInputs closes: constants the emitter pasted
 // could have held a subquery; verify_attack_test.go): the privacy
 // argument is this package, dpplan, pgemit, sensitivity, noise and
-// accountant. The exception is a join: the joined relation's table (its
-// limits follow the join's shape) is the planner's (rewrite/join_shape.go
-// and rewrite/join.go stay in the argument), cross-checked against the
-// policy by rowsPerUnit (join.go).
+// accountant. Joins are no exception: the joined relation's table (its
+// unit, its limits, its columns' names and types) is recomputed from the
+// policy and the plan's join by dpplan.VerifyJoin, which also checks the
+// facts the join shapes' argument rests on (dpplan/join.go).
 func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 	if plan == nil {
 		return pgerr.New(pgerr.InternalError, "internal error: no plan")
@@ -58,16 +59,18 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 	case t == nil:
 		return bad("emitter input")
 	case plan.Join != nil:
-		// The joined relation's table is the planner's (its columns,
-		// unit and limits follow the join's shape: rewrite/join_shape.go,
-		// which stays privacy-critical); release cross-checks the shape
-		// against the policy (join.go).
+		if err := verifyJoined(ds, plan, t); err != nil {
+			return err
+		}
 	case !ok || pt.Public || t.Name != pt.Name || t.Schema != pt.Schema || t.UnitColumn != pt.UnitColumn:
 		return bad("table")
 	case t.MaxGroupsPerUnit < 1 || t.MaxGroupsPerUnit > pt.MaxGroupsPerUnit:
 		return bad("groups per unit")
 	case t.MaxRowsPerUnit != plan.RowsPerUnit:
 		return bad("rows per unit")
+	}
+	if plan.MaxGroupsPerUnit < 1 || plan.MaxGroupsPerUnit > t.MaxGroupsPerUnit {
+		return bad("groups per unit")
 	}
 	for _, c := range t.Columns {
 		if !c.HasBounds || !c.Type.Numeric() {
@@ -117,6 +120,30 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 			if err := verifyPlan(ds, p); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// verifyJoined checks a join plan's joined relation t against the one the
+// policy implies for its join (dpplan.VerifyJoin): the same table, unit
+// and limits, and the same columns with the same types and public values.
+// Column bounds may differ (automatic clipping plans with the bounds it
+// chose); verifyPlan checks they are the numbers the SQL and the
+// sensitivities use.
+func verifyJoined(ds *policy.Dataset, plan *dpplan.Plan, t *policy.Table) error {
+	bad := pgerr.New(pgerr.InternalError, "internal error: the plan's join does not verify")
+	want, err := dpplan.VerifyJoin(ds, plan)
+	if err != nil || t.Name != want.Name || t.Schema != want.Schema || t.UnitColumn != want.UnitColumn ||
+		t.MaxRowsPerUnit != want.MaxRowsPerUnit || t.MaxGroupsPerUnit != want.MaxGroupsPerUnit ||
+		len(t.Columns) != len(want.Columns) {
+		return bad
+	}
+	for n, c := range t.Columns {
+		w := want.Columns[n]
+		if w == nil || c.Type != w.Type || c.Hidden != w.Hidden || c.HasBounds != w.HasBounds ||
+			c.MaxRowsPerValue != w.MaxRowsPerValue || !slices.Equal(c.PublicValues, w.PublicValues) {
+			return bad
 		}
 	}
 	return nil

@@ -16,9 +16,7 @@
 //
 // # What a privacy review reads here
 //
-// Only the join files (join.go, join_shape.go, join_resolve.go,
-// join_partition.go, join_quantile.go: the joined relation, its limits and
-// its L1 bound). Every other plan is checked by release before it is
+// Nothing: every plan, joins included, is checked by release before it is
 // calibrated (release/verify.go): each query it runs upstream must be what
 // pgemit writes for the plan, from a table that agrees with the policy, and
 // every sensitivity, range and integrality claim is recomputed from the
@@ -90,27 +88,18 @@
 //	              SET dp.sample_blocks or a noisy unit count), per group
 //	              of public keys and over joins bounded after the join;
 //	              the secret key is a bind parameter (Plan.QueryArgs).
-//	join.go       Privacy-critical: FROM clauses with joins. Classifies the
-//	              join (protected + public tables; protected tables on the
-//	              unit; two protected tables on a key with declared
-//	              max_rows_per_value), resolves qualified columns to the
-//	              joined relation's columns, and emits the joined relation
-//	              (bounded after the join by dpplan/bounds.go) or, for key joins,
-//	              the elastic SQL that bounds rows per unit and per join
-//	              value before the join, with sensitivity E·M. The file
-//	              comment holds the argument; join.go parses the FROM
-//	              clause, join_shape.go classifies the join and states its
-//	              sensitivity, join_resolve.go resolves columns;
-//	              pgemit/join_sql.go emits the joined relation and the
-//	              elastic SQL, dpplan/join_l1.go states the direct L1
-//	              bound E·M of an elastic join's measures.
-//	join_partition.go  Privacy-critical: private group keys (partition
-//	              selection) in joins bounded after the join; refused in
-//	              elastic joins (a unit reaches groups through other
-//	              units' rows).
-//	join_quantile.go  Privacy-critical: quantiles over every join shape
-//	              (R = the join's max_rows_per_unit, or E for elastic
-//	              joins) and with private group keys.
+//	join.go       FROM clauses with joins, parsed into a dpplan.Join
+//	              (tables, ON/USING equalities, the columns read);
+//	              join_shape.go classifies the join (protected + public
+//	              tables; protected tables on the unit; two protected
+//	              tables on a key with declared max_rows_per_value) and
+//	              states an elastic join's sensitivity E·M; join_resolve.go
+//	              resolves qualified columns to the joined relation's
+//	              (dpplan.JoinedTable); join_partition.go refuses private
+//	              keys where partition selection does not hold;
+//	              join_quantile.go plans quantiles over joins. The shapes'
+//	              argument is dpplan/join.go, and release re-derives every
+//	              fact of it from the policy (dpplan.VerifyJoin).
 //	quantile.go   percentile_cont/percentile_disc WITHIN
 //	              GROUP, MIN and MAX as quantile measures (their SQL, per
 //	              group the bucket counts of the bounded values, is

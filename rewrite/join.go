@@ -1,5 +1,3 @@
-// Privacy-critical: needs DP review.
-
 package rewrite
 
 import (
@@ -11,75 +9,12 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
 
-// This file plans joins (issue 9). Three shapes are answered; everything
-// else is refused with a hint.
-//
-// # Shapes and their sensitivity
-//
-// Neighbouring databases differ by all rows of one privacy unit x, in every
-// protected table (the dataset has one privacy unit; each protected table
-// names the column that holds it). Public tables hold no personal data and
-// are the same in both databases.
-//
-//   - JoinPublic: one protected table P joined (JOIN or P LEFT JOIN T) to
-//     public tables on any columns. Every joined row contains exactly one
-//     row of P and is attributed to P's unit. The joined rows of x are
-//     exactly the joined rows that contain a row of x, so removing x
-//     removes them and changes no other joined row. Contribution bounding
-//     (rows per unit and group, groups per unit, dpplan/bounds.go) is applied to
-//     the joined rows, so the guarantee of dpplan/bounds.go holds unchanged,
-//     whatever the multiplicity of the public join key: a public row that
-//     matches many rows of x multiplies x's joined rows, and the bounding
-//     cuts them back. No uniqueness declaration is needed for privacy (on
-//     data where the key is not unique, answers are computed on the
-//     multiplied rows and bounded like any other rows).
-//   - JoinUnit: several protected tables, each joined to an earlier one by
-//     an equality of their unit columns (ON a.unit = b.unit, or USING the
-//     unit when the columns share a name), plus public tables. Every
-//     protected row of a joined row belongs to the same unit (a LEFT JOIN
-//     may leave the later rows absent), so again the joined rows of x are
-//     exactly those containing a row of x, and bounding after the join
-//     gives the guarantee of dpplan/bounds.go. The contribution limits are the
-//     largest of the joined tables' (the noise is calibrated to them).
-//   - JoinKey: exactly two protected tables A and B inner-joined on
-//     columns other than the units, A.k = B.k, where the
-//     policy declares max_rows_per_value m_A for A.k and m_B for B.k
-//     (elastic sensitivity: Johnson, Near, Song, "Towards Practical
-//     Differential Privacy for SQL Queries", VLDB 2018, §3, whose
-//     stability of a join is bounded by the maximum frequency of the join
-//     key on each side; we enforce the frequencies instead of measuring
-//     them). The emitted SQL keeps, before the join, at most C_T =
-//     max_rows_per_unit rows of each unit in each table T (in hash order
-//     per unit), then at most m_T rows per value of T.k (in hash order per
-//     value). Adding unit x to the database, with the order of each row
-//     fixed (each row's place is a hash of its own columns):
-//     per-unit truncation keeps at most C_A new rows of x in A and changes
-//     no other unit's rows; per-value truncation then admits at most C_A
-//     new rows and pushes out at most C_A old ones, so the kept rows of A
-//     change by at most 2·C_A (and of B by at most 2·C_B). A kept row of A
-//     matches at most m_B kept rows of B and vice versa, so at most
-//     E = 2·(C_A·m_B + C_B·m_A) joined rows change. Each joined row adds 1
-//     to one group's count, a value clamped to [l, u] to one group's sum
-//     and at most max(l², u²) to its sum of squares. Hence the L1 change of
-//     a measure is at most E·M (M = 1, max(|l|, |u|), max(l², u²)), at
-//     most E groups change, and no group changes by more than E·M. The
-//     plan states Measure.LInf = E·M and MaxGroupsPerUnit = min(E, number
-//     of releasable groups) (1 when ungrouped), and, since the E changed
-//     joined rows fall into the groups together, the direct bound
-//     Measure.L1 = E·M on the change summed over all groups (dpplan/join_l1.go),
-//     which the noise is calibrated to instead of L0·L∞.
-//     Public tables may join in too when each is reached from A and B by
-//     an equality on one of its columns with max_rows_per_value m_T (1 for
-//     a unique key): the SQL keeps at most m_T rows per value of that
-//     column (public tables are the same in both databases, so this cut
-//     is the same in both), each joined row of A and B then extends to at
-//     most Π m_T rows, and E is multiplied by Π m_T.
-//     COUNT(DISTINCT unit) is refused in this shape (a joined row has two
-//     units).
-//
-// Every choice is in the order of a hash of the row (or of the unit and
-// keys, dpplan/bounds.go), fixed per row, so the bounds hold whatever the data;
-// no random() (which would keep PostgreSQL from parallel plans).
+// This file parses a FROM clause with joins (issue 9) into a dpplan.Join:
+// its tables, their ON/USING equalities and the columns the plan reads.
+// The shapes (JoinPublic, JoinUnit, JoinKey), their sensitivity and the
+// checks that make this translation untrusted are in dpplan/join.go and
+// dpplan/join_check.go; join_shape.go classifies, join_resolve.go resolves
+// columns.
 
 // joinHint lists the supported join shapes.
 const joinHint = "dpproxy answers FROM protected [LEFT] JOIN public_table ON a.col = b.col, protected JOIN protected ON a.unit = b.unit (or USING (unit)), and two protected tables JOIN ON a.k = b.k when the policy declares max_rows_per_value for both columns (and for the join column of any public table joined to them)"

@@ -1,5 +1,3 @@
-// Privacy-critical: needs DP review.
-
 package rewrite
 
 import (
@@ -10,45 +8,8 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
-// Private group keys (partition selection, partition.go) in joins.
-//
-// Partition selection rests on two facts about the SQL's per-group count n
-// of distinct units after contribution bounding (dpplan/bounds.go, Wilson et al.
-// 2020 §3):
-//
-//	(a) adding or removing one unit u changes n by at most 1 in each group,
-//	    in at most L0 groups, and changes no other unit's (unit, group)
-//	    rows;
-//	(b) a group that exists only because of u (it has no rows without u)
-//	    has n = 1, so the threshold, calibrated for n = 1, keeps it with
-//	    probability at most δ_p.
-//
-// # JoinPublic and JoinUnit: allowed
-//
-// In both shapes every joined row contains rows of exactly one unit, the
-// primary table's unit (join.go: public tables hold no units; in a unit
-// join all protected rows of a joined row share the unit). So the joined
-// rows of u are exactly those containing a row of u, removing u removes
-// them and changes no other joined row, and dpplan/bounds.go bounds the joined
-// relation per unit exactly as it bounds one table: (a) and (b) hold
-// unchanged. The key may be a column of any joined table, also of a public
-// one: which values of a public column appear depends on which protected
-// rows join them, which is why such a column needs partition selection too
-// (unless it has public_values).
-//
-// # JoinKey (elastic): refused
-//
-// A joined row (a, b) holds two units, a's and b's. Whichever unit the
-// count n counts, a unit u can put rows into a group through other units'
-// rows: u's row b joins up to m_A rows a of up to m_A other units, so a
-// group that exists only because of u can have n up to C_B·m_A (counting
-// A's units), and (b) fails: the threshold for n = 1 would release it with
-// probability far above δ_p. Counting joined rows instead gives a
-// sensitivity of E per group, and a threshold calibrated for "a group of
-// up to E rows created by one unit" would drop nearly every group; and no
-// per-unit bound after the join is possible without breaking the elastic
-// argument (which needs every joined row kept). The shape is refused with
-// a hint to join on the unit or group by a column with public values.
+// Private group keys in joins: why they are refused in elastic joins is in
+// dpplan/join.go (and checked by dpplan.VerifyJoin).
 
 // joinPrivateKey checks a private key (a column without public values) in
 // a join: refused for elastic joins (see above) and for the unit column of

@@ -1,5 +1,3 @@
-// Privacy-critical: needs DP review.
-
 package rewrite
 
 import (

@@ -1,5 +1,3 @@
-// Privacy-critical: needs DP review.
-
 package rewrite
 
 import (
@@ -9,13 +7,12 @@ import (
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
 // The classification of a join into its shape (JoinPublic, JoinUnit,
-// JoinKey) and, for elastic joins, its sensitivity E·M. See join.go's file
-// comment for the shapes and their sensitivity.
+// JoinKey) and, for elastic joins, its sensitivity E·M. See dpplan/join.go
+// for the shapes and their sensitivity.
 
 // joinShape classifies the join (see join.go's file comment) or refuses it.
 func (b *builder) joinShape(items []joinItem) error {
@@ -149,33 +146,10 @@ func (st *joinState) equalities() []joinEq {
 	return out
 }
 
-// Work of a unit join (issue 27). Without a bound, n rows of one unit in
-// each of k copies of a table made n^k joined rows upstream, and the time
-// to answer showed whether a person had a value. So every protected input
-// of a unit join but the first is cut, before the join, to at most
-// C_T = max_groups_per_unit·max_rows_per_unit rows per unit (its whole
-// allowance in any one query; pgemit's joinFromSQL), and each row of the
-// first protected table then joins at most F = Π C_T rows: a unit with n
-// rows there makes at most n·F joined rows, linear in its own rows as a
-// scan of one table is, whatever its rows elsewhere. The first table is
-// not cut (its rows are bounded after the join, and cutting it too would
-// cost a sort of the largest input for nothing).
-//
-// The cut is a function of the unit's own rows (a fixed hash order of the
-// row's values), so neighbouring databases still differ only in that
-// unit's joined rows, and bounding after the join (dpplan/bounds.go) gives
-// the guarantee of join.go unchanged. Plans whose F or number of protected
-// inputs exceed the limits below are refused before any charge.
+// Work of a unit join: dpplan/join.go.
 const (
-	// maxUnitJoinInputs bounds the protected tables (self-join copies
-	// included) of a unit join.
-	maxUnitJoinInputs = 3
-	// maxJoinFanout bounds F = Π C_T, the joined rows one row of the
-	// first protected table can make: the demo's visits joined to patients
-	// (F = 1) or to itself once (F = 20) fit; three copies of visits
-	// (F = 400) made 80M joined rows of its 200k and ran past the
-	// statement timeout.
-	maxJoinFanout = 100
+	maxUnitJoinInputs = dpplan.MaxUnitJoinInputs
+	maxJoinFanout     = dpplan.MaxJoinFanout
 )
 
 // unitJoinWork records the per-unit cut C_T of every protected input but
@@ -205,68 +179,18 @@ func (b *builder) unitJoinWork(items []joinItem, protected []int) error {
 	return nil
 }
 
-// maxChangedRows bounds E of an elastic join, so that E·M stays far below
-// 2⁵³ with the policy's limits on bounds (1e15 would overflow; policy
-// bounds are at most 1e15, so sensitivities stay finite in float64).
-const maxChangedRows = 1_000_000
+const maxChangedRows = dpplan.MaxChangedRows
 
-// joinTable builds the builder's table: the joined relation, whose columns
-// are named by their bare name when no other joined table has a column of
-// that name, else table.column (table#position.column when a table
-// appears twice).
+// joinTable builds the builder's table: the joined relation
+// (dpplan.JoinedTable, which release recomputes from the policy to verify
+// the plan).
 func (b *builder) joinTable() {
 	st := b.join
-	count := map[string]int{}
-	nameCount := map[string]int{}
-	for k, t := range st.tables {
-		nameCount[t.Name]++
-		for _, c := range st.columnsOf(k) {
-			count[c]++
-		}
-	}
-	prim := st.tables[st.primary]
-	syn := &policy.Table{Name: prim.Name, Schema: prim.Schema, Columns: map[string]*policy.Column{}}
-	for k, t := range st.tables {
-		// Names never hold analyst text (aliases): a table that appears
-		// twice is told apart by its position in FROM.
-		q := t.Name
-		if nameCount[t.Name] > 1 {
-			q = t.Name + "#" + strconv.Itoa(k+1)
-		}
-		for _, c := range st.columnsOf(k) {
-			n := c
-			if count[c] > 1 {
-				n = q + "." + c
-			}
+	syn, names := dpplan.JoinedTable(st.tables, &st.plan)
+	for k, m := range names {
+		for c, n := range m {
 			st.names[[2]string{strconv.Itoa(k), c}] = n
-			col := t.Columns[c]
-			if col == nil {
-				col = &policy.Column{Name: c} // an undeclared unit column
-			}
-			cp := *col
-			syn.Columns[n] = &cp
-			syn.ColumnOrder = append(syn.ColumnOrder, n)
 		}
-		if !t.Public {
-			syn.MaxRowsPerUnit = max(syn.MaxRowsPerUnit, t.MaxRowsPerUnit)
-			syn.MaxGroupsPerUnit = max(syn.MaxGroupsPerUnit, t.MaxGroupsPerUnit)
-		}
-	}
-	if st.plan.Shape == JoinKey {
-		// An elastic join changes at most E joined rows, each adding one
-		// row's value to one group: the single-table bounds with E rows
-		// per unit (dpplan.MeasureBounds, dpplan.ExprBounds: LInf = E·M) and at most E
-		// groups. The emitted SQL (elasticSQL) does not use these as
-		// limits; it enforces C_T and m_T instead.
-		syn.MaxRowsPerUnit = st.plan.Changed
-		syn.MaxGroupsPerUnit = st.plan.Changed
-	}
-	syn.UnitColumn = st.names[[2]string{strconv.Itoa(st.primary), prim.UnitColumn}]
-	if _, declared := prim.Columns[prim.UnitColumn]; !declared {
-		// Keep the undeclared-unit convention of single tables: the unit
-		// column has no *policy.Column.
-		delete(syn.Columns, syn.UnitColumn)
-		syn.ColumnOrder = removeString(syn.ColumnOrder, syn.UnitColumn)
 	}
 	st.used[syn.UnitColumn] = true
 	b.table = syn
