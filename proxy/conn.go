@@ -15,6 +15,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/shadow"
+	"github.com/dpproxy/dpproxy/pipeline"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
@@ -78,7 +79,7 @@ type conn struct {
 	onNotice      func(*pgconn.Notice)
 	shadowWant    []shadow.Setting
 	classifyCache *classifyCache
-	dpTexts       *dpTextCache
+	dpTexts       pipeline.Texts
 
 	cancelMu   sync.Mutex
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil

@@ -75,17 +75,11 @@ func (c *conn) queryColumns(ctx context.Context, query string) ([]column, error)
 	}
 	switch route {
 	case pgsql.RouteDP:
-		if rs := c.publicDistinct(query); rs != nil {
-			return rs.cols, nil
-		}
-		plan, explain, err := c.planFor(query)
-		if ps, ok := asPost(err); ok {
-			return c.describePost(ctx, ps.q, ps.explain)
-		}
+		cols, err := c.describeDP(ctx, query)
 		if err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}
-		return resultColumns(plan, explain), nil
+		return cols, nil
 	case pgsql.RouteCatalog:
 		sd, err := c.describeShadow(ctx, query, nil)
 		if err != nil {

@@ -40,7 +40,10 @@
 //   - relay.go: byte-level forwarding: a catalog statement is written to
 //     the shadow's socket in one write and the shadow's reply is copied
 //     to the client (or kept for a portal) without decoding its rows.
-//   - dp.go: the DP route (rewrite, then release).
+//   - dp.go, post.go: the DP route: package pipeline prepares the
+//     statement (plan, request, time slot); the proxy adds the admission
+//     slot, the pacing of the answer, cancellation and, for
+//     post-processing statements, the shadow connection of the outer SQL.
 //   - encode.go: text and binary formats of int8, int4, numeric, text,
 //     date, bool and float8.
 //   - errors.go: the one place that turns errors into ErrorResponses.

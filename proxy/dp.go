@@ -10,73 +10,53 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/pipeline"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
 )
 
-// execDP answers a DP statement: rewrite (validate and plan), then release
-// (reserve, run the emitted SQL upstream, add noise, record). The analyst's
-// text goes to rewrite only; the upstream sees the plan's emitted SQL.
+// execDP answers a DP statement through the pipeline (package pipeline:
+// prepare, then release: reserve, run the emitted SQL upstream, add noise,
+// record). The analyst's text goes to the planner only; the upstream sees
+// the plan's emitted SQL.
 //
 // logText is the statement as the analyst wrote it (with $n placeholders),
 // for the fingerprint; text has parameters bound as literals.
 func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, error) {
-	if rs := c.publicDistinct(text); rs != nil {
-		c.log.Info("answered from the policy's public values", zap.String(logKeyFingerprint, fingerprint(logText)))
-		return rs, nil
-	}
-	plan, explain, err := c.planFor(text)
-	if ps, ok := err.(*postStatement); ok {
-		return c.execPost(ctx, ps.q, ps.explain, logText)
-	}
+	env, s := c.dpEnv(), c.dpSettings()
+	st, err := pipeline.Prepare(env, s, &c.dpTexts, text)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
-	if explain {
-		// EXPLAIN: the plan, sensitivities, noise scales and cost, computed
-		// from the policy and the session's settings; no data is read and
-		// no budget spent.
-		cols, rows, err := release.Explain(c.ds.Policy, plan, c.params(plan))
+	switch {
+	case st.Kind == pipeline.KindDistinct:
+		c.log.Info("answered from the policy's public values", zap.String(logKeyFingerprint, fingerprint(logText)))
+		return answerSet(pipeline.FromDistinct(st.Distinct))
+	case st.Kind == pipeline.KindPost:
+		return c.execPost(ctx, env, s, st, logText)
+	case st.Explain:
+		a, err := pipeline.Explain(env, s, st)
 		if err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}
-		slot, err := c.timeSlot(plan)
-		line := ""
-		switch {
-		case err != nil:
-			pe, _ := pgerr.As(err)
-			line = "  Time slot: refused before the charge: " + pe.Message
-		case slot > 0:
-			line = fmt.Sprintf("  Time slot: the answer is released %s after its release starts (response_time %s", slot, c.ds.ResponseTime)
-			if plan.Work.Rows > 0 {
-				line += fmt.Sprintf(", doubled until it covers %d rows at work_rate %g rows/s", plan.Work.Rows, c.ds.WorkRate)
-			}
-			line += ")"
-		default:
-			line = "  Time slot: none (response_time is 0: the time of the answer shows the work the data made upstream)"
-		}
-		rows = append(rows[:len(rows)-1:len(rows)-1], []*string{&line}, rows[len(rows)-1])
-		rs, err := dpResultSet(&release.Result{Columns: cols, Rows: rows})
-		if err != nil {
-			return nil, err
-		}
-		rs.tag = "EXPLAIN"
-		c.log.Info("dp plan explained", zap.String(logKeyFingerprint, fingerprint(logText)), zap.String(logKeyPlanHash, plan.Fingerprint))
-		return rs, nil
+		c.log.Info("dp plan explained", zap.String(logKeyFingerprint, fingerprint(logText)), zap.String(logKeyPlanHash, st.Plan.Fingerprint))
+		return answerSet(a)
 	}
-	req := c.dpRequest(plan)
+	plan := st.Plan
+	req := pipeline.Request(env, s, plan)
 	if err := c.srv.allowDP(c.analyst); err != nil {
 		c.log.Warn("dp query refused by the rate limit")
 		return nil, err
 	}
-	res, err := c.release(ctx, req)
+	res, err := c.release(ctx, env, req)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
-	if res == nil {
-		return nil, fmt.Errorf("releaser returned no result and no error")
+	a, err := pipeline.FromResult(res)
+	if err != nil {
+		return nil, err
 	}
 	if c.srv.cfg.Observer != nil {
 		c.lastDP = &DPEvent{Cached: res.Cached, CostEpsilon: res.Cost.Epsilon, CostDelta: res.Cost.Delta, ChargeFingerprint: res.Fingerprint}
@@ -99,7 +79,84 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 			zap.String(logKeyMechanism, req.Mechanism),
 			zap.Bool(logKeyCached, res.Cached))
 	}
-	return dpResultSet(res)
+	return answerSet(a)
+}
+
+// dpEnv is the pipeline's view of the session's dataset.
+func (c *conn) dpEnv() *pipeline.Env {
+	return &pipeline.Env{
+		Policy:           c.ds.Policy,
+		Upstream:         c.ds.Upstream,
+		ResponseTime:     c.ds.ResponseTime,
+		WorkRate:         c.ds.WorkRate,
+		StatementTimeout: c.srv.cfg.StatementTimeout,
+		Plan: func(ds *policy.Dataset, text string, opts rewrite.Options) (*rewrite.Plan, error) {
+			return c.srv.plans.plan(ds, text, opts, c.srv.rt.rewrite)
+		},
+		PublicDistinct: c.srv.rt.publicDistinct,
+	}
+}
+
+// dpSettings are the session's settings a DP statement depends on.
+func (c *conn) dpSettings() *pipeline.Settings {
+	return &pipeline.Settings{
+		Analyst:        c.analyst,
+		Epsilon:        c.epsilon(),
+		Delta:          c.delta(),
+		DeltaExplicit:  c.deltaExplicit,
+		Mechanism:      c.mechanism(),
+		QuantileMethod: c.quantileMethod(),
+		NoCache:        c.noCache(),
+		Options:        c.rewriteOptions(),
+	}
+}
+
+// describeDP returns the columns a DP statement will answer with, for
+// Describe (nothing is read or charged; a post-processing statement's
+// outer SQL is described by the shadow).
+func (c *conn) describeDP(ctx context.Context, text string) ([]column, error) {
+	env, s := c.dpEnv(), c.dpSettings()
+	st, err := pipeline.Prepare(env, s, &c.dpTexts, text)
+	if err != nil {
+		return nil, err
+	}
+	if st.Kind == pipeline.KindPost {
+		return c.describePost(ctx, st)
+	}
+	return columnsOf(st.Columns()), nil
+}
+
+// checkDP plans a DP statement and reports its refusal, if any, as
+// PostgreSQL's parse analysis would (nothing is read or charged).
+func (c *conn) checkDP(text string) error {
+	_, err := pipeline.Prepare(c.dpEnv(), c.dpSettings(), &c.dpTexts, text)
+	return err
+}
+
+// answerSet is a pipeline's answer as rows for the client.
+func answerSet(a *pipeline.Answer) (*resultSet, error) {
+	rs := &resultSet{cols: columnsOf(a.Columns), rows: a.Rows, tag: "SELECT " + strconv.Itoa(len(a.Rows))}
+	if a.Explain {
+		rs.tag = "EXPLAIN"
+	}
+	for _, n := range a.Notices {
+		rs.notices = append(rs.notices, notice(n))
+	}
+	return rs, nil
+}
+
+// notice is a NOTICE with PostgreSQL's successful-completion code.
+func notice(msg string) *pgproto3.NoticeResponse {
+	return &pgproto3.NoticeResponse{Severity: severityNotice, SeverityUnlocalized: severityNotice, Code: successfulCompletion, Message: msg}
+}
+
+// columnsOf types released columns for the wire.
+func columnsOf(cols []release.Column) []column {
+	out := make([]column, len(cols))
+	for i, col := range cols {
+		out[i] = column{name: col.Name, oid: oidOf(col.PGType)}
+	}
+	return out
 }
 
 // release runs the DP release of req under the session's own context, so
@@ -113,7 +170,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 // asking again returns it at no cost. The answer (or error) is padded to
 // the dataset's response_time under the session's context, so a cancel
 // during the padding also gets 57014.
-func (c *conn) release(ctx context.Context, req release.Request) (*release.Result, error) {
+func (c *conn) release(ctx context.Context, env *pipeline.Env, req release.Request) (*release.Result, error) {
 	c.waitPendingDP(ctx)
 	if ctx.Err() != nil {
 		return nil, statementError(ctx, ctx.Err())
@@ -125,7 +182,7 @@ func (c *conn) release(ctx context.Context, req release.Request) (*release.Resul
 	}
 	// The answer's time slot, fixed from the plan before anything waits
 	// or is charged (a plan that cannot fit is refused here).
-	slotLen, err := c.timeSlot(req.Plan)
+	slotLen, err := pipeline.TimeSlot(env, req.Plan)
 	if err != nil {
 		return nil, err
 	}
@@ -247,204 +304,6 @@ func (c *conn) waitPendingDP(ctx context.Context) {
 	}
 }
 
-// publicDistinct answers a SELECT DISTINCT of a column whose values the
-// policy declares public (rewrite.PublicDistinct) from the policy: no data
-// is read and no budget spent. It returns nil for any other statement.
-func (c *conn) publicDistinct(text string) *resultSet {
-	if c.srv.rt.publicDistinct == nil {
-		return nil
-	}
-	d, _ := c.dpTexts.get(c.ds.Policy, text)
-	if d.notDistinct {
-		return nil
-	}
-	dv := c.srv.rt.publicDistinct(c.ds.Policy, text)
-	if dv == nil {
-		d.notDistinct = true
-		c.dpTexts = c.dpTexts.put(c.ds.Policy, text, d)
-		return nil
-	}
-	names := dv.Names
-	if len(names) == 0 {
-		names = []string{dv.Name}
-	}
-	rs := &resultSet{
-		rows: make([][]*string, len(dv.Values)),
-		tag:  "SELECT " + strconv.Itoa(len(dv.Values)),
-		notices: []*pgproto3.NoticeResponse{{
-			Severity: severityNotice, SeverityUnlocalized: severityNotice, Code: successfulCompletion,
-			Message: fmt.Sprintf("dp: the public values of %s.%s declared in the policy; no budget spent", dv.Table, dv.Column),
-		}},
-	}
-	for _, n := range names {
-		rs.cols = append(rs.cols, column{name: n, oid: oidOf(dv.PGType)})
-	}
-	for i := range dv.Values {
-		rs.rows[i] = make([]*string, len(names))
-		for j := range names {
-			rs.rows[i][j] = &dv.Values[i]
-		}
-	}
-	return rs
-}
-
-// dpResultSet turns a released answer into rows for the client.
-func dpResultSet(res *release.Result) (*resultSet, error) {
-	rs := &resultSet{
-		cols: make([]column, len(res.Columns)),
-		rows: res.Rows,
-		tag:  "SELECT " + strconv.Itoa(len(res.Rows)),
-	}
-	for i, col := range res.Columns {
-		rs.cols[i] = column{name: col.Name, oid: oidOf(col.PGType)}
-	}
-	for _, row := range res.Rows {
-		if len(row) != len(rs.cols) {
-			return nil, fmt.Errorf("released row has %d values for %d columns", len(row), len(rs.cols))
-		}
-	}
-	if res.Notice != "" {
-		rs.notices = []*pgproto3.NoticeResponse{{
-			Severity: severityNotice, SeverityUnlocalized: severityNotice,
-			Code: successfulCompletion, Message: res.Notice,
-		}}
-	}
-	return rs, nil
-}
-
-// planFor validates and plans a DP statement. For EXPLAIN <query> it plans
-// the query and reports explain = true.
-//
-// A post-processing statement (rewrite.Post) that flattens into one DP
-// aggregate is planned as that aggregate; one with DP leaves and outer SQL
-// has every leaf planned and is returned as a *postStatement error, which
-// callers answer with execPost or describePost.
-func (c *conn) planFor(text string) (plan *rewrite.Plan, explain bool, err error) {
-	key := text
-	d, known := c.dpTexts.get(c.ds.Policy, key)
-	if known && d.planText != "" {
-		text, explain = d.planText, d.explain
-	} else {
-		if q, ex, err := c.postQuery(text); err != nil {
-			return nil, false, err
-		} else if q != nil {
-			if q.Flat == "" {
-				if _, err := c.planPost(q); err != nil {
-					return nil, false, err
-				}
-				return nil, ex, &postStatement{q: q, explain: ex}
-			}
-			text = flatText(q, ex)
-		}
-		inner, ex, err := rewrite.ExplainTarget(text)
-		if err != nil {
-			return nil, false, err
-		}
-		if explain = ex; explain {
-			text = inner
-		}
-		d.planText, d.explain = text, explain
-		c.dpTexts = c.dpTexts.put(c.ds.Policy, key, d)
-	}
-	// Session options (dp.output_range, dp.contribution, the TimeZone, …)
-	// are part of the plan cache's key.
-	plan, err = c.srv.plans.plan(c.ds.Policy, text, c.rewriteOptions(), c.srv.rt.rewrite)
-	return plan, explain, err
-}
-
-// dpTextCache remembers, per session, what planFor and publicDistinct
-// derive from a DP statement's text alone (rewrite.HasPostSyntax, Post,
-// ExplainTarget, PublicDistinct are pure functions of the policy and the
-// text), so a repeated statement (a dashboard's, a cached answer) goes
-// straight to the plan cache. Nothing derived from session settings or
-// data is kept. Not safe for concurrent use.
-type dpTextCache struct {
-	policy *policy.Dataset
-	m      map[string]dpText
-	bytes  int // of the texts held
-}
-
-// dpText is what is known of one statement text.
-type dpText struct {
-	// planText is the text planned for it (a flattened post-processing
-	// statement's, EXPLAIN looked through; "" not known yet), explain
-	// whether it was an EXPLAIN.
-	planText string
-	explain  bool
-	// notDistinct: rewrite.PublicDistinct does not answer it.
-	notDistinct bool
-}
-
-func (tc *dpTextCache) get(ds *policy.Dataset, text string) (dpText, bool) {
-	if tc == nil || tc.policy != ds {
-		return dpText{}, false
-	}
-	d, ok := tc.m[text]
-	return d, ok
-}
-
-// put records d for text and returns the cache to keep (a new one when
-// the policy changed or the cache was full).
-func (tc *dpTextCache) put(ds *policy.Dataset, text string, d dpText) *dpTextCache {
-	if len(text) > maxCachedText {
-		return tc
-	}
-	size := len(text) + len(d.planText)
-	if old, ok := tc.get(ds, text); ok {
-		size = len(d.planText) - len(old.planText) // replaced
-	}
-	if tc == nil || tc.policy != ds || len(tc.m) >= classifyCacheSize || tc.bytes+size > classifyCacheBytes {
-		tc = &dpTextCache{policy: ds, m: make(map[string]dpText)}
-		size = len(text) + len(d.planText)
-	}
-	tc.m[text] = d
-	tc.bytes += size
-	return tc
-}
-
-// params are the privacy parameters of a DP query under the session's
-// settings (release.QueryDelta picks δ when the session set none).
-func (c *conn) params(plan *rewrite.Plan) release.Params {
-	p := release.Params{Epsilon: c.epsilon(), Delta: c.delta(), Mechanism: c.mechanism(), QuantileMethod: c.quantileMethod()}
-	p.Delta = release.QueryDelta(c.ds.Policy, c.analyst, plan, p, c.deltaExplicit)
-	return p
-}
-
-// dpRequest is the release of plan for the session's analyst, settings
-// and dataset.
-func (c *conn) dpRequest(plan *rewrite.Plan) release.Request {
-	p := c.params(plan)
-	return release.Request{
-		Analyst:        c.analyst,
-		Dataset:        c.ds.Policy,
-		Plan:           plan,
-		Epsilon:        p.Epsilon,
-		Delta:          p.Delta,
-		Mechanism:      p.Mechanism,
-		QuantileMethod: p.QuantileMethod,
-		Upstream:       c.ds.Upstream,
-		NoCache:        c.noCache(),
-	}
-}
-
-// resultColumns returns the columns a DP statement will answer with, for
-// Describe in the extended protocol (no data is read, no budget spent).
-func resultColumns(plan *rewrite.Plan, explain bool) []column {
-	if explain {
-		return []column{{name: release.ExplainColumn.Name, oid: oidOf(release.ExplainColumn.PGType)}}
-	}
-	return planColumns(plan)
-}
-
-// planColumns returns the result columns a plan will produce.
-func planColumns(plan *rewrite.Plan) []column {
-	cols := make([]column, len(plan.Outputs))
-	for i, o := range plan.Outputs {
-		cols[i] = column{name: o.Name, oid: oidOf(o.PGType)}
-	}
-	return cols
-}
-
 // dpError keeps the DP path's error channel clean: client-facing
 // *pgerr.Errors pass, cancellation becomes 57014, and anything else (which
 // might carry the text of an upstream error) becomes XX000 with no detail.
@@ -463,36 +322,4 @@ func dpError(ctx context.Context, err error, log *zap.Logger) error {
 	}
 	log.Error("dp path failed", zap.String("error_type", fmt.Sprintf("%T", err)), zap.String(logKeySQLState, code))
 	return pgerr.New(pgerr.InternalError, internalErrorMessage).Wrap(err)
-}
-
-// timeSlot is how long the release of plan takes, fixed before its charge
-// from public quantities only (issue 27, SECURITY.md "Time"): the dataset's
-// response_time, or the first doubling of it that covers the plan's work
-// bound (rewrite's dpplan.Work: the rows its upstream queries may process,
-// from the policy's max_rows) at the dataset's work_rate. The answer, or
-// the error after its charge, is released at the end of the slot
-// (padResponse; a slot overrun under load goes to the next doubling). 0:
-// no padding (response_time 0). Whatever the padding, a plan whose work
-// bound needs longer than the upstream statement_timeout at work_rate is
-// refused here, uncharged: it could time out however its data is made.
-func (c *conn) timeSlot(plan *rewrite.Plan) (time.Duration, error) {
-	if plan == nil {
-		return 0, nil
-	}
-	w := plan.Work
-	var need time.Duration
-	if w.Rows > 0 && c.ds.WorkRate > 0 {
-		need = time.Duration(float64(w.Rows) / c.ds.WorkRate * float64(time.Second))
-		if st := c.srv.cfg.StatementTimeout; st > 0 && need > st {
-			return 0, pgerr.New(pgerr.ProgramLimitExceeded, "this query may process up to %d rows upstream, %s of work at %g rows/s, over the statement_timeout of %s", w.Rows, need.Round(time.Millisecond), c.ds.WorkRate, st).
-				WithDetail("The bound comes from the policy's max_rows, the query's joins and its automatic bounds, not from the data. The query was not run and nothing was charged.").
-				WithHint("join fewer tables, or use fixed bounds (SET dp.contribution = fixed; SET dp.clipping = off); the data steward sets max_rows, work_rate and statement_timeout")
-		}
-	}
-	d := c.ds.ResponseTime
-	if d <= 0 {
-		return 0, nil
-	}
-	var zero time.Time
-	return release.PadUntil(zero, d, zero.Add(need)).Sub(zero), nil
 }

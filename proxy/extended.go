@@ -201,8 +201,8 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		// COPY's output messages are sent in the simple protocol only
 		// (refused here, before the query could run and be charged). A
 		// DP query the proxy would refuse anyway is refused as itself.
-		if r, err := c.srv.rt.classify(c.ds.Policy, st.sess.Copy.Query); err == nil && r == pgsql.RouteDP && c.publicDistinct(st.sess.Copy.Query) == nil {
-			if _, _, err := c.planFor(st.sess.Copy.Query); err != nil && !isPost(err) {
+		if r, err := c.srv.rt.classify(c.ds.Policy, st.sess.Copy.Query); err == nil && r == pgsql.RouteDP {
+			if err := c.checkDP(st.sess.Copy.Query); err != nil {
 				return dpError(context.Background(), err, c.log)
 			}
 		}
@@ -213,10 +213,10 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		return pgerr.New(pgerr.SyntaxError, "parameters ($n) are not allowed in %s", strings.Fields(text)[0]).
 			WithHint("write the value into the statement")
 	}
-	if st.route == pgsql.RouteDP && n == 0 && c.publicDistinct(text) == nil {
+	if st.route == pgsql.RouteDP && n == 0 {
 		// Like PostgreSQL's parse analysis: a statement that cannot be
 		// answered fails at Parse (nothing is read, nothing spent).
-		if _, _, err := c.planFor(text); err != nil && !isPost(err) {
+		if err := c.checkDP(text); err != nil {
 			c.logStatement(st, err)
 			err = dpError(context.Background(), err, c.log)
 			c.observe(st, err, 0)
@@ -385,10 +385,6 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 		}
 		d.paramOIDs, d.fields = sd.ParamOIDs, sd.Fields
 	case pgsql.RouteDP:
-		if rs := c.publicDistinct(ps.text); rs != nil && ps.nParams == 0 {
-			d.cols = rs.cols
-			break
-		}
 		var shadowFields []pgconn.FieldDescription
 		if ps.nParams > 0 {
 			// The shadow has the same schema: let PostgreSQL infer the
@@ -412,16 +408,10 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 		if err != nil {
 			return nil, err
 		}
-		plan, explain, err := c.planFor(text)
-		if ps, ok := asPost(err); ok {
-			if d.cols, err = c.describePost(sctx, ps.q, ps.explain); err != nil {
-				return nil, dpError(sctx, err, c.log)
-			}
-			break
-		}
+		cols, err := c.describeDP(sctx, text)
 		switch {
 		case err == nil:
-			d.cols = resultColumns(plan, explain)
+			d.cols = cols
 		case shadowFields != nil:
 			// The plan depends on the values; describe by the shadow's
 			// column types, mapped to the types DP answers use.
@@ -448,18 +438,11 @@ func (c *conn) describePortal(ctx context.Context, p *portal) (*statementDesc, e
 	if err != nil {
 		return nil, err
 	}
-	plan, explain, err := c.planFor(text)
-	if ps, ok := asPost(err); ok {
-		cols, err := c.describePost(ctx, ps.q, ps.explain)
-		if err != nil {
-			return nil, dpError(ctx, err, c.log)
-		}
-		return &statementDesc{cols: cols}, nil
-	}
+	cols, err := c.describeDP(ctx, text)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
-	return &statementDesc{cols: resultColumns(plan, explain)}, nil
+	return &statementDesc{cols: cols}, nil
 }
 
 // boundText returns a DP statement's text with its parameters as literals.

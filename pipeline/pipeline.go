@@ -1,0 +1,263 @@
+package pipeline
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/release"
+	"github.com/dpproxy/dpproxy/rewrite"
+)
+
+// Env is what the pipeline needs of a dataset and the proxy's
+// configuration. Read only; shared by the sessions of the dataset.
+type Env struct {
+	Policy   *policy.Dataset
+	Upstream release.Upstream
+	// ResponseTime and WorkRate make an answer's time slot (TimeSlot);
+	// StatementTimeout refuses a plan whose work bound cannot fit it.
+	ResponseTime     time.Duration
+	WorkRate         float64
+	StatementTimeout time.Duration
+	// Plan plans a DP statement (rewrite.RewriteWith, or a cache of it).
+	Plan func(ds *policy.Dataset, text string, opts rewrite.Options) (*dpplan.Plan, error)
+	// PublicDistinct recognises a SELECT DISTINCT of a column with
+	// public values (rewrite.PublicDistinct); nil: none is.
+	PublicDistinct func(ds *policy.Dataset, text string) *rewrite.DistinctValues
+}
+
+// Settings are the session's settings a DP statement depends on.
+type Settings struct {
+	Analyst        string
+	Epsilon, Delta float64
+	// DeltaExplicit: the session set dp.delta (even to 0); otherwise a
+	// smooth or ptr quantile query gets a default δ (release.QueryDelta).
+	DeltaExplicit  bool
+	Mechanism      string
+	QuantileMethod string
+	NoCache        bool
+	// Options are the settings that change a plan (they are part of the
+	// plan cache's key).
+	Options rewrite.Options
+}
+
+// Kind is what a prepared statement is.
+type Kind int
+
+const (
+	// KindDistinct is a filter drop-down answered from the policy's public
+	// values: no data is read and no budget spent.
+	KindDistinct Kind = iota + 1
+	// KindRelease is a DP aggregate (Explain: its EXPLAIN).
+	KindRelease
+	// KindPost is a post-processing statement: DP leaves and outer SQL
+	// over their released rows (Explain: its EXPLAIN).
+	KindPost
+)
+
+// Statement is a prepared DP statement. Nothing has been read or charged.
+type Statement struct {
+	Kind    Kind
+	Text    string
+	Explain bool
+	// Distinct: the public values (KindDistinct).
+	Distinct *rewrite.DistinctValues
+	// Plan: the plan (KindRelease).
+	Plan *dpplan.Plan
+	// Post and Leaves: the split statement and each leaf, prepared as a
+	// KindDistinct or KindRelease statement (KindPost).
+	Post   *rewrite.PostQuery
+	Leaves []*Statement
+}
+
+// Prepare recognises and plans a DP statement (see the package comment).
+// texts, when not nil, is the session's cache of what is derived from a
+// text alone. For a post-processing statement every leaf is planned, and
+// a refusal of any leaf refuses the statement (its error names the leaf).
+func Prepare(env *Env, s *Settings, texts *Texts, text string) (*Statement, error) {
+	if dv := publicDistinct(env, texts, text); dv != nil {
+		return &Statement{Kind: KindDistinct, Text: text, Distinct: dv}, nil
+	}
+	key := text
+	d, known := texts.get(env.Policy, key)
+	explain := false
+	if known && d.planText != "" {
+		text, explain = d.planText, d.explain
+	} else {
+		if q, ex, err := postQuery(env, text); err != nil {
+			return nil, err
+		} else if q != nil {
+			if q.Flat == "" {
+				return preparePost(env, s, texts, q, ex)
+			}
+			text = q.Flat
+			if ex {
+				text = "EXPLAIN " + text
+			}
+		}
+		inner, ex, err := rewrite.ExplainTarget(text)
+		if err != nil {
+			return nil, err
+		}
+		if explain = ex; explain {
+			text = inner
+		}
+		d.planText, d.explain = text, explain
+		texts.put(env.Policy, key, d)
+	}
+	plan, err := env.Plan(env.Policy, text, s.Options)
+	if err != nil {
+		return nil, err
+	}
+	return &Statement{Kind: KindRelease, Text: key, Explain: explain, Plan: plan}, nil
+}
+
+// publicDistinct returns the public values that answer text, or nil.
+func publicDistinct(env *Env, texts *Texts, text string) *rewrite.DistinctValues {
+	if env.PublicDistinct == nil {
+		return nil
+	}
+	d, _ := texts.get(env.Policy, text)
+	if d.notDistinct {
+		return nil
+	}
+	dv := env.PublicDistinct(env.Policy, text)
+	if dv == nil {
+		d.notDistinct = true
+		texts.put(env.Policy, text, d)
+	}
+	return dv
+}
+
+// postQuery returns the post-processing split of a DP statement, or nil
+// when it is no post-processing statement. EXPLAIN is looked through.
+func postQuery(env *Env, text string) (q *rewrite.PostQuery, explain bool, err error) {
+	if !rewrite.HasPostSyntax(text) {
+		return nil, false, nil
+	}
+	inner, explain, err := rewrite.ExplainTarget(text)
+	if err != nil {
+		return nil, false, err
+	}
+	if explain {
+		text = inner
+	}
+	q, err = rewrite.Post(env.Policy, text)
+	return q, explain, err
+}
+
+// preparePost plans every leaf of a post-processing statement.
+func preparePost(env *Env, s *Settings, texts *Texts, q *rewrite.PostQuery, explain bool) (*Statement, error) {
+	st := &Statement{Kind: KindPost, Explain: explain, Post: q, Leaves: make([]*Statement, len(q.Leaves))}
+	for i, text := range q.Leaves {
+		if dv := publicDistinct(env, texts, text); dv != nil {
+			st.Leaves[i] = &Statement{Kind: KindDistinct, Text: text, Distinct: dv}
+			continue
+		}
+		plan, err := env.Plan(env.Policy, text, s.Options)
+		if err != nil {
+			if pe, ok := pgerr.As(err); ok {
+				// The position is relative to the leaf: name the leaf
+				// instead.
+				cp := *pe
+				cp.Position = 0
+				if cp.Detail == "" {
+					cp.Detail = fmt.Sprintf("in DP aggregate %d of the statement: %s", i+1, Truncate(text, 200))
+				}
+				return nil, &cp
+			}
+			return nil, err
+		}
+		st.Leaves[i] = &Statement{Kind: KindRelease, Text: text, Plan: plan}
+	}
+	return st, nil
+}
+
+// Params are the privacy parameters of plan under the session's settings
+// (release.QueryDelta picks δ when the session set none).
+func Params(env *Env, s *Settings, plan *dpplan.Plan) release.Params {
+	p := release.Params{Epsilon: s.Epsilon, Delta: s.Delta, Mechanism: s.Mechanism, QuantileMethod: s.QuantileMethod}
+	p.Delta = release.QueryDelta(env.Policy, s.Analyst, plan, p, s.DeltaExplicit)
+	return p
+}
+
+// Request is the release of plan for the session's analyst and settings.
+func Request(env *Env, s *Settings, plan *dpplan.Plan) release.Request {
+	p := Params(env, s, plan)
+	return release.Request{
+		Analyst:        s.Analyst,
+		Dataset:        env.Policy,
+		Plan:           plan,
+		Epsilon:        p.Epsilon,
+		Delta:          p.Delta,
+		Mechanism:      p.Mechanism,
+		QuantileMethod: p.QuantileMethod,
+		Upstream:       env.Upstream,
+		NoCache:        s.NoCache,
+	}
+}
+
+// TimeSlot is how long the release of plan takes, fixed before its charge
+// from public quantities only (issue 27, SECURITY.md "Time"): the dataset's
+// response_time, or the first doubling of it that covers the plan's work
+// bound (dpplan.Work: the rows its upstream queries may process, from the
+// policy's max_rows) at the dataset's work_rate. The answer, or the error
+// after its charge, is released at the end of the slot (the proxy pads to
+// it; a slot overrun under load goes to the next doubling). 0: no padding
+// (response_time 0). Whatever the padding, a plan whose work bound needs
+// longer than the upstream statement_timeout at work_rate is refused here,
+// uncharged: it could time out however its data is made.
+func TimeSlot(env *Env, plan *dpplan.Plan) (time.Duration, error) {
+	if plan == nil {
+		return 0, nil
+	}
+	w := plan.Work
+	var need time.Duration
+	if w.Rows > 0 && env.WorkRate > 0 {
+		need = time.Duration(float64(w.Rows) / env.WorkRate * float64(time.Second))
+		if st := env.StatementTimeout; st > 0 && need > st {
+			return 0, pgerr.New(pgerr.ProgramLimitExceeded, "this query may process up to %d rows upstream, %s of work at %g rows/s, over the statement_timeout of %s", w.Rows, need.Round(time.Millisecond), env.WorkRate, st).
+				WithDetail("The bound comes from the policy's max_rows, the query's joins and its automatic bounds, not from the data. The query was not run and nothing was charged.").
+				WithHint("join fewer tables, or use fixed bounds (SET dp.contribution = fixed; SET dp.clipping = off); the data steward sets max_rows, work_rate and statement_timeout")
+		}
+	}
+	d := env.ResponseTime
+	if d <= 0 {
+		return 0, nil
+	}
+	var zero time.Time
+	return release.PadUntil(zero, d, zero.Add(need)).Sub(zero), nil
+}
+
+// Columns returns the result columns of a KindDistinct or KindRelease
+// statement, for Describe (no data is read, no budget spent). A
+// KindPost statement's columns are the outer SQL's (OuterSQL).
+func (st *Statement) Columns() []release.Column {
+	switch {
+	case st.Explain:
+		return []release.Column{release.ExplainColumn}
+	case st.Kind == KindDistinct:
+		return distinctColumns(st.Distinct)
+	case st.Kind == KindRelease:
+		cols := make([]release.Column, len(st.Plan.Outputs))
+		for i, o := range st.Plan.Outputs {
+			cols[i] = release.Column{Name: o.Name, PGType: o.PGType}
+		}
+		return cols
+	}
+	return nil
+}
+
+// Truncate shortens s to at most n bytes (on a rune boundary), marking the
+// cut with an ellipsis.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
