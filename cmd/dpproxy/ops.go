@@ -129,8 +129,12 @@ func startAdmin(ctx context.Context, cfg *config.Config, o *ops, led *ledger.Led
 	for n, u := range ups {
 		upstreams[n] = u
 	}
+	analysts := map[string][]string{}
+	for n, an := range cfg.Analysts {
+		analysts[n] = an.Datasets
+	}
 	srv, err := admin.New(admin.Config{User: a.User, Password: a.Password, TLS: tlsCfg, Ledger: led, Policies: policies,
-		Upstreams: upstreams, Metrics: o.metrics, Logger: log})
+		Upstreams: upstreams, Metrics: o.metrics, Analysts: analysts, Logger: log})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -91,6 +92,37 @@ func TestMetrics_StatementAllocatesNothing(t *testing.T) {
 	}
 }
 
+// TestMetrics_ChargedSumsAsWritten: 1124 charges of ε 0.1 show as 112.4,
+// not as their float64 sum 112.39999999999…
+func TestMetrics_ChargedSumsAsWritten(t *testing.T) {
+	m := NewMetrics([]string{"hospital"})
+	sum := 0.0
+	for range 1124 {
+		m.Statement("dp", "", "hospital", time.Millisecond, &DPAnswer{CostEpsilon: 0.1, CostDelta: 1e-7})
+		sum += 0.1
+	}
+	if sum == 112.4 {
+		t.Fatal("the float64 sum is exact: the test shows nothing")
+	}
+	var b strings.Builder
+	mfs, err := m.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			if c := mt.GetCounter(); c != nil {
+				fmt.Fprintf(&b, "%s %v\n", mf.GetName(), c.GetValue())
+			}
+		}
+	}
+	for _, want := range []string{"dpproxy_dp_charged_epsilon_total 112.4\n", "dpproxy_dp_charged_delta_total 0.0001124\n"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("metrics lack %q:\n%s", want, b.String())
+		}
+	}
+}
+
 func BenchmarkMetrics_Statement(b *testing.B) {
 	m := NewMetrics([]string{"hospital"})
 	b.ReportAllocs()
@@ -103,6 +135,7 @@ func BenchmarkMetrics_Statement(b *testing.B) {
 // itself is tested against PostgreSQL in ledger and integration).
 type fakeLedger struct {
 	budgets []ledger.BudgetInfo
+	history []ledger.ChargePoint
 	down    bool
 }
 
@@ -116,7 +149,7 @@ func (f *fakeLedger) Incidents(context.Context, string, string, int) ([]ledger.I
 	return nil, nil
 }
 func (f *fakeLedger) History(context.Context, time.Time, int) ([]ledger.ChargePoint, error) {
-	return nil, nil
+	return f.history, nil
 }
 func (f *fakeLedger) Ping(context.Context) error {
 	if f.down {
@@ -186,10 +219,21 @@ func TestDashboard_Chromium(t *testing.T) {
 			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: 3, Delta: 1e-6},
 				Renews: time.Date(2031, 2, 1, 9, 0, 0, 0, time.UTC), Lifetime: &accountant.Lifetime{Spent: accountant.Spent{Epsilon: 4.3}, Limit: accountant.Spent{Epsilon: 9}}}},
 		{Dataset: "hospital", Analyst: "team:cardio",
-			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: 2}}}}}
+			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 1.3}, Limit: accountant.Spent{Epsilon: 2}}},
+		// alice has a grant of 2 on top of the policy's 3.
+		{Dataset: "hospital", Analyst: "alice", Granted: accountant.Spent{Epsilon: 2},
+			Status: accountant.Status{Accountant: "pure", Spent: accountant.Spent{Epsilon: 0.4}, Limit: accountant.Spent{Epsilon: 5, Delta: 1e-6}}}}}
+	// One morning's charges: the chart starts shortly before them, not
+	// 30 days back (where they were one vertical line at the edge).
+	now := time.Now()
+	for i, a := range []string{"alice", "bob", "alice"} {
+		fl.history = append(fl.history, ledger.ChargePoint{At: now.Add(-time.Duration(5-i) * time.Hour), Dataset: "hospital", Analyst: a, Cost: accountant.Spent{Epsilon: 0.2}})
+	}
 	m := NewMetrics([]string{"hospital"})
 	m.RecordDP(RecentStatement{At: time.Now(), Analyst: "bob", Dataset: "hospital", Fingerprint: "abcdef0123456789", CostEpsilon: 0.5})
+	m.RecordDP(RecentStatement{At: time.Now(), Analyst: "alice", Dataset: "hospital", Fingerprint: "fedcba9876543210", SQLState: "53400"})
 	s, err := New(Config{User: "steward", Password: "plain:pw", Ledger: fl, Metrics: m,
+		Analysts: map[string][]string{"alice": nil, "bob": nil, "carol": nil, "dave": {"other"}}, Now: func() time.Time { return now },
 		Policies: map[string]*policy.Dataset{"hospital": {Name: "hospital", Budget: policy.Budget{Epsilon: 3, Accountant: "pure", Window: 30 * 24 * time.Hour}}}})
 	if err != nil {
 		t.Fatal(err)
@@ -199,9 +243,22 @@ func TestDashboard_Chromium(t *testing.T) {
 	url := strings.Replace(ts.URL, "http://", "http://steward:pw@", 1) + "/"
 	dom, shot := pgtest.ChromiumPage(t, url, 1000, 900)
 	for _, want := range []string{"Dataset hospital", `data-analyst="bob"`, ">1.3<", "suspended", "abcdef0123456789", "ε 0.5, δ 0",
-		"budget window 30d", "2031-02-01 09:00Z", "4.3 of 9", `data-analyst="team:cardio"`} {
+		"budget window 30d", "2031-02-01 09:00Z", "4.3 of 9", `data-analyst="team:cardio"`,
+		// carol may query and has no charge yet; the δ limit column.
+		`data-analyst="carol"`, "(no charge yet)", "<th>δ limit</th>", ">1e-06<",
+		// One limit line per distinct limit: bob's 3, alice's 5 with her
+		// grant, the team's 2.
+		"limit 3 (bob, carol)", "limit 5 (alice)", "limit 2 (team:cardio)",
+		// The refusal's reason in words.
+		"refused: budget exhausted", "answered",
+		"ε charged since " + now.Add(-6*time.Hour).UTC().Format("2006-01-02 15:04 UTC")} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("DOM lacks %q", want)
+		}
+	}
+	for _, bad := range []string{`data-analyst="dave"`, "per-analyst limit"} {
+		if strings.Contains(dom, bad) {
+			t.Errorf("DOM has %q", bad)
 		}
 	}
 	if n := pgtest.Colours(t, shot, 1000, 900); n < 8 {

@@ -6,6 +6,7 @@ import (
 	"html/template"
 	"math"
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -35,15 +36,20 @@ const (
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2"}
 
 type budgetRowView struct {
-	Analyst                    string
-	Spent, Limit, Remaining    string
-	DeltaSpent, DeltaRemaining string
-	Renews, Lifetime           string
-	Charges, Reserved          int64
-	Incidents                  int
-	Suspended                  bool
-	UsedPct                    float64
-	Color                      string
+	Analyst                 string
+	Spent, Limit, Remaining string
+	DeltaSpent, DeltaLimit  string
+	DeltaRemaining          string
+	Renews, Lifetime        string
+	Charges, Reserved       int64
+	Incidents               int
+	Suspended               bool
+	UsedPct                 float64
+	Color                   string
+	// NoCharge: the analyst may query the dataset and has no charge yet
+	// (no ledger row): the figures are the policy's.
+	NoCharge bool
+	limit    float64
 }
 
 type seriesView struct {
@@ -67,15 +73,25 @@ type datasetView struct {
 	Series     []seriesView
 	YTicks     []tickView
 	XTicks     []tickView
-	LimitY     float64
-	HasLimit   bool
-	LimitLabel string
+	Limits     []limitView
+	Since      string
 	Empty      bool
+}
+
+// limitView is a dashed line at an ε limit of the chart: one per distinct
+// per-analyst limit (grants raise an analyst's own).
+type limitView struct {
+	Y     float64
+	Label string
+	Color string
 }
 
 type recentView struct {
 	At, Analyst, Dataset, Fingerprint, SQLState, Cost string
-	Cached, Failed                                    bool
+	// Outcome says what happened in words: answered, cached, refused
+	// with its reason (the metrics' reason label), or failed.
+	Outcome        string
+	Cached, Failed bool
 }
 
 type incidentView struct {
@@ -134,6 +150,7 @@ func (s *Server) dashboard(w http.ResponseWriter, r *http.Request) {
 		if v.SQLState == "" {
 			v.SQLState = "00000"
 		}
+		v.Outcome = outcome(rs)
 		switch {
 		case rs.Cached:
 			v.Cost = "cached (0)"
@@ -189,8 +206,8 @@ func (s *Server) datasetViews(budgets []ledger.BudgetInfo, history []ledger.Char
 		}
 		rem := b.Status.Remaining()
 		row := budgetRowView{Analyst: analystLabel(b.Analyst), Spent: fig(b.Status.Spent.Epsilon), Limit: fig(b.Status.Limit.Epsilon),
-			Remaining: fig(rem.Epsilon), DeltaSpent: fig(b.Status.Spent.Delta), DeltaRemaining: fig(rem.Delta),
-			Charges: b.Charges, Reserved: b.Reserved, Incidents: b.Incidents, Suspended: b.Suspended}
+			Remaining: fig(rem.Epsilon), DeltaSpent: fig(b.Status.Spent.Delta), DeltaLimit: fig(b.Status.Limit.Delta), DeltaRemaining: fig(rem.Delta),
+			Charges: b.Charges, Reserved: b.Reserved, Incidents: b.Incidents, Suspended: b.Suspended, limit: b.Status.Limit.Epsilon}
 		if !b.Status.Renews.IsZero() {
 			row.Renews = b.Status.Renews.UTC().Format("2006-01-02 15:04Z")
 		}
@@ -207,6 +224,36 @@ func (s *Server) datasetViews(budgets []ledger.BudgetInfo, history []ledger.Char
 		}
 		v.Rows = append(v.Rows, row)
 	}
+	// Analysts who may query a dataset and have no charge yet have no
+	// ledger row: list them with the policy's figures.
+	seen := map[[2]string]bool{}
+	for _, b := range budgets {
+		seen[[2]string{b.Dataset, b.Analyst}] = true
+	}
+	var analysts []string
+	for a := range s.cfg.Analysts {
+		analysts = append(analysts, a)
+	}
+	sort.Strings(analysts)
+	for _, a := range analysts {
+		for _, n := range names {
+			p := s.cfg.Policies[n]
+			if p == nil || seen[[2]string{n, a}] || !allowed(s.cfg.Analysts[a], n) {
+				continue
+			}
+			v := byDS[n]
+			bud := p.AnalystBudget(a)
+			lim, dlim := bud.Epsilon, bud.Delta
+			if lim <= 0 {
+				lim = math.Inf(1)
+			}
+			row := budgetRowView{Analyst: a, Spent: "0", Limit: fig(lim), Remaining: fig(lim), DeltaSpent: "0",
+				DeltaLimit: fig(dlim), DeltaRemaining: fig(dlim), NoCharge: true, limit: lim}
+			colors[[2]string{n, a}] = palette[len(v.Rows)%len(palette)]
+			row.Color = colors[[2]string{n, a}]
+			v.Rows = append(v.Rows, row)
+		}
+	}
 	sort.Strings(names)
 	out := make([]datasetView, 0, len(names))
 	for _, n := range names {
@@ -217,8 +264,31 @@ func (s *Server) datasetViews(budgets []ledger.BudgetInfo, history []ledger.Char
 	return out
 }
 
+// allowed reports whether an analyst whose datasets are ds (empty: all)
+// may query dataset n.
+func allowed(ds []string, n string) bool {
+	return len(ds) == 0 || slices.Contains(ds, n)
+}
+
+// outcome says what happened to a DP statement, in words.
+func outcome(rs RecentStatement) string {
+	switch {
+	case rs.Cached:
+		return "answered from the cache"
+	case rs.SQLState == "":
+		return "answered"
+	case refusalReason(rs.SQLState) != "":
+		return "refused: " + strings.ReplaceAll(refusalReason(rs.SQLState), "_", " ")
+	case rs.CostEpsilon > 0:
+		return "failed after its charge"
+	}
+	return "failed"
+}
+
 // chart lays out the cumulative ε charged per analyst of v's dataset as
-// step lines from since to now.
+// step lines from the chart's start to now: chartDays ago, or a little
+// before the first charge when they all fall in a shorter span (a day's
+// charges drawn over 30 days were one vertical line at the right edge).
 func (s *Server) chart(v *datasetView, history []ledger.ChargePoint, colors map[[2]string]string, since, now time.Time) {
 	type pt struct {
 		t time.Time
@@ -242,12 +312,36 @@ func (s *Server) chart(v *datasetView, history []ledger.ChargePoint, colors map[
 		per[c.Analyst] = append(ps, pt{c.At, total})
 		maxE = math.Max(maxE, total)
 	}
-	if p := s.cfg.Policies[v.Name]; p != nil && p.Budget.Epsilon > 0 {
-		v.HasLimit = true
-		v.LimitLabel = "per-analyst limit " + fig(p.Budget.Epsilon)
-		maxE = math.Max(maxE, p.Budget.Epsilon)
+	// The limit lines: every finite limit of an analyst row (the
+	// policy's, with grants), one line per distinct limit.
+	byLimit := map[float64][]string{}
+	var limits []float64
+	for _, r := range v.Rows {
+		if r.limit > 0 && !math.IsInf(r.limit, 1) && !strings.HasPrefix(r.Analyst, "(") {
+			if byLimit[r.limit] == nil {
+				limits = append(limits, r.limit)
+			}
+			byLimit[r.limit] = append(byLimit[r.limit], r.Analyst)
+			maxE = math.Max(maxE, r.limit)
+		}
 	}
+	if len(limits) == 0 {
+		if p := s.cfg.Policies[v.Name]; p != nil && p.Budget.Epsilon > 0 {
+			limits = []float64{p.Budget.Epsilon}
+			maxE = math.Max(maxE, p.Budget.Epsilon)
+		}
+	}
+	sort.Float64s(limits)
 	v.Empty = len(analysts) == 0
+	if first := firstCharge(history, v.Name); !first.IsZero() {
+		// Start a tenth of the charges' span (at least an hour) before
+		// the first charge, when that is after chartDays ago.
+		margin := max(now.Sub(first)/10, time.Hour)
+		if start := first.Add(-margin); start.After(since) {
+			since = start
+		}
+	}
+	v.Since = since.UTC().Format("2006-01-02 15:04 UTC")
 	if maxE <= 0 {
 		maxE = 1
 	}
@@ -258,8 +352,18 @@ func (s *Server) chart(v *datasetView, history []ledger.ChargePoint, colors map[
 		return padL + math.Max(0, math.Min(1, f))*(chartW-padL-padR)
 	}
 	y := func(e float64) float64 { return chartH - padB - (e/maxE)*(chartH-padT-padB) }
-	if v.HasLimit {
-		v.LimitY = y(s.cfg.Policies[v.Name].Budget.Epsilon)
+	for _, l := range limits {
+		lv := limitView{Y: y(l), Color: "#b00"}
+		switch as := byLimit[l]; {
+		case len(limits) == 1:
+			lv.Label = "per-analyst limit " + fig(l)
+		case len(as) == 1:
+			lv.Label = "limit " + fig(l) + " (" + as[0] + ")"
+			lv.Color = colors[[2]string{v.Name, as[0]}]
+		default:
+			lv.Label = "limit " + fig(l) + " (" + strings.Join(as, ", ") + ")"
+		}
+		v.Limits = append(v.Limits, lv)
 	}
 	sort.Strings(analysts)
 	for i, a := range analysts {
@@ -290,8 +394,24 @@ func (s *Server) chart(v *datasetView, history []ledger.ChargePoint, colors map[
 		case 3:
 			anchor = "end"
 		}
-		v.XTicks = append(v.XTicks, tickView{X: x(t), Y: chartH - padB + 16, Label: t.UTC().Format("Jan 2"), Anchor: anchor})
+		layout := "Jan 2"
+		if now.Sub(since) < 3*24*time.Hour {
+			layout = "Jan 2 15:04"
+		}
+		v.XTicks = append(v.XTicks, tickView{X: x(t), Y: chartH - padB + 16, Label: t.UTC().Format(layout), Anchor: anchor})
 	}
+}
+
+// firstCharge is the time of the first charge on dataset n in history
+// (zero when none).
+func firstCharge(history []ledger.ChargePoint, n string) time.Time {
+	var first time.Time
+	for _, c := range history {
+		if c.Dataset == n && (first.IsZero() || c.At.Before(first)) {
+			first = c.At
+		}
+	}
+	return first
 }
 
 func roundTick(x float64) float64 {
@@ -323,25 +443,25 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#777} .e
 <h2>Dataset {{.Name}}</h2>
 <p class="muted">accountant {{.Accountant}}{{if .Window}} · budget window {{.Window}}{{end}}</p>
 <table class="budgets">
-<tr><th>analyst</th><th>ε spent</th><th>ε limit</th><th>ε remaining</th><th>δ spent</th><th>δ remaining</th>{{if .Window}}<th>window renews</th><th>lifetime ε</th>{{end}}<th>charges</th><th>unanswered</th><th>incidents</th><th>breaker</th></tr>
+<tr><th>analyst</th><th>ε spent</th><th>ε limit</th><th>ε remaining</th><th>δ spent</th><th>δ limit</th><th>δ remaining</th>{{if .Window}}<th>window renews</th><th>lifetime ε</th>{{end}}<th>charges</th><th>unanswered</th><th>incidents</th><th>breaker</th></tr>
 {{range .Rows}}<tr data-analyst="{{.Analyst}}">
-<td>{{if .Color}}<span style="color:{{.Color}}">■</span> {{end}}{{.Analyst}}</td>
+<td>{{if .Color}}<span style="color:{{.Color}}">■</span> {{end}}{{.Analyst}}{{if .NoCharge}} <span class="muted">(no charge yet)</span>{{end}}</td>
 <td class="num eps-spent">{{.Spent}}<span class="bar"><span style="width:{{printf "%.0f" .UsedPct}}%;background:{{if .Color}}{{.Color}}{{else}}#555{{end}}"></span></span></td>
 <td class="num">{{.Limit}}</td><td class="num eps-remaining">{{.Remaining}}</td>
-<td class="num">{{.DeltaSpent}}</td><td class="num">{{.DeltaRemaining}}</td>
+<td class="num">{{.DeltaSpent}}</td><td class="num">{{.DeltaLimit}}</td><td class="num">{{.DeltaRemaining}}</td>
 {{if $ds.Window}}<td>{{.Renews}}</td><td class="num">{{.Lifetime}}</td>{{end}}
 <td class="num">{{.Charges}}</td><td class="num">{{.Reserved}}</td><td class="num">{{.Incidents}}</td>
 <td>{{if .Suspended}}<span class="susp">suspended</span>{{else}}<span class="ok">closed</span>{{end}}</td>
 </tr>{{end}}
 </table>
-<h3>ε charged over the last 30 days</h3>
+<h3>ε charged since {{.Since}}</h3>
 {{if .Empty}}<p class="muted">no charges in the last 30 days</p>{{end}}
 <svg class="chart" width="{{$.W}}" height="{{$.H}}" viewBox="0 0 {{$.W}} {{$.H}}" role="img" aria-label="cumulative epsilon charged on {{.Name}}">
 <line x1="{{$.PlotL}}" y1="{{$.PlotB}}" x2="{{$.PlotR}}" y2="{{$.PlotB}}" stroke="#888"/>
 <line x1="{{$.PlotL}}" y1="{{$.PlotT}}" x2="{{$.PlotL}}" y2="{{$.PlotB}}" stroke="#888"/>
 {{range .YTicks}}<text x="{{.X}}" y="{{.Y}}" font-size="10" text-anchor="end" dominant-baseline="middle">{{.Label}}</text>{{end}}
 {{range .XTicks}}<text x="{{.X}}" y="{{.Y}}" font-size="10" text-anchor="{{.Anchor}}">{{.Label}}</text>{{end}}
-{{if .HasLimit}}<line x1="{{$.PlotL}}" y1="{{.LimitY}}" x2="{{$.PlotR}}" y2="{{.LimitY}}" stroke="#b00" stroke-dasharray="4 3"/><text x="{{$.PlotR}}" y="{{.LimitY}}" dy="-3" font-size="10" text-anchor="end" fill="#b00">{{.LimitLabel}}</text>{{end}}
+{{range .Limits}}<line class="limit" x1="{{$.PlotL}}" y1="{{.Y}}" x2="{{$.PlotR}}" y2="{{.Y}}" stroke="{{.Color}}" stroke-dasharray="4 3"/><text x="{{$.PlotR}}" y="{{.Y}}" dy="-3" font-size="10" text-anchor="end" fill="{{.Color}}">{{.Label}}</text>{{end}}
 {{range .Series}}<polyline class="series" data-analyst="{{.Analyst}}" fill="none" stroke="{{.Color}}" stroke-width="2" points="{{.Points}}"><title>{{.Analyst}}: ε {{.Last}}</title></polyline>{{end}}
 </svg>
 <p class="legend">{{range .Series}}<span style="color:{{.Color}}">■</span> {{.Analyst}} (ε {{.Last}}) {{end}}</p>
@@ -349,9 +469,9 @@ td.num{text-align:right;font-variant-numeric:tabular-nums} .muted{color:#777} .e
 {{end}}
 <h2>Recent DP statements</h2>
 <p class="muted">on this proxy since it started; fingerprints of the normalized statement, never its text</p>
-<table id="recent"><tr><th>time (UTC)</th><th>dataset</th><th>analyst</th><th>fingerprint</th><th>cost</th><th>SQLSTATE</th></tr>
-{{range .Recent}}<tr><td>{{.At}}</td><td>{{.Dataset}}</td><td>{{.Analyst}}</td><td><code>{{.Fingerprint}}</code></td><td>{{.Cost}}</td><td{{if .Failed}} class="err"{{end}}>{{.SQLState}}</td></tr>
-{{else}}<tr><td colspan="6" class="muted">none yet</td></tr>{{end}}
+<table id="recent"><tr><th>time (UTC)</th><th>dataset</th><th>analyst</th><th>fingerprint</th><th>cost</th><th>outcome</th><th>SQLSTATE</th></tr>
+{{range .Recent}}<tr><td>{{.At}}</td><td>{{.Dataset}}</td><td>{{.Analyst}}</td><td><code>{{.Fingerprint}}</code></td><td>{{.Cost}}</td><td{{if .Failed}} class="err"{{end}}>{{.Outcome}}</td><td{{if .Failed}} class="err"{{end}}>{{.SQLState}}</td></tr>
+{{else}}<tr><td colspan="7" class="muted">none yet</td></tr>{{end}}
 </table>
 <h2>Incidents and circuit breakers</h2>
 <table id="incidents"><tr><th>time (UTC)</th><th>dataset</th><th>analyst</th><th>fingerprint</th><th>kind</th><th>SQLSTATE</th><th>suspended</th></tr>

@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"math"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -52,7 +55,29 @@ type Metrics struct {
 
 type datasetSeries struct {
 	answers, cacheHits           prometheus.Counter
-	chargedEpsilon, chargedDelta prometheus.Counter
+	chargedEpsilon, chargedDelta *roundedSum
+}
+
+// roundedSum is a counter of charges shown as people wrote them: a float64
+// sum of 0.1s showed 112.39999999999993 where the analysts had spent 112.4.
+// The sum is read rounded to 12 significant digits (numfmt.Figure's rule:
+// far below any privacy parameter's resolution, far above the rounding of
+// a float64 sum of many charges). Adding allocates nothing. Safe for
+// concurrent use.
+type roundedSum struct{ bits atomic.Uint64 }
+
+func (e *roundedSum) add(x float64) {
+	for {
+		old := e.bits.Load()
+		if e.bits.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+x)) {
+			return
+		}
+	}
+}
+
+func (e *roundedSum) value() float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(math.Float64frombits(e.bits.Load()), 'g', 12, 64), 64)
+	return v
 }
 
 // NewMetrics registers the statement series on a private registry (never
@@ -74,12 +99,6 @@ func NewMetrics(datasets []string) *Metrics {
 	hits := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dpproxy_dp_cache_hits_total", Help: "DP answers returned from the answer cache at no cost, by dataset.",
 	}, []string{"dataset"})
-	ce := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dpproxy_dp_charged_epsilon_total", Help: "Sum of the ε charges added to analysts' composed spending by this proxy, by dataset.",
-	}, []string{"dataset"})
-	cd := prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "dpproxy_dp_charged_delta_total", Help: "Sum of the δ charges added by this proxy, by dataset.",
-	}, []string{"dataset"})
 	m.refusals = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dpproxy_refusals_total",
 		Help: "Statements refused, by dataset and reason (budget_exhausted 53400, rate_limit 53000 — the rate limit or the DP queue, not_allowed 42501 — incl. suspensions, not_supported 0A000, syntax 42601, bad_setting 22023, too_costly 54000/54001 — over a work, time or size bound).",
@@ -90,17 +109,27 @@ func NewMetrics(datasets []string) *Metrics {
 	m.charges = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dpproxy_ledger_charges_total", Help: "Charges committed to the ledger by this proxy, by dataset.",
 	}, []string{"dataset"})
-	m.reg.MustRegister(m.statements, lat, answers, hits, ce, cd, m.refusals, m.incidents, m.charges,
+	m.reg.MustRegister(m.statements, lat, answers, hits, m.refusals, m.incidents, m.charges,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	for i, r := range routes {
 		m.okByRoute[i] = m.statements.WithLabelValues(r, "00000")
 		m.latency[i] = lat.WithLabelValues(r)
 	}
 	for _, d := range datasets {
-		m.perDataset[d] = &datasetSeries{
+		ds := &datasetSeries{
 			answers: answers.WithLabelValues(d), cacheHits: hits.WithLabelValues(d),
-			chargedEpsilon: ce.WithLabelValues(d), chargedDelta: cd.WithLabelValues(d),
+			chargedEpsilon: &roundedSum{}, chargedDelta: &roundedSum{},
 		}
+		m.perDataset[d] = ds
+		m.reg.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "dpproxy_dp_charged_epsilon_total", ConstLabels: prometheus.Labels{"dataset": d},
+				Help: "Sum of the ε charges added to analysts' composed spending by this proxy, by dataset (rounded to 12 significant digits).",
+			}, ds.chargedEpsilon.value),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "dpproxy_dp_charged_delta_total", ConstLabels: prometheus.Labels{"dataset": d},
+				Help: "Sum of the δ charges added by this proxy, by dataset (rounded to 12 significant digits).",
+			}, ds.chargedDelta.value))
 		m.charges.WithLabelValues(d)
 		for _, r := range refusalReasons {
 			m.refusals.WithLabelValues(d, r)
@@ -164,8 +193,8 @@ func (m *Metrics) Statement(route, sqlstate, dataset string, d time.Duration, dp
 			if dp.Cached {
 				s.cacheHits.Inc()
 			} else {
-				s.chargedEpsilon.Add(dp.CostEpsilon)
-				s.chargedDelta.Add(dp.CostDelta)
+				s.chargedEpsilon.add(dp.CostEpsilon)
+				s.chargedDelta.add(dp.CostDelta)
 			}
 		}
 	}

@@ -55,7 +55,11 @@ type Config struct {
 	Policies  map[string]*policy.Dataset
 	Upstreams map[string]Upstream // by dataset
 	Metrics   *Metrics
-	Logger    *zap.Logger
+	// Analysts are the analysts who may connect, with the datasets each
+	// may query (empty: all): the dashboard lists those without a charge
+	// yet too.
+	Analysts map[string][]string
+	Logger   *zap.Logger
 	// Now is the clock of the dashboard's "now" (default time.Now).
 	Now func() time.Time
 }
