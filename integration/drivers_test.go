@@ -137,6 +137,25 @@ func TestDrivers_Psycopg2NamedCursors(t *testing.T) {
 	wantCharges(t, ctx, "pg2", 3)
 }
 
+// TestDrivers_PandasErrorColumns: pandas over SQLAlchemy, with
+// dp.error_columns set by a startup option (as BI tools and notebooks
+// pass settings): each released column but the key is followed by its
+// 95% margin of error in the DataFrame (one value for counts, one per
+// group for averages), and SHOW dp.last_answer reads as a DataFrame.
+func TestDrivers_PandasErrorColumns(t *testing.T) {
+	requireDemo(t)
+	needPython(t, "python3-psycopg2 python3-sqlalchemy python3-pandas", "psycopg2", "sqlalchemy", "pandas")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := driverProxy(t, "pds")
+	url := strings.Replace(p.dsn("pds"), "postgres://", "postgresql+psycopg2://", 1)
+	out := runClient(t, ctx, nil, python3, "testdata/drivers/pandas_client.py", url)
+	wantLines(t, "pandas", out, "columns department,n,n_moe95,mean_cost,mean_cost_moe95", "rows 7",
+		"n_moe95 positive True one value True", "mean_cost_moe95 positive True per group True",
+		"last epsilon 0.5 cached off", "last intervals has n True")
+	wantCharges(t, ctx, "pds", 1)
+}
+
 // TestDrivers_JDBC: pgjdbc's date and timestamp parameters (setDate,
 // setTimestamp, LocalDate, LocalDateTime) of DP queries, a LocalDateTime
 // with a time of day answered (compared with the date column as

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"fmt"
 
+	"github.com/dpproxy/dpproxy/dpplan"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -18,8 +20,9 @@ type Answer struct {
 	Explain bool
 }
 
-// FromResult is the answer of a release.
-func FromResult(res *release.Result) (*Answer, error) {
+// FromResult is the answer of the release of st's plan, with the error
+// columns when s asks for them (Settings.ErrorColumns).
+func FromResult(st *Statement, s *Settings, res *release.Result) (*Answer, error) {
 	if res == nil {
 		return nil, fmt.Errorf("releaser returned no result and no error")
 	}
@@ -32,7 +35,43 @@ func FromResult(res *release.Result) (*Answer, error) {
 	if res.Notice != "" {
 		a.Notices = []string{res.Notice}
 	}
+	if s != nil && s.ErrorColumns && st != nil && st.Plan != nil && len(st.Plan.Outputs) == len(res.Columns) {
+		withErrorColumns(a, st.Plan, res)
+	}
 	return a, nil
+}
+
+// withErrorColumns puts after each released column that is not a group
+// key the column of its cells' 95% half-widths (NULL where there is none;
+// all NULL for an answer recorded before widths were kept).
+func withErrorColumns(a *Answer, plan *dpplan.Plan, res *release.Result) {
+	var cols []release.Column
+	for i, o := range plan.Outputs {
+		cols = append(cols, res.Columns[i])
+		if o.Kind != dpplan.OutputKey {
+			cols = append(cols, errorColumn(res.Columns[i].Name))
+		}
+	}
+	rows := make([][]*string, len(res.Rows))
+	for r, row := range res.Rows {
+		var widths []*string
+		if r < len(res.Widths) {
+			widths = res.Widths[r]
+		}
+		out := make([]*string, 0, len(cols))
+		for i, o := range plan.Outputs {
+			out = append(out, row[i])
+			if o.Kind != dpplan.OutputKey {
+				var w *string
+				if i < len(widths) {
+					w = widths[i]
+				}
+				out = append(out, w)
+			}
+		}
+		rows[r] = out
+	}
+	a.Columns, a.Rows = cols, rows
 }
 
 // FromDistinct is the answer of a filter drop-down from the policy's

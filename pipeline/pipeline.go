@@ -38,6 +38,10 @@ type Settings struct {
 	Mechanism      string
 	QuantileMethod string
 	NoCache        bool
+	// ErrorColumns adds, after each released column that is not a group
+	// key, a column with each cell's 95% half-width (SET
+	// dp.error_columns = on): error bars every client shows.
+	ErrorColumns bool
 	// Options are the settings that change a plan (they are part of the
 	// plan cache's key).
 	Options rewrite.Options
@@ -232,22 +236,32 @@ func TimeSlot(env *Env, plan *dpplan.Plan) (time.Duration, error) {
 }
 
 // Columns returns the result columns of a KindDistinct or KindRelease
-// statement, for Describe (no data is read, no budget spent). A
-// KindPost statement's columns are the outer SQL's (OuterSQL).
-func (st *Statement) Columns() []release.Column {
+// statement, for Describe (no data is read, no budget spent): with the
+// error columns when s asks for them (s may be nil). A KindPost
+// statement's columns are the outer SQL's (OuterSQL).
+func (st *Statement) Columns(s *Settings) []release.Column {
 	switch {
 	case st.Explain:
 		return []release.Column{release.ExplainColumn}
 	case st.Kind == KindDistinct:
 		return distinctColumns(st.Distinct)
 	case st.Kind == KindRelease:
-		cols := make([]release.Column, len(st.Plan.Outputs))
-		for i, o := range st.Plan.Outputs {
-			cols[i] = release.Column{Name: o.Name, PGType: o.PGType}
+		var cols []release.Column
+		for _, o := range st.Plan.Outputs {
+			cols = append(cols, release.Column{Name: o.Name, PGType: o.PGType})
+			if s != nil && s.ErrorColumns && o.Kind != dpplan.OutputKey {
+				cols = append(cols, errorColumn(o.Name))
+			}
 		}
 		return cols
 	}
 	return nil
+}
+
+// errorColumn is the error column of a released column: its cells' 95%
+// half-widths ("margin of error", as statistical offices name it).
+func errorColumn(name string) release.Column {
+	return release.Column{Name: name + "_moe95", PGType: "numeric"}
 }
 
 // Truncate shortens s to at most n bytes (on a rune boundary), marking the

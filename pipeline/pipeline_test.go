@@ -86,7 +86,7 @@ func TestPrepare_Kinds(t *testing.T) {
 			continue
 		}
 		var got []string
-		for _, c := range st.Columns() {
+		for _, c := range st.Columns(nil) {
 			got = append(got, c.Name)
 		}
 		if strings.Join(got, ",") != strings.Join(tt.cols, ",") {
@@ -245,5 +245,66 @@ func TestOuter(t *testing.T) {
 	}
 	if _, _, err := Outer(st, nil); err == nil {
 		t.Error("Outer without the leaf's result: no error")
+	}
+}
+
+// TestFromResult_ErrorColumns: with SET dp.error_columns = on, each
+// released column but the keys is followed by its cells' half-widths
+// (NULL where there are none, all NULL for an answer cached before widths
+// were kept); Describe's columns (Columns) are the same.
+func TestFromResult_ErrorColumns(t *testing.T) {
+	env, _ := testEnv(t)
+	s := testSettings()
+	s.ErrorColumns = true
+	st, err := Prepare(env, s, nil, "SELECT department, COUNT(*) AS n, AVG(cost) AS mean FROM visits GROUP BY department")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := func(s string) *string { return &s }
+	res := &release.Result{
+		Columns: []release.Column{{Name: "department", PGType: "text"}, {Name: "n", PGType: "int8"}, {Name: "mean", PGType: "numeric"}},
+		Rows:    [][]*string{{v("cardiology"), v("120"), v("410.5")}, {v("surgery"), v("3"), nil}},
+		Widths:  [][]*string{{nil, v("30"), v("95.2")}, {nil, v("30"), nil}},
+	}
+	a, err := FromResult(st, s, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range a.Columns {
+		names = append(names, c.Name+":"+c.PGType)
+	}
+	want := "department:text,n:int8,n_moe95:numeric,mean:numeric,mean_moe95:numeric"
+	if got := strings.Join(names, ","); got != want {
+		t.Fatalf("columns %s, want %s", got, want)
+	}
+	var desc []string
+	for _, c := range st.Columns(s) {
+		desc = append(desc, c.Name+":"+c.PGType)
+	}
+	if got := strings.Join(desc, ","); got != want {
+		t.Errorf("Describe's columns %s, want %s", got, want)
+	}
+	row := func(r []*string) string {
+		var out []string
+		for _, x := range r {
+			if x == nil {
+				out = append(out, "NULL")
+			} else {
+				out = append(out, *x)
+			}
+		}
+		return strings.Join(out, ",")
+	}
+	if got := row(a.Rows[0]) + "|" + row(a.Rows[1]); got != "cardiology,120,30,410.5,95.2|surgery,3,30,NULL,NULL" {
+		t.Errorf("rows %s", got)
+	}
+	res.Widths = nil // an answer cached before widths were kept
+	if a, _ = FromResult(st, s, res); row(a.Rows[0]) != "cardiology,120,NULL,410.5,NULL" {
+		t.Errorf("old cached answer: %s", row(a.Rows[0]))
+	}
+	s.ErrorColumns = false
+	if a, _ = FromResult(st, s, res); len(a.Columns) != 3 {
+		t.Errorf("error columns without dp.error_columns: %d columns", len(a.Columns))
 	}
 }

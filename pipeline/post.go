@@ -42,7 +42,7 @@ import (
 func OuterSQL(st *Statement) (string, error) {
 	cols := make([][]rewrite.PostColumn, len(st.Leaves))
 	for i, l := range st.Leaves {
-		for _, c := range l.Columns() {
+		for _, c := range l.Columns(nil) {
 			t := c.PGType
 			if l.Kind == KindDistinct {
 				t = distinctType(t)
@@ -161,7 +161,7 @@ func Outer(st *Statement, results []*release.Result) (params [][]byte, notices [
 				notices = append(notices, fmt.Sprintf("%s [DP aggregate %d of %d: %s]", res.Notice, i+1, n, Truncate(l.Text, 120)))
 			}
 		}
-		for j := range l.Columns() {
+		for j := range l.Columns(nil) {
 			params = append(params, textArray(rows, j))
 		}
 	}

@@ -49,6 +49,9 @@ type conn struct {
 	// lastDP describes the DP answer of the running statement for the
 	// Observer (set by execDP, cleared by observe).
 	lastDP *DPEvent
+	// lastAnswer is the session's last DP answer, for SHOW
+	// dp.last_answer (dp.go).
+	lastAnswer *lastAnswer
 
 	// Session state.
 	settings map[string]string // current values by lower-case name

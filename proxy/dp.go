@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -54,10 +55,11 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
-	a, err := pipeline.FromResult(res)
+	a, err := pipeline.FromResult(st, s, res)
 	if err != nil {
 		return nil, err
 	}
+	c.lastAnswer = &lastAnswer{at: time.Now(), fingerprint: fingerprint(logText), res: res, req: req}
 	if c.srv.cfg.Observer != nil {
 		c.lastDP = &DPEvent{Cached: res.Cached, CostEpsilon: res.Cost.Epsilon, CostDelta: res.Cost.Delta, ChargeFingerprint: res.Fingerprint}
 	}
@@ -107,6 +109,7 @@ func (c *conn) dpSettings() *pipeline.Settings {
 		Mechanism:      c.mechanism(),
 		QuantileMethod: c.quantileMethod(),
 		NoCache:        c.noCache(),
+		ErrorColumns:   c.settings[settingErrorColumns] == "on",
 		Options:        c.rewriteOptions(),
 	}
 }
@@ -123,7 +126,7 @@ func (c *conn) describeDP(ctx context.Context, text string) ([]column, error) {
 	if st.Kind == pipeline.KindPost {
 		return c.describePost(ctx, st)
 	}
-	return columnsOf(st.Columns()), nil
+	return columnsOf(st.Columns(s)), nil
 }
 
 // checkDP plans a DP statement and reports its refusal, if any, as
@@ -323,3 +326,53 @@ func dpError(ctx context.Context, err error, log *zap.Logger) error {
 	log.Error("dp path failed", zap.String("error_type", fmt.Sprintf("%T", err)), zap.String(logKeySQLState, code))
 	return pgerr.New(pgerr.InternalError, internalErrorMessage).Wrap(err)
 }
+
+// lastAnswer is what SHOW dp.last_answer shows of the session's last DP
+// answer (never its values).
+type lastAnswer struct {
+	at          time.Time
+	fingerprint string
+	req         release.Request
+	res         *release.Result
+}
+
+// showLastAnswer answers SHOW dp.last_answer: the session's last DP answer
+// as rows of (item, value): when, which statement (its fingerprint), its
+// ε and δ, the cost it added, whether it came from the cache, then each
+// part of its NOTICE on the error (each column's 95% half-width, the bias,
+// the bounds chosen, partition selection) as a row of its own, for
+// clients that show no NOTICE.
+func (c *conn) showLastAnswer() *resultSet {
+	rs := &resultSet{cols: lastAnswerColumns(), tag: "SHOW"}
+	la := c.lastAnswer
+	if la == nil {
+		rs.rows = append(rs.rows, textRow("answer", "none yet in this session"))
+		return rs
+	}
+	cached := "off"
+	if la.res.Cached {
+		cached = "on"
+	}
+	rs.rows = append(rs.rows,
+		textRow("answered_at", la.at.UTC().Format("2006-01-02 15:04:05.000Z")),
+		textRow("statement_fingerprint", la.fingerprint),
+		textRow("epsilon", formatFloat(la.req.Epsilon)),
+		textRow("delta", formatFloat(la.req.Delta)),
+		textRow("mechanism", la.req.Mechanism),
+		textRow("cached", cached),
+		textRow("cost_epsilon", formatFloat(la.res.Cost.Epsilon)),
+		textRow("cost_delta", formatFloat(la.res.Cost.Delta)))
+	for i, part := range strings.Split(la.res.Errors, "; ") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		item := "note"
+		if i == 0 {
+			item = "intervals_95"
+		}
+		rs.rows = append(rs.rows, textRow(item, part))
+	}
+	return rs
+}
+
+func lastAnswerColumns() []column { return []column{{"item", oidText}, {"value", oidText}} }

@@ -515,6 +515,8 @@ func sessionColumns(st *pgsql.SessionStmt) []column {
 	switch name := canonicalSetting(st.Name); name {
 	case settingBudget:
 		return budgetColumns()
+	case settingLastAnswer:
+		return lastAnswerColumns()
 	case "all":
 		return []column{{"name", oidText}, {"setting", oidText}, {"description", oidText}}
 	case "transaction":

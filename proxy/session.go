@@ -136,6 +136,10 @@ func (c *conn) execSet(st *pgsql.SessionStmt, name string) (*resultSet, error) {
 		return nil, pgerr.New(cantChangeRuntimeParam, "parameter %q cannot be changed", settingBudget).
 			WithHint("budgets are granted by the data steward (dpproxy budget grant)")
 	}
+	if name == settingLastAnswer {
+		return nil, pgerr.New(cantChangeRuntimeParam, "parameter %q cannot be changed", settingLastAnswer).
+			WithHint("SHOW dp.last_answer shows the session's last DP answer")
+	}
 	// SET TRANSACTION … arrives as a setting of the current transaction.
 	if name == "transaction" || name == "transaction_isolation" {
 		if c.txStatus == 'I' {
@@ -261,6 +265,8 @@ func (c *conn) execShow(ctx context.Context, name string) (*resultSet, error) {
 	switch name {
 	case settingBudget:
 		return c.showBudget(ctx)
+	case settingLastAnswer:
+		return c.showLastAnswer(), nil
 	case "all":
 		names := make([]string, 0, len(c.settings))
 		for n := range c.settings {

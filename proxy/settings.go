@@ -49,6 +49,12 @@ const (
 	settingContribution   = "dp.contribution"
 	settingClipping       = "dp.clipping"
 	settingBudget         = "dp.budget"
+	// settingErrorColumns adds each released column's 95% half-widths as
+	// a column after it (pipeline.Settings.ErrorColumns).
+	settingErrorColumns = "dp.error_columns"
+	// settingLastAnswer is SHOW dp.last_answer: what the session's last
+	// DP answer cost and how far to trust it, as rows.
+	settingLastAnswer = "dp.last_answer"
 )
 
 var settingDefs = func() map[string]*settingDef {
@@ -101,6 +107,7 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingCache, def: "on", check: checkBool, desc: "Answer a repeated DP query with its earlier noisy answer, at no cost."},
 		{name: settingContribution, check: enum(policy.ContributionAuto, policy.ContributionFixed), desc: "Rows per unit of each DP query: auto (chosen by DP within the policy's max_rows_per_unit, for a tenth of the query's ε) or fixed (the policy's)."},
 		{name: settingClipping, check: enum(policy.ClippingAuto, policy.ClippingFixed), desc: "Clamping bounds of summed columns: auto (chosen by DP inside the policy's [lower, upper], for a tenth of the query's ε) or fixed (the policy's)."},
+		{name: settingErrorColumns, def: "off", check: checkBool, desc: "Add after each released column a column <name>_moe95 with each cell's 95% error half-width (margin of error)."},
 		{name: settingBias, def: "on", check: checkBool, desc: "State a DP estimate of the rows contribution bounding removed (costs a tenth of the query's ε)."},
 		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
 		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},

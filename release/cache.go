@@ -124,11 +124,13 @@ func answerSize(k answerKey, a *storedAnswer) int {
 	for _, col := range a.Columns {
 		n += 32 + len(col.Name) + len(col.PGType)
 	}
-	for _, row := range a.Rows {
-		n += 24 + 8*len(row)
-		for _, v := range row {
-			if v != nil {
-				n += 16 + len(*v)
+	for _, rows := range [][][]*string{a.Rows, a.Widths} {
+		for _, row := range rows {
+			n += 24 + 8*len(row)
+			for _, v := range row {
+				if v != nil {
+					n += 16 + len(*v)
+				}
 			}
 		}
 	}

@@ -188,7 +188,7 @@ func BenchmarkIntervals_ManyGroups(b *testing.B) {
 			b.Run(agg+"/"+regime, func(b *testing.B) {
 				start := cpuNow(b)
 				for b.Loop() {
-					if errorsText(req, ms, noisy, groups) == "" {
+					if errorsText(req, ms, noisy, groups, cellWidths(req.Plan, ms, noisy)) == "" {
 						b.Fatal("no NOTICE")
 					}
 				}

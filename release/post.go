@@ -414,9 +414,65 @@ func passThrough(e *dpplan.Expr) (int, bool) {
 	return 0, false
 }
 
-func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]string) string {
+// outputWidth is the 95% half-width of output o where it is the same for
+// every group (counts, sums, COALESCE or NULLIF of one, the smooth and ptr
+// quantile methods), and whether it has one.
+func outputWidth(plan *dpplan.Plan, o dpplan.Output, ms []measurement) (float64, bool) {
+	switch o.Kind {
+	case dpplan.OutputExpr:
+		// Expressions over aggregates get no bound (not yet derived;
+		// EXPLAIN lists their aggregates), except COALESCE(count or sum,
+		// …) and NULLIF(count or sum, …), which are that count or sum
+		// wherever they are not NULL.
+		if r, ok := passThrough(o.Expr); ok {
+			all := append(append([]dpplan.Output(nil), plan.Outputs...), plan.Hidden...)
+			if ro := all[r]; ro.Kind == dpplan.OutputCount || ro.Kind == dpplan.OutputSum {
+				return outputWidth(plan, ro, ms)
+			}
+		}
+	case dpplan.OutputCount:
+		return ms[o.Measure].mech.HalfWidth(0.95), true
+	case dpplan.OutputSum:
+		return sumHalfWidth(o, ms), true
+	case dpplan.OutputQuantile:
+		// The exponential method's error is in ranks, not in the
+		// value's units.
+		if q := ms[o.Measure].quant; q != nil && q.q.Method != dpplan.QuantileExponential {
+			return q.HalfWidth(0.95), true
+		}
+	}
+	return 0, false
+}
+
+// cellWidths is the 95% half-width of every released cell: per output,
+// per group (nil for an output without one: keys, expressions without a
+// bound, the exponential quantile method). AVG and variances have their
+// own per group (interval.go).
+func cellWidths(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) [][]float64 {
+	out := make([][]float64, len(plan.Outputs))
+	var hw [][]float64
+	for v, o := range plan.Outputs {
+		if o.Kind == dpplan.OutputAvg || o.Kind == dpplan.OutputVariance {
+			if hw == nil {
+				hw, _ = groupHalfWidths(plan, ms, floatRows(noisy))
+			}
+			out[v] = hw[v]
+			continue
+		}
+		if h, ok := outputWidth(plan, o, ms); ok {
+			out[v] = make([]float64, len(noisy))
+			for g := range out[v] {
+				out[v][g] = h
+			}
+		}
+	}
+	return out
+}
+
+// errorsText is the NOTICE's part on the answer's error: a 95% half-width
+// per released column (widths: cellWidths), its cost, and the bias.
+func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]string, widths [][]float64) string {
 	var parts []string
-	var hw [][]float64 // per output, the half-widths of each group (interval.go)
 	for v, o := range req.Plan.Outputs {
 		var h float64
 		var perGroup []float64 // AVG and variances of a grouped query
@@ -424,29 +480,14 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 		case dpplan.OutputKey:
 			continue // keys are exact
 		case dpplan.OutputExpr:
-			// Expressions over aggregates get no bound here (not yet
-			// derived; EXPLAIN lists their aggregates), except
-			// COALESCE(count or sum, …) and NULLIF(count or sum, …),
-			// which are that count or sum wherever it is not NULL.
-			h = math.NaN()
-			if r, ok := passThrough(o.Expr); ok {
-				all := append(append([]dpplan.Output(nil), req.Plan.Outputs...), req.Plan.Hidden...)
-				switch ro := all[r]; ro.Kind {
-				case dpplan.OutputCount:
-					h = ms[ro.Measure].mech.HalfWidth(0.95)
-				case dpplan.OutputSum:
-					h = sumHalfWidth(ro, ms)
-				}
+			var ok bool
+			if h, ok = outputWidth(req.Plan, o, ms); !ok {
+				h = math.NaN()
 			}
-		case dpplan.OutputCount:
-			h = ms[o.Measure].mech.HalfWidth(0.95)
-		case dpplan.OutputSum:
-			h = sumHalfWidth(o, ms)
+		case dpplan.OutputCount, dpplan.OutputSum:
+			h, _ = outputWidth(req.Plan, o, ms)
 		case dpplan.OutputAvg, dpplan.OutputVariance:
-			if hw == nil {
-				hw, _ = groupHalfWidths(req.Plan, ms, floatRows(noisy))
-			}
-			perGroup = hw[v]
+			perGroup = widths[v]
 			if len(perGroup) == 0 {
 				// Partition selection kept no group: no cell, no width
 				// (slices.Max of nothing panicked after the charge).
@@ -587,4 +628,42 @@ func sumValue(m dpplan.Measure, v *big.Rat) value {
 		return value{num: roundRat(v), decimals: -1}
 	}
 	return value{num: v, decimals: -1}
+}
+
+// widthCells appends each group's half-widths (cellWidths) to its row, so
+// that HAVING, ORDER BY and LIMIT carry them with the row; rowWidths reads
+// them back from position base.
+func widthCells(rows [][]value, widths [][]float64) {
+	for g := range rows {
+		for _, w := range widths {
+			if w == nil {
+				continue
+			}
+			if math.IsNaN(w[g]) || math.IsInf(w[g], 0) {
+				rows[g] = append(rows[g], value{null: true})
+				continue
+			}
+			rows[g] = append(rows[g], value{num: new(big.Rat).SetFloat64(w[g])})
+		}
+	}
+}
+
+// rowWidths is the half-width text of each output cell of a row whose
+// widths widthCells appended at base (nil where the output has none or
+// the cell is NULL).
+func rowWidths(row []value, base int, widths [][]float64) []*string {
+	out := make([]*string, len(widths))
+	k := base
+	for v, w := range widths {
+		if w == nil {
+			continue
+		}
+		if c := row[k]; !c.null && !row[v].null {
+			f, _ := c.num.Float64()
+			t := num(f)
+			out[v] = &t
+		}
+		k++
+	}
+	return out
 }

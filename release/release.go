@@ -147,6 +147,14 @@ type Result struct {
 	// Notice is the text of the NOTICE sent with the rows: cost, remaining
 	// budget, 95% error half-width per column.
 	Notice string
+	// Errors is the NOTICE's part on the answer's error: the half-widths,
+	// the bias, the bounds chosen, as "; "-separated parts.
+	Errors string
+	// Widths is the 95% half-width of each cell, aligned with Rows (nil
+	// where there is none: group keys, NULL cells, expressions without a
+	// bound, the exponential quantile method's ranks); nil for answers
+	// recorded before widths were kept.
+	Widths [][]*string
 	// ReservationID is the ledger row of this answer (of the earlier
 	// answer, when Cached).
 	ReservationID int64
@@ -171,6 +179,8 @@ type Result struct {
 type storedAnswer struct {
 	Columns []Column    `json:"columns"`
 	Rows    [][]*string `json:"rows"`
+	// Widths are the cells' half-widths (Result.Widths).
+	Widths [][]*string `json:"widths,omitempty"`
 	// Errors is the half-width part of the NOTICE ("±… (count), …").
 	Errors string `json:"errors"`
 }
@@ -353,6 +363,10 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	for g := range groups {
 		rowsOut[g] = outputRow(plan, groups[g], noisy[g])
 	}
+	// Each cell's 95% half-width travels with its row (post.go).
+	widths := cellWidths(plan, ms, noisy)
+	base := len(plan.Outputs) + len(plan.Hidden)
+	widthCells(rowsOut, widths)
 	rowsOut = orderAndLimit(plan, having(plan, rowsOut))
 	for _, row := range rowsOut {
 		text := make([]*string, len(plan.Outputs))
@@ -360,8 +374,9 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 			text[i] = v.text()
 		}
 		out.Rows = append(out.Rows, text)
+		out.Widths = append(out.Widths, rowWidths(row, base, widths))
 	}
-	errs := errorsText(req, ms, noisy, groups)
+	errs := errorsText(req, ms, noisy, groups, widths)
 	if sel != nil {
 		errs += "; " + sel.describe() + "; " + selectionBoundText(plan)
 	}
@@ -372,8 +387,9 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 		errs += "; " + clipNote
 	}
 	out.Notice = notice(res.Cost, res.Status, false, errs)
+	out.Errors = errs
 
-	return out, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs}, nil
+	return out, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Widths: out.Widths, Errors: errs}, nil
 }
 
 // cacheKey identifies a query for the answer cache: the analyst, the
@@ -455,8 +471,8 @@ func (r *Releaser) remembered(req Request, key string) (*Result, bool) {
 }
 
 func cachedResult(sa *storedAnswer, se statusEntry, key string) *Result {
-	return &Result{Columns: sa.Columns, Rows: sa.Rows, Cached: true, Fingerprint: key,
-		Notice: se.notice(sa.Errors)}
+	return &Result{Columns: sa.Columns, Rows: sa.Rows, Widths: sa.Widths, Cached: true, Fingerprint: key,
+		Notice: se.notice(sa.Errors), Errors: sa.Errors}
 }
 
 // Remembered answers req as Run would from the answer cache when both the

@@ -237,7 +237,8 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 
 	out := &Result{ReservationID: res.ID, Cost: res.Cost, Fingerprint: key}
 	var parts []string
-	for _, o := range plan.Outputs {
+	widths := make([]*string, len(plan.Outputs)) // the same in every row, where k is
+	for v, o := range plan.Outputs {
 		out.Columns = append(out.Columns, Column{Name: o.Name, PGType: o.PGType})
 		if o.Kind != dpplan.OutputSampleAgg {
 			continue
@@ -247,8 +248,10 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		switch {
 		case len(plan.Keys) == 0: // one group, always released
 			hw = num(m.HalfWidth(0.95) / float64(ks[0]))
+			widths[v] = &hw
 		case len(sa.Levels) == 1: // k fixed
 			hw = num(m.HalfWidth(0.95) / float64(sa.Levels[0]))
+			widths[v] = &hw
 		default:
 			hw = num(m.HalfWidth(0.95)) + "/k"
 		}
@@ -256,14 +259,20 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	}
 	for _, r := range orderAndLimit(plan, rowsOut) {
 		text := make([]*string, len(r))
+		w := make([]*string, len(r))
 		for i, v := range r {
 			text[i] = v.text()
+			if text[i] != nil {
+				w[i] = widths[i]
+			}
 		}
 		out.Rows = append(out.Rows, text)
+		out.Widths = append(out.Widths, w)
 	}
 	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, plan, ks)
 	out.Notice = notice(res.Cost, res.Status, false, errs)
-	return out, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Errors: errs}, nil
+	out.Errors = errs
+	return out, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Widths: out.Widths, Errors: errs}, nil
 }
 
 func mechs(ms []measurement) []noise.Mechanism {
