@@ -44,15 +44,19 @@ demo: build
 	@scripts/ensure-deps.sh demo
 	./$(BIN) demo $(DEMO_FLAGS)
 
-# noise/ is pure big-integer arithmetic: the race detector slows it ~15x
-# (about 4 minutes) and finds nothing there but in its concurrency test, so
-# that test runs under -race and the rest of noise/ without.
-RACE_PKGS = $(shell $(GO) list ./... | grep -v '/noise$$')
+# The pure packages (no goroutines, no shared state but rewrite's parser
+# pool) run without the race detector, which slows them 2-15x (noise/ by
+# about 4 minutes, rewrite/ by more than 2) and finds nothing there; their
+# concurrency tests run under -race. Everything with goroutines or shared
+# state (proxy, release, ledger, accountant's memo, integration, …) runs
+# under -race.
+PURE_PKGS = ./noise ./rewrite ./dpplan ./pgemit ./sensitivity ./pgsql ./policy
+RACE_PKGS = $(shell $(GO) list ./... | grep -v -E '/(noise|rewrite|dpplan|pgemit|sensitivity|pgsql|policy)$$')
 
 test: deps
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RACE_PKGS)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./noise
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'Concurrent' ./noise
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(PURE_PKGS)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) -run 'Concurrent' ./noise ./rewrite
 	$(MAKE) --no-print-directory stat
 	$(MAKE) --no-print-directory fuzz-check fuzz
 
