@@ -91,8 +91,12 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 	r := len(plan.Measures) - 1
 	count := -1
 	for i, m := range plan.Measures {
-		if m.Kind == dpplan.MeasureCount && m.Column == "" && m.Expr == nil && m.Filter == nil {
+		if m.Kind == dpplan.MeasureCount && m.Column == "" && m.Expr == nil && m.Filter == nil && !plan.Measures[r].Units {
 			count = i
+			break
+		}
+		if m.Kind == dpplan.MeasureUnits && m.Filter == nil && plan.Measures[r].Units {
+			count = i // the released distinct counts, to compare with
 			break
 		}
 	}
@@ -109,6 +113,16 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 	share := ""
 	if k, _ := kept.Float64(); count >= 0 && k > 0 {
 		share = num(roundShare(100*x/(k+x))) + "% of the rows read, "
+		if plan.Measures[r].Units {
+			share = num(roundShare(100*x/(k+x))) + "% of the total, "
+		}
+	}
+	if plan.Measures[r].Units {
+		// Distinct counts under weights (rewrite/bias.go, Measure.Units).
+		return fmt.Sprintf("each unit counts in at most %d groups (a unit in more groups, g, counts %d/g in each), so the distinct counts "+
+			"leave out at least about %s units summed over the groups (%s±%s, %s); the intervals cover these bounded counts, "+
+			"not the numbers of distinct units", plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit,
+			num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()))
 	}
 	what := "contribution bounding removed at least about %s rows"
 	if plan.Measures[r].Outside {
@@ -122,3 +136,20 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 
 // roundShare rounds a percentage to one decimal.
 func roundShare(p float64) float64 { return math.Round(p*10) / 10 }
+
+// unitsBoundText is the NOTICE's warning for distinct-unit counts that
+// weighting may have lowered when the plan carries no estimate of how much
+// (SET dp.bias = off, or a plan whose estimate counts rows): "" when no
+// distinct count is weighted.
+func unitsBoundText(plan *dpplan.Plan) string {
+	if dpplan.GroupBounding(plan) != dpplan.GroupsScale || (plan.HasBias() && plan.Measures[len(plan.Measures)-1].Units) {
+		return ""
+	}
+	for _, m := range plan.Measures {
+		if m.Kind == dpplan.MeasureUnits {
+			return fmt.Sprintf("distinct counts count each unit in at most %d groups (a unit in more groups, g, counts %d/g in each): "+
+				"their intervals cover these bounded counts, which can be far below the numbers of distinct units", plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit)
+		}
+	}
+	return ""
+}

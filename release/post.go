@@ -477,6 +477,9 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 	if b := biasText(req.Plan, ms, noisy); b != "" { // bias.go
 		text += "; " + b
 	}
+	if u := unitsBoundText(req.Plan); u != "" {
+		text += "; " + u
+	}
 	return text
 }
 
