@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 )
@@ -84,7 +85,7 @@ func floatAtMost(r *big.Rat) float64 {
 // plan has none: the noisy rows removed, summed over the groups and
 // floored at 0, with its 95% half-width; as a share of the rows read when
 // the query has an unfiltered COUNT(*) to compare with.
-func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
+func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat, groups [][]string) string {
 	if !plan.HasBias() || len(noisy) == 0 {
 		return ""
 	}
@@ -120,9 +121,9 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 	if plan.Measures[r].Units {
 		// Distinct counts under weights (rewrite/bias.go, Measure.Units).
 		return fmt.Sprintf("each unit counts in at most %d groups (a unit in more groups, g, counts %d/g in each), so the distinct counts "+
-			"leave out at least about %s units summed over the groups (%s±%s, %s); the intervals cover these bounded counts, "+
+			"leave out at least about %s units summed over the groups (%s±%s, %s)%s; the intervals cover these bounded counts, "+
 			"not the numbers of distinct units", plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit,
-			num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()))
+			num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()), unitsPerGroupText(noisy, r, groups, ms[r].mech.HalfWidth(0.95)))
 	}
 	what := "contribution bounding removed at least about %s rows"
 	if plan.Measures[r].Outside {
@@ -136,6 +137,33 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 
 // roundShare rounds a percentage to one decimal.
 func roundShare(p float64) float64 { return math.Round(p*10) / 10 }
+
+// unitsPerGroupText lists the estimate of the units left out per group
+// (column r of noisy, floored at 0: post-processing), each with one
+// group's 95% half-width h; with more than maxGroupsListed groups, the
+// group with the most. "" when the groups are not known.
+func unitsPerGroupText(noisy [][]*big.Rat, r int, groups [][]string, h float64) string {
+	if len(groups) != len(noisy) || len(noisy) < 2 {
+		return ""
+	}
+	vals := make([]float64, len(noisy))
+	top := 0
+	for g, row := range noisy {
+		vals[g], _ = row[r].Float64()
+		vals[g] = math.Max(0, math.Round(vals[g]))
+		if vals[g] > vals[top] {
+			top = g
+		}
+	}
+	if len(vals) > maxGroupsListed {
+		return fmt.Sprintf(", most in %s (about %s ±%s)", groupLabel(groups[top]), num(vals[top]), num(h))
+	}
+	items := make([]string, len(vals))
+	for g, v := range vals {
+		items[g] = groupLabel(groups[g]) + " " + num(v)
+	}
+	return fmt.Sprintf("; per group about %s (each ±%s)", strings.Join(items, ", "), num(h))
+}
 
 // unitsBoundText is the NOTICE's warning for distinct-unit counts that
 // weighting may have lowered when the plan carries no estimate of how much

@@ -26,7 +26,8 @@ import (
 // clipped: 3 ≤ C = 20). Issue 29 saw such counts stated "±3" with no word
 // of the difference. The NOTICE must state the DP estimate of the units
 // left out and that the intervals cover the bounded counts, not the
-// numbers of distinct units; the estimate (Laplace, a tenth of the ε left
+// numbers of distinct units, with the estimate per group (about 1,286 in
+// each); the estimate (Laplace, a tenth of the ε left
 // after dp.contribution = auto's tenth, L1 = 20: one group's 95%
 // half-width about 222·ln 20 ≈ 666, the total's √7 times that) must
 // cover 9,000 in at least 85 of 100 releases (its stated 95% half-width is
@@ -59,7 +60,7 @@ func TestUnitsBias_GroupedDistinctCount(t *testing.T) {
 	}
 	r := newTestReleaser(t, &memLedger{limit: 1e9}, 7)
 	up := &pgUpstream{conn: conn}
-	est := regexp.MustCompile(`leave out at least about (-?[0-9]+) units summed over the groups \(([0-9.]+)% of the total, ±([0-9.e+]+), epsilon [0-9.]+\); the intervals cover these bounded counts, not the numbers of distinct units`)
+	est := regexp.MustCompile(`leave out at least about (-?[0-9]+) units summed over the groups \(([0-9.]+)% of the total, ±([0-9.e+]+), epsilon [0-9.]+\); per group about cardiology [0-9]+, emergency [0-9]+, [^;]* \(each ±[0-9.e+]+\); the intervals cover these bounded counts, not the numbers of distinct units`)
 	covered, notice := 0, ""
 	for range 100 {
 		res, err := r.Run(ctx, Request{Analyst: "a", Dataset: ds, Plan: p, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up, NoCache: true})
