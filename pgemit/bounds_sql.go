@@ -190,7 +190,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 				// other modes each unit counts 1 in each of its groups.
 				v = "0"
 				if mode == dpplan.GroupsScale {
-					v = removedUnitsSQL(l0, total, k)
+					v = removedUnitsSQL(l0, strconv.FormatInt(int64(math.Floor(m.LInf)), 10), k)
 				}
 			}
 		default:

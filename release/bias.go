@@ -120,9 +120,9 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat, groups []
 	}
 	if plan.Measures[r].Units {
 		// Distinct counts under weights (rewrite/bias.go, Measure.Units).
-		return fmt.Sprintf("each unit counts in at most %d groups (a unit in more groups, g, counts %d/g in each), so the distinct counts "+
-			"leave out at least about %s units summed over the groups (%s±%s, %s)%s; the intervals cover these bounded counts, "+
-			"not the numbers of distinct units", plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit,
+		return fmt.Sprintf("each unit counts in at most %s (a unit in more groups, g, counts %d/g in each), so the distinct counts "+
+			"leave out about %s units summed over the groups (%s±%s, %s)%s; the intervals cover these bounded counts, "+
+			"not the numbers of distinct units", groupsWord(plan.MaxGroupsPerUnit), plan.MaxGroupsPerUnit,
 			num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()), unitsPerGroupText(noisy, r, groups, ms[r].mech.HalfWidth(0.95)))
 	}
 	what := "contribution bounding removed at least about %s rows"
@@ -175,9 +175,17 @@ func unitsBoundText(plan *dpplan.Plan) string {
 	}
 	for _, m := range plan.Measures {
 		if m.Kind == dpplan.MeasureUnits {
-			return fmt.Sprintf("distinct counts count each unit in at most %d groups (a unit in more groups, g, counts %d/g in each): "+
-				"their intervals cover these bounded counts, which can be far below the numbers of distinct units", plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit)
+			return fmt.Sprintf("distinct counts count each unit in at most %s (a unit in more groups, g, counts %d/g in each): "+
+				"their intervals cover these bounded counts, which can be far below the numbers of distinct units", groupsWord(plan.MaxGroupsPerUnit), plan.MaxGroupsPerUnit)
 		}
 	}
 	return ""
+}
+
+// groupsWord is "1 group" or "n groups".
+func groupsWord(n int) string {
+	if n == 1 {
+		return "1 group"
+	}
+	return strconv.Itoa(n) + " groups"
 }

@@ -23,13 +23,13 @@ import (
 // (max_groups_per_unit 4): each patient counts 4/7 in each department, so
 // every released count is about 1,714 where 3,000 patients are there, and
 // the units left out sum to 3,000·3 = 9,000 over the groups (none is
-// clipped: 3 ≤ C = 20). Issue 29 saw such counts stated "±3" with no word
+// clipped: C ≥ G − L0 = 3). Issue 29 saw such counts stated "±3" with no word
 // of the difference. The NOTICE must state the DP estimate of the units
 // left out and that the intervals cover the bounded counts, not the
 // numbers of distinct units, with the estimate per group (about 1,286 in
-// each); the estimate (Laplace, a tenth of the ε left
-// after dp.contribution = auto's tenth, L1 = 20: one group's 95%
-// half-width about 222·ln 20 ≈ 666, the total's √7 times that) must
+// each); the estimate (Laplace, a tenth of the ε left after
+// dp.contribution = auto's tenth, L1 = C = L0·R for the R auto chooses;
+// the total's half-width is √7 times one group's) must
 // cover 9,000 in at least 85 of 100 releases (its stated 95% half-width is
 // conservative, so a false rejection needs a Binomial(100, ≥ 0.95) below
 // 85: probability below 1e-4). With dp.bias = off the NOTICE says in
@@ -60,7 +60,7 @@ func TestUnitsBias_GroupedDistinctCount(t *testing.T) {
 	}
 	r := newTestReleaser(t, &memLedger{limit: 1e9}, 7)
 	up := &pgUpstream{conn: conn}
-	est := regexp.MustCompile(`leave out at least about (-?[0-9]+) units summed over the groups \(([0-9.]+)% of the total, ±([0-9.e+]+), epsilon [0-9.]+\); per group about cardiology [0-9]+, emergency [0-9]+, [^;]* \(each ±[0-9.e+]+\); the intervals cover these bounded counts, not the numbers of distinct units`)
+	est := regexp.MustCompile(`leave out about (-?[0-9]+) units summed over the groups \(([0-9.]+)% of the total, ±([0-9.e+]+), epsilon [0-9.]+\); per group about cardiology [0-9]+, emergency [0-9]+, [^;]* \(each ±[0-9.e+]+\); the intervals cover these bounded counts, not the numbers of distinct units`)
 	covered, notice := 0, ""
 	for range 100 {
 		res, err := r.Run(ctx, Request{Analyst: "a", Dataset: ds, Plan: p, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: up, NoCache: true})

@@ -57,8 +57,12 @@ import (
 // 1 − L0/g, clipped per unit like the rows: min(g − L0, C)/g in each of
 // its g groups, truncated towards zero, so Σ_g value_g ≤ min(g − L0, C)
 // ≤ C (L1 ≤ C, L∞ ≤ 1 ≤ C) and each value is a function of the unit's
-// own groups. It is noised and charged exactly like the rows' estimate
-// (same C, same share of ε). A plan that counts rows or sums as well
+// own groups. Here C = max(L0·R, G − L0) with G the number of groups of
+// the key domains (the SQL keeps only keys in their domains, so g ≤ G):
+// no unit is clipped and the estimate is unbiased, whatever rows per unit
+// dp.contribution = auto chooses. It is noised and charged like the rows'
+// estimate (the same share of ε; release re-derives L0·R and accepts a
+// plan's larger C). A plan that counts rows or sums as well
 // keeps the rows' estimate; its distinct counts get a sentence instead
 // (release/bias.go).
 //
@@ -81,7 +85,12 @@ func addRemoved(t *policy.Table, p *Plan) {
 	c := float64(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
 	if !bounded {
 		if weightedUnits(p) {
-			p.Measures = append(p.Measures, Measure{Kind: MeasureRemoved, LInf: c, L1: c, Units: true})
+			// C at least G − L0 (G the groups of the key domains): a unit
+			// is in at most G groups, so nothing is clipped and the
+			// estimate is unbiased; at least L0·R, the bound release
+			// re-derives for every MeasureRemoved.
+			cu := max(c, float64(p.CellsChanged()-p.MaxGroupsPerUnit))
+			p.Measures = append(p.Measures, Measure{Kind: MeasureRemoved, LInf: cu, L1: cu, Units: true})
 		}
 		return
 	}
