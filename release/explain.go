@@ -235,7 +235,7 @@ func measureText(m dpplan.Measure) string {
 	case m.Kind == dpplan.MeasureRemoved && m.Outside:
 		return "rows removed by contribution bounding plus rows with a summed value outside its bounds (clamped), each unit's clipped to its allowance (bias estimate)"
 	case m.Kind == dpplan.MeasureRemoved && m.Units:
-		return "units left out of the distinct counts by weighting (a unit in g > max_groups_per_unit groups counts max_groups_per_unit/g in each), each unit's clipped to its allowance (bias estimate: the intervals cover the bounded counts, not the numbers of distinct units)"
+		return "units left out of the distinct counts by weighting (a unit in g > max_groups_per_unit groups counts max_groups_per_unit/g in each), each unit's total at most its linf, never reached (bias estimate: the intervals cover the bounded counts, not the numbers of distinct units)"
 	case m.Kind == dpplan.MeasureRemoved:
 		return "rows removed by contribution bounding, each unit's clipped to its allowance (bias estimate)"
 	case m.Kind == dpplan.MeasureCount && arg == "":
