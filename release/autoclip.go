@@ -75,7 +75,7 @@ type clipChoice struct {
 	bin float64
 	// centred[i] is true when column i feeds a normalized (centred) sum
 	// (AVG, the variance family), whose sensitivity is the width of the
-	// bounds; see crossesZero.
+	// bounds; see zeroCap.
 	centred []bool
 }
 
