@@ -232,6 +232,12 @@ type Measure struct {
 	// values clamping changed; the emitter writes the condition
 	// (pgemit.OutsideSQL).
 	Outside bool `json:",omitempty"`
+	// Units, for MeasureRemoved, makes the estimate count what weighting
+	// removed from distinct-unit counts instead of rows: per group, a unit
+	// in g > L0 groups counts L0/g there (bounds.go), so 1 − L0/g of it
+	// is missing; each unit's total over its groups, g − L0, is clipped
+	// to LInf (rewrite/bias.go, pgemit.SQL).
+	Units bool `json:",omitempty"`
 	// Quantile describes a MeasureQuantile; nil for other kinds.
 	Quantile *Quantile `json:",omitempty"`
 }

@@ -70,3 +70,13 @@ func removedWindowSQL(n string, mode dpplan.GroupBound, rows string, outside boo
 	}
 	return ", SUM(" + nn + " - LEAST(" + nn + ", " + rows + ")) OVER dp_w AS dp_u" + n + out
 }
+
+// removedUnitsSQL is the dp_bounded value of a MeasureRemoved with Units
+// (rewrite/bias.go), from dp_g, the unit's number of groups: 0 for a unit
+// in at most L0 groups (nothing weighted), else min(g − L0, C)/g with C
+// the clip (⌊LInf⌋ of the measure), truncated towards zero by weighted. A
+// unit in g groups then adds at most min(g − L0, C) ≤ C over all of them,
+// at most (g − L0)/g < 1 to one, whatever its rows: L1 ≤ C and L∞ ≤ C.
+func removedUnitsSQL(l0, clip string, k int) string {
+	return "CASE WHEN dp_g <= " + l0 + " THEN 0 ELSE " + weighted("1", "LEAST(dp_g - "+l0+", "+clip+")", "dp_g", k) + " END"
+}

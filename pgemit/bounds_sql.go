@@ -136,6 +136,8 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	for i, m := range p.Measures {
 		n, x := strconv.Itoa(i), "dp_x"+strconv.Itoa(i)
 		switch {
+		case m.Kind == dpplan.MeasureRemoved && m.Units:
+			// From dp_g alone (removedUnitsSQL).
 		case m.Kind == dpplan.MeasureRemoved:
 			agg = append(agg, "COUNT(*) AS dp_n"+n)
 			if hasRow[i] {
@@ -183,6 +185,14 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 			v = quantileUnitSQL("dp_a"+n, t.MaxRowsPerUnit)
 		case dpplan.MeasureRemoved:
 			v = removedSQL(n, mode, len(p.Keys) > 0, rows, total, k, m.Outside) // rewrite/bias.go
+			if m.Units {
+				// Only weighting removes part of a distinct unit; in
+				// other modes each unit counts 1 in each of its groups.
+				v = "0"
+				if mode == dpplan.GroupsScale {
+					v = removedUnitsSQL(l0, strconv.FormatInt(int64(math.Floor(m.LInf)), 10), k)
+				}
+			}
 		default:
 			s, c := "dp_s"+n, "dp_n"+n
 			if mode == dpplan.GroupsScale {
@@ -289,6 +299,13 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 			case dpplan.MeasureCount, dpplan.MeasureSum, dpplan.MeasureSumSq:
 				w(", SUM(LEAST(dp_n", n, ", ", rows, ")) OVER dp_w AS dp_t", n)
 			case dpplan.MeasureRemoved:
+				if m.Units {
+					if !hasG {
+						w(", COUNT(*) OVER dp_w AS dp_g")
+						hasG = true
+					}
+					continue
+				}
 				w(removedWindowSQL(n, mode, rows, m.Outside))
 			}
 		}

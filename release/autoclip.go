@@ -28,7 +28,8 @@ import (
 // or above it, plus twice their noise's standard deviation (√(2j)·2k/ε_clip
 // for j bins), are at most 2% of the units the histogram counts; the walk
 // stops at the first candidate that fails. The lower bound walks up the
-// histogram of the smallest values the same way. The choice reads only
+// histogram of the smallest values the same way, never past 0 for a
+// column that only plain sums use (zeroCap). The choice reads only
 // noisy bins (post-processing), so it is ε_clip-DP; the plan of the
 // chosen bounds is then released with the rest of ε.
 //
@@ -72,6 +73,10 @@ type clipChoice struct {
 	lap  noise.Mechanism
 	// bin is the standard deviation of one bin's noise, in units.
 	bin float64
+	// centred[i] is true when column i feeds a normalized (centred) sum
+	// (AVG, the variance family), whose sensitivity is the width of the
+	// bounds; see zeroCap.
+	centred []bool
 }
 
 // newClipChoice returns the choice and the ε left for the answer, or nil
@@ -98,7 +103,15 @@ func (r *Releaser) newClipChoice(req Request) (*clipChoice, float64, error) {
 			WithHint("use a larger dp.epsilon, or SET dp.clipping = fixed"), err)
 	}
 	scale, step := lap.(noise.Scaled).NoiseScale()
-	return &clipChoice{clip: c, lap: lap, bin: math.Sqrt2 * scale * step}, rest, nil
+	centred := make([]bool, len(c.Columns))
+	for i, col := range c.Columns {
+		for _, m := range req.Plan.Measures {
+			if m.Column == col.Column && m.Expr == nil && m.Centre != "" {
+				centred[i] = true
+			}
+		}
+	}
+	return &clipChoice{clip: c, lap: lap, bin: math.Sqrt2 * scale * step, centred: centred}, rest, nil
 }
 
 // event is the ledger event of the histogram.
@@ -157,27 +170,28 @@ func (cc *clipChoice) choose(rows [][]*string) ([]clipResult, error) {
 				noisy[side][b], _ = n.Float64()
 			}
 		}
-		out[i] = cc.bounds(col, noisy[0], noisy[1])
+		out[i] = cc.bounds(col, noisy[0], noisy[1], cc.centred[i])
 	}
 	return out, nil
 }
 
 // bounds walks the candidate bounds inwards from each declared bound and
 // stops at the first that fails its test (see the file comment and
-// clipShare). hi[b] (lo[b]) is
-// the noisy number of units whose largest (smallest) value v lies in bin
-// b of UpperEdges (LowerEdges): edges[b−1] ≤ v < edges[b].
-func (cc *clipChoice) bounds(col dpplan.ClipColumn, hi, lo []float64) clipResult {
+// clipShare), or at the last candidate that can pay (zeroCap). hi[b]
+// (lo[b]) is the noisy number of units whose largest (smallest) value v
+// lies in bin b of UpperEdges (LowerEdges): edges[b−1] ≤ v < edges[b].
+func (cc *clipChoice) bounds(col dpplan.ClipColumn, hi, lo []float64, centred bool) clipResult {
 	res := clipResult{bounds: dpplan.ClipBounds{Lower: col.Lower, Upper: col.Upper}}
-	mu, ml := len(col.UpperEdges), len(col.LowerEdges)
+	mu := len(col.UpperEdges)
+	maxLower, maxUpper := zeroCap(col, centred)
 	// The upper bound walks down hi from its last bin, the lower bound up
 	// lo from its first.
 	down := make([]float64, 0, mu)
 	for k := mu; k >= 1; k-- {
 		down = append(down, hi[k])
 	}
-	nu, above, aboveVar := cc.walk(down, sideUnits(hi))
-	nl, below, belowVar := cc.walk(lo[:ml], sideUnits(lo))
+	nu, above, aboveVar := cc.walk(down[:maxUpper], sideUnits(hi))
+	nl, below, belowVar := cc.walk(lo[:maxLower], sideUnits(lo))
 	lower, upper := col.Lower, col.Upper
 	if nl > 0 {
 		lower = col.LowerEdges[nl-1]
@@ -195,6 +209,43 @@ func (cc *clipChoice) bounds(col dpplan.ClipColumn, hi, lo []float64) clipResult
 	res.beyond = math.Max(0, above+below)
 	res.spread = 1.96 * math.Sqrt(aboveVar+belowVar)
 	return res
+}
+
+// zeroCap returns how many of a column's lower (upper) candidate bounds
+// the walk may pass: all of them for a column that feeds a normalized sum,
+// else only those at or below 0 (at or above 0).
+//
+// Why: a sum that is not centred has sensitivity R·max(|lo|, |hi|)
+// (sensitivity/, dpplan.Measure.LInf). A lower bound lo ≥ 0 leaves that
+// maximum at |hi|, the same as lo = 0 or lo = L gives when L ≥ 0, so
+// raising the lower bound above 0 never lowers the noise: it can only clamp
+// values upwards, a bias and nothing else. An independent audit (6 units,
+// every value 0, bounds [0, 100]) saw the walk pass a candidate on a
+// negative noise (about 2.5% per candidate, clipShare) and the lower bound
+// of a SUM jump to 50 or more; the released sum averaged +347 where the
+// truth is 0. Likewise an upper bound below 0. A normalized sum's
+// sensitivity is R·(hi − lo)/2, which a bound past 0 does lower, so there
+// the walk's test decides. The cap depends on the declared bounds (the
+// edges) and the plan's measures only, never on the data, so the choice is
+// still post-processing of the noisy histogram.
+func zeroCap(col dpplan.ClipColumn, centred bool) (lower, upper int) {
+	lower, upper = len(col.LowerEdges), len(col.UpperEdges)
+	if centred {
+		return lower, upper
+	}
+	lower = 0
+	for _, e := range col.LowerEdges { // ascending
+		if e <= 0 {
+			lower++
+		}
+	}
+	upper = 0
+	for _, e := range col.UpperEdges {
+		if e >= 0 {
+			upper++
+		}
+	}
+	return lower, upper
 }
 
 // walk returns how many of bins (outermost first) the bound passes, and

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 )
@@ -84,15 +85,19 @@ func floatAtMost(r *big.Rat) float64 {
 // plan has none: the noisy rows removed, summed over the groups and
 // floored at 0, with its 95% half-width; as a share of the rows read when
 // the query has an unfiltered COUNT(*) to compare with.
-func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
+func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat, groups [][]string) string {
 	if !plan.HasBias() || len(noisy) == 0 {
 		return ""
 	}
 	r := len(plan.Measures) - 1
 	count := -1
 	for i, m := range plan.Measures {
-		if m.Kind == dpplan.MeasureCount && m.Column == "" && m.Expr == nil && m.Filter == nil {
+		if m.Kind == dpplan.MeasureCount && m.Column == "" && m.Expr == nil && m.Filter == nil && !plan.Measures[r].Units {
 			count = i
+			break
+		}
+		if m.Kind == dpplan.MeasureUnits && m.Filter == nil && plan.Measures[r].Units {
+			count = i // the released distinct counts, to compare with
 			break
 		}
 	}
@@ -109,6 +114,16 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 	share := ""
 	if k, _ := kept.Float64(); count >= 0 && k > 0 {
 		share = num(roundShare(100*x/(k+x))) + "% of the rows read, "
+		if plan.Measures[r].Units {
+			share = num(roundShare(100*x/(k+x))) + "% of the total, "
+		}
+	}
+	if plan.Measures[r].Units {
+		// Distinct counts under weights (rewrite/bias.go, Measure.Units).
+		return fmt.Sprintf("each unit counts in at most %s (a unit in more groups, g, counts %d/g in each), so the distinct counts "+
+			"leave out about %s units summed over the groups (%s±%s, %s)%s; the intervals cover these bounded counts, "+
+			"not the numbers of distinct units", groupsWord(plan.MaxGroupsPerUnit), plan.MaxGroupsPerUnit,
+			num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()), unitsPerGroupText(noisy, r, groups, ms[r].mech.HalfWidth(0.95)))
 	}
 	what := "contribution bounding removed at least about %s rows"
 	if plan.Measures[r].Outside {
@@ -122,3 +137,55 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) string {
 
 // roundShare rounds a percentage to one decimal.
 func roundShare(p float64) float64 { return math.Round(p*10) / 10 }
+
+// unitsPerGroupText lists the estimate of the units left out per group
+// (column r of noisy, floored at 0: post-processing), each with one
+// group's 95% half-width h; with more than maxGroupsListed groups, the
+// group with the most. "" when the groups are not known.
+func unitsPerGroupText(noisy [][]*big.Rat, r int, groups [][]string, h float64) string {
+	if len(groups) != len(noisy) || len(noisy) < 2 {
+		return ""
+	}
+	vals := make([]float64, len(noisy))
+	top := 0
+	for g, row := range noisy {
+		vals[g], _ = row[r].Float64()
+		vals[g] = math.Max(0, math.Round(vals[g]))
+		if vals[g] > vals[top] {
+			top = g
+		}
+	}
+	if len(vals) > maxGroupsListed {
+		return fmt.Sprintf(", most in %s (about %s ±%s)", groupLabel(groups[top]), num(vals[top]), num(h))
+	}
+	items := make([]string, len(vals))
+	for g, v := range vals {
+		items[g] = groupLabel(groups[g]) + " " + num(v)
+	}
+	return fmt.Sprintf("; per group about %s (each ±%s)", strings.Join(items, ", "), num(h))
+}
+
+// unitsBoundText is the NOTICE's warning for distinct-unit counts that
+// weighting may have lowered when the plan carries no estimate of how much
+// (SET dp.bias = off, or a plan whose estimate counts rows): "" when no
+// distinct count is weighted.
+func unitsBoundText(plan *dpplan.Plan) string {
+	if dpplan.GroupBounding(plan) != dpplan.GroupsScale || (plan.HasBias() && plan.Measures[len(plan.Measures)-1].Units) {
+		return ""
+	}
+	for _, m := range plan.Measures {
+		if m.Kind == dpplan.MeasureUnits {
+			return fmt.Sprintf("distinct counts count each unit in at most %s (a unit in more groups, g, counts %d/g in each): "+
+				"their intervals cover these bounded counts, which can be far below the numbers of distinct units", groupsWord(plan.MaxGroupsPerUnit), plan.MaxGroupsPerUnit)
+		}
+	}
+	return ""
+}
+
+// groupsWord is "1 group" or "n groups".
+func groupsWord(n int) string {
+	if n == 1 {
+		return "1 group"
+	}
+	return strconv.Itoa(n) + " groups"
+}

@@ -147,6 +147,9 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*st
 	for i, o := range plan.Hidden {
 		add("  Hidden value v%d (for expressions and HAVING): %s", len(plan.Outputs)+i, outputText(o, ms))
 	}
+	if u := unitsBoundText(plan); u != "" { // bias.go
+		add("  Note: %s", u)
+	}
 	if plan.Having != nil {
 		add("  HAVING on noisy values (post-processing, no extra cost)")
 	}
@@ -231,6 +234,8 @@ func measureText(m dpplan.Measure) string {
 	switch {
 	case m.Kind == dpplan.MeasureRemoved && m.Outside:
 		return "rows removed by contribution bounding plus rows with a summed value outside its bounds (clamped), each unit's clipped to its allowance (bias estimate)"
+	case m.Kind == dpplan.MeasureRemoved && m.Units:
+		return "units left out of the distinct counts by weighting (a unit in g > max_groups_per_unit groups counts max_groups_per_unit/g in each), each unit's total at most its linf, never reached (bias estimate: the intervals cover the bounded counts, not the numbers of distinct units)"
 	case m.Kind == dpplan.MeasureRemoved:
 		return "rows removed by contribution bounding, each unit's clipped to its allowance (bias estimate)"
 	case m.Kind == dpplan.MeasureCount && arg == "":

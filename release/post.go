@@ -515,8 +515,11 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 		parts = append(parts, "HAVING "+costText(measuresCost(ms, only)))
 	}
 	text := strings.Join(parts, ", ")
-	if b := biasText(req.Plan, ms, noisy); b != "" { // bias.go
+	if b := biasText(req.Plan, ms, noisy, groups); b != "" { // bias.go
 		text += "; " + b
+	}
+	if u := unitsBoundText(req.Plan); u != "" {
+		text += "; " + u
 	}
 	return text
 }
@@ -588,16 +591,7 @@ const maxGroupsListed = 12
 // alone overstates the others several times): "per group: k1 ±h1, k2
 // ±h2, …", or over maxGroupsListed groups the range and the widest group.
 func perGroupText(hs []float64, groups [][]string) string {
-	label := func(g int) string {
-		parts := make([]string, len(groups[g]))
-		for i, k := range groups[g] {
-			parts[i] = k
-			if k == "" {
-				parts[i] = "''"
-			}
-		}
-		return strings.Join(parts, "/")
-	}
+	label := func(g int) string { return groupLabel(groups[g]) }
 	if len(hs) > maxGroupsListed {
 		lo, hi := 0, 0
 		for g, h := range hs {
@@ -615,6 +609,19 @@ func perGroupText(hs []float64, groups [][]string) string {
 		items[g] = label(g) + " ±" + num(h)
 	}
 	return "per group: " + strings.Join(items, ", ")
+}
+
+// groupLabel names a group by its keys, as the NOTICE's per-group figures
+// do.
+func groupLabel(keys []string) string {
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k
+		if k == "" {
+			parts[i] = "''"
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 // sumValue prints a noisy sum: a whole number when every row's value is

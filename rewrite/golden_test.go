@@ -175,6 +175,8 @@ func describePlan(p *Plan) string {
 		switch {
 		case m.Expr != nil:
 			s = fmt.Sprintf("m%d %s(expr) linf=%g", i, m.Kind, m.LInf)
+		case m.Kind == MeasureRemoved && m.Units:
+			s = fmt.Sprintf("m%d removed units linf=%g", i, m.LInf)
 		case m.Kind == MeasureRemoved:
 			s = fmt.Sprintf("m%d removed rows linf=%g", i, m.LInf)
 		case m.Column == "":

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/release"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -93,27 +95,20 @@ func TestPolicyInit(t *testing.T) {
 		}
 	}
 
-	// Each of the 8 selections has ε = 2/8 = 0.25 over B ≤ 145 candidates
-	// with rank sensitivity 1: with probability ≥ 1 − β its rank error is
-	// within the best candidate's plus (2/ε)·ln(B/β) (McSherry–Talwar);
-	// β = 1e-6 each, so this test fails falsely with probability ≤ 8e-6.
-	slack := 2 / (eps / 8) * math.Log(145/1e-6)
-	below := func(xs []float64, c float64) float64 {
-		k := 0.0
-		for _, x := range xs {
-			if x < c {
-				k++
-			}
-		}
-		return k
-	}
+	// Each of the 8 selections has ε = 2/8 = 0.25 over B ≤ 21,601
+	// candidates with utility sensitivity Δu = 1.5: with probability
+	// ≥ 1 − β the selected candidate's utility is within (2Δu/ε)·ln(B/β)
+	// of the best (McSherry–Talwar); β = 1e-6 each, so this test fails
+	// falsely with probability ≤ 8e-6.
 	check := func(name string, xs []float64, bound float64, q float64, cands []float64) {
-		best := math.Inf(1)
-		for _, c := range cands {
-			best = math.Min(best, math.Abs(below(xs, c)-q*n))
+		u := utilities(histOf(xs, cands), q)
+		best, j := math.Inf(-1), sort.SearchFloat64s(cands, bound)
+		for _, x := range u {
+			best = math.Max(best, x)
 		}
-		if d := math.Abs(below(xs, bound) - q*n); d > best+slack {
-			t.Errorf("%s: bound %v has %v values below it, want within %v of %v (best candidate %v off)", name, bound, below(xs, bound), best+slack, q*n, best)
+		slack := 2 * release.BoundUtilitySensitivity / (eps / 8) * math.Log(float64(len(cands))/1e-6)
+		if j == len(cands) || cands[j] != bound || u[j] < best-slack {
+			t.Errorf("%s: bound %v has utility below the best %v by more than %v", name, bound, best, slack)
 		}
 	}
 	for _, c := range []struct {
@@ -130,11 +125,7 @@ func TestPolicyInit(t *testing.T) {
 	for i, d := range dates {
 		days[i] = float64(d.Unix() / 86400)
 	}
-	var dcands []float64
-	for _, s := range dateCandidates() {
-		d, _ := time.Parse("2006-01-02", s)
-		dcands = append(dcands, float64(d.Unix()/86400))
-	}
+	dcands := dateDays()
 	vd, _ := tb.Column("visit_date")
 	check("visit_date lower", days, vd.LowerNum, 0.01, dcands)
 	check("visit_date upper", days, vd.UpperNum+1, 0.99, dcands) // upper is the day before the chosen candidate

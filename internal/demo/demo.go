@@ -521,3 +521,8 @@ func firstLine(s string) string {
 func ident(s string) string { return pgx.Identifier{s}.Sanitize() }
 
 func literal(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Load creates the demo's patients and visits tables in the database at
+// dsn and fills them with d (for tests that need the demo data without a
+// cluster of their own).
+func Load(ctx context.Context, dsn string, d *Data) error { return load(ctx, dsn, d) }
