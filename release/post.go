@@ -674,3 +674,55 @@ func rowWidths(row []value, base int, widths [][]float64) []*string {
 	}
 	return out
 }
+
+// widenAtBounds makes the half-width of an AVG, variance or standard
+// deviation that was released at a bound of its range (clamped: the noise
+// pushed the estimate out of what a true value can be) at least the whole
+// range: such an estimate says only that the truth is somewhere in the
+// range, and a narrow interval around the bound would claim more (issue
+// 29). rows are the groups' output rows before HAVING and ORDER BY (the
+// same order as noisy and widths[v]). Post-processing of released values.
+func widenAtBounds(plan *dpplan.Plan, rows [][]value, noisy [][]*big.Rat, widths [][]float64) {
+	for v, o := range plan.Outputs {
+		if (o.Kind != dpplan.OutputAvg && o.Kind != dpplan.OutputVariance) || widths[v] == nil {
+			continue
+		}
+		for g, row := range rows {
+			x := row[v]
+			if x.null || x.num == nil {
+				continue
+			}
+			lo, hi := outputRange(o, noisy[g])
+			if x.num.Cmp(lo) == 0 || x.num.Cmp(hi) == 0 {
+				span, _ := new(big.Rat).Sub(hi, lo).Float64()
+				widths[v][g] = math.Max(widths[v][g], span)
+			}
+		}
+	}
+}
+
+// outputRange is the range an AVG, variance or standard deviation is
+// clamped to (average, variance): [lower, upper] for an average, [0, r²]
+// for a population variance and [0, r²·C̃/(C̃ − 1)] for a sample one
+// (r = (upper − lower)/2), their square roots for a deviation.
+func outputRange(o dpplan.Output, noisy []*big.Rat) (lo, hi *big.Rat) {
+	lo, hi = new(big.Rat), new(big.Rat)
+	if o.Kind == dpplan.OutputAvg {
+		lo.SetFloat64(o.Lower)
+		hi.SetFloat64(o.Upper)
+		return lo, hi
+	}
+	r := new(big.Rat).SetFloat64((o.Upper - o.Lower) / 2)
+	hi.Mul(r, r)
+	if o.Sample {
+		c := noisy[o.CountMeasure]
+		if c.Cmp(big.NewRat(2, 1)) >= 0 {
+			d := new(big.Rat).Sub(c, ratOne)
+			hi.Mul(hi, new(big.Rat).Quo(c, d))
+		}
+	}
+	if o.Sqrt {
+		hi = sqrtRat(hi)
+	}
+	return lo, hi
+}

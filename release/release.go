@@ -365,6 +365,7 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	}
 	// Each cell's 95% half-width travels with its row (post.go).
 	widths := cellWidths(plan, ms, noisy)
+	widenAtBounds(plan, rowsOut, noisy, widths)
 	base := len(plan.Outputs) + len(plan.Hidden)
 	widthCells(rowsOut, widths)
 	rowsOut = orderAndLimit(plan, having(plan, rowsOut))

@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,5 +69,41 @@ func TestRun_Widths(t *testing.T) {
 	}
 	if *ordered.Rows[0][0] != "cardiology" {
 		t.Errorf("ORDER BY count DESC put %s first", *ordered.Rows[0][0])
+	}
+}
+
+// TestRun_WidthAtBound: an average released at a bound of its range (the
+// noise pushed it out of what a true average can be, and it was clamped)
+// states at least the whole range as its half-width, in the error column
+// and in the NOTICE: it tells only that the truth is in the range (issue
+// 29: pediatrics' AVG(cost) was released as 0 with a narrow interval).
+// Departments without rows have averages of pure noise, clamped to 0 or
+// 20000 in most releases; the fixed seeds make the test deterministic.
+func TestRun_WidthAtBound(t *testing.T) {
+	ds := loadPolicy(t)
+	up := &fakeUpstream{rows: [][]*string{{s("cardiology"), s("30000"), s("45000000"), s("29990")}}}
+	clamped := 0
+	for seed := uint64(1); seed <= 20; seed++ {
+		r := newTestReleaser(t, &memLedger{limit: 10}, seed)
+		res, err := r.Run(context.Background(), Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up, NoCache: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, row := range res.Rows {
+			if row[2] == nil || (*row[2] != "0" && *row[2] != "20000") {
+				continue
+			}
+			clamped++
+			w, err := strconv.ParseFloat(*res.Widths[i][2], 64)
+			if err != nil || w < 20000 {
+				t.Errorf("seed %d: %s's average released at the bound %s with half-width %s, want at least the range 20000", seed, *row[0], *row[2], *res.Widths[i][2])
+			}
+		}
+		if !strings.Contains(res.Notice, "±20000") {
+			t.Errorf("seed %d: the NOTICE does not state the range as a half-width:\n%s", seed, res.Notice)
+		}
+	}
+	if clamped == 0 {
+		t.Fatal("no average was clamped in 20 releases: the test shows nothing")
 	}
 }
