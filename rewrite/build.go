@@ -3,6 +3,7 @@ package rewrite
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -99,8 +100,13 @@ const maxWhereWork = 1024
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	orig := stmt
+	if opts.Now.IsZero() {
+		// The one clock read of this statement (reldate.go); the
+		// automatic bounds and clipping plan it again at the same instant.
+		opts.Now = time.Now()
+	}
 	stmt, tsCast := blankCasts(stmt) // cast.go: value-preserving casts of columns
-	n, err := normalize(stmt)
+	n, err := normalizeAt(stmt, clockOf(opts))
 	if err != nil {
 		return nil, err
 	}

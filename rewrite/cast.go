@@ -83,6 +83,16 @@ func blankCasts(stmt string) (string, bool) {
 	droppable := func(name string, extract bool) bool {
 		return castTargets[name] || extract && intTargets[name]
 	}
+	// relative reports whether toks[from:to] holds a relative date
+	// (reldate.go folds its casts: now()::date is not now()).
+	relative := func(from, to int) bool {
+		for i := max(from, 0); i < to; i++ {
+			if t := toks[i]; t.Kind == pgsql.TokIdent && !t.Quoted && (clockWords[t.Val].typ != "" || t.Val == "interval") {
+				return true
+			}
+		}
+		return false
+	}
 	for k := 0; k < len(toks); k++ {
 		t := toks[k]
 		switch {
@@ -90,7 +100,11 @@ func blankCasts(stmt string) (string, bool) {
 		case t.IsPunct("::") && k > 0 && (toks[k-1].Kind == pgsql.TokIdent || toks[k-1].IsPunct(")")):
 			j, name := typeEnd(k + 1)
 			extract := toks[k-1].IsPunct(")") && isExtract(match[k-1])
-			if droppable(name, extract) && !(j < len(toks) && toks[j].IsPunct("::")) {
+			from := k - 1
+			if toks[k-1].IsPunct(")") {
+				from = match[k-1] - 1
+			}
+			if droppable(name, extract) && !(j < len(toks) && toks[j].IsPunct("::")) && !relative(from, k) {
 				tsCast = tsCast || name == "timestamp" || name == "timestamptz"
 				blank(k, j)
 				k = j - 1
@@ -117,7 +131,7 @@ func blankCasts(stmt string) (string, bool) {
 			}
 			end, name := typeEnd(j + 1)
 			extract := toks[j-1].IsPunct(")") && isExtract(match[j-1])
-			if end != close || !droppable(name, extract) {
+			if end != close || !droppable(name, extract) || relative(k+2, j) {
 				continue
 			}
 			// The operand is a primary (a column or a call): the

@@ -155,7 +155,7 @@ var refusedWords = map[string][3]string{
 	"some":      {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", "use IN (list of literals)"},
 	"array":     {pgerr.FeatureNotSupported, "arrays are not supported", "use IN (list of literals)"},
 	"values":    {pgerr.FeatureNotSupported, "VALUES lists are not supported", "query protected tables (joined as the join hint says) with FROM"},
-	"interval":  {pgerr.FeatureNotSupported, "intervals are not supported yet", "compare date columns with 'YYYY-MM-DD'::date literals"},
+	"interval":  {pgerr.FeatureNotSupported, "intervals are supported only added to or subtracted from a date or timestamp constant", "write the column on one side and the relative date on the other, e.g. visit_date >= current_date - interval '30 days' (folded at the statement's start)"},
 	"collate":   {pgerr.FeatureNotSupported, "COLLATE is not supported", "remove the COLLATE clause"},
 	"at":        {pgerr.FeatureNotSupported, "AT TIME ZONE is not supported", "compare date columns with 'YYYY-MM-DD'::date literals"},
 	"into":      {pgerr.InsufficientPrivilege, "SELECT … INTO is not allowed", "remove INTO; dpproxy answers only aggregate SELECT queries"},
@@ -172,10 +172,18 @@ func refusal(src string, pos int, r [3]string) *pgerr.Error {
 
 var numberRE = regexp.MustCompile(`^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
-// normalize runs the normalizer over a statement.
-func normalize(src string) (*normalized, error) {
+// normalize runs the normalizer over a statement without a clock
+// (relative dates are refused).
+func normalize(src string) (*normalized, error) { return normalizeAt(src, clockEnv{}) }
+
+// normalizeAt runs the normalizer over a statement, with relative dates
+// folded in env (reldate.go).
+func normalizeAt(src string, env clockEnv) (*normalized, error) {
 	toks, err := pgsql.Lex(src)
 	if err != nil {
+		return nil, err
+	}
+	if toks, err = foldClock(src, toks, env); err != nil {
 		return nil, err
 	}
 	n := &normalized{src: src, litAt: map[int]int{}, pieces: make([]piece, 0, len(toks)+4)}
