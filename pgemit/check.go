@@ -63,6 +63,7 @@ var (
 	numberConst = regexp.MustCompile(`^\(-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\)$`)
 	plainNumber = regexp.MustCompile(`^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
 	integer     = regexp.MustCompile(`^-?[0-9]+$`)
+	isoDate     = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
 	// '…' with quotes doubled, or E'…' with quotes and backslashes doubled
 	// (QuoteString), optionally cast to text or date.
 	stringConst = regexp.MustCompile(`^(?:'(?:[^']|'')*'|E'(?:[^'\\]|''|\\\\)*')(?:::(?:text|date))?$`)
@@ -210,8 +211,17 @@ func (c *checker) key(k dpplan.Key) {
 			c.fail("key %s: width_bucket arguments %q", k.Column, k.Args)
 		}
 	case "date_trunc":
-		if !truncUnits[arg(0)] || len(k.Domain) == 0 {
+		if !truncUnits[arg(0)] || len(k.Domain) == 0 || len(k.Args) > 2 || len(k.Args) == 2 && k.Args[1] != "timestamp" {
 			c.fail("key %s: date_trunc %q", k.Column, k.Args)
+		}
+		suffix := ""
+		if len(k.Args) == 2 {
+			suffix = " 00:00:00"
+		}
+		for _, v := range k.Domain {
+			if d, ok := strings.CutSuffix(v, suffix); !ok || !isoDate.MatchString(d) {
+				c.fail("key %s: date_trunc value %q", k.Column, v)
+			}
 		}
 	case "extract":
 		if !extractFields[arg(0)] {

@@ -30,11 +30,19 @@ func keySQL(k dpplan.Key) string {
 		// for dates after 294276 AD: only dates from the first key of the
 		// domain to the end of its last are truncated (the others are
 		// outside the domain anyway, and become NULL).
-		first, last := k.Domain[0], k.Domain[len(k.Domain)-1]
+		// A key of date_col::timestamptz AT TIME ZONE the session's zone
+		// (Args[1] "timestamp", rewrite/attz.go) is the same period
+		// start as a timestamp: its domain values are "YYYY-MM-DD
+		// 00:00:00", PostgreSQL's text of one.
+		first, last := k.Domain[0][:10], k.Domain[len(k.Domain)-1][:10]
 		end, _ := time.Parse("2006-01-02", last)
 		end = PeriodNext(end, k.Args[0])
+		cast := "::date"
+		if len(k.Args) > 1 {
+			cast = "::date::timestamp"
+		}
 		return "date_trunc(" + QuoteString(k.Args[0]) + ", CASE WHEN " + c + " >= " + QuoteString(first) + "::date AND " + c + " < " +
-			QuoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)::date"
+			QuoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)" + cast
 	case "case":
 		// Built by caseKey from planned conditions and re-encoded
 		// constants (rewrite/casekey.go).

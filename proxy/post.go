@@ -139,6 +139,10 @@ func typeNameOf(oid uint32) string {
 		return "date"
 	case oidFloat8:
 		return "float8"
+	case oidTimestamp:
+		return "timestamp"
+	case oidTimestamptz:
+		return "timestamptz"
 	}
 	return "text"
 }

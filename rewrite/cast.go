@@ -93,6 +93,11 @@ func blankCasts(stmt string) (string, bool) {
 		}
 		return false
 	}
+	// atZone reports whether AT TIME ZONE follows toks[k-1]: that cast
+	// stays, for the normalizer (attz.go).
+	atZone := func(k int) bool {
+		return k+1 < len(toks) && toks[k].Is("at") && toks[k+1].Is("time")
+	}
 	for k := 0; k < len(toks); k++ {
 		t := toks[k]
 		switch {
@@ -104,7 +109,7 @@ func blankCasts(stmt string) (string, bool) {
 			if toks[k-1].IsPunct(")") {
 				from = match[k-1] - 1
 			}
-			if droppable(name, extract) && !(j < len(toks) && toks[j].IsPunct("::")) && !relative(from, k) {
+			if droppable(name, extract) && !(j < len(toks) && toks[j].IsPunct("::")) && !relative(from, k) && !atZone(j) {
 				tsCast = tsCast || name == "timestamp" || name == "timestamptz"
 				blank(k, j)
 				k = j - 1
@@ -131,7 +136,7 @@ func blankCasts(stmt string) (string, bool) {
 			}
 			end, name := typeEnd(j + 1)
 			extract := toks[j-1].IsPunct(")") && isExtract(match[j-1])
-			if end != close || !droppable(name, extract) || relative(k+2, j) {
+			if end != close || !droppable(name, extract) || relative(k+2, j) || atZone(close+1) {
 				continue
 			}
 			// The operand is a primary (a column or a call): the

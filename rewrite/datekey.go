@@ -333,6 +333,10 @@ func dateKeyPGType(k Key) string {
 		return k.Args[1]
 	case "int_bucket":
 		return "float8"
+	case "date_trunc":
+		if len(k.Args) > 1 {
+			return k.Args[1] // of a date column AT TIME ZONE (attz.go)
+		}
 	}
 	return ""
 }

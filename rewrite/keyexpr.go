@@ -115,17 +115,25 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 			return Key{}, nil, b.errAt(fc.Args[1], pgerr.FeatureNotSupported, "date_trunc needs date bounds written as YYYY-MM-DD in the policy").
 				WithHint("ask the data steward to declare lower and upper for %s", ci.name)
 		}
+		args, suffix := []string{unit}, ""
+		if _, ok := atZoneCall(fc.Args[1]); ok {
+			// date_trunc of a timestamp (attz.go) is a timestamp.
+			args, suffix = append(args, "timestamp"), " 00:00:00"
+		}
 		var dom []string
 		for d := periodStart(lo, unit); !d.After(hi); d = pgemit.PeriodNext(d, unit) {
 			if len(dom) == maxDerivedGroups {
 				return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "date_trunc('%s', %s) would release more than %d groups", unit, ci.name, maxDerivedGroups).
 					WithHint("truncate to a coarser unit")
 			}
-			dom = append(dom, d.Format("2006-01-02"))
+			dom = append(dom, d.Format("2006-01-02")+suffix)
 		}
-		return Key{Column: ci.name, Type: policy.TypeDate, Domain: dom, Func: name, Args: []string{unit}}, ci.col, nil
+		return Key{Column: ci.name, Type: policy.TypeDate, Domain: dom, Func: name, Args: args}, ci.col, nil
 	case "date_part":
 		return b.fieldKey(fc, name) // datekey.go
+	case atZoneMarker:
+		return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "GROUP BY a date column AT TIME ZONE is supported inside date_trunc, EXTRACT or date_part").
+			WithHint("GROUP BY date_trunc('day', date_col::timestamptz AT TIME ZONE 'zone') with the session's TimeZone as the zone")
 	case "extract":
 		if len(fc.Args) == 0 {
 			return Key{}, nil, b.errAt(fc, "42883", "function extract() does not exist").WithHint("%s", keyExprHint)
@@ -195,6 +203,11 @@ func (b *builder) dateBounds(at ast.Node, ci colInfo) (time.Time, time.Time, err
 func (b *builder) keyColumn(e ast.ExprNode) (colInfo, error) {
 	if p, ok := e.(*ast.ParenthesesExpr); ok {
 		e = p.Expr
+	}
+	if fc, ok := atZoneCall(e); ok {
+		// d::timestamptz AT TIME ZONE the session's zone is d at
+		// midnight (attz.go): the same fields, epochs and periods.
+		return b.atZoneColumn(fc)
 	}
 	c, ok := e.(*ast.ColumnNameExpr)
 	if !ok {

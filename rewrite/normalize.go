@@ -157,7 +157,6 @@ var refusedWords = map[string][3]string{
 	"values":    {pgerr.FeatureNotSupported, "VALUES lists are not supported", "query protected tables (joined as the join hint says) with FROM"},
 	"interval":  {pgerr.FeatureNotSupported, "intervals are supported only added to or subtracted from a date or timestamp constant", "write the column on one side and the relative date on the other, e.g. visit_date >= current_date - interval '30 days' (folded at the statement's start)"},
 	"collate":   {pgerr.FeatureNotSupported, "COLLATE is not supported", "remove the COLLATE clause"},
-	"at":        {pgerr.FeatureNotSupported, "AT TIME ZONE is not supported", "compare date columns with 'YYYY-MM-DD'::date literals"},
 	"into":      {pgerr.InsufficientPrivilege, "SELECT … INTO is not allowed", "remove INTO; dpproxy answers only aggregate SELECT queries"},
 	"for":       {pgerr.FeatureNotSupported, "locking clauses are not supported", "remove FOR UPDATE/SHARE; dpproxy is read-only"},
 	"natural":   {pgerr.FeatureNotSupported, "NATURAL joins are not supported", joinHint},
@@ -209,6 +208,7 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 		}
 	}
 	depth := 0
+	var atCast policy.Type // the cast before AT TIME ZONE (attz.go)
 	prevIs := func(i int, kw string) bool { return i > 0 && toks[i-1].Is(kw) }
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
@@ -264,6 +264,12 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 				}
 				add(t.Val, t.Pos, false)
 			case "::":
+				if typ, k, ok := relType(toks, i+1); ok && i > 0 && toks[i-1].Kind == pgsql.TokIdent && k+1 < len(toks) && toks[k].Is("at") && toks[k+1].Is("time") {
+					// col::timestamptz AT TIME ZONE 'zone' (attz.go)
+					atCast = typ
+					i = k - 1
+					continue
+				}
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "casts of columns and expressions are not supported").
 					WithPosition(pgsql.CharPos(src, t.Pos)).
 					WithHint("compare the column with a literal of its own type, e.g. visit_date >= '2021-01-01'::date")
@@ -295,7 +301,7 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 					WithHint("supported operators: = <> != < <= > >= AND OR NOT IN BETWEEN LIKE ILIKE IS [NOT] NULL")
 			}
 		case pgsql.TokIdent:
-			if t.Val == filterMarker {
+			if t.Val == filterMarker || t.Val == atZoneMarker {
 				return nil, pgerr.New("42883", "function %s does not exist", t.Val).
 					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("write agg(…) FILTER (WHERE condition)")
 			}
@@ -322,13 +328,19 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 				}
 				continue
 			}
+			if w == "at" && next(1).Is("time") {
+				k, err := n.atTimeZone(src, toks, i, atCast) // attz.go
+				if err != nil {
+					return nil, err
+				}
+				i, atCast = k, ""
+				continue
+			}
 			if r, ok := refusedWords[w]; ok {
 				// Non-reserved words are refused only where they start the
 				// clause they name, so columns may still be called so.
 				refuse := true
 				switch w {
-				case "at":
-					refuse = next(1).Is("time")
 				case "filter":
 					refuse = false
 					if next(1).IsPunct("(") {

@@ -237,7 +237,7 @@ rows:
 				// PostgreSQL's text output of booleans is t/f; the
 				// emitted SQL's ::text is true/false, as in the policy.
 				row = append(row, map[string]string{"t": "true", "f": "false"}[*v])
-			case o.Kind == OutputKey && p.Keys[o.Key].Func == "date_trunc":
+			case o.Kind == OutputKey && p.Keys[o.Key].Func == "date_trunc" && len(p.Keys[o.Key].Args) == 1:
 				// PostgreSQL's date_trunc of a date is a timestamptz at
 				// midnight; the plan releases the date (documented).
 				if !strings.HasPrefix(*v, (*v)[:10]+" 00:00:00") {

@@ -212,6 +212,9 @@ func (b *builder) whereColumn(e ast.ExprNode) (colInfo, error) {
 	if pe, ok := e.(*ast.ParenthesesExpr); ok {
 		return b.whereColumn(pe.Expr)
 	}
+	if fc, ok := atZoneCall(e); ok {
+		return b.atZoneColumn(fc) // attz.go
+	}
 	c, ok := e.(*ast.ColumnNameExpr)
 	if !ok {
 		return colInfo{}, b.errAt(e, pgerr.FeatureNotSupported, "expressions are not supported in WHERE yet").
@@ -223,8 +226,7 @@ func (b *builder) whereColumn(e ast.ExprNode) (colInfo, error) {
 // compare converts col op literal (either order); literal op literal is
 // accepted for constants such as 1 = 1 that BI tools generate.
 func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (dpplan.Pred, error) {
-	_, lcol := unparen(l).(*ast.ColumnNameExpr)
-	_, rcol := unparen(r).(*ast.ColumnNameExpr)
+	lcol, rcol := isColumnSide(l), isColumnSide(r) // a column, or a date column AT TIME ZONE
 	switch {
 	case lcol && rcol:
 		return nil, b.errAt(at, pgerr.FeatureNotSupported, "comparisons between two columns are not supported yet").
