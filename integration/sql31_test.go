@@ -47,6 +47,13 @@ var sql31Cases = []sql31Case{
 		truth: visitsBounded("date_trunc('month', (visit_date::timestamptz AT TIME ZONE 'UTC'))",
 			"visit_date::timestamptz AT TIME ZONE 'UTC' >= '2023-01-01T00:00:00.000'::timestamptz AND visit_date::timestamptz AT TIME ZONE 'UTC' <= '2023-06-30T23:59:59.999'::timestamptz"),
 		keys: 1, oid: 1114},
+	{name: "Cube contains filter, ILIKE '%' || $1 || '%'",
+		sql:   `SELECT "visits".department "visits__department", count(*) "visits__count" FROM public.visits AS "visits" WHERE ("visits".diagnosis ILIKE '%' || $1 || '%') GROUP BY 1 ORDER BY 2 DESC LIMIT 10000`,
+		args:  []any{"fracture"},
+		truth: visitsBounded("department", "diagnosis ILIKE '%' || 'fracture' || '%'"), keys: 1},
+	{name: "Cube startsWith filter, literal concatenation",
+		sql:   `SELECT "visits".department "visits__department", count(*) "visits__count" FROM public.visits AS "visits" WHERE ("visits".diagnosis ILIKE 'i' || '%') GROUP BY 1 ORDER BY 2 DESC LIMIT 10000`,
+		truth: visitsBounded("department", "diagnosis ILIKE 'i' || '%'"), keys: 1},
 }
 
 func TestSQL31_ClientShapes(t *testing.T) {

@@ -289,9 +289,12 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 			case "!=":
 				add("<>", t.Pos, false)
 			case "||":
-				return nil, pgerr.New(pgerr.FeatureNotSupported, "operator || is not supported").
-					WithPosition(pgsql.CharPos(src, t.Pos)).
-					WithHint("string concatenation is not available in DP queries; compare columns with literals")
+				// '%' || $1 || '%': one text constant (concat.go).
+				k, err := n.concat(src, toks, i)
+				if err != nil {
+					return nil, err
+				}
+				i = k
 			case "~", "~*", "!~", "!~*":
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "regular expression operator %s is not supported", t.Val).
 					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("use LIKE or ILIKE with a string pattern")
