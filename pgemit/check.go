@@ -7,6 +7,7 @@ package pgemit
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -64,6 +65,7 @@ var (
 	plainNumber = regexp.MustCompile(`^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
 	integer     = regexp.MustCompile(`^-?[0-9]+$`)
 	isoDate     = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+	arithTypes  = map[string]bool{"int2": true, "int4": true, "int8": true, "numeric": true, "float8": true}
 	// '…' with quotes doubled, or E'…' with quotes and backslashes doubled
 	// (QuoteString), optionally cast to text or date.
 	stringConst = regexp.MustCompile(`^(?:'(?:[^']|'')*'|E'(?:[^'\\]|''|\\\\)*')(?:::(?:text|date))?$`)
@@ -235,6 +237,19 @@ func (c *checker) key(k dpplan.Key) {
 	case "int_bucket":
 		if !integer.MatchString(arg(0)) || !integer.MatchString(arg(1)) || !integer.MatchString(arg(2)) {
 			c.fail("key %s: int_bucket %q", k.Column, k.Args)
+		}
+	case "arith":
+		n, err := strconv.Atoi(arg(2))
+		if !arithTypes[arg(0)] || err != nil || n < 0 || 3+n > len(k.Args) || (len(k.Args)-3-n)%2 != 0 || len(k.Args) == 3+n ||
+			arg(1) != "extract" && arg(1) != "date_part" {
+			c.fail("key %s: arith %q", k.Column, k.Args)
+			return
+		}
+		c.key(dpplan.Key{Column: k.Column, Func: arg(1), Args: k.Args[3 : 3+n]})
+		for i := 3 + n; i+1 < len(k.Args); i += 2 {
+			if op := k.Args[i]; op != "+" && op != "-" && op != "%" || !integer.MatchString(k.Args[i+1]) || op == "%" && k.Args[i+1] == "0" {
+				c.fail("key %s: arith %q", k.Column, k.Args)
+			}
 		}
 	case "case":
 		c.caseKey(arg(0))

@@ -5,6 +5,7 @@
 package pgemit
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +44,19 @@ func keySQL(k dpplan.Key) string {
 		}
 		return "date_trunc(" + QuoteString(k.Args[0]) + ", CASE WHEN " + c + " >= " + QuoteString(first) + "::date AND " + c + " < " +
 			QuoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)" + cast
+	case "arith":
+		// Integer arithmetic over a date field (rewrite/arithkey.go):
+		// Args are the type, the field key's Func, its number of Args,
+		// its Args, then operator and integer constant pairs.
+		n, _ := strconv.Atoi(k.Args[2])
+		e := keySQL(dpplan.Key{Column: k.Column, Func: k.Args[1], Args: k.Args[3 : 3+n]})
+		if t := k.Args[0]; t != "numeric" && t != "float8" {
+			e = "(" + e + ")::" + t
+		}
+		for i := 3 + n; i+1 < len(k.Args); i += 2 {
+			e = "(" + e + " " + k.Args[i] + " (" + k.Args[i+1] + "))"
+		}
+		return e
 	case "case":
 		// Built by caseKey from planned conditions and re-encoded
 		// constants (rewrite/casekey.go).

@@ -60,7 +60,10 @@ type builder struct {
 	// tsCast: a cast of a column to timestamp[tz] was dropped (cast.go),
 	// so an untyped literal may be compared as a timestamp (datefold.go).
 	tsCast bool
-	sa     []dpplan.SampleCall // sample-and-aggregate calls of the select list (sampleagg.go)
+	// intCasts are the integer casts dropped around EXTRACT and
+	// date_part (cast.go): the call's byte offset → int2, int4 or int8.
+	intCasts map[int]string
+	sa       []dpplan.SampleCall // sample-and-aggregate calls of the select list (sampleagg.go)
 }
 
 // aggSpec is an aggregate call of the select list.
@@ -105,7 +108,7 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 		// automatic bounds and clipping plan it again at the same instant.
 		opts.Now = time.Now()
 	}
-	stmt, tsCast := blankCasts(stmt) // cast.go: value-preserving casts of columns
+	stmt, tsCast, intCasts := blankCastsTyped(stmt) // cast.go: value-preserving casts of columns
 	n, err := normalizeAt(stmt, clockOf(opts))
 	if err != nil {
 		return nil, err
@@ -139,7 +142,7 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	if !ok {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").WithHint("%s", shapeHint)
 	}
-	b := &builder{ds: ds, src: stmt, norm: n, opts: opts, tsCast: tsCast}
+	b := &builder{ds: ds, src: stmt, norm: n, opts: opts, tsCast: tsCast, intCasts: intCasts}
 	if err := b.checkDepth(sel); err != nil { // depth.go
 		return nil, err
 	}

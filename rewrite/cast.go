@@ -36,18 +36,35 @@ var castTargets = map[string]bool{
 // intTargets are integer types, dropped only around EXTRACT.
 var intTargets = map[string]bool{"int": true, "integer": true, "int4": true, "int8": true, "bigint": true, "smallint": true, "int2": true}
 
-// blankCasts returns stmt with value-preserving casts of columns removed
-// (byte offsets kept), and whether a cast to timestamp[tz] was dropped.
-func blankCasts(stmt string) (string, bool) {
+// intTypeNames are PostgreSQL's names of the integer types.
+var intTypeNames = map[string]string{"int": "int4", "integer": "int4", "int4": "int4", "int8": "int8", "bigint": "int8", "smallint": "int2", "int2": "int2"}
+
+// blankCastsTyped returns stmt with value-preserving casts of columns
+// removed (byte offsets kept), whether a cast to timestamp[tz] was
+// dropped, and the integer casts it dropped around EXTRACT and date_part:
+// the byte offset of the call's name → the cast's type (int2, int4 or
+// int8), which is the type PostgreSQL gives an expression over it
+// (arithkey.go).
+func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 	toks, err := pgsql.Lex(stmt)
 	if err != nil {
-		return stmt, false
+		return stmt, false, nil
 	}
 	match := matchParens(toks)
 	if match == nil {
-		return stmt, false
+		return stmt, false, nil
 	}
 	tsCast := false
+	var intCasts map[int]string
+	intCast := func(name string, open int) {
+		if !intTargets[name] || open < 1 {
+			return
+		}
+		if intCasts == nil {
+			intCasts = map[int]string{}
+		}
+		intCasts[toks[open-1].Pos] = intTypeNames[name]
+	}
 	b := []byte(stmt)
 	blank := func(from, to int) { // token range [from, to)
 		if from >= to {
@@ -111,6 +128,9 @@ func blankCasts(stmt string) (string, bool) {
 			}
 			if droppable(name, extract) && !(j < len(toks) && toks[j].IsPunct("::")) && !relative(from, k) && !atZone(j) {
 				tsCast = tsCast || name == "timestamp" || name == "timestamptz"
+				if extract {
+					intCast(name, match[k-1])
+				}
 				blank(k, j)
 				k = j - 1
 			}
@@ -142,9 +162,12 @@ func blankCasts(stmt string) (string, bool) {
 			// The operand is a primary (a column or a call): the
 			// parentheses go with the cast.
 			tsCast = tsCast || name == "timestamp" || name == "timestamptz"
+			if extract {
+				intCast(name, match[j-1])
+			}
 			blank(k, k+2)
 			blank(j, close+1)
 		}
 	}
-	return string(b), tsCast
+	return string(b), tsCast, intCasts
 }
