@@ -79,7 +79,7 @@ func (b *builder) arithKey(e ast.ExprNode) (k Key, col *policy.Column, ok bool, 
 			WithHint("write + - or %% of integer constants over EXTRACT(field FROM date_col), e.g. (CAST(extract(isodow FROM d) AS integer) %% 7) + 1")
 	}
 	typ := dateKeyPGType(inner) // numeric (EXTRACT) or float8 (date_part)
-	if t, cast := b.intCasts[b.norm.srcPos(fc.OriginTextPosition())]; cast {
+	if t := b.intCasts[b.norm.srcPos(fc.OriginTextPosition())]; t != "" && t != "text" {
 		typ = t
 	}
 	vals := make([]int64, 0, len(inner.Domain))

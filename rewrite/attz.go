@@ -92,7 +92,10 @@ func isColumnSide(e ast.ExprNode) bool {
 	if _, ok := unparen(e).(*ast.ColumnNameExpr); ok {
 		return true
 	}
-	_, ok := atZoneCall(e)
+	if _, ok := atZoneCall(e); ok {
+		return true
+	}
+	_, ok := intCastCall(e)
 	return ok
 }
 

@@ -60,8 +60,8 @@ type builder struct {
 	// tsCast: a cast of a column to timestamp[tz] was dropped (cast.go),
 	// so an untyped literal may be compared as a timestamp (datefold.go).
 	tsCast bool
-	// intCasts are the integer casts dropped around EXTRACT and
-	// date_part (cast.go): the call's byte offset → int2, int4 or int8.
+	// intCasts are the casts to integer types and text dropped by
+	// cast.go: the operand's byte offset → int2, int4, int8 or text.
 	intCasts map[int]string
 	sa       []dpplan.SampleCall // sample-and-aggregate calls of the select list (sampleagg.go)
 }

@@ -41,10 +41,11 @@ var intTypeNames = map[string]string{"int": "int4", "integer": "int4", "int4": "
 
 // blankCastsTyped returns stmt with value-preserving casts of columns
 // removed (byte offsets kept), whether a cast to timestamp[tz] was
-// dropped, and the integer casts it dropped around EXTRACT and date_part:
-// the byte offset of the call's name → the cast's type (int2, int4 or
-// int8), which is the type PostgreSQL gives an expression over it
-// (arithkey.go).
+// dropped, and the casts it dropped to integer types (around EXTRACT and
+// date_part) and to text: the byte offset of the operand (the call's
+// name, the column's first word) → int2, int4, int8 or text. The integer
+// type is the type PostgreSQL gives an expression over the field
+// (arithkey.go); a text cast makes a comparison textual (castcmp.go).
 func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 	toks, err := pgsql.Lex(stmt)
 	if err != nil {
@@ -56,14 +57,33 @@ func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 	}
 	tsCast := false
 	var intCasts map[int]string
-	intCast := func(name string, open int) {
-		if !intTargets[name] || open < 1 {
+	record := func(name string, start int) {
+		typ := intTypeNames[name]
+		if name == "text" || name == "varchar" || name == "char" || name == "character" {
+			typ = "text"
+		}
+		if typ == "" || start < 0 {
 			return
 		}
 		if intCasts == nil {
 			intCasts = map[int]string{}
 		}
-		intCasts[toks[open-1].Pos] = intTypeNames[name]
+		intCasts[toks[start].Pos] = typ
+	}
+	// operand is the index of the first token of the operand ending at
+	// toks[k]: a possibly qualified name, or a call or parentheses.
+	operand := func(k int) int {
+		if toks[k].IsPunct(")") {
+			o := match[k]
+			if o > 0 && toks[o-1].Kind == pgsql.TokIdent {
+				return o - 1
+			}
+			return o
+		}
+		for k >= 2 && toks[k-1].IsPunct(".") && toks[k-2].Kind == pgsql.TokIdent {
+			k -= 2
+		}
+		return k
 	}
 	b := []byte(stmt)
 	blank := func(from, to int) { // token range [from, to)
@@ -128,9 +148,7 @@ func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 			}
 			if droppable(name, extract) && !(j < len(toks) && toks[j].IsPunct("::")) && !relative(from, k) && !atZone(j) {
 				tsCast = tsCast || name == "timestamp" || name == "timestamptz"
-				if extract {
-					intCast(name, match[k-1])
-				}
+				record(name, operand(k-1))
 				blank(k, j)
 				k = j - 1
 			}
@@ -162,9 +180,7 @@ func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 			// The operand is a primary (a column or a call): the
 			// parentheses go with the cast.
 			tsCast = tsCast || name == "timestamp" || name == "timestamptz"
-			if extract {
-				intCast(name, match[j-1])
-			}
+			record(name, k+2)
 			blank(k, k+2)
 			blank(j, close+1)
 		}

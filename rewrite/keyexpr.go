@@ -131,6 +131,9 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 		return Key{Column: ci.name, Type: policy.TypeDate, Domain: dom, Func: name, Args: args}, ci.col, nil
 	case "date_part":
 		return b.fieldKey(fc, name) // datekey.go
+	case intCastMarker:
+		return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "GROUP BY an integer cast of a column is not supported").
+			WithHint("GROUP BY width_bucket(col, low, high, count) or floor((int_col)/W)*W for buckets; an integer cast of a column is supported in WHERE comparisons")
 	case atZoneMarker:
 		return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "GROUP BY a date column AT TIME ZONE is supported inside date_trunc, EXTRACT or date_part").
 			WithHint("GROUP BY date_trunc('day', date_col::timestamptz AT TIME ZONE 'zone') with the session's TimeZone as the zone")

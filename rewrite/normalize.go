@@ -270,6 +270,15 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 					i = k - 1
 					continue
 				}
+				if k := i + 1; i > 0 && toks[i-1].Kind == pgsql.TokIdent && k < len(toks) && toks[k].Kind == pgsql.TokIdent && !toks[k].Quoted && intTypeNames[toks[k].Val] != "" &&
+					!(k+1 < len(toks) && (toks[k+1].IsPunct("::") || toks[k+1].IsPunct("("))) {
+					// col::int compared in WHERE (castcmp.go)
+					if err := n.intCast(src, t.Pos, intTypeNames[toks[k].Val]); err != nil {
+						return nil, err
+					}
+					i = k
+					continue
+				}
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "casts of columns and expressions are not supported").
 					WithPosition(pgsql.CharPos(src, t.Pos)).
 					WithHint("compare the column with a literal of its own type, e.g. visit_date >= '2021-01-01'::date")
@@ -304,7 +313,7 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 					WithHint("supported operators: = <> != < <= > >= AND OR NOT IN BETWEEN LIKE ILIKE IS [NOT] NULL")
 			}
 		case pgsql.TokIdent:
-			if t.Val == filterMarker || t.Val == atZoneMarker {
+			if t.Val == filterMarker || t.Val == atZoneMarker || t.Val == intCastMarker {
 				return nil, pgerr.New("42883", "function %s does not exist", t.Val).
 					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("write agg(…) FILTER (WHERE condition)")
 			}
@@ -429,6 +438,25 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 					add("NOT", t.Pos, true)
 				}
 				add("NULL", t.Pos, true)
+			case w == "cast" && next(1).IsPunct("(") && next(2).Kind == pgsql.TokIdent:
+				// CAST ( col AS integer ) compared in WHERE (castcmp.go)
+				cols, typ, end, ok := castColumnEnd(toks, i)
+				if !ok {
+					return nil, pgerr.New(pgerr.FeatureNotSupported, "CAST of columns and expressions is not supported").
+						WithPosition(pgsql.CharPos(src, t.Pos)).
+						WithHint("compare the column with a literal of its own type, e.g. visit_date >= '2021-01-01'::date, or compare CAST(col AS integer) with an integer")
+				}
+				for _, c := range cols {
+					if c.IsPunct(".") {
+						add(".", c.Pos, false)
+					} else {
+						add(pgemit.QuoteIdent(c.Val), c.Pos, true)
+					}
+				}
+				if err := n.intCast(src, t.Pos, typ); err != nil {
+					return nil, err
+				}
+				i = end
 			case w == "cast" && next(1).IsPunct("("):
 				// CAST ( literal AS type )
 				lt := next(2)

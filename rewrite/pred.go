@@ -90,6 +90,14 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 		}
 		return dpplan.PredCol{Col: pgemit.QuoteIdent(ci.name)}, nil
 	case *ast.IsNullExpr:
+		if fc, ok := intCastCall(x.Expr); ok {
+			// The cast of NULL is NULL, and of nothing else.
+			ci, err := b.intCastColumn(fc)
+			if err != nil {
+				return nil, err
+			}
+			return dpplan.PredNull{Col: pgemit.QuoteIdent(ci.name), Not: x.Not}, nil
+		}
 		ci, err := b.whereColumn(x.Expr)
 		if err != nil {
 			return nil, err
@@ -126,6 +134,21 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 		}
 		return out, nil
 	case *ast.BetweenExpr:
+		if fc, ok := intCastCall(x.Expr); ok {
+			lo, err := b.intCastCmp(fc, x.Left, ">=")
+			if err != nil {
+				return nil, err
+			}
+			hi, err := b.intCastCmp(fc, x.Right, "<=")
+			if err != nil {
+				return nil, err
+			}
+			var p dpplan.Pred = dpplan.PredBool{Op: "AND", L: lo, R: hi}
+			if x.Not {
+				p = dpplan.PredNot{X: p}
+			}
+			return p, nil
+		}
 		ci, err := b.whereColumn(x.Expr)
 		if err != nil {
 			return nil, err
@@ -215,6 +238,9 @@ func (b *builder) whereColumn(e ast.ExprNode) (colInfo, error) {
 	if fc, ok := atZoneCall(e); ok {
 		return b.atZoneColumn(fc) // attz.go
 	}
+	if fc, ok := intCastCall(e); ok {
+		return colInfo{}, b.errAt(fc, pgerr.FeatureNotSupported, "an integer cast of a column is supported in comparisons, BETWEEN and IS NULL only").WithHint("%s", intCastHint)
+	}
 	c, ok := e.(*ast.ColumnNameExpr)
 	if !ok {
 		return colInfo{}, b.errAt(e, pgerr.FeatureNotSupported, "expressions are not supported in WHERE yet").
@@ -239,8 +265,14 @@ func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (dpplan.Pre
 				op = f
 			}
 		}
+		if fc, ok := intCastCall(colE); ok {
+			return b.intCastCmp(fc, litE, op) // castcmp.go
+		}
 		ci, err := b.whereColumn(colE)
 		if err != nil {
+			return nil, err
+		}
+		if err := b.textCast(colE, ci); err != nil { // castcmp.go
 			return nil, err
 		}
 		if ci.typ() == policy.TypeDate {
