@@ -28,6 +28,9 @@ type sql31Case struct {
 	truth string
 	keys  int
 	oid   uint32 // the first column's type OID, when checked
+	// suffix ends the first column's text, when checked (psql's text of
+	// a timestamp or timestamptz key).
+	suffix string
 }
 
 var sql31Cases = []sql31Case{
@@ -46,7 +49,10 @@ var sql31Cases = []sql31Case{
 		args: []any{"2023-01-01T00:00:00.000", "2023-06-30T23:59:59.999"},
 		truth: visitsBounded("date_trunc('month', (visit_date::timestamptz AT TIME ZONE 'UTC'))",
 			"visit_date::timestamptz AT TIME ZONE 'UTC' >= '2023-01-01T00:00:00.000'::timestamptz AND visit_date::timestamptz AT TIME ZONE 'UTC' <= '2023-06-30T23:59:59.999'::timestamptz"),
-		keys: 1, oid: 1114},
+		keys: 1, oid: 1114, suffix: " 00:00:00"},
+	{name: "date_trunc of a date column is a timestamptz (Superset's time grain)",
+		sql:   `SELECT DATE_TRUNC('month', visit_date) AS __timestamp, COUNT(*) AS count FROM public.visits WHERE visit_date >= '2024-01-01' GROUP BY DATE_TRUNC('month', visit_date)`,
+		truth: visitsBounded("date_trunc('month', visit_date)", "visit_date >= '2024-01-01'"), keys: 1, oid: 1184, suffix: " 00:00:00+00"},
 	{name: "Cube contains filter, ILIKE '%' || $1 || '%'",
 		sql:   `SELECT "visits".department "visits__department", count(*) "visits__count" FROM public.visits AS "visits" WHERE ("visits".diagnosis ILIKE '%' || $1 || '%') GROUP BY 1 ORDER BY 2 DESC LIMIT 10000`,
 		args:  []any{"fracture"},
@@ -92,7 +98,7 @@ func TestSQL31_ClientShapes(t *testing.T) {
 				t.Errorf("%s: first column type OID %d, want %d (PostgreSQL's type)", sc.name, got, sc.oid)
 			}
 		}
-		got, err := sql31Rows(rows)
+		got, err := sql31Rows(rows, sc.suffix)
 		if err != nil {
 			t.Errorf("%s: %v", sc.name, err)
 			continue
@@ -147,7 +153,7 @@ func TestSQL31_ClientShapes(t *testing.T) {
 
 // sql31Rows reads rows as biRows does (dates and midnight timestamps as
 // their day).
-func sql31Rows(rows pgx.Rows) ([]textRow, error) {
+func sql31Rows(rows pgx.Rows, suffix string) ([]textRow, error) {
 	defer rows.Close()
 	var names []string
 	for _, f := range rows.FieldDescriptions() {
@@ -160,6 +166,9 @@ func sql31Rows(rows pgx.Rows) ([]textRow, error) {
 			s := "NULL"
 			if v != nil {
 				s = string(v)
+				if len(r.vals) == 0 && !strings.HasSuffix(s, suffix) {
+					return nil, fmt.Errorf("key %q does not end with %q", s, suffix)
+				}
 				if len(s) >= 10 && s[4] == '-' && s[7] == '-' {
 					s = s[:10]
 				}

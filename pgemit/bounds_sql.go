@@ -514,11 +514,14 @@ func domainList(k dpplan.Key) string {
 	return b.String()
 }
 
-// domainType is the type of a key's values: its column's, or timestamp
-// for date_trunc of a date column AT TIME ZONE (rewrite/attz.go).
+// domainType is the type of a key's values: its column's, or for
+// date_trunc keys typed by rewrite/trunckey.go timestamp or their text.
 func domainType(k dpplan.Key) policy.Type {
 	if k.Func == "date_trunc" && len(k.Args) > 1 {
-		return "timestamp"
+		if k.Args[1] == "timestamp" {
+			return "timestamp"
+		}
+		return policy.TypeText // the key's text (key_sql.go)
 	}
 	return k.Type
 }

@@ -65,6 +65,8 @@ var (
 	plainNumber = regexp.MustCompile(`^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
 	integer     = regexp.MustCompile(`^-?[0-9]+$`)
 	isoDate     = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+	utcOffset   = regexp.MustCompile(`^[+-][0-9]{2}(:[0-9]{2}){0,2}$`)
+	truncValue  = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}( 00:00:00([+-][0-9]{2}(:[0-9]{2}){0,2})?)?$`)
 	arithTypes  = map[string]bool{"int2": true, "int4": true, "int8": true, "numeric": true, "float8": true}
 	// '…' with quotes doubled, or E'…' with quotes and backslashes doubled
 	// (QuoteString), optionally cast to text or date.
@@ -213,15 +215,22 @@ func (c *checker) key(k dpplan.Key) {
 			c.fail("key %s: width_bucket arguments %q", k.Column, k.Args)
 		}
 	case "date_trunc":
-		if !truncUnits[arg(0)] || len(k.Domain) == 0 || len(k.Args) > 2 || len(k.Args) == 2 && k.Args[1] != "timestamp" {
+		// Args: unit [type [offset {date offset}]] (rewrite/trunckey.go).
+		ok := truncUnits[arg(0)] && len(k.Domain) > 0
+		if len(k.Args) > 1 {
+			ok = ok && (k.Args[1] == "timestamp" && len(k.Args) == 2 || k.Args[1] == "text" || k.Args[1] == "timestamptz" && len(k.Args) > 2)
+			for i := 2; i < len(k.Args); i++ {
+				if (i-2)%2 == 0 && !utcOffset.MatchString(k.Args[i]) || (i-2)%2 == 1 && !isoDate.MatchString(k.Args[i]) {
+					ok = false
+				}
+			}
+			ok = ok && (len(k.Args) == 2 || len(k.Args)%2 == 1)
+		}
+		if !ok {
 			c.fail("key %s: date_trunc %q", k.Column, k.Args)
 		}
-		suffix := ""
-		if len(k.Args) == 2 {
-			suffix = " 00:00:00"
-		}
 		for _, v := range k.Domain {
-			if d, ok := strings.CutSuffix(v, suffix); !ok || !isoDate.MatchString(d) {
+			if !truncValue.MatchString(v) || len(k.Args) == 1 && len(v) != 10 || len(k.Args) > 1 && len(v) == 10 {
 				c.fail("key %s: date_trunc value %q", k.Column, v)
 			}
 		}

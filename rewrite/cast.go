@@ -42,10 +42,11 @@ var intTypeNames = map[string]string{"int": "int4", "integer": "int4", "int4": "
 // blankCastsTyped returns stmt with value-preserving casts of columns
 // removed (byte offsets kept), whether a cast to timestamp[tz] was
 // dropped, and the casts it dropped to integer types (around EXTRACT and
-// date_part) and to text: the byte offset of the operand (the call's
-// name, the column's first word) → int2, int4, int8 or text. The integer
-// type is the type PostgreSQL gives an expression over the field
-// (arithkey.go); a text cast makes a comparison textual (castcmp.go).
+// date_part), text, date, timestamp and timestamptz: the byte offset of
+// the operand (the call's name, the column's first word) → the type. The
+// integer type is the type PostgreSQL gives an expression over the field
+// (arithkey.go); a text cast makes a comparison textual (castcmp.go); the
+// others type date_trunc keys (keyexpr.go).
 func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 	toks, err := pgsql.Lex(stmt)
 	if err != nil {
@@ -59,8 +60,11 @@ func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 	var intCasts map[int]string
 	record := func(name string, start int) {
 		typ := intTypeNames[name]
-		if name == "text" || name == "varchar" || name == "char" || name == "character" {
+		switch name {
+		case "text", "varchar", "char", "character":
 			typ = "text"
+		case "date", "timestamp", "timestamptz":
+			typ = name
 		}
 		if typ == "" || start < 0 {
 			return
@@ -109,6 +113,9 @@ func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 			name = "varchar"
 			k++
 		case (name == "timestamp" || name == "time") && k+2 < len(toks) && (toks[k].Is("with") || toks[k].Is("without")) && toks[k+1].Is("time") && toks[k+2].Is("zone"):
+			if name == "timestamp" && toks[k].Is("with") {
+				name = "timestamptz"
+			}
 			k += 3
 		}
 		if k < len(toks) && toks[k].IsPunct("(") && match[k] > 0 {
