@@ -70,6 +70,7 @@ func TestSQL31_ClientShapes(t *testing.T) {
 	for i := range sql31Cases {
 		withAnalyst(t, cfgPath, fmt.Sprintf("sq%02d", i))
 	}
+	withAnalyst(t, cfgPath, "sqprep")
 	p := startProxy(t, cfgPath, addr)
 	truthConn := connect(t, ctx, env.upstreamDSN)
 	if _, err := truthConn.Exec(ctx, "SET TIME ZONE 'UTC'"); err != nil {
@@ -143,6 +144,20 @@ func TestSQL31_ClientShapes(t *testing.T) {
 		if len(got) < len(truth) {
 			t.Errorf("%s: %d groups released, the truth has %d", sc.name, len(got), len(truth))
 		}
+	}
+	// SQL-level PREPARE / EXECUTE of a DP statement (psql's way), in the
+	// simple protocol: one release, with its NOTICE, per EXECUTE.
+	conn, notices := connectWithNotices(t, ctx, p.dsn("sqprep"))
+	if _, err := conn.Exec(ctx, "PREPARE byd(text) AS SELECT COUNT(*) FROM visits WHERE department = $1", pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatalf("PREPARE: %v", err)
+	}
+	rows, err := conn.Query(ctx, "EXECUTE byd('oncology')", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatalf("EXECUTE: %v", err)
+	}
+	got, err := sql31Rows(rows, "")
+	if err != nil || len(got) != 1 || len(notices()) != 1 || chargeCount(t, ctx, "sqprep") != 1 {
+		t.Errorf("EXECUTE: rows %v, %v, notices %q", got, err, notices())
 	}
 	allowed := allowedMisses(checked, 0.05, 1e-3)
 	t.Logf("%d values checked, %d outside their stated 95%% bounds (allowed %d)", checked, misses, allowed)
