@@ -34,7 +34,13 @@ func TestTruncKey_MatchesPostgres(t *testing.T) {
 		if zone == "UTC" {
 			o = Options{}
 		}
-		for _, q := range queries {
+		// Cube's time dimension and filter, AT TIME ZONE the session's
+		// zone (attz.go).
+		atz := []struct{ sql, typ string }{{
+			"SELECT date_trunc('month', (visit_date::timestamptz AT TIME ZONE '" + zone + "')), COUNT(*) FROM visits WHERE visit_date::timestamptz AT TIME ZONE '" + zone +
+				"' >= '2023-01-01T00:00:00.000'::timestamptz AND visit_date::timestamptz AT TIME ZONE '" + zone + "' <= '2023-06-30T23:59:59.999'::timestamptz GROUP BY 1",
+			"timestamp"}}
+		for _, q := range append(atz, queries...) {
 			p, err := RewriteWith(ds, q.sql, o)
 			if err != nil {
 				t.Fatalf("%s under %s: %v", q.sql, zone, err)
