@@ -59,13 +59,23 @@ func (b *builder) truncKey(fc *ast.FuncCallExpr, ci colInfo, unit string, dates 
 	var last string
 	for i, d := range dates {
 		dom[i] = d.Format("2006-01-02") + " 00:00:00"
-		if !offsets {
+		if inner != "timestamptz" {
+			continue
+		}
+		// Truncated as a timestamptz: the period starts at midnight in
+		// the session's zone, which must exist once (PostgreSQL moves a
+		// skipped midnight to the end of the gap). A numeric-offset zone
+		// (loc nil here only for a timestamp result) has no transitions.
+		if loc == nil {
 			continue
 		}
 		m := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, loc)
 		if m.Hour() != 0 || m.Day() != d.Day() || dayOf(wallUTC(m.Add(-time.Nanosecond))).Equal(dayOf(d)) {
 			return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "time zone %s skips or repeats the midnight of %s", loc, d.Format("2006-01-02")).
 				WithHint("SET TIME ZONE 'UTC' for date_trunc keys of %s, or CAST(date_trunc(…) AS date)", ci.name)
+		}
+		if !offsets {
+			continue
 		}
 		_, off := m.Zone()
 		o := offsetText(off)
