@@ -26,8 +26,9 @@ import (
 // The predicate is planned on the column itself, so no cast reaches the
 // emitter; where PostgreSQL would raise 22003 (a value beyond the integer
 // type, NaN or infinity) the translation answers instead, as no DP answer
-// may depend on such an error. Casts of other types, IN lists and integer
-// casts outside WHERE comparisons are refused with a hint. The other
+// may depend on such an error. IN lists are ORs of equalities. Casts of
+// other types, and integer casts outside WHERE comparisons, BETWEEN, IN
+// and IS NULL, are refused with a hint. The other
 // value-preserving casts (to numeric, float8, date, timestamp) are dropped
 // by cast.go.
 

@@ -24,6 +24,7 @@ func TestIntCastCmp(t *testing.T) {
 		{"cost::bigint <= -2", `"cost" <= (-1.5)`}, // round(-1.5) = -2
 		{"cost::int BETWEEN 1 AND 5", `("cost" >= (0.5)) AND ("cost" < (5.5))`},
 		{"cost::int IS NULL", `"cost" IS NULL`},
+		{"cost::int IN (1, 2)", `(("cost" >= (0.5)) AND ("cost" < (1.5))) OR (("cost" >= (1.5)) AND ("cost" < (2.5)))`},
 		{"age::int > 17", `"age" > (17)`},
 		{"100 < visits.cost::int", `"cost" >= (100.5)`},
 	} {
@@ -38,7 +39,7 @@ func TestIntCastCmp(t *testing.T) {
 	}
 	for _, tc := range []struct{ where, msg string }{
 		{"cost::int > 100.5", "integer constants only"},
-		{"cost::int IN (1, 2)", "comparisons, BETWEEN and IS NULL only"},
+		{"cost::int LIKE '1%'", "comparisons, BETWEEN, IN and IS NULL only"},
 		{"department::int > 1", "text column"},
 		{"visit_date::int > 1", "date column"},
 		{"(cost + 1)::int > 1", "expressions"},
@@ -80,9 +81,12 @@ tables:
 	}
 	checked := 0
 	for _, col := range []string{"x", "f"} {
-		for _, op := range []string{"=", "<>", "<", "<=", ">", ">="} {
+		for _, op := range []string{"=", "<>", "<", "<=", ">", ">=", "IN", "NOT IN"} {
 			for n := -3; n <= 3; n++ {
 				cond := fmt.Sprintf("%s::int %s %d", col, op, n)
+				if strings.HasSuffix(op, "IN") {
+					cond = fmt.Sprintf("%s::int %s (%d, %d)", col, op, n, n+2)
+				}
 				p, err := Rewrite(ds, "SELECT COUNT(*) FROM t WHERE "+cond)
 				if err != nil {
 					t.Fatalf("%s: %v", cond, err)
@@ -103,7 +107,7 @@ tables:
 			}
 		}
 	}
-	if checked != 84 {
+	if checked != 112 {
 		t.Errorf("checked %d", checked)
 	}
 }

@@ -107,6 +107,26 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 		if x.Sel != nil {
 			return nil, b.errAt(x, pgerr.FeatureNotSupported, "subqueries are not supported").WithHint("use IN (list of literals)")
 		}
+		if fc, ok := intCastCall(x.Expr); ok {
+			// cast(col) IN (a, b) is cast(col) = a OR cast(col) = b
+			// (castcmp.go); NOT IN the negation.
+			var out dpplan.Pred
+			for _, item := range x.List {
+				p, err := b.intCastCmp(fc, item, "=")
+				if err != nil {
+					return nil, err
+				}
+				if out == nil {
+					out = p
+				} else {
+					out = dpplan.PredBool{Op: "OR", L: out, R: p}
+				}
+			}
+			if x.Not {
+				out = dpplan.PredNot{X: out}
+			}
+			return out, nil
+		}
 		ci, err := b.whereColumn(x.Expr)
 		if err != nil {
 			return nil, err
@@ -239,7 +259,7 @@ func (b *builder) whereColumn(e ast.ExprNode) (colInfo, error) {
 		return b.atZoneColumn(fc) // attz.go
 	}
 	if fc, ok := intCastCall(e); ok {
-		return colInfo{}, b.errAt(fc, pgerr.FeatureNotSupported, "an integer cast of a column is supported in comparisons, BETWEEN and IS NULL only").WithHint("%s", intCastHint)
+		return colInfo{}, b.errAt(fc, pgerr.FeatureNotSupported, "an integer cast of a column is supported in comparisons, BETWEEN, IN and IS NULL only").WithHint("%s", intCastHint)
 	}
 	c, ok := e.(*ast.ColumnNameExpr)
 	if !ok {
