@@ -40,4 +40,9 @@ type Options struct {
 	// literals compared with date columns are folded in it (rewrite/datefold.go).
 	TimeZone string
 	Location *time.Location
+	// Now is the statement's start: now(), current_date and the other
+	// relative dates of the statement are folded to constants at it
+	// (rewrite/reldate.go). Zero: the planner reads the clock once per
+	// statement. Plans that read it are not kept by the proxy's plan cache.
+	Now time.Time
 }

@@ -548,13 +548,17 @@ func adversarialCorpus() []advCase {
 			cs[i].want = dpOrRefuse
 		}
 	}
-	writeExceptions := map[string]string{"SAVEPOINT a": "25P01", "RESET ROLE": "42704"}
+	writeExceptions := map[string][]string{"SAVEPOINT a": {"25P01"}, "RESET ROLE": {"42704"},
+		// SQL-level EXECUTE runs prepared DP statements only (issue 31):
+		// of a name never prepared, 26000 as in PostgreSQL; in the
+		// extended protocol it is refused at Parse (0A000).
+		"EXECUTE p": {"26000", "0A000"}}
 	for i := range cs {
 		if cs[i].codes != nil || cs[i].fatal {
 			continue
 		}
 		if c, ok := writeExceptions[cs[i].sql]; ok {
-			cs[i].codes = []string{c}
+			cs[i].codes = c
 			continue
 		}
 		cs[i].codes = catCodes[cs[i].cat]

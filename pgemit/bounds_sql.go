@@ -507,7 +507,7 @@ func domainConsts(k dpplan.Key) []string {
 	out := make([]string, len(k.Domain))
 	for i, v := range k.Domain {
 		var b strings.Builder
-		writeDomainConst(&b, k.Type, v)
+		writeDomainConst(&b, domainType(k), v)
 		out[i] = b.String()
 	}
 	return out
@@ -526,13 +526,27 @@ func domainList(k dpplan.Key) string {
 		if i > 0 {
 			b.WriteString(", ")
 		}
-		writeDomainConst(&b, k.Type, v)
+		writeDomainConst(&b, domainType(k), v)
 	}
 	return b.String()
 }
 
+// domainType is the type of a key's values: its column's, or for
+// date_trunc keys typed by rewrite/trunckey.go timestamp or their text.
+func domainType(k dpplan.Key) policy.Type {
+	if k.Func == "date_trunc" && len(k.Args) > 1 {
+		if k.Args[1] == "timestamp" {
+			return "timestamp"
+		}
+		return policy.TypeText // the key's text (key_sql.go)
+	}
+	return k.Type
+}
+
 func writeDomainConst(b *strings.Builder, typ policy.Type, v string) {
 	switch typ {
+	case "timestamp":
+		b.WriteString(QuoteString(v) + "::timestamp")
 	case policy.TypeInt:
 		b.WriteString("(" + v + ")")
 	case policy.TypeDate:

@@ -7,6 +7,7 @@ package pgemit
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -63,6 +64,10 @@ var (
 	numberConst = regexp.MustCompile(`^\(-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\)$`)
 	plainNumber = regexp.MustCompile(`^-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
 	integer     = regexp.MustCompile(`^-?[0-9]+$`)
+	isoDate     = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
+	utcOffset   = regexp.MustCompile(`^[+-][0-9]{2}(:[0-9]{2}){0,2}$`)
+	truncValue  = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}( 00:00:00([+-][0-9]{2}(:[0-9]{2}){0,2})?)?$`)
+	arithTypes  = map[string]bool{"int2": true, "int4": true, "int8": true, "numeric": true, "float8": true}
 	// '…' with quotes doubled, or E'…' with quotes and backslashes doubled
 	// (QuoteString), optionally cast to text or date.
 	stringConst = regexp.MustCompile(`^(?:'(?:[^']|'')*'|E'(?:[^'\\]|''|\\\\)*')(?:::(?:text|date))?$`)
@@ -210,8 +215,24 @@ func (c *checker) key(k dpplan.Key) {
 			c.fail("key %s: width_bucket arguments %q", k.Column, k.Args)
 		}
 	case "date_trunc":
-		if !truncUnits[arg(0)] || len(k.Domain) == 0 {
+		// Args: unit [type [offset {date offset}]] (rewrite/trunckey.go).
+		ok := truncUnits[arg(0)] && len(k.Domain) > 0
+		if len(k.Args) > 1 {
+			ok = ok && (k.Args[1] == "timestamp" && len(k.Args) == 2 || k.Args[1] == "text" || k.Args[1] == "timestamptz" && len(k.Args) > 2)
+			for i := 2; i < len(k.Args); i++ {
+				if (i-2)%2 == 0 && !utcOffset.MatchString(k.Args[i]) || (i-2)%2 == 1 && !isoDate.MatchString(k.Args[i]) {
+					ok = false
+				}
+			}
+			ok = ok && (len(k.Args) == 2 || len(k.Args)%2 == 1)
+		}
+		if !ok {
 			c.fail("key %s: date_trunc %q", k.Column, k.Args)
+		}
+		for _, v := range k.Domain {
+			if !truncValue.MatchString(v) || len(k.Args) == 1 && len(v) != 10 || len(k.Args) > 1 && len(v) == 10 {
+				c.fail("key %s: date_trunc value %q", k.Column, v)
+			}
 		}
 	case "extract":
 		if !extractFields[arg(0)] {
@@ -225,6 +246,19 @@ func (c *checker) key(k dpplan.Key) {
 	case "int_bucket":
 		if !integer.MatchString(arg(0)) || !integer.MatchString(arg(1)) || !integer.MatchString(arg(2)) {
 			c.fail("key %s: int_bucket %q", k.Column, k.Args)
+		}
+	case "arith":
+		n, err := strconv.Atoi(arg(2))
+		if !arithTypes[arg(0)] || err != nil || n < 0 || 3+n > len(k.Args) || (len(k.Args)-3-n)%2 != 0 || len(k.Args) == 3+n ||
+			arg(1) != "extract" && arg(1) != "date_part" {
+			c.fail("key %s: arith %q", k.Column, k.Args)
+			return
+		}
+		c.key(dpplan.Key{Column: k.Column, Func: arg(1), Args: k.Args[3 : 3+n]})
+		for i := 3 + n; i+1 < len(k.Args); i += 2 {
+			if op := k.Args[i]; op != "+" && op != "-" && op != "%" || !integer.MatchString(k.Args[i+1]) || op == "%" && k.Args[i+1] == "0" {
+				c.fail("key %s: arith %q", k.Column, k.Args)
+			}
 		}
 	case "case":
 		c.caseKey(arg(0))

@@ -5,6 +5,7 @@
 package pgemit
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,11 +31,49 @@ func keySQL(k dpplan.Key) string {
 		// for dates after 294276 AD: only dates from the first key of the
 		// domain to the end of its last are truncated (the others are
 		// outside the domain anyway, and become NULL).
-		first, last := k.Domain[0], k.Domain[len(k.Domain)-1]
+		//
+		// The period start is computed as a date; a key typed timestamp,
+		// timestamptz or text (Args[1], rewrite/trunckey.go) is written
+		// as PostgreSQL's text of it: the date, " 00:00:00", and for a
+		// timestamptz the session zone's offset on that date (Args[2] for
+		// the first dates, then date/offset pairs from which the next
+		// applies), so the key's text does not depend on the upstream
+		// session's TimeZone.
+		first, last := k.Domain[0][:10], k.Domain[len(k.Domain)-1][:10]
 		end, _ := time.Parse("2006-01-02", last)
 		end = PeriodNext(end, k.Args[0])
-		return "date_trunc(" + QuoteString(k.Args[0]) + ", CASE WHEN " + c + " >= " + QuoteString(first) + "::date AND " + c + " < " +
+		d := "date_trunc(" + QuoteString(k.Args[0]) + ", CASE WHEN " + c + " >= " + QuoteString(first) + "::date AND " + c + " < " +
 			QuoteString(end.Format("2006-01-02")) + "::date THEN " + c + " END)::date"
+		switch {
+		case len(k.Args) == 1:
+			return d
+		case len(k.Args) == 2 && k.Args[1] == "timestamp":
+			return d + "::timestamp"
+		case len(k.Args) == 2: // text of a timestamp
+			return "(" + d + ")::text || ' 00:00:00'"
+		case len(k.Args) == 3:
+			return "(" + d + ")::text || " + QuoteString(" 00:00:00"+k.Args[2])
+		}
+		var b strings.Builder
+		b.WriteString("(" + d + ")::text || CASE")
+		for i := 2; i+2 < len(k.Args); i += 2 {
+			b.WriteString(" WHEN " + d + " < " + QuoteString(k.Args[i+1]) + "::date THEN " + QuoteString(" 00:00:00"+k.Args[i]))
+		}
+		b.WriteString(" ELSE " + QuoteString(" 00:00:00"+k.Args[len(k.Args)-1]) + " END")
+		return b.String()
+	case "arith":
+		// Integer arithmetic over a date field (rewrite/arithkey.go):
+		// Args are the type, the field key's Func, its number of Args,
+		// its Args, then operator and integer constant pairs.
+		n, _ := strconv.Atoi(k.Args[2])
+		e := keySQL(dpplan.Key{Column: k.Column, Func: k.Args[1], Args: k.Args[3 : 3+n]})
+		if t := k.Args[0]; t != "numeric" && t != "float8" {
+			e = "(" + e + ")::" + t
+		}
+		for i := 3 + n; i+1 < len(k.Args); i += 2 {
+			e = "(" + e + " " + k.Args[i] + " (" + k.Args[i+1] + "))"
+		}
+		return e
 	case "case":
 		// Built by caseKey from planned conditions and re-encoded
 		// constants (rewrite/casekey.go).

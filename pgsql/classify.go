@@ -121,9 +121,10 @@ func RefuseWrite(src string, t Token) *pgerr.Error {
 //   - SET ROLE, SET SESSION AUTHORIZATION, SET CONSTRAINTS and two-phase
 //     commit are refused (savepoints are emulated: proxy/session.go);
 //   - SET/SHOW/RESET/BEGIN/START TRANSACTION/COMMIT/END/ROLLBACK/ABORT/
-//     DISCARD/DEALLOCATE: RouteSession (see ParseSession);
+//     DISCARD/DEALLOCATE, and PREPARE/EXECUTE (the proxy keeps prepared DP
+//     statements: proxy/session.go): RouteSession (see ParseSession);
 //   - statements that write or execute (INSERT, UPDATE, DELETE, COPY, DDL,
-//     GRANT, CALL, DO, PREPARE, EXECUTE, cursors, SELECT … INTO, data-
+//     GRANT, CALL, DO, PREPARE TRANSACTION, cursors, SELECT … INTO, data-
 //     modifying WITH, EXPLAIN of any of these…): RouteRefuse with 42501;
 //   - a SELECT (or WITH, TABLE, VALUES) that provably returns no rows
 //     whatever the data (see provablyEmpty: a top-level LIMIT 0, or a
@@ -171,6 +172,15 @@ func Classify(ds *policy.Dataset, stmt string) (Route, error) {
 				return route, err
 			case "fetch", "move", "close", "unlisten":
 				return RouteSession, nil
+			case "prepare", "execute":
+				// SQL-level prepared statements: the proxy keeps the
+				// text and binds EXECUTE's constants into it
+				// (proxy/session.go); the statement itself is classified
+				// when prepared. PREPARE TRANSACTION (two-phase commit)
+				// stays refused below.
+				if len(toks) < 2 || !toks[1].Is("transaction") {
+					return RouteSession, nil
+				}
 			}
 			if isUnlockAll(toks) {
 				return RouteSession, nil

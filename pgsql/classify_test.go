@@ -106,8 +106,9 @@ func TestClassify(t *testing.T) {
 		{`GRANT ALL ON x TO y`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`DO $$BEGIN END$$`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`CALL p()`, RouteRefuse, pgerr.InsufficientPrivilege},
-		{`PREPARE s AS SELECT 1`, RouteRefuse, pgerr.InsufficientPrivilege},
-		{`EXECUTE s`, RouteRefuse, pgerr.InsufficientPrivilege},
+		{`PREPARE s AS SELECT 1`, RouteSession, ""}, // proxy/session.go: DP statements only
+		{`EXECUTE s`, RouteSession, ""},
+		{`PREPARE TRANSACTION 'x'`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`VACUUM`, RouteRefuse, pgerr.InsufficientPrivilege},
 		{`LISTEN x`, RouteRefuse, pgerr.InsufficientPrivilege},
 		// Cursors and COPY wrap a query classified on its own (cursor.go, copy.go).
@@ -222,6 +223,9 @@ func TestParseSession(t *testing.T) {
 		{"DISCARD ALL", SessionStmt{Kind: SessionDiscard, Name: "all"}},
 		{"DISCARD TEMPORARY", SessionStmt{Kind: SessionDiscard, Name: "temp"}},
 		{"DEALLOCATE PREPARE S1", SessionStmt{Kind: SessionDeallocate, Name: "s1"}},
+		{"PREPARE q (int, numeric(10,2)) AS SELECT COUNT(*) FROM visits WHERE age > $1", SessionStmt{Kind: SessionPrepare, Name: "q", Value: "SELECT COUNT(*) FROM visits WHERE age > $1", Args: []string{"int", "numeric(10,2)"}}},
+		{"EXECUTE q(-5, 'a''b', DATE '2024-01-01', '3'::int, NULL)", SessionStmt{Kind: SessionExecute, Name: "q", Args: []string{"-5", "'a''b'", "DATE '2024-01-01'", "'3'::int", "NULL"}}},
+		{"EXECUTE q", SessionStmt{Kind: SessionExecute, Name: "q"}},
 		{"DEALLOCATE ALL", SessionStmt{Kind: SessionDeallocate, Name: "all"}},
 		{"/* c */ SET dp.epsilon = 1 -- x", SessionStmt{Kind: SessionSet, Name: "dp.epsilon", Value: "1"}},
 	}
@@ -232,7 +236,7 @@ func TestParseSession(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseSession(%q) error %v", tc.in, err)
 			}
-			if *got != tc.want {
+			if !reflect.DeepEqual(*got, tc.want) {
 				t.Errorf("ParseSession(%q) = %+v, want %+v", tc.in, *got, tc.want)
 			}
 		})
@@ -256,6 +260,10 @@ func TestParseSession_Errors(t *testing.T) {
 		{"BEGIN ISOLATION LEVEL SOMETIMES", pgerr.SyntaxError, 23},
 		{"COMMIT AND CHAIN", pgerr.FeatureNotSupported, 8},
 		{"DISCARD EVERYTHING", pgerr.SyntaxError, 9},
+		{"PREPARE q SELECT 1", pgerr.SyntaxError, 11},
+		{"EXECUTE q(age)", pgerr.FeatureNotSupported, 11},
+		{"EXECUTE q(1, now())", pgerr.FeatureNotSupported, 14},
+		{"EXECUTE q(1", pgerr.SyntaxError, 12},
 		{"SELECT 1", pgerr.SyntaxError, 1},
 		{"SET x = 'a", pgerr.SyntaxError, 9},
 	}

@@ -38,9 +38,10 @@
 // # Routing decisions
 //
 // [Classify]'s doc comment lists its rules in order. In short: session
-// statements are answered by the proxy; statements that write or execute
+// statements (with SQL-level PREPARE/EXECUTE of DP statements) are
+// answered by the proxy; statements that write or execute
 // (including EXPLAIN ANALYZE of them, data-modifying WITH, SELECT … INTO,
-// PREPARE/EXECUTE) and SET ROLE / SET SESSION AUTHORIZATION are refused
+// PREPARE TRANSACTION) and SET ROLE / SET SESSION AUTHORIZATION are refused
 // with 42501, whatever they name; any identifier equal (case-insensitively,
 // quoted or not) to a protected table's name routes to the DP path, which
 // refuses what it cannot answer: deliberately conservative; everything

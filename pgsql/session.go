@@ -30,6 +30,8 @@ const (
 	SessionMove                               // MOVE [direction] [FROM|IN] name (Cursor)
 	SessionClose                              // CLOSE name | ALL (Cursor)
 	SessionCopy                               // COPY ( query ) TO STDOUT [options] (Copy)
+	SessionPrepare                            // PREPARE name [(types)] AS query (Name, Value: the query, Args: the types)
+	SessionExecute                            // EXECUTE name [(constants)] (Name, Args: the constants' SQL)
 )
 
 // SessionStmt is a parsed session statement.
@@ -57,6 +59,10 @@ type SessionStmt struct {
 	Copy *CopyStmt
 	// Alias is the result column's name of SELECT pg_advisory_unlock_all().
 	Alias string
+	// Args are PREPARE's parameter types and EXECUTE's arguments, each
+	// the SQL text of one constant (a number, a string, a typed literal,
+	// NULL, TRUE or FALSE).
+	Args []string
 }
 
 // ParseSession parses a session statement (a statement Classify routed to
@@ -293,6 +299,10 @@ func (p *sessParser) parse() (*SessionStmt, error) {
 		}
 		p.i = len(p.toks)
 		return &SessionStmt{Kind: SessionCopy, Copy: cp}, nil
+	case kw.Is("prepare"):
+		return p.prepare()
+	case kw.Is("execute"):
+		return p.execute()
 	case kw.Is("deallocate"):
 		p.accept("prepare")
 		if p.atEnd() || p.toks[p.i].Kind != TokIdent {
@@ -531,4 +541,122 @@ func (p *sessParser) modes() (string, error) {
 		}
 	}
 	return strings.Join(out, ", "), nil
+}
+
+// prepare reads PREPARE name [ ( type [, …] ) ] AS query.
+func (p *sessParser) prepare() (*SessionStmt, error) {
+	if p.atEnd() || p.toks[p.i].Kind != TokIdent {
+		return nil, p.errAt("syntax error at or near %q: expected a prepared statement name", p.text(p.i))
+	}
+	st := &SessionStmt{Kind: SessionPrepare, Name: p.toks[p.i].Val}
+	p.i++
+	if p.i < len(p.toks) && p.toks[p.i].IsPunct("(") {
+		p.i++
+		for {
+			start := p.i
+			for p.i < len(p.toks) && !p.toks[p.i].IsPunct(",") && !p.toks[p.i].IsPunct(")") {
+				if p.toks[p.i].IsPunct("(") { // numeric(10,2)
+					for p.i < len(p.toks) && !p.toks[p.i].IsPunct(")") {
+						p.i++
+					}
+				}
+				p.i++
+			}
+			if p.i >= len(p.toks) || p.i == start {
+				return nil, p.errAt("syntax error at or near %q: expected a parameter type", p.text(p.i))
+			}
+			st.Args = append(st.Args, p.src[p.toks[start].Pos:p.toks[p.i-1].End])
+			if p.toks[p.i].IsPunct(")") {
+				p.i++
+				break
+			}
+			p.i++
+		}
+	}
+	if !p.accept("as") || p.atEnd() {
+		return nil, p.errAt("syntax error at or near %q: expected AS and a query", p.text(p.i))
+	}
+	st.Value = p.src[p.toks[p.i].Pos:]
+	p.i = len(p.toks)
+	return st, nil
+}
+
+// execute reads EXECUTE name [ ( constant [, …] ) ]: only constants, so
+// that the arguments bind as literals, as the extended protocol's do.
+func (p *sessParser) execute() (*SessionStmt, error) {
+	if p.atEnd() || p.toks[p.i].Kind != TokIdent {
+		return nil, p.errAt("syntax error at or near %q: expected a prepared statement name", p.text(p.i))
+	}
+	st := &SessionStmt{Kind: SessionExecute, Name: p.toks[p.i].Val}
+	p.i++
+	if p.atEnd() {
+		return st, nil
+	}
+	if !p.toks[p.i].IsPunct("(") {
+		return nil, p.errAt("syntax error at or near %q", p.text(p.i))
+	}
+	p.i++
+	for {
+		start := p.i
+		if !p.constant() {
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "EXECUTE arguments must be constants").
+				WithPosition(CharPos(p.src, tokPos(p.src, p.toks, p.i))).
+				WithHint("write numbers, 'strings', DATE '2024-01-01', NULL, TRUE or FALSE, e.g. EXECUTE q(100, 'oncology')")
+		}
+		st.Args = append(st.Args, p.src[p.toks[start].Pos:p.toks[p.i-1].End])
+		if p.atEnd() {
+			return nil, p.errAt("syntax error at end of input: expected )")
+		}
+		if p.toks[p.i].IsPunct(")") {
+			p.i++
+			return st, nil
+		}
+		if !p.toks[p.i].IsPunct(",") {
+			return nil, p.errAt("syntax error at or near %q", p.text(p.i))
+		}
+		p.i++
+	}
+}
+
+// constant reads one constant: [+|-] number, 'string' [::type],
+// type 'string', NULL, TRUE or FALSE.
+func (p *sessParser) constant() bool {
+	if p.atEnd() {
+		return false
+	}
+	t := p.toks[p.i]
+	switch {
+	case t.IsOp("-") || t.IsOp("+"):
+		if p.i+1 < len(p.toks) && p.toks[p.i+1].Kind == TokNumber {
+			p.i += 2
+			return true
+		}
+		return false
+	case t.Kind == TokNumber:
+		p.i++
+		return true
+	case t.Kind == TokString:
+		p.i++
+		if p.i+1 < len(p.toks) && p.toks[p.i].IsPunct("::") && p.toks[p.i+1].Kind == TokIdent && !p.toks[p.i+1].Quoted {
+			p.i += 2
+		}
+		return true
+	case t.Is("null") || t.Is("true") || t.Is("false"):
+		p.i++
+		return true
+	case t.Kind == TokIdent && !t.Quoted && p.i+1 < len(p.toks) && p.toks[p.i+1].Kind == TokString:
+		switch t.Val {
+		case "date", "timestamp", "timestamptz", "text", "numeric", "integer", "int", "bigint", "boolean":
+			p.i += 2
+			return true
+		}
+	}
+	return false
+}
+
+func tokPos(src string, toks []Token, i int) int {
+	if i < len(toks) {
+		return toks[i].Pos
+	}
+	return len(src)
 }

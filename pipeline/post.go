@@ -73,6 +73,10 @@ func distinctType(t string) string {
 		return "date"
 	case "float8", "double precision":
 		return "float8"
+	case "timestamp":
+		return "timestamp"
+	case "timestamptz":
+		return "timestamptz"
 	}
 	return "text"
 }

@@ -83,6 +83,9 @@ type conn struct {
 	shadowWant    []shadow.Setting
 	classifyCache *classifyCache
 	dpTexts       pipeline.Texts
+	// stmtStart is the start of the running statement (zero between
+	// statements): its relative dates are folded at it (rewrite/reldate.go).
+	stmtStart time.Time
 
 	cancelMu   sync.Mutex
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil
@@ -152,8 +155,10 @@ func (c *conn) cancelRunning(cause error) bool {
 
 // statementContext returns the context of one statement: cancellable by a
 // CancelRequest and bounded by statement_timeout. done must be called when
-// the statement ends.
+// the statement ends. It reads the statement's start, the one clock read
+// its relative dates are folded at.
 func (c *conn) statementContext(ctx context.Context) (context.Context, func()) {
+	c.stmtStart = time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	var stopTimer context.CancelFunc = func() {}
 	if ms := c.statementTimeout(); ms > 0 {
@@ -163,6 +168,7 @@ func (c *conn) statementContext(ctx context.Context) (context.Context, func()) {
 	c.cancelFunc = cancel
 	c.cancelMu.Unlock()
 	return ctx, func() {
+		c.stmtStart = time.Time{}
 		c.cancelMu.Lock()
 		c.cancelFunc = nil
 		c.cancelMu.Unlock()

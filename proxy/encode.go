@@ -23,7 +23,8 @@ const (
 	oidUnknown uint32 = 705
 	oidVarchar uint32 = 1043
 	oidDate    uint32 = 1082
-	// timestamp and timestamptz: bound parameters only (bind.go).
+	// timestamp and timestamptz: bound parameters (bind.go) and
+	// date_trunc keys (rewrite/attz.go).
 	oidTimestamp   uint32 = 1114
 	oidTimestamptz uint32 = 1184
 	oidNumeric     uint32 = 1700
@@ -50,6 +51,10 @@ func oidOf(pgType string) uint32 {
 		return oidDate
 	case "float8", "double precision":
 		return oidFloat8
+	case "timestamp":
+		return oidTimestamp
+	case "timestamptz":
+		return oidTimestamptz
 	}
 	return oidText
 }
@@ -63,7 +68,7 @@ func typeSize(oid uint32) int16 {
 		return 2
 	case oidInt4, oidDate, oidFloat4, oidVoid:
 		return 4
-	case oidInt8, oidFloat8:
+	case oidInt8, oidFloat8, oidTimestamp, oidTimestamptz:
 		return 8
 	}
 	return -1
@@ -159,6 +164,23 @@ func encodeBinary(oid uint32, v string) ([]byte, error) {
 		return binary.BigEndian.AppendUint64(nil, math.Float64bits(f)), nil
 	case oidNumeric:
 		return encodeNumeric(v)
+	case oidTimestamp, oidTimestamptz:
+		// Microseconds since 2000-01-01 00:00 (UTC for timestamptz),
+		// from the ISO text PostgreSQL writes ("2024-01-01 00:00:00",
+		// "+01", "+05:30").
+		layout := "2006-01-02 15:04:05.999999"
+		if oid == oidTimestamptz {
+			layout += "Z07"
+			if len(v) > 3 && v[len(v)-3] == ':' {
+				layout += ":00"
+			}
+		}
+		t, err := time.Parse(layout, v)
+		if err != nil {
+			return nil, err
+		}
+		us := t.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds()
+		return binary.BigEndian.AppendUint64(nil, uint64(us)), nil
 	}
 	return []byte(v), nil
 }

@@ -209,6 +209,14 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		return pgerr.New(pgerr.FeatureNotSupported, "COPY is supported in the simple query protocol only").
 			WithHint("send COPY (…) TO STDOUT as a simple query (psql, pgx CopyTo, psycopg copy, JDBC CopyManager do)")
 	}
+	if st.route == pgsql.RouteSession && st.sess.Kind == pgsql.SessionExecute {
+		// Its rows would need a Describe of the statement it names.
+		return pgerr.New(pgerr.FeatureNotSupported, "EXECUTE is supported in the simple query protocol only").
+			WithHint("bind the prepared statement by its name through the protocol (your driver's prepared statements), or send EXECUTE as a simple query")
+	}
+	if st.route == pgsql.RouteSession && st.sess.Kind == pgsql.SessionPrepare {
+		n = 0 // the $n are the prepared statement's
+	}
 	if st.route == pgsql.RouteSession && n > 0 && st.sess.Kind != pgsql.SessionDeclare {
 		return pgerr.New(pgerr.SyntaxError, "parameters ($n) are not allowed in %s", strings.Fields(text)[0]).
 			WithHint("write the value into the statement")

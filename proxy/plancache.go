@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"sync"
+	"time"
 
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -17,7 +18,11 @@ import (
 // cached plan is the plan rewrite would return: rewrite is a pure function of
 // (policy, options, text). Only successful plans are
 // kept; the cache is bounded (cleared when full) and statements longer
-// than maxCachedPlanText are not kept. Safe for concurrent use.
+// than maxCachedPlanText are not kept. A statement with a relative date
+// (now(), current_date, …: rewrite.UsesClock) is planned at its own start
+// (Options.Now, left out of the key) and its plan is never kept, so no
+// statement is answered with constants folded at an earlier time. Safe
+// for concurrent use.
 type planCache struct {
 	mu    sync.Mutex
 	plans map[planKey]*rewrite.Plan
@@ -43,7 +48,7 @@ func (pc *planCache) plan(ds *policy.Dataset, text string, opts rewrite.Options,
 		return build(ds, text, opts)
 	}
 	ko := opts
-	ko.Location = nil
+	ko.Location, ko.Now = nil, time.Time{}
 	k := planKey{ds: ds, opts: ko, text: text}
 	pc.mu.Lock()
 	p, ok := pc.plans[k]
@@ -52,7 +57,7 @@ func (pc *planCache) plan(ds *policy.Dataset, text string, opts rewrite.Options,
 		return p, nil
 	}
 	p, err := build(ds, text, opts)
-	if err != nil || p == nil {
+	if err != nil || p == nil || rewrite.UsesClock(text) {
 		return p, err
 	}
 	pc.mu.Lock()

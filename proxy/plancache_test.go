@@ -63,3 +63,42 @@ func TestPlanCache(t *testing.T) {
 		t.Fatalf("%d plans cached, bound %d", n, maxCachedPlans)
 	}
 }
+
+// A statement with a relative date is planned at each statement's start:
+// the plan cache never answers it with a plan folded earlier, and still
+// keeps the plans of other statements.
+func TestPlanCache_RelativeDatesNotReused(t *testing.T) {
+	ds, err := policy.Load("../internal/testdata/hospital.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc := newPlanCache()
+	builds := 0
+	build := func(ds *policy.Dataset, text string, o rewrite.Options) (*rewrite.Plan, error) {
+		builds++
+		return rewrite.RewriteWith(ds, text, o)
+	}
+	day1 := time.Date(2026, 11, 28, 23, 59, 0, 0, time.UTC)
+	day2 := day1.Add(2 * time.Minute)
+	rel := "SELECT COUNT(*) FROM visits WHERE visit_date >= current_date - 30"
+	p1, err := pc.plan(ds, rel, rewrite.Options{Now: day1}, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, err := pc.plan(ds, rel, rewrite.Options{Now: day2}, build)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(p1.SQL, `'2026-10-29'::date`) || !strings.Contains(p2.SQL, `'2026-10-30'::date`) || builds != 2 {
+		t.Fatalf("after midnight the plan folded before it was reused (builds %d):\n%s\n%s", builds, p1.SQL, p2.SQL)
+	}
+	fixed := "SELECT COUNT(*) FROM visits WHERE visit_date >= '2024-01-01'"
+	for _, now := range []time.Time{day1, day2} {
+		if _, err := pc.plan(ds, fixed, rewrite.Options{Now: now}, build); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if builds != 3 {
+		t.Errorf("a statement without relative dates was planned %d times, want once", builds-2)
+	}
+}

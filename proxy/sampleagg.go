@@ -105,6 +105,10 @@ func (c *conn) rewriteOptions() rewrite.Options {
 			o.Location, _ = time.LoadLocation(tz)
 		}
 	}
+	// Relative dates (now(), current_date …) are folded at the
+	// statement's start; zero outside a statement (a Describe), where
+	// rewrite reads the clock itself.
+	o.Now = c.stmtStart
 	if c.quantileMethod() == rewrite.QuantileSample {
 		// Sample-and-aggregate quantiles are planned as such (the other
 		// methods are applied by the calibration, release/calibrate.go).

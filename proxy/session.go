@@ -102,6 +102,10 @@ func (c *conn) execSession(ctx context.Context, st *pgsql.SessionStmt) (*resultS
 		}
 		delete(c.stmts, target)
 		return &resultSet{tag: "DEALLOCATE"}, nil
+	case pgsql.SessionPrepare:
+		return c.execPrepare(st)
+	case pgsql.SessionExecute:
+		return c.execExecute(ctx, st)
 	case pgsql.SessionUnlisten:
 		return c.execUnlisten(), nil
 	case pgsql.SessionUnlockAll:
@@ -374,4 +378,58 @@ func budgetColumns() []column {
 		{"delta_spent", oidFloat8}, {"delta_remaining", oidFloat8},
 		{"window_renews", oidText},
 	}
+}
+
+// execPrepare answers SQL-level PREPARE name [(types)] AS query for a DP
+// query: the statement is kept under its name with the protocol-level
+// ones (one namespace, as in PostgreSQL: DEALLOCATE drops it, a Bind may
+// name it). A query without parameters is planned now, so that one the
+// proxy cannot answer fails here, as PostgreSQL's PREPARE fails on parse
+// analysis; nothing is read or spent.
+func (c *conn) execPrepare(st *pgsql.SessionStmt) (*resultSet, error) {
+	if _, exists := c.stmts[st.Name]; exists {
+		return nil, pgerr.New(duplicatePreparedStmt, "prepared statement %q already exists", st.Name).
+			WithHint("DEALLOCATE %s first, or choose another name", st.Name)
+	}
+	inner := c.classify(st.Value)
+	if inner.err != nil {
+		return nil, inner.err
+	}
+	if inner.route != pgsql.RouteDP {
+		return nil, pgerr.New(pgerr.FeatureNotSupported, "PREPARE is supported for DP statements (aggregates over protected tables) only").
+			WithHint("send this statement itself, or prepare it through your driver (the extended protocol)")
+	}
+	n := max(maxParam(st.Value), len(st.Args))
+	if n == 0 {
+		if err := c.checkDP(st.Value); err != nil {
+			return nil, dpError(context.Background(), err, c.log)
+		}
+	}
+	c.stmts[st.Name] = &preparedStatement{name: st.Name, st: inner, text: st.Value, nParams: n}
+	return &resultSet{tag: "PREPARE"}, nil
+}
+
+// execExecute answers EXECUTE name [(constants)] of a DP statement: the
+// constants are bound as literals into its $n, as Bind binds parameters
+// (bind.go), and the statement runs as if sent itself.
+func (c *conn) execExecute(ctx context.Context, st *pgsql.SessionStmt) (*resultSet, error) {
+	ps, ok := c.stmts[st.Name]
+	if !ok || st.Name == "" {
+		return nil, pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", st.Name).
+			WithHint("PREPARE %s AS SELECT … first", st.Name)
+	}
+	if ps.st.route != pgsql.RouteDP {
+		return nil, pgerr.New(pgerr.FeatureNotSupported, "EXECUTE is supported for prepared DP statements only").
+			WithHint("execute this statement through the extended protocol (Bind and Execute), or send it itself")
+	}
+	if len(st.Args) != ps.nParams {
+		return nil, pgerr.New(pgerr.SyntaxError, "wrong number of parameters for prepared statement %q", st.Name).
+			WithDetail("Expected %d parameters but got %d.", ps.nParams, len(st.Args)).
+			WithHint("pass one constant per parameter, e.g. EXECUTE %s(…)", st.Name)
+	}
+	text, err := bindLiterals(ps.text, st.Args)
+	if err != nil {
+		return nil, err
+	}
+	return c.execDP(ctx, text, ps.text)
 }

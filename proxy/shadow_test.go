@@ -359,6 +359,10 @@ func TestBinaryEncodings(t *testing.T) {
 	roundTrip("SELECT $1::date::text", oidDate, "2024-02-29", "2024-02-29")
 	roundTrip("SELECT $1::date::text", oidDate, "1999-12-31", "1999-12-31")
 	roundTrip("SELECT $1::float8::text", oidFloat8, "0.1", "0.1")
+	roundTrip("SELECT $1::timestamp::text", oidTimestamp, "2024-02-01 00:00:00", "2024-02-01 00:00:00")
+	roundTrip("SELECT $1::timestamp::text", oidTimestamp, "1999-12-31 23:59:59.5", "1999-12-31 23:59:59.5")
+	roundTrip("SELECT ($1::timestamptz AT TIME ZONE 'UTC')::text", oidTimestamptz, "2024-02-01 00:00:00+01", "2024-01-31 23:00:00")
+	roundTrip("SELECT ($1::timestamptz AT TIME ZONE 'UTC')::text", oidTimestamptz, "2024-02-01 00:00:00+05:30", "2024-01-31 18:30:00")
 
 	// PostgreSQL's binary numerics decode to the same text.
 	for _, v := range []string{"0", "12.5", "-12.5", "0.0001", "123456789.123456789", "10000", "-0.00012", "12.50", "1e-7"} {

@@ -21,7 +21,7 @@ func TestRun_DerivedKeys(t *testing.T) {
 		{"SELECT width_bucket(age, 0, 100, 10), COUNT(*) FROM visits GROUP BY 1",
 			[]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "11"}},
 		{"SELECT date_trunc('year', visit_date), COUNT(*) FROM visits GROUP BY 1",
-			[]string{"2020-01-01", "2021-01-01", "2022-01-01", "2023-01-01", "2024-01-01"}},
+			[]string{"2020-01-01 00:00:00+00", "2021-01-01 00:00:00+00", "2022-01-01 00:00:00+00", "2023-01-01 00:00:00+00", "2024-01-01 00:00:00+00"}}, // timestamptz, as PostgreSQL types date_trunc of a date
 	} {
 		plan, err := rewrite.RewriteWith(ds, tc.query, rewrite.Options{NoBias: true})
 		if err != nil {

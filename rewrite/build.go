@@ -3,6 +3,7 @@ package rewrite
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -59,7 +60,10 @@ type builder struct {
 	// tsCast: a cast of a column to timestamp[tz] was dropped (cast.go),
 	// so an untyped literal may be compared as a timestamp (datefold.go).
 	tsCast bool
-	sa     []dpplan.SampleCall // sample-and-aggregate calls of the select list (sampleagg.go)
+	// intCasts are the casts to integer types and text dropped by
+	// cast.go: the operand's byte offset → int2, int4, int8 or text.
+	intCasts map[int]string
+	sa       []dpplan.SampleCall // sample-and-aggregate calls of the select list (sampleagg.go)
 }
 
 // aggSpec is an aggregate call of the select list.
@@ -99,8 +103,13 @@ const maxWhereWork = 1024
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	orig := stmt
-	stmt, tsCast := blankCasts(stmt) // cast.go: value-preserving casts of columns
-	n, err := normalize(stmt)
+	if opts.Now.IsZero() {
+		// The one clock read of this statement (reldate.go); the
+		// automatic bounds and clipping plan it again at the same instant.
+		opts.Now = time.Now()
+	}
+	stmt, tsCast, intCasts := blankCastsTyped(stmt) // cast.go: value-preserving casts of columns
+	n, err := normalizeAt(stmt, clockOf(opts))
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +142,7 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	if !ok {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "only SELECT queries are answered on protected tables").WithHint("%s", shapeHint)
 	}
-	b := &builder{ds: ds, src: stmt, norm: n, opts: opts, tsCast: tsCast}
+	b := &builder{ds: ds, src: stmt, norm: n, opts: opts, tsCast: tsCast, intCasts: intCasts}
 	if err := b.checkDepth(sel); err != nil { // depth.go
 		return nil, err
 	}

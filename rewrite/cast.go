@@ -36,18 +36,59 @@ var castTargets = map[string]bool{
 // intTargets are integer types, dropped only around EXTRACT.
 var intTargets = map[string]bool{"int": true, "integer": true, "int4": true, "int8": true, "bigint": true, "smallint": true, "int2": true}
 
-// blankCasts returns stmt with value-preserving casts of columns removed
-// (byte offsets kept), and whether a cast to timestamp[tz] was dropped.
-func blankCasts(stmt string) (string, bool) {
+// intTypeNames are PostgreSQL's names of the integer types.
+var intTypeNames = map[string]string{"int": "int4", "integer": "int4", "int4": "int4", "int8": "int8", "bigint": "int8", "smallint": "int2", "int2": "int2"}
+
+// blankCastsTyped returns stmt with value-preserving casts of columns
+// removed (byte offsets kept), whether a cast to timestamp[tz] was
+// dropped, and the casts it dropped to integer types (around EXTRACT and
+// date_part), text, date, timestamp and timestamptz: the byte offset of
+// the operand (the call's name, the column's first word) → the type. The
+// integer type is the type PostgreSQL gives an expression over the field
+// (arithkey.go); a text cast makes a comparison textual (castcmp.go); the
+// others type date_trunc keys (keyexpr.go).
+func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 	toks, err := pgsql.Lex(stmt)
 	if err != nil {
-		return stmt, false
+		return stmt, false, nil
 	}
 	match := matchParens(toks)
 	if match == nil {
-		return stmt, false
+		return stmt, false, nil
 	}
 	tsCast := false
+	var intCasts map[int]string
+	record := func(name string, start int) {
+		typ := intTypeNames[name]
+		switch name {
+		case "text", "varchar", "char", "character":
+			typ = "text"
+		case "date", "timestamp", "timestamptz":
+			typ = name
+		}
+		if typ == "" || start < 0 {
+			return
+		}
+		if intCasts == nil {
+			intCasts = map[int]string{}
+		}
+		intCasts[toks[start].Pos] = typ
+	}
+	// operand is the index of the first token of the operand ending at
+	// toks[k]: a possibly qualified name, or a call or parentheses.
+	operand := func(k int) int {
+		if toks[k].IsPunct(")") {
+			o := match[k]
+			if o > 0 && toks[o-1].Kind == pgsql.TokIdent {
+				return o - 1
+			}
+			return o
+		}
+		for k >= 2 && toks[k-1].IsPunct(".") && toks[k-2].Kind == pgsql.TokIdent {
+			k -= 2
+		}
+		return k
+	}
 	b := []byte(stmt)
 	blank := func(from, to int) { // token range [from, to)
 		if from >= to {
@@ -72,6 +113,9 @@ func blankCasts(stmt string) (string, bool) {
 			name = "varchar"
 			k++
 		case (name == "timestamp" || name == "time") && k+2 < len(toks) && (toks[k].Is("with") || toks[k].Is("without")) && toks[k+1].Is("time") && toks[k+2].Is("zone"):
+			if name == "timestamp" && toks[k].Is("with") {
+				name = "timestamptz"
+			}
 			k += 3
 		}
 		if k < len(toks) && toks[k].IsPunct("(") && match[k] > 0 {
@@ -83,6 +127,21 @@ func blankCasts(stmt string) (string, bool) {
 	droppable := func(name string, extract bool) bool {
 		return castTargets[name] || extract && intTargets[name]
 	}
+	// relative reports whether toks[from:to] holds a relative date
+	// (reldate.go folds its casts: now()::date is not now()).
+	relative := func(from, to int) bool {
+		for i := max(from, 0); i < to; i++ {
+			if t := toks[i]; t.Kind == pgsql.TokIdent && !t.Quoted && (clockWords[t.Val].typ != "" || t.Val == "interval") {
+				return true
+			}
+		}
+		return false
+	}
+	// atZone reports whether AT TIME ZONE follows toks[k-1]: that cast
+	// stays, for the normalizer (attz.go).
+	atZone := func(k int) bool {
+		return k+1 < len(toks) && toks[k].Is("at") && toks[k+1].Is("time")
+	}
 	for k := 0; k < len(toks); k++ {
 		t := toks[k]
 		switch {
@@ -90,8 +149,13 @@ func blankCasts(stmt string) (string, bool) {
 		case t.IsPunct("::") && k > 0 && (toks[k-1].Kind == pgsql.TokIdent || toks[k-1].IsPunct(")")):
 			j, name := typeEnd(k + 1)
 			extract := toks[k-1].IsPunct(")") && isExtract(match[k-1])
-			if droppable(name, extract) && !(j < len(toks) && toks[j].IsPunct("::")) {
+			from := k - 1
+			if toks[k-1].IsPunct(")") {
+				from = match[k-1] - 1
+			}
+			if droppable(name, extract) && !(j < len(toks) && toks[j].IsPunct("::")) && !relative(from, k) && !atZone(j) {
 				tsCast = tsCast || name == "timestamp" || name == "timestamptz"
+				record(name, operand(k-1))
 				blank(k, j)
 				k = j - 1
 			}
@@ -117,15 +181,16 @@ func blankCasts(stmt string) (string, bool) {
 			}
 			end, name := typeEnd(j + 1)
 			extract := toks[j-1].IsPunct(")") && isExtract(match[j-1])
-			if end != close || !droppable(name, extract) {
+			if end != close || !droppable(name, extract) || relative(k+2, j) || atZone(close+1) {
 				continue
 			}
 			// The operand is a primary (a column or a call): the
 			// parentheses go with the cast.
 			tsCast = tsCast || name == "timestamp" || name == "timestamptz"
+			record(name, k+2)
 			blank(k, k+2)
 			blank(j, close+1)
 		}
 	}
-	return string(b), tsCast
+	return string(b), tsCast, intCasts
 }

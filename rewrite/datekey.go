@@ -142,6 +142,9 @@ func (b *builder) epochCall(e ast.ExprNode) (*ast.FuncCallExpr, string, bool) {
 // column or an integer column, as a key; ok is false for other shapes.
 func (b *builder) bucketKey(e ast.ExprNode) (k Key, col *policy.Column, ok bool, err error) {
 	mul, isBin := unparen(e).(*ast.BinaryOperationExpr)
+	if isBin && arithOps[mul.Op] != "" {
+		return b.arithKey(e) // arithkey.go
+	}
 	if !isBin || mul.Op != opcode.Mul {
 		return Key{}, nil, false, nil
 	}
@@ -333,6 +336,12 @@ func dateKeyPGType(k Key) string {
 		return k.Args[1]
 	case "int_bucket":
 		return "float8"
+	case "arith":
+		return k.Args[0] // arithkey.go
+	case "date_trunc":
+		if len(k.Args) > 1 {
+			return k.Args[1] // of a date column AT TIME ZONE (attz.go)
+		}
 	}
 	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
@@ -267,7 +268,15 @@ func describeErr(err error) string {
 func TestRewrite_Golden(t *testing.T) {
 	for _, gc := range loadGolden(t) {
 		t.Run(gc.name, func(t *testing.T) {
-			p, err := Rewrite(gc.ds, gc.query)
+			var opts Options
+			if now, ok := gc.ar.files["now"]; ok {
+				// The statement's start, for relative dates (reldate.go).
+				var err error
+				if opts.Now, err = time.Parse(time.RFC3339Nano, strings.TrimSpace(now)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p, err := RewriteWith(gc.ds, gc.query, opts)
 			section, got := "want.sql", ""
 			if err != nil {
 				section, got = "want.err", describeErr(err)

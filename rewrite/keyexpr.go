@@ -39,9 +39,9 @@ const keyExprHint = "GROUP BY a column with public values, width_bucket(col, low
 //   - date_trunc('month'|'year', col) over a date column with bounds: the
 //     domain is every month (year) from the truncated lower bound to the
 //     upper bound. Dates outside the policy bounds fall outside the domain
-//     and are not counted. The key is released as a date (PostgreSQL's
-//     date_trunc of a date returns timestamptz at midnight of the session's
-//     time zone).
+//     and are not counted. The key is released with PostgreSQL's type and
+//     text (trunckey.go): a timestamptz at midnight of the session's time
+//     zone, or a timestamp, date or text as the query casts it.
 //   - EXTRACT(YEAR FROM col) over a date column with bounds: the years from
 //     the lower to the upper bound, released as numeric like PostgreSQL.
 func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
@@ -115,17 +115,23 @@ func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
 			return Key{}, nil, b.errAt(fc.Args[1], pgerr.FeatureNotSupported, "date_trunc needs date bounds written as YYYY-MM-DD in the policy").
 				WithHint("ask the data steward to declare lower and upper for %s", ci.name)
 		}
-		var dom []string
+		var dates []time.Time
 		for d := periodStart(lo, unit); !d.After(hi); d = pgemit.PeriodNext(d, unit) {
-			if len(dom) == maxDerivedGroups {
+			if len(dates) == maxDerivedGroups {
 				return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "date_trunc('%s', %s) would release more than %d groups", unit, ci.name, maxDerivedGroups).
 					WithHint("truncate to a coarser unit")
 			}
-			dom = append(dom, d.Format("2006-01-02"))
+			dates = append(dates, d)
 		}
-		return Key{Column: ci.name, Type: policy.TypeDate, Domain: dom, Func: name, Args: []string{unit}}, ci.col, nil
+		return b.truncKey(fc, ci, unit, dates)
 	case "date_part":
 		return b.fieldKey(fc, name) // datekey.go
+	case intCastMarker:
+		return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "GROUP BY an integer cast of a column is not supported").
+			WithHint("GROUP BY width_bucket(col, low, high, count) or floor((int_col)/W)*W for buckets; an integer cast of a column is supported in WHERE comparisons")
+	case atZoneMarker:
+		return Key{}, nil, b.errAt(fc, pgerr.FeatureNotSupported, "GROUP BY a date column AT TIME ZONE is supported inside date_trunc, EXTRACT or date_part").
+			WithHint("GROUP BY date_trunc('day', date_col::timestamptz AT TIME ZONE 'zone') with the session's TimeZone as the zone")
 	case "extract":
 		if len(fc.Args) == 0 {
 			return Key{}, nil, b.errAt(fc, "42883", "function extract() does not exist").WithHint("%s", keyExprHint)
@@ -195,6 +201,11 @@ func (b *builder) dateBounds(at ast.Node, ci colInfo) (time.Time, time.Time, err
 func (b *builder) keyColumn(e ast.ExprNode) (colInfo, error) {
 	if p, ok := e.(*ast.ParenthesesExpr); ok {
 		e = p.Expr
+	}
+	if fc, ok := atZoneCall(e); ok {
+		// d::timestamptz AT TIME ZONE the session's zone is d at
+		// midnight (attz.go): the same fields, epochs and periods.
+		return b.atZoneColumn(fc)
 	}
 	c, ok := e.(*ast.ColumnNameExpr)
 	if !ok {

@@ -4,6 +4,7 @@
 package rewrite
 
 import (
+	"github.com/dpproxy/dpproxy/policy"
 	"strings"
 	"unicode/utf8"
 
@@ -121,7 +122,7 @@ func (n *normalized) likeEscape(src string, esc, str pgsql.Token) error {
 			WithPosition(pgsql.CharPos(src, esc.Pos)).WithHint("write col LIKE 'pattern' ESCAPE '!'")
 	}
 	l := &n.lits[n.pieces[k-1].lit]
-	if l.kind != litString || l.typ != "" {
+	if l.kind != litString || l.typ != "" && l.typ != policy.TypeText {
 		return pgerr.New(pgerr.FeatureNotSupported, "the LIKE pattern must be a string literal").
 			WithPosition(pgsql.CharPos(src, l.pos)).WithHint("write col LIKE 'prefix%%' ESCAPE '!'")
 	}

@@ -191,7 +191,7 @@ func (b *builder) narrowKeys() {
 				keep = func(v string) bool { return slices.Contains(r.values, v) }
 			case k.Type == policy.TypeDate && (!r.lo.IsZero() || !r.hi.IsZero()):
 				keep = func(v string) bool {
-					d, err := time.Parse("2006-01-02", v)
+					d, err := time.Parse("2006-01-02", dateHead(v))
 					return err == nil && (r.lo.IsZero() || !d.Before(r.lo)) && (r.hi.IsZero() || !d.After(r.hi))
 				}
 			}
@@ -231,7 +231,7 @@ func (b *builder) narrowKeys() {
 					}
 					start, end = y, y.AddDate(1, 0, -1)
 				} else {
-					d, err := time.Parse("2006-01-02", v)
+					d, err := time.Parse("2006-01-02", dateHead(v)) // a date, or a timestamp at midnight (attz.go)
 					if err != nil {
 						return true
 					}
@@ -254,4 +254,13 @@ func (b *builder) narrowKeys() {
 			b.keys[i].Domain = dom
 		}
 	}
+}
+
+// dateHead is the date of a key value: a date, or a timestamp at
+// midnight ("2024-01-01 00:00:00").
+func dateHead(v string) string {
+	if len(v) > 10 && v[10] == ' ' {
+		return v[:10]
+	}
+	return v
 }

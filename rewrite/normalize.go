@@ -155,9 +155,8 @@ var refusedWords = map[string][3]string{
 	"some":      {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", "use IN (list of literals)"},
 	"array":     {pgerr.FeatureNotSupported, "arrays are not supported", "use IN (list of literals)"},
 	"values":    {pgerr.FeatureNotSupported, "VALUES lists are not supported", "query protected tables (joined as the join hint says) with FROM"},
-	"interval":  {pgerr.FeatureNotSupported, "intervals are not supported yet", "compare date columns with 'YYYY-MM-DD'::date literals"},
+	"interval":  {pgerr.FeatureNotSupported, "intervals are supported only added to or subtracted from a date or timestamp constant", "write the column on one side and the relative date on the other, e.g. visit_date >= current_date - interval '30 days' (folded at the statement's start)"},
 	"collate":   {pgerr.FeatureNotSupported, "COLLATE is not supported", "remove the COLLATE clause"},
-	"at":        {pgerr.FeatureNotSupported, "AT TIME ZONE is not supported", "compare date columns with 'YYYY-MM-DD'::date literals"},
 	"into":      {pgerr.InsufficientPrivilege, "SELECT … INTO is not allowed", "remove INTO; dpproxy answers only aggregate SELECT queries"},
 	"for":       {pgerr.FeatureNotSupported, "locking clauses are not supported", "remove FOR UPDATE/SHARE; dpproxy is read-only"},
 	"natural":   {pgerr.FeatureNotSupported, "NATURAL joins are not supported", joinHint},
@@ -172,10 +171,18 @@ func refusal(src string, pos int, r [3]string) *pgerr.Error {
 
 var numberRE = regexp.MustCompile(`^-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?$`)
 
-// normalize runs the normalizer over a statement.
-func normalize(src string) (*normalized, error) {
+// normalize runs the normalizer over a statement without a clock
+// (relative dates are refused).
+func normalize(src string) (*normalized, error) { return normalizeAt(src, clockEnv{}) }
+
+// normalizeAt runs the normalizer over a statement, with relative dates
+// folded in env (reldate.go).
+func normalizeAt(src string, env clockEnv) (*normalized, error) {
 	toks, err := pgsql.Lex(src)
 	if err != nil {
+		return nil, err
+	}
+	if toks, err = foldClock(src, toks, env); err != nil {
 		return nil, err
 	}
 	n := &normalized{src: src, litAt: map[int]int{}, pieces: make([]piece, 0, len(toks)+4)}
@@ -201,6 +208,7 @@ func normalize(src string) (*normalized, error) {
 		}
 	}
 	depth := 0
+	var atCast policy.Type // the cast before AT TIME ZONE (attz.go)
 	prevIs := func(i int, kw string) bool { return i > 0 && toks[i-1].Is(kw) }
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
@@ -256,6 +264,21 @@ func normalize(src string) (*normalized, error) {
 				}
 				add(t.Val, t.Pos, false)
 			case "::":
+				if typ, k, ok := relType(toks, i+1); ok && i > 0 && toks[i-1].Kind == pgsql.TokIdent && k+1 < len(toks) && toks[k].Is("at") && toks[k+1].Is("time") {
+					// col::timestamptz AT TIME ZONE 'zone' (attz.go)
+					atCast = typ
+					i = k - 1
+					continue
+				}
+				if k := i + 1; i > 0 && toks[i-1].Kind == pgsql.TokIdent && k < len(toks) && toks[k].Kind == pgsql.TokIdent && !toks[k].Quoted && intTypeNames[toks[k].Val] != "" &&
+					!(k+1 < len(toks) && (toks[k+1].IsPunct("::") || toks[k+1].IsPunct("("))) {
+					// col::int compared in WHERE (castcmp.go)
+					if err := n.intCast(src, t.Pos, intTypeNames[toks[k].Val]); err != nil {
+						return nil, err
+					}
+					i = k
+					continue
+				}
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "casts of columns and expressions are not supported").
 					WithPosition(pgsql.CharPos(src, t.Pos)).
 					WithHint("compare the column with a literal of its own type, e.g. visit_date >= '2021-01-01'::date")
@@ -275,9 +298,12 @@ func normalize(src string) (*normalized, error) {
 			case "!=":
 				add("<>", t.Pos, false)
 			case "||":
-				return nil, pgerr.New(pgerr.FeatureNotSupported, "operator || is not supported").
-					WithPosition(pgsql.CharPos(src, t.Pos)).
-					WithHint("string concatenation is not available in DP queries; compare columns with literals")
+				// '%' || $1 || '%': one text constant (concat.go).
+				k, err := n.concat(src, toks, i)
+				if err != nil {
+					return nil, err
+				}
+				i = k
 			case "~", "~*", "!~", "!~*":
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "regular expression operator %s is not supported", t.Val).
 					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("use LIKE or ILIKE with a string pattern")
@@ -287,7 +313,7 @@ func normalize(src string) (*normalized, error) {
 					WithHint("supported operators: = <> != < <= > >= AND OR NOT IN BETWEEN LIKE ILIKE IS [NOT] NULL")
 			}
 		case pgsql.TokIdent:
-			if t.Val == filterMarker {
+			if t.Val == filterMarker || t.Val == atZoneMarker || t.Val == intCastMarker {
 				return nil, pgerr.New("42883", "function %s does not exist", t.Val).
 					WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("write agg(…) FILTER (WHERE condition)")
 			}
@@ -314,13 +340,19 @@ func normalize(src string) (*normalized, error) {
 				}
 				continue
 			}
+			if w == "at" && next(1).Is("time") {
+				k, err := n.atTimeZone(src, toks, i, atCast) // attz.go
+				if err != nil {
+					return nil, err
+				}
+				i, atCast = k, ""
+				continue
+			}
 			if r, ok := refusedWords[w]; ok {
 				// Non-reserved words are refused only where they start the
 				// clause they name, so columns may still be called so.
 				refuse := true
 				switch w {
-				case "at":
-					refuse = next(1).Is("time")
 				case "filter":
 					refuse = false
 					if next(1).IsPunct("(") {
@@ -406,6 +438,25 @@ func normalize(src string) (*normalized, error) {
 					add("NOT", t.Pos, true)
 				}
 				add("NULL", t.Pos, true)
+			case w == "cast" && next(1).IsPunct("(") && next(2).Kind == pgsql.TokIdent:
+				// CAST ( col AS integer ) compared in WHERE (castcmp.go)
+				cols, typ, end, ok := castColumnEnd(toks, i)
+				if !ok {
+					return nil, pgerr.New(pgerr.FeatureNotSupported, "CAST of columns and expressions is not supported").
+						WithPosition(pgsql.CharPos(src, t.Pos)).
+						WithHint("compare the column with a literal of its own type, e.g. visit_date >= '2021-01-01'::date, or compare CAST(col AS integer) with an integer")
+				}
+				for _, c := range cols {
+					if c.IsPunct(".") {
+						add(".", c.Pos, false)
+					} else {
+						add(pgemit.QuoteIdent(c.Val), c.Pos, true)
+					}
+				}
+				if err := n.intCast(src, t.Pos, typ); err != nil {
+					return nil, err
+				}
+				i = end
 			case w == "cast" && next(1).IsPunct("("):
 				// CAST ( literal AS type )
 				lt := next(2)

@@ -237,14 +237,6 @@ rows:
 				// PostgreSQL's text output of booleans is t/f; the
 				// emitted SQL's ::text is true/false, as in the policy.
 				row = append(row, map[string]string{"t": "true", "f": "false"}[*v])
-			case o.Kind == OutputKey && p.Keys[o.Key].Func == "date_trunc":
-				// PostgreSQL's date_trunc of a date is a timestamptz at
-				// midnight; the plan releases the date (documented).
-				if !strings.HasPrefix(*v, (*v)[:10]+" 00:00:00") {
-					row = append(row, "not midnight: "+*v)
-				} else {
-					row = append(row, (*v)[:10])
-				}
 			case o.Kind == OutputKey:
 				row = append(row, *v)
 			case o.Kind == OutputQuantile:

@@ -90,6 +90,14 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 		}
 		return dpplan.PredCol{Col: pgemit.QuoteIdent(ci.name)}, nil
 	case *ast.IsNullExpr:
+		if fc, ok := intCastCall(x.Expr); ok {
+			// The cast of NULL is NULL, and of nothing else.
+			ci, err := b.intCastColumn(fc)
+			if err != nil {
+				return nil, err
+			}
+			return dpplan.PredNull{Col: pgemit.QuoteIdent(ci.name), Not: x.Not}, nil
+		}
 		ci, err := b.whereColumn(x.Expr)
 		if err != nil {
 			return nil, err
@@ -98,6 +106,26 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 	case *ast.PatternInExpr:
 		if x.Sel != nil {
 			return nil, b.errAt(x, pgerr.FeatureNotSupported, "subqueries are not supported").WithHint("use IN (list of literals)")
+		}
+		if fc, ok := intCastCall(x.Expr); ok {
+			// cast(col) IN (a, b) is cast(col) = a OR cast(col) = b
+			// (castcmp.go); NOT IN the negation.
+			var out dpplan.Pred
+			for _, item := range x.List {
+				p, err := b.intCastCmp(fc, item, "=")
+				if err != nil {
+					return nil, err
+				}
+				if out == nil {
+					out = p
+				} else {
+					out = dpplan.PredBool{Op: "OR", L: out, R: p}
+				}
+			}
+			if x.Not {
+				out = dpplan.PredNot{X: out}
+			}
+			return out, nil
 		}
 		ci, err := b.whereColumn(x.Expr)
 		if err != nil {
@@ -126,6 +154,21 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 		}
 		return out, nil
 	case *ast.BetweenExpr:
+		if fc, ok := intCastCall(x.Expr); ok {
+			lo, err := b.intCastCmp(fc, x.Left, ">=")
+			if err != nil {
+				return nil, err
+			}
+			hi, err := b.intCastCmp(fc, x.Right, "<=")
+			if err != nil {
+				return nil, err
+			}
+			var p dpplan.Pred = dpplan.PredBool{Op: "AND", L: lo, R: hi}
+			if x.Not {
+				p = dpplan.PredNot{X: p}
+			}
+			return p, nil
+		}
 		ci, err := b.whereColumn(x.Expr)
 		if err != nil {
 			return nil, err
@@ -212,6 +255,12 @@ func (b *builder) whereColumn(e ast.ExprNode) (colInfo, error) {
 	if pe, ok := e.(*ast.ParenthesesExpr); ok {
 		return b.whereColumn(pe.Expr)
 	}
+	if fc, ok := atZoneCall(e); ok {
+		return b.atZoneColumn(fc) // attz.go
+	}
+	if fc, ok := intCastCall(e); ok {
+		return colInfo{}, b.errAt(fc, pgerr.FeatureNotSupported, "an integer cast of a column is supported in comparisons, BETWEEN, IN and IS NULL only").WithHint("%s", intCastHint)
+	}
 	c, ok := e.(*ast.ColumnNameExpr)
 	if !ok {
 		return colInfo{}, b.errAt(e, pgerr.FeatureNotSupported, "expressions are not supported in WHERE yet").
@@ -223,8 +272,7 @@ func (b *builder) whereColumn(e ast.ExprNode) (colInfo, error) {
 // compare converts col op literal (either order); literal op literal is
 // accepted for constants such as 1 = 1 that BI tools generate.
 func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (dpplan.Pred, error) {
-	_, lcol := unparen(l).(*ast.ColumnNameExpr)
-	_, rcol := unparen(r).(*ast.ColumnNameExpr)
+	lcol, rcol := isColumnSide(l), isColumnSide(r) // a column, or a date column AT TIME ZONE
 	switch {
 	case lcol && rcol:
 		return nil, b.errAt(at, pgerr.FeatureNotSupported, "comparisons between two columns are not supported yet").
@@ -237,8 +285,14 @@ func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (dpplan.Pre
 				op = f
 			}
 		}
+		if fc, ok := intCastCall(colE); ok {
+			return b.intCastCmp(fc, litE, op) // castcmp.go
+		}
 		ci, err := b.whereColumn(colE)
 		if err != nil {
+			return nil, err
+		}
+		if err := b.textCast(colE, ci); err != nil { // castcmp.go
 			return nil, err
 		}
 		if ci.typ() == policy.TypeDate {

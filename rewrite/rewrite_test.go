@@ -90,7 +90,7 @@ func TestNormalize_Refusals(t *testing.T) {
 		code string
 		pos  int
 	}{
-		{`SELECT a::int FROM t`, pgerr.FeatureNotSupported, 9},
+		{`SELECT a::bool FROM t`, pgerr.FeatureNotSupported, 9},
 		{`SELECT a FROM t WHERE a = $1`, pgerr.FeatureNotSupported, 27},
 		{`SELECT a || 'b' FROM t`, pgerr.FeatureNotSupported, 10},
 		{`SELECT a FROM t WHERE a && b`, pgerr.FeatureNotSupported, 25},

@@ -200,7 +200,13 @@ func (b *builder) rowCase(x *ast.CaseExpr, at map[*dpplan.Value]ast.Node) (*dppl
 func (b *builder) rowFunc(x *ast.FuncCallExpr, at map[*dpplan.Value]ast.Node) (*dpplan.Value, error) {
 	name := strings.ToLower(x.FnName.O)
 	want := map[string][2]int{dpplan.ValCoalesce: {1, 100}, dpplan.ValLeast: {1, 100}, dpplan.ValGreatest: {1, 100}, dpplan.ValAbs: {1, 1}, dpplan.ValNullIf: {2, 2}}[name]
-	if want[0] == 0 {
+	switch {
+	case name == intCastMarker:
+		return nil, b.errAt(x, pgerr.FeatureNotSupported, "integer casts of columns are not supported inside an aggregate").
+			WithHint("aggregate the column itself (SUM(cost), AVG(cost)); an integer cast of a column is supported in WHERE comparisons")
+	case name == atZoneMarker:
+		return nil, b.errAt(x, pgerr.FeatureNotSupported, "AT TIME ZONE is not supported inside an aggregate").WithHint("%s", atZoneHint)
+	case want[0] == 0:
 		return nil, b.errAt(x, pgerr.FeatureNotSupported, "function %s is not supported inside an aggregate", x.FnName.O).WithHint("%s", rowExprHint)
 	}
 	if len(x.Args) < want[0] || len(x.Args) > want[1] {

@@ -726,3 +726,25 @@ SELECT percentile_cont(0.25) WITHIN GROUP (ORDER BY cost * 1.1 + 5) FROM visits 
 SELECT MIN(CASE WHEN age >= 65 THEN cost ELSE cost / 2 END) FROM visits
 
 SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY GREATEST(age, 18) - 18), COUNT(*) FROM visits
+
+-- # Relative dates (rewrite/reldate.go), folded at the statement's start
+
+SELECT COUNT(*) FROM visits WHERE visit_date >= now() - interval '2 years'
+
+SELECT department, COUNT(*) FROM visits WHERE visit_date >= current_date - 730 AND visit_date < date_trunc('year', now()) - interval '1 month' GROUP BY department
+
+SELECT COUNT(*) FROM visits WHERE visit_date >= CAST((now() + INTERVAL '-800 day') AS date)
+
+-- # AT TIME ZONE the session's zone (rewrite/attz.go), as Cube writes it
+
+SELECT date_trunc('month', ("visits".visit_date::timestamptz AT TIME ZONE 'UTC')) "visits__visit_date_month", count(*) "visits__count" FROM public.visits AS "visits" WHERE ("visits".visit_date::timestamptz AT TIME ZONE 'UTC' >= '2023-01-01T00:00:00.000'::timestamptz AND "visits".visit_date::timestamptz AT TIME ZONE 'UTC' <= '2023-06-30T23:59:59.999'::timestamptz) GROUP BY 1 ORDER BY 1 ASC LIMIT 10000
+
+SELECT date_trunc('quarter', visit_date AT TIME ZONE 'UTC'), COUNT(*) FROM visits GROUP BY 1
+
+-- # Integer arithmetic over date fields as keys (rewrite/arithkey.go)
+
+SELECT ((CAST(extract(isodow from "public"."visits"."visit_date") AS integer) % 7) + 1) AS "visit_date", count(*) AS "count" FROM "public"."visits" GROUP BY ((CAST(extract(isodow from "public"."visits"."visit_date") AS integer) % 7) + 1) ORDER BY ((CAST(extract(isodow from "public"."visits"."visit_date") AS integer) % 7) + 1) ASC
+
+SELECT (extract(isodow from visit_date) - 8) % 3, SUM(cost) FROM visits GROUP BY 1
+
+SELECT 10 + date_part('dow', visit_date), COUNT(*) FROM visits GROUP BY 1

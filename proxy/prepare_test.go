@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// SQL-level PREPARE / EXECUTE / DEALLOCATE of DP statements (issue 31):
+// EXECUTE binds its constants as literals and runs the statement as if
+// sent itself (one release per EXECUTE); PREPARE of a statement that
+// cannot be answered fails at once; other statements, non-constant
+// arguments and EXECUTE in the extended protocol are refused with hints.
+func TestSQLPrepareExecute(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	res, err := execAll(t, pc, "PREPARE byd(text) AS SELECT COUNT(*) FROM visits WHERE department = $1")
+	if err != nil || res[0].CommandTag.String() != "PREPARE" {
+		t.Fatalf("PREPARE: %v %v", res, err)
+	}
+	res, err = execAll(t, pc, "EXECUTE byd('oncology')")
+	if err != nil || len(res) != 1 || len(res[0].Rows) != 1 || !strings.HasPrefix(res[0].CommandTag.String(), "SELECT") {
+		t.Fatalf("EXECUTE: %v %v", res, err)
+	}
+	ts.releaser.mu.Lock()
+	n := len(ts.releaser.reqs)
+	var sql string
+	if n > 0 {
+		sql = ts.releaser.reqs[n-1].Plan.SQL
+	}
+	ts.releaser.mu.Unlock()
+	if n != 1 || !strings.Contains(sql, `"department" = 'oncology'`) {
+		t.Fatalf("%d releases, SQL %s", n, sql)
+	}
+	for _, tc := range []struct{ sql, code string }{
+		{"EXECUTE byd", "42601"},                                // wrong number of parameters
+		{"EXECUTE byd(department)", "0A000"},                    // not a constant
+		{"EXECUTE nosuch(1)", "26000"},                          // not prepared
+		{"PREPARE byd AS SELECT COUNT(*) FROM visits", "42P05"}, // duplicate
+		{"PREPARE raw AS SELECT * FROM visits", "42501"},        // refused at PREPARE
+		{"PREPARE cat AS SELECT 1", "0A000"},                    // not a DP statement
+	} {
+		if _, err := execAll(t, pc, tc.sql); sqlstate(err) != tc.code {
+			t.Errorf("%s: %v, want %s", tc.sql, err, tc.code)
+		}
+	}
+	if _, err := execAll(t, pc, "DEALLOCATE byd"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execAll(t, pc, "EXECUTE byd('oncology')"); sqlstate(err) != "26000" {
+		t.Errorf("after DEALLOCATE: %v", err)
+	}
+	// EXECUTE through the extended protocol is refused at Parse.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := execAll(t, pc, "PREPARE q2 AS SELECT COUNT(*) FROM visits"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.Prepare(ctx, "", "EXECUTE q2", nil); sqlstate(err) != "0A000" {
+		t.Errorf("extended EXECUTE: %v", err)
+	}
+	// A statement prepared with PREPARE is bound by name in the protocol.
+	rr := pc.ExecPrepared(ctx, "q2", nil, nil, nil).Read()
+	if rr.Err != nil || len(rr.Rows) != 1 {
+		t.Errorf("Bind of q2: %v %v", rr.Rows, rr.Err)
+	}
+}
