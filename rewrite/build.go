@@ -48,9 +48,12 @@ type builder struct {
 	aggs     []aggSpec // per output; fn "" for keys
 	where    dpplan.Pred
 
-	filters  map[*ast.AggregateFuncExpr]ast.ExprNode // FILTER conditions (filter.go)
-	rangeErr *pgerr.Error                            // set by addMeasure for an unbounded measure
-	rowOps   int                                     // arithmetic operations inside aggregates (rowexpr.go maxRowOps)
+	filters map[*ast.AggregateFuncExpr]ast.ExprNode // FILTER conditions (filter.go)
+	// synthLits are constants of expressions the planner wrote itself
+	// (regrstats.go), which have no place in the analyst's text.
+	synthLits map[ast.ExprNode]literal
+	rangeErr  *pgerr.Error // set by addMeasure for an unbounded measure
+	rowOps    int          // arithmetic operations inside aggregates (rowexpr.go maxRowOps)
 
 	hidden     []Output  // aggregates used by expressions and HAVING
 	hiddenAggs []aggSpec // per hidden output
@@ -389,6 +392,9 @@ func (b *builder) fromName() string {
 
 // lit returns the literal behind a ? marker, folding a unary minus.
 func (b *builder) lit(e ast.ExprNode) (literal, bool) {
+	if l, ok := b.synthLits[e]; ok {
+		return l, true // a constant the planner wrote (regrstats.go)
+	}
 	switch x := e.(type) {
 	case *test_driver.ParamMarkerExpr:
 		i, ok := b.norm.litAt[x.Offset]

@@ -19,6 +19,7 @@ import (
 
 // selectList builds outputs and measures.
 func (b *builder) selectList(sel *ast.SelectStmt) error {
+	regr := b.regrFromSums(sel) // regrstats.go
 	for _, f := range sel.Fields.Fields {
 		if f.WildCard != nil {
 			return b.errAt(sel, pgerr.InsufficientPrivilege, "only aggregate queries are answered; SELECT * returns private rows").
@@ -116,6 +117,9 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 			typ := "numeric"
 			if info.maybeInt && intExpr(e, b.hidden) {
 				typ = "int8"
+			}
+			if regr[f] {
+				typ = "float8" // PostgreSQL's type of regr_slope and regr_intercept
 			}
 			out = Output{Name: exprName, Kind: OutputExpr, Expr: e, PGType: typ}
 		}

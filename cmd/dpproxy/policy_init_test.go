@@ -27,7 +27,7 @@ import (
 // quantiles, and the steward budget was charged.
 func TestPolicyInit(t *testing.T) {
 	dataDSN, ledgerDSN := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dataDSN)
 	if err != nil {

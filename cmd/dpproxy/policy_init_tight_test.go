@@ -157,7 +157,7 @@ func TestBoundUtilities_Sensitivity(t *testing.T) {
 // mechanism's own distribution on the same data and required below 1e-6.
 func TestPolicyInit_PointMassAndNarrowDates(t *testing.T) {
 	dataDSN, ledgerDSN := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dataDSN)
 	if err != nil {
@@ -253,7 +253,7 @@ func TestPolicyInit_Demo(t *testing.T) {
 		t.Skip("loads the demo's 200,000 visits")
 	}
 	dataDSN, ledgerDSN := pgtest.NewDatabase(t), pgtest.NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	d := demo.Generate(demo.Seed)
 	if err := demo.Load(ctx, dataDSN, d); err != nil {

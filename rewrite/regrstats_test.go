@@ -1,0 +1,57 @@
+package rewrite
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// TestRegrFromSums: without dp.output_range, regr_slope and regr_intercept
+// are planned from five shared sums (no sample-and-aggregate), typed
+// float8 as PostgreSQL types them; with an output range they stay
+// sample-and-aggregate.
+func TestRegrFromSums(t *testing.T) {
+	ds := loadHospital(t)
+	const q = "SELECT department, regr_slope(cost, age), regr_intercept(cost, age) AS b0 FROM visits GROUP BY department"
+	p, err := RewriteWith(ds, q, Options{NoBias: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SampleAgg != nil {
+		t.Fatal("planned as sample-and-aggregate")
+	}
+	var names []string
+	for _, o := range p.Outputs {
+		names = append(names, o.Name+":"+o.PGType)
+	}
+	if got := strings.Join(names, ","); got != "department:text,regr_slope:float8,b0:float8" {
+		t.Errorf("outputs %s", got)
+	}
+	var exprs []string
+	for _, m := range p.Measures {
+		e := fmt.Sprint(m.Kind)
+		if m.Expr != nil {
+			e += "(" + m.Expr.String() + ")"
+		} else if m.Column != "" {
+			e += "(" + m.Column + ")"
+		}
+		if m.Filter == nil {
+			t.Errorf("measure %s has no filter: want x IS NOT NULL AND y IS NOT NULL", e)
+		}
+		exprs = append(exprs, e)
+	}
+	if len(p.Measures) != 5 {
+		t.Errorf("%d measures %v, want the five shared sums n, Sx, Sy, Sxy, Sxx", len(p.Measures), exprs)
+	}
+	// Two integer columns: the quotient is exact, not integer division.
+	if _, err := RewriteWith(ds, "SELECT regr_slope(length_of_stay, age) FROM visits", Options{NoBias: true}); err != nil {
+		t.Errorf("integer columns: %v", err)
+	}
+	p, err = RewriteWith(ds, q, Options{NoBias: true, HasOutputRange: true, OutputLower: -100, OutputUpper: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SampleAgg == nil {
+		t.Error("with dp.output_range: not sample-and-aggregate")
+	}
+}
