@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // TestSampleAgg_ThroughProxy asks corr(cost, age) of the demo's visits
