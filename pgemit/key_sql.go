@@ -68,7 +68,17 @@ func keySQL(k dpplan.Key) string {
 		n, _ := strconv.Atoi(k.Args[2])
 		e := keySQL(dpplan.Key{Column: k.Column, Func: k.Args[1], Args: k.Args[3 : 3+n]})
 		if t := k.Args[0]; t != "numeric" && t != "float8" {
-			e = "(" + e + ")::" + t
+			// The integer cast is computed as int8 over finite dates
+			// only: the planner checked that no value of the domain
+			// overflows the key's type, but a row outside the domain (a
+			// year past the policy's bounds, an infinite date, whose
+			// field is ±Infinity) would make int2 or int4 raise 22003 or
+			// 0A000 on that row, an error that depends on the data. In
+			// int8 the field of a finite date plus or minus constants of
+			// at most 10⁹ never overflows; such rows get a value outside
+			// the domain, or NULL, and are left out like any other. The
+			// domain's values are the same in either type.
+			e = "(CASE WHEN isfinite(" + c + ") THEN " + e + " END)::int8"
 		}
 		for i := 3 + n; i+1 < len(k.Args); i += 2 {
 			e = "(" + e + " " + k.Args[i] + " (" + k.Args[i+1] + "))"

@@ -167,12 +167,15 @@ func encodeBinary(oid uint32, v string) ([]byte, error) {
 	case oidTimestamp, oidTimestamptz:
 		// Microseconds since 2000-01-01 00:00 (UTC for timestamptz),
 		// from the ISO text PostgreSQL writes ("2024-01-01 00:00:00",
-		// "+01", "+05:30").
+		// "+01", "+05:30", and "+00:09:21" for a local mean time).
 		layout := "2006-01-02 15:04:05.999999"
 		if oid == oidTimestamptz {
 			layout += "Z07"
 			if len(v) > 3 && v[len(v)-3] == ':' {
 				layout += ":00"
+				if len(v) > 6 && v[len(v)-6] == ':' {
+					layout += ":00"
+				}
 			}
 		}
 		t, err := time.Parse(layout, v)

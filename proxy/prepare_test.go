@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -64,5 +65,45 @@ func TestSQLPrepareExecute(t *testing.T) {
 	rr := pc.ExecPrepared(ctx, "q2", nil, nil, nil).Read()
 	if rr.Err != nil || len(rr.Rows) != 1 {
 		t.Errorf("Bind of q2: %v %v", rr.Rows, rr.Err)
+	}
+}
+
+// recordingObserver keeps the statements an Observer is told of.
+type recordingObserver struct {
+	mu  sync.Mutex
+	evs []StatementEvent
+}
+
+func (r *recordingObserver) Statement(ev StatementEvent) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.evs = append(r.evs, ev)
+}
+
+// TestSQLExecute_ObservedAsDP: an EXECUTE that releases a DP answer is
+// reported to the Observer (the audit log, the metrics and the dashboard's
+// recent DP statements: cmd/dpproxy/ops.go) as the DP statement it runs,
+// with the prepared statement's fingerprint, as a Bind/Execute of it is;
+// reported as a session statement, its charge was missing from the
+// dashboard's recent DP statements and counted under the session route.
+func TestSQLExecute_ObservedAsDP(t *testing.T) {
+	rec := &recordingObserver{}
+	ts := startServer(t, serverOpts{mutate: func(c *Config) { c.Observer = rec }})
+	pc := ts.connect(t)
+	const text = "SELECT COUNT(*) FROM visits WHERE department = $1"
+	if _, err := execAll(t, pc, "PREPARE byd(text) AS "+text); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execAll(t, pc, "EXECUTE byd('oncology')"); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.evs) != 2 {
+		t.Fatalf("%d statements observed, want 2", len(rec.evs))
+	}
+	ev := rec.evs[1]
+	if ev.Route != "dp" || ev.DP == nil || ev.Fingerprint() != fingerprint(text) {
+		t.Errorf("EXECUTE observed as route %q, DP %v, fingerprint %s; want dp, a DP event, %s", ev.Route, ev.DP, ev.Fingerprint(), fingerprint(text))
 	}
 }

@@ -279,8 +279,17 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 	defer done()
 	start := time.Now()
 	var err error
+	logged := st
 	switch st.route {
 	case pgsql.RouteSession:
+		if st.sess.Kind == pgsql.SessionExecute {
+			// An EXECUTE of a prepared DP statement is logged and
+			// observed as that statement, as its Bind and Execute are
+			// (runPortal): route dp, the prepared text's fingerprint.
+			if ps, ok := c.stmts[st.sess.Name]; ok && ps.st.route == pgsql.RouteDP {
+				logged = ps.st
+			}
+		}
 		var rs *resultSet
 		if rs, err = c.execSession(sctx, st.sess); err == nil {
 			c.sendResultSet(rs)
@@ -295,8 +304,8 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 	}
 	err = statementError(sctx, err)
 	d := time.Since(start)
-	c.logStatement(st, err, zap.Duration(logKeyDuration, d))
-	c.observe(st, err, d)
+	c.logStatement(logged, err, zap.Duration(logKeyDuration, d))
+	c.observe(logged, err, d)
 	return err
 }
 

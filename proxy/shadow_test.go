@@ -363,6 +363,11 @@ func TestBinaryEncodings(t *testing.T) {
 	roundTrip("SELECT $1::timestamp::text", oidTimestamp, "1999-12-31 23:59:59.5", "1999-12-31 23:59:59.5")
 	roundTrip("SELECT ($1::timestamptz AT TIME ZONE 'UTC')::text", oidTimestamptz, "2024-02-01 00:00:00+01", "2024-01-31 23:00:00")
 	roundTrip("SELECT ($1::timestamptz AT TIME ZONE 'UTC')::text", oidTimestamptz, "2024-02-01 00:00:00+05:30", "2024-01-31 18:30:00")
+	// A zone's local mean time before its standard time (Europe/Paris
+	// before 1911): PostgreSQL writes the offset with seconds, and a
+	// date_trunc key of a birth date carries it (rewrite/trunckey.go).
+	roundTrip("SELECT ($1::timestamptz AT TIME ZONE 'UTC')::text", oidTimestamptz, "1900-01-01 00:00:00+00:09:21", "1899-12-31 23:50:39")
+	roundTrip("SELECT ($1::timestamptz AT TIME ZONE 'UTC')::text", oidTimestamptz, "1900-01-01 00:00:00-04:56:02", "1900-01-01 04:56:02")
 
 	// PostgreSQL's binary numerics decode to the same text.
 	for _, v := range []string{"0", "12.5", "-12.5", "0.0001", "123456789.123456789", "10000", "-0.00012", "12.50", "1e-7"} {
