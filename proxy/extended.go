@@ -159,9 +159,39 @@ func needsFlush(msg pgproto3.FrontendMessage) bool {
 	return true
 }
 
+// Bounds of a session's named prepared statements (protocol-level and
+// SQL PREPARE share them), so that one analyst cannot hold the proxy's
+// memory with statements it never runs: far above the statement caches
+// drivers keep (pgjdbc 256, pgx 512, psycopg 100).
+const (
+	maxPreparedStatements = 2048
+	maxPreparedBytes      = 32 << 20
+)
+
+// checkPreparedRoom refuses one more named statement of size bytes when
+// the session's would exceed the bounds above (54000, before anything is
+// kept).
+func (c *conn) checkPreparedRoom(name string, size int) error {
+	if name == "" {
+		return nil // the unnamed statement replaces itself
+	}
+	total := size
+	for _, ps := range c.stmts {
+		total += len(ps.text)
+	}
+	if len(c.stmts) >= maxPreparedStatements || total > maxPreparedBytes {
+		return pgerr.New(pgerr.ProgramLimitExceeded, "too many prepared statements in this session (at most %d, %d MiB of text)", maxPreparedStatements, maxPreparedBytes>>20).
+			WithHint("DEALLOCATE statements the session no longer uses, or lower the driver's statement cache size")
+	}
+	return nil
+}
+
 func (c *conn) parse(m *pgproto3.Parse) error {
 	if _, exists := c.stmts[m.Name]; exists && m.Name != "" {
 		return pgerr.New(duplicatePreparedStmt, "prepared statement %q already exists", m.Name)
+	}
+	if err := c.checkPreparedRoom(m.Name, len(m.Query)); err != nil {
+		return err
 	}
 	var st statement
 	n := -1

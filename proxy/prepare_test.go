@@ -2,10 +2,14 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // SQL-level PREPARE / EXECUTE / DEALLOCATE of DP statements (issue 31):
@@ -105,5 +109,45 @@ func TestSQLExecute_ObservedAsDP(t *testing.T) {
 	ev := rec.evs[1]
 	if ev.Route != "dp" || ev.DP == nil || ev.Fingerprint() != fingerprint(text) {
 		t.Errorf("EXECUTE observed as route %q, DP %v, fingerprint %s; want dp, a DP event, %s", ev.Route, ev.DP, ev.Fingerprint(), fingerprint(text))
+	}
+}
+
+// TestPreparedStatements_Bounded: a session's named prepared statements
+// are bounded (maxPreparedStatements), so one analyst cannot hold the
+// proxy's memory with statements it never runs; past the bound PREPARE
+// and Parse get 54000 with a hint, nothing is kept, and DEALLOCATE makes
+// room again.
+func TestPreparedStatements_Bounded(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	var b strings.Builder
+	for i := 0; i < maxPreparedStatements; i++ {
+		fmt.Fprintf(&b, "PREPARE p%d(text) AS SELECT COUNT(*) FROM visits WHERE department = $1;", i)
+		if (i+1)%256 == 0 {
+			if _, err := execAll(t, pc, b.String()); err != nil {
+				t.Fatalf("PREPARE %d: %v", i, err)
+			}
+			b.Reset()
+		}
+	}
+	_, err := execAll(t, pc, "PREPARE one_more(text) AS SELECT COUNT(*) FROM visits WHERE department = $1")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "54000" || !strings.Contains(pe.Hint, "DEALLOCATE") {
+		t.Fatalf("PREPARE past the bound: %v, want 54000 with a hint", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := pc.Prepare(ctx, "one_more_parse", "SELECT COUNT(*) FROM visits WHERE department = $1", nil); sqlstate(err) != "54000" {
+		t.Fatalf("Parse past the bound: %v, want 54000", err)
+	}
+	if _, err := execAll(t, pc, "DEALLOCATE p0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execAll(t, pc, "PREPARE one_more(text) AS SELECT COUNT(*) FROM visits WHERE department = $1"); err != nil {
+		t.Fatalf("PREPARE after DEALLOCATE: %v", err)
+	}
+	// The unnamed statement is never refused.
+	if r := pc.ExecParams(ctx, "SELECT COUNT(*) FROM visits", nil, nil, nil, nil).Read(); r.Err != nil {
+		t.Fatalf("unnamed statement: %v", r.Err)
 	}
 }

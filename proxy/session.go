@@ -391,6 +391,9 @@ func (c *conn) execPrepare(st *pgsql.SessionStmt) (*resultSet, error) {
 		return nil, pgerr.New(duplicatePreparedStmt, "prepared statement %q already exists", st.Name).
 			WithHint("DEALLOCATE %s first, or choose another name", st.Name)
 	}
+	if err := c.checkPreparedRoom(st.Name, len(st.Value)); err != nil {
+		return nil, err
+	}
 	inner := c.classify(st.Value)
 	if inner.err != nil {
 		return nil, inner.err

@@ -107,16 +107,6 @@ func (st *joinState) columnsOf(k int) []string {
 	return out
 }
 
-func removeString(s []string, x string) []string {
-	var out []string
-	for _, v := range s {
-		if v != x {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // joinColumn resolves a column reference of a join query to a column of
 // the joined relation (the hook of builder.column).
 func (b *builder) joinColumn(e *ast.ColumnNameExpr) (colInfo, error) {
