@@ -37,7 +37,7 @@ func JoinedTable(tables []*policy.Table, j *Join) (syn *policy.Table, names []ma
 	nameCount := map[string]int{}
 	for _, t := range tables {
 		nameCount[t.Name]++
-		for _, c := range readable(t) {
+		for _, c := range ReadableColumns(t) {
 			count[c]++
 		}
 	}
@@ -57,7 +57,7 @@ func JoinedTable(tables []*policy.Table, j *Join) (syn *policy.Table, names []ma
 			q = t.Name + "#" + strconv.Itoa(k+1)
 		}
 		names[k] = map[string]string{}
-		for _, c := range readable(t) {
+		for _, c := range ReadableColumns(t) {
 			n := c
 			if count[c] > 1 {
 				n = q + "." + c
@@ -94,9 +94,9 @@ func JoinedTable(tables []*policy.Table, j *Join) (syn *policy.Table, names []ma
 	return syn, names
 }
 
-// readable lists the columns of t a join reads: its unit column and its
-// visible declared columns, in the policy's order.
-func readable(t *policy.Table) []string {
+// ReadableColumns lists the columns of t a join reads: its unit column
+// and its visible declared columns, in the policy's order.
+func ReadableColumns(t *policy.Table) []string {
 	var out []string
 	if t.UnitColumn != "" {
 		out = append(out, t.UnitColumn)

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"github.com/dpproxy/dpproxy/dpplan"
 	"strconv"
 	"strings"
 
@@ -91,21 +92,9 @@ func (st *joinState) visible(n int) []string {
 	return out
 }
 
-// columnsOf lists the readable columns of table k: its unit column and its
-// visible declared columns.
-func (st *joinState) columnsOf(k int) []string {
-	t := st.tables[k]
-	var out []string
-	if t.UnitColumn != "" {
-		out = append(out, t.UnitColumn)
-	}
-	for _, c := range t.ColumnOrder {
-		if !t.Columns[c].Hidden && c != t.UnitColumn {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+// columnsOf lists the readable columns of table k
+// (dpplan.ReadableColumns).
+func (st *joinState) columnsOf(k int) []string { return dpplan.ReadableColumns(st.tables[k]) }
 
 // joinColumn resolves a column reference of a join query to a column of
 // the joined relation (the hook of builder.column).
