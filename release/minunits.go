@@ -177,6 +177,21 @@ func minUnitsText(k int, unit string, suppressed, groups int, how string) string
 		suppressed, groups, k, unit, k, how)
 }
 
+// weightedUnitsText says, when groups are weighted (GroupsScale), that the
+// count is the bounded one: a unit in g > L0 groups counts L0/g in each,
+// so a group's count can be below its number of units and more groups
+// are suppressed than their units alone would make (never fewer).
+func weightedUnitsText(plan *dpplan.Plan, unit string) string {
+	if dpplan.GroupBounding(plan) != dpplan.GroupsScale {
+		return ""
+	}
+	if unit == "" {
+		unit = "unit"
+	}
+	return fmt.Sprintf("; each %s counts %d in all over its groups (%d/g in each of g > %d groups), so a count can be below the group's number of %ss",
+		unit, plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit, unit)
+}
+
 // describe is the count's mechanism for the NOTICE and EXPLAIN.
 func (c *cellCount) describe() string {
 	return fmt.Sprintf("noisy distinct units < %s, %s noise ±%s at 95%%, %s", c.min.RatString(), c.mech.Name(),

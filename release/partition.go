@@ -74,6 +74,12 @@ import (
 // that is m + 2 shares. Without private keys δ
 // is split equally between the measures that use it (every measure under
 // the Gaussian mechanism; smooth and ptr quantiles, see quantile.go).
+//
+// A plan with a minimum of units per cell (min_units_per_cell,
+// minunits.go) and no private key has the same one more measurement, its
+// distinct-unit count: ε is split between m + 1, and under Gaussian δ
+// between the δ users and the count (no threshold). With private keys the
+// selection's count serves both, at no extra cost.
 
 // thresholdMechanism names the threshold's ledger event: a release that
 // every accountant composes by its (ε = 0, δ = δ_thr) alone.

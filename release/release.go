@@ -403,7 +403,7 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 		errs += "; " + sel.describe() + "; " + selectionBoundText(plan)
 	}
 	if cal.cells != nil {
-		errs += "; " + minUnitsText(plan.MinUnits, req.Dataset.PrivacyUnit, suppressed, len(groups), cal.cells.describe())
+		errs += "; " + minUnitsText(plan.MinUnits, req.Dataset.PrivacyUnit, suppressed, len(groups), cal.cells.describe()+weightedUnitsText(plan, req.Dataset.PrivacyUnit))
 	}
 	if autoNote != "" {
 		errs += "; " + autoNote
