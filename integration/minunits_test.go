@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,7 @@ import (
 )
 
 // TestMinUnitsPerCell_EndToEnd runs the tests' fixed policy with
-// min_units_per_cell: 11 (and a budget of ε 100, department joinable as an
+// min_units_per_cell: 11 (and a budget of ε 1000, department joinable as an
 // elastic key) through `dpproxy serve` with pgx:
 //
 //   - EXPLAIN lists the unit count as one more measurement;
@@ -49,10 +50,10 @@ func TestMinUnitsPerCell_EndToEnd(t *testing.T) {
 			return
 		}
 		text := strings.Replace(string(raw), "privacy_unit: patient\n", "privacy_unit: patient\nmin_units_per_cell: 11\n", 1)
-		text = strings.Replace(text, "  epsilon: 3.0 ", "  epsilon: 100 ", 1)
+		text = strings.Replace(text, "  epsilon: 3.0 ", "  epsilon: 1000 ", 1)
 		const from = "department:     {type: text, "
 		text = strings.Replace(text, from, from+"max_rows_per_value: 50, ", 1)
-		if !strings.Contains(text, "min_units_per_cell: 11") || !strings.Contains(text, "epsilon: 100") || !strings.Contains(text, "max_rows_per_value: 50") {
+		if !strings.Contains(text, "min_units_per_cell: 11") || !strings.Contains(text, "epsilon: 1000") || !strings.Contains(text, "max_rows_per_value: 50") {
 			polErr = errors.New("the pinned policy changed: cannot add min_units_per_cell")
 			return
 		}
@@ -132,7 +133,16 @@ func TestMinUnitsPerCell_EndToEnd(t *testing.T) {
 		{"SELECT COUNT(*), AVG(cost) FROM visits WHERE patient_id <= 3", 0, 1, "1 of 1 groups suppressed"},
 		{"SELECT p.sex, COUNT(*) FROM visits v JOIN patients p ON v.patient_id = p.patient_id WHERE v.patient_id <= 3 GROUP BY p.sex ORDER BY 1", 1, 2, "2 of 2 groups suppressed"},
 		{"SELECT corr(cost, age) FROM visits WHERE patient_id <= 3", 0, 1, "1 of 1 groups suppressed"},
+		// A post-processing statement over a suppressed leaf.
+		{"SELECT t.department, t.n FROM (SELECT department, COUNT(*) AS n FROM visits WHERE patient_id <= 3 GROUP BY department) t ORDER BY 1", 1, 7, "7 of 7 groups suppressed"},
+		// Sample-and-aggregate with k fixed still measures its unit count.
+		{"SET dp.sample_blocks = 2; SELECT corr(cost, age) FROM visits WHERE patient_id <= 3", 0, 1, "1 of 1 groups suppressed"},
 	} {
+		if set, q, ok := strings.Cut(tc.q, "; "); ok {
+			exec(set)
+			tc.q = q
+		}
+		seen := len(notices())
 		rows := textRows2(t, ctx, c, tc.q)
 		if len(rows) != tc.want {
 			t.Fatalf("%s: %v, want %d rows", tc.q, rows, tc.want)
@@ -147,8 +157,10 @@ func TestMinUnitsPerCell_EndToEnd(t *testing.T) {
 				}
 			}
 		}
-		if n := lastNotice(); !strings.Contains(n, tc.label) {
-			t.Fatalf("%s: NOTICE %q, want %q", tc.q, n, tc.label)
+		// A post-processing statement sends its leaf's NOTICE, then its
+		// own.
+		if ns := notices()[seen:]; !slices.ContainsFunc(ns, func(n string) bool { return strings.Contains(n, tc.label) }) {
+			t.Fatalf("%s: NOTICEs %q, want %q", tc.q, ns, tc.label)
 		}
 	}
 
