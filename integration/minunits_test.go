@@ -25,6 +25,7 @@ import (
 //     releases every count and its error column as NULL, with a NOTICE
 //     saying why; so does the ungrouped count, a join on the unit and
 //     sample-and-aggregate;
+//   - with automatic clipping the replanned statement keeps the minimum;
 //   - a join of protected tables on another key is refused with 0A000 and
 //     a hint, before any charge.
 //
@@ -163,6 +164,32 @@ func TestMinUnitsPerCell_EndToEnd(t *testing.T) {
 			t.Fatalf("%s: NOTICEs %q, want %q", tc.q, ns, tc.label)
 		}
 	}
+
+	// Automatic clipping plans the statement again with the bounds it
+	// chose: the replanned plan keeps the minimum and the unit count.
+	exec("RESET dp.sample_blocks")
+	exec("SET dp.clipping = auto")
+	seen := len(notices())
+	clipped := textRows2(t, ctx, c, "SELECT department, SUM(length_of_stay) FROM visits GROUP BY department ORDER BY 1")
+	if len(clipped) != 7 {
+		t.Fatalf("auto clipping: %v, want 7 departments", clipped)
+	}
+	for _, r := range clipped {
+		if r[1] == nil || r[2] == nil {
+			t.Fatalf("auto clipping: %s suppressed: %v", *r[0], r)
+		}
+	}
+	if ns := notices()[seen:]; len(ns) == 0 || !strings.Contains(ns[len(ns)-1], "0 of 7 groups suppressed") || !strings.Contains(ns[len(ns)-1], "bounds chosen by DP") {
+		t.Fatalf("auto clipping NOTICEs %q", ns)
+	}
+	// The demo's stays are under 30 days for all but a handful of its
+	// 50,000 patients: the bound moves (the histogram's noise at ε 2 has
+	// scale 1 per bin against the 1,000 units of the 2% rule), and the
+	// replanned statement answers only if it kept the minimum (clipPlan).
+	if n := notices()[len(notices())-1]; !strings.Contains(n, "(declared [0, 60]") {
+		t.Fatalf("auto clipping kept the declared bounds: %q", n)
+	}
+	exec("SET dp.clipping = fixed")
 
 	var before int
 	if err := ledger.QueryRow(ctx, "SELECT count(*) FROM dpproxy_ledger.charge WHERE analyst = 'kay'").Scan(&before); err != nil {
