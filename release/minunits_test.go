@@ -11,6 +11,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // minUnitsPolicy is the unit tests' hospital policy with
@@ -239,5 +240,37 @@ func TestVerify_MinUnitsMustMatchPolicy(t *testing.T) {
 				t.Fatalf("charged %d times, ran %d queries: want none", len(led.reserved), len(up.calls))
 			}
 		})
+	}
+}
+
+// TestExplain_MinUnits_SampleAgg: a sample-and-aggregate plan under the
+// minimum measures its unit count also with k fixed, charges it, and
+// EXPLAIN says what happens to a group below the minimum.
+func TestExplain_MinUnits_SampleAgg(t *testing.T) {
+	ds := minUnitsPolicy(t)
+	plan, err := rewrite.RewriteWith(ds, "SELECT department, corr(cost, age) FROM visits GROUP BY department", rewrite.Options{NoBias: true, SampleBlocks: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.SampleAgg == nil || plan.SampleAgg.CountMeasure < 0 {
+		t.Fatalf("plan %+v: want a unit count", plan.SampleAgg)
+	}
+	cal, err := (&Releaser{}).calibrate(Request{Dataset: ds, Plan: plan, Epsilon: 1, Mechanism: policy.MechanismLaplace, Upstream: noUpstream{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cal.saCount == nil || len(cal.events) != 2 {
+		t.Fatalf("events %+v: want the unit count and the statistic", cal.events)
+	}
+	_, rows, err := Explain(ds, plan, Params{Epsilon: 1, Mechanism: policy.MechanismLaplace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for _, r := range rows {
+		all = append(all, *r[0])
+	}
+	if text := strings.Join(all, "\n"); !strings.Contains(text, "below min_units_per_cell=11 is released with NULL statistics") {
+		t.Fatalf("EXPLAIN:\n%s", text)
 	}
 }

@@ -501,7 +501,10 @@ func explainSampleAgg(cal *calibration) ([]Column, [][]*string, error) {
 		add("  Groups: every combination of the keys' public values (absent groups answer the midpoint plus noise); a unit counts in at most L0=%d of them, so the noise is calibrated to %s = %s·(u−l)/k", plan.MaxGroupsPerUnit,
 			sensName(req.Mechanism), map[bool]string{true: "√L0", false: "L0"}[req.Mechanism == policy.MechanismGaussian])
 	}
-	if count != nil {
+	if count != nil && len(sa.Levels) == 1 {
+		add("  Blocks: k=%d (SET dp.sample_blocks); a noisy count of distinct units%s (epsilon=%s, half_width_95=%s) for min_units_per_cell", sa.Levels[0],
+			per, num(count.Epsilon()), num(count.HalfWidth(0.95)))
+	} else if count != nil {
 		add("  Blocks: k chosen%s at run time from a noisy count of distinct units (epsilon=%s, half_width_95=%s): the largest k in %v with k·%d ≤ count, else %d",
 			per, num(count.Epsilon()), num(count.HalfWidth(0.95)), sa.Levels, sa.BlockUnits, sa.Levels[0])
 	} else {
