@@ -502,8 +502,12 @@ func explainSampleAgg(cal *calibration) ([]Column, [][]*string, error) {
 			sensName(req.Mechanism), map[bool]string{true: "√L0", false: "L0"}[req.Mechanism == policy.MechanismGaussian])
 	}
 	if count != nil && len(sa.Levels) == 1 {
-		add("  Blocks: k=%d (SET dp.sample_blocks); a noisy count of distinct units%s (epsilon=%s, half_width_95=%s) for min_units_per_cell", sa.Levels[0],
-			per, num(count.Epsilon()), num(count.HalfWidth(0.95)))
+		purpose := "partition selection"
+		if plan.MinUnits > 0 {
+			purpose = "min_units_per_cell"
+		}
+		add("  Blocks: k=%d (SET dp.sample_blocks); a noisy count of distinct units%s (epsilon=%s, half_width_95=%s) for %s", sa.Levels[0],
+			per, num(count.Epsilon()), num(count.HalfWidth(0.95)), purpose)
 	} else if count != nil {
 		add("  Blocks: k chosen%s at run time from a noisy count of distinct units (epsilon=%s, half_width_95=%s): the largest k in %v with k·%d ≤ count, else %d",
 			per, num(count.Epsilon()), num(count.HalfWidth(0.95)), sa.Levels, sa.BlockUnits, sa.Levels[0])
