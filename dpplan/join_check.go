@@ -304,7 +304,10 @@ func verifyKeyJoin(p *Plan, tables []*policy.Table, protected []int) error {
 			return errJoin
 		}
 	}
-	if p.PrivateGroups() || p.MaxGroupsPerUnit < min(e, DomainProduct(p.Keys, e)) {
+	// No distinct-unit count either (private keys, a minimum of units
+	// per cell): a joined row holds two units, so a group's count would
+	// not move by at most 1 per unit (PRIVACY.md, "Partition selection").
+	if p.UnitsCounted() || p.MaxGroupsPerUnit < min(e, DomainProduct(p.Keys, e)) {
 		return errJoin
 	}
 	return nil

@@ -47,6 +47,14 @@ type Plan struct {
 	// policy's max_rows_per_unit (joins).
 	RowsPerUnit int `json:",omitempty"`
 
+	// MinUnits, when > 0, is the dataset's min_units_per_cell: the SQL
+	// also returns each group's distinct units after bounding
+	// (UnitsCounted), release adds noise to that count and releases the
+	// measures of a group whose noisy count is below MinUnits as NULL
+	// (release/minunits.go). Release refuses a plan whose MinUnits is not
+	// the policy's.
+	MinUnits int `json:",omitempty"`
+
 	// Hidden are values computed like Outputs but not returned: the
 	// aggregates that Output.Expr and Having refer to (Expr.Ref indexes
 	// Outputs ++ Hidden). Their measures are in Measures and charged.
@@ -309,4 +317,11 @@ func (p *Plan) PrivateGroups() bool {
 		}
 	}
 	return false
+}
+
+// UnitsCounted reports whether the SQL returns each group's distinct-unit
+// count after the measures: for partition selection (PrivateGroups) or a
+// minimum of units per cell (MinUnits).
+func (p *Plan) UnitsCounted() bool {
+	return p.MinUnits > 0 || p.PrivateGroups()
 }

@@ -83,6 +83,14 @@ tables:
 // The two datasets: auditd holds the adversarial unit, auditn does not.
 const auditD, auditN = "auditd", "auditn"
 
+// The same two databases under the audit policy with min_units_per_cell
+// 21: D has 21 units, D′ 20, so the adversary decides whether the one
+// cell of an ungrouped query reaches the minimum.
+const auditDK, auditNK = "auditdk", "auditnk"
+
+// auditMinUnits is the minimum of the auditDK and auditNK datasets.
+const auditMinUnits = 21
+
 // auditBase is the data both databases hold: 20 ordinary units, one row
 // each in obs (values 0..5 in groups a..e, private key "common") and in
 // people.
@@ -135,20 +143,24 @@ func auditProxy(t *testing.T, ctx context.Context, analysts []string) func(analy
 	exec(sh.DSN("postgres"), "CREATE ROLE audit_shadow_owner LOGIN", "CREATE ROLE audit_shadow LOGIN")
 	dir := t.TempDir()
 	datasets := map[string]any{}
-	for _, db := range []string{auditD, auditN} {
+	for _, db := range []string{auditD, auditN, auditDK, auditNK} {
 		exec(dataDSN(super, "postgres"), "DROP DATABASE IF EXISTS "+db, "CREATE DATABASE "+db)
 		t.Cleanup(func() {
 			_ = pgtest.Exec(context.Background(), dataDSN(super, "postgres"), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)")
 		})
 		exec(dataDSN(super, db), auditBase...)
-		if db == auditD {
+		if db == auditD || db == auditDK {
 			exec(dataDSN(super, db), auditAdversary...)
 		}
 		exec(dataDSN(super, db), `GRANT SELECT (unit_id, g, k, v) ON obs TO audit_reader`, `GRANT SELECT (unit_id, age) ON people TO audit_reader`)
 		exec(sh.DSN("postgres"), "CREATE DATABASE "+db+" OWNER audit_shadow_owner", "REVOKE ALL ON DATABASE "+db+" FROM PUBLIC",
 			"GRANT CONNECT ON DATABASE "+db+" TO audit_shadow")
 		exec(sh.DSN(db), "REVOKE ALL ON SCHEMA public FROM PUBLIC", "ALTER SCHEMA public OWNER TO audit_shadow_owner")
-		if err := os.WriteFile(filepath.Join(dir, db+".yaml"), []byte(fmt.Sprintf(auditPolicy, db)), 0o600); err != nil {
+		pol := fmt.Sprintf(auditPolicy, db)
+		if db == auditDK || db == auditNK {
+			pol = strings.Replace(pol, "privacy_unit: person\n", fmt.Sprintf("privacy_unit: person\nmin_units_per_cell: %d\n", auditMinUnits), 1)
+		}
+		if err := os.WriteFile(filepath.Join(dir, db+".yaml"), []byte(pol), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		datasets[db] = map[string]any{
@@ -195,6 +207,9 @@ type auditMech struct {
 	// short: part of the short run inside make test.
 	short bool
 	stat  func(rows [][]string) (float64, error)
+	// dbs, when set, are the two databases (D, D′) to audit on, in place
+	// of auditD and auditN.
+	dbs [2]string
 }
 
 // controlN is the control's N when the audit's is n.
@@ -238,6 +253,18 @@ func groupTotal(rows [][]string) (float64, error) {
 		s += v
 	}
 	return s, nil
+}
+
+// cellReleased is 1 when the one cell of an ungrouped answer is released,
+// 0 when min_units_per_cell suppressed it (NULL).
+func cellReleased(rows [][]string) (float64, error) {
+	if len(rows) != 1 || len(rows[0]) != 1 {
+		return 0, fmt.Errorf("want one value, got %d rows", len(rows))
+	}
+	if rows[0][0] == "" {
+		return 0, nil
+	}
+	return 1, nil
 }
 
 // secretReleased is 1 when the private key only the adversary has was
@@ -314,6 +341,19 @@ func auditMechanisms() []auditMech {
 			// all five.
 			name: "grouped count (5 groups > L0)", query: "SELECT g, COUNT(*) FROM obs GROUP BY g",
 			settings: dpSet(""), eps: 1, ctlEps: 8, ctlEpsFull: 4, stat: groupTotal,
+		},
+		{
+			// min_units_per_cell 21 on 21 units (D) or 20 (D′): whether the
+			// cell is released is post-processing of the noisy unit count
+			// (L1 = 1 ungrouped, ε/2 of the query: COUNT(*) and the unit
+			// count share it), so P_D/P_D′ ≤ e^{0.5}. The control at 8ε
+			// (the count's ε 4, discrete Laplace scale 1/4): P_D(released)
+			// = 1/(1 + e^{−4}) ≈ 0.98 against e^{−4} of it ≈ 0.018 on D′,
+			// ε̂_lo ≈ ln(0.93/0.08) ≈ 2.4 at N = 400 (Clopper–Pearson at
+			// α = 10⁻⁶, 200 per half); at 4ε (N = 2000) 0.88 against
+			// 0.12, ε̂_lo ≈ 1.6. A miss needs several standard errors.
+			name: "min units suppression", query: "SELECT COUNT(*) FROM obs", short: true,
+			settings: dpSet(""), eps: 1, ctlEps: 8, ctlEpsFull: 4, stat: cellReleased, dbs: [2]string{auditDK, auditNK},
 		},
 		{
 			// A group only the adversary has: released with probability at
@@ -423,7 +463,11 @@ func runAudit(t *testing.T, ctx context.Context, dsn func(string, string) string
 	var wg sync.WaitGroup
 	var samples [2][]float64
 	var errs [2]error
-	for i, db := range []string{auditD, auditN} {
+	dbs := []string{auditD, auditN}
+	if m.dbs[0] != "" {
+		dbs = m.dbs[:]
+	}
+	for i, db := range dbs {
 		var dsns []string
 		for _, a := range pool {
 			dsns = append(dsns, dsn(a, db))

@@ -85,7 +85,8 @@ func SQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 
 // ProfileSQL is SQL, with, when profile (the candidate rows per
 // unit of rewrite/autobounds.go) is not nil, the profile of the units as K + 1
-// more columns after the measures: per group, the units whose first
+// more columns after the measures (and after the unit count, when the plan
+// has one: dpplan.Plan.UnitsCounted), the last of the row: per group, the units whose first
 // (unit, group) row it is (summed over the groups: N), and for each
 // candidate c those of them within its bounds (at most c rows in each
 // group, at most L0·c in all). Each unit is counted in exactly one group,
@@ -221,6 +222,24 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 		}
 		final = append(final, "SUM("+mi+")::text")
 	}
+	if p.UnitsCounted() {
+		// Partition selection and the minimum of units per cell: each
+		// dp_bounded row is one (unit, group) that survived the L0 bound
+		// (GroupsSelect, GroupsAll), so COUNT(*) is the number of
+		// distinct units in the group, and each unit adds 1 to at most
+		// MaxGroupsPerUnit groups. When groups are weighted
+		// (GroupsScale), a unit in g > L0 groups counts min(1, L0/g) in
+		// each, as a weighted distinct count: it adds at most 1 to each
+		// group and min(g, L0) ≤ L0 over all of them (L1 ≤ L0), and
+		// Σ min(1, L0/g)² ≤ L0 (L2 ≤ √L0).
+		if mode == dpplan.GroupsScale {
+			bounded = append(bounded, "CASE WHEN dp_g <= "+l0+" THEN 1 ELSE "+weighted("1", l0, "dp_g", truncDigits(1))+" END AS dp_units")
+			final = append(final, "SUM(dp_units)::text")
+		} else {
+			final = append(final, "COUNT(*)::text")
+		}
+	}
+
 	if profile != nil {
 		first, pmax, psum := "dp_pfirst = 1", "dp_pmax", "dp_psum"
 		if len(p.Keys) == 0 {
@@ -235,14 +254,6 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 			final = append(final, "SUM(dp_pc"+cj+")::text")
 		}
 	}
-	if p.PrivateGroups() {
-		// Partition selection: each dp_bounded row is one (unit, group)
-		// that survived the L0 bound, so COUNT(*) is the number of
-		// distinct units in the group, and each unit adds 1 to at most
-		// MaxGroupsPerUnit groups.
-		final = append(final, "COUNT(*)::text")
-	}
-
 	// The levels nest final ⊃ dp_bounded ⊃ dp_counted ⊃ dp_unit_groups ⊃
 	// dp_rows; they are written outside-in into one builder.
 	var b strings.Builder
@@ -308,6 +319,9 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 				}
 				w(removedWindowSQL(n, mode, rows, m.Outside))
 			}
+		}
+		if p.UnitsCounted() && !hasG {
+			w(", COUNT(*) OVER dp_w AS dp_g")
 		}
 		w(profileWindow, " FROM (")
 	case dpplan.GroupsAll:

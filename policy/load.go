@@ -171,6 +171,11 @@ type rawDataset struct {
 	Teams map[string]*rawTeam `yaml:"teams"`
 	// SampleKeyFile names the secret sample-and-aggregate key (samplekey.go).
 	SampleKeyFile string `yaml:"sample_key_file"`
+	// MinUnitsPerCell suppresses released cells with too few units
+	// (Dataset.MinUnitsPerCell).
+	// A float, so that 10.5 is an error rather than read as 10 (yaml.v3
+	// truncates a float into an int field).
+	MinUnitsPerCell *float64 `yaml:"min_units_per_cell"`
 }
 
 type rawBudget struct {

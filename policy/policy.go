@@ -60,6 +60,14 @@ type Dataset struct {
 	Version string
 	Path    string
 
+	// MinUnitsPerCell, when > 0 (min_units_per_cell), is the smallest
+	// number of units a released cell may rest on: every DP aggregate also
+	// measures each group's distinct units after contribution bounding,
+	// and a group whose noisy count is below it has its measures released
+	// as NULL (release/minunits.go). Dataset-wide, not per table: a
+	// dataset has one privacy unit and a join's cells are that unit's.
+	MinUnitsPerCell int
+
 	// sampleKey is the secret key of sample-and-aggregate's block
 	// assignment (samplekey.go); unexported so that it is never marshalled
 	// or printed with the dataset.

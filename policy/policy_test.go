@@ -81,6 +81,9 @@ tables:
 		{"no tables", "dataset: ds\nprivacy_unit: p\nbudget: {epsilon: 1}\n", 1, "missing key tables"},
 		{"syntax", "dataset: [\n", 1, "did not find"},
 		{"zero multiplicity", strings.Replace(base, "upper: 10}", "upper: 10, max_rows_per_value: 0}", 1), 10, "max_rows_per_value must be between 1"},
+		{"min units of one", base + "min_units_per_cell: 1\n", 11, "min_units_per_cell must be an integer from 2"},
+		{"min units too large", base + "min_units_per_cell: 5000\n", 11, "min_units_per_cell must be an integer from 2"},
+		{"min units not an integer", base + "min_units_per_cell: 10.5\n", 11, "min_units_per_cell"},
 		{"multiplicity of a hidden column", strings.Replace(base, "{type: int, lower: 0, upper: 10}", "{access: none, max_rows_per_value: 3}", 1), 10, "access: none; it takes no other settings"},
 	}
 	for _, tt := range tests {
@@ -159,6 +162,30 @@ analysts:
 	}
 	if got := (Budget{}).EpsilonFloor(); got != DefaultMinEpsilonPerQuery {
 		t.Fatalf("EpsilonFloor of a zero Budget = %v, want the default", got)
+	}
+}
+
+func TestParse_MinUnitsPerCell(t *testing.T) {
+	const doc = `dataset: ds
+privacy_unit: person
+budget: {epsilon: 1}
+min_units_per_cell: 11
+tables:
+  t:
+    unit_column: uid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+`
+	d, err := Parse(strings.NewReader(doc), "k.yaml")
+	if err != nil {
+		t.Fatalf("Parse = %v", err)
+	}
+	if d.MinUnitsPerCell != 11 {
+		t.Fatalf("MinUnitsPerCell = %d, want 11", d.MinUnitsPerCell)
+	}
+	d, err = Parse(strings.NewReader(strings.Replace(doc, "min_units_per_cell: 11\n", "", 1)), "k.yaml")
+	if err != nil || d.MinUnitsPerCell != 0 {
+		t.Fatalf("without the option: %v, MinUnitsPerCell = %d, want 0", err, d.MinUnitsPerCell)
 	}
 }
 

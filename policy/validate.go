@@ -96,6 +96,7 @@ func (v *validator) dataset(r *rawDataset) *Dataset {
 	d.Defaults = v.defaults(r.Defaults, d.Budget)
 	v.tables(r.Tables, d)
 	v.sampleKey(d, r.SampleKeyFile)
+	d.MinUnitsPerCell = v.minUnitsPerCell(r.MinUnitsPerCell)
 	v.window(r.Budget, d)
 	v.teams(r.Teams, d)
 	for name, rb := range r.Analysts {
@@ -126,6 +127,25 @@ func (v *validator) dataset(r *rawDataset) *Dataset {
 		d.Analysts[name] = b
 	}
 	return d
+}
+
+// maxMinUnitsPerCell bounds min_units_per_cell: statistical offices use
+// thresholds of 3 to a few dozen; a larger one would suppress nearly every
+// cell of a query at the ε a budget allows.
+const maxMinUnitsPerCell = 1000
+
+// minUnitsPerCell validates min_units_per_cell: absent (0, no
+// suppression) or an integer in [2, maxMinUnitsPerCell] (1 would suppress
+// only empty cells, which the noise already hides).
+func (v *validator) minUnitsPerCell(k *float64) int {
+	if k == nil {
+		return 0
+	}
+	if !(*k >= 2 && *k <= maxMinUnitsPerCell) || *k != math.Trunc(*k) {
+		v.errorf(p("min_units_per_cell"), "min_units_per_cell must be an integer from 2 to %d (e.g. 11: a cell is released only when about 11 units or more contribute to it); omit it for no minimum", maxMinUnitsPerCell)
+		return 0
+	}
+	return int(*k)
 }
 
 func (v *validator) budget(r *rawBudget) Budget {

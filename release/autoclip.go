@@ -317,7 +317,7 @@ func boundNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 // clipPlan plans the statement with the chosen bounds and returns it with
 // its mechanisms when its events are covered by the reserved ones (see
 // covered); ok is false otherwise, and the declared bounds are kept.
-func (r *Releaser) clipPlan(req Request, res []clipResult, reserved []accountant.Event) (*dpplan.Plan, []measurement, *autoChoice, bool) {
+func (r *Releaser) clipPlan(req Request, res []clipResult, reserved []accountant.Event, cells *cellCount) (*dpplan.Plan, []measurement, *autoChoice, bool) {
 	bounds := make([]dpplan.ClipBounds, len(res))
 	for i, c := range res {
 		bounds[i] = c.bounds
@@ -344,7 +344,10 @@ func (r *Releaser) clipPlan(req Request, res []clipResult, reserved []accountant
 			return nil, nil, nil, false
 		}
 	}
-	if !covered(reserved, eventsOf(ms, nil, auto)) {
+	// The unit count of min_units_per_cell depends on L0 and the keys
+	// only, which a replanned statement keeps (or it is not used).
+	if np.MinUnits != req.Plan.MinUnits || np.MaxGroupsPerUnit != req.Plan.MaxGroupsPerUnit ||
+		!covered(reserved, eventsOf(ms, nil, auto, cells)) {
 		return nil, nil, nil, false
 	}
 	return np, ms, auto, true

@@ -128,6 +128,9 @@ func checkAnswerCells(p *dpplan.Plan) error {
 			weight++
 		}
 	}
+	if p.MinUnits > 0 && weight > 0 {
+		weight++ // the unit count of min_units_per_cell, noised per group
+	}
 	if weight == 0 {
 		return nil
 	}

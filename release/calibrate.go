@@ -35,6 +35,9 @@ type calibration struct {
 	ms   []measurement
 	auto *autoChoice
 	sel  *selection
+	// cells is the unit count of min_units_per_cell (nil without a
+	// minimum, or with private keys, whose selection applies it).
+	cells *cellCount
 
 	// A sample-and-aggregate plan: the noisy unit count that chooses the
 	// block count (nil when fixed), the statistics, and the selection
@@ -115,9 +118,14 @@ func (r *Releaser) calibrate(req Request) (*calibration, error) {
 		if c.sel, err = r.newSelection(req, splitBudget(req)); err != nil { // partition.go
 			return nil, err
 		}
+	} else if plan.MinUnits > 0 {
+		b := splitBudget(req)
+		if c.cells, err = r.newCellCount(req, b.epsilon, b.countDelta); err != nil { // minunits.go
+			return nil, err
+		}
 	}
 	c.clip = clip
-	c.events = eventsOf(c.ms, c.sel, c.auto)
+	c.events = eventsOf(c.ms, c.sel, c.auto, c.cells)
 	if clip != nil {
 		c.events = append([]accountant.Event{clip.event()}, c.events...)
 	}

@@ -74,6 +74,11 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*st
 		eps += clip.lap.Epsilon()
 		nm++
 	}
+	if cal.cells != nil {
+		eps += cal.cells.mech.Epsilon()
+		del += cal.cells.mech.Delta()
+		nm++
+	}
 	add("DP Aggregate on %s.%s  (mechanism=%s groups=%s max_groups_per_unit=%d measurements=%d)",
 		plan.Dataset, plan.Table, mechanism, groupsText, plan.MaxGroupsPerUnit, nm)
 	if plan.Join != nil {
@@ -125,6 +130,14 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*st
 			num(d), sensName(mechanism), num(sel.mech.NoiseMultiplier()*d), num(sel.mech.HalfWidth(0.95)))
 		add("    keep a group iff its noisy distinct units >= threshold=%s (threshold delta=%s: a group of one unit is kept with probability <= %s); only kept groups are released",
 			num(tau), num(sel.delta), num(perPartitionDelta(sel.delta, plan.MaxGroupsPerUnit)))
+	}
+	if c := cal.cells; c != nil {
+		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, 1, 0)
+		add("  Minimum units per cell: noisy count(distinct unit) per group after bounding  (linf=1 sensitivity=%s (%s) noise_scale=%s half_width_95=%s epsilon=%s)",
+			num(d), sensName(mechanism), num(c.mech.NoiseMultiplier()*d), num(c.mech.HalfWidth(0.95)), num(c.mech.Epsilon()))
+		add("    a group whose noisy distinct units < min_units_per_cell=%d keeps its keys and has its values released as NULL (post-processing)", plan.MinUnits)
+	} else if sel != nil && plan.MinUnits > 0 {
+		add("    min_units_per_cell=%d: the threshold is max(partition threshold, %d), at no extra cost", plan.MinUnits, plan.MinUnits)
 	}
 
 	for i, m := range ms {

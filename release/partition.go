@@ -74,6 +74,12 @@ import (
 // that is m + 2 shares. Without private keys δ
 // is split equally between the measures that use it (every measure under
 // the Gaussian mechanism; smooth and ptr quantiles, see quantile.go).
+//
+// A plan with a minimum of units per cell (min_units_per_cell,
+// minunits.go) and no private key has the same one more measurement, its
+// distinct-unit count: ε is split between m + 1, and under Gaussian δ
+// between the δ users and the count (no threshold). With private keys the
+// selection's count serves both, at no extra cost.
 
 // thresholdMechanism names the threshold's ledger event: a release that
 // every accountant composes by its (ε = 0, δ = δ_thr) alone.
@@ -96,8 +102,12 @@ type budget struct {
 func splitBudget(req Request) budget {
 	m := len(req.Plan.Measures)
 	private := req.Plan.PrivateGroups()
+	// counted: the plan measures its groups' unit counts, for partition
+	// selection or a minimum of units per cell (minunits.go; with
+	// private keys the selection's count serves both).
+	counted := req.Plan.UnitsCounted()
 	n := m
-	if private {
+	if counted {
 		n++
 	}
 	eps, auto := req.Epsilon, 0.0
@@ -129,6 +139,11 @@ func splitBudget(req Request) budget {
 		if users > 0 {
 			b.measureDelta = share
 		}
+	case counted && req.Mechanism == policy.MechanismGaussian:
+		// The unit count of min_units_per_cell: one more Gaussian, one
+		// more share of δ.
+		share := splitDown(req.Delta, deltaUsers(req.Mechanism, req.Plan.Measures)+1)
+		b.countDelta, b.measureDelta = share, share
 	case req.Delta > 0:
 		// δ goes equally to the measures that use it: every measure under
 		// the Gaussian mechanism, smooth and ptr quantiles (quantile.go).
@@ -175,6 +190,7 @@ type selection struct {
 	threshold *big.Rat        // a group is kept iff its noisy count ≥ threshold
 	delta     float64         // δ_thr
 	l0        int
+	min       int // min_units_per_cell, 0 without (the threshold is then τ)
 }
 
 // newSelection builds the selection mechanism and its threshold.
@@ -211,7 +227,13 @@ func (r *Releaser) newSelection(req Request, b budget) (*selection, error) {
 		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
 			WithHint("use a larger dp.delta (e.g. SET dp.delta = 1e-7)"), err)
 	}
-	return &selection{mech: mech, threshold: tau, delta: b.thresholdDelta, l0: l0}, nil
+	if k := minUnitsOf(req.Plan); k != nil && k.Cmp(tau) > 0 {
+		// min_units_per_cell: a group is kept iff its noisy count is
+		// ≥ max(τ, k) (minunits.go). A higher threshold only keeps fewer
+		// groups: a group of one unit is kept with probability no higher.
+		tau = k
+	}
+	return &selection{mech: mech, threshold: tau, delta: b.thresholdDelta, l0: l0, min: req.Plan.MinUnits}, nil
 }
 
 // events are the selection's ledger events: its noisy count and its
@@ -236,8 +258,12 @@ func selectionBoundText(plan *dpplan.Plan) string {
 
 func (s *selection) describe() string {
 	tau, _ := s.threshold.Float64()
-	return fmt.Sprintf("groups chosen by partition selection: kept if noisy distinct units ≥ %s (%s noise, ±%s at 95%%; threshold delta %s)",
-		num(tau), s.mech.Name(), num(s.mech.HalfWidth(0.95)), num(s.delta))
+	rule := ""
+	if s.min > 0 {
+		rule = fmt.Sprintf(", at least min_units_per_cell %d", s.min)
+	}
+	return fmt.Sprintf("groups chosen by partition selection: kept if noisy distinct units ≥ %s (%s noise, ±%s at 95%%; threshold delta %s%s)",
+		num(tau), s.mech.Name(), num(s.mech.HalfWidth(0.95)), num(s.delta), rule)
 }
 
 // selectGroups reads the upstream rows of a plan with private keys (keys,

@@ -280,7 +280,7 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 		}
 		used := false
 		if slices.ContainsFunc(chosen, func(c clipResult) bool { return c.changed }) {
-			if np, nms, nauto, ok := r.clipPlan(req, chosen, events[1:]); ok {
+			if np, nms, nauto, ok := r.clipPlan(req, chosen, events[1:], cal.cells); ok {
 				plan, ms, auto, used = np, nms, nauto, true
 				req.Plan = np
 			}
@@ -317,8 +317,14 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 		}
 	}
 	var values [][]*big.Rat
-	var raw [][]*string // quantile summaries (quantile.go)
+	var raw [][]*string  // quantile summaries (quantile.go)
+	var units []*big.Rat // the groups' unit counts (minunits.go)
 	var err error
+	if cal.cells != nil {
+		if rows, units, err = unitCounts(plan, groups, rows); err != nil {
+			return nil, nil, err
+		}
+	}
 	if sel != nil {
 		// Partition selection: only the kept groups go on (their
 		// quantile summaries too, partition.go).
@@ -363,6 +369,22 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	for g := range groups {
 		rowsOut[g] = outputRow(plan, groups[g], noisy[g])
 	}
+	// min_units_per_cell: a group whose noisy unit count is below the
+	// minimum keeps its keys and has its other cells NULL
+	// (post-processing, minunits.go).
+	suppressed := 0
+	if cal.cells != nil {
+		for g := range groups {
+			off, err := cal.cells.suppressed(units[g])
+			if err != nil {
+				return nil, nil, err
+			}
+			if off {
+				suppressed++
+				suppress(rowsOut[g])
+			}
+		}
+	}
 	// Each cell's 95% half-width travels with its row (post.go).
 	widths := cellWidths(plan, ms, noisy)
 	widenAtBounds(plan, rowsOut, noisy, widths)
@@ -380,6 +402,9 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	errs := errorsText(req, ms, noisy, groups, widths)
 	if sel != nil {
 		errs += "; " + sel.describe() + "; " + selectionBoundText(plan)
+	}
+	if cal.cells != nil {
+		errs += "; " + minUnitsText(plan.MinUnits, req.Dataset.PrivacyUnit, suppressed, len(groups), cal.cells.describe()+weightedUnitsText(plan, req.Dataset.PrivacyUnit))
 	}
 	if autoNote != "" {
 		errs += "; " + autoNote
@@ -906,9 +931,13 @@ func (r *Result) String() string {
 // eventsOf are the ledger events of a query's measurements, its partition
 // selection and its choice of contribution bounds (which, when present,
 // covers every candidate's measurements: autobounds.go).
-func eventsOf(ms []measurement, sel *selection, auto *autoChoice) []accountant.Event {
+func eventsOf(ms []measurement, sel *selection, auto *autoChoice, cells *cellCount) []accountant.Event {
 	if auto != nil {
-		return auto.events()
+		events := auto.events()
+		if cells != nil {
+			events = append(events, cells.event())
+		}
+		return events
 	}
 	events := make([]accountant.Event, len(ms))
 	for i, m := range ms {
@@ -922,6 +951,10 @@ func eventsOf(ms []measurement, sel *selection, auto *autoChoice) []accountant.E
 	if sel != nil {
 		// The selection is part of this query's cost.
 		events = append(events, sel.events()...)
+	}
+	if cells != nil {
+		// The minimum of units per cell: one more measurement.
+		events = append(events, cells.event())
 	}
 	return events
 }

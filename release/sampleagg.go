@@ -129,6 +129,9 @@ func saSelection(req Request, count noise.Mechanism) (*big.Rat, error) {
 		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
 			WithHint("use a larger dp.delta (e.g. SET dp.delta = 1e-7) or dp.epsilon"), err)
 	}
+	if k := minUnitsOf(req.Plan); k != nil && k.Cmp(tau) > 0 {
+		tau = k // min_units_per_cell: kept iff ñ ≥ max(τ, k) (minunits.go)
+	}
 	return tau, nil
 }
 
@@ -190,6 +193,7 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	// Per group: noise n, keep the group iff ñ ≥ τ (private keys), choose
 	// k (post-processing), noise S of level k.
 	var ks []int
+	minUnits, suppressed := minUnitsOf(plan), 0
 	var rowsOut [][]value
 	for g := range groups {
 		k := sa.Levels[0]
@@ -202,7 +206,25 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 				continue // not selected: nothing of this group is released
 			}
 			f, _ := nt.Float64()
-			k = sa.ChooseBlocks(f)
+			if len(sa.Levels) > 1 {
+				k = sa.ChooseBlocks(f)
+			}
+			if minUnits != nil && nt.Cmp(minUnits) < 0 {
+				// min_units_per_cell (minunits.go): the keys stay, the
+				// statistics are NULL (post-processing of ñ).
+				ks = append(ks, k)
+				suppressed++
+				row := make([]value, len(plan.Outputs))
+				for i, o := range plan.Outputs {
+					row[i] = value{null: true}
+					if o.Kind == dpplan.OutputKey {
+						t := keyText(o.PGType, groups[g][o.Key])
+						row[i] = value{key: &t}
+					}
+				}
+				rowsOut = append(rowsOut, row)
+				continue
+			}
 		}
 		ks = append(ks, k)
 		noisy := make([]*big.Rat, len(stats))
@@ -270,6 +292,9 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		out.Widths = append(out.Widths, w)
 	}
 	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, plan, ks)
+	if minUnits != nil {
+		errs += "; " + minUnitsText(plan.MinUnits, req.Dataset.PrivacyUnit, suppressed, len(ks), "the noisy unit count of sample-and-aggregate, "+count.Name()+" noise ±"+num(count.HalfWidth(0.95))+" at 95%")
+	}
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 	out.Errors = errs
 	return out, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Widths: out.Widths, Errors: errs}, nil
@@ -476,11 +501,22 @@ func explainSampleAgg(cal *calibration) ([]Column, [][]*string, error) {
 		add("  Groups: every combination of the keys' public values (absent groups answer the midpoint plus noise); a unit counts in at most L0=%d of them, so the noise is calibrated to %s = %s·(u−l)/k", plan.MaxGroupsPerUnit,
 			sensName(req.Mechanism), map[bool]string{true: "√L0", false: "L0"}[req.Mechanism == policy.MechanismGaussian])
 	}
-	if count != nil {
+	if count != nil && len(sa.Levels) == 1 {
+		purpose := "partition selection"
+		if plan.MinUnits > 0 {
+			purpose = "min_units_per_cell"
+		}
+		add("  Blocks: k=%d (SET dp.sample_blocks); a noisy count of distinct units%s (epsilon=%s, half_width_95=%s) for %s", sa.Levels[0],
+			per, num(count.Epsilon()), num(count.HalfWidth(0.95)), purpose)
+	} else if count != nil {
 		add("  Blocks: k chosen%s at run time from a noisy count of distinct units (epsilon=%s, half_width_95=%s): the largest k in %v with k·%d ≤ count, else %d",
 			per, num(count.Epsilon()), num(count.HalfWidth(0.95)), sa.Levels, sa.BlockUnits, sa.Levels[0])
 	} else {
 		add("  Blocks: k=%d (SET dp.sample_blocks)", sa.Levels[0])
+	}
+	if plan.MinUnits > 0 {
+		add("  Minimum units per cell: a group whose noisy count of distinct units (the count above) is below min_units_per_cell=%d is %s (post-processing)",
+			plan.MinUnits, map[bool]string{true: "not released", false: "released with NULL statistics"}[tau != nil])
 	}
 	add("  Units are split into the k blocks by HMAC-SHA-256 of the unit under the dataset's secret key; each unit is in exactly one block")
 	l0 := float64(plan.MaxGroupsPerUnit)

@@ -72,6 +72,9 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 	if plan.MaxGroupsPerUnit < 1 || plan.MaxGroupsPerUnit > t.MaxGroupsPerUnit {
 		return bad("groups per unit")
 	}
+	if err := checkMinUnits(ds, plan); err != nil { // minunits.go
+		return err
+	}
 	for _, c := range t.Columns {
 		if !c.HasBounds || !c.Type.Numeric() {
 			continue

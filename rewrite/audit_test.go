@@ -58,6 +58,10 @@ var pooledViolations atomic.Int64
 // privateAudited counts the audited runs of plans with private keys.
 var privateAudited atomic.Int64
 
+// minUnitsAudited counts the audited plans whose unit count of
+// min_units_per_cell (public keys or none) was checked as a measure.
+var minUnitsAudited atomic.Int64
+
 // auditType is the PostgreSQL column type used for a policy type: the
 // widest, so that adversarial values beyond the bounds fit.
 func auditType(ty policy.Type) string {
@@ -544,6 +548,15 @@ func TestAudit_Sensitivity(t *testing.T) {
 		if p.SampleAgg != nil {
 			bound = &Plan{Measures: p.Measures, MaxGroupsPerUnit: len(p.SampleAgg.Levels) * p.MaxGroupsPerUnit}
 		}
+		if p.MinUnits > 0 && !p.PrivateGroups() && p.SampleAgg == nil {
+			// min_units_per_cell: the unit count after the measures
+			// (release/minunits.go) is audited as one more measure of
+			// L∞ 1 over L0 groups: L1 ≤ L0, L2 ≤ √L0, weighted or not.
+			c := *p
+			c.Measures = append(append([]Measure(nil), p.Measures...), Measure{Kind: MeasureUnits, LInf: 1})
+			bound = &c
+			minUnitsAudited.Add(1)
+		}
 		t.Run(gc.name, func(t *testing.T) {
 			base, err := runAudit(ctx, st.conn, p)
 			if err != nil {
@@ -624,6 +637,9 @@ func TestAudit_Sensitivity(t *testing.T) {
 	}
 	if privateAudited.Load() == 0 {
 		t.Errorf("no plan with a private key (partition selection) was audited")
+	}
+	if minUnitsAudited.Load() < 2 {
+		t.Errorf("%d plans with min_units_per_cell were audited, want the grouped and the ungrouped goldens", minUnitsAudited.Load())
 	}
 	t.Logf("audited %d accepted query shapes (%d with expressions, FILTER or normalized sums) × 2 adversaries × %d runs (%d runs of private-key shapes)", audited, auditedExpr, auditRuns, privateAudited.Load())
 }

@@ -230,6 +230,9 @@ func describePlan(p *Plan) string {
 		fmt.Fprintf(&b, "-- keys: %s\n", strings.Join(keys, "; "))
 	}
 	fmt.Fprintf(&b, "-- max_groups_per_unit: %d\n", p.MaxGroupsPerUnit)
+	if p.MinUnits > 0 {
+		fmt.Fprintf(&b, "-- min_units_per_cell: %d (the last column: distinct units per group)\n", p.MinUnits)
+	}
 	if len(p.OrderBy) > 0 || p.Limit >= 0 || p.Offset > 0 {
 		var ob []string
 		for _, o := range p.OrderBy {

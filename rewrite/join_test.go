@@ -184,6 +184,10 @@ func joinGoldens(t *testing.T) ([]goldenCase, []*Plan) {
 // keys.
 var joinPrivateAudited atomic.Int64
 
+// joinMinUnitsAudited counts the audited runs of join plans whose unit
+// count of min_units_per_cell was checked as a measure.
+var joinMinUnitsAudited atomic.Int64
+
 // TestAudit_Joins is the neighbouring-database audit (audit_test.go) for
 // every accepted join golden: f(D) and f(D + one unit) computed by the
 // emitted SQL without noise differ by at most Measure.LInf per group, in
@@ -245,7 +249,18 @@ func TestAudit_Joins(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: emitted SQL on D': %v\n%s", adv.name, err, p.SQL)
 					}
-					if bad := auditDiff(p, base, d2, 1); len(bad) > 0 {
+					bound := p
+					if p.MinUnits > 0 && !p.PrivateGroups() {
+						// min_units_per_cell: the unit count after the
+						// measures, audited as a measure of L∞ 1 over L0
+						// groups (bounded after the join: one unit per
+						// joined row).
+						c := *p
+						c.Measures = append(append([]Measure(nil), p.Measures...), Measure{Kind: MeasureUnits, LInf: 1})
+						bound = &c
+						joinMinUnitsAudited.Add(1)
+					}
+					if bad := auditDiff(bound, base, d2, 1); len(bad) > 0 {
 						t.Errorf("%s, run %d: D and D' = D + one %s violate the declared sensitivity:\n  %s\nquery: %s",
 							adv.name, run, adv.name, strings.Join(bad, "\n  "), gc.query)
 						break
@@ -278,6 +293,9 @@ func TestAudit_Joins(t *testing.T) {
 	}
 	if joinPrivateAudited.Load() == 0 {
 		t.Errorf("no partition-selection count of a join was audited")
+	}
+	if joinMinUnitsAudited.Load() == 0 {
+		t.Errorf("no unit count of min_units_per_cell in a join was audited")
 	}
 	t.Logf("audited %d join goldens (shapes %v) × 2 adversaries × %d runs", len(cases), shapes, auditRuns)
 }

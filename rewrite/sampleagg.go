@@ -300,9 +300,11 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		p.Measures = append(p.Measures, Measure{Kind: MeasureSampleAgg, Column: s.Label(),
 			Lower: s.Lower, Upper: s.Upper, LInf: widthUp(s.Lower, s.Upper)})
 	}
-	if len(sa.Levels) > 1 || p.PrivateGroups() {
+	if len(sa.Levels) > 1 || p.PrivateGroups() || p.MinUnits > 0 {
 		// The count chooses k, and with private keys also selects the
-		// released groups (see "GROUP BY a private key").
+		// released groups (see "GROUP BY a private key"); with a minimum
+		// of units per cell it also suppresses groups with fewer units
+		// (release/minunits.go), so it is measured when k is fixed too.
 		sa.CountMeasure = len(p.Measures)
 		// COUNT(DISTINCT unit) of the bounded rows: one unit adds 1.
 		p.Measures = append(p.Measures, Measure{Kind: MeasureUnits, Column: b.table.UnitColumn, Integer: true, LInf: 1})
