@@ -151,3 +151,39 @@ func TestPreparedStatements_Bounded(t *testing.T) {
 		t.Fatalf("unnamed statement: %v", r.Err)
 	}
 }
+
+// TestCursorAndCopy_ObservedAsDP: DECLARE … CURSOR FOR and COPY (…) TO
+// STDOUT of a DP query release and charge it, so they are observed as
+// that DP statement (route dp, its fingerprint, its DP event), like an
+// EXECUTE: the dashboard's recent DP statements and the metrics left
+// them out as session statements.
+func TestCursorAndCopy_ObservedAsDP(t *testing.T) {
+	rec := &recordingObserver{}
+	ts := startServer(t, serverOpts{mutate: func(c *Config) { c.Observer = rec }})
+	pc := ts.connect(t)
+	const q = "SELECT department, COUNT(*) FROM visits GROUP BY department"
+	if _, err := execAll(t, pc, "BEGIN; DECLARE c CURSOR FOR "+q+"; COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out strings.Builder
+	if _, err := pc.CopyTo(ctx, &out, "COPY ("+q+") TO STDOUT"); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	var dp int
+	for _, ev := range rec.evs {
+		if ev.Route == "dp" && ev.DP != nil && ev.Fingerprint() == fingerprint(q) {
+			dp++
+		}
+	}
+	if dp != 2 {
+		var got []string
+		for _, ev := range rec.evs {
+			got = append(got, ev.Route)
+		}
+		t.Fatalf("%d of DECLARE and COPY observed as the DP statement, want 2 (routes %v)", dp, got)
+	}
+}

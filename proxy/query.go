@@ -282,12 +282,26 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 	logged := st
 	switch st.route {
 	case pgsql.RouteSession:
-		if st.sess.Kind == pgsql.SessionExecute {
+		switch {
+		case st.sess.Kind == pgsql.SessionExecute:
 			// An EXECUTE of a prepared DP statement is logged and
 			// observed as that statement, as its Bind and Execute are
 			// (runPortal): route dp, the prepared text's fingerprint.
 			if ps, ok := c.stmts[st.sess.Name]; ok && ps.st.route == pgsql.RouteDP {
 				logged = ps.st
+			}
+		case st.sess.Kind == pgsql.SessionDeclare && st.sess.Cursor != nil,
+			st.sess.Kind == pgsql.SessionCopy && st.sess.Copy != nil:
+			// DECLARE … CURSOR FOR and COPY ( … ) TO STDOUT of a DP
+			// query release (and charge) it here: observed as it.
+			q := ""
+			if st.sess.Cursor != nil {
+				q = st.sess.Cursor.Query
+			} else {
+				q = st.sess.Copy.Query
+			}
+			if inner := c.classify(q); inner.route == pgsql.RouteDP {
+				logged = inner
 			}
 		}
 		var rs *resultSet
