@@ -59,7 +59,9 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	if err != nil {
 		return nil, err
 	}
-	c.lastAnswer = &lastAnswer{at: time.Now(), fingerprint: fingerprint(logText), res: res, req: req}
+	// The fingerprint is computed when SHOW asks: on every cached answer
+	// it would cost more CPU than serving it (issue 15).
+	c.lastAnswer = &lastAnswer{at: time.Now(), text: logText, res: res, req: req}
 	if c.srv.cfg.Observer != nil {
 		c.lastDP = &DPEvent{Cached: res.Cached, CostEpsilon: res.Cost.Epsilon, CostDelta: res.Cost.Delta, ChargeFingerprint: res.Fingerprint}
 	}
@@ -330,10 +332,10 @@ func dpError(ctx context.Context, err error, log *zap.Logger) error {
 // lastAnswer is what SHOW dp.last_answer shows of the session's last DP
 // answer (never its values).
 type lastAnswer struct {
-	at          time.Time
-	fingerprint string
-	req         release.Request
-	res         *release.Result
+	at   time.Time
+	text string // the statement as the analyst wrote it
+	req  release.Request
+	res  *release.Result
 }
 
 // showLastAnswer answers SHOW dp.last_answer: the session's last DP answer
@@ -355,7 +357,7 @@ func (c *conn) showLastAnswer() *resultSet {
 	}
 	rs.rows = append(rs.rows,
 		textRow("answered_at", la.at.UTC().Format("2006-01-02 15:04:05.000Z")),
-		textRow("statement_fingerprint", la.fingerprint),
+		textRow("statement_fingerprint", fingerprint(la.text)),
 		textRow("epsilon", formatFloat(la.req.Epsilon)),
 		textRow("delta", formatFloat(la.req.Delta)),
 		textRow("mechanism", la.req.Mechanism),
