@@ -12,6 +12,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
+	"github.com/dpproxy/dpproxy/pipeline"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -372,7 +373,7 @@ func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
 	}
 	if debug {
 		if ce = c.log.Check(zap.DebugLevel, "statement"); ce != nil {
-			ce.Write(append(fields, zap.String(logKeyQuery, truncate(st.text, maxDebugQuery)))...)
+			ce.Write(append(fields, zap.String(logKeyQuery, pipeline.Truncate(st.text, maxDebugQuery)))...)
 		}
 		return
 	}
@@ -391,16 +392,6 @@ func routeName(r pgsql.Route) string {
 		return "dp"
 	}
 	return "refuse"
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + "…"
 }
 
 // fingerprint hashes a statement with its literals and comments removed
