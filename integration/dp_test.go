@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -155,6 +156,18 @@ func TestPsql_CatalogFromShadow(t *testing.T) {
 	out, _, code = psql(t, env.aliceDSN, "-A", "-t", "-c", "SELECT 1")
 	if code != 0 || strings.TrimSpace(out) != "1" {
 		t.Fatalf("SELECT 1 = %q (exit %d)", out, code)
+	}
+	// \gdesc describes a DP statement without running it (nothing
+	// charged), then formats the types with a VALUES list aliased
+	// s(name, tp, tpm), which the catalog allow-list once took for a call
+	// of a function s.
+	f := t.TempDir() + "/gdesc.sql"
+	if err := os.WriteFile(f, []byte("SELECT department, COUNT(*) AS n FROM visits GROUP BY 1 \\gdesc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code = psql(t, env.aliceDSN, "-A", "-t", "-v", "ON_ERROR_STOP=1", "-f", f)
+	if code != 0 || !strings.Contains(out, "department|text") || !strings.Contains(out, "n|bigint") || strings.Contains(errOut, "dp:") {
+		t.Fatalf(`\gdesc: exit %d, stdout %q, stderr %q`, code, out, errOut)
 	}
 }
 

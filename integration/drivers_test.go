@@ -152,7 +152,7 @@ func TestDrivers_PandasErrorColumns(t *testing.T) {
 	out := runClient(t, ctx, nil, python3, "testdata/drivers/pandas_client.py", url)
 	wantLines(t, "pandas", out, "columns department,n,n_moe95,mean_cost,mean_cost_moe95", "rows 7",
 		"n_moe95 positive True one value True", "mean_cost_moe95 positive True per group True",
-		"last epsilon 0.5 cached off", "last intervals has n True")
+		"last epsilon 0.5 cached off", "last intervals has n True balanced True per group True", "last cost 0.5")
 	wantCharges(t, ctx, "pds", 1)
 }
 

@@ -238,8 +238,8 @@ func typeOrAlias(toks []Token, k int, qualified bool) bool {
 // aliasColumns reports whether the unqualified identifier toks[k] before
 // "(" is an alias with a column list written without AS, after a FROM
 // item: a relation's name (FROM pg_catalog.pg_class c(x)), a function call
-// (FROM generate_series(1, 32) pos(n), as pgjdbc writes) or WITH
-// ORDINALITY. The word before it must be a name, not a keyword
+// (FROM generate_series(1, 32) pos(n), as pgjdbc writes), a
+// parenthesized FROM item ((VALUES …) s(n)) or WITH ORDINALITY. The word before it must be a name, not a keyword
 // (postgresKeywords), and the call before it a call of a name: a name or
 // a call is never followed by a call, but keywords are (ROWS f(x)
 // PRECEDING, DISTINCT ON (a) f(x), OPERATOR(pg_catalog.||) f(x)).
@@ -255,7 +255,21 @@ func aliasColumns(toks []Token, k int) bool {
 		return isName(p)
 	case p.IsPunct(")"):
 		m := openParen(toks, k-1)
-		return m >= 1 && isName(toks[m-1])
+		if m < 1 {
+			return false
+		}
+		// A call's alias (f(x) s(a)), or a parenthesized FROM item's: a
+		// subquery, VALUES or join after FROM, JOIN, LATERAL or a comma
+		// ((VALUES (1)) s(a), as psql's \gdesc writes). Elsewhere, ") name("
+		// is a syntax error for PostgreSQL, so nothing runs.
+		b := toks[m-1]
+		if b.IsPunct(",") {
+			// After a comma only a subquery or VALUES: "f(1, (2) g(x))"
+			// is a syntax error anyway, but is not let through.
+			c := toks[m+1]
+			return c.Is("select") || c.Is("values") || c.Is("with") || c.Is("table") || c.IsPunct("(")
+		}
+		return isName(b) || b.Is("from") || b.Is("join") || b.Is("lateral")
 	}
 	return false
 }

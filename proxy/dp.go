@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pipeline"
 	"github.com/dpproxy/dpproxy/policy"
@@ -362,9 +363,9 @@ func (c *conn) showLastAnswer() *resultSet {
 		textRow("delta", formatFloat(la.req.Delta)),
 		textRow("mechanism", la.req.Mechanism),
 		textRow("cached", cached),
-		textRow("cost_epsilon", formatFloat(la.res.Cost.Epsilon)),
-		textRow("cost_delta", formatFloat(la.res.Cost.Delta)))
-	for i, part := range strings.Split(la.res.Errors, "; ") {
+		textRow("cost_epsilon", numfmt.Figure(la.res.Cost.Epsilon)),
+		textRow("cost_delta", numfmt.Figure(la.res.Cost.Delta)))
+	for i, part := range noticeParts(la.res.Errors) {
 		if part = strings.TrimSpace(part); part == "" {
 			continue
 		}
@@ -375,6 +376,27 @@ func (c *conn) showLastAnswer() *resultSet {
 		rs.rows = append(rs.rows, textRow(item, part))
 	}
 	return rs
+}
+
+// noticeParts splits a NOTICE's text at the "; " outside parentheses: the
+// per-group half-widths "(avg, epsilon 0.08; per group: …)" stay one part.
+func noticeParts(s string) []string {
+	var parts []string
+	depth, from := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(':
+			depth++
+		case ')':
+			depth = max(depth-1, 0)
+		case ';':
+			if depth == 0 && strings.HasPrefix(s[i:], "; ") {
+				parts = append(parts, s[from:i])
+				from = i + 2
+			}
+		}
+	}
+	return append(parts, s[from:])
 }
 
 func lastAnswerColumns() []column { return []column{{"item", oidText}, {"value", oidText}} }

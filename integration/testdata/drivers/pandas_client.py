@@ -19,4 +19,6 @@ print("mean_cost_moe95 positive", bool((mean_moe > 0).all()), "per group", mean_
 last = pd.read_sql("SHOW dp.last_answer", engine)
 items = dict(zip(last["item"], last["value"]))
 print("last epsilon", items.get("epsilon"), "cached", items.get("cached"))
-print("last intervals has n", "(n," in items.get("intervals_95", ""))
+iv = items.get("intervals_95", "")
+print("last intervals has n", "(n," in iv, "balanced", iv.count("(") == iv.count(")"), "per group", "per group:" in iv)
+print("last cost", items.get("cost_epsilon"))
