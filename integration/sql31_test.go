@@ -194,3 +194,73 @@ func sql31Rows(rows pgx.Rows, suffix string) ([]textRow, error) {
 	}
 	return out, rows.Err()
 }
+
+// TestSQL31_ResultTypes: result columns typed as PostgreSQL types them
+// (issue 31, item 2). Each statement is described through dpproxy with
+// the extended protocol (Parse/Describe: nothing runs, nothing is
+// charged) and directly on PostgreSQL, and the column type OIDs must be
+// the same; then it runs through dpproxy, and every value must parse as
+// its column's type (a float8 column's text as a float).
+func TestSQL31_ResultTypes(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfgPath, addr := extraConfig(t)
+	withAnalyst(t, cfgPath, "sqtypes")
+	p := startProxy(t, cfgPath, addr)
+	direct := connect(t, ctx, env.upstreamDSN)
+	conn := connect(t, ctx, p.dsn("sqtypes"))
+	if _, err := conn.Exec(ctx, "SET dp.epsilon = 0.5"); err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{
+		`SELECT CAST(EXTRACT(YEAR FROM visit_date) AS INTEGER) AS y, COUNT(*) AS n FROM visits GROUP BY 1`,
+		`SELECT EXTRACT(YEAR FROM visit_date) AS y, date_part('year', visit_date)::smallint AS y2, COUNT(*) AS n FROM visits GROUP BY 1, 2`,
+		`SELECT AVG(cost)::float8 AS a, SUM(cost::float8) AS s, SUM(CAST(cost AS real)) AS s4, AVG(cost::real) AS a4, STDDEV(cost::double precision) AS sd, COUNT(*)::float8 AS n, SUM(cost)::numeric AS sn, AVG(cost) AS plain FROM visits`,
+	} {
+		want, err := direct.Prepare(ctx, "", sql)
+		if err != nil {
+			t.Fatalf("%s: on PostgreSQL: %v", sql, err)
+		}
+		got, err := conn.Prepare(ctx, "", sql)
+		if err != nil {
+			t.Errorf("%s: described through dpproxy: %v", sql, err)
+			continue
+		}
+		if len(got.Fields) != len(want.Fields) {
+			t.Errorf("%s: %d columns, PostgreSQL %d", sql, len(got.Fields), len(want.Fields))
+			continue
+		}
+		for i, f := range got.Fields {
+			if f.DataTypeOID != want.Fields[i].DataTypeOID {
+				t.Errorf("%s: column %s has type OID %d, PostgreSQL %d", sql, f.Name, f.DataTypeOID, want.Fields[i].DataTypeOID)
+			}
+		}
+		rows, err := conn.Query(ctx, sql, pgx.QueryExecModeSimpleProtocol)
+		if err != nil {
+			t.Errorf("%s: %v", sql, err)
+			continue
+		}
+		n := 0
+		for rows.Next() {
+			n++
+			vals := rows.RawValues()
+			for i, f := range rows.FieldDescriptions() {
+				s := string(vals[i])
+				var perr error
+				switch f.DataTypeOID {
+				case 700, 701:
+					_, perr = strconv.ParseFloat(s, 64)
+				case 21, 23, 20:
+					_, perr = strconv.ParseInt(s, 10, 64)
+				}
+				if perr != nil {
+					t.Errorf("%s: column %s value %q does not parse as type %d: %v", sql, f.Name, s, f.DataTypeOID, perr)
+				}
+			}
+		}
+		if err := rows.Err(); err != nil || n == 0 {
+			t.Errorf("%s: %d rows, %v", sql, n, err)
+		}
+	}
+}

@@ -45,7 +45,7 @@ func OuterSQL(st *Statement) (string, error) {
 		for _, c := range l.Columns(nil) {
 			t := c.PGType
 			if l.Kind == KindDistinct {
-				t = distinctType(t)
+				t = CanonicalType(t)
 			}
 			if t == "" {
 				t = "text"
@@ -56,15 +56,18 @@ func OuterSQL(st *Statement) (string, error) {
 	return st.Post.OuterSQL(cols)
 }
 
-// distinctType is the type a drop-down's values are bound as: the
-// canonical name of the column's type when it is one the proxy types its
-// results with, else text.
-func distinctType(t string) string {
+// CanonicalType is the canonical name of a result type the proxy types its
+// results with ("int4" for integer, "float8" for double precision), or
+// "text" for any other: a drop-down's values are bound as it, and the
+// proxy maps it to the type OID of RowDescription.
+func CanonicalType(t string) string {
 	switch strings.ToLower(t) {
 	case "int8", "bigint":
 		return "int8"
 	case "int4", "integer", "int":
 		return "int4"
+	case "int2", "smallint":
+		return "int2"
 	case "numeric", "decimal":
 		return "numeric"
 	case "bool", "boolean":
@@ -73,6 +76,8 @@ func distinctType(t string) string {
 		return "date"
 	case "float8", "double precision":
 		return "float8"
+	case "float4", "real":
+		return "float4"
 	case "timestamp":
 		return "timestamp"
 	case "timestamptz":

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/pipeline"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -38,19 +39,23 @@ const (
 
 // oidOf maps release/rewrite type names to type OIDs.
 func oidOf(pgType string) uint32 {
-	switch strings.ToLower(pgType) {
-	case "int8", "bigint":
+	switch pipeline.CanonicalType(pgType) {
+	case "int8":
 		return oidInt8
-	case "int4", "integer", "int":
+	case "int4":
 		return oidInt4
-	case "numeric", "decimal":
+	case "int2":
+		return oidInt2
+	case "numeric":
 		return oidNumeric
-	case "bool", "boolean":
+	case "bool":
 		return oidBool
 	case "date":
 		return oidDate
-	case "float8", "double precision":
+	case "float8":
 		return oidFloat8
+	case "float4":
+		return oidFloat4
 	case "timestamp":
 		return oidTimestamp
 	case "timestamptz":
@@ -125,7 +130,8 @@ func encodeRow(cols []column, row []*string, formats []int16) ([][]byte, error) 
 }
 
 // encodeBinary encodes one text value in PostgreSQL's binary format of the
-// type (the send functions of int8, int4, bool, date, float8, numeric, text).
+// type (the send functions of int8, int4, int2, bool, date, float8, float4,
+// numeric, text).
 func encodeBinary(oid uint32, v string) ([]byte, error) {
 	switch oid {
 	case oidInt8:
@@ -156,12 +162,24 @@ func encodeBinary(oid uint32, v string) ([]byte, error) {
 		// Days since 2000-01-01 (PostgreSQL's epoch).
 		days := d.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Hours() / 24
 		return binary.BigEndian.AppendUint32(nil, uint32(int32(math.Round(days)))), nil
+	case oidInt2:
+		n, err := strconv.ParseInt(v, 10, 16)
+		if err != nil {
+			return nil, err
+		}
+		return binary.BigEndian.AppendUint16(nil, uint16(int16(n))), nil
 	case oidFloat8:
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
 			return nil, err
 		}
 		return binary.BigEndian.AppendUint64(nil, math.Float64bits(f)), nil
+	case oidFloat4:
+		f, err := strconv.ParseFloat(v, 32)
+		if err != nil {
+			return nil, err
+		}
+		return binary.BigEndian.AppendUint32(nil, math.Float32bits(float32(f))), nil
 	case oidNumeric:
 		return encodeNumeric(v)
 	case oidTimestamp, oidTimestamptz:

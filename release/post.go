@@ -26,6 +26,10 @@ type value struct {
 	// scale).
 	decimals int
 	fixed    bool
+	// bits, when 64 or 32, prints num as PostgreSQL prints a float8 or
+	// float4 of that value (the output's type: SUM(x::float8), AVG of a
+	// real column).
+	bits int
 }
 
 func (v value) text() *string {
@@ -36,7 +40,9 @@ func (v value) text() *string {
 		return v.key
 	}
 	var s string
-	if v.fixed && v.decimals > 0 {
+	if v.bits != 0 {
+		s = floatText(v.num, v.bits)
+	} else if v.fixed && v.decimals > 0 {
 		s = v.num.FloatString(v.decimals)
 	} else if v.num.IsInt() {
 		s = v.num.Num().String()
@@ -46,6 +52,31 @@ func (v value) text() *string {
 		s = exactDecimal(v.num)
 	}
 	return &s
+}
+
+// floatText prints r rounded to a float of the given bits as PostgreSQL
+// 12 and later print float4 and float8 (extra_float_digits = 1, the
+// default): the shortest decimal that reads back as the same float, in
+// exponent form when its decimal exponent is below -4 or at least 15
+// (float8; 6 for float4).
+func floatText(r *big.Rat, bits int) string {
+	f, _ := r.Float64()
+	if bits == 32 {
+		f = float64(float32(f))
+	}
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return strconv.FormatFloat(f, 'g', -1, 64) // not reached: released values are finite
+	}
+	e := strconv.FormatFloat(f, 'e', -1, bits)
+	exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
+	limit := 15
+	if bits == 32 {
+		limit = 6
+	}
+	if f != 0 && (exp < -4 || exp >= limit) {
+		return e
+	}
+	return strconv.FormatFloat(f, 'f', -1, bits)
 }
 
 // exactDecimal prints a rational whose denominator is a power of two (every
@@ -122,6 +153,16 @@ func outputRow(plan *dpplan.Plan, keys []string, noisy []*big.Rat) []value {
 				row[i] = value{num: sqrtRat(v), decimals: 6}
 			default:
 				row[i] = value{num: v, decimals: 6}
+			}
+		}
+	}
+	for i, o := range all {
+		if row[i].num != nil && (o.Kind == dpplan.OutputSum || o.Kind == dpplan.OutputAvg || o.Kind == dpplan.OutputVariance || o.Kind == dpplan.OutputCount) {
+			switch o.PGType {
+			case "float8":
+				row[i].bits = 64
+			case "float4":
+				row[i].bits = 32
 			}
 		}
 	}

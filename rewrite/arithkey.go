@@ -79,7 +79,8 @@ func (b *builder) arithKey(e ast.ExprNode) (k Key, col *policy.Column, ok bool, 
 			WithHint("write + - or %% of integer constants over EXTRACT(field FROM date_col), e.g. (CAST(extract(isodow FROM d) AS integer) %% 7) + 1")
 	}
 	typ := dateKeyPGType(inner) // numeric (EXTRACT) or float8 (date_part)
-	if t := b.intCasts[b.norm.srcPos(fc.OriginTextPosition())]; t != "" && t != "text" {
+	switch t := b.intCasts[b.norm.srcPos(fc.OriginTextPosition())]; t {
+	case "int2", "int4", "int8", "numeric", "float8":
 		typ = t
 	}
 	vals := make([]int64, 0, len(inner.Domain))
@@ -124,6 +125,27 @@ func (b *builder) arithKey(e ast.ExprNode) (k Key, col *policy.Column, ok bool, 
 		dom[i] = strconv.FormatInt(x, 10)
 	}
 	return Key{Column: inner.Column, Type: policy.TypeInt, Domain: dom, Func: "arith", Args: args}, col, true, nil
+}
+
+// castKeyType is the PostgreSQL type of the key k written as the call fc
+// in the select list: that of an integer cast around an EXTRACT or
+// date_part key (CAST(EXTRACT(YEAR FROM d) AS INTEGER), as Tableau writes
+// it, is int4, not numeric), when every value of the key's domain fits
+// it; else the key's own type. The values are the same integers either
+// way.
+func (b *builder) castKeyType(fc *ast.FuncCallExpr, k Key) string {
+	t := b.intCasts[b.norm.srcPos(fc.OriginTextPosition())]
+	if k.Func != "extract" || k.Type != policy.TypeInt || (t != "int2" && t != "int4" && t != "int8") {
+		return keyPGType(k)
+	}
+	limit := map[string]int64{"int2": 1<<15 - 1, "int4": 1<<31 - 1, "int8": 1<<63 - 1}[t]
+	for _, v := range k.Domain {
+		x, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || x > limit || x < -limit-1 {
+			return keyPGType(k)
+		}
+	}
+	return t
 }
 
 // intConst reads an integer constant of at most maxArithConst.

@@ -45,6 +45,9 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				return err
 			}
 			spec, out = s, o
+			if out.PGType = b.aggPGType(x, out); out.PGType == "float8" || out.PGType == "float4" {
+				out.Scale = 0 // a float prints its own digits
+			}
 		default:
 			if _, ok := b.lit(f.Expr); ok {
 				return b.errAt(f.Expr, pgerr.FeatureNotSupported, "constants in the select list of a DP query are not supported").
@@ -103,7 +106,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 					return b.errAt(f.Expr, "42803", "%s(…) must appear in the GROUP BY clause", name).
 						WithHint("add it to GROUP BY, e.g. GROUP BY 1")
 				}
-				out = Output{Name: name, Kind: OutputKey, Key: idx, PGType: keyPGType(b.keys[idx])}
+				out = Output{Name: name, Kind: OutputKey, Key: idx, PGType: b.castKeyType(fc, b.keys[idx])}
 				break
 			}
 			e, info, err := b.arith(f.Expr)
@@ -133,6 +136,41 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 		return b.errAt(sel, pgerr.InsufficientPrivilege, "only aggregate queries are answered").WithHint("%s", aggregateHint)
 	}
 	return nil
+}
+
+// aggPGType is the PostgreSQL type of the aggregate x planned as o: that
+// of a numeric or float cast around the call (AVG(cost)::float8), else,
+// for SUM, AVG and the variance family of a float column (or of a column
+// cast to a float type: SUM(cost::float8)), PostgreSQL's: SUM keeps
+// float4 and float8, the others are float8. The values are the same
+// noisy numbers, printed as the type prints them (release/post.go).
+func (b *builder) aggPGType(x *ast.AggregateFuncExpr, o Output) string {
+	switch t := b.intCasts[b.norm.srcPos(x.OriginTextPosition())]; t {
+	case "float8", "float4", "numeric":
+		if o.Kind == OutputCount || o.Kind == OutputSum || o.Kind == OutputAvg || o.Kind == OutputVariance {
+			return t
+		}
+	}
+	if o.Kind != OutputSum && o.Kind != OutputAvg && o.Kind != OutputVariance || len(x.Args) != 1 {
+		return o.PGType
+	}
+	c, ok := unparen(x.Args[0]).(*ast.ColumnNameExpr)
+	if !ok {
+		return o.PGType
+	}
+	arg := b.intCasts[b.norm.srcPos(c.OriginTextPosition())]
+	if arg == "" {
+		if ci, err := b.column(c); err == nil && ci.col != nil {
+			arg = ci.col.PGType
+		}
+	}
+	switch {
+	case arg != "float4" && arg != "float8":
+		return o.PGType
+	case o.Kind == OutputSum:
+		return arg
+	}
+	return "float8"
 }
 
 // aggregate checks an aggregate call and adds its measures.

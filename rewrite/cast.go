@@ -42,11 +42,13 @@ var intTypeNames = map[string]string{"int": "int4", "integer": "int4", "int4": "
 // blankCastsTyped returns stmt with value-preserving casts of columns
 // removed (byte offsets kept), whether a cast to timestamp[tz] was
 // dropped, and the casts it dropped to integer types (around EXTRACT and
-// date_part), text, date, timestamp and timestamptz: the byte offset of
+// date_part), text, date, timestamp, timestamptz, numeric and the float
+// types: the byte offset of
 // the operand (the call's name, the column's first word) → the type. The
 // integer type is the type PostgreSQL gives an expression over the field
 // (arithkey.go); a text cast makes a comparison textual (castcmp.go); the
-// others type date_trunc keys (keyexpr.go).
+// date and time types type date_trunc keys (keyexpr.go), the numeric and
+// float types the aggregates (build_select.go, aggPGType).
 func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 	toks, err := pgsql.Lex(stmt)
 	if err != nil {
@@ -63,8 +65,14 @@ func blankCastsTyped(stmt string) (string, bool, map[int]string) {
 		switch name {
 		case "text", "varchar", "char", "character":
 			typ = "text"
-		case "date", "timestamp", "timestamptz":
+		case "date", "timestamp", "timestamptz", "numeric":
 			typ = name
+		case "decimal":
+			typ = "numeric"
+		case "float8", "double", "float":
+			typ = "float8"
+		case "real", "float4":
+			typ = "float4"
 		}
 		if typ == "" || start < 0 {
 			return
