@@ -406,8 +406,38 @@ func quantileErrorText(o dpplan.Output, m *quantileMech, cost string) string {
 		return fmt.Sprintf("propose-test-release (bound %s, NULL where the test refused): ±%s (%s, %s)",
 			num(m.q.Bound), num(m.HalfWidth(0.95)), o.Name, cost)
 	}
-	return fmt.Sprintf("exponential mechanism: ±%s ranks and bucket width %s (%s, %s)",
-		num(m.HalfWidth(0.95)), exactNum(m.q.Width), o.Name, cost)
+	// The utility is −|rank − q·n|: a bucket beyond the group's values is
+	// within R of the target rank once (1 − q)·n ≤ R (above) or q·n ≤ R
+	// (below), so a group of fewer than R/min(q, 1 − q) rows may get any
+	// value of the range, and MIN (q = 0) any value down to the lower bound.
+	// (No "; " here: it separates the NOTICE's parts.)
+	r := m.HalfWidth(0.95)
+	subject := quantileSubject(m.measure)
+	lo, hi := boundText(o, m.measure.Lower), boundText(o, m.measure.Upper)
+	head := "exponential mechanism: the released value is "
+	switch q := m.q.Q; {
+	case q <= 0:
+		return fmt.Sprintf("%sat most %s rows above the smallest in the order of %s, to the bucket width %s, and may lie anywhere down to %s (%s, %s)",
+			head, num(r), subject, exactNum(m.q.Width), lo, o.Name, cost)
+	case q >= 1:
+		return fmt.Sprintf("%sat most %s rows below the largest in the order of %s, to the bucket width %s, and may lie anywhere up to %s (%s, %s)",
+			head, num(r), subject, exactNum(m.q.Width), hi, o.Name, cost)
+	}
+	small := ""
+	if n := math.Ceil(r / math.Min(m.q.Q, 1-m.q.Q)); n >= 2 {
+		small = fmt.Sprintf(", or anywhere in [%s, %s] in a group of fewer than %s rows", lo, hi, num(n))
+	}
+	return fmt.Sprintf("%swithin ±%s rows of the true one in the order of %s, to the bucket width %s%s (%s, %s)",
+		head, num(r), subject, exactNum(m.q.Width), small, o.Name, cost)
+}
+
+// boundText writes a quantile measure's bound as its output prints: a
+// date column's bounds are days since 1970-01-01.
+func boundText(o dpplan.Output, x float64) string {
+	if o.PGType == "date" {
+		return time.Unix(int64(math.Floor(x))*86400, 0).UTC().Format("2006-01-02")
+	}
+	return exactNum(x)
 }
 
 // quantileExplain is the EXPLAIN line of a quantile measure.

@@ -182,7 +182,7 @@ func TestRun_Quantile(t *testing.T) {
 			t.Errorf("event %+v: want ε = 10000 (a third of the query's), δ = 0", e)
 		}
 	}
-	for _, want := range []string{"exponential mechanism: ±", "bucket width 1.220703125 (percentile_cont, epsilon 10000)", "bucket width 1 (q1, epsilon 10000)"} {
+	for _, want := range []string{"exponential mechanism: the released value is within ±", "bucket width 1.220703125 (percentile_cont, epsilon 10000)", "bucket width 1 (q1, epsilon 10000)"} {
 		if !strings.Contains(res.Notice, want) {
 			t.Errorf("Notice %q lacks %q", res.Notice, want)
 		}
