@@ -4,7 +4,6 @@ package release
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"math/big"
 	"strconv"
@@ -394,51 +393,6 @@ func quantileValue(o dpplan.Output, v *big.Rat) value {
 	}
 	return value{num: v, decimals: 6}
 }
-
-// quantileErrorText is the NOTICE's accuracy statement for a quantile
-// output.
-func quantileErrorText(o dpplan.Output, m *quantileMech, cost string) string {
-	switch m.q.Method {
-	case dpplan.QuantileSmooth:
-		return fmt.Sprintf("smooth sensitivity (beta %s): noise scale depends on the data, at most ±%s (%s, %s)",
-			num(m.q.Beta), num(m.HalfWidth(0.95)), o.Name, cost)
-	case dpplan.QuantilePTR:
-		return fmt.Sprintf("propose-test-release (bound %s, NULL where the test refused): ±%s (%s, %s)",
-			num(m.q.Bound), num(m.HalfWidth(0.95)), o.Name, cost)
-	}
-	return fmt.Sprintf("exponential mechanism: ±%s ranks and bucket width %s (%s, %s)",
-		num(m.HalfWidth(0.95)), exactNum(m.q.Width), o.Name, cost)
-}
-
-// quantileExplain is the EXPLAIN line of a quantile measure.
-func quantileExplain(i int, m *quantileMech) string {
-	q := m.q
-	switch q.Method {
-	case dpplan.QuantileSmooth:
-		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (smooth sensitivity, Laplace noise of scale 2·S/epsilon, beta=%s, epsilon per group=%s, delta=%s, worst-case half_width_95=%s)",
-			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
-			num(q.Beta), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
-	case dpplan.QuantilePTR:
-		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (propose-test-release, bound=%s, test threshold=%s, epsilon per group=%s split test/release, delta=%s, half_width_95=%s if released)",
-			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
-			num(q.Bound), num(m.ptrThreshold), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
-	}
-	return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (exponential mechanism over %d buckets of width %s, utility −|rank − q·n|, rank sensitivity=%s, epsilon per group=%s, rank_error_95=%s)",
-		i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper), q.Buckets, exactNum(q.Width),
-		num(m.measure.LInf), num(m.groupEpsilon), num(m.HalfWidth(0.95)))
-}
-
-// quantileSubject names what a quantile measure orders: its column, or
-// "an expression" (rewrite/quantile_expr.go; the SQL line shows it).
-func quantileSubject(ms dpplan.Measure) string {
-	if ms.Expr != nil {
-		return "an expression"
-	}
-	return ms.Column
-}
-
-// exactNum prints a public constant (a bound, a bucket width) exactly.
-func exactNum(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 
 // releaseOrderStat releases a group by the smooth or ptr method from
 // "f;S" or "f;D" (pgemit/quantile_sql.go).
