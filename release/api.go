@@ -1,7 +1,7 @@
 // Not in the privacy-critical set (docs/ARCHITECTURE.md): the Releaser's
-// configuration and result types; every number they carry was computed by the critical files, so a
-// bug here makes an answer wrong or unhelpful, never a release larger than
-// its charge.
+// configuration and result types; every number they carry was computed by
+// the critical files, so a bug here makes an answer wrong or unhelpful,
+// never a release larger than its charge.
 
 package release
 
