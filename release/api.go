@@ -130,3 +130,15 @@ type Result struct {
 func (r *Result) String() string {
 	return fmt.Sprintf("release.Result{%d columns, %d rows}", len(r.Columns), len(r.Rows))
 }
+
+// CalibratedPlan returns plan as a release with parameters p runs it: its
+// quantile method applied and its SQL emitted for the calibrated
+// mechanisms (what EXPLAIN shows). Nothing is read or charged.
+func CalibratedPlan(ds *policy.Dataset, plan *dpplan.Plan, p Params) (*dpplan.Plan, error) {
+	cal, err := (&Releaser{}).calibrate(Request{Dataset: ds, Plan: plan, Epsilon: p.Epsilon, Delta: p.Delta,
+		Mechanism: p.Mechanism, QuantileMethod: p.QuantileMethod, Upstream: noUpstream{}})
+	if err != nil {
+		return nil, err
+	}
+	return cal.req.Plan, nil
+}

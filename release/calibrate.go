@@ -228,18 +228,6 @@ func emitted(c *dpplan.Plan) (*dpplan.Plan, error) {
 	return c, nil
 }
 
-// CalibratedPlan returns plan as a release with parameters p runs it: its
-// quantile method applied and its SQL emitted for the calibrated
-// mechanisms (what EXPLAIN shows). Nothing is read or charged.
-func CalibratedPlan(ds *policy.Dataset, plan *dpplan.Plan, p Params) (*dpplan.Plan, error) {
-	cal, err := (&Releaser{}).calibrate(Request{Dataset: ds, Plan: plan, Epsilon: p.Epsilon, Delta: p.Delta,
-		Mechanism: p.Mechanism, QuantileMethod: p.QuantileMethod, Upstream: noUpstream{}})
-	if err != nil {
-		return nil, err
-	}
-	return cal.req.Plan, nil
-}
-
 // defaultQuantileDeltaShare is the share of the analyst's δ budget that a
 // smooth or ptr quantile query takes when the session has not set
 // dp.delta (issue 16: those methods failed until the analyst set δ by
