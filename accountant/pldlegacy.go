@@ -1,4 +1,6 @@
-// Privacy-critical: needs DP review.
+// Not in the privacy-critical set (docs/ARCHITECTURE.md): only `dpproxy
+// ledger verify` reaches this order (MatchesEarlierPLDOrder); no charge
+// does, so a bug here misreports a budget row, never admits a charge.
 
 package accountant
 

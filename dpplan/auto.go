@@ -66,17 +66,6 @@ type ClipBounds struct {
 	Lower, Upper float64
 }
 
-// NewAutoClip returns the auto clipping of a plan: its columns, the
-// histogram's SQL, and the statement and options it was planned from.
-func NewAutoClip(cols []ClipColumn, sql, stmt string, opts Options) *AutoClip {
-	opts.AutoClip = false
-	return &AutoClip{Columns: cols, SQL: sql, stmt: stmt, opts: opts}
-}
-
-// Statement returns what the plan was planned from: the statement and the
-// session's options (without AutoClip).
-func (a *AutoClip) Statement() (string, Options) { return a.stmt, a.opts }
-
 // WithClipBounds returns a copy of ds whose table has the chosen bounds
 // (one per column of cols, each inside the declared range) in place of the
 // declared ones; ds itself is shared and never changed.

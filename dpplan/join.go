@@ -2,11 +2,6 @@
 
 package dpplan
 
-import (
-	"fmt"
-	"strings"
-)
-
 // # The shapes of a join and their sensitivity
 //
 // rewrite parses a FROM clause with joins into a Join; nothing it decides
@@ -231,48 +226,4 @@ type JoinColumn struct {
 	Name   string
 	Table  int
 	Column string
-}
-
-// String describes a join for EXPLAIN and goldens.
-func (j *Join) String() string {
-	var parts []string
-	for _, t := range j.Tables {
-		s := t.Name
-		if t.Public {
-			s += " (public)"
-		}
-		if t.Left {
-			s = "left " + s
-		}
-		parts = append(parts, s)
-	}
-	s := fmt.Sprintf("%s join of %s", j.Shape, strings.Join(parts, ", "))
-	if j.Shape == JoinUnit && j.Fanout > 0 {
-		s += fmt.Sprintf("; later protected tables cut to %v rows per unit before the join: a row of %s joins at most %d rows", nonZero(j.RowsPerUnit), firstProtected(j), j.Fanout)
-	}
-	if j.Shape == JoinKey {
-		s += fmt.Sprintf("; rows per unit %v, rows per value %v of %v; changed rows E = %d", j.RowsPerUnit, j.RowsPerValue, j.KeyColumn, j.Changed)
-	}
-	return s
-}
-
-// nonZero returns the non-zero elements of xs (the protected tables' cuts).
-func nonZero(xs []int) []int {
-	var out []int
-	for _, x := range xs {
-		if x != 0 {
-			out = append(out, x)
-		}
-	}
-	return out
-}
-
-// firstProtected names the first protected table of a join.
-func firstProtected(j *Join) string {
-	for _, t := range j.Tables {
-		if !t.Public {
-			return t.Name
-		}
-	}
-	return ""
 }

@@ -176,26 +176,6 @@ const (
 	MeasureRemoved
 )
 
-func (k MeasureKind) String() string {
-	switch k {
-	case MeasureCount:
-		return "count"
-	case MeasureSum:
-		return "sum"
-	case MeasureUnits:
-		return "units"
-	case MeasureSumSq:
-		return "sumsq"
-	case MeasureSampleAgg:
-		return "sampleagg"
-	case MeasureQuantile:
-		return "quantile"
-	case MeasureRemoved:
-		return "removed"
-	}
-	return "unknown"
-}
-
 // Measure is one noisy measurement per group.
 type Measure struct {
 	Kind   MeasureKind

@@ -91,17 +91,6 @@ type SampleCall struct {
 	Float bool   `json:",omitempty"`
 }
 
-// Label names the statistic in EXPLAIN: f(y, x), or fn(q) of the value.
-func (s SampleCall) Label() string {
-	switch {
-	case s.Value == nil:
-		return s.Fn + "(" + s.Y + ", " + s.X + ")"
-	case s.Q != "":
-		return s.Fn + "(" + s.Q + ") of " + s.Y
-	}
-	return s.Fn + " of " + s.Y
-}
-
 // Inputs are the keys of the statistic's inputs: its two columns, or its
 // row value.
 func (s SampleCall) Inputs() []string {

@@ -115,35 +115,6 @@ func AnalyticGaussianSigma(epsilon, delta, l2 float64) (float64, error) {
 	return smallestSigma(guess, delta, func(s float64) float64 { return GaussianDelta(s, epsilon, l2) })
 }
 
-// SigmaFromRho returns σ = Δ/√(2ρ): Gaussian noise of this σ on a
-// measurement with L2 sensitivity Δ is ρ-zCDP (Bun and Steinke 2016,
-// Proposition 1.6; the discrete Gaussian has the same ρ, CKS 2020 §2).
-func SigmaFromRho(rho, l2 float64) (float64, error) {
-	if !checkFinitePositive(rho) {
-		return 0, errors.New("noise: rho must be a finite number > 0")
-	}
-	if !checkFinitePositive(l2) {
-		return 0, ErrSensitivity
-	}
-	return scaleResult(l2 / math.Sqrt(2*rho))
-}
-
-// RDPGaussianSigma returns σ with σ² = Δ²α/(2ε̄): the Gaussian mechanism's
-// Rényi divergence of order α is αΔ²/(2σ²) (Mironov 2017, "Rényi
-// Differential Privacy", Proposition 7), so this σ gives (α, ε̄)-RDP.
-func RDPGaussianSigma(alpha, rdpEpsilon, l2 float64) (float64, error) {
-	if !checkFinitePositive(alpha) || alpha <= 1 {
-		return 0, errors.New("noise: the Rényi order alpha must be a finite number > 1")
-	}
-	if !checkFinitePositive(rdpEpsilon) {
-		return 0, ErrEpsilon
-	}
-	if !checkFinitePositive(l2) {
-		return 0, ErrSensitivity
-	}
-	return scaleResult(l2 * math.Sqrt(alpha/(2*rdpEpsilon)))
-}
-
 // ZCDPDelta returns the δ at which ρ-zCDP implies (ε, δ)-DP, by the
 // improved conversion (Canonne, Kamath and Steinke 2020, Proposition 12, and
 // Balle et al. 2020, Theorem 21, applied to the Rényi curve αρ;

@@ -7,49 +7,6 @@ import (
 	"math/big"
 )
 
-// LaplaceScale returns the Laplace scale b = Δ₁/ε. Adding Laplace (or, for
-// an integer-valued measurement, discrete Laplace) noise of scale b to a
-// measurement whose L1 sensitivity under add/remove-one-unit neighbours is
-// at most Δ₁ is ε-DP (Dwork, McSherry, Nissim, Smith 2006; discrete case:
-// Ghosh, Roughgarden, Sundararajan 2009 and CKS 2020 §2): the privacy loss
-// of an output y is |y−q(D)|/b − |y−q(D')|/b ≤ |q(D)−q(D')|/b ≤ ε.
-func LaplaceScale(epsilon, l1 float64) (float64, error) {
-	if !checkFinitePositive(epsilon) {
-		return 0, ErrEpsilon
-	}
-	if !checkFinitePositive(l1) {
-		return 0, ErrSensitivity
-	}
-	return scaleResult(l1 / epsilon)
-}
-
-// LaplaceDelta returns δ(ε) of one release of the continuous Laplace
-// mechanism with scale b and L1 sensitivity Δ, ε₀ = Δ/b (ACCOUNTING.md,
-// "exact Laplace curve"):
-//
-//	δ(ε) = max(0, 1 − e^{(ε−ε₀)/2}) for ε ≥ −ε₀.
-//
-// Derivation: for P = Lap(0, b), Q = Lap(Δ, b) the privacy loss
-// ln(p(x)/q(x)) = (|x−Δ| − |x|)/b exceeds ε exactly for x < c = (Δ − εb)/2,
-// so δ(ε) = P(X < c) − e^ε·Q(X < c) = (1 − ½e^{−c/b}) − e^ε·½e^{−(Δ−c)/b}
-// = 1 − e^{(ε−ε₀)/2} for |ε| ≤ ε₀ (both exponentials equal e^{(ε−ε₀)/2}).
-// The discrete Laplace of this package is ε₀-DP, i.e. δ(ε₀) = 0;
-// accountants that compose Laplace releases tightly may use this curve.
-// A NaN argument gives the trivial bound 1.
-func LaplaceDelta(b, l1, epsilon float64) float64 {
-	eps0 := l1 / b
-	if math.IsNaN(eps0) || math.IsNaN(epsilon) {
-		return 1
-	}
-	if epsilon >= eps0 {
-		return 0
-	}
-	if epsilon < -eps0 { // every output has loss > ε: δ = 1 − e^ε
-		return -math.Expm1(epsilon)
-	}
-	return math.Max(0, -math.Expm1((epsilon-eps0)/2))
-}
-
 // laplace is the discrete Laplace mechanism on the grid. Safe for
 // concurrent use: its fields are read-only after construction.
 type laplace struct {
@@ -134,12 +91,6 @@ func (m *laplace) HalfWidth(confidence float64) float64 {
 		return math.Inf(1)
 	}
 	return math.Ldexp(k, m.granExp) + m.roundingBound()
-}
-
-// laplaceTail returns P(|Z| > k) = 2q^{k+1}/(1+q) for discrete Laplace of
-// scale t.
-func laplaceTail(t, k float64) float64 {
-	return 2 * math.Exp(-(k+1)/t) / (1 + math.Exp(-1/t))
 }
 
 // laplaceLogTail returns ln P(|Z| > k) = ln 2 − (k+1)/t − ln(1+q), q =

@@ -48,69 +48,6 @@ func checkThresholdArgs(delta float64, maxGroups int) error {
 	return nil
 }
 
-// LaplacePartitionThreshold returns τ for continuous Laplace noise of scale
-// b = L0/ε on distinct-unit counts (L0 = maxGroups): keeping partitions
-// whose noisy count is ≥ τ is (ε, δ)-DP. Since
-// P(1 + Lap(b) ≥ τ) = ½·e^{−(τ−1)/b} for τ ≥ 1, setting it to δ_p gives
-//
-//	τ = 1 + (L0/ε)·ln(1/(2δ_p)),  δ_p = 1 − (1−δ)^{1/L0}.
-//
-// The mechanisms of this package add discrete noise; use PartitionThreshold
-// with the mechanism itself for the exact threshold of the noise actually
-// added (it is at most one grid step away from this value).
-func LaplacePartitionThreshold(epsilon, delta float64, maxGroups int) (float64, error) {
-	if !checkFinitePositive(epsilon) {
-		return 0, ErrEpsilon
-	}
-	if err := checkThresholdArgs(delta, maxGroups); err != nil {
-		return 0, err
-	}
-	dp := perPartitionDelta(delta, maxGroups)
-	b := float64(maxGroups) / epsilon
-	if err := checkRealScale(b); err != nil {
-		return 0, err // an infinite b would give ∞·0 = NaN for δ_p ≥ ½
-	}
-	// ln(1/(2δ_p)) as −ln(2δ_p): 1/(2δ_p) overflows for a denormal δ_p.
-	return scaleResult(1 + b*math.Max(0, -math.Log(2*dp)))
-}
-
-// GaussianPartitionThreshold returns τ for continuous Gaussian noise
-// calibrated to (ε, noiseDelta) with L2 sensitivity √L0 (L0 = maxGroups,
-// σ = AnalyticGaussianSigma(ε, noiseDelta, √L0)): keeping partitions whose
-// noisy count is ≥ τ is (ε, noiseDelta + thresholdDelta)-DP, with
-//
-//	τ = 1 + σ·Φ⁻¹(1 − δ_p),  δ_p = 1 − (1−thresholdDelta)^{1/L0},
-//
-// since P(1 + N(0, σ²) ≥ τ) = 1 − Φ((τ−1)/σ).
-func GaussianPartitionThreshold(epsilon, noiseDelta, thresholdDelta float64, maxGroups int) (float64, error) {
-	if err := checkThresholdArgs(thresholdDelta, maxGroups); err != nil {
-		return 0, err
-	}
-	sigma, err := AnalyticGaussianSigma(epsilon, noiseDelta, math.Sqrt(float64(maxGroups)))
-	if err != nil {
-		return 0, err
-	}
-	dp := perPartitionDelta(thresholdDelta, maxGroups)
-	tau := 1 + sigma*normalUpperQuantile(dp)
-	if math.IsInf(tau, 0) || math.IsNaN(tau) {
-		return 0, ErrScale
-	}
-	return tau, nil
-}
-
-// normalUpperQuantile returns x with P(N(0,1) > x) = p, 0 < p < 1:
-// Φ⁻¹(1 − p) = √2·erfcinv(2p). math.Erfcinv computes erfinv(1 − 2p) and is
-// +Inf once 1 − 2p rounds to 1 (p below about 10⁻¹⁷); there it returns
-// √(−2 ln(2p)), which is larger than the quantile (P(N > x) ≤ ½e^{−x²/2}
-// for x ≥ 0), so a threshold built on it errs on the safe side.
-func normalUpperQuantile(p float64) float64 {
-	x := math.Sqrt2 * math.Erfcinv(2*p)
-	if math.IsInf(x, 1) {
-		return math.Sqrt(-2 * math.Log(2*p))
-	}
-	return x
-}
-
 // thresholdSafety shrinks δ_p by a relative 10⁻⁶ before the float
 // computations below, so that rounding in them cannot put τ one grid step
 // too low.

@@ -2,11 +2,12 @@
 // decoding, validation, and the immutable [Dataset] value the rest of dpproxy
 // reads.
 //
-// Privacy-critical: needs DP review. The bounds, contribution limits and
-// budgets declared here are the premises of every sensitivity computation; a
-// policy that loads must be internally consistent (finite bounds, lower ≤
-// upper, positive contribution limits, a unit column on every protected
-// table), and validation errors name the file, the line and what to change.
+// The bounds, contribution limits and budgets declared here are the
+// premises of every sensitivity computation, and their validation
+// (validate.go, window.go: privacy-critical, needs DP review) makes a policy
+// that loads internally consistent (finite bounds, lower ≤ upper, positive
+// contribution limits, a unit column on every protected table); validation
+// errors name the file, the line and what to change.
 //
 // policy imports only the standard library and yaml.v3. Loaded values are
 // immutable: callers must not modify a *Dataset after Load returns it;

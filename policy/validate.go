@@ -3,7 +3,6 @@
 package policy
 
 import (
-	"fmt"
 	"math"
 	"regexp"
 	"strconv"
@@ -35,43 +34,6 @@ type validator struct {
 	root *yaml.Node
 	errs Errors
 }
-
-// errorf records a problem at the line of the key path (or its deepest
-// existing prefix).
-func (v *validator) errorf(path []string, format string, args ...any) {
-	v.errs = append(v.errs, &Error{File: v.file, Line: v.line(path), Msg: fmt.Sprintf(format, args...)})
-}
-
-func (v *validator) line(path []string) int {
-	n := v.root
-	if n == nil {
-		return 0
-	}
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	line := n.Line
-	for _, key := range path {
-		if n.Kind != yaml.MappingNode {
-			break
-		}
-		found := false
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				line = n.Content[i].Line
-				n = n.Content[i+1]
-				found = true
-				break
-			}
-		}
-		if !found {
-			break
-		}
-	}
-	return line
-}
-
-func p(parts ...string) []string { return parts }
 
 func finite(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 
@@ -483,60 +445,4 @@ func (v *validator) bounds(path []string, c *Column, lo, hi string) {
 	}
 	c.HasBounds = true
 	c.Lower, c.Upper = lo, hi
-}
-
-// sortedKeys returns the keys of m in the order they appear in the file (so
-// errors and ColumnOrder follow the file), falling back to name order.
-func sortedKeys[T any](root *yaml.Node, path string, m map[string]T) []string {
-	order := keyOrder(root, strings.Split(path, "\x00"))
-	seen := map[string]bool{}
-	var out []string
-	for _, k := range order {
-		if _, ok := m[k]; ok && !seen[k] {
-			out = append(out, k)
-			seen[k] = true
-		}
-	}
-	var rest []string
-	for k := range m {
-		if !seen[k] {
-			rest = append(rest, k)
-		}
-	}
-	sortStrings(rest)
-	return append(out, rest...)
-}
-
-func keyOrder(root *yaml.Node, path []string) []string {
-	n := root
-	if n == nil {
-		return nil
-	}
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		n = n.Content[0]
-	}
-	for _, key := range path {
-		if n.Kind != yaml.MappingNode {
-			return nil
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == key {
-				next = n.Content[i+1]
-				break
-			}
-		}
-		if next == nil {
-			return nil
-		}
-		n = next
-	}
-	if n.Kind != yaml.MappingNode {
-		return nil
-	}
-	var out []string
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		out = append(out, n.Content[i].Value)
-	}
-	return out
 }

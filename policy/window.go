@@ -3,9 +3,7 @@
 package policy
 
 import (
-	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -52,19 +50,6 @@ func (d *Dataset) TeamOf(analyst string) (*Team, bool) {
 		return nil, false
 	}
 	return d.Teams[n], true
-}
-
-// ParseWindow parses a window length: a number of days ("30d") or a Go
-// duration ("12h").
-func ParseWindow(s string) (time.Duration, error) {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days < 1 {
-			return 0, fmt.Errorf("%q is not a number of days", s)
-		}
-		return time.Duration(days) * 24 * time.Hour, nil
-	}
-	return time.ParseDuration(s)
 }
 
 // Window bounds: shorter than an hour is not a budget, longer than ten
@@ -197,12 +182,4 @@ func (v *validator) teams(raw map[string]*rawTeam, d *Dataset) {
 		sort.Strings(t.Members)
 		d.Teams[n] = t
 	}
-}
-
-// FormatWindow writes a window as a policy does: 30d, 12h.
-func FormatWindow(d time.Duration) string {
-	if d > 0 && d%(24*time.Hour) == 0 {
-		return strconv.FormatInt(int64(d/(24*time.Hour)), 10) + "d"
-	}
-	return d.String()
 }

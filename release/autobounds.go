@@ -3,7 +3,6 @@
 package release
 
 import (
-	"fmt"
 	"math"
 	"math/big"
 
@@ -163,14 +162,4 @@ func (ac *autoChoice) choose(vals []*big.Rat) (int, error) {
 		return 0, pgerr.New(pgerr.InternalError, "internal error while choosing contribution bounds").Wrap(err)
 	}
 	return i, nil
-}
-
-// autoText is the NOTICE's statement of the choice.
-func autoText(ac *autoChoice, i int, grouped bool) string {
-	where := "in each group"
-	if !grouped {
-		where = "in all"
-	}
-	return fmt.Sprintf("rows per unit: at most %d %s (chosen by DP among %d to %d, epsilon %s)",
-		ac.cands[i], where, ac.cands[0], ac.cands[len(ac.cands)-1], num(ac.sel.Epsilon()))
 }

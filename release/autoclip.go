@@ -3,12 +3,10 @@
 package release
 
 import (
-	"fmt"
 	"math"
 	"math/big"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -294,25 +292,6 @@ func covered(reserved, got []accountant.Event) bool {
 	}
 	return true
 }
-
-// clipText is the NOTICE's statement of the choice.
-func clipText(cc *clipChoice, res []clipResult, kept bool) string {
-	var parts []string
-	for i, col := range cc.clip.Columns {
-		r := res[i]
-		switch {
-		case kept || !r.changed:
-			parts = append(parts, fmt.Sprintf("%s clamped to [%s, %s] as declared", col.Column, boundNum(col.Lower), boundNum(col.Upper)))
-		default:
-			parts = append(parts, fmt.Sprintf("%s clamped to [%s, %s] (declared [%s, %s]; about %s units with values beyond, ±%s)",
-				col.Column, boundNum(r.bounds.Lower), boundNum(r.bounds.Upper), boundNum(col.Lower), boundNum(col.Upper), num(math.Round(r.beyond)), num(r.spread)))
-		}
-	}
-	return strings.Join(parts, ", ") + fmt.Sprintf(" (bounds chosen by DP, epsilon %s)", num(cc.lap.Epsilon()))
-}
-
-// boundNum writes a bound exactly (no rounding to significant digits).
-func boundNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
 
 // clipPlan plans the statement with the chosen bounds and returns it with
 // its mechanisms when its events are covered by the reserved ones (see

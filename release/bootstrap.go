@@ -4,6 +4,7 @@ package release
 
 import (
 	"context"
+	"errors"
 	"math"
 	"math/big"
 	"strconv"
@@ -198,4 +199,28 @@ func BoundUtilities(hist []int64, q float64) []*big.Rat {
 		out[j] = d.Neg(d)
 	}
 	return out
+}
+
+// upstreamError maps an upstream failure to one generic error. The text of
+// the upstream error is never forwarded: it could depend on the data.
+func upstreamError(ctx context.Context, err error) error {
+	if ctx.Err() != nil || isCancel(err) {
+		return pgerr.New(pgerr.QueryCanceled, "canceling statement: the DP query was cancelled or timed out").
+			WithDetail("The privacy budget for this query stays charged.").Wrap(err)
+	}
+	var pe *pgerr.Error
+	if errors.As(err, &pe) {
+		return pe
+	}
+	return pgerr.New(pgerr.SystemError, "the DP query could not be answered by the database").
+		WithDetail("The privacy budget for this query stays charged.").
+		WithHint("retry later; if it persists, ask the data steward to check the proxy log").Wrap(err)
+}
+
+func isCancel(err error) bool {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) {
+		return s.SQLState() == pgerr.QueryCanceled
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/pgemit"
-	"github.com/dpproxy/dpproxy/policy"
 )
 
 // calibration is what one release of a plan samples from and charges: the
@@ -226,47 +225,6 @@ func emitted(c *dpplan.Plan) (*dpplan.Plan, error) {
 	}
 	c.Fingerprint = dpplan.Fingerprint(c)
 	return c, nil
-}
-
-// CalibratedPlan returns plan as a release with parameters p runs it: its
-// quantile method applied and its SQL emitted for the calibrated
-// mechanisms (what EXPLAIN shows). Nothing is read or charged.
-func CalibratedPlan(ds *policy.Dataset, plan *dpplan.Plan, p Params) (*dpplan.Plan, error) {
-	cal, err := (&Releaser{}).calibrate(Request{Dataset: ds, Plan: plan, Epsilon: p.Epsilon, Delta: p.Delta,
-		Mechanism: p.Mechanism, QuantileMethod: p.QuantileMethod, Upstream: noUpstream{}})
-	if err != nil {
-		return nil, err
-	}
-	return cal.req.Plan, nil
-}
-
-// defaultQuantileDeltaShare is the share of the analyst's δ budget that a
-// smooth or ptr quantile query takes when the session has not set
-// dp.delta (issue 16: those methods failed until the analyst set δ by
-// hand): a tenth, so ten such queries fit in the budget's δ.
-const defaultQuantileDeltaShare = 0.1
-
-// QueryDelta is the δ of a query: p.Delta (the session's dp.delta), or,
-// when the session has not set it (explicit false, p.Delta 0) and the plan
-// has quantiles by a method that needs δ (smooth, ptr), a tenth of the
-// analyst's δ budget (0 when the budget has none: the query is then
-// refused with a hint). The δ used is charged and shown in the NOTICE
-// like any other.
-func QueryDelta(ds *policy.Dataset, analyst string, plan *dpplan.Plan, p Params, explicit bool) float64 {
-	if p.Delta > 0 || plan == nil || explicit {
-		return p.Delta
-	}
-	switch p.QuantileMethod {
-	case dpplan.QuantileSmooth, dpplan.QuantilePTR:
-	default:
-		return p.Delta
-	}
-	for _, m := range plan.Measures {
-		if m.Kind == dpplan.MeasureQuantile {
-			return ds.AnalystBudget(analyst).Delta * defaultQuantileDeltaShare
-		}
-	}
-	return p.Delta
 }
 
 // quantileMethodOf is the quantile method req applies to a plan whose

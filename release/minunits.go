@@ -3,7 +3,6 @@
 package release
 
 import (
-	"fmt"
 	"math/big"
 	"strings"
 
@@ -163,39 +162,6 @@ func parseUnits(s *string, integer bool) (*big.Rat, bool) {
 		return nil, false
 	}
 	return v, true
-}
-
-// minUnitsText is the NOTICE's statement of the rule (public figures and
-// the number of suppressed groups, a function of noisy counts only).
-func minUnitsText(k int, unit string, suppressed, groups int, how string) string {
-	if unit == "" {
-		unit = "units"
-	} else {
-		unit += "s"
-	}
-	return fmt.Sprintf("%d of %d groups suppressed (values NULL): fewer than about %d %s (min_units_per_cell %d, %s)",
-		suppressed, groups, k, unit, k, how)
-}
-
-// weightedUnitsText says, when groups are weighted (GroupsScale), that the
-// count is the bounded one: a unit in g > L0 groups counts L0/g in each,
-// so a group's count can be below its number of units and more groups
-// are suppressed than their units alone would make (never fewer).
-func weightedUnitsText(plan *dpplan.Plan, unit string) string {
-	if dpplan.GroupBounding(plan) != dpplan.GroupsScale {
-		return ""
-	}
-	if unit == "" {
-		unit = "unit"
-	}
-	return fmt.Sprintf("; each %s counts %d in all over its groups (%d/g in each of g > %d groups), so a count can be below the group's number of %ss",
-		unit, plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit, unit)
-}
-
-// describe is the count's mechanism for the NOTICE and EXPLAIN.
-func (c *cellCount) describe() string {
-	return fmt.Sprintf("noisy distinct units < %s, %s noise ±%s at 95%%, %s", c.min.RatString(), c.mech.Name(),
-		num(c.mech.HalfWidth(0.95)), costText(c.mech.Epsilon(), c.mech.Delta()))
 }
 
 // unitCounts removes the unit-count column (the last) from the upstream

@@ -3,7 +3,6 @@
 package release
 
 import (
-	"fmt"
 	"math"
 	"math/big"
 	"sort"
@@ -243,27 +242,6 @@ func (s *selection) events() []accountant.Event {
 		{Mechanism: s.mech.Name(), Epsilon: s.mech.Epsilon(), Delta: s.mech.Delta(), NoiseMultiplier: s.mech.NoiseMultiplier()},
 		{Mechanism: thresholdMechanism, Delta: s.delta},
 	}
-}
-
-// describe is the NOTICE/EXPLAIN text of the selection (public parameters
-// only).
-// selectionBoundText says what the intervals of a query with private keys
-// cover: such a plan keeps each unit in at most max_groups_per_unit of
-// its groups (dpplan/bounds.go: a hash order chooses them) and carries
-// no bias estimate (rewrite/bias.go), so the NOTICE says it plainly.
-func selectionBoundText(plan *dpplan.Plan) string {
-	return fmt.Sprintf("the intervals cover the bounded answer: each unit counts in at most %d of its groups, and what that removed is not estimated",
-		plan.MaxGroupsPerUnit)
-}
-
-func (s *selection) describe() string {
-	tau, _ := s.threshold.Float64()
-	rule := ""
-	if s.min > 0 {
-		rule = fmt.Sprintf(", at least min_units_per_cell %d", s.min)
-	}
-	return fmt.Sprintf("groups chosen by partition selection: kept if noisy distinct units ≥ %s (%s noise, ±%s at 95%%; threshold delta %s%s)",
-		num(tau), s.mech.Name(), num(s.mech.HalfWidth(0.95)), num(s.delta), rule)
 }
 
 // selectGroups reads the upstream rows of a plan with private keys (keys,

@@ -8,9 +8,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/policy"
 )
 
 // Everything in this file is post-processing of released (noisy) values and
@@ -766,4 +768,46 @@ func outputRange(o dpplan.Output, noisy []*big.Rat) (lo, hi *big.Rat) {
 		hi = sqrtRat(hi)
 	}
 	return lo, hi
+}
+
+// bucketValue is the released point of bucket j: its midpoint (for int and
+// date columns, of its integers; rounded down unless percentile_cont).
+// A function of public data (the grid) and j only.
+func bucketValue(ms dpplan.Measure, j int) *big.Rat {
+	q := ms.Quantile
+	lower, upper := new(big.Rat).SetFloat64(ms.Lower), new(big.Rat).SetFloat64(ms.Upper)
+	if q.Type == policy.TypeInt || q.Type == policy.TypeDate {
+		w := new(big.Rat).SetFloat64(q.Width)
+		lo := new(big.Rat).Mul(w, big.NewRat(int64(j), 1))
+		lo.Add(lo, lower)
+		hi := new(big.Rat).Add(lo, w)
+		hi.Sub(hi, big.NewRat(1, 1))
+		if hi.Cmp(upper) > 0 || j == q.Buckets-1 {
+			hi.Set(upper)
+		}
+		mid := new(big.Rat).Add(lo, hi)
+		mid.Quo(mid, big.NewRat(2, 1))
+		if !q.Cont {
+			mid.SetInt64(floorRatInt(mid))
+		}
+		return mid
+	}
+	// lower + (j + 1/2)·(upper − lower)/B
+	mid := new(big.Rat).Sub(upper, lower)
+	mid.Mul(mid, big.NewRat(2*int64(j)+1, 2*int64(q.Buckets)))
+	return mid.Add(mid, lower)
+}
+
+// quantileValue formats a released quantile as its output column's type
+// (NULL for a group refused by the PTR test).
+func quantileValue(o dpplan.Output, v *big.Rat) value {
+	if v == nil {
+		return value{null: true}
+	}
+	if o.PGType == "date" {
+		days := floorRatInt(v)
+		s := time.Unix(days*86400, 0).UTC().Format("2006-01-02")
+		return value{key: &s}
+	}
+	return value{num: v, decimals: 6}
 }

@@ -4,12 +4,10 @@ package release
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"math/big"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -352,123 +350,6 @@ func ceilRatInt(x *big.Rat) int64 {
 	neg := new(big.Rat).Neg(x)
 	return -floorRatInt(neg)
 }
-
-// bucketValue is the released point of bucket j: its midpoint (for int and
-// date columns, of its integers; rounded down unless percentile_cont).
-// A function of public data (the grid) and j only.
-func bucketValue(ms dpplan.Measure, j int) *big.Rat {
-	q := ms.Quantile
-	lower, upper := new(big.Rat).SetFloat64(ms.Lower), new(big.Rat).SetFloat64(ms.Upper)
-	if q.Type == policy.TypeInt || q.Type == policy.TypeDate {
-		w := new(big.Rat).SetFloat64(q.Width)
-		lo := new(big.Rat).Mul(w, big.NewRat(int64(j), 1))
-		lo.Add(lo, lower)
-		hi := new(big.Rat).Add(lo, w)
-		hi.Sub(hi, big.NewRat(1, 1))
-		if hi.Cmp(upper) > 0 || j == q.Buckets-1 {
-			hi.Set(upper)
-		}
-		mid := new(big.Rat).Add(lo, hi)
-		mid.Quo(mid, big.NewRat(2, 1))
-		if !q.Cont {
-			mid.SetInt64(floorRatInt(mid))
-		}
-		return mid
-	}
-	// lower + (j + 1/2)·(upper − lower)/B
-	mid := new(big.Rat).Sub(upper, lower)
-	mid.Mul(mid, big.NewRat(2*int64(j)+1, 2*int64(q.Buckets)))
-	return mid.Add(mid, lower)
-}
-
-// quantileValue formats a released quantile as its output column's type
-// (NULL for a group refused by the PTR test).
-func quantileValue(o dpplan.Output, v *big.Rat) value {
-	if v == nil {
-		return value{null: true}
-	}
-	if o.PGType == "date" {
-		days := floorRatInt(v)
-		s := time.Unix(days*86400, 0).UTC().Format("2006-01-02")
-		return value{key: &s}
-	}
-	return value{num: v, decimals: 6}
-}
-
-// quantileErrorText is the NOTICE's accuracy statement for a quantile
-// output.
-func quantileErrorText(o dpplan.Output, m *quantileMech, cost string) string {
-	switch m.q.Method {
-	case dpplan.QuantileSmooth:
-		return fmt.Sprintf("smooth sensitivity (beta %s): noise scale depends on the data, at most ±%s (%s, %s)",
-			num(m.q.Beta), num(m.HalfWidth(0.95)), o.Name, cost)
-	case dpplan.QuantilePTR:
-		return fmt.Sprintf("propose-test-release (bound %s, NULL where the test refused): ±%s (%s, %s)",
-			num(m.q.Bound), num(m.HalfWidth(0.95)), o.Name, cost)
-	}
-	// The utility is −|rank − q·n|: a bucket beyond the group's values is
-	// within R of the target rank once (1 − q)·n ≤ R (above) or q·n ≤ R
-	// (below), so a group of fewer than R/min(q, 1 − q) rows may get any
-	// value of the range, and MIN (q = 0) any value down to the lower bound.
-	// (No "; " here: it separates the NOTICE's parts.)
-	r := m.HalfWidth(0.95)
-	subject := quantileSubject(m.measure)
-	lo, hi := boundText(o, m.measure.Lower), boundText(o, m.measure.Upper)
-	head := "exponential mechanism: the released value is "
-	switch q := m.q.Q; {
-	case q <= 0:
-		return fmt.Sprintf("%sat most %s rows above the smallest in the order of %s, to the bucket width %s, and may lie anywhere down to %s (%s, %s)",
-			head, num(r), subject, exactNum(m.q.Width), lo, o.Name, cost)
-	case q >= 1:
-		return fmt.Sprintf("%sat most %s rows below the largest in the order of %s, to the bucket width %s, and may lie anywhere up to %s (%s, %s)",
-			head, num(r), subject, exactNum(m.q.Width), hi, o.Name, cost)
-	}
-	small := ""
-	if n := math.Ceil(r / math.Min(m.q.Q, 1-m.q.Q)); n >= 2 {
-		small = fmt.Sprintf(", or anywhere in [%s, %s] in a group of fewer than %s rows", lo, hi, num(n))
-	}
-	return fmt.Sprintf("%swithin ±%s rows of the true one in the order of %s, to the bucket width %s%s (%s, %s)",
-		head, num(r), subject, exactNum(m.q.Width), small, o.Name, cost)
-}
-
-// boundText writes a quantile measure's bound as its output prints: a
-// date column's bounds are days since 1970-01-01.
-func boundText(o dpplan.Output, x float64) string {
-	if o.PGType == "date" {
-		return time.Unix(int64(math.Floor(x))*86400, 0).UTC().Format("2006-01-02")
-	}
-	return exactNum(x)
-}
-
-// quantileExplain is the EXPLAIN line of a quantile measure.
-func quantileExplain(i int, m *quantileMech) string {
-	q := m.q
-	switch q.Method {
-	case dpplan.QuantileSmooth:
-		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (smooth sensitivity, Laplace noise of scale 2·S/epsilon, beta=%s, epsilon per group=%s, delta=%s, worst-case half_width_95=%s)",
-			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
-			num(q.Beta), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
-	case dpplan.QuantilePTR:
-		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (propose-test-release, bound=%s, test threshold=%s, epsilon per group=%s split test/release, delta=%s, half_width_95=%s if released)",
-			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
-			num(q.Bound), num(m.ptrThreshold), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
-	}
-	return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (exponential mechanism over %d buckets of width %s, utility −|rank − q·n|, rank sensitivity=%s, epsilon per group=%s, rank_error_95=%s)",
-		i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper), q.Buckets, exactNum(q.Width),
-		num(m.measure.LInf), num(m.groupEpsilon), num(m.HalfWidth(0.95)))
-}
-
-// quantileSubject names what a quantile measure orders: its column, or
-// "an expression" (rewrite/quantile_expr.go; the SQL line shows it).
-func quantileSubject(ms dpplan.Measure) string {
-	if ms.Expr != nil {
-		return "an expression"
-	}
-	return ms.Column
-}
-
-// exactNum prints a public constant (a bound, a bucket width) exactly.
-func exactNum(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 
 // releaseOrderStat releases a group by the smooth or ptr method from
 // "f;S" or "f;D" (pgemit/quantile_sql.go).

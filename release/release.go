@@ -7,15 +7,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"math"
 	"math/big"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
@@ -30,67 +26,6 @@ import (
 // of the key domains), so one query cannot make the proxy allocate without
 // bound.
 const maxGroups = 1_000_000
-
-// Upstream runs emitted SQL on the data database and returns every value as
-// text (NULL as nil). Implementations run it in a READ ONLY transaction with
-// a statement timeout. args, when given, are the values of the SQL's bind
-// parameters $1, $2, … (Plan.QueryArgs: the sample-and-aggregate key,
-// which is never part of the SQL text); implementations must send them as
-// parameters of the extended protocol, never interpolate them into the
-// text, and never log them.
-type Upstream interface {
-	Query(ctx context.Context, sql string, args ...any) ([][]*string, error)
-}
-
-// Planner plans a statement again with the clamping bounds release chose
-// by DP (dp.clipping = auto): the statement and options of p.Clip
-// (dpplan.AutoClip.Statement), under ds with the chosen bounds
-// (dpplan.WithClipBounds). rewrite.Replan implements it; release itself
-// never sees the parser.
-type Planner func(ds *policy.Dataset, p *dpplan.Plan, bounds []dpplan.ClipBounds) (*dpplan.Plan, error)
-
-// Config configures a Releaser.
-type Config struct {
-	Ledger accountant.Store
-	// Planner, when not nil, lets automatic clipping answer with the
-	// bounds it chose; without it the declared bounds are kept (the
-	// choice is still charged and reported).
-	Planner Planner
-	// CacheBytes bounds the in-memory answer cache in front of the
-	// ledger's (cache.go); 0 means 32 MiB, a negative value turns the
-	// in-memory cache off (the ledger's cache still answers).
-	CacheBytes int
-}
-
-// Releaser is the one path that turns a plan into released numbers:
-// reserve → run → noise → record. Safe for concurrent use.
-type Releaser struct {
-	ledger  accountant.Store
-	planner Planner
-	// answers (nil when off) and statuses: see cache.go.
-	answers  *answerCache
-	statuses *statusCache
-	// localSuspended holds the analyst/dataset pairs whose incident the
-	// ledger could not record (incident.go).
-	localSuspended sync.Map
-	// testOnlyRand, when set, replaces crypto/rand in every mechanism.
-	testOnlyRand io.Reader
-}
-
-// New returns a Releaser.
-func New(cfg Config) (*Releaser, error) {
-	if cfg.Ledger == nil {
-		return nil, errors.New("release: a ledger is required")
-	}
-	r := &Releaser{ledger: cfg.Ledger, planner: cfg.Planner, statuses: newStatusCache()}
-	switch {
-	case cfg.CacheBytes == 0:
-		r.answers = newAnswerCache(defaultCacheBytes)
-	case cfg.CacheBytes > 0:
-		r.answers = newAnswerCache(cfg.CacheBytes)
-	}
-	return r, nil
-}
 
 // Request is one DP query of one analyst.
 type Request struct {
@@ -125,53 +60,6 @@ type Request struct {
 	// others' load is an availability failure, not the analyst's incident
 	// (incident.go).
 	Contended func() bool
-}
-
-// Params are the privacy parameters of one query, as the session set
-// them (Explain; Run reads the same fields of its Request).
-type Params struct {
-	Epsilon, Delta            float64
-	Mechanism, QuantileMethod string
-}
-
-// Column is one result column.
-type Column struct {
-	Name   string
-	PGType string // "int8", "numeric", "text", "int4", "date", "bool"
-}
-
-// Result is a released answer.
-type Result struct {
-	Columns []Column
-	Rows    [][]*string // text values, NULL as nil
-	// Notice is the text of the NOTICE sent with the rows: cost, remaining
-	// budget, 95% error half-width per column.
-	Notice string
-	// Errors is the NOTICE's part on the answer's error: the half-widths,
-	// the bias, the bounds chosen, as "; "-separated parts.
-	Errors string
-	// Widths is the 95% half-width of each cell, aligned with Rows (nil
-	// where there is none: group keys, NULL cells, expressions without a
-	// bound, the exponential quantile method's ranks); nil for answers
-	// recorded before widths were kept.
-	Widths [][]*string
-	// ReservationID is the ledger row of this answer (of the earlier
-	// answer, when Cached).
-	ReservationID int64
-	// Cached is true when the answer is an earlier released answer of the
-	// same query, returned at no cost.
-	Cached bool
-	// Cost is what the answer added to the analyst's composed spending
-	// (zero when Cached), and Fingerprint the charge's fingerprint in the
-	// ledger (the answer cache key): for the audit log and metrics.
-	Cost        accountant.Spent
-	Fingerprint string
-	// ReadyAt is when the answer was computed, before it waited for its
-	// publish time (Request.PublishAt): the proxy pads the answer to the
-	// step of the time ladder this moment reached (PadUntil), not to the
-	// moment Run returned, which is after the publish time and the ledger
-	// write. Zero for a cached answer.
-	ReadyAt time.Time
 }
 
 // storedAnswer is what the ledger keeps of a released answer: exactly what
@@ -447,79 +335,6 @@ func cacheKey(req Request) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// cached returns the stored answer of an earlier identical query, if any:
-// from memory, else from the ledger (then kept in memory). The rows of a
-// cached Result are shared with the cache and must not be modified.
-func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result, bool, error) {
-	ak := answerKeyOf(req, key)
-	sa, ok := r.answers.get(ak)
-	if !ok {
-		answer, found, err := r.ledger.Cached(ctx, req.Dataset.Name, key, req.Dataset.Version)
-		if err != nil || !found {
-			return nil, false, err
-		}
-		sa = &storedAnswer{}
-		if err := json.Unmarshal(answer, sa); err != nil {
-			// An unreadable entry is not an answer: charge and answer afresh.
-			return nil, false, nil
-		}
-	}
-	if len(sa.Columns) != len(req.Plan.Outputs) {
-		return nil, false, nil
-	}
-	if !ok {
-		r.answers.put(ak, sa)
-	}
-	sk := statusKeyOf(req)
-	se, fresh := r.statuses.get(sk)
-	if !fresh {
-		st, err := r.ledger.Status(ctx, req.Analyst, req.Dataset)
-		if err != nil {
-			return nil, false, err
-		}
-		se = r.statuses.put(sk, st)
-	}
-	return cachedResult(sa, se, key), true, nil
-}
-
-// remembered is cached without I/O: the answer and the budget figure of
-// its NOTICE both in memory (the figure fresh), or not found.
-func (r *Releaser) remembered(req Request, key string) (*Result, bool) {
-	sa, ok := r.answers.get(answerKeyOf(req, key))
-	if !ok || len(sa.Columns) != len(req.Plan.Outputs) {
-		return nil, false
-	}
-	se, fresh := r.statuses.get(statusKeyOf(req))
-	if !fresh {
-		return nil, false
-	}
-	return cachedResult(sa, se, key), true
-}
-
-func cachedResult(sa *storedAnswer, se statusEntry, key string) *Result {
-	return &Result{Columns: sa.Columns, Rows: sa.Rows, Widths: sa.Widths, Cached: true, Fingerprint: key,
-		Notice: se.notice(sa.Errors), Errors: sa.Errors}
-}
-
-// Remembered answers req as Run would from the answer cache when both the
-// answer and the budget figure of its NOTICE are in this process's
-// memory: no I/O, nothing charged, nothing run, and cheap enough to call
-// on the session's own goroutine before starting a release (issue 15:
-// the goroutine, its stack growth and the key's formatting were a third
-// of a cached answer's CPU). Otherwise it reports false and Run answers.
-//
-// It checks what Run checks before its cache lookup, except groupKeys
-// (and the sample-and-aggregate plan's shape): they are functions of the
-// plan and the policy, whose fingerprint and version are part of the key,
-// and the answer under that key was released by a Run that passed them
-// (this process's, or an earlier one's, loaded from the ledger).
-func (r *Releaser) Remembered(req Request) (*Result, bool) {
-	if req.NoCache || checkRequest(req) != nil || r.suspendedHere(req) != nil {
-		return nil, false
-	}
-	return r.remembered(req, cacheKey(req))
-}
-
 // record stores a released answer on its reservation; only a recorded
 // answer enters the in-memory cache. The budget figure after the charge
 // refreshes the one the NOTICEs of cached answers use.
@@ -555,14 +370,6 @@ func waitPublish(ctx context.Context, req Request) bool {
 		}
 	}
 	return true
-}
-
-func answerKeyOf(req Request, key string) answerKey {
-	return answerKey{dataset: req.Dataset.Name, version: req.Dataset.Version, key: key}
-}
-
-func statusKeyOf(req Request) statusKey {
-	return statusKey{analyst: req.Analyst, dataset: req.Dataset.Name, version: req.Dataset.Version}
 }
 
 func checkRequest(req Request) error {
@@ -897,35 +704,6 @@ func collect(plan *dpplan.Plan, groups [][]string, rows [][]*string) (values [][
 		}
 	}
 	return values, raw, nil
-}
-
-// upstreamError maps an upstream failure to one generic error. The text of
-// the upstream error is never forwarded: it could depend on the data.
-func upstreamError(ctx context.Context, err error) error {
-	if ctx.Err() != nil || isCancel(err) {
-		return pgerr.New(pgerr.QueryCanceled, "canceling statement: the DP query was cancelled or timed out").
-			WithDetail("The privacy budget for this query stays charged.").Wrap(err)
-	}
-	var pe *pgerr.Error
-	if errors.As(err, &pe) {
-		return pe
-	}
-	return pgerr.New(pgerr.SystemError, "the DP query could not be answered by the database").
-		WithDetail("The privacy budget for this query stays charged.").
-		WithHint("retry later; if it persists, ask the data steward to check the proxy log").Wrap(err)
-}
-
-func isCancel(err error) bool {
-	var s interface{ SQLState() string }
-	if errors.As(err, &s) {
-		return s.SQLState() == pgerr.QueryCanceled
-	}
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// String formats a Result for debugging (column names and row count only).
-func (r *Result) String() string {
-	return fmt.Sprintf("release.Result{%d columns, %d rows}", len(r.Columns), len(r.Rows))
 }
 
 // eventsOf are the ledger events of a query's measurements, its partition

@@ -1,0 +1,292 @@
+// Not in the privacy-critical set (docs/ARCHITECTURE.md): the NOTICE and
+// EXPLAIN text of public parameters and of values already noised; a bug here
+// makes a message wrong, never a release larger than its charge.
+
+package release
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// autoText is the NOTICE's statement of the choice.
+func autoText(ac *autoChoice, i int, grouped bool) string {
+	where := "in each group"
+	if !grouped {
+		where = "in all"
+	}
+	return fmt.Sprintf("rows per unit: at most %d %s (chosen by DP among %d to %d, epsilon %s)",
+		ac.cands[i], where, ac.cands[0], ac.cands[len(ac.cands)-1], num(ac.sel.Epsilon()))
+}
+
+// clipText is the NOTICE's statement of the choice.
+func clipText(cc *clipChoice, res []clipResult, kept bool) string {
+	var parts []string
+	for i, col := range cc.clip.Columns {
+		r := res[i]
+		switch {
+		case kept || !r.changed:
+			parts = append(parts, fmt.Sprintf("%s clamped to [%s, %s] as declared", col.Column, boundNum(col.Lower), boundNum(col.Upper)))
+		default:
+			parts = append(parts, fmt.Sprintf("%s clamped to [%s, %s] (declared [%s, %s]; about %s units with values beyond, ±%s)",
+				col.Column, boundNum(r.bounds.Lower), boundNum(r.bounds.Upper), boundNum(col.Lower), boundNum(col.Upper), num(math.Round(r.beyond)), num(r.spread)))
+		}
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf(" (bounds chosen by DP, epsilon %s)", num(cc.lap.Epsilon()))
+}
+
+// boundNum writes a bound exactly (no rounding to significant digits).
+func boundNum(x float64) string { return strconv.FormatFloat(x, 'f', -1, 64) }
+
+// selectionBoundText says what the intervals of a query with private keys
+// cover: such a plan keeps each unit in at most max_groups_per_unit of
+// its groups (dpplan/bounds.go: a hash order chooses them) and carries
+// no bias estimate (rewrite/bias.go), so the NOTICE says it plainly.
+func selectionBoundText(plan *dpplan.Plan) string {
+	return fmt.Sprintf("the intervals cover the bounded answer: each unit counts in at most %d of its groups, and what that removed is not estimated",
+		plan.MaxGroupsPerUnit)
+}
+
+// describe is the NOTICE/EXPLAIN text of the selection (public parameters
+// only).
+func (s *selection) describe() string {
+	tau, _ := s.threshold.Float64()
+	rule := ""
+	if s.min > 0 {
+		rule = fmt.Sprintf(", at least min_units_per_cell %d", s.min)
+	}
+	return fmt.Sprintf("groups chosen by partition selection: kept if noisy distinct units ≥ %s (%s noise, ±%s at 95%%; threshold delta %s%s)",
+		num(tau), s.mech.Name(), num(s.mech.HalfWidth(0.95)), num(s.delta), rule)
+}
+
+// minUnitsText is the NOTICE's statement of the rule (public figures and
+// the number of suppressed groups, a function of noisy counts only).
+func minUnitsText(k int, unit string, suppressed, groups int, how string) string {
+	if unit == "" {
+		unit = "units"
+	} else {
+		unit += "s"
+	}
+	return fmt.Sprintf("%d of %d groups suppressed (values NULL): fewer than about %d %s (min_units_per_cell %d, %s)",
+		suppressed, groups, k, unit, k, how)
+}
+
+// weightedUnitsText says, when groups are weighted (GroupsScale), that the
+// count is the bounded one: a unit in g > L0 groups counts L0/g in each,
+// so a group's count can be below its number of units and more groups
+// are suppressed than their units alone would make (never fewer).
+func weightedUnitsText(plan *dpplan.Plan, unit string) string {
+	if dpplan.GroupBounding(plan) != dpplan.GroupsScale {
+		return ""
+	}
+	if unit == "" {
+		unit = "unit"
+	}
+	return fmt.Sprintf("; each %s counts %d in all over its groups (%d/g in each of g > %d groups), so a count can be below the group's number of %ss",
+		unit, plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit, unit)
+}
+
+// describe is the count's mechanism for the NOTICE and EXPLAIN.
+func (c *cellCount) describe() string {
+	return fmt.Sprintf("noisy distinct units < %s, %s noise ±%s at 95%%, %s", c.min.RatString(), c.mech.Name(),
+		num(c.mech.HalfWidth(0.95)), costText(c.mech.Epsilon(), c.mech.Delta()))
+}
+
+// quantileErrorText is the NOTICE's accuracy statement for a quantile
+// output.
+func quantileErrorText(o dpplan.Output, m *quantileMech, cost string) string {
+	switch m.q.Method {
+	case dpplan.QuantileSmooth:
+		return fmt.Sprintf("smooth sensitivity (beta %s): noise scale depends on the data, at most ±%s (%s, %s)",
+			num(m.q.Beta), num(m.HalfWidth(0.95)), o.Name, cost)
+	case dpplan.QuantilePTR:
+		return fmt.Sprintf("propose-test-release (bound %s, NULL where the test refused): ±%s (%s, %s)",
+			num(m.q.Bound), num(m.HalfWidth(0.95)), o.Name, cost)
+	}
+	// The utility is −|rank − q·n|: a bucket beyond the group's values is
+	// within R of the target rank once (1 − q)·n ≤ R (above) or q·n ≤ R
+	// (below), so a group of fewer than R/min(q, 1 − q) rows may get any
+	// value of the range, and MIN (q = 0) any value down to the lower bound.
+	// (No "; " here: it separates the NOTICE's parts.)
+	r := m.HalfWidth(0.95)
+	subject := quantileSubject(m.measure)
+	lo, hi := boundText(o, m.measure.Lower), boundText(o, m.measure.Upper)
+	head := "exponential mechanism: the released value is "
+	switch q := m.q.Q; {
+	case q <= 0:
+		return fmt.Sprintf("%sat most %s rows above the smallest in the order of %s, to the bucket width %s, and may lie anywhere down to %s (%s, %s)",
+			head, num(r), subject, exactNum(m.q.Width), lo, o.Name, cost)
+	case q >= 1:
+		return fmt.Sprintf("%sat most %s rows below the largest in the order of %s, to the bucket width %s, and may lie anywhere up to %s (%s, %s)",
+			head, num(r), subject, exactNum(m.q.Width), hi, o.Name, cost)
+	}
+	small := ""
+	if n := math.Ceil(r / math.Min(m.q.Q, 1-m.q.Q)); n >= 2 {
+		small = fmt.Sprintf(", or anywhere in [%s, %s] in a group of fewer than %s rows", lo, hi, num(n))
+	}
+	return fmt.Sprintf("%swithin ±%s rows of the true one in the order of %s, to the bucket width %s%s (%s, %s)",
+		head, num(r), subject, exactNum(m.q.Width), small, o.Name, cost)
+}
+
+// boundText writes a quantile measure's bound as its output prints: a
+// date column's bounds are days since 1970-01-01.
+func boundText(o dpplan.Output, x float64) string {
+	if o.PGType == "date" {
+		return time.Unix(int64(math.Floor(x))*86400, 0).UTC().Format("2006-01-02")
+	}
+	return exactNum(x)
+}
+
+// quantileExplain is the EXPLAIN line of a quantile measure.
+func quantileExplain(i int, m *quantileMech) string {
+	q := m.q
+	switch q.Method {
+	case dpplan.QuantileSmooth:
+		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (smooth sensitivity, Laplace noise of scale 2·S/epsilon, beta=%s, epsilon per group=%s, delta=%s, worst-case half_width_95=%s)",
+			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
+			num(q.Beta), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
+	case dpplan.QuantilePTR:
+		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (propose-test-release, bound=%s, test threshold=%s, epsilon per group=%s split test/release, delta=%s, half_width_95=%s if released)",
+			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
+			num(q.Bound), num(m.ptrThreshold), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
+	}
+	return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (exponential mechanism over %d buckets of width %s, utility −|rank − q·n|, rank sensitivity=%s, epsilon per group=%s, rank_error_95=%s)",
+		i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper), q.Buckets, exactNum(q.Width),
+		num(m.measure.LInf), num(m.groupEpsilon), num(m.HalfWidth(0.95)))
+}
+
+// quantileSubject names what a quantile measure orders: its column, or
+// "an expression" (rewrite/quantile_expr.go; the SQL line shows it).
+func quantileSubject(ms dpplan.Measure) string {
+	if ms.Expr != nil {
+		return "an expression"
+	}
+	return ms.Column
+}
+
+// exactNum prints a public constant (a bound, a bucket width) exactly.
+func exactNum(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+
+// sampleAggNote is the NOTICE's account of the mechanism: k, or per
+// group the k chosen (as "k=64 for 3 groups, k=2 for 1 group", largest k
+// first).
+func sampleAggNote(sa *dpplan.SampleAgg, plan *dpplan.Plan, ks []int) string {
+	how := "fixed by dp.sample_blocks"
+	if sa.CountMeasure >= 0 {
+		how = fmt.Sprintf("chosen from a noisy unit count, about %d units per block", sa.BlockUnits)
+	}
+	if len(plan.Keys) == 0 {
+		return fmt.Sprintf("sample-and-aggregate over k=%d blocks (%s; each block's answer clipped to the output range)", ks[0], how)
+	}
+	n := map[int]int{}
+	for _, k := range ks {
+		n[k]++
+	}
+	var parts []string
+	for i := len(sa.Levels) - 1; i >= 0; i-- {
+		k := sa.Levels[i]
+		switch c := n[k]; {
+		case c == 1:
+			parts = append(parts, fmt.Sprintf("k=%d for 1 group", k))
+		case c > 1:
+			parts = append(parts, fmt.Sprintf("k=%d for %d groups", k, c))
+		}
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no group released")
+	}
+	groups := "groups without data answer the midpoint plus noise"
+	if plan.PrivateGroups() {
+		groups = "groups chosen by DP partition selection: released iff their noisy unit count reaches the threshold"
+	}
+	return fmt.Sprintf("sample-and-aggregate per group over k blocks (%s; %s; each block's answer clipped to the output range; %s)",
+		strings.Join(parts, ", "), how, groups)
+}
+
+// explainSampleAgg is Explain for a sample-and-aggregate plan: the same
+// mechanisms Run would build (never sampled), the rule for k and the SQL
+// with the secret key redacted.
+func explainSampleAgg(cal *calibration) ([]Column, [][]*string, error) {
+	req := cal.req
+	plan, sa := req.Plan, req.Plan.SampleAgg
+	count, stats, tau := cal.saCount, cal.saStats, cal.saTau
+	var lines []string
+	add := func(format string, args ...any) { lines = append(lines, fmt.Sprintf(format, args...)) }
+	var eps, del float64
+	for _, m := range append([]noise.Mechanism{count}, mechs(stats)...) {
+		if m != nil {
+			eps += m.Epsilon()
+			del += m.Delta()
+		}
+	}
+	if tau != nil {
+		del += saThresholdDelta(req)
+	}
+	add("DP Sample-and-aggregate on %s.%s  (mechanism=%s statistics=%d)", plan.Dataset, plan.Table, req.Mechanism, len(stats))
+	cost := fmt.Sprintf("  Cost: epsilon=%s", num(eps))
+	if del > 0 {
+		cost += fmt.Sprintf(" delta=%s", num(del))
+	}
+	lines = append(lines, cost+" (the accountant may charge less under its composition)")
+	per := ""
+	if tau != nil {
+		per = " per group"
+		f, _ := tau.Float64()
+		add("  Groups: from the data, by DP partition selection: a group is released iff its noisy count of distinct units is ≥ %s (threshold delta=%s); a unit counts in at most L0=%d groups, so the noise is calibrated to %s = %s·(u−l)/k",
+			num(f), num(saThresholdDelta(req)), plan.MaxGroupsPerUnit, sensName(req.Mechanism), map[bool]string{true: "√L0", false: "L0"}[req.Mechanism == policy.MechanismGaussian])
+	} else if len(plan.Keys) > 0 {
+		per = " per group"
+		add("  Groups: every combination of the keys' public values (absent groups answer the midpoint plus noise); a unit counts in at most L0=%d of them, so the noise is calibrated to %s = %s·(u−l)/k", plan.MaxGroupsPerUnit,
+			sensName(req.Mechanism), map[bool]string{true: "√L0", false: "L0"}[req.Mechanism == policy.MechanismGaussian])
+	}
+	if count != nil && len(sa.Levels) == 1 {
+		purpose := "partition selection"
+		if plan.MinUnits > 0 {
+			purpose = "min_units_per_cell"
+		}
+		add("  Blocks: k=%d (SET dp.sample_blocks); a noisy count of distinct units%s (epsilon=%s, half_width_95=%s) for %s", sa.Levels[0],
+			per, num(count.Epsilon()), num(count.HalfWidth(0.95)), purpose)
+	} else if count != nil {
+		add("  Blocks: k chosen%s at run time from a noisy count of distinct units (epsilon=%s, half_width_95=%s): the largest k in %v with k·%d ≤ count, else %d",
+			per, num(count.Epsilon()), num(count.HalfWidth(0.95)), sa.Levels, sa.BlockUnits, sa.Levels[0])
+	} else {
+		add("  Blocks: k=%d (SET dp.sample_blocks)", sa.Levels[0])
+	}
+	if plan.MinUnits > 0 {
+		add("  Minimum units per cell: a group whose noisy count of distinct units (the count above) is below min_units_per_cell=%d is %s (post-processing)",
+			plan.MinUnits, map[bool]string{true: "not released", false: "released with NULL statistics"}[tau != nil])
+	}
+	add("  Units are split into the k blocks by HMAC-SHA-256 of the unit under the dataset's secret key; each unit is in exactly one block")
+	l0 := float64(plan.MaxGroupsPerUnit)
+	if req.Mechanism == policy.MechanismGaussian {
+		l0 = math.Sqrt(l0)
+	}
+	for _, o := range plan.Outputs {
+		if o.Kind != dpplan.OutputSampleAgg {
+			continue
+		}
+		m := stats[o.Measure]
+		line := fmt.Sprintf("  Output %s (%s): %s per block%s, clipped to [%s, %s] (empty or NULL blocks count as %s), averaged over k blocks; sensitivity (u−l)/k = %s/k, noise_scale=%s/k",
+			o.Name, o.PGType, m.measure.Column, per, num(o.Lower), num(o.Upper), num(dpplan.SampleMid(o.Lower, o.Upper)),
+			num(m.measure.LInf), num(m.mech.NoiseMultiplier()*m.measure.LInf*l0))
+		if count == nil {
+			line += fmt.Sprintf(" (half_width_95=%s)", num(m.mech.HalfWidth(0.95)/float64(sa.Levels[0])))
+		} else {
+			line += fmt.Sprintf(" (half_width_95=%s/k)", num(m.mech.HalfWidth(0.95)))
+		}
+		lines = append(lines, line)
+	}
+	add("  SQL: %s", plan.RedactedSQL())
+	rows := make([][]*string, len(lines))
+	for i := range lines {
+		rows[i] = []*string{&lines[i]}
+	}
+	return []Column{ExplainColumn}, rows, nil
+}
