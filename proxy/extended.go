@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -424,12 +425,14 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 		d.paramOIDs, d.fields = sd.ParamOIDs, sd.Fields
 	case pgsql.RouteDP:
 		var shadowFields []pgconn.FieldDescription
+		var shadowErr error
 		if ps.nParams > 0 {
 			// The shadow has the same schema: let PostgreSQL infer the
 			// types of the parameters the client left unspecified.
 			if sd, err := c.describeShadow(sctx, ps.text, ps.parseOIDs); err == nil {
 				d.paramOIDs, shadowFields = sd.ParamOIDs, sd.Fields
 			} else {
+				shadowErr = err
 				c.log.Debug("shadow could not describe a DP statement", zap.Error(err))
 				for i, o := range d.paramOIDs {
 					if o == 0 {
@@ -457,6 +460,13 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 			for i, f := range shadowFields {
 				d.cols[i] = column{name: f.Name, oid: dpTypeOf(f.DataTypeOID)}
 			}
+		case invalidInPostgres(shadowErr):
+			// PostgreSQL itself rejects the statement (the shadow has the
+			// schema and no rows): its error, not the plan's error about
+			// the placeholder values above, which the client never sent
+			// (SQLAlchemy's asyncpg dialect binds date_trunc($1, …) and
+			// GROUP BY date_trunc($4, …): 42803, not 22007 about '').
+			return nil, statementError(sctx, shadowErr)
 		default:
 			return nil, dpError(sctx, err, c.log)
 		}
@@ -530,6 +540,14 @@ func dummyLiteral(oid uint32) string {
 	return "''"
 }
 
+// invalidInPostgres reports whether err is PostgreSQL's rejection of a
+// statement's text by its schema alone (class 42: syntax, names, grouping;
+// privileges aside, which the shadow's role does not share).
+func invalidInPostgres(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "42") && pe.Code != "42501"
+}
+
 // dpTypeOf maps a column type to the type a DP answer of it has.
 func dpTypeOf(oid uint32) uint32 {
 	switch oid {
@@ -539,7 +557,10 @@ func dpTypeOf(oid uint32) uint32 {
 		return oidInt8
 	case oidNumeric, oidFloat4, oidFloat8:
 		return oidNumeric
-	case oidBool, oidDate:
+	case oidBool, oidDate, oidTimestamp, oidTimestamptz:
+		// date_trunc of a date column is a timestamptz key, as in
+		// PostgreSQL: described as text, its binary value was read as
+		// text (asyncpg, date_trunc($1::varchar, visit_date) … GROUP BY 1).
 		return oid
 	}
 	return oidText

@@ -38,7 +38,8 @@ func TestRewrite_KeywordLabels(t *testing.T) {
 }
 
 // TestRewrite_FetchFirst: FETCH {FIRST|NEXT} [n] {ROW|ROWS} ONLY is LIMIT n
-// (BI tools write it); the plan equals the LIMIT one's.
+// (BI tools write it), and so is LIMIT n::integer (SQLAlchemy's asyncpg
+// dialect binds LIMIT $1::integer); the plan equals the LIMIT one's.
 func TestRewrite_FetchFirst(t *testing.T) {
 	t.Parallel()
 	ds := loadHospital(t)
@@ -53,6 +54,8 @@ func TestRewrite_FetchFirst(t *testing.T) {
 	}
 	for q, w := range map[string]*Plan{
 		base + " FETCH FIRST 3 ROWS ONLY":              want,
+		base + " LIMIT 3::integer":                     want,
+		base + " LIMIT 3::int8 OFFSET 0::int4":         nil,
 		base + " fetch next 3 row only":                want,
 		base + " FETCH FIRST ROW ONLY":                 one,
 		base + " OFFSET 0 ROWS FETCH NEXT 3 ROWS ONLY": nil,
@@ -71,6 +74,8 @@ func TestRewrite_FetchFirst(t *testing.T) {
 		base + " LIMIT 2 FETCH FIRST 3 ROWS ONLY": pgerr.SyntaxError,
 		base + " FETCH FIRST 3 ROWS":              pgerr.SyntaxError,
 		base + " FETCH FIRST three ROWS ONLY":     pgerr.FeatureNotSupported,
+		base + " LIMIT 3::text":                   pgerr.FeatureNotSupported,
+		base + " LIMIT 3.5::integer":              pgerr.FeatureNotSupported,
 	} {
 		_, err := Rewrite(ds, q)
 		if pe, ok := pgerr.As(err); !ok || pe.Code != code || pe.Hint == "" {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
+	"github.com/dpproxy/dpproxy/policy"
 )
 
 // Passes over the normalizer's pieces: IS [NOT] DISTINCT FROM, rendering
@@ -226,6 +227,20 @@ func (n *normalized) limitTail(toks []pgsql.Token) error {
 				WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("write %s 10", what)
 		}
 		i++
+		// A cast of the count to an integer type, as clients that bind it
+		// write it (SQLAlchemy's asyncpg dialect: LIMIT $1::integer),
+		// means the count itself.
+		if i+1 < len(toks) && toks[i].IsPunct("::") {
+			typ, k, err := castType(src, toks, i+1)
+			if err != nil {
+				return nil, err
+			}
+			if typ != policy.TypeInt || strings.Contains(t.Val, ".") || strings.ContainsAny(t.Val, "eE") {
+				return nil, pgerr.New(pgerr.FeatureNotSupported, "%s must be an integer literal", what).
+					WithPosition(pgsql.CharPos(src, toks[i].Pos)).WithHint("write %s 10, or %s 10::integer", what, what)
+			}
+			i = k
+		}
 		return &literal{kind: litNumber, val: neg + t.Val, pos: t.Pos}, nil
 	}
 	for i < len(toks) {
