@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest"
 )
 
 // The client corpus (issue 31, item 3): the SQL that real clients generate
@@ -24,6 +26,9 @@ import (
 //     protocol) and its asyncpg dialect (server-side $n::type parameters
 //     through the extended protocol, binary results):
 //     testdata/drivers/sqlalchemy_corpus.py.
+//   - knex and kysely (from npm) over node-postgres, which binds their
+//     values ($1, …; knex's LIMIT too) through the extended protocol:
+//     testdata/drivers/knex_corpus.js.
 //
 // Each client prints, per statement, the SQL exactly as it went to the
 // driver (and the text the driver sent), the rows and the NOTICEs it
@@ -45,6 +50,7 @@ type corpusCase struct {
 	keys   int
 	refuse string // the SQLSTATE, when the statement is refused
 	why    string // why it is refused
+	free   bool   // public values, answered at no cost: keys only
 }
 
 // clientOut is one line a corpus client prints.
@@ -126,6 +132,26 @@ func sqlalchemyCorpus(dialect string) map[string]corpusCase {
 		"ORM query: avg cost by department":            {truth: visitsSumBounded("department", "cost", 0, 20000, "department <> 'pediatrics'", true), keys: 1},
 		"row-level select":                             {refuse: "42501", why: "rows of one patient are not an aggregate"},
 	}
+}
+
+// knexCorpus: the truths of knex_corpus.js's statements, by name.
+func knexCorpus(builder string) map[string]corpusCase {
+	c := map[string]corpusCase{
+		"count by department":                {truth: boundedCount("visits", "department", ""), keys: 1},
+		"avg birth_year by region, filtered": {truth: `SELECT region, avg(birth_year) FROM patients WHERE birth_year >= 1950 GROUP BY 1`, keys: 1},
+		"monthly visits, date_trunc":         {truth: boundedCount("visits", "date_trunc('month', visit_date)::date", "visit_date BETWEEN '2024-01-01' AND '2024-06-30'"), keys: 1},
+		"top 3 departments":                  {truth: boundedCount("visits", "department", ""), keys: 1},
+		"IN filter, expanding parameters":    {truth: boundedCount("visits", "department", "department IN ('cardiology', 'oncology', 'neurology')"), keys: 1},
+		"visits by sex, join":                {truth: boundedCount("visits JOIN patients USING (patient_id)", "sex", "age >= 18"), keys: 1},
+	}
+	if builder == "knex" {
+		c["sum length_of_stay by department, date range"] = corpusCase{truth: visitsSumBounded("department", "length_of_stay", 0, 60, "visit_date >= '2023-01-01' AND visit_date < '2024-01-01'", false), keys: 1}
+		c["count(distinct patient_id) by department"] = corpusCase{truth: distinctUnitsBounded("department"), keys: 1}
+		c["avg cost by department"] = corpusCase{truth: visitsSumBounded("department", "cost", 0, 20000, "department <> 'pediatrics'", true), keys: 1}
+		c["distinct departments"] = corpusCase{truth: `SELECT DISTINCT department FROM visits`, keys: 1, free: true}
+		c["row-level select"] = corpusCase{refuse: "42501", why: "rows of one patient are not an aggregate"}
+	}
+	return c
 }
 
 // corpusProxy starts a proxy whose analysts have a budget of 100 (the
@@ -235,6 +261,17 @@ func checkCorpus(t *testing.T, ctx context.Context, client, out string, cases ma
 		for _, r := range truth {
 			byKey[strings.Join(r.vals[:bc.keys], "|")] = r.vals[bc.keys:]
 		}
+		if bc.free {
+			for _, r := range o.Rows {
+				if len(r) != 1 || r[0] == nil || byKey[*r[0]] == nil {
+					t.Errorf("%s: a released row is not a true value", label)
+				}
+			}
+			if len(o.Rows) != len(truth) {
+				t.Errorf("%s: %d values, the truth has %d", label, len(o.Rows), len(truth))
+			}
+			continue
+		}
 		byCol, byGroup := noticeHalfWidths(o.Notices)
 		if len(o.Rows) == 0 || len(byCol) == 0 {
 			t.Errorf("%s: %d rows, NOTICEs %q", label, len(o.Rows), o.Notices)
@@ -321,6 +358,38 @@ func TestClientCorpus_SQLAlchemy(t *testing.T) {
 		t.Errorf("%d values outside their stated bounds (allowed %d):\n%s", len(missLines), allowed, strings.Join(missLines, "\n"))
 	}
 	if checked < 80 {
+		t.Errorf("only %d values checked", checked)
+	}
+}
+
+// The npm releases of the query builders the corpus runs.
+const (
+	knexVersion   = "3.1.0"
+	kyselyVersion = "0.27.6"
+)
+
+func TestClientCorpus_KnexKysely(t *testing.T) {
+	requireDemo(t)
+	node, _ := pgtest.NodePG(t)
+	modules := pgtest.NodeInstall(t, "query-builders-"+knexVersion+"-"+kyselyVersion,
+		"pg@"+pgtest.NodePGVersion, "knex@"+knexVersion, "kysely@"+kyselyVersion)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p := corpusProxy(t, "qb_knex", "qb_kysely")
+	checked := 0
+	var missLines []string
+	for _, run := range []struct{ builder, analyst string }{{"knex", "qb_knex"}, {"kysely", "qb_kysely"}} {
+		out := runClient(t, ctx, []string{"NODE_PATH=" + modules, "TZ=UTC"}, node, "testdata/drivers/knex_corpus.js", run.builder, p.dsn(run.analyst))
+		n, m := checkCorpus(t, ctx, run.builder, out, knexCorpus(run.builder))
+		checked += n
+		missLines = append(missLines, m...)
+	}
+	allowed := allowedMisses(checked, 0.05, 1e-3)
+	t.Logf("knex and kysely corpus: %d values checked against the truth, %d outside their stated 95%% bounds (allowed %d)", checked, len(missLines), allowed)
+	if len(missLines) > allowed {
+		t.Errorf("%d values outside their stated bounds (allowed %d):\n%s", len(missLines), allowed, strings.Join(missLines, "\n"))
+	}
+	if checked < 60 {
 		t.Errorf("only %d values checked", checked)
 	}
 }

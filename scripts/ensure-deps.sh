@@ -5,7 +5,7 @@
 #   - the real clients the proxy tests drive: a JDK (javac, java) with
 #     pgjdbc (/usr/share/java/postgresql.jar), /usr/bin/python3 with
 #     psycopg2, psycopg 3, asyncpg, SQLAlchemy and pandas, and node with
-#     npm (node-postgres is installed by the tests themselves from the npm
+#     npm (node-postgres, knex and kysely are installed by the tests themselves from the npm
 #     registry into the user's cache directory, ~/.cache/dpproxy-test,
 #     outside the tree: internal/pgtest NodePG);
 #   - Debian's chromium, headless, for the steward dashboard's test

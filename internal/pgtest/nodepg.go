@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -19,9 +20,25 @@ const NodePGVersion = "8.13.1"
 func NodePG(t testing.TB) (node, modules string) {
 	t.Helper()
 	node, err1 := exec.LookPath("node")
-	npm, err2 := exec.LookPath("npm")
+	_, err2 := exec.LookPath("npm")
 	if err1 != nil || err2 != nil {
 		msg := "node and npm not installed; install with: apt-get install nodejs npm (or run scripts/ensure-deps.sh as root)"
+		if InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return node, NodeInstall(t, "node-pg-"+NodePGVersion, "pg@"+NodePGVersion)
+}
+
+// NodeInstall installs npm packages (name@version each) once under the
+// user's cache directory in a directory named dir, and returns its
+// node_modules. It fails the test when npm cannot install them.
+func NodeInstall(t testing.TB, dir string, pkgs ...string) (modules string) {
+	t.Helper()
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		msg := "npm not installed; install with: apt-get install nodejs npm (or run scripts/ensure-deps.sh as root)"
 		if InCI() {
 			t.Fatal(msg)
 		}
@@ -31,10 +48,19 @@ func NodePG(t testing.TB) (node, modules string) {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "dpproxy-test", "node-pg-"+NodePGVersion)
+	dir = filepath.Join(cache, "dpproxy-test", dir)
 	modules = filepath.Join(dir, "node_modules")
-	if _, err := os.Stat(filepath.Join(modules, "pg", "package.json")); err == nil {
-		return node, modules
+	installed := func() bool {
+		for _, p := range pkgs {
+			name := p[:strings.LastIndex(p, "@")]
+			if _, err := os.Stat(filepath.Join(modules, name, "package.json")); err != nil {
+				return false
+			}
+		}
+		return true
+	}
+	if installed() {
+		return modules
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		t.Fatal(err)
@@ -48,16 +74,14 @@ func NodePG(t testing.TB) (node, modules string) {
 	defer os.RemoveAll(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "install", "--prefix", tmp, "--no-audit", "--no-fund",
-		"--no-package-lock", "--loglevel=error", "pg@"+NodePGVersion)
+	cmd := exec.CommandContext(ctx, npm, append([]string{"install", "--prefix", tmp, "--no-audit", "--no-fund",
+		"--no-package-lock", "--loglevel=error"}, pkgs...)...)
 	cmd.Env = append(os.Environ(), "npm_config_update_notifier=false")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm install pg@%s (is the npm registry reachable?): %v\n%s", NodePGVersion, err, out)
+		t.Fatalf("npm install %s (is the npm registry reachable?): %v\n%s", strings.Join(pkgs, " "), err, out)
 	}
-	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(filepath.Join(modules, "pg", "package.json")); serr != nil {
-			t.Fatalf("caching node-postgres: %v", err)
-		}
+	if err := os.Rename(tmp, dir); err != nil && !installed() {
+		t.Fatalf("caching %s: %v", strings.Join(pkgs, " "), err)
 	}
-	return node, modules
+	return modules
 }
