@@ -21,8 +21,8 @@ import (
 // were released as pure noise (their rows are all excluded by the WHERE).
 // narrowKeys drops the domain values that the query's own WHERE excludes:
 // from every top-level AND conjunct that compares a key's column with a
-// literal (=, <, <=, >, >=, BETWEEN, IN), the values of the domain that no
-// row passing the WHERE can have are removed.
+// literal (=, <>, <, <=, >, >=, BETWEEN, IN, NOT IN), the values of the
+// domain that no row passing the WHERE can have are removed.
 //
 // Privacy: the narrowed domain is a function of the policy and the query's
 // constants only, never of the data, so releasing exactly its values is
@@ -37,8 +37,9 @@ import (
 // colRange is what the WHERE implies about one column: a date range, a set
 // of allowed values (canonical text), or nothing.
 type colRange struct {
-	lo, hi time.Time // zero when open
-	values []string  // nil: any; from = or IN
+	lo, hi   time.Time // zero when open
+	values   []string  // nil: any; from = or IN
+	excluded []string  // from <> and NOT IN
 }
 
 var dateLitRE = regexp.MustCompile(`^'(\d{4}-\d{2}-\d{2})'::date$`)
@@ -134,9 +135,14 @@ func rangeOf(cs []dpplan.Pred, col string, t policy.Type) colRange {
 				}
 				continue
 			}
-			if p.Op == "=" {
-				if v, ok := litValue(p.Lit, t); ok {
+			if v, ok := litValue(p.Lit, t); ok {
+				switch p.Op {
+				case "=":
 					allow([]string{v})
+				case "<>":
+					// SQLAlchemy's !=, knex's whereNot: no row of v's
+					// group passes.
+					r.excluded = append(r.excluded, v)
 				}
 			}
 		case dpplan.PredBetween:
@@ -150,7 +156,7 @@ func rangeOf(cs []dpplan.Pred, col string, t policy.Type) colRange {
 				narrowHi(hi)
 			}
 		case dpplan.PredIn:
-			if p.Col != col || p.Not {
+			if p.Col != col {
 				continue
 			}
 			var vals []string
@@ -162,7 +168,11 @@ func rangeOf(cs []dpplan.Pred, col string, t policy.Type) colRange {
 				}
 				vals = append(vals, v)
 			}
-			if vals != nil {
+			switch {
+			case vals == nil:
+			case p.Not:
+				r.excluded = append(r.excluded, vals...)
+			default:
 				allow(vals)
 			}
 		}
@@ -188,11 +198,19 @@ func (b *builder) narrowKeys() {
 			r := rangeOf(cs, col, k.Type)
 			switch {
 			case r.values != nil:
-				keep = func(v string) bool { return slices.Contains(r.values, v) }
+				keep = func(v string) bool { return slices.Contains(r.values, v) && !slices.Contains(r.excluded, v) }
 			case k.Type == policy.TypeDate && (!r.lo.IsZero() || !r.hi.IsZero()):
 				keep = func(v string) bool {
 					d, err := time.Parse("2006-01-02", dateHead(v))
-					return err == nil && (r.lo.IsZero() || !d.Before(r.lo)) && (r.hi.IsZero() || !d.After(r.hi))
+					return err == nil && (r.lo.IsZero() || !d.Before(r.lo)) && (r.hi.IsZero() || !d.After(r.hi)) &&
+						!slices.Contains(r.excluded, d.Format("2006-01-02"))
+				}
+			case len(r.excluded) > 0:
+				keep = func(v string) bool {
+					if k.Type == policy.TypeDate {
+						v = dateHead(v)
+					}
+					return !slices.Contains(r.excluded, v)
 				}
 			}
 		case "epoch":
