@@ -55,8 +55,9 @@ import (
 //
 // the same sensitivities as keeping at most L0 groups, without dropping
 // or weighting a unit that is in more than L0 groups but within its
-// allowance. Distinct-unit counts (1 per group, L1 ≤ L0) are weighted by
-// min(1, L0/g) for g groups instead. Other units' values do not depend on
+// allowance. Distinct-unit counts (1 per group) count a unit whole in up
+// to L_u = min(G, L0·R) groups and are weighted by min(1, L_u/g) for g
+// groups beyond (UnitGroups, L1 ≤ L_u). Other units' values do not depend on
 // whether u is present, so the bounds hold for u alone (PRIVACY.md, "Two
 // levels of bounding").
 // No random() also means PostgreSQL may run the scan and the first

@@ -456,9 +456,10 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 		// The L1 sensitivity the noise is calibrated to: L0·LInf, or the
 		// direct bound Measure.L1 when smaller (elastic joins, join_l1.go).
 		l0 := p.MaxGroupsPerUnit
-		if m.Kind == MeasureUnits {
+		if m.Kind == MeasureUnits && p.MaxGroupsPerUnit > 0 {
 			// Distinct counts count a unit whole in up to L_u groups
-			// (dpplan.UnitGroups), which release calibrates to.
+			// (dpplan.UnitGroups), which release calibrates to (a plan
+			// with L0 0 asks for no change at all).
 			l0 = dpplan.UnitGroups(p, p.RowsPerUnit)
 		}
 		l1Bound, what := m.LInf*float64(l0), "L0·LInf"
@@ -559,7 +560,9 @@ func TestAudit_Sensitivity(t *testing.T) {
 			// (release/minunits.go) is audited as one more measure of
 			// L∞ 1 over L0 groups: L1 ≤ L0, L2 ≤ √L0, weighted or not.
 			c := *p
-			c.Measures = append(append([]Measure(nil), p.Measures...), Measure{Kind: MeasureUnits, LInf: 1})
+			// Its direct L1 bound L0 keeps auditDiff from checking it
+			// against the released distinct counts' L_u.
+			c.Measures = append(append([]Measure(nil), p.Measures...), Measure{Kind: MeasureUnits, LInf: 1, L1: float64(max(p.MaxGroupsPerUnit, 1))})
 			bound = &c
 			minUnitsAudited.Add(1)
 		}
