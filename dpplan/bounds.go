@@ -55,8 +55,9 @@ import (
 //
 // the same sensitivities as keeping at most L0 groups, without dropping
 // or weighting a unit that is in more than L0 groups but within its
-// allowance. Distinct-unit counts (1 per group, L1 ≤ L0) are weighted by
-// min(1, L0/g) for g groups instead. Other units' values do not depend on
+// allowance. Distinct-unit counts (1 per group) count a unit whole in up
+// to L_u = min(G, L0·R) groups and are weighted by min(1, L_u/g) for g
+// groups beyond (UnitGroups, L1 ≤ L_u). Other units' values do not depend on
 // whether u is present, so the bounds hold for u alone (PRIVACY.md, "Two
 // levels of bounding").
 // No random() also means PostgreSQL may run the scan and the first
@@ -102,6 +103,34 @@ func MaxGroupsPerUnit(t *policy.Table, keys []Key) int {
 		}
 	}
 	return min(groups, t.MaxGroupsPerUnit)
+}
+
+// UnitGroups is the number of groups in which a unit's distinct-unit
+// counts (MeasureUnits) count it whole, L_u, for a plan whose table keeps
+// rows rows per unit: in a single-table plan that weights groups
+// (GroupsScale), min(G, L0·rows), with G the groups of the key domains;
+// else L0.
+//
+// The policy's allowance of a unit in one query is L0·R rows over all
+// groups (the weighting above scales a unit's rows to it). A distinct
+// count spends one per group, never more than the unit's rows there, so
+// counting it whole in up to L0·R groups stays within that allowance,
+// and the SQL keeps only keys in their domains, so a unit is in at most G
+// groups. A unit in g groups counts min(1, L_u/g) in each: per group at
+// most 1 (L∞ = 1) and over its groups min(g, L_u) ≤ L_u (L1 ≤ L_u·L∞,
+// L2 ≤ √L_u·L∞ as above), a function of the unit's own rows. Weighting by
+// L0/g instead (L_u = L0) left 62% of the demo's patients out of their
+// departments' distinct counts (issue 29); with L_u = min(G, L0·R) no
+// unit is weighted unless it is in more than L0·R groups, and the noise
+// grows with L_u, which release calibrates to (UnitGroups again, from the
+// rows it re-derives). Joins and sample-and-aggregate keep L0.
+func UnitGroups(p *Plan, rows int) int {
+	l0 := max(p.MaxGroupsPerUnit, 1)
+	if p.Join != nil || p.SampleAgg != nil || GroupBounding(p) != GroupsScale || rows < 1 {
+		return l0
+	}
+	allowance := l0 * rows
+	return max(l0, DomainProduct(p.Keys, allowance))
 }
 
 // GroupBound is how the SQL enforces the L0 bound (see "Two levels of

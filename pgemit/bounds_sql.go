@@ -106,6 +106,12 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	// total is the unit's allowance over all groups, T = L0·R rows.
 	total := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
 	mode := dpplan.GroupBounding(p)
+	// Distinct-unit counts count a unit whole in up to L_u groups
+	// (dpplan.UnitGroups); below the groups of the key domains some unit
+	// can be in more, and is weighted.
+	unitGroups := dpplan.UnitGroups(p, t.MaxRowsPerUnit)
+	lu := strconv.Itoa(unitGroups)
+	unitsWeighted := unitGroups < dpplan.DomainProduct(p.Keys, unitGroups+1)
 	var keyCols, keyOut []string
 	for j, k := range p.Keys {
 		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
@@ -179,8 +185,10 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 			if m.Filter != nil {
 				v = "CASE WHEN dp_n" + n + " > 0 THEN 1 ELSE 0 END"
 			}
-			if mode == dpplan.GroupsScale {
-				v = "CASE WHEN dp_g <= " + l0 + " THEN " + v + " ELSE " + weighted("("+v+")", l0, "dp_g", k) + " END"
+			if mode == dpplan.GroupsScale && unitsWeighted {
+				// Whole in up to L_u groups, min(1, L_u/g) in each of g
+				// (dpplan.UnitGroups).
+				v = "CASE WHEN dp_g <= " + lu + " THEN " + v + " ELSE " + weighted("("+v+")", lu, "dp_g", k) + " END"
 			}
 		case dpplan.MeasureQuantile:
 			v = quantileUnitSQL("dp_a"+n, t.MaxRowsPerUnit)
@@ -190,8 +198,8 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 				// Only weighting removes part of a distinct unit; in
 				// other modes each unit counts 1 in each of its groups.
 				v = "0"
-				if mode == dpplan.GroupsScale {
-					v = removedUnitsSQL(l0, strconv.FormatInt(int64(math.Floor(m.LInf)), 10), k)
+				if mode == dpplan.GroupsScale && unitsWeighted {
+					v = removedUnitsSQL(lu, strconv.FormatInt(int64(math.Floor(m.LInf)), 10), k)
 				}
 			}
 		default:
@@ -303,7 +311,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 			n := strconv.Itoa(i)
 			switch m.Kind {
 			case dpplan.MeasureUnits:
-				if !hasG {
+				if !hasG && unitsWeighted {
 					w(", COUNT(*) OVER dp_w AS dp_g")
 					hasG = true
 				}
@@ -311,7 +319,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 				w(", SUM(LEAST(dp_n", n, ", ", rows, ")) OVER dp_w AS dp_t", n)
 			case dpplan.MeasureRemoved:
 				if m.Units {
-					if !hasG {
+					if !hasG && unitsWeighted {
 						w(", COUNT(*) OVER dp_w AS dp_g")
 						hasG = true
 					}

@@ -120,9 +120,10 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat, groups []
 	}
 	if plan.Measures[r].Units {
 		// Distinct counts under weights (rewrite/bias.go, Measure.Units).
+		lu := dpplan.UnitGroups(plan, plan.RowsPerUnit)
 		return fmt.Sprintf("each unit counts in at most %s (a unit in more groups, g, counts %d/g in each), so the distinct counts "+
 			"leave out about %s units summed over the groups (%s±%s, %s)%s; the intervals cover these bounded counts, "+
-			"not the numbers of distinct units", groupsWord(plan.MaxGroupsPerUnit), plan.MaxGroupsPerUnit,
+			"not the numbers of distinct units", groupsWord(lu), lu,
 			num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()), unitsPerGroupText(noisy, r, groups, ms[r].mech.HalfWidth(0.95)))
 	}
 	what := "contribution bounding removed at least about %s rows"
@@ -173,10 +174,14 @@ func unitsBoundText(plan *dpplan.Plan) string {
 	if dpplan.GroupBounding(plan) != dpplan.GroupsScale || (plan.HasBias() && plan.Measures[len(plan.Measures)-1].Units) {
 		return ""
 	}
+	lu := dpplan.UnitGroups(plan, plan.RowsPerUnit)
+	if lu >= dpplan.DomainProduct(plan.Keys, lu+1) {
+		return "" // no unit can be in more groups than it counts whole in
+	}
 	for _, m := range plan.Measures {
 		if m.Kind == dpplan.MeasureUnits {
 			return fmt.Sprintf("distinct counts count each unit in at most %s (a unit in more groups, g, counts %d/g in each): "+
-				"their intervals cover these bounded counts, which can be far below the numbers of distinct units", groupsWord(plan.MaxGroupsPerUnit), plan.MaxGroupsPerUnit)
+				"their intervals cover these bounded counts, which can be far below the numbers of distinct units", groupsWord(lu), lu)
 		}
 	}
 	return ""

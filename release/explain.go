@@ -112,7 +112,7 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*st
 	cost += "; the accountant may charge less under its composition)"
 	lines = append(lines, cost)
 	if a := plan.Auto; a != nil {
-		add("  Contribution bound: rows per unit chosen per query by the exponential mechanism among %v, trading the units each would cut (from a profile of the data) against its noise, L0·c·ln(20)/epsilon_m rows (epsilon=%s); the measurements below are at the largest candidate, a smaller one has proportionally less noise",
+		add("  Contribution bound: rows per unit chosen per query by the exponential mechanism among %v, trading the units each would cut (from a profile of the data) against its noise, L0·c·ln(20)/epsilon_m rows (epsilon=%s); the measurements below are at the largest candidate, a smaller one has proportionally less noise (a distinct count's follows min(groups, L0·c))",
 			a.Candidates, num(autoEps))
 	}
 	if clip != nil {
@@ -145,7 +145,11 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*st
 			lines = append(lines, quantileExplain(i, m.quant))
 			continue
 		}
-		d := explainSensitivity(mechanism, plan.MaxGroupsPerUnit, m.measure.LInf, m.measure.L1)
+		l0 := plan.MaxGroupsPerUnit
+		if m.measure.Kind == dpplan.MeasureUnits {
+			l0 = dpplan.UnitGroups(plan, plan.RowsPerUnit) // as mechanisms calibrates
+		}
+		d := explainSensitivity(mechanism, l0, m.measure.LInf, m.measure.L1)
 		add("  Measurement m%d: %s  (linf=%s sensitivity=%s (%s) noise_scale=%s half_width_95=%s)",
 			i, measureText(m.measure), num(m.measure.LInf), num(d), sensName(mechanism),
 			num(m.mech.NoiseMultiplier()*d), num(m.mech.HalfWidth(0.95)))
@@ -248,7 +252,7 @@ func measureText(m dpplan.Measure) string {
 	case m.Kind == dpplan.MeasureRemoved && m.Outside:
 		return "rows removed by contribution bounding plus rows with a summed value outside its bounds (clamped), each unit's clipped to its allowance (bias estimate)"
 	case m.Kind == dpplan.MeasureRemoved && m.Units:
-		return "units left out of the distinct counts by weighting (a unit in g > max_groups_per_unit groups counts max_groups_per_unit/g in each), each unit's total at most its linf, never reached (bias estimate: the intervals cover the bounded counts, not the numbers of distinct units)"
+		return "units left out of the distinct counts by weighting (a unit in g > L_u groups counts L_u/g in each, L_u = min(groups, max_groups_per_unit·rows per unit)), each unit's total at most its linf, never reached (bias estimate: the intervals cover the bounded counts, not the numbers of distinct units)"
 	case m.Kind == dpplan.MeasureRemoved:
 		return "rows removed by contribution bounding, each unit's clipped to its allowance (bias estimate)"
 	case m.Kind == dpplan.MeasureCount && arg == "":

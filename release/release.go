@@ -486,6 +486,12 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			lInf = 1
 		}
 		bounds := sensitivity.Bounds{L0: plan.MaxGroupsPerUnit, LInf: lInf, L1: ms.L1}
+		if ms.Kind == dpplan.MeasureUnits {
+			// A distinct count counts a unit whole in up to L_u groups
+			// (dpplan.UnitGroups, from the rows re-derived above; the
+			// SQL, re-emitted by verify, weights by the same L_u).
+			bounds.L0 = dpplan.UnitGroups(plan, rows)
+		}
 		var mech noise.Mechanism
 		var err error
 		switch req.Mechanism {

@@ -89,7 +89,7 @@ func weightedUnitsText(plan *dpplan.Plan, unit string) string {
 	if unit == "" {
 		unit = "unit"
 	}
-	return fmt.Sprintf("; each %s counts %d in all over its groups (%d/g in each of g > %d groups), so a count can be below the group's number of %ss",
+	return fmt.Sprintf("; in the count that decides suppression each %s counts %d in all over its groups (%d/g in each of g > %d groups), so that count can be below the group's number of %ss",
 		unit, plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit, plan.MaxGroupsPerUnit, unit)
 }
 

@@ -20,16 +20,18 @@ import (
 //	SELECT department, COUNT(DISTINCT patient_id) FROM visits GROUP BY 1
 //
 // on PostgreSQL where 3,000 patients each visit all 7 departments
-// (max_groups_per_unit 4): each patient counts 4/7 in each department, so
+// (max_groups_per_unit 4) with SET dp.max_rows_per_unit = 1: a distinct
+// count then counts a unit whole in min(G, L0·R) = min(7, 4) = 4 groups
+// (dpplan.UnitGroups), so each patient counts 4/7 in each department, and
 // every released count is about 1,714 where 3,000 patients are there, and
 // the units left out sum to 3,000·3 = 9,000 over the groups (none is
 // clipped: C ≥ G − L0 = 3). Issue 29 saw such counts stated "±3" with no word
 // of the difference. The NOTICE must state the DP estimate of the units
 // left out and that the intervals cover the bounded counts, not the
 // numbers of distinct units, with the estimate per group (about 1,286 in
-// each); the estimate (Laplace, a tenth of the ε left after
-// dp.contribution = auto's tenth, L1 = C = L0·R for the R auto chooses;
-// the total's half-width is √7 times one group's) must
+// each); the estimate (Laplace, a tenth of the query's ε, L1 = C =
+// max(L0·R, G − 4) = 4; the total's half-width is √7 times one group's)
+// must
 // cover 9,000 in at least 85 of 100 releases (its stated 95% half-width is
 // conservative, so a false rejection needs a Binomial(100, ≥ 0.95) below
 // 85: probability below 1e-4). With dp.bias = off the NOTICE says in
@@ -51,7 +53,7 @@ func TestUnitsBias_GroupedDistinctCount(t *testing.T) {
 	}
 	ds := loadPolicy(t)
 	const q = "SELECT department, COUNT(DISTINCT patient_id) AS n FROM visits GROUP BY 1"
-	p, err := rewrite.RewriteWith(ds, q, rewrite.Options{AutoBounds: true}) // the policy's default
+	p, err := rewrite.RewriteWith(ds, q, rewrite.Options{MaxRowsPerUnit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +91,7 @@ func TestUnitsBias_GroupedDistinctCount(t *testing.T) {
 	}
 
 	// dp.bias = off: no estimate, but the words.
-	off, err := rewrite.RewriteWith(ds, q, rewrite.Options{NoBias: true})
+	off, err := rewrite.RewriteWith(ds, q, rewrite.Options{NoBias: true, MaxRowsPerUnit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,19 +16,19 @@ import (
 )
 
 // TestUnitsBias_Demo releases issue 29's query on the demo data under its
-// policy (max_groups_per_unit 1, dp.contribution = auto) at ε = 1:
+// policy (max_groups_per_unit 1, 20 rows per unit, dp.contribution = auto)
+// at ε = 1:
 //
 //	SELECT department, COUNT(DISTINCT patient_id) FROM visits GROUP BY 1
 //
-// Each patient in g departments counts 1/g in each, so the released counts
-// are about a third of the truth (cardiology 8,704 against 22,798). The
-// NOTICE's estimate of the units left out, per department, added to the
-// released count must come within 4 times the estimate's stated 95%
-// half-width of the truth (C ≥ G − L0 = 6: nothing is clipped and the
-// estimate is unbiased). Its noise is
-// Laplace with that half-width equal to b·ln 20, so one department misses
-// with probability 20⁻⁴ and the test fails falsely with probability below
-// 7·20⁻⁴ ≈ 4.4e-5 (the counts' own noise, ±4, is negligible beside ±666).
+// Weighting each patient in g departments by 1/g released about a third of
+// the truth (cardiology 8,704 against 22,798). A distinct count now counts
+// a unit whole in min(G, L0·R) = min(7, 20) = 7 groups (dpplan.UnitGroups),
+// so no patient is weighted: every department's released count must lie
+// within 4 times its stated 95% half-width of the truth, and the NOTICE
+// must not speak of units left out. The noise is Laplace with the stated
+// half-width b·ln 20, so one department misses with probability 20⁻⁴ and
+// the test fails falsely with probability below 7·20⁻⁴ ≈ 4.4e-5.
 func TestUnitsBias_Demo(t *testing.T) {
 	if testing.Short() {
 		t.Skip("loads the demo's 200,000 visits")
@@ -63,28 +63,20 @@ func TestUnitsBias_Demo(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("NOTICE: %s", res.Notice)
-	m := regexp.MustCompile(`; per group about ([^;]*) \(each ±([0-9.e+]+)\); the intervals cover these bounded counts`).FindStringSubmatch(res.Notice)
-	if m == nil {
-		t.Fatalf("NOTICE %q has no per-group estimate", res.Notice)
+	m := regexp.MustCompile(`95% error ±([0-9.e+]+) \(count, epsilon`).FindStringSubmatch(res.Notice)
+	if m == nil || regexp.MustCompile(`leave out|bounded counts`).MatchString(res.Notice) {
+		t.Fatalf("NOTICE %q: want one half-width for the counts and no units left out", res.Notice)
 	}
-	h, _ := strconv.ParseFloat(m[2], 64)
-	left := map[string]float64{}
-	for _, item := range regexp.MustCompile(`([a-z]+) ([0-9]+)`).FindAllStringSubmatch(m[1], -1) {
-		left[item[1]], _ = strconv.ParseFloat(item[2], 64)
+	h, _ := strconv.ParseFloat(m[1], 64)
+	if len(res.Rows) != 7 {
+		t.Fatalf("%d departments released, want 7", len(res.Rows))
 	}
 	for _, row := range res.Rows {
 		d := *row[0]
 		n, _ := strconv.ParseFloat(*row[1], 64)
-		l, ok := left[d]
-		if !ok {
-			t.Fatalf("no estimate for %s in %q", d, m[1])
-		}
-		t.Logf("%s: released %v + left out about %v = %v; truth %v", d, n, l, n+l, truth[d])
-		if n > truth[d]/2 {
-			t.Errorf("%s: released %v of %v: the demo's patients should count about 1/g in each department", d, n, truth[d])
-		}
-		if math.Abs(n+l-truth[d]) > 4*h {
-			t.Errorf("%s: released %v + estimate %v = %v, truth %v: off by more than 4 × ±%v", d, n, l, n+l, truth[d], h)
+		t.Logf("%s: released %v, truth %v, ±%v", d, n, truth[d], h)
+		if math.Abs(n-truth[d]) > 4*h {
+			t.Errorf("%s: released %v, truth %v: off by more than 4 × ±%v", d, n, truth[d], h)
 		}
 	}
 }

@@ -77,9 +77,10 @@ func TestMechanisms_NewMeasures(t *testing.T) {
 	}
 	// Measures: units, sum(cost − 10000), count(cost), sumsq(cost − 10000)
 	// (normalized sums centred at the midpoint of [0, 20000]): ε 0.1 each,
-	// L0 4.
+	// L0 4; the distinct count counts a unit whole in min(G, L0·R) =
+	// min(7, 4·5) = 7 groups (dpplan.UnitGroups).
 	want := map[rewrite.MeasureKind]float64{
-		rewrite.MeasureUnits: 4 * 1,
+		rewrite.MeasureUnits: 7 * 1,
 		rewrite.MeasureSum:   4 * 5 * 10000,
 		rewrite.MeasureCount: 4 * 5,
 		rewrite.MeasureSumSq: 4 * 5 * 10000 * 10000,

@@ -455,7 +455,14 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 	for i, m := range p.Measures {
 		// The L1 sensitivity the noise is calibrated to: L0·LInf, or the
 		// direct bound Measure.L1 when smaller (elastic joins, join_l1.go).
-		l1Bound, what := m.LInf*float64(p.MaxGroupsPerUnit), "L0·LInf"
+		l0 := p.MaxGroupsPerUnit
+		if m.Kind == MeasureUnits && p.MaxGroupsPerUnit > 0 {
+			// Distinct counts count a unit whole in up to L_u groups
+			// (dpplan.UnitGroups), which release calibrates to (a plan
+			// with L0 0 asks for no change at all).
+			l0 = dpplan.UnitGroups(p, p.RowsPerUnit)
+		}
+		l1Bound, what := m.LInf*float64(l0), "L0·LInf"
 		if m.L1 > 0 && m.L1 < l1Bound {
 			l1Bound, what = m.L1, "L1"
 		}
@@ -465,7 +472,7 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 		}
 		// The L2 sensitivity the Gaussian noise is calibrated to
 		// (sensitivity.L2): Σ Δ² ≤ (factor·L2)².
-		if l2, err := sensitivity.L2(sensitivity.Bounds{L0: max(p.MaxGroupsPerUnit, 1), LInf: m.LInf, L1: m.L1}); err == nil && m.Kind != MeasureQuantile && p.MaxGroupsPerUnit > 0 {
+		if l2, err := sensitivity.L2(sensitivity.Bounds{L0: max(l0, 1), LInf: m.LInf, L1: m.L1}); err == nil && m.Kind != MeasureQuantile && p.MaxGroupsPerUnit > 0 {
 			b2 := new(big.Rat).SetFloat64(f * l2)
 			if l2sq[i].Cmp(b2.Mul(b2, b2)) > 0 {
 				bad = append(bad, fmt.Sprintf("measure %d: L2² change %s > (%d·L2)² = %v", i, l2sq[i].FloatString(6), factor, f*f*l2*l2))
@@ -553,7 +560,9 @@ func TestAudit_Sensitivity(t *testing.T) {
 			// (release/minunits.go) is audited as one more measure of
 			// L∞ 1 over L0 groups: L1 ≤ L0, L2 ≤ √L0, weighted or not.
 			c := *p
-			c.Measures = append(append([]Measure(nil), p.Measures...), Measure{Kind: MeasureUnits, LInf: 1})
+			// Its direct L1 bound L0 keeps auditDiff from checking it
+			// against the released distinct counts' L_u.
+			c.Measures = append(append([]Measure(nil), p.Measures...), Measure{Kind: MeasureUnits, LInf: 1, L1: float64(max(p.MaxGroupsPerUnit, 1))})
 			bound = &c
 			minUnitsAudited.Add(1)
 		}

@@ -47,17 +47,18 @@ import (
 // estimate a lower bound in expectation when a unit loses more than C
 // rows; the NOTICE says "at least" for that reason.
 //
-// Distinct-unit counts lose no rows but are weighted: with public keys a
-// unit in g > L0 groups counts L0/g in each (dpplan/bounds.go), so
-// COUNT(DISTINCT unit) per group can fall far below the number of
-// distinct units (the demo's cardiology: 8,700 against 22,798 under
-// max_groups_per_unit 1). A plan whose only bounded measures are such
-// counts, weighted (GroupsScale), gets the estimate with Measure.Units:
-// per (unit, group) the share of the unit the weighting removed,
-// 1 − L0/g, clipped per unit like the rows: min(g − L0, C)/g in each of
-// its g groups, truncated towards zero, so Σ_g value_g ≤ min(g − L0, C)
-// ≤ C (L1 ≤ C, L∞ ≤ 1 ≤ C) and each value is a function of the unit's
-// own groups. Here C = max(L0·R, G − L0) with G the number of groups of
+// Distinct-unit counts lose no rows but may be weighted: with public keys
+// a unit in g > L_u groups counts L_u/g in each (L_u = min(G, L0·R),
+// dpplan.UnitGroups), so COUNT(DISTINCT unit) per group can fall below
+// the number of distinct units when the key domains have more than L_u
+// groups (with L_u = L0 = 1 the demo's cardiology was 8,700 against
+// 22,798). A plan whose only bounded measures are such counts, weighted,
+// gets the estimate with Measure.Units: per (unit, group) the share of
+// the unit the weighting removed, 1 − L_u/g, clipped per unit like the
+// rows: min(g − L_u, C)/g in each of its g groups, truncated towards
+// zero, so Σ_g value_g ≤ min(g − L_u, C) ≤ C (L1 ≤ C, L∞ ≤ 1 ≤ C) and
+// each value is a function of the unit's own groups. Here
+// C = max(L0·R, G − L_u) with G the number of groups of
 // the key domains (the SQL keeps only keys in their domains, so g ≤ G):
 // no unit is clipped and the estimate is unbiased, whatever rows per unit
 // dp.contribution = auto chooses. It is noised and charged like the rows'
@@ -84,12 +85,13 @@ func addRemoved(t *policy.Table, p *Plan) {
 	}
 	c := float64(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
 	if !bounded {
-		if weightedUnits(p) {
-			// C at least G − L0 (G the groups of the key domains): a unit
-			// is in at most G groups, so nothing is clipped and the
+		if weightedUnits(p, t.MaxRowsPerUnit) {
+			// C at least G − L_u (G the groups of the key domains, L_u
+			// the groups a unit counts whole in: dpplan.UnitGroups): a
+			// unit is in at most G groups, so nothing is clipped and the
 			// estimate is unbiased; at least L0·R, the bound release
 			// re-derives for every MeasureRemoved.
-			cu := max(c, float64(p.CellsChanged()-p.MaxGroupsPerUnit))
+			cu := max(c, float64(p.CellsChanged()-dpplan.UnitGroups(p, t.MaxRowsPerUnit)))
 			p.Measures = append(p.Measures, Measure{Kind: MeasureRemoved, LInf: cu, L1: cu, Units: true})
 		}
 		return
@@ -98,10 +100,14 @@ func addRemoved(t *policy.Table, p *Plan) {
 }
 
 // weightedUnits reports whether p counts distinct units under weights
-// (public keys, GroupsScale): then a unit in more than L0 groups counts
-// less than 1 in each.
-func weightedUnits(p *Plan) bool {
+// (public keys, GroupsScale) with rows rows per unit: then a unit in more
+// than L_u groups (dpplan.UnitGroups) counts less than 1 in each, when the
+// key domains have more than L_u groups.
+func weightedUnits(p *Plan, rows int) bool {
 	if dpplan.GroupBounding(p) != dpplan.GroupsScale {
+		return false
+	}
+	if lu := dpplan.UnitGroups(p, rows); lu >= dpplan.DomainProduct(p.Keys, lu+1) {
 		return false
 	}
 	for _, m := range p.Measures {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
@@ -230,6 +231,12 @@ func describePlan(p *Plan) string {
 		fmt.Fprintf(&b, "-- keys: %s\n", strings.Join(keys, "; "))
 	}
 	fmt.Fprintf(&b, "-- max_groups_per_unit: %d\n", p.MaxGroupsPerUnit)
+	for _, m := range p.Measures {
+		if lu := dpplan.UnitGroups(p, p.RowsPerUnit); m.Kind == MeasureUnits && lu != p.MaxGroupsPerUnit {
+			fmt.Fprintf(&b, "-- distinct units counted whole in up to %d groups (L1 %d)\n", lu, lu)
+			break
+		}
+	}
 	if p.MinUnits > 0 {
 		fmt.Fprintf(&b, "-- min_units_per_cell: %d (the last column: distinct units per group)\n", p.MinUnits)
 	}
