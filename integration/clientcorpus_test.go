@@ -3,11 +3,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -101,10 +98,12 @@ func visitsSumBounded(key, col string, lo, hi int, where string, avg bool) strin
 }
 
 // distinctUnitsBounded is COUNT(DISTINCT patient_id) by key as released:
-// a patient in g groups counts 1/g in each.
+// a patient in g groups counts min(1, L_u/g) in each, L_u = L0·R = 20
+// under the demo policy (dpplan.UnitGroups; at most the number of groups,
+// which does not change the weights), so whole in up to 20 groups.
 func distinctUnitsBounded(key string) string {
 	return `WITH pg AS (SELECT DISTINCT patient_id, ` + key + ` AS k FROM visits), g AS (SELECT patient_id, count(*) AS g FROM pg GROUP BY 1)
-		SELECT k::text, sum(1.0 / g) FROM pg JOIN g USING (patient_id) GROUP BY 1`
+		SELECT k::text, sum(least(1.0, 20.0 / g)) FROM pg JOIN g USING (patient_id) GROUP BY 1`
 }
 
 // sqlalchemyCorpus: the truths of sqlalchemy_corpus.py's statements, by
@@ -158,28 +157,7 @@ func knexCorpus(builder string) map[string]corpusCase {
 // demo policy's 3 would not pay for a corpus at ε = 0.5 per statement).
 func corpusProxy(t *testing.T, analysts ...string) *extraProxy {
 	t.Helper()
-	var polErr error
-	cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
-		raw, err := os.ReadFile("../examples/policies/hospital.yaml")
-		if err != nil {
-			polErr = err
-			return
-		}
-		text := strings.Replace(string(raw), "  epsilon: 3.0 ", "  epsilon: 100 ", 1)
-		if !strings.Contains(text, "epsilon: 100 ") {
-			polErr = errors.New("the demo policy's budget line changed")
-			return
-		}
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "hospital.yaml"), []byte(text), 0o600); err != nil {
-			polErr = err
-			return
-		}
-		cfg["policies"] = dir
-	})
-	if polErr != nil {
-		t.Fatal(polErr)
-	}
+	cfgPath, addr := extraConfigPolicy(t, "../examples/policies/hospital.yaml", [2]string{"  epsilon: 3.0 ", "  epsilon: 100 "})
 	for _, a := range analysts {
 		withAnalyst(t, cfgPath, a)
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -33,32 +31,11 @@ func TestPgx_ElasticJoinQuantile(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var polErr error
-	cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
-		// The tests' fixed policy (4 groups × 5 rows per patient), not
-		// the demo's, whose bounds are tuned for its README session:
-		// the formulas below are written for these numbers.
-		raw, err := os.ReadFile(pinnedPolicy)
-		if err != nil {
-			polErr = err
-			return
-		}
-		const from = "department:     {type: text, "
-		text := strings.Replace(string(raw), from, from+"max_rows_per_value: 50, ", 1)
-		if text == string(raw) {
-			polErr = errors.New("the demo policy has no department line to extend")
-			return
-		}
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "hospital.yaml"), []byte(text), 0o600); err != nil {
-			polErr = err
-			return
-		}
-		cfg["policies"] = dir
-	})
-	if polErr != nil {
-		t.Fatal(polErr)
-	}
+	// The tests' fixed policy (4 groups × 5 rows per patient), not the
+	// demo's, whose bounds are tuned for its README session: the formulas
+	// below are written for these numbers.
+	const from = "department:     {type: text, "
+	cfgPath, addr := extraConfigPolicy(t, pinnedPolicy, [2]string{from, from + "max_rows_per_value: 50, "})
 	withAnalyst(t, cfgPath, "elastic")
 	p := startProxy(t, cfgPath, addr)
 	c, notices := connectWithNotices(t, ctx, p.dsn("elastic"))

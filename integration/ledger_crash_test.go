@@ -35,6 +35,29 @@ func extraConfig(t *testing.T) (string, string) {
 	return extraConfigWith(t, nil)
 }
 
+// extraConfigPolicy is extraConfig with the policy file at path (the
+// demo's, or the tests' pinned one) edited: each edit replaces its old
+// text, which must occur exactly once, with its new text.
+func extraConfigPolicy(t *testing.T, path string, edits ...[2]string) (string, string) {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	for _, e := range edits {
+		if strings.Count(text, e[0]) != 1 {
+			t.Fatalf("%s no longer has exactly one %q to replace", path, e[0])
+		}
+		text = strings.Replace(text, e[0], e[1], 1)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "hospital.yaml"), []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return extraConfigWith(t, func(cfg map[string]any) { cfg["policies"] = dir })
+}
+
 // extraConfigWith is extraConfig with a change to the config (e.g. more
 // analysts, another upstream) made before it is written.
 func extraConfigWith(t *testing.T, mutate func(cfg map[string]any)) (string, string) {

@@ -2,13 +2,10 @@ package integration
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 )
@@ -73,31 +70,11 @@ func TestMinUnits_DemoMeasure(t *testing.T) {
 		t.Logf("truth %q: %d non-empty cells, %d below 11, smallest %v", q.q, len(counts), below, counts[:min(5, len(counts))])
 	}
 	for _, withMin := range []bool{false, true} {
-		var polErr error
-		cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
-			raw, err := os.ReadFile("../examples/policies/hospital.yaml")
-			if err != nil {
-				polErr = err
-				return
-			}
-			text := strings.Replace(string(raw), "  epsilon: 3.0 ", "  epsilon: 1000 ", 1)
-			if withMin {
-				text = strings.Replace(text, "privacy_unit: patient\n", "privacy_unit: patient\nmin_units_per_cell: 11\n", 1)
-			}
-			if !strings.Contains(text, "epsilon: 1000") {
-				polErr = errors.New("the demo policy changed")
-				return
-			}
-			dir := t.TempDir()
-			if err := os.WriteFile(filepath.Join(dir, "hospital.yaml"), []byte(text), 0o600); err != nil {
-				polErr = err
-				return
-			}
-			cfg["policies"] = dir
-		})
-		if polErr != nil {
-			t.Fatal(polErr)
+		edits := [][2]string{{"  epsilon: 3.0 ", "  epsilon: 1000 "}}
+		if withMin {
+			edits = append(edits, [2]string{"privacy_unit: patient\n", "privacy_unit: patient\nmin_units_per_cell: 11\n"})
 		}
+		cfgPath, addr := extraConfigPolicy(t, "../examples/policies/hospital.yaml", edits...)
 		name := fmt.Sprintf("m%v", withMin)
 		withAnalyst(t, cfgPath, name)
 		p := startProxy(t, cfgPath, addr)

@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -43,31 +41,11 @@ func TestMinUnitsPerCell_EndToEnd(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	var polErr error
-	cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
-		raw, err := os.ReadFile(pinnedPolicy)
-		if err != nil {
-			polErr = err
-			return
-		}
-		text := strings.Replace(string(raw), "privacy_unit: patient\n", "privacy_unit: patient\nmin_units_per_cell: 11\n", 1)
-		text = strings.Replace(text, "  epsilon: 3.0 ", "  epsilon: 1000 ", 1)
-		const from = "department:     {type: text, "
-		text = strings.Replace(text, from, from+"max_rows_per_value: 50, ", 1)
-		if !strings.Contains(text, "min_units_per_cell: 11") || !strings.Contains(text, "epsilon: 1000") || !strings.Contains(text, "max_rows_per_value: 50") {
-			polErr = errors.New("the pinned policy changed: cannot add min_units_per_cell")
-			return
-		}
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "hospital.yaml"), []byte(text), 0o600); err != nil {
-			polErr = err
-			return
-		}
-		cfg["policies"] = dir
-	})
-	if polErr != nil {
-		t.Fatal(polErr)
-	}
+	const from = "department:     {type: text, "
+	cfgPath, addr := extraConfigPolicy(t, pinnedPolicy,
+		[2]string{"privacy_unit: patient\n", "privacy_unit: patient\nmin_units_per_cell: 11\n"},
+		[2]string{"  epsilon: 3.0 ", "  epsilon: 1000 "},
+		[2]string{from, from + "max_rows_per_value: 50, "})
 	withAnalyst(t, cfgPath, "kay")
 	p := startProxy(t, cfgPath, addr)
 	c, notices := connectWithNotices(t, ctx, p.dsn("kay"))

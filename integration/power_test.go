@@ -14,10 +14,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -39,41 +36,16 @@ const (
 // analysts.
 func powerProxy(t *testing.T, analysts ...string) *extraProxy {
 	t.Helper()
-	var polErr error
-	cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
-		for _, a := range analysts {
-			cfg["analysts"].(map[string]any)[a] = map[string]any{"password": "plain:" + a}
-		}
-		// The tests' fixed policy (4 groups × 5 rows per patient), not
-		// the demo's, whose bounds are tuned for its README session:
-		// the formulas below are written for these numbers.
-		raw, err := os.ReadFile(pinnedPolicy)
-		if err != nil {
-			polErr = err
-			return
-		}
-		text := string(raw)
-		for _, r := range [][2]string{
-			{"  epsilon: 3.0          # total ε per analyst", fmt.Sprintf("  epsilon: %d     # total ε per analyst", powerBudget)},
-			{"  delta: 1.0e-6\n", "  delta: 1.0e-3\n"},
-			{"birth_year: {type: int, lower: 1910, upper: 2024}", fmt.Sprintf("birth_year: {type: int, lower: %d, upper: %d}", powerLower, powerUpper)},
-			{"    max_groups_per_unit: 4    # a patient counts", "    max_groups_per_unit: 1    # a patient counts"},
-		} {
-			if strings.Count(text, r[0]) != 1 {
-				polErr = fmt.Errorf("the pinned policy no longer has exactly one %q to replace", r[0])
-				return
-			}
-			text = strings.Replace(text, r[0], r[1], 1)
-		}
-		dir := t.TempDir()
-		if err := os.WriteFile(filepath.Join(dir, "hospital.yaml"), []byte(text), 0o600); err != nil {
-			polErr = err
-			return
-		}
-		cfg["policies"] = dir
-	})
-	if polErr != nil {
-		t.Fatal(polErr)
+	// The tests' fixed policy (4 groups × 5 rows per patient), not the
+	// demo's, whose bounds are tuned for its README session: the formulas
+	// below are written for these numbers.
+	cfgPath, addr := extraConfigPolicy(t, pinnedPolicy,
+		[2]string{"  epsilon: 3.0          # total ε per analyst", fmt.Sprintf("  epsilon: %d     # total ε per analyst", powerBudget)},
+		[2]string{"  delta: 1.0e-6\n", "  delta: 1.0e-3\n"},
+		[2]string{"birth_year: {type: int, lower: 1910, upper: 2024}", fmt.Sprintf("birth_year: {type: int, lower: %d, upper: %d}", powerLower, powerUpper)},
+		[2]string{"    max_groups_per_unit: 4    # a patient counts", "    max_groups_per_unit: 1    # a patient counts"})
+	for _, a := range analysts {
+		withAnalyst(t, cfgPath, a)
 	}
 	return startProxy(t, cfgPath, addr)
 }
