@@ -6,7 +6,7 @@
 #   make audit   the black-box privacy auditor: empirical ε lower bounds through the proxy
 #                (AUDIT_RELEASES per database and run, default 2000; 10-15 minutes)
 #   make sweep   issue 29's honesty sweep: every aggregate × key kind at ε = 1, SWEEP_RELEASES
-#                releases per shape (default 500; about 1-2 hours on 2 busy cores), interval
+#                releases per shape (default 500, ungrouped 4×; about 1.5 hours on 2 busy cores), interval
 #                coverage and extreme errors against the truth (integration/sweep_test.go)
 #   make mutate  applies the classic privacy mutations to a scratch copy and prints
 #                which tests catch each (scripts/mutate; 5-10 minutes)
