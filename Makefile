@@ -5,6 +5,9 @@
 #                for a few seconds (make fuzz)
 #   make audit   the black-box privacy auditor: empirical ε lower bounds through the proxy
 #                (AUDIT_RELEASES per database and run, default 2000; 10-15 minutes)
+#   make sweep   issue 29's honesty sweep: every aggregate × key kind at ε = 1, SWEEP_RELEASES
+#                releases per shape (default 500, ungrouped 4×; about 1.5 hours on 2 busy cores), interval
+#                coverage and extreme errors against the truth (integration/sweep_test.go)
 #   make mutate  applies the classic privacy mutations to a scratch copy and prints
 #                which tests catch each (scripts/mutate; 5-10 minutes)
 #   make build   build bin/dpproxy
@@ -30,7 +33,7 @@ DEMO_FLAGS ?=
 TEST_TIMEOUT ?= 12m
 
 .PHONY: test-citus citus
-.PHONY: all build demo test stat fuzz fuzz-check fuzz-totality audit mutate bench bench-go load lint deps clean
+.PHONY: all build demo test stat fuzz fuzz-check fuzz-totality audit sweep mutate bench bench-go load lint deps clean
 
 all: build
 
@@ -127,6 +130,19 @@ AUDIT_ONLY ?=
 audit: deps
 	AUDIT_RELEASES=$(AUDIT_RELEASES) AUDIT_ONLY=$(AUDIT_ONLY) \
 		$(GO) test -count=1 -timeout 0 -v -run '^TestAudit_EmpiricalEpsilon$$' ./integration
+
+# Issue 29's honesty sweep (integration/sweep_test.go, BENCHMARKS.md "Issue
+# 29: the honesty sweep"): each shape SWEEP_RELEASES times through the proxy;
+# SWEEP_ONLY=date selects shapes by a part of their name, SWEEP_WORKERS the
+# releases in flight. Not part of make test (TestSweep_Honesty skips without
+# SWEEP_RELEASES): even 40 releases per shape take minutes.
+SWEEP_RELEASES ?= 500
+SWEEP_ONLY ?=
+SWEEP_WORKERS ?= 2
+
+sweep: deps
+	SWEEP_RELEASES=$(SWEEP_RELEASES) SWEEP_ONLY="$(SWEEP_ONLY)" SWEEP_WORKERS=$(SWEEP_WORKERS) \
+		$(GO) test -count=1 -timeout 0 -v -run '^TestSweep_Honesty$$' ./integration
 
 # Not part of make test (it runs the package and end-to-end tests once per
 # mutation); run it after changing a privacy-critical package.

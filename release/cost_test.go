@@ -106,7 +106,7 @@ func TestRun_NoticePerOutputCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hCount := num(ms[0].mech.HalfWidth(0.95))
+	hCount := num(countHalfWidth(ms[0].mech)) // the noise's, plus 1/2 for rounding a weighted count
 	for _, want := range []string{
 		"; 95% error ±" + hCount + " (count, epsilon 0.12, delta 1.2e-06), ±",
 		" (stddev, epsilon 0.36, delta 3.6e-06; per group: cardiology ±",

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -474,7 +475,7 @@ func outputWidth(plan *dpplan.Plan, o dpplan.Output, ms []measurement) (float64,
 			}
 		}
 	case dpplan.OutputCount:
-		return ms[o.Measure].mech.HalfWidth(0.95), true
+		return countHalfWidth(ms[o.Measure].mech), true
 	case dpplan.OutputSum:
 		return sumHalfWidth(o, ms), true
 	case dpplan.OutputQuantile:
@@ -485,6 +486,25 @@ func outputWidth(plan *dpplan.Plan, o dpplan.Output, ms []measurement) (float64,
 		}
 	}
 	return 0, false
+}
+
+// countHalfWidth is the 95% half-width of a released count. A count noised
+// on a grid finer than the integers (a weighted count, dpplan/bounds.go) is
+// rounded to the nearest integer after noise (outputRow), which moves it by
+// up to 1/2 more: |round(x + e) − x| ≤ |e| + 1/2. Without the 1/2 the
+// stated ±6.657 of a count with noise of scale 2.22 (ε 0.45) covered the
+// released whole number only when |e| < 6.5, with probability 94.6%
+// (TestBICorpus's patient counts). Flooring at zero only moves a count
+// towards its truth (never negative). Counts noised on the integers are
+// exact quantiles of their noise already.
+func countHalfWidth(mech noise.Mechanism) float64 {
+	h := mech.HalfWidth(0.95)
+	if sc, ok := mech.(noise.Scaled); ok {
+		if _, step := sc.NoiseScale(); step < 1 {
+			h += 0.5
+		}
+	}
+	return h
 }
 
 // cellWidths is the 95% half-width of every released cell: per output,
@@ -592,8 +612,40 @@ func sumHalfWidth(o dpplan.Output, ms []measurement) float64 {
 	// the same for every group (no plug-in value enters).
 	c, _ := strconv.ParseFloat(m.Centre, 64)
 	draws := []noiseDraw{drawOf(ms[o.Measure].mech), drawOf(ms[o.CountMeasure].mech)}
+	if h, ok := linearSumHalfWidth(draws[0], draws[1], c); ok {
+		return h
+	}
 	est := func(v []float64) float64 { return v[0] + c*v[1] }
 	return simHalfWidth(groupSeed(0, 0), []float64{0, 0}, draws, est, math.Inf(1))
+}
+
+// linearSumHalfWidth is the exact 95% half-width of e_s + c·e_c for two
+// independent noises of the same family: for Gaussian noise the normal
+// quantile of σ = √(σ_s² + c²·σ_c²), for Laplace noise the 97.5% quantile
+// of a sum of two Laplace variables (laplaceComboQuantile, closed-form
+// tail), plus half a grid step of each (the discrete noise's rounding, as
+// noise.HalfWidth adds it). The simulation it replaces drew the same 4,000
+// noises (one fixed seed) for every release, so its Monte Carlo error (about
+// 2% of the width) was the same in every release: the issue 29 sweep saw
+// derived sums cover 94.5% of 22,054 cells (3.3 standard errors under 95%).
+// ok is false for mixed or noiseless inputs (the simulation then).
+func linearSumHalfWidth(s, n noiseDraw, c float64) (float64, bool) {
+	if s.scale == 0 || n.scale == 0 || s.gaussian != n.gaussian {
+		return 0, false
+	}
+	b1, b2 := s.scale*s.step, math.Abs(c)*n.scale*n.step
+	rounding := s.step/2 + math.Abs(c)*n.step/2
+	if s.gaussian {
+		return normalQ975*math.Sqrt(b1*b1+b2*b2) + rounding, true
+	}
+	if b2 == 0 {
+		return b1*math.Log(20) + rounding, true
+	}
+	if b1 == b2 {
+		b2 *= 1 - 1e-4 // distinct poles (comboScales: error of order 10⁻⁸)
+	}
+	sd := math.Sqrt(2 * (b1*b1 + b2*b2))
+	return sd*laplaceComboQuantile([]float64{b1 / sd, b2 / sd}, 0.025) + rounding, true
 }
 
 // num formats a budget figure or half-width for humans: at most 4
