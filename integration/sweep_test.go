@@ -41,8 +41,8 @@ import (
 //     groups; with a private key or a quantile each patient keeps its L0
 //     groups first in the order of hashtextextended(unit ‖ keys, 7919). The
 //     NOTICE of each of these says that the interval covers the bounded
-//     answer. Quantiles state their interval in ranks (±K ranks and the
-//     bucket width): a release covers when the ranks of the released value
+//     answer. Quantiles state their interval in ranks ("within ±K rows
+//     of the true one in the order of …, to the bucket width W"): a release covers when the ranks of the released value
 //     (± the bucket width) lie within K of the target rank of the bounded
 //     values.
 //   - extreme errors: no cell may be farther from the truth than 3× its
@@ -232,7 +232,9 @@ func sweepWeighted(from, key, value string, lo, hi float64, r, l0r int, aggs ...
 }
 
 // sweepDistinct is the bounded truth of COUNT(DISTINCT patient_id) grouped
-// by key: each patient counts min(1, l0/g) in each of its g groups.
+// by key: each patient counts min(1, lu/g) in each of its g groups, lu the
+// groups a unit counts whole in (dpplan.UnitGroups: min(G, L0·R) on one
+// table, where min(1, L0·R/g) is the same weight as g ≤ G; L0 in a join).
 func sweepDistinct(from, key string, l0 int) string {
 	return fmt.Sprintf(`WITH pu AS (SELECT DISTINCT patient_id AS u, (%s) AS k FROM %s), g AS (SELECT u, count(*) AS g FROM pu GROUP BY 1)
 		SELECT k::text, sum(least(1.0, %d.0 / g)) FROM pu JOIN g USING (u) GROUP BY 1 ORDER BY 1`, key, from, l0)
@@ -280,7 +282,7 @@ func sweepShapes() []sweepShape {
 			raw:     plainAggs(visits, dept, "v.cost")},
 		{name: "public key: count distinct", keys: 1,
 			sql:     "SELECT department, COUNT(DISTINCT patient_id) FROM visits GROUP BY 1",
-			bounded: func(int) string { return sweepDistinct(visits, dept, L0) },
+			bounded: func(r int) string { return sweepDistinct(visits, dept, L0*r) },
 			raw:     "SELECT department, count(DISTINCT patient_id) FROM visits GROUP BY 1 ORDER BY 1"},
 		{name: "date key: count/sum/avg/var", keys: 1,
 			sql:     "SELECT date_trunc('year', visit_date), COUNT(*), SUM(cost), AVG(cost), VAR_SAMP(cost) FROM visits GROUP BY 1",
@@ -293,7 +295,7 @@ func sweepShapes() []sweepShape {
 			raw:     "SELECT (floor(extract(epoch from visit_date)/86400)*86400)::text, count(*) FROM visits WHERE visit_date BETWEEN '2024-03-01' AND '2024-03-31' GROUP BY 1 ORDER BY 1"},
 		{name: "date key: count distinct", keys: 1,
 			sql:     "SELECT date_trunc('quarter', visit_date), COUNT(DISTINCT patient_id) FROM visits GROUP BY 1",
-			bounded: func(int) string { return sweepDistinct(visits, quarter, L0) },
+			bounded: func(r int) string { return sweepDistinct(visits, quarter, L0*r) },
 			raw:     fmt.Sprintf("SELECT (%s)::text, count(DISTINCT patient_id) FROM visits v GROUP BY 1 ORDER BY 1", quarter)},
 		{name: "private key: count/sum/avg", keys: 1, delta: true,
 			sql: "SELECT diagnosis, COUNT(*), SUM(cost), AVG(cost) FROM visits GROUP BY 1",
@@ -380,7 +382,7 @@ var (
 	sweepRemovedRE  = regexp.MustCompile(`removed(?:, or clamping changed,)?(?: at least)? about ([0-9.e+]+) rows \([^±]*±([0-9.e+]+),`)
 	sweepUnitsRE    = regexp.MustCompile(`leave out about ([0-9.e+]+) units summed over the groups \([^±]*±([0-9.e+]+),`)
 	sweepPerGroupRE = regexp.MustCompile(`per group about (.*?) \(each ±([0-9.e+]+)\)`)
-	sweepRanksRE    = regexp.MustCompile(`±([0-9.e+]+) ranks and bucket width ([0-9.e+]+) \(([^,)]+)`)
+	sweepRanksRE    = regexp.MustCompile(`(?:within ±|at most )([0-9.e+]+) rows (?:of the true one|above the smallest|below the largest) in the order of [^,]+, to the bucket width ([0-9.e+]+)[^(]*\(([^,)]+)`)
 )
 
 // runSweepShape releases sh n times through the proxy and compares each
