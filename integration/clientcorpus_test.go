@@ -330,12 +330,20 @@ func TestClientCorpus_SQLAlchemy(t *testing.T) {
 		checked += n
 		missLines = append(missLines, m...)
 	}
+	judgeCorpus(t, "SQLAlchemy corpus", checked, missLines, 80)
+}
+
+// judgeCorpus fails when more values missed their stated 95% bounds than
+// allowedMisses allows (false rejection below 0.1%), or fewer than
+// minChecked values were checked.
+func judgeCorpus(t *testing.T, what string, checked int, missLines []string, minChecked int) {
+	t.Helper()
 	allowed := allowedMisses(checked, 0.05, 1e-3)
-	t.Logf("SQLAlchemy corpus: %d values checked against the truth, %d outside their stated 95%% bounds (allowed %d)", checked, len(missLines), allowed)
+	t.Logf("%s: %d values checked against the truth, %d outside their stated 95%% bounds (allowed %d)", what, checked, len(missLines), allowed)
 	if len(missLines) > allowed {
 		t.Errorf("%d values outside their stated bounds (allowed %d):\n%s", len(missLines), allowed, strings.Join(missLines, "\n"))
 	}
-	if checked < 80 {
+	if checked < minChecked {
 		t.Errorf("only %d values checked", checked)
 	}
 }
@@ -362,12 +370,5 @@ func TestClientCorpus_KnexKysely(t *testing.T) {
 		checked += n
 		missLines = append(missLines, m...)
 	}
-	allowed := allowedMisses(checked, 0.05, 1e-3)
-	t.Logf("knex and kysely corpus: %d values checked against the truth, %d outside their stated 95%% bounds (allowed %d)", checked, len(missLines), allowed)
-	if len(missLines) > allowed {
-		t.Errorf("%d values outside their stated bounds (allowed %d):\n%s", len(missLines), allowed, strings.Join(missLines, "\n"))
-	}
-	if checked < 60 {
-		t.Errorf("only %d values checked", checked)
-	}
+	judgeCorpus(t, "knex and kysely corpus", checked, missLines, 60)
 }
