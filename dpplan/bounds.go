@@ -133,6 +133,14 @@ func UnitGroups(p *Plan, rows int) int {
 	return max(l0, DomainProduct(p.Keys, allowance))
 }
 
+// UnitsWeighted reports whether a plan keeping rows rows per unit can
+// weight a distinct count: some unit can be in more groups than
+// UnitGroups counts it whole in (the key domains have more).
+func UnitsWeighted(p *Plan, rows int) bool {
+	lu := UnitGroups(p, rows)
+	return lu < DomainProduct(p.Keys, lu+1)
+}
+
 // GroupBound is how the SQL enforces the L0 bound (see "Two levels of
 // bounding" above).
 type GroupBound int

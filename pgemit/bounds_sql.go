@@ -111,7 +111,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	// can be in more, and is weighted.
 	unitGroups := dpplan.UnitGroups(p, t.MaxRowsPerUnit)
 	lu := strconv.Itoa(unitGroups)
-	unitsWeighted := unitGroups < dpplan.DomainProduct(p.Keys, unitGroups+1)
+	unitsWeighted := dpplan.UnitsWeighted(p, t.MaxRowsPerUnit)
 	var keyCols, keyOut []string
 	for j, k := range p.Keys {
 		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))

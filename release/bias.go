@@ -174,10 +174,10 @@ func unitsBoundText(plan *dpplan.Plan) string {
 	if dpplan.GroupBounding(plan) != dpplan.GroupsScale || (plan.HasBias() && plan.Measures[len(plan.Measures)-1].Units) {
 		return ""
 	}
-	lu := dpplan.UnitGroups(plan, plan.RowsPerUnit)
-	if lu >= dpplan.DomainProduct(plan.Keys, lu+1) {
+	if !dpplan.UnitsWeighted(plan, plan.RowsPerUnit) {
 		return "" // no unit can be in more groups than it counts whole in
 	}
+	lu := dpplan.UnitGroups(plan, plan.RowsPerUnit)
 	for _, m := range plan.Measures {
 		if m.Kind == dpplan.MeasureUnits {
 			return fmt.Sprintf("distinct counts count each unit in at most %s (a unit in more groups, g, counts %d/g in each): "+

@@ -850,6 +850,9 @@ func bucketValue(ms dpplan.Measure, j int) *big.Rat {
 	return mid.Add(mid, lower)
 }
 
+// dayText writes a date column's value, days since 1970-01-01, as a date.
+func dayText(days int64) string { return time.Unix(days*86400, 0).UTC().Format("2006-01-02") }
+
 // quantileValue formats a released quantile as its output column's type
 // (NULL for a group refused by the PTR test).
 func quantileValue(o dpplan.Output, v *big.Rat) value {
@@ -858,7 +861,7 @@ func quantileValue(o dpplan.Output, v *big.Rat) value {
 	}
 	if o.PGType == "date" {
 		days := floorRatInt(v)
-		s := time.Unix(days*86400, 0).UTC().Format("2006-01-02")
+		s := dayText(days)
 		return value{key: &s}
 	}
 	return value{num: v, decimals: 6}

@@ -9,7 +9,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/noise"
@@ -139,7 +138,7 @@ func quantileErrorText(o dpplan.Output, m *quantileMech, cost string) string {
 // date column's bounds are days since 1970-01-01.
 func boundText(o dpplan.Output, x float64) string {
 	if o.PGType == "date" {
-		return time.Unix(int64(math.Floor(x))*86400, 0).UTC().Format("2006-01-02")
+		return dayText(int64(math.Floor(x)))
 	}
 	return exactNum(x)
 }

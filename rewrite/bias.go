@@ -107,7 +107,7 @@ func weightedUnits(p *Plan, rows int) bool {
 	if dpplan.GroupBounding(p) != dpplan.GroupsScale {
 		return false
 	}
-	if lu := dpplan.UnitGroups(p, rows); lu >= dpplan.DomainProduct(p.Keys, lu+1) {
+	if !dpplan.UnitsWeighted(p, rows) {
 		return false
 	}
 	for _, m := range p.Measures {
