@@ -79,7 +79,7 @@ func (p *Plan) QueryArgs(ds *policy.Dataset) []any {
 
 // SampleCall is one sample-and-aggregate call of the select list.
 type SampleCall struct {
-	Fn           string // corr, covar_pop, …
+	Fn           string // corr, regr_r2, percentile_cont, …
 	Y, X         string // PostgreSQL's argument order: f(Y, X)
 	Lower, Upper float64
 	// Q, Value: a quantile (rewrite/quantile_expr.go: Fn is percentile_cont,

@@ -17,7 +17,7 @@ import (
 // rows. EXPLAIN names the method and never shows the key (the SQL takes it as the bind parameters $1, $2,
 // which the answer needs: this test runs them through the real upstream
 // pool); regr_slope
-// without dp.output_range is refused with a hint, and answered once set.
+// is answered from noisy sums, and corr with dp.output_range over a fixed k.
 func TestSampleAgg_ThroughProxy(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -75,8 +75,9 @@ func TestSampleAgg_ThroughProxy(t *testing.T) {
 		t.Fatalf("corr = %v, PostgreSQL %v: farther than 0.26", got, truth)
 	}
 
-	// regr_slope without an output range is answered from noisy sums
-	// (rewrite/regrstats.go), as float8; with one, by sample-and-aggregate.
+	// regr_slope is answered from noisy sums (rewrite/regrstats.go), as
+	// float8; corr with dp.output_range and dp.sample_blocks by
+	// sample-and-aggregate over a fixed k, inside the range.
 	var fromSums float64
 	if err := c.QueryRow(ctx, "SELECT regr_slope(cost, age) FROM visits").Scan(&fromSums); err != nil {
 		t.Fatalf("regr_slope without a range: %v, want an answer from sums", err)
@@ -84,18 +85,18 @@ func TestSampleAgg_ThroughProxy(t *testing.T) {
 	if ns := notices(); strings.Contains(ns[len(ns)-1], "blocks") || math.IsNaN(fromSums) {
 		t.Fatalf("regr_slope from sums = %v, NOTICE %q: want no sample-and-aggregate", fromSums, ns[len(ns)-1])
 	}
-	for _, set := range []string{"SET dp.output_range = '-100,100'", "SET dp.sample_blocks = 256"} {
+	for _, set := range []string{"SET dp.output_range = '-0.5,0.5'", "SET dp.sample_blocks = 256"} {
 		if _, err := c.Exec(ctx, set); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var slope float64
-	if err := c.QueryRow(ctx, "SELECT regr_slope(cost, age) FROM visits").Scan(&slope); err != nil {
+	var narrow float64
+	if err := c.QueryRow(ctx, "SELECT corr(cost, age) FROM visits").Scan(&narrow); err != nil {
 		t.Fatal(err)
 	}
 	ns = notices()
-	if last := ns[len(ns)-1]; !strings.Contains(last, "k=256 blocks (fixed by dp.sample_blocks") || slope < -100 || slope > 100 {
-		t.Fatalf("regr_slope = %v, NOTICE %q", slope, last)
+	if last := ns[len(ns)-1]; !strings.Contains(last, "k=256 blocks (fixed by dp.sample_blocks") || narrow < -0.5 || narrow > 0.5 {
+		t.Fatalf("corr = %v, NOTICE %q", narrow, last)
 	}
 	if _, err := c.Exec(ctx, "SET dp.sample_blocks = 1"); err == nil || !strings.Contains(err.Error(), "22023") {
 		t.Fatalf("SET dp.sample_blocks = 1: %v, want 22023", err)

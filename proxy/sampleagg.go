@@ -13,8 +13,8 @@ import (
 // Session settings of sample-and-aggregate (rewrite/sampleagg.go).
 const (
 	// settingOutputRange is SET dp.output_range = 'lo,hi': the public
-	// range block answers are clipped to (needed by regr_slope and
-	// regr_intercept; narrows the others).
+	// range block answers are clipped to (narrows corr's and regr_r2's
+	// natural ranges and a quantile's interval).
 	settingOutputRange = "dp.output_range"
 	// settingSampleBlocks is SET dp.sample_blocks = k: the number of
 	// blocks (default: chosen from a noisy unit count).

@@ -122,7 +122,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 				typ = "int8"
 			}
 			if regr[f] {
-				typ = "float8" // PostgreSQL's type of regr_slope and regr_intercept
+				typ = "float8" // PostgreSQL's type of the covariances and regressions
 			}
 			out = Output{Name: exprName, Kind: OutputExpr, Expr: e, PGType: typ}
 		}

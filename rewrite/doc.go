@@ -82,8 +82,10 @@
 //	              and clamping bounds chosen per query: candidate plans,
 //	              the clipped columns and the replanning (their plan data
 //	              is dpplan/auto.go, their SQL pgemit's).
-//	sampleagg.go  corr, covar_*, regr_* by
-//	              sample-and-aggregate (keyed-hash blocks, per-block
+//	regrstats.go  covar_pop, covar_samp, regr_slope, regr_intercept as
+//	              expressions over noisy sums.
+//	sampleagg.go  corr and regr_r2 (and quantiles under SET
+//	              dp.quantile_method = sample) by sample-and-aggregate (keyed-hash blocks, per-block
 //	              answers clipped to an output range, averaged; k from
 //	              SET dp.sample_blocks or a noisy unit count), per group
 //	              of public keys and over joins bounded after the join;

@@ -7,34 +7,51 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
 
-// regr_slope and regr_intercept from noisy sufficient statistics (issue 31).
+// covar_pop, covar_samp, regr_slope and regr_intercept from noisy
+// sufficient statistics (issues 29 and 31).
 //
-// Sample-and-aggregate (sampleagg.go) clips each block's answer to a public
-// output range; the slope and intercept have none that follows from the
-// columns' bounds, so it needs SET dp.output_range. Without one, the two
-// are answered from sums instead, as PostgreSQL computes them:
+// Each is a function of five sums over the rows where both arguments are
+// not NULL (the rows PostgreSQL's two-argument aggregates read):
 //
 //	n = COUNT(x), Sx = SUM(x), Sy = SUM(y), Sxy = SUM(x*y), Sxx = SUM(x*x),
-//	each FILTER (WHERE x IS NOT NULL AND y IS NOT NULL) (the rows both
-//	aggregates read),
-//	regr_slope     = (n·Sxy − Sx·Sy) / (n·Sxx − Sx²)
-//	regr_intercept = (Sy·Sxx − Sx·Sxy) / (n·Sxx − Sx²)
+//	each FILTER (WHERE x IS NOT NULL AND y IS NOT NULL).
 //
-// NULL when the denominator is 0, as in PostgreSQL. Each sum is an ordinary
-// DP measure (its row value's interval bounds its sensitivity,
-// dpplan.ValueInterval: x·y and x·x of bounded columns), and the ratio is
-// post-processing of the released sums, so nothing new is argued; the
-// five measures are shared by every regr_slope and regr_intercept of the
-// same columns. The NOTICE states no half-width for the ratio (an
-// expression over aggregates), and its noise is that of a ratio of noisy
-// sums: large when n·Sxx − Sx² is small (x hardly varies).
+// With C = n·Sxy − Sx·Sy and Dx = n·Sxx − Sx² (n² times the covariance and
+// the variance of x), PostgreSQL's definitions (src/backend/utils/adt/
+// float.c, float8_covar_pop and its neighbours, which accumulate the
+// centred sums C/n and Dx/n) are
+//
+//	covar_pop      = C / n²                 NULL when n = 0
+//	covar_samp     = C / (n·(n − 1))        NULL when n < 2
+//	regr_slope     = C / Dx                 NULL when Dx = 0
+//	regr_intercept = (Sy·Sxx − Sx·Sxy) / Dx NULL when Dx = 0
+//
+// Each sum is an ordinary DP measure (its row value's interval bounds its
+// sensitivity, dpplan.ValueInterval: x·y and x·x of bounded columns) and
+// each formula is post-processing of the released sums, so nothing new is
+// argued. Equal sums are one measure, shared by every such aggregate of
+// the same columns in the query. The released count n is a whole number,
+// so covar_samp's n·(n − 1) is 0, and the answer NULL (a zero divisor,
+// dpplan.Expr.Eval), exactly when n < 2. The NOTICE states no half-width
+// for these (expressions over aggregates).
+//
+// corr and regr_r2 stay with sample-and-aggregate (sampleagg.go): their
+// natural output ranges make its noise scale-free, and from sums they
+// were 10× less accurate on the demo and 3× on PUMS (BENCHMARKS.md,
+// "corr, covariances and regression from sums"). The covariances are the
+// reverse: sample-and-aggregate clips each block to ±(range of x)·(range
+// of y)/4, and from sums they were 6× more accurate on PUMS.
 
-// regrFromSums rewrites, in the select list, regr_slope(y, x) and
-// regr_intercept(y, x) into those expressions when the session set no
-// dp.output_range. It returns the fields rewritten (their outputs are
-// float8, PostgreSQL's type).
+// regrFuncs are the two-argument statistics planned from sums.
+var regrFuncs = map[string]bool{
+	"covar_pop": true, "covar_samp": true, "regr_slope": true, "regr_intercept": true,
+}
+
+// regrFromSums rewrites those statistics in the select list into
+// expressions over sums. It returns the fields rewritten (their outputs
+// are float8, PostgreSQL's type).
 func (b *builder) regrFromSums(sel *ast.SelectStmt) map[*ast.SelectField]bool {
-	if b.opts.HasOutputRange || sel.Fields == nil {
+	if sel.Fields == nil {
 		return nil
 	}
 	var done map[*ast.SelectField]bool
@@ -44,40 +61,10 @@ func (b *builder) regrFromSums(sel *ast.SelectStmt) map[*ast.SelectField]bool {
 			continue
 		}
 		name := strings.ToLower(fc.FnName.O)
-		if name != "regr_slope" && name != "regr_intercept" {
+		if !regrFuncs[name] {
 			continue
 		}
-		y, x := fc.Args[0], fc.Args[1]
-		cond := &ast.BinaryOperationExpr{Op: opcode.LogicAnd,
-			L: &ast.IsNullExpr{Expr: x, Not: true}, R: &ast.IsNullExpr{Expr: y, Not: true}}
-		agg := func(fn string, arg ast.ExprNode) ast.ExprNode {
-			a := &ast.AggregateFuncExpr{F: fn, Args: []ast.ExprNode{arg}}
-			b.filters[a] = cond
-			return a
-		}
-		bin := func(op opcode.Op, l, r ast.ExprNode) ast.ExprNode {
-			return &ast.BinaryOperationExpr{Op: op, L: l, R: r}
-		}
-		n := agg(ast.AggFuncCount, x)
-		sx, sy := agg(ast.AggFuncSum, x), agg(ast.AggFuncSum, y)
-		sxy := agg(ast.AggFuncSum, bin(opcode.Mul, x, y))
-		sxx := agg(ast.AggFuncSum, bin(opcode.Mul, x, x))
-		zero := ast.NewValueExpr(0, "", "")
-		if b.synthLits == nil {
-			b.synthLits = map[ast.ExprNode]literal{}
-		}
-		b.synthLits[zero] = literal{kind: litNumber, val: "0"}
-		den := &ast.FuncCallExpr{FnName: ast.NewCIStr("nullif"), Args: []ast.ExprNode{
-			bin(opcode.Minus, bin(opcode.Mul, n, sxx), bin(opcode.Mul, sx, sx)), zero}}
-		num := bin(opcode.Minus, bin(opcode.Mul, n, sxy), bin(opcode.Mul, sx, sy))
-		if name == "regr_intercept" {
-			num = bin(opcode.Minus, bin(opcode.Mul, sy, sxx), bin(opcode.Mul, sx, sxy))
-		}
-		// × 1.0: the quotient of two integer-valued sums is exact, not
-		// PostgreSQL's integer division (arith refuses that).
-		one := ast.NewValueExpr(1, "", "")
-		b.synthLits[one] = literal{kind: litNumber, val: "1.0"}
-		f.Expr = bin(opcode.Div, bin(opcode.Mul, num, one), den)
+		f.Expr = b.regrExpr(name, fc.Args[0], fc.Args[1])
 		if f.AsName.O == "" {
 			f.AsName = ast.NewCIStr(name)
 		}
@@ -87,4 +74,52 @@ func (b *builder) regrFromSums(sel *ast.SelectStmt) map[*ast.SelectField]bool {
 		done[f] = true
 	}
 	return done
+}
+
+// regrExpr is the expression of statistic name(y, x) over the sums.
+func (b *builder) regrExpr(name string, y, x ast.ExprNode) ast.ExprNode {
+	cond := &ast.BinaryOperationExpr{Op: opcode.LogicAnd,
+		L: &ast.IsNullExpr{Expr: x, Not: true}, R: &ast.IsNullExpr{Expr: y, Not: true}}
+	agg := func(fn string, arg ast.ExprNode) ast.ExprNode {
+		a := &ast.AggregateFuncExpr{F: fn, Args: []ast.ExprNode{arg}}
+		b.filters[a] = cond
+		return a
+	}
+	bin := func(op opcode.Op, l, r ast.ExprNode) ast.ExprNode {
+		return &ast.BinaryOperationExpr{Op: op, L: l, R: r}
+	}
+	lit := func(v string) ast.ExprNode {
+		e := ast.NewValueExpr(v, "", "")
+		if b.synthLits == nil {
+			b.synthLits = map[ast.ExprNode]literal{}
+		}
+		b.synthLits[e] = literal{kind: litNumber, val: v}
+		return e
+	}
+	// Each use gets its own node: a node is planned once per use.
+	n := func() ast.ExprNode { return agg(ast.AggFuncCount, x) }
+	sx := func() ast.ExprNode { return agg(ast.AggFuncSum, x) }
+	sy := func() ast.ExprNode { return agg(ast.AggFuncSum, y) }
+	sxy := func() ast.ExprNode { return agg(ast.AggFuncSum, bin(opcode.Mul, x, y)) }
+	sxx := func() ast.ExprNode { return agg(ast.AggFuncSum, bin(opcode.Mul, x, x)) }
+	// × 1.0: quotients of integer-valued sums are exact, not PostgreSQL's
+	// integer division (arith refuses that).
+	exact := func(e ast.ExprNode) ast.ExprNode { return bin(opcode.Mul, e, lit("1.0")) }
+	c := func() ast.ExprNode {
+		return bin(opcode.Minus, bin(opcode.Mul, n(), sxy()), bin(opcode.Mul, sx(), sy()))
+	}
+	dx := func() ast.ExprNode {
+		return bin(opcode.Minus, bin(opcode.Mul, n(), sxx()), bin(opcode.Mul, sx(), sx()))
+	}
+	switch name {
+	case "covar_pop":
+		return bin(opcode.Div, exact(c()), bin(opcode.Mul, n(), n()))
+	case "covar_samp":
+		return bin(opcode.Div, exact(c()), bin(opcode.Mul, n(), bin(opcode.Minus, n(), lit("1"))))
+	case "regr_slope":
+		return bin(opcode.Div, exact(c()), dx())
+	default: // regr_intercept
+		num := bin(opcode.Minus, bin(opcode.Mul, sy(), sxx()), bin(opcode.Mul, sx(), sxy()))
+		return bin(opcode.Div, exact(num), dx())
+	}
 }

@@ -14,8 +14,9 @@ import (
 // This file plans sample-and-aggregate (Nissim, Raskhodnikova and Smith,
 // "Smooth Sensitivity and Sampling in Private Data Analysis", STOC 2007,
 // §4; used for SQL by GUPT, Mohan et al., SIGMOD 2012) for the aggregates
-// whose sensitivity no static bound gives: corr, covar_pop, covar_samp,
-// regr_slope, regr_intercept and regr_r2.
+// whose sensitivity no static bound gives: corr and regr_r2. (covar_pop,
+// covar_samp, regr_slope and regr_intercept are answered from noisy sums,
+// regrstats.go, which measured more accurate for them.)
 //
 // # Mechanism
 //
@@ -142,13 +143,9 @@ import (
 //
 // # Output ranges
 //
-// corr lies in [−1, 1] and regr_r2 in [0, 1] (natural ranges). For inputs
-// clamped to [a_x, b_x] and [a_y, b_y], |covar_pop| ≤ (b_x − a_x)(b_y − a_y)/4
-// (Popoviciu's inequality with Cauchy–Schwarz) and |covar_samp| ≤
-// (b_x − a_x)(b_y − a_y)/2 (n/(n − 1) ≤ 2 for n ≥ 2): ranges from the policy.
-// regr_slope and regr_intercept have no bound; they need SET
-// dp.output_range = 'lo,hi' (public: the analyst chose it), which for the
-// other functions narrows their range (intersection).
+// corr lies in [−1, 1] and regr_r2 in [0, 1] (natural ranges); SET
+// dp.output_range = 'lo,hi' (public: the analyst chose it) narrows them
+// (intersection).
 
 // sampleLevels are the block counts k computed when k is chosen from the
 // noisy unit count: powers of two, so that one sort per level suffices.
@@ -167,14 +164,11 @@ const sampleCountShare = 0.1
 // maxSampleBlocks bounds SET dp.sample_blocks.
 const maxSampleBlocks = 1 << 20
 
-var sampleAggFuncs = map[string]bool{
-	"corr": true, "covar_pop": true, "covar_samp": true,
-	"regr_slope": true, "regr_intercept": true, "regr_r2": true,
-}
+var sampleAggFuncs = map[string]bool{"corr": true, "regr_r2": true}
 
 func isSampleAggFunc(name string) bool { return sampleAggFuncs[strings.ToLower(name)] }
 
-const sampleAggHint = "sample-and-aggregate answers corr, covar_pop, covar_samp, regr_slope, regr_intercept and regr_r2 of two bounded numeric columns, e.g. SELECT department, corr(cost, age) FROM visits GROUP BY department (keys with public values), without other aggregates in the same query"
+const sampleAggHint = "sample-and-aggregate answers corr and regr_r2 of two bounded numeric columns, e.g. SELECT department, corr(cost, age) FROM visits GROUP BY department (keys with public values), without other aggregates in the same query"
 
 // sampleAggCall checks one call such as corr(cost, age) and returns its
 // output; the measures are built by sampleAggPlan.
@@ -211,7 +205,7 @@ func (b *builder) sampleAggCall(fc *ast.FuncCallExpr) (Output, error) {
 		}
 		cols[i] = ci
 	}
-	lo, hi, ok := sampleRange(fn, cols[0].col.LowerNum, cols[0].col.UpperNum, cols[1].col.LowerNum, cols[1].col.UpperNum)
+	lo, hi, ok := sampleRange(fn)
 	if b.opts.HasOutputRange {
 		if ok {
 			lo, hi = math.Max(lo, b.opts.OutputLower), math.Min(hi, b.opts.OutputUpper)
@@ -236,21 +230,13 @@ func (b *builder) sampleAggCall(fc *ast.FuncCallExpr) (Output, error) {
 	return Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: "float8", Lower: lo, Upper: hi}, nil
 }
 
-// sampleRange is the output range of fn that needs no session setting:
-// natural for corr and regr_r2, from the clamping bounds of Y and X for the
-// covariances (see "Output ranges").
-func sampleRange(fn string, yLo, yHi, xLo, xHi float64) (lo, hi float64, ok bool) {
+// sampleRange is the natural output range of fn (see "Output ranges").
+func sampleRange(fn string) (lo, hi float64, ok bool) {
 	switch fn {
 	case "corr":
 		return -1, 1, true
 	case "regr_r2":
 		return 0, 1, true
-	case "covar_pop":
-		r := (yHi - yLo) * (xHi - xLo) / 4
-		return -r, r, true
-	case "covar_samp":
-		r := (yHi - yLo) * (xHi - xLo) / 2
-		return -r, r, true
 	}
 	return 0, 0, false
 }

@@ -199,18 +199,18 @@ func TestSampleAgg_Postgres(t *testing.T) {
 	saTable(t, ctx, conn, 400)
 	key := ds.SampleKey()
 
-	// Output ranges: corr and regr_r2 natural, the covariances from the
-	// bounds; slope and intercept from the session, narrow enough that
-	// clipping happens in some blocks (the intercept range is 0.02 wide:
-	// every block answer of 50 noisy units lands outside it, whatever the key).
+	// Output ranges: corr and regr_r2 natural, then from the session,
+	// narrow enough that clipping happens in some blocks (0.01 wide:
+	// the block correlations of 50 noisy units spread wider, whatever the
+	// key).
 	clipped := 0
 	for _, q := range []struct {
 		fns  []string
 		opts Options
 	}{
-		{[]string{"corr", "covar_pop", "regr_r2", "covar_samp"}, Options{SampleBlocks: 8}},
-		{[]string{"regr_slope"}, Options{SampleBlocks: 8, HasOutputRange: true, OutputLower: 1.4, OutputUpper: 1.6}},
-		{[]string{"regr_intercept"}, Options{SampleBlocks: 8, HasOutputRange: true, OutputLower: -2.01, OutputUpper: -1.99}},
+		{[]string{"corr", "regr_r2"}, Options{SampleBlocks: 8}},
+		{[]string{"corr"}, Options{SampleBlocks: 8, HasOutputRange: true, OutputLower: 0.8, OutputUpper: 0.81}},
+		{[]string{"regr_r2"}, Options{SampleBlocks: 8, HasOutputRange: true, OutputLower: 0.65, OutputUpper: 0.66}},
 	} {
 		var calls []string
 		for _, f := range q.fns {
@@ -338,8 +338,8 @@ func TestSampleAgg_Refusals(t *testing.T) {
 		opts      Options
 		code      string
 	}{
-		// regr_slope and regr_intercept without a range are answered from
-		// sums (regrstats.go, TestRegrFromSums).
+		// The covariances and regressions are answered from sums
+		// (regrstats.go, TestRegrFromSums).
 		{"range outside corr", "SELECT corr(y, x) FROM obs", Options{HasOutputRange: true, OutputLower: 2, OutputUpper: 3}, "22023"},
 		{"one argument", "SELECT corr(y) FROM obs", Options{}, "42883"},
 		{"expression argument", "SELECT corr(y + 1, x) FROM obs", Options{}, "0A000"},
@@ -387,7 +387,7 @@ func TestSampleAgg_KeyNotInPlan(t *testing.T) {
 	}
 	key := ds.SampleKey()
 	inner, outer := dpplan.HMACPads(key)
-	for _, q := range []string{"SELECT corr(y, x) FROM obs", "SELECT covar_pop(y, x), regr_r2(y, x) FROM obs WHERE x > 1"} {
+	for _, q := range []string{"SELECT corr(y, x) FROM obs", "SELECT corr(y, x), regr_r2(y, x) FROM obs WHERE x > 1"} {
 		p, err := Rewrite(ds, q)
 		if err != nil {
 			t.Fatal(err)

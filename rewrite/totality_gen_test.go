@@ -627,7 +627,8 @@ func (g *queryGen) quantileOpt() {
 	}
 }
 
-// sampleAggCall is corr(y, x) and its kin.
+// sampleAggCall is corr(y, x) and its kin (corr and regr_r2 by
+// sample-and-aggregate, the others from sums, regrstats.go).
 func (g *queryGen) sampleAggCall() string {
 	num := g.colsWhere(func(c genCol) bool { return c.bounded() })
 	if len(num) == 0 {

@@ -673,7 +673,9 @@ SELECT corr(cost, age) FROM visits
 
 SELECT department, corr(cost, age) FROM visits GROUP BY department
 
-SELECT department, regr_r2(cost, length_of_stay), covar_pop(cost, age) FROM visits WHERE age >= 18 GROUP BY department
+SELECT department, regr_r2(cost, length_of_stay), corr(cost, age) FROM visits WHERE age >= 18 GROUP BY department
+
+SELECT department, covar_pop(cost, age), regr_slope(cost, age), AVG(cost) FROM visits WHERE age >= 18 GROUP BY department
 
 SELECT CASE WHEN age < 50 THEN 'under 50' ELSE '50 and over' END AS band, corr(length_of_stay, age) FROM visits GROUP BY band
 

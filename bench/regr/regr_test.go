@@ -1,0 +1,148 @@
+//go:build regrbench
+
+// Package regr measures the error of covar_pop, covar_samp, regr_slope and
+// regr_intercept answered from noisy sufficient statistics
+// (rewrite/regrstats.go) on the demo data and the PUMS sample:
+//
+//	go test -tags regrbench -run TestRegrAccuracy -v -timeout 30m ./bench/regr
+//
+// For each query and ε it runs the emitted SQL once on a real PostgreSQL,
+// releases the answer `runs` times through release.Releaser (fresh noise
+// each time, an in-memory ledger) and reports the median and 90th
+// percentile of |released − PostgreSQL's answer of the analyst's query|,
+// and the share of NULL answers. The
+// table goes to BENCHMARKS.md.
+package regr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/internal/benchkit"
+	"github.com/dpproxy/dpproxy/internal/demo"
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/release"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+const runs = 200
+
+// pumsPolicy: one row per person; the bounds are those of
+// bench/quantile and rewrite's PUMS tests.
+const pumsPolicy = `dataset: pums
+privacy_unit: person
+budget: {epsilon: 1.0e9, delta: 1.0e-3, accountant: pure}
+defaults: {epsilon: 1, mechanism: laplace}
+tables:
+  pums:
+    unit_column: pid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      age:     {type: int, lower: 0, upper: 100}
+      educ:    {type: int, lower: 1, upper: 16}
+      income:  {type: float, lower: 0, upper: 500000}
+`
+
+func TestRegrAccuracy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgtest.NewDatabase(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if err := benchkit.LoadDemo(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+	if err := benchkit.LoadPUMS(ctx, conn, "PUMS.csv", "pums"); err != nil {
+		if errors.Is(err, fs.ErrNotExist) && !pgtest.InCI() {
+			t.Skipf("PUMS sample not found: %v", err)
+		}
+		t.Fatal(err)
+	}
+	hospital, err := demo.HospitalPolicy()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pums, err := policy.Parse(strings.NewReader(pumsPolicy), "pums.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries := []struct {
+		ds    *policy.Dataset
+		query string
+	}{
+		{hospital, "SELECT covar_pop(cost, age) FROM visits"},
+		{hospital, "SELECT regr_slope(cost, age) FROM visits"},
+		{hospital, "SELECT regr_intercept(cost, age) FROM visits"},
+		{pums, "SELECT covar_pop(income, educ) FROM pums"},
+		{pums, "SELECT covar_samp(income, age) FROM pums"},
+		{pums, "SELECT regr_slope(income, educ) FROM pums"},
+	}
+	var b strings.Builder
+	b.WriteString("| data | query | PostgreSQL | ε = 0.1: median / p90 (NULL) | ε = 0.5 | ε = 1 |\n|---|---|---:|---|---|---|\n")
+	for _, q := range queries {
+		truthRows, err := benchkit.QueryText(ctx, conn, q.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		truth, _ := strconv.ParseFloat(*truthRows[0][0], 64)
+		base, err := rewrite.Rewrite(q.ds, q.query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "| %s | `%s` | %.4g |", q.ds.Name, q.query, truth)
+		for _, eps := range []float64{0.1, 0.5, 1} {
+			p, err := release.CalibratedPlan(q.ds, base, release.Params{Epsilon: eps, Mechanism: policy.MechanismLaplace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := benchkit.QueryText(ctx, conn, p.SQL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var errs []float64
+			nulls := 0
+			for i := 0; i < runs; i++ {
+				res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: q.ds, Plan: p, Epsilon: eps,
+					Mechanism: policy.MechanismLaplace, Upstream: benchkit.RowsUpstream{Rows: rows}, NoCache: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Rows[0][0] == nil {
+					nulls++
+					continue
+				}
+				v, _ := strconv.ParseFloat(*res.Rows[0][0], 64)
+				errs = append(errs, math.Abs(v-truth))
+			}
+			sort.Float64s(errs)
+			cell := "all NULL"
+			if len(errs) > 0 {
+				cell = fmt.Sprintf("%s / %s", fmtErr(errs[len(errs)/2]), fmtErr(errs[len(errs)*9/10]))
+			}
+			fmt.Fprintf(&b, " %s (%.0f%%) |", cell, 100*float64(nulls)/runs)
+		}
+		b.WriteString("\n")
+	}
+	t.Logf("median and 90th percentile of |error| over %d runs each (share of NULL answers):\n%s", runs, b.String())
+}
+
+func fmtErr(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
