@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 )
 
 // The SQL of issue 31 as the clients send it, through a real `dpproxy
@@ -263,4 +264,81 @@ func TestSQL31_ResultTypes(t *testing.T) {
 			t.Errorf("%s: %d rows, %v", sql, n, err)
 		}
 	}
+}
+
+// TestSQL31_AnswerInDescribedTypes: a DP statement whose plan depends on
+// its parameter's value (date_trunc($1, …)) is described before Bind by
+// the shadow's types, in which regr_slope is numeric (dpTypeOf) while the
+// answer's is float8. pgx decodes each Execute by the statement's
+// Describe, in binary: the answer must come in the described types
+// (proxy/described.go), so the slope decodes as the number it is, for
+// every bound unit, with one charge per Execute.
+func TestSQL31_AnswerInDescribedTypes(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfgPath, addr := extraConfig(t)
+	withAnalyst(t, cfgPath, "sqdesc")
+	p := startProxy(t, cfgPath, addr)
+	conn := connect(t, ctx, p.dsn("sqdesc"))
+	if _, err := conn.Exec(ctx, "SET dp.epsilon = 0.5"); err != nil {
+		t.Fatal(err)
+	}
+	const sql = `SELECT date_trunc($1, visit_date) AS m, regr_slope(cost, age) AS s, COUNT(*) AS n FROM visits GROUP BY 1`
+	sd, err := conn.Prepare(ctx, "slope", sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sd.Fields) != 3 || sd.Fields[1].DataTypeOID != 1700 {
+		t.Fatalf("described fields %+v: want s as numeric (the shadow's float8 mapped by dpTypeOf), the case this test is about", sd.Fields)
+	}
+	before := epsilonSpent(t, ctx, conn)
+	for _, unit := range []string{"year", "quarter"} {
+		rows, err := conn.Query(ctx, "slope", unit)
+		if err != nil {
+			t.Fatalf("%s: %v", unit, err)
+		}
+		n := 0
+		for rows.Next() {
+			var m time.Time
+			var s pgtype.Numeric
+			var c int64
+			if err := rows.Scan(&m, &s, &c); err != nil {
+				t.Fatalf("%s: %v", unit, err)
+			}
+			f, err := s.Float64Value()
+			if err != nil || !f.Valid || math.IsNaN(f.Float64) || math.Abs(f.Float64) > 1e6 {
+				t.Errorf("%s %v: slope %+v (%v), want a finite number", unit, m, f, err)
+			}
+			n++
+		}
+		if err := rows.Err(); err != nil || n == 0 {
+			t.Fatalf("%s: %d rows, %v", unit, n, err)
+		}
+	}
+	if spent := epsilonSpent(t, ctx, conn) - before; math.Abs(spent-1.0) > 1e-9 {
+		t.Errorf("spent %v for two executions at ε 0.5, want 1", spent)
+	}
+}
+
+// epsilonSpent is SHOW dp.budget's epsilon_spent (one dataset).
+func epsilonSpent(t *testing.T, ctx context.Context, conn *pgx.Conn) float64 {
+	t.Helper()
+	rows, err := conn.Query(ctx, "SHOW dp.budget", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	spent := math.NaN()
+	for rows.Next() {
+		for i, f := range rows.FieldDescriptions() {
+			if f.Name == "epsilon_spent" {
+				spent, err = strconv.ParseFloat(string(rows.RawValues()[i]), 64)
+			}
+		}
+	}
+	if err != nil || rows.Err() != nil || math.IsNaN(spent) {
+		t.Fatalf("SHOW dp.budget: %v %v", err, rows.Err())
+	}
+	return spent
 }

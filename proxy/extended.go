@@ -30,6 +30,9 @@ type preparedStatement struct {
 	nParams   int
 	// desc is filled by the first Describe (or Bind of a DP statement).
 	desc *statementDesc
+	// told are the result columns a Describe of the statement sent the
+	// client, which decodes its portals' rows by them (described.go).
+	told []column
 }
 
 // statementDesc is a statement's parameter types and result columns.
@@ -48,7 +51,9 @@ type portal struct {
 	params        [][]byte
 	paramFormats  []int16
 	resultFormats []int16
-	result        *bufferedResult // after the first Execute
+	// told are the result columns a Describe of the portal sent.
+	told   []column
+	result *bufferedResult // after the first Execute
 }
 
 // bufferedResult is a result held for a portal, already encoded in the
@@ -325,6 +330,9 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 		}
 		c.be.Send(&pgproto3.ParameterDescription{ParameterOIDs: d.paramOIDs})
 		c.sendRowDescription(d, nil)
+		if ps.st.route == pgsql.RouteDP {
+			ps.told = d.cols
+		}
 		return nil
 	case 'P':
 		p, ok := c.portals[m.Name]
@@ -362,6 +370,9 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 			return err
 		}
 		c.sendRowDescription(d, p.resultFormats)
+		if p.stmt.st.route == pgsql.RouteDP {
+			p.told = d.cols
+		}
 		return nil
 	}
 	return pgerr.New(pgerr.ProtocolViolation, "invalid DESCRIBE message subtype %d", m.ObjectType)
@@ -662,8 +673,27 @@ func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error
 	case pgsql.RouteDP:
 		var text string
 		if text, err = c.boundText(sctx, p); err == nil {
+			told := p.told
+			if told == nil && ps.told != nil {
+				// Described before Bind: check the bound plan's columns
+				// against the statement's before anything is charged.
+				told = ps.told
+				if got, perr := c.describeDP(sctx, text); perr == nil && !describedFits(told, got) {
+					err = errResultTypeChanged()
+				}
+			}
 			var rs *resultSet
-			if rs, err = c.execDP(sctx, text, ps.text); err == nil {
+			if err == nil {
+				rs, err = c.execDP(sctx, text, ps.text)
+			}
+			if err == nil && told != nil {
+				if !describedFits(told, rs.cols) {
+					err = errResultTypeChanged()
+				} else {
+					err = asDescribed(rs, told)
+				}
+			}
+			if err == nil {
 				br, err = c.encodeResult(rs, p.resultFormats)
 			}
 		}
