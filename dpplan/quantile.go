@@ -6,12 +6,10 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// Quantile methods (SET dp.quantile_method).
-const (
-	QuantileExponential = "exponential"
-	QuantileSmooth      = "smooth"
-	QuantilePTR         = "ptr"
-)
+// QuantileExponential is the method of quantile measures (SET
+// dp.quantile_method = exponential, the default): the exponential
+// mechanism over a fixed grid of buckets (release/quantile.go).
+const QuantileExponential = "exponential"
 
 // Quantile describes one quantile measure. Everything in it is public: the
 // query's constants and the policy's bounds.
@@ -26,7 +24,7 @@ type Quantile struct {
 	// Type is the column's type; values are numbers (dates: days since
 	// 1970-01-01).
 	Type   policy.Type
-	Method string // QuantileExponential, QuantileSmooth or QuantilePTR
+	Method string // QuantileExponential
 	// Buckets and Width define the grid of the exponential method: bucket
 	// j covers [Lower + j·Width, Lower + (j+1)·Width), the last one closed
 	// at Upper. For int and date columns Width is a whole number and the
@@ -36,14 +34,10 @@ type Quantile struct {
 	// Rows is max_rows_per_unit: how many values one unit can add to or
 	// remove from a group.
 	Rows int
-	// Beta is the smoothing parameter of the smooth method (0 otherwise),
-	// Bound the proposed local-sensitivity bound of the ptr method.
-	Beta  float64 `json:",omitempty"`
-	Bound float64 `json:",omitempty"`
 }
 
 // QuantileSample answers quantiles by sample-and-aggregate (sampleagg.go).
-// Unlike the other methods it is chosen when the plan is built
+// Unlike the exponential method it is chosen when the plan is built
 // (Options.QuantileMethod): the plan has a different shape.
 const QuantileSample = "sample"
 

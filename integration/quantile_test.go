@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"math"
 	"regexp"
 	"strings"
@@ -43,8 +44,10 @@ func TestPsql_Quantiles(t *testing.T) {
 // probability of this tolerance is not derived for the two-stage release:
 // bench/quantile measured 90% of errors below 13.5 at ε 0.1 in 200
 // releases, so 156.25 lies far in the tail; contribution bounding moves the
-// median by a few ranks), and the smooth method answers
-// once δ is set, with types the driver decodes.
+// median by a few ranks), with types the driver decodes. The removed
+// smooth and ptr methods (issue 28) are refused by SET with 22023 and a
+// hint saying why, and the session goes on answering by the exponential
+// mechanism.
 func TestPgx_QuantileMethods(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -74,32 +77,21 @@ func TestPgx_QuantileMethods(t *testing.T) {
 	if math.Abs(median-truth) > 2*78.125 {
 		t.Errorf("median %v, truth %v: further than two buckets", median, truth)
 	}
-	if _, err := c.Exec(ctx, "SET dp.quantile_method = smooth"); err != nil {
-		t.Fatal(err)
+	for _, method := range []string{"smooth", "ptr"} {
+		_, err := c.Exec(ctx, "SET dp.quantile_method = "+method)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Hint, "removed") || !strings.Contains(pe.Hint, "BENCHMARKS.md") {
+			t.Fatalf("SET dp.quantile_method = %s: %v, want 22023 with a hint that the method was removed", method, err)
+		}
 	}
-	// Without dp.delta the smooth method takes a tenth of the analyst's δ
-	// budget (issue 16), stated in the NOTICE; SET dp.delta = 0 refuses.
-	var dflt float64
-	if err := c.QueryRow(ctx, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits WHERE age >= 0").Scan(&dflt); err != nil {
-		t.Fatalf("smooth without dp.delta: %v, want an answer with the default δ", err)
+	var again float64
+	if err := c.QueryRow(ctx, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits WHERE age >= 0").Scan(&again); err != nil {
+		t.Fatalf("after the refused SETs: %v", err)
 	}
-	if _, err := c.Exec(ctx, "SET dp.delta = 0"); err != nil {
-		t.Fatal(err)
+	if again < 0 || again > 20000 {
+		t.Errorf("median %v outside the policy bounds", again)
 	}
-	if _, err := c.Exec(ctx, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits WHERE age >= 1"); err == nil || !strings.Contains(err.Error(), "dp.delta") {
-		t.Fatalf("smooth with dp.delta = 0: %v, want a refusal naming dp.delta", err)
-	}
-	if _, err := c.Exec(ctx, "SET dp.delta = 1e-7"); err != nil {
-		t.Fatal(err)
-	}
-	var smooth float64
-	if err := c.QueryRow(ctx, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits").Scan(&smooth); err != nil {
-		t.Fatal(err)
-	}
-	if smooth < 0 || smooth > 20000 {
-		t.Errorf("smooth median %v outside the policy bounds", smooth)
-	}
-	if len(notices) == 0 || !strings.Contains(notices[len(notices)-1], "smooth sensitivity") {
-		t.Errorf("notices %q, want the smooth-sensitivity NOTICE last", notices)
+	if len(notices) == 0 || !strings.Contains(notices[len(notices)-1], "exponential mechanism") {
+		t.Errorf("notices %q, want the exponential mechanism's NOTICE last", notices)
 	}
 }

@@ -294,9 +294,6 @@ func TestClosedForms_NoSilentNaN(t *testing.T) {
 	if tau, err := LaplacePartitionThreshold(5e-324, 0.9, 1); !errors.Is(err, ErrScale) {
 		t.Fatalf("LaplacePartitionThreshold(5e-324, 0.9, 1) = %v, %v; want ErrScale", tau, err)
 	}
-	if v, err := PTRThreshold(5e-324, 1e-9); !errors.Is(err, ErrScale) {
-		t.Fatalf("PTRThreshold(5e-324, 1e-9) = %v, %v; want ErrScale", v, err)
-	}
 	if v, err := LaplaceScale(1e-300, 1e300); !errors.Is(err, ErrScale) {
 		t.Fatalf("LaplaceScale(1e-300, 1e300) = %v, %v; want ErrScale", v, err)
 	}

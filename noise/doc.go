@@ -50,10 +50,6 @@
 //   - NewExponential (exponential.go): ε-DP selection among candidates
 //     whose utilities have sensitivity ≤ Δu (McSherry–Talwar 2007), sampled
 //     exactly by rejection with Bernoulli(e^{−γ}) trials.
-//   - NewSmoothLaplace (smooth.go): (ε, δ)-DP for a β-smooth bound S on the
-//     local sensitivity, β = ε/(2 ln(2/δ)) (Nissim–Raskhodnikova–Smith
-//     2007), discrete Laplace on a grid fixed by the value range;
-//     PTRThreshold: the Propose-Test-Release test (Dwork–Lei 2009).
 //   - HalfWidth is the exact quantile of the discrete noise actually added
 //     (plus r/2 rounding in real mode), so the stated coverage is true.
 //

@@ -115,8 +115,6 @@ func FuzzCalibrations(f *testing.F) {
 			positive("SigmaFromRho", v, err)
 			v, err = RDPGaussianSigma(a, b, c)
 			positive("RDPGaussianSigma", v, err)
-			v, err = PTRThreshold(a, b)
-			positive("PTRThreshold", v, err)
 			if v, err := LaplacePartitionThreshold(a, b, groups); err == nil {
 				checkNumber(t, "LaplacePartitionThreshold", v, 1, math.MaxFloat64)
 			}

@@ -26,8 +26,7 @@
 //	join_sql.go      Privacy-critical: the joined relation bounded after
 //	                 the join, and the elastic SQL of key joins.
 //	quantile_sql.go  Privacy-critical: quantile measures: bucket counts
-//	                 (exponential method) and order-statistic summaries
-//	                 (smooth and ptr methods).
+//	                 (exponential method).
 //	sampleagg_sql.go  Privacy-critical: sample-and-aggregate (keyed-hash
 //	                 blocks, clipped per-block answers, their sum).
 //	bias_sql.go      Privacy-critical: the bias estimate's SQL (rows

@@ -112,7 +112,7 @@ func Explain(env *Env, s *Settings, st *Statement) (*Answer, error) {
 	if st.Kind == KindPost {
 		return explainPost(env, s, st)
 	}
-	cols, rows, err := release.Explain(env.Policy, st.Plan, Params(env, s, st.Plan))
+	cols, rows, err := release.Explain(env.Policy, st.Plan, Params(s))
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func explainPost(env *Env, s *Settings, st *Statement) (*Answer, error) {
 			lines = append(lines, "  answered from the policy's public values (no data read, no cost)")
 			continue
 		}
-		_, rows, err := release.Explain(env.Policy, l.Plan, Params(env, s, l.Plan))
+		_, rows, err := release.Explain(env.Policy, l.Plan, Params(s))
 		if err != nil {
 			return nil, err
 		}

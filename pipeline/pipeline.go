@@ -32,9 +32,6 @@ type Env struct {
 type Settings struct {
 	Analyst        string
 	Epsilon, Delta float64
-	// DeltaExplicit: the session set dp.delta (even to 0); otherwise a
-	// smooth or ptr quantile query gets a default δ (release.QueryDelta).
-	DeltaExplicit  bool
 	Mechanism      string
 	QuantileMethod string
 	NoCache        bool
@@ -179,17 +176,14 @@ func preparePost(env *Env, s *Settings, texts *Texts, q *rewrite.PostQuery, expl
 	return st, nil
 }
 
-// Params are the privacy parameters of plan under the session's settings
-// (release.QueryDelta picks δ when the session set none).
-func Params(env *Env, s *Settings, plan *dpplan.Plan) release.Params {
-	p := release.Params{Epsilon: s.Epsilon, Delta: s.Delta, Mechanism: s.Mechanism, QuantileMethod: s.QuantileMethod}
-	p.Delta = release.QueryDelta(env.Policy, s.Analyst, plan, p, s.DeltaExplicit)
-	return p
+// Params are the privacy parameters of the session's settings.
+func Params(s *Settings) release.Params {
+	return release.Params{Epsilon: s.Epsilon, Delta: s.Delta, Mechanism: s.Mechanism, QuantileMethod: s.QuantileMethod}
 }
 
 // Request is the release of plan for the session's analyst and settings.
 func Request(env *Env, s *Settings, plan *dpplan.Plan) release.Request {
-	p := Params(env, s, plan)
+	p := Params(s)
 	return release.Request{
 		Analyst:        s.Analyst,
 		Dataset:        env.Policy,

@@ -108,9 +108,6 @@ type conn struct {
 	// took one for all its releases (a post-processing statement's
 	// leaves: post.go); nil otherwise, and release takes its own.
 	ticket *ticket
-	// deltaExplicit: the session SET dp.delta (even to 0); otherwise a
-	// smooth or ptr quantile query gets a default δ (dp.go queryDelta).
-	deltaExplicit bool
 }
 
 // shutdown asks the session to end at its next read: it then sends 57P01

@@ -108,7 +108,6 @@ func (c *conn) dpSettings() *pipeline.Settings {
 		Analyst:        c.analyst,
 		Epsilon:        c.epsilon(),
 		Delta:          c.delta(),
-		DeltaExplicit:  c.deltaExplicit,
 		Mechanism:      c.mechanism(),
 		QuantileMethod: c.quantileMethod(),
 		NoCache:        c.noCache(),

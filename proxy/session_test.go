@@ -9,7 +9,6 @@ import (
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/release"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -57,8 +56,10 @@ func TestSession_DPSettings(t *testing.T) {
 		{sql: "SET dp.cache = off", show: "dp.cache", want: "off"},
 		{sql: "SET dp.cache = maybe", wantCode: "22023"},
 		{sql: "SHOW dp.quantile_method", show: "dp.quantile_method", want: "exponential"},
-		{sql: "SET dp.quantile_method = Smooth", show: "dp.quantile_method", want: "smooth"},
-		{sql: "SET dp.quantile_method = ptr", show: "dp.quantile_method", want: "ptr"},
+		{sql: "SET dp.quantile_method = Sample", show: "dp.quantile_method", want: "sample"},
+		{sql: "SET dp.quantile_method = Smooth", wantCode: "22023", show: "dp.quantile_method", want: "sample"}, // removed (issue 28)
+		{sql: "SET dp.quantile_method = ptr", wantCode: "22023", show: "dp.quantile_method", want: "sample"},
+		{sql: "SET dp.quantile_method = EXPONENTIAL", show: "dp.quantile_method", want: "exponential"},
 		{sql: "SET dp.quantile_method = median", wantCode: "22023"},
 		{sql: "SET dp.contribution = sometimes", wantCode: "22023"},
 		{sql: "SET dp.clipping = sometimes", wantCode: "22023"},
@@ -391,47 +392,46 @@ func TestDP_CacheSetting(t *testing.T) {
 	}
 }
 
-// TestDP_QuantileMethod: SET dp.quantile_method reaches the releaser,
-// whose calibration applies it to the plan (release/calibrate.go), and a
-// method that needs δ is refused there without one, before any charge.
+// TestDP_QuantileMethod: SET dp.quantile_method reaches the releaser
+// (exponential; sample, whose quantiles are planned as
+// sample-and-aggregate). The smooth and ptr methods were removed (issue
+// 28): SET refuses them with 22023 and a hint that says why, and the
+// session keeps its method.
 func TestDP_QuantileMethod(t *testing.T) {
 	ts := startServer(t, serverOpts{})
 	pc := ts.connect(t)
-	const q = "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits"
-	for _, sql := range []string{q, "SET dp.quantile_method = smooth", "SET dp.delta = 1e-7", q, "SET dp.quantile_method = ptr", q} {
+	const q = "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost / 2) FROM visits"
+	for _, sql := range []string{q, "SET dp.quantile_method = sample", q} {
 		if _, err := execAll(t, pc, sql); err != nil {
 			t.Fatalf("%s: %v", sql, err)
 		}
 	}
-	reqs := ts.releaser.requests()
-	if len(reqs) != 3 {
-		t.Fatalf("releaser called %d times, want 3", len(reqs))
+	for _, sql := range []string{"SET dp.quantile_method = smooth", "SET dp.quantile_method = 'PTR'", "SET dp.quantile_method TO ' Smooth '", "SET SESSION dp.quantile_method = ptr"} {
+		_, err := execAll(t, pc, sql)
+		var pe *pgconn.PgError
+		if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Message, `"dp.quantile_method"`) {
+			t.Fatalf("%s: %v, want 22023 naming dp.quantile_method", sql, err)
+		}
+		for _, want := range []string{"removed", "exponential mechanism", "more accurate", "BENCHMARKS.md"} {
+			if !strings.Contains(pe.Hint, want) {
+				t.Errorf("%s: hint %q lacks %q", sql, pe.Hint, want)
+			}
+		}
+		if got := show(t, pc, "dp.quantile_method"); got != "sample" {
+			t.Errorf("after %s: dp.quantile_method = %q, want sample (unchanged)", sql, got)
+		}
 	}
-	for i, want := range []string{"exponential", "smooth", "ptr"} {
+	reqs := ts.releaser.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("releaser called %d times, want 2", len(reqs))
+	}
+	for i, want := range []string{"exponential", "sample"} {
 		if got := reqs[i].QuantileMethod; got != want {
 			t.Errorf("request %d: method %q, want %q", i, got, want)
 		}
 	}
-	smooth, err := release.CalibratedPlan(reqs[1].Dataset, reqs[1].Plan, release.Params{Epsilon: reqs[1].Epsilon, Delta: reqs[1].Delta,
-		Mechanism: reqs[1].Mechanism, QuantileMethod: reqs[1].QuantileMethod})
-	if err != nil || smooth.Measures[0].Quantile.Method != "smooth" || smooth.Fingerprint == reqs[0].Plan.Fingerprint || !strings.Contains(smooth.SQL, "generate_series") {
-		t.Errorf("the smooth plan was not re-emitted (%v)", err)
-	}
-	if _, err := execAll(t, pc, "SET dp.delta = 0"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := execAll(t, pc, q); err != nil {
-		t.Fatal(err)
-	}
-	reqs = ts.releaser.requests()
-	last := reqs[len(reqs)-1]
-	if last.QuantileMethod != "ptr" || last.Delta != 0 {
-		t.Fatalf("ptr without δ reached the releaser as method %q, δ %v", last.QuantileMethod, last.Delta)
-	}
-	_, _, err = release.Explain(last.Dataset, last.Plan, release.Params{Epsilon: last.Epsilon, Mechanism: last.Mechanism, QuantileMethod: last.QuantileMethod})
-	var pe *pgerr.Error
-	if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Hint, "dp.delta") {
-		t.Errorf("ptr without δ: %v, want 22023 with a hint on dp.delta", err)
+	if !reqs[0].Plan.HasQuantile() || reqs[1].Plan.SampleAgg == nil {
+		t.Errorf("plans: exponential has quantile measures %v, sample is sample-and-aggregate %v", reqs[0].Plan.HasQuantile(), reqs[1].Plan.SampleAgg != nil)
 	}
 }
 

@@ -113,8 +113,8 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},
 		{name: settingMaxRowsPerUnit, check: checkContributionBound(settingMaxRowsPerUnit), desc: "Rows one unit may contribute to one group, tighter than the policy's (empty: the policy's; ungrouped queries: its whole allowance)."},
 		{name: settingMaxGroupsPerUnit, check: checkContributionBound(settingMaxGroupsPerUnit), desc: "Groups one unit may contribute to, tighter than the policy's (empty: the policy's)."},
-		{name: settingQuantileMethod, def: rewrite.DefaultQuantileMethod, check: enum(rewrite.QuantileExponential, rewrite.QuantileSmooth, rewrite.QuantilePTR, rewrite.QuantileSample),
-			desc: "Method of DP quantiles (percentile_cont, percentile_disc, MIN, MAX): exponential, smooth, ptr or sample (sample-and-aggregate)."},
+		{name: settingQuantileMethod, def: rewrite.DefaultQuantileMethod, check: checkQuantileMethod,
+			desc: "Method of DP quantiles (percentile_cont, percentile_disc, MIN, MAX): exponential or sample (sample-and-aggregate)."},
 	}
 	m := make(map[string]*settingDef, len(defs))
 	for _, d := range defs {
@@ -348,9 +348,6 @@ func (c *conn) set(name, value string, isDefault, local bool) error {
 		}
 	}
 	c.settings[name] = v
-	if name == settingDelta {
-		c.deltaExplicit = !isDefault
-	}
 	if c.txStatus != 'I' && !local && c.txCommit != nil {
 		c.txCommit[name] = v
 	}
@@ -733,6 +730,23 @@ func checkMechanism(c *conn, v string) (string, error) {
 		return m, nil
 	}
 	return "", invalidValue(settingMechanism, v).WithHint("use laplace or gaussian")
+}
+
+// quantileMethods are the values of dp.quantile_method.
+var quantileMethods = enum(rewrite.QuantileExponential, rewrite.QuantileSample)
+
+// checkQuantileMethod checks dp.quantile_method. The smooth (smooth
+// sensitivity) and ptr (propose-test-release) methods were removed on
+// 2026-12-06 (issue 28): the exponential mechanism was more accurate than
+// both in every measurement but two, where smooth sensitivity tied it at
+// zero error, and needs no δ (BENCHMARKS.md). Setting them gets an error
+// that says so.
+func checkQuantileMethod(c *conn, v string) (string, error) {
+	if m := strings.ToLower(strings.TrimSpace(v)); m == "smooth" || m == "ptr" {
+		return "", invalidValue(settingQuantileMethod, v).
+			WithHint("the smooth and ptr quantile methods were removed: the exponential mechanism (SET dp.quantile_method = exponential, the default) was more accurate than both in every measurement but two, where smooth sensitivity tied it at zero error, and needs no delta (BENCHMARKS.md, \"Quantiles: exponential mechanism vs smooth sensitivity vs propose-test-release\"); use exponential or sample")
+	}
+	return quantileMethods(c, v)
 }
 
 // grantedLimit is the analyst's budget limit on this dataset: the

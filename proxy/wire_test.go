@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"math"
 	"net"
 	"net/url"
 	"testing"
@@ -131,43 +130,6 @@ func TestSession_ContributionBounds(t *testing.T) {
 		}
 		if rows, groups := last(); rows != s.rows || groups != s.groups {
 			t.Fatalf("%s: plan keeps %d rows in %d groups per unit, want %d in %d", s.sql, rows, groups, s.rows, s.groups)
-		}
-	}
-}
-
-// TestSession_QuantileDefaultDelta: smooth and ptr quantiles need δ; when
-// the session has not set dp.delta, a query with quantiles gets a tenth of
-// the analyst's δ budget (hospital: 10⁻⁶ → 10⁻⁷), other queries keep δ =
-// 0, and an explicit dp.delta wins.
-func TestSession_QuantileDefaultDelta(t *testing.T) {
-	ts := startServer(t, serverOpts{})
-	pc := ts.connect(t)
-	lastDelta := func() float64 {
-		reqs := ts.releaser.requests()
-		return reqs[len(reqs)-1].Delta
-	}
-	for _, s := range []struct {
-		sql   string
-		delta float64 // -1: not a DP query
-	}{
-		{"SET dp.quantile_method = smooth", -1},
-		{"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY age) FROM visits", 1e-7},
-		{"SELECT COUNT(*) FROM visits", 0},
-		{"SET dp.quantile_method = ptr", -1},
-		{"SELECT MAX(age) FROM visits", 1e-7},
-		{"SET dp.delta = 1e-8", -1},
-		{"SELECT MIN(age) FROM visits", 1e-8},
-		{"RESET dp.delta", -1},
-		{"SET dp.quantile_method = exponential", -1},
-		{"SELECT MAX(age) FROM visits WHERE age > 1", 0},
-	} {
-		if _, err := execAll(t, pc, s.sql); err != nil {
-			t.Fatalf("%s: %v", s.sql, err)
-		}
-		if s.delta >= 0 {
-			if got := lastDelta(); math.Abs(got-s.delta) > 1e-18 {
-				t.Fatalf("%s: δ = %g, want %g", s.sql, got, s.delta)
-			}
 		}
 	}
 }

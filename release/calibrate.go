@@ -9,7 +9,6 @@ import (
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
-	"github.com/dpproxy/dpproxy/pgemit"
 )
 
 // calibration is what one release of a plan samples from and charges: the
@@ -21,8 +20,7 @@ import (
 // and Explain all calibrate with it, so what EXPLAIN reports is what a
 // release charges.
 type calibration struct {
-	// req is the request as calibrated: its plan with the quantile method
-	// applied (and its SQL emitted for it), its ε what is left for the
+	// req is the request as calibrated: its ε is what is left for the
 	// measurements once the clamping bounds' share is taken.
 	req Request
 
@@ -63,12 +61,12 @@ func (r *Releaser) calibrate(req Request) (*calibration, error) {
 	if err := verifyPlan(req.Dataset, req.Plan); err != nil { // verify.go
 		return nil, err
 	}
-	plan, err := withQuantileMethod(req.Plan, req.QuantileMethod)
-	if err != nil {
+	if err := checkQuantileMethod(req.Plan, req.QuantileMethod); err != nil {
 		return nil, err
 	}
-	req.Plan = plan
+	plan := req.Plan
 	c := &calibration{}
+	var err error
 	if !plan.PrivateGroups() {
 		if c.groups, err = groupKeys(plan.Keys); err != nil {
 			return nil, err
@@ -105,9 +103,6 @@ func (r *Releaser) calibrate(req Request) (*calibration, error) {
 	if c.ms, err = r.mechanisms(req); err != nil {
 		return nil, err
 	}
-	if req.Plan, err = withSmoothness(req.Plan, c.ms); err != nil {
-		return nil, err
-	}
 	if plan.Auto != nil {
 		if c.auto, err = r.newAutoChoice(req); err != nil { // autobounds.go
 			return nil, err
@@ -137,103 +132,21 @@ func eventOf(m noise.Mechanism) accountant.Event {
 	return accountant.Event{Mechanism: m.Name(), Epsilon: m.Epsilon(), Delta: m.Delta(), NoiseMultiplier: m.NoiseMultiplier()}
 }
 
-// ptrBoundFraction is the ptr method's proposed local-sensitivity bound as
-// a fraction of upper − lower: the noise of a release that passes the test
-// is Laplace of scale b/ε₂. A data-independent proposal; the test checks
-// it against the data (quantile.go).
-const ptrBoundFraction = 1.0 / 64
-
-// withQuantileMethod returns the plan with its quantile measures answered
-// by method (dpplan.QuantileExponential, QuantileSmooth or QuantilePTR; ""
-// keeps the plan's). The planner builds quantile measures for the
-// exponential method; the smooth method's β is set by withSmoothness once
-// its mechanisms are calibrated, and the SQL is emitted again then.
-func withQuantileMethod(p *dpplan.Plan, method string) (*dpplan.Plan, error) {
-	if !p.HasQuantile() || method == "" {
-		return p, nil
+// checkQuantileMethod checks the session's quantile method (SET
+// dp.quantile_method; "" for none) against the plan: the planner builds
+// quantile measures for the exponential method, and sample-and-aggregate
+// quantiles are planned as such (rewrite/quantile_expr.go), without
+// quantile measures.
+func checkQuantileMethod(p *dpplan.Plan, method string) error {
+	if !p.HasQuantile() {
+		return nil
 	}
 	switch method {
-	case dpplan.QuantileExponential, dpplan.QuantileSmooth, dpplan.QuantilePTR:
+	case "", dpplan.QuantileExponential:
+		return nil
 	case dpplan.QuantileSample:
-		// Sample-and-aggregate quantiles are planned as such
-		// (rewrite/quantile_expr.go); a plan with quantile measures was not.
-		return nil, pgerr.New(pgerr.InternalError, "internal error: plan not built for quantile method sample")
-	default:
-		return nil, pgerr.New(pgerr.InvalidParameterValue, "unknown quantile method %q", method).
-			WithHint("SET dp.quantile_method = exponential, smooth, ptr or sample")
+		return pgerr.New(pgerr.InternalError, "internal error: plan not built for quantile method sample")
 	}
-	c := *p
-	c.Measures = append([]dpplan.Measure(nil), p.Measures...)
-	changed := false
-	for i, m := range c.Measures {
-		if m.Kind != dpplan.MeasureQuantile {
-			continue
-		}
-		q := *m.Quantile
-		if q.Method == method {
-			continue
-		}
-		q.Method, q.Beta, q.Bound = method, 0, 0
-		if method == dpplan.QuantilePTR {
-			q.Bound = (m.Upper - m.Lower) * ptrBoundFraction
-		}
-		c.Measures[i].Quantile = &q
-		changed = true
-	}
-	if !changed {
-		return p, nil
-	}
-	return emitted(&c)
-}
-
-// withSmoothness sets the β of each smooth quantile measure to the one its
-// calibrated mechanism needs (the SQL computes a β-smooth bound S for
-// it) and emits the SQL again; other plans are returned as they are.
-func withSmoothness(p *dpplan.Plan, ms []measurement) (*dpplan.Plan, error) {
-	var c *dpplan.Plan
-	for i, m := range ms {
-		if m.quant == nil || m.quant.smooth == nil || m.measure.Quantile.Beta == m.quant.smooth.Beta() {
-			continue
-		}
-		if c == nil {
-			cp := *p
-			cp.Measures = append([]dpplan.Measure(nil), p.Measures...)
-			c = &cp
-		}
-		q := *c.Measures[i].Quantile
-		q.Beta = m.quant.smooth.Beta()
-		c.Measures[i].Quantile = &q
-		m.measure.Quantile = &q
-		ms[i] = m
-	}
-	if c == nil {
-		return p, nil
-	}
-	return emitted(c)
-}
-
-// emitted returns c with its SQL emitted from its plan and its
-// fingerprint taken again.
-func emitted(c *dpplan.Plan) (*dpplan.Plan, error) {
-	t, where := dpplan.SourceOf(c)
-	if t == nil {
-		return nil, pgerr.New(pgerr.InternalError, "internal error: plan cannot be emitted again")
-	}
-	c.SQL = pgemit.SQL(t, c, where)
-	if err := pgemit.CheckSize(c.SQL); err != nil {
-		return nil, err
-	}
-	c.Fingerprint = dpplan.Fingerprint(c)
-	return c, nil
-}
-
-// quantileMethodOf is the quantile method req applies to a plan whose
-// quantile measures are planned for another, else "".
-func quantileMethodOf(req Request) string {
-	for _, m := range req.Plan.Measures {
-		if m.Kind == dpplan.MeasureQuantile && req.QuantileMethod != "" && m.Quantile.Method != req.QuantileMethod {
-			return req.QuantileMethod
-		}
-	}
-	return ""
+	return pgerr.New(pgerr.InvalidParameterValue, "unknown quantile method %q", method).
+		WithHint("SET dp.quantile_method = exponential or sample")
 }

@@ -2,70 +2,42 @@ package release
 
 import (
 	"context"
-	"math"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
-// TestCalibrate_SmoothBetaIsTheRelease's: the β written into a smooth
-// quantile's SQL is exactly the β of the mechanism the release samples
-// from (NRS 2007: S must be β-smooth for that β), computed once, by the
-// same budget split; before calibrate, the planner copied the split and
-// kept in step with a relative 10⁻⁹ margin.
-func TestCalibrate_SmoothBetaIsTheRelease(t *testing.T) {
+// TestCalibrate_QuantileMethod: a plan's quantile measures are answered
+// by the exponential method, the only one the planner builds them for;
+// the session's method must be that one (or none). A plan built without
+// SET dp.quantile_method = sample cannot be switched to it, and an
+// unknown method (the removed smooth and ptr, issue 28) is refused before
+// any charge.
+func TestCalibrate_QuantileMethod(t *testing.T) {
 	t.Parallel()
 	ds := loadPolicy(t)
-	for _, q := range []string{
-		"SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits",
-		"SELECT COUNT(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits",
-		"SELECT department, MAX(age) FROM visits GROUP BY department",
+	p := quantilePlan(t, ds, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits")
+	for method, code := range map[string]string{
+		"":                         "",
+		dpplan.QuantileExponential: "",
+		dpplan.QuantileSample:      pgerr.InternalError,
+		"smooth":                   pgerr.InvalidParameterValue,
+		"ptr":                      pgerr.InvalidParameterValue,
 	} {
-		base := quantilePlan(t, ds, q)
-		req := Request{Dataset: ds, Plan: base, Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace,
-			QuantileMethod: dpplan.QuantileSmooth, Upstream: noUpstream{}}
-		cal, err := (&Releaser{}).calibrate(req)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		p := cal.req.Plan
-		found := false
-		for i, m := range p.Measures {
-			if m.Kind != dpplan.MeasureQuantile {
-				continue
+		_, _, err := Explain(ds, p, Params{Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace, QuantileMethod: method})
+		if code == "" {
+			if err != nil {
+				t.Errorf("method %q: %v", method, err)
 			}
-			found = true
-			sm := cal.ms[i].quant.smooth
-			if m.Quantile.Method != dpplan.QuantileSmooth || sm == nil || m.Quantile.Beta != sm.Beta() {
-				t.Errorf("%s: plan β %v, release β %v", q, m.Quantile.Beta, sm.Beta())
-			}
-			// By hand: ε and δ split over the measures, then over L0 groups.
-			n, l0 := float64(len(p.Measures)), float64(p.MaxGroupsPerUnit)
-			want := noise.SmoothBeta(1/n/l0, 1e-6/1/l0)
-			if math.Abs(m.Quantile.Beta-want) > 1e-12*want {
-				t.Errorf("%s: β %v, want %v", q, m.Quantile.Beta, want)
-			}
-			if !strings.Contains(p.SQL, "("+strconv.FormatFloat(m.Quantile.Beta, 'g', -1, 64)+")::numeric") {
-				t.Errorf("%s: the SQL does not use β %v", q, m.Quantile.Beta)
-			}
+			continue
 		}
-		if !found || p.Fingerprint == base.Fingerprint || p.SQL == base.SQL {
-			t.Errorf("%s: the calibrated plan is the planner's (found=%v)", q, found)
-		}
-		// EXPLAIN reports the same plan: its SQL line is the calibrated SQL.
-		_, rows, err := Explain(ds, base, Params{Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace, QuantileMethod: dpplan.QuantileSmooth})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if last := *rows[len(rows)-1][0]; !strings.Contains(last, p.SQL) {
-			t.Errorf("%s: EXPLAIN shows other SQL than the release runs:\n%.200s", q, last)
+		if pe, ok := pgerr.As(err); !ok || pe.Code != code {
+			t.Errorf("method %q: err = %v, want %s", method, err, code)
 		}
 	}
 }

@@ -310,14 +310,6 @@ func outputText(o dpplan.Output, ms []measurement) string {
 			what, form, o.CountMeasure, o.Measure, o.SumSqMeasure, num(capv), h)
 	case dpplan.OutputQuantile:
 		q := ms[o.Measure].quant
-		switch q.q.Method {
-		case dpplan.QuantileSmooth:
-			return fmt.Sprintf("m%d: the order statistic plus noise scaled to its smooth sensitivity, clamped to the bounds  (worst-case half_width_95=%s)",
-				o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
-		case dpplan.QuantilePTR:
-			return fmt.Sprintf("m%d: the order statistic plus Laplace noise of the proposed bound %s where the noisy distance test passed, else NULL; clamped to the bounds  (half_width_95=%s if released)",
-				o.Measure, num(q.q.Bound), num(ms[o.Measure].mech.HalfWidth(0.95)))
-		}
 		return fmt.Sprintf("midpoint of the bucket of m%d selected by the exponential mechanism  (rank_error_95=%s, bucket width %s)",
 			o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)), exactNum(q.q.Width))
 	case dpplan.OutputExpr:

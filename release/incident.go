@@ -31,8 +31,6 @@ import (
 // Availability failures — the data server's connection lost or refused,
 // the server shutting down, the proxy itself shutting down — do not depend
 // on a row: they get their own error and do not trip the breaker.
-// Propose-test-release's refusal (ptrRefused) is a DP output of its
-// mechanism, not a failure, and is returned as it is.
 
 // IncidentMessage is the message of the one error every incident gets.
 const IncidentMessage = "the DP query failed after its privacy charge; the data steward has been notified"
@@ -53,13 +51,6 @@ type charged struct {
 	key string                  // the query's fingerprint (cacheKey)
 }
 
-// errDPRefusal marks errors after the charge that are outputs of a DP
-// mechanism (ptrRefused), not failures.
-type errDPRefusal struct{ err error }
-
-func (e errDPRefusal) Error() string { return e.err.Error() }
-func (e errDPRefusal) Unwrap() error { return e.err }
-
 // incidentTimeout bounds the ledger write of an incident, which runs even
 // when the statement's context is done.
 const incidentTimeout = 5 * time.Second
@@ -67,10 +58,6 @@ const incidentTimeout = 5 * time.Second
 // afterCharge turns an error (or a recovered panic) after the charge into
 // what the analyst sees, recording incidents.
 func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, err error, panicked bool) error {
-	var dp errDPRefusal
-	if !panicked && errors.As(err, &dp) {
-		return dp.err
-	}
 	kind, state, avail := classify(ctx, err)
 	if panicked {
 		kind, state, avail = "panic", "", false

@@ -67,12 +67,11 @@ import (
 // the query's ε is split equally between m + 1 measurements. δ is split
 // equally between the threshold and every other δ user: under Laplace the
 // measures and the count are pure ε-DP and the threshold takes the whole
-// δ, unless smooth or ptr quantiles take a share each; under Gaussian the
-// m measures (exponential-method quantiles excepted, which are pure ε-DP)
-// and the count's Gaussian noise take one share each. With no quantile
-// that is m + 2 shares. Without private keys δ
-// is split equally between the measures that use it (every measure under
-// the Gaussian mechanism; smooth and ptr quantiles, see quantile.go).
+// δ; under Gaussian the m measures (quantiles excepted, which are pure
+// ε-DP) and the count's Gaussian noise take one share each. With no
+// quantile that is m + 2 shares. Without private keys δ is split equally
+// between the measures that use it (every measure but the quantiles under
+// the Gaussian mechanism, see quantile.go).
 //
 // A plan with a minimum of units per cell (min_units_per_cell,
 // minunits.go) and no private key has the same one more measurement, its
@@ -123,8 +122,8 @@ func splitBudget(req Request) budget {
 	switch {
 	case private:
 		// δ shares: the threshold, the count's noise (Gaussian), and the
-		// measures that use δ (every measure under the Gaussian
-		// mechanism, smooth and ptr quantiles).
+		// measures that use δ (every measure but the quantiles under the
+		// Gaussian mechanism).
 		users := deltaUsers(req.Mechanism, req.Plan.Measures)
 		shares := users + 1
 		if req.Mechanism == policy.MechanismGaussian {
@@ -144,8 +143,8 @@ func splitBudget(req Request) budget {
 		share := splitDown(req.Delta, deltaUsers(req.Mechanism, req.Plan.Measures)+1)
 		b.countDelta, b.measureDelta = share, share
 	case req.Delta > 0:
-		// δ goes equally to the measures that use it: every measure under
-		// the Gaussian mechanism, smooth and ptr quantiles (quantile.go).
+		// δ goes equally to the measures that use it: every measure but
+		// the quantiles under the Gaussian mechanism (quantile.go).
 		if n := deltaUsers(req.Mechanism, req.Plan.Measures); n > 0 {
 			b.measureDelta = splitDown(req.Delta, n)
 		}

@@ -459,8 +459,9 @@ func passThrough(e *dpplan.Expr) (int, bool) {
 }
 
 // outputWidth is the 95% half-width of output o where it is the same for
-// every group (counts, sums, COALESCE or NULLIF of one, the smooth and ptr
-// quantile methods), and whether it has one.
+// every group (counts, sums, COALESCE or NULLIF of one), and whether it
+// has one. Quantiles have none: the exponential method's error is in
+// ranks, not in the value's units.
 func outputWidth(plan *dpplan.Plan, o dpplan.Output, ms []measurement) (float64, bool) {
 	switch o.Kind {
 	case dpplan.OutputExpr:
@@ -478,12 +479,6 @@ func outputWidth(plan *dpplan.Plan, o dpplan.Output, ms []measurement) (float64,
 		return countHalfWidth(ms[o.Measure].mech), true
 	case dpplan.OutputSum:
 		return sumHalfWidth(o, ms), true
-	case dpplan.OutputQuantile:
-		// The exponential method's error is in ranks, not in the
-		// value's units.
-		if q := ms[o.Measure].quant; q != nil && q.q.Method != dpplan.QuantileExponential {
-			return q.HalfWidth(0.95), true
-		}
 	}
 	return 0, false
 }
@@ -853,12 +848,8 @@ func bucketValue(ms dpplan.Measure, j int) *big.Rat {
 // dayText writes a date column's value, days since 1970-01-01, as a date.
 func dayText(days int64) string { return time.Unix(days*86400, 0).UTC().Format("2006-01-02") }
 
-// quantileValue formats a released quantile as its output column's type
-// (NULL for a group refused by the PTR test).
+// quantileValue formats a released quantile as its output column's type.
 func quantileValue(o dpplan.Output, v *big.Rat) value {
-	if v == nil {
-		return value{null: true}
-	}
 	if o.PGType == "date" {
 		days := floorRatInt(v)
 		s := dayText(days)

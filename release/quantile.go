@@ -86,8 +86,7 @@ import (
 // and the groups' releases are independent, so the privacy loss of the
 // measure is at most Σ_g ε_g·d_g/L∞ ≤ ε_g·Λ/L∞. With ε_g = ε_m·L∞/Λ (and
 // never below ε_m/L0) the measure is ε_m-DP. For an elastic join Λ = L∞ =
-// E: every group gets the whole ε_m. The smooth and ptr methods have no
-// such linear loss and keep ε_m/L0 and δ_m/L0 per group.
+// E: every group gets the whole ε_m.
 //
 // # Splitting the query's budget (the rule for every plan)
 //
@@ -96,40 +95,18 @@ import (
 // releases compose to at most ε.
 //
 // δ: split equally, rounded down, over the measures that use δ: every
-// non-quantile measure under the Gaussian mechanism, and every quantile
-// answered by the smooth or ptr method (deltaUsers). Exponential-method
-// quantiles and Laplace measures are pure ε-DP and take none. Within a
-// measure each of the L0 groups a unit can touch gets ε_m/L0 and δ_m/L0.
-//
-// # The smooth method (Nissim, Raskhodnikova, Smith 2007)
-//
-// The SQL returns f (PostgreSQL's quantile of the bounded values) and the
-// β-smooth upper bound S of its local sensitivity (pgemit/quantile_sql.go)
-// for β = ε_g/(2 ln(2/δ_g)); noise.SmoothLaplace adds discrete Laplace
-// noise of scale 2S/ε_g: (ε_g, δ_g)-DP per group. S is never disclosed (the
-// NOTICE gives the worst case).
-//
-// # The ptr method (Dwork and Lei 2009)
-//
-// The SQL returns f and D, the number of units that must change before the
-// local sensitivity can exceed the proposed bound b. The test adds discrete
-// Laplace noise of scale 2/ε_g to D and answers only if the result exceeds
-// ln(1/δ_g)/(ε_g/2) (noise.PTRThreshold); the answer is f plus Laplace noise
-// of scale b/(ε_g/2). A refused group is released as NULL (an ungrouped
-// query is refused with an error); either way the charge stands.
-//
-// The released value is clamped to [lower, upper] and, for percentile_disc,
-// MIN and MAX of int and date columns, rounded to an integer
-// (post-processing).
+// non-quantile measure under the Gaussian mechanism (deltaUsers).
+// Quantiles and Laplace measures are pure ε-DP and take none. Within a
+// measure each of the L0 groups a unit can touch gets ε_m/L0.
 
 // groupEpsilon is ε_g, the ε of each group's release of a quantile
-// measure whose share is ε_m (see "Groups" above): ε_m/L0, or, for the
-// exponential method of a measure with a direct L1 bound Λ (an elastic
-// join, dpplan/join_l1.go), ε_m·L∞/min(Λ, L0·L∞). Rounded down so that
-// ε_g times the divisor never exceeds ε_m.
+// measure whose share is ε_m (see "Groups" above): ε_m/L0, or, for a
+// measure with a direct L1 bound Λ (an elastic join, dpplan/join_l1.go;
+// the exponential mechanism's linear loss), ε_m·L∞/min(Λ, L0·L∞). Rounded
+// down so that ε_g times the divisor never exceeds ε_m.
 func groupEpsilon(epsilon float64, l0 int, ms dpplan.Measure) float64 {
 	div := float64(l0)
-	if ms.Quantile.Method == dpplan.QuantileExponential && ms.L1 > 0 && ms.LInf > 0 {
+	if ms.L1 > 0 && ms.LInf > 0 {
 		div = math.Max(1, math.Min(div, ms.L1/ms.LInf))
 	}
 	return shrinkToFit(epsilon/div, func(ge float64) bool { return ge*div <= epsilon })
@@ -142,20 +119,13 @@ type quantileMech struct {
 	measure dpplan.Measure
 	q       *dpplan.Quantile
 	epsilon float64 // ε_m, the measure's share
-	delta   float64 // δ_m (smooth and ptr), else 0
 	// groupEpsilon is ε_m/L0, the ε of each group's release.
 	groupEpsilon float64
-	exp          *noise.Exponential   // exponential method
-	smooth       *noise.SmoothLaplace // smooth method
-	// ptr method: the test's noise (ε_g/2, sensitivity 1), its threshold,
-	// and the release's noise (ε_g/2, sensitivity Bound).
-	ptrTest      noise.Mechanism
-	ptrThreshold float64
-	ptrRelease   noise.Mechanism
+	exp          *noise.Exponential
 }
 
 // newQuantileMech builds the mechanism of a quantile measure.
-func (r *Releaser) newQuantileMech(ms dpplan.Measure, rows, l0 int, epsilon, delta float64) (*quantileMech, error) {
+func (r *Releaser) newQuantileMech(ms dpplan.Measure, rows, l0 int, epsilon float64) (*quantileMech, error) {
 	q := ms.Quantile
 	if q == nil || q.Buckets < 1 || q.Rows != rows || !(q.Width > 0) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed quantile measure")
@@ -168,94 +138,40 @@ func (r *Releaser) newQuantileMech(ms dpplan.Measure, rows, l0 int, epsilon, del
 	if l0 < 1 {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: max groups per unit below 1")
 	}
-	ge := groupEpsilon(epsilon, l0, ms)
-	m := &quantileMech{measure: ms, q: q, epsilon: epsilon, groupEpsilon: ge}
-	calibrationErr := func(err error) error {
-		return withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the %s quantile method for this query: %v", q.Method, err).
-			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
-	}
-	var err error
-	switch q.Method {
-	case dpplan.QuantileExponential:
-		m.exp, err = noise.NewExponential(noise.ExponentialParams{Epsilon: ge, Sensitivity: ms.LInf, Rand: r.testOnlyRand})
-	case dpplan.QuantileSmooth, dpplan.QuantilePTR:
-		if !(delta > 0 && delta < 1) {
-			return nil, pgerr.New(pgerr.InvalidParameterValue, "quantile method %s needs 0 < dp.delta < 1", q.Method).
-				WithHint("SET dp.delta = 1e-7, or SET dp.quantile_method = exponential (pure ε)")
-		}
-		m.delta = delta
-		dg := shrinkToFit(delta/float64(l0), func(dg float64) bool { return dg*float64(l0) <= delta })
-		if q.Method == dpplan.QuantileSmooth {
-			// The SQL's S must be β-smooth for the β of this release:
-			// calibrate sets the plan's β to m.smooth.Beta() and emits
-			// the SQL for it (calibrate.go, withSmoothness).
-			m.smooth, err = noise.NewSmoothLaplace(noise.SmoothParams{Epsilon: ge, Delta: dg, Range: ms.Upper - ms.Lower, Rand: r.testOnlyRand})
-		} else {
-			// Test and release share ε_g equally: (ε_g/2 + ε_g/2, δ_g).
-			half := ge / 2
-			if !(q.Bound > 0 && q.Bound < ms.Upper-ms.Lower) {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: malformed PTR bound")
-			}
-			m.ptrThreshold, err = noise.PTRThreshold(half, dg)
-			if err == nil {
-				m.ptrTest, err = noise.NewLaplace(noise.Params{Epsilon: half, Sensitivity: 1, Integer: true, Rand: r.testOnlyRand})
-			}
-			if err == nil {
-				m.ptrRelease, err = noise.NewLaplace(noise.Params{Epsilon: half, Sensitivity: q.Bound, Rand: r.testOnlyRand})
-			}
-		}
-	default:
+	if q.Method != dpplan.QuantileExponential {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: unknown quantile method")
 	}
-	if err != nil {
-		return nil, calibrationErr(err)
+	ge := groupEpsilon(epsilon, l0, ms)
+	m := &quantileMech{measure: ms, q: q, epsilon: epsilon, groupEpsilon: ge}
+	var err error
+	if m.exp, err = noise.NewExponential(noise.ExponentialParams{Epsilon: ge, Sensitivity: ms.LInf, Rand: r.testOnlyRand}); err != nil {
+		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the %s quantile method for this query: %v", q.Method, err).
+			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
 	}
 	return m, nil
 }
 
 // The noise.Mechanism view of a quantile measure.
 
-func (m *quantileMech) Name() string {
-	switch m.q.Method {
-	case dpplan.QuantileSmooth:
-		return "smooth_sensitivity"
-	case dpplan.QuantilePTR:
-		return "propose_test_release"
-	}
-	return "exponential"
-}
+func (m *quantileMech) Name() string             { return "exponential" }
 func (m *quantileMech) Epsilon() float64         { return m.epsilon }
-func (m *quantileMech) Delta() float64           { return m.delta }
+func (m *quantileMech) Delta() float64           { return 0 } // pure ε-DP
 func (m *quantileMech) NoiseMultiplier() float64 { return 0 } // composed by (ε, δ) alone
 func (m *quantileMech) Granularity() *big.Rat    { return nil }
 func (m *quantileMech) AddNoise(*big.Rat) (*big.Rat, error) {
 	return nil, errors.New("release: a quantile is released by releaseGroup")
 }
 
-// HalfWidth returns, for the exponential method, the rank error bound at
-// the given confidence: the selected bucket is within this many ranks of
-// the target (plus the bucket's own width in value), whatever the data.
-// For ptr it is the release noise's half-width (when the test passes);
-// for smooth the worst case, noise of scale 2·(upper − lower)/ε_g (the
-// actual scale depends on the data and is not disclosed).
+// HalfWidth returns the rank error bound at the given confidence: the
+// selected bucket is within this many ranks of the target (plus the
+// bucket's own width in value), whatever the data.
 func (m *quantileMech) HalfWidth(confidence float64) float64 {
-	switch m.q.Method {
-	case dpplan.QuantilePTR:
-		return m.ptrRelease.HalfWidth(confidence)
-	case dpplan.QuantileSmooth:
-		return 2 * (m.measure.Upper - m.measure.Lower) / m.groupEpsilon * math.Log(1/(1-confidence))
-	}
 	return noise.ExponentialUtilityBound(m.groupEpsilon, m.measure.LInf, m.q.Buckets, confidence)
 }
 
-// releaseGroup releases the quantile of one group from the SQL's summary:
-// the histogram "j:c,…" (exponential; nil when the group has no values),
-// or "f;S" (smooth) or "f;D" (ptr). A nil value with a nil error is a
-// group refused by the PTR test.
+// releaseGroup releases the quantile of one group from the SQL's summary,
+// the histogram "j:c,…" (nil when the group has no values).
 func (m *quantileMech) releaseGroup(raw *string) (*big.Rat, error) {
-	if m.q.Method != dpplan.QuantileExponential {
-		return m.releaseOrderStat(raw)
-	}
 	counts, err := parseHistogram(raw, m.q.Buckets)
 	if err != nil {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a malformed histogram").Wrap(err)
@@ -351,110 +267,18 @@ func ceilRatInt(x *big.Rat) int64 {
 	return -floorRatInt(neg)
 }
 
-// releaseOrderStat releases a group by the smooth or ptr method from
-// "f;S" or "f;D" (pgemit/quantile_sql.go).
-func (m *quantileMech) releaseOrderStat(raw *string) (*big.Rat, error) {
-	bad := pgerr.New(pgerr.InternalError, "internal error: upstream returned a malformed quantile summary")
-	if raw == nil {
-		// A group with no contributing unit: the summary of the empty
-		// group, as the SQL computes it for n = 0 (sentinels only).
-		e := emptySummary(m.measure)
-		raw = &e
-	}
-	fs, ss, ok := strings.Cut(*raw, ";")
-	f, ok1 := new(big.Rat).SetString(fs)
-	stat, ok2 := new(big.Rat).SetString(ss)
-	if !ok || !ok1 || !ok2 || stat.Sign() < 0 {
-		return nil, bad
-	}
-	var v *big.Rat
-	var err error
-	if m.q.Method == dpplan.QuantileSmooth {
-		v, err = m.smooth.Release(f, stat)
-	} else {
-		if !stat.IsInt() {
-			return nil, bad
-		}
-		// Test: D + Z > T, Z discrete Laplace of scale 2/ε_g.
-		var dt *big.Rat
-		dt, err = m.ptrTest.AddNoise(stat)
-		if err == nil {
-			if d, _ := dt.Float64(); !(d > m.ptrThreshold) {
-				return nil, nil // refused; the charge stands
-			}
-			v, err = m.ptrRelease.AddNoise(f)
-		}
-	}
-	if err != nil {
-		return nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
-	}
-	// Clamping to the policy bounds is post-processing.
-	lo, hi := new(big.Rat).SetFloat64(m.measure.Lower), new(big.Rat).SetFloat64(m.measure.Upper)
-	if v.Cmp(lo) < 0 {
-		v = lo
-	}
-	if v.Cmp(hi) > 0 {
-		v = hi
-	}
-	if !m.q.Cont && (m.q.Type == policy.TypeInt || m.q.Type == policy.TypeDate) {
-		// percentile_disc, MIN and MAX of an int or date column: the
-		// nearest integer (post-processing).
-		v = new(big.Rat).SetInt64(floorRatInt(new(big.Rat).Add(v, big.NewRat(1, 2))))
-	}
-	return v, nil
-}
-
-// deltaUsers counts the measures that take a share of δ.
+// deltaUsers counts the measures that take a share of δ: under the
+// Gaussian mechanism every measure but the quantiles, which are pure ε-DP
+// (the exponential mechanism); none under the Laplace mechanism.
 func deltaUsers(mechanism string, ms []dpplan.Measure) int {
+	if mechanism != policy.MechanismGaussian {
+		return 0
+	}
 	n := 0
 	for _, m := range ms {
-		switch {
-		case m.Kind == dpplan.MeasureQuantile:
-			if m.Quantile != nil && m.Quantile.Method != dpplan.QuantileExponential {
-				n++
-			}
-		case mechanism == policy.MechanismGaussian:
+		if m.Kind != dpplan.MeasureQuantile {
 			n++
 		}
 	}
 	return n
-}
-
-// ptrRefused is the error of an ungrouped query whose PTR test refused (a
-// grouped query gets NULL in the refused groups instead). The outcome of
-// the test is itself differentially private, so it may be reported.
-func ptrRefused() error {
-	return pgerr.New("22000", "propose-test-release refused to answer: the data are not stable enough for the proposed sensitivity bound").
-		WithDetail("The privacy budget for this query stays charged.").
-		WithHint("SET dp.quantile_method = exponential, which needs no stability test, or use a larger dp.epsilon")
-}
-
-// emptySummary is the SQL's "f;S" or "f;D" for a group with n = 0: every
-// order statistic is a sentinel (x_i = lower for i < 1, upper for i > 0),
-// so f = upper for percentile_disc, MIN and MAX (a = 1), and for
-// percentile_cont with h = 1 − q, f = x_⌊h⌋ + (h − ⌊h⌋)(x_⌈h⌉ − x_⌊h⌋);
-// U_k = upper − lower for every k, so S = upper − lower and D = 0.
-func emptySummary(ms dpplan.Measure) string {
-	q := ms.Quantile
-	lower, upper := new(big.Rat).SetFloat64(ms.Lower), new(big.Rat).SetFloat64(ms.Upper)
-	f := new(big.Rat).Set(upper)
-	if q.Cont {
-		a, b := targetRanks(0, q.Q, true)
-		x := func(i int64) *big.Rat {
-			if i < 1 {
-				return lower
-			}
-			return upper
-		}
-		qr, _ := new(big.Rat).SetString(strconv.FormatFloat(q.Q, 'g', -1, 64))
-		h := new(big.Rat).Sub(big.NewRat(1, 1), qr)
-		d := new(big.Rat).Sub(x(b), x(a))
-		d.Mul(d, h.Sub(h, big.NewRat(a, 1)))
-		f = d.Add(d, x(a))
-	}
-	stat := "0"
-	if q.Method == dpplan.QuantileSmooth {
-		stat = new(big.Rat).Sub(upper, lower).RatString()
-	}
-	return f.RatString() + ";" + stat
 }

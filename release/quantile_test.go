@@ -216,137 +216,15 @@ func TestExplain_Quantile(t *testing.T) {
 	}
 }
 
-// TestRun_QuantileSmoothAndPTR drives the smooth and ptr methods through
-// Run with summaries a fake upstream returns.
-func TestRun_QuantileSmoothAndPTR(t *testing.T) {
+// TestExplain_QuantileOutput: the output line of a quantile says how it
+// is released: the midpoint of the bucket the exponential mechanism
+// selects.
+func TestExplain_QuantileOutput(t *testing.T) {
 	ds := loadPolicy(t)
-	base := quantilePlan(t, ds, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits")
-	run := func(method, raw string, delta float64, seed uint64) (*Result, *memLedger, error) {
-		t.Helper()
-		p, err := withQuantilesTest(ds, base, method, 1, 1e-6, policy.MechanismLaplace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		led := &memLedger{limit: 100}
-		r := newTestReleaser(t, led, seed)
-		res, err := r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: p, Epsilon: 1, Delta: delta,
-			Mechanism: policy.MechanismLaplace, Upstream: &fakeUpstream{rows: [][]*string{{s(raw)}}}})
-		return res, led, err
-	}
-	// Smooth with S = 0: only the grid's own charge r = 2^(⌊log₂ 20000⌋−40)
-	// remains, noise of scale ≈ 2r/ε ≈ 3e-8.
-	res, led, err := run(rewrite.QuantileSmooth, "5000.25;0", 1e-6, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := new(big.Rat).SetString(*res.Rows[0][0]); v == nil || math.Abs(ratF(v)-5000.25) > 1e-4 {
-		t.Errorf("smooth release with S = 0: %v, want 5000.25 within 1e-4", *res.Rows[0][0])
-	}
-	if ev := led.reserved[0].Events[0]; ev.Mechanism != "smooth_sensitivity" || ev.Epsilon != 1 || ev.Delta != 1e-6 {
-		t.Errorf("event %+v", ev)
-	}
-	if !strings.Contains(res.Notice, "smooth sensitivity") {
-		t.Errorf("Notice %q", res.Notice)
-	}
-	// Without δ the smooth method is refused.
-	if _, _, err := run(rewrite.QuantileSmooth, "5000;0", 0, 1); err == nil || !strings.Contains(err.Error(), "dp.delta") {
-		t.Errorf("smooth without δ: %v", err)
-	}
-	// PTR: D = 0 (unstable) is refused except with probability ≤ δ; the
-	// charge stands.
-	_, led, err = run(rewrite.QuantilePTR, "5000;0", 1e-6, 2)
-	if err == nil || !strings.Contains(err.Error(), "propose-test-release refused") || len(led.reserved) != 1 {
-		t.Errorf("PTR with D = 0: %v (reserved %d)", err, len(led.reserved))
-	}
-	// D far above the threshold ln(1/δ)/(ε/2) ≈ 27.6: released, within
-	// 30 noise scales b/(ε/2) = 625 of f (false failure e^{−30}).
-	res, _, err = run(rewrite.QuantilePTR, "5000;100000", 1e-6, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := new(big.Rat).SetString(*res.Rows[0][0]); v == nil || math.Abs(ratF(v)-5000) > 30*625 {
-		t.Errorf("PTR release %v", *res.Rows[0][0])
-	}
-	if !strings.Contains(res.Notice, "propose-test-release (bound 312.5") {
-		t.Errorf("Notice %q", res.Notice)
-	}
-}
-
-// TestRun_QuantilePTRGrouped: a group the test refuses is NULL, the
-// others are answered.
-func TestRun_QuantilePTRGrouped(t *testing.T) {
-	ds := loadPolicy(t)
-	p, err := withQuantilesTest(ds, quantilePlan(t, ds, "SELECT department, MAX(age) FROM visits GROUP BY department"), rewrite.QuantilePTR, 2, 1e-6, policy.MechanismLaplace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	up := &fakeUpstream{rows: [][]*string{{s("cardiology"), s("90;0")}, {s("oncology"), s("80;100000")}}}
-	r := newTestReleaser(t, &memLedger{limit: 100}, 4)
-	res, err := r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: p, Epsilon: 2, Delta: 1e-6, Mechanism: policy.MechanismLaplace, Upstream: up})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, row := range res.Rows {
-		switch *row[0] {
-		case "oncology":
-			if row[1] == nil || strings.Contains(*row[1], ".") {
-				t.Errorf("oncology: %v, want an integer", row[1])
-			}
-		default:
-			// D = 0 for cardiology and the groups without rows (NULL
-			// summary is malformed only for present groups; absent groups
-			// have no summary at all).
-			if *row[0] == "cardiology" && row[1] != nil {
-				t.Errorf("cardiology: %v, want NULL (refused)", *row[1])
-			}
-		}
-	}
-}
-
-func ratF(r *big.Rat) float64 { f, _ := r.Float64(); return f }
-
-// TestExplain_QuantileSmoothDeltaSplit: δ goes only to the measurements
-// that use it, and EXPLAIN says so.
-func TestExplain_QuantileSmoothDeltaSplit(t *testing.T) {
-	ds := loadPolicy(t)
-	p, err := withQuantilesTest(ds, quantilePlan(t, ds, "SELECT COUNT(*), percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits"),
-		rewrite.QuantileSmooth, 1, 1e-6, policy.MechanismLaplace)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := quantilePlan(t, ds, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits")
 	text := explainPlan(t, ds, p, 1, 1e-6, policy.MechanismLaplace)
-	for _, want := range []string{"Cost: epsilon=1 delta=1e-06", "epsilon=0.5 per measurement, delta=1e-06 to each of the 1 measurements that use it", "smooth sensitivity, Laplace noise of scale 2·S/epsilon"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("EXPLAIN lacks %q:\n%s", want, text)
-		}
-	}
-}
-
-// TestExplain_QuantileOutputNamesMethod: the output line of a smooth or ptr
-// quantile says how that method releases it, not the exponential
-// mechanism's bucket midpoint (which it once claimed for every method).
-func TestExplain_QuantileOutputNamesMethod(t *testing.T) {
-	ds := loadPolicy(t)
-	for _, c := range []struct {
-		method     string
-		want, deny string
-	}{
-		{rewrite.QuantileExponential, "midpoint of the bucket of m0 selected by the exponential mechanism", "order statistic"},
-		{rewrite.QuantileSmooth, "m0: the order statistic plus noise scaled to its smooth sensitivity", "exponential mechanism"},
-		{rewrite.QuantilePTR, "m0: the order statistic plus Laplace noise of the proposed bound", "exponential mechanism"},
-	} {
-		p, err := withQuantilesTest(ds, quantilePlan(t, ds, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits"),
-			c.method, 1, 1e-6, policy.MechanismLaplace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := explainPlan(t, ds, p, 1, 1e-6, policy.MechanismLaplace)
-		if !strings.Contains(text, c.want) {
-			t.Errorf("method %s: EXPLAIN lacks %q:\n%s", c.method, c.want, text)
-		}
-		if strings.Contains(text, c.deny) {
-			t.Errorf("method %s: EXPLAIN says %q:\n%s", c.method, c.deny, text)
-		}
+	if want := "midpoint of the bucket of m0 selected by the exponential mechanism"; !strings.Contains(text, want) {
+		t.Errorf("EXPLAIN lacks %q:\n%s", want, text)
 	}
 }
 
@@ -369,7 +247,7 @@ func TestQuantile_FineGridRankBound(t *testing.T) {
 		t.Fatalf("grid = %d buckets, want 16384", ms.Quantile.Buckets)
 	}
 	r := newTestReleaser(t, &memLedger{limit: 1e9}, 21)
-	m, err := r.newQuantileMech(ms, ms.Quantile.Rows, 1, 0.5, 0)
+	m, err := r.newQuantileMech(ms, ms.Quantile.Rows, 1, 0.5)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,9 +35,9 @@ type Request struct {
 	Epsilon   float64 // the query's ε (session dp.epsilon or the policy default)
 	Delta     float64 // the query's δ (Gaussian only)
 	Mechanism string  // policy.MechanismLaplace or policy.MechanismGaussian
-	// QuantileMethod answers the plan's quantile measures by
-	// dpplan.QuantileExponential, QuantileSmooth or QuantilePTR (SET
-	// dp.quantile_method; "" keeps the plan's): calibrate applies it.
+	// QuantileMethod is the session's quantile method (SET
+	// dp.quantile_method; "" for none): calibrate checks it against the
+	// plan (checkQuantileMethod).
 	QuantileMethod string
 	Upstream       Upstream
 	// NoCache skips the answer cache (SET dp.cache = off): the query is
@@ -234,9 +234,6 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 				if err != nil {
 					return nil, nil, err
 				}
-				if v == nil && len(plan.Keys) == 0 {
-					return nil, nil, errDPRefusal{ptrRefused()}
-				}
 				noisy[g][i] = v
 				continue
 			}
@@ -325,12 +322,6 @@ func cacheKey(req Request) string {
 	b = strconv.AppendFloat(b, req.Epsilon, 'g', -1, 64)
 	b = append(b, 0)
 	b = strconv.AppendFloat(b, req.Delta, 'g', -1, 64)
-	if m := quantileMethodOf(req); m != "" {
-		// The quantile method calibrate applies (keys of plans answered
-		// by their own method are unchanged).
-		b = append(b, 0)
-		b = strconv.AppendQuote(b, m)
-	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:16])
 }
@@ -446,7 +437,7 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			lInf = float64(plan.MaxGroupsPerUnit) * sensitivity.CountLInf(rows)
 			epsilon = shares.biasEpsilon
 		case dpplan.MeasureQuantile:
-			qm, err := r.newQuantileMech(ms, rows, plan.MaxGroupsPerUnit, epsilon, delta)
+			qm, err := r.newQuantileMech(ms, rows, plan.MaxGroupsPerUnit, epsilon)
 			if err != nil {
 				return nil, err
 			}

@@ -101,14 +101,6 @@ func (c *cellCount) describe() string {
 // quantileErrorText is the NOTICE's accuracy statement for a quantile
 // output.
 func quantileErrorText(o dpplan.Output, m *quantileMech, cost string) string {
-	switch m.q.Method {
-	case dpplan.QuantileSmooth:
-		return fmt.Sprintf("smooth sensitivity (beta %s): noise scale depends on the data, at most ±%s (%s, %s)",
-			num(m.q.Beta), num(m.HalfWidth(0.95)), o.Name, cost)
-	case dpplan.QuantilePTR:
-		return fmt.Sprintf("propose-test-release (bound %s, NULL where the test refused): ±%s (%s, %s)",
-			num(m.q.Bound), num(m.HalfWidth(0.95)), o.Name, cost)
-	}
 	// The utility is −|rank − q·n|: a bucket beyond the group's values is
 	// within R of the target rank once (1 − q)·n ≤ R (above) or q·n ≤ R
 	// (below), so a group of fewer than R/min(q, 1 − q) rows may get any
@@ -146,16 +138,6 @@ func boundText(o dpplan.Output, x float64) string {
 // quantileExplain is the EXPLAIN line of a quantile measure.
 func quantileExplain(i int, m *quantileMech) string {
 	q := m.q
-	switch q.Method {
-	case dpplan.QuantileSmooth:
-		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (smooth sensitivity, Laplace noise of scale 2·S/epsilon, beta=%s, epsilon per group=%s, delta=%s, worst-case half_width_95=%s)",
-			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
-			num(q.Beta), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
-	case dpplan.QuantilePTR:
-		return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (propose-test-release, bound=%s, test threshold=%s, epsilon per group=%s split test/release, delta=%s, half_width_95=%s if released)",
-			i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper),
-			num(q.Bound), num(m.ptrThreshold), num(m.groupEpsilon), num(m.delta), num(m.HalfWidth(0.95)))
-	}
 	return fmt.Sprintf("  Measurement m%d: %s(q=%s) of %s clamped to [%s, %s]  (exponential mechanism over %d buckets of width %s, utility −|rank − q·n|, rank sensitivity=%s, epsilon per group=%s, rank_error_95=%s)",
 		i, q.Func, exactNum(q.Q), quantileSubject(m.measure), exactNum(m.measure.Lower), exactNum(m.measure.Upper), q.Buckets, exactNum(q.Width),
 		num(m.measure.LInf), num(m.groupEpsilon), num(m.HalfWidth(0.95)))

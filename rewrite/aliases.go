@@ -55,9 +55,7 @@ const (
 	OutputSum             = dpplan.OutputSum
 	OutputVariance        = dpplan.OutputVariance
 	QuantileExponential   = dpplan.QuantileExponential
-	QuantilePTR           = dpplan.QuantilePTR
 	QuantileSample        = dpplan.QuantileSample
-	QuantileSmooth        = dpplan.QuantileSmooth
 )
 
 // SampleMid is the midpoint c = l/2 + u/2 of an output range

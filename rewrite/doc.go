@@ -109,7 +109,7 @@
 //	quantile_expr.go  quantiles of expressions
 //	              (percentile_cont/disc WITHIN GROUP (ORDER BY expr),
 //	              MIN/MAX(expr)): the row value is the rowexpr.go
-//	              expression, the grid or sentinels its interval (refused
+//	              expression, the grid its interval (refused
 //	              when empty, a point, not finite or too wide for the
 //	              grid); and SET dp.quantile_method = sample, which plans
 //	              quantiles as sample-and-aggregate statistics

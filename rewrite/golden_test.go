@@ -201,12 +201,6 @@ func describePlan(p *Plan) string {
 		}
 		if q := m.Quantile; q != nil {
 			s += fmt.Sprintf(" %s(q=%g cont=%v) in [%g, %g] method=%s buckets=%d width=%g", q.Func, q.Q, q.Cont, m.Lower, m.Upper, q.Method, q.Buckets, q.Width)
-			if q.Beta > 0 {
-				s += fmt.Sprintf(" beta=%g", q.Beta)
-			}
-			if q.Bound > 0 {
-				s += fmt.Sprintf(" bound=%g", q.Bound)
-			}
 		}
 		ms = append(ms, s)
 	}

@@ -18,9 +18,8 @@ import (
 // percentile_disc(0)) and MAX(col) (percentile_disc(1)) over a column with
 // policy bounds, and emits the SQL parts that compute, in the database,
 // what release needs to answer them. No row leaves the database: the SQL
-// returns per group either a histogram over a fixed grid of buckets
-// (exponential method) or a few order-statistic summaries (smooth and ptr
-// methods, pgemit/quantile_sql.go and release/calibrate.go).
+// returns per group a histogram over a fixed grid of buckets (the
+// exponential method, pgemit/quantile_sql.go and release/quantile.go).
 //
 // # Bounded values
 //

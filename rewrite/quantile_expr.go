@@ -27,13 +27,12 @@ import (
 // [lo, hi] the analysis returns, whatever the data. The measure's bounds
 // are that interval rounded outwards to float64 (Lower ≤ lo, hi ≤ Upper),
 // and the emitted SQL clamps the value to [Lower, Upper] once more (a
-// no-op, kept so that a bucket index or an order statistic can never leave
-// the grid or the sentinels even if an interval were wrong). Everything
-// else is the column case of quantile.go unchanged: contribution bounding
-// keeps at most R = max_rows_per_unit values per (unit, group), so one unit
-// moves every rank-based quantity by at most R, and the grid (exponential
-// method) or the sentinels (smooth, ptr) are functions of [Lower, Upper],
-// which come from the policy and the query's constants only.
+// no-op, kept so that a bucket index can never leave the grid even if an
+// interval were wrong). Everything else is the column case of quantile.go
+// unchanged: contribution bounding keeps at most R = max_rows_per_unit
+// values per (unit, group), so one unit moves every rank-based quantity by
+// at most R, and the grid is a function of [Lower, Upper], which come from
+// the policy and the query's constants only.
 //
 // # The grid
 //

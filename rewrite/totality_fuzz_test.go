@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/big"
 	"math/rand/v2"
 	"os"
 	"regexp"
@@ -23,7 +22,7 @@ import (
 // generates analyst queries from the grammar the planner accepts
 // (totality_gen_test.go), plans them, and runs the emitted SQL of every
 // accepted one — with its bind parameters, and for quantile plans also
-// re-emitted for the smooth, ptr and sample methods — on every table set of
+// planned for the sample method — on every table set of
 // totalTableSets (hostile values, empty tables, one row, one unit with many
 // rows, all-NULL columns) of every policy: the hospital example, the
 // clinic, the distinct golden policies, totalPolicy and fuzzPolicy. No run
@@ -61,7 +60,7 @@ type fuzzFailure struct {
 	policy  string
 	query   string
 	opts    Options
-	variant string // base, smooth, ptr, sample
+	variant string // base, auto_*, clip_*, sample
 	set     string
 	sql     string
 	code    string // SQLSTATE, or "result" for an unreadable result
@@ -279,8 +278,8 @@ type fuzzVariant struct {
 }
 
 // fuzzVariants are the plans of an accepted query that release could run:
-// the plan itself and, when it has quantiles, the plan re-emitted for the
-// smooth and ptr methods and planned for the sample method.
+// the plan itself, its automatic-bounds and automatic-clipping variants,
+// and, when it has quantiles, the plan for the sample method.
 func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand.Rand) []fuzzVariant {
 	base := func(p *Plan) func(context.Context, *pgx.Conn) error {
 		return func(ctx context.Context, conn *pgx.Conn) error {
@@ -341,16 +340,6 @@ func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand
 	if !hasQuantileMeasure(p) {
 		return out
 	}
-	mech := []string{policy.MechanismLaplace, policy.MechanismGaussian}[rng.IntN(2)]
-	for _, method := range []string{QuantileSmooth, QuantilePTR} {
-		pm, err := withQuantilesTest(ds, p, method, ds.Defaults.Epsilon, 1e-6, mech)
-		if err != nil {
-			continue // refused before any data is read
-		}
-		out = append(out, fuzzVariant{name: method, plan: pm, run: func(ctx context.Context, conn *pgx.Conn) error {
-			return runOrderStats(ctx, conn, pm, method)
-		}})
-	}
 	if opts.QuantileMethod != QuantileSample {
 		so := opts
 		so.QuantileMethod = QuantileSample
@@ -368,38 +357,4 @@ func hasQuantileMeasure(p *Plan) bool {
 		}
 	}
 	return false
-}
-
-// runOrderStats runs a plan re-emitted for the smooth or ptr method and
-// checks every cell as release reads it: quantile summaries "f;S" (ptr:
-// "f;D", D an integer) with f a finite number and S ≥ 0, other measures
-// finite numbers.
-func runOrderStats(ctx context.Context, conn *pgx.Conn, p *Plan, method string) error {
-	rows, err := conn.Query(ctx, p.SQL, pgx.QueryExecModeExec)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		raw := rows.RawValues()
-		for i, m := range p.Measures {
-			v := raw[len(p.Keys)+i]
-			if v == nil {
-				continue
-			}
-			if m.Kind != MeasureQuantile {
-				if _, ok := new(big.Rat).SetString(string(v)); !ok {
-					return fmt.Errorf("measure %d is %q, not a finite number", i, v)
-				}
-				continue
-			}
-			fs, ss, ok := strings.Cut(string(v), ";")
-			f, ok1 := new(big.Rat).SetString(fs)
-			s, ok2 := new(big.Rat).SetString(ss)
-			if !ok || !ok1 || !ok2 || s.Sign() < 0 || method == QuantilePTR && !s.IsInt() || f == nil {
-				return fmt.Errorf("quantile measure %d is %q, not a %s summary release can read", i, v, method)
-			}
-		}
-	}
-	return rows.Err()
 }

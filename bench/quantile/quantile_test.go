@@ -1,17 +1,16 @@
 //go:build quantilebench
 
-// Package quantile compares the three quantile methods of dpproxy
-// (exponential, smooth, ptr) on the demo data and on the PUMS sample:
+// Package quantile measures the error of dpproxy's quantiles (the
+// exponential mechanism) on the demo data and on the PUMS sample:
 //
 //	go test -tags quantilebench -run TestQuantileMethods -v -timeout 30m ./bench/quantile
 //
-// For each query, method and ε it runs the emitted SQL once on a real
-// PostgreSQL, releases the answer `runs` times through release.Releaser
-// (fresh noise each time; an in-memory ledger), and reports the median and
-// 90th percentile of |released − PostgreSQL's exact answer| over all runs.
-// A PTR refusal counts as an error of (upper − lower)/2 (the analyst has no
-// answer and falls back to the middle of the range); the refusal rate is
-// reported too. The table goes to BENCHMARKS.md.
+// For each query and ε it runs the emitted SQL once on a real PostgreSQL,
+// releases the answer `runs` times through release.Releaser (fresh noise
+// each time; an in-memory ledger), and reports the median and 90th
+// percentile of |released − PostgreSQL's exact answer| over all runs. The
+// table goes to BENCHMARKS.md. (It also compared the smooth and ptr
+// methods until they were removed, issue 28.)
 package quantile
 
 import (
@@ -68,9 +67,9 @@ func loadPUMS(t *testing.T, ctx context.Context, conn *pgx.Conn) {
 }
 
 type result struct {
-	dataset, query, method string
-	eps                    float64
-	median, p90, refused   float64
+	dataset, query string
+	eps            float64
+	median, p90    float64
 }
 
 func TestQuantileMethods(t *testing.T) {
@@ -115,61 +114,35 @@ func TestQuantileMethods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		m := base.Measures[0]
-		for _, method := range []string{rewrite.QuantileExponential, rewrite.QuantileSmooth, rewrite.QuantilePTR} {
-			for _, eps := range []float64{0.1, 0.5, 1} {
-				const delta = 1e-6
-				p, err := release.CalibratedPlan(qq.ds, base, release.Params{Epsilon: eps, Delta: delta, Mechanism: policy.MechanismLaplace, QuantileMethod: method})
-				if err != nil {
-					t.Fatal(err)
-				}
-				rows, err := benchkit.QueryText(ctx, conn, p.SQL)
-				if err != nil {
-					t.Fatalf("%s: %v", method, err)
-				}
-				r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
-				if err != nil {
-					t.Fatal(err)
-				}
-				var errs []float64
-				refused := 0
-				for i := 0; i < runs; i++ {
-					res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: qq.ds, Plan: p, Epsilon: eps, Delta: delta,
-						Mechanism: policy.MechanismLaplace, Upstream: benchkit.RowsUpstream{Rows: rows}, NoCache: true})
-					if err != nil && strings.Contains(err.Error(), "propose-test-release refused") {
-						refused++
-						errs = append(errs, (m.Upper-m.Lower)/2)
-						continue
-					}
-					if err != nil {
-						t.Fatal(err)
-					}
-					v, _ := strconv.ParseFloat(*res.Rows[0][0], 64)
-					errs = append(errs, math.Abs(v-truth))
-				}
-				sort.Float64s(errs)
-				results = append(results, result{qq.ds.Name, qq.query, method, eps, errs[len(errs)/2], errs[len(errs)*9/10], float64(refused) / runs})
+		rows, err := benchkit.QueryText(ctx, conn, base.SQL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, eps := range []float64{0.1, 0.5, 1} {
+			r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
+			if err != nil {
+				t.Fatal(err)
 			}
+			var errs []float64
+			for i := 0; i < runs; i++ {
+				res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: qq.ds, Plan: base, Epsilon: eps,
+					Mechanism: policy.MechanismLaplace, Upstream: benchkit.RowsUpstream{Rows: rows}, NoCache: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v, _ := strconv.ParseFloat(*res.Rows[0][0], 64)
+				errs = append(errs, math.Abs(v-truth))
+			}
+			sort.Float64s(errs)
+			results = append(results, result{qq.ds.Name, qq.query, eps, errs[len(errs)/2], errs[len(errs)*9/10]})
 		}
 	}
 	var b strings.Builder
-	b.WriteString("| data | query | ε | exponential: median / p90 | smooth: median / p90 | ptr: median / p90 (refused) |\n|---|---|---|---|---|---|\n")
-	for _, qq := range queries {
-		for _, eps := range []float64{0.1, 0.5, 1} {
-			cells := map[string]string{}
-			for _, r := range results {
-				if r.query == qq.query && r.eps == eps {
-					c := fmt.Sprintf("%s / %s", fmtErr(r.median), fmtErr(r.p90))
-					if r.method == rewrite.QuantilePTR {
-						c += fmt.Sprintf(" (%.0f%%)", 100*r.refused)
-					}
-					cells[r.method] = c
-				}
-			}
-			fmt.Fprintf(&b, "| %s | `%s` | %g | %s | %s | %s |\n", qq.ds.Name, qq.query, eps, cells["exponential"], cells["smooth"], cells["ptr"])
-		}
+	b.WriteString("| data | query | ε | exponential: median / p90 |\n|---|---|---|---|\n")
+	for _, r := range results {
+		fmt.Fprintf(&b, "| %s | `%s` | %g | %s / %s |\n", r.dataset, r.query, r.eps, fmtErr(r.median), fmtErr(r.p90))
 	}
-	t.Logf("median and 90th percentile of |error| over %d runs each (δ = 1e-6 for smooth and ptr):\n%s", runs, b.String())
+	t.Logf("median and 90th percentile of |error| over %d runs each:\n%s", runs, b.String())
 }
 
 func fmtErr(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
