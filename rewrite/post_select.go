@@ -18,7 +18,8 @@ var aggregateWords = map[string]bool{
 	"count": true, "sum": true, "avg": true, "min": true, "max": true,
 	"var_pop": true, "var_samp": true, "variance": true, "stddev": true, "stddev_pop": true, "stddev_samp": true,
 	"percentile_cont": true, "percentile_disc": true, "corr": true, "covar_pop": true, "covar_samp": true,
-	"regr_slope": true, "regr_intercept": true, "regr_r2": true,
+	"regr_slope": true, "regr_intercept": true, "regr_r2": true, "regr_count": true, "regr_avgx": true,
+	"regr_avgy": true, "regr_sxx": true, "regr_syy": true, "regr_sxy": true,
 }
 
 // clauses are the top-level clauses of a SELECT, as token ranges.

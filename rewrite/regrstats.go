@@ -7,24 +7,27 @@ import (
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
 
-// covar_pop, covar_samp, regr_slope and regr_intercept from noisy
+// covar_pop, covar_samp and the regr_* aggregates but regr_r2 from noisy
 // sufficient statistics (issues 29 and 31).
 //
-// Each is a function of five sums over the rows where both arguments are
-// not NULL (the rows PostgreSQL's two-argument aggregates read):
+// Each is a function of sums over the rows where both arguments are not
+// NULL (the rows PostgreSQL's two-argument aggregates read):
 //
 //	n = COUNT(x), Sx = SUM(x), Sy = SUM(y), Sxy = SUM(x*y), Sxx = SUM(x*x),
-//	each FILTER (WHERE x IS NOT NULL AND y IS NOT NULL).
+//	Syy = SUM(y*y), each FILTER (WHERE x IS NOT NULL AND y IS NOT NULL).
 //
-// With C = n·Sxy − Sx·Sy and Dx = n·Sxx − Sx² (n² times the covariance and
-// the variance of x), PostgreSQL's definitions (src/backend/utils/adt/
-// float.c, float8_covar_pop and its neighbours, which accumulate the
-// centred sums C/n and Dx/n) are
+// With C = n·Sxy − Sx·Sy, Dx = n·Sxx − Sx² and Dy = n·Syy − Sy² (n² times
+// the covariance and the variances), PostgreSQL's definitions
+// (src/backend/utils/adt/float.c, float8_covar_pop and its neighbours,
+// which accumulate the centred sums C/n, Dx/n and Dy/n) are
 //
 //	covar_pop      = C / n²                 NULL when n = 0
 //	covar_samp     = C / (n·(n − 1))        NULL when n < 2
 //	regr_slope     = C / Dx                 NULL when Dx = 0
 //	regr_intercept = (Sy·Sxx − Sx·Sxy) / Dx NULL when Dx = 0
+//	regr_sxx       = Dx / n, regr_syy = Dy / n, regr_sxy = C / n
+//	regr_avgx      = Sx / n, regr_avgy = Sy / n          NULL when n = 0
+//	regr_count     = n (bigint; a DP count like COUNT(x) FILTER (…))
 //
 // Each sum is an ordinary DP measure (its row value's interval bounds its
 // sensitivity, dpplan.ValueInterval: x·y and x·x of bounded columns) and
@@ -45,11 +48,13 @@ import (
 // regrFuncs are the two-argument statistics planned from sums.
 var regrFuncs = map[string]bool{
 	"covar_pop": true, "covar_samp": true, "regr_slope": true, "regr_intercept": true,
+	"regr_sxx": true, "regr_syy": true, "regr_sxy": true, "regr_avgx": true, "regr_avgy": true,
+	"regr_count": true,
 }
 
 // regrFromSums rewrites those statistics in the select list into
-// expressions over sums. It returns the fields rewritten (their outputs
-// are float8, PostgreSQL's type).
+// expressions over sums. It returns the fields rewritten whose outputs are
+// float8, PostgreSQL's type (regr_count is a count, int8).
 func (b *builder) regrFromSums(sel *ast.SelectStmt) map[*ast.SelectField]bool {
 	if sel.Fields == nil {
 		return nil
@@ -67,6 +72,9 @@ func (b *builder) regrFromSums(sel *ast.SelectStmt) map[*ast.SelectField]bool {
 		f.Expr = b.regrExpr(name, fc.Args[0], fc.Args[1])
 		if f.AsName.O == "" {
 			f.AsName = ast.NewCIStr(name)
+		}
+		if name == "regr_count" {
+			continue
 		}
 		if done == nil {
 			done = map[*ast.SelectField]bool{}
@@ -102,6 +110,7 @@ func (b *builder) regrExpr(name string, y, x ast.ExprNode) ast.ExprNode {
 	sy := func() ast.ExprNode { return agg(ast.AggFuncSum, y) }
 	sxy := func() ast.ExprNode { return agg(ast.AggFuncSum, bin(opcode.Mul, x, y)) }
 	sxx := func() ast.ExprNode { return agg(ast.AggFuncSum, bin(opcode.Mul, x, x)) }
+	syy := func() ast.ExprNode { return agg(ast.AggFuncSum, bin(opcode.Mul, y, y)) }
 	// × 1.0: quotients of integer-valued sums are exact, not PostgreSQL's
 	// integer division (arith refuses that).
 	exact := func(e ast.ExprNode) ast.ExprNode { return bin(opcode.Mul, e, lit("1.0")) }
@@ -111,7 +120,23 @@ func (b *builder) regrExpr(name string, y, x ast.ExprNode) ast.ExprNode {
 	dx := func() ast.ExprNode {
 		return bin(opcode.Minus, bin(opcode.Mul, n(), sxx()), bin(opcode.Mul, sx(), sx()))
 	}
+	dy := func() ast.ExprNode {
+		return bin(opcode.Minus, bin(opcode.Mul, n(), syy()), bin(opcode.Mul, sy(), sy()))
+	}
+	perRow := func(e ast.ExprNode) ast.ExprNode { return bin(opcode.Div, exact(e), n()) }
 	switch name {
+	case "regr_count":
+		return n()
+	case "regr_avgx":
+		return perRow(sx())
+	case "regr_avgy":
+		return perRow(sy())
+	case "regr_sxx":
+		return perRow(dx())
+	case "regr_syy":
+		return perRow(dy())
+	case "regr_sxy":
+		return perRow(c())
 	case "covar_pop":
 		return bin(opcode.Div, exact(c()), bin(opcode.Mul, n(), n()))
 	case "covar_samp":
