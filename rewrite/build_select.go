@@ -19,7 +19,10 @@ import (
 
 // selectList builds outputs and measures.
 func (b *builder) selectList(sel *ast.SelectStmt) error {
-	regr := b.regrFromSums(sel) // regrstats.go
+	regr, err := b.regrFromSums(sel) // regrstats.go
+	if err != nil {
+		return err
+	}
 	for _, f := range sel.Fields.Fields {
 		if f.WildCard != nil {
 			return b.errAt(sel, pgerr.InsufficientPrivilege, "only aggregate queries are answered; SELECT * returns private rows").
@@ -121,7 +124,7 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 			if info.maybeInt && intExpr(e, b.hidden) {
 				typ = "int8"
 			}
-			if regr[f] {
+			if regr[f] || info.float {
 				typ = "float8" // PostgreSQL's type of the covariances and regressions
 			}
 			out = Output{Name: exprName, Kind: OutputExpr, Expr: e, PGType: typ}

@@ -18,6 +18,9 @@ const arithHint = "write + - * /, COALESCE and NULLIF over aggregates and numeri
 type arithInfo struct {
 	agg      bool
 	maybeInt bool
+	// float: PostgreSQL types it float8 (it holds a float8 statistic of
+	// regrstats.go, and float8 wins over numeric and integers).
+	float bool
 }
 
 // arith plans arithmetic over aggregates and numeric literals. Each
@@ -65,7 +68,7 @@ func (b *builder) arith(e ast.ExprNode) (*Expr, arithInfo, error) {
 			return nil, arithInfo{}, b.errAt(x, pgerr.FeatureNotSupported, "integer division of aggregates is not supported").
 				WithHint("PostgreSQL would truncate it; multiply by 1.0 for an exact quotient, e.g. SUM(age) * 1.0 / COUNT(*)")
 		}
-		return &Expr{Op: op, Args: []*Expr{l, r}}, arithInfo{agg: li.agg || ri.agg, maybeInt: li.maybeInt && ri.maybeInt}, nil
+		return &Expr{Op: op, Args: []*Expr{l, r}}, arithInfo{agg: li.agg || ri.agg, maybeInt: li.maybeInt && ri.maybeInt, float: li.float || ri.float}, nil
 	case *ast.AggregateFuncExpr:
 		spec, o, err := b.aggregate(x)
 		if err != nil {
@@ -87,6 +90,17 @@ func (b *builder) arith(e ast.ExprNode) (*Expr, arithInfo, error) {
 		maybeInt := o.Kind == OutputCount || o.Kind == OutputSum && b.measures[o.Measure].Integer
 		return &Expr{Op: "ref", Ref: hiddenRef(ref)}, arithInfo{agg: true, maybeInt: maybeInt}, nil
 	case *ast.FuncCallExpr:
+		if regrFuncs[strings.ToLower(x.FnName.O)] {
+			// covar_pop(y, x) * 2, HAVING regr_slope(y, x) > 0: the
+			// statistic's expression over sums (regrstats.go).
+			e, err := b.regrCall(x)
+			if err != nil {
+				return nil, arithInfo{}, err
+			}
+			out, info, err := b.arith(e)
+			info.float = !strings.EqualFold(x.FnName.O, "regr_count")
+			return out, info, err
+		}
 		if !isArithFunc(x) {
 			break
 		}
@@ -105,6 +119,7 @@ func (b *builder) arith(e ast.ExprNode) (*Expr, arithInfo, error) {
 			}
 			out.Args = append(out.Args, ae)
 			info.agg = info.agg || ai.agg
+			info.float = info.float || ai.float
 			info.maybeInt = info.maybeInt && ai.maybeInt
 			if name == "nullif" {
 				break // NULLIF(a, b) has a's type

@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+
 	"github.com/pingcap/tidb/pkg/parser/ast"
 	"github.com/pingcap/tidb/pkg/parser/opcode"
 )
@@ -55,21 +57,25 @@ var regrFuncs = map[string]bool{
 // regrFromSums rewrites those statistics in the select list into
 // expressions over sums. It returns the fields rewritten whose outputs are
 // float8, PostgreSQL's type (regr_count is a count, int8).
-func (b *builder) regrFromSums(sel *ast.SelectStmt) map[*ast.SelectField]bool {
+func (b *builder) regrFromSums(sel *ast.SelectStmt) (map[*ast.SelectField]bool, error) {
 	if sel.Fields == nil {
-		return nil
+		return nil, nil
 	}
 	var done map[*ast.SelectField]bool
 	for _, f := range sel.Fields.Fields {
 		fc, ok := f.Expr.(*ast.FuncCallExpr)
-		if !ok || len(fc.Args) != 2 {
+		if !ok {
 			continue
 		}
 		name := strings.ToLower(fc.FnName.O)
 		if !regrFuncs[name] {
 			continue
 		}
-		f.Expr = b.regrExpr(name, fc.Args[0], fc.Args[1])
+		e, err := b.regrCall(fc)
+		if err != nil {
+			return nil, err
+		}
+		f.Expr = e
 		if f.AsName.O == "" {
 			f.AsName = ast.NewCIStr(name)
 		}
@@ -81,7 +87,30 @@ func (b *builder) regrFromSums(sel *ast.SelectStmt) map[*ast.SelectField]bool {
 		}
 		done[f] = true
 	}
-	return done
+	return done, nil
+}
+
+// regrCall checks a call of one of regrFuncs and returns its expression
+// over the sums (also for calls inside expressions over aggregates and
+// HAVING: arith).
+func (b *builder) regrCall(fc *ast.FuncCallExpr) (ast.ExprNode, error) {
+	name := strings.ToLower(fc.FnName.O)
+	if len(fc.Args) != 2 {
+		return nil, b.errAt(fc, "42883", "function %s with %d arguments does not exist", name, len(fc.Args)).
+			WithHint("%s takes two columns: %s(y, x)", name, name)
+	}
+	for _, a := range fc.Args {
+		if pe, ok := a.(*ast.ParenthesesExpr); ok {
+			a = pe.Expr
+		}
+		if _, ok := a.(*ast.ColumnNameExpr); !ok {
+			// The rows read are those where both are not NULL, a
+			// condition on the columns themselves.
+			return nil, b.errAt(a, pgerr.FeatureNotSupported, "expressions inside %s are not supported", name).
+				WithHint("pass two bounded numeric columns, e.g. %s(cost, age)", name)
+		}
+	}
+	return b.regrExpr(name, fc.Args[0], fc.Args[1]), nil
 }
 
 // regrExpr is the expression of statistic name(y, x) over the sums.
