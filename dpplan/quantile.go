@@ -6,8 +6,7 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// QuantileExponential is the method of quantile measures (SET
-// dp.quantile_method = exponential, the default): the exponential
+// QuantileExponential is the method of quantile measures: the exponential
 // mechanism over a fixed grid of buckets (release/quantile.go).
 const QuantileExponential = "exponential"
 
@@ -35,12 +34,3 @@ type Quantile struct {
 	// remove from a group.
 	Rows int
 }
-
-// QuantileSample answers quantiles by sample-and-aggregate (sampleagg.go).
-// Unlike the exponential method it is chosen when the plan is built
-// (Options.QuantileMethod): the plan has a different shape.
-const QuantileSample = "sample"
-
-// DefaultQuantileMethod is the method used without SET
-// dp.quantile_method: the most accurate one in BENCHMARKS.md.
-const DefaultQuantileMethod = QuantileExponential

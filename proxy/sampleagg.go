@@ -109,10 +109,5 @@ func (c *conn) rewriteOptions() rewrite.Options {
 	// statement's start; zero outside a statement (a Describe), where
 	// rewrite reads the clock itself.
 	o.Now = c.stmtStart
-	if c.quantileMethod() == rewrite.QuantileSample {
-		// Sample-and-aggregate quantiles are planned as such (the other
-		// methods are applied by the calibration, release/calibrate.go).
-		o.QuantileMethod = rewrite.QuantileSample
-	}
 	return o
 }

@@ -600,14 +600,12 @@ func (g *queryGen) aggregate() string {
 		if c, ok := g.pickCol(g.colsWhere(func(c genCol) bool { return c.typ() == policy.TypeDate })); ok && g.chance(0.2) {
 			arg = c.ref
 		}
-		g.quantileOpt()
 		return filter(g.kw(g.oneOf("MIN", "MAX")) + "(" + arg + ")")
 	case 9:
 		arg := g.numArg()
 		if c, ok := g.pickCol(g.colsWhere(func(c genCol) bool { return c.typ() == policy.TypeDate })); ok && g.chance(0.15) {
 			arg = c.ref
 		}
-		g.quantileOpt()
 		q := g.pool([]string{"0.5", "0.5", "0.25", "0.9", "0", "1", "0.999999", "1e-400", "-0"}, []string{"1.5", "'0.5'", "0.5::float8"})
 		return g.kw(g.oneOf("percentile_cont", "percentile_disc")) + "(" + q + ") " + g.kw("WITHIN GROUP") + " (" + g.kw("ORDER BY") + " " + arg + g.pool([]string{"", "", " " + g.kw("ASC")}, []string{" " + g.kw("DESC")}) + ")"
 	case 10:
@@ -615,15 +613,6 @@ func (g *queryGen) aggregate() string {
 		return g.oneOf("median", "mode", "string_agg", "bool_and", "array_agg", "bit_or") + "(" + c.ref + ")"
 	default:
 		return g.sampleAggCall()
-	}
-}
-
-// quantileOpt sometimes answers the query's quantiles by
-// sample-and-aggregate (SET dp.quantile_method = sample).
-func (g *queryGen) quantileOpt() {
-	if g.chance(0.1) {
-		g.opts.QuantileMethod = QuantileSample
-		g.saOptions()
 	}
 }
 
