@@ -227,7 +227,7 @@ func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont b
 	lower, upper := ci.col.LowerNum, ci.col.UpperNum
 	buckets, width := quantileGrid(typ, lower, upper)
 	m := Measure{Kind: MeasureQuantile, Column: ci.name, Lower: lower, Upper: upper, Filter: filter, Quantile: &Quantile{
-		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
+		Func: fn, Q: q, Cont: cont, Type: typ,
 		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
 	}}
 	m = dpplan.MeasureBounds(b.table, m, ci.col)

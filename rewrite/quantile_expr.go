@@ -153,7 +153,7 @@ func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool
 	}
 	buckets, width := quantileGrid(typ, lower, upper)
 	m := Measure{Kind: MeasureQuantile, Expr: v.val, Lower: lower, Upper: upper, Filter: filter, Quantile: &Quantile{
-		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
+		Func: fn, Q: q, Cont: cont, Type: typ,
 		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
 	}}
 	m = dpplan.MeasureBounds(b.table, m, nil)
