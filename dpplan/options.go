@@ -4,10 +4,6 @@ import "time"
 
 // Options are the session settings that change a plan (SET dp.…).
 type Options struct {
-	// OutputRange, when HasOutputRange, is SET dp.output_range = 'lo,hi':
-	// the range sample-and-aggregate clips block answers to (rewrite/sampleagg.go).
-	OutputLower, OutputUpper float64
-	HasOutputRange           bool
 	// SampleBlocks, when > 0, is SET dp.sample_blocks = k: the number of
 	// sample-and-aggregate blocks (else k is chosen from a noisy unit count).
 	SampleBlocks int

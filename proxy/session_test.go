@@ -60,6 +60,7 @@ func TestSession_DPSettings(t *testing.T) {
 		{sql: "SET dp.cache = maybe", wantCode: "22023"},
 		{sql: "SHOW dp.quantile_method", wantCode: "42704"}, // removed (issue 28): TestDP_RemovedSettings
 		{sql: "SET dp.quantile_method = exponential", wantCode: "42704"},
+		{sql: "SET dp.output_range = '-1,1'", wantCode: "42704"},
 		{sql: "SET dp.contribution = sometimes", wantCode: "22023"},
 		{sql: "SET dp.clipping = sometimes", wantCode: "22023"},
 		{sql: "SET dp.clipping = AUTO", show: "dp.clipping", want: "auto"},
@@ -391,11 +392,12 @@ func TestDP_CacheSetting(t *testing.T) {
 	}
 }
 
-// TestDP_RemovedSettings: dp.quantile_method was removed (issue 28):
-// SET (any value, any spelling), SHOW and RESET of it, and a start-up
-// option setting it, fail with 42704 as an unknown parameter, with a hint
-// that says what became of it; the session survives, and its quantiles
-// are the exponential mechanism's quantile measures.
+// TestDP_RemovedSettings: dp.quantile_method and dp.output_range were
+// removed (issue 28): SET (any value, any spelling), SHOW and RESET of
+// them, and a start-up option setting them, fail with 42704 as unknown
+// parameters, with a hint that says what became of them; the session
+// survives, and its quantiles are the exponential mechanism's quantile
+// measures.
 func TestDP_RemovedSettings(t *testing.T) {
 	ts := startServer(t, serverOpts{})
 	pc := ts.connect(t)
@@ -404,6 +406,7 @@ func TestDP_RemovedSettings(t *testing.T) {
 		hint []string
 	}{
 		{"dp.quantile_method", []string{"removed", "exponential mechanism", "more accurate", "BENCHMARKS.md", "Quantiles of expressions"}},
+		{"dp.output_range", []string{"removed", "corr and regr_r2", "natural ranges", "noisy sums"}},
 	}
 	for _, r := range removed {
 		check := func(what string, err error) {

@@ -105,7 +105,6 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingClipping, check: enum(policy.ClippingAuto, policy.ClippingFixed), desc: "Clamping bounds of summed columns: auto (chosen by DP inside the policy's [lower, upper], for a tenth of the query's ε) or fixed (the policy's)."},
 		{name: settingErrorColumns, def: "off", check: checkBool, desc: "Add after each released column a column <name>_moe95 with each cell's 95% error half-width (margin of error)."},
 		{name: settingBias, def: "on", check: checkBool, desc: "State a DP estimate of the rows contribution bounding removed (costs a tenth of the query's ε)."},
-		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
 		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},
 		{name: settingMaxRowsPerUnit, check: checkContributionBound(settingMaxRowsPerUnit), desc: "Rows one unit may contribute to one group, tighter than the policy's (empty: the policy's; ungrouped queries: its whole allowance)."},
 		{name: settingMaxGroupsPerUnit, check: checkContributionBound(settingMaxGroupsPerUnit), desc: "Groups one unit may contribute to, tighter than the policy's (empty: the policy's)."},
@@ -156,6 +155,10 @@ var removedSettings = map[string]string{
 		"which measured more accurate than the sample, smooth and ptr methods in every row but a few (BENCHMARKS.md, " +
 		"\"Quantiles of expressions: exponential mechanism vs sample-and-aggregate (issue 9)\" and " +
 		"\"Quantiles: exponential mechanism vs smooth sensitivity vs propose-test-release\"); drop the SET",
+	// Removed 2026-12-06 (issue 28): sample-and-aggregate answers only
+	// corr and regr_r2, whose natural ranges suffice.
+	"dp.output_range": "dp.output_range was removed: corr and regr_r2 use their natural ranges [-1, 1] and [0, 1], " +
+		"and covar_pop, covar_samp, regr_slope and regr_intercept are answered from noisy sums, which need no range; drop the SET",
 }
 
 func unknownSetting(name string) error {

@@ -98,9 +98,12 @@ func TestRunSampleAgg_SmallDataAndFixedK(t *testing.T) {
 		t.Fatalf("regr_r2 over no rows = %v, notice %q; want a value in [0, 1] with k=2", v, res.Notice)
 	}
 
-	// SET dp.sample_blocks = 64, dp.output_range = '-0.5,0.5' for a
-	// correlation (every block answer 2.5 is clipped to 0.5).
-	plan, err = rewrite.RewriteWith(ds, "SELECT corr(cost, age) FROM visits", rewrite.Options{SampleBlocks: 64, OutputLower: -0.5, OutputUpper: 0.5, HasOutputRange: true})
+	// SET dp.sample_blocks = 64 for a correlation whose sums S say that
+	// every block answered 5, beyond corr's range [−1, 1] (the SQL's clip
+	// would not allow it: S ≤ k·(u − c) = 64): the released average, 5 plus
+	// Gaussian noise of σ ≈ 0.33, is clamped to 1 (post-processing), except
+	// with probability below 1e-30.
+	plan, err = rewrite.RewriteWith(ds, "SELECT corr(cost, age) FROM visits", rewrite.Options{SampleBlocks: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +112,7 @@ func TestRunSampleAgg_SmallDataAndFixedK(t *testing.T) {
 	}
 	led := &memLedger{limit: 3}
 	r = newTestReleaser(t, led, 4)
-	res, err = r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 0.5, Mechanism: policy.MechanismGaussian, Delta: 1e-6, Upstream: &fakeUpstream{rows: saRows(plan, 2.5, 100)}})
+	res, err = r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 0.5, Mechanism: policy.MechanismGaussian, Delta: 1e-6, Upstream: &fakeUpstream{rows: saRows(plan, 5, 100)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +120,7 @@ func TestRunSampleAgg_SmallDataAndFixedK(t *testing.T) {
 		t.Fatalf("events = %+v, want one gaussian charge of the whole (0.5, 1e-6)", ev)
 	}
 	v, _ = strconv.ParseFloat(*res.Rows[0][0], 64)
-	if v < -0.5 || v > 0.5 || !strings.Contains(res.Notice, "k=64 blocks (fixed by dp.sample_blocks") {
+	if v != 1 || !strings.Contains(res.Notice, "k=64 blocks (fixed by dp.sample_blocks") {
 		t.Fatalf("corr = %v, notice %q", v, res.Notice)
 	}
 }

@@ -626,9 +626,6 @@ func (g *queryGen) sampleAggCall() string {
 	y, _ := g.pickCol(num)
 	x, _ := g.pickCol(num)
 	fn := g.oneOf("corr", "corr", "covar_pop", "covar_samp", "regr_slope", "regr_intercept", "regr_r2")
-	if (fn == "regr_slope" || fn == "regr_intercept") && !g.loose {
-		g.opts.OutputLower, g.opts.OutputUpper, g.opts.HasOutputRange = -1e6, 1e6, true
-	}
 	return g.kw(fn) + "(" + y.ref + ", " + x.ref + ")"
 }
 
@@ -641,15 +638,6 @@ func (g *queryGen) saOptions() {
 			n = len(ks)
 		}
 		g.opts.SampleBlocks = ks[g.rng.IntN(n)]
-	}
-	if g.chance(0.4) {
-		rs := [][2]float64{{-1, 1}, {0, 1}, {-1e6, 1e6}, {-1e300, 1e300}, {-1e15, 1e15}, {0, 1e-300}, {0, 0}, {1, -1}}
-		n := 6
-		if g.loose {
-			n = len(rs)
-		}
-		r := rs[g.rng.IntN(n)]
-		g.opts.OutputLower, g.opts.OutputUpper, g.opts.HasOutputRange = r[0], r[1], true
 	}
 }
 
