@@ -4,18 +4,9 @@ import "time"
 
 // Options are the session settings that change a plan (SET dp.…).
 type Options struct {
-	// OutputRange, when HasOutputRange, is SET dp.output_range = 'lo,hi':
-	// the range sample-and-aggregate clips block answers to (rewrite/sampleagg.go).
-	OutputLower, OutputUpper float64
-	HasOutputRange           bool
 	// SampleBlocks, when > 0, is SET dp.sample_blocks = k: the number of
 	// sample-and-aggregate blocks (else k is chosen from a noisy unit count).
 	SampleBlocks int
-	// QuantileMethod is SET dp.quantile_method when it changes the plan's
-	// shape: QuantileSample answers quantiles by sample-and-aggregate
-	// (rewrite/quantile_expr.go). The other methods are applied by the
-	// calibration (release/calibrate.go) and leave it "".
-	QuantileMethod string
 	// MaxRowsPerUnit and MaxGroupsPerUnit, when > 0, are SET
 	// dp.max_rows_per_unit / dp.max_groups_per_unit: contribution bounds
 	// tighter than the policy's for this session's queries (dpplan/bounds.go,

@@ -130,16 +130,8 @@ func NewAutoClip(cols []ClipColumn, sql, stmt string, opts Options) *AutoClip {
 // session's options (without AutoClip).
 func (a *AutoClip) Statement() (string, Options) { return a.stmt, a.opts }
 
-// Label names the statistic in EXPLAIN: f(y, x), or fn(q) of the value.
-func (s SampleCall) Label() string {
-	switch {
-	case s.Value == nil:
-		return s.Fn + "(" + s.Y + ", " + s.X + ")"
-	case s.Q != "":
-		return s.Fn + "(" + s.Q + ") of " + s.Y
-	}
-	return s.Fn + " of " + s.Y
-}
+// Label names the statistic in EXPLAIN: f(y, x).
+func (s SampleCall) Label() string { return s.Fn + "(" + s.Y + ", " + s.X + ")" }
 
 func (k MeasureKind) String() string {
 	switch k {

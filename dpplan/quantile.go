@@ -6,13 +6,9 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// QuantileExponential is the method of quantile measures (SET
-// dp.quantile_method = exponential, the default): the exponential
-// mechanism over a fixed grid of buckets (release/quantile.go).
-const QuantileExponential = "exponential"
-
-// Quantile describes one quantile measure. Everything in it is public: the
-// query's constants and the policy's bounds.
+// Quantile describes one quantile measure, answered by the exponential
+// mechanism over a fixed grid of buckets (release/quantile.go). Everything
+// in it is public: the query's constants and the policy's bounds.
 type Quantile struct {
 	Func string  // "percentile_cont", "percentile_disc", "min" or "max"
 	Q    float64 // the fraction, in [0, 1] (0 for min, 1 for max)
@@ -23,8 +19,7 @@ type Quantile struct {
 	Cont bool
 	// Type is the column's type; values are numbers (dates: days since
 	// 1970-01-01).
-	Type   policy.Type
-	Method string // QuantileExponential
+	Type policy.Type
 	// Buckets and Width define the grid of the exponential method: bucket
 	// j covers [Lower + j·Width, Lower + (j+1)·Width), the last one closed
 	// at Upper. For int and date columns Width is a whole number and the
@@ -35,12 +30,3 @@ type Quantile struct {
 	// remove from a group.
 	Rows int
 }
-
-// QuantileSample answers quantiles by sample-and-aggregate (sampleagg.go).
-// Unlike the exponential method it is chosen when the plan is built
-// (Options.QuantileMethod): the plan has a different shape.
-const QuantileSample = "sample"
-
-// DefaultQuantileMethod is the method used without SET
-// dp.quantile_method: the most accurate one in BENCHMARKS.md.
-const DefaultQuantileMethod = QuantileExponential

@@ -8,11 +8,6 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// SampleValueKey marks an input of the sample-and-aggregate SQL that is a
-// row value (SampleCall.ValueKey) rather than a column name: policy names
-// cannot contain a NUL byte (PostgreSQL identifiers cannot).
-const SampleValueKey = "\x00"
-
 // SampleAgg describes a sample-and-aggregate plan. Plan.SQL returns one row
 // per group that has rows and block count k:
 //
@@ -77,37 +72,13 @@ func (p *Plan) QueryArgs(ds *policy.Dataset) []any {
 	return []any{inner, outer}
 }
 
-// SampleCall is one sample-and-aggregate call of the select list.
+// SampleCall is one sample-and-aggregate call of the select list: Fn
+// (corr or regr_r2) of the columns Y and X, clipped to [Lower, Upper] (the
+// natural range of Fn, rewrite/sampleagg.go).
 type SampleCall struct {
-	Fn           string // corr, regr_r2, percentile_cont, …
+	Fn           string // corr or regr_r2
 	Y, X         string // PostgreSQL's argument order: f(Y, X)
 	Lower, Upper float64
-	// Q, Value: a quantile (rewrite/quantile_expr.go: Fn is percentile_cont,
-	// percentile_disc, min or max) of the row value, Q its fraction ("" for
-	// min and max); Float casts the value to float8 (percentile_cont
-	// computes in float8).
-	Q     string
-	Value *Value `json:",omitempty"`
-	Float bool   `json:",omitempty"`
-}
-
-// Inputs are the keys of the statistic's inputs: its two columns, or its
-// row value.
-func (s SampleCall) Inputs() []string {
-	if s.Value != nil {
-		return []string{s.ValueKey()}
-	}
-	return []string{s.Y, s.X}
-}
-
-// ValueKey is the input key of a quantile statistic's row value: equal
-// keys mean equal SQL.
-func (s SampleCall) ValueKey() string {
-	f := "n"
-	if s.Float {
-		f = "f"
-	}
-	return SampleValueKey + f + s.Value.String()
 }
 
 // HMACPads returns the HMAC-SHA-256 key pads K⊕ipad and K⊕opad (RFC 2104;

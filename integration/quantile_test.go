@@ -44,10 +44,10 @@ func TestPsql_Quantiles(t *testing.T) {
 // probability of this tolerance is not derived for the two-stage release:
 // bench/quantile measured 90% of errors below 13.5 at ε 0.1 in 200
 // releases, so 156.25 lies far in the tail; contribution bounding moves the
-// median by a few ranks), with types the driver decodes. The removed
-// smooth and ptr methods (issue 28) are refused by SET with 22023 and a
-// hint saying why, and the session goes on answering by the exponential
-// mechanism.
+// median by a few ranks), with types the driver decodes. The setting
+// dp.quantile_method was removed with the sample, smooth and ptr methods
+// (issue 28): SET of it is refused with 42704 and a hint saying why, and
+// the session goes on answering by the exponential mechanism.
 func TestPgx_QuantileMethods(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -77,11 +77,11 @@ func TestPgx_QuantileMethods(t *testing.T) {
 	if math.Abs(median-truth) > 2*78.125 {
 		t.Errorf("median %v, truth %v: further than two buckets", median, truth)
 	}
-	for _, method := range []string{"smooth", "ptr"} {
+	for _, method := range []string{"sample", "smooth", "exponential"} {
 		_, err := c.Exec(ctx, "SET dp.quantile_method = "+method)
 		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Hint, "removed") || !strings.Contains(pe.Hint, "BENCHMARKS.md") {
-			t.Fatalf("SET dp.quantile_method = %s: %v, want 22023 with a hint that the method was removed", method, err)
+		if !errors.As(err, &pe) || pe.Code != "42704" || !strings.Contains(pe.Hint, "removed") || !strings.Contains(pe.Hint, "BENCHMARKS.md") {
+			t.Fatalf("SET dp.quantile_method = %s: %v, want 42704 with a hint that the setting was removed", method, err)
 		}
 	}
 	var again float64

@@ -2,11 +2,14 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"math"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestSampleAgg_ThroughProxy asks corr(cost, age) of the demo's visits
@@ -16,8 +19,9 @@ import (
 // and the answer is close to PostgreSQL's own corr over the same bounded
 // rows. EXPLAIN names the method and never shows the key (the SQL takes it as the bind parameters $1, $2,
 // which the answer needs: this test runs them through the real upstream
-// pool); regr_slope
-// is answered from noisy sums, and corr with dp.output_range over a fixed k.
+// pool); regr_slope is answered from noisy sums; SET dp.output_range is
+// refused (removed, issue 28); and statistics whose every block answer is
+// 1, the end of their natural range, are released clamped to it.
 func TestSampleAgg_ThroughProxy(t *testing.T) {
 	requireDemo(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -76,8 +80,7 @@ func TestSampleAgg_ThroughProxy(t *testing.T) {
 	}
 
 	// regr_slope is answered from noisy sums (rewrite/regrstats.go), as
-	// float8; corr with dp.output_range and dp.sample_blocks by
-	// sample-and-aggregate over a fixed k, inside the range.
+	// float8.
 	var fromSums float64
 	if err := c.QueryRow(ctx, "SELECT regr_slope(cost, age) FROM visits").Scan(&fromSums); err != nil {
 		t.Fatalf("regr_slope without a range: %v, want an answer from sums", err)
@@ -85,18 +88,50 @@ func TestSampleAgg_ThroughProxy(t *testing.T) {
 	if ns := notices(); strings.Contains(ns[len(ns)-1], "blocks") || math.IsNaN(fromSums) {
 		t.Fatalf("regr_slope from sums = %v, NOTICE %q: want no sample-and-aggregate", fromSums, ns[len(ns)-1])
 	}
-	for _, set := range []string{"SET dp.output_range = '-0.5,0.5'", "SET dp.sample_blocks = 256"} {
-		if _, err := c.Exec(ctx, set); err != nil {
-			t.Fatal(err)
-		}
+	// dp.output_range was removed: corr and regr_r2 have their natural
+	// ranges.
+	_, err = c.Exec(ctx, "SET dp.output_range = '-0.5,0.5'")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "42704" || !strings.Contains(pe.Hint, "natural ranges") {
+		t.Fatalf("SET dp.output_range: %v, want 42704 with a hint", err)
 	}
-	var narrow float64
-	if err := c.QueryRow(ctx, "SELECT corr(cost, age) FROM visits").Scan(&narrow); err != nil {
+	// corr(x, x) and regr_r2(x, x) are exactly 1 in every block with two
+	// distinct values (Sxy = Sxx = Syy bit for bit, and √(a·a) = a in
+	// float8), the upper end of both ranges: each released value,
+	// 1 + noise, is clamped to 1 (post-processing). Without the clamp each
+	// of the 7·4 values would exceed 1 with probability 1/2; with it, none
+	// is 1 exactly with probability 2^−28.
+	if _, err := c.Exec(ctx, "SET dp.sample_blocks = 256"); err != nil {
 		t.Fatal(err)
 	}
+	rows, err = c.Query(ctx, "SELECT department, corr(age, age), regr_r2(age, age), corr(cost, cost), regr_r2(cost, cost) FROM visits GROUP BY department")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ones, groups := 0, 0
+	for rows.Next() {
+		var d string
+		var v [4]float64
+		if err := rows.Scan(&d, &v[0], &v[1], &v[2], &v[3]); err != nil {
+			t.Fatal(err)
+		}
+		groups++
+		for i, x := range v {
+			if lo := []float64{-1, 0}[i%2]; x < lo || x > 1 {
+				t.Errorf("%s: statistic %d = %v outside [%v, 1]", d, i, x, lo)
+			}
+			if x == 1 {
+				ones++
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("corr(x, x) and regr_r2(x, x) per department: %d of %d values clamped to 1", ones, 4*groups)
 	ns = notices()
-	if last := ns[len(ns)-1]; !strings.Contains(last, "k=256 blocks (fixed by dp.sample_blocks") || narrow < -0.5 || narrow > 0.5 {
-		t.Fatalf("corr = %v, NOTICE %q", narrow, last)
+	if last := ns[len(ns)-1]; groups != 7 || ones == 0 || !strings.Contains(last, "k=256 for 7 groups; fixed by dp.sample_blocks") {
+		t.Fatalf("%d groups, %d values clamped to 1 (want 7 and some), NOTICE %q", groups, ones, last)
 	}
 	if _, err := c.Exec(ctx, "SET dp.sample_blocks = 1"); err == nil || !strings.Contains(err.Error(), "22023") {
 		t.Fatalf("SET dp.sample_blocks = 1: %v, want 22023", err)

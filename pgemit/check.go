@@ -299,20 +299,12 @@ func (c *checker) caseKey(sql string) {
 }
 
 // sampleFuncs are the statistics of sample-and-aggregate
-// (rewrite/sampleagg.go, quantile_expr.go).
-var sampleFuncs = map[string]bool{"corr": true, "regr_r2": true,
-	"percentile_cont": true, "percentile_disc": true, "min": true, "max": true}
+// (rewrite/sampleagg.go).
+var sampleFuncs = map[string]bool{"corr": true, "regr_r2": true}
 
 func (c *checker) sampleCall(s dpplan.SampleCall) {
 	if !sampleFuncs[s.Fn] {
 		c.fail("%q is not a sample-and-aggregate statistic", s.Fn)
-	}
-	if s.Q != "" && !plainNumber.MatchString(s.Q) {
-		c.fail("%q is not a fraction", s.Q)
-	}
-	if s.Value != nil {
-		c.value(s.Value)
-		return
 	}
 	for _, col := range []string{s.Y, s.X} {
 		if _, ok := c.t.Columns[col]; !ok {

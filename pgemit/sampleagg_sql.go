@@ -69,16 +69,12 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	// Inputs: each distinct column once.
 	var inCols []string
 	inIdx := map[string]int{}
-	valueSQL := map[string]string{} // the SQL of each row-value input
 	for _, s := range calls {
-		for _, c := range s.Inputs() {
+		for _, c := range []string{s.Y, s.X} {
 			if _, ok := inIdx[c]; !ok {
 				inIdx[c] = len(inCols)
 				inCols = append(inCols, c)
 			}
-		}
-		if s.Value != nil {
-			valueSQL[s.ValueKey()] = sampleValueSQL(s)
 		}
 	}
 	in := func(c string) string { return "dp_c" + strconv.Itoa(inIdx[c]) }
@@ -99,11 +95,6 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	cols = append(cols, blockHashSQL(unit, sa)+" AS dp_hash")
 	var raw []string // the inputs' values, for the row order below
 	for _, c := range inCols {
-		if v, ok := valueSQL[c]; ok {
-			cols = append(cols, v+" AS "+in(c)) // rewrite/quantile_expr.go
-			raw = append(raw, v)
-			continue
-		}
 		raw = append(raw, QuoteIdent(c))
 		// round(…, 30) before the cast: a numeric below 1e-308 (e.g.
 		// 1e-1000) would make ::float8 raise 22003 on that row, an error
@@ -177,10 +168,6 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 		// ORDER BY inside the call fixes the order in which the float8
 		// aggregate accumulates, so f_b is a function of the block's rows
 		// (without it the last bits depend on the random row order).
-		if s.Value != nil {
-			blocks = append(blocks, sampleQuantileSQL(s, in)+" AS dp_f"+strconv.Itoa(i)) // rewrite/quantile_expr.go
-			continue
-		}
 		y, x := in(s.Y), in(s.X)
 		blocks = append(blocks, s.Fn+"("+y+", "+x+" ORDER BY "+y+", "+x+") AS dp_f"+strconv.Itoa(i))
 	}
@@ -220,27 +207,4 @@ func formatConst(x float64) string {
 	r := new(big.Rat).SetFloat64(x)
 	digits := r.Denom().BitLen() - 1 // the denominator is 2^digits
 	return "(" + r.FloatString(digits) + ")::numeric"
-}
-
-// sampleValueSQL is the SQL of a quantile statistic's row value. With
-// Float (percentile_cont computes in float8) it is rounded to 30 digits
-// first: a numeric below 1e-308 would make the cast raise 22003
-// (sampleagg.go); every value is within the finite interval.
-func sampleValueSQL(s dpplan.SampleCall) string {
-	v := ValueSQL(s.Value)
-	if s.Float {
-		v = "round(" + v + ", 30)::float8"
-	}
-	return v
-}
-
-// sampleQuantileSQL is the block answer of a quantile statistic: PostgreSQL's
-// own ordered-set aggregate (or MIN/MAX) of the row value; NULL for a
-// block without values.
-func sampleQuantileSQL(s dpplan.SampleCall, in func(string) string) string {
-	v := in(s.Inputs()[0])
-	if s.Q == "" {
-		return s.Fn + "(" + v + ")"
-	}
-	return s.Fn + "((" + s.Q + ")::float8) WITHIN GROUP (ORDER BY " + v + ")"
 }

@@ -33,7 +33,6 @@ type Settings struct {
 	Analyst        string
 	Epsilon, Delta float64
 	Mechanism      string
-	QuantileMethod string
 	NoCache        bool
 	// ErrorColumns adds, after each released column that is not a group
 	// key, a column with each cell's 95% half-width (SET
@@ -178,22 +177,21 @@ func preparePost(env *Env, s *Settings, texts *Texts, q *rewrite.PostQuery, expl
 
 // Params are the privacy parameters of the session's settings.
 func Params(s *Settings) release.Params {
-	return release.Params{Epsilon: s.Epsilon, Delta: s.Delta, Mechanism: s.Mechanism, QuantileMethod: s.QuantileMethod}
+	return release.Params{Epsilon: s.Epsilon, Delta: s.Delta, Mechanism: s.Mechanism}
 }
 
 // Request is the release of plan for the session's analyst and settings.
 func Request(env *Env, s *Settings, plan *dpplan.Plan) release.Request {
 	p := Params(s)
 	return release.Request{
-		Analyst:        s.Analyst,
-		Dataset:        env.Policy,
-		Plan:           plan,
-		Epsilon:        p.Epsilon,
-		Delta:          p.Delta,
-		Mechanism:      p.Mechanism,
-		QuantileMethod: p.QuantileMethod,
-		Upstream:       env.Upstream,
-		NoCache:        s.NoCache,
+		Analyst:   s.Analyst,
+		Dataset:   env.Policy,
+		Plan:      plan,
+		Epsilon:   p.Epsilon,
+		Delta:     p.Delta,
+		Mechanism: p.Mechanism,
+		Upstream:  env.Upstream,
+		NoCache:   s.NoCache,
 	}
 }
 

@@ -105,14 +105,13 @@ func (c *conn) dpEnv() *pipeline.Env {
 // dpSettings are the session's settings a DP statement depends on.
 func (c *conn) dpSettings() *pipeline.Settings {
 	return &pipeline.Settings{
-		Analyst:        c.analyst,
-		Epsilon:        c.epsilon(),
-		Delta:          c.delta(),
-		Mechanism:      c.mechanism(),
-		QuantileMethod: c.quantileMethod(),
-		NoCache:        c.noCache(),
-		ErrorColumns:   c.settings[settingErrorColumns] == "on",
-		Options:        c.rewriteOptions(),
+		Analyst:      c.analyst,
+		Epsilon:      c.epsilon(),
+		Delta:        c.delta(),
+		Mechanism:    c.mechanism(),
+		NoCache:      c.noCache(),
+		ErrorColumns: c.settings[settingErrorColumns] == "on",
+		Options:      c.rewriteOptions(),
 	}
 }
 

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -10,16 +9,10 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
-// Session settings of sample-and-aggregate (rewrite/sampleagg.go).
-const (
-	// settingOutputRange is SET dp.output_range = 'lo,hi': the public
-	// range block answers are clipped to (narrows corr's and regr_r2's
-	// natural ranges and a quantile's interval).
-	settingOutputRange = "dp.output_range"
-	// settingSampleBlocks is SET dp.sample_blocks = k: the number of
-	// blocks (default: chosen from a noisy unit count).
-	settingSampleBlocks = "dp.sample_blocks"
-)
+// settingSampleBlocks is SET dp.sample_blocks = k: the number of
+// sample-and-aggregate blocks (rewrite/sampleagg.go; default: chosen from
+// a noisy unit count).
+const settingSampleBlocks = "dp.sample_blocks"
 
 // Session contribution bounds (dpplan/bounds.go, "Bounds per query"):
 // tighter than the policy's, never looser (rewrite refuses those when the
@@ -44,30 +37,6 @@ func checkContributionBound(name string) func(*conn, string) (string, error) {
 // maxSampleBlocks matches rewrite's limit on dp.sample_blocks.
 const maxSampleBlocks = 1 << 20
 
-// checkOutputRange: two finite numbers lo < hi, written "lo,hi".
-func checkOutputRange(_ *conn, v string) (string, error) {
-	lo, hi, ok := parseOutputRange(v)
-	if !ok {
-		return "", invalidValue(settingOutputRange, v).
-			WithHint("write two finite numbers lo < hi separated by a comma, e.g. SET dp.output_range = '-10,10'")
-	}
-	return formatFloat(lo) + "," + formatFloat(hi), nil
-}
-
-func parseOutputRange(v string) (lo, hi float64, ok bool) {
-	parts := strings.Split(v, ",")
-	if len(parts) != 2 {
-		return 0, 0, false
-	}
-	lo, err1 := strconv.ParseFloat(strings.TrimSpace(parts[0]), 64)
-	hi, err2 := strconv.ParseFloat(strings.TrimSpace(parts[1]), 64)
-	if err1 != nil || err2 != nil || math.IsNaN(lo) || math.IsNaN(hi) || math.IsInf(lo, 0) || math.IsInf(hi, 0) ||
-		!(lo < hi) || math.IsInf(hi-lo, 0) {
-		return 0, 0, false
-	}
-	return lo, hi, true
-}
-
 // checkSampleBlocks: an integer 2 … maxSampleBlocks.
 func checkSampleBlocks(_ *conn, v string) (string, error) {
 	k, err := strconv.Atoi(strings.TrimSpace(v))
@@ -81,9 +50,6 @@ func checkSampleBlocks(_ *conn, v string) (string, error) {
 // rewriteOptions are the session settings that change a DP plan.
 func (c *conn) rewriteOptions() rewrite.Options {
 	var o rewrite.Options
-	if v := c.settings[settingOutputRange]; v != "" {
-		o.OutputLower, o.OutputUpper, o.HasOutputRange = parseOutputRange(v)
-	}
 	if v := c.settings[settingSampleBlocks]; v != "" {
 		o.SampleBlocks, _ = strconv.Atoi(v)
 	}
@@ -109,10 +75,5 @@ func (c *conn) rewriteOptions() rewrite.Options {
 	// statement's start; zero outside a statement (a Describe), where
 	// rewrite reads the clock itself.
 	o.Now = c.stmtStart
-	if c.quantileMethod() == rewrite.QuantileSample {
-		// Sample-and-aggregate quantiles are planned as such (the other
-		// methods are applied by the calibration, release/calibrate.go).
-		o.QuantileMethod = rewrite.QuantileSample
-	}
 	return o
 }

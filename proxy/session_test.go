@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"context"
 	"errors"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -55,12 +58,9 @@ func TestSession_DPSettings(t *testing.T) {
 		{sql: "SET dp.mechanism = exponential", wantCode: "22023"},
 		{sql: "SET dp.cache = off", show: "dp.cache", want: "off"},
 		{sql: "SET dp.cache = maybe", wantCode: "22023"},
-		{sql: "SHOW dp.quantile_method", show: "dp.quantile_method", want: "exponential"},
-		{sql: "SET dp.quantile_method = Sample", show: "dp.quantile_method", want: "sample"},
-		{sql: "SET dp.quantile_method = Smooth", wantCode: "22023", show: "dp.quantile_method", want: "sample"}, // removed (issue 28)
-		{sql: "SET dp.quantile_method = ptr", wantCode: "22023", show: "dp.quantile_method", want: "sample"},
-		{sql: "SET dp.quantile_method = EXPONENTIAL", show: "dp.quantile_method", want: "exponential"},
-		{sql: "SET dp.quantile_method = median", wantCode: "22023"},
+		{sql: "SHOW dp.quantile_method", wantCode: "42704"}, // removed (issue 28): TestDP_RemovedSettings
+		{sql: "SET dp.quantile_method = exponential", wantCode: "42704"},
+		{sql: "SET dp.output_range = '-1,1'", wantCode: "42704"},
 		{sql: "SET dp.contribution = sometimes", wantCode: "22023"},
 		{sql: "SET dp.clipping = sometimes", wantCode: "22023"},
 		{sql: "SET dp.clipping = AUTO", show: "dp.clipping", want: "auto"},
@@ -392,46 +392,56 @@ func TestDP_CacheSetting(t *testing.T) {
 	}
 }
 
-// TestDP_QuantileMethod: SET dp.quantile_method reaches the releaser
-// (exponential; sample, whose quantiles are planned as
-// sample-and-aggregate). The smooth and ptr methods were removed (issue
-// 28): SET refuses them with 22023 and a hint that says why, and the
-// session keeps its method.
-func TestDP_QuantileMethod(t *testing.T) {
+// TestDP_RemovedSettings: dp.quantile_method and dp.output_range were
+// removed (issue 28): SET (any value, any spelling), SHOW and RESET of
+// them, and a start-up option setting them, fail with 42704 as unknown
+// parameters, with a hint that says what became of them; the session
+// survives, and its quantiles are the exponential mechanism's quantile
+// measures.
+func TestDP_RemovedSettings(t *testing.T) {
 	ts := startServer(t, serverOpts{})
 	pc := ts.connect(t)
-	const q = "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost / 2) FROM visits"
-	for _, sql := range []string{q, "SET dp.quantile_method = sample", q} {
-		if _, err := execAll(t, pc, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
+	removed := []struct {
+		name string
+		hint []string
+	}{
+		{"dp.quantile_method", []string{"removed", "exponential mechanism", "more accurate", "BENCHMARKS.md", "Quantiles of expressions"}},
+		{"dp.output_range", []string{"removed", "corr and regr_r2", "natural ranges", "noisy sums"}},
 	}
-	for _, sql := range []string{"SET dp.quantile_method = smooth", "SET dp.quantile_method = 'PTR'", "SET dp.quantile_method TO ' Smooth '", "SET SESSION dp.quantile_method = ptr"} {
-		_, err := execAll(t, pc, sql)
-		var pe *pgconn.PgError
-		if !errors.As(err, &pe) || pe.Code != "22023" || !strings.Contains(pe.Message, `"dp.quantile_method"`) {
-			t.Fatalf("%s: %v, want 22023 naming dp.quantile_method", sql, err)
-		}
-		for _, want := range []string{"removed", "exponential mechanism", "more accurate", "BENCHMARKS.md"} {
-			if !strings.Contains(pe.Hint, want) {
-				t.Errorf("%s: hint %q lacks %q", sql, pe.Hint, want)
+	for _, r := range removed {
+		check := func(what string, err error) {
+			t.Helper()
+			var pe *pgconn.PgError
+			if !errors.As(err, &pe) || pe.Code != "42704" || !strings.Contains(pe.Message, `"`+r.name+`"`) {
+				t.Fatalf("%s: %v, want 42704 naming %s", what, err, r.name)
+			}
+			for _, want := range r.hint {
+				if !strings.Contains(pe.Hint, want) {
+					t.Errorf("%s: hint %q lacks %q", what, pe.Hint, want)
+				}
 			}
 		}
-		if got := show(t, pc, "dp.quantile_method"); got != "sample" {
-			t.Errorf("after %s: dp.quantile_method = %q, want sample (unchanged)", sql, got)
+		upper := strings.ToUpper(r.name)
+		for _, sql := range []string{"SET " + r.name + " = sample", "SET " + r.name + " = exponential", "SET " + upper + " TO 'x'",
+			"SET SESSION " + r.name + " = 1", "SHOW " + r.name, "RESET " + r.name, "SET " + r.name + " TO DEFAULT"} {
+			_, err := execAll(t, pc, sql)
+			check(sql, err)
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, err := pgconn.Connect(ctx, ts.dsn("alice", "alice", "hospital")+"&options=-c%20"+url.QueryEscape(r.name+"=1"))
+		cancel()
+		if err == nil {
+			c.Close(context.Background())
+		}
+		check("start-up option -c "+r.name, err)
+	}
+	const q = "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost / 2) FROM visits"
+	if _, err := execAll(t, pc, q); err != nil {
+		t.Fatalf("%s: %v", q, err)
 	}
 	reqs := ts.releaser.requests()
-	if len(reqs) != 2 {
-		t.Fatalf("releaser called %d times, want 2", len(reqs))
-	}
-	for i, want := range []string{"exponential", "sample"} {
-		if got := reqs[i].QuantileMethod; got != want {
-			t.Errorf("request %d: method %q, want %q", i, got, want)
-		}
-	}
-	if !reqs[0].Plan.HasQuantile() || reqs[1].Plan.SampleAgg == nil {
-		t.Errorf("plans: exponential has quantile measures %v, sample is sample-and-aggregate %v", reqs[0].Plan.HasQuantile(), reqs[1].Plan.SampleAgg != nil)
+	if len(reqs) != 1 || !reqs[0].Plan.HasQuantile() || reqs[0].Plan.SampleAgg != nil {
+		t.Fatalf("releaser requests %d; want one plan with quantile measures", len(reqs))
 	}
 }
 

@@ -13,7 +13,6 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
-	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -38,17 +37,14 @@ type settingDef struct {
 
 // Names of the DP settings.
 const (
-	settingEpsilon   = "dp.epsilon"
-	settingDelta     = "dp.delta"
-	settingMechanism = "dp.mechanism"
-	// settingQuantileMethod selects how quantiles (percentile_cont,
-	// percentile_disc, MIN, MAX) are answered: rewrite.Quantile*.
-	settingQuantileMethod = "dp.quantile_method"
-	settingCache          = "dp.cache"
-	settingBias           = "dp.bias"
-	settingContribution   = "dp.contribution"
-	settingClipping       = "dp.clipping"
-	settingBudget         = "dp.budget"
+	settingEpsilon      = "dp.epsilon"
+	settingDelta        = "dp.delta"
+	settingMechanism    = "dp.mechanism"
+	settingCache        = "dp.cache"
+	settingBias         = "dp.bias"
+	settingContribution = "dp.contribution"
+	settingClipping     = "dp.clipping"
+	settingBudget       = "dp.budget"
 	// settingErrorColumns adds each released column's 95% half-widths as
 	// a column after it (pipeline.Settings.ErrorColumns).
 	settingErrorColumns = "dp.error_columns"
@@ -109,12 +105,9 @@ var settingDefs = func() map[string]*settingDef {
 		{name: settingClipping, check: enum(policy.ClippingAuto, policy.ClippingFixed), desc: "Clamping bounds of summed columns: auto (chosen by DP inside the policy's [lower, upper], for a tenth of the query's ε) or fixed (the policy's)."},
 		{name: settingErrorColumns, def: "off", check: checkBool, desc: "Add after each released column a column <name>_moe95 with each cell's 95% error half-width (margin of error)."},
 		{name: settingBias, def: "on", check: checkBool, desc: "State a DP estimate of the rows contribution bounding removed (costs a tenth of the query's ε)."},
-		{name: settingOutputRange, check: checkOutputRange, desc: "Sample-and-aggregate output range 'lo,hi' (block answers are clipped to it)."},
 		{name: settingSampleBlocks, check: checkSampleBlocks, desc: "Sample-and-aggregate block count k (empty: chosen from a noisy unit count)."},
 		{name: settingMaxRowsPerUnit, check: checkContributionBound(settingMaxRowsPerUnit), desc: "Rows one unit may contribute to one group, tighter than the policy's (empty: the policy's; ungrouped queries: its whole allowance)."},
 		{name: settingMaxGroupsPerUnit, check: checkContributionBound(settingMaxGroupsPerUnit), desc: "Groups one unit may contribute to, tighter than the policy's (empty: the policy's)."},
-		{name: settingQuantileMethod, def: rewrite.DefaultQuantileMethod, check: checkQuantileMethod,
-			desc: "Method of DP quantiles (percentile_cont, percentile_disc, MIN, MAX): exponential or sample (sample-and-aggregate)."},
 	}
 	m := make(map[string]*settingDef, len(defs))
 	for _, d := range defs {
@@ -153,8 +146,26 @@ func displayName(name string) string {
 	return name
 }
 
+// removedSettings are dp.* settings that were removed, with the hint of
+// their 42704 error: what became of what they did. (PostgreSQL, too,
+// answers a removed parameter with 42704.)
+var removedSettings = map[string]string{
+	// Removed 2026-12-06 (issue 28), with sample-and-aggregate quantiles.
+	"dp.quantile_method": "dp.quantile_method was removed: quantiles (percentile_cont, percentile_disc, MIN, MAX) always use the exponential mechanism, " +
+		"which measured more accurate than the sample, smooth and ptr methods in every row but a few (BENCHMARKS.md, " +
+		"\"Quantiles of expressions: exponential mechanism vs sample-and-aggregate (issue 9)\" and " +
+		"\"Quantiles: exponential mechanism vs smooth sensitivity vs propose-test-release\"); drop the SET",
+	// Removed 2026-12-06 (issue 28): sample-and-aggregate answers only
+	// corr and regr_r2, whose natural ranges suffice.
+	"dp.output_range": "dp.output_range was removed: corr and regr_r2 use their natural ranges [-1, 1] and [0, 1], " +
+		"and covar_pop, covar_samp, regr_slope and regr_intercept are answered from noisy sums, which need no range; drop the SET",
+}
+
 func unknownSetting(name string) error {
 	e := pgerr.New(pgerr.UndefinedObject, "unrecognized configuration parameter %q", name)
+	if hint, ok := removedSettings[strings.ToLower(name)]; ok {
+		return e.WithHint("%s", hint)
+	}
 	if strings.HasPrefix(strings.ToLower(name), "dp.") {
 		var dp []string
 		for n, d := range settingDefs {
@@ -451,8 +462,6 @@ func (c *conn) delta() float64 {
 
 func (c *conn) mechanism() string { return c.settings[settingMechanism] }
 
-func (c *conn) quantileMethod() string { return c.settings[settingQuantileMethod] }
-
 // noCache is true after SET dp.cache = off.
 func (c *conn) noCache() bool { return c.settings[settingCache] == "off" }
 
@@ -730,23 +739,6 @@ func checkMechanism(c *conn, v string) (string, error) {
 		return m, nil
 	}
 	return "", invalidValue(settingMechanism, v).WithHint("use laplace or gaussian")
-}
-
-// quantileMethods are the values of dp.quantile_method.
-var quantileMethods = enum(rewrite.QuantileExponential, rewrite.QuantileSample)
-
-// checkQuantileMethod checks dp.quantile_method. The smooth (smooth
-// sensitivity) and ptr (propose-test-release) methods were removed on
-// 2026-12-06 (issue 28): the exponential mechanism was more accurate than
-// both in every measurement but two, where smooth sensitivity tied it at
-// zero error, and needs no δ (BENCHMARKS.md). Setting them gets an error
-// that says so.
-func checkQuantileMethod(c *conn, v string) (string, error) {
-	if m := strings.ToLower(strings.TrimSpace(v)); m == "smooth" || m == "ptr" {
-		return "", invalidValue(settingQuantileMethod, v).
-			WithHint("the smooth and ptr quantile methods were removed: the exponential mechanism (SET dp.quantile_method = exponential, the default) was more accurate than both in every measurement but two, where smooth sensitivity tied it at zero error, and needs no delta (BENCHMARKS.md, \"Quantiles: exponential mechanism vs smooth sensitivity vs propose-test-release\"); use exponential or sample")
-	}
-	return quantileMethods(c, v)
 }
 
 // grantedLimit is the analyst's budget limit on this dataset: the

@@ -82,8 +82,8 @@ func New(cfg Config) (*Releaser, error) {
 // Params are the privacy parameters of one query, as the session set
 // them (Explain; Run reads the same fields of its Request).
 type Params struct {
-	Epsilon, Delta            float64
-	Mechanism, QuantileMethod string
+	Epsilon, Delta float64
+	Mechanism      string
 }
 
 // Column is one result column.

@@ -6,7 +6,6 @@ import (
 	"math/big"
 
 	"github.com/dpproxy/dpproxy/accountant"
-	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 )
@@ -59,9 +58,6 @@ func (r *Releaser) calibrate(req Request) (*calibration, error) {
 		return nil, err
 	}
 	if err := verifyPlan(req.Dataset, req.Plan); err != nil { // verify.go
-		return nil, err
-	}
-	if err := checkQuantileMethod(req.Plan, req.QuantileMethod); err != nil {
 		return nil, err
 	}
 	plan := req.Plan
@@ -130,23 +126,4 @@ func (r *Releaser) calibrate(req Request) (*calibration, error) {
 // eventOf is the ledger event of one mechanism.
 func eventOf(m noise.Mechanism) accountant.Event {
 	return accountant.Event{Mechanism: m.Name(), Epsilon: m.Epsilon(), Delta: m.Delta(), NoiseMultiplier: m.NoiseMultiplier()}
-}
-
-// checkQuantileMethod checks the session's quantile method (SET
-// dp.quantile_method; "" for none) against the plan: the planner builds
-// quantile measures for the exponential method, and sample-and-aggregate
-// quantiles are planned as such (rewrite/quantile_expr.go), without
-// quantile measures.
-func checkQuantileMethod(p *dpplan.Plan, method string) error {
-	if !p.HasQuantile() {
-		return nil
-	}
-	switch method {
-	case "", dpplan.QuantileExponential:
-		return nil
-	case dpplan.QuantileSample:
-		return pgerr.New(pgerr.InternalError, "internal error: plan not built for quantile method sample")
-	}
-	return pgerr.New(pgerr.InvalidParameterValue, "unknown quantile method %q", method).
-		WithHint("SET dp.quantile_method = exponential or sample")
 }

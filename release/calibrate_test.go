@@ -12,36 +12,6 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite"
 )
 
-// TestCalibrate_QuantileMethod: a plan's quantile measures are answered
-// by the exponential method, the only one the planner builds them for;
-// the session's method must be that one (or none). A plan built without
-// SET dp.quantile_method = sample cannot be switched to it, and an
-// unknown method (the removed smooth and ptr, issue 28) is refused before
-// any charge.
-func TestCalibrate_QuantileMethod(t *testing.T) {
-	t.Parallel()
-	ds := loadPolicy(t)
-	p := quantilePlan(t, ds, "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits")
-	for method, code := range map[string]string{
-		"":                         "",
-		dpplan.QuantileExponential: "",
-		dpplan.QuantileSample:      pgerr.InternalError,
-		"smooth":                   pgerr.InvalidParameterValue,
-		"ptr":                      pgerr.InvalidParameterValue,
-	} {
-		_, _, err := Explain(ds, p, Params{Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace, QuantileMethod: method})
-		if code == "" {
-			if err != nil {
-				t.Errorf("method %q: %v", method, err)
-			}
-			continue
-		}
-		if pe, ok := pgerr.As(err); !ok || pe.Code != code {
-			t.Errorf("method %q: err = %v, want %s", method, err, code)
-		}
-	}
-}
-
 // TestCalibrate_RangeCrossCheck: a plan whose sum claims a narrower range
 // than its SQL sums (the expression's interval, or the column's bounds)
 // is refused before the charge rather than under-noised.

@@ -29,7 +29,7 @@ var ExplainColumn = Column{Name: "QUERY PLAN", PGType: "text"}
 // fails with the same error the query would (e.g. 22023 for a bad ε). Rows
 // hold one text value each (see ExplainColumn).
 func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*string, error) {
-	req := Request{Dataset: ds, Plan: plan, Epsilon: p.Epsilon, Delta: p.Delta, Mechanism: p.Mechanism, QuantileMethod: p.QuantileMethod, Upstream: noUpstream{}}
+	req := Request{Dataset: ds, Plan: plan, Epsilon: p.Epsilon, Delta: p.Delta, Mechanism: p.Mechanism, Upstream: noUpstream{}}
 	mechanism := p.Mechanism
 	// A zero Releaser: its mechanisms use crypto/rand, but Explain never
 	// draws from them.

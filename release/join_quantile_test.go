@@ -22,20 +22,20 @@ func TestRun_PrivateKeyQuantile(t *testing.T) {
 		t.Fatalf("plan: private %v, measures %+v", base.PrivateGroups(), base.Measures)
 	}
 	for _, tc := range []struct {
-		method, mechanism string
-		summary           string // J45's summary
-		lo, hi            float64
+		mechanism string
+		summary   string // J45's summary
+		lo, hi    float64
 	}{
 		// 20000 ages of 40 and 41: the target ranks 10000, 10001 are in
 		// buckets 40 and 41 (utility 0); every other bucket has utility
 		// ≤ −10000 and is selected with probability ≤ 110·e^{−0.125·10000/10}
 		// < 1e-50 (ε_g = 0.5/4, Δu = 5).
-		{rewrite.QuantileExponential, policy.MechanismLaplace, "40:10000,41:10000", 40, 41},
+		{policy.MechanismLaplace, "40:10000,41:10000", 40, 41},
 		// Under Gaussian the threshold and the count's noise share δ; the
 		// quantile is pure ε-DP and takes none.
-		{rewrite.QuantileExponential, policy.MechanismGaussian, "40:10000,41:10000", 40, 41},
+		{policy.MechanismGaussian, "40:10000,41:10000", 40, 41},
 	} {
-		t.Run(tc.method+"/"+tc.mechanism, func(t *testing.T) {
+		t.Run(tc.mechanism, func(t *testing.T) {
 			plan := base
 			rare := "30:1"
 			up := &fakeUpstream{rows: [][]*string{

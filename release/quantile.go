@@ -138,14 +138,11 @@ func (r *Releaser) newQuantileMech(ms dpplan.Measure, rows, l0 int, epsilon floa
 	if l0 < 1 {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: max groups per unit below 1")
 	}
-	if q.Method != dpplan.QuantileExponential {
-		return nil, pgerr.New(pgerr.InternalError, "internal error: unknown quantile method")
-	}
 	ge := groupEpsilon(epsilon, l0, ms)
 	m := &quantileMech{measure: ms, q: q, epsilon: epsilon, groupEpsilon: ge}
 	var err error
 	if m.exp, err = noise.NewExponential(noise.ExponentialParams{Epsilon: ge, Sensitivity: ms.LInf, Rand: r.testOnlyRand}); err != nil {
-		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the %s quantile method for this query: %v", q.Method, err).
+		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the exponential mechanism of a quantile for this query: %v", err).
 			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
 	}
 	return m, nil

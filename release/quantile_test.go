@@ -297,3 +297,21 @@ func TestQuantile_FineGridRankBound(t *testing.T) {
 		t.Fatalf("every release within %v ranks: the test cannot tell a wrong bound", small)
 	}
 }
+
+// TestExplain_QuantileOfExpression: EXPLAIN of the exponential method over
+// an expression names it and its interval, the grid over that interval
+// and the rank sensitivity (the rows a unit may keep: for this ungrouped
+// query its whole allowance, 4·5), as for a column.
+func TestExplain_QuantileOfExpression(t *testing.T) {
+	ds := loadPolicy(t)
+	plan, err := rewrite.Rewrite(ds, "SELECT MAX(cost * 2) FROM visits")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := explainPlan(t, ds, plan, 1, 0, policy.MechanismLaplace)
+	for _, want := range []string{"max(q=1) of an expression clamped to [0, 40000]", "exponential mechanism over 16384 buckets of width 2.44140625", "rank sensitivity=20"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("EXPLAIN lacks %q:\n%s", want, all)
+		}
+	}
+}

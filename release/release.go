@@ -35,11 +35,7 @@ type Request struct {
 	Epsilon   float64 // the query's ε (session dp.epsilon or the policy default)
 	Delta     float64 // the query's δ (Gaussian only)
 	Mechanism string  // policy.MechanismLaplace or policy.MechanismGaussian
-	// QuantileMethod is the session's quantile method (SET
-	// dp.quantile_method; "" for none): calibrate checks it against the
-	// plan (checkQuantileMethod).
-	QuantileMethod string
-	Upstream       Upstream
+	Upstream  Upstream
 	// NoCache skips the answer cache (SET dp.cache = off): the query is
 	// charged and answered afresh.
 	NoCache bool

@@ -5,7 +5,6 @@ package release
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/big"
 	"sort"
 	"strconv"
@@ -243,13 +242,6 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 				row[i] = value{key: &t}
 			case dpplan.OutputSampleAgg:
 				row[i] = value{num: sampleAggAnswer(noisy[o.Measure], k, o.Lower, o.Upper), decimals: 6}
-				if o.PGType == "int8" {
-					// percentile_disc, MIN or MAX of an integer expression
-					// by sample-and-aggregate (rewrite/quantile_expr.go):
-					// PostgreSQL's type; the nearest integer
-					// (post-processing).
-					row[i].num = roundToInt(row[i].num, o.Lower, o.Upper)
-				}
 			default:
 				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
 			}
@@ -347,23 +339,6 @@ func dataGroups(plan *dpplan.Plan, rows [][]*string) [][]string {
 	}
 	sort.Slice(groups, func(a, b int) bool { return lessKeys(plan.Keys, groups[a], groups[b]) })
 	return groups
-}
-
-// roundToInt rounds v to the nearest integer within [⌈lower⌉, ⌊upper⌋]
-// (when that range is not empty).
-func roundToInt(v *big.Rat, lower, upper float64) *big.Rat {
-	r := new(big.Rat).SetInt64(floorRatInt(new(big.Rat).Add(v, big.NewRat(1, 2))))
-	lo, hi := new(big.Rat).SetFloat64(math.Ceil(lower)), new(big.Rat).SetFloat64(math.Floor(upper))
-	if lo.Cmp(hi) > 0 {
-		return r
-	}
-	if r.Cmp(lo) < 0 {
-		r = lo
-	}
-	if r.Cmp(hi) > 0 {
-		r = hi
-	}
-	return r
 }
 
 // collectLevels reads the rows of a sample-and-aggregate SQL: key_0 …

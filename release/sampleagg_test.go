@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/big"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,9 +98,12 @@ func TestRunSampleAgg_SmallDataAndFixedK(t *testing.T) {
 		t.Fatalf("regr_r2 over no rows = %v, notice %q; want a value in [0, 1] with k=2", v, res.Notice)
 	}
 
-	// SET dp.sample_blocks = 64, dp.output_range = '-0.5,0.5' for a
-	// correlation (every block answer 2.5 is clipped to 0.5).
-	plan, err = rewrite.RewriteWith(ds, "SELECT corr(cost, age) FROM visits", rewrite.Options{SampleBlocks: 64, OutputLower: -0.5, OutputUpper: 0.5, HasOutputRange: true})
+	// SET dp.sample_blocks = 64 for a correlation whose sums S say that
+	// every block answered 5, beyond corr's range [−1, 1] (the SQL's clip
+	// would not allow it: S ≤ k·(u − c) = 64): the released average, 5 plus
+	// Gaussian noise of σ ≈ 0.33, is clamped to 1 (post-processing), except
+	// with probability below 1e-30.
+	plan, err = rewrite.RewriteWith(ds, "SELECT corr(cost, age) FROM visits", rewrite.Options{SampleBlocks: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +112,7 @@ func TestRunSampleAgg_SmallDataAndFixedK(t *testing.T) {
 	}
 	led := &memLedger{limit: 3}
 	r = newTestReleaser(t, led, 4)
-	res, err = r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 0.5, Mechanism: policy.MechanismGaussian, Delta: 1e-6, Upstream: &fakeUpstream{rows: saRows(plan, 2.5, 100)}})
+	res, err = r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 0.5, Mechanism: policy.MechanismGaussian, Delta: 1e-6, Upstream: &fakeUpstream{rows: saRows(plan, 5, 100)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +120,7 @@ func TestRunSampleAgg_SmallDataAndFixedK(t *testing.T) {
 		t.Fatalf("events = %+v, want one gaussian charge of the whole (0.5, 1e-6)", ev)
 	}
 	v, _ = strconv.ParseFloat(*res.Rows[0][0], 64)
-	if v < -0.5 || v > 0.5 || !strings.Contains(res.Notice, "k=64 blocks (fixed by dp.sample_blocks") {
+	if v != 1 || !strings.Contains(res.Notice, "k=64 blocks (fixed by dp.sample_blocks") {
 		t.Fatalf("corr = %v, notice %q", v, res.Notice)
 	}
 }
@@ -225,5 +230,83 @@ func TestSampleAgg_KeyOnlyAsBindParameter(t *testing.T) {
 	}
 	if p2.Fingerprint != plan.Fingerprint || p2.SQL != plan.SQL {
 		t.Errorf("fingerprint or SQL depends on the key")
+	}
+}
+
+// TestRunSampleAgg_Neighbours checks the release side of the neighbour
+// bound of sample-and-aggregate: for neighbouring databases D and D' (one
+// unit added, which moves the one block it lies in from one end of the
+// output range to the other, so S' = S + (u − l), the largest change
+// rewrite/sampleagg_test.go allows), the released
+// answers A(D), A(D') satisfy P[A(D) > t] ≤ e^ε·P[A(D') > t] and the
+// reverse for every threshold t, estimated from n releases each. By the
+// Dvoretzky–Kiefer–Wolfowitz inequality (Massart's constant) each empirical
+// tail is within η = √(ln(2/α)/(2n)) of the true one for all t at once
+// with probability 1 − α, so the test checks P̂ ≤ e^ε(P̂' + η) + η and
+// falsely rejects with probability below 4α = 4·10⁻⁶. That the check has
+// power is shown on non-neighbours: a change of 3(u − l) must violate it.
+func TestRunSampleAgg_Neighbours(t *testing.T) {
+	ds := loadPolicy(t)
+	const k, epsilon, releases = 16, 1.0, 8000
+	plan, err := rewrite.RewriteWith(ds, "SELECT corr(cost, age) FROM visits", rewrite.Options{SampleBlocks: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := plan.Outputs[0]
+	width := o.Upper - o.Lower
+	if o.Lower != -1 || o.Upper != 1 {
+		t.Fatalf("output range [%v, %v], want corr's natural range [-1, 1]", o.Lower, o.Upper)
+	}
+	r := newTestReleaser(t, &memLedger{limit: 3}, 5)
+	req := Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: epsilon, Mechanism: policy.MechanismLaplace}
+	_, stats, err := r.saMechanisms(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mech := stats[0].mech
+	if mech.Epsilon() > epsilon || stats[0].measure.LInf < width {
+		t.Fatalf("mechanism ε %v, sensitivity %v; want ε ≤ %v and sensitivity ≥ u − l = %v", mech.Epsilon(), stats[0].measure.LInf, epsilon, width)
+	}
+	// D: 10 blocks at the upper end, 6 at the lower end (S in centred
+	// units); D' moves one block from the lower end to the upper end.
+	half := big.NewRat(int64(width/2), 1)
+	sOf := func(up int) *big.Rat {
+		s := new(big.Rat).Mul(half, big.NewRat(int64(up-(k-up)), 1))
+		return s
+	}
+	draw := func(s *big.Rat) []float64 {
+		out := make([]float64, releases)
+		for i := range out {
+			v, err := mech.AddNoise(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, _ := sampleAggAnswer(v, k, o.Lower, o.Upper).Float64()
+			out[i] = f
+		}
+		sort.Float64s(out)
+		return out
+	}
+	eta := math.Sqrt(math.Log(2/1e-6) / (2 * releases))
+	tail := func(xs []float64, t float64) float64 {
+		return float64(len(xs)-sort.SearchFloat64s(xs, math.Nextafter(t, math.Inf(1)))) / float64(len(xs))
+	}
+	violates := func(a, b []float64) bool {
+		for i := 0; i <= 200; i++ {
+			th := o.Lower + width*float64(i)/200
+			pa, pb := tail(a, th), tail(b, th)
+			if pa > math.Exp(epsilon)*(pb+eta)+eta || (1-pa) > math.Exp(epsilon)*((1-pb)+eta)+eta {
+				return true
+			}
+		}
+		return false
+	}
+	d, d2 := draw(sOf(10)), draw(sOf(11))
+	if violates(d, d2) || violates(d2, d) {
+		t.Fatalf("neighbouring databases are told apart beyond e^ε = %v", math.Exp(epsilon))
+	}
+	far := draw(sOf(13)) // three blocks moved: not neighbours
+	if !violates(far, d) && !violates(d, far) {
+		t.Fatal("a change of 3(u − l) passed the e^ε check: the check has no power")
 	}
 }

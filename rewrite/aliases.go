@@ -35,27 +35,24 @@ type (
 
 // Constants of the plan (dpplan).
 const (
-	DefaultQuantileMethod = dpplan.DefaultQuantileMethod
-	JoinKey               = dpplan.JoinKey
-	JoinPublic            = dpplan.JoinPublic
-	JoinUnit              = dpplan.JoinUnit
-	MeasureCount          = dpplan.MeasureCount
-	MeasureQuantile       = dpplan.MeasureQuantile
-	MeasureRemoved        = dpplan.MeasureRemoved
-	MeasureSampleAgg      = dpplan.MeasureSampleAgg
-	MeasureSum            = dpplan.MeasureSum
-	MeasureSumSq          = dpplan.MeasureSumSq
-	MeasureUnits          = dpplan.MeasureUnits
-	OutputAvg             = dpplan.OutputAvg
-	OutputCount           = dpplan.OutputCount
-	OutputExpr            = dpplan.OutputExpr
-	OutputKey             = dpplan.OutputKey
-	OutputQuantile        = dpplan.OutputQuantile
-	OutputSampleAgg       = dpplan.OutputSampleAgg
-	OutputSum             = dpplan.OutputSum
-	OutputVariance        = dpplan.OutputVariance
-	QuantileExponential   = dpplan.QuantileExponential
-	QuantileSample        = dpplan.QuantileSample
+	JoinKey          = dpplan.JoinKey
+	JoinPublic       = dpplan.JoinPublic
+	JoinUnit         = dpplan.JoinUnit
+	MeasureCount     = dpplan.MeasureCount
+	MeasureQuantile  = dpplan.MeasureQuantile
+	MeasureRemoved   = dpplan.MeasureRemoved
+	MeasureSampleAgg = dpplan.MeasureSampleAgg
+	MeasureSum       = dpplan.MeasureSum
+	MeasureSumSq     = dpplan.MeasureSumSq
+	MeasureUnits     = dpplan.MeasureUnits
+	OutputAvg        = dpplan.OutputAvg
+	OutputCount      = dpplan.OutputCount
+	OutputExpr       = dpplan.OutputExpr
+	OutputKey        = dpplan.OutputKey
+	OutputQuantile   = dpplan.OutputQuantile
+	OutputSampleAgg  = dpplan.OutputSampleAgg
+	OutputSum        = dpplan.OutputSum
+	OutputVariance   = dpplan.OutputVariance
 )
 
 // SampleMid is the midpoint c = l/2 + u/2 of an output range

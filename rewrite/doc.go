@@ -84,9 +84,9 @@
 //	              is dpplan/auto.go, their SQL pgemit's).
 //	regrstats.go  covar_pop, covar_samp, regr_slope, regr_intercept as
 //	              expressions over noisy sums.
-//	sampleagg.go  corr and regr_r2 (and quantiles under SET
-//	              dp.quantile_method = sample) by sample-and-aggregate (keyed-hash blocks, per-block
-//	              answers clipped to an output range, averaged; k from
+//	sampleagg.go  corr and regr_r2 by sample-and-aggregate (keyed-hash
+//	              blocks, per-block answers clipped to the statistic's
+//	              natural range, averaged; k from
 //	              SET dp.sample_blocks or a noisy unit count), per group
 //	              of public keys and over joins bounded after the join;
 //	              the secret key is a bind parameter (Plan.QueryArgs).
@@ -111,9 +111,7 @@
 //	              MIN/MAX(expr)): the row value is the rowexpr.go
 //	              expression, the grid its interval (refused
 //	              when empty, a point, not finite or too wide for the
-//	              grid); and SET dp.quantile_method = sample, which plans
-//	              quantiles as sample-and-aggregate statistics
-//	              (Options.QuantileMethod, hooks in sampleagg.go).
+//	              grid).
 //	rewrite.go    the entry points: Rewrite, RewriteWith and Options.
 //	explain.go    ExplainTarget: EXPLAIN of a DP query.
 //	depth.go      the nesting limit of the analyst's statement.

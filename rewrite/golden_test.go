@@ -200,7 +200,7 @@ func describePlan(p *Plan) string {
 			s += " integer"
 		}
 		if q := m.Quantile; q != nil {
-			s += fmt.Sprintf(" %s(q=%g cont=%v) in [%g, %g] method=%s buckets=%d width=%g", q.Func, q.Q, q.Cont, m.Lower, m.Upper, q.Method, q.Buckets, q.Width)
+			s += fmt.Sprintf(" %s(q=%g cont=%v) in [%g, %g] buckets=%d width=%g", q.Func, q.Q, q.Cont, m.Lower, m.Upper, q.Buckets, q.Width)
 		}
 		ms = append(ms, s)
 	}

@@ -168,7 +168,7 @@ func (b *builder) orderedSet(fc *ast.FuncCallExpr, fn string) (aggSpec, Output, 
 		arg = p.Expr
 	}
 	c, ok := arg.(*ast.ColumnNameExpr)
-	if !ok || b.opts.QuantileMethod == QuantileSample {
+	if !ok {
 		return b.quantileOfExpr(arg, fn, q, fn == "percentile_cont", nil) // quantile_expr.go
 	}
 	return b.quantileOf(c, fn, q, fn == "percentile_cont", nil)
@@ -192,7 +192,7 @@ func (b *builder) minMax(x *ast.AggregateFuncExpr, fn string) (aggSpec, Output, 
 		return aggSpec{}, Output{}, err
 	}
 	c, ok := arg.(*ast.ColumnNameExpr)
-	if !ok || b.opts.QuantileMethod == QuantileSample {
+	if !ok {
 		return b.quantileOfExpr(arg, fn, q, false, filter) // quantile_expr.go
 	}
 	return b.quantileOf(c, fn, q, false, filter)
@@ -227,7 +227,7 @@ func (b *builder) quantileOf(c *ast.ColumnNameExpr, fn string, q float64, cont b
 	lower, upper := ci.col.LowerNum, ci.col.UpperNum
 	buckets, width := quantileGrid(typ, lower, upper)
 	m := Measure{Kind: MeasureQuantile, Column: ci.name, Lower: lower, Upper: upper, Filter: filter, Quantile: &Quantile{
-		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
+		Func: fn, Q: q, Cont: cont, Type: typ,
 		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
 	}}
 	m = dpplan.MeasureBounds(b.table, m, ci.col)

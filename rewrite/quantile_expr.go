@@ -44,15 +44,6 @@ import (
 // float64, or so wide that adjacent bucket edges round to the same
 // float64 or, for integers, beyond 2⁵³ where float64 no longer holds every
 // integer.
-//
-// # Sample-and-aggregate (SET dp.quantile_method = sample)
-//
-// With the sample method the quantile is not a measure of this file but a
-// statistic of sampleagg.go: per block of units (keyed hash), PostgreSQL's
-// own percentile_cont/percentile_disc/MIN/MAX of the same bounded row
-// value, clipped to the output range [Lower, Upper] (the expression's
-// interval, narrowed by SET dp.output_range), averaged over the k blocks,
-// with noise of sensitivity (Upper − Lower)/k. See sampleQuantile.
 
 // quantileExprHint says what a quantile of an expression may be.
 const quantileExprHint = "write e.g. percentile_cont(0.5) WITHIN GROUP (ORDER BY cost / NULLIF(age, 0)) or MAX(cost * 2 + 1): " +
@@ -132,8 +123,7 @@ func (n *normalized) orderedSetExpr(toks []pgsql.Token, i, k int) (int, bool, er
 }
 
 // quantileOfExpr plans a quantile of an expression (see the file comment):
-// a MeasureQuantile whose row value is the expression, or with the sample
-// method a sample-and-aggregate statistic.
+// a MeasureQuantile whose row value is the expression.
 func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool, filter dpplan.Pred) (aggSpec, Output, error) {
 	shown := strings.ToUpper(fn)
 	// Joins and private group keys as for columns (quantile.go, join.go).
@@ -161,12 +151,9 @@ func (b *builder) quantileOfExpr(e ast.ExprNode, fn string, q float64, cont bool
 	if !cont {
 		pgType = quantilePGType(typ)
 	}
-	if b.opts.QuantileMethod == QuantileSample {
-		return b.sampleQuantile(e, fn, q, cont, filter, v.val, lower, upper, pgType)
-	}
 	buckets, width := quantileGrid(typ, lower, upper)
 	m := Measure{Kind: MeasureQuantile, Expr: v.val, Lower: lower, Upper: upper, Filter: filter, Quantile: &Quantile{
-		Func: fn, Q: q, Cont: cont, Type: typ, Method: QuantileExponential,
+		Func: fn, Q: q, Cont: cont, Type: typ,
 		Buckets: buckets, Width: width, Rows: b.table.MaxRowsPerUnit,
 	}}
 	m = dpplan.MeasureBounds(b.table, m, nil)
@@ -242,45 +229,4 @@ func floatExpr(b *builder, e ast.ExprNode) bool {
 		}
 	}
 	return false
-}
-
-// sampleQuantile plans a quantile by sample-and-aggregate (SET
-// dp.quantile_method = sample): a statistic of sampleagg.go whose block
-// answer is PostgreSQL's fn of the bounded row value over the block's
-// rows, clipped to the output range [lower, upper] (the value's interval,
-// intersected with SET dp.output_range). Every block answer of
-// percentile_cont, percentile_disc, MIN and MAX lies in the hull of the
-// block's values, so clipping to the value's interval changes nothing and
-// the sensitivity (upper − lower)/k of the average is that of every
-// sample-and-aggregate statistic (sampleagg.go, "Guarantee").
-func (b *builder) sampleQuantile(e ast.ExprNode, fn string, q float64, cont bool, filter dpplan.Pred, value *dpplan.Value, lower, upper float64, pgType string) (aggSpec, Output, error) {
-	if filter != nil {
-		return aggSpec{}, Output{}, b.errAt(e, pgerr.FeatureNotSupported, "%s … FILTER with dp.quantile_method = sample is not supported", strings.ToUpper(fn)).
-			WithHint("move the condition to WHERE, or SET dp.quantile_method = exponential")
-	}
-	if b.opts.HasOutputRange {
-		lower, upper = math.Max(lower, b.opts.OutputLower), math.Min(upper, b.opts.OutputUpper)
-		if !(lower < upper) {
-			return aggSpec{}, Output{}, b.errAt(e, pgerr.InvalidParameterValue, "dp.output_range does not overlap the range of the expression of %s", strings.ToUpper(fn)).
-				WithHint("SET dp.output_range = 'lo,hi' to a range that meets the values of the expression, or RESET dp.output_range")
-		}
-	}
-	shown := "expression"
-	if p, ok := e.(*ast.ParenthesesExpr); ok {
-		e = p.Expr
-	}
-	if c, ok := e.(*ast.ColumnNameExpr); ok {
-		if ci, err := b.column(c); err == nil {
-			shown = ci.name
-		}
-	}
-	qs := ""
-	if fn == "percentile_cont" || fn == "percentile_disc" {
-		qs = strconv.FormatFloat(q, 'g', -1, 64)
-	}
-	// PostgreSQL's percentile_cont computes in float8 (Float: the emitter
-	// casts the value, pgemit/sampleagg_sql.go).
-	spec := dpplan.SampleCall{Fn: fn, Y: shown, Lower: lower, Upper: upper, Q: qs, Value: value, Float: cont}
-	idx := b.internSA(spec)
-	return aggSpec{}, Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: pgType, Lower: lower, Upper: upper}, nil
 }

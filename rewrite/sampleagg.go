@@ -1,13 +1,12 @@
 package rewrite
 
 import (
-	"math"
-	"math/big"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgemit"
+	"github.com/dpproxy/dpproxy/sensitivity"
 	"github.com/pingcap/tidb/pkg/parser/ast"
 )
 
@@ -143,9 +142,11 @@ import (
 //
 // # Output ranges
 //
-// corr lies in [−1, 1] and regr_r2 in [0, 1] (natural ranges); SET
-// dp.output_range = 'lo,hi' (public: the analyst chose it) narrows them
-// (intersection).
+// corr lies in [−1, 1] and regr_r2 in [0, 1]: these natural ranges are the
+// output ranges [l, u], fixed by the function alone (public). A block
+// answer outside its range can only come from rounding in PostgreSQL's
+// float8 arithmetic; the clip removes it all the same, and the guarantee
+// above holds for any answer f_b whatever.
 
 // sampleLevels are the block counts k computed when k is chosen from the
 // noisy unit count: powers of two, so that one sort per level suffices.
@@ -164,9 +165,14 @@ const sampleCountShare = 0.1
 // maxSampleBlocks bounds SET dp.sample_blocks.
 const maxSampleBlocks = 1 << 20
 
-var sampleAggFuncs = map[string]bool{"corr": true, "regr_r2": true}
+// sampleAggFuncs are the functions answered by sample-and-aggregate, with
+// their natural output ranges [l, u] (see "Output ranges").
+var sampleAggFuncs = map[string][2]float64{"corr": {-1, 1}, "regr_r2": {0, 1}}
 
-func isSampleAggFunc(name string) bool { return sampleAggFuncs[strings.ToLower(name)] }
+func isSampleAggFunc(name string) bool {
+	_, ok := sampleAggFuncs[strings.ToLower(name)]
+	return ok
+}
 
 const sampleAggHint = "sample-and-aggregate answers corr and regr_r2 of two bounded numeric columns, e.g. SELECT department, corr(cost, age) FROM visits GROUP BY department (keys with public values), without other aggregates in the same query"
 
@@ -205,40 +211,10 @@ func (b *builder) sampleAggCall(fc *ast.FuncCallExpr) (Output, error) {
 		}
 		cols[i] = ci
 	}
-	lo, hi, ok := sampleRange(fn)
-	if b.opts.HasOutputRange {
-		if ok {
-			lo, hi = math.Max(lo, b.opts.OutputLower), math.Min(hi, b.opts.OutputUpper)
-		} else {
-			lo, hi, ok = b.opts.OutputLower, b.opts.OutputUpper, true
-		}
-		if !(lo < hi) {
-			return Output{}, b.errAt(fc, pgerr.InvalidParameterValue, "dp.output_range does not overlap the range of %s", fn).
-				WithHint("SET dp.output_range = 'lo,hi' to a range that meets the natural range of %s, or RESET dp.output_range", fn)
-		}
-	}
-	if !ok {
-		return Output{}, b.errAt(fc, pgerr.FeatureNotSupported, "%s has no known output range", fn).
-			WithHint("sample-and-aggregate clips each block's answer to a public range: SET dp.output_range = 'lo,hi' to a range %s surely lies in (narrower ranges give less noise), then run the query again", fn)
-	}
-	if !(hi-lo > 0) || math.IsInf(hi-lo, 0) {
-		return Output{}, b.errAt(fc, pgerr.FeatureNotSupported, "%s has an empty or unbounded output range", fn).
-			WithHint("SET dp.output_range = 'lo,hi' with finite lo < hi")
-	}
+	lo, hi := sampleAggFuncs[fn][0], sampleAggFuncs[fn][1]
 	spec := dpplan.SampleCall{Fn: fn, Y: cols[0].name, X: cols[1].name, Lower: lo, Upper: hi}
 	idx := b.internSA(spec)
 	return Output{Name: fn, Kind: OutputSampleAgg, Measure: idx, PGType: "float8", Lower: lo, Upper: hi}, nil
-}
-
-// sampleRange is the natural output range of fn (see "Output ranges").
-func sampleRange(fn string) (lo, hi float64, ok bool) {
-	switch fn {
-	case "corr":
-		return -1, 1, true
-	case "regr_r2":
-		return 0, 1, true
-	}
-	return 0, 0, false
 }
 
 // sampleAggPlan completes a plan whose select list has sample-and-aggregate
@@ -284,7 +260,7 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 	}
 	for _, s := range b.sa {
 		p.Measures = append(p.Measures, Measure{Kind: MeasureSampleAgg, Column: s.Label(),
-			Lower: s.Lower, Upper: s.Upper, LInf: widthUp(s.Lower, s.Upper)})
+			Lower: s.Lower, Upper: s.Upper, LInf: sensitivity.SampleAggLInf(s.Lower, s.Upper)})
 	}
 	if len(sa.Levels) > 1 || p.PrivateGroups() || p.MinUnits > 0 {
 		// The count chooses k, and with private keys also selects the
@@ -302,25 +278,12 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 	return nil
 }
 
-// widthUp returns u − l rounded up to a float64, so that the declared
-// sensitivity is never below the exact width of [l, u].
-func widthUp(lower, upper float64) float64 {
-	exact := new(big.Rat).Sub(new(big.Rat).SetFloat64(upper), new(big.Rat).SetFloat64(lower))
-	f, _ := exact.Float64()
-	if new(big.Rat).SetFloat64(f).Cmp(exact) < 0 {
-		f = math.Nextafter(f, math.Inf(1))
-	}
-	return f
-}
-
 // internSA returns the index of spec in the query's sample-and-aggregate
 // statistics, adding it if it is new: the same statistic asked twice is
 // computed (and charged) once.
 func (b *builder) internSA(spec dpplan.SampleCall) int {
 	for i, s := range b.sa {
-		a, c := s, spec
-		a.Value, c.Value = nil, nil
-		if a == c && sameValue(s.Value, spec.Value) { // build_bounds.go
+		if s == spec {
 			return i
 		}
 	}

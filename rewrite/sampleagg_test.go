@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
@@ -175,15 +176,76 @@ func emittedAverages(t *testing.T, ctx context.Context, q interface {
 	return avg, units
 }
 
+// narrowed returns p with the output range of each statistic replaced by
+// ranges[fn] and its SQL emitted again. The planner builds only the
+// natural ranges (corr [−1, 1], regr_r2 [0, 1]), which PostgreSQL's block
+// answers never leave (its float8 → numeric cast keeps 15 digits, so even
+// a rounding excess such as 1.0000000000000002 reaches the clip as 1): a
+// narrower range is how a test makes the emitted clip change block
+// answers.
+func narrowed(t *testing.T, p *Plan, ranges map[string][2]float64) *Plan {
+	t.Helper()
+	c := *p
+	sa := *p.SampleAgg
+	sa.Calls = append([]dpplan.SampleCall(nil), sa.Calls...)
+	c.SampleAgg = &sa
+	c.Measures = append([]Measure(nil), p.Measures...)
+	c.Outputs = append([]Output(nil), p.Outputs...)
+	for i, call := range sa.Calls {
+		r, ok := ranges[call.Fn]
+		if !ok {
+			continue
+		}
+		sa.Calls[i].Lower, sa.Calls[i].Upper = r[0], r[1]
+		c.Measures[i].Lower, c.Measures[i].Upper, c.Measures[i].LInf = r[0], r[1], r[1]-r[0]
+		for j, o := range c.Outputs {
+			if o.Kind == OutputSampleAgg && o.Measure == i {
+				c.Outputs[j].Lower, c.Outputs[j].Upper = r[0], r[1]
+			}
+		}
+	}
+	table, where := dpplan.SourceOf(p)
+	c.SQL = pgemit.SampleAggSQL(table, &c, where)
+	if c.SQL == p.SQL {
+		t.Fatalf("narrowing %v left the SQL unchanged", ranges)
+	}
+	return &c
+}
+
+// collinear makes the rows of the units of block b (of k, under key) lie
+// on a line through the origin: y = x (corr and regr_r2 exactly 1 over the
+// block) or, with negative, y = −x with x halved to stay within y's
+// bounds (corr exactly −1). Exactly: the float8 values of d and −d are
+// negatives of each other, so PostgreSQL's sums over the block have
+// Syy = Sxx and Sxy = ±Sxx, bit for bit, and Sxx/√(Sxx·Sxx) is 1.
+func collinear(t *testing.T, ctx context.Context, conn *pgx.Conn, key []byte, b, k int, negative bool) {
+	t.Helper()
+	units := unitBlocks(t, ctx, conn, key, k)[b]
+	if len(units) < 3 {
+		t.Fatalf("block %d of %d has %d units", b, k, len(units))
+	}
+	set := `y = x::float8`
+	if negative {
+		set = `x = x / 2, y = -(x / 2)::float8`
+	}
+	if _, err := conn.Exec(ctx, `UPDATE obs SET `+set+` WHERE unit_id = ANY($1)`, units); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSampleAgg_Postgres: with k blocks and noise off, the emitted SQL
 // returns the mean over the blocks of PostgreSQL's own aggregate per block
 // (blocks assigned by HMAC in Go, aggregates by plain PostgreSQL queries);
 // for every level of the noisy-count plan too, with n the number of units.
+// Two blocks of 8 hold collinear data, so their answers reach the ends of
+// the natural ranges (corr 1 and −1, regr_r2 1); and with narrower ranges
+// (narrowed) the emitted clip changes block answers, which must match
+// the per-block answers clipped in Go.
 func TestSampleAgg_Postgres(t *testing.T) {
 	ctx, conn := freshConn(t, 2*time.Minute)
 	// A fixed key (not the random one drawn without sample_key_file): the
-	// block assignment, and so whether some block answer is clipped, is
-	// then the same in every run.
+	// block assignment, and so which blocks are collinear and which block
+	// answers are clipped, is then the same in every run.
 	keyFile := filepath.Join(t.TempDir(), "sa.key")
 	fixed := sha256.Sum256([]byte("dpproxy TestSampleAgg_Postgres"))
 	if err := os.WriteFile(keyFile, []byte(hex.EncodeToString(fixed[:])), 0o600); err != nil {
@@ -198,50 +260,51 @@ func TestSampleAgg_Postgres(t *testing.T) {
 	}
 	saTable(t, ctx, conn, 400)
 	key := ds.SampleKey()
+	collinear(t, ctx, conn, key, 0, 8, false)
+	collinear(t, ctx, conn, key, 1, 8, true)
 
-	// Output ranges: corr and regr_r2 natural, then from the session,
-	// narrow enough that clipping happens in some blocks (0.01 wide:
-	// the block correlations of 50 noisy units spread wider, whatever the
-	// key).
-	clipped := 0
-	for _, q := range []struct {
-		fns  []string
-		opts Options
-	}{
-		{[]string{"corr", "regr_r2"}, Options{SampleBlocks: 8}},
-		{[]string{"corr"}, Options{SampleBlocks: 8, HasOutputRange: true, OutputLower: 0.8, OutputUpper: 0.81}},
-		{[]string{"regr_r2"}, Options{SampleBlocks: 8, HasOutputRange: true, OutputLower: 0.65, OutputUpper: 0.66}},
-	} {
-		var calls []string
-		for _, f := range q.fns {
-			calls = append(calls, f+"(y, x)")
-		}
-		p, err := RewriteWith(ds, "SELECT "+strings.Join(calls, ", ")+" FROM obs", q.opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, _ := emittedAverages(t, ctx, conn, ds, p)
-		for i, f := range q.fns {
-			o := p.Outputs[i]
+	p, err := RewriteWith(ds, "SELECT corr(y, x), regr_r2(y, x) FROM obs", Options{SampleBlocks: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Natural ranges: corr's blocks 0 and 1 at its ends, regr_r2's at 1.
+	// The 0.8 and 0.65 wide ranges of narrow are met by the block answers
+	// of 50 noisy units on both sides, whatever the key.
+	narrow := narrowed(t, p, map[string][2]float64{"corr": {0.8, 0.81}, "regr_r2": {0.65, 0.66}})
+	for _, plan := range []*Plan{p, narrow} {
+		got, _ := emittedAverages(t, ctx, conn, ds, plan)
+		for i, f := range []string{"corr", "regr_r2"} {
+			o := plan.Outputs[i]
+			raw := blockValues(t, ctx, conn, key, f, 8, math.Inf(-1), math.Inf(1))
 			per := blockValues(t, ctx, conn, key, f, 8, o.Lower, o.Upper)
-			for _, v := range per {
-				if v == o.Lower || v == o.Upper {
+			clipped := 0
+			for b, v := range raw {
+				if v < o.Lower || v > o.Upper {
 					clipped++
 				}
+				if plan == p && b < 2 {
+					end := o.Upper
+					if f == "corr" && b == 1 {
+						end = o.Lower
+					}
+					if v != end {
+						t.Errorf("%s of collinear block %d = %v, want %v, an end of its range", f, b, v, end)
+					}
+				}
+			}
+			if plan == narrow && clipped == 0 {
+				t.Errorf("%s in [%v, %v]: no block answer was clipped: the test does not exercise clipping", f, o.Lower, o.Upper)
 			}
 			want := mean(per)
 			if d := math.Abs(got[8][i] - want); d > 1e-9*math.Max(1, math.Abs(want)) {
-				t.Errorf("%s over 8 blocks: emitted SQL gives %v, mean of per-block PostgreSQL aggregates %v", f, got[8][i], want)
+				t.Errorf("%s in [%v, %v] over 8 blocks: emitted SQL gives %v, mean of per-block PostgreSQL aggregates %v", f, o.Lower, o.Upper, got[8][i], want)
 			}
 		}
-	}
-	if clipped == 0 {
-		t.Errorf("no block answer was clipped: the test does not exercise clipping")
 	}
 
 	// The noisy-count plan: every level, including levels with empty
 	// blocks (4096 blocks for 400 units).
-	p, err := Rewrite(ds, "SELECT corr(y, x) FROM obs WHERE x >= 0")
+	p, err = Rewrite(ds, "SELECT corr(y, x) FROM obs WHERE x >= 0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,9 +401,6 @@ func TestSampleAgg_Refusals(t *testing.T) {
 		opts      Options
 		code      string
 	}{
-		// The covariances and regressions are answered from sums
-		// (regrstats.go, TestRegrFromSums).
-		{"range outside corr", "SELECT corr(y, x) FROM obs", Options{HasOutputRange: true, OutputLower: 2, OutputUpper: 3}, "22023"},
 		{"one argument", "SELECT corr(y) FROM obs", Options{}, "42883"},
 		{"expression argument", "SELECT corr(y + 1, x) FROM obs", Options{}, "0A000"},
 		{"k too small", "SELECT corr(y, x) FROM obs", Options{SampleBlocks: 1}, "22023"},
@@ -353,10 +413,17 @@ func TestSampleAgg_Refusals(t *testing.T) {
 			}
 		})
 	}
-	// A range narrows corr's natural range.
-	p, err := RewriteWith(ds, "SELECT corr(y, x) FROM obs", Options{HasOutputRange: true, OutputLower: 0, OutputUpper: 5})
-	if err != nil || p.Outputs[0].Lower != 0 || p.Outputs[0].Upper != 1 || p.Measures[0].LInf != 1 {
-		t.Fatalf("corr with dp.output_range 0,5: %+v, %v; want range [0, 1], LInf 1", p, err)
+	// The output ranges are the natural ones, with sensitivity u − l.
+	p, err := Rewrite(ds, "SELECT corr(y, x), regr_r2(y, x) FROM obs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][3]float64{{-1, 1, 2}, {0, 1, 1}} {
+		o := p.Outputs[i]
+		if m := p.Measures[o.Measure]; o.Lower != want[0] || o.Upper != want[1] ||
+			m.Lower != want[0] || m.Upper != want[1] || m.LInf != want[2] {
+			t.Errorf("%s: output [%v, %v], measure [%v, %v] LInf %v; want [%v, %v] LInf %v", o.Name, o.Lower, o.Upper, m.Lower, m.Upper, m.LInf, want[0], want[1], want[2])
+		}
 	}
 }
 

@@ -60,7 +60,7 @@ type fuzzFailure struct {
 	policy  string
 	query   string
 	opts    Options
-	variant string // base, auto_*, clip_*, sample
+	variant string // base, auto_*, clip_*
 	set     string
 	sql     string
 	code    string // SQLSTATE, or "result" for an unreadable result
@@ -278,8 +278,8 @@ type fuzzVariant struct {
 }
 
 // fuzzVariants are the plans of an accepted query that release could run:
-// the plan itself, its automatic-bounds and automatic-clipping variants,
-// and, when it has quantiles, the plan for the sample method.
+// the plan itself and its automatic-bounds and automatic-clipping
+// variants.
 func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand.Rand) []fuzzVariant {
 	base := func(p *Plan) func(context.Context, *pgx.Conn) error {
 		return func(ctx context.Context, conn *pgx.Conn) error {
@@ -337,24 +337,5 @@ func fuzzVariants(p *Plan, ds *policy.Dataset, q string, opts Options, rng *rand
 			out = append(out, fuzzVariant{name: "clip_replan", plan: pr, run: base(pr)})
 		}
 	}
-	if !hasQuantileMeasure(p) {
-		return out
-	}
-	if opts.QuantileMethod != QuantileSample {
-		so := opts
-		so.QuantileMethod = QuantileSample
-		if ps, err := RewriteWith(ds, q, so); err == nil {
-			out = append(out, fuzzVariant{name: QuantileSample, plan: ps, run: base(ps)})
-		}
-	}
 	return out
-}
-
-func hasQuantileMeasure(p *Plan) bool {
-	for _, m := range p.Measures {
-		if m.Kind == MeasureQuantile {
-			return true
-		}
-	}
-	return false
 }

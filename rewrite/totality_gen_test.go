@@ -600,14 +600,12 @@ func (g *queryGen) aggregate() string {
 		if c, ok := g.pickCol(g.colsWhere(func(c genCol) bool { return c.typ() == policy.TypeDate })); ok && g.chance(0.2) {
 			arg = c.ref
 		}
-		g.quantileOpt()
 		return filter(g.kw(g.oneOf("MIN", "MAX")) + "(" + arg + ")")
 	case 9:
 		arg := g.numArg()
 		if c, ok := g.pickCol(g.colsWhere(func(c genCol) bool { return c.typ() == policy.TypeDate })); ok && g.chance(0.15) {
 			arg = c.ref
 		}
-		g.quantileOpt()
 		q := g.pool([]string{"0.5", "0.5", "0.25", "0.9", "0", "1", "0.999999", "1e-400", "-0"}, []string{"1.5", "'0.5'", "0.5::float8"})
 		return g.kw(g.oneOf("percentile_cont", "percentile_disc")) + "(" + q + ") " + g.kw("WITHIN GROUP") + " (" + g.kw("ORDER BY") + " " + arg + g.pool([]string{"", "", " " + g.kw("ASC")}, []string{" " + g.kw("DESC")}) + ")"
 	case 10:
@@ -615,15 +613,6 @@ func (g *queryGen) aggregate() string {
 		return g.oneOf("median", "mode", "string_agg", "bool_and", "array_agg", "bit_or") + "(" + c.ref + ")"
 	default:
 		return g.sampleAggCall()
-	}
-}
-
-// quantileOpt sometimes answers the query's quantiles by
-// sample-and-aggregate (SET dp.quantile_method = sample).
-func (g *queryGen) quantileOpt() {
-	if g.chance(0.1) {
-		g.opts.QuantileMethod = QuantileSample
-		g.saOptions()
 	}
 }
 
@@ -637,9 +626,6 @@ func (g *queryGen) sampleAggCall() string {
 	y, _ := g.pickCol(num)
 	x, _ := g.pickCol(num)
 	fn := g.oneOf("corr", "corr", "covar_pop", "covar_samp", "regr_slope", "regr_intercept", "regr_r2")
-	if (fn == "regr_slope" || fn == "regr_intercept") && !g.loose {
-		g.opts.OutputLower, g.opts.OutputUpper, g.opts.HasOutputRange = -1e6, 1e6, true
-	}
 	return g.kw(fn) + "(" + y.ref + ", " + x.ref + ")"
 }
 
@@ -652,15 +638,6 @@ func (g *queryGen) saOptions() {
 			n = len(ks)
 		}
 		g.opts.SampleBlocks = ks[g.rng.IntN(n)]
-	}
-	if g.chance(0.4) {
-		rs := [][2]float64{{-1, 1}, {0, 1}, {-1e6, 1e6}, {-1e300, 1e300}, {-1e15, 1e15}, {0, 1e-300}, {0, 0}, {1, -1}}
-		n := 6
-		if g.loose {
-			n = len(rs)
-		}
-		r := rs[g.rng.IntN(n)]
-		g.opts.OutputLower, g.opts.OutputUpper, g.opts.HasOutputRange = r[0], r[1], true
 	}
 }
 
