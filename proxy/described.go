@@ -26,7 +26,7 @@ import (
 // result of a prepared statement no longer has its described columns.
 func errResultTypeChanged() *pgerr.Error {
 	return pgerr.New(pgerr.FeatureNotSupported, "cached plan must not change result type").
-		WithHint("describe the portal after Bind (its columns follow the bound values), or prepare the statement again")
+		WithHint("the answer's columns differ from those Describe gave (they follow the bound values and settings such as dp.error_columns): prepare the statement again, or describe the portal after Bind and the SETs")
 }
 
 // describedFits reports whether an answer with columns got can be sent as
@@ -73,12 +73,21 @@ func convertible(from, to uint32) bool {
 
 // asDescribed rewrites rs in the told columns' types (describedFits must
 // hold): names and OIDs from told, each value's text as told's type
-// reads it.
+// reads it. The rows are copied before a cell is replaced: they may be
+// the answer cache's (release/cache.go), which other sessions read.
 func asDescribed(rs *resultSet, told []column) error {
+	copied := false
 	for i, col := range told {
 		from := rs.cols[i].oid
 		if from == col.oid {
 			continue
+		}
+		if !copied {
+			rows := make([][]*string, len(rs.rows))
+			for r, row := range rs.rows {
+				rows[r] = append([]*string(nil), row...)
+			}
+			rs.rows, copied = rows, true
 		}
 		for _, row := range rs.rows {
 			if i >= len(row) || row[i] == nil {

@@ -65,3 +65,22 @@ func TestAsDescribed(t *testing.T) {
 		t.Error("another number of columns fits")
 	}
 }
+
+// TestAsDescribed_CopiesRows: the rows converted may be the answer cache's
+// (release/cache.go), shared with other sessions; asDescribed must not
+// write into them.
+func TestAsDescribed_CopiesRows(t *testing.T) {
+	v := "1.5e-05"
+	shared := [][]*string{{&v}}
+	rs := &resultSet{cols: []column{{"x", oidFloat8}}, rows: shared}
+	if err := asDescribed(rs, []column{{"x", oidText}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := asDescribed(rs, []column{{"x", oidNumeric}}); err != nil {
+		t.Fatal(err)
+	}
+	rs.rows[0][0] = nil
+	if shared[0][0] != &v || v != "1.5e-05" {
+		t.Fatalf("the shared rows were written: %v", shared)
+	}
+}

@@ -490,9 +490,11 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 // the bound values gives the columns.
 func (c *conn) describePortal(ctx context.Context, p *portal) (*statementDesc, error) {
 	ps := p.stmt
-	if ps.st.route != pgsql.RouteDP || ps.nParams == 0 {
+	if ps.st.route != pgsql.RouteDP {
 		return c.describeStatement(ctx, ps)
 	}
+	// Planned now, not the statement's description, even without
+	// parameters: a SET since (dp.error_columns) may change the columns.
 	text, err := c.boundText(ctx, p)
 	if err != nil {
 		return nil, err
@@ -674,10 +676,14 @@ func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error
 		var text string
 		if text, err = c.boundText(sctx, p); err == nil {
 			told := p.told
-			if told == nil && ps.told != nil {
-				// Described before Bind: check the bound plan's columns
-				// against the statement's before anything is charged.
+			if told == nil {
 				told = ps.told
+			}
+			if told != nil {
+				// Check the bound plan's columns against those described
+				// before anything is charged: the bound values and the
+				// session's settings (dp.error_columns adds columns) may
+				// have changed them since.
 				if got, perr := c.describeDP(sctx, text); perr == nil && !describedFits(told, got) {
 					err = errResultTypeChanged()
 				}

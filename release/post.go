@@ -67,8 +67,17 @@ func floatText(r *big.Rat, bits int) string {
 	if bits == 32 {
 		f = float64(float32(f))
 	}
-	if math.IsInf(f, 0) || math.IsNaN(f) {
-		return strconv.FormatFloat(f, 'g', -1, 64) // not reached: released values are finite
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		// An expression over released values beyond float8's range (a
+		// slope times 1e300 · 1e300): PostgreSQL would raise 22003, which
+		// after the charge would lose the answer; its text for the
+		// infinity instead.
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
 	}
 	e := strconv.FormatFloat(f, 'e', -1, bits)
 	exp, _ := strconv.Atoi(e[strings.IndexByte(e, 'e')+1:])
@@ -184,6 +193,11 @@ func outputRow(plan *dpplan.Plan, keys []string, noisy []*big.Rat) []value {
 		case pass && row[r].num != nil && v.Cmp(row[r].num) == 0:
 			// COALESCE(x, …) or NULLIF(x, …) equal to x: printed as x is.
 			row[i] = row[r]
+		case o.PGType == "float8":
+			// The covariances and regressions (rewrite/regrstats.go)
+			// and expressions over them: printed as PostgreSQL prints a
+			// float8, not to 6 places (a slope of 1.2e-4 lost its digits).
+			row[i] = value{num: v, bits: 64}
 		default:
 			row[i] = value{num: v, decimals: 6}
 		}

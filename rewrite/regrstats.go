@@ -103,10 +103,18 @@ func (b *builder) regrCall(fc *ast.FuncCallExpr) (ast.ExprNode, error) {
 		if pe, ok := a.(*ast.ParenthesesExpr); ok {
 			a = pe.Expr
 		}
-		if _, ok := a.(*ast.ColumnNameExpr); !ok {
+		cn, ok := a.(*ast.ColumnNameExpr)
+		if !ok {
 			// The rows read are those where both are not NULL, a
 			// condition on the columns themselves.
 			return nil, b.errAt(a, pgerr.FeatureNotSupported, "expressions inside %s are not supported", name).
+				WithHint("pass two bounded numeric columns, e.g. %s(cost, age)", name)
+		}
+		// PostgreSQL has the statistics of float8 arguments only (numbers
+		// cast to it): a text or date column is 42883, also for
+		// regr_count, which reads no value.
+		if ci, err := b.column(cn); err == nil && ci.col != nil && !ci.col.Type.Numeric() {
+			return nil, b.errAt(a, "42883", "function %s does not take a %s argument (%s)", name, ci.col.Type, ci.name).
 				WithHint("pass two bounded numeric columns, e.g. %s(cost, age)", name)
 		}
 	}
