@@ -148,3 +148,37 @@ func TestRegr_FloatPrecision(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribed_DateTruncParameter: date_trunc($1, visit_date) prepared by
+// pgx (Describe statement first) is described by its plan with a unit
+// standing in for $1, not by the shadow's guess: SUM of an integer column
+// (numeric in a DP answer, int8 by the shadow) and dp.error_columns (not in
+// the shadow's columns) were refused on every Execute.
+func TestDescribed_DateTruncParameter(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cfgPath, addr := extraConfig(t)
+	withAnalyst(t, cfgPath, "dscdt")
+	p := startProxy(t, cfgPath, addr)
+	for _, tc := range []struct{ setup, sql string }{
+		{"SET dp.epsilon = 0.1", "SELECT date_trunc($1, visit_date) AS m, SUM(age) AS s FROM visits GROUP BY 1"},
+		{"SET dp.epsilon = 0.1; SET dp.error_columns = on", "SELECT date_trunc($1, visit_date) AS m, COUNT(*) AS n FROM visits GROUP BY 1"},
+	} {
+		conn := connect(t, ctx, p.dsn("dscdt"))
+		if _, err := conn.Exec(ctx, tc.setup); err != nil {
+			t.Fatal(err)
+		}
+		rows, err := conn.Query(ctx, tc.sql, "year")
+		n := 0
+		if err == nil {
+			for rows.Next() {
+				n++
+			}
+			err = rows.Err()
+		}
+		if err != nil || n == 0 {
+			t.Errorf("%s (%s): %d rows, %v", tc.sql, tc.setup, n, err)
+		}
+	}
+}

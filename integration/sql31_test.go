@@ -267,9 +267,9 @@ func TestSQL31_ResultTypes(t *testing.T) {
 }
 
 // TestSQL31_AnswerInDescribedTypes: a DP statement whose plan depends on
-// its parameter's value (date_trunc($1, …)) is described before Bind by
-// the shadow's types, in which regr_slope is numeric (dpTypeOf) while the
-// answer's is float8. pgx decodes each Execute by the statement's
+// its parameter's value (width_bucket(cost, 0, 20000, $1): no bucket count
+// can be planned before Bind) is described by the shadow's types, in which
+// regr_slope is numeric (dpTypeOf) while the answer's is float8. pgx decodes each Execute by the statement's
 // Describe, in binary: the answer must come in the described types
 // (proxy/described.go), so the slope decodes as the number it is, for
 // every bound unit, with one charge per Execute.
@@ -284,7 +284,7 @@ func TestSQL31_AnswerInDescribedTypes(t *testing.T) {
 	if _, err := conn.Exec(ctx, "SET dp.epsilon = 0.5"); err != nil {
 		t.Fatal(err)
 	}
-	const sql = `SELECT date_trunc($1, visit_date) AS m, regr_slope(cost, age) AS s, COUNT(*) AS n FROM visits GROUP BY 1`
+	const sql = `SELECT width_bucket(cost, 0, 20000, $1) AS b, regr_slope(cost, age) AS s, COUNT(*) AS n FROM visits GROUP BY 1`
 	sd, err := conn.Prepare(ctx, "slope", sql)
 	if err != nil {
 		t.Fatal(err)
@@ -293,27 +293,27 @@ func TestSQL31_AnswerInDescribedTypes(t *testing.T) {
 		t.Fatalf("described fields %+v: want s as numeric (the shadow's float8 mapped by dpTypeOf), the case this test is about", sd.Fields)
 	}
 	before := epsilonSpent(t, ctx, conn)
-	for _, unit := range []string{"year", "quarter"} {
-		rows, err := conn.Query(ctx, "slope", unit)
+	for _, buckets := range []int{4, 8} {
+		rows, err := conn.Query(ctx, "slope", buckets)
 		if err != nil {
-			t.Fatalf("%s: %v", unit, err)
+			t.Fatalf("%d buckets: %v", buckets, err)
 		}
 		n := 0
 		for rows.Next() {
-			var m time.Time
+			var b int32
 			var s pgtype.Numeric
 			var c int64
-			if err := rows.Scan(&m, &s, &c); err != nil {
-				t.Fatalf("%s: %v", unit, err)
+			if err := rows.Scan(&b, &s, &c); err != nil {
+				t.Fatalf("%d buckets: %v", buckets, err)
 			}
 			f, err := s.Float64Value()
-			if err != nil || !f.Valid || math.IsNaN(f.Float64) || math.Abs(f.Float64) > 1e6 {
-				t.Errorf("%s %v: slope %+v (%v), want a finite number", unit, m, f, err)
+			if c > 1000 && (err != nil || !f.Valid || math.IsNaN(f.Float64) || math.Abs(f.Float64) > 1e6) {
+				t.Errorf("%d buckets, bucket %d: slope %+v (%v), want a finite number", buckets, b, f, err)
 			}
 			n++
 		}
 		if err := rows.Err(); err != nil || n == 0 {
-			t.Fatalf("%s: %d rows, %v", unit, n, err)
+			t.Fatalf("%d buckets: %d rows, %v", buckets, n, err)
 		}
 	}
 	if spent := epsilonSpent(t, ctx, conn) - before; math.Abs(spent-1.0) > 1e-9 {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -461,6 +462,23 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 			return nil, err
 		}
 		cols, err := c.describeDP(sctx, text)
+		if err != nil && slices.ContainsFunc(lits, func(l string) bool { return l == "''" }) {
+			// A text parameter that is a date_trunc unit (pgx, asyncpg:
+			// date_trunc($1, visit_date)): '' plans nothing, 'month' the
+			// statement's columns, which do not depend on the unit. The
+			// shadow's types below are a guess (an int8 SUM is numeric
+			// in a DP answer, and dp.error_columns adds columns).
+			for i, l := range lits {
+				if l == "''" {
+					lits[i] = "'month'"
+				}
+			}
+			if text2, err2 := bindLiterals(ps.text, lits); err2 == nil {
+				if cols2, err2 := c.describeDP(sctx, text2); err2 == nil {
+					cols, err = cols2, nil
+				}
+			}
+		}
 		switch {
 		case err == nil:
 			d.cols = cols
