@@ -5,8 +5,6 @@ package quantile
 import (
 	"context"
 	"fmt"
-	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	"github.com/dpproxy/dpproxy/internal/benchkit"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5"
 )
@@ -68,21 +65,10 @@ func TestQuantileOfExpression(t *testing.T) {
 			t.Fatalf("%s: %v", query, err)
 		}
 		for _, eps := range epsilons {
-			r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
+			errs, _, err := benchkit.ReleaseErrors(ctx, ds, p, rows, eps, runs, truth)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var errs []float64
-			for i := 0; i < runs; i++ {
-				res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: ds, Plan: p, Epsilon: eps,
-					Mechanism: policy.MechanismLaplace, Upstream: benchkit.RowsUpstream{Rows: rows}, NoCache: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				v, _ := strconv.ParseFloat(*res.Rows[0][0], 64)
-				errs = append(errs, math.Abs(v-truth))
-			}
-			sort.Float64s(errs)
 			fmt.Fprintf(&b, "| `%s` | %g | %s / %s |\n", strings.TrimSuffix(strings.TrimPrefix(query, "SELECT "), " FROM pums"), eps,
 				fmtErr(errs[len(errs)/2]), fmtErr(errs[len(errs)*9/10]))
 		}

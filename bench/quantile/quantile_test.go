@@ -18,8 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,7 +27,6 @@ import (
 	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5"
 )
@@ -119,21 +116,10 @@ func TestQuantileMethods(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, eps := range []float64{0.1, 0.5, 1} {
-			r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
+			errs, _, err := benchkit.ReleaseErrors(ctx, qq.ds, base, rows, eps, runs, truth)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var errs []float64
-			for i := 0; i < runs; i++ {
-				res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: qq.ds, Plan: base, Epsilon: eps,
-					Mechanism: policy.MechanismLaplace, Upstream: benchkit.RowsUpstream{Rows: rows}, NoCache: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				v, _ := strconv.ParseFloat(*res.Rows[0][0], 64)
-				errs = append(errs, math.Abs(v-truth))
-			}
-			sort.Float64s(errs)
 			results = append(results, result{qq.ds.Name, qq.query, eps, errs[len(errs)/2], errs[len(errs)*9/10]})
 		}
 	}

@@ -19,8 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,7 +28,6 @@ import (
 	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5"
 )
@@ -110,26 +107,10 @@ func TestRegrAccuracy(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, eps := range []float64{0.1, 0.5, 1} {
-			r, err := release.New(release.Config{Ledger: &benchkit.MemLedger{}, Planner: rewrite.Replan})
+			errs, nulls, err := benchkit.ReleaseErrors(ctx, q.ds, base, rows, eps, runs, truth)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var errs []float64
-			nulls := 0
-			for i := 0; i < runs; i++ {
-				res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: q.ds, Plan: base, Epsilon: eps,
-					Mechanism: policy.MechanismLaplace, Upstream: benchkit.RowsUpstream{Rows: rows}, NoCache: true})
-				if err != nil {
-					t.Fatal(err)
-				}
-				if res.Rows[0][0] == nil {
-					nulls++
-					continue
-				}
-				v, _ := strconv.ParseFloat(*res.Rows[0][0], 64)
-				errs = append(errs, math.Abs(v-truth))
-			}
-			sort.Float64s(errs)
 			cell := "all NULL"
 			if len(errs) > 0 {
 				cell = fmt.Sprintf("%s / %s", fmtErr(errs[len(errs)/2]), fmtErr(errs[len(errs)*9/10]))

@@ -1,5 +1,5 @@
 // Package benchkit holds what the accuracy benchmarks (bench/quantile,
-// bench/accuracy) share to release answers in-process: an unlimited
+// bench/accuracy, bench/regr) share to release answers in-process: an unlimited
 // in-memory ledger and an upstream that returns rows computed once.
 package benchkit
 
@@ -10,14 +10,18 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/release"
+	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -120,4 +124,36 @@ func LoadPUMS(ctx context.Context, conn *pgx.Conn, file, table string) error {
 	}
 	_, err = conn.PgConn().CopyFrom(ctx, &buf, "COPY "+ident+" (pid, age, sex, educ, race, income, married) FROM STDIN")
 	return err
+}
+
+// ReleaseErrors releases plan p of ds `runs` times at ε eps (Laplace noise,
+// fresh each time, nothing cached) on rows, its emitted SQL's rows computed
+// once, and returns |released − truth| of the first cell of the first row
+// for each release that is not NULL, sorted ascending, and the number of
+// NULL answers.
+func ReleaseErrors(ctx context.Context, ds *policy.Dataset, p *dpplan.Plan, rows [][]*string, eps float64, runs int, truth float64) ([]float64, int, error) {
+	r, err := release.New(release.Config{Ledger: &MemLedger{}, Planner: rewrite.Replan})
+	if err != nil {
+		return nil, 0, err
+	}
+	var errs []float64
+	nulls := 0
+	for range runs {
+		res, err := r.Run(ctx, release.Request{Analyst: "bench", Dataset: ds, Plan: p, Epsilon: eps,
+			Mechanism: policy.MechanismLaplace, Upstream: RowsUpstream{Rows: rows}, NoCache: true})
+		if err != nil {
+			return nil, 0, err
+		}
+		if res.Rows[0][0] == nil {
+			nulls++
+			continue
+		}
+		v, err := strconv.ParseFloat(*res.Rows[0][0], 64)
+		if err != nil {
+			return nil, 0, err
+		}
+		errs = append(errs, math.Abs(v-truth))
+	}
+	slices.Sort(errs)
+	return errs, nulls, nil
 }
