@@ -52,6 +52,9 @@ type builder struct {
 	// synthLits are constants of expressions the planner wrote itself
 	// (regrstats.go), which have no place in the analyst's text.
 	synthLits map[ast.ExprNode]literal
+	// regrOutputs: the select-list position of each statistic call
+	// regrFromSums rewrote, by regrKey.
+	regrOutputs map[string]int
 	rangeErr  *pgerr.Error // set by addMeasure for an unbounded measure
 	rowOps    int          // arithmetic operations inside aggregates (rowexpr.go maxRowOps)
 

@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
@@ -52,6 +53,16 @@ func (b *builder) orderBy(sel *ast.SelectStmt, p *Plan) error {
 				}
 			}
 		case *ast.FuncCallExpr:
+			if regrFuncs[strings.ToLower(x.FnName.O)] {
+				// ORDER BY covar_pop(cost, age): the select list's.
+				i, ok := b.regrOutputs[regrKey(x)]
+				if !ok {
+					return b.errAt(x, pgerr.FeatureNotSupported, "ORDER BY an aggregate that is not in the select list is not supported").
+						WithHint("add the aggregate to the select list, or order by its output position")
+				}
+				idx = i
+				break
+			}
 			// A group key written again (Metabase, Superset: ORDER BY
 			// date_trunc('month', d) after GROUP BY date_trunc('month', d)).
 			k, _, err := b.exprKey(x)

@@ -62,7 +62,7 @@ func (b *builder) regrFromSums(sel *ast.SelectStmt) (map[*ast.SelectField]bool, 
 		return nil, nil
 	}
 	var done map[*ast.SelectField]bool
-	for _, f := range sel.Fields.Fields {
+	for i, f := range sel.Fields.Fields {
 		fc, ok := f.Expr.(*ast.FuncCallExpr)
 		if !ok {
 			continue
@@ -74,6 +74,12 @@ func (b *builder) regrFromSums(sel *ast.SelectStmt) (map[*ast.SelectField]bool, 
 		e, err := b.regrCall(fc)
 		if err != nil {
 			return nil, err
+		}
+		if b.regrOutputs == nil {
+			b.regrOutputs = map[string]int{}
+		}
+		if _, dup := b.regrOutputs[regrKey(fc)]; !dup {
+			b.regrOutputs[regrKey(fc)] = i // ORDER BY covar_pop(y, x) (build_order.go)
 		}
 		f.Expr = e
 		if f.AsName.O == "" {
@@ -88,6 +94,21 @@ func (b *builder) regrFromSums(sel *ast.SelectStmt) (map[*ast.SelectField]bool, 
 		done[f] = true
 	}
 	return done, nil
+}
+
+// regrKey names a statistic call whose arguments are columns (regrCall),
+// so that ORDER BY can find it in the select list.
+func regrKey(fc *ast.FuncCallExpr) string {
+	k := strings.ToLower(fc.FnName.O)
+	for _, a := range fc.Args {
+		if pe, ok := a.(*ast.ParenthesesExpr); ok {
+			a = pe.Expr
+		}
+		if c, ok := a.(*ast.ColumnNameExpr); ok {
+			k += "|" + c.Name.Table.L + "." + c.Name.Name.L
+		}
+	}
+	return k
 }
 
 // regrCall checks a call of one of regrFuncs and returns its expression
