@@ -166,6 +166,9 @@ func (c *conn) execSet(st *pgsql.SessionStmt, name string) (*resultSet, error) {
 	if st.Local && c.txStatus == 'I' {
 		c.notice(severityWarning, pgerr.NoActiveSQLTransaction, "SET LOCAL can only be used in transaction blocks", "")
 		// Validate anyway, as PostgreSQL does, but keep no effect.
+		if _, ok := settingDefs[name]; !ok && strings.HasPrefix(name, "dp.") {
+			return nil, unknownSetting(name)
+		}
 		if d, ok := settingDefs[name]; ok && d.check != nil && !st.Default {
 			if _, err := d.check(c, st.Value); err != nil {
 				return nil, named(d.name, st.Value, err)

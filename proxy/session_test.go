@@ -423,7 +423,7 @@ func TestDP_RemovedSettings(t *testing.T) {
 		}
 		upper := strings.ToUpper(r.name)
 		for _, sql := range []string{"SET " + r.name + " = sample", "SET " + r.name + " = exponential", "SET " + upper + " TO 'x'",
-			"SET SESSION " + r.name + " = 1", "SHOW " + r.name, "RESET " + r.name, "SET " + r.name + " TO DEFAULT"} {
+			"SET SESSION " + r.name + " = 1", "SET LOCAL " + r.name + " = 1", "SHOW " + r.name, "RESET " + r.name, "SET " + r.name + " TO DEFAULT"} {
 			_, err := execAll(t, pc, sql)
 			check(sql, err)
 		}
