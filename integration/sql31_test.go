@@ -218,6 +218,7 @@ func TestSQL31_ResultTypes(t *testing.T) {
 		`SELECT CAST(EXTRACT(YEAR FROM visit_date) AS INTEGER) AS y, COUNT(*) AS n FROM visits GROUP BY 1`,
 		`SELECT EXTRACT(YEAR FROM visit_date) AS y, date_part('year', visit_date)::smallint AS y2, COUNT(*) AS n FROM visits GROUP BY 1, 2`,
 		`SELECT AVG(cost)::float8 AS a, SUM(cost::float8) AS s, SUM(CAST(cost AS real)) AS s4, AVG(cost::real) AS a4, STDDEV(cost::double precision) AS sd, COUNT(*)::float8 AS n, SUM(cost)::numeric AS sn, AVG(cost) AS plain FROM visits`,
+		`SELECT department, SUM(age) AS s, SUM(length_of_stay) AS l, AVG(age) AS a FROM visits GROUP BY 1`,
 	} {
 		want, err := direct.Prepare(ctx, "", sql)
 		if err != nil {

@@ -148,6 +148,13 @@ func outputRow(plan *dpplan.Plan, keys []string, noisy []*big.Rat) []value {
 				// As PostgreSQL prints the SUM of a numeric(p, s) column.
 				row[i] = value{num: roundTo(row[i].num, o.Scale), decimals: o.Scale, fixed: true}
 			}
+			if o.PGType == "int8" {
+				// The SUM of an int2 or int4 column is a bigint: a sum
+				// weighted by contribution bounding, or derived from a
+				// normalized sum, is rounded (post-processing;
+				// sumHalfWidth adds the 1/2).
+				row[i] = value{num: roundRat(row[i].num), decimals: -1}
+			}
 		case dpplan.OutputAvg:
 			if c := centre(plan, o); c != nil {
 				row[i] = value{num: centredAverage(noisy[o.Measure], noisy[o.CountMeasure], c, o.Lower, o.Upper), decimals: 6}
@@ -612,6 +619,15 @@ func spreadM(o dpplan.Output, ms []measurement) float64 {
 // for a sum derived from a normalized sum and a count (S̃_c + c·C̃) the
 // union bound h_s + |c|·h_c with each at 97.5%.
 func sumHalfWidth(o dpplan.Output, ms []measurement) float64 {
+	h := sumNoiseHalfWidth(o, ms)
+	if m := ms[o.Measure].measure; o.PGType == "int8" && (m.Centre != "" || !(m.Whole || m.Integer)) {
+		h += 0.5 // rounded to a whole number (outputRow)
+	}
+	return h
+}
+
+// sumNoiseHalfWidth is the 95% half-width of a released sum's noise.
+func sumNoiseHalfWidth(o dpplan.Output, ms []measurement) float64 {
 	m := ms[o.Measure].measure
 	if m.Centre == "" {
 		return ms[o.Measure].mech.HalfWidth(0.95)

@@ -306,8 +306,13 @@ func (b *builder) valueAggregate(x *ast.AggregateFuncExpr, fn string, spec aggSp
 		m := base
 		m.Kind = MeasureSum
 		o := Output{Name: "sum", Kind: OutputSum, Measure: b.addMeasure(m, col, &iv), PGType: "numeric"}
-		if col != nil && col.PGType == "numeric" && col.Scale > 0 {
+		switch {
+		case col != nil && col.PGType == "numeric" && col.Scale > 0:
 			o.Scale = col.Scale // PostgreSQL's SUM keeps the column's scale
+		case col != nil && (col.PGType == "int2" || col.PGType == "int4"):
+			// PostgreSQL's SUM of smallint and integer is bigint (release
+			// rounds a weighted sum to a whole number).
+			o.PGType = "int8"
 		}
 		return spec, o, nil
 	}
