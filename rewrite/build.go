@@ -55,8 +55,8 @@ type builder struct {
 	// regrOutputs: the select-list position of each statistic call
 	// regrFromSums rewrote, by regrKey.
 	regrOutputs map[string]int
-	rangeErr  *pgerr.Error // set by addMeasure for an unbounded measure
-	rowOps    int          // arithmetic operations inside aggregates (rowexpr.go maxRowOps)
+	rangeErr    *pgerr.Error // set by addMeasure for an unbounded measure
+	rowOps      int          // arithmetic operations inside aggregates (rowexpr.go maxRowOps)
 
 	hidden     []Output  // aggregates used by expressions and HAVING
 	hiddenAggs []aggSpec // per hidden output
