@@ -1,5 +1,5 @@
 // Package benchkit holds what the accuracy benchmarks (bench/quantile,
-// bench/accuracy, bench/regr) share to release answers in-process: an unlimited
+// bench/accuracy) share to release answers in-process: an unlimited
 // in-memory ledger and an upstream that returns rows computed once.
 package benchkit
 

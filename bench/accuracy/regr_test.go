@@ -1,24 +1,10 @@
-//go:build regrbench
+//go:build accuracybench
 
-// Package regr measures the error of covar_pop, covar_samp, regr_slope and
-// regr_intercept answered from noisy sufficient statistics
-// (rewrite/regrstats.go) on the demo data and the PUMS sample:
-//
-//	go test -tags regrbench -run TestRegrAccuracy -v -timeout 30m ./bench/regr
-//
-// For each query and ε it runs the emitted SQL once on a real PostgreSQL,
-// releases the answer `runs` times through release.Releaser (fresh noise
-// each time, an in-memory ledger) and reports the median and 90th
-// percentile of |released − PostgreSQL's answer of the analyst's query|,
-// and the share of NULL answers. The
-// table goes to BENCHMARKS.md.
-package regr
+package accuracy
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"strconv"
 	"strings"
 	"testing"
@@ -32,13 +18,21 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+// TestRegrAccuracy measures the error of covar_pop, covar_samp, regr_slope
+// and regr_intercept answered from noisy sufficient statistics
+// (rewrite/regrstats.go) on the demo data and the PUMS sample:
+//
+//	go test -tags accuracybench -run TestRegrAccuracy -v -timeout 30m ./bench/accuracy
+//
+// For each query and ε it runs the emitted SQL once on a real PostgreSQL,
+// releases the answer `runs` times (benchkit.ReleaseErrors: fresh noise,
+// an in-memory ledger) and reports the median and 90th percentile of
+// |released − PostgreSQL's answer of the analyst's query|, and the share
+// of NULL answers. The table goes to BENCHMARKS.md.
 
-const runs = 200
-
-// pumsPolicy: one row per person; the bounds are those of
-// bench/quantile and rewrite's PUMS tests.
-const pumsPolicy = `dataset: pums
+// regrPolicy: one row per person; the bounds are those of bench/quantile
+// and rewrite's PUMS tests.
+const regrPolicy = `dataset: pums
 privacy_unit: person
 budget: {epsilon: 1.0e9, delta: 1.0e-3, accountant: pure}
 defaults: {epsilon: 1, mechanism: laplace}
@@ -64,17 +58,12 @@ func TestRegrAccuracy(t *testing.T) {
 	if err := benchkit.LoadDemo(ctx, conn); err != nil {
 		t.Fatal(err)
 	}
-	if err := benchkit.LoadPUMS(ctx, conn, "PUMS.csv", "pums"); err != nil {
-		if errors.Is(err, fs.ErrNotExist) && !pgtest.InCI() {
-			t.Skipf("PUMS sample not found: %v", err)
-		}
-		t.Fatal(err)
-	}
+	load(t, ctx, conn, "PUMS.csv", "pums")
 	hospital, err := demo.HospitalPolicy()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pums, err := policy.Parse(strings.NewReader(pumsPolicy), "pums.yaml")
+	pums, err := policy.Parse(strings.NewReader(regrPolicy), "pums.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,13 +102,13 @@ func TestRegrAccuracy(t *testing.T) {
 			}
 			cell := "all NULL"
 			if len(errs) > 0 {
-				cell = fmt.Sprintf("%s / %s", fmtErr(errs[len(errs)/2]), fmtErr(errs[len(errs)*9/10]))
+				cell = fmt.Sprintf("%s / %s", regrErr(errs[len(errs)/2]), regrErr(errs[len(errs)*9/10]))
 			}
-			fmt.Fprintf(&b, " %s (%.0f%%) |", cell, 100*float64(nulls)/runs)
+			fmt.Fprintf(&b, " %s (%.0f%%) |", cell, 100*float64(nulls)/float64(runs))
 		}
 		b.WriteString("\n")
 	}
 	t.Logf("median and 90th percentile of |error| over %d runs each (share of NULL answers):\n%s", runs, b.String())
 }
 
-func fmtErr(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
+func regrErr(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) }
