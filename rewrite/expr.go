@@ -101,6 +101,10 @@ func (b *builder) arith(e ast.ExprNode) (*Expr, arithInfo, error) {
 			info.float = !strings.EqualFold(x.FnName.O, "regr_count")
 			return out, info, err
 		}
+		if isSampleAggFunc(x.FnName.O) {
+			return nil, arithInfo{}, b.errAt(x, pgerr.FeatureNotSupported, "%s cannot be used inside an expression over aggregates", strings.ToLower(x.FnName.O)).
+				WithHint("select it alone and compute the expression yourself; %s", sampleAggHint)
+		}
 		if !isArithFunc(x) {
 			break
 		}
