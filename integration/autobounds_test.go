@@ -46,7 +46,7 @@ func TestAutoBounds_EndToEnd(t *testing.T) {
 		t.Fatalf("notices %q", ns)
 	}
 	width := regexp.MustCompile(`95% error ±([0-9.e+]+) \(n,`)
-	chosen := regexp.MustCompile(`rows per unit: at most (\d+) in all \(chosen by DP among 1 to 20, epsilon 0\.1\)`)
+	chosen := regexp.MustCompile(`rows per unit: at most (\d+) in all \(chosen by DP among 1, 2, 3, 4, 6, 8, 20, epsilon 0\.1\)`)
 	wa, wf := width.FindStringSubmatch(ns[0]), width.FindStringSubmatch(ns[1])
 	m := chosen.FindStringSubmatch(ns[0])
 	if wa == nil || wf == nil || m == nil || chosen.MatchString(ns[1]) {

@@ -100,6 +100,22 @@ func TestPost_EndToEnd(t *testing.T) {
 	if n := charges() - before; n != 1 {
 		t.Errorf("charges of a statement with two DP aggregates = %d, want 1", n)
 	}
+	// SHOW dp.last_answer covers a post-processing statement's answers.
+	var last []string
+	lrows, err := conn.Query(ctx, "SHOW dp.last_answer", pgx.QueryExecModeSimpleProtocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for lrows.Next() {
+		var item, value string
+		if err := lrows.Scan(&item, &value); err != nil {
+			t.Fatal(err)
+		}
+		last = append(last, item+"="+value)
+	}
+	if got := strings.Join(last, "; "); !strings.Contains(got, "the last of 2 DP answers of a post-processing statement") || strings.Contains(got, "none yet") {
+		t.Errorf("SHOW dp.last_answer after a statement with two DP aggregates: %s", got)
+	}
 
 	// Refused leaf: nothing charged.
 	before = charges()

@@ -335,6 +335,9 @@ type lastAnswer struct {
 	text string // the statement as the analyst wrote it
 	req  release.Request
 	res  *release.Result
+	// leaves, for a post-processing statement, is its number of DP
+	// answers (this one is the last); 0 otherwise.
+	leaves int
 }
 
 // showLastAnswer answers SHOW dp.last_answer: the session's last DP answer
@@ -363,6 +366,9 @@ func (c *conn) showLastAnswer() *resultSet {
 		textRow("cached", cached),
 		textRow("cost_epsilon", numfmt.Figure(la.res.Cost.Epsilon)),
 		textRow("cost_delta", numfmt.Figure(la.res.Cost.Delta)))
+	if la.leaves > 0 {
+		rs.rows = append(rs.rows, textRow("note", fmt.Sprintf("the last of %d DP answers of a post-processing statement (the NOTICEs give each)", la.leaves)))
+	}
 	for i, part := range noticeParts(la.res.Errors) {
 		if part = strings.TrimSpace(part); part == "" {
 			continue

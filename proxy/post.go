@@ -117,6 +117,11 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			return nil, fmt.Errorf("releaser returned %d results for %d leaves", len(results), len(batch))
 		}
 	}
+	if n := len(results); n > 0 && results[n-1] != nil {
+		// SHOW dp.last_answer: the statement's last DP answer, saying of
+		// how many.
+		c.lastAnswer = &lastAnswer{at: time.Now(), text: logText, req: batch[n-1], res: results[n-1], leaves: n}
+	}
 	k := 0
 	for i, l := range st.Leaves {
 		if l.Kind != pipeline.KindRelease {

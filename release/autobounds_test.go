@@ -53,7 +53,7 @@ func TestRun_AutoBounds(t *testing.T) {
 	for range cands {
 		profile = append(profile, s("1000"))
 	}
-	noteRE := regexp.MustCompile(`rows per unit: at most (\d+) in all \(chosen by DP among 1 to 20, epsilon 0\.1\)`)
+	noteRE := regexp.MustCompile(`rows per unit: at most (\d+) in all \(chosen by DP among 1, 2, 3, 4, 6, 8, 20, epsilon 0\.1\)`)
 	chosen := map[int]int{}
 	const runs = 300
 	for seed := range uint64(runs) {

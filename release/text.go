@@ -17,12 +17,20 @@ import (
 
 // autoText is the NOTICE's statement of the choice.
 func autoText(ac *autoChoice, i int, grouped bool) string {
-	where := "in each group"
-	if !grouped {
-		where = "in all"
+	c := ac.cands[i]
+	where := "in all"
+	if grouped {
+		// A unit keeps at most c rows in each group and L0·c in all
+		// (dpplan/bounds.go): "in each group" alone read as c per group
+		// in any number of groups.
+		where = fmt.Sprintf("in each group and %d in all", ac.plans[i].MaxGroupsPerUnit*c)
 	}
-	return fmt.Sprintf("rows per unit: at most %d %s (chosen by DP among %d to %d, epsilon %s)",
-		ac.cands[i], where, ac.cands[0], ac.cands[len(ac.cands)-1], num(ac.sel.Epsilon()))
+	cands := make([]string, len(ac.cands))
+	for j, k := range ac.cands {
+		cands[j] = strconv.Itoa(k)
+	}
+	return fmt.Sprintf("rows per unit: at most %d %s (chosen by DP among %s, epsilon %s)",
+		c, where, strings.Join(cands, ", "), num(ac.sel.Epsilon()))
 }
 
 // clipText is the NOTICE's statement of the choice.

@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -225,8 +226,8 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		return b.errAt(sel, pgerr.FeatureNotSupported, "HAVING with sample-and-aggregate functions is not supported").
 			WithHint("drop HAVING and filter the released rows yourself; %s", sampleAggHint)
 	case len(b.measures) > 0 || len(p.Hidden) > 0:
-		return b.errAt(sel, pgerr.FeatureNotSupported, "sample-and-aggregate functions cannot be combined with other aggregates in one query").
-			WithHint("ask for COUNT/SUM/AVG… in a separate query; %s", sampleAggHint)
+		return b.errAt(sel, pgerr.FeatureNotSupported, "%s cannot be combined with other aggregates in one query", b.sampleAggNames()).
+			WithHint("ask for %s in a query of its own and the other aggregates in another; %s", b.sampleAggNames(), sampleAggHint)
 	}
 	for _, o := range p.Outputs {
 		if o.Kind != OutputSampleAgg && o.Kind != OutputKey {
@@ -289,4 +290,19 @@ func (b *builder) internSA(spec dpplan.SampleCall) int {
 	}
 	b.sa = append(b.sa, spec)
 	return len(b.sa) - 1
+}
+
+// sampleAggNames names the plan's sample-and-aggregate calls for an error
+// ("corr", "corr and regr_r2").
+func (b *builder) sampleAggNames() string {
+	var names []string
+	for _, s := range b.sa {
+		if !slices.Contains(names, s.Fn) {
+			names = append(names, s.Fn)
+		}
+	}
+	if len(names) == 0 {
+		return "sample-and-aggregate functions"
+	}
+	return strings.Join(names, " and ")
 }
