@@ -3,7 +3,6 @@ package proxy
 import (
 	"context"
 	"errors"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -462,23 +461,6 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 			return nil, err
 		}
 		cols, err := c.describeDP(sctx, text)
-		if err != nil && slices.ContainsFunc(lits, func(l string) bool { return l == "''" }) {
-			// A text parameter that is a date_trunc unit (pgx, asyncpg:
-			// date_trunc($1, visit_date)): '' plans nothing, 'month' the
-			// statement's columns, which do not depend on the unit. The
-			// shadow's types below are a guess (an int8 SUM is numeric
-			// in a DP answer, and dp.error_columns adds columns).
-			for i, l := range lits {
-				if l == "''" {
-					lits[i] = "'month'"
-				}
-			}
-			if text2, err2 := bindLiterals(ps.text, lits); err2 == nil {
-				if cols2, err2 := c.describeDP(sctx, text2); err2 == nil {
-					cols, err = cols2, nil
-				}
-			}
-		}
 		switch {
 		case err == nil:
 			d.cols = cols
@@ -559,6 +541,11 @@ func hasUnspecified(oids []uint32, n int) bool {
 
 // dummyLiteral is a value of the type used to plan a statement whose
 // parameters are not bound yet (the plan's columns do not depend on it).
+// Text is 'month': a date_trunc or date_part unit (pgx, asyncpg:
+// date_trunc($1, visit_date)) plans with it, where the empty string planned nothing and
+// the statement fell back to the shadow's guessed types (an int8 SUM is
+// numeric in a DP answer, and dp.error_columns adds columns); as any other
+// text it is just a string.
 func dummyLiteral(oid uint32) string {
 	switch oid {
 	case oidInt2, oidInt4, oidInt8, oidFloat4, oidFloat8, oidNumeric:
@@ -568,7 +555,7 @@ func dummyLiteral(oid uint32) string {
 	case oidDate:
 		return "'2000-01-01'"
 	}
-	return "''"
+	return "'month'"
 }
 
 // invalidInPostgres reports whether err is PostgreSQL's rejection of a
