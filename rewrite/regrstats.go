@@ -101,10 +101,7 @@ func (b *builder) regrFromSums(sel *ast.SelectStmt) (map[*ast.SelectField]bool, 
 func regrKey(fc *ast.FuncCallExpr) string {
 	k := strings.ToLower(fc.FnName.O)
 	for _, a := range fc.Args {
-		if pe, ok := a.(*ast.ParenthesesExpr); ok {
-			a = pe.Expr
-		}
-		if c, ok := a.(*ast.ColumnNameExpr); ok {
+		if c, ok := unparen(a).(*ast.ColumnNameExpr); ok {
 			k += "|" + c.Name.Table.L + "." + c.Name.Name.L
 		}
 	}
@@ -121,9 +118,7 @@ func (b *builder) regrCall(fc *ast.FuncCallExpr) (ast.ExprNode, error) {
 			WithHint("%s takes two columns: %s(y, x)", name, name)
 	}
 	for _, a := range fc.Args {
-		if pe, ok := a.(*ast.ParenthesesExpr); ok {
-			a = pe.Expr
-		}
+		a = unparen(a)
 		cn, ok := a.(*ast.ColumnNameExpr)
 		if !ok {
 			// The rows read are those where both are not NULL, a
