@@ -26,6 +26,10 @@ import (
 //   - knex and kysely (from npm) over node-postgres, which binds their
 //     values ($1, …; knex's LIMIT too) through the extended protocol:
 //     testdata/drivers/knex_corpus.js.
+//   - Cube (from npm): its schema compiler writes the SQL of dashboard
+//     queries over a JavaScript data model and its PostgreSQL driver runs
+//     it (node-postgres, $n through the extended protocol):
+//     testdata/drivers/cube_corpus.js.
 //
 // Each client prints, per statement, the SQL exactly as it went to the
 // driver (and the text the driver sent), the rows and the NOTICEs it
@@ -41,6 +45,16 @@ import (
 // P(misses > k) < 1e-3 (allowedMisses), so it falsely rejects with
 // probability below 0.1%. A statement refused on purpose must fail with
 // its SQLSTATE. Under CI=true a missing client fails the test.
+
+// farWidths: a released value this many of its stated 95% half-widths
+// from the truth fails the test on its own, so that one wrong statement
+// is caught even when its few values stay within the misses allowed.
+// Laplace noise is beyond k times its 95% half-width with probability
+// 0.05^k (3.1e-7 for k = 5; a Gaussian's is smaller), and an AVG's
+// tails follow its sum's while its count is thousands of rows, as every
+// AVG of the corpora's is: over the corpora's few hundred values, a
+// false rejection below 1e-4.
+const farWidths = 5
 
 type corpusCase struct {
 	truth  string // on the data database: keys first, then the values
@@ -298,6 +312,9 @@ func checkCorpus(t *testing.T, ctx context.Context, client, out string, cases ma
 					continue
 				}
 				checked++
+				if math.Abs(dp-tr) > farWidths*w {
+					t.Errorf("%s: %s of %s is %g, %.1f× its stated ±%g from the truth %g", label, col, key, dp, math.Abs(dp-tr)/w, w, tr)
+				}
 				if math.Abs(dp-tr) > w {
 					missLines = append(missLines, fmt.Sprintf("%s: %s of %s outside its stated ±%g", label, col, key, w))
 				}
@@ -371,4 +388,45 @@ func TestClientCorpus_KnexKysely(t *testing.T) {
 		missLines = append(missLines, m...)
 	}
 	judgeCorpus(t, "knex and kysely corpus", checked, missLines, 60)
+}
+
+// cubeCorpus: the truths of cube_corpus.js's queries, by name. Cube
+// compares a date column with its date range's ends as timestamptz
+// (2024-06-30T23:59:59.999Z), in the session's time zone, UTC.
+func cubeCorpus() map[string]corpusCase {
+	return map[string]corpusCase{
+		// Cube's introspection lists every column the catalog shows: the
+		// declared ones, never visits.visit_id (access: none).
+		"tables schema": {truth: `SELECT table_name || '.' || column_name FROM information_schema.columns
+			WHERE table_schema = 'public' AND table_name IN ('visits', 'patients') AND NOT (table_name = 'visits' AND column_name = 'visit_id')`, keys: 1, free: true},
+		"count by department":               {truth: boundedCount("visits", "department", ""), keys: 1},
+		"monthly visits, date range":        {truth: boundedCount("visits", "date_trunc('month', visit_date)::date", "visit_date BETWEEN '2024-01-01' AND '2024-06-30'"), keys: 1},
+		"weekly visits in a month":          {truth: boundedCount("visits", "date_trunc('week', visit_date)::date", "visit_date BETWEEN '2024-03-04' AND '2024-03-31'"), keys: 1},
+		"avg cost by department, notEquals": {truth: visitsSumBounded("department", "cost", 0, 20000, "department <> 'pediatrics'", true), keys: 1},
+		"stay by department in 2023":        {truth: visitsSumBounded("department", "length_of_stay", 0, 60, "visit_date >= '2023-01-01' AND visit_date < '2024-01-01'", false), keys: 1},
+		"contains filter":                   {truth: boundedCount("visits", "department", "department ILIKE '%ology%'"), keys: 1},
+		"startsWith filter":                 {truth: boundedCount("visits", "department", "department ILIKE 'o%'"), keys: 1},
+		"top 3 departments":                 {truth: boundedCount("visits", "department", ""), keys: 1},
+		"patients by department":            {truth: distinctUnitsBounded("department"), keys: 1},
+		"total visits":                      {truth: `SELECT count(*) FROM visits`},
+		"patients by region":                {truth: `SELECT region, count(patient_id) FROM patients GROUP BY 1`, keys: 1},
+		"department values":                 {truth: `SELECT DISTINCT department FROM visits`, keys: 1, free: true},
+	}
+}
+
+// The npm release of Cube's schema compiler and PostgreSQL driver the
+// corpus runs (testdata/drivers/cube_corpus.js says why the 0.35 line).
+const cubeVersion = "0.35.81"
+
+func TestClientCorpus_Cube(t *testing.T) {
+	requireDemo(t)
+	node, _ := pgtest.NodePG(t)
+	modules := pgtest.NodeInstall(t, "cube-"+cubeVersion,
+		"@cubejs-backend/schema-compiler@"+cubeVersion, "@cubejs-backend/postgres-driver@"+cubeVersion)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	p := corpusProxy(t, "cube")
+	out := runClient(t, ctx, []string{"NODE_PATH=" + modules, "TZ=UTC"}, node, "testdata/drivers/cube_corpus.js", p.dsn("cube"))
+	checked, missLines := checkCorpus(t, ctx, "Cube", out, cubeCorpus())
+	judgeCorpus(t, "Cube corpus", checked, missLines, 50)
 }
