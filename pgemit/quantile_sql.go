@@ -72,14 +72,17 @@ func quantileRankSQL(x string, partition []string, i int) []string {
 
 // quantileKeepSQL aggregates the values a (unit, group) keeps for quantile
 // measure i into an array: all of its n non-null values when n ≤ R, else
-// the R values of rank ⌈j·n/R⌉, j = 1…R (the ranks where ⌊rank·R/n⌋ steps
-// up: evenly spaced in rank, a systematic sample of the unit's order
-// statistics). The choice is a function of the unit's own values only,
-// and keeps at most R values whatever the data. NULL when none.
+// the R values of rank ⌈(j − ½)·n/R⌉, j = 1…R: the middle of each of R
+// equal slices of the unit's order statistics (a systematic sample that
+// keeps the unit's median when R = 1, where ranks ⌈j·n/R⌉ kept its
+// largest value). Rank k is kept when the number of those ranks up to k,
+// ⌊(2kR + n)/(2n)⌋, steps up at k; it reaches R at k = n, so at most R
+// values are kept whatever the data, and the choice is a function of the
+// unit's own values only. NULL when none.
 func quantileKeepSQL(i, rows int) string {
 	n, r := strconv.Itoa(i), strconv.Itoa(rows)
 	x, rk, c := "dp_x"+n, "dp_r"+n, "NULLIF(dp_c"+n+", 0)"
-	return "array_agg(" + x + ") FILTER (WHERE " + x + " IS NOT NULL AND " + rk + " * " + r + " / " + c + " > (" + rk + " - 1) * " + r + " / " + c + ")"
+	return "array_agg(" + x + ") FILTER (WHERE " + x + " IS NOT NULL AND (2 * " + rk + " * " + r + " + " + c + ") / (2 * " + c + ") > (2 * (" + rk + " - 1) * " + r + " + " + c + ") / (2 * " + c + "))"
 }
 
 // quantileUnitSQL pads the array a of the values a (unit, group) keeps

@@ -28,7 +28,8 @@ import (
 // (dpplan/bounds.go): at most max_rows_per_unit values per (unit, group), at most
 // Plan.MaxGroupsPerUnit groups per unit (chosen by hash, never weighted).
 // In dp_bounded each (unit, group) keeps at most max_rows_per_unit of its
-// non-null clamped values, evenly spaced in rank (quantileUnitSQL), in an
+// non-null clamped values, evenly spaced in rank (the middle of R equal
+// slices: pgemit quantileKeepSQL, quantileUnitSQL), in an
 // array padded with NULLs to exactly max_rows_per_unit entries (so the
 // final array_agg builds a rectangular array and cannot fail on the data);
 // the final step unnests the arrays of the group's kept (unit, group)
