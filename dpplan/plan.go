@@ -46,6 +46,12 @@ type Plan struct {
 	// when ungrouped, or less when the session tightened it. 0: the
 	// policy's max_rows_per_unit (joins).
 	RowsPerUnit int `json:",omitempty"`
+	// OneWeight: dp.contribution = auto bounded each unit to one row's
+	// weight in all (RowsPerUnit 1, MaxGroupsPerUnit 1) because the plan
+	// releases only averages and deviations
+	// (rewrite/autobounds.go). Text only: release derives the bounds from
+	// RowsPerUnit, MaxGroupsPerUnit and the policy, as for any plan.
+	OneWeight bool `json:",omitempty"`
 
 	// MinUnits, when > 0, is the dataset's min_units_per_cell: the SQL
 	// also returns each group's distinct units after bounding

@@ -280,6 +280,11 @@ func sweepShapes() []sweepShape {
 			sql:     "SELECT department, COUNT(*), SUM(cost), AVG(cost), STDDEV(cost) FROM visits GROUP BY 1",
 			bounded: grouped(visits, dept, "v.cost", 0, 20000, "count", "sum", "avg", "stddev"),
 			raw:     plainAggs(visits, dept, "v.cost")},
+		{name: "public key: avg/stddev alone", keys: 1,
+			// One row per unit in all (a plan of averages and deviations
+			// alone under dp.contribution = auto, rewrite/autobounds.go).
+			sql:     "SELECT department, AVG(cost), STDDEV(cost) FROM visits GROUP BY 1",
+			bounded: func(int) string { return sweepWeighted(visits, dept, "v.cost", 0, 20000, 1, 1, "avg", "stddev") }},
 		{name: "public key: count distinct", keys: 1,
 			sql:     "SELECT department, COUNT(DISTINCT patient_id) FROM visits GROUP BY 1",
 			bounded: func(r int) string { return sweepDistinct(visits, dept, L0*r) },
@@ -472,6 +477,8 @@ func runSweepShape(t *testing.T, ctx context.Context, dsn string, sh sweepShape,
 		r := R
 		if m := sweepRowsRE.FindStringSubmatch(notice); m != nil {
 			r, _ = strconv.Atoi(m[1])
+		} else if strings.Contains(notice, "rows per unit: one in all") {
+			r = 1
 		} else if sh.keys == 0 {
 			r = L0 * R
 		}

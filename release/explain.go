@@ -115,6 +115,9 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*st
 		add("  Contribution bound: rows per unit chosen per query by the exponential mechanism among %v, trading the units each would cut (from a profile of the data) against its noise, L0·c·ln(20)/epsilon_m rows (epsilon=%s); the measurements below are at the largest candidate, a smaller one has proportionally less noise (a distinct count's follows min(groups, L0·c))",
 			a.Candidates, num(autoEps))
 	}
+	if plan.OneWeight {
+		add("  Contribution bound: %s", oneWeightText(plan, req.Dataset))
+	}
 	if clip != nil {
 		var cols []string
 		for _, c := range plan.Clip.Columns {

@@ -173,6 +173,9 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	}
 	// With auto bounds, choose the plan (autobounds.go).
 	autoNote := ""
+	if plan.OneWeight {
+		autoNote = oneWeightText(plan, req.Dataset) // text.go
+	}
 	var rows [][]*string
 	if auto != nil {
 		combined, err := req.Upstream.Query(ctx, plan.Auto.CombinedSQL)

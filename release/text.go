@@ -33,6 +33,17 @@ func autoText(ac *autoChoice, i int, grouped bool) string {
 		c, where, strings.Join(cands, ", "), num(ac.sel.Epsilon()))
 }
 
+// oneWeightText is the NOTICE's statement of the bound dp.contribution =
+// auto sets for plans of averages and deviations alone
+// (rewrite/autobounds.go).
+func oneWeightText(plan *dpplan.Plan, ds *policy.Dataset) string {
+	policyRows := 0
+	if t, ok := ds.Table(plan.Table); ok {
+		policyRows = t.MaxRowsPerUnit
+	}
+	return fmt.Sprintf("rows per unit: one in all (each unit's rows weigh one row together), the least noise for averages and deviations; SET dp.contribution = fixed for the policy's %d", policyRows)
+}
+
 // clipText is the NOTICE's statement of the choice.
 func clipText(cc *clipChoice, res []clipResult, kept bool) string {
 	var parts []string

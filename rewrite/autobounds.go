@@ -96,3 +96,71 @@ func addAutoBounds(ds *policy.Dataset, stmt string, opts Options, p *Plan) error
 	p.Auto = a
 	return nil
 }
+
+// # Averages and deviations: one row's weight per unit
+//
+// An average is a ratio: the noise of its sum and of its count both grow
+// with the rows one unit may add, while the rows of the group grow less
+// than that (a unit with 2 visits adds 2 under any bound of 2 or more). So
+// the bound that minimises an average's noise is the smallest, one row's
+// weight per unit in all: a unit in G groups weighs 1/G in each, split
+// equally among its rows there (dpplan/bounds.go's weights at c = 1,
+// L0 = 1), and the released average is the mean of the rows so weighted,
+// each unit's rows weighing one row together. Weighting
+// moves an average only as far as units with many rows differ from the
+// rest: on the demo, each department's AVG(cost) moved by 1% or less (7
+// to 23) while at ε = 0.1 its 95% half-width fell 5.5× (cardiology ±555
+// → ±102, pediatrics ±2,528 → ±450; BENCHMARKS.md, "Averages and
+// deviations at one row per unit"). The same holds for a variance or a
+// deviation (ratios of sums). The count's utility of the candidates above
+// does not see this: it chose 20 rows per unit, the widest, for the demo's
+// AVG(cost) by department.
+//
+// Quantiles are left out on purpose: one value per unit changes what a
+// median is of (the units' middle values, not the rows), and on the demo
+// that moved each department's median by 50 to 500 while the exponential
+// mechanism's error at 20 rows per unit was already 14 to 170 (only
+// pediatrics, with few rows, gained).
+//
+// So under dp.contribution = auto a plan whose every released or hidden
+// value is an average, a variance or a deviation, over one table with
+// public keys (no join, no partition selection, no sample-and-aggregate,
+// no min_units_per_cell), is planned at one row per unit and one group
+// per unit, with no choice (no ε spent on one). A session's
+// dp.max_rows_per_unit or dp.max_groups_per_unit, or dp.contribution =
+// fixed, keeps its own bounds; a query that also releases a count, a sum
+// or a quantile keeps the choice.
+
+// ratioOnly reports whether every value p releases or uses (Outputs and
+// Hidden, which HAVING and expressions read) is an average, a variance or
+// a deviation, of one protected table with public keys.
+func ratioOnly(p *Plan) bool {
+	if p.Join != nil || p.SampleAgg != nil || p.PrivateGroups() || p.MinUnits > 0 {
+		return false
+	}
+	ratios := 0
+	for _, outs := range [][]dpplan.Output{p.Outputs, p.Hidden} {
+		for _, o := range outs {
+			switch o.Kind {
+			case dpplan.OutputKey, dpplan.OutputExpr: // an expression's operands are Outputs or Hidden
+			case dpplan.OutputAvg, dpplan.OutputVariance:
+				ratios++
+			default:
+				return false
+			}
+		}
+	}
+	return ratios > 0
+}
+
+// oneWeight plans stmt at one row's weight per unit in all.
+func oneWeight(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
+	opts.AutoBounds, opts.MaxRowsPerUnit, opts.MaxGroupsPerUnit = false, 1, 1
+	p, err := plan(ds, stmt, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.OneWeight = true
+	p.Fingerprint = dpplan.Fingerprint(p)
+	return p, nil
+}

@@ -105,6 +105,60 @@ func TestAutoBounds_Plan(t *testing.T) {
 	}
 }
 
+// TestAutoBounds_OneWeight: under dp.contribution = auto a plan of
+// averages and deviations alone is the plan of
+// dp.max_rows_per_unit = 1 and dp.max_groups_per_unit = 1 (one row's
+// weight per unit in all), marked for the NOTICE; a plan that also
+// releases or uses a count, a sum or a quantile, a join, a private key, or a session's
+// own bound does not get it.
+func TestAutoBounds_OneWeight(t *testing.T) {
+	ds := loadHospital(t)
+	for _, q := range []string{
+		"SELECT department, AVG(cost) FROM visits GROUP BY department",
+		"SELECT AVG(cost), STDDEV(length_of_stay) FROM visits WHERE visit_date >= '2023-01-01'",
+		"SELECT department, AVG(cost) * 2, STDDEV_POP(age) FROM visits GROUP BY 1 HAVING AVG(cost) > 100 ORDER BY 2",
+		"SELECT region, VAR_SAMP(birth_year) FROM patients GROUP BY region",
+	} {
+		p, err := RewriteWith(ds, q, Options{AutoBounds: true})
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		want, err := RewriteWith(ds, q, Options{MaxRowsPerUnit: 1, MaxGroupsPerUnit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !p.OneWeight || p.Auto != nil || p.SQL != want.SQL || p.RowsPerUnit != 1 || p.MaxGroupsPerUnit != 1 {
+			t.Errorf("%s: OneWeight %v, candidates %v, rows %d, groups %d; want the plan of one row per unit", q, p.OneWeight, p.Auto != nil, p.RowsPerUnit, p.MaxGroupsPerUnit)
+		}
+		if p.Fingerprint == want.Fingerprint {
+			t.Errorf("%s: the one-weight plan must differ in fingerprint from the session's own bound", q)
+		}
+	}
+	for _, tc := range []struct {
+		q    string
+		opts Options
+	}{
+		{"SELECT department, COUNT(*), AVG(cost) FROM visits GROUP BY department", Options{AutoBounds: true}},
+		{"SELECT department, AVG(cost) FROM visits GROUP BY department HAVING COUNT(*) > 10", Options{AutoBounds: true}},
+		{"SELECT department, SUM(cost) / COUNT(*) FROM visits GROUP BY department", Options{AutoBounds: true}},
+		{"SELECT department, percentile_cont(0.5) WITHIN GROUP (ORDER BY cost) FROM visits GROUP BY 1", Options{AutoBounds: true}},
+		{"SELECT department, AVG(cost), MAX(age) FROM visits GROUP BY 1", Options{AutoBounds: true}},
+		{"SELECT department, AVG(cost) FROM visits GROUP BY department", Options{}},
+		{"SELECT department, AVG(cost) FROM visits GROUP BY department", Options{AutoBounds: true, MaxRowsPerUnit: 3}},
+		{"SELECT department, AVG(cost) FROM visits GROUP BY department", Options{AutoBounds: true, MaxGroupsPerUnit: 2}},
+		{"SELECT diagnosis, AVG(cost) FROM visits GROUP BY diagnosis", Options{AutoBounds: true}}, // private key
+		{"SELECT p.region, AVG(v.cost) FROM visits v JOIN patients p ON v.patient_id = p.patient_id GROUP BY p.region", Options{AutoBounds: true}},
+	} {
+		p, err := RewriteWith(ds, tc.q, tc.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.q, err)
+		}
+		if p.OneWeight {
+			t.Errorf("%s %+v: planned at one row per unit", tc.q, tc.opts)
+		}
+	}
+}
+
 // TestAutoBounds_ProfileOnPostgres runs the profile query on PostgreSQL
 // and checks its counts against the data, and its sensitivity: adding one
 // unit with many rows changes N by 1 and each count by 0 or 1, so the

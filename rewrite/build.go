@@ -159,6 +159,9 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	if opts.AutoBounds && opts.MaxRowsPerUnit == 0 && opts.MaxGroupsPerUnit == 0 && ratioOnly(p) {
+		return oneWeight(ds, orig, opts) // autobounds.go
+	}
 	if opts.AutoBounds && opts.MaxRowsPerUnit == 0 && autoEligible(p) {
 		if err := addAutoBounds(ds, orig, opts, p); err != nil { // autobounds.go
 			return nil, err
