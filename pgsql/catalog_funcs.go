@@ -75,7 +75,7 @@ var catalogFunctions = setOf(
 	"abs", "ceil", "ceiling", "floor", "round", "trunc", "sign", "mod", "div", "power", "pow",
 	"sqrt", "cbrt", "exp", "ln", "log", "log10", "pi", "degrees", "radians", "sin", "cos", "tan",
 	"asin", "acos", "atan", "atan2", "sind", "cosd", "tand", "cot", "cotd", "sinh", "cosh", "tanh",
-	"width_bucket", "scale", "min_scale", "trim_scale", "gcd", "lcm", "factorial", "random",
+	"width_bucket", "scale", "min_scale", "trim_scale", "gcd", "lcm", "factorial",
 	"num_nulls", "num_nonnulls",
 	// Dates and times.
 	"now", "clock_timestamp", "statement_timestamp", "transaction_timestamp", "timeofday",

@@ -174,6 +174,7 @@ func TestCheckCatalog_Refused(t *testing.T) {
 		{"SELECT setval('s', 1)", "setval"},
 		{"SELECT currval('s')", "currval"},
 		{"SELECT setseed(0.5)", "setseed"},
+		{"SELECT random()", "random"},
 		{"SELECT txid_current()", "txid_current"},
 		{"SELECT pg_current_xact_id()", "pg_current_xact_id"},
 		{"SELECT pg_export_snapshot()", "pg_export_snapshot"},

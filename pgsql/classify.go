@@ -102,7 +102,10 @@ var refusedFunctions = map[string]bool{
 	"pg_advisory_lock_shared": true, "pg_try_advisory_lock_shared": true,
 	"pg_advisory_xact_lock_shared": true, "pg_try_advisory_xact_lock_shared": true,
 	"pg_advisory_unlock": true, "pg_advisory_unlock_shared": true, "pg_advisory_unlock_all": true,
-	"setseed": true,
+	// random's generator state is the shadow backend's, so it carries from
+	// one analyst's statement to the next one's on a pooled connection: a
+	// channel between sessions (issue 33's attack).
+	"setseed": true, "random": true,
 }
 
 // RefuseWrite is the 42501 refusal of a statement that writes or

@@ -77,6 +77,11 @@ type Statement struct {
 // text alone. For a post-processing statement every leaf is planned, and
 // a refusal of any leaf refuses the statement (its error names the leaf).
 func Prepare(env *Env, s *Settings, texts *Texts, text string) (*Statement, error) {
+	// Length and nesting first: every pass below costs proxy CPU before
+	// admission and the charge, bounded only once these are.
+	if err := rewrite.CheckText(text); err != nil {
+		return nil, err
+	}
 	if dv := publicDistinct(env, texts, text); dv != nil {
 		return &Statement{Kind: KindDistinct, Text: text, Distinct: dv}, nil
 	}

@@ -108,6 +108,9 @@ const maxWhereWork = 1024
 
 // plan parses and validates the statement and builds the plan.
 func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
+	if err := CheckText(stmt); err != nil { // depth.go
+		return nil, err
+	}
 	orig := stmt
 	if opts.Now.IsZero() {
 		// The one clock read of this statement (reldate.go); the
@@ -151,6 +154,12 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	b := &builder{ds: ds, src: stmt, norm: n, opts: opts, tsCast: tsCast, intCasts: intCasts}
 	if err := b.checkDepth(sel); err != nil { // depth.go
 		return nil, err
+	}
+	if sel.Fields != nil && len(sel.Fields.Fields) > maxTargetList {
+		// PostgreSQL's own limit and error; checked before the select list
+		// is planned, whose cost grows faster than its length.
+		return nil, pgerr.New("54011", "target lists can have at most %d entries", maxTargetList).
+			WithHint("select fewer columns, or split the query")
 	}
 	p, err := b.build(sel)
 	if err == nil {

@@ -40,7 +40,7 @@ type DistinctValues struct {
 // booleans false first, text and dates by bytes, i.e. as COLLATE "C"),
 // cut to LIMIT. It returns nil for any other statement.
 func PublicDistinct(ds *policy.Dataset, stmt string) *DistinctValues {
-	if ds == nil {
+	if ds == nil || CheckText(stmt) != nil {
 		return nil
 	}
 	toks, err := pgsql.Lex(stmt)

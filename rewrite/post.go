@@ -180,6 +180,9 @@ func Post(ds *policy.Dataset, stmt string) (*PostQuery, error) {
 	if ds == nil {
 		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")
 	}
+	if err := CheckText(stmt); err != nil { // depth.go
+		return nil, err
+	}
 	text := stmt
 	for round := 0; ; round++ {
 		if round == maxPostRounds {
