@@ -37,7 +37,8 @@ type conn struct {
 	netConn   net.Conn // the socket, or the TLS connection over it
 	tls       bool
 	be        *pgproto3.Backend
-	fr        *frameReader // the Backend's reader after start-up
+	fr        *framer // the client's messages after start-up
+	msgs      frontendMessages
 	log       *zap.Logger
 	overLimit bool
 
@@ -199,7 +200,7 @@ func (c *conn) run(ctx context.Context) {
 		return
 	}
 	_ = c.netConn.SetDeadline(time.Time{})
-	c.be.SetMaxBodyLen(c.srv.cfg.MaxMessage)
+	c.fr.max = c.srv.cfg.MaxMessage
 	c.log.Info("session started", zap.Bool(logKeyTLS, c.tls), zap.String(logKeyApplication, c.settings["application_name"]))
 	c.sessCtx = ctx
 	c.loop(ctx)
@@ -216,7 +217,7 @@ func (c *conn) startupFailed(err error) {
 	}
 	c.log.Info("connection refused", zap.Error(err))
 	if c.be == nil {
-		c.be = pgproto3.NewBackend(c.netConn, c.netConn)
+		c.be = newBackend(c.netConn)
 	}
 	c.be.Send(errorResponse(err, severityFatal, c.log))
 	_ = c.be.Flush()
@@ -301,25 +302,32 @@ type startupPacket struct {
 	order  []string
 }
 
-// readStartupPacket reads one length-prefixed start-up packet with exact
-// reads and returns its code and the bytes after it.
+// readStartupPacket reads one start-up packet of at most max bytes with
+// exact reads (framer.exact) and returns its code and the bytes after it.
 func readStartupPacket(r io.Reader, max int) (uint32, []byte, error) {
-	var hdr [8]byte
-	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
-		return 0, nil, err
-	}
-	n := int(int32(binary.BigEndian.Uint32(hdr[:4])))
-	if n < 8 || n > max {
+	f := framer{r: r, exact: true, min: 4, max: max - 4}
+	_, m, err := f.next()
+	var tooBig *frameTooLargeError
+	if errors.Is(err, errFrameLength) || errors.As(err, &tooBig) {
 		return 0, nil, pgerr.New(pgerr.ProtocolViolation, "invalid length of startup packet")
 	}
-	if _, err := io.ReadFull(r, hdr[4:8]); err != nil {
+	if err != nil {
 		return 0, nil, err
 	}
-	body := make([]byte, n-8)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return 0, nil, err
-	}
-	return binary.BigEndian.Uint32(hdr[4:8]), body, nil
+	return binary.BigEndian.Uint32(m[4:8]), m[8:], nil
+}
+
+// newBackend returns the Backend that writes to the client. Client
+// messages are read by the session's framer, never by the Backend.
+func newBackend(w io.Writer) *pgproto3.Backend {
+	return pgproto3.NewBackend(noReader{}, w)
+}
+
+// noReader is the Backend's reader: the session reads with its framer.
+type noReader struct{}
+
+func (noReader) Read([]byte) (int, error) {
+	return 0, errors.New("client messages are read by the framer")
 }
 
 func parseStartupParams(b []byte) (*startupPacket, error) {
@@ -363,9 +371,8 @@ func cutNul(b []byte) (string, []byte, bool) {
 // startup authenticates the client, checks the dataset, sets up the session
 // and sends the ParameterStatus set, BackendKeyData and ReadyForQuery.
 func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
-	c.fr = newFrameReader(c.netConn)
-	c.be = pgproto3.NewBackend(c.fr, c.netConn)
-	c.be.SetMaxBodyLen(c.srv.cfg.MaxStartupMessage)
+	c.fr = newFramer(c.netConn, c.srv.cfg.MaxStartupMessage)
+	c.be = newBackend(c.netConn)
 	if c.overLimit {
 		return pgerr.New(pgerr.TooManyConnections, "sorry, too many clients already")
 	}
@@ -441,18 +448,17 @@ func (c *conn) loop(ctx context.Context) {
 			c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
 			return
 		}
-		msg, err := c.be.Receive()
-		if err == nil && !wellSized(msg, c.fr.size) {
-			err = errMalformed
-		}
+		typ, m, err := c.fr.next()
 		if err != nil {
-			if typ, ok := c.fr.decodeFailed(); ok {
-				if c.malformed(ctx, typ) {
-					continue
-				}
-				return
-			}
 			c.receiveFailed(err)
+			return
+		}
+		msg, err := c.msgs.decode(m)
+		if err != nil {
+			// Read whole but malformed: the stream is still in step.
+			if c.malformed(ctx, typ) {
+				continue
+			}
 			return
 		}
 		if c.extFailed {
@@ -498,18 +504,18 @@ func (c *conn) loop(ctx context.Context) {
 }
 
 func (c *conn) receiveFailed(err error) {
-	var tooBig *pgproto3.ExceededMaxBodyLenErr
+	var tooBig *frameTooLargeError
 	var ne net.Error
 	switch {
 	case errors.As(err, &tooBig):
-		c.fatal(pgerr.New(pgerr.ProtocolViolation, "message of %d bytes exceeds the limit of %d bytes", tooBig.ActualBodyLen, tooBig.MaxExpectedBodyLen))
+		c.fatal(pgerr.New(pgerr.ProtocolViolation, "message of %d bytes exceeds the limit of %d bytes", tooBig.size, tooBig.max))
 	case errors.As(err, &ne) && ne.Timeout() && c.shuttingDown.Load():
 		c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
 	case errors.As(err, &ne) && ne.Timeout() && c.srv.cfg.IdleTimeout > 0:
 		c.fatal(pgerr.New(idleSessionTimeout, "terminating connection due to idle-session timeout"))
 	case isDisconnect(err):
 		c.log.Debug("client went away", zap.Error(err))
-	case c.fr != nil && c.fr.bad:
+	case errors.Is(err, errFrameLength):
 		c.fatal(pgerr.New(pgerr.ProtocolViolation, "invalid message length"))
 	default:
 		c.fatal(pgerr.New(pgerr.ProtocolViolation, "invalid message from client").Wrap(err))

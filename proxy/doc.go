@@ -16,7 +16,10 @@
 //     through a recover so that a panic closes that connection only (with a
 //     FATAL XX000 written straight to the socket, never a partial reply),
 //     MaxConnections (53300 beyond it), and the drain on shutdown.
-//   - frame.go: framing of the message stream after start-up. A message
+//   - frame.go: the one framer (type byte, int32 length, limits, whole
+//     messages, no byte handed out past one) for the client's start-up
+//     packets and messages and the shadow's replies the relay copies;
+//     client messages are decoded by pgproto3's message types. A message
 //     read whole but malformed gets ERROR 08P01 and the session goes on,
 //     as in PostgreSQL (postgres.c); only a message that cannot be framed
 //     or an unknown type ends it with FATAL 08P01.
