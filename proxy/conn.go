@@ -28,8 +28,12 @@ const (
 	cancelRequestCode = 80877102
 )
 
-// conn is one client connection and its session. Not safe for concurrent
-// use, except for cancelStatement and shutdown, which other goroutines call.
+// conn is one client connection: the socket and TLS, the framer and the
+// Backend, authentication, the shadow connections and the relay,
+// cancellation and shutdown. It holds the session's state in sess, which
+// changes it without I/O (session.go); conn runs the statements and
+// sends what sess decides. Not safe for concurrent use, except for
+// cancelStatement and shutdown, which other goroutines call.
 type conn struct {
 	srv       *Server
 	id        uint32
@@ -45,31 +49,8 @@ type conn struct {
 	pid    uint32
 	secret []byte
 
-	analyst string
-	ds      *Dataset
-	// lastDP describes the DP answer of the running statement for the
-	// Observer (set by execDP, cleared by observe).
-	lastDP *DPEvent
-	// lastAnswer is the session's last DP answer, for SHOW
-	// dp.last_answer (dp.go).
-	lastAnswer *lastAnswer
-
-	// Session state.
-	settings map[string]string // current values by lower-case name
-	reported map[string]string // last value sent in ParameterStatus
-	txStatus byte              // 'I', 'T' or 'E'
-	txBegin  map[string]string // settings at BEGIN (restored by ROLLBACK)
-	txCommit map[string]string // settings COMMIT keeps (without SET LOCAL)
-	// savepoints of the transaction block, oldest first (session.go).
-	savepoints []savepoint
-	stmts      map[string]*preparedStatement
-	portals    map[string]*portal
-	extFailed  bool // an extended-protocol error: skip until Sync
-	// cursors declared with DECLARE (cursor.go); implicitTx: a
-	// multi-statement simple query outside a transaction block is running
-	// (PostgreSQL's implicit transaction block, where DECLARE works).
-	cursors    map[string]*cursor
-	implicitTx bool
+	// sess is the session's state, apart from the socket (session.go).
+	sess session
 
 	// shadow is a pooled shadow connection pinned to the session while it
 	// holds state (shadow.Conn.HasState), else nil (shadow.go).
@@ -84,9 +65,6 @@ type conn struct {
 	shadowWant    []shadow.Setting
 	classifyCache *classifyCache
 	dpTexts       pipeline.Texts
-	// stmtStart is the start of the running statement (zero between
-	// statements): its relative dates are folded at it (rewrite/reldate.go).
-	stmtStart time.Time
 
 	cancelMu   sync.Mutex
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil
@@ -156,17 +134,17 @@ func (c *conn) cancelRunning(cause error) bool {
 // the statement ends. It reads the statement's start, the one clock read
 // its relative dates are folded at.
 func (c *conn) statementContext(ctx context.Context) (context.Context, func()) {
-	c.stmtStart = time.Now()
+	c.sess.stmtStart = time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	var stopTimer context.CancelFunc = func() {}
-	if ms := c.statementTimeout(); ms > 0 {
+	if ms := c.sess.statementTimeout(); ms > 0 {
 		ctx, stopTimer = context.WithTimeoutCause(ctx, time.Duration(ms)*time.Millisecond, errStatementTimeout)
 	}
 	c.cancelMu.Lock()
 	c.cancelFunc = cancel
 	c.cancelMu.Unlock()
 	return ctx, func() {
-		c.stmtStart = time.Time{}
+		c.sess.stmtStart = time.Time{}
 		c.cancelMu.Lock()
 		c.cancelFunc = nil
 		c.cancelMu.Unlock()
@@ -201,7 +179,7 @@ func (c *conn) run(ctx context.Context) {
 	}
 	_ = c.netConn.SetDeadline(time.Time{})
 	c.fr.max = c.srv.cfg.MaxMessage
-	c.log.Info("session started", zap.Bool(logKeyTLS, c.tls), zap.String(logKeyApplication, c.settings["application_name"]))
+	c.log.Info("session started", zap.Bool(logKeyTLS, c.tls), zap.String(logKeyApplication, c.sess.settings["application_name"]))
 	c.sessCtx = ctx
 	c.loop(ctx)
 	c.waitPendingDP(ctx)
@@ -417,21 +395,17 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 			WithDetail("User does not have CONNECT privilege.").
 			WithHint("ask the data steward to add %q to the analyst's datasets", database)
 	}
-	c.analyst, c.ds = user, ds
-
-	if err := c.initSettings(sp); err != nil {
+	c.sess = newSession(user, ds, c.srv.cfg.ServerVersion)
+	c.sess.grantedLimit = c.grantedLimit
+	if err := c.sess.initSettings(sp); err != nil {
 		return err
 	}
 	if err := c.srv.register(c); err != nil {
 		return fmt.Errorf("register session: %w", err)
 	}
-	c.txStatus = 'I'
-	c.stmts = map[string]*preparedStatement{}
-	c.portals = map[string]*portal{}
-	c.reported = map[string]string{}
 	c.sendParameterStatus()
 	c.be.Send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret})
-	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.sess.txStatus})
 	return c.be.Flush()
 }
 
@@ -461,7 +435,7 @@ func (c *conn) loop(ctx context.Context) {
 			}
 			return
 		}
-		if c.extFailed {
+		if c.sess.extFailed {
 			// After an error in an extended batch PostgreSQL ignores every
 			// message until Sync, simple queries included.
 			switch msg.(type) {
@@ -540,21 +514,26 @@ func (c *conn) sendError(err error) {
 		c.log.Debug("statement failed", zap.String(logKeySQLState, resp.Code))
 	}
 	c.be.Send(resp)
-	if c.txStatus == 'T' {
-		c.txStatus = 'E'
-	}
+	c.sess.fail()
 }
 
 // notice sends a NoticeResponse unless client_min_messages hides it.
 func (c *conn) notice(severity, code, msg, hint string) {
-	if !c.wantsMessages(severity) {
+	if !c.sess.wantsMessages(severity) {
 		return
 	}
 	c.be.Send(&pgproto3.NoticeResponse{Severity: severity, SeverityUnlocalized: severity, Code: code, Message: msg, Hint: hint})
 }
 
+// warn sends a session transition's WARNING, if any.
+func (c *conn) warn(w warning) {
+	if w.msg != "" {
+		c.notice(severityWarning, w.code, w.msg, "")
+	}
+}
+
 // readyForQuery reports changed settings and sends ReadyForQuery.
 func (c *conn) readyForQuery() {
 	c.sendParameterStatus()
-	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.sess.txStatus})
 }

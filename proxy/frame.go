@@ -270,7 +270,7 @@ func (c *conn) malformed(ctx context.Context, typ byte) bool {
 	if typ == 'X' {
 		return false
 	}
-	if c.extFailed && typ != 'S' {
+	if c.sess.extFailed && typ != 'S' {
 		return true
 	}
 	err := pgerr.New(pgerr.ProtocolViolation, "invalid message format")
@@ -282,7 +282,7 @@ func (c *conn) malformed(ctx context.Context, typ byte) bool {
 	case 'P', 'B', 'D', 'E', 'C', 'H':
 		c.log.Warn("malformed message", zap.String(logKeyMessage, string(typ)))
 		c.sendError(err)
-		c.extFailed = true
+		c.sess.skipUntilSync()
 	case 'S':
 		c.log.Warn("malformed message", zap.String(logKeyMessage, string(typ)))
 		c.sendError(err)

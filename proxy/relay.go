@@ -175,7 +175,7 @@ func (c *conn) relayReply(ctx context.Context, rl *relay, br *bufferedResult) (s
 			if err := n.Decode(m[frameHeaderLen:]); err != nil {
 				return c.shadowFailed(ctx, fmt.Errorf("%w: %v", errShadowProtocol, err)), false
 			}
-			if c.wantsMessages(n.Severity) {
+			if c.sess.wantsMessages(n.Severity) {
 				c.rawOut.send(c.be, m)
 			}
 		case 'E':
@@ -247,7 +247,7 @@ func cstring(b []byte) []byte {
 // the connection is closed rather than pooled and no late CancelRequest
 // can reach another session's query.
 func (c *conn) watchShadow(ctx context.Context, pg *pgconn.PgConn) func() {
-	if c.statementTimeout() > 0 {
+	if c.sess.statementTimeout() > 0 {
 		stop := context.AfterFunc(ctx, func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
