@@ -78,14 +78,16 @@ type relay struct {
 	buf *[]byte // f's buffer when it came from relayBufs
 }
 
-// openRelay prepares sc's socket for direct use by one statement.
-func openRelay(ctx context.Context, sc *shadow.Conn) (*relay, error) {
+// openRelay prepares sc's socket for direct use by one statement. The
+// relay is returned by value so that it stays on the caller's stack: a
+// forwarded statement allocates nothing for it.
+func openRelay(ctx context.Context, sc *shadow.Conn) (relay, error) {
 	pg := sc.PgConn()
 	if err := pg.SyncConn(ctx); err != nil {
-		return nil, err
+		return relay{}, err
 	}
 	nc, buf := pg.Conn(), relayBufs.Get().(*[]byte)
-	return &relay{nc: nc, buf: buf, f: framer{r: nc, buf: *buf, typed: true, max: maxShadowMessage}}, nil
+	return relay{nc: nc, buf: buf, f: framer{r: nc, buf: *buf, typed: true, max: maxShadowMessage}}, nil
 }
 
 // close gives the read buffer back. It reports whether bytes of the

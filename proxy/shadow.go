@@ -305,7 +305,7 @@ func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, erro
 		if err = rl.send(c.relayOut); err != nil {
 			err = c.shadowFailed(ctx, relayIOError(err))
 		} else {
-			err, reusable = c.relayReply(ctx, rl, br)
+			err, reusable = c.relayReply(ctx, &rl, br)
 		}
 	}
 	unwatch() // before the connection is released
