@@ -95,7 +95,7 @@ stat:
 # make fuzz FUZZTIME=10m FUZZ_TARGETS=rewrite:FuzzRewrite (see README "Fuzzing").
 FUZZTIME ?= 4s
 FUZZ_ALL := rewrite:FuzzRewrite pgsql:FuzzLex policy:FuzzPolicyParse \
-	proxy:FuzzBind proxy:FuzzStartupPacket proxy:FuzzLiterals proxy:FuzzSession \
+	proxy:FuzzBind proxy:FuzzStartupPacket proxy:FuzzFramer proxy:FuzzLiterals proxy:FuzzSession \
 	noise:FuzzMechanisms noise:FuzzCalibrations accountant:FuzzConversions
 FUZZ_TARGETS ?= $(FUZZ_ALL)
 

@@ -127,16 +127,9 @@ func (c *conn) authenticate(user string, creds scramCredentials, known bool) err
 	if err := c.be.Flush(); err != nil {
 		return err
 	}
-	if err := c.be.SetAuthType(pgproto3.AuthTypeSASL); err != nil {
-		return err
-	}
-	msg, err := c.be.Receive()
-	if err != nil {
+	var first pgproto3.SASLInitialResponse
+	if err := c.receiveAuth(&first); err != nil {
 		return authReceiveError(err)
-	}
-	first, ok := msg.(*pgproto3.SASLInitialResponse)
-	if !ok {
-		return pgerr.New(pgerr.ProtocolViolation, "expected SASL response, got message type %T", msg)
 	}
 	if first.AuthMechanism != scramMechanism {
 		return pgerr.New(pgerr.ProtocolViolation, "client selected an invalid SASL authentication mechanism")
@@ -149,16 +142,9 @@ func (c *conn) authenticate(user string, creds scramCredentials, known bool) err
 	if err := c.be.Flush(); err != nil {
 		return err
 	}
-	if err := c.be.SetAuthType(pgproto3.AuthTypeSASLContinue); err != nil {
-		return err
-	}
-	msg, err = c.be.Receive()
-	if err != nil {
+	var final pgproto3.SASLResponse
+	if err := c.receiveAuth(&final); err != nil {
 		return authReceiveError(err)
-	}
-	final, ok := msg.(*pgproto3.SASLResponse)
-	if !ok {
-		return pgerr.New(pgerr.ProtocolViolation, "expected SASL response, got message type %T", msg)
 	}
 	serverFinal, err := conv.Step(string(final.Data))
 	if err != nil || !conv.Valid() || !known {
@@ -179,16 +165,9 @@ func (c *conn) authenticateCleartext(user string, creds scramCredentials, known 
 	if err := c.be.Flush(); err != nil {
 		return err
 	}
-	if err := c.be.SetAuthType(pgproto3.AuthTypeCleartextPassword); err != nil {
-		return err
-	}
-	msg, err := c.be.Receive()
-	if err != nil {
+	var pw pgproto3.PasswordMessage
+	if err := c.receiveAuth(&pw); err != nil {
 		return authReceiveError(err)
-	}
-	pw, ok := msg.(*pgproto3.PasswordMessage)
-	if !ok {
-		return pgerr.New(pgerr.ProtocolViolation, "expected password response, got message type %T", msg)
 	}
 	got, err := deriveCredentials(pw.Password, []byte(creds.Salt), creds.Iters)
 	if err != nil || !known ||
@@ -203,11 +182,14 @@ func (c *conn) authenticateCleartext(user string, creds scramCredentials, known 
 // oversized or malformed message is a protocol violation; a disconnect
 // stays as it is (and is not reported).
 func authReceiveError(err error) error {
-	var tooBig *pgproto3.ExceededMaxBodyLenErr
+	var tooBig *frameTooLargeError
 	if errors.As(err, &tooBig) {
-		return pgerr.New(pgerr.ProtocolViolation, "message of %d bytes exceeds the limit of %d bytes before authentication", tooBig.ActualBodyLen, tooBig.MaxExpectedBodyLen)
+		return pgerr.New(pgerr.ProtocolViolation, "message of %d bytes exceeds the limit of %d bytes before authentication", tooBig.size, tooBig.max)
 	}
 	if isDisconnect(err) {
+		return err
+	}
+	if _, ok := pgerr.As(err); ok {
 		return err
 	}
 	return pgerr.New(pgerr.ProtocolViolation, "invalid message during authentication").Wrap(err)

@@ -28,8 +28,12 @@ const (
 	cancelRequestCode = 80877102
 )
 
-// conn is one client connection and its session. Not safe for concurrent
-// use, except for cancelStatement and shutdown, which other goroutines call.
+// conn is one client connection: the socket and TLS, the framer and the
+// Backend, authentication, the shadow connections and the relay,
+// cancellation and shutdown. It holds the session's state in sess, which
+// changes it without I/O (session.go); conn runs the statements and
+// sends what sess decides. Not safe for concurrent use, except for
+// cancelStatement and shutdown, which other goroutines call.
 type conn struct {
 	srv       *Server
 	id        uint32
@@ -37,38 +41,16 @@ type conn struct {
 	netConn   net.Conn // the socket, or the TLS connection over it
 	tls       bool
 	be        *pgproto3.Backend
-	fr        *frameReader // the Backend's reader after start-up
+	fr        *framer // the client's messages after start-up
+	msgs      frontendMessages
 	log       *zap.Logger
 	overLimit bool
 
 	pid    uint32
 	secret []byte
 
-	analyst string
-	ds      *Dataset
-	// lastDP describes the DP answer of the running statement for the
-	// Observer (set by execDP, cleared by observe).
-	lastDP *DPEvent
-	// lastAnswer is the session's last DP answer, for SHOW
-	// dp.last_answer (dp.go).
-	lastAnswer *lastAnswer
-
-	// Session state.
-	settings map[string]string // current values by lower-case name
-	reported map[string]string // last value sent in ParameterStatus
-	txStatus byte              // 'I', 'T' or 'E'
-	txBegin  map[string]string // settings at BEGIN (restored by ROLLBACK)
-	txCommit map[string]string // settings COMMIT keeps (without SET LOCAL)
-	// savepoints of the transaction block, oldest first (session.go).
-	savepoints []savepoint
-	stmts      map[string]*preparedStatement
-	portals    map[string]*portal
-	extFailed  bool // an extended-protocol error: skip until Sync
-	// cursors declared with DECLARE (cursor.go); implicitTx: a
-	// multi-statement simple query outside a transaction block is running
-	// (PostgreSQL's implicit transaction block, where DECLARE works).
-	cursors    map[string]*cursor
-	implicitTx bool
+	// sess is the session's state, apart from the socket (session.go).
+	sess session
 
 	// shadow is a pooled shadow connection pinned to the session while it
 	// holds state (shadow.Conn.HasState), else nil (shadow.go).
@@ -83,9 +65,6 @@ type conn struct {
 	shadowWant    []shadow.Setting
 	classifyCache *classifyCache
 	dpTexts       pipeline.Texts
-	// stmtStart is the start of the running statement (zero between
-	// statements): its relative dates are folded at it (rewrite/reldate.go).
-	stmtStart time.Time
 
 	cancelMu   sync.Mutex
 	cancelFunc context.CancelCauseFunc // of the running statement, or nil
@@ -155,17 +134,17 @@ func (c *conn) cancelRunning(cause error) bool {
 // the statement ends. It reads the statement's start, the one clock read
 // its relative dates are folded at.
 func (c *conn) statementContext(ctx context.Context) (context.Context, func()) {
-	c.stmtStart = time.Now()
+	c.sess.stmtStart = time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	var stopTimer context.CancelFunc = func() {}
-	if ms := c.statementTimeout(); ms > 0 {
+	if ms := c.sess.statementTimeout(); ms > 0 {
 		ctx, stopTimer = context.WithTimeoutCause(ctx, time.Duration(ms)*time.Millisecond, errStatementTimeout)
 	}
 	c.cancelMu.Lock()
 	c.cancelFunc = cancel
 	c.cancelMu.Unlock()
 	return ctx, func() {
-		c.stmtStart = time.Time{}
+		c.sess.stmtStart = time.Time{}
 		c.cancelMu.Lock()
 		c.cancelFunc = nil
 		c.cancelMu.Unlock()
@@ -199,8 +178,8 @@ func (c *conn) run(ctx context.Context) {
 		return
 	}
 	_ = c.netConn.SetDeadline(time.Time{})
-	c.be.SetMaxBodyLen(c.srv.cfg.MaxMessage)
-	c.log.Info("session started", zap.Bool(logKeyTLS, c.tls), zap.String(logKeyApplication, c.settings["application_name"]))
+	c.fr.max = c.srv.cfg.MaxMessage
+	c.log.Info("session started", zap.Bool(logKeyTLS, c.tls), zap.String(logKeyApplication, c.sess.settings["application_name"]))
 	c.sessCtx = ctx
 	c.loop(ctx)
 	c.waitPendingDP(ctx)
@@ -216,7 +195,7 @@ func (c *conn) startupFailed(err error) {
 	}
 	c.log.Info("connection refused", zap.Error(err))
 	if c.be == nil {
-		c.be = pgproto3.NewBackend(c.netConn, c.netConn)
+		c.be = newBackend(c.netConn)
 	}
 	c.be.Send(errorResponse(err, severityFatal, c.log))
 	_ = c.be.Flush()
@@ -301,25 +280,32 @@ type startupPacket struct {
 	order  []string
 }
 
-// readStartupPacket reads one length-prefixed start-up packet with exact
-// reads and returns its code and the bytes after it.
+// readStartupPacket reads one start-up packet of at most max bytes with
+// exact reads (framer.exact) and returns its code and the bytes after it.
 func readStartupPacket(r io.Reader, max int) (uint32, []byte, error) {
-	var hdr [8]byte
-	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
-		return 0, nil, err
-	}
-	n := int(int32(binary.BigEndian.Uint32(hdr[:4])))
-	if n < 8 || n > max {
+	f := framer{r: r, exact: true, min: 4, max: max - 4}
+	_, m, err := f.next()
+	var tooBig *frameTooLargeError
+	if errors.Is(err, errFrameLength) || errors.As(err, &tooBig) {
 		return 0, nil, pgerr.New(pgerr.ProtocolViolation, "invalid length of startup packet")
 	}
-	if _, err := io.ReadFull(r, hdr[4:8]); err != nil {
+	if err != nil {
 		return 0, nil, err
 	}
-	body := make([]byte, n-8)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return 0, nil, err
-	}
-	return binary.BigEndian.Uint32(hdr[4:8]), body, nil
+	return binary.BigEndian.Uint32(m[4:8]), m[8:], nil
+}
+
+// newBackend returns the Backend that writes to the client. Client
+// messages are read by the session's framer, never by the Backend.
+func newBackend(w io.Writer) *pgproto3.Backend {
+	return pgproto3.NewBackend(noReader{}, w)
+}
+
+// noReader is the Backend's reader: the session reads with its framer.
+type noReader struct{}
+
+func (noReader) Read([]byte) (int, error) {
+	return 0, errors.New("client messages are read by the framer")
 }
 
 func parseStartupParams(b []byte) (*startupPacket, error) {
@@ -363,9 +349,8 @@ func cutNul(b []byte) (string, []byte, bool) {
 // startup authenticates the client, checks the dataset, sets up the session
 // and sends the ParameterStatus set, BackendKeyData and ReadyForQuery.
 func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
-	c.fr = newFrameReader(c.netConn)
-	c.be = pgproto3.NewBackend(c.fr, c.netConn)
-	c.be.SetMaxBodyLen(c.srv.cfg.MaxStartupMessage)
+	c.fr = newFramer(c.netConn, c.srv.cfg.MaxStartupMessage)
+	c.be = newBackend(c.netConn)
 	if c.overLimit {
 		return pgerr.New(pgerr.TooManyConnections, "sorry, too many clients already")
 	}
@@ -410,21 +395,17 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 			WithDetail("User does not have CONNECT privilege.").
 			WithHint("ask the data steward to add %q to the analyst's datasets", database)
 	}
-	c.analyst, c.ds = user, ds
-
-	if err := c.initSettings(sp); err != nil {
+	c.sess = newSession(user, ds, c.srv.cfg.ServerVersion)
+	c.sess.grantedLimit = c.grantedLimit
+	if err := c.sess.initSettings(sp); err != nil {
 		return err
 	}
 	if err := c.srv.register(c); err != nil {
 		return fmt.Errorf("register session: %w", err)
 	}
-	c.txStatus = 'I'
-	c.stmts = map[string]*preparedStatement{}
-	c.portals = map[string]*portal{}
-	c.reported = map[string]string{}
 	c.sendParameterStatus()
 	c.be.Send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret})
-	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.sess.txStatus})
 	return c.be.Flush()
 }
 
@@ -441,21 +422,20 @@ func (c *conn) loop(ctx context.Context) {
 			c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
 			return
 		}
-		msg, err := c.be.Receive()
-		if err == nil && !wellSized(msg, c.fr.size) {
-			err = errMalformed
-		}
+		typ, m, err := c.fr.next()
 		if err != nil {
-			if typ, ok := c.fr.decodeFailed(); ok {
-				if c.malformed(ctx, typ) {
-					continue
-				}
-				return
-			}
 			c.receiveFailed(err)
 			return
 		}
-		if c.extFailed {
+		msg, err := c.msgs.decode(m)
+		if err != nil {
+			// Read whole but malformed: the stream is still in step.
+			if c.malformed(ctx, typ) {
+				continue
+			}
+			return
+		}
+		if c.sess.extFailed {
 			// After an error in an extended batch PostgreSQL ignores every
 			// message until Sync, simple queries included.
 			switch msg.(type) {
@@ -498,18 +478,18 @@ func (c *conn) loop(ctx context.Context) {
 }
 
 func (c *conn) receiveFailed(err error) {
-	var tooBig *pgproto3.ExceededMaxBodyLenErr
+	var tooBig *frameTooLargeError
 	var ne net.Error
 	switch {
 	case errors.As(err, &tooBig):
-		c.fatal(pgerr.New(pgerr.ProtocolViolation, "message of %d bytes exceeds the limit of %d bytes", tooBig.ActualBodyLen, tooBig.MaxExpectedBodyLen))
+		c.fatal(pgerr.New(pgerr.ProtocolViolation, "message of %d bytes exceeds the limit of %d bytes", tooBig.size, tooBig.max))
 	case errors.As(err, &ne) && ne.Timeout() && c.shuttingDown.Load():
 		c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
 	case errors.As(err, &ne) && ne.Timeout() && c.srv.cfg.IdleTimeout > 0:
 		c.fatal(pgerr.New(idleSessionTimeout, "terminating connection due to idle-session timeout"))
 	case isDisconnect(err):
 		c.log.Debug("client went away", zap.Error(err))
-	case c.fr != nil && c.fr.bad:
+	case errors.Is(err, errFrameLength):
 		c.fatal(pgerr.New(pgerr.ProtocolViolation, "invalid message length"))
 	default:
 		c.fatal(pgerr.New(pgerr.ProtocolViolation, "invalid message from client").Wrap(err))
@@ -534,21 +514,26 @@ func (c *conn) sendError(err error) {
 		c.log.Debug("statement failed", zap.String(logKeySQLState, resp.Code))
 	}
 	c.be.Send(resp)
-	if c.txStatus == 'T' {
-		c.txStatus = 'E'
-	}
+	c.sess.fail()
 }
 
 // notice sends a NoticeResponse unless client_min_messages hides it.
 func (c *conn) notice(severity, code, msg, hint string) {
-	if !c.wantsMessages(severity) {
+	if !c.sess.wantsMessages(severity) {
 		return
 	}
 	c.be.Send(&pgproto3.NoticeResponse{Severity: severity, SeverityUnlocalized: severity, Code: code, Message: msg, Hint: hint})
 }
 
+// warn sends a session transition's WARNING, if any.
+func (c *conn) warn(w warning) {
+	if w.msg != "" {
+		c.notice(severityWarning, w.code, w.msg, "")
+	}
+}
+
 // readyForQuery reports changed settings and sends ReadyForQuery.
 func (c *conn) readyForQuery() {
 	c.sendParameterStatus()
-	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.txStatus})
+	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.sess.txStatus})
 }

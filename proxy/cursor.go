@@ -70,7 +70,7 @@ func (c *conn) execUnlockAll(st *pgsql.SessionStmt) *resultSet {
 // materialize runs the query a DECLARE or COPY wraps, once, on the route
 // Classify gives it (the DP path or the shadow), and returns its rows.
 func (c *conn) materialize(ctx context.Context, query string) (*resultSet, error) {
-	route, err := c.srv.rt.classify(c.ds.Policy, query)
+	route, err := c.srv.rt.classify(c.sess.ds.Policy, query)
 	if err != nil {
 		return nil, err
 	}
@@ -151,17 +151,8 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 	if _, err := c.queryColumns(ctx, cs.Query); err != nil {
 		return nil, err
 	}
-	if !cs.Hold && c.txStatus == 'I' && !c.implicitTx {
-		return nil, pgerr.New(pgerr.NoActiveSQLTransaction, "DECLARE CURSOR can only be used in transaction blocks").
-			WithHint("start a transaction with BEGIN first, or declare the cursor WITH HOLD")
-	}
-	if len(c.cursors) >= maxCursors {
-		return nil, pgerr.New(programLimitExceeded, "too many open cursors (at most %d per session)", maxCursors).
-			WithHint("CLOSE the cursors you no longer need")
-	}
-	if c.cursorExists(cs.Name) {
-		return nil, pgerr.New(duplicateCursor, "cursor %q already exists", cs.Name).
-			WithHint("CLOSE it first, or choose another name")
+	if err := c.sess.checkDeclare(cs); err != nil {
+		return nil, err
 	}
 	rs, err := c.materialize(ctx, cs.Query)
 	if err != nil {
@@ -175,24 +166,49 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 			return nil, err
 		}
 	}
-	if c.cursors == nil {
-		c.cursors = map[string]*cursor{}
+	c.sess.declare(cs, rs)
+	return &resultSet{tag: "DECLARE CURSOR", notices: rs.notices}, nil
+}
+
+// checkDeclare makes the checks of DECLARE that PostgreSQL makes before
+// it runs the query: a transaction block (or an implicit one) unless WITH
+// HOLD, room for one more cursor, a free name.
+func (s *session) checkDeclare(cs *pgsql.CursorStmt) error {
+	if !cs.Hold && s.txStatus == 'I' && !s.implicitTx {
+		return pgerr.New(pgerr.NoActiveSQLTransaction, "DECLARE CURSOR can only be used in transaction blocks").
+			WithHint("start a transaction with BEGIN first, or declare the cursor WITH HOLD")
 	}
-	c.cursors[cs.Name] = &cursor{
+	if len(s.cursors) >= maxCursors {
+		return pgerr.New(programLimitExceeded, "too many open cursors (at most %d per session)", maxCursors).
+			WithHint("CLOSE the cursors you no longer need")
+	}
+	if s.cursorExists(cs.Name) {
+		return pgerr.New(duplicateCursor, "cursor %q already exists", cs.Name).
+			WithHint("CLOSE it first, or choose another name")
+	}
+	return nil
+}
+
+// declare keeps the rows of a DECLARE that checkDeclare let through as a
+// cursor, before its first row, in the current transaction and savepoint.
+func (s *session) declare(cs *pgsql.CursorStmt, rs *resultSet) {
+	if s.cursors == nil {
+		s.cursors = map[string]*cursor{}
+	}
+	s.cursors[cs.Name] = &cursor{
 		name: cs.Name, cols: rs.cols, rows: rs.rows,
 		binary: cs.Binary, noScroll: cs.NoScroll, hold: cs.Hold,
-		inTx: true, depth: len(c.savepoints),
+		inTx: true, depth: len(s.savepoints),
 	}
-	return &resultSet{tag: "DECLARE CURSOR", notices: rs.notices}, nil
 }
 
 // cursorExists reports whether name is taken by a cursor or a protocol
 // portal (PostgreSQL keeps both in one namespace).
-func (c *conn) cursorExists(name string) bool {
-	if _, ok := c.cursors[name]; ok {
+func (s *session) cursorExists(name string) bool {
+	if _, ok := s.cursors[name]; ok {
 		return true
 	}
-	_, ok := c.portals[name]
+	_, ok := s.portals[name]
 	return ok && name != ""
 }
 
@@ -217,7 +233,7 @@ func binaryEncodable(cols []column) error {
 
 // execFetch answers FETCH and MOVE.
 func (c *conn) execFetch(cs *pgsql.CursorStmt, move bool) (*resultSet, error) {
-	cur, ok := c.cursors[cs.Name]
+	cur, ok := c.sess.cursors[cs.Name]
 	if !ok {
 		return nil, errNoCursor(cs.Name)
 	}
@@ -330,23 +346,32 @@ func (cur *cursor) step(dir pgsql.FetchDirection, count int64) ([]int, error) {
 
 // execClose answers CLOSE name and CLOSE ALL.
 func (c *conn) execClose(cs *pgsql.CursorStmt) (*resultSet, error) {
+	tag, err := c.sess.closeCursor(cs)
+	if err != nil {
+		return nil, err
+	}
+	return &resultSet{tag: tag}, nil
+}
+
+// closeCursor runs CLOSE name or CLOSE ALL and returns the command tag.
+func (s *session) closeCursor(cs *pgsql.CursorStmt) (string, error) {
 	if cs.All {
-		c.cursors = nil
-		return &resultSet{tag: "CLOSE CURSOR ALL"}, nil
+		s.cursors = nil
+		return "CLOSE CURSOR ALL", nil
 	}
-	if _, ok := c.cursors[cs.Name]; !ok {
-		return nil, errNoCursor(cs.Name)
+	if _, ok := s.cursors[cs.Name]; !ok {
+		return "", errNoCursor(cs.Name)
 	}
-	delete(c.cursors, cs.Name)
-	return &resultSet{tag: "CLOSE CURSOR"}, nil
+	delete(s.cursors, cs.Name)
+	return "CLOSE CURSOR", nil
 }
 
 // endCursors ends the cursors at the end of a transaction: all but the
 // WITH HOLD ones; on rollback also those declared in it.
-func (c *conn) endCursors(commit bool) {
-	for n, cur := range c.cursors {
+func (s *session) endCursors(commit bool) {
+	for n, cur := range s.cursors {
 		if !cur.hold || (!commit && cur.inTx) {
-			delete(c.cursors, n)
+			delete(s.cursors, n)
 			continue
 		}
 		cur.inTx = false
@@ -355,18 +380,18 @@ func (c *conn) endCursors(commit bool) {
 
 // rollbackCursors ends the cursors declared after savepoint i (ROLLBACK
 // TO it).
-func (c *conn) rollbackCursors(i int) {
-	for n, cur := range c.cursors {
+func (s *session) rollbackCursors(i int) {
+	for n, cur := range s.cursors {
 		if cur.inTx && cur.depth > i {
-			delete(c.cursors, n)
+			delete(s.cursors, n)
 		}
 	}
 }
 
 // releaseCursors moves the cursors declared after savepoint i to the
 // enclosing level (RELEASE of it).
-func (c *conn) releaseCursors(i int) {
-	for _, cur := range c.cursors {
+func (s *session) releaseCursors(i int) {
+	for _, cur := range s.cursors {
 		if cur.inTx && cur.depth > i {
 			cur.depth = i
 		}
@@ -376,7 +401,7 @@ func (c *conn) releaseCursors(i int) {
 // describeCursor answers Describe of a portal that is a cursor declared
 // with DECLARE (psycopg 3 describes its named cursors so).
 func (c *conn) describeCursor(name string, formats []int16) (*pgproto3.RowDescription, bool) {
-	cur, ok := c.cursors[name]
+	cur, ok := c.sess.cursors[name]
 	if !ok {
 		return nil, false
 	}

@@ -16,11 +16,15 @@
 //     through a recover so that a panic closes that connection only (with a
 //     FATAL XX000 written straight to the socket, never a partial reply),
 //     MaxConnections (53300 beyond it), and the drain on shutdown.
-//   - frame.go: framing of the message stream after start-up. A message
+//   - frame.go: the one framer (type byte, int32 length, limits, whole
+//     messages, no byte handed out past one) for the client's start-up
+//     packets and messages and the shadow's replies the relay copies;
+//     client messages are decoded by pgproto3's message types. A message
 //     read whole but malformed gets ERROR 08P01 and the session goes on,
 //     as in PostgreSQL (postgres.c); only a message that cannot be framed
 //     or an unknown type ends it with FATAL 08P01.
-//   - conn.go: start-up. SSLRequest (TLS when Config.TLS is set, else 'N'),
+//   - conn.go: the connection (socket, TLS, Backend, cancellation,
+//     shutdown) and start-up. SSLRequest (TLS when Config.TLS is set, else 'N'),
 //     GSSENCRequest ('N'), CancelRequest, StartupMessage (protocol 3.0; a
 //     newer 3.x minor gets NegotiateProtocolVersion), with a bound on the
 //     message size before authentication (Config.MaxStartupMessage) and
@@ -31,8 +35,12 @@
 //     probe cannot tell them from a wrong password. Only after a successful
 //     exchange are the database (3D000) and the analyst's datasets (28000)
 //     checked.
-//   - query.go, session.go, settings.go: the simple query protocol, routing,
-//     session statements and settings.
+//   - session.go: the session's state (settings, transaction block,
+//     savepoints, prepared statements, portals, cursors), apart from the
+//     connection: its methods make the transitions without I/O, and conn
+//     sends what they decide (replies, WARNINGs, ParameterStatus).
+//   - query.go, sessionstmt.go, settings.go: the simple query protocol,
+//     routing, session statements and settings.
 //   - extended.go, bind.go: the extended query protocol.
 //   - shadow.go, shadowpool.go: shadow catalog connections, borrowed from
 //     the dataset's pool (internal/shadow) for each catalog statement,

@@ -48,7 +48,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	plan := st.Plan
 	req := pipeline.Request(env, s, plan)
-	if err := c.srv.allowDP(c.analyst); err != nil {
+	if err := c.srv.allowDP(c.sess.analyst); err != nil {
 		c.log.Warn("dp query refused by the rate limit")
 		return nil, err
 	}
@@ -62,9 +62,9 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	// The fingerprint is computed when SHOW asks: on every cached answer
 	// it would cost more CPU than serving it (issue 15).
-	c.lastAnswer = &lastAnswer{at: time.Now(), text: logText, res: res, req: req}
+	c.sess.lastAnswer = &lastAnswer{at: time.Now(), text: logText, res: res, req: req}
 	if c.srv.cfg.Observer != nil {
-		c.lastDP = &DPEvent{Cached: res.Cached, CostEpsilon: res.Cost.Epsilon, CostDelta: res.Cost.Delta, ChargeFingerprint: res.Fingerprint}
+		c.sess.lastDP = &DPEvent{Cached: res.Cached, CostEpsilon: res.Cost.Epsilon, CostDelta: res.Cost.Delta, ChargeFingerprint: res.Fingerprint}
 	}
 	// A new release is logged at Info; a cached answer, which spends
 	// nothing and repeats an answer already logged, at Debug: the line
@@ -90,10 +90,10 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 // dpEnv is the pipeline's view of the session's dataset.
 func (c *conn) dpEnv() *pipeline.Env {
 	return &pipeline.Env{
-		Policy:           c.ds.Policy,
-		Upstream:         c.ds.Upstream,
-		ResponseTime:     c.ds.ResponseTime,
-		WorkRate:         c.ds.WorkRate,
+		Policy:           c.sess.ds.Policy,
+		Upstream:         c.sess.ds.Upstream,
+		ResponseTime:     c.sess.ds.ResponseTime,
+		WorkRate:         c.sess.ds.WorkRate,
 		StatementTimeout: c.srv.cfg.StatementTimeout,
 		Plan: func(ds *policy.Dataset, text string, opts rewrite.Options) (*rewrite.Plan, error) {
 			return c.srv.plans.plan(ds, text, opts, c.srv.rt.rewrite)
@@ -105,12 +105,12 @@ func (c *conn) dpEnv() *pipeline.Env {
 // dpSettings are the session's settings a DP statement depends on.
 func (c *conn) dpSettings() *pipeline.Settings {
 	return &pipeline.Settings{
-		Analyst:      c.analyst,
-		Epsilon:      c.epsilon(),
-		Delta:        c.delta(),
-		Mechanism:    c.mechanism(),
-		NoCache:      c.noCache(),
-		ErrorColumns: c.settings[settingErrorColumns] == "on",
+		Analyst:      c.sess.analyst,
+		Epsilon:      c.sess.epsilon(),
+		Delta:        c.sess.delta(),
+		Mechanism:    c.sess.mechanism(),
+		NoCache:      c.sess.noCache(),
+		ErrorColumns: c.sess.settings[settingErrorColumns] == "on",
 		Options:      c.rewriteOptions(),
 	}
 }
@@ -225,7 +225,7 @@ func (c *conn) paced(ctx context.Context, slotLen time.Duration, run func(rctx c
 	tk, own := c.ticket, false
 	if tk == nil {
 		var err error
-		if tk, err = c.srv.admissions[c.ds].admit(ctx, c.analyst); err != nil {
+		if tk, err = c.srv.admissions[c.sess.ds].admit(ctx, c.sess.analyst); err != nil {
 			return err
 		}
 		own = true
@@ -290,7 +290,7 @@ func (c *conn) remembered(ctx context.Context, req release.Request) (*release.Re
 	if !ok {
 		return nil, false
 	}
-	c.padResponse(ctx, start, time.Now(), c.ds.ResponseTime)
+	c.padResponse(ctx, start, time.Now(), c.sess.ds.ResponseTime)
 	return res, ctx.Err() == nil
 }
 
@@ -348,7 +348,7 @@ type lastAnswer struct {
 // clients that show no NOTICE.
 func (c *conn) showLastAnswer() *resultSet {
 	rs := &resultSet{cols: lastAnswerColumns(), tag: "SHOW"}
-	la := c.lastAnswer
+	la := c.sess.lastAnswer
 	if la == nil {
 		rs.rows = append(rs.rows, textRow("answer", "none yet in this session"))
 		return rs

@@ -113,21 +113,13 @@ func (c *conn) sendDescription(r *bufferedResult) {
 func (c *conn) extended(ctx context.Context, msg pgproto3.FrontendMessage) {
 	switch msg.(type) {
 	case *pgproto3.Sync:
-		if c.txStatus == 'I' {
-			// The implicit transaction ends: so do its portals, and
-			// cursors declared WITH HOLD in it are kept unless it failed.
-			for n := range c.portals {
-				delete(c.portals, n)
-			}
-			c.endCursors(!c.extFailed)
-		}
-		c.extFailed = false
+		c.sess.sync()
 		c.readyForQuery()
 		return
 	case *pgproto3.Flush:
 		return // the loop flushes
 	}
-	if c.extFailed {
+	if c.sess.extFailed {
 		return // an error earlier in this batch: skip until Sync
 	}
 	var err error
@@ -148,7 +140,7 @@ func (c *conn) extended(ctx context.Context, msg pgproto3.FrontendMessage) {
 		// waiting for Sync or Flush: a client that sent Parse/Describe/Flush
 		// (asyncpg) waits for it.
 		c.sendError(err)
-		c.extFailed = true
+		c.sess.skipUntilSync()
 		if ferr := c.be.Flush(); ferr != nil {
 			c.log.Debug("write failed", zap.Error(ferr))
 		}
@@ -165,38 +157,11 @@ func needsFlush(msg pgproto3.FrontendMessage) bool {
 	return true
 }
 
-// Bounds of a session's named prepared statements (protocol-level and
-// SQL PREPARE share them), so that one analyst cannot hold the proxy's
-// memory with statements it never runs: far above the statement caches
-// drivers keep (pgjdbc 256, pgx 512, psycopg 100).
-const (
-	maxPreparedStatements = 2048
-	maxPreparedBytes      = 32 << 20
-)
-
-// checkPreparedRoom refuses one more named statement of size bytes when
-// the session's would exceed the bounds above (54000, before anything is
-// kept).
-func (c *conn) checkPreparedRoom(name string, size int) error {
-	if name == "" {
-		return nil // the unnamed statement replaces itself
-	}
-	total := size
-	for _, ps := range c.stmts {
-		total += len(ps.text)
-	}
-	if len(c.stmts) >= maxPreparedStatements || total > maxPreparedBytes {
-		return pgerr.New(pgerr.ProgramLimitExceeded, "too many prepared statements in this session (at most %d, %d MiB of text)", maxPreparedStatements, maxPreparedBytes>>20).
-			WithHint("DEALLOCATE statements the session no longer uses, or lower the driver's statement cache size")
-	}
-	return nil
-}
-
 func (c *conn) parse(m *pgproto3.Parse) error {
-	if _, exists := c.stmts[m.Name]; exists && m.Name != "" {
+	if _, exists := c.sess.stmts[m.Name]; exists && m.Name != "" {
 		return pgerr.New(duplicatePreparedStmt, "prepared statement %q already exists", m.Name)
 	}
-	if err := c.checkPreparedRoom(m.Name, len(m.Query)); err != nil {
+	if err := c.sess.checkPreparedRoom(m.Name, len(m.Query)); err != nil {
 		return err
 	}
 	var st statement
@@ -218,7 +183,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		st = c.classify(text)
 	}
 	text := st.text
-	if c.txStatus == 'E' && !st.endsFailedTransaction() {
+	if c.sess.txStatus == 'E' && !st.endsFailedTransaction() {
 		return errInFailedTransaction()
 	}
 	if st.err != nil {
@@ -237,7 +202,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		// COPY's output messages are sent in the simple protocol only
 		// (refused here, before the query could run and be charged). A
 		// DP query the proxy would refuse anyway is refused as itself.
-		if r, err := c.srv.rt.classify(c.ds.Policy, st.sess.Copy.Query); err == nil && r == pgsql.RouteDP {
+		if r, err := c.srv.rt.classify(c.sess.ds.Policy, st.sess.Copy.Query); err == nil && r == pgsql.RouteDP {
 			if err := c.checkDP(st.sess.Copy.Query); err != nil {
 				return dpError(context.Background(), err, c.log)
 			}
@@ -267,23 +232,23 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 			return err
 		}
 	}
-	c.stmts[m.Name] = &preparedStatement{
+	c.sess.prepare(&preparedStatement{
 		name: m.Name, st: st, text: text, nParams: n,
 		parseOIDs: append([]uint32(nil), m.ParameterOIDs...),
-	}
+	})
 	c.be.Send(&pgproto3.ParseComplete{})
 	return nil
 }
 
 func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
-	ps, ok := c.stmts[m.PreparedStatement]
+	ps, ok := c.sess.stmts[m.PreparedStatement]
 	if !ok {
 		return pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", m.PreparedStatement)
 	}
-	if c.cursorExists(m.DestinationPortal) {
+	if c.sess.cursorExists(m.DestinationPortal) {
 		return pgerr.New(duplicateCursor, "cursor %q already exists", m.DestinationPortal)
 	}
-	if c.txStatus == 'E' && !ps.st.endsFailedTransaction() {
+	if c.sess.txStatus == 'E' && !ps.st.endsFailedTransaction() {
 		return errInFailedTransaction()
 	}
 	if len(m.Parameters) != ps.nParams {
@@ -309,7 +274,7 @@ func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
 			p.params[i] = append([]byte{}, v...)
 		}
 	}
-	c.portals[m.DestinationPortal] = p
+	c.sess.bindPortal(p)
 	c.be.Send(&pgproto3.BindComplete{})
 	return nil
 }
@@ -317,11 +282,11 @@ func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
 func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 	switch m.ObjectType {
 	case 'S':
-		ps, ok := c.stmts[m.Name]
+		ps, ok := c.sess.stmts[m.Name]
 		if !ok {
 			return pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", m.Name)
 		}
-		if c.txStatus == 'E' && !ps.st.endsFailedTransaction() {
+		if c.sess.txStatus == 'E' && !ps.st.endsFailedTransaction() {
 			return errInFailedTransaction()
 		}
 		d, err := c.describeStatement(ctx, ps)
@@ -335,9 +300,9 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 		}
 		return nil
 	case 'P':
-		p, ok := c.portals[m.Name]
+		p, ok := c.sess.portals[m.Name]
 		if !ok {
-			if c.txStatus == 'E' {
+			if c.sess.txStatus == 'E' {
 				return errInFailedTransaction()
 			}
 			if rd, ok := c.describeCursor(m.Name, nil); ok {
@@ -346,7 +311,7 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 			}
 			return pgerr.New(invalidCursorName, "portal %q does not exist", m.Name)
 		}
-		if c.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
+		if c.sess.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
 			return errInFailedTransaction()
 		}
 		if p.result == nil && p.stmt.st.route == pgsql.RouteCatalog {
@@ -410,7 +375,7 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 		case pgsql.SessionFetch:
 			// The columns of the cursor as it is now (not cached: the
 			// name may be declared again with another query).
-			cur, ok := c.cursors[ps.st.sess.Cursor.Name]
+			cur, ok := c.sess.cursors[ps.st.sess.Cursor.Name]
 			if !ok {
 				return nil, errNoCursor(ps.st.sess.Cursor.Name)
 			}
@@ -604,11 +569,11 @@ func sessionColumns(st *pgsql.SessionStmt) []column {
 }
 
 func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
-	p, ok := c.portals[m.Portal]
+	p, ok := c.sess.portals[m.Portal]
 	if !ok {
 		return pgerr.New(invalidCursorName, "portal %q does not exist", m.Portal)
 	}
-	if c.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
+	if c.sess.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
 		return errInFailedTransaction()
 	}
 	if p.stmt.st.route == pgsql.RouteEmpty {
@@ -722,7 +687,7 @@ func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error
 // in the portal's result formats.
 func (c *conn) encodeResult(rs *resultSet, formats []int16) (*bufferedResult, error) {
 	for _, n := range rs.notices {
-		if c.wantsMessages(n.Severity) {
+		if c.sess.wantsMessages(n.Severity) {
 			c.be.Send(n)
 		}
 	}
@@ -748,16 +713,9 @@ func (c *conn) encodeResult(rs *resultSet, formats []int16) (*bufferedResult, er
 func (c *conn) closeObject(m *pgproto3.Close) error {
 	switch m.ObjectType {
 	case 'S':
-		if ps, ok := c.stmts[m.Name]; ok {
-			delete(c.stmts, m.Name)
-			for n, p := range c.portals {
-				if p.stmt == ps {
-					delete(c.portals, n)
-				}
-			}
-		}
+		c.sess.closeStatement(m.Name)
 	case 'P':
-		delete(c.portals, m.Name)
+		c.sess.closePortal(m.Name)
 	default:
 		return pgerr.New(pgerr.ProtocolViolation, "invalid CLOSE message subtype %d", m.ObjectType)
 	}

@@ -49,12 +49,12 @@ func (c *conn) observe(st statement, err error, d time.Duration) {
 	if o == nil {
 		return
 	}
-	ev := StatementEvent{Route: routeName(st.route), Duration: d, text: st.text, DP: c.lastDP}
-	c.lastDP = nil
-	if c.ds != nil && c.ds.Policy != nil {
-		ev.Dataset = c.ds.Policy.Name
+	ev := StatementEvent{Route: routeName(st.route), Duration: d, text: st.text, DP: c.sess.lastDP}
+	c.sess.lastDP = nil
+	if c.sess.ds != nil && c.sess.ds.Policy != nil {
+		ev.Dataset = c.sess.ds.Policy.Name
 	}
-	ev.Analyst = c.analyst
+	ev.Analyst = c.sess.analyst
 	if err != nil {
 		ev.SQLState = errorCode(err)
 	}

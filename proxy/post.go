@@ -42,7 +42,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	var status func(context.Context) (accountant.Status, error)
 	if c.srv.cfg.Ledger != nil {
 		status = func(ctx context.Context) (accountant.Status, error) {
-			return c.srv.cfg.Ledger.Status(ctx, c.analyst, c.ds.Policy)
+			return c.srv.cfg.Ledger.Status(ctx, c.sess.analyst, c.sess.ds.Policy)
 		}
 	}
 	var cached func(context.Context, release.Request) bool
@@ -56,13 +56,13 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 		return nil, dpError(ctx, err, c.log)
 	}
 	if run.Charges {
-		if err := c.srv.allowDP(c.analyst); err != nil {
+		if err := c.srv.allowDP(c.sess.analyst); err != nil {
 			c.log.Warn("dp query refused by the rate limit")
 			return nil, err
 		}
 		// One DP admission slot for all the leaves (admission.go),
 		// before any is charged.
-		tk, err := c.srv.admissions[c.ds].admit(ctx, c.analyst)
+		tk, err := c.srv.admissions[c.sess.ds].admit(ctx, c.sess.analyst)
 		if err != nil {
 			return nil, err
 		}
@@ -120,7 +120,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	if n := len(results); n > 0 && results[n-1] != nil {
 		// SHOW dp.last_answer: the statement's last DP answer, saying of
 		// how many.
-		c.lastAnswer = &lastAnswer{at: time.Now(), text: logText, req: batch[n-1], res: results[n-1], leaves: n}
+		c.sess.lastAnswer = &lastAnswer{at: time.Now(), text: logText, req: batch[n-1], res: results[n-1], leaves: n}
 	}
 	k := 0
 	for i, l := range st.Leaves {

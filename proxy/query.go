@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -111,7 +110,7 @@ func (cc *classifyCache) lookup(ds *policy.Dataset, sql string) (cachedStatement
 // when sql holds zero or several statements or does not split; the caller
 // then splits it itself.
 func (c *conn) splitOne(sql string) (cachedStatement, bool) {
-	pol := c.ds.Policy
+	pol := c.sess.ds.Policy
 	if cs, ok := c.classifyCache.lookup(pol, sql); ok {
 		return cs, true
 	}
@@ -146,7 +145,7 @@ func (c *conn) rememberParams(sql string, n int) {
 
 func (c *conn) classify(text string) statement {
 	st := statement{text: text}
-	st.route, st.err = c.srv.rt.classify(c.ds.Policy, text)
+	st.route, st.err = c.srv.rt.classify(c.sess.ds.Policy, text)
 	if st.err != nil {
 		st.route = pgsql.RouteRefuse
 		return st
@@ -194,9 +193,7 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 		if err != nil {
 			c.sendError(shiftPosition(err, sql, offset))
 		}
-		if c.txStatus == 'I' {
-			c.endCursors(err == nil)
-		}
+		c.sess.endQuery(err != nil)
 		return
 	}
 	stmts, err := c.srv.rt.split(sql)
@@ -212,19 +209,11 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 	// implicit transaction: an error undoes the SETs made before it.
 	var implicit map[string]string
 	txControl := false
-	if len(stmts) > 1 && c.txStatus == 'I' {
-		implicit = maps.Clone(c.settings)
-		// PostgreSQL runs the string as an implicit transaction block:
-		// DECLARE works in it, and its cursors end with it.
-		c.implicitTx = true
+	if len(stmts) > 1 {
+		implicit = c.sess.beginImplicit()
 	}
 	failed := false
-	defer func() {
-		c.implicitTx = false
-		if c.txStatus == 'I' {
-			c.endCursors(!failed)
-		}
-	}()
+	defer func() { c.sess.endQuery(failed) }()
 	cursor := 0
 	for _, text := range stmts {
 		offset := -1
@@ -248,9 +237,7 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 		if err := c.runSimple(ctx, st); err != nil {
 			failed = true
 			c.sendError(shiftPosition(err, sql, offset))
-			if implicit != nil && !txControl && c.txStatus == 'I' {
-				c.restoreSettings(implicit)
-			}
+			c.sess.failImplicit(implicit, txControl)
 			return
 		}
 	}
@@ -268,7 +255,7 @@ func shiftPosition(err error, sql string, offset int) error {
 
 // runSimple runs one statement of the simple protocol and sends its reply.
 func (c *conn) runSimple(ctx context.Context, st statement) error {
-	if c.txStatus == 'E' && !st.endsFailedTransaction() {
+	if c.sess.txStatus == 'E' && !st.endsFailedTransaction() {
 		return errInFailedTransaction()
 	}
 	if st.err != nil {
@@ -288,7 +275,7 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 			// An EXECUTE of a prepared DP statement is logged and
 			// observed as that statement, as its Bind and Execute are
 			// (runPortal): route dp, the prepared text's fingerprint.
-			if ps, ok := c.stmts[st.sess.Name]; ok && ps.st.route == pgsql.RouteDP {
+			if ps, ok := c.sess.stmts[st.sess.Name]; ok && ps.st.route == pgsql.RouteDP {
 				logged = ps.st
 			}
 		case st.sess.Kind == pgsql.SessionDeclare && st.sess.Cursor != nil,
@@ -328,7 +315,7 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 // RowDescription (text format), DataRows, CommandComplete.
 func (c *conn) sendResultSet(rs *resultSet) {
 	for _, n := range rs.notices {
-		if c.wantsMessages(n.Severity) {
+		if c.sess.wantsMessages(n.Severity) {
 			c.be.Send(n)
 		}
 	}

@@ -39,12 +39,12 @@ import (
 
 const (
 	// relayBufSize is the initial size of a relay's read buffer.
-	relayBufSize = 8 << 10
+	relayBufSize = frameBufSize
 	// relayFlushBytes: forwarded bytes buffered for the client before
 	// they are written (a large catalog result streams out in pieces).
 	relayFlushBytes = 64 << 10
-	// maxShadowMessage bounds one message of the shadow (PostgreSQL's own
-	// limit on a field is 1 GB).
+	// maxShadowMessage bounds the body of one message of the shadow
+	// (PostgreSQL's own limit on a field is 1 GB).
 	maxShadowMessage = 1 << 30
 	// cancelDeadline: after a statement_timeout has sent the shadow a
 	// CancelRequest, how long the relay waits for its reply before it
@@ -74,29 +74,33 @@ var errShadowProtocol = errors.New("unexpected message from the shadow catalog")
 // Not safe for concurrent use.
 type relay struct {
 	nc  net.Conn
-	buf *[]byte // buffered bytes of the shadow; (*buf)[r:] are unread
-	r   int
+	f   framer  // the shadow's messages, read from nc
+	buf *[]byte // f's buffer when it came from relayBufs
 }
 
-// openRelay prepares sc's socket for direct use by one statement.
-func openRelay(ctx context.Context, sc *shadow.Conn) (*relay, error) {
+// openRelay prepares sc's socket for direct use by one statement. The
+// relay is returned by value so that it stays on the caller's stack: a
+// forwarded statement allocates nothing for it.
+func openRelay(ctx context.Context, sc *shadow.Conn) (relay, error) {
 	pg := sc.PgConn()
 	if err := pg.SyncConn(ctx); err != nil {
-		return nil, err
+		return relay{}, err
 	}
-	return &relay{nc: pg.Conn(), buf: relayBufs.Get().(*[]byte)}, nil
+	nc, buf := pg.Conn(), relayBufs.Get().(*[]byte)
+	return relay{nc: nc, buf: buf, f: framer{r: nc, buf: *buf, typed: true, max: maxShadowMessage}}, nil
 }
 
 // close gives the read buffer back. It reports whether bytes of the
 // shadow are left unread, in which case the connection must not be
 // reused (they would be read by the next statement).
 func (rl *relay) close() (leftover bool) {
-	leftover = rl.r < len(*rl.buf)
-	if cap(*rl.buf) <= 4*relayBufSize {
-		*rl.buf = (*rl.buf)[:0]
+	leftover = rl.f.buffered() > 0
+	// The framer may have grown the buffer: pool the one it has now.
+	if b := rl.f.buf; cap(b) <= 4*relayBufSize {
+		*rl.buf = b[:0]
 		relayBufs.Put(rl.buf)
 	}
-	rl.buf = nil
+	rl.buf, rl.f.buf = nil, nil
 	return leftover
 }
 
@@ -107,40 +111,18 @@ func (rl *relay) send(out []byte) error {
 }
 
 // next returns the next whole message of the shadow: its type and its
-// bytes (header included), valid until the following call.
+// bytes (header included), valid until the following call. A length the
+// framer refuses is errShadowProtocol.
 func (rl *relay) next() (byte, []byte, error) {
-	b := *rl.buf
-	for {
-		if avail := len(b) - rl.r; avail >= frameHeaderLen {
-			n := int(binary.BigEndian.Uint32(b[rl.r+1:]))
-			if n < 4 || n > maxShadowMessage {
-				return 0, nil, errShadowProtocol
-			}
-			if avail >= 1+n {
-				m := b[rl.r : rl.r+1+n]
-				rl.r += 1 + n
-				return m[0], m, nil
-			}
-			if need := 1 + n; cap(b)-rl.r < need {
-				nb := make([]byte, len(b)-rl.r, max(need, 2*cap(b)))
-				copy(nb, b[rl.r:])
-				b, rl.r = nb, 0
-				*rl.buf = b
-			}
+	typ, m, err := rl.f.next()
+	if err != nil {
+		var tooBig *frameTooLargeError
+		if errors.Is(err, errFrameLength) || errors.As(err, &tooBig) {
+			return 0, nil, errShadowProtocol
 		}
-		if rl.r == len(b) {
-			b, rl.r = b[:0], 0
-		} else if cap(b)-len(b) < frameHeaderLen && rl.r > 0 {
-			k := copy(b, b[rl.r:])
-			b, rl.r = b[:k], 0
-		}
-		k, err := rl.nc.Read(b[len(b):cap(b)])
-		b = b[:len(b)+k]
-		*rl.buf = b
-		if k == 0 && err != nil {
-			return 0, nil, err
-		}
+		return 0, nil, err
 	}
+	return typ, m, nil
 }
 
 // relayReply reads the shadow's reply up to ReadyForQuery. In the simple
@@ -195,7 +177,7 @@ func (c *conn) relayReply(ctx context.Context, rl *relay, br *bufferedResult) (s
 			if err := n.Decode(m[frameHeaderLen:]); err != nil {
 				return c.shadowFailed(ctx, fmt.Errorf("%w: %v", errShadowProtocol, err)), false
 			}
-			if c.wantsMessages(n.Severity) {
+			if c.sess.wantsMessages(n.Severity) {
 				c.rawOut.send(c.be, m)
 			}
 		case 'E':
@@ -267,7 +249,7 @@ func cstring(b []byte) []byte {
 // the connection is closed rather than pooled and no late CancelRequest
 // can reach another session's query.
 func (c *conn) watchShadow(ctx context.Context, pg *pgconn.PgConn) func() {
-	if c.statementTimeout() > 0 {
+	if c.sess.statementTimeout() > 0 {
 		stop := context.AfterFunc(ctx, func() {
 			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()

@@ -23,8 +23,8 @@ const (
 )
 
 // checkContributionBound: a whole number from 1 to 1,000,000.
-func checkContributionBound(name string) func(*conn, string) (string, error) {
-	return func(_ *conn, v string) (string, error) {
+func checkContributionBound(name string) func(*session, string) (string, error) {
+	return func(_ *session, v string) (string, error) {
 		k, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || k < 1 || k > 1_000_000 {
 			return "", invalidValue(name, v).
@@ -38,7 +38,7 @@ func checkContributionBound(name string) func(*conn, string) (string, error) {
 const maxSampleBlocks = 1 << 20
 
 // checkSampleBlocks: an integer 2 … maxSampleBlocks.
-func checkSampleBlocks(_ *conn, v string) (string, error) {
+func checkSampleBlocks(_ *session, v string) (string, error) {
 	k, err := strconv.Atoi(strings.TrimSpace(v))
 	if err != nil || k < 2 || k > maxSampleBlocks {
 		return "", invalidValue(settingSampleBlocks, v).
@@ -50,19 +50,19 @@ func checkSampleBlocks(_ *conn, v string) (string, error) {
 // rewriteOptions are the session settings that change a DP plan.
 func (c *conn) rewriteOptions() rewrite.Options {
 	var o rewrite.Options
-	if v := c.settings[settingSampleBlocks]; v != "" {
+	if v := c.sess.settings[settingSampleBlocks]; v != "" {
 		o.SampleBlocks, _ = strconv.Atoi(v)
 	}
-	if v := c.settings[settingMaxRowsPerUnit]; v != "" {
+	if v := c.sess.settings[settingMaxRowsPerUnit]; v != "" {
 		o.MaxRowsPerUnit, _ = strconv.Atoi(v)
 	}
-	if v := c.settings[settingMaxGroupsPerUnit]; v != "" {
+	if v := c.sess.settings[settingMaxGroupsPerUnit]; v != "" {
 		o.MaxGroupsPerUnit, _ = strconv.Atoi(v)
 	}
-	o.NoBias = c.settings[settingBias] == "off"
-	o.AutoBounds = c.settings[settingContribution] == policy.ContributionAuto
-	o.AutoClip = c.settings[settingClipping] == policy.ClippingAuto
-	if tz := c.settings["timezone"]; !rewrite.UTCZone(tz) {
+	o.NoBias = c.sess.settings[settingBias] == "off"
+	o.AutoBounds = c.sess.settings[settingContribution] == policy.ContributionAuto
+	o.AutoClip = c.sess.settings[settingClipping] == policy.ClippingAuto
+	if tz := c.sess.settings["timezone"]; !rewrite.UTCZone(tz) {
 		// timestamptz literals compared with date columns are folded in
 		// the session's zone (rewrite/datefold.go); a numeric offset
 		// leaves Location nil and such literals are refused.
@@ -74,6 +74,6 @@ func (c *conn) rewriteOptions() rewrite.Options {
 	// Relative dates (now(), current_date …) are folded at the
 	// statement's start; zero outside a statement (a Describe), where
 	// rewrite reads the clock itself.
-	o.Now = c.stmtStart
+	o.Now = c.sess.stmtStart
 	return o
 }

@@ -31,7 +31,7 @@ type settingDef struct {
 	// statements as for DP ones (statementContext, watchShadow).
 	shadow bool
 	// check validates a new value and returns its canonical form.
-	check func(c *conn, v string) (string, error)
+	check func(s *session, v string) (string, error)
 	desc  string
 }
 
@@ -186,30 +186,30 @@ func invalidValue(name, value string) *pgerr.Error {
 }
 
 // defaultSetting returns the default of a setting for this session.
-func (c *conn) defaultSetting(name string) string {
+func (s *session) defaultSetting(name string) string {
 	switch name {
 	case "server_version":
-		return c.srv.cfg.ServerVersion
+		return s.serverVersion
 	case "server_version_num":
-		return serverVersionNum(c.srv.cfg.ServerVersion)
+		return serverVersionNum(s.serverVersion)
 	case "session_authorization":
-		return c.analyst
+		return s.analyst
 	case settingEpsilon:
-		return formatFloat(c.ds.Policy.Defaults.Epsilon)
+		return formatFloat(s.ds.Policy.Defaults.Epsilon)
 	case settingDelta:
-		return formatFloat(c.ds.Policy.Defaults.Delta)
+		return formatFloat(s.ds.Policy.Defaults.Delta)
 	case settingMechanism:
-		if m := c.ds.Policy.Defaults.Mechanism; m != "" {
+		if m := s.ds.Policy.Defaults.Mechanism; m != "" {
 			return m
 		}
 		return policy.MechanismLaplace
 	case settingContribution:
-		if m := c.ds.Policy.Defaults.Contribution; m != "" {
+		if m := s.ds.Policy.Defaults.Contribution; m != "" {
 			return m
 		}
 		return policy.ContributionFixed
 	case settingClipping:
-		if m := c.ds.Policy.Defaults.Clipping; m != "" {
+		if m := s.ds.Policy.Defaults.Clipping; m != "" {
 			return m
 		}
 		return policy.ClippingFixed
@@ -234,15 +234,12 @@ func serverVersionNum(v string) string {
 	return strconv.Itoa(major*10000 + minor)
 }
 
-// initSettings sets the defaults and applies the start-up parameters
-// (PostgreSQL treats them, and "-c name=value" in options, as SETs).
-func (c *conn) initSettings(sp *startupPacket) error {
-	c.settings = map[string]string{}
-	for name := range settingDefs {
-		c.settings[name] = c.defaultSetting(name)
-	}
+// initSettings applies the start-up parameters to the defaults
+// (newSession): PostgreSQL treats them, and "-c name=value" in options,
+// as SETs.
+func (s *session) initSettings(sp *startupPacket) error {
 	if v := sp.params["fallback_application_name"]; v != "" {
-		c.settings["application_name"], _ = checkApplicationName(c, v)
+		s.settings["application_name"], _ = checkApplicationName(s, v)
 	}
 	apply := func(k, v string) error {
 		name := canonicalSetting(k)
@@ -254,7 +251,7 @@ func (c *conn) initSettings(sp *startupPacket) error {
 				return nil
 			}
 		}
-		return c.set(name, v, false, false)
+		return s.set(name, v, false, false)
 	}
 	for _, k := range sp.order {
 		switch k {
@@ -338,7 +335,7 @@ func parseOptions(s string) ([][2]string, error) {
 
 // set validates and stores a setting. local is SET LOCAL (undone at the end
 // of the transaction); isDefault is SET … TO DEFAULT.
-func (c *conn) set(name, value string, isDefault, local bool) error {
+func (s *session) set(name, value string, isDefault, local bool) error {
 	d, known := settingDefs[name]
 	if !known && !isCustomSetting(name) {
 		return unknownSetting(name)
@@ -351,31 +348,31 @@ func (c *conn) set(name, value string, isDefault, local bool) error {
 	}
 	v := value
 	if isDefault {
-		v = c.defaultSetting(name)
+		v = s.defaultSetting(name)
 	} else if known && d.check != nil {
 		var err error
-		if v, err = d.check(c, value); err != nil {
+		if v, err = d.check(s, value); err != nil {
 			return named(d.name, value, err)
 		}
 	}
-	c.settings[name] = v
-	if c.txStatus != 'I' && !local && c.txCommit != nil {
-		c.txCommit[name] = v
+	s.settings[name] = v
+	if s.txStatus != 'I' && !local && s.txCommit != nil {
+		s.txCommit[name] = v
 	}
 	return nil
 }
 
 // reset restores a setting (or all settings) to its default.
-func (c *conn) reset(name string) error {
+func (s *session) reset(name string) error {
 	if name == "all" {
 		for n, d := range settingDefs {
 			if !d.readOnly {
-				_ = c.set(n, "", true, false)
+				_ = s.set(n, "", true, false)
 			}
 		}
-		for n := range c.settings {
+		for n := range s.settings {
 			if _, known := settingDefs[n]; !known {
-				delete(c.settings, n)
+				delete(s.settings, n)
 			}
 		}
 		return nil
@@ -388,12 +385,12 @@ func (c *conn) reset(name string) error {
 	}
 	if !known {
 		if isCustomSetting(name) {
-			c.settings[name] = ""
+			s.settings[name] = ""
 			return nil
 		}
 		return unknownSetting(name)
 	}
-	return c.set(name, "", true, false)
+	return s.set(name, "", true, false)
 }
 
 // reportedSettings are the names of the settings sent in ParameterStatus,
@@ -409,23 +406,31 @@ var reportedSettings = func() []string {
 	return names
 }()
 
-// sendParameterStatus sends ParameterStatus for every reported setting
-// whose value the client has not seen yet (PostgreSQL 14+ sends them just
-// before ReadyForQuery).
-func (c *conn) sendParameterStatus() {
+// reportChanges calls send for every reported setting whose value the
+// client has not been sent yet, and records it as sent. PostgreSQL 14+
+// sends these ParameterStatus messages just before ReadyForQuery.
+func (s *session) reportChanges(send func(name, value string)) {
 	for _, n := range reportedSettings {
-		v := c.settings[n]
-		if old, seen := c.reported[n]; seen && old == v {
+		v := s.settings[n]
+		if old, seen := s.reported[n]; seen && old == v {
 			continue
 		}
-		c.reported[n] = v
-		c.be.Send(&pgproto3.ParameterStatus{Name: settingDefs[n].name, Value: v})
+		s.reported[n] = v
+		send(settingDefs[n].name, v)
 	}
 }
 
+// sendParameterStatus sends ParameterStatus for every reported setting
+// whose value the client has not seen yet.
+func (c *conn) sendParameterStatus() {
+	c.sess.reportChanges(func(name, value string) {
+		c.be.Send(&pgproto3.ParameterStatus{Name: name, Value: value})
+	})
+}
+
 // statementTimeout returns statement_timeout in milliseconds.
-func (c *conn) statementTimeout() int64 {
-	v := c.settings["statement_timeout"]
+func (s *session) statementTimeout() int64 {
+	v := s.settings["statement_timeout"]
 	if v == "0" {
 		return 0 // the default, asked for by every statement
 	}
@@ -438,8 +443,8 @@ var messageRank = map[string]int{"debug5": 0, "debug4": 0, "debug3": 0, "debug2"
 
 // wantsMessages reports whether client_min_messages lets a message of the
 // given severity through. Errors always pass.
-func (c *conn) wantsMessages(severity string) bool {
-	min := messageRank[c.settings["client_min_messages"]]
+func (s *session) wantsMessages(severity string) bool {
+	min := messageRank[s.settings["client_min_messages"]]
 	switch severity {
 	case severityNotice:
 		return min <= 2
@@ -450,28 +455,28 @@ func (c *conn) wantsMessages(severity string) bool {
 }
 
 // Session DP parameters (validated when set).
-func (c *conn) epsilon() float64 {
-	v, _ := strconv.ParseFloat(c.settings[settingEpsilon], 64)
+func (s *session) epsilon() float64 {
+	v, _ := strconv.ParseFloat(s.settings[settingEpsilon], 64)
 	return v
 }
 
-func (c *conn) delta() float64 {
-	v, _ := strconv.ParseFloat(c.settings[settingDelta], 64)
+func (s *session) delta() float64 {
+	v, _ := strconv.ParseFloat(s.settings[settingDelta], 64)
 	return v
 }
 
-func (c *conn) mechanism() string { return c.settings[settingMechanism] }
+func (s *session) mechanism() string { return s.settings[settingMechanism] }
 
 // noCache is true after SET dp.cache = off.
-func (c *conn) noCache() bool { return c.settings[settingCache] == "off" }
+func (s *session) noCache() bool { return s.settings[settingCache] == "off" }
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // Checks of setting values.
 
-func anyValue(_ *conn, v string) (string, error) { return v, nil }
+func anyValue(_ *session, v string) (string, error) { return v, nil }
 
-func checkApplicationName(_ *conn, v string) (string, error) {
+func checkApplicationName(_ *session, v string) (string, error) {
 	// PostgreSQL keeps printable ASCII only and truncates to NAMEDATALEN-1.
 	b := []byte(v)
 	for i, ch := range b {
@@ -498,7 +503,7 @@ func encodingName(v string) string {
 	return b.String()
 }
 
-func checkClientEncoding(_ *conn, v string) (string, error) {
+func checkClientEncoding(_ *session, v string) (string, error) {
 	switch encodingName(v) {
 	case "utf8", "unicode":
 		return "UTF8", nil
@@ -506,7 +511,7 @@ func checkClientEncoding(_ *conn, v string) (string, error) {
 	return "", invalidValue("client_encoding", v).WithHint("dpproxy speaks UTF8 only; use SET client_encoding = 'UTF8'")
 }
 
-func checkBool(_ *conn, v string) (string, error) {
+func checkBool(_ *session, v string) (string, error) {
 	switch strings.ToLower(strings.TrimSpace(v)) {
 	case "on", "true", "yes", "1", "t", "y":
 		return "on", nil
@@ -516,9 +521,9 @@ func checkBool(_ *conn, v string) (string, error) {
 	return "", pgerr.New(pgerr.InvalidParameterValue, "parameter requires a Boolean value").WithHint("use on or off")
 }
 
-func onlyOn(why string) func(*conn, string) (string, error) {
-	return func(c *conn, v string) (string, error) {
-		b, err := checkBool(c, v)
+func onlyOn(why string) func(*session, string) (string, error) {
+	return func(s *session, v string) (string, error) {
+		b, err := checkBool(s, v)
 		if err != nil || b != "on" {
 			return "", pgerr.New(pgerr.InvalidParameterValue, "only \"on\" is supported").WithHint("%s", why)
 		}
@@ -526,8 +531,8 @@ func onlyOn(why string) func(*conn, string) (string, error) {
 	}
 }
 
-func enum(values ...string) func(*conn, string) (string, error) {
-	return func(_ *conn, v string) (string, error) {
+func enum(values ...string) func(*session, string) (string, error) {
+	return func(_ *session, v string) (string, error) {
 		l := strings.ToLower(strings.TrimSpace(v))
 		for _, x := range values {
 			if l == x {
@@ -539,8 +544,8 @@ func enum(values ...string) func(*conn, string) (string, error) {
 	}
 }
 
-func intRange(lo, hi int) func(*conn, string) (string, error) {
-	return func(_ *conn, v string) (string, error) {
+func intRange(lo, hi int) func(*session, string) (string, error) {
+	return func(_ *session, v string) (string, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
 			return "", pgerr.New(pgerr.InvalidParameterValue, "invalid value %q: an integer is required", v)
@@ -552,7 +557,7 @@ func intRange(lo, hi int) func(*conn, string) (string, error) {
 	}
 }
 
-func checkIsolation(_ *conn, v string) (string, error) {
+func checkIsolation(_ *session, v string) (string, error) {
 	l := strings.Join(strings.Fields(strings.ToLower(strings.ReplaceAll(v, "-", " "))), " ")
 	switch l {
 	case "read uncommitted", "read committed", "repeatable read", "serializable":
@@ -562,9 +567,9 @@ func checkIsolation(_ *conn, v string) (string, error) {
 		WithHint("Available values: serializable, repeatable read, read committed, read uncommitted.")
 }
 
-func checkDateStyle(c *conn, v string) (string, error) {
+func checkDateStyle(s *session, v string) (string, error) {
 	style, order := "ISO", "MDY"
-	if cur := strings.Split(c.settings["datestyle"], ", "); len(cur) == 2 {
+	if cur := strings.Split(s.settings["datestyle"], ", "); len(cur) == 2 {
 		style, order = cur[0], cur[1]
 	}
 	styleSet, orderSet := false, false
@@ -597,7 +602,7 @@ func checkDateStyle(c *conn, v string) (string, error) {
 	return style + ", " + order, nil
 }
 
-func checkTimeZone(_ *conn, v string) (string, error) {
+func checkTimeZone(_ *session, v string) (string, error) {
 	t := strings.TrimSpace(v)
 	switch strings.ToLower(t) {
 	case "utc", "gmt", "z", "zulu", "universal":
@@ -639,7 +644,7 @@ func isOffset(s string) bool {
 // checkDuration accepts PostgreSQL's duration forms for millisecond
 // settings: an integer (milliseconds) or a number with a unit (us, ms, s,
 // min, h, d) and returns the canonical text SHOW prints.
-func checkDuration(_ *conn, v string) (string, error) {
+func checkDuration(_ *session, v string) (string, error) {
 	ms, err := parseDurationMillis(v)
 	if err != nil {
 		return "", pgerr.New(pgerr.InvalidParameterValue, "invalid value %q", v).
@@ -686,17 +691,17 @@ func formatDurationMillis(ms int64) string {
 }
 
 // checkEpsilon: 0 < ε ≤ the analyst's budget on this dataset, finite.
-func checkEpsilon(c *conn, v string) (string, error) {
-	limit := c.ds.Policy.AnalystBudget(c.analyst).Epsilon
+func checkEpsilon(s *session, v string) (string, error) {
+	limit := s.ds.Policy.AnalystBudget(s.analyst).Epsilon
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 	if err == nil && f > limit {
-		limit = c.grantedLimit().Epsilon
+		limit = s.limit().Epsilon
 	}
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 || f > limit {
 		return "", invalidValue(settingEpsilon, v).
-			WithHint("dp.epsilon must be a number with 0 < epsilon <= %s (your budget on %s)", formatFloat(limit), c.ds.Policy.Name)
+			WithHint("dp.epsilon must be a number with 0 < epsilon <= %s (your budget on %s)", formatFloat(limit), s.ds.Policy.Name)
 	}
-	if err := checkEpsilonFloor(c, f, v); err != nil {
+	if err := checkEpsilonFloor(s, f, v); err != nil {
 		return "", err
 	}
 	return formatFloat(f), nil
@@ -706,39 +711,56 @@ func checkEpsilon(c *conn, v string) (string, error) {
 // (budget.min_epsilon_per_query; issue 14: a query at a tiny ε is free to
 // repeat, and its noise scale is beyond exact float64 arithmetic). The
 // release path checks the floor again before any charge.
-func checkEpsilonFloor(c *conn, f float64, v string) error {
-	if f < c.ds.Policy.Budget.EpsilonFloor() {
-		return invalidValue(settingEpsilon, v).WithHint("%s", release.EpsilonFloorHint(c.ds.Policy))
+func checkEpsilonFloor(s *session, f float64, v string) error {
+	if f < s.ds.Policy.Budget.EpsilonFloor() {
+		return invalidValue(settingEpsilon, v).WithHint("%s", release.EpsilonFloorHint(s.ds.Policy))
 	}
 	return nil
 }
 
 // checkDelta: 0 ≤ δ < 1 and δ ≤ the analyst's δ budget, finite.
-func checkDelta(c *conn, v string) (string, error) {
-	limit := c.ds.Policy.AnalystBudget(c.analyst).Delta
+func checkDelta(s *session, v string) (string, error) {
+	limit := s.ds.Policy.AnalystBudget(s.analyst).Delta
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 	if err == nil && f > limit {
-		limit = c.grantedLimit().Delta
+		limit = s.limit().Delta
 	}
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f >= 1 || f > limit {
 		return "", invalidValue(settingDelta, v).
-			WithHint("dp.delta must be a number with 0 <= delta <= %s (your budget on %s)", formatFloat(limit), c.ds.Policy.Name)
+			WithHint("dp.delta must be a number with 0 <= delta <= %s (your budget on %s)", formatFloat(limit), s.ds.Policy.Name)
 	}
 	return formatFloat(f), nil
 }
 
-func checkMechanism(c *conn, v string) (string, error) {
+func checkMechanism(s *session, v string) (string, error) {
 	switch m := strings.ToLower(strings.TrimSpace(v)); m {
 	case policy.MechanismLaplace:
 		return m, nil
 	case policy.MechanismGaussian:
-		if c.ds.Policy.AnalystBudget(c.analyst).Delta <= 0 {
+		if s.ds.Policy.AnalystBudget(s.analyst).Delta <= 0 {
 			return "", invalidValue(settingMechanism, v).
-				WithHint("the gaussian mechanism needs a δ budget, and %s has none; use laplace", c.ds.Policy.Name)
+				WithHint("the gaussian mechanism needs a δ budget, and %s has none; use laplace", s.ds.Policy.Name)
 		}
 		return m, nil
 	}
 	return "", invalidValue(settingMechanism, v).WithHint("use laplace or gaussian")
+}
+
+// limit is the analyst's budget limit on the session's dataset: the
+// policy's, or the one grantedLimit reads when a steward's grant raised
+// it. SET dp.epsilon and dp.delta ask for it only for a value above the
+// policy's limit; the ledger still checks every charge.
+func (s *session) limit() accountant.Spent {
+	if s.grantedLimit != nil {
+		return s.grantedLimit()
+	}
+	return s.policyLimit()
+}
+
+// policyLimit is the analyst's budget limit in the dataset's policy.
+func (s *session) policyLimit() accountant.Spent {
+	b := s.ds.Policy.AnalystBudget(s.analyst)
+	return accountant.Spent{Epsilon: b.Epsilon, Delta: b.Delta}
 }
 
 // grantedLimit is the analyst's budget limit on this dataset: the
@@ -747,14 +769,13 @@ func checkMechanism(c *conn, v string) (string, error) {
 // a value above the policy's limit; the ledger still checks every charge.
 // When the ledger cannot be read, the policy's limit stands.
 func (c *conn) grantedLimit() accountant.Spent {
-	b := c.ds.Policy.AnalystBudget(c.analyst)
-	limit := accountant.Spent{Epsilon: b.Epsilon, Delta: b.Delta}
+	limit := c.sess.policyLimit()
 	if c.srv.cfg.Ledger == nil {
 		return limit
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := c.srv.cfg.Ledger.Status(ctx, c.analyst, c.ds.Policy)
+	st, err := c.srv.cfg.Ledger.Status(ctx, c.sess.analyst, c.sess.ds.Policy)
 	if err != nil {
 		return limit
 	}

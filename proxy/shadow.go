@@ -69,18 +69,18 @@ func errShadowUnavailable(err error) error {
 func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 	sc := c.shadow
 	if sc == nil {
-		pool := c.srv.shadowPool(c.ds)
+		pool := c.srv.shadowPool(c.sess.ds)
 		if pool == nil {
 			return nil, errShadowUnavailable(errors.New("no shadow DSN configured"))
 		}
 		var err error
-		if sc, err = pool.Acquire(ctx, c.analyst); err != nil {
+		if sc, err = pool.Acquire(ctx, c.sess.analyst); err != nil {
 			return nil, c.shadowAcquireFailed(ctx, pool, err)
 		}
 	}
 	if c.onNotice == nil {
 		c.onNotice = func(n *pgconn.Notice) {
-			if c.wantsMessages(n.Severity) {
+			if c.sess.wantsMessages(n.Severity) {
 				c.be.Send(noticeResponse(n))
 			}
 		}
@@ -147,7 +147,7 @@ func (c *conn) finishShadow(ctx context.Context, sc *shadow.Conn, reusable bool)
 		return
 	}
 	c.shadow = nil
-	c.srv.shadowPool(c.ds).Release(sc, ctx.Err() == nil)
+	c.srv.shadowPool(c.sess.ds).Release(sc, ctx.Err() == nil)
 }
 
 // dropShadow closes sc (its slot in the pool is freed).
@@ -156,7 +156,7 @@ func (c *conn) dropShadow(sc *shadow.Conn) {
 	if c.shadow == sc {
 		c.shadow = nil
 	}
-	c.srv.shadowPool(c.ds).Release(sc, false)
+	c.srv.shadowPool(c.sess.ds).Release(sc, false)
 }
 
 // shadowAcquireFailed turns a failure to get a pooled connection into the
@@ -185,9 +185,9 @@ func (c *conn) shadowAcquireFailed(ctx context.Context, pool *shadow.Pool, err e
 func (c *conn) shadowSettings() []shadow.Setting {
 	out := c.shadowWant[:0]
 	for i, n := range shadowSettingNames {
-		v, ok := c.settings[n]
+		v, ok := c.sess.settings[n]
 		if !ok {
-			v = c.defaultSetting(n)
+			v = c.sess.defaultSetting(n)
 		}
 		out = append(out, shadow.Setting{Name: shadowSettingDisplay[i], Value: v})
 	}
@@ -222,7 +222,7 @@ var shadowSettingDisplay = func() []string {
 // and catalogDeadlineGrace, with errCatalogTimeout as the cause.
 func (c *conn) catalogContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	d := shadow.DefaultStatementTimeout
-	if pool := c.srv.shadowPool(c.ds); pool != nil {
+	if pool := c.srv.shadowPool(c.sess.ds); pool != nil {
 		d = pool.StatementTimeout()
 	}
 	return context.WithTimeoutCause(ctx, d+catalogDeadlineGrace, errCatalogTimeout)
@@ -234,7 +234,7 @@ func (c *conn) closeShadow() {
 	if c.shadow == nil {
 		return
 	}
-	c.srv.shadowPool(c.ds).Release(c.shadow, false)
+	c.srv.shadowPool(c.sess.ds).Release(c.shadow, false)
 	c.shadow = nil
 }
 
@@ -305,7 +305,7 @@ func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, erro
 		if err = rl.send(c.relayOut); err != nil {
 			err = c.shadowFailed(ctx, relayIOError(err))
 		} else {
-			err, reusable = c.relayReply(ctx, rl, br)
+			err, reusable = c.relayReply(ctx, &rl, br)
 		}
 	}
 	unwatch() // before the connection is released

@@ -1,0 +1,325 @@
+package proxy
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/pgsql"
+)
+
+// These tests drive the session's transitions directly: no socket, no
+// server, no PostgreSQL (session.go). The wire tests (session_test.go,
+// wire_test.go, cursor_test.go) check the same behaviour through a client.
+
+func newTestSession(t *testing.T) *session {
+	t.Helper()
+	s := newSession("alice", &Dataset{Policy: hospitalPolicy(t)}, "16.0 (dpproxy)")
+	if err := s.initSettings(&startupPacket{params: map[string]string{"application_name": "psql"}, order: []string{"application_name"}}); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+func setStmt(t *testing.T, s *session, name, value string, local bool) warning {
+	t.Helper()
+	w, err := s.setStmt(&pgsql.SessionStmt{Kind: pgsql.SessionSet, Name: name, Value: value, Local: local}, name)
+	if err != nil {
+		t.Fatalf("SET %s = %s: %v", name, value, err)
+	}
+	return w
+}
+
+func code(err error) string {
+	if e, ok := pgerr.As(err); ok {
+		return e.Code
+	}
+	return ""
+}
+
+func TestSessionState_Defaults(t *testing.T) {
+	s := newTestSession(t)
+	for name, want := range map[string]string{
+		"application_name":      "psql",
+		"server_version":        "16.0 (dpproxy)",
+		"server_version_num":    "160000",
+		"session_authorization": "alice",
+		"dp.epsilon":            "0.1",
+		"timezone":              "UTC",
+	} {
+		if got := s.settings[name]; got != want {
+			t.Errorf("settings[%q] = %q, want %q", name, got, want)
+		}
+	}
+	if s.txStatus != 'I' || len(s.stmts) != 0 || len(s.portals) != 0 {
+		t.Errorf("new session: status %q, %d statements, %d portals", s.txStatus, len(s.stmts), len(s.portals))
+	}
+}
+
+func TestSessionState_SetResetAndReports(t *testing.T) {
+	s := newTestSession(t)
+	report := func() map[string]string {
+		got := map[string]string{}
+		s.reportChanges(func(n, v string) { got[n] = v })
+		return got
+	}
+	if got := report(); got["TimeZone"] != "UTC" || got["application_name"] != "psql" || got["server_version"] == "" {
+		t.Fatalf("first report = %v, want every reported setting", got)
+	}
+	if got := report(); len(got) != 0 {
+		t.Fatalf("second report = %v, want nothing (no change)", got)
+	}
+	setStmt(t, s, "timezone", "Europe/Paris", false)
+	setStmt(t, s, "extra_float_digits", "2", false) // not reported
+	if got := report(); !maps.Equal(got, map[string]string{"TimeZone": "Europe/Paris"}) {
+		t.Errorf("report after SET TimeZone = %v", got)
+	}
+	if err := s.reset("timezone"); err != nil {
+		t.Fatal(err)
+	}
+	if got := report(); !maps.Equal(got, map[string]string{"TimeZone": "UTC"}) {
+		t.Errorf("report after RESET TimeZone = %v", got)
+	}
+
+	for _, tc := range []struct{ name, value, code string }{
+		{"dp.epsilon", "0", pgerr.InvalidParameterValue},
+		{"dp.epsilon", "4", pgerr.InvalidParameterValue}, // over the analyst's 3.0
+		{"dp.nonsense", "1", pgerr.UndefinedObject},
+		{"server_version", "1", cantChangeRuntimeParam},
+		{"dp.budget", "1", cantChangeRuntimeParam},
+	} {
+		_, err := s.setStmt(&pgsql.SessionStmt{Kind: pgsql.SessionSet, Name: tc.name, Value: tc.value}, tc.name)
+		if code(err) != tc.code {
+			t.Errorf("SET %s = %s: %v, want %s", tc.name, tc.value, err, tc.code)
+		}
+	}
+	setStmt(t, s, "dp.epsilon", "0.5", false)
+	if s.epsilon() != 0.5 {
+		t.Errorf("epsilon() = %v after SET 0.5", s.epsilon())
+	}
+	s.grantedLimit = func() accountant.Spent { return accountant.Spent{Epsilon: 10, Delta: 1e-6} }
+	setStmt(t, s, "dp.epsilon", "4", false) // a grant raised the limit
+	setStmt(t, s, "myapp.flag", "x", false) // custom settings need no definition
+	if err := s.reset("all"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.settings["myapp.flag"]; ok || s.settings["dp.epsilon"] != "0.1" {
+		t.Errorf("after RESET ALL: myapp.flag present %v, dp.epsilon %q", ok, s.settings["dp.epsilon"])
+	}
+}
+
+func TestSessionState_Transactions(t *testing.T) {
+	s := newTestSession(t)
+	if w := s.rollback(); w != warnNoTransaction {
+		t.Errorf("ROLLBACK outside a block warned %v", w)
+	}
+	if w := setStmt(t, s, "timezone", "Asia/Tokyo", true); w.code != pgerr.NoActiveSQLTransaction || s.settings["timezone"] != "UTC" {
+		t.Errorf("SET LOCAL outside a block: warning %v, timezone %q", w, s.settings["timezone"])
+	}
+	if w := s.begin("ISOLATION LEVEL SERIALIZABLE"); w.msg != "" || s.txStatus != 'T' {
+		t.Fatalf("BEGIN: warning %v, status %q", w, s.txStatus)
+	}
+	if s.settings["transaction_isolation"] != "serializable" {
+		t.Errorf("transaction_isolation = %q", s.settings["transaction_isolation"])
+	}
+	if w := s.begin(""); w != warnInTransaction {
+		t.Errorf("BEGIN in a block warned %v", w)
+	}
+	setStmt(t, s, "timezone", "Europe/Paris", false)
+	setStmt(t, s, "datestyle", "German", true)
+	if tag, w := s.commit(); tag != "COMMIT" || w.msg != "" {
+		t.Errorf("COMMIT = %q, %v", tag, w)
+	}
+	// COMMIT keeps SET, not SET LOCAL, and ends the isolation level.
+	if s.txStatus != 'I' || s.settings["timezone"] != "Europe/Paris" || s.settings["datestyle"] != "ISO, MDY" ||
+		s.settings["transaction_isolation"] != "read committed" {
+		t.Errorf("after COMMIT: status %q, timezone %q, datestyle %q, isolation %q", s.txStatus,
+			s.settings["timezone"], s.settings["datestyle"], s.settings["transaction_isolation"])
+	}
+
+	// ROLLBACK restores the settings of BEGIN; an error fails the block
+	// and COMMIT of a failed block rolls back.
+	s.begin("")
+	setStmt(t, s, "timezone", "Asia/Tokyo", false)
+	s.fail()
+	if s.txStatus != 'E' {
+		t.Fatalf("status after an error = %q, want E", s.txStatus)
+	}
+	if tag, _ := s.commit(); tag != "ROLLBACK" || s.settings["timezone"] != "Europe/Paris" {
+		t.Errorf("COMMIT of a failed block = %q, timezone %q", tag, s.settings["timezone"])
+	}
+	s.fail() // outside a block an error changes nothing
+	if s.txStatus != 'I' {
+		t.Errorf("status after an error outside a block = %q", s.txStatus)
+	}
+}
+
+func TestSessionState_Savepoints(t *testing.T) {
+	s := newTestSession(t)
+	if _, err := s.savepointStmt(pgsql.SessionSavepoint, "a"); code(err) != pgerr.NoActiveSQLTransaction {
+		t.Fatalf("SAVEPOINT outside a block: %v", err)
+	}
+	s.begin("")
+	setStmt(t, s, "timezone", "Europe/Paris", false)
+	step := func(kind pgsql.SessionKind, name, wantTag string) {
+		t.Helper()
+		tag, err := s.savepointStmt(kind, name)
+		if err != nil || tag != wantTag {
+			t.Fatalf("%v %s = %q, %v; want %q", kind, name, tag, err, wantTag)
+		}
+	}
+	step(pgsql.SessionSavepoint, "a", "SAVEPOINT")
+	setStmt(t, s, "timezone", "Asia/Tokyo", false)
+	step(pgsql.SessionSavepoint, "b", "SAVEPOINT")
+	setStmt(t, s, "timezone", "America/Lima", false)
+	s.fail()
+	// ROLLBACK TO a makes the failed block usable again, with a's settings;
+	// b is gone, a stays.
+	step(pgsql.SessionRollbackTo, "a", "ROLLBACK")
+	if s.txStatus != 'T' || s.settings["timezone"] != "Europe/Paris" || len(s.savepoints) != 1 {
+		t.Errorf("after ROLLBACK TO a: status %q, timezone %q, %d savepoints", s.txStatus, s.settings["timezone"], len(s.savepoints))
+	}
+	if _, err := s.savepointStmt(pgsql.SessionRelease, "b"); code(err) != "3B001" {
+		t.Errorf("RELEASE of a rolled-back savepoint: %v, want 3B001", err)
+	}
+	setStmt(t, s, "timezone", "Asia/Tokyo", false)
+	step(pgsql.SessionRelease, "a", "RELEASE")
+	if len(s.savepoints) != 0 {
+		t.Errorf("%d savepoints after RELEASE", len(s.savepoints))
+	}
+	// What ROLLBACK TO undid is not committed; the rest is.
+	s.commit()
+	if s.settings["timezone"] != "Asia/Tokyo" || s.savepoints != nil {
+		t.Errorf("after COMMIT: timezone %q, savepoints %v", s.settings["timezone"], s.savepoints)
+	}
+}
+
+func TestSessionState_ImplicitTransaction(t *testing.T) {
+	s := newTestSession(t)
+	before := s.beginImplicit()
+	if !s.implicitTx || before == nil {
+		t.Fatal("a multi-statement Query outside a block starts an implicit transaction")
+	}
+	if err := s.checkDeclare(&pgsql.CursorStmt{Name: "c"}); err != nil {
+		t.Fatalf("DECLARE in an implicit transaction: %v", err)
+	}
+	s.declare(&pgsql.CursorStmt{Name: "c"}, &resultSet{})
+	s.declare(&pgsql.CursorStmt{Name: "h", Hold: true}, &resultSet{})
+	setStmt(t, s, "timezone", "Europe/Paris", false)
+	s.failImplicit(before, false)
+	s.endQuery(true)
+	if s.implicitTx || s.settings["timezone"] != "UTC" || len(s.cursors) != 0 {
+		t.Errorf("after a failed implicit transaction: implicit %v, timezone %q, cursors %v", s.implicitTx, s.settings["timezone"], s.cursors)
+	}
+	if err := s.checkDeclare(&pgsql.CursorStmt{Name: "c"}); code(err) != pgerr.NoActiveSQLTransaction {
+		t.Errorf("DECLARE outside any transaction: %v", err)
+	}
+	// A successful one keeps WITH HOLD cursors.
+	s.beginImplicit()
+	s.declare(&pgsql.CursorStmt{Name: "c"}, &resultSet{})
+	s.declare(&pgsql.CursorStmt{Name: "h", Hold: true}, &resultSet{})
+	s.endQuery(false)
+	if _, ok := s.cursors["h"]; !ok || len(s.cursors) != 1 {
+		t.Errorf("after a committed implicit transaction: cursors %v, want h only", s.cursors)
+	}
+	// Inside a block there is no implicit transaction.
+	s.begin("")
+	if s.beginImplicit() != nil || s.implicitTx {
+		t.Error("beginImplicit inside a block")
+	}
+}
+
+func TestSessionState_CursorsAndSavepoints(t *testing.T) {
+	s := newTestSession(t)
+	s.begin("")
+	s.declare(&pgsql.CursorStmt{Name: "c0"}, &resultSet{})
+	s.savepointStmt(pgsql.SessionSavepoint, "a")
+	s.declare(&pgsql.CursorStmt{Name: "c1", Hold: true}, &resultSet{})
+	if err := s.checkDeclare(&pgsql.CursorStmt{Name: "c1"}); code(err) != duplicateCursor {
+		t.Errorf("DECLARE of a taken name: %v", err)
+	}
+	s.savepointStmt(pgsql.SessionRollbackTo, "a")
+	if _, ok := s.cursors["c1"]; ok {
+		t.Error("ROLLBACK TO kept a cursor declared after the savepoint")
+	}
+	s.declare(&pgsql.CursorStmt{Name: "c2", Hold: true}, &resultSet{})
+	s.savepointStmt(pgsql.SessionRelease, "a")
+	s.commit()
+	if _, ok := s.cursors["c2"]; !ok || len(s.cursors) != 1 {
+		t.Errorf("after COMMIT: cursors %v, want c2 (WITH HOLD) only", s.cursors)
+	}
+	if tag, err := s.closeCursor(&pgsql.CursorStmt{Name: "c2"}); tag != "CLOSE CURSOR" || err != nil {
+		t.Errorf("CLOSE c2 = %q, %v", tag, err)
+	}
+	if _, err := s.closeCursor(&pgsql.CursorStmt{Name: "c2"}); code(err) != invalidCursorName {
+		t.Errorf("CLOSE of a closed cursor: %v", err)
+	}
+}
+
+func TestSessionState_StatementsAndPortals(t *testing.T) {
+	s := newTestSession(t)
+	named := &preparedStatement{name: "s1", text: "SELECT 1"}
+	unnamed := &preparedStatement{name: "", text: "SELECT 2"}
+	s.prepare(named)
+	s.prepare(unnamed)
+	s.bindPortal(&portal{name: "", stmt: unnamed})
+	s.bindPortal(&portal{name: "p1", stmt: named})
+	s.bindPortal(&portal{name: "p2", stmt: named})
+
+	// Sync outside a block ends the implicit transaction's portals, and
+	// the skip after an error.
+	s.skipUntilSync()
+	s.sync()
+	if len(s.portals) != 0 || s.extFailed || len(s.stmts) != 2 {
+		t.Errorf("after Sync: %d portals, extFailed %v, %d statements", len(s.portals), s.extFailed, len(s.stmts))
+	}
+	// In a block portals live until its end; Close of a statement closes
+	// its portals.
+	s.begin("")
+	s.bindPortal(&portal{name: "p1", stmt: named})
+	s.bindPortal(&portal{name: "p3", stmt: unnamed})
+	s.sync()
+	if len(s.portals) != 2 {
+		t.Errorf("Sync in a block closed portals: %v", s.portals)
+	}
+	s.closeStatement("s1")
+	if _, ok := s.portals["p1"]; ok || len(s.portals) != 1 || s.stmts["s1"] != nil {
+		t.Errorf("after Close of s1: portals %v, statement kept %v", s.portals, s.stmts["s1"] != nil)
+	}
+	s.closePortal("nonexistent") // not an error
+	s.rollback()
+	if len(s.portals) != 0 {
+		t.Errorf("portals after ROLLBACK: %v", s.portals)
+	}
+
+	// DEALLOCATE ALL keeps the unnamed statement; DEALLOCATE of a missing
+	// one is 26000; DISCARD ALL is refused in a block.
+	s.prepare(named)
+	if tag, err := s.deallocate("ALL"); tag != "DEALLOCATE ALL" || err != nil || len(s.stmts) != 1 || s.stmts[""] == nil {
+		t.Errorf("DEALLOCATE ALL = %q, %v; statements %v", tag, err, s.stmts)
+	}
+	if _, err := s.deallocate("s1"); code(err) != invalidSQLStatementName {
+		t.Errorf("DEALLOCATE of a missing statement: %v", err)
+	}
+	s.begin("")
+	if err := s.discardAll(); code(err) != pgerr.ActiveSQLTransaction {
+		t.Errorf("DISCARD ALL in a block: %v", err)
+	}
+	s.commit()
+	setStmt(t, s, "timezone", "Europe/Paris", false)
+	if err := s.discardAll(); err != nil || len(s.stmts) != 0 || s.settings["timezone"] != "UTC" {
+		t.Errorf("DISCARD ALL: %v, statements %v, timezone %q", err, s.stmts, s.settings["timezone"])
+	}
+
+	// The bound on named statements is checked before anything is kept.
+	for i := range maxPreparedStatements {
+		s.stmts[string(rune('a'+i%26))+string(rune(i))] = &preparedStatement{}
+	}
+	if err := s.checkPreparedRoom("one-more", 1); code(err) != pgerr.ProgramLimitExceeded {
+		t.Errorf("a statement over the bound: %v", err)
+	}
+	if err := s.checkPreparedRoom("", 1); err != nil {
+		t.Errorf("the unnamed statement is always room: %v", err)
+	}
+}
