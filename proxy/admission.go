@@ -26,10 +26,13 @@ import (
 // Config.DPQueueTimeout gets 53000 and is neither run nor charged. The
 // decision depends on other statements' timing only, never on data.
 //
-// A slot also tells the release whether another analyst's statement ran on
-// the same dataset while it did (ticket.contended): a time-out under
-// others' load is an availability failure, not an incident of the analyst
-// (release/incident.go).
+// A slot also tells the release whether another analyst's DP statement ran
+// in this proxy while it did, on any dataset (ticket.contended): datasets
+// of one deployment share data servers, so a time-out under others' load
+// is an availability failure, not an incident of the analyst
+// (release/incident.go). Load that takes no slot here (another proxy's
+// statements, catalog statements on a shadow cluster on the same host)
+// is not seen: SECURITY.md, gap 8.
 
 // Defaults of the admission limits.
 const (
@@ -37,10 +40,21 @@ const (
 	defaultDPQueueTimeout          = 30 * time.Second
 )
 
+// activity is the set of DP statements holding a slot on any dataset of
+// the proxy, for ticket.contended. Safe for concurrent use; taken inside
+// an admission's mu, never the other way round.
+type activity struct {
+	mu   sync.Mutex
+	live map[*ticket]struct{}
+}
+
+func newActivity() *activity { return &activity{live: map[*ticket]struct{}{}} }
+
 // admission holds one dataset's slots. Safe for concurrent use.
 type admission struct {
 	limit, perAnalyst int
 	timeout           time.Duration
+	act               *activity // shared by the proxy's datasets
 
 	mu      sync.Mutex
 	running map[string]int       // slots held, by analyst
@@ -69,7 +83,7 @@ func newAdmission(limit, perAnalyst int, timeout time.Duration) *admission {
 		timeout = defaultDPQueueTimeout
 	}
 	return &admission{
-		limit: limit, perAnalyst: perAnalyst, timeout: timeout,
+		limit: limit, perAnalyst: perAnalyst, timeout: timeout, act: newActivity(),
 		running: map[string]int{}, live: map[*ticket]struct{}{},
 		waiting: map[string][]*ticket{},
 	}
@@ -134,12 +148,15 @@ func (a *admission) fits(analyst string) bool {
 // start gives t a slot and records who ran alongside whom. Called with mu
 // held.
 func (a *admission) start(t *ticket) {
-	for o := range a.live {
+	a.act.mu.Lock()
+	for o := range a.act.live {
 		if o.analyst != t.analyst {
 			o.contended.Store(true)
 			t.contended.Store(true)
 		}
 	}
+	a.act.live[t] = struct{}{}
+	a.act.mu.Unlock()
 	a.live[t] = struct{}{}
 	a.running[t.analyst]++
 	a.total++
@@ -160,6 +177,9 @@ func (a *admission) finish(t *ticket) {
 		return
 	}
 	delete(a.live, t)
+	a.act.mu.Lock()
+	delete(a.act.live, t)
+	a.act.mu.Unlock()
 	a.total--
 	if a.running[t.analyst]--; a.running[t.analyst] == 0 {
 		delete(a.running, t.analyst)

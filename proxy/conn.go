@@ -401,6 +401,9 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 		return err
 	}
 	if err := c.srv.register(c); err != nil {
+		if pe, ok := err.(*pgerr.Error); ok {
+			return pe // the analyst's share of the connections (53300)
+		}
 		return fmt.Errorf("register session: %w", err)
 	}
 	c.sendParameterStatus()

@@ -154,6 +154,9 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 	if err := c.sess.checkDeclare(cs); err != nil {
 		return nil, err
 	}
+	if err := c.sess.checkHeldRoom("", c.srv.cfg.MaxBufferedResult); err != nil { // session.go
+		return nil, err
+	}
 	rs, err := c.materialize(ctx, cs.Query)
 	if err != nil {
 		return nil, err

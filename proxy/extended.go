@@ -71,6 +71,17 @@ type bufferedResult struct {
 	pos     int
 }
 
+// size is about what the result holds in memory, in bytes.
+func (r *bufferedResult) size() int {
+	n := len(r.rawDesc) + len(r.raw) + 8*len(r.ends)
+	for _, row := range r.rows {
+		for _, v := range row {
+			n += len(v) + 24
+		}
+	}
+	return n
+}
+
 // numRows is the number of rows of the result.
 func (r *bufferedResult) numRows() int {
 	if r.ends != nil {
@@ -257,6 +268,13 @@ func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
 	}
 	if n := len(m.ParameterFormatCodes); n > 1 && n != len(m.Parameters) {
 		return pgerr.New(pgerr.ProtocolViolation, "bind message has %d parameter formats but %d parameters", n, len(m.Parameters))
+	}
+	size := 0
+	for _, v := range m.Parameters {
+		size += len(v)
+	}
+	if err := c.sess.checkPortalRoom(m.DestinationPortal, size); err != nil { // session.go
+		return err
 	}
 	p := &portal{
 		name: m.DestinationPortal, stmt: ps,
@@ -581,6 +599,14 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 		return nil
 	}
 	if p.result == nil {
+		if m.MaxRows > 0 {
+			// The result may be kept for later Executes: refused before
+			// it runs (nothing charged) when the session already holds
+			// its share of the proxy's memory.
+			if err := c.sess.checkHeldRoom(p.name, c.srv.cfg.MaxBufferedResult); err != nil {
+				return err
+			}
+		}
 		br, err := c.runPortal(ctx, p)
 		if err != nil {
 			return err

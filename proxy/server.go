@@ -16,6 +16,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/shadow"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
@@ -60,9 +61,13 @@ type Config struct {
 	// against the same SCRAM credentials. Plaintext sessions always use
 	// SCRAM-SHA-256.
 	AllowCleartextOverTLS bool
-	MaxConnections        int           // 0: 200
-	IdleTimeout           time.Duration // 0: none; idle sessions are closed after it
-	Logger                *zap.Logger
+	MaxConnections        int // 0: 200
+	// MaxConnectionsPerAnalyst bounds one analyst's sessions (53300
+	// beyond it, after authentication; 0: a quarter of MaxConnections, at
+	// least 2): one analyst's sessions cannot take every connection.
+	MaxConnectionsPerAnalyst int
+	IdleTimeout              time.Duration // 0: none; idle sessions are closed after it
+	Logger                   *zap.Logger
 	// DefaultRateLimit bounds the DP queries of analysts without a
 	// RateLimit of their own (nil: none).
 	DefaultRateLimit *config.RateLimit
@@ -152,7 +157,9 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[uint32]*conn // by BackendKeyData process id
-	conns    map[*conn]struct{}
+	// perAnalyst counts each analyst's registered sessions (register).
+	perAnalyst map[string]int
+	conns      map[*conn]struct{}
 }
 
 // New validates cfg and returns a Server.
@@ -183,6 +190,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = defaultMaxConnections
 	}
+	if cfg.MaxConnectionsPerAnalyst <= 0 {
+		cfg.MaxConnectionsPerAnalyst = max(2, cfg.MaxConnections/4)
+	}
 	if cfg.MaxStartupMessage == 0 {
 		cfg.MaxStartupMessage = defaultMaxStartupMessage
 	}
@@ -205,25 +215,29 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	s := &Server{
-		cfg:      cfg,
-		log:      cfg.Logger.Named("proxy"),
-		creds:    make(map[string]scramCredentials, len(cfg.Analysts)),
-		mockKey:  make([]byte, 32),
-		rt:       defaultRouter(),
-		plans:    newPlanCache(),
-		sessions: map[uint32]*conn{},
-		conns:    map[*conn]struct{}{},
+		cfg:        cfg,
+		log:        cfg.Logger.Named("proxy"),
+		creds:      make(map[string]scramCredentials, len(cfg.Analysts)),
+		mockKey:    make([]byte, 32),
+		rt:         defaultRouter(),
+		plans:      newPlanCache(),
+		sessions:   map[uint32]*conn{},
+		perAnalyst: map[string]int{},
+		conns:      map[*conn]struct{}{},
 	}
 	if _, err := rand.Read(s.mockKey); err != nil {
 		return nil, fmt.Errorf("proxy: random key: %w", err)
 	}
 	s.admissions = map[*Dataset]*admission{}
+	act := newActivity() // one for all datasets: they share data servers
 	for _, ds := range cfg.Datasets {
 		limit := cfg.DPConcurrency
 		if limit <= 0 {
 			limit = defaultDPConcurrency
 		}
-		s.admissions[ds] = newAdmission(limit, cfg.DPConcurrencyPerAnalyst, cfg.DPQueueTimeout)
+		adm := newAdmission(limit, cfg.DPConcurrencyPerAnalyst, cfg.DPQueueTimeout)
+		adm.act = act
+		s.admissions[ds] = adm
 	}
 	var err error
 	if s.shadows, err = newShadowPools(cfg); err != nil {
@@ -372,10 +386,17 @@ func (s *Server) register(c *conn) error {
 			continue
 		}
 		s.mu.Lock()
+		if s.perAnalyst[c.sess.analyst] >= s.cfg.MaxConnectionsPerAnalyst {
+			s.mu.Unlock()
+			return pgerr.New(pgerr.TooManyConnections, "too many connections for role %q", c.sess.analyst).
+				WithDetail("Each analyst may hold at most %d sessions of this proxy at once.", s.cfg.MaxConnectionsPerAnalyst).
+				WithHint("close idle sessions, or lower the connection pool size of your client")
+		}
 		if _, taken := s.sessions[pid]; !taken {
 			c.pid = pid
 			c.secret = append([]byte(nil), b[4:8]...)
 			s.sessions[pid] = c
+			s.perAnalyst[c.sess.analyst]++
 			s.mu.Unlock()
 			return nil
 		}
@@ -391,6 +412,9 @@ func (s *Server) unregister(c *conn) {
 	s.mu.Lock()
 	if s.sessions[c.pid] == c {
 		delete(s.sessions, c.pid)
+		if s.perAnalyst[c.sess.analyst]--; s.perAnalyst[c.sess.analyst] <= 0 {
+			delete(s.perAnalyst, c.sess.analyst)
+		}
 	}
 	s.mu.Unlock()
 }

@@ -342,6 +342,74 @@ func (s *session) checkPreparedRoom(name string, size int) error {
 // free and checkPreparedRoom.
 func (s *session) prepare(ps *preparedStatement) { s.stmts[ps.name] = ps }
 
+// Bounds of a session's portals: each holds its Bind's parameters (a
+// message may carry 1 MiB) and, once run, possibly its whole result until
+// its transaction ends, so their number and bytes are bounded as the
+// prepared statements' are (issue 33's attack: 200 suspended portals of
+// 0.9 MiB each held 226 MiB of the proxy's heap, with no bound). Far above
+// what drivers hold: pgjdbc keeps one portal per open ResultSet.
+const (
+	maxPortals     = 1024
+	maxPortalBytes = 32 << 20
+)
+
+// checkPortalRoom refuses a Bind of size parameter bytes to portal name
+// when the session's portals would exceed the bounds above (54000,
+// before anything is kept).
+func (s *session) checkPortalRoom(name string, size int) error {
+	n, total := 0, size
+	for pn, p := range s.portals {
+		if pn == name {
+			continue // replaced
+		}
+		n++
+		for _, v := range p.params {
+			total += len(v)
+		}
+	}
+	if n >= maxPortals || total > maxPortalBytes {
+		return pgerr.New(pgerr.ProgramLimitExceeded, "too many open portals in this session (at most %d, %d MiB of parameters)", maxPortals, maxPortalBytes>>20).
+			WithHint("close portals the session no longer reads (Close, or Sync outside a transaction block)")
+	}
+	return nil
+}
+
+// heldBytes is what the session's run portals other than except and its
+// cursors hold in the proxy's memory.
+func (s *session) heldBytes(except string) int {
+	n := 0
+	for name, p := range s.portals {
+		if name != except && p.result != nil {
+			n += p.result.size()
+		}
+	}
+	for _, c := range s.cursors {
+		for _, row := range c.rows {
+			for _, v := range row {
+				n += 24
+				if v != nil {
+					n += len(*v)
+				}
+			}
+		}
+	}
+	return n
+}
+
+// checkHeldRoom refuses to run one more portal or cursor whose result the
+// session would keep (54000, before it runs) when its suspended portals
+// and cursors already hold limit bytes: a session then holds at most
+// twice one result's limit (MaxBufferedResult), however many portals and
+// cursors it opens.
+func (s *session) checkHeldRoom(except string, limit int) error {
+	if s.heldBytes(except) >= limit {
+		return pgerr.New(pgerr.ProgramLimitExceeded, "this session holds too many unread rows in portals and cursors (over %d MiB)", limit>>20).
+			WithDetail("The query was not run and nothing was charged.").
+			WithHint("read suspended portals to the end or close them, and CLOSE cursors you no longer need")
+	}
+	return nil
+}
+
 // bindPortal keeps a portal under its name (Bind), replacing one of the
 // same name. Portals end at the end of their transaction (Sync outside a
 // block, COMMIT or ROLLBACK), with their statement, or at Close.

@@ -183,7 +183,7 @@ func TestShadowPool_ManySessions(t *testing.T) {
 	}
 	u.User = url.UserPassword(role, "pw")
 	ts := startServer(t, serverOpts{shadowDSN: u.String(), mutate: func(c *Config) {
-		c.ShadowMaxConns, c.ShadowAcquireTimeout, c.MaxConnections = 20, 30*time.Second, 200
+		c.ShadowMaxConns, c.ShadowAcquireTimeout, c.MaxConnections, c.MaxConnectionsPerAnalyst = 20, 30*time.Second, 200, 200
 	}})
 	t.Cleanup(func() {
 		// Before the database is dropped: stop the server (its pool

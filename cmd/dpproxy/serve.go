@@ -210,6 +210,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 		RequireTLS:               cfg.TLS != nil && cfg.TLS.Require,
 		AllowCleartextOverTLS:    cfg.TLS != nil && cfg.TLS.AllowCleartextPassword,
 		MaxConnections:           cfg.MaxConnections,
+		MaxConnectionsPerAnalyst: cfg.MaxConnectionsPerAnalyst,
 		IdleTimeout:              cfg.IdleTimeout.Duration,
 		MaxMessage:               cfg.MaxMessageBytes,
 		ShadowMaxConns:           cfg.ShadowMaxConnections,

@@ -34,8 +34,12 @@ type Config struct {
 	Analysts map[string]Analyst `yaml:"analysts"`
 	// StatementTimeout bounds each upstream DP query (default 30s).
 	StatementTimeout Duration `yaml:"statement_timeout"`
-	// MaxConnections bounds concurrent client connections (default 200).
-	MaxConnections int `yaml:"max_connections"`
+	// MaxConnections bounds concurrent client connections (default 200),
+	// and MaxConnectionsPerAnalyst one analyst's authenticated sessions
+	// (default: a quarter of max_connections, at least 2), so that one
+	// analyst's idle sessions cannot shut the others out.
+	MaxConnections           int `yaml:"max_connections"`
+	MaxConnectionsPerAnalyst int `yaml:"max_connections_per_analyst"`
 	// UpstreamMaxConnections bounds each dataset's pool of connections to
 	// its data database, which DP queries not answered from the cache
 	// queue for (default DefaultUpstreamMaxConnections).
@@ -366,6 +370,9 @@ func Parse(data []byte, name string) (*Config, error) {
 	if c.DPQueueTimeout.Duration == 0 {
 		c.DPQueueTimeout.Duration = 30 * time.Second
 	}
+	if c.MaxConnectionsPerAnalyst == 0 && c.MaxConnections > 0 {
+		c.MaxConnectionsPerAnalyst = max(2, c.MaxConnections/4)
+	}
 	if c.ShadowMaxConnectionsPerAnalyst == 0 {
 		c.ShadowMaxConnectionsPerAnalyst = max(1, c.ShadowMaxConnections/4)
 	}
@@ -453,6 +460,9 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	if c.ShadowAcquireTimeout.Duration < 0 || c.ShadowAcquireTimeout.Duration > 10*time.Minute {
 		errs = append(errs, "shadow_acquire_timeout must be between 0s and 10m (0s: the default, 5s)")
+	}
+	if c.MaxConnectionsPerAnalyst < 0 {
+		errs = append(errs, "max_connections_per_analyst must be positive")
 	}
 	if c.ShadowMaxConnectionsPerAnalyst < 1 || c.ShadowMaxConnectionsPerAnalyst > c.ShadowMaxConnections {
 		errs = append(errs, "shadow_max_connections_per_analyst must be between 1 and shadow_max_connections")
