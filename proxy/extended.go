@@ -194,8 +194,8 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		st = c.classify(text)
 	}
 	text := st.text
-	if c.sess.txStatus == 'E' && !st.endsFailedTransaction() {
-		return errInFailedTransaction()
+	if err := c.sess.checkNotFailed(st); err != nil {
+		return err
 	}
 	if st.err != nil {
 		c.logStatement(st, st.err)
@@ -259,8 +259,8 @@ func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
 	if c.sess.cursorExists(m.DestinationPortal) {
 		return pgerr.New(duplicateCursor, "cursor %q already exists", m.DestinationPortal)
 	}
-	if c.sess.txStatus == 'E' && !ps.st.endsFailedTransaction() {
-		return errInFailedTransaction()
+	if err := c.sess.checkNotFailed(ps.st); err != nil {
+		return err
 	}
 	if len(m.Parameters) != ps.nParams {
 		return pgerr.New(pgerr.ProtocolViolation, "bind message supplies %d parameters, but prepared statement %q requires %d",
@@ -304,8 +304,8 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 		if !ok {
 			return pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", m.Name)
 		}
-		if c.sess.txStatus == 'E' && !ps.st.endsFailedTransaction() {
-			return errInFailedTransaction()
+		if err := c.sess.checkNotFailed(ps.st); err != nil {
+			return err
 		}
 		d, err := c.describeStatement(ctx, ps)
 		if err != nil {
@@ -329,8 +329,8 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 			}
 			return pgerr.New(invalidCursorName, "portal %q does not exist", m.Name)
 		}
-		if c.sess.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
-			return errInFailedTransaction()
+		if err := c.sess.checkNotFailed(p.stmt.st); err != nil {
+			return err
 		}
 		if p.result == nil && p.stmt.st.route == pgsql.RouteCatalog {
 			// A catalog portal is run now and its result kept for Execute:
@@ -591,8 +591,8 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 	if !ok {
 		return pgerr.New(invalidCursorName, "portal %q does not exist", m.Portal)
 	}
-	if c.sess.txStatus == 'E' && !p.stmt.st.endsFailedTransaction() {
-		return errInFailedTransaction()
+	if err := c.sess.checkNotFailed(p.stmt.st); err != nil {
+		return err
 	}
 	if p.stmt.st.route == pgsql.RouteEmpty {
 		c.be.Send(&pgproto3.EmptyQueryResponse{})

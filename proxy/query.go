@@ -173,6 +173,15 @@ func (st statement) endsFailedTransaction() bool {
 		(st.sess.Kind == pgsql.SessionCommit || st.sess.Kind == pgsql.SessionRollback || st.sess.Kind == pgsql.SessionRollbackTo)
 }
 
+// checkNotFailed refuses st in a failed transaction block unless it ends
+// the block (25P02, as PostgreSQL).
+func (s *session) checkNotFailed(st statement) error {
+	if s.txStatus == 'E' && !st.endsFailedTransaction() {
+		return errInFailedTransaction()
+	}
+	return nil
+}
+
 func errInFailedTransaction() error {
 	return pgerr.New(pgerr.InFailedTransaction, "current transaction is aborted, commands ignored until end of transaction block").
 		WithHint("send ROLLBACK to end the failed transaction")
@@ -255,8 +264,8 @@ func shiftPosition(err error, sql string, offset int) error {
 
 // runSimple runs one statement of the simple protocol and sends its reply.
 func (c *conn) runSimple(ctx context.Context, st statement) error {
-	if c.sess.txStatus == 'E' && !st.endsFailedTransaction() {
-		return errInFailedTransaction()
+	if err := c.sess.checkNotFailed(st); err != nil {
+		return err
 	}
 	if st.err != nil {
 		c.logStatement(st, nil)
