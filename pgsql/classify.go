@@ -450,6 +450,11 @@ func RefuseWrites(src string, toks []Token) error {
 				for j < len(toks) && !toks[j].IsPunct(")") {
 					j++
 				}
+				if j == len(toks) {
+					// EXPLAIN ( without its ): PostgreSQL's syntax error,
+					// not a slice past the end (issue 34's attack).
+					return SyntaxErr(src, len(src), "syntax error at end of input")
+				}
 				j++
 				continue
 			}

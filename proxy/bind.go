@@ -42,13 +42,17 @@ func maxParam(text string) int {
 // it, as adjacent constants do in PostgreSQL: a string, never structure. A text that does not lex is
 // returned as it is: planning it reports the lexer's error, and no value
 // enters it.
+//
+// The bound text's length is added up before any of it is built: a DP
+// statement is at most rewrite.MaxStatementBytes (54000 beyond), and one
+// value used in many places multiplies (issue 34's attack: 20,000 uses of
+// an 8 KB value made 805 MB before the length check refused it).
 func bindLiterals(text string, lits []string) (string, error) {
 	toks, err := pgsql.Lex(text)
 	if err != nil {
 		return text, nil
 	}
-	var b strings.Builder
-	last := 0
+	size := len(text)
 	for _, t := range toks {
 		if t.Kind != pgsql.TokParam {
 			continue
@@ -57,6 +61,19 @@ func bindLiterals(text string, lits []string) (string, error) {
 		if err != nil || n < 1 || n > len(lits) {
 			return "", pgerr.New(undefinedParameter, "there is no parameter $%s", t.Val).WithPosition(utf8.RuneCountInString(text[:t.Pos]) + 1)
 		}
+		if size += len(lits[n-1]) - (t.End - t.Pos); size > rewrite.MaxStatementBytes {
+			return "", pgerr.New(pgerr.ProgramLimitExceeded, "DP statement too long once its parameters are bound: over %d bytes", rewrite.MaxStatementBytes).
+				WithHint("bind shorter values, or use each parameter in fewer places")
+		}
+	}
+	var b strings.Builder
+	b.Grow(size)
+	last := 0
+	for _, t := range toks {
+		if t.Kind != pgsql.TokParam {
+			continue
+		}
+		n, _ := strconv.Atoi(t.Val)
 		b.WriteString(text[last:t.Pos])
 		b.WriteString(lits[n-1])
 		last = t.End

@@ -337,7 +337,12 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 			// the shadow's reply to one Parse/Bind/Describe/Execute carries
 			// the row description, so Describe + Execute cost one shadow
 			// round trip instead of two (libpq and pgbench send Describe
-			// portal before every Execute).
+			// portal before every Execute). The result is kept, so it
+			// counts against the session's held rows as a row-limited
+			// Execute's does (issue 34's attack: 200 Describes held 226 MiB).
+			if err := c.sess.checkHeldRoom(p.name, c.srv.cfg.MaxBufferedResult); err != nil {
+				return err
+			}
 			br, err := c.runPortal(ctx, p)
 			if err != nil {
 				return err
