@@ -18,6 +18,25 @@ import (
 // bounded before the charge by public quantities, memory included), each
 // finding kept as the test of its fix.
 
+// heapAlloc is the live heap after a collection (the proxy runs in this
+// process).
+func heapAlloc() int64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
+}
+
+// readyWithoutError reads up to ReadyForQuery and fails on an error.
+func readyWithoutError(t *testing.T, fe *pgproto3.Frontend, what string) {
+	t.Helper()
+	for _, m := range receiveUntilReady(t, fe) {
+		if e, ok := m.(*pgproto3.ErrorResponse); ok {
+			t.Fatalf("%s: %s %s", what, e.Code, e.Message)
+		}
+	}
+}
+
 // TestAttack33_PortalsHoldUnboundedMemory: a catalog portal keeps the
 // shadow's whole reply in the proxy's memory (up to MaxBufferedResult)
 // after its first row-limited Execute, until Sync (or the end of the
@@ -38,15 +57,8 @@ func TestAttack33_PortalsHoldUnboundedMemory(t *testing.T) {
 	if err := fe.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range receiveUntilReady(t, fe) {
-		if e, ok := m.(*pgproto3.ErrorResponse); ok {
-			t.Fatalf("Parse: %s %s", e.Code, e.Message)
-		}
-	}
-
-	var before runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
+	readyWithoutError(t, fe, "Parse")
+	before := heapAlloc()
 
 	const portals = 200
 	done := make(chan error, 1)
@@ -93,10 +105,7 @@ func TestAttack33_PortalsHoldUnboundedMemory(t *testing.T) {
 	case <-time.After(120 * time.Second):
 		t.Fatal("no reply")
 	}
-	var after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	held := heapAlloc() - before
 	t.Logf("%d portals suspended: proxy heap grew by %d MiB (MaxBufferedResult %d MiB)", portals, held>>20, maxBuf>>20)
 	// The most a session may hold by design elsewhere is maxCursors
 	// buffered results (cursor.go).
