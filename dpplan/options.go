@@ -20,6 +20,12 @@ type Options struct {
 	// which release chooses by DP (rewrite/autobounds.go). Ignored when the session
 	// sets dp.max_rows_per_unit.
 	AutoBounds bool
+	// OneWeight: MaxRowsPerUnit and MaxGroupsPerUnit are 1 because
+	// dp.contribution = auto bounds averages and deviations alone so
+	// (rewrite/autobounds.go), not because the session set them: the plan
+	// says so (Plan.OneWeight), and so does a plan made again with
+	// clamping bounds chosen by DP (rewrite.Replan).
+	OneWeight bool
 	// AutoClip is SET dp.clipping = auto (or the policy's default): the
 	// plan carries a histogram of its summed columns from which release
 	// chooses tighter clamping bounds by DP, and a way to plan the

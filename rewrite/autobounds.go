@@ -155,12 +155,6 @@ func ratioOnly(p *Plan) bool {
 
 // oneWeight plans stmt at one row's weight per unit in all.
 func oneWeight(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
-	opts.AutoBounds, opts.MaxRowsPerUnit, opts.MaxGroupsPerUnit = false, 1, 1
-	p, err := plan(ds, stmt, opts)
-	if err != nil {
-		return nil, err
-	}
-	p.OneWeight = true
-	p.Fingerprint = dpplan.Fingerprint(p)
-	return p, nil
+	opts.AutoBounds, opts.MaxRowsPerUnit, opts.MaxGroupsPerUnit, opts.OneWeight = false, 1, 1, true
+	return plan(ds, stmt, opts) // build.go marks the plan OneWeight
 }

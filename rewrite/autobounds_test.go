@@ -2,6 +2,7 @@ package rewrite
 
 import (
 	"context"
+	"math"
 	"slices"
 	"strconv"
 	"testing"
@@ -132,6 +133,17 @@ func TestAutoBounds_OneWeight(t *testing.T) {
 		}
 		if p.Fingerprint == want.Fingerprint {
 			t.Errorf("%s: the one-weight plan must differ in fingerprint from the session's own bound", q)
+		}
+		// Made again with clamping bounds chosen by DP, it still says so.
+		if c, err := RewriteWith(ds, q, Options{AutoBounds: true, AutoClip: true}); err == nil && c.Clip != nil {
+			var b []ClipBounds
+			for _, col := range c.Clip.Columns {
+				b = append(b, ClipBounds{Lower: col.Lower, Upper: col.Lower + math.Floor((col.Upper-col.Lower)/2)})
+			}
+			r, err := Replan(ds, c, b)
+			if err != nil || !r.OneWeight || r.RowsPerUnit != 1 {
+				t.Errorf("%s: replanned with clamping bounds: %v, OneWeight %v", q, err, r != nil && r.OneWeight)
+			}
 		}
 	}
 	for _, tc := range []struct {

@@ -177,6 +177,7 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 		}
 		p.Fingerprint = dpplan.Fingerprint(p)
 	}
+	p.OneWeight = opts.OneWeight // autobounds.go
 	if opts.AutoClip {
 		addAutoClip(ds, orig, opts, p) // autoclip.go
 	}
