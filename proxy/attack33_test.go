@@ -246,3 +246,32 @@ func TestAttack33_OneAnalystTakesEveryConnection(t *testing.T) {
 		t.Fatalf("bob: %v", err)
 	}
 }
+
+// TestPlanSlot_OneAnalystPlansOneAtATime: planning runs before admission
+// and the charge, so an analyst's sessions plan one statement at a time
+// (dp.go prepare): while alice's planning slot is held, her next DP
+// statement waits (and ends at her statement_timeout, 57014, uncharged),
+// and bob's is planned and answered meanwhile; freed, alice's is answered.
+func TestPlanSlot_OneAnalystPlansOneAtATime(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	alice := ts.connect(t)
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	slot := ts.srv.planSlot("alice")
+	slot <- struct{}{} // as if another of alice's sessions were planning
+	if _, err := execAll(t, alice, "SET statement_timeout = 200"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execAll(t, alice, "SELECT COUNT(*) FROM visits"); err == nil || !strings.Contains(err.Error(), "57014") {
+		t.Fatalf("alice's statement while her planning slot is held: %v, want 57014 at her statement_timeout", err)
+	}
+	if _, err := execAll(t, bob, "SELECT COUNT(*) FROM patients"); err != nil {
+		t.Fatalf("bob's statement while alice's planning slot is held: %v", err)
+	}
+	<-slot
+	if _, err := execAll(t, alice, "SELECT COUNT(*) FROM visits"); err != nil {
+		t.Fatalf("alice's statement once her slot is free: %v", err)
+	}
+	if n := len(ts.releaser.requests()); n != 2 {
+		t.Errorf("%d releases, want 2 (bob's and alice's second): the statement that waited must not be released", n)
+	}
+}

@@ -28,7 +28,7 @@ import (
 // for the fingerprint; text has parameters bound as literals.
 func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, error) {
 	env, s := c.dpEnv(), c.dpSettings()
-	st, err := pipeline.Prepare(env, s, &c.dpTexts, text)
+	st, err := c.prepare(ctx, env, s, text)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
@@ -120,7 +120,7 @@ func (c *conn) dpSettings() *pipeline.Settings {
 // outer SQL is described by the shadow).
 func (c *conn) describeDP(ctx context.Context, text string) ([]column, error) {
 	env, s := c.dpEnv(), c.dpSettings()
-	st, err := pipeline.Prepare(env, s, &c.dpTexts, text)
+	st, err := c.prepare(ctx, env, s, text)
 	if err != nil {
 		return nil, err
 	}
@@ -133,8 +133,29 @@ func (c *conn) describeDP(ctx context.Context, text string) ([]column, error) {
 // checkDP plans a DP statement and reports its refusal, if any, as
 // PostgreSQL's parse analysis would (nothing is read or charged).
 func (c *conn) checkDP(text string) error {
-	_, err := pipeline.Prepare(c.dpEnv(), c.dpSettings(), &c.dpTexts, text)
+	_, err := c.prepare(c.sessCtx, c.dpEnv(), c.dpSettings(), text)
 	return err
+}
+
+// prepare plans a DP statement (pipeline.Prepare) holding the analyst's
+// planning slot: one statement of an analyst is planned at a time, over
+// all their sessions. Planning runs on the proxy's CPU before admission
+// and the charge; rewrite.CheckText bounds one statement's planning (under
+// 0.1 s at the limits), and the slot bounds how many cores one analyst's
+// sessions can keep planning at once (one), so that another analyst's
+// statements still find a core (issue 33's attack).
+func (c *conn) prepare(ctx context.Context, env *pipeline.Env, s *pipeline.Settings, text string) (*pipeline.Statement, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	slot := c.srv.planSlot(c.sess.analyst)
+	select {
+	case slot <- struct{}{}:
+	case <-ctx.Done():
+		return nil, statementError(ctx, ctx.Err())
+	}
+	defer func() { <-slot }()
+	return pipeline.Prepare(env, s, &c.dpTexts, text)
 }
 
 // answerSet is a pipeline's answer as rows for the client.

@@ -157,8 +157,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[uint32]*conn // by BackendKeyData process id
-	// perAnalyst counts each analyst's registered sessions (register).
+	// perAnalyst counts each analyst's registered sessions (register);
+	// planning holds each analyst's planning slot (dp.go prepare).
 	perAnalyst map[string]int
+	planning   map[string]chan struct{}
 	conns      map[*conn]struct{}
 }
 
@@ -403,6 +405,21 @@ func (s *Server) register(c *conn) error {
 		s.mu.Unlock()
 	}
 	return errors.New("no free process id")
+}
+
+// planSlot is analyst's planning slot: a channel of capacity one.
+func (s *Server) planSlot(analyst string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.planning == nil {
+		s.planning = map[string]chan struct{}{}
+	}
+	ch, ok := s.planning[analyst]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		s.planning[analyst] = ch
+	}
+	return ch
 }
 
 func (s *Server) unregister(c *conn) {
