@@ -17,6 +17,9 @@ func Rewrite(ds *policy.Dataset, stmt string) (*Plan, error) {
 	if ds == nil {
 		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")
 	}
+	if err := CheckText(stmt); err != nil { // depth.go; plan's own re-plans skip it
+		return nil, err
+	}
 	return plan(ds, stmt, Options{})
 }
 
@@ -28,6 +31,9 @@ type Options = dpplan.Options
 func RewriteWith(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	if ds == nil {
 		return nil, pgerr.New(pgerr.InternalError, "rewrite: no policy")
+	}
+	if err := CheckText(stmt); err != nil { // depth.go
+		return nil, err
 	}
 	return plan(ds, stmt, opts)
 }
