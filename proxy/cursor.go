@@ -43,6 +43,7 @@ type cursor struct {
 	name     string
 	cols     []column
 	rows     [][]*string
+	bytes    int // what rows hold in memory, about (rowsBytes)
 	pos      int64
 	binary   bool // DECLARE … BINARY: the simple protocol's FETCH sends binary values
 	noScroll bool // NO SCROLL: only forward
@@ -199,7 +200,7 @@ func (s *session) declare(cs *pgsql.CursorStmt, rs *resultSet) {
 		s.cursors = map[string]*cursor{}
 	}
 	s.cursors[cs.Name] = &cursor{
-		name: cs.Name, cols: rs.cols, rows: rs.rows,
+		name: cs.Name, cols: rs.cols, rows: rs.rows, bytes: rowsBytes(rs.rows),
 		binary: cs.Binary, noScroll: cs.NoScroll, hold: cs.Hold,
 		inTx: true, depth: len(s.savepoints),
 	}

@@ -384,12 +384,20 @@ func (s *session) heldBytes(except string) int {
 		}
 	}
 	for _, c := range s.cursors {
-		for _, row := range c.rows {
-			for _, v := range row {
-				n += 24
-				if v != nil {
-					n += len(*v)
-				}
+		n += c.bytes
+	}
+	return n
+}
+
+// rowsBytes is about what text rows hold in memory, counted once when a
+// cursor is declared.
+func rowsBytes(rows [][]*string) int {
+	n := 0
+	for _, row := range rows {
+		for _, v := range row {
+			n += 24
+			if v != nil {
+				n += len(*v)
 			}
 		}
 	}
