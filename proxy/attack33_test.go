@@ -131,9 +131,6 @@ func TestAttack33_DeepParensCrashProxy(t *testing.T) {
 		attack33DeepParensChild(t)
 		return
 	}
-	if testing.Short() {
-		t.Skip("starts a child process")
-	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestAttack33_DeepParensCrashProxy$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "DPPROXY_ATTACK33_CHILD=1")
 	out, err := cmd.CombinedOutput()

@@ -225,6 +225,7 @@ func New(cfg Config) (*Server, error) {
 		plans:      newPlanCache(),
 		sessions:   map[uint32]*conn{},
 		perAnalyst: map[string]int{},
+		planning:   map[string]chan struct{}{},
 		conns:      map[*conn]struct{}{},
 	}
 	if _, err := rand.Read(s.mockKey); err != nil {
@@ -411,9 +412,6 @@ func (s *Server) register(c *conn) error {
 func (s *Server) planSlot(analyst string) chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.planning == nil {
-		s.planning = map[string]chan struct{}{}
-	}
 	ch, ok := s.planning[analyst]
 	if !ok {
 		ch = make(chan struct{}, 1)
