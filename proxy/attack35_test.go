@@ -1,0 +1,267 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// Issue 35's attack round: each finding kept as the test of its fix.
+
+// TestAttack35_UnreadCatalogResultHoldsShadowForever (medium): the relay
+// of a catalog statement in the simple protocol writes the shadow's rows
+// to the client as they come (relay.go relayReply, be.Flush) with no write
+// deadline on the client's socket. A client that sends one large catalog
+// statement and never reads blocks its session in that write; the shadow
+// backend, whose reply the proxy stops reading, blocks in its own send,
+// where PostgreSQL does not act on statement_timeout; and the proxy's read
+// deadline on the shadow socket never fires because the proxy is not
+// reading. The shadow connection, and the analyst's share of the pool, are
+// held until the client disconnects: forever, not "at most
+// catalog_statement_timeout per statement" (SECURITY.md G8, gap 8). With
+// the default share of a quarter of the pool, four colluding analysts
+// take every catalog connection of the dataset with one statement per
+// connection and no further traffic. The fix: a write deadline on the
+// client's socket while a statement's reply is relayed (the catalog
+// timeout and its grace), after which the session is closed and the shadow
+// connection discarded.
+func TestAttack35_UnreadCatalogResultHoldsShadowForever(t *testing.T) {
+	const stmtTimeout = 500 * time.Millisecond
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
+		c.ShadowMaxConns = 2
+		c.ShadowMaxConnsPerAnalyst = 1
+		c.CatalogStatementTimeout = stmtTimeout
+		c.ShadowAcquireTimeout = 300 * time.Millisecond
+	}})
+	fe, _ := ts.rawSession(t)
+	// About 100 MB of rows, which no socket buffer holds; never read.
+	fe.Send(&pgproto3.Query{String: "SELECT repeat('x', 1000) FROM generate_series(1, 100000)"})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	// Well past the catalog statement_timeout and the proxy's own grace
+	// (catalogDeadlineGrace) on it.
+	time.Sleep(stmtTimeout + catalogDeadlineGrace + 3*time.Second)
+	other := ts.connect(t) // alice's second session
+	_, err := execAll(t, other, "SELECT 1")
+	if err != nil {
+		t.Errorf("alice's catalog statement, %v after her other session's unread catalog statement began: %v; the unread statement still holds her share of the shadow pool (want it ended at catalog_statement_timeout + %v)",
+			stmtTimeout+catalogDeadlineGrace+3*time.Second, err, catalogDeadlineGrace)
+	}
+	st := ts.srv.shadowPool(ts.srv.cfg.Datasets["hospital"]).Stats()
+	t.Logf("shadow pool: %+v", st)
+	_ = fmt.Sprint
+	_ = strings.Repeat
+}
+
+// TestAttack35_PlanCacheSharedAcrossAnalysts (low): the plan cache
+// (plancache.go) is keyed by policy, options and text, not by analyst, and
+// planning runs before admission and before the time slot's padding starts
+// (paced's start). So alice can learn whether another analyst asked a
+// statement text since the cache was last cleared: a text bob planned is
+// answered (or EXPLAINed, or refused after planning) without its planning
+// time, one probe per guess (the probe itself then fills the entry). The
+// answer cache names the analyst for this reason (release.cacheKey); the
+// plan cache does not. Any analyst can also clear every analyst's plans
+// with 1,024 distinct statements (clear when full). The fix: the analyst
+// in planKey (and a per-analyst bound, or an LRU that one analyst cannot
+// flush for the others).
+func TestAttack35_PlanCacheSharedAcrossAnalysts(t *testing.T) {
+	var mu sync.Mutex
+	planned := map[string]int{} // statement text -> rewrites
+	ts := startServer(t, serverOpts{router: func(r *router) {
+		inner := r.rewrite
+		r.rewrite = func(ds *policy.Dataset, stmt string, opts rewrite.Options) (*rewrite.Plan, error) {
+			mu.Lock()
+			planned[stmt]++
+			mu.Unlock()
+			return inner(ds, stmt, opts)
+		}
+	}})
+	const q = "SELECT department, COUNT(*), SUM(cost) FROM visits WHERE diagnosis IN ('J45', 'E11', 'I10') AND age BETWEEN 30 AND 60 GROUP BY department"
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	if _, err := execAll(t, bob, q); err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+	alice := ts.connect(t)
+	start := time.Now()
+	if _, err := execAll(t, alice, "EXPLAIN "+q); err != nil {
+		t.Fatalf("alice: %v", err)
+	}
+	t.Logf("alice's EXPLAIN of bob's statement: %v", time.Since(start))
+	start = time.Now()
+	if _, err := execAll(t, alice, "EXPLAIN "+q+" "); err != nil {
+		t.Fatalf("alice: %v", err)
+	}
+	t.Logf("alice's EXPLAIN of a statement nobody asked: %v", time.Since(start))
+	mu.Lock()
+	n := planned[q]
+	mu.Unlock()
+	if n < 2 {
+		t.Errorf("bob's statement was planned %d time(s) for bob and alice: alice's statement used the plan bob's made, so its time tells her that bob (or someone) asked exactly this text; the plan cache must be per analyst", n)
+	}
+}
+
+// TestAttack35_RefusedSettingShowsPreviousHolders (low): a shadow setting
+// the proxy accepts but PostgreSQL refuses (search_path is checked by
+// anyValue; PostgreSQL refuses a value with an unbalanced quote) makes
+// Apply fail for that setting alone, and acquireShadow then runs the
+// statement anyway on a connection that keeps the previous holder's value
+// ("the proxy's own value stays authoritative"). So alice reads, with
+// current_setting or current_schema(), the search_path of whichever
+// analyst last used the connection (and her statement resolves names in
+// that analyst's schemas). The fix: when Apply cannot set a value, reset
+// that setting on the connection (set_config(name, NULL)) or discard the
+// connection, and refuse the value at SET time as PostgreSQL does.
+func TestAttack35_RefusedSettingShowsPreviousHolders(t *testing.T) {
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
+		c.ShadowMaxConns = 1
+		c.ShadowMaxConnsPerAnalyst = 1
+	}})
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	res, err := execAll(t, bob, "SET search_path = other; SELECT current_setting('search_path')")
+	if err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+	t.Logf("bob's search_path on the shadow: %v", rows(res[1]))
+	alice := ts.connect(t)
+	_, err = execAll(t, alice, `SET search_path = '"x'`)
+	t.Logf("alice's SET: %v", err)
+	res, err = execAll(t, alice, "SELECT current_setting('search_path')")
+	if err != nil {
+		t.Logf("alice's statement: %v", err)
+		return
+	}
+	got := rows(res[0])[0][0]
+	t.Logf("alice's statement sees search_path %q", got)
+	if strings.Contains(got, "other") {
+		t.Errorf("alice's catalog statement ran with bob's search_path %q: a setting PostgreSQL refused left the previous holder's value on the shared shadow connection", got)
+	}
+}
+
+// TestAttack35_OneCatalogRowBuffersGigabyte (high): the relay reads each
+// message of the shadow whole (framer with max maxShadowMessage = 1 GiB)
+// and then copies it into the client's write buffer (rawOut.send), so one
+// catalog row of n bytes costs the proxy about 2n of heap before a byte
+// reaches the client; MaxBufferedResult bounds only portals' results. A
+// catalog statement of a few dozen bytes, SELECT repeat('x', 500000000) ||
+// repeat('x', 500000000) or two such columns, is a 1 GB DataRow: about
+// 2 GB of the proxy's heap, from each of an analyst's share of shadow
+// connections at once (a quarter of shadow_max_connections, 5 by default:
+// 10 GB), before the proxy ends out of memory with every analyst's
+// session. The shadow backend builds the value too (allowed functions
+// spend memory, which catalog_statement_timeout does not bound). Here a
+// 128 MB row with MaxBufferedResult 1 MiB. The fix: a bound on one
+// shadow message well below 1 GiB (MaxBufferedResult, or the message
+// limit) — 54000 and the connection discarded — or relaying a large
+// DataRow in pieces without holding it whole; and a cap on the length of
+// repeat/lpad/rpad/string_agg results on the catalog route.
+func TestAttack35_OneCatalogRowBuffersGigabyte(t *testing.T) {
+	const maxBuf = 1 << 20
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) { c.MaxBufferedResult = maxBuf }})
+	nc := ts.rawConn(t)
+	const rowBytes = 128 << 20
+	q := fmt.Sprintf("SELECT repeat('x', %d)", rowBytes)
+	var reply string
+	alloc := allocatedDuring(func() {
+		if _, err := nc.Write(appendQuery(nil, q)); err != nil {
+			t.Fatal(err)
+		}
+		reply = discardUntilReady(t, nc)
+	})
+	t.Logf("reply: %s; the proxy allocated %d MB for one %d MB catalog row", reply, alloc>>20, rowBytes>>20)
+	if alloc > 32<<20 {
+		t.Errorf("one catalog statement of %d bytes made the proxy allocate %d MB (a %d MB row read whole, then copied): one shadow message must be bounded (MaxBufferedResult %d MiB) or streamed",
+			len(q), alloc>>20, rowBytes>>20, maxBuf>>20)
+	}
+}
+
+// rawConn is an authenticated session's socket, for a client that reads
+// replies without keeping them (the test runs in the proxy's process, so
+// a pgproto3 client's buffers would count as the proxy's allocations).
+func (ts *testServer) rawConn(t *testing.T) net.Conn {
+	t.Helper()
+	pc := ts.connect(t)
+	hj, err := pc.Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hj.Conn.Close() })
+	return hj.Conn
+}
+
+// discardUntilReady reads backend messages up to ReadyForQuery without
+// keeping their bodies, and returns the message types seen (with the
+// SQLSTATE of an ErrorResponse).
+func discardUntilReady(t *testing.T, nc net.Conn) string {
+	t.Helper()
+	_ = nc.SetReadDeadline(time.Now().Add(60 * time.Second))
+	defer nc.SetReadDeadline(time.Time{})
+	var seen strings.Builder
+	hdr := make([]byte, 5)
+	for {
+		if _, err := io.ReadFull(nc, hdr); err != nil {
+			t.Fatalf("read: %v (so far %s)", err, seen.String())
+		}
+		n := int64(binary.BigEndian.Uint32(hdr[1:])) - 4
+		seen.WriteByte(hdr[0])
+		if hdr[0] == 'E' {
+			body := make([]byte, n)
+			if _, err := io.ReadFull(nc, body); err != nil {
+				t.Fatal(err)
+			}
+			var e pgproto3.ErrorResponse
+			if e.Decode(body) == nil {
+				fmt.Fprintf(&seen, "(%s %s)", e.Code, e.Message)
+			}
+			continue
+		}
+		if _, err := io.CopyN(io.Discard, nc, n); err != nil {
+			t.Fatal(err)
+		}
+		if hdr[0] == 'Z' {
+			return seen.String()
+		}
+	}
+}
+
+// TestAttack35_UnauthenticatedSocketsTakeEverySession (medium; a network
+// attacker, no credentials): Serve counts a connection against
+// MaxConnections from accept, and a connection that sends nothing holds
+// its place for the whole AuthTimeout (30 s by default). MaxConnections
+// idle TCP connections, re-opened every AuthTimeout, shut every analyst
+// out ("sorry, too many clients already"), while
+// max_connections_per_analyst bounds only authenticated sessions. (A
+// PostgreSQL server behaves the same way, but it keeps
+// superuser_reserved_connections and its authentication_timeout is the
+// only bound; the proxy is the only door to the data.) The fix: count
+// unauthenticated connections apart, under a bound of their own (and per
+// remote address), so that start-ups in progress cannot take authenticated
+// analysts' places; or a short deadline for the first start-up packet.
+func TestAttack35_UnauthenticatedSocketsTakeEverySession(t *testing.T) {
+	ts := startServer(t, serverOpts{mutate: func(c *Config) { c.MaxConnections = 4 }})
+	for i := 0; i < 4; i++ {
+		nc, err := net.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+	}
+	time.Sleep(100 * time.Millisecond) // accepted
+	bob, err := pgconnConnect(t, ts.dsn("bob", "bob-secret", "hospital"))
+	if err != nil {
+		t.Fatalf("bob cannot connect while 4 unauthenticated sockets that sent nothing are open: %v", err)
+	}
+	if _, err := execAll(t, bob, "SHOW dp.epsilon"); err != nil {
+		t.Fatalf("bob: %v", err)
+	}
+}
