@@ -59,8 +59,6 @@ func TestAttack35_UnreadCatalogResultHoldsShadowForever(t *testing.T) {
 	}
 	st := ts.srv.shadowPool(ts.srv.cfg.Datasets["hospital"]).Stats()
 	t.Logf("shadow pool: %+v", st)
-	_ = fmt.Sprint
-	_ = strings.Repeat
 }
 
 // TestAttack35_PlanCacheSharedAcrossAnalysts (low): the plan cache
@@ -263,5 +261,69 @@ func TestAttack35_UnauthenticatedSocketsTakeEverySession(t *testing.T) {
 	}
 	if _, err := execAll(t, bob, "SHOW dp.epsilon"); err != nil {
 		t.Fatalf("bob: %v", err)
+	}
+}
+
+// TestAttack35_PipelinedExecutesBufferUnbounded (high): in the extended
+// protocol the session writes to the client only at Sync, Flush or an
+// error (needsFlush); until then every Execute's rows are appended to the
+// pgproto3 Backend's write buffer, which nothing bounds. A client that
+// sends Bind and Execute of a catalog portal again and again without Sync
+// (30 bytes each, within the 1 MiB message limit however many) makes the
+// proxy keep every result: each up to MaxBufferedResult (64 MiB by
+// default), so one session holds as much of the proxy's heap as it sends
+// Executes, before the proxy ends out of memory with every analyst's
+// session. (Issue 33's held-rows budget counts suspended portals and
+// cursors only.) Here 300 Executes of 0.9 MiB with MaxBufferedResult 1 MiB.
+// The fix: flush the write buffer when it passes a bound (as PostgreSQL's
+// own 8 KiB send buffer does), under a write deadline, so that an unread
+// client blocks its own session rather than growing the proxy's heap.
+func TestAttack35_PipelinedExecutesBufferUnbounded(t *testing.T) {
+	const maxBuf = 1 << 20
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) { c.MaxBufferedResult = maxBuf }})
+	nc := ts.rawConn(t)
+	var out []byte
+	var err error
+	if out, err = (&pgproto3.Parse{Name: "big", Query: "SELECT repeat('x', 100) FROM generate_series(1, 8000)"}).Encode(out); err != nil {
+		t.Fatal(err)
+	}
+	if out, err = (&pgproto3.Sync{}).Encode(out); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	if got := discardUntilReady(t, nc); strings.Contains(got, "E") {
+		t.Fatalf("Parse: %s", got)
+	}
+	before := heapAlloc()
+	const executes = 300
+	out = out[:0]
+	for i := 0; i < executes; i++ {
+		if out, err = (&pgproto3.Bind{PreparedStatement: "big"}).Encode(out); err != nil {
+			t.Fatal(err)
+		}
+		if out, err = (&pgproto3.Execute{}).Encode(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err = (&pgproto3.Sync{}).Encode(out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("sending %d bytes: %d × Bind, Execute, then one Sync, and not reading", len(out), executes)
+	if _, err := nc.Write(out); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until the session has run them (its heap stops growing).
+	held, last := int64(0), int64(-1)
+	for i := 0; i < 150 && held != last; i++ {
+		time.Sleep(200 * time.Millisecond)
+		last, held = held, heapAlloc()-before
+	}
+	t.Logf("proxy heap grew by %d MiB (MaxBufferedResult %d MiB)", held>>20, maxBuf>>20)
+	reply := discardUntilReady(t, nc)
+	t.Logf("reply: %d messages", len(reply))
+	if held > 8*maxBuf {
+		t.Errorf("one session's pipelined Executes hold %d MiB of the proxy's memory (MaxBufferedResult %d MiB): the write buffer is not bounded", held>>20, maxBuf>>20)
 	}
 }
