@@ -327,3 +327,57 @@ func TestAttack35_PipelinedExecutesBufferUnbounded(t *testing.T) {
 		t.Errorf("one session's pipelined Executes hold %d MiB of the proxy's memory (MaxBufferedResult %d MiB): the write buffer is not bounded", held>>20, maxBuf>>20)
 	}
 }
+
+// TestAttack35_CustomSettingsUnbounded (high): SET of an extension-style
+// placeholder ("x.k1") is accepted with any value (isCustomSetting,
+// session.set) and kept in the session's settings with no bound on their
+// number or size. One analyst's session stores whatever it SETs: here
+// 200 SETs of 512 KiB values (100 MiB of the proxy's heap); with
+// max_connections_per_analyst sessions and no end but the proxy's memory.
+// The fix: bound the custom settings of a session (their number and bytes,
+// 54000 beyond), as checkPreparedRoom bounds prepared statements.
+func TestAttack35_CustomSettingsUnbounded(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	val := strings.Repeat("v", 512<<10)
+	before := heapAlloc()
+	var refused error
+	for i := 0; i < 200 && refused == nil; i++ {
+		_, refused = execAll(t, pc, fmt.Sprintf("SET x.k%d = '%s'", i, val))
+	}
+	held := heapAlloc() - before
+	t.Logf("refused: %v; proxy heap grew by %d MiB", refused, held>>20)
+	if held > 32<<20 {
+		t.Errorf("one session's custom settings hold %d MiB of the proxy's memory: their number and size are not bounded", held>>20)
+	}
+}
+
+// TestAttack35_SavepointsCloneSettings (high): each SAVEPOINT clones the
+// session's settings map (savepointStmt: maps.Clone of settings and
+// txCommit) and nothing bounds the number of savepoints. With n custom
+// settings (TestAttack35_CustomSettingsUnbounded) each SAVEPOINT of 12
+// bytes costs O(n) of the proxy's heap: memory quadratic in the bytes
+// sent. Here 10,000 small settings (one 190 KB Query) and 400 savepoints
+// (one 5 KB Query) hold hundreds of MiB. The fix: bound the savepoints of
+// a transaction (PostgreSQL's own cost is its backend's memory; the proxy's
+// heap is every analyst's), and the settings (above); or keep a savepoint's
+// undo log instead of a copy.
+func TestAttack35_SavepointsCloneSettings(t *testing.T) {
+	ts := startServer(t, serverOpts{})
+	pc := ts.connect(t)
+	var sb strings.Builder
+	for i := 0; i < 10000; i++ {
+		fmt.Fprintf(&sb, "SET x.k%d = 1;", i)
+	}
+	if _, err := execAll(t, pc, sb.String()); err != nil {
+		t.Logf("settings: %v", err)
+	}
+	before := heapAlloc()
+	sp := "BEGIN;" + strings.Repeat("SAVEPOINT s;", 400)
+	_, err := execAll(t, pc, sp)
+	held := heapAlloc() - before
+	t.Logf("%d-byte Query: %v; proxy heap grew by %d MiB", len(sp), err, held>>20)
+	if held > 32<<20 {
+		t.Errorf("one session's savepoints hold %d MiB of the proxy's memory after a %d-byte Query: savepoints (and the settings each one copies) are not bounded", held>>20, len(sp))
+	}
+}
