@@ -381,3 +381,46 @@ func TestAttack35_SavepointsCloneSettings(t *testing.T) {
 		t.Errorf("one session's savepoints hold %d MiB of the proxy's memory after a %d-byte Query: savepoints (and the settings each one copies) are not bounded", held>>20, len(sp))
 	}
 }
+
+// TestAttack35_CatalogNoticesBufferedUnbounded (high): the relay copies the
+// shadow's NoticeResponses into the client's write buffer (relayReply,
+// case 'N') without counting them toward relayFlushBytes, and in the
+// extended protocol nothing is written before Sync anyway; allowed
+// functions make the shadow send one NOTICE per call (to_tsquery of a stop
+// word: "text-search query contains only stop words…"). So
+// SELECT count(to_tsquery('english', left('the' || g, 3))) FROM
+// generate_series(1, n) g
+// makes the proxy hold n notices (about 150 bytes each) before its one row,
+// bounded only by how many the shadow sends in catalog_statement_timeout
+// (hundreds of MB per statement, from each connection of an analyst's
+// share at once). Here 600,000 notices (a few seconds of the shadow). The fix: count notices toward the
+// relay's flush (and the write-buffer bound of
+// TestAttack35_PipelinedExecutesBufferUnbounded), or drop notices beyond a
+// number per statement.
+func TestAttack35_CatalogNoticesBufferedUnbounded(t *testing.T) {
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t)})
+	nc := ts.rawConn(t)
+	const n = 600000
+	q := fmt.Sprintf("SELECT count(to_tsquery('english', left('the' || g, 3))) FROM generate_series(1, %d) g", n)
+	var reply string
+	peak := int64(0)
+	alloc := allocatedDuring(func() {
+		before := heapAlloc()
+		if _, err := nc.Write(appendQuery(nil, q)); err != nil {
+			t.Fatal(err)
+		}
+		// Read nothing until the shadow is done, as a client that reads
+		// its replies at the end would.
+		last := int64(-1)
+		for i := 0; i < 100 && peak != last; i++ {
+			time.Sleep(200 * time.Millisecond)
+			last, peak = peak, heapAlloc()-before
+		}
+		reply = discardUntilReady(t, nc)
+	})
+	notices := strings.Count(reply, "N")
+	t.Logf("%d notices; the proxy allocated %d MiB, held %d MiB at once", notices, alloc>>20, peak>>20)
+	if peak > 32<<20 {
+		t.Errorf("one catalog statement's notices held %d MiB of the proxy's memory: notices are not counted toward the relay's flush or any bound", peak>>20)
+	}
+}
