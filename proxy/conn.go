@@ -35,16 +35,19 @@ const (
 // sends what sess decides. Not safe for concurrent use, except for
 // cancelStatement and shutdown, which other goroutines call.
 type conn struct {
-	srv       *Server
-	id        uint32
-	raw       net.Conn // the socket (for shutdown from other goroutines)
-	netConn   net.Conn // the socket, or the TLS connection over it
-	tls       bool
-	be        *pgproto3.Backend
-	fr        *framer // the client's messages after start-up
-	msgs      frontendMessages
-	log       *zap.Logger
-	overLimit bool
+	srv     *Server
+	id      uint32
+	raw     net.Conn // the socket (for shutdown from other goroutines)
+	netConn net.Conn // the socket, or the TLS connection over it
+	tls     bool
+	be      *clientOut // messages to the client (out.go)
+	fr      *framer    // the client's messages after start-up
+	msgs    frontendMessages
+	log     *zap.Logger
+	// startSeq orders start-ups in progress; evicted: the session's
+	// start-up was ended to make room for a newer one (Server.starting).
+	startSeq uint64
+	evicted  bool
 
 	pid    uint32
 	secret []byte
@@ -60,7 +63,6 @@ type conn struct {
 	// to the client, the notice callback, and the shadow settings of the
 	// session as last computed.
 	relayOut      []byte
-	rawOut        rawMessages
 	onNotice      func(*pgconn.Notice)
 	shadowWant    []shadow.Setting
 	classifyCache *classifyCache
@@ -195,7 +197,7 @@ func (c *conn) startupFailed(err error) {
 	}
 	c.log.Info("connection refused", zap.Error(err))
 	if c.be == nil {
-		c.be = newBackend(c.netConn)
+		c.be = newClientOut(c.netConn)
 	}
 	c.be.Send(errorResponse(err, severityFatal, c.log))
 	_ = c.be.Flush()
@@ -295,19 +297,6 @@ func readStartupPacket(r io.Reader, max int) (uint32, []byte, error) {
 	return binary.BigEndian.Uint32(m[4:8]), m[8:], nil
 }
 
-// newBackend returns the Backend that writes to the client. Client
-// messages are read by the session's framer, never by the Backend.
-func newBackend(w io.Writer) *pgproto3.Backend {
-	return pgproto3.NewBackend(noReader{}, w)
-}
-
-// noReader is the Backend's reader: the session reads with its framer.
-type noReader struct{}
-
-func (noReader) Read([]byte) (int, error) {
-	return 0, errors.New("client messages are read by the framer")
-}
-
 func parseStartupParams(b []byte) (*startupPacket, error) {
 	sp := &startupPacket{params: map[string]string{}}
 	bad := pgerr.New(pgerr.ProtocolViolation, "invalid startup packet layout: expected terminator as last byte")
@@ -350,10 +339,7 @@ func cutNul(b []byte) (string, []byte, bool) {
 // and sends the ParameterStatus set, BackendKeyData and ReadyForQuery.
 func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	c.fr = newFramer(c.netConn, c.srv.cfg.MaxStartupMessage)
-	c.be = newBackend(c.netConn)
-	if c.overLimit {
-		return pgerr.New(pgerr.TooManyConnections, "sorry, too many clients already")
-	}
+	c.be = newClientOut(c.netConn)
 	if c.srv.cfg.RequireTLS && !c.tls {
 		return pgerr.New(pgerr.InvalidAuthorization, "connection requires TLS").
 			WithHint("connect with sslmode=require (or verify-full)")

@@ -96,7 +96,7 @@ func (c *conn) dpEnv() *pipeline.Env {
 		WorkRate:         c.sess.ds.WorkRate,
 		StatementTimeout: c.srv.cfg.StatementTimeout,
 		Plan: func(ds *policy.Dataset, text string, opts rewrite.Options) (*rewrite.Plan, error) {
-			return c.srv.plans.plan(ds, text, opts, c.srv.rt.rewrite)
+			return c.srv.plans.plan(c.sess.analyst, ds, text, opts, c.srv.rt.rewrite)
 		},
 		PublicDistinct: c.srv.rt.publicDistinct,
 	}

@@ -105,14 +105,14 @@ func (c *conn) sendRows(r *bufferedResult, from, to int) {
 	if from > 0 {
 		start = r.ends[from-1]
 	}
-	c.rawOut.send(c.be, r.raw[start:r.ends[to-1]])
+	c.be.sendRaw(r.raw[start:r.ends[to-1]])
 }
 
 // sendDescription sends the result's RowDescription, or NoData.
 func (c *conn) sendDescription(r *bufferedResult) {
 	switch {
 	case r.rawDesc != nil:
-		c.rawOut.send(c.be, r.rawDesc)
+		c.be.sendRaw(r.rawDesc)
 	case r.fields != nil:
 		c.be.Send(&pgproto3.RowDescription{Fields: r.fields})
 	default:

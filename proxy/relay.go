@@ -40,12 +40,6 @@ import (
 const (
 	// relayBufSize is the initial size of a relay's read buffer.
 	relayBufSize = frameBufSize
-	// relayFlushBytes: forwarded bytes buffered for the client before
-	// they are written (a large catalog result streams out in pieces).
-	relayFlushBytes = 64 << 10
-	// maxShadowMessage bounds the body of one message of the shadow
-	// (PostgreSQL's own limit on a field is 1 GB).
-	maxShadowMessage = 1 << 30
 	// cancelDeadline: after a statement_timeout has sent the shadow a
 	// CancelRequest, how long the relay waits for its reply before it
 	// gives up on the connection (pgconn's DeadlineDelay did the same).
@@ -55,16 +49,6 @@ const (
 // relayBufs are the read buffers of relays, shared between sessions (a
 // session holds one only while a statement is forwarded).
 var relayBufs = sync.Pool{New: func() any { b := make([]byte, 0, relayBufSize); return &b }}
-
-// rawMessages is a run of complete backend messages copied to the client
-// as they are. It implements pgproto3.BackendMessage so that it joins the
-// Backend's write buffer in order with the proxy's own messages.
-type rawMessages struct{ b []byte }
-
-func (m *rawMessages) Backend()                            {}
-func (m *rawMessages) Decode([]byte) error                 { return errors.New("raw messages are not decoded") }
-func (m *rawMessages) Encode(dst []byte) ([]byte, error)   { return append(dst, m.b...), nil }
-func (m *rawMessages) send(be *pgproto3.Backend, b []byte) { m.b = b; be.Send(m); m.b = nil }
 
 // errShadowProtocol: the shadow sent something the relay does not expect
 // in this state; the connection is closed.
@@ -81,13 +65,18 @@ type relay struct {
 // openRelay prepares sc's socket for direct use by one statement. The
 // relay is returned by value so that it stays on the caller's stack: a
 // forwarded statement allocates nothing for it.
-func openRelay(ctx context.Context, sc *shadow.Conn) (relay, error) {
+//
+// maxMessage bounds the body of one message of the shadow (MaxBufferedResult:
+// PostgreSQL's own limit on a field is 1 GB, and a message is read whole
+// before it is relayed, so one 29-byte `SELECT repeat('x', 134217728)`
+// made the proxy hold its 128 MB row; attack round 35).
+func openRelay(ctx context.Context, sc *shadow.Conn, maxMessage int) (relay, error) {
 	pg := sc.PgConn()
 	if err := pg.SyncConn(ctx); err != nil {
 		return relay{}, err
 	}
 	nc, buf := pg.Conn(), relayBufs.Get().(*[]byte)
-	return relay{nc: nc, buf: buf, f: framer{r: nc, buf: *buf, typed: true, max: maxShadowMessage}}, nil
+	return relay{nc: nc, buf: buf, f: framer{r: nc, buf: *buf, typed: true, max: maxMessage}}, nil
 }
 
 // close gives the read buffer back. It reports whether bytes of the
@@ -117,7 +106,13 @@ func (rl *relay) next() (byte, []byte, error) {
 	typ, m, err := rl.f.next()
 	if err != nil {
 		var tooBig *frameTooLargeError
-		if errors.Is(err, errFrameLength) || errors.As(err, &tooBig) {
+		if errors.As(err, &tooBig) {
+			// Refused before its body is read; the connection is not
+			// reused (the body is left unread).
+			return 0, nil, pgerr.New(programLimitExceeded, "catalog row too large (over %d bytes)", tooBig.max).
+				WithHint("select fewer or shorter columns")
+		}
+		if errors.Is(err, errFrameLength) {
 			return 0, nil, errShadowProtocol
 		}
 		return 0, nil, err
@@ -131,7 +126,6 @@ func (rl *relay) next() (byte, []byte, error) {
 // (bounded by MaxBufferedResult). It returns the statement's error and
 // whether the connection can be reused.
 func (c *conn) relayReply(ctx context.Context, rl *relay, br *bufferedResult) (stmtErr error, reusable bool) {
-	pending := 0 // bytes sent to the client's buffer since the last write
 	var pgErr *pgconn.PgError
 	changed := false // a ParameterStatus or notification: not reusable
 	for {
@@ -148,12 +142,8 @@ func (c *conn) relayReply(ctx context.Context, rl *relay, br *bufferedResult) (s
 				if typ == 'n' || typ == '1' || typ == '2' {
 					return c.shadowFailed(ctx, errShadowProtocol), false
 				}
-				c.rawOut.send(c.be, m)
-				if pending += len(m); pending >= relayFlushBytes {
-					if err := c.be.Flush(); err != nil {
-						return err, false
-					}
-					pending = 0
+				if c.be.sendRaw(m); c.be.failed() != nil {
+					return c.be.failed(), false
 				}
 				continue
 			}
@@ -178,7 +168,11 @@ func (c *conn) relayReply(ctx context.Context, rl *relay, br *bufferedResult) (s
 				return c.shadowFailed(ctx, fmt.Errorf("%w: %v", errShadowProtocol, err)), false
 			}
 			if c.sess.wantsMessages(n.Severity) {
-				c.rawOut.send(c.be, m)
+				// Written out as the rows are (clientOut): one statement's
+				// notices can number in the millions.
+				if c.be.sendRaw(m); c.be.failed() != nil {
+					return c.be.failed(), false
+				}
 			}
 		case 'E':
 			var e pgproto3.ErrorResponse

@@ -162,6 +162,14 @@ type Server struct {
 	perAnalyst map[string]int
 	planning   map[string]chan struct{}
 	conns      map[*conn]struct{}
+	// starting holds the connections still in start-up (TLS, the
+	// start-up packet, authentication), at most MaxConnections; a new
+	// one past that ends the oldest (handle). Sessions are counted apart
+	// (register): connections that never authenticate cannot take an
+	// analyst's place (attack round 35: four silent sockets shut every
+	// analyst out for the whole AuthTimeout).
+	starting map[*conn]struct{}
+	startSeq uint64
 }
 
 // New validates cfg and returns a Server.
@@ -227,6 +235,7 @@ func New(cfg Config) (*Server, error) {
 		perAnalyst: map[string]int{},
 		planning:   map[string]chan struct{}{},
 		conns:      map[*conn]struct{}{},
+		starting:   map[*conn]struct{}{},
 	}
 	if _, err := rand.Read(s.mockKey); err != nil {
 		return nil, fmt.Errorf("proxy: random key: %w", err)
@@ -303,10 +312,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		tempDelay = 0
 		id := s.nextConnID.Add(1)
-		n := s.active.Add(1)
-		overLimit := n > int64(s.cfg.MaxConnections)
-		if n > 2*int64(s.cfg.MaxConnections) {
-			// Far over the limit: do not even spend a goroutine on it.
+		if n := s.active.Add(1); n > 2*int64(s.cfg.MaxConnections)+1 {
+			// At most MaxConnections sessions and as many start-ups (and
+			// the one that evicts the oldest): beyond, sockets the
+			// evicted start-ups have not closed yet; do not even spend a
+			// goroutine on it.
 			s.active.Add(-1)
 			nc.Close()
 			continue
@@ -315,7 +325,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		go func() {
 			defer wg.Done()
 			defer s.active.Add(-1)
-			s.handle(baseCtx, nc, id, overLimit)
+			s.handle(baseCtx, nc, id)
 		}()
 	}
 
@@ -355,15 +365,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // handle runs one client connection. A panic is contained here: the client
 // gets a FATAL XX000 written directly to the socket (never the partially
 // built reply), the panic is logged, and the process goes on.
-func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32, overLimit bool) {
+func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32) {
 	log := s.log.With(zap.Uint32(logKeyConnID, id), zap.String(logKeyRemote, nc.RemoteAddr().String()))
-	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log, overLimit: overLimit}
+	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
+	s.addStarting(c)
 	s.mu.Unlock()
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
+		delete(s.starting, c)
 		s.mu.Unlock()
 	}()
 	defer func() {
@@ -376,8 +388,32 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32, overLimit b
 	c.run(ctx)
 }
 
+// addStarting counts c among the start-ups in progress; when they are
+// MaxConnections already, the oldest is ended (its socket closed): a
+// start-up that is still going after newer ones arrived is the likeliest
+// to be a socket that sends nothing, and a real client's start-up takes
+// milliseconds. Called with s.mu held.
+func (s *Server) addStarting(c *conn) {
+	if len(s.starting) >= s.cfg.MaxConnections {
+		var oldest *conn
+		for o := range s.starting {
+			if oldest == nil || o.startSeq < oldest.startSeq {
+				oldest = o
+			}
+		}
+		delete(s.starting, oldest)
+		oldest.evicted = true
+		oldest.log.Info("start-up ended to make room for a newer one", zap.Int("max_connections", s.cfg.MaxConnections))
+		_ = oldest.raw.Close()
+	}
+	s.startSeq++
+	c.startSeq = s.startSeq
+	s.starting[c] = struct{}{}
+}
+
 // register makes the session reachable by CancelRequest and by Serve's
-// drain. It picks a process id that no other session uses.
+// drain. It picks a process id that no other session uses. A session
+// counts against MaxConnections from here (start-ups apart: addStarting).
 func (s *Server) register(c *conn) error {
 	var b [8]byte
 	for tries := 0; tries < 16; tries++ {
@@ -389,6 +425,15 @@ func (s *Server) register(c *conn) error {
 			continue
 		}
 		s.mu.Lock()
+		if c.evicted {
+			s.mu.Unlock()
+			return errors.New("start-up ended to make room for a newer one")
+		}
+		if len(s.sessions) >= s.cfg.MaxConnections {
+			s.mu.Unlock()
+			return pgerr.New(pgerr.TooManyConnections, "sorry, too many clients already").
+				WithHint("the proxy serves at most %d sessions (max_connections in dpproxy.yaml); close idle sessions", s.cfg.MaxConnections)
+		}
 		if s.perAnalyst[c.sess.analyst] >= s.cfg.MaxConnectionsPerAnalyst {
 			s.mu.Unlock()
 			return pgerr.New(pgerr.TooManyConnections, "too many connections for role %q", c.sess.analyst).
@@ -400,6 +445,7 @@ func (s *Server) register(c *conn) error {
 			c.secret = append([]byte(nil), b[4:8]...)
 			s.sessions[pid] = c
 			s.perAnalyst[c.sess.analyst]++
+			delete(s.starting, c)
 			s.mu.Unlock()
 			return nil
 		}

@@ -222,7 +222,23 @@ func (s *session) setCharacteristics(modes string) {
 type savepoint struct {
 	name             string
 	settings, commit map[string]string
+	// bytes: what it and the savepoints before it hold of the proxy's
+	// memory (their own copies, when they have them; maxSavepointMemory).
+	bytes int
 }
+
+// A transaction's savepoints hold at most maxSavepointMemory of the
+// proxy's memory (each keeps a copy of the settings when they changed
+// since the one before) and number at most maxSavepoints: each SAVEPOINT
+// had copied the whole settings map, so 400 twelve-byte SAVEPOINTs held
+// 501 MiB (attack round 35). settingEntryBytes and savepointBytes are
+// the estimated overheads of a map entry and of a savepoint.
+const (
+	maxSavepoints      = 100000
+	maxSavepointMemory = 16 << 20
+	settingEntryBytes  = 48
+	savepointBytes     = 64
+)
 
 // savepointStmt runs SAVEPOINT, RELEASE and ROLLBACK TO (issue 17:
 // psycopg 3, SQLAlchemy's begin_nested, JDBC setSavepoint, pgx nested
@@ -239,7 +255,24 @@ func (s *session) savepointStmt(kind pgsql.SessionKind, name string) (string, er
 			WithHint("start a transaction with BEGIN first")
 	}
 	if kind == pgsql.SessionSavepoint {
-		s.savepoints = append(s.savepoints, savepoint{name: name, settings: maps.Clone(s.settings), commit: maps.Clone(s.txCommit)})
+		sp := savepoint{name: name}
+		if n := len(s.savepoints); n > 0 && maps.Equal(s.savepoints[n-1].settings, s.settings) && maps.Equal(s.savepoints[n-1].commit, s.txCommit) {
+			// Nothing changed since the last savepoint: share its copies
+			// (they are never written; ROLLBACK TO copies them).
+			sp.settings, sp.commit = s.savepoints[n-1].settings, s.savepoints[n-1].commit
+		} else {
+			sp.settings, sp.commit = maps.Clone(s.settings), maps.Clone(s.txCommit)
+			sp.bytes = settingsBytes(sp.settings) + settingsBytes(sp.commit) + (len(sp.settings)+len(sp.commit))*settingEntryBytes
+		}
+		sp.bytes += len(name) + savepointBytes
+		if n := len(s.savepoints); n > 0 {
+			sp.bytes += s.savepoints[n-1].bytes
+		}
+		if len(s.savepoints) >= maxSavepoints || sp.bytes > maxSavepointMemory {
+			return "", pgerr.New(programLimitExceeded, "too many savepoints in this transaction").
+				WithHint("RELEASE the savepoints you no longer need, or end the transaction")
+		}
+		s.savepoints = append(s.savepoints, sp)
 		return "SAVEPOINT", nil
 	}
 	i := len(s.savepoints) - 1

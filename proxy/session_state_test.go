@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"maps"
+	"strconv"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/accountant"
@@ -321,5 +322,101 @@ func TestSessionState_StatementsAndPortals(t *testing.T) {
 	}
 	if err := s.checkPreparedRoom("", 1); err != nil {
 		t.Errorf("the unnamed statement is always room: %v", err)
+	}
+}
+
+// TestSessionState_Bounds: what a session keeps of the proxy's memory is
+// bounded by public constants whatever it sends (attack round 35):
+// placeholder settings in number and all settings in bytes (54000 beyond,
+// the session unchanged), and a transaction's savepoints, which share the
+// copy of the settings before them when nothing changed.
+func TestSessionState_Bounds(t *testing.T) {
+	s := newTestSession(t)
+	big := make([]byte, maxSettingsBytes/2)
+	for i := range big {
+		big[i] = 'v'
+	}
+	setStmt(t, s, "x.big", string(big), false)
+	if _, err := s.setStmt(&pgsql.SessionStmt{Kind: pgsql.SessionSet, Name: "x.big2", Value: string(big)}, "x.big2"); code(err) != "54000" {
+		t.Errorf("settings past %d bytes: %v, want 54000", maxSettingsBytes, err)
+	}
+	if _, ok := s.settings["x.big2"]; ok {
+		t.Error("a refused SET was kept")
+	}
+	// Replacing a value counts its new length, not both.
+	setStmt(t, s, "x.big", string(big[:len(big)-1]), false)
+	if err := s.reset("all"); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for ; n <= maxCustomSettings; n++ {
+		name := "x.k" + itoa(n)
+		if _, err := s.setStmt(&pgsql.SessionStmt{Kind: pgsql.SessionSet, Name: name, Value: "1"}, name); err != nil {
+			if code(err) != "54000" {
+				t.Fatalf("placeholder %d: %v", n, err)
+			}
+			break
+		}
+	}
+	if n != maxCustomSettings {
+		t.Errorf("%d placeholder settings accepted, want %d", n, maxCustomSettings)
+	}
+	if err := s.reset("all"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Savepoints with nothing changed in between share one copy: as many
+	// as a JDBC autosave transaction makes cost no copy each.
+	s.begin("")
+	for i := range 5000 {
+		if _, err := s.savepointStmt(pgsql.SessionSavepoint, "PGJDBC_AUTOSAVE"); err != nil {
+			t.Fatalf("savepoint %d without changes: %v", i, err)
+		}
+	}
+	if last := s.savepoints[len(s.savepoints)-1].bytes; last > maxSavepointMemory/4 {
+		t.Errorf("5000 savepoints without changes hold %d bytes", last)
+	}
+	s.rollback()
+	// A change before each savepoint makes each its own copy: refused
+	// once they would hold maxSavepointMemory, the transaction usable.
+	s.begin("")
+	setStmt(t, s, "x.big", string(big), false)
+	refused := false
+	for i := range 1000 {
+		setStmt(t, s, "x.n", itoa(i), false)
+		if _, err := s.savepointStmt(pgsql.SessionSavepoint, "s"); err != nil {
+			if code(err) != "54000" {
+				t.Fatalf("savepoint %d: %v", i, err)
+			}
+			refused = true
+			break
+		}
+	}
+	if !refused {
+		t.Fatalf("1000 savepoints of %d-byte settings each accepted", len(big))
+	}
+	if b := s.savepoints[len(s.savepoints)-1].bytes; b > maxSavepointMemory {
+		t.Errorf("savepoints hold %d bytes, bound %d", b, maxSavepointMemory)
+	}
+	if _, err := s.savepointStmt(pgsql.SessionRollbackTo, "s"); err != nil || s.txStatus != 'T' {
+		t.Errorf("ROLLBACK TO after the refusal: %v, status %q", err, s.txStatus)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestCheckSearchPath: the proxy refuses the search_path values
+// PostgreSQL's list syntax refuses, so none reaches a shadow connection
+// that would keep its previous holder's value.
+func TestCheckSearchPath(t *testing.T) {
+	for v, ok := range map[string]bool{
+		``: true, ` `: true, `public`: true, `"$user", public`: true, `a,b , c`: true,
+		`"My Schema", "a""b"`: true, `"x"`: true, `$user`: true,
+		`"x`: false, `""`: false, `a,`: false, `,a`: false, `a b`: false, `a,,b`: false, `"a"b`: false, `"a" "b"`: false,
+	} {
+		_, err := checkSearchPath(nil, v)
+		if (err == nil) != ok {
+			t.Errorf("search_path %q: %v, want accepted %v", v, err, ok)
+		}
 	}
 }

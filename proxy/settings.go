@@ -70,7 +70,7 @@ var settingDefs = func() map[string]*settingDef {
 		{name: "default_transaction_read_only", def: "off", report: true, check: checkBool, desc: "Sets the default read-only status of new transactions."},
 		{name: "in_hot_standby", def: "off", report: true, readOnly: true, desc: "Shows whether hot standby is currently active."},
 		{name: "extra_float_digits", def: "1", shadow: true, check: intRange(-15, 3), desc: "Sets the number of digits displayed for floating-point values."},
-		{name: "search_path", def: `"$user", public`, shadow: true, check: anyValue, desc: "Sets the schema search order for names that are not schema-qualified."},
+		{name: "search_path", def: `"$user", public`, shadow: true, check: checkSearchPath, desc: "Sets the schema search order for names that are not schema-qualified."},
 		{name: "statement_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed duration of any statement."},
 		{name: "lock_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed duration of any wait for a lock."},
 		{name: "idle_in_transaction_session_timeout", def: "0", check: checkDuration, desc: "Sets the maximum allowed idle time between queries, when in a transaction."},
@@ -355,11 +355,60 @@ func (s *session) set(name, value string, isDefault, local bool) error {
 			return named(d.name, value, err)
 		}
 	}
+	if err := s.checkSettingsRoom(name, v, known); err != nil {
+		return err
+	}
 	s.settings[name] = v
 	if s.txStatus != 'I' && !local && s.txCommit != nil {
 		s.txCommit[name] = v
 	}
 	return nil
+}
+
+// A session's settings live in the proxy's memory, and every savepoint
+// and transaction keeps a copy: placeholder settings ("x.k", which any
+// SET may create, as in PostgreSQL) are at most maxCustomSettings, and all
+// names and values together at most maxSettingsBytes (attack round 35:
+// 200 SETs of 512 KiB held 106 MiB). Beyond, SET fails with 54000.
+const (
+	maxCustomSettings = 1000
+	maxSettingsBytes  = 64 << 10
+)
+
+// checkSettingsRoom reports whether setting name to v keeps the session's
+// settings within their bounds.
+func (s *session) checkSettingsRoom(name, v string, known bool) error {
+	size, custom := settingsBytes(s.settings), 0
+	old, had := s.settings[name]
+	if had {
+		size -= len(name) + len(old)
+	}
+	if size+len(name)+len(v) > maxSettingsBytes {
+		return pgerr.New(programLimitExceeded, "the session's settings would exceed %d bytes", maxSettingsBytes).
+			WithHint("use shorter values, or RESET the settings you no longer need")
+	}
+	if known || had {
+		return nil
+	}
+	for n := range s.settings {
+		if _, ok := settingDefs[n]; !ok {
+			custom++
+		}
+	}
+	if custom >= maxCustomSettings {
+		return pgerr.New(programLimitExceeded, "a session can have at most %d placeholder settings", maxCustomSettings).
+			WithHint("RESET ALL, or RESET the placeholder settings you no longer need")
+	}
+	return nil
+}
+
+// settingsBytes is the length of a settings map's names and values.
+func settingsBytes(m map[string]string) int {
+	n := 0
+	for k, v := range m {
+		n += len(k) + len(v)
+	}
+	return n
 }
 
 // reset restores a setting (or all settings) to its default.
@@ -475,6 +524,72 @@ func formatFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) 
 // Checks of setting values.
 
 func anyValue(_ *session, v string) (string, error) { return v, nil }
+
+// checkSearchPath refuses what PostgreSQL's list syntax refuses
+// (SplitIdentifierString): identifiers separated by commas, each a
+// double-quoted name ("" for a quote, not empty) or an unquoted word. A
+// value the proxy kept but the shadow refused would leave a pooled
+// connection's previous value in place (attack round 35).
+func checkSearchPath(_ *session, v string) (string, error) {
+	bad := func() (string, error) {
+		return "", invalidValue("search_path", v).WithDetail("List syntax is invalid.").
+			WithHint(`list schema names separated by commas, e.g. SET search_path = public, "My Schema"`)
+	}
+	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' }
+	i := 0
+	skip := func() {
+		for i < len(v) && isSpace(v[i]) {
+			i++
+		}
+	}
+	skip()
+	if i == len(v) {
+		return v, nil // an empty list
+	}
+	for {
+		if v[i] == '"' {
+			n := 0
+			for i++; ; i++ {
+				if i == len(v) {
+					return bad() // no closing quote
+				}
+				if v[i] == '"' {
+					if i+1 < len(v) && v[i+1] == '"' {
+						i++
+						n++
+						continue
+					}
+					i++
+					break
+				}
+				n++
+			}
+			if n == 0 {
+				return bad() // a zero-length delimited identifier
+			}
+		} else {
+			start := i
+			for i < len(v) && v[i] != ',' && !isSpace(v[i]) {
+				i++
+			}
+			if i == start {
+				return bad()
+			}
+		}
+		skip()
+		if i == len(v) {
+			return v, nil
+		}
+		if v[i] != ',' {
+			return bad()
+		}
+		i++
+		skip()
+		if i == len(v) {
+			return bad() // a trailing comma
+		}
+	}
+}
 
 func checkApplicationName(_ *session, v string) (string, error) {
 	// PostgreSQL keeps printable ASCII only and truncates to NAMEDATALEN-1.

@@ -87,13 +87,20 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 	}
 	sc.OnNotice(c.onNotice)
 	if err := c.applySettings(ctx, sc); err != nil {
-		if sc.PgConn().IsClosed() || ctx.Err() != nil || !isPgError(err) {
-			c.releaseShadow(ctx, sc)
-			return nil, c.shadowFailed(ctx, err)
+		// The connection is not in the session's state: it may hold the
+		// previous holder's values (another analyst's; attack round 35),
+		// so the statement does not run on it and it is closed.
+		c.dropShadow(sc)
+		var pge *pgconn.PgError
+		if errors.As(err, &pge) && ctx.Err() == nil {
+			// A value PostgreSQL refuses that the proxy's own check let
+			// through: the session's statements fail until it is set
+			// again.
+			c.log.Warn("could not apply a setting to the shadow session", zap.String(logKeySQLState, pge.Code))
+			return nil, pgerr.New(pgerr.InvalidParameterValue, "a session setting is not valid for the catalog: %s", pge.Message).
+				WithHint("SET the setting named above to a valid value, or RESET it")
 		}
-		// A value PostgreSQL refuses: the proxy's own value stays
-		// authoritative, as for any setting.
-		c.log.Warn("could not apply a setting to the shadow session", zap.Error(err))
+		return nil, c.shadowFailed(ctx, err)
 	}
 	return sc, nil
 }
@@ -290,14 +297,22 @@ func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, erro
 	if err != nil {
 		return err
 	}
-	rl, err := openRelay(ctx, sc)
+	rl, err := openRelay(ctx, sc, c.srv.cfg.MaxBufferedResult)
 	if err != nil {
 		c.dropShadow(sc)
 		return c.shadowFailed(ctx, err)
 	}
 	// The proxy's own bound, should the server not end the statement at
 	// its statement_timeout; cleared below (pgconn uses the socket next).
-	_ = rl.nc.SetReadDeadline(time.Now().Add(sc.StatementTimeout() + catalogDeadlineGrace))
+	// The client's writes get the same deadline: PostgreSQL does not
+	// cancel a statement blocked sending its result, so a client that
+	// does not read would otherwise hold the shadow connection (another
+	// analyst's share of the pool too, when shared) for ever (attack
+	// round 35). A write past it ends the session.
+	deadline := time.Now().Add(sc.StatementTimeout() + catalogDeadlineGrace)
+	_ = rl.nc.SetReadDeadline(deadline)
+	_ = c.netConn.SetWriteDeadline(deadline)
+	defer func() { _ = c.netConn.SetWriteDeadline(time.Time{}) }()
 	unwatch := c.watchShadow(ctx, sc.PgConn())
 	c.relayOut, err = build(c.relayOut[:0])
 	reusable := false
