@@ -424,3 +424,31 @@ func TestAttack35_CatalogNoticesBufferedUnbounded(t *testing.T) {
 		t.Errorf("one catalog statement's notices held %d MiB of the proxy's memory: notices are not counted toward the relay's flush or any bound", peak>>20)
 	}
 }
+
+// TestAttack35_UnreadNoticesHoldShadow: the same as
+// TestAttack35_UnreadCatalogResultHoldsShadowForever through pgconn rather
+// than the relay: a cursor's query is materialized with pgconn, whose
+// notice callback writes each notice to the client (clientOut flushes every
+// 64 KiB). A client that does not read blocked that write inside pgconn's
+// read, and so the shadow backend in its send; the write deadline of
+// acquireShadow ends it, and the connection goes back to the pool.
+func TestAttack35_UnreadNoticesHoldShadow(t *testing.T) {
+	const stmtTimeout = 500 * time.Millisecond
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
+		c.ShadowMaxConns = 2
+		c.ShadowMaxConnsPerAnalyst = 1
+		c.CatalogStatementTimeout = stmtTimeout
+		c.ShadowAcquireTimeout = 300 * time.Millisecond
+	}})
+	fe, _ := ts.rawSession(t)
+	// Far more notices than socket buffers hold; never read.
+	fe.Send(&pgproto3.Query{String: "BEGIN; DECLARE c CURSOR FOR SELECT count(to_tsquery('english', left('the' || g, 3))) FROM generate_series(1, 2000000) g"})
+	if err := fe.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(stmtTimeout + catalogDeadlineGrace + 3*time.Second)
+	other := ts.connect(t)
+	if _, err := execAll(t, other, "SELECT 1"); err != nil {
+		t.Errorf("alice's catalog statement while her other session's unread notices were pending: %v (want the share freed at catalog_statement_timeout + %v)", err, catalogDeadlineGrace)
+	}
+}

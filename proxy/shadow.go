@@ -102,6 +102,14 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 		}
 		return nil, c.shadowFailed(ctx, err)
 	}
+	// While the session holds a shadow connection its writes to the
+	// client (relayed rows, notices) have a deadline, cleared when it lets
+	// the connection go (finishShadow, dropShadow): PostgreSQL does not
+	// cancel a statement blocked sending its result, so a client that
+	// does not read would otherwise hold the connection, and its share of
+	// the pool, for ever (attack round 35). A write past it ends the
+	// session.
+	_ = c.netConn.SetWriteDeadline(time.Now().Add(sc.StatementTimeout() + catalogDeadlineGrace))
 	return sc, nil
 }
 
@@ -145,6 +153,7 @@ func (c *conn) releaseShadow(ctx context.Context, sc *shadow.Conn) {
 // message boundary, or reported a transaction, and is closed.
 func (c *conn) finishShadow(ctx context.Context, sc *shadow.Conn, reusable bool) {
 	sc.OnNotice(nil)
+	_ = c.netConn.SetWriteDeadline(time.Time{})
 	if !reusable {
 		c.dropShadow(sc)
 		return
@@ -160,6 +169,7 @@ func (c *conn) finishShadow(ctx context.Context, sc *shadow.Conn, reusable bool)
 // dropShadow closes sc (its slot in the pool is freed).
 func (c *conn) dropShadow(sc *shadow.Conn) {
 	sc.OnNotice(nil)
+	_ = c.netConn.SetWriteDeadline(time.Time{})
 	if c.shadow == sc {
 		c.shadow = nil
 	}
@@ -304,15 +314,8 @@ func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, erro
 	}
 	// The proxy's own bound, should the server not end the statement at
 	// its statement_timeout; cleared below (pgconn uses the socket next).
-	// The client's writes get the same deadline: PostgreSQL does not
-	// cancel a statement blocked sending its result, so a client that
-	// does not read would otherwise hold the shadow connection (another
-	// analyst's share of the pool too, when shared) for ever (attack
-	// round 35). A write past it ends the session.
-	deadline := time.Now().Add(sc.StatementTimeout() + catalogDeadlineGrace)
-	_ = rl.nc.SetReadDeadline(deadline)
-	_ = c.netConn.SetWriteDeadline(deadline)
-	defer func() { _ = c.netConn.SetWriteDeadline(time.Time{}) }()
+	// (The client's writes have a deadline too: acquireShadow.)
+	_ = rl.nc.SetReadDeadline(time.Now().Add(sc.StatementTimeout() + catalogDeadlineGrace))
 	unwatch := c.watchShadow(ctx, sc.PgConn())
 	c.relayOut, err = build(c.relayOut[:0])
 	reusable := false
