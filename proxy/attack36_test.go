@@ -144,3 +144,32 @@ func TestAttack36_UnreadPostNoticesHoldDPSlot(t *testing.T) {
 type nopUpstream struct{}
 
 func (nopUpstream) Query(context.Context, string, ...any) ([][]*string, error) { return nil, nil }
+
+// TestAttack36_CatalogStatementShadowMemory (medium): the shadow cluster
+// is shared by every analyst of a dataset (G8), and a catalog statement's
+// cost there is bounded only by catalog_statement_timeout, which does not
+// bound memory: allowed aggregate and string functions build values of up
+// to 1 GB in the shadow backend. `SELECT length(string_agg(repeat('x',
+// 1000000), ”)) FROM generate_series(1, 800)` (70 bytes) makes the shadow
+// backend hold 800 MB and is answered in about 4 s; an analyst's share of
+// the pool (5 connections by default) holds 4 GB at once, the whole pool
+// (20) 16 GB, enough for the kernel's OOM killer to end a shadow backend,
+// after which PostgreSQL restarts and drops every analyst's catalog
+// connection. (The same statements fill the shadow's disk: a sort spilled
+// 685 MB of temp files in one 10 s statement, and the shadow has no
+// temp_file_limit.) The round-35 bound on one shadow message keeps the
+// proxy safe, not the shadow. The fix: cap the size arguments of repeat,
+// lpad, rpad, string_agg/array_agg inputs… in the catalog allow-list, or
+// bound the shadow role (temp_file_limit; a memory cap outside PostgreSQL,
+// e.g. a cgroup per shadow cluster) and say so in SECURITY.md.
+func TestAttack36_CatalogStatementShadowMemory(t *testing.T) {
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t)})
+	pc := ts.connect(t)
+	const q = "SELECT length(string_agg(repeat('x', 1000000), '')) FROM generate_series(1, 400)"
+	res, err := execAll(t, pc, q)
+	if err == nil {
+		t.Errorf("%q was answered (%v): one catalog statement made the shared shadow backend build a 400 MB value; the shadow's memory per statement is not bounded", q, rows(res[0]))
+	} else {
+		t.Logf("refused: %v", err)
+	}
+}
