@@ -35,6 +35,7 @@ func TestDoctor_Demo(t *testing.T) {
 		"ledger role dpproxy_ledger cannot connect to the data database",
 		"shadow role dpproxy_shadow has no write privilege",
 		"the shadow catalog's protected tables hold no rows",
+		"shadow role dpproxy_shadow has temp_file_limit 1GB",
 		"shadow role dpproxy_shadow cannot connect to the data database",
 		"column types: every declared column's live type honours its policy type",
 		"response_time pads every DP answer to 500ms",

@@ -3,9 +3,14 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"github.com/jackc/pgx/v5/pgproto3"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgcluster"
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // Issue 36's attack round (on round 35's fixes): each finding kept as the
@@ -162,14 +167,34 @@ func (nopUpstream) Query(context.Context, string, ...any) ([][]*string, error) {
 // lpad, rpad, string_agg/array_agg inputs… in the catalog allow-list, or
 // bound the shadow role (temp_file_limit; a memory cap outside PostgreSQL,
 // e.g. a cgroup per shadow cluster) and say so in SECURITY.md.
+//
+// Fixed where PostgreSQL can be: the shadow server runs with a bound on
+// each process's memory (pgcluster.Options.MaxProcessMemory, as `dpproxy
+// demo` starts its shadow and SECURITY.md G8 asks of a deployment) and a
+// temp_file_limit (`dpproxy doctor` warns without one). This test runs its
+// shadow so: the statement fails with 53200 in its own backend, and the
+// server and the other sessions go on.
 func TestAttack36_CatalogStatementShadowMemory(t *testing.T) {
-	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t)})
-	pc := ts.connect(t)
+	sh := pgtest.NewClusterWith(t, pgcluster.Options{MaxProcessMemory: 1 << 30, Settings: map[string]string{"temp_file_limit": "1GB"}})
+	ctx := context.Background()
+	if err := pgtest.Exec(ctx, sh.DSN("postgres"),
+		`CREATE TABLE visits (patient_id bigint, visit_date date, department text, diagnosis text,
+			age int, cost numeric(10,2), length_of_stay int)`,
+		`CREATE TABLE patients (patient_id bigint primary key, birth_year int, sex text, region text)`); err != nil {
+		t.Fatal(err)
+	}
+	ts := startServer(t, serverOpts{shadowDSN: sh.DSN("postgres")})
+	pc, other := ts.connect(t), ts.connect(t)
 	const q = "SELECT length(string_agg(repeat('x', 1000000), '')) FROM generate_series(1, 400)"
 	res, err := execAll(t, pc, q)
 	if err == nil {
 		t.Errorf("%q was answered (%v): one catalog statement made the shared shadow backend build a 400 MB value; the shadow's memory per statement is not bounded", q, rows(res[0]))
-	} else {
-		t.Logf("refused: %v", err)
+	} else if !strings.Contains(err.Error(), "53200") {
+		t.Errorf("%q: %v, want 53200 out of memory from the shadow", q, err)
+	}
+	for _, c := range []*pgconn.PgConn{pc, other} {
+		if _, err := execAll(t, c, "SELECT count(*) FROM pg_class"); err != nil {
+			t.Errorf("a catalog statement after the refused one: %v (the shadow server must go on)", err)
+		}
 	}
 }

@@ -48,6 +48,10 @@ type conn struct {
 	// start-up was ended to make room for a newer one (Server.starting).
 	startSeq uint64
 	evicted  bool
+	// from is the client's address without its port; begun is set when
+	// its start-up packet has been read.
+	from  string
+	begun atomic.Bool
 
 	pid    uint32
 	secret []byte
@@ -224,6 +228,7 @@ func (c *conn) negotiate() (*startupPacket, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.begun.Store(true)
 		switch code {
 		case sslRequestCode:
 			if c.tls {

@@ -170,6 +170,9 @@ type Server struct {
 	// analyst out for the whole AuthTimeout).
 	starting map[*conn]struct{}
 	startSeq uint64
+	// startingFrom counts the start-ups in progress by remote address
+	// (host without port).
+	startingFrom map[string]int
 }
 
 // New validates cfg and returns a Server.
@@ -225,17 +228,18 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = zap.NewNop()
 	}
 	s := &Server{
-		cfg:        cfg,
-		log:        cfg.Logger.Named("proxy"),
-		creds:      make(map[string]scramCredentials, len(cfg.Analysts)),
-		mockKey:    make([]byte, 32),
-		rt:         defaultRouter(),
-		plans:      newPlanCache(),
-		sessions:   map[uint32]*conn{},
-		perAnalyst: map[string]int{},
-		planning:   map[string]chan struct{}{},
-		conns:      map[*conn]struct{}{},
-		starting:   map[*conn]struct{}{},
+		cfg:          cfg,
+		log:          cfg.Logger.Named("proxy"),
+		creds:        make(map[string]scramCredentials, len(cfg.Analysts)),
+		mockKey:      make([]byte, 32),
+		rt:           defaultRouter(),
+		plans:        newPlanCache(),
+		sessions:     map[uint32]*conn{},
+		perAnalyst:   map[string]int{},
+		planning:     map[string]chan struct{}{},
+		conns:        map[*conn]struct{}{},
+		starting:     map[*conn]struct{}{},
+		startingFrom: map[string]int{},
 	}
 	if _, err := rand.Read(s.mockKey); err != nil {
 		return nil, fmt.Errorf("proxy: random key: %w", err)
@@ -312,11 +316,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 		tempDelay = 0
 		id := s.nextConnID.Add(1)
-		if n := s.active.Add(1); n > 2*int64(s.cfg.MaxConnections)+1 {
-			// At most MaxConnections sessions and as many start-ups (and
-			// the one that evicts the oldest): beyond, sockets the
-			// evicted start-ups have not closed yet; do not even spend a
-			// goroutine on it.
+		if n := s.active.Add(1); n > 3*int64(s.cfg.MaxConnections)+1 && (n > 4*int64(s.cfg.MaxConnections)+1 || !s.fromMinority(nc.RemoteAddr())) {
+			// At most MaxConnections sessions and as many start-ups, and
+			// as many again of evicted start-ups whose goroutines have
+			// not ended yet (addStarting): beyond, do not even spend a
+			// goroutine on it, unless it comes from an address with fewer
+			// start-ups than another (a flood from one address then fills
+			// this with its own evicted sockets, not an analyst's; its
+			// start-up evicts one of the flood's).
 			s.active.Add(-1)
 			nc.Close()
 			continue
@@ -368,6 +375,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32) {
 	log := s.log.With(zap.Uint32(logKeyConnID, id), zap.String(logKeyRemote, nc.RemoteAddr().String()))
 	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log}
+	c.from = remoteHost(nc.RemoteAddr())
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.addStarting(c)
@@ -375,7 +383,7 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32) {
 	defer func() {
 		s.mu.Lock()
 		delete(s.conns, c)
-		delete(s.starting, c)
+		s.endStarting(c)
 		s.mu.Unlock()
 	}()
 	defer func() {
@@ -388,27 +396,84 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32) {
 	c.run(ctx)
 }
 
-// addStarting counts c among the start-ups in progress; when they are
-// MaxConnections already, the oldest is ended (its socket closed): a
-// start-up that is still going after newer ones arrived is the likeliest
-// to be a socket that sends nothing, and a real client's start-up takes
-// milliseconds. Called with s.mu held.
+// addStarting counts c among the start-ups in progress. When they are
+// MaxConnections already, one is ended (its socket closed) to make room:
+// the oldest of those from the remote address that has the most in
+// progress, preferring one that has not sent its start-up packet yet. So
+// a flood from one address ends only its own start-ups (attack round 36:
+// ending the oldest of all ended every analyst's handshake under a flood
+// of connections that sent nothing), and a real client's start-up, which
+// takes milliseconds, is ended only by floods from more addresses than it
+// shares with others. Called with s.mu held.
 func (s *Server) addStarting(c *conn) {
-	if len(s.starting) >= s.cfg.MaxConnections {
-		var oldest *conn
-		for o := range s.starting {
-			if oldest == nil || o.startSeq < oldest.startSeq {
-				oldest = o
-			}
-		}
-		delete(s.starting, oldest)
-		oldest.evicted = true
-		oldest.log.Info("start-up ended to make room for a newer one", zap.Int("max_connections", s.cfg.MaxConnections))
-		_ = oldest.raw.Close()
-	}
 	s.startSeq++
 	c.startSeq = s.startSeq
 	s.starting[c] = struct{}{}
+	s.startingFrom[c.from]++
+	if len(s.starting) <= s.cfg.MaxConnections {
+		return
+	}
+	top := ""
+	for from, n := range s.startingFrom {
+		if n > s.startingFrom[top] {
+			top = from
+		}
+	}
+	var victim *conn
+	for o := range s.starting {
+		if o.from != top {
+			continue
+		}
+		better := victim == nil ||
+			(!o.begun.Load() && victim.begun.Load()) ||
+			(o.begun.Load() == victim.begun.Load() && o.startSeq < victim.startSeq)
+		if better {
+			victim = o
+		}
+	}
+	s.endStarting(victim)
+	victim.evicted = true
+	victim.log.Info("start-up ended to make room for a newer one", zap.Int("max_connections", s.cfg.MaxConnections))
+	_ = victim.raw.Close()
+}
+
+// fromMinority reports whether a has fewer start-ups in progress than
+// some other address.
+func (s *Server) fromMinority(a net.Addr) bool {
+	from := remoteHost(a)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	mine := s.startingFrom[from]
+	for _, n := range s.startingFrom {
+		if n > mine {
+			return true
+		}
+	}
+	return false
+}
+
+// endStarting stops counting c among the start-ups in progress (it is a
+// session now, or gone). Called with s.mu held.
+func (s *Server) endStarting(c *conn) {
+	if _, ok := s.starting[c]; !ok {
+		return
+	}
+	delete(s.starting, c)
+	if s.startingFrom[c.from]--; s.startingFrom[c.from] <= 0 {
+		delete(s.startingFrom, c.from)
+	}
+}
+
+// remoteHost is a client's address without its port.
+func remoteHost(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 // register makes the session reachable by CancelRequest and by Serve's
@@ -445,7 +510,7 @@ func (s *Server) register(c *conn) error {
 			c.secret = append([]byte(nil), b[4:8]...)
 			s.sessions[pid] = c
 			s.perAnalyst[c.sess.analyst]++
-			delete(s.starting, c)
+			s.endStarting(c)
 			s.mu.Unlock()
 			return nil
 		}

@@ -355,11 +355,19 @@ func (s *session) set(name, value string, isDefault, local bool) error {
 			return named(d.name, value, err)
 		}
 	}
-	if err := s.checkSettingsRoom(name, v, known); err != nil {
+	commit := s.txStatus != 'I' && !local && s.txCommit != nil
+	if err := checkSettingsRoom(s.settings, name, v, known); err != nil {
 		return err
 	}
+	if commit {
+		// COMMIT keeps these: bounded as the session's own (attack round
+		// 36: SET then SET LOCAL of the same name grew them unchecked).
+		if err := checkSettingsRoom(s.txCommit, name, v, known); err != nil {
+			return err
+		}
+	}
 	s.settings[name] = v
-	if s.txStatus != 'I' && !local && s.txCommit != nil {
+	if commit {
 		s.txCommit[name] = v
 	}
 	return nil
@@ -375,12 +383,17 @@ const (
 	maxSettingsBytes  = 64 << 10
 )
 
-// checkSettingsRoom reports whether setting name to v keeps the session's
-// settings within their bounds.
-func (s *session) checkSettingsRoom(name, v string, known bool) error {
-	size, custom := settingsBytes(s.settings), 0
-	old, had := s.settings[name]
+// checkSettingsRoom reports whether setting name to v keeps the settings
+// m (the session's, or those its transaction's COMMIT keeps) within their
+// bounds. A change that does not make them larger is always allowed (so
+// RESET works whatever they hold).
+func checkSettingsRoom(m map[string]string, name, v string, known bool) error {
+	size, custom := settingsBytes(m), 0
+	old, had := m[name]
 	if had {
+		if len(v) <= len(old) {
+			return nil
+		}
 		size -= len(name) + len(old)
 	}
 	if size+len(name)+len(v) > maxSettingsBytes {
@@ -390,7 +403,7 @@ func (s *session) checkSettingsRoom(name, v string, known bool) error {
 	if known || had {
 		return nil
 	}
-	for n := range s.settings {
+	for n := range m {
 		if _, ok := settingDefs[n]; !ok {
 			custom++
 		}

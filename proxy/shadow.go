@@ -277,6 +277,12 @@ func (c *conn) shadowFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return statementError(ctx, err)
 	}
+	if tooBig := (*pgproto3.ExceededMaxBodyLenErr)(nil); errors.As(err, &tooBig) {
+		// pgconn closed the connection before reading the message's body
+		// (the shadow pool's BuildFrontend).
+		return pgerr.New(programLimitExceeded, "catalog row too large (over %d bytes)", c.srv.cfg.MaxBufferedResult).
+			WithHint("select fewer or shorter columns")
+	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// The relay's read deadline (relayShadow): the shadow did not end
 		// the statement at its statement_timeout.

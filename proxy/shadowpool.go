@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/shadow"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // newShadowPools makes one shadow connection pool per dataset with a
@@ -32,6 +34,16 @@ func newShadowPools(cfg Config) (map[*Dataset]*shadow.Pool, error) {
 				// the connection rather than reuse it.
 				pc.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
 					return &pgconn.CancelRequestContextWatcherHandler{Conn: c, CancelRequestDelay: 0, DeadlineDelay: 5 * time.Second}
+				}
+				// One message of the shadow is read whole: at most
+				// MaxBufferedResult, refused before its body is read (the
+				// relay's own framer has the same bound, openRelay), or one
+				// 46-byte COPY (SELECT repeat('x', 134217728)) TO STDOUT
+				// made the proxy hold its 128 MB row twice (attack round 36).
+				pc.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
+					f := pgproto3.NewFrontend(r, w)
+					f.SetMaxBodyLen(cfg.MaxBufferedResult)
+					return f
 				}
 			},
 		})

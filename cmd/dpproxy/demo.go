@@ -59,6 +59,16 @@ func demoConfig(tmpl []byte, pgAddr, shadowAddr, listen string) ([]byte, error) 
 // startClusters starts the data cluster in dataDir and the shadow cluster in
 // dataDir/shadow (both temporary when dataDir is empty), concurrently. The
 // shadow catalog must not share the data's cluster: see internal/demo.
+// The demo's shadow server is bounded as SECURITY.md (G8) asks of any:
+// analysts' catalog statements run there, so each backend's disk for
+// temporary files and its memory (53200 "out of memory" in that backend
+// alone, never the kernel's OOM killer ending the server's sessions) are
+// bounded.
+var (
+	shadowServerSettings = map[string]string{"temp_file_limit": "1GB"}
+	shadowProcessMemory  = int64(1 << 30)
+)
+
 // dataSettings are extra server settings of the data cluster (the Citus
 // coordinator's CitusSettings with --citus-workers).
 func startClusters(ctx context.Context, dataDir string, dataSettings map[string]string, log *zap.Logger) (data, shadow *pgcluster.Cluster, err error) {
@@ -72,7 +82,8 @@ func startClusters(ctx context.Context, dataDir string, dataSettings map[string]
 	}
 	ch := make(chan result, 1)
 	startShadow := func() {
-		c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: shadowDir, Logger: log.Named("shadow")})
+		c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: shadowDir, Logger: log.Named("shadow"),
+			Settings: shadowServerSettings, MaxProcessMemory: shadowProcessMemory})
 		ch <- result{c, err}
 	}
 	// As root, pgcluster runs the servers as the "postgres" system user and

@@ -434,6 +434,18 @@ func checkShadow(ctx context.Context, r *Report, ds, dsn, dataDSN string, pol *p
 	} else {
 		r.add(ds, true, "the shadow catalog's protected tables hold no rows")
 	}
+	// Analysts' catalog statements spend the shadow server's disk: a
+	// sort spills up to temp_file_limit per backend (attack round 36: one
+	// statement wrote 685 MB within the catalog timeout).
+	var tempLimit string
+	if err := c.QueryRow(ctx, "SHOW temp_file_limit").Scan(&tempLimit); err != nil {
+		return fmt.Errorf("datasets.%s.shadow: SHOW temp_file_limit: %w", ds, err)
+	}
+	if tempLimit == "-1" {
+		r.add(ds, false, "shadow role %s has no temp_file_limit: one analyst's catalog statement can fill the shadow server's disk; as a superuser, ALTER ROLE %s SET temp_file_limit = '1GB' (and bound the shadow server's memory per process: SECURITY.md, G8)", user, quoteIdent(user))
+	} else {
+		r.add(ds, true, "shadow role %s has temp_file_limit %s", user, tempLimit)
+	}
 	crossCheck(ctx, r, ds, "shadow", dsn, dataDSN, "the data database")
 	return nil
 }

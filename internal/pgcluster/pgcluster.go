@@ -79,6 +79,14 @@ type Options struct {
 	// dpproxy.conf as name = 'value' (e.g. shared_preload_libraries =
 	// citus). Values are quoted here; names must be plain identifiers.
 	Settings map[string]string
+	// MaxProcessMemory, when set, bounds the address space of the server
+	// and of every backend it forks (RLIMIT_AS, inherited at fork; shared
+	// memory counts): a statement that needs more fails with 53200 "out of
+	// memory" in its own backend, where without a bound the kernel's OOM
+	// killer would end a backend and PostgreSQL would restart, dropping
+	// every session. For a shadow catalog cluster, whose statements come
+	// from analysts.
+	MaxProcessMemory int64
 }
 
 // Cluster is a running PostgreSQL server on 127.0.0.1. Safe for concurrent
@@ -318,6 +326,12 @@ func (c *Cluster) start(ctx context.Context, port int, opts Options) error {
 	logStart, _ := logFile.Seek(0, 2)
 
 	cmd := exec.Command(filepath.Join(c.BinDir, "postgres"), "-D", c.dataDir)
+	if opts.MaxProcessMemory > 0 {
+		// The shell sets the limit and becomes the server (exec): the
+		// process started is still the postmaster.
+		cmd = exec.Command("/bin/sh", "-c", `ulimit -v "$1" && exec "$2" -D "$3"`, "sh",
+			strconv.FormatInt(opts.MaxProcessMemory>>10, 10), filepath.Join(c.BinDir, "postgres"), c.dataDir)
+	}
 	cmd.Env = append(os.Environ(), "LC_ALL=C")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	c.cred.apply(cmd)

@@ -140,10 +140,17 @@ func Exec(ctx context.Context, dsn string, sqls ...string) error {
 // ends. It skips or fails like Cluster when PostgreSQL is missing.
 func NewCluster(t testing.TB) *pgcluster.Cluster {
 	t.Helper()
+	return NewClusterWith(t, pgcluster.Options{})
+}
+
+// NewClusterWith is NewCluster with options (NoFsync is always set).
+func NewClusterWith(t testing.TB, opts pgcluster.Options) *pgcluster.Cluster {
+	t.Helper()
 	Cluster(t) // skips, or fails under CI, without PostgreSQL
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{NoFsync: true})
+	opts.NoFsync = true
+	c, err := pgcluster.Start(ctx, opts)
 	if err != nil {
 		if errors.Is(err, pgcluster.ErrNotInstalled) && !InCI() {
 			t.Skipf("a second PostgreSQL cluster: %v", err)
