@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,41 @@ func TestCredential(t *testing.T) {
 		if _, err := newCredential(bad.user, bad.password); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("newCredential(%q, %q) = %v, want an error naming %q", bad.user, bad.password, err, bad.want)
 		}
+	}
+}
+
+// TestCredential_Bounded: password derivations, the endpoint's cost to
+// anyone who can reach it, are at most checksPerSecond a second (429
+// beyond, without a derivation); the steward's accepted password is
+// remembered, so their requests go on while wrong ones are refused.
+func TestCredential_Bounded(t *testing.T) {
+	c, err := newCredential("steward", "plain:s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, busy := c.verify("steward", "s3cret"); !ok || busy {
+		t.Fatalf("the right password: ok %v, busy %v", ok, busy)
+	}
+	busy := 0
+	for i := range 10 * checksPerSecond {
+		ok, b := c.verify("steward", "guess"+strconv.Itoa(i))
+		if ok {
+			t.Fatal("a wrong password was accepted")
+		}
+		if b {
+			busy++
+		}
+	}
+	// The bucket refills at checksPerSecond while the loop runs: allow a
+	// second's worth more than its burst.
+	if derived := 10*checksPerSecond - busy; derived > 3*checksPerSecond {
+		t.Errorf("%d derivations for %d wrong passwords at once, bound about %d", derived, 10*checksPerSecond, 2*checksPerSecond)
+	}
+	if ok, b := c.verify("steward", "s3cret"); !ok || b {
+		t.Errorf("the steward's password while guesses are refused: ok %v, busy %v", ok, b)
+	}
+	if ok, _ := c.verify("alice", "s3cret"); ok {
+		t.Error("the remembered password was accepted for another user")
 	}
 }
 

@@ -1,14 +1,18 @@
 package admin
 
 import (
+	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 
 	scramverifier "github.com/dpproxy/dpproxy/internal/verifier"
 	"github.com/xdg-go/scram"
+	"golang.org/x/time/rate"
 )
 
 // credential checks the steward's password. The config stores it as a
@@ -17,12 +21,27 @@ import (
 // Checking a basic-auth password against a verifier re-derives its
 // StoredKey (PBKDF2 at the verifier's iteration count, a few milliseconds)
 // and compares in constant time.
+//
+// The derivation is the endpoint's cost to anyone who can reach it, so it
+// is bounded (attack round 36): a password the endpoint accepted is
+// remembered by its SHA-256 (the dashboard's polling costs no derivation),
+// and derivations run one at a time at most checksPerSecond a second;
+// past that a request gets 429 without one.
 type credential struct {
 	user      string
 	salt      string
 	iters     int
 	storedKey []byte
+
+	slot     chan struct{} // one derivation at a time
+	limit    *rate.Limiter
+	mu       sync.Mutex
+	accepted [sha256.Size]byte // digest of the last accepted user and password
+	has      bool
 }
+
+// checksPerSecond bounds the password derivations of the admin endpoint.
+const checksPerSecond = 20
 
 // newCredential parses the admin password setting.
 func newCredential(user, password string) (*credential, error) {
@@ -33,7 +52,7 @@ func newCredential(user, password string) (*credential, error) {
 		if p == "" {
 			return nil, errors.New("admin.password: plain: needs a password")
 		}
-		c := &credential{user: user, salt: "dpproxy-admin-plain", iters: 4096}
+		c := newBounded(&credential{user: user, salt: "dpproxy-admin-plain", iters: 4096})
 		k, err := storedKey(p, c.salt, c.iters)
 		if err != nil {
 			return nil, err
@@ -49,7 +68,18 @@ func newCredential(user, password string) (*credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("admin.password: %v; make one with `dpproxy passwd %s`", err, user)
 	}
-	return &credential{user: user, salt: sc.Salt, iters: sc.Iters, storedKey: sc.StoredKey}, nil
+	return newBounded(&credential{user: user, salt: sc.Salt, iters: sc.Iters, storedKey: sc.StoredKey}), nil
+}
+
+func newBounded(c *credential) *credential {
+	c.slot = make(chan struct{}, 1)
+	c.limit = rate.NewLimiter(checksPerSecond, checksPerSecond)
+	return c
+}
+
+// digest names a user and password for the accepted cache.
+func digest(user, password string) [sha256.Size]byte {
+	return sha256.Sum256([]byte(user + "\x00" + password))
 }
 
 func storedKey(password, salt string, iters int) ([]byte, error) {
@@ -78,11 +108,44 @@ func (c *credential) check(user, password string) bool {
 	return userOK && keyOK && err == nil
 }
 
+// verify is check within the endpoint's bounds: false, true when the
+// password was accepted; busy when no derivation may run now.
+func (c *credential) verify(user, password string) (ok, busy bool) {
+	d := digest(user, password)
+	c.mu.Lock()
+	hit := c.has && subtle.ConstantTimeCompare(d[:], c.accepted[:]) == 1
+	c.mu.Unlock()
+	if hit {
+		return true, false
+	}
+	if !c.limit.Allow() {
+		return false, true
+	}
+	c.slot <- struct{}{}
+	ok = c.check(user, password)
+	<-c.slot
+	if ok {
+		c.mu.Lock()
+		c.accepted, c.has = d, true
+		c.mu.Unlock()
+	}
+	return ok, false
+}
+
 // requireSteward wraps h with HTTP basic authentication of the steward.
 func (c *credential) requireSteward(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		user, pass, ok := r.BasicAuth()
-		if !ok || !c.check(user, pass) {
+		valid, busy := false, false
+		if ok {
+			valid, busy = c.verify(user, pass)
+		}
+		if busy {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "429 too many requests: password checks are limited to "+strconv.Itoa(checksPerSecond)+" a second; retry\n", http.StatusTooManyRequests)
+			return
+		}
+		if !valid {
 			w.Header().Set("WWW-Authenticate", `Basic realm="dpproxy steward", charset="UTF-8"`)
 			msg := "401 unauthorized: the admin endpoint needs the steward's user and password (admin.user and admin.password in the config); analysts' credentials are not accepted\n"
 			if !ok {
