@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"io"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -24,7 +25,19 @@ type clientOut struct {
 	w   io.Writer
 	buf []byte
 	err error
+	// deadline, when set, bounds each write (the session holds a shared
+	// resource meanwhile: holdUntil); it is applied only when something is
+	// written, so a statement whose reply goes out after it lets the
+	// resource go costs no deadline at all.
+	deadline time.Time
 }
+
+// deadliner is the socket's write deadline (net.Conn, tls.Conn).
+type deadliner interface{ SetWriteDeadline(time.Time) error }
+
+// holdUntil makes writes fail after t (zero: no deadline) until it is
+// called again.
+func (o *clientOut) holdUntil(t time.Time) { o.deadline = t }
 
 const (
 	// outFlushBytes: buffered bytes written before the next message is
@@ -68,8 +81,20 @@ func (o *clientOut) sendRaw(b []byte) {
 		return
 	}
 	if o.err = o.write(); o.err == nil {
-		_, o.err = o.w.Write(b)
+		_, o.err = o.writeBounded(b)
 	}
+}
+
+// writeBounded writes b under the deadline, if one is set.
+func (o *clientOut) writeBounded(b []byte) (int, error) {
+	d, ok := o.w.(deadliner)
+	if o.deadline.IsZero() || !ok {
+		return o.w.Write(b)
+	}
+	_ = d.SetWriteDeadline(o.deadline)
+	n, err := o.w.Write(b)
+	_ = d.SetWriteDeadline(time.Time{})
+	return n, err
 }
 
 // failed returns the error of a write that failed, if any.
@@ -88,7 +113,7 @@ func (o *clientOut) write() error {
 	if len(o.buf) == 0 {
 		return nil
 	}
-	_, err := o.w.Write(o.buf)
+	_, err := o.writeBounded(o.buf)
 	if cap(o.buf) > outKeepBytes {
 		o.buf = nil
 	} else {

@@ -3,7 +3,9 @@ package proxy
 import (
 	"bytes"
 	"errors"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -69,5 +71,25 @@ func TestClientOut(t *testing.T) {
 	}
 	if len(f.writes) != 1 || len(o.buf) > outFlushBytes+2000 {
 		t.Errorf("after a failed write: %d writes, %d bytes buffered", len(f.writes), len(o.buf))
+	}
+}
+
+// TestClientOut_Deadline: while a deadline is held (the session holds a
+// shadow connection) a write to a client that does not read fails at it
+// and the error is kept; with none set nothing touches the socket's
+// deadline.
+func TestClientOut_Deadline(t *testing.T) {
+	a, b := net.Pipe() // b never reads
+	defer a.Close()
+	defer b.Close()
+	o := newClientOut(a)
+	o.holdUntil(time.Now().Add(50 * time.Millisecond))
+	o.sendRaw(bytes.Repeat([]byte("D"), 2*outFlushBytes))
+	var ne net.Error
+	if err := o.failed(); !errors.As(err, &ne) || !ne.Timeout() {
+		t.Fatalf("write to a client that does not read, under a deadline: %v, want a timeout", err)
+	}
+	if o.Flush() == nil {
+		t.Error("the failed write was not kept")
 	}
 }

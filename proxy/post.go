@@ -81,7 +81,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 		// Idle while the leaves run, which may take longer than a
 		// catalog statement: shadowRun's acquireShadow sets the client's
 		// write deadline again when it uses the connection.
-		_ = c.netConn.SetWriteDeadline(time.Time{})
+		c.be.holdUntil(time.Time{})
 		defer func() {
 			if c.shadow == sc {
 				c.releaseShadow(ctx, sc)

@@ -109,7 +109,7 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 	// does not read would otherwise hold the connection, and its share of
 	// the pool, for ever (attack round 35). A write past it ends the
 	// session.
-	_ = c.netConn.SetWriteDeadline(time.Now().Add(sc.StatementTimeout() + catalogDeadlineGrace))
+	c.be.holdUntil(time.Now().Add(sc.StatementTimeout() + catalogDeadlineGrace))
 	return sc, nil
 }
 
@@ -153,7 +153,7 @@ func (c *conn) releaseShadow(ctx context.Context, sc *shadow.Conn) {
 // message boundary, or reported a transaction, and is closed.
 func (c *conn) finishShadow(ctx context.Context, sc *shadow.Conn, reusable bool) {
 	sc.OnNotice(nil)
-	_ = c.netConn.SetWriteDeadline(time.Time{})
+	c.be.holdUntil(time.Time{})
 	if !reusable {
 		c.dropShadow(sc)
 		return
@@ -169,7 +169,7 @@ func (c *conn) finishShadow(ctx context.Context, sc *shadow.Conn, reusable bool)
 // dropShadow closes sc (its slot in the pool is freed).
 func (c *conn) dropShadow(sc *shadow.Conn) {
 	sc.OnNotice(nil)
-	_ = c.netConn.SetWriteDeadline(time.Time{})
+	c.be.holdUntil(time.Time{})
 	if c.shadow == sc {
 		c.shadow = nil
 	}
