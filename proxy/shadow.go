@@ -255,11 +255,6 @@ func (c *conn) closeShadow() {
 	c.shadow = nil
 }
 
-func isPgError(err error) bool {
-	var pge *pgconn.PgError
-	return errors.As(err, &pge)
-}
-
 // shadowFailed turns an error of the shadow connection into the client's
 // error. PostgreSQL errors are forwarded as they are; anything else means
 // the shadow connection broke, which the pool closes (the next catalog
