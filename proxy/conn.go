@@ -461,6 +461,14 @@ func (c *conn) loop(ctx context.Context) {
 			c.fatal(pgerr.New(pgerr.ProtocolViolation, "invalid frontend message type %T", msg))
 			return
 		}
+		if err := c.be.failed(); err != nil {
+			// A write to the client failed (gone, or past a deadline):
+			// nothing more of this session reaches it, so nothing more
+			// runs (the rest of a pipelined batch would be run, and
+			// charged, for no one).
+			c.log.Debug("write failed", zap.Error(err))
+			return
+		}
 		if !needsFlush(msg) {
 			continue
 		}
