@@ -73,29 +73,9 @@ func TestAttack36_CopyCatalogRowBuffersWhole(t *testing.T) {
 // describeShadow), or notices of pgconn paths kept (bounded) and sent
 // after the connection is released.
 func TestAttack36_UnreadNoticesHoldShadowForever(t *testing.T) {
-	const stmtTimeout = 2 * time.Second
-	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
-		c.ShadowMaxConns = 2
-		c.ShadowMaxConnsPerAnalyst = 1
-		c.CatalogStatementTimeout = stmtTimeout
-		c.ShadowAcquireTimeout = 300 * time.Millisecond
-	}})
-	fe, _ := ts.rawSession(t)
 	// Hundreds of thousands of notices (tens of MB, more than the socket
 	// buffers hold); never read.
-	fe.Send(&pgproto3.Query{String: "COPY (SELECT count(to_tsquery('english', left('the' || g, 3))) FROM generate_series(1, 2000000) g) TO STDOUT"})
-	if err := fe.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	wait := stmtTimeout + catalogDeadlineGrace + 3*time.Second
-	time.Sleep(wait)
-	other := ts.connect(t) // alice's second session
-	_, err := execAll(t, other, "SELECT 1")
-	t.Logf("shadow pool: %+v", ts.srv.shadowPool(ts.srv.cfg.Datasets["hospital"]).Stats())
-	if err != nil {
-		t.Errorf("alice's catalog statement, %v after her other session's COPY with unread notices began: %v; that COPY still holds her share of the shadow pool (want it ended at catalog_statement_timeout + %v)",
-			wait, err, catalogDeadlineGrace)
-	}
+	unreadHoldsShadow(t, 2*time.Second, "COPY (SELECT count(to_tsquery('english', left('the' || g, 3))) FROM generate_series(1, 2000000) g) TO STDOUT")
 }
 
 // TestAttack36_UnreadPostNoticesHoldDPSlot (medium): the same unbounded

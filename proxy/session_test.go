@@ -494,13 +494,19 @@ func TestCatalog_ShadowDownIsClearError(t *testing.T) {
 // tests that look at individual messages.
 func (ts *testServer) rawSession(t *testing.T) (*pgproto3.Frontend, *pgconn.PgConn) {
 	t.Helper()
+	return ts.hijack(t).Frontend, nil
+}
+
+// hijack connects and authenticates, and takes the connection from pgconn.
+func (ts *testServer) hijack(t *testing.T) *pgconn.HijackedConn {
+	t.Helper()
 	pc := ts.connect(t)
 	hj, err := pc.Hijack()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { hj.Conn.Close() })
-	return hj.Frontend, nil
+	return hj
 }
 
 func receiveUntilReady(t *testing.T, fe *pgproto3.Frontend) []pgproto3.BackendMessage {
