@@ -93,6 +93,9 @@ type conn struct {
 	// took one for all its releases (a post-processing statement's
 	// leaves: post.go); nil otherwise, and release takes its own.
 	ticket *ticket
+	// ticketKept: paced handed ticket to a release it left running (a
+	// cancelled statement), which frees it when it ends.
+	ticketKept bool
 }
 
 // shutdown asks the session to end at its next read: it then sends 57P01

@@ -284,6 +284,15 @@ func (c *conn) paced(ctx context.Context, slotLen time.Duration, run func(rctx c
 		return err
 	case <-ctx.Done():
 		c.pendingDP = done
+		if !own {
+			// The caller's ticket (a post-processing statement's one slot
+			// for all its leaves) is held until the release ends, not
+			// until the caller returns (attack round 37: a cancelled
+			// batch read the data server with no slot, and another
+			// analyst's time-out meanwhile counted as an incident).
+			c.ticketKept = true
+			go func() { <-done; tk.done() }()
+		}
 		c.log.Info("dp statement cancelled by the client; its release finishes in the background")
 		return statementError(ctx, ctx.Err())
 	}

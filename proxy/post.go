@@ -67,7 +67,13 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			return nil, err
 		}
 		c.ticket = tk
-		defer func() { c.ticket = nil; tk.done() }()
+		defer func() {
+			c.ticket = nil
+			if !c.ticketKept { // else paced's release frees it when it ends
+				tk.done()
+			}
+			c.ticketKept = false
+		}()
 	}
 	// The shadow connection that runs the outer SQL, also before any leaf
 	// is charged: with every catalog connection busy the statement fails

@@ -464,16 +464,23 @@ func (s *Server) endStarting(c *conn) {
 	}
 }
 
-// remoteHost is a client's address without its port.
+// remoteHost is where a client comes from, for counting start-ups: its
+// IPv4 address, or the /64 of its IPv6 address (a host usually holds a
+// whole /64 and could give each connection its own address; attack round
+// 37); an IPv4-mapped address counts as IPv4.
 func remoteHost(a net.Addr) string {
 	if a == nil {
 		return ""
 	}
 	host, _, err := net.SplitHostPort(a.String())
 	if err != nil {
-		return a.String()
+		host = a.String()
 	}
-	return host
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() != nil {
+		return host
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // register makes the session reachable by CancelRequest and by Serve's

@@ -76,20 +76,20 @@ func TestCredential(t *testing.T) {
 }
 
 // TestCredential_Bounded: password derivations, the endpoint's cost to
-// anyone who can reach it, are at most checksPerSecond a second (429
-// beyond, without a derivation); the steward's accepted password is
+// anyone who can reach it, are at most checksPerAddress a second from one
+// address (429 beyond, without a derivation); the steward's accepted password is
 // remembered, so their requests go on while wrong ones are refused.
 func TestCredential_Bounded(t *testing.T) {
 	c, err := newCredential("steward", "plain:s3cret")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ok, busy := c.verify("steward", "s3cret"); !ok || busy {
+	if ok, busy := c.verify("192.0.2.1", "steward", "s3cret"); !ok || busy {
 		t.Fatalf("the right password: ok %v, busy %v", ok, busy)
 	}
 	busy := 0
 	for i := range 10 * checksPerSecond {
-		ok, b := c.verify("steward", "guess"+strconv.Itoa(i))
+		ok, b := c.verify("192.0.2.1", "steward", "guess"+strconv.Itoa(i))
 		if ok {
 			t.Fatal("a wrong password was accepted")
 		}
@@ -99,13 +99,13 @@ func TestCredential_Bounded(t *testing.T) {
 	}
 	// The bucket refills at checksPerSecond while the loop runs: allow a
 	// second's worth more than its burst.
-	if derived := 10*checksPerSecond - busy; derived > 3*checksPerSecond {
-		t.Errorf("%d derivations for %d wrong passwords at once, bound about %d", derived, 10*checksPerSecond, 2*checksPerSecond)
+	if derived := 10*checksPerSecond - busy; derived > 3*checksPerAddress {
+		t.Errorf("%d derivations for %d wrong passwords at once from one address, bound about %d", derived, 10*checksPerSecond, 2*checksPerAddress)
 	}
-	if ok, b := c.verify("steward", "s3cret"); !ok || b {
+	if ok, b := c.verify("192.0.2.1", "steward", "s3cret"); !ok || b {
 		t.Errorf("the steward's password while guesses are refused: ok %v, busy %v", ok, b)
 	}
-	if ok, _ := c.verify("alice", "s3cret"); ok {
+	if ok, _ := c.verify("192.0.2.1", "alice", "s3cret"); ok {
 		t.Error("the remembered password was accepted for another user")
 	}
 }

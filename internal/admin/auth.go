@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,8 +26,10 @@ import (
 // The derivation is the endpoint's cost to anyone who can reach it, so it
 // is bounded (attack round 36): a password the endpoint accepted is
 // remembered by its SHA-256 (the dashboard's polling costs no derivation),
-// and derivations run one at a time at most checksPerSecond a second;
-// past that a request gets 429 without one.
+// and derivations run one at a time, at most checksPerAddress a second
+// for one client address (an IPv6 /64) and checksPerSecond for all;
+// past that a request gets 429 without one. The bucket per address keeps
+// a guesser from locking the steward out (attack round 37).
 type credential struct {
 	user      string
 	salt      string
@@ -38,10 +41,17 @@ type credential struct {
 	mu       sync.Mutex
 	accepted [sha256.Size]byte // digest of the last accepted user and password
 	has      bool
+	perAddr  map[string]*rate.Limiter // under mu
 }
 
-// checksPerSecond bounds the password derivations of the admin endpoint.
-const checksPerSecond = 20
+// checksPerSecond bounds the password derivations of the admin endpoint,
+// checksPerAddress those for one client address; maxAddresses bounds the
+// addresses remembered (the map starts again when full).
+const (
+	checksPerSecond  = 20
+	checksPerAddress = 5
+	maxAddresses     = 4096
+)
 
 // newCredential parses the admin password setting.
 func newCredential(user, password string) (*credential, error) {
@@ -74,7 +84,39 @@ func newCredential(user, password string) (*credential, error) {
 func newBounded(c *credential) *credential {
 	c.slot = make(chan struct{}, 1)
 	c.limit = rate.NewLimiter(checksPerSecond, checksPerSecond)
+	c.perAddr = map[string]*rate.Limiter{}
 	return c
+}
+
+// allow reports whether a derivation for a client at from may run now.
+func (c *credential) allow(from string) bool {
+	c.mu.Lock()
+	l, ok := c.perAddr[from]
+	if !ok {
+		if len(c.perAddr) >= maxAddresses {
+			clear(c.perAddr)
+		}
+		l = rate.NewLimiter(checksPerAddress, checksPerAddress)
+		c.perAddr[from] = l
+	}
+	c.mu.Unlock()
+	// The address's own bucket first: a guesser empties its own, not
+	// the one every address shares.
+	return l.Allow() && c.limit.Allow()
+}
+
+// clientNet is the client's address for the buckets: IPv4, or the /64 of
+// IPv6 (one host usually holds the whole /64).
+func clientNet(remoteAddr string) string {
+	host, _, err := net.SplitHostPort(remoteAddr)
+	if err != nil {
+		host = remoteAddr
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.To4() != nil {
+		return host
+	}
+	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // digest names a user and password for the accepted cache.
@@ -110,7 +152,7 @@ func (c *credential) check(user, password string) bool {
 
 // verify is check within the endpoint's bounds: false, true when the
 // password was accepted; busy when no derivation may run now.
-func (c *credential) verify(user, password string) (ok, busy bool) {
+func (c *credential) verify(from, user, password string) (ok, busy bool) {
 	d := digest(user, password)
 	c.mu.Lock()
 	hit := c.has && subtle.ConstantTimeCompare(d[:], c.accepted[:]) == 1
@@ -118,7 +160,7 @@ func (c *credential) verify(user, password string) (ok, busy bool) {
 	if hit {
 		return true, false
 	}
-	if !c.limit.Allow() {
+	if !c.allow(from) {
 		return false, true
 	}
 	c.slot <- struct{}{}
@@ -138,11 +180,11 @@ func (c *credential) requireSteward(h http.Handler) http.Handler {
 		user, pass, ok := r.BasicAuth()
 		valid, busy := false, false
 		if ok {
-			valid, busy = c.verify(user, pass)
+			valid, busy = c.verify(clientNet(r.RemoteAddr), user, pass)
 		}
 		if busy {
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "429 too many requests: password checks are limited to "+strconv.Itoa(checksPerSecond)+" a second; retry\n", http.StatusTooManyRequests)
+			http.Error(w, "429 too many requests: password checks are limited to "+strconv.Itoa(checksPerAddress)+" a second per client address; retry\n", http.StatusTooManyRequests)
 			return
 		}
 		if !valid {
