@@ -93,6 +93,9 @@ type conn struct {
 	// took one for all its releases (a post-processing statement's
 	// leaves: post.go); nil otherwise, and release takes its own.
 	ticket *ticket
+	// memCharged is what the session has charged to its analyst's
+	// memory account (memory.go).
+	memCharged int64
 	// ticketKept: paced handed ticket to a release it left running (a
 	// cancelled statement), which frees it when it ends.
 	ticketKept bool
@@ -163,6 +166,7 @@ func (c *conn) statementContext(ctx context.Context) (context.Context, func()) {
 }
 
 func (c *conn) close() {
+	c.releaseMemory()
 	c.srv.unregister(c)
 	c.closeShadow()
 	c.netConn.Close()
@@ -539,6 +543,9 @@ func (c *conn) warn(w warning) {
 
 // readyForQuery reports changed settings and sends ReadyForQuery.
 func (c *conn) readyForQuery() {
+	if c.memCharged > 0 {
+		c.syncMemory() // what the statement let go is the analyst's again (memory.go)
+	}
 	c.sendParameterStatus()
 	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.sess.txStatus})
 }

@@ -158,6 +158,9 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 	if err := c.sess.checkHeldRoom("", c.srv.cfg.MaxBufferedResult); err != nil { // session.go
 		return nil, err
 	}
+	if err := c.checkMemory(0); err != nil { // memory.go
+		return nil, err
+	}
 	rs, err := c.materialize(ctx, cs.Query)
 	if err != nil {
 		return nil, err
@@ -171,6 +174,7 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 		}
 	}
 	c.sess.declare(cs, rs)
+	c.chargeMemoryOwn(rowsBytes(rs.rows))
 	return &resultSet{tag: "DECLARE CURSOR", notices: rs.notices}, nil
 }
 

@@ -175,6 +175,11 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	if err := c.sess.checkPreparedRoom(m.Name, len(m.Query)); err != nil {
 		return err
 	}
+	if m.Name != "" { // the unnamed statement replaces itself
+		if err := c.checkMemory(len(m.Query)); err != nil { // memory.go
+			return err
+		}
+	}
 	var st statement
 	n := -1
 	if cs, ok := c.splitOne(m.Query); ok {
@@ -276,6 +281,9 @@ func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
 	if err := c.sess.checkPortalRoom(m.DestinationPortal, size); err != nil { // session.go
 		return err
 	}
+	if err := c.checkMemory(size); err != nil { // memory.go
+		return err
+	}
 	p := &portal{
 		name: m.DestinationPortal, stmt: ps,
 		paramFormats:  append([]int16(nil), m.ParameterFormatCodes...),
@@ -343,11 +351,15 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 			if err := c.sess.checkHeldRoom(p.name, c.srv.cfg.MaxBufferedResult); err != nil {
 				return err
 			}
+			if err := c.checkMemory(0); err != nil {
+				return err
+			}
 			br, err := c.runPortal(ctx, p)
 			if err != nil {
 				return err
 			}
 			p.result = br
+			c.chargeMemoryOwn(br.size())
 		}
 		if p.result != nil {
 			c.sendDescription(p.result)
@@ -611,12 +623,18 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 			if err := c.sess.checkHeldRoom(p.name, c.srv.cfg.MaxBufferedResult); err != nil {
 				return err
 			}
+			if err := c.checkMemory(0); err != nil {
+				return err
+			}
 		}
 		br, err := c.runPortal(ctx, p)
 		if err != nil {
 			return err
 		}
 		p.result = br
+		if m.MaxRows > 0 {
+			c.chargeMemoryOwn(br.size())
+		}
 	}
 	r := p.result
 	total := r.numRows()

@@ -66,8 +66,12 @@ type Config struct {
 	// beyond it, after authentication; 0: a quarter of MaxConnections, at
 	// least 2): one analyst's sessions cannot take every connection.
 	MaxConnectionsPerAnalyst int
-	IdleTimeout              time.Duration // 0: none; idle sessions are closed after it
-	Logger                   *zap.Logger
+	// MaxMemoryPerAnalyst bounds what one analyst's sessions together keep
+	// in the proxy's memory between statements (memory.go; 54000 beyond
+	// it; 0: 256 MiB).
+	MaxMemoryPerAnalyst int64
+	IdleTimeout         time.Duration // 0: none; idle sessions are closed after it
+	Logger              *zap.Logger
 	// DefaultRateLimit bounds the DP queries of analysts without a
 	// RateLimit of their own (nil: none).
 	DefaultRateLimit *config.RateLimit
@@ -161,7 +165,9 @@ type Server struct {
 	// planning holds each analyst's planning slot (dp.go prepare).
 	perAnalyst map[string]int
 	planning   map[string]chan struct{}
-	conns      map[*conn]struct{}
+	// memory is what each analyst's sessions keep (memory.go).
+	memory map[string]int64
+	conns  map[*conn]struct{}
 	// starting holds the connections still in start-up (TLS, the
 	// start-up packet, authentication), at most MaxConnections; a new
 	// one past that ends the oldest (handle). Sessions are counted apart
@@ -203,6 +209,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxConnections == 0 {
 		cfg.MaxConnections = defaultMaxConnections
 	}
+	if cfg.MaxMemoryPerAnalyst <= 0 {
+		cfg.MaxMemoryPerAnalyst = defaultMaxMemoryPerAnalyst
+	}
 	if cfg.MaxConnectionsPerAnalyst <= 0 {
 		cfg.MaxConnectionsPerAnalyst = max(2, cfg.MaxConnections/4)
 	}
@@ -236,6 +245,7 @@ func New(cfg Config) (*Server, error) {
 		plans:        newPlanCache(),
 		sessions:     map[uint32]*conn{},
 		perAnalyst:   map[string]int{},
+		memory:       map[string]int64{},
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
 		starting:     map[*conn]struct{}{},

@@ -37,6 +37,7 @@ type session struct {
 	// savepoints of the transaction block, oldest first.
 	savepoints []savepoint
 	stmts      map[string]*preparedStatement
+	stmtBytes  int // the text of stmts (prepare, closeStatement, deallocate, discardAll)
 	portals    map[string]*portal
 	extFailed  bool // an extended-protocol error: skip until Sync
 	// cursors declared with DECLARE (cursor.go); implicitTx: a
@@ -373,7 +374,13 @@ func (s *session) checkPreparedRoom(name string, size int) error {
 // prepare keeps a prepared statement under its name (Parse, or SQL
 // PREPARE), replacing the unnamed one; the caller checked the name is
 // free and checkPreparedRoom.
-func (s *session) prepare(ps *preparedStatement) { s.stmts[ps.name] = ps }
+func (s *session) prepare(ps *preparedStatement) {
+	if old, ok := s.stmts[ps.name]; ok {
+		s.stmtBytes -= len(old.text)
+	}
+	s.stmts[ps.name] = ps
+	s.stmtBytes += len(ps.text)
+}
 
 // Bounds of a session's portals: each holds its Bind's parameters (a
 // message may carry 1 MiB) and, once run, possibly its whole result until
@@ -467,6 +474,7 @@ func (s *session) closeStatement(name string) {
 		return
 	}
 	delete(s.stmts, name)
+	s.stmtBytes -= len(ps.text)
 	for n, p := range s.portals {
 		if p.stmt == ps {
 			delete(s.portals, n)
@@ -479,17 +487,20 @@ func (s *session) closeStatement(name string) {
 // statements too (they share one namespace), but not the unnamed one.
 func (s *session) deallocate(target string) (string, error) {
 	if strings.EqualFold(target, "all") {
-		for n := range s.stmts {
+		for n, ps := range s.stmts {
 			if n != "" {
 				delete(s.stmts, n)
+				s.stmtBytes -= len(ps.text)
 			}
 		}
 		return "DEALLOCATE ALL", nil
 	}
-	if _, ok := s.stmts[target]; !ok || target == "" {
+	ps, ok := s.stmts[target]
+	if !ok || target == "" {
 		return "", pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", target)
 	}
 	delete(s.stmts, target)
+	s.stmtBytes -= len(ps.text)
 	return "DEALLOCATE", nil
 }
 
@@ -501,6 +512,7 @@ func (s *session) discardAll() error {
 	}
 	_ = s.reset("all")
 	s.stmts = map[string]*preparedStatement{}
+	s.stmtBytes = 0
 	s.portals = map[string]*portal{}
 	s.cursors = nil
 	return nil

@@ -420,3 +420,40 @@ func TestCheckSearchPath(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionState_StatementBytes: the count of the prepared statements'
+// text (memory.go charges it to the analyst) follows every way a
+// statement comes and goes.
+func TestSessionState_StatementBytes(t *testing.T) {
+	s := newTestSession(t)
+	check := func(when string) {
+		t.Helper()
+		n := 0
+		for _, ps := range s.stmts {
+			n += len(ps.text)
+		}
+		if s.stmtBytes != n {
+			t.Errorf("%s: stmtBytes %d, statements hold %d", when, s.stmtBytes, n)
+		}
+	}
+	s.prepare(&preparedStatement{name: "a", text: "SELECT 1"})
+	s.prepare(&preparedStatement{name: "", text: "SELECT 22"})
+	s.prepare(&preparedStatement{name: "", text: "SELECT 333"}) // replaces the unnamed
+	s.prepare(&preparedStatement{name: "b", text: "SELECT 4444"})
+	check("after prepare")
+	s.closeStatement("a")
+	check("after Close")
+	if _, err := s.deallocate("b"); err != nil {
+		t.Fatal(err)
+	}
+	check("after DEALLOCATE")
+	s.prepare(&preparedStatement{name: "c", text: "SELECT 55555"})
+	if _, err := s.deallocate("all"); err != nil {
+		t.Fatal(err)
+	}
+	check("after DEALLOCATE ALL (the unnamed stays)")
+	if err := s.discardAll(); err != nil {
+		t.Fatal(err)
+	}
+	check("after DISCARD ALL")
+}

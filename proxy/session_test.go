@@ -497,10 +497,17 @@ func (ts *testServer) rawSession(t *testing.T) (*pgproto3.Frontend, *pgconn.PgCo
 	return ts.hijack(t).Frontend, nil
 }
 
-// hijack connects and authenticates, and takes the connection from pgconn.
+// hijack connects and authenticates as alice, and takes the connection
+// from pgconn.
 func (ts *testServer) hijack(t *testing.T) *pgconn.HijackedConn {
 	t.Helper()
-	pc := ts.connect(t)
+	return ts.hijackAs(t, "alice", "alice")
+}
+
+// hijackAs is hijack as another analyst.
+func (ts *testServer) hijackAs(t *testing.T, user, password string) *pgconn.HijackedConn {
+	t.Helper()
+	pc := ts.connectAs(t, user, password, "hospital")
 	hj, err := pc.Hijack()
 	if err != nil {
 		t.Fatal(err)

@@ -34,10 +34,17 @@ func (c *conn) execSession(ctx context.Context, st *pgsql.SessionStmt) (*resultS
 		c.warn(c.sess.begin(st.Value))
 		return &resultSet{tag: "BEGIN"}, nil
 	case pgsql.SessionSavepoint, pgsql.SessionRelease, pgsql.SessionRollbackTo:
+		before := c.sess.savepointsBytes()
+		if st.Kind == pgsql.SessionSavepoint {
+			if err := c.checkMemory(0); err != nil { // memory.go
+				return nil, err
+			}
+		}
 		tag, err := c.sess.savepointStmt(st.Kind, st.Name)
 		if err != nil {
 			return nil, err
 		}
+		c.chargeMemoryOwn(c.sess.savepointsBytes() - before)
 		return &resultSet{tag: tag}, nil
 	case pgsql.SessionCommit:
 		tag, w := c.sess.commit()
@@ -236,6 +243,9 @@ func (c *conn) execPrepare(st *pgsql.SessionStmt) (*resultSet, error) {
 			WithHint("DEALLOCATE %s first, or choose another name", st.Name)
 	}
 	if err := c.sess.checkPreparedRoom(st.Name, len(st.Value)); err != nil {
+		return nil, err
+	}
+	if err := c.checkMemory(len(st.Value)); err != nil { // memory.go
 		return nil, err
 	}
 	inner := c.classify(st.Value)

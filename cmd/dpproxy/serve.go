@@ -211,6 +211,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 		AllowCleartextOverTLS:    cfg.TLS != nil && cfg.TLS.AllowCleartextPassword,
 		MaxConnections:           cfg.MaxConnections,
 		MaxConnectionsPerAnalyst: cfg.MaxConnectionsPerAnalyst,
+		MaxMemoryPerAnalyst:      int64(cfg.MaxMemoryPerAnalystMB) << 20,
 		IdleTimeout:              cfg.IdleTimeout.Duration,
 		MaxMessage:               cfg.MaxMessageBytes,
 		ShadowMaxConns:           cfg.ShadowMaxConnections,

@@ -40,6 +40,10 @@ type Config struct {
 	// analyst's idle sessions cannot shut the others out.
 	MaxConnections           int `yaml:"max_connections"`
 	MaxConnectionsPerAnalyst int `yaml:"max_connections_per_analyst"`
+	// MaxMemoryPerAnalystMB bounds what one analyst's sessions together
+	// keep in the proxy's memory between statements (prepared statements,
+	// portals, unread results, savepoints; default 256).
+	MaxMemoryPerAnalystMB int `yaml:"max_memory_per_analyst_mb"`
 	// UpstreamMaxConnections bounds each dataset's pool of connections to
 	// its data database, which DP queries not answered from the cache
 	// queue for (default DefaultUpstreamMaxConnections).
@@ -460,6 +464,9 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	if c.ShadowAcquireTimeout.Duration < 0 || c.ShadowAcquireTimeout.Duration > 10*time.Minute {
 		errs = append(errs, "shadow_acquire_timeout must be between 0s and 10m (0s: the default, 5s)")
+	}
+	if c.MaxMemoryPerAnalystMB < 0 {
+		errs = append(errs, "max_memory_per_analyst_mb must not be negative (0: the default, 256)")
 	}
 	if c.MaxConnectionsPerAnalyst < 0 {
 		errs = append(errs, "max_connections_per_analyst must be positive")
