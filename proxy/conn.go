@@ -96,6 +96,10 @@ type conn struct {
 	// memCharged is what the session has charged to its analyst's
 	// memory account (memory.go).
 	memCharged int64
+	memAcct    *memAccount
+	// resultLimit: the bytes a result being kept may take (its
+	// reservation, reserveResult); 0: MaxBufferedResult.
+	resultLimit int
 	// ticketKept: paced handed ticket to a release it left running (a
 	// cancelled statement), which frees it when it ends.
 	ticketKept bool

@@ -37,10 +37,17 @@ func (c *conn) execCopy(ctx context.Context, cp *pgsql.CopyStmt) (*resultSet, er
 			}
 		}
 	}
+	// The rows, and their COPY lines, are held until the client has read
+	// them: charged to the analyst until the next ReadyForQuery, as a
+	// portal's result is (memory.go).
+	if err := c.checkMemory(0); err != nil {
+		return nil, err
+	}
 	rs, err := c.materialize(ctx, cp.Query)
 	if err != nil {
 		return nil, err
 	}
+	c.chargeMemoryOwn(2 * rowsBytes(rs.rows))
 	if rs.cols == nil {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "the query of COPY must return rows")
 	}

@@ -54,7 +54,29 @@ type portal struct {
 	// told are the result columns a Describe of the portal sent.
 	told   []column
 	result *bufferedResult // after the first Execute
+	// bytes is what the portal's parameters hold (paramBytes), counted
+	// once at Bind.
+	bytes int
 }
+
+// paramBytes is about what a Bind's parameters hold in memory: each
+// value, a slice header for each (a NULL holds one too) and the format
+// codes (attack round 38: 65,535 NULL parameters counted 0 bytes and held
+// 1.8 MiB a portal).
+func paramBytes(params [][]byte, paramFormats, resultFormats []int16) int {
+	n := 24*len(params) + 2*(len(paramFormats)+len(resultFormats))
+	for _, v := range params {
+		n += len(v)
+	}
+	return n
+}
+
+// statementBytes is about what a named statement holds: its text and its
+// parameter types (as given, and once described).
+func statementBytes(text string, paramOIDs int) int { return len(text) + 8*paramOIDs }
+
+// size is what the statement holds (statementBytes).
+func (ps *preparedStatement) size() int { return statementBytes(ps.text, len(ps.parseOIDs)) }
 
 // bufferedResult is a result held for a portal, already encoded in the
 // portal's result formats: a proxy-built result's rows as values, a shadow
@@ -172,11 +194,12 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	if _, exists := c.sess.stmts[m.Name]; exists && m.Name != "" {
 		return pgerr.New(duplicatePreparedStmt, "prepared statement %q already exists", m.Name)
 	}
-	if err := c.sess.checkPreparedRoom(m.Name, len(m.Query)); err != nil {
+	size := statementBytes(m.Query, len(m.ParameterOIDs))
+	if err := c.sess.checkPreparedRoom(m.Name, size); err != nil {
 		return err
 	}
 	if m.Name != "" { // the unnamed statement replaces itself
-		if err := c.checkMemory(len(m.Query)); err != nil { // memory.go
+		if err := c.checkMemory(size); err != nil { // memory.go
 			return err
 		}
 	}
@@ -274,10 +297,7 @@ func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
 	if n := len(m.ParameterFormatCodes); n > 1 && n != len(m.Parameters) {
 		return pgerr.New(pgerr.ProtocolViolation, "bind message has %d parameter formats but %d parameters", n, len(m.Parameters))
 	}
-	size := 0
-	for _, v := range m.Parameters {
-		size += len(v)
-	}
+	size := paramBytes(m.Parameters, m.ParameterFormatCodes, m.ResultFormatCodes)
 	if err := c.sess.checkPortalRoom(m.DestinationPortal, size); err != nil { // session.go
 		return err
 	}
@@ -289,6 +309,7 @@ func (c *conn) bind(ctx context.Context, m *pgproto3.Bind) error {
 		paramFormats:  append([]int16(nil), m.ParameterFormatCodes...),
 		resultFormats: append([]int16(nil), m.ResultFormatCodes...),
 		params:        make([][]byte, len(m.Parameters)),
+		bytes:         size,
 	}
 	for _, f := range p.resultFormats {
 		if f != formatText && f != formatBinary {
@@ -351,15 +372,17 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 			if err := c.sess.checkHeldRoom(p.name, c.srv.cfg.MaxBufferedResult); err != nil {
 				return err
 			}
-			if err := c.checkMemory(0); err != nil {
+			reserved, err := c.reserveResult() // memory.go
+			if err != nil {
 				return err
 			}
 			br, err := c.runPortal(ctx, p)
 			if err != nil {
+				c.settleResult(reserved, 0)
 				return err
 			}
 			p.result = br
-			c.chargeMemoryOwn(br.size())
+			c.settleResult(reserved, br.size())
 		}
 		if p.result != nil {
 			c.sendDescription(p.result)
@@ -623,18 +646,22 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 			if err := c.sess.checkHeldRoom(p.name, c.srv.cfg.MaxBufferedResult); err != nil {
 				return err
 			}
-			if err := c.checkMemory(0); err != nil {
-				return err
-			}
 		}
-		br, err := c.runPortal(ctx, p)
+		// Any result is held until the client has read it, which one
+		// that does not read never does: room for it is reserved from
+		// the analyst's bound before it runs, and its size charged until
+		// the next ReadyForQuery (attack round 38).
+		reserved, err := c.reserveResult()
 		if err != nil {
 			return err
 		}
-		p.result = br
-		if m.MaxRows > 0 {
-			c.chargeMemoryOwn(br.size())
+		br, err := c.runPortal(ctx, p)
+		if err != nil {
+			c.settleResult(reserved, 0)
+			return err
 		}
+		p.result = br
+		c.settleResult(reserved, br.size())
 	}
 	r := p.result
 	total := r.numRows()

@@ -1,6 +1,8 @@
 package proxy
 
 import (
+	"sync/atomic"
+
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
@@ -31,9 +33,7 @@ const defaultMaxMemoryPerAnalyst = 256 << 20
 func (s *session) memoryHeld() int64 {
 	n := int64(s.heldBytes("")) + int64(s.stmtBytes)
 	for _, p := range s.portals {
-		for _, v := range p.params {
-			n += int64(len(v))
-		}
+		n += int64(p.bytes)
 	}
 	return n + int64(s.savepointsBytes())
 }
@@ -46,15 +46,41 @@ func (s *session) savepointsBytes() int {
 	return 0
 }
 
+// memAccount is one analyst's account: the bytes their sessions keep.
+type memAccount struct{ held atomic.Int64 }
+
+// account returns analyst's account (made once, kept: analysts are the
+// config's).
+func (s *Server) account(analyst string) *memAccount {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a, ok := s.memory[analyst]
+	if !ok {
+		a = &memAccount{}
+		s.memory[analyst] = a
+	}
+	return a
+}
+
+// memoryOf is what analyst's sessions are charged now.
+func (s *Server) memoryOf(analyst string) int64 { return s.account(analyst).held.Load() }
+
 // syncMemory brings the analyst's account in line with what the session
 // holds now.
 func (c *conn) syncMemory() {
 	held := c.sess.memoryHeld()
-	if held == c.memCharged {
-		return
+	if held != c.memCharged {
+		c.mem().held.Add(held - c.memCharged)
+		c.memCharged = held
 	}
-	c.srv.chargeMemory(c.sess.analyst, held-c.memCharged)
-	c.memCharged = held
+}
+
+// mem is the session's analyst's account.
+func (c *conn) mem() *memAccount {
+	if c.memAcct == nil {
+		c.memAcct = c.srv.account(c.sess.analyst)
+	}
+	return c.memAcct
 }
 
 // checkMemory refuses (54000, before anything is kept or run) when the
@@ -69,28 +95,68 @@ func (c *conn) checkMemory(grow int) error {
 		return nil
 	}
 	return pgerr.New(pgerr.ProgramLimitExceeded, "your sessions hold too much of the proxy's memory (at most %d MiB for all sessions of one analyst)", c.srv.cfg.MaxMemoryPerAnalyst>>20).
-		WithDetail("Prepared statements, open portals, unread results of suspended portals and cursors, and savepoints count. Nothing was run or charged.").
-		WithHint("DEALLOCATE or Close what your sessions no longer use, read or close suspended portals and cursors, or close idle sessions")
+		WithDetail("Prepared statements, open portals, unread results, and savepoints count. Nothing was run or charged.").
+		WithHint("DEALLOCATE or Close what your sessions no longer use, read results to the end or close suspended portals and cursors, or close idle sessions")
 }
 
 // tryCharge adds n to the account when it stays within the bound.
 func (c *conn) tryCharge(n int64) bool {
-	s := c.srv
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.memory[c.sess.analyst]+n > s.cfg.MaxMemoryPerAnalyst {
-		return false
+	a := c.mem()
+	for {
+		cur := a.held.Load()
+		if cur+n > c.srv.cfg.MaxMemoryPerAnalyst {
+			return false
+		}
+		if a.held.CompareAndSwap(cur, cur+n) {
+			c.memCharged += n
+			return true
+		}
 	}
-	s.memory[c.sess.analyst] += n
-	c.memCharged += n
-	return true
+}
+
+// reserveResult reserves room for a result the session is about to keep
+// (a portal's): MaxBufferedResult, or what is left of the analyst's
+// bound, at least 64 KiB (54000 when not even that is left). The result
+// may use only what was reserved (c.resultLimit, which the relay checks),
+// so the account never passes the bound however many of the analyst's
+// sessions run results at once (attack round 38: each had passed a check
+// of the account before its result was known). settleResult then sets
+// the charge to the result's size.
+func (c *conn) reserveResult() (int, error) {
+	const least = 64 << 10
+	a := c.mem()
+	for {
+		cur := a.held.Load()
+		room := min(int64(c.srv.cfg.MaxBufferedResult), c.srv.cfg.MaxMemoryPerAnalyst-cur)
+		if room < least {
+			if err := c.checkMemory(least); err != nil { // syncs, then refuses
+				return 0, err
+			}
+			c.mem().held.Add(-least) // checkMemory charged it: give it back and look again
+			c.memCharged -= least
+			continue
+		}
+		if a.held.CompareAndSwap(cur, cur+room) {
+			c.memCharged += room
+			c.resultLimit = int(room)
+			return int(room), nil
+		}
+	}
+}
+
+// settleResult replaces a reservation by the size of what was kept, and
+// lifts the result limit.
+func (c *conn) settleResult(reserved, kept int) {
+	c.mem().held.Add(int64(kept - reserved))
+	c.memCharged += int64(kept - reserved)
+	c.resultLimit = 0
 }
 
 // chargeMemoryOwn charges n bytes the session has kept (a result, whose
 // size is known once it ran).
 func (c *conn) chargeMemoryOwn(n int) {
 	if n > 0 {
-		c.srv.chargeMemory(c.sess.analyst, int64(n))
+		c.mem().held.Add(int64(n))
 		c.memCharged += int64(n)
 	}
 }
@@ -98,16 +164,16 @@ func (c *conn) chargeMemoryOwn(n int) {
 // releaseMemory gives back the session's charge (its end).
 func (c *conn) releaseMemory() {
 	if c.memCharged != 0 {
-		c.srv.chargeMemory(c.sess.analyst, -c.memCharged)
+		c.mem().held.Add(-c.memCharged)
 		c.memCharged = 0
 	}
 }
 
-// chargeMemory adds delta bytes to analyst's account.
-func (s *Server) chargeMemory(analyst string, delta int64) {
-	s.mu.Lock()
-	if s.memory[analyst] += delta; s.memory[analyst] <= 0 {
-		delete(s.memory, analyst)
+// bufferLimit is how large a result the session may keep now: its
+// reservation while it holds one (reserveResult), else MaxBufferedResult.
+func (c *conn) bufferLimit() int {
+	if c.resultLimit > 0 {
+		return c.resultLimit
 	}
-	s.mu.Unlock()
+	return c.srv.cfg.MaxBufferedResult
 }

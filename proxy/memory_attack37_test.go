@@ -75,9 +75,7 @@ func TestAttack37_SessionBoundsMultiplyBySessions(t *testing.T) {
 	}
 	// What a session lets go is the analyst's again: one session closes
 	// (its charge is given back), and another may prepare once more.
-	ts.srv.mu.Lock()
-	charged := ts.srv.memory["alice"]
-	ts.srv.mu.Unlock()
+	charged := ts.srv.memoryOf("alice")
 	if charged < int64(held) || charged > budget {
 		t.Errorf("alice's account holds %d bytes for %d bytes of prepared text (bound %d)", charged, held, budget)
 	}

@@ -82,9 +82,7 @@ func TestAttack38_PortalParameterSlotsUncharged(t *testing.T) {
 		bound++
 	}
 	grew := heapAlloc() - before
-	ts.srv.mu.Lock()
-	charged := ts.srv.memory["alice"]
-	ts.srv.mu.Unlock()
+	charged := ts.srv.memoryOf("alice")
 	t.Logf("%d portals bound; heap grew by %d MiB; alice's account %d bytes (bound %d MiB)", bound, grew>>20, charged, budget>>20)
 	if grew > 2*budget {
 		t.Errorf("one session's %d portals of %d NULL parameters hold %d MiB of the proxy's heap, charged %d bytes to the analyst's account (bound %d MiB): the parameter slots are not counted (1,024 portals ≈ 1.8 GiB per session, × max_connections_per_analyst)",
@@ -209,9 +207,7 @@ func TestAttack38_UnreadExtendedResultUncharged(t *testing.T) {
 		}
 	}
 	grew := heapAlloc() - before
-	ts.srv.mu.Lock()
-	charged := ts.srv.memory["alice"]
-	ts.srv.mu.Unlock()
+	charged := ts.srv.memoryOf("alice")
 	t.Logf("%d sessions hold an unread 12 MiB result; heap grew by %d MiB; alice's account %d bytes (bound %d MiB)", kept, grew>>20, charged, budget>>20)
 	if grew > 2*budget {
 		t.Errorf("alice's %d sessions whose client does not read keep %d MiB of catalog results in the proxy, charged %d bytes under a %d MiB per-analyst bound: row-unlimited Executes are neither checked nor charged, and are held until the client reads (50 sessions × 64 MiB = 3.2 GiB per analyst)",

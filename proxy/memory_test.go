@@ -68,10 +68,7 @@ func TestMemoryPerAnalyst(t *testing.T) {
 	a2.Close()
 	a1.Close()
 	for i := 0; ; i++ {
-		ts.srv.mu.Lock()
-		_, held := ts.srv.memory["alice"]
-		ts.srv.mu.Unlock()
-		if !held {
+		if ts.srv.memoryOf("alice") == 0 {
 			break
 		}
 		if i == 200 {

@@ -166,7 +166,7 @@ type Server struct {
 	perAnalyst map[string]int
 	planning   map[string]chan struct{}
 	// memory is what each analyst's sessions keep (memory.go).
-	memory map[string]int64
+	memory map[string]*memAccount
 	conns  map[*conn]struct{}
 	// starting holds the connections still in start-up (TLS, the
 	// start-up packet, authentication), at most MaxConnections; a new
@@ -245,7 +245,7 @@ func New(cfg Config) (*Server, error) {
 		plans:        newPlanCache(),
 		sessions:     map[uint32]*conn{},
 		perAnalyst:   map[string]int{},
-		memory:       map[string]int64{},
+		memory:       map[string]*memAccount{},
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
 		starting:     map[*conn]struct{}{},

@@ -37,7 +37,7 @@ type session struct {
 	// savepoints of the transaction block, oldest first.
 	savepoints []savepoint
 	stmts      map[string]*preparedStatement
-	stmtBytes  int // the text of stmts (prepare, closeStatement, deallocate, discardAll)
+	stmtBytes  int // what stmts hold (preparedStatement.size; prepare, closeStatement, deallocate, discardAll)
 	portals    map[string]*portal
 	extFailed  bool // an extended-protocol error: skip until Sync
 	// cursors declared with DECLARE (cursor.go); implicitTx: a
@@ -360,10 +360,7 @@ func (s *session) checkPreparedRoom(name string, size int) error {
 	if name == "" {
 		return nil // the unnamed statement replaces itself
 	}
-	total := size
-	for _, ps := range s.stmts {
-		total += len(ps.text)
-	}
+	total := size + s.stmtBytes
 	if len(s.stmts) >= maxPreparedStatements || total > maxPreparedBytes {
 		return pgerr.New(pgerr.ProgramLimitExceeded, "too many prepared statements in this session (at most %d, %d MiB of text)", maxPreparedStatements, maxPreparedBytes>>20).
 			WithHint("DEALLOCATE statements the session no longer uses, or lower the driver's statement cache size")
@@ -376,10 +373,10 @@ func (s *session) checkPreparedRoom(name string, size int) error {
 // free and checkPreparedRoom.
 func (s *session) prepare(ps *preparedStatement) {
 	if old, ok := s.stmts[ps.name]; ok {
-		s.stmtBytes -= len(old.text)
+		s.stmtBytes -= old.size()
 	}
 	s.stmts[ps.name] = ps
-	s.stmtBytes += len(ps.text)
+	s.stmtBytes += ps.size()
 }
 
 // Bounds of a session's portals: each holds its Bind's parameters (a
@@ -403,9 +400,7 @@ func (s *session) checkPortalRoom(name string, size int) error {
 			continue // replaced
 		}
 		n++
-		for _, v := range p.params {
-			total += len(v)
-		}
+		total += p.bytes
 	}
 	if n >= maxPortals || total > maxPortalBytes {
 		return pgerr.New(pgerr.ProgramLimitExceeded, "too many open portals in this session (at most %d, %d MiB of parameters)", maxPortals, maxPortalBytes>>20).
@@ -474,7 +469,7 @@ func (s *session) closeStatement(name string) {
 		return
 	}
 	delete(s.stmts, name)
-	s.stmtBytes -= len(ps.text)
+	s.stmtBytes -= ps.size()
 	for n, p := range s.portals {
 		if p.stmt == ps {
 			delete(s.portals, n)
@@ -490,7 +485,7 @@ func (s *session) deallocate(target string) (string, error) {
 		for n, ps := range s.stmts {
 			if n != "" {
 				delete(s.stmts, n)
-				s.stmtBytes -= len(ps.text)
+				s.stmtBytes -= ps.size()
 			}
 		}
 		return "DEALLOCATE ALL", nil
@@ -500,7 +495,7 @@ func (s *session) deallocate(target string) (string, error) {
 		return "", pgerr.New(invalidSQLStatementName, "prepared statement %q does not exist", target)
 	}
 	delete(s.stmts, target)
-	s.stmtBytes -= len(ps.text)
+	s.stmtBytes -= ps.size()
 	return "DEALLOCATE", nil
 }
 

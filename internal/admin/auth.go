@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	scramverifier "github.com/dpproxy/dpproxy/internal/verifier"
 	"github.com/xdg-go/scram"
@@ -26,10 +28,13 @@ import (
 // The derivation is the endpoint's cost to anyone who can reach it, so it
 // is bounded (attack round 36): a password the endpoint accepted is
 // remembered by its SHA-256 (the dashboard's polling costs no derivation),
-// and derivations run one at a time, at most checksPerAddress a second
-// for one client address (an IPv6 /64) and checksPerSecond for all;
-// past that a request gets 429 without one. The bucket per address keeps
-// a guesser from locking the steward out (attack round 37).
+// derivations run one at a time (a core at most), at most
+// checksPerAddress a second for one client network (an IPv4 address, an
+// IPv6 /56), and at most maxWaiting requests wait for their turn; past
+// that a request gets 429 without one. There is no bucket for all
+// addresses together, which guessers from a few networks kept empty
+// (attack rounds 37 and 38): the steward's request waits its turn behind
+// at most maxWaiting others, first come first served.
 type credential struct {
 	user      string
 	salt      string
@@ -37,19 +42,21 @@ type credential struct {
 	storedKey []byte
 
 	slot     chan struct{} // one derivation at a time
-	limit    *rate.Limiter
+	waiting  atomic.Int32  // requests waiting for slot
 	mu       sync.Mutex
 	accepted [sha256.Size]byte // digest of the last accepted user and password
 	has      bool
 	perAddr  map[string]*rate.Limiter // under mu
 }
 
-// checksPerSecond bounds the password derivations of the admin endpoint,
-// checksPerAddress those for one client address; maxAddresses bounds the
-// addresses remembered (the map starts again when full).
+// checksPerAddress bounds the password derivations for one client
+// network a second; maxWaiting the requests that wait for a derivation
+// (for at most maxWait); maxAddresses the networks remembered (the map
+// starts again when full).
 const (
-	checksPerSecond  = 20
 	checksPerAddress = 5
+	maxWaiting       = 64
+	maxWait          = 2 * time.Second
 	maxAddresses     = 4096
 )
 
@@ -83,7 +90,6 @@ func newCredential(user, password string) (*credential, error) {
 
 func newBounded(c *credential) *credential {
 	c.slot = make(chan struct{}, 1)
-	c.limit = rate.NewLimiter(checksPerSecond, checksPerSecond)
 	c.perAddr = map[string]*rate.Limiter{}
 	return c
 }
@@ -100,13 +106,11 @@ func (c *credential) allow(from string) bool {
 		c.perAddr[from] = l
 	}
 	c.mu.Unlock()
-	// The address's own bucket first: a guesser empties its own, not
-	// the one every address shares.
-	return l.Allow() && c.limit.Allow()
+	return l.Allow()
 }
 
-// clientNet is the client's address for the buckets: IPv4, or the /64 of
-// IPv6 (one host usually holds the whole /64).
+// clientNet is the client's network for the buckets: IPv4, or the /56 of
+// IPv6 (one customer usually holds a whole /56).
 func clientNet(remoteAddr string) string {
 	host, _, err := net.SplitHostPort(remoteAddr)
 	if err != nil {
@@ -116,7 +120,7 @@ func clientNet(remoteAddr string) string {
 	if ip == nil || ip.To4() != nil {
 		return host
 	}
-	return ip.Mask(net.CIDRMask(64, 128)).String() + "/64"
+	return ip.Mask(net.CIDRMask(56, 128)).String() + "/56"
 }
 
 // digest names a user and password for the accepted cache.
@@ -163,7 +167,19 @@ func (c *credential) verify(from, user, password string) (ok, busy bool) {
 	if !c.allow(from) {
 		return false, true
 	}
-	c.slot <- struct{}{}
+	if c.waiting.Add(1) > maxWaiting {
+		c.waiting.Add(-1)
+		return false, true
+	}
+	t := time.NewTimer(maxWait)
+	select {
+	case c.slot <- struct{}{}:
+		t.Stop()
+		c.waiting.Add(-1)
+	case <-t.C:
+		c.waiting.Add(-1)
+		return false, true
+	}
 	ok = c.check(user, password)
 	<-c.slot
 	if ok {
@@ -184,7 +200,7 @@ func (c *credential) requireSteward(h http.Handler) http.Handler {
 		}
 		if busy {
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "429 too many requests: password checks are limited to "+strconv.Itoa(checksPerAddress)+" a second per client address; retry\n", http.StatusTooManyRequests)
+			http.Error(w, "429 too many requests: password checks are limited to "+strconv.Itoa(checksPerAddress)+" a second per client network, and "+strconv.Itoa(maxWaiting)+" waiting; retry\n", http.StatusTooManyRequests)
 			return
 		}
 		if !valid {

@@ -53,6 +53,6 @@ func TestAttack38_GuessesFromFourNetworksLockStewardOut(t *testing.T) {
 	}
 	if code := get("198.51.100.7:50000", "steward", "s3cret"); code != http.StatusOK {
 		t.Errorf("the steward's right password from a fifth address while four /64s of one /56 send wrong ones: HTTP %d, want 200 (the global bucket is emptied by %d networks at %d/s each)",
-			code, checksPerSecond/checksPerAddress, checksPerAddress)
+			code, 4, checksPerAddress)
 	}
 }
