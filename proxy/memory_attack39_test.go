@@ -84,7 +84,7 @@ func TestAttack39_ReservationStarvesPool(t *testing.T) {
 // pattern round 38 closed for portals ("each had passed a check of the
 // account before its result was known").
 //
-// Measured: 400,000 rows of '' — shadowRows counts 3.1 MiB (8 per value),
+// Measured: 400,000 rows of empty strings — shadowRows counts 3.1 MiB (8 per value),
 // the account is charged 9 MiB (rowsBytes) against a 4 MiB bound, and the
 // heap grows by 19 MiB (≈ 48 bytes a row). With the defaults the same
 // DECLARE of ≈ 8.4M rows passes shadowRows' 64 MiB limit only at ≈ 400 MiB
