@@ -97,9 +97,9 @@ type conn struct {
 	// memory account (memory.go).
 	memCharged int64
 	memAcct    *memAccount
-	// resultLimit: the bytes a result being kept may take (its
-	// reservation, reserveResult); 0: MaxBufferedResult.
-	resultLimit int
+	// resultReserved: what the result being kept has reserved so far
+	// (reserveResult, growResult); 0 outside one.
+	resultReserved int
 	// ticketKept: paced handed ticket to a release it left running (a
 	// cancelled statement), which frees it when it ends.
 	ticketKept bool

@@ -111,12 +111,20 @@ func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, tooL
 		return nil, err
 	}
 	defer c.releaseShadow(ctx, sc)
+	// The rows are reserved from the analyst's memory bound as they come
+	// (memory.go; attack round 39: charged only after they were read, they
+	// had passed it); the caller charges what it keeps (a cursor's rows, a
+	// COPY's lines, a post-processed answer until it is sent).
+	if err := c.reserveResult(); err != nil {
+		return nil, err
+	}
+	size := 0
+	defer c.settleResult(0)
 	rr := sc.PgConn().ExecParams(ctx, sql, params, nil, nil, nil)
 	rs := &resultSet{}
 	for _, f := range rr.FieldDescriptions() {
 		rs.cols = append(rs.cols, column{name: f.Name, oid: f.DataTypeOID})
 	}
-	size := 0
 	for rr.NextRow() {
 		vals := rr.Values()
 		row := make([]*string, len(vals))
@@ -124,13 +132,16 @@ func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, tooL
 			if v != nil {
 				s := string(v)
 				row[i] = &s
-				size += len(v)
 			}
 		}
-		size += 8 * len(vals)
+		size += rowBytes(row)
 		if size > c.srv.cfg.MaxBufferedResult {
 			_, _ = rr.Close()
 			return nil, tooLarge()
+		}
+		if err := c.growResult(size); err != nil {
+			_, _ = rr.Close()
+			return nil, err
 		}
 		rs.rows = append(rs.rows, row)
 	}

@@ -372,17 +372,16 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 			if err := c.sess.checkHeldRoom(p.name, c.srv.cfg.MaxBufferedResult); err != nil {
 				return err
 			}
-			reserved, err := c.reserveResult() // memory.go
-			if err != nil {
+			if err := c.reserveResult(); err != nil { // memory.go
 				return err
 			}
 			br, err := c.runPortal(ctx, p)
 			if err != nil {
-				c.settleResult(reserved, 0)
+				c.settleResult(0)
 				return err
 			}
 			p.result = br
-			c.settleResult(reserved, br.size())
+			c.settleResult(br.size())
 		}
 		if p.result != nil {
 			c.sendDescription(p.result)
@@ -651,17 +650,16 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 		// that does not read never does: room for it is reserved from
 		// the analyst's bound before it runs, and its size charged until
 		// the next ReadyForQuery (attack round 38).
-		reserved, err := c.reserveResult()
-		if err != nil {
+		if err := c.reserveResult(); err != nil {
 			return err
 		}
 		br, err := c.runPortal(ctx, p)
 		if err != nil {
-			c.settleResult(reserved, 0)
+			c.settleResult(0)
 			return err
 		}
 		p.result = br
-		c.settleResult(reserved, br.size())
+		c.settleResult(br.size())
 	}
 	r := p.result
 	total := r.numRows()

@@ -68,7 +68,7 @@ func (s *Server) memoryOf(analyst string) int64 { return s.account(analyst).held
 // syncMemory brings the analyst's account in line with what the session
 // holds now.
 func (c *conn) syncMemory() {
-	held := c.sess.memoryHeld()
+	held := c.sess.memoryHeld() + int64(c.resultReserved) // a result being kept too
 	if held != c.memCharged {
 		c.mem().held.Add(held - c.memCharged)
 		c.memCharged = held
@@ -114,48 +114,54 @@ func (c *conn) tryCharge(n int64) bool {
 	}
 }
 
-// reserveResult reserves room for a result the session is about to keep
-// (a portal's): MaxBufferedResult, or what is left of the analyst's
-// bound, at least 64 KiB (54000 when not even that is left). The result
-// may use only what was reserved (c.resultLimit, which the relay checks),
-// so the account never passes the bound however many of the analyst's
-// sessions run results at once (attack round 38: each had passed a check
-// of the account before its result was known). settleResult then sets
-// the charge to the result's size.
-func (c *conn) reserveResult() (int, error) {
-	const least = 64 << 10
-	a := c.mem()
-	for {
-		cur := a.held.Load()
-		room := min(int64(c.srv.cfg.MaxBufferedResult), c.srv.cfg.MaxMemoryPerAnalyst-cur)
-		if room < least {
-			if err := c.checkMemory(least); err != nil { // syncs, then refuses
-				return 0, err
-			}
-			c.mem().held.Add(-least) // checkMemory charged it: give it back and look again
-			c.memCharged -= least
-			continue
-		}
-		if a.held.CompareAndSwap(cur, cur+room) {
-			c.memCharged += room
-			c.resultLimit = int(room)
-			return int(room), nil
-		}
+// reserveResult starts charging a result the session is about to keep (a
+// portal's): the first resultStep now (54000 when the analyst's bound has
+// no room for it), and more as the result grows (growResult, which the
+// relay calls before it keeps another message), so the account never
+// passes the bound however many of the analyst's sessions run results at
+// once (attack round 38: each had passed a check of the account before
+// its result was known) and no session holds room it does not use.
+// settleResult then sets the charge to the result's size.
+func (c *conn) reserveResult() error {
+	if err := c.checkMemory(resultStep); err != nil {
+		return err
 	}
+	c.resultReserved = resultStep
+	return nil
 }
 
-// settleResult replaces a reservation by the size of what was kept, and
-// lifts the result limit.
-func (c *conn) settleResult(reserved, kept int) {
-	c.mem().held.Add(int64(kept - reserved))
-	c.memCharged += int64(kept - reserved)
-	c.resultLimit = 0
+// resultStep is how much more a growing result reserves at a time.
+const resultStep = 1 << 20
+
+// growResult reserves room for a kept result to reach size bytes: within
+// MaxBufferedResult and the analyst's bound, or an error (54000). Outside
+// a reservation (a result not kept for the client, e.g. a cursor's rows,
+// which are charged when declared) only MaxBufferedResult applies.
+func (c *conn) growResult(size int) error {
+	if size > c.srv.cfg.MaxBufferedResult {
+		return pgerr.New(programLimitExceeded, "catalog result too large (over %d bytes)", c.srv.cfg.MaxBufferedResult).
+			WithHint("add a LIMIT or use the simple query protocol")
+	}
+	for c.resultReserved > 0 && size > c.resultReserved {
+		step := max(resultStep, size-c.resultReserved)
+		if err := c.checkMemory(step); err != nil {
+			return err
+		}
+		c.resultReserved += step
+	}
+	return nil
+}
+
+// settleResult replaces a reservation by the size of what was kept.
+func (c *conn) settleResult(kept int) {
+	c.chargeMemoryOwn(kept - c.resultReserved)
+	c.resultReserved = 0
 }
 
 // chargeMemoryOwn charges n bytes the session has kept (a result, whose
 // size is known once it ran).
 func (c *conn) chargeMemoryOwn(n int) {
-	if n > 0 {
+	if n != 0 {
 		c.mem().held.Add(int64(n))
 		c.memCharged += int64(n)
 	}
@@ -167,13 +173,4 @@ func (c *conn) releaseMemory() {
 		c.mem().held.Add(-c.memCharged)
 		c.memCharged = 0
 	}
-}
-
-// bufferLimit is how large a result the session may keep now: its
-// reservation while it holds one (reserveResult), else MaxBufferedResult.
-func (c *conn) bufferLimit() int {
-	if c.resultLimit > 0 {
-		return c.resultLimit
-	}
-	return c.srv.cfg.MaxBufferedResult
 }

@@ -128,7 +128,7 @@ func TestAttack39_ReserveResultSpinsUnderSmallBuffer(t *testing.T) {
 	a := c.mem()
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.reserveResult()
+		err := c.reserveResult()
 		done <- err
 	}()
 	select {

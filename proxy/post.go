@@ -178,6 +178,9 @@ func (c *conn) shadowRun(ctx context.Context, sql string, params [][]byte) (*res
 	if rs.cols == nil {
 		rs.cols = []column{}
 	}
+	// Held until the client has read it: charged until the next
+	// ReadyForQuery (memory.go).
+	c.chargeMemoryOwn(rowsBytes(rs.rows))
 	return rs, nil
 }
 

@@ -151,9 +151,8 @@ func (c *conn) relayReply(ctx context.Context, rl *relay, br *bufferedResult) (s
 			case 'T':
 				br.rawDesc = append([]byte(nil), m...)
 			case 'D':
-				if limit := c.bufferLimit(); len(br.raw)+len(m) > limit {
-					return pgerr.New(programLimitExceeded, "catalog result too large (over %d bytes)", limit).
-						WithHint("add a LIMIT or use the simple query protocol; a result kept for the client counts against what your sessions may hold (max_memory_per_analyst_mb)"), false
+				if err := c.growResult(len(br.raw) + len(m)); err != nil { // memory.go
+					return err, false
 				}
 				br.raw = append(br.raw, m...)
 				br.ends = append(br.ends, len(br.raw))
