@@ -47,7 +47,9 @@ func (c *conn) execCopy(ctx context.Context, cp *pgsql.CopyStmt) (*resultSet, er
 	if err != nil {
 		return nil, err
 	}
-	c.chargeMemoryOwn(2 * rowsBytes(rs.rows))
+	if err := c.checkMemory(2 * rowsBytes(rs.rows)); err != nil { // the rows and their lines
+		return nil, err
+	}
 	if rs.cols == nil {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "the query of COPY must return rows")
 	}

@@ -376,6 +376,9 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 				return err
 			}
 			br, err := c.runPortal(ctx, p)
+			if err == nil {
+				err = c.growResult(br.size()) // a proxy-built result too
+			}
 			if err != nil {
 				c.settleResult(0)
 				return err
@@ -654,6 +657,12 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 			return err
 		}
 		br, err := c.runPortal(ctx, p)
+		if err == nil {
+			// A result the proxy built (a FETCH of a cursor, a DP or
+			// post-processed answer) is checked against the bound as a
+			// relayed one is, as it grows (attack round 40).
+			err = c.growResult(br.size())
+		}
 		if err != nil {
 			c.settleResult(0)
 			return err

@@ -16,15 +16,14 @@ import (
 // about 10 GB, enough to end the proxy and every analyst's session with
 // it).
 //
-// Each session charges its analyst's account before it keeps more
-// (checkMemory, with the bytes it is about to keep; a kept result, once
-// its size is known: chargeMemoryOwn), and sets its charge to what it
-// really holds at each ReadyForQuery while it holds anything (syncMemory:
-// the statements' text is counted as they come and go, the portals and
-// cursors it walks are few between statements), and at its end. A result
-// kept is charged when its size is known, so the sessions of one analyst
-// may pass the bound by the results they are keeping at that moment (one
-// each at most, MaxBufferedResult).
+// Each session charges its analyst's account before it keeps anything
+// (checkMemory: a named statement, a portal's parameters, a savepoint's
+// copy; a result as it grows, 1 MiB at a time: reserveResult, growResult,
+// settleResult), and sets its charge to what it holds at each
+// ReadyForQuery while it holds anything (syncMemory) and to nothing at its
+// end. A charge that does not fit is refused (54000) before what it is for
+// is kept, so the account stays within the bound but for steps taken at
+// the same moment by several sessions (1 MiB each).
 
 // defaultMaxMemoryPerAnalyst is MaxMemoryPerAnalyst's default.
 const defaultMaxMemoryPerAnalyst = 256 << 20

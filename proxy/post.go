@@ -180,7 +180,9 @@ func (c *conn) shadowRun(ctx context.Context, sql string, params [][]byte) (*res
 	}
 	// Held until the client has read it: charged until the next
 	// ReadyForQuery (memory.go).
-	c.chargeMemoryOwn(rowsBytes(rs.rows))
+	if err := c.checkMemory(rowsBytes(rs.rows)); err != nil {
+		return nil, err
+	}
 	return rs, nil
 }
 
