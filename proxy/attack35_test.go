@@ -204,6 +204,15 @@ func (ts *testServer) rawConn(t *testing.T) net.Conn {
 // SQLSTATE of an ErrorResponse).
 func discardUntilReady(t *testing.T, nc net.Conn) string {
 	t.Helper()
+	return readReply(t, nc, false)
+}
+
+// readReply reads backend messages up to ReadyForQuery (or, with atRow,
+// up to a DataRow's header, leaving its body unread) without keeping
+// their bodies, and returns the message types seen (with an error's
+// SQLSTATE and message).
+func readReply(t *testing.T, nc net.Conn, atRow bool) string {
+	t.Helper()
 	_ = nc.SetReadDeadline(time.Now().Add(60 * time.Second))
 	defer nc.SetReadDeadline(time.Time{})
 	var seen strings.Builder
@@ -214,7 +223,10 @@ func discardUntilReady(t *testing.T, nc net.Conn) string {
 		}
 		n := int64(binary.BigEndian.Uint32(hdr[1:])) - 4
 		seen.WriteByte(hdr[0])
-		if hdr[0] == 'E' {
+		switch {
+		case hdr[0] == 'D' && atRow:
+			return seen.String()
+		case hdr[0] == 'E':
 			body := make([]byte, n)
 			if _, err := io.ReadFull(nc, body); err != nil {
 				t.Fatal(err)

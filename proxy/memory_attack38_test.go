@@ -1,13 +1,10 @@
 package proxy
 
 import (
-	"encoding/binary"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -67,20 +64,12 @@ func TestAttack38_PortalParameterSlotsUncharged(t *testing.T) {
 	before := heapAlloc()
 	const portals = 48
 	bound := 0
-	for i := 0; i < portals; i++ {
-		sendMsgs(t, nc, &pgproto3.Bind{
+	bound = keepUntilRefused(t, nc, portals, "2", func(i int) pgproto3.FrontendMessage {
+		return &pgproto3.Bind{
 			DestinationPortal: fmt.Sprint("p", i), PreparedStatement: "w",
 			ParameterFormatCodes: formats, Parameters: params, ResultFormatCodes: formats,
-		}, &pgproto3.Sync{})
-		r := discardUntilReady(t, nc)
-		if !strings.HasPrefix(r, "2") {
-			if !strings.Contains(r, "54000") {
-				t.Fatalf("Bind %d: %s", i, r)
-			}
-			break
 		}
-		bound++
-	}
+	})
 	grew := heapAlloc() - before
 	charged := ts.srv.memoryOf("alice")
 	t.Logf("%d portals bound; heap grew by %d MiB; alice's account %d bytes (bound %d MiB)", bound, grew>>20, charged, budget>>20)
@@ -108,17 +97,9 @@ func TestAttack38_ParseParameterTypesUncharged(t *testing.T) {
 	before := heapAlloc()
 	const stmts = 64
 	kept := 0
-	for i := 0; i < stmts; i++ {
-		sendMsgs(t, nc, &pgproto3.Parse{Name: fmt.Sprint("s", i), Query: "SELECT 1", ParameterOIDs: oids}, &pgproto3.Sync{})
-		r := discardUntilReady(t, nc)
-		if !strings.HasPrefix(r, "1") {
-			if !strings.Contains(r, "54000") {
-				t.Fatalf("Parse %d: %s", i, r)
-			}
-			break
-		}
-		kept++
-	}
+	kept = keepUntilRefused(t, nc, stmts, "1", func(i int) pgproto3.FrontendMessage {
+		return &pgproto3.Parse{Name: fmt.Sprint("s", i), Query: "SELECT 1", ParameterOIDs: oids}
+	})
 	grew := heapAlloc() - before
 	t.Logf("%d statements kept; heap grew by %d MiB (bound %d MiB)", kept, grew>>20, budget>>20)
 	if grew > 2*budget {
@@ -132,32 +113,7 @@ func TestAttack38_ParseParameterTypesUncharged(t *testing.T) {
 // returns the message types seen (with an error's SQLSTATE).
 func readUntilRow(t *testing.T, nc net.Conn) string {
 	t.Helper()
-	_ = nc.SetReadDeadline(time.Now().Add(60 * time.Second))
-	defer nc.SetReadDeadline(time.Time{})
-	var seen strings.Builder
-	hdr := make([]byte, 5)
-	for {
-		if _, err := io.ReadFull(nc, hdr); err != nil {
-			t.Fatalf("read: %v (so far %s)", err, seen.String())
-		}
-		seen.WriteByte(hdr[0])
-		if hdr[0] == 'D' {
-			return seen.String()
-		}
-		body := make([]byte, int(binary.BigEndian.Uint32(hdr[1:]))-4)
-		if _, err := io.ReadFull(nc, body); err != nil {
-			t.Fatal(err)
-		}
-		if hdr[0] == 'E' {
-			var e pgproto3.ErrorResponse
-			if e.Decode(body) == nil {
-				fmt.Fprintf(&seen, "(%s %s)", e.Code, e.Message)
-			}
-		}
-		if hdr[0] == 'Z' {
-			return seen.String()
-		}
-	}
+	return readReply(t, nc, true)
 }
 
 // TestAttack38_UnreadExtendedResultUncharged (medium-high; an
@@ -213,4 +169,23 @@ func TestAttack38_UnreadExtendedResultUncharged(t *testing.T) {
 		t.Errorf("alice's %d sessions whose client does not read keep %d MiB of catalog results in the proxy, charged %d bytes under a %d MiB per-analyst bound: row-unlimited Executes are neither checked nor charged, and are held until the client reads (50 sessions × 64 MiB = 3.2 GiB per analyst)",
 			kept, grew>>20, charged, budget>>20)
 	}
+}
+
+// keepUntilRefused sends up to n messages made by msg, each with a Sync,
+// while their replies begin with ok (ParseComplete "1", BindComplete
+// "2"); it stops at a 54000 and fails on anything else, and returns how
+// many were kept.
+func keepUntilRefused(t *testing.T, nc net.Conn, n int, ok string, msg func(int) pgproto3.FrontendMessage) int {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		sendMsgs(t, nc, msg(i), &pgproto3.Sync{})
+		r := discardUntilReady(t, nc)
+		if !strings.HasPrefix(r, ok) {
+			if !strings.Contains(r, "54000") {
+				t.Fatalf("message %d: %s", i, r)
+			}
+			return i
+		}
+	}
+	return n
 }

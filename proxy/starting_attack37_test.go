@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net"
 	"testing"
-
-	"go.uber.org/zap"
 )
 
 // TestAttack37_IPv6FloodFromOnePrefix (medium; a network attacker, no
@@ -26,13 +24,9 @@ import (
 // (or /56), an IPv4 one by itself (IPv4-mapped IPv6 addresses as IPv4),
 // in startingFrom and fromMinority alike.
 func TestAttack37_IPv6FloodFromOnePrefix(t *testing.T) {
-	s := &Server{cfg: Config{MaxConnections: 4}, starting: map[*conn]struct{}{}, startingFrom: map[string]int{}}
+	s := startingServer(4)
 	mk := func(from string, begun bool) *conn {
-		a, b := net.Pipe()
-		t.Cleanup(func() { a.Close(); b.Close() })
-		c := &conn{raw: a, from: remoteHost(&net.TCPAddr{IP: net.ParseIP(from), Port: 40000}), log: zap.NewNop()}
-		c.begun.Store(begun)
-		return c
+		return startingConn(t, remoteHost(&net.TCPAddr{IP: net.ParseIP(from), Port: 40000}), begun)
 	}
 	// The analyst, in SCRAM already, from its own network.
 	bob := mk("2001:db8:1::10", true)

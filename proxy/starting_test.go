@@ -12,14 +12,8 @@ import (
 // sent its start-up packet before one that has; an address with fewer
 // start-ups than another is let in past the accept cap (fromMinority).
 func TestAddStarting(t *testing.T) {
-	s := &Server{cfg: Config{MaxConnections: 3}, starting: map[*conn]struct{}{}, startingFrom: map[string]int{}}
-	mk := func(from string, begun bool) *conn {
-		a, b := net.Pipe()
-		t.Cleanup(func() { a.Close(); b.Close() })
-		c := &conn{raw: a, from: from, log: zap.NewNop()}
-		c.begun.Store(begun)
-		return c
-	}
+	s := startingServer(3)
+	mk := func(from string, begun bool) *conn { return startingConn(t, from, begun) }
 	bob := mk("10.0.0.1", true)
 	flood1, flood2 := mk("10.0.0.9", true), mk("10.0.0.9", false)
 	for _, c := range []*conn{flood1, bob, flood2} {
@@ -43,4 +37,19 @@ func TestAddStarting(t *testing.T) {
 	if _, ok := s.startingFrom["10.0.0.1"]; ok || len(s.starting) != 2 {
 		t.Errorf("after bob's session began: %d start-ups, by address %v", len(s.starting), s.startingFrom)
 	}
+}
+
+// startingServer is a Server with only what start-up counting uses.
+func startingServer(maxConns int) *Server {
+	return &Server{cfg: Config{MaxConnections: maxConns}, starting: map[*conn]struct{}{}, startingFrom: map[string]int{}}
+}
+
+// startingConn is a start-up in progress from a client network (as
+// remoteHost names it), over a pipe.
+func startingConn(t *testing.T, from string, begun bool) *conn {
+	a, b := net.Pipe()
+	t.Cleanup(func() { a.Close(); b.Close() })
+	c := &conn{raw: a, from: from, log: zap.NewNop()}
+	c.begun.Store(begun)
+	return c
 }

@@ -22,19 +22,7 @@ import (
 // share; or try the remembered verifier-derived key first for any new
 // address at a reserved rate.
 func TestAttack37_GuessesLockStewardOut(t *testing.T) {
-	c, err := newCredential("steward", "plain:s3cret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := c.requireSteward(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
-	get := func(from, user, pass string) int {
-		r := httptest.NewRequest("GET", "/metrics", nil)
-		r.RemoteAddr = from
-		r.SetBasicAuth(user, pass)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w.Code
-	}
+	get := stewardGet(t)
 	// The guesser, from its own address, until the bucket is empty.
 	for i := 0; i < 100; i++ {
 		if get("192.0.2.66:40000", "steward", "guess"+strconv.Itoa(i)) == http.StatusTooManyRequests {
@@ -45,5 +33,25 @@ func TestAttack37_GuessesLockStewardOut(t *testing.T) {
 	// not signed in since the proxy started.
 	if code := get("198.51.100.7:50000", "steward", "s3cret"); code != http.StatusOK {
 		t.Errorf("the steward's right password from another address while a guesser sends wrong ones: HTTP %d, want 200 (one bucket for every address: the guesser locks the steward out)", code)
+	}
+}
+
+// stewardGet returns a GET of /metrics through the steward check of a
+// plain:s3cret credential, from an address, with basic authentication;
+// it returns the HTTP status.
+func stewardGet(t *testing.T) func(from, user, pass string) int {
+	t.Helper()
+	c, err := newCredential("steward", "plain:s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := c.requireSteward(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	return func(from, user, pass string) int {
+		r := httptest.NewRequest("GET", "/metrics", nil)
+		r.RemoteAddr = from
+		r.SetBasicAuth(user, pass)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
 	}
 }

@@ -3,7 +3,6 @@ package admin
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"testing"
 )
@@ -28,19 +27,7 @@ import (
 // checks instead of none; or reserve a token for addresses that have
 // never failed.
 func TestAttack38_GuessesFromFourNetworksLockStewardOut(t *testing.T) {
-	c, err := newCredential("steward", "plain:s3cret")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := c.requireSteward(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
-	get := func(from, user, pass string) int {
-		r := httptest.NewRequest("GET", "/metrics", nil)
-		r.RemoteAddr = from
-		r.SetBasicAuth(user, pass)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		return w.Code
-	}
+	get := stewardGet(t)
 	// Four guessing networks of one attacker (a /56: its /64s 00..03),
 	// each until its own bucket is empty.
 	for n := 0; n < 4; n++ {
