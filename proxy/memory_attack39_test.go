@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -44,16 +45,20 @@ func TestAttack39_ReservationStarvesPool(t *testing.T) {
 	ts.releaser.mu.Lock()
 	ts.releaser.gate, ts.releaser.started = gate, started
 	ts.releaser.mu.Unlock()
-	t.Cleanup(func() { close(gate) })
-
 	const inFlight = 4
+	var wg sync.WaitGroup
 	for i := 0; i < inFlight; i++ {
 		pc := ts.connect(t)
+		wg.Add(1)
 		go func() {
+			defer wg.Done()
 			// The extended protocol, as pgjdbc/pgx send it.
 			_ = pc.ExecParams(context.Background(), fmt.Sprintf("SELECT COUNT(*) FROM visits WHERE age > %d", i), nil, nil, nil, nil).Read()
 		}()
 	}
+	// Registered after the sessions' own cleanups, so run before them:
+	// the statements end before their connections are closed.
+	t.Cleanup(func() { close(gate); wg.Wait() })
 	for i := 0; i < inFlight; i++ {
 		select {
 		case <-started:
