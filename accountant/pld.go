@@ -62,7 +62,11 @@ import (
 // The grid is h = 10⁻³ (ε₀ ≥ 0.1), or ε₀,min/100 for smaller releases (at
 // least 10⁻⁵); a distribution that would need more than 2¹⁶ points (about
 // 1,600 releases of ε₀ = 0.1) is not computed, to keep a charge fast, and
-// the method falls back to its RDP bound. The method's figure
+// the method falls back to its RDP bound; so does a state of more than
+// pldMaxTypes distinct releases (each is one convolution of up to 2¹⁶
+// points, and an analyst who varies dp.epsilon chooses their number:
+// attack round 41 made one charge cost 2.7 s of CPU with 600 while the
+// dataset's budget rows were locked). The method's figure
 // is the minimum of the PLD bound, the RDP bound of the same releases
 // (rdp.go) and exact basic composition, all valid upper bounds.
 type pldAccountant struct {
@@ -72,6 +76,9 @@ type pldAccountant struct {
 	// lowBitFirst composes in the order of builds before the memo
 	// (pldlegacy.go; Verify only, with no memo).
 	lowBitFirst bool
+	// uncapped computes the PLD whatever the number of release types, as
+	// builds before pldMaxTypes did (pldlegacy.go; Verify only).
+	uncapped bool
 }
 
 type pldState struct {
@@ -88,6 +95,7 @@ const (
 	pldKeyDigits  = 4
 	pldTailMass   = 1e-15
 	pldMaxPoints  = 1 << 16
+	pldMaxTypes   = 128
 	pldGaussTails = 9.0 // Gaussian discretised over mean ± 9σ (tail Φ(−9) ≈ 1.1e-19)
 )
 
@@ -496,7 +504,7 @@ type pldCurve struct {
 	rdp       []float64 // RDP curve of the same releases, nil if none
 }
 
-func (s pldState) build(memo *PLDMemo, lowBitFirst bool) (pldCurve, error) {
+func (s pldState) build(memo *PLDMemo, lowBitFirst, uncapped bool) (pldCurve, error) {
 	ts, err := s.types()
 	if err != nil {
 		return pldCurve{}, err
@@ -527,7 +535,7 @@ func (s pldState) build(memo *PLDMemo, lowBitFirst bool) (pldCurve, error) {
 		variance += float64(t.count) * t.epsilon * t.epsilon
 		maxEps = math.Max(maxEps, t.epsilon)
 	}
-	if (17*math.Sqrt(variance)+4*maxEps)/c.h > pldMaxPoints {
+	if (17*math.Sqrt(variance)+4*maxEps)/c.h > pldMaxPoints || (len(ts) > pldMaxTypes && !uncapped) {
 		return c, nil
 	}
 	d := pointMass()
@@ -591,7 +599,7 @@ func (a pldAccountant) curve(raw json.RawMessage) (pldCurve, error) {
 	if err != nil {
 		return pldCurve{}, fmt.Errorf("decode pld state: %w", err)
 	}
-	c, err := s.build(a.memo, a.lowBitFirst)
+	c, err := s.build(a.memo, a.lowBitFirst, a.uncapped)
 	if err == nil {
 		a.memo.putCurve(string(raw), c)
 	}

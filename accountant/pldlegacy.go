@@ -59,10 +59,37 @@ func powerLowBitFirst(t pldType, h float64) (pmf, error) {
 }
 
 // MatchesEarlierPLDOrder reports whether spent (a budget row's ε and δ
-// texts) is what a build before the memo computed for the pld state st at
-// limit.
+// texts) is what an earlier build computed for the pld state st at limit:
+// one before the memo (the order of pldlegacy.go), or one before the PLD
+// was left to the RDP bound past pldMaxTypes release types (a tighter,
+// equally valid figure).
 func MatchesEarlierPLDOrder(st []byte, limit Spent, spent [2]string) bool {
-	m := composer{name: policy.AccountantPLD, tight: pldAccountant{lowBitFirst: true}}
-	sp, _, err := Evaluate(m, st, limit)
-	return err == nil && SameDecimal(spent[0], DecimalText(sp.Epsilon)) && SameDecimal(spent[1], DecimalText(sp.Delta))
+	earlier := []pldAccountant{{lowBitFirst: true, uncapped: true}}
+	if pldTypesOver(st, pldMaxTypes) {
+		// Only there does the cap change the figure.
+		earlier = append(earlier, pldAccountant{uncapped: true})
+	}
+	for _, a := range earlier {
+		m := composer{name: policy.AccountantPLD, tight: a}
+		sp, _, err := Evaluate(m, st, limit)
+		if err == nil && SameDecimal(spent[0], DecimalText(sp.Epsilon)) && SameDecimal(spent[1], DecimalText(sp.Delta)) {
+			return true
+		}
+	}
+	return false
+}
+
+// pldTypesOver reports whether the pld state st holds more than n release
+// types.
+func pldTypesOver(st []byte, n int) bool {
+	s, err := decodeState(st)
+	if err != nil {
+		return false
+	}
+	ps, err := unmarshalTight[pldState](s.Tight)
+	if err != nil {
+		return false
+	}
+	ts, err := ps.types()
+	return err == nil && len(ts) > n
 }

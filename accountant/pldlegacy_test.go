@@ -64,3 +64,49 @@ func TestPLDEarlierOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestPLDTypesCap_EarlierFigureVerifies: past pldMaxTypes release types a
+// pld state is left to the RDP bound (no convolution); its figure is then
+// no smaller than the PLD figure builds before the cap computed (both are
+// valid upper bounds), and a budget row charged by such a build still
+// verifies (MatchesEarlierPLDOrder), so `dpproxy ledger verify` does not
+// report it.
+func TestPLDTypesCap_EarlierFigureVerifies(t *testing.T) {
+	m, err := MethodByName(policy.AccountantPLD)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const k = pldMaxTypes + 20
+	events := make([]Event, k)
+	for i := range events {
+		events[i] = laplace(0.01 + float64(i)*1e-4) // k distinct 4-digit keys
+	}
+	st, err := m.Compose(nil, events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !pldTypesOver(st, pldMaxTypes) {
+		t.Fatalf("the state does not hold more than %d types", pldMaxTypes)
+	}
+	limit := Spent{Epsilon: 100, Delta: 1e-6}
+	capped, _, err := Evaluate(m, st, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncapped, _, err := Evaluate(composer{name: policy.AccountantPLD, tight: pldAccountant{uncapped: true}}, st, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(capped.Epsilon > uncapped.Epsilon) {
+		t.Fatalf("ε capped %v, uncapped %v: want the RDP fallback above the PLD figure (else the test proves nothing)", capped.Epsilon, uncapped.Epsilon)
+	}
+	if capped.Epsilon > 1.5*uncapped.Epsilon {
+		t.Errorf("ε capped %v is more than 1.5x the PLD figure %v", capped.Epsilon, uncapped.Epsilon)
+	}
+	if !MatchesEarlierPLDOrder(st, limit, [2]string{DecimalText(uncapped.Epsilon), DecimalText(uncapped.Delta)}) {
+		t.Error("the figure of a build before the cap does not verify")
+	}
+	if MatchesEarlierPLDOrder(st, limit, [2]string{DecimalText(uncapped.Epsilon * (1 + 1e-9)), DecimalText(uncapped.Delta)}) {
+		t.Error("a figure 1e-9 off verifies")
+	}
+}
