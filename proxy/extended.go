@@ -372,19 +372,9 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 			if err := c.sess.checkHeldRoom(p.name, c.srv.cfg.MaxBufferedResult); err != nil {
 				return err
 			}
-			if err := c.reserveResult(); err != nil { // memory.go
+			if err := c.runKept(ctx, p); err != nil {
 				return err
 			}
-			br, err := c.runPortal(ctx, p)
-			if err == nil {
-				err = c.growResult(br.size()) // a proxy-built result too
-			}
-			if err != nil {
-				c.settleResult(0)
-				return err
-			}
-			p.result = br
-			c.settleResult(br.size())
 		}
 		if p.result != nil {
 			c.sendDescription(p.result)
@@ -649,26 +639,9 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 				return err
 			}
 		}
-		// Any result is held until the client has read it, which one
-		// that does not read never does: room for it is reserved from
-		// the analyst's bound before it runs, and its size charged until
-		// the next ReadyForQuery (attack round 38).
-		if err := c.reserveResult(); err != nil {
+		if err := c.runKept(ctx, p); err != nil {
 			return err
 		}
-		br, err := c.runPortal(ctx, p)
-		if err == nil {
-			// A result the proxy built (a FETCH of a cursor, a DP or
-			// post-processed answer) is checked against the bound as a
-			// relayed one is, as it grows (attack round 40).
-			err = c.growResult(br.size())
-		}
-		if err != nil {
-			c.settleResult(0)
-			return err
-		}
-		p.result = br
-		c.settleResult(br.size())
 	}
 	r := p.result
 	total := r.numRows()
@@ -694,6 +667,31 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 	if strings.HasPrefix(r.tag, "SELECT ") {
 		r.tag = "SELECT 0"
 	}
+	return nil
+}
+
+// runKept runs a portal's statement and keeps its result in the portal,
+// charged to the analyst's memory (memory.go): any result is held until
+// the client has read it, which one that does not read never does (attack
+// round 38), so room is reserved before it runs and grows with a relayed
+// result; a result the proxy built (a FETCH of a cursor, a DP or
+// post-processed answer) is checked against the bound the same way once
+// built (attack round 40). Its size stays charged until the next
+// ReadyForQuery.
+func (c *conn) runKept(ctx context.Context, p *portal) error {
+	if err := c.reserveResult(); err != nil {
+		return err
+	}
+	br, err := c.runPortal(ctx, p)
+	if err == nil {
+		err = c.growResult(br.size())
+	}
+	if err != nil {
+		c.settleResult(0)
+		return err
+	}
+	p.result = br
+	c.settleResult(br.size())
 	return nil
 }
 

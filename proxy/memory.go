@@ -61,9 +61,6 @@ func (s *Server) account(analyst string) *memAccount {
 	return a
 }
 
-// memoryOf is what analyst's sessions are charged now.
-func (s *Server) memoryOf(analyst string) int64 { return s.account(analyst).held.Load() }
-
 // syncMemory brings the analyst's account in line with what the session
 // holds now.
 func (c *conn) syncMemory() {
@@ -133,9 +130,8 @@ func (c *conn) reserveResult() error {
 const resultStep = 1 << 20
 
 // growResult reserves room for a kept result to reach size bytes: within
-// MaxBufferedResult and the analyst's bound, or an error (54000). Outside
-// a reservation (a result not kept for the client, e.g. a cursor's rows,
-// which are charged when declared) only MaxBufferedResult applies.
+// MaxBufferedResult and the analyst's bound (while reserveResult's
+// reservation is open), or an error (54000).
 func (c *conn) growResult(size int) error {
 	if size > c.srv.cfg.MaxBufferedResult {
 		return pgerr.New(programLimitExceeded, "catalog result too large (over %d bytes)", c.srv.cfg.MaxBufferedResult).

@@ -77,3 +77,6 @@ func TestMemoryPerAnalyst(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// memoryOf is what analyst's sessions are charged now.
+func (s *Server) memoryOf(analyst string) int64 { return s.account(analyst).held.Load() }

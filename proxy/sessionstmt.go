@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"math"
 	"sort"
@@ -54,7 +55,7 @@ func (c *conn) execSession(ctx context.Context, st *pgsql.SessionStmt) (*resultS
 		c.warn(c.sess.rollback())
 		return &resultSet{tag: "ROLLBACK"}, nil
 	case pgsql.SessionDiscard:
-		what := strings.ToUpper(strings.TrimSpace(firstNonEmpty(st.Name, st.Value)))
+		what := strings.ToUpper(strings.TrimSpace(cmp.Or(st.Name, st.Value)))
 		if what == "" {
 			what = "ALL"
 		}
@@ -76,7 +77,7 @@ func (c *conn) execSession(ctx context.Context, st *pgsql.SessionStmt) (*resultS
 		}
 		return &resultSet{tag: "DISCARD " + what}, nil
 	case pgsql.SessionDeallocate:
-		tag, err := c.sess.deallocate(strings.TrimSpace(firstNonEmpty(st.Name, st.Value)))
+		tag, err := c.sess.deallocate(strings.TrimSpace(cmp.Or(st.Name, st.Value)))
 		if err != nil {
 			return nil, err
 		}
@@ -203,15 +204,6 @@ func textRow(vals ...string) []*string {
 	return row
 }
 
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
-}
-
-// budgetColumns are the columns of SHOW dp.budget (its answer and its
-// Describe).
 // budgetFigure is a float8 figure of SHOW dp.budget as a person writes it
 // (internal/numfmt: 1.6, not 1.5999999999999999); no cap is Infinity, as
 // PostgreSQL writes it.
@@ -222,6 +214,8 @@ func budgetFigure(x float64) string {
 	return numfmt.Figure(x)
 }
 
+// budgetColumns are the columns of SHOW dp.budget (its answer and its
+// Describe).
 func budgetColumns() []column {
 	return []column{
 		{"dataset", oidText}, {"accountant", oidText},

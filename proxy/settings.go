@@ -388,12 +388,12 @@ const (
 // bounds. A change that does not make them larger is always allowed (so
 // RESET works whatever they hold).
 func checkSettingsRoom(m map[string]string, name, v string, known bool) error {
-	size, custom := settingsBytes(m), 0
 	old, had := m[name]
+	if had && len(v) <= len(old) {
+		return nil // no walk when nothing grows
+	}
+	size, custom := settingsBytes(m), 0
 	if had {
-		if len(v) <= len(old) {
-			return nil
-		}
 		size -= len(name) + len(old)
 	}
 	if size+len(name)+len(v) > maxSettingsBytes {
