@@ -73,18 +73,33 @@ type lexer struct {
 func Lex(src string) ([]Token, error) {
 	// About one token per 4 bytes of a typical query: one allocation
 	// instead of a series of growths.
-	l := &lexer{src: src, toks: make([]Token, 0, len(src)/4+8)}
-	for {
+	return lexN(src, -1, len(src)/4+8)
+}
+
+// LexN is Lex of src's first n tokens (fewer where src ends first): the
+// work is that of those tokens, not of the rest of src, which is not
+// read and may hold anything (the planner reads a call's name and the
+// words after it this way, once per call of a statement).
+func LexN(src string, n int) ([]Token, error) {
+	return lexN(src, n, n)
+}
+
+// lexN lexes at most n tokens (all when n < 0) into a slice of capacity
+// size.
+func lexN(src string, n, size int) ([]Token, error) {
+	l := &lexer{src: src, toks: make([]Token, 0, size)}
+	for n < 0 || len(l.toks) < n {
 		if err := l.skipSpace(); err != nil {
 			return nil, err
 		}
 		if l.i >= len(src) {
-			return l.toks, nil
+			break
 		}
 		if err := l.next(); err != nil {
 			return nil, err
 		}
 	}
+	return l.toks, nil
 }
 
 func isSpace(c byte) bool {

@@ -153,3 +153,30 @@ func FuzzLex(f *testing.F) {
 		}
 	})
 }
+
+// TestLexN: the first n tokens are Lex's, and what follows them is not
+// read (an unterminated comment after them is no error).
+func TestLexN(t *testing.T) {
+	t.Parallel()
+	src := `STDDEV (cost) , "x" /* never closed`
+	for n, want := range []string{"", "id:stddev", "id:stddev p:(", "id:stddev p:( id:cost p:) p:, qid:x"} {
+		k := n
+		if n == 3 {
+			k = 6
+		}
+		got, err := LexN(src, k)
+		if err != nil || render(got) != want {
+			t.Errorf("LexN(%q, %d) = %q, %v; want %q", src, k, render(got), err, want)
+		}
+	}
+	if _, err := LexN(src, 7); err == nil {
+		t.Errorf("LexN(%q, 7) read past the sixth token without the comment's error", src)
+	}
+	if _, err := Lex(src); err == nil {
+		t.Errorf("Lex(%q): no error for the unterminated comment", src)
+	}
+	full, _ := Lex("a b c")
+	if got, _ := LexN("a b c", 10); render(got) != render(full) {
+		t.Errorf("LexN past the end = %q, want Lex's %q", render(got), render(full))
+	}
+}

@@ -67,15 +67,22 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 			WithDetail("The privacy budget for this query stays charged.").
 			WithHint("retry later; the answer is not cached").Wrap(err)
 	}
-	if kind == "timeout" && req.Contended != nil && req.Contended() {
+	if (kind == "timeout" || sharedResource(state)) && req.Contended != nil && req.Contended() {
 		// Another analyst's statement ran on the dataset meanwhile: the
-		// time-out may be theirs, and one analyst must not be able to get
-		// another suspended by loading the data server (issue 27). An
-		// availability failure: no incident, no suspension. A time-out
-		// with no other analyst's load stays the analyst's incident, even
-		// within the plan's work bound: that bound counts rows, not the
-		// bytes of their values, which a person's data can make large.
-		return pgerr.New(pgerr.QueryCanceled, "the DP query did not finish in time: the data database was too busy").
+		// time-out, or the server's memory, disk or shared-memory segments
+		// running out, may be theirs, and one analyst must not be able to
+		// get another suspended by loading the data server (issue 27;
+		// attack round 42 for the class 53 errors). An availability
+		// failure: no incident, no suspension. With no other analyst's
+		// load these stay the analyst's incident, even within the plan's
+		// work bound: that bound counts rows, not the bytes of their
+		// values, which a person's data can make large.
+		if kind == "timeout" {
+			return pgerr.New(pgerr.QueryCanceled, "the DP query did not finish in time: the data database was too busy").
+				WithDetail("The privacy budget for this query stays charged; this is not counted as an incident.").
+				WithHint("retry when the data database is less busy; the answer is not cached").Wrap(err)
+		}
+		return pgerr.New(state, "the data database ran out of resources during the DP query while other DP queries ran").
 			WithDetail("The privacy budget for this query stays charged; this is not counted as an incident.").
 			WithHint("retry when the data database is less busy; the answer is not cached").Wrap(err)
 	}
@@ -108,6 +115,14 @@ func (r *Releaser) suspendedHere(req Request) error {
 		Hint:    "ask the data steward to review the proxy's log; a restart of the proxy ends this suspension",
 		Err:     accountant.ErrSuspended,
 	}
+}
+
+// sharedResource: PostgreSQL's class 53 errors of a resource all
+// statements share (53000 insufficient_resources, such as dynamic shared
+// memory segments; 53100 disk_full, temporary files or /dev/shm; 53200
+// out_of_memory), which concurrent statements exhaust together.
+func sharedResource(sqlstate string) bool {
+	return sqlstate == "53000" || sqlstate == "53100" || sqlstate == "53200"
 }
 
 // classify says what failed: the incident kind, the upstream SQLSTATE

@@ -132,7 +132,7 @@ func plan(ds *policy.Dataset, stmt string, opts Options) (*Plan, error) {
 	if err != nil {
 		pos := n.parseErrPos(err.Error())
 		near := ""
-		if toks, lerr := pgsql.Lex(stmt[pos:]); lerr == nil && len(toks) > 0 {
+		if toks, lerr := pgsql.LexN(stmt[pos:], 1); lerr == nil && len(toks) > 0 {
 			near = stmt[pos+toks[0].Pos : pos+toks[0].End]
 		}
 		hint := shapeHint

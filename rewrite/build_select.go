@@ -351,7 +351,7 @@ func (b *builder) valueAggregate(x *ast.AggregateFuncExpr, fn string, spec aggSp
 // normalizer passes it on as VAR_SAMP.
 func (b *builder) callName(x *ast.AggregateFuncExpr) string {
 	pos := b.norm.srcPos(x.OriginTextPosition())
-	toks, err := pgsql.Lex(b.src[pos:])
+	toks, err := pgsql.LexN(b.src[pos:], 1)
 	if err != nil || len(toks) == 0 {
 		return ""
 	}

@@ -82,6 +82,11 @@ func BenchmarkPlan_AtLimits(b *testing.B) {
 		{"parens_1000", "SELECT COUNT(*) FROM visits WHERE " + strings.Repeat("(", maxExprDepth) + "age = 1" + strings.Repeat(")", maxExprDepth)},
 		{"count_1664", "SELECT " + strings.Repeat("COUNT(*), ", maxTargetList-1) + "COUNT(*) FROM visits"},
 		{"in_list_64KiB", fill("SELECT COUNT(*) FROM visits WHERE age IN (", "1, ", "1)")},
+		// Each variance-family call and each percentile reads its own name
+		// and the words after it (pgsql.LexN), not the rest of the text
+		// (attack round 42).
+		{"stddev_1664", fill("SELECT "+strings.Repeat("STDDEV(cost), ", maxTargetList-1)+"STDDEV(cost) FROM visits WHERE age IN (", "1, ", "1)")},
+		{"percentile_300", fill("SELECT "+strings.Repeat("percentile_cont(0.5) WITHIN GROUP (ORDER BY cost), ", 299)+"COUNT(*) FROM visits WHERE age IN (", "1, ", "1)")},
 		{"derived_1000", "SELECT * FROM " + strings.Repeat("(SELECT * FROM ", 999) + "(SELECT COUNT(*) FROM visits) s" + strings.Repeat(") s", 999)},
 	} {
 		b.Run(c.name, func(b *testing.B) {

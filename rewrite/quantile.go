@@ -63,7 +63,7 @@ func quantileGrid(typ policy.Type, lower, upper float64) (int, float64) {
 // (orderedSetAgg); a plain call written by the analyst is refused.
 func (b *builder) isOrderedSetCall(off int) bool {
 	pos := b.norm.srcPos(off)
-	toks, err := pgsql.Lex(b.src[pos:])
+	toks, err := pgsql.LexN(b.src[pos:], 6)
 	if err != nil || len(toks) < 6 {
 		return false
 	}
