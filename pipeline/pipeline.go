@@ -214,15 +214,9 @@ func TimeSlot(env *Env, plan *dpplan.Plan) (time.Duration, error) {
 	if plan == nil {
 		return 0, nil
 	}
-	w := plan.Work
-	var need time.Duration
-	if w.Rows > 0 && env.WorkRate > 0 {
-		need = time.Duration(float64(w.Rows) / env.WorkRate * float64(time.Second))
-		if st := env.StatementTimeout; st > 0 && need > st {
-			return 0, pgerr.New(pgerr.ProgramLimitExceeded, "this query may process up to %d rows upstream, %s of work at %g rows/s, over the statement_timeout of %s", w.Rows, need.Round(time.Millisecond), env.WorkRate, st).
-				WithDetail("The bound comes from the policy's max_rows, the query's joins and its automatic bounds, not from the data. The query was not run and nothing was charged.").
-				WithHint("join fewer tables, or use fixed bounds (SET dp.contribution = fixed; SET dp.clipping = off); the data steward sets max_rows, work_rate and statement_timeout")
-		}
+	need, err := workTime(env, plan.Work.Rows, "join fewer tables, or use fixed bounds (SET dp.contribution = fixed; SET dp.clipping = off)")
+	if err != nil {
+		return 0, err
 	}
 	d := env.ResponseTime
 	if d <= 0 {
@@ -230,6 +224,22 @@ func TimeSlot(env *Env, plan *dpplan.Plan) (time.Duration, error) {
 	}
 	var zero time.Time
 	return release.PadUntil(zero, d, zero.Add(need)).Sub(zero), nil
+}
+
+// workTime is the time rows of upstream work take at the dataset's work
+// rate, or 54000 when it exceeds the statement time-out (hint: what the
+// analyst can change).
+func workTime(env *Env, rows int64, hint string) (time.Duration, error) {
+	if rows <= 0 || env.WorkRate <= 0 {
+		return 0, nil
+	}
+	need := time.Duration(float64(rows) / env.WorkRate * float64(time.Second))
+	if st := env.StatementTimeout; st > 0 && need > st {
+		return 0, pgerr.New(pgerr.ProgramLimitExceeded, "this query may process up to %d rows upstream, %s of work at %g rows/s, over the statement_timeout of %s", rows, need.Round(time.Millisecond), env.WorkRate, st).
+			WithDetail("The bound comes from the policy's max_rows, the query's joins, its aggregates and its automatic bounds, not from the data. The query was not run and nothing was charged.").
+			WithHint("%s; the data steward sets max_rows, work_rate and statement_timeout", hint)
+	}
+	return need, nil
 }
 
 // Columns returns the result columns of a KindDistinct or KindRelease

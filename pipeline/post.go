@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -107,6 +108,7 @@ func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
 	status func(context.Context) (accountant.Status, error), cached func(context.Context, release.Request) bool) (*PostRun, error) {
 	run := &PostRun{}
 	var total accountant.Spent
+	var rows int64 // the leaves' work together
 	for _, l := range st.Leaves {
 		if l.Kind != KindRelease {
 			continue
@@ -117,6 +119,16 @@ func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
 		}
 		slot, err := TimeSlot(env, l.Plan)
 		if err != nil {
+			return nil, err
+		}
+		// The leaves run one after another within the statement: their
+		// work together, not only each one's, must fit the time-out
+		// (attack round 43: 16 leaves just under it held the analyst's
+		// DP slots for 16 time-outs).
+		if rows += l.Plan.Work.Rows; rows < 0 {
+			rows = math.MaxInt64
+		}
+		if _, err := workTime(env, rows, "use fewer DP aggregates in one statement, or join fewer tables"); err != nil {
 			return nil, err
 		}
 		run.Requests = append(run.Requests, req)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -151,12 +152,12 @@ type Pool struct {
 
 	mu     sync.Mutex
 	closed bool
-	// held counts the connections each owner holds (under mu); freed is
-	// closed, and replaced, when an owner's count goes down while owners
-	// wait (sharers of them).
+	// held counts the connections each owner holds (under mu); waiting
+	// are the owners' Acquires that wait for one of them, oldest first:
+	// a release by an owner with waiters hands its share to the oldest
+	// (one wake-up, not one per waiter).
 	held    map[string]int
-	freed   chan struct{}
-	sharers int
+	waiting map[string][]chan struct{}
 
 	opened, waited, exhausted, ownerLimited atomic.Int64
 }
@@ -204,7 +205,7 @@ func NewPool(cfg PoolConfig) (*Pool, error) {
 		slots:    make(chan struct{}, cfg.MaxConns),
 		idle:     make(chan *Conn, cfg.MaxConns),
 		held:     map[string]int{},
-		freed:    make(chan struct{}),
+		waiting:  map[string][]chan struct{}{},
 	}, nil
 }
 
@@ -315,46 +316,60 @@ func (a *acquireTimer) stop() {
 }
 
 // takeShare counts one more connection for owner, waiting while it holds
-// its share.
+// its share (in line behind the owner's earlier waiters).
 func (p *Pool) takeShare(ctx context.Context, owner string, timer *acquireTimer) error {
-	for {
-		p.mu.Lock()
-		if p.held[owner] < p.perOwner {
-			p.held[owner]++
-			p.mu.Unlock()
-			return nil
-		}
-		freed := p.freed
-		p.sharers++
+	p.mu.Lock()
+	if p.held[owner] < p.perOwner {
+		p.held[owner]++
 		p.mu.Unlock()
-		var err error
-		select {
-		case <-freed:
-		case <-timer.c():
-			p.ownerLimited.Add(1)
-			err = ErrOwnerLimit
-		case <-ctx.Done():
-			err = context.Cause(ctx)
-		}
-		p.mu.Lock()
-		p.sharers--
-		p.mu.Unlock()
-		if err != nil {
-			return err
-		}
+		return nil
 	}
+	w := make(chan struct{}, 1)
+	p.waiting[owner] = append(p.waiting[owner], w)
+	p.mu.Unlock()
+	var err error
+	select {
+	case <-w:
+		return nil
+	case <-timer.c():
+		err = ErrOwnerLimit
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	}
+	p.mu.Lock()
+	q := p.waiting[owner]
+	i := slices.Index(q, w)
+	if i < 0 {
+		// Handed a share while giving up: pass it on.
+		p.mu.Unlock()
+		p.giveShare(owner)
+	} else {
+		if q = slices.Delete(q, i, i+1); len(q) == 0 {
+			delete(p.waiting, owner)
+		} else {
+			p.waiting[owner] = q
+		}
+		p.mu.Unlock()
+	}
+	if errors.Is(err, ErrOwnerLimit) {
+		p.ownerLimited.Add(1)
+	}
+	return err
 }
 
-// giveShare counts one connection less for owner and wakes the owners
-// that wait.
+// giveShare counts one connection less for owner, or hands it to the
+// owner's oldest waiter.
 func (p *Pool) giveShare(owner string) {
 	p.mu.Lock()
-	if p.held[owner]--; p.held[owner] <= 0 {
+	if q := p.waiting[owner]; len(q) > 0 {
+		q[0] <- struct{}{} // buffered, and sent to once: never blocks
+		if len(q) == 1 {
+			delete(p.waiting, owner)
+		} else {
+			p.waiting[owner] = slices.Delete(q, 0, 1)
+		}
+	} else if p.held[owner]--; p.held[owner] <= 0 {
 		delete(p.held, owner)
-	}
-	if p.sharers > 0 {
-		close(p.freed)
-		p.freed = make(chan struct{})
 	}
 	p.mu.Unlock()
 }

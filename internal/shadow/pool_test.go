@@ -357,6 +357,81 @@ func TestPool_OwnerShare(t *testing.T) {
 	}
 }
 
+// TestPool_OwnerShareHandoff: a release by an owner at its share hands
+// the share to the owner's oldest waiter, and to that one only; a waiter
+// that gives up leaves the line; when nobody waits, the count goes down.
+func TestPool_OwnerShareHandoff(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 4, MaxConnsPerOwner: 1, AcquireTimeout: time.Minute})
+	ctx := ctxT(t)
+	waiters := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.waiting["alice"])
+	}
+	waitFor := func(n int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); waiters() != n; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d waiters, want %d", waiters(), n)
+			}
+		}
+	}
+	first, err := p.Acquire(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type got struct {
+		c   *Conn
+		err error
+	}
+	results := make([]chan got, 3)
+	cancelSecond, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for i := range results {
+		results[i] = make(chan got, 1)
+		wctx := ctx
+		if i == 1 {
+			wctx = cancelSecond
+		}
+		go func() {
+			c, err := p.Acquire(wctx, "alice")
+			results[i] <- got{c, err}
+		}()
+		waitFor(i + 1) // in line in this order
+	}
+	cancel()
+	if r := <-results[1]; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("the cancelled waiter got %v, %v", r.c, r.err)
+	}
+	waitFor(2)
+	p.Release(first, true)
+	r0 := <-results[0]
+	if r0.err != nil {
+		t.Fatalf("the oldest waiter: %v", r0.err)
+	}
+	select {
+	case r := <-results[2]:
+		t.Fatalf("the younger waiter was served too (%v, %v) while alice holds her share", r.c, r.err)
+	default:
+	}
+	if waiters() != 1 {
+		t.Errorf("%d waiters after one hand-off, want 1", waiters())
+	}
+	p.Release(r0.c, true)
+	r2 := <-results[2]
+	if r2.err != nil {
+		t.Fatalf("the last waiter: %v", r2.err)
+	}
+	p.Release(r2.c, true)
+	p.mu.Lock()
+	held, waiting := len(p.held), len(p.waiting)
+	p.mu.Unlock()
+	if held != 0 || waiting != 0 {
+		t.Errorf("after every release: %d owners counted, %d waiting, want none", held, waiting)
+	}
+}
+
 func TestPool_BrokenIdleConnectionReplaced(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1})
