@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -30,20 +29,9 @@ import (
 // half-width b·ln 20, so one department misses with probability 20⁻⁴ and
 // the test fails falsely with probability below 7·20⁻⁴ ≈ 4.4e-5.
 func TestUnitsBias_Demo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("loads the demo's 200,000 visits")
-	}
-	dsn := pgtest.NewDatabase(t)
+	_, conn := pgtest.DemoDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	if err := demo.Load(ctx, dsn, demo.Generate(demo.Seed)); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
 	ds, err := policy.Load("../examples/policies/hospital.yaml")
 	if err != nil {
 		t.Fatal(err)

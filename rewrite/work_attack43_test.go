@@ -6,10 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/demo"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestAttack43_SampleAggWorkUncounted (attack round 43, severity medium:
@@ -60,23 +58,9 @@ import (
 // SQL's cost is that of one scan; add the shape to the work-rate
 // calibration (BENCHMARKS.md).
 func TestAttack43_SampleAggWorkUncounted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("loads the demo's 200,000 visits")
-	}
-	dsn := pgtest.NewDatabase(t)
+	_, conn := pgtest.DemoDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	if err := demo.Load(ctx, dsn, demo.Generate(demo.Seed)); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
-		t.Fatal(err)
-	}
 	ds, err := policy.Load("../examples/policies/hospital.yaml")
 	if err != nil {
 		t.Fatal(err)
