@@ -160,8 +160,16 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 	// The query first, as PostgreSQL's parse analysis does: a query the
 	// proxy refuses is refused as itself (planned or described, nothing
 	// run or charged).
-	if _, err := c.queryColumns(ctx, cs.Query); err != nil {
+	cols, err := c.queryColumns(ctx, cs.Query)
+	if err != nil {
 		return nil, err
+	}
+	if cs.Binary {
+		// Before the query runs: a DP query is charged when it runs
+		// (attack round 44).
+		if err := binaryEncodable(cols); err != nil {
+			return nil, err
+		}
 	}
 	if err := c.sess.checkDeclare(cs); err != nil {
 		return nil, err
@@ -180,6 +188,8 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "the query of a cursor must return rows")
 	}
 	if cs.Binary {
+		// The columns described are those run (materialize checks a DP
+		// answer's against its plan); a catalog query's could differ.
 		if err := binaryEncodable(rs.cols); err != nil {
 			return nil, err
 		}
@@ -241,7 +251,8 @@ func errNoCursor(name string) error {
 func binaryEncodable(cols []column) error {
 	for _, col := range cols {
 		switch col.oid {
-		case oidBool, oidInt4, oidInt8, oidText, oidVarchar, oidDate, oidFloat8, oidNumeric, oidVoid:
+		case oidBool, oidInt2, oidInt4, oidInt8, oidText, oidVarchar, oidDate, oidFloat4, oidFloat8, oidNumeric,
+			oidTimestamp, oidTimestamptz, oidVoid: // encodeBinary's types
 		default:
 			return pgerr.New(pgerr.FeatureNotSupported, "binary output of column %q (type %d) is not supported by dpproxy", col.name, col.oid).
 				WithHint("declare the cursor without BINARY, or fetch in text format")
