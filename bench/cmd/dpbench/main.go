@@ -84,6 +84,7 @@ type options struct {
 	latencyOnly  bool   // only item 2
 	skipScaleOut bool   // item 2 without the partitioned and Citus rows
 	contribution string // SET dp.contribution for item 2 ("": the policy's)
+	epsilon      string // SET dp.epsilon for item 2
 	forwardOnly  bool   // only items 1 and 4
 	visits       int    // rows of visits for item 2
 	compare      string
@@ -101,6 +102,7 @@ func main() {
 	flag.BoolVar(&o.skipLatency, "skip-latency", false, "skip item 2 (DP latency on 1M rows; the slowest item)")
 	flag.BoolVar(&o.forwardOnly, "forward-only", false, "run only items 1 and 4 (forwarded SELECT 1 and cached answers against PgBouncer), e.g. while working on the forwarding path")
 	flag.StringVar(&o.contribution, "contribution", "", "SET dp.contribution for item 2 (fixed or auto; empty: the demo policy's default, auto)")
+	flag.StringVar(&o.epsilon, "epsilon", "0.1", "SET dp.epsilon for item 2 (default: the demo policy's per-query ε; the bench's policy charges 0.001 per query elsewhere). Automatic contribution bounds choose by DP with a tenth of it: at 0.001 the choice is close to uniform, and a bound below the policy's costs a second scan")
 	flag.BoolVar(&o.skipScaleOut, "skip-scale-out", false, "item 2 without its rows on the data hash-partitioned by patient_id and on a Citus cluster (which needs the citus extension: make citus)")
 	flag.BoolVar(&o.latencyOnly, "latency-only", false, "run only item 2 (e.g. with --visits 5000000 to see how the DP latency grows)")
 	flag.IntVar(&o.visits, "visits", numVisits, "rows of visits for item 2 (20 per patient at most: the patients grow with them)")
@@ -857,6 +859,11 @@ func (e *env) latencyItem(ctx context.Context, add func(row)) error {
 	add(row{"2 DP latency, " + rows, "dpproxy / the per-unit GROUP BY alone",
 		fmt.Sprintf("%.1f", m.dp), fmt.Sprintf("%.1f", m.floor),
 		fmt.Sprintf("%.2f×", m.dp/m.floor), "(above the floor)", "info"})
+	if m.fixed > 0 {
+		add(row{"2 DP latency, " + rows + ", auto bounds", "dpproxy with automatic / with fixed contribution bounds (dp.contribution), dp.epsilon " + e.o.epsilon,
+			fmt.Sprintf("%.1f", m.dp), fmt.Sprintf("%.1f", m.fixed),
+			fmt.Sprintf("%.2f×", m.dp/m.fixed), "≤ 1.2×", verdict(m.dp <= 1.2*m.fixed)})
+	}
 	return nil
 }
 
@@ -871,6 +878,9 @@ type latencies struct {
 	emitted float64 // its emitted SQL, directly
 	plain   float64 // largeSQL directly
 	floor   float64 // floorSQL directly
+	// fixed is largeSQL through dpproxy with dp.contribution = fixed, when
+	// the measured runs choose their bounds (0 with --contribution fixed).
+	fixed float64
 }
 
 func (e *env) latency(ctx context.Context, readerDSN, emitted string) (m latencies, k int, err error) {
@@ -891,13 +901,8 @@ func (e *env) latency(ctx context.Context, readerDSN, emitted string) (m latenci
 		}
 	}()
 	defer prx.Close(context.Background())
-	if _, err := prx.Exec(ctx, "SET dp.cache = off", pgx.QueryExecModeSimpleProtocol); err != nil {
+	if err := e.latencySettings(ctx, prx); err != nil {
 		return m, 0, err
-	}
-	if c := e.o.contribution; c != "" {
-		if _, err := prx.Exec(ctx, "SET dp.contribution = "+c, pgx.QueryExecModeSimpleProtocol); err != nil {
-			return m, 0, err
-		}
 	}
 	dir, err := pgx.Connect(ctx, readerDSN)
 	if err != nil {
@@ -923,9 +928,33 @@ func (e *env) latency(ctx context.Context, readerDSN, emitted string) (m latenci
 		return m, 0, err
 	}
 	defer raw.Close(context.Background())
-	var dps, dirs, raws, floors []float64
+	// The same query with the policy's fixed bounds, alternated with the
+	// automatic ones: what choosing the bounds costs.
+	var fix *pgx.Conn
+	if e.o.contribution != "fixed" {
+		if fix, err = pgx.Connect(ctx, e.proxyDSN("")); err != nil {
+			return m, 0, err
+		}
+		defer fix.Close(context.Background())
+		if err := e.latencySettings(ctx, fix); err != nil {
+			return m, 0, err
+		}
+		if _, err := fix.Exec(ctx, "SET dp.contribution = fixed", pgx.QueryExecModeSimpleProtocol); err != nil {
+			return m, 0, err
+		}
+	}
+	var dps, dirs, raws, floors, fixes []float64
 	deadline := time.Now().Add(2 * e.o.duration)
 	for i := 0; i < 6 || time.Now().Before(deadline); i++ {
+		if fix != nil {
+			f, err := once(fix, largeSQL)
+			if err != nil {
+				return m, 0, fmt.Errorf("through dpproxy, fixed bounds: %w", err)
+			}
+			if i > 0 {
+				fixes = append(fixes, f)
+			}
+		}
 		a, err := once(prx, largeSQL)
 		if err != nil {
 			return m, 0, fmt.Errorf("through dpproxy: %w", err)
@@ -946,7 +975,11 @@ func (e *env) latency(ctx context.Context, readerDSN, emitted string) (m latenci
 			dps, dirs, raws, floors = append(dps, a), append(dirs, b), append(raws, c), append(floors, d)
 		}
 	}
-	return latencies{dp: median(dps), emitted: median(dirs), plain: median(raws), floor: median(floors)}, len(dps), nil
+	m = latencies{dp: median(dps), emitted: median(dirs), plain: median(raws), floor: median(floors)}
+	if len(fixes) > 0 {
+		m.fixed = median(fixes)
+	}
+	return m, len(dps), nil
 }
 
 func median(xs []float64) float64 {
@@ -1111,4 +1144,25 @@ func writeCertificate(dir string) (certFile, keyFile string, err error) {
 	}
 	// 0644: a throwaway key of a benchmark, read by PgBouncer as postgres.
 	return certFile, keyFile, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), 0o644)
+}
+
+// latencySettings are item 2's session settings on its proxy connection:
+// no answer cache, and --contribution and --epsilon.
+func (e *env) latencySettings(ctx context.Context, prx *pgx.Conn) error {
+	sets := []string{"SET dp.cache = off"}
+	if c := e.o.contribution; c != "" {
+		sets = append(sets, "SET dp.contribution = "+c)
+	}
+	if eps := e.o.epsilon; eps != "" {
+		if _, err := strconv.ParseFloat(eps, 64); err != nil {
+			return fmt.Errorf("--epsilon %q: %w", eps, err)
+		}
+		sets = append(sets, "SET dp.epsilon = "+eps)
+	}
+	for _, q := range sets {
+		if _, err := prx.Exec(ctx, q, pgx.QueryExecModeSimpleProtocol); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	return nil
 }

@@ -144,13 +144,8 @@ func (e *env) analystLatency(ctx context.Context, proxyDSN, directDSN string) (l
 		return m, 0, err
 	}
 	defer prx.Close(context.Background())
-	if _, err := prx.Exec(ctx, "SET dp.cache = off", pgx.QueryExecModeSimpleProtocol); err != nil {
+	if err := e.latencySettings(ctx, prx); err != nil {
 		return m, 0, err
-	}
-	if c := e.o.contribution; c != "" {
-		if _, err := prx.Exec(ctx, "SET dp.contribution = "+c, pgx.QueryExecModeSimpleProtocol); err != nil {
-			return m, 0, err
-		}
 	}
 	raw, err := pgx.Connect(ctx, directDSN)
 	if err != nil {
