@@ -2,13 +2,13 @@ package release
 
 import (
 	"context"
+	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
 	"math"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5"
@@ -29,7 +29,7 @@ import (
 // half-width b·ln 20, so one department misses with probability 20⁻⁴ and
 // the test fails falsely with probability below 7·20⁻⁴ ≈ 4.4e-5.
 func TestUnitsBias_Demo(t *testing.T) {
-	_, conn := pgtest.DemoDatabase(t)
+	_, conn := demodb.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ds, err := policy.Load("../examples/policies/hospital.yaml")

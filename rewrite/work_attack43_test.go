@@ -3,10 +3,10 @@ package rewrite
 import (
 	"context"
 	"encoding/json"
+	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -58,7 +58,7 @@ import (
 // SQL's cost is that of one scan; add the shape to the work-rate
 // calibration (BENCHMARKS.md).
 func TestAttack43_SampleAggWorkUncounted(t *testing.T) {
-	_, conn := pgtest.DemoDatabase(t)
+	_, conn := demodb.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	ds, err := policy.Load("../examples/policies/hospital.yaml")

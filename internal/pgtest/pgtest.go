@@ -18,7 +18,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dpproxy/dpproxy/internal/demo"
 	"os"
 	"regexp"
 	"strings"
@@ -164,29 +163,4 @@ func NewClusterWith(t testing.TB, opts pgcluster.Options) *pgcluster.Cluster {
 		}
 	})
 	return c
-}
-
-// DemoDatabase is NewDatabase loaded with the demo's data (200,000 visits
-// of demo.Generate(demo.Seed)) and analyzed, with a connection to it that
-// is closed when the test ends. Tests that use it skip under -short.
-func DemoDatabase(t testing.TB) (dsn string, conn *pgx.Conn) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("loads the demo's 200,000 visits")
-	}
-	dsn = NewDatabase(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	if err := demo.Load(ctx, dsn, demo.Generate(demo.Seed)); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	if _, err := conn.Exec(ctx, "ANALYZE"); err != nil {
-		t.Fatal(err)
-	}
-	return dsn, conn
 }
