@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dpproxy/dpproxy/policy"
 	"io"
 	"net"
 	"time"
@@ -86,18 +87,51 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 			WithDetail("The privacy budget for this query stays charged; this is not counted as an incident.").
 			WithHint("retry when the data database is less busy; the answer is not cached").Wrap(err)
 	}
-	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), incidentTimeout)
-	defer cancel()
-	if _, err := r.ledger.RecordIncident(ictx, req.Dataset, accountant.Incident{
+	inc := accountant.Incident{
 		Analyst: req.Analyst, Dataset: req.Dataset.Name, ChargeID: ch.res.ID,
 		Fingerprint: ch.key, Kind: kind, SQLState: state,
-	}); err != nil {
+	}
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), incidentTimeout)
+	defer cancel()
+	if _, err := r.ledger.RecordIncident(ictx, req.Dataset, inc); err != nil {
 		// The ledger could not record it (and logged why): suspend the
 		// analyst in this process, so a ledger outage cannot turn the
-		// breaker into a free oracle. Only a restart clears it.
-		r.localSuspended.Store(suspensionKey(req), true)
+		// breaker into a free oracle, and record it once the ledger
+		// answers, so that the other proxies sharing the ledger, a
+		// restart and the steward see it (attack round 45).
+		key := suspensionKey(req)
+		r.localSuspended.Store(key, true)
+		go r.recordLater(req.Dataset, inc, key)
 	}
 	return incidentError()
+}
+
+// Retries of an incident the ledger could not record: the first after
+// incidentRetryFirst, each next one twice as late, at most
+// incidentRetryMax apart.
+var (
+	incidentRetryFirst = 250 * time.Millisecond
+	incidentRetryMax   = 30 * time.Second
+)
+
+// recordLater records inc until the ledger accepts it, then leaves the
+// analyst's standing to the ledger (suspended there when the incident
+// reached the dataset's incident_limit) and drops this process's own
+// suspension. One goroutine per unrecorded incident; the analyst is
+// refused here meanwhile, so makes no other.
+func (r *Releaser) recordLater(ds *policy.Dataset, inc accountant.Incident, key string) {
+	wait := incidentRetryFirst
+	for {
+		time.Sleep(wait)
+		ctx, cancel := context.WithTimeout(context.Background(), incidentTimeout)
+		_, err := r.ledger.RecordIncident(ctx, ds, inc)
+		cancel()
+		if err == nil {
+			r.localSuspended.Delete(key)
+			return
+		}
+		wait = min(2*wait, incidentRetryMax)
+	}
 }
 
 func suspensionKey(req Request) string { return req.Analyst + "\x00" + req.Dataset.Name }
@@ -111,8 +145,8 @@ func (r *Releaser) suspendedHere(req Request) error {
 	return &pgerr.Error{
 		Code:    pgerr.InsufficientPrivilege,
 		Message: fmt.Sprintf("DP queries of %s on dataset %s are suspended after an incident", req.Analyst, req.Dataset.Name),
-		Detail:  "An earlier query failed after its privacy charge and the ledger could not record it. The query was not run and nothing was charged.",
-		Hint:    "ask the data steward to review the proxy's log; a restart of the proxy ends this suspension",
+		Detail:  "An earlier query failed after its privacy charge and the ledger could not record it yet. The query was not run and nothing was charged.",
+		Hint:    "ask the data steward to review the proxy's log; once the ledger records the incident, its own suspension applies (dpproxy budget show)",
 		Err:     accountant.ErrSuspended,
 	}
 }
