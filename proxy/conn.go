@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/shadow"
@@ -233,7 +234,12 @@ func isDisconnect(err error) bool {
 // so plaintext bytes a client (or a man in the middle) pipelined after the
 // SSLRequest are read by the TLS layer as a broken handshake and refused,
 // never taken as part of the encrypted session (CVE-2021-23214's class).
+//
+// As PostgreSQL, each of SSLRequest and GSSENCRequest is answered once per
+// connection: another ends the start-up (attack round 46: a socket sent
+// them back to back, each answered, for the whole auth_timeout).
 func (c *conn) negotiate() (*startupPacket, error) {
+	sslDone, gssDone := false, false
 	for {
 		code, body, err := readStartupPacket(c.netConn, c.srv.cfg.MaxStartupMessage)
 		if err != nil {
@@ -245,6 +251,10 @@ func (c *conn) negotiate() (*startupPacket, error) {
 			if c.tls {
 				return nil, pgerr.New(pgerr.ProtocolViolation, "SSLRequest received on an encrypted connection")
 			}
+			if sslDone {
+				return nil, pgerr.New(pgerr.ProtocolViolation, "a second SSLRequest on one connection")
+			}
+			sslDone = true
 			if c.srv.cfg.TLS == nil {
 				if _, err := c.netConn.Write([]byte{'N'}); err != nil {
 					return nil, err
@@ -261,6 +271,10 @@ func (c *conn) negotiate() (*startupPacket, error) {
 			}
 			c.netConn, c.tls = tc, true
 		case gssEncRequestCode:
+			if gssDone {
+				return nil, pgerr.New(pgerr.ProtocolViolation, "a second GSSENCRequest on one connection")
+			}
+			gssDone = true
 			if _, err := c.netConn.Write([]byte{'N'}); err != nil {
 				return nil, err
 			}
@@ -381,6 +395,10 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	if database == "" {
 		database = user
 	}
+	// As PostgreSQL reads them: at most NAMEDATALEN−1 bytes, before they
+	// reach the log (attack round 46: a failed login logged 9,000 bytes
+	// of its chosen user name).
+	user, database = clipName(user), clipName(database)
 	c.log = c.log.With(zap.String(logKeyAnalyst, user), zap.String(logKeyDataset, database))
 
 	creds, known := c.srv.creds[user]
@@ -552,4 +570,18 @@ func (c *conn) readyForQuery() {
 	}
 	c.sendParameterStatus()
 	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.sess.txStatus})
+}
+
+// clipName cuts a start-up name to 63 bytes (PostgreSQL's NAMEDATALEN−1)
+// at a character boundary, as PostgreSQL does with the names it reads.
+func clipName(s string) string {
+	const maxName = 63
+	if len(s) <= maxName {
+		return s
+	}
+	n := maxName
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

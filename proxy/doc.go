@@ -25,8 +25,9 @@
 //     or an unknown type ends it with FATAL 08P01.
 //   - conn.go: the connection (socket, TLS, Backend, cancellation,
 //     shutdown) and start-up. SSLRequest (TLS when Config.TLS is set, else 'N'),
-//     GSSENCRequest ('N'), CancelRequest, StartupMessage (protocol 3.0; a
-//     newer 3.x minor gets NegotiateProtocolVersion), with a bound on the
+//     GSSENCRequest ('N'), each at most once, CancelRequest, StartupMessage
+//     (protocol 3.0; a newer 3.x minor gets NegotiateProtocolVersion; user
+//     and database cut to 63 bytes, as PostgreSQL does), with a bound on the
 //     message size before authentication (Config.MaxStartupMessage) and
 //     after it (Config.MaxMessage), and a time bound on the whole start-up.
 //   - auth.go: SCRAM-SHA-256 (xdg-go/scram) against verifiers in

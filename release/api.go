@@ -57,9 +57,11 @@ type Releaser struct {
 	// answers (nil when off) and statuses: see cache.go.
 	answers  *answerCache
 	statuses *statusCache
-	// localSuspended holds the analyst/dataset pairs whose incident the
-	// ledger could not record (incident.go).
-	localSuspended sync.Map
+	// unrecorded counts, per analyst and dataset (suspensionKey), the
+	// incidents the ledger has not taken yet (incident.go); under
+	// unrecordedMu.
+	unrecordedMu sync.Mutex
+	unrecorded   map[string]int
 	// testOnlyRand, when set, replaces crypto/rand in every mechanism.
 	testOnlyRand io.Reader
 }

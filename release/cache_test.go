@@ -248,7 +248,7 @@ func TestRemembered(t *testing.T) {
 	if _, ok := newTestReleaser(t, led, 8).Remembered(req); ok {
 		t.Error("a new Releaser remembered an answer it never loaded")
 	}
-	r.localSuspended.Store(suspensionKey(req), true)
+	r.addUnrecorded(suspensionKey(req), 1)
 	if _, ok := r.Remembered(req); ok {
 		t.Error("Remembered answered while the analyst's queries are suspended")
 	}

@@ -100,7 +100,7 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 		// answers, so that the other proxies sharing the ledger, a
 		// restart and the steward see it (attack round 45).
 		key := suspensionKey(req)
-		r.localSuspended.Store(key, true)
+		r.addUnrecorded(key, 1)
 		go r.recordLater(req.Dataset, inc, key)
 	}
 	return incidentError()
@@ -114,11 +114,13 @@ var (
 	incidentRetryMax   = 30 * time.Second
 )
 
-// recordLater records inc until the ledger accepts it, then leaves the
-// analyst's standing to the ledger (suspended there when the incident
-// reached the dataset's incident_limit) and drops this process's own
-// suspension. One goroutine per unrecorded incident; the analyst is
-// refused here meanwhile, so makes no other.
+// recordLater records inc until the ledger accepts it, then counts it
+// recorded: once every incident of the analyst on the dataset is (several
+// can fail at once, one per DP statement they may run concurrently), the
+// analyst's standing is the ledger's (suspended there when the incidents
+// reached the dataset's incident_limit), not this process's. One
+// goroutine per unrecorded incident; the analyst is refused here
+// meanwhile, so starts no other.
 func (r *Releaser) recordLater(ds *policy.Dataset, inc accountant.Incident, key string) {
 	wait := incidentRetryFirst
 	for {
@@ -127,10 +129,22 @@ func (r *Releaser) recordLater(ds *policy.Dataset, inc accountant.Incident, key 
 		_, err := r.ledger.RecordIncident(ctx, ds, inc)
 		cancel()
 		if err == nil {
-			r.localSuspended.Delete(key)
+			r.addUnrecorded(key, -1)
 			return
 		}
 		wait = min(2*wait, incidentRetryMax)
+	}
+}
+
+// addUnrecorded adds d to the count of key's unrecorded incidents.
+func (r *Releaser) addUnrecorded(key string, d int) {
+	r.unrecordedMu.Lock()
+	defer r.unrecordedMu.Unlock()
+	if r.unrecorded == nil {
+		r.unrecorded = map[string]int{}
+	}
+	if r.unrecorded[key] += d; r.unrecorded[key] <= 0 {
+		delete(r.unrecorded, key)
 	}
 }
 
@@ -139,7 +153,10 @@ func suspensionKey(req Request) string { return req.Analyst + "\x00" + req.Datas
 // suspendedHere refuses, before any charge, an analyst whose incident the
 // ledger could not record.
 func (r *Releaser) suspendedHere(req Request) error {
-	if _, ok := r.localSuspended.Load(suspensionKey(req)); !ok {
+	r.unrecordedMu.Lock()
+	n := r.unrecorded[suspensionKey(req)]
+	r.unrecordedMu.Unlock()
+	if n == 0 {
 		return nil
 	}
 	return &pgerr.Error{

@@ -77,15 +77,15 @@ func TestAttack46_OneRecordedIncidentLiftsSuspensionOfAnother(t *testing.T) {
 	// Let the retry goroutines end once the test is over.
 	t.Cleanup(func() { led.setAccept(1 << 30) })
 
-	probe := func(eps float64) (error, int) {
+	probe := func(eps float64) (int, error) {
 		u := &fakeUpstream{rows: [][]*string{{s("cardiology"), s("10"), s("100"), s("10")}}}
 		req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: eps,
 			Mechanism: policy.MechanismLaplace, Upstream: u}
 		_, err := r.Run(context.Background(), req)
-		return err, len(u.calls)
+		return len(u.calls), err
 	}
 	// Control: both incidents unrecorded, alice is refused here.
-	if err, calls := probe(0.5); !errors.Is(err, accountant.ErrSuspended) || calls != 0 {
+	if calls, err := probe(0.5); !errors.Is(err, accountant.ErrSuspended) || calls != 0 {
 		t.Fatalf("control: after two unrecorded incidents: %v (%d upstream calls), want suspended", err, calls)
 	}
 
@@ -101,7 +101,7 @@ func TestAttack46_OneRecordedIncidentLiftsSuspensionOfAnother(t *testing.T) {
 	// recordLater deletes the key right after its write returns.
 	time.Sleep(50 * time.Millisecond)
 
-	err, calls := probe(0.6)
+	calls, err := probe(0.6)
 	if !errors.Is(err, accountant.ErrSuspended) || calls != 0 {
 		t.Errorf("one of two unrecorded incidents was recorded and the other is still unrecorded, yet alice's next DP query ran (err %v, %d upstream calls): the local suspension was lifted while the ledger counts %d of her 2 incidents",
 			err, calls, led.recorded())

@@ -321,6 +321,10 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 // MarshalYAML writes the duration as a string.
 func (d Duration) MarshalYAML() (any, error) { return d.Duration.String(), nil }
 
+// MaxNameBytes bounds analyst and dataset names: PostgreSQL's user and
+// database names (NAMEDATALEN−1), to which the proxy cuts the start-up's.
+const MaxNameBytes = 63
+
 // Load reads and validates a config file.
 func Load(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
@@ -406,6 +410,9 @@ func Parse(data []byte, name string) (*Config, error) {
 		errs = append(errs, "datasets: declare at least one dataset with its upstream and shadow DSNs")
 	}
 	for n, d := range c.Datasets {
+		if len(n) > MaxNameBytes {
+			errs = append(errs, fmt.Sprintf("datasets.%.20s…: a dataset name is the database clients connect to, at most %d bytes as in PostgreSQL", n, MaxNameBytes))
+		}
 		if d.Upstream == "" || d.Shadow == "" || d.ShadowAdmin == "" {
 			errs = append(errs, fmt.Sprintf("datasets.%s: upstream, shadow and shadow_admin are all required", n))
 		}
@@ -434,6 +441,9 @@ func Parse(data []byte, name string) (*Config, error) {
 		errs = append(errs, "analysts: declare at least one analyst")
 	}
 	for n, a := range c.Analysts {
+		if len(n) > MaxNameBytes {
+			errs = append(errs, fmt.Sprintf("analysts.%.20s…: an analyst name is the PostgreSQL user name, at most %d bytes as in PostgreSQL", n, MaxNameBytes))
+		}
 		if !strings.HasPrefix(a.Password, "SCRAM-SHA-256$") && !strings.HasPrefix(a.Password, "plain:") {
 			errs = append(errs, fmt.Sprintf("analysts.%s.password: use a verifier from `dpproxy passwd %s` (or plain:… for demos)", n, n))
 		}

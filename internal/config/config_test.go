@@ -140,3 +140,25 @@ func TestParse_RateLimitAndResponseTime(t *testing.T) {
 		t.Errorf("defaults: rate limit %v, response time %v; want none", c.RateLimitOf("alice"), c.Datasets["hospital"].ResponseTime)
 	}
 }
+
+// TestParse_NameLength: analyst and dataset names longer than PostgreSQL's
+// 63 bytes are refused, since the proxy cuts the start-up's names to 63.
+func TestParse_NameLength(t *testing.T) {
+	long := strings.Repeat("a", MaxNameBytes+1)
+	base := minimal
+	for _, c := range []struct{ from, to string }{
+		{"  alice:", "  " + long + ":"},
+		{"  hospital:", "  " + long + ":"},
+	} {
+		if !strings.Contains(base, c.from) {
+			t.Fatalf("the minimal config has no %q", c.from)
+		}
+		_, err := Parse([]byte(strings.Replace(base, c.from, c.to, 1)), "t.yaml")
+		if err == nil || !strings.Contains(err.Error(), "at most 63 bytes") {
+			t.Errorf("%s of %d bytes: Parse() = %v, want refused", strings.TrimSpace(c.from), len(long), err)
+		}
+	}
+	if _, err := Parse([]byte(base), "t.yaml"); err != nil {
+		t.Fatalf("control: the example config: %v", err)
+	}
+}
