@@ -64,6 +64,14 @@ func TestAttack47_AutoBoundsDropsSelectionCharge(t *testing.T) {
 		CombinedSQL: pgemit.ProfileSQL(tbl, plan, where, cands),
 	}
 	withAuto.Fingerprint = dpplan.Fingerprint(&withAuto)
+	// Release refuses such a plan before any charge (verifyPlan), and
+	// charges the selection should one reach calibrate.
+	if err := verifyPlan(ds, plan); err != nil {
+		t.Fatalf("control: the plan without automatic bounds: %v", err)
+	}
+	if err := verifyPlan(ds, &withAuto); err == nil {
+		t.Errorf("verifyPlan accepted automatic contribution bounds of a plan with private keys")
+	}
 
 	for _, mech := range []string{policy.MechanismLaplace, policy.MechanismGaussian} {
 		req := Request{Analyst: "a", Dataset: ds, Epsilon: 1, Delta: 1e-6, Mechanism: mech, Upstream: noUpstream{}}

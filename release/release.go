@@ -708,6 +708,11 @@ func collect(plan *dpplan.Plan, groups [][]string, rows [][]*string) (values [][
 func eventsOf(ms []measurement, sel *selection, auto *autoChoice, cells *cellCount) []accountant.Event {
 	if auto != nil {
 		events := auto.events()
+		if sel != nil {
+			// Never with a plan verifyPlan accepts (private keys are not
+			// bounded by weights alone), and charged should one come.
+			events = append(events, sel.events()...)
+		}
 		if cells != nil {
 			events = append(events, cells.event())
 		}

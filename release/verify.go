@@ -103,6 +103,12 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 		// itself only; the planner never builds these together.
 		return bad("automatic bounds of quantiles")
 	}
+	if plan.Auto != nil && !dpplan.WeightsOnly(plan) {
+		// Automatic contribution bounds are argued for plans bounded by
+		// weights alone (rewrite/autobounds.go): no joins, no private
+		// keys, no sample-and-aggregate (attack round 47).
+		return bad("automatic contribution bounds of this shape")
+	}
 	want := ""
 	if plan.SampleAgg != nil {
 		want = pgemit.SampleAggSQL(t, plan, where)
