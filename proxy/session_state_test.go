@@ -457,3 +457,44 @@ func TestSessionState_StatementBytes(t *testing.T) {
 	}
 	check("after DISCARD ALL")
 }
+
+// TestSession_ExtendedBatchSettings: an extended batch outside a
+// transaction block is one implicit transaction: a failure undoes its
+// SETs, unless it ran BEGIN (which decides for itself); Sync ends it.
+func TestSession_ExtendedBatchSettings(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		begin bool
+		fail  bool
+		want  string
+	}{
+		{"failed batch", false, true, "0.1"},
+		{"batch that succeeded", false, false, "0.5"},
+		{"failed batch after BEGIN", true, true, "0.5"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSession("alice", &Dataset{Policy: hospitalPolicy(t)}, "16.0 (dpproxy)")
+			if err := s.set("dp.epsilon", "0.1", false, false); err != nil {
+				t.Fatal(err)
+			}
+			s.sync()
+			s.extBatch = true
+			if c.begin {
+				s.begin("")
+			}
+			if err := s.set("dp.epsilon", "0.5", false, false); err != nil {
+				t.Fatal(err)
+			}
+			if c.fail {
+				s.skipUntilSync()
+			}
+			s.sync()
+			if got := s.settings["dp.epsilon"]; got != c.want {
+				t.Errorf("dp.epsilon = %q, want %q", got, c.want)
+			}
+			if s.extBatch || s.extBefore != nil || s.extTxControl {
+				t.Errorf("Sync left the batch open: %v %v %v", s.extBatch, s.extBefore != nil, s.extTxControl)
+			}
+		})
+	}
+}
