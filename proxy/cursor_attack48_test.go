@@ -17,12 +17,11 @@ func TestHeld48_CursorChargedOnceAtDeclare(t *testing.T) {
 
 	// SET between DECLARE and FETCH.
 	n0 := len(r.charges(t))
-	res, err := execAll(t, pc, "BEGIN; SET dp.epsilon = 0.3; DECLARE c CURSOR FOR "+q48)
-	if err != nil {
+	if _, err := execAll(t, pc, "BEGIN; SET dp.epsilon = 0.3; DECLARE c CURSOR FOR "+q48); err != nil {
 		t.Fatal(err)
 	}
 	declNotices := nc.take()
-	res, err = execAll(t, pc, "SET dp.epsilon = 0.8; FETCH 3 FROM c; FETCH ALL FROM c; COMMIT")
+	res, err := execAll(t, pc, "SET dp.epsilon = 0.8; FETCH 3 FROM c; FETCH ALL FROM c; COMMIT")
 	if err != nil {
 		t.Fatal(err)
 	}
