@@ -155,7 +155,6 @@ func (c *conn) extended(ctx context.Context, msg pgproto3.FrontendMessage) {
 	if c.sess.extFailed {
 		return // an error earlier in this batch: skip until Sync
 	}
-	c.sess.extBatch = true
 	var err error
 	switch m := msg.(type) {
 	case *pgproto3.Parse:

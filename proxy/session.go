@@ -40,14 +40,6 @@ type session struct {
 	stmtBytes  int // what stmts hold (preparedStatement.size; prepare, closeStatement, deallocate, discardAll)
 	portals    map[string]*portal
 	extFailed  bool // an extended-protocol error: skip until Sync
-	// An extended-protocol batch (up to Sync) outside a transaction block
-	// is one implicit transaction, as in PostgreSQL: its SETs are undone
-	// when it fails. extBatch: a batch is open; extBefore: the settings
-	// before its first change (nil until one); extTxControl: it ran BEGIN,
-	// COMMIT or ROLLBACK, which decided for themselves.
-	extBatch     bool
-	extBefore    map[string]string
-	extTxControl bool
 	// cursors declared with DECLARE (cursor.go); implicitTx: a
 	// multi-statement simple query outside a transaction block is running
 	// (PostgreSQL's implicit transaction block, where DECLARE works).
@@ -101,7 +93,6 @@ func (s *session) begin(modes string) warning {
 		return warnInTransaction
 	}
 	s.txStatus = 'T'
-	s.extTxControl = s.extTxControl || s.extBatch
 	s.txBegin = maps.Clone(s.settings)
 	s.txCommit = maps.Clone(s.settings)
 	if iso := isolationIn(modes); iso != "" {
@@ -216,7 +207,6 @@ func (s *session) setStmt(st *pgsql.SessionStmt, name string) (warning, error) {
 // modes: every transaction of the proxy is read-only already; the modes
 // are accepted and remembered.
 func (s *session) setCharacteristics(modes string) {
-	s.changingSettings()
 	v := strings.ToLower(modes)
 	if iso := isolationIn(v); iso != "" {
 		s.settings["default_transaction_isolation"] = iso
@@ -341,22 +331,7 @@ func (s *session) endQuery(failed bool) {
 
 // skipUntilSync records an extended-protocol error: the messages of the
 // batch are skipped until Sync.
-func (s *session) skipUntilSync() {
-	s.extFailed = true
-	if s.extBefore != nil && !s.extTxControl && s.txStatus == 'I' {
-		s.settings = s.extBefore // the batch's implicit transaction failed
-	}
-	s.extBefore = nil
-}
-
-// changingSettings is called before a setting changes: the first change
-// of an extended batch outside a transaction block keeps the settings
-// before it, for skipUntilSync.
-func (s *session) changingSettings() {
-	if s.extBatch && s.extBefore == nil && s.txStatus == 'I' && !s.extTxControl {
-		s.extBefore = maps.Clone(s.settings)
-	}
-}
+func (s *session) skipUntilSync() { s.extFailed = true }
 
 // sync ends an extended-protocol batch at Sync. Outside a transaction
 // block its implicit transaction ends: so do its portals, and cursors
@@ -367,7 +342,6 @@ func (s *session) sync() {
 		s.endCursors(!s.extFailed)
 	}
 	s.extFailed = false
-	s.extBatch, s.extBefore, s.extTxControl = false, nil, false
 }
 
 // Bounds of a session's named prepared statements (protocol-level and

@@ -366,7 +366,6 @@ func (s *session) set(name, value string, isDefault, local bool) error {
 			return err
 		}
 	}
-	s.changingSettings()
 	s.settings[name] = v
 	if commit {
 		s.txCommit[name] = v
@@ -427,7 +426,6 @@ func settingsBytes(m map[string]string) int {
 
 // reset restores a setting (or all settings) to its default.
 func (s *session) reset(name string) error {
-	s.changingSettings()
 	if name == "all" {
 		for n, d := range settingDefs {
 			if !d.readOnly {
