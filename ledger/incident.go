@@ -42,7 +42,21 @@ func (l *Ledger) RecordIncident(ctx context.Context, ds *policy.Dataset, inc acc
 		limit = ds.Budget.IncidentLimit
 	}
 	var out accountant.IncidentResult
+	again := false
 	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		// One charge has at most one incident: a write of the same charge's
+		// again (release retries one whose reply was lost) counts nothing
+		// more. The budget row's lock orders the check with the insert.
+		if err := tx.QueryRow(ctx, `SELECT b.incidents, b.suspended_at IS NOT NULL,
+					EXISTS (SELECT 1 FROM dpproxy_ledger.incident i
+						WHERE i.dataset = b.dataset AND i.analyst = b.analyst AND i.charge_id = $3)
+				FROM dpproxy_ledger.budget b WHERE b.dataset = $1 AND b.analyst = $2 FOR UPDATE`,
+			inc.Dataset, inc.Analyst, inc.ChargeID).Scan(&out.Incidents, &out.Suspended, &again); err != nil {
+			return err
+		}
+		if again {
+			return nil
+		}
 		// The row exists: the charge that preceded the incident created it.
 		if err := tx.QueryRow(ctx, `UPDATE dpproxy_ledger.budget
 				SET incidents = incidents + 1,
@@ -63,6 +77,9 @@ func (l *Ledger) RecordIncident(ctx context.Context, ds *policy.Dataset, inc acc
 		l.logger.Error("cannot record an incident in the ledger", zap.String(logKeyAnalyst, inc.Analyst),
 			zap.String(logKeyDataset, inc.Dataset), zap.Int64(logKeyReservation, inc.ChargeID), zap.Error(redact(err)))
 		return out, l.ledgerError(ctx, err)
+	}
+	if again {
+		return out, nil
 	}
 	l.logger.Warn("incident: an error after a charge",
 		zap.String(logKeyAnalyst, inc.Analyst), zap.String(logKeyDataset, inc.Dataset),
