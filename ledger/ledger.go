@@ -606,6 +606,11 @@ func (l *Ledger) refuse(c accountant.Charge, m accountant.Method, cost accountan
 		whose = "your team " + strings.TrimPrefix(row.Name, policy.TeamLedgerPrefix) + "'s"
 		hint = "lower the query's cost (SET dp.epsilon = …), or ask the data steward to raise the team's budget (teams: in the policy)"
 	}
+	if rem.Epsilon <= 0 || rem.Delta < 0 {
+		// Nothing left: a smaller ε cannot help.
+		hint = strings.Replace(hint, "lower the query's cost (SET dp.epsilon = …, or fewer aggregates), or ask", "nothing is left to spend: ask", 1)
+		hint = strings.Replace(hint, "lower the query's cost (SET dp.epsilon = …), or ask", "nothing is left to spend: ask", 1)
+	}
 	where := ""
 	if lifetime {
 		whose += " lifetime"

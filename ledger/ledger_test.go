@@ -224,6 +224,11 @@ func TestLedger_Exhausted(t *testing.T) {
 	if st.Remaining() != (accountant.Spent{}) || st.Spent.Epsilon != 1 {
 		t.Fatalf("Status = %+v, want all spent", st)
 	}
+	// With nothing left, a smaller dp.epsilon cannot help: the hint says so.
+	_, err = l.Reserve(ctx, charge("alice", ds, laplace(0.01)))
+	if pe := wantCode(t, err, pgerr.ConfigurationLimit); strings.Contains(pe.Hint, "dp.epsilon") || !strings.Contains(pe.Hint, "nothing is left") {
+		t.Errorf("refusal with nothing left: hint %q", pe.Hint)
+	}
 
 	// A Gaussian release with δ > 0 does not fit a δ = 0 budget.
 	ds2 := testPolicy("clinic", 5, 0, policy.AccountantPure)

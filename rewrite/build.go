@@ -199,7 +199,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "only plain SELECT queries are supported").WithHint("%s", shapeHint)
 	case sel.Distinct:
 		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "SELECT DISTINCT is not supported").
-			WithHint("GROUP BY already returns one row per group; remove DISTINCT")
+			WithHint("%s", distinctHint)
 	case sel.LockInfo != nil && sel.LockInfo.LockType != ast.SelectLockNone:
 		return nil, b.errAt(sel, pgerr.FeatureNotSupported, "locking clauses are not supported").WithHint("remove FOR UPDATE/SHARE")
 	case sel.SelectIntoOpt != nil:

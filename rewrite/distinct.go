@@ -293,3 +293,6 @@ func sortValues(vs []string, typ policy.Type, desc bool) {
 		return less(a, b)
 	})
 }
+
+// distinctHint is the hint of a SELECT DISTINCT the planner cannot answer.
+const distinctHint = "SELECT DISTINCT lists the values of columns whose values the policy makes public, at no cost; for another column, count per value with GROUP BY (a column without public values needs SET dp.delta = 1e-7 or so: its groups are chosen by DP)"

@@ -510,7 +510,7 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 			case w == "distinct" && prevIs(i, "select"):
 				return nil, pgerr.New(pgerr.FeatureNotSupported, "SELECT DISTINCT is not supported").
 					WithPosition(pgsql.CharPos(src, t.Pos)).
-					WithHint("GROUP BY already returns one row per group; remove DISTINCT")
+					WithHint("%s", distinctHint)
 			case (w == "limit" || w == "offset" || w == "fetch" && (next(1).Is("first") || next(1).Is("next"))) && depth == 0:
 				if err := n.limitTail(toks[i:]); err != nil {
 					return nil, err
