@@ -165,6 +165,11 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return usagef("demo: --log-level: %v", err)
 	}
 	defer log.Sync()
+	// The address taken is found before the clusters start and the data
+	// is generated (seconds), not after.
+	if err := probeListen(*listen); err != nil {
+		return err
+	}
 
 	var dataSettings map[string]string
 	if *citusWorkers > 0 {
@@ -411,4 +416,16 @@ func randomPassword() (string, error) {
 		return "", err
 	}
 	return fmt.Sprintf("%x", b), nil
+}
+
+// probeListen checks that addr can be listened on now: the demo's clusters
+// and data take seconds, and a port another server holds should be said
+// before them. (Another process may still take it in between; serve then
+// says so the same way.)
+func probeListen(addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w (choose another address with --listen)", addr, err)
+	}
+	return ln.Close()
 }

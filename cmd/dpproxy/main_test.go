@@ -270,3 +270,21 @@ func TestDemoConfig(t *testing.T) {
 		t.Error("demoConfig accepted a template without a separate shadow cluster address")
 	}
 }
+
+// TestRun_DemoListenTaken: a --listen address another server holds is
+// said before the demo starts its clusters (nothing in --data-dir).
+func TestRun_DemoListenTaken(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	dir := t.TempDir()
+	code, out, errOut := runCLI(t, "", "demo", "--listen", ln.Addr().String(), "--data-dir", dir)
+	if code != 1 || out != "" || !strings.Contains(errOut, "listen on "+ln.Addr().String()) || !strings.Contains(errOut, "--listen") {
+		t.Fatalf("demo on a taken address: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("--data-dir holds %d entries: the clusters started before the address was checked", len(entries))
+	}
+}
