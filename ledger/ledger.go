@@ -596,21 +596,23 @@ func fmtBudget(x float64) string {
 func (l *Ledger) refuse(c accountant.Charge, m accountant.Method, cost accountant.Spent, st accountant.Status, row accountant.RowLimits, lifetime bool) *pgerr.Error {
 	rem := st.Remaining()
 	whose := "your"
-	hint := "lower the query's cost (SET dp.epsilon = …, or fewer aggregates), or ask the data steward for more budget"
+	lower := "lower the query's cost (SET dp.epsilon = …, or fewer aggregates), or "
+	ask := "ask the data steward for more budget"
 	global := row.Kind == accountant.RowGlobal
 	switch row.Kind {
 	case accountant.RowGlobal:
 		whose = "the dataset's global (all analysts)"
-		hint = "lower the query's cost (SET dp.epsilon = …), or ask the data steward to raise budget.global_epsilon"
+		lower = "lower the query's cost (SET dp.epsilon = …), or "
+		ask = "ask the data steward to raise budget.global_epsilon"
 	case accountant.RowTeam:
 		whose = "your team " + strings.TrimPrefix(row.Name, policy.TeamLedgerPrefix) + "'s"
-		hint = "lower the query's cost (SET dp.epsilon = …), or ask the data steward to raise the team's budget (teams: in the policy)"
+		lower = "lower the query's cost (SET dp.epsilon = …), or "
+		ask = "ask the data steward to raise the team's budget (teams: in the policy)"
 	}
 	if rem.Epsilon <= 0 || rem.Delta < 0 {
-		// Nothing left: a smaller ε cannot help.
-		hint = strings.Replace(hint, "lower the query's cost (SET dp.epsilon = …, or fewer aggregates), or ask", "nothing is left to spend: ask", 1)
-		hint = strings.Replace(hint, "lower the query's cost (SET dp.epsilon = …), or ask", "nothing is left to spend: ask", 1)
+		lower = "nothing is left to spend: " // a smaller ε cannot help
 	}
+	hint := lower + ask
 	where := ""
 	if lifetime {
 		whose += " lifetime"

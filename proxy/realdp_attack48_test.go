@@ -42,7 +42,7 @@ type realDP struct {
 func startRealDP(t *testing.T, mutate func(*Config)) *realDP {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("needs PostgreSQL")
+		t.Skip("starts a proxy over PostgreSQL (skipped under -short only)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

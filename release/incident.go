@@ -6,13 +6,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dpproxy/dpproxy/policy"
 	"io"
 	"net"
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -78,12 +78,11 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 		// load these stay the analyst's incident, even within the plan's
 		// work bound: that bound counts rows, not the bytes of their
 		// values, which a person's data can make large.
+		code, msg := state, "the data database ran out of resources during the DP query while other DP queries ran"
 		if kind == "timeout" {
-			return pgerr.New(pgerr.QueryCanceled, "the DP query did not finish in time: the data database was too busy").
-				WithDetail("The privacy budget for this query stays charged; this is not counted as an incident.").
-				WithHint("retry when the data database is less busy; the answer is not cached").Wrap(err)
+			code, msg = pgerr.QueryCanceled, "the DP query did not finish in time: the data database was too busy"
 		}
-		return pgerr.New(state, "the data database ran out of resources during the DP query while other DP queries ran").
+		return pgerr.New(code, "%s", msg).
 			WithDetail("The privacy budget for this query stays charged; this is not counted as an incident.").
 			WithHint("retry when the data database is less busy; the answer is not cached").Wrap(err)
 	}
