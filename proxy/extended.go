@@ -662,6 +662,9 @@ func (c *conn) execute(ctx context.Context, m *pgproto3.Execute) error {
 		tag = "SELECT " + strconv.Itoa(n)
 	}
 	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(tag)})
+	if !p.stmt.st.isTransactionControl() {
+		c.sess.pipelined = true // until the transaction ends
+	}
 	// Re-executing a finished portal returns no more rows.
 	r.rows, r.raw, r.ends, r.pos = nil, nil, nil, 0
 	if strings.HasPrefix(r.tag, "SELECT ") {

@@ -173,6 +173,21 @@ func (st statement) endsFailedTransaction() bool {
 		(st.sess.Kind == pgsql.SessionCommit || st.sess.Kind == pgsql.SessionRollback || st.sess.Kind == pgsql.SessionRollbackTo)
 }
 
+// isTransactionControl reports whether the statement is one of
+// PostgreSQL's transaction statements, which end the transaction command
+// they run in rather than leave it open.
+func (st statement) isTransactionControl() bool {
+	if st.route != pgsql.RouteSession || st.sess == nil {
+		return false
+	}
+	switch st.sess.Kind {
+	case pgsql.SessionBegin, pgsql.SessionCommit, pgsql.SessionRollback,
+		pgsql.SessionSavepoint, pgsql.SessionRelease, pgsql.SessionRollbackTo:
+		return true
+	}
+	return false
+}
+
 // checkNotFailed refuses st in a failed transaction block unless it ends
 // the block (25P02, as PostgreSQL).
 func (s *session) checkNotFailed(st statement) error {
@@ -205,8 +220,11 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 		c.sess.endQuery(err != nil)
 		return
 	}
+	failed := false
+	defer func() { c.sess.endQuery(failed) }()
 	stmts, err := c.srv.rt.split(sql)
 	if err != nil {
+		failed = true
 		c.sendError(err)
 		return
 	}
@@ -214,39 +232,43 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 		c.be.Send(&pgproto3.EmptyQueryResponse{})
 		return
 	}
-	// A multi-statement string outside a transaction block runs as one
-	// implicit transaction: an error undoes the SETs made before it.
-	var implicit map[string]string
-	txControl := false
-	if len(stmts) > 1 {
-		implicit = c.sess.beginImplicit()
-	}
-	failed := false
-	defer func() { c.sess.endQuery(failed) }()
+	// PostgreSQL parses the whole string before it runs any of it: a
+	// syntax error anywhere runs nothing (and charges nothing).
+	sts := make([]statement, len(stmts))
+	offsets := make([]int, len(stmts))
 	cursor := 0
-	for _, text := range stmts {
-		offset := -1
-		if i := strings.Index(sql[cursor:], text); i >= 0 && text != "" {
-			offset = cursor + i
-			cursor = offset + len(text)
+	for i, text := range stmts {
+		offsets[i] = -1
+		if j := strings.Index(sql[cursor:], text); j >= 0 && text != "" {
+			offsets[i] = cursor + j
+			cursor = offsets[i] + len(text)
 		}
-		st := c.classify(text)
+		sts[i] = c.classify(text)
+		if pe, ok := pgerr.As(sts[i].err); ok && pe.Code == pgerr.SyntaxError {
+			failed = true
+			c.logStatement(sts[i], nil)
+			c.observe(sts[i], sts[i].err, 0)
+			c.sendError(shiftPosition(sts[i].err, sql, offsets[i]))
+			return
+		}
+	}
+	// A multi-statement string outside a transaction block runs as one
+	// implicit transaction block: an error undoes the SETs made before it
+	// (endQuery).
+	if len(stmts) > 1 {
+		c.sess.beginImplicit()
+	}
+	for i, st := range sts {
+		offset := offsets[i]
 		if st.route == pgsql.RouteEmpty {
 			if len(stmts) == 1 {
 				c.be.Send(&pgproto3.EmptyQueryResponse{})
 			}
 			continue
 		}
-		if st.sess != nil {
-			switch st.sess.Kind {
-			case pgsql.SessionBegin, pgsql.SessionCommit, pgsql.SessionRollback:
-				txControl = true
-			}
-		}
 		if err := c.runSimple(ctx, st); err != nil {
 			failed = true
 			c.sendError(shiftPosition(err, sql, offset))
-			c.sess.failImplicit(implicit, txControl)
 			return
 		}
 	}

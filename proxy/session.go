@@ -32,8 +32,18 @@ type session struct {
 	settings map[string]string // current values by lower-case name
 	reported map[string]string // last value sent in ParameterStatus
 	txStatus byte              // 'I', 'T' or 'E'
-	txBegin  map[string]string // settings at BEGIN (restored by ROLLBACK)
-	txCommit map[string]string // settings COMMIT keeps (without SET LOCAL)
+	// The transaction PostgreSQL would have open, implicit or a block
+	// (endXact): txBegin holds the settings at its start, which an abort
+	// restores, and txCommit those its commit keeps (without SET LOCAL).
+	// Both are nil until the transaction first changes a setting
+	// (changingSettings) or BEGIN. An implicit transaction is a Query
+	// message's statements, or an extended batch's messages up to Sync or
+	// to a COMMIT, ROLLBACK or Query among them.
+	txBegin  map[string]string
+	txCommit map[string]string
+	// pipelined: an Execute completed in the open implicit transaction
+	// (PostgreSQL's XACT_FLAGS_PIPELINING): DISCARD ALL refuses to run.
+	pipelined bool
 	// savepoints of the transaction block, oldest first.
 	savepoints []savepoint
 	stmts      map[string]*preparedStatement
@@ -87,14 +97,16 @@ func newSession(analyst string, ds *Dataset, serverVersion string) session {
 }
 
 // begin starts a transaction block (BEGIN or START TRANSACTION with its
-// modes text). Inside one it only warns.
+// modes text). Inside one it only warns. The block continues the
+// implicit transaction it starts in: a ROLLBACK undoes the SETs an
+// extended batch or a Query string made before its BEGIN, as in
+// PostgreSQL.
 func (s *session) begin(modes string) warning {
 	if s.txStatus != 'I' {
 		return warnInTransaction
 	}
 	s.txStatus = 'T'
-	s.txBegin = maps.Clone(s.settings)
-	s.txCommit = maps.Clone(s.settings)
+	s.changingSettings()
 	if iso := isolationIn(modes); iso != "" {
 		s.settings["transaction_isolation"] = iso
 	}
@@ -102,27 +114,30 @@ func (s *session) begin(modes string) warning {
 }
 
 // commit ends the transaction block and returns the command tag: COMMIT
-// of a failed block rolls it back. Outside a block it only warns.
+// of a failed block rolls it back. Outside a block it warns and commits
+// the implicit transaction.
 func (s *session) commit() (string, warning) {
 	switch s.txStatus {
 	case 'I':
+		s.endXact(true)
 		return "COMMIT", warnNoTransaction
 	case 'E':
-		s.endTransaction(false)
+		s.endXact(false)
 		return "ROLLBACK", warning{}
 	}
-	s.endTransaction(true)
+	s.endXact(true)
 	return "COMMIT", warning{}
 }
 
 // rollback ends the transaction block as ROLLBACK does. Outside a block it
-// only warns.
+// warns and aborts the implicit transaction (its SETs are undone).
 func (s *session) rollback() warning {
+	w := warning{}
 	if s.txStatus == 'I' {
-		return warnNoTransaction
+		w = warnNoTransaction
 	}
-	s.endTransaction(false)
-	return warning{}
+	s.endXact(false)
+	return w
 }
 
 // fail records a statement's error: an explicit transaction block becomes
@@ -134,10 +149,24 @@ func (s *session) fail() {
 	}
 }
 
-// endTransaction ends the transaction block: COMMIT keeps the settings made
-// with SET (not SET LOCAL); ROLLBACK restores those at BEGIN. Portals end
-// with the transaction, cursors unless WITH HOLD (endCursors).
-func (s *session) endTransaction(commit bool) {
+// inBlock reports whether a transaction block is open, explicit or a
+// multi-statement Query's implicit one (where SET LOCAL and SET
+// TRANSACTION do not warn).
+func (s *session) inBlock() bool { return s.txStatus != 'I' || s.implicitTx }
+
+// changingSettings is called before the settings change: the first
+// change of a transaction keeps the settings before it, for endXact.
+func (s *session) changingSettings() {
+	if s.txBegin == nil {
+		s.txBegin = maps.Clone(s.settings)
+		s.txCommit = maps.Clone(s.settings)
+	}
+}
+
+// endXact ends the open transaction, implicit or a block: a commit keeps
+// the settings made with SET (not SET LOCAL), an abort restores those at
+// its start. Portals end with it, cursors unless WITH HOLD (endCursors).
+func (s *session) endXact(commit bool) {
 	keep := s.txBegin
 	if commit {
 		keep = s.txCommit
@@ -148,6 +177,7 @@ func (s *session) endTransaction(commit bool) {
 	}
 	s.txBegin, s.txCommit = nil, nil
 	s.savepoints = nil
+	s.pipelined = false
 	s.txStatus = 'I'
 	s.endCursors(commit)
 	clear(s.portals)
@@ -168,39 +198,29 @@ func (s *session) setStmt(st *pgsql.SessionStmt, name string) (warning, error) {
 	}
 	// SET TRANSACTION … arrives as a setting of the current transaction.
 	if name == "transaction" || name == "transaction_isolation" {
-		if s.txStatus == 'I' {
-			return warning{pgerr.NoActiveSQLTransaction, "SET TRANSACTION can only be used in transaction blocks"}, nil
+		// Outside a block it warns and lasts until the implicit
+		// transaction ends (an extended batch's Sync), as SET LOCAL.
+		var w warning
+		if !s.inBlock() {
+			w = warning{pgerr.NoActiveSQLTransaction, "SET TRANSACTION can only be used in transaction blocks"}
 		}
-		if name == "transaction" {
-			if iso := isolationIn(st.Value); iso != "" {
-				s.settings["transaction_isolation"] = iso
+		v := isolationIn(st.Value)
+		if name == "transaction_isolation" {
+			var err error
+			if v, err = checkIsolation(s, st.Value); err != nil {
+				return w, err
 			}
-			return warning{}, nil
 		}
-		v, err := checkIsolation(s, st.Value)
-		if err != nil {
-			return warning{}, err
-		}
-		s.settings["transaction_isolation"] = v
-		return warning{}, nil
-	}
-	if st.Local && s.txStatus == 'I' {
-		w := warning{pgerr.NoActiveSQLTransaction, "SET LOCAL can only be used in transaction blocks"}
-		// Validate anyway, as PostgreSQL does, but keep no effect.
-		if _, ok := settingDefs[name]; !ok && strings.HasPrefix(name, "dp.") {
-			return w, unknownSetting(name)
-		}
-		if d, ok := settingDefs[name]; ok && d.check != nil && !st.Default {
-			if _, err := d.check(s, st.Value); err != nil {
-				return w, named(d.name, st.Value, err)
-			}
+		if v != "" {
+			s.put("transaction_isolation", v, true)
 		}
 		return w, nil
 	}
-	if err := s.set(name, st.Value, st.Default, st.Local); err != nil {
-		return warning{}, err
+	var w warning
+	if st.Local && !s.inBlock() {
+		w = warning{pgerr.NoActiveSQLTransaction, "SET LOCAL can only be used in transaction blocks"}
 	}
-	return warning{}, nil
+	return w, s.set(name, st.Value, st.Default, st.Local)
 }
 
 // setCharacteristics runs SET SESSION CHARACTERISTICS AS TRANSACTION
@@ -209,12 +229,12 @@ func (s *session) setStmt(st *pgsql.SessionStmt, name string) (warning, error) {
 func (s *session) setCharacteristics(modes string) {
 	v := strings.ToLower(modes)
 	if iso := isolationIn(v); iso != "" {
-		s.settings["default_transaction_isolation"] = iso
+		s.put("default_transaction_isolation", iso, false)
 	}
 	if strings.Contains(v, "read only") {
-		s.settings["default_transaction_read_only"] = "on"
+		s.put("default_transaction_read_only", "on", false)
 	} else if strings.Contains(v, "read write") {
-		s.settings["default_transaction_read_only"] = "off"
+		s.put("default_transaction_read_only", "off", false)
 	}
 }
 
@@ -299,47 +319,37 @@ func (s *session) savepointStmt(kind pgsql.SessionKind, name string) (string, er
 }
 
 // beginImplicit starts a multi-statement Query. Outside a transaction
-// block PostgreSQL runs it as one implicit transaction block: DECLARE
-// works in it, its cursors end with it, and an error undoes its SETs. It
-// returns the settings failImplicit restores (nil inside a block).
-func (s *session) beginImplicit() map[string]string {
-	if s.txStatus != 'I' {
-		return nil
-	}
-	s.implicitTx = true
-	return maps.Clone(s.settings)
-}
-
-// failImplicit undoes the SETs of a multi-statement Query that failed,
-// given beginImplicit's settings, unless the string ran transaction
-// control (its BEGIN, COMMIT or ROLLBACK decided) or left a block open.
-func (s *session) failImplicit(before map[string]string, txControl bool) {
-	if before != nil && !txControl && s.txStatus == 'I' {
-		s.settings = before
-	}
+// block PostgreSQL runs it as one implicit transaction block, where
+// DECLARE works.
+func (s *session) beginImplicit() {
+	s.implicitTx = s.txStatus == 'I'
 }
 
 // endQuery ends the statements of a Query message: outside a transaction
-// block their (implicit) transaction ends, and so do its cursors but WITH
-// HOLD ones, those too when it failed.
+// block their implicit transaction (with the extended messages before it
+// in the batch, if any) commits, or aborts when one failed.
 func (s *session) endQuery(failed bool) {
 	s.implicitTx = false
 	if s.txStatus == 'I' {
-		s.endCursors(!failed)
+		s.endXact(!failed)
 	}
 }
 
 // skipUntilSync records an extended-protocol error: the messages of the
-// batch are skipped until Sync.
-func (s *session) skipUntilSync() { s.extFailed = true }
-
-// sync ends an extended-protocol batch at Sync. Outside a transaction
-// block its implicit transaction ends: so do its portals, and cursors
-// declared WITH HOLD in it are kept unless it failed.
-func (s *session) sync() {
+// batch are skipped until Sync, and outside a block its implicit
+// transaction aborts.
+func (s *session) skipUntilSync() {
+	s.extFailed = true
 	if s.txStatus == 'I' {
-		clear(s.portals)
-		s.endCursors(!s.extFailed)
+		s.endXact(false)
+	}
+}
+
+// sync ends an extended-protocol batch at Sync: outside a transaction
+// block its implicit transaction commits (an error already aborted it).
+func (s *session) sync() {
+	if s.txStatus == 'I' && !s.extFailed {
+		s.endXact(true)
 	}
 	s.extFailed = false
 }
@@ -512,6 +522,10 @@ func (s *session) deallocate(target string) (string, error) {
 func (s *session) discardAll() error {
 	if s.txStatus != 'I' {
 		return pgerr.New(pgerr.ActiveSQLTransaction, "DISCARD ALL cannot run inside a transaction block")
+	}
+	if s.pipelined {
+		return pgerr.New(pgerr.ActiveSQLTransaction, "DISCARD ALL cannot be executed within a pipeline").
+			WithHint("send Sync before DISCARD ALL")
 	}
 	_ = s.reset("all")
 	s.stmts = map[string]*preparedStatement{}

@@ -355,22 +355,29 @@ func (s *session) set(name, value string, isDefault, local bool) error {
 			return named(d.name, value, err)
 		}
 	}
-	commit := s.txStatus != 'I' && !local && s.txCommit != nil
 	if err := checkSettingsRoom(s.settings, name, v, known); err != nil {
 		return err
 	}
-	if commit {
+	s.changingSettings()
+	if !local {
 		// COMMIT keeps these: bounded as the session's own (attack round
 		// 36: SET then SET LOCAL of the same name grew them unchecked).
 		if err := checkSettingsRoom(s.txCommit, name, v, known); err != nil {
 			return err
 		}
 	}
+	s.put(name, v, local)
+	return nil
+}
+
+// put stores a checked setting in the open transaction: its commit keeps
+// it unless local (SET LOCAL).
+func (s *session) put(name, v string, local bool) {
+	s.changingSettings()
 	s.settings[name] = v
-	if commit {
+	if !local {
 		s.txCommit[name] = v
 	}
-	return nil
 }
 
 // A session's settings live in the proxy's memory, and every savepoint
@@ -427,6 +434,7 @@ func settingsBytes(m map[string]string) int {
 // reset restores a setting (or all settings) to its default.
 func (s *session) reset(name string) error {
 	if name == "all" {
+		s.changingSettings()
 		for n, d := range settingDefs {
 			if !d.readOnly {
 				_ = s.set(n, "", true, false)
@@ -435,6 +443,7 @@ func (s *session) reset(name string) error {
 		for n := range s.settings {
 			if _, known := settingDefs[n]; !known {
 				delete(s.settings, n)
+				delete(s.txCommit, n)
 			}
 		}
 		return nil
@@ -447,7 +456,7 @@ func (s *session) reset(name string) error {
 	}
 	if !known {
 		if isCustomSetting(name) {
-			s.settings[name] = ""
+			s.put(name, "", false)
 			return nil
 		}
 		return unknownSetting(name)
