@@ -29,7 +29,13 @@ import (
 // concurrent use.
 type planCache struct {
 	mu    sync.Mutex
-	plans map[string]map[planKey]*rewrite.Plan // by analyst
+	plans map[string]*analystPlans
+}
+
+// analystPlans are one analyst's cached plans and their estimated size.
+type analystPlans struct {
+	m     map[planKey]*rewrite.Plan
+	bytes int
 }
 
 type planKey struct {
@@ -38,12 +44,43 @@ type planKey struct {
 	text string
 }
 
+// Each analyst's plans are at most maxCachedPlans and maxCachedPlanBytes
+// (planBytes); a plan over maxCachedPlanBytes/16 is not kept. A plan of a
+// short text can be large — derived keys carry their domains, automatic
+// bounds a plan per candidate — and a statement refused after planning
+// (too many cells, no budget) costs nothing: 256 plans of 120-byte texts
+// kept about 700 MB (attack round 50).
 const (
-	maxCachedPlans    = 256 // per analyst
-	maxCachedPlanText = 4096
+	maxCachedPlans     = 256
+	maxCachedPlanText  = 4096
+	maxCachedPlanBytes = 16 << 20
 )
 
-func newPlanCache() *planCache { return &planCache{plans: map[string]map[planKey]*rewrite.Plan{}} }
+func newPlanCache() *planCache { return &planCache{plans: map[string]*analystPlans{}} }
+
+// planBytes estimates what a plan holds in memory: its texts (SQL, the
+// automatic bounds' and clipping's SQL, the candidate plans') and its keys'
+// domains, plus a fixed share for the rest, which is proportional to the
+// statement (at most maxCachedPlanText).
+func planBytes(p *rewrite.Plan) int {
+	const fixed, perString = 16 << 10, 16
+	n := fixed + len(p.SQL)
+	for _, k := range p.Keys {
+		for _, v := range k.Domain {
+			n += len(v) + perString
+		}
+	}
+	if p.Auto != nil {
+		n += len(p.Auto.CombinedSQL)
+		for _, c := range p.Auto.Plans {
+			n += planBytes(c)
+		}
+	}
+	if p.Clip != nil {
+		n += len(p.Clip.SQL)
+	}
+	return n
+}
 
 // plan returns the plan of text under ds and opts for analyst, from the
 // cache or from build.
@@ -55,7 +92,11 @@ func (pc *planCache) plan(analyst string, ds *policy.Dataset, text string, opts 
 	ko.Location, ko.Now = nil, time.Time{}
 	k := planKey{ds: ds, opts: ko, text: text}
 	pc.mu.Lock()
-	p, ok := pc.plans[analyst][k]
+	var p *rewrite.Plan
+	ok := false
+	if own := pc.plans[analyst]; own != nil {
+		p, ok = own.m[k]
+	}
 	pc.mu.Unlock()
 	if ok {
 		return p, nil
@@ -64,13 +105,20 @@ func (pc *planCache) plan(analyst string, ds *policy.Dataset, text string, opts 
 	if err != nil || p == nil || rewrite.UsesClock(text) {
 		return p, err
 	}
+	size := planBytes(p)
+	if size > maxCachedPlanBytes/16 {
+		return p, nil
+	}
 	pc.mu.Lock()
 	own := pc.plans[analyst]
-	if own == nil || len(own) >= maxCachedPlans {
-		own = map[planKey]*rewrite.Plan{}
+	if own == nil || len(own.m) >= maxCachedPlans || own.bytes+size > maxCachedPlanBytes {
+		own = &analystPlans{m: map[planKey]*rewrite.Plan{}}
 		pc.plans[analyst] = own
 	}
-	own[k] = p
+	if _, dup := own.m[k]; !dup {
+		own.m[k] = p
+		own.bytes += size
+	}
 	pc.mu.Unlock()
 	return p, nil
 }

@@ -59,7 +59,7 @@ func TestPlanCache(t *testing.T) {
 	for i := range 2 * maxCachedPlans {
 		pc.plan("alice", a, fmt.Sprint(i), none, build)
 	}
-	if n := len(pc.plans["alice"]); n > maxCachedPlans {
+	if n := len(pc.plans["alice"].m); n > maxCachedPlans || pc.plans["alice"].bytes > maxCachedPlanBytes {
 		t.Fatalf("%d plans cached, bound %d", n, maxCachedPlans)
 	}
 	// Per analyst: bob's plan of the same text is his own, and alice's

@@ -58,8 +58,10 @@ const (
 	statusTTL = 2 * time.Second
 )
 
+// answerKey names a cached answer; analyst is the one cacheKey names, kept
+// apart to share the cache fairly among analysts.
 type answerKey struct {
-	dataset, version, key string
+	dataset, version, analyst, key string
 }
 
 type answerEntry struct {
@@ -68,18 +70,31 @@ type answerEntry struct {
 	size   int
 }
 
-// answerCache is a bounded LRU of released answers. Safe for concurrent use.
+// answerCache is a bounded cache of released answers, shared by all
+// analysts and fair among them: beyond the bound it evicts the least
+// recently used answer of the analyst who holds the most, so an analyst
+// who holds no more than an equal share of it never loses an answer to
+// another's statements (attack round 50: one analyst's large answers
+// evicted everyone else's). Safe for concurrent use.
 type answerCache struct {
 	mu       sync.Mutex
 	maxBytes int
 	maxEntry int // bigger answers are not kept
 	bytes    int
-	order    *list.List // front: most recently used; values *answerEntry
 	entries  map[answerKey]*list.Element
+	owners   map[string]*answerOwner // by analyst
+}
+
+// answerOwner is one analyst's answers, most recently used first (values
+// *answerEntry), and their size.
+type answerOwner struct {
+	order *list.List
+	bytes int
 }
 
 func newAnswerCache(maxBytes int) *answerCache {
-	return &answerCache{maxBytes: maxBytes, maxEntry: maxBytes / maxEntryFraction, order: list.New(), entries: map[answerKey]*list.Element{}}
+	return &answerCache{maxBytes: maxBytes, maxEntry: maxBytes / maxEntryFraction,
+		entries: map[answerKey]*list.Element{}, owners: map[string]*answerOwner{}}
 }
 
 // get returns the stored answer of k. The answer is shared: callers must
@@ -94,13 +109,14 @@ func (c *answerCache) get(k answerKey) (*storedAnswer, bool) {
 	if !ok {
 		return nil, false
 	}
-	c.order.MoveToFront(el)
+	c.owners[k.analyst].order.MoveToFront(el)
 	return el.Value.(*answerEntry).answer, true
 }
 
-// put stores the answer of k, evicting the least recently used entries
-// beyond the bound. An answer already stored for k is kept (the first
-// answer this process saw stays the one it serves).
+// put stores the answer of k, evicting beyond the bound the least recently
+// used answers of whoever holds the most (k's analyst on a tie). An answer
+// already stored for k is kept (the first answer this process saw stays
+// the one it serves).
 func (c *answerCache) put(k answerKey, a *storedAnswer) {
 	if c == nil || a == nil {
 		return
@@ -114,20 +130,36 @@ func (c *answerCache) put(k answerKey, a *storedAnswer) {
 	if _, ok := c.entries[k]; ok {
 		return
 	}
-	c.entries[k] = c.order.PushFront(&answerEntry{key: k, answer: a, size: size})
+	o := c.owners[k.analyst]
+	if o == nil {
+		o = &answerOwner{order: list.New()}
+		c.owners[k.analyst] = o
+	}
+	c.entries[k] = o.order.PushFront(&answerEntry{key: k, answer: a, size: size})
+	o.bytes += size
 	c.bytes += size
 	for c.bytes > c.maxBytes {
-		el := c.order.Back()
+		who, most := k.analyst, o
+		for name, other := range c.owners {
+			if other.bytes > most.bytes {
+				who, most = name, other
+			}
+		}
+		el := most.order.Back()
 		e := el.Value.(*answerEntry)
-		c.order.Remove(el)
+		most.order.Remove(el)
+		most.bytes -= e.size
 		delete(c.entries, e.key)
 		c.bytes -= e.size
+		if most.order.Len() == 0 {
+			delete(c.owners, who)
+		}
 	}
 }
 
 // answerSize estimates the memory an entry holds.
 func answerSize(k answerKey, a *storedAnswer) int {
-	n := 128 + len(k.dataset) + len(k.version) + len(k.key) + len(a.Errors)
+	n := 128 + len(k.dataset) + len(k.version) + len(k.analyst) + len(k.key) + len(a.Errors)
 	for _, col := range a.Columns {
 		n += 32 + len(col.Name) + len(col.PGType)
 	}
@@ -277,7 +309,7 @@ func (r *Releaser) Remembered(req Request) (*Result, bool) {
 }
 
 func answerKeyOf(req Request, key string) answerKey {
-	return answerKey{dataset: req.Dataset.Name, version: req.Dataset.Version, key: key}
+	return answerKey{dataset: req.Dataset.Name, version: req.Dataset.Version, analyst: req.Analyst, key: key}
 }
 
 func statusKeyOf(req Request) statusKey {

@@ -155,8 +155,8 @@ func TestAnswerCache_Bounded(t *testing.T) {
 			t.Fatalf("entry %d: %v %v", i, a, ok)
 		}
 	}
-	if c.bytes > c.maxBytes || len(c.entries) != 3 || c.order.Len() != 3 {
-		t.Fatalf("bytes %d of %d, %d entries, %d in order", c.bytes, c.maxBytes, len(c.entries), c.order.Len())
+	if o := c.owners[""]; c.bytes > c.maxBytes || len(c.entries) != 3 || o.order.Len() != 3 || o.bytes != c.bytes {
+		t.Fatalf("bytes %d of %d, %d entries, %d in order (%d bytes)", c.bytes, c.maxBytes, len(c.entries), o.order.Len(), o.bytes)
 	}
 	// The first answer stored for a key stays.
 	c.put(key(3), row("other"))
@@ -270,5 +270,49 @@ func TestCacheKey_Format(t *testing.T) {
 		if want := hex.EncodeToString(h.Sum(nil)[:16]); cacheKey(req) != want {
 			t.Errorf("cacheKey(%q) = %s, want %s", req.Analyst, cacheKey(req), want)
 		}
+	}
+}
+
+// TestAnswerCache_FairAmongAnalysts: beyond the bound the analyst holding
+// the most loses their least recently used answer, so one who holds no
+// more than an equal share keeps everything however much another stores.
+func TestAnswerCache_FairAmongAnalysts(t *testing.T) {
+	row := func(v string) *storedAnswer {
+		return &storedAnswer{Columns: []Column{{Name: "count", PGType: "int8"}}, Rows: [][]*string{{&v}}}
+	}
+	key := func(who string, i int) answerKey {
+		return answerKey{dataset: "d", version: "v", analyst: who, key: fmt.Sprintf("%s%03d", who, i)}
+	}
+	size := answerSize(key("ann", 0), row("1"))
+	c := newAnswerCache(10 * size)
+	c.maxEntry = size
+	for i := range 3 {
+		c.put(key("ann", i), row("a"))
+	}
+	for i := range 100 {
+		c.put(key("bob", i), row("b"))
+	}
+	for i := range 3 {
+		if _, ok := c.get(key("ann", i)); !ok {
+			t.Errorf("ann's answer %d (3 of a 10-answer cache) evicted by bob's 100", i)
+		}
+	}
+	if c.bytes > c.maxBytes || c.owners["bob"].bytes != 7*size {
+		t.Errorf("bytes %d of %d; bob holds %d, want %d", c.bytes, c.maxBytes, c.owners["bob"].bytes, 7*size)
+	}
+	// Bob's most recent answers are the ones kept.
+	if _, ok := c.get(key("bob", 99)); !ok {
+		t.Error("bob's most recent answer evicted")
+	}
+	if _, ok := c.get(key("bob", 0)); ok {
+		t.Error("bob's oldest answer kept")
+	}
+	// Past an equal share ann loses her own oldest to bob, who holds
+	// more: the cache evicts from whoever holds the most.
+	for i := 3; i < 8; i++ {
+		c.put(key("ann", i), row("a"))
+	}
+	if a, b := c.owners["ann"].bytes, c.owners["bob"].bytes; a != 5*size || b != 5*size {
+		t.Errorf("after ann stored 8: ann holds %d answers, bob %d; want 5 each", a/size, b/size)
 	}
 }

@@ -57,6 +57,10 @@ type builder struct {
 	regrOutputs map[string]int
 	rangeErr    *pgerr.Error // set by addMeasure for an unbounded measure
 	rowOps      int          // arithmetic operations inside aggregates (rowexpr.go maxRowOps)
+	// derived: the derived keys planned, by expression node, and the
+	// values of their domains (keyexpr.go memoKey).
+	derived       map[derivedID]derivedKey
+	derivedValues int
 
 	hidden     []Output  // aggregates used by expressions and HAVING
 	hiddenAggs []aggSpec // per hidden output

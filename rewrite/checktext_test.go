@@ -87,6 +87,10 @@ func BenchmarkPlan_AtLimits(b *testing.B) {
 		// (attack round 42).
 		{"stddev_1664", fill("SELECT "+strings.Repeat("STDDEV(cost), ", maxTargetList-1)+"STDDEV(cost) FROM visits WHERE age IN (", "1, ", "1)")},
 		{"percentile_300", fill("SELECT "+strings.Repeat("percentile_cont(0.5) WITHIN GROUP (ORDER BY cost), ", 299)+"COUNT(*) FROM visits WHERE age IN (", "1, ", "1)")},
+		// A derived key's domain is built once per expression node and
+		// at most maxDerivedValues values per statement (attack round 50).
+		{"group_by_1_64KiB", fill("SELECT width_bucket(age,0,1,9998) k, COUNT(*) FROM visits GROUP BY 1", ",1", "")},
+		{"width_bucket_written_64KiB", fill("SELECT COUNT(*) FROM visits GROUP BY width_bucket(age,0,1,9998)", ",width_bucket(age,0,1,9998)", "")},
 		{"derived_1000", "SELECT * FROM " + strings.Repeat("(SELECT * FROM ", 999) + "(SELECT COUNT(*) FROM visits) s" + strings.Repeat(") s", 999)},
 	} {
 		b.Run(c.name, func(b *testing.B) {

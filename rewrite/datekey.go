@@ -140,7 +140,17 @@ func (b *builder) epochCall(e ast.ExprNode) (*ast.FuncCallExpr, string, bool) {
 
 // bucketKey recognises floor(X / W) * W, with X an epoch call over a date
 // column or an integer column, as a key; ok is false for other shapes.
-func (b *builder) bucketKey(e ast.ExprNode) (k Key, col *policy.Column, ok bool, err error) {
+func (b *builder) bucketKey(e ast.ExprNode) (Key, *policy.Column, bool, error) {
+	d := b.memoKey(e, true, func() derivedKey {
+		k, col, ok, err := b.planBucketKey(e)
+		return derivedKey{k, col, ok, err}
+	})
+	return d.k, d.col, d.ok, d.err
+}
+
+// planBucketKey plans floor(X/W)*W and integer arithmetic over EXTRACT
+// (bucketKey plans each node once).
+func (b *builder) planBucketKey(e ast.ExprNode) (k Key, col *policy.Column, ok bool, err error) {
 	mul, isBin := unparen(e).(*ast.BinaryOperationExpr)
 	if isBin && arithOps[mul.Op] != "" {
 		return b.arithKey(e) // arithkey.go

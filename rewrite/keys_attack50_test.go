@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -90,4 +91,28 @@ func TestAttack50_RepeatedGroupKeyRebuildsDomain(t *testing.T) {
 				tc.name, perItem, items, many>>20, perItem/max(ctlPerItem, 1), ctlPerItem)
 		}
 	}
+}
+
+// TestDerivedKeys_ValueBudget: written-out repeats are distinct nodes, so
+// each builds its domain; maxDerivedValues bounds what they build
+// together (54000 before any charge), while the usual shape — a derived
+// key written out in the select list, GROUP BY and ORDER BY — plans.
+func TestDerivedKeys_ValueBudget(t *testing.T) {
+	ds, err := policy.Load(hospitalPolicy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const wb = "width_bucket(age,0,1,9998)"
+	if _, err := Rewrite(ds, "SELECT "+wb+", COUNT(*) FROM visits GROUP BY "+wb+" ORDER BY "+wb); err != nil {
+		t.Errorf("a derived key written out three times: %v", err)
+	}
+	q := "SELECT COUNT(*) FROM visits GROUP BY " + strings.TrimSuffix(strings.Repeat(wb+",", maxDerivedValues/maxDerivedGroups+1), ",")
+	if _, err := Rewrite(ds, q); !isCode(err, pgerr.ProgramLimitExceeded) {
+		t.Errorf("%d written-out 10,000-value keys: %v, want 54000", maxDerivedValues/maxDerivedGroups+1, err)
+	}
+}
+
+func isCode(err error, code string) bool {
+	pe, ok := pgerr.As(err)
+	return ok && pe.Code == code
 }
