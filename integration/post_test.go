@@ -64,6 +64,7 @@ func TestPost_EndToEnd(t *testing.T) {
 	// Window over an aggregate, written directly: the total is the sum of
 	// the released counts (post-processing of the same noisy values).
 	var n1, n2, t1, t2 int64
+	seen := len(notices())
 	rows, err = conn.Query(ctx, `SELECT sex, COUNT(*) AS n, SUM(COUNT(*)) OVER () AS total FROM patients GROUP BY sex ORDER BY sex`)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +84,10 @@ func TestPost_EndToEnd(t *testing.T) {
 	}
 	if rows.Err() != nil || i != 2 || t1 != n1+n2 || t2 != t1 {
 		t.Fatalf("SUM(COUNT(*)) OVER (): rows %d, n %d %d, totals %d %d (%v)", i, n1, n2, t1, t2, rows.Err())
+	}
+	// The leaf's error is named by the aggregate as the analyst wrote it.
+	if ns := strings.Join(notices()[seen:], "\n"); !strings.Contains(ns, "(COUNT(*), epsilon") || strings.Contains(ns, "_a1") {
+		t.Errorf("the window's leaf NOTICE does not name COUNT(*): %s", ns)
 	}
 
 	// A join of two DP results and a CTE with rank(): one charge for the

@@ -258,8 +258,19 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 	for i, k := range keys {
 		sel = append(sel, s.text(k[0], k[1])+" AS "+pgemit.QuoteIdent("_k"+strconv.Itoa(i+1)))
 	}
+	// Each aggregate's column is named by its text, which the leaf's
+	// NOTICE then shows beside its error ("COUNT(*)", not "_a1"), unless
+	// that text is long or not a plain name.
+	alias := make([]string, len(aggs))
+	seen := map[string]bool{}
 	for i, a := range aggs {
-		sel = append(sel, s.text(a[0], a[1])+" AS "+pgemit.QuoteIdent("_a"+strconv.Itoa(i+1)))
+		t := s.text(a[0], a[1])
+		if len(t) > 48 || strings.ContainsAny(t, "\"\x00\n\r\t") || seen[t] {
+			t = "_a" + strconv.Itoa(i+1)
+		}
+		seen[t] = true
+		alias[i] = pgemit.QuoteIdent(t)
+		sel = append(sel, s.text(a[0], a[1])+" AS "+alias[i])
 	}
 	leaf := "SELECT " + strings.Join(sel, ", ") + " " + s.text(c.from[0], c.from[1])
 	if len(keys) > 0 {
@@ -292,7 +303,7 @@ func (s *splitter) splitAggregates(lo, hi int) error {
 				n := a[1] - a[0]
 				if k+n <= r[1] && s.sameTokens([2]int{k, k + n}, a) {
 					emit(k)
-					b.WriteString(pgemit.QuoteIdent("_a"+strconv.Itoa(i+1)) + " ")
+					b.WriteString(alias[i] + " ")
 					k += n - 1
 					at = k + 1
 					matched = true
