@@ -88,7 +88,7 @@ func (c *conn) materialize(ctx context.Context, query string) (*resultSet, error
 // shadowResult runs one catalog query on the shadow and returns its rows
 // as text (at most MaxBufferedResult bytes).
 func (c *conn) shadowResult(ctx context.Context, query string) (*resultSet, error) {
-	return c.shadowRows(ctx, query, nil, func() error {
+	return c.shadowRows(ctx, query, nil, true, func() error {
 		return pgerr.New(programLimitExceeded, "catalog result too large for a cursor or COPY (over %d bytes)", c.srv.cfg.MaxBufferedResult).
 			WithHint("add a LIMIT, or run the query without DECLARE or COPY")
 	})
@@ -100,7 +100,7 @@ func (c *conn) shadowResult(ctx context.Context, query string) (*resultSet, erro
 // statement must pass the catalog allow-lists (checkShadowSQL): it may be
 // the outer SQL of a post-processed DP answer, which Classify did not
 // check as a catalog statement.
-func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, tooLarge func() error) (*resultSet, error) {
+func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, bounded bool, tooLarge func() error) (*resultSet, error) {
 	if err := checkShadowSQL(sql); err != nil {
 		return nil, err
 	}
@@ -114,9 +114,13 @@ func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, tooL
 	// The rows are reserved from the analyst's memory bound as they come
 	// (memory.go; attack round 39: charged only after they were read, they
 	// had passed it); the caller charges what it keeps (a cursor's rows, a
-	// COPY's lines, a post-processed answer until it is sent).
-	if err := c.reserveResult(); err != nil {
-		return nil, err
+	// COPY's lines, a post-processed answer until it is sent). Not
+	// bounded: the outer result of charged leaves, kept whatever the bound
+	// (shadowRun); MaxBufferedResult still holds.
+	if bounded {
+		if err := c.reserveResult(); err != nil {
+			return nil, err
+		}
 	}
 	size := 0
 	defer c.settleResult(0)

@@ -685,10 +685,15 @@ func (c *conn) runKept(ctx context.Context, p *portal) error {
 	if err := c.reserveResult(); err != nil {
 		return err
 	}
+	answered := c.sess.lastAnswer
 	br, err := c.runPortal(ctx, p)
-	if err == nil {
+	if err == nil && c.sess.lastAnswer == answered {
 		err = c.growResult(br.size())
 	}
+	// A DP answer (or a cursor or COPY over one) was released and charged:
+	// it is kept and sent whatever the analyst's memory bound, rather than
+	// refused after its charge (attack round 51). Its size is bounded by
+	// the answer's cells (release's checkAnswerCells), one per session.
 	if err != nil {
 		c.settleResult(0)
 		return err

@@ -94,6 +94,13 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			}
 		}()
 	}
+	// Room for the outer result, before any charge: an analyst whose
+	// sessions hold their whole memory bound is refused uncharged. After
+	// the charge the result is kept whatever the bound (shadowRun).
+	if err := c.reserveResult(); err != nil {
+		return nil, err
+	}
+	c.settleResult(0)
 	// Release the DP leaves under one charge (release.RunBatch), in one
 	// time slot: the sum of theirs, as they run one after the other.
 	batch := run.Requests
@@ -151,7 +158,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 		return nil, err
 	}
 	// The outer SQL, on the shadow, over the released rows.
-	out, err := c.shadowRun(ctx, outerSQL, params)
+	out, err := c.shadowRun(ctx, outerSQL, params, run.Charges)
 	if err != nil {
 		return nil, outerError(err)
 	}
@@ -166,9 +173,11 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 
 // shadowRun runs one statement with text parameters on the shadow (the
 // extended protocol: one statement only) and returns its rows as text
-// (at most MaxBufferedResult bytes).
-func (c *conn) shadowRun(ctx context.Context, sql string, params [][]byte) (*resultSet, error) {
-	rs, err := c.shadowRows(ctx, sql, params, func() error {
+// (at most MaxBufferedResult bytes). charged: the leaves it reads were
+// charged, so the result is kept whatever the analyst's memory bound
+// (attack round 51: refusing it then wasted the charge).
+func (c *conn) shadowRun(ctx context.Context, sql string, params [][]byte, charged bool) (*resultSet, error) {
+	rs, err := c.shadowRows(ctx, sql, params, !charged, func() error {
 		return pgerr.New(programLimitExceeded, "post-processing result too large (over %d bytes)", c.srv.cfg.MaxBufferedResult).
 			WithHint("add a LIMIT to the outer query")
 	})
@@ -180,7 +189,9 @@ func (c *conn) shadowRun(ctx context.Context, sql string, params [][]byte) (*res
 	}
 	// Held until the client has read it: charged until the next
 	// ReadyForQuery (memory.go).
-	if err := c.checkMemory(rowsBytes(rs.rows)); err != nil {
+	if charged {
+		c.chargeMemoryOwn(rowsBytes(rs.rows))
+	} else if err := c.checkMemory(rowsBytes(rs.rows)); err != nil {
 		return nil, err
 	}
 	return rs, nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -233,10 +234,13 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 		return
 	}
 	// PostgreSQL parses the whole string before it runs any of it: a
-	// syntax error anywhere runs nothing (and charges nothing).
+	// syntax error anywhere runs nothing (and charges nothing). Where the
+	// string releases a DP answer, its DP statements are planned and its
+	// catalog statements parsed by the shadow first (attack round 51).
 	sts := make([]statement, len(stmts))
 	offsets := make([]int, len(stmts))
 	cursor := 0
+	hasDP := false
 	for i, text := range stmts {
 		offsets[i] = -1
 		if j := strings.Index(sql[cursor:], text); j >= 0 && text != "" {
@@ -244,11 +248,23 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 			cursor = offsets[i] + len(text)
 		}
 		sts[i] = c.classify(text)
-		if pe, ok := pgerr.As(sts[i].err); ok && pe.Code == pgerr.SyntaxError {
+		hasDP = hasDP || sts[i].route == pgsql.RouteDP
+	}
+	for i, st := range sts {
+		err := st.err
+		if hasDP && len(sts) > 1 && err == nil {
+			switch st.route {
+			case pgsql.RouteDP:
+				err = c.checkDP(st.text)
+			case pgsql.RouteCatalog:
+				_, err = c.describeShadow(ctx, st.text, nil)
+			}
+		}
+		if isSyntaxError(err) {
 			failed = true
-			c.logStatement(sts[i], nil)
-			c.observe(sts[i], sts[i].err, 0)
-			c.sendError(shiftPosition(sts[i].err, sql, offsets[i]))
+			c.logStatement(st, nil)
+			c.observe(st, err, 0)
+			c.sendError(shiftPosition(err, sql, offsets[i]))
 			return
 		}
 	}
@@ -272,6 +288,16 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 			return
 		}
 	}
+}
+
+// isSyntaxError reports whether err is a syntax error (42601), the
+// proxy's or the shadow's.
+func isSyntaxError(err error) bool {
+	if pe, ok := pgerr.As(err); ok {
+		return pe.Code == pgerr.SyntaxError
+	}
+	var se *shadowError
+	return errors.As(err, &se) && se.pg.Code == pgerr.SyntaxError
 }
 
 // shiftPosition makes an error position relative to the whole query string

@@ -456,8 +456,9 @@ func (s *session) reset(name string) error {
 	}
 	if !known {
 		if isCustomSetting(name) {
-			s.put(name, "", false)
-			return nil
+			// Within the settings' bounds, as SET (attack round 51:
+			// RESET of new placeholders grew them without limit).
+			return s.set(name, "", true, false)
 		}
 		return unknownSetting(name)
 	}

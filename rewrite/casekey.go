@@ -17,7 +17,16 @@ import (
 // caseKeyHint says how to write a CASE bucket key.
 const caseKeyHint = "GROUP BY CASE WHEN condition THEN 'label' … [ELSE 'label'] END, with string or integer constants as results and WHERE-style conditions, e.g. CASE WHEN age < 18 THEN 'child' WHEN age < 65 THEN 'adult' ELSE 'senior' END"
 
-// caseKey plans a CASE bucket as a GROUP BY key:
+// caseKey is planCaseKey, once per expression node (memoKey).
+func (b *builder) caseKey(x *ast.CaseExpr) (Key, error) {
+	d := b.memoKey(x, keyCase, func() derivedKey {
+		k, err := b.planCaseKey(x)
+		return derivedKey{k, nil, true, err}
+	})
+	return d.k, d.err
+}
+
+// planCaseKey plans a CASE bucket as a GROUP BY key:
 //
 //	CASE WHEN cond THEN 'a' WHEN cond THEN 'b' … [ELSE 'c'] END
 //	CASE col WHEN literal THEN 'a' … [ELSE 'c'] END   (col = literal)
@@ -31,7 +40,7 @@ const caseKeyHint = "GROUP BY CASE WHEN condition THEN 'label' … [ELSE 'label'
 // ELSE (or ELSE NULL) has a NULL key and is not counted, as for every
 // other key. Results must all be string constants (text key) or all
 // integer constants (int key).
-func (b *builder) caseKey(x *ast.CaseExpr) (Key, error) {
+func (b *builder) planCaseKey(x *ast.CaseExpr) (Key, error) {
 	if len(x.WhenClauses) == 0 {
 		return Key{}, b.errAt(x, pgerr.SyntaxError, "syntax error: CASE without WHEN").WithHint("%s", caseKeyHint)
 	}

@@ -90,6 +90,7 @@ func BenchmarkPlan_AtLimits(b *testing.B) {
 		// A derived key's domain is built once per expression node and
 		// at most maxDerivedValues values per statement (attack round 50).
 		{"group_by_1_64KiB", fill("SELECT width_bucket(age,0,1,9998) k, COUNT(*) FROM visits GROUP BY 1", ",1", "")},
+		{"case_group_by_1_64KiB", fill("SELECT CASE "+strings.Repeat("WHEN age < 0 THEN 0 ", 400)+"END k, COUNT(*) FROM visits GROUP BY 1", ",1", "")},
 		{"width_bucket_written_64KiB", fill("SELECT COUNT(*) FROM visits GROUP BY width_bucket(age,0,1,9998)", ",width_bucket(age,0,1,9998)", "")},
 		{"derived_1000", "SELECT * FROM " + strings.Repeat("(SELECT * FROM ", 999) + "(SELECT COUNT(*) FROM visits) s" + strings.Repeat(") s", 999)},
 	} {

@@ -141,7 +141,7 @@ func (b *builder) epochCall(e ast.ExprNode) (*ast.FuncCallExpr, string, bool) {
 // bucketKey recognises floor(X / W) * W, with X an epoch call over a date
 // column or an integer column, as a key; ok is false for other shapes.
 func (b *builder) bucketKey(e ast.ExprNode) (Key, *policy.Column, bool, error) {
-	d := b.memoKey(e, true, func() derivedKey {
+	d := b.memoKey(e, keyBucket, func() derivedKey {
 		k, col, ok, err := b.planBucketKey(e)
 		return derivedKey{k, col, ok, err}
 	})

@@ -41,19 +41,28 @@ type derivedKey struct {
 	err error
 }
 
-// derivedID names a derived key's planning: its node, and whether it was
-// planned as a bucket (bucketKey) or a call (exprKey).
+// derivedID names a derived key's planning: its node, and how it was
+// planned.
 type derivedID struct {
-	node   ast.ExprNode
-	bucket bool
+	node ast.ExprNode
+	kind keyKind
 }
+
+// keyKind is the planner of a derived key.
+type keyKind uint8
+
+const (
+	keyCall   keyKind = iota // exprKey
+	keyBucket                // bucketKey
+	keyCase                  // caseKey
+)
 
 // memoKey returns the key plan makes of node, planning it once per node
 // (a select-list key named again by position or alias in GROUP BY and
 // ORDER BY is the same node), and refuses the statement when the domains
 // built reach maxDerivedValues.
-func (b *builder) memoKey(node ast.ExprNode, bucket bool, plan func() derivedKey) derivedKey {
-	id := derivedID{node, bucket}
+func (b *builder) memoKey(node ast.ExprNode, kind keyKind, plan func() derivedKey) derivedKey {
+	id := derivedID{node, kind}
 	if d, ok := b.derived[id]; ok {
 		return d
 	}
@@ -74,7 +83,7 @@ func (b *builder) memoKey(node ast.ExprNode, bucket bool, plan func() derivedKey
 
 // exprKey is planExprKey, once per expression node (memoKey).
 func (b *builder) exprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error) {
-	d := b.memoKey(fc, false, func() derivedKey {
+	d := b.memoKey(fc, keyCall, func() derivedKey {
 		k, col, err := b.planExprKey(fc)
 		return derivedKey{k, col, true, err}
 	})
