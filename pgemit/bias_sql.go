@@ -66,7 +66,7 @@ func removedWindowSQL(n string, mode dpplan.GroupBound, rows string, outside boo
 		out = ", SUM(dp_o" + n + ") OVER dp_w AS dp_ou" + n
 	}
 	if mode == dpplan.GroupsScale {
-		return ", SUM(LEAST(" + nn + ", " + rows + ")) OVER dp_w AS dp_t" + n + ", SUM(" + nn + ") OVER dp_w AS dp_u" + n + out
+		return ", " + boundedTotal(n, rows) + " AS dp_t" + n + ", SUM(" + nn + ") OVER dp_w AS dp_u" + n + out
 	}
 	return ", SUM(" + nn + " - LEAST(" + nn + ", " + rows + ")) OVER dp_w AS dp_u" + n + out
 }
