@@ -685,15 +685,21 @@ func (c *conn) runKept(ctx context.Context, p *portal) error {
 	if err := c.reserveResult(); err != nil {
 		return err
 	}
+	if mayRelease(p.stmt.st) {
+		// Room for a DP answer before it is charged (attack round 51:
+		// refused after the charge, it was paid for and lost).
+		if err := c.growResult(min(dpAnswerRoom, c.srv.cfg.MaxBufferedResult)); err != nil {
+			c.settleResult(0)
+			return err
+		}
+	}
 	answered := c.sess.lastAnswer
 	br, err := c.runPortal(ctx, p)
 	if err == nil && c.sess.lastAnswer == answered {
 		err = c.growResult(br.size())
 	}
-	// A DP answer (or a cursor or COPY over one) was released and charged:
-	// it is kept and sent whatever the analyst's memory bound, rather than
-	// refused after its charge (attack round 51). Its size is bounded by
-	// the answer's cells (release's checkAnswerCells), one per session.
+	// A DP answer was released (and charged): kept even where it outgrows
+	// dpAnswerRoom, rather than refused after its charge.
 	if err != nil {
 		c.settleResult(0)
 		return err
@@ -701,6 +707,21 @@ func (c *conn) runKept(ctx context.Context, p *portal) error {
 	p.result = br
 	c.settleResult(br.size())
 	return nil
+}
+
+// dpAnswerRoom is the memory reserved for a DP answer before it is
+// released: release refuses answers of more than 60,000 cells before the
+// charge (checkAnswerCells), about 3 MiB of text and row overhead.
+const dpAnswerRoom = 4 << 20
+
+// mayRelease reports whether running st may release a DP answer: a DP
+// statement, or DECLARE or COPY, which may wrap one.
+func mayRelease(st statement) bool {
+	if st.route == pgsql.RouteDP {
+		return true
+	}
+	return st.route == pgsql.RouteSession && st.sess != nil &&
+		(st.sess.Kind == pgsql.SessionDeclare || st.sess.Kind == pgsql.SessionCopy || st.sess.Kind == pgsql.SessionExecute)
 }
 
 // runPortal runs a portal's statement once and returns its whole result.
