@@ -106,7 +106,8 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	rows := strconv.Itoa(t.MaxRowsPerUnit)
 	l0 := strconv.Itoa(p.MaxGroupsPerUnit)
 	// total is the unit's allowance over all groups, T = L0·R rows.
-	total := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)
+	totalRows := p.MaxGroupsPerUnit * t.MaxRowsPerUnit
+	total := strconv.Itoa(totalRows)
 	mode := dpplan.GroupBounding(p)
 	// Distinct-unit counts count a unit whole in up to L_u groups
 	// (dpplan.UnitGroups); below the groups of the key domains some unit
@@ -181,7 +182,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 		case dpplan.MeasureCount:
 			v = "LEAST(dp_n" + n + ", " + rows + ")"
 			if mode == dpplan.GroupsScale {
-				if f, ok := fixedCount(v, "dp_t"+n, t.MaxRowsPerUnit, p.MaxGroupsPerUnit*t.MaxRowsPerUnit, k); ok {
+				if f, ok := fixedCount(v, "dp_t"+n, t.MaxRowsPerUnit, totalRows, k); ok {
 					v, fixed[i] = f, k
 				} else {
 					v = "CASE WHEN dp_t" + n + " <= " + total + " THEN " + v + " ELSE " + weighted(v, total, "dp_t"+n, k) + " END"

@@ -61,8 +61,8 @@ var mutations = []mutation{
 	// The emitter's own tests (./pgemit) are small; the planner's
 	// goldens, corpus and audits in ./rewrite exercise its SQL.
 	{"dropped bound over groups (emitted SQL)", "./rewrite", []edit{
-		{"pgemit/bounds_sql.go", "\ttotal := strconv.Itoa(p.MaxGroupsPerUnit * t.MaxRowsPerUnit)\n",
-			"\ttotal := strconv.Itoa(1 << 30)\n"},
+		{"pgemit/bounds_sql.go", "\ttotalRows := p.MaxGroupsPerUnit * t.MaxRowsPerUnit\n",
+			"\ttotalRows := 1 << 30\n"},
 		{"pgemit/bounds_sql.go", `w(") AS dp_counted WHERE dp_group_rank <= ", l0)`, `w(") AS dp_counted WHERE dp_group_rank <= ", "1073741824")`},
 	}},
 	{"ε/2 charged (release's charge)", "./release", []edit{
