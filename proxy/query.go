@@ -249,22 +249,26 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 		}
 		sts[i] = c.classify(text)
 		hasDP = hasDP || sts[i].route == pgsql.RouteDP
+		if isSyntaxError(sts[i].err) {
+			failed = true
+			c.refuseQuery(sts[i], sts[i].err, sql, offsets[i])
+			return
+		}
 	}
 	for i, st := range sts {
-		err := st.err
-		if hasDP && len(sts) > 1 && err == nil {
-			switch st.route {
-			case pgsql.RouteDP:
-				err = c.checkDP(st.text)
-			case pgsql.RouteCatalog:
-				_, err = c.describeShadow(ctx, st.text, nil)
-			}
+		if !hasDP || len(sts) == 1 {
+			break
+		}
+		var err error
+		switch st.route {
+		case pgsql.RouteDP:
+			err = c.checkDP(st.text)
+		case pgsql.RouteCatalog:
+			_, err = c.describeShadow(ctx, st.text, nil)
 		}
 		if isSyntaxError(err) {
 			failed = true
-			c.logStatement(st, nil)
-			c.observe(st, err, 0)
-			c.sendError(shiftPosition(err, sql, offsets[i]))
+			c.refuseQuery(st, err, sql, offsets[i])
 			return
 		}
 	}
@@ -288,6 +292,14 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 			return
 		}
 	}
+}
+
+// refuseQuery refuses a whole Query string for st's syntax error err (at
+// offset in sql), before any of its statements ran.
+func (c *conn) refuseQuery(st statement, err error, sql string, offset int) {
+	c.logStatement(st, nil)
+	c.observe(st, err, 0)
+	c.sendError(shiftPosition(err, sql, offset))
 }
 
 // isSyntaxError reports whether err is a syntax error (42601), the
