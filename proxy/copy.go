@@ -43,11 +43,13 @@ func (c *conn) execCopy(ctx context.Context, cp *pgsql.CopyStmt) (*resultSet, er
 	if err := c.checkMemory(0); err != nil {
 		return nil, err
 	}
-	rs, err := c.materialize(ctx, cp.Query)
+	rs, released, err := c.materialize(ctx, cp.Query, 2)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkMemory(2 * rowsBytes(rs.rows)); err != nil { // the rows and their lines
+	if released {
+		c.chargeMemoryOwn(2 * rowsBytes(rs.rows)) // room was checked before the charge
+	} else if err := c.checkMemory(2 * rowsBytes(rs.rows)); err != nil { // the rows and their lines
 		return nil, err
 	}
 	if rs.cols == nil {

@@ -70,18 +70,31 @@ func (c *conn) execUnlockAll(st *pgsql.SessionStmt) *resultSet {
 
 // materialize runs the query a DECLARE or COPY wraps, once, on the route
 // Classify gives it (the DP path or the shadow), and returns its rows.
-func (c *conn) materialize(ctx context.Context, query string) (*resultSet, error) {
+//
+// A DP answer has copies·dpAnswerRoom of the analyst's memory reserved
+// before it is released (and given back when it returns), so the caller,
+// which keeps copies of it, charges what it keeps without a check once
+// released is true: refused after its charge, it was paid for and lost
+// (attack round 52).
+func (c *conn) materialize(ctx context.Context, query string, copies int) (rs *resultSet, released bool, err error) {
 	route, err := c.srv.rt.classify(c.sess.ds.Policy, query)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	switch route {
 	case pgsql.RouteDP:
-		return c.execDP(ctx, query, query)
+		room := copies * dpAnswerRoom
+		if err := c.checkMemory(room); err != nil {
+			return nil, false, err
+		}
+		rs, err := c.execDP(ctx, query, query)
+		c.chargeMemoryOwn(-room)
+		return rs, err == nil, err
 	case pgsql.RouteCatalog:
-		return c.shadowResult(ctx, query)
+		rs, err := c.shadowResult(ctx, query)
+		return rs, false, err
 	}
-	return nil, pgerr.New(pgerr.FeatureNotSupported, "this statement cannot be used in a cursor or COPY").
+	return nil, false, pgerr.New(pgerr.FeatureNotSupported, "this statement cannot be used in a cursor or COPY").
 		WithHint("DECLARE and COPY wrap a query: SELECT, VALUES or TABLE")
 }
 
@@ -184,7 +197,7 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 	if err := c.checkMemory(0); err != nil { // memory.go
 		return nil, err
 	}
-	rs, err := c.materialize(ctx, cs.Query)
+	rs, _, err := c.materialize(ctx, cs.Query, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -710,9 +710,10 @@ func (c *conn) runKept(ctx context.Context, p *portal) error {
 }
 
 // dpAnswerRoom is the memory reserved for a DP answer before it is
-// released: release refuses answers of more than 60,000 cells before the
-// charge (checkAnswerCells), about 3 MiB of text and row overhead.
-const dpAnswerRoom = 4 << 20
+// released: release refuses answers of more than 60,000 cells (groups ×
+// columns) before the charge (checkAnswerCells), each column doubled by
+// dp.error_columns, about 60 bytes of text and row overhead per cell.
+const dpAnswerRoom = 8 << 20
 
 // mayRelease reports whether running st may release a DP answer: a DP
 // statement, or DECLARE or COPY, which may wrap one.

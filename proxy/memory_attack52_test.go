@@ -45,6 +45,14 @@ func wideDP(cols int) string {
 // above the bound plus one MaxBufferedResult (the documented worst case
 // of one session).
 //
+// Fixed: checkAnswerCells counts the larger of the measurements and the
+// output columns, so the answer has at most 60,000 cells, and a portal
+// reserves dpAnswerRoom (8 MiB: error columns double the cells) before it
+// runs. The test now runs the real releaser (the test server's stub does
+// not check plans): the 801-column statement is refused before its
+// charge, and the widest accepted (1,000 groups × 60 columns) keeps the
+// account within the bound.
+//
 // Suggested fix: bound the answer's built size before the charge from
 // the plan — groups × (keys + outputs [+ error columns]) cells, each at
 // most a known width — and count that, not the measures, in
@@ -53,60 +61,64 @@ func wideDP(cols int) string {
 // before execDP on the simple protocol; and check the built result against
 // MaxBufferedResult whether or not an answer was released.
 func TestAttack52_WideDPAnswerKeptPastBound(t *testing.T) {
-	const bound, maxBuf = 8 << 20, 2 << 20
-	ts := startServer(t, serverOpts{mutate: func(c *Config) {
+	const bound, maxBuf = 16 << 20, 2 << 20
+	r := startRealDP(t, func(c *Config) {
 		c.MaxMemoryPerAnalyst = bound
 		c.MaxBufferedResult = maxBuf
-	}})
-	pc := ts.connect(t)
+	})
+	pc := r.connect(t)
 	if _, err := execAll(t, pc, "BEGIN"); err != nil {
 		t.Fatal(err)
 	}
-	n0 := len(ts.releaser.requests())
+	// Fixed (release's checkAnswerCells counts columns): 1,000 groups ×
+	// 801 columns is refused before the charge.
+	n0 := len(r.charges(t))
 	rep := rawSend(t, pc, &noticeCollector{},
 		&pgproto3.Parse{Query: wideDP(800)},
 		&pgproto3.Bind{DestinationPortal: "wide"},
 		&pgproto3.Execute{Portal: "wide", MaxRows: 1},
 		&pgproto3.Sync{})
-	charged := len(ts.releaser.requests()) - n0
-	if charged != 1 || len(rep.errs) > 0 || len(rep.results) != 1 || !rep.results[0].suspended {
-		t.Fatalf("want one released, suspended portal: %d releases, results %d, errors %v", charged, len(rep.results), rep.errs)
+	if len(rep.errs) != 1 || !strings.HasPrefix(rep.errs[0], "54000") || len(r.charges(t)) != n0 {
+		t.Fatalf("1,000 groups × 801 columns: errors %v, %d charges; want 54000 before any charge", rep.errs, len(r.charges(t))-n0)
+	}
+	if _, err := execAll(t, pc, "ROLLBACK; BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	// The widest answer accepted (60,000 cells) fits the room reserved
+	// before its charge.
+	rep = rawSend(t, pc, &noticeCollector{},
+		&pgproto3.Parse{Query: wideDP(59)},
+		&pgproto3.Bind{DestinationPortal: "wide"},
+		&pgproto3.Execute{Portal: "wide", MaxRows: 1},
+		&pgproto3.Sync{})
+	if len(rep.errs) > 0 || len(rep.results) != 1 || !rep.results[0].suspended || len(r.charges(t)) != n0+1 {
+		t.Fatalf("want one released, suspended portal: results %d, errors %v", len(rep.results), rep.errs)
 	}
 	cols := len(rep.results[0].rows[0])
-	held := ts.srv.memoryOf("alice")
-	t.Logf("one DP statement (%d columns per row, 1 measure): alice's sessions are charged %d bytes; bound %d, MaxBufferedResult %d", cols, held, bound, maxBuf)
-	if held > bound+maxBuf {
-		t.Errorf("one session of alice holds %d bytes in one suspended DP portal: past max_memory_per_analyst (%d) by %d, more than the one MaxBufferedResult (%d) SECURITY.md allows a session; the 4 MiB dpAnswerRoom assumes 60,000 cells, but checkAnswerCells counts measures and this answer has %d cells per row",
-			held, bound, held-bound, maxBuf, cols)
+	held := r.srv.memoryOf("alice")
+	t.Logf("one DP statement (%d columns per row): alice's sessions are charged %d bytes; bound %d, MaxBufferedResult %d", cols, held, bound, maxBuf)
+	if held > bound {
+		t.Errorf("one session of alice holds %d bytes in one suspended DP portal: past max_memory_per_analyst (%d)", held, bound)
 	}
 }
 
-// TestAttack52_WideDPCursorKeptPastBound (attack round 52, severity
-// medium, the same cause as TestAttack52_WideDPAnswerKeptPastBound through
-// the simple protocol): DECLARE … CURSOR WITH HOLD over the wide DP
-// statement. execDeclare (proxy/cursor.go:181-202) checks only
-// checkHeldRoom (the session's other holdings) and checkMemory(0) — that
-// the account is not already past the bound — before materialize releases
-// the answer, then charges rowsBytes of whatever was built
-// (chargeMemoryOwn, no bound) and keeps it until CLOSE, across
-// transactions. One DECLARE holds 4 times the analyst's whole bound.
-//
-// Suggested fix: as above — a size bound on the answer from the plan
-// (groups × output columns) checked before the charge, and checkMemory of
-// that estimate (not 0) before materialize.
 func TestAttack52_WideDPCursorKeptPastBound(t *testing.T) {
-	const bound, maxBuf = 8 << 20, 2 << 20
-	ts := startServer(t, serverOpts{mutate: func(c *Config) {
+	const bound, maxBuf = 16 << 20, 2 << 20
+	r := startRealDP(t, func(c *Config) {
 		c.MaxMemoryPerAnalyst = bound
 		c.MaxBufferedResult = maxBuf
-	}})
-	pc := ts.connect(t)
-	if _, err := execAll(t, pc, "DECLARE wide CURSOR WITH HOLD FOR "+wideDP(800)); err != nil {
+	})
+	pc := r.connect(t)
+	n0 := len(r.charges(t))
+	if _, err := execAll(t, pc, "DECLARE wide CURSOR WITH HOLD FOR "+wideDP(800)); err == nil || !strings.Contains(err.Error(), "SQLSTATE 54000") || len(r.charges(t)) != n0 {
+		t.Fatalf("DECLARE of 1,000 groups × 801 columns: %v, %d charges; want 54000 before any charge", err, len(r.charges(t))-n0)
+	}
+	if _, err := execAll(t, pc, "DECLARE wide CURSOR WITH HOLD FOR "+wideDP(59)); err != nil {
 		t.Fatalf("DECLARE: %v", err)
 	}
-	held := ts.srv.memoryOf("alice")
+	held := r.srv.memoryOf("alice")
 	t.Logf("one DECLARE WITH HOLD of a DP statement: alice's sessions are charged %d bytes; bound %d, MaxBufferedResult %d", held, bound, maxBuf)
-	if held > bound+maxBuf {
-		t.Errorf("one cursor of alice holds %d bytes, past max_memory_per_analyst (%d) by %d: more than the one MaxBufferedResult (%d) SECURITY.md allows a session", held, bound, held-bound, maxBuf)
+	if held > bound {
+		t.Errorf("one cursor of alice holds %d bytes, past max_memory_per_analyst (%d)", held, bound)
 	}
 }

@@ -235,8 +235,9 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 	}
 	// PostgreSQL parses the whole string before it runs any of it: a
 	// syntax error anywhere runs nothing (and charges nothing). Where the
-	// string releases a DP answer, its DP statements are planned and its
-	// catalog statements parsed by the shadow first (attack round 51).
+	// string may release a DP answer (mayRelease), its DP statements are
+	// planned and its catalog statements parsed by the shadow first, and
+	// so are the queries of its DECLAREs and COPYs (attack rounds 51, 52).
 	sts := make([]statement, len(stmts))
 	offsets := make([]int, len(stmts))
 	cursor := 0
@@ -248,7 +249,7 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 			cursor = offsets[i] + len(text)
 		}
 		sts[i] = c.classify(text)
-		hasDP = hasDP || sts[i].route == pgsql.RouteDP
+		hasDP = hasDP || mayRelease(sts[i])
 		if isSyntaxError(sts[i].err) {
 			failed = true
 			c.refuseQuery(sts[i], sts[i].err, sql, offsets[i])
@@ -259,12 +260,19 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 		if !hasDP || len(sts) == 1 {
 			break
 		}
-		var err error
-		switch st.route {
-		case pgsql.RouteDP:
-			err = c.checkDP(st.text)
-		case pgsql.RouteCatalog:
-			_, err = c.describeShadow(ctx, st.text, nil)
+		q := st
+		if st.sess != nil && st.sess.Cursor != nil {
+			q = c.classify(st.sess.Cursor.Query) // DECLARE's query
+		} else if st.sess != nil && st.sess.Copy != nil && st.sess.Copy.Query != "" {
+			q = c.classify(st.sess.Copy.Query) // COPY's
+		}
+		err := q.err
+		switch {
+		case err != nil:
+		case q.route == pgsql.RouteDP:
+			err = c.checkDP(q.text)
+		case q.route == pgsql.RouteCatalog:
+			_, err = c.describeShadow(ctx, q.text, nil)
 		}
 		if isSyntaxError(err) {
 			failed = true

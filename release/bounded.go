@@ -99,7 +99,8 @@ func checkQueryBounds(req Request) error {
 // half-width, the row; BENCHMARKS.md "Proxy CPU per answer") and a
 // quantile's exact exponential mechanism over 2¹⁴ buckets about 1.2 ms per
 // group. A plan over public keys is refused before the charge when its
-// groups times its measurements' weights exceed maxAnswerCells, so the
+// groups times its measurements' weights (or its columns, when more)
+// exceed maxAnswerCells, so the
 // worst accepted answer costs the proxy under a second of CPU
 // (BenchmarkRelease_WorstAccepted, BenchmarkRelease_QuantileGroups). The
 // number of groups is the product of the public key domains: a public
@@ -134,6 +135,11 @@ func checkAnswerCells(p *dpplan.Plan) error {
 	if weight == 0 {
 		return nil
 	}
+	// The answer has a column per output, and equal aggregates share one
+	// measurement: 1,662 COUNT(*) are two measures but 1,662 columns
+	// (attack round 52). The larger bounds the answer's size, which the
+	// proxy keeps for the client, as well as its CPU.
+	weight = max(weight, len(p.Outputs))
 	groups := 1
 	for _, k := range p.Keys {
 		groups *= len(k.Domain)
