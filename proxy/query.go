@@ -256,27 +256,10 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 			return
 		}
 	}
-	for i, st := range sts {
-		if !hasDP || len(sts) == 1 {
-			break
-		}
-		q := st
-		if st.sess != nil && st.sess.Cursor != nil {
-			q = c.classify(st.sess.Cursor.Query) // DECLARE's query
-		} else if st.sess != nil && st.sess.Copy != nil && st.sess.Copy.Query != "" {
-			q = c.classify(st.sess.Copy.Query) // COPY's
-		}
-		err := q.err
-		switch {
-		case err != nil:
-		case q.route == pgsql.RouteDP:
-			err = c.checkDP(q.text)
-		case q.route == pgsql.RouteCatalog:
-			_, err = c.describeShadow(ctx, q.text, nil)
-		}
-		if isSyntaxError(err) {
+	if hasDP && len(sts) > 1 {
+		if i, err := c.firstSyntaxError(ctx, sts); err != nil {
 			failed = true
-			c.refuseQuery(st, err, sql, offsets[i])
+			c.refuseQuery(sts[i], err, sql, offsets[i])
 			return
 		}
 	}
@@ -300,6 +283,32 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 			return
 		}
 	}
+}
+
+// firstSyntaxError returns the first of sts (and the query a DECLARE or
+// COPY wraps) whose planning, or the shadow's parse, finds a syntax
+// error: run before any of a Query string that may release a DP answer.
+func (c *conn) firstSyntaxError(ctx context.Context, sts []statement) (int, error) {
+	for i, st := range sts {
+		q := st
+		if st.sess != nil && st.sess.Cursor != nil {
+			q = c.classify(st.sess.Cursor.Query) // DECLARE's query
+		} else if st.sess != nil && st.sess.Copy != nil && st.sess.Copy.Query != "" {
+			q = c.classify(st.sess.Copy.Query) // COPY's
+		}
+		err := q.err
+		switch {
+		case err != nil:
+		case q.route == pgsql.RouteDP:
+			err = c.checkDP(q.text)
+		case q.route == pgsql.RouteCatalog:
+			_, err = c.describeShadow(ctx, q.text, nil)
+		}
+		if isSyntaxError(err) {
+			return i, err
+		}
+	}
+	return 0, nil
 }
 
 // refuseQuery refuses a whole Query string for st's syntax error err (at
