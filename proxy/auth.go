@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/kdflimit"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/verifier"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -57,6 +58,11 @@ func deriveCredentials(password string, salt []byte, iters int) (scramCredential
 // (internal/verifier).
 func parseVerifier(v string) (scramCredentials, error) {
 	sc, err := verifier.Parse(v)
+	if err == nil && sc.Iters > kdflimit.MaxIterations {
+		// A cleartext password is checked by deriving the key at this
+		// count, as the admin endpoint's is (attack round 53).
+		err = fmt.Errorf("iteration count %d is above %d", sc.Iters, kdflimit.MaxIterations)
+	}
 	if err != nil {
 		return scramCredentials{}, fmt.Errorf("password: %v; make one with `dpproxy passwd NAME`", err)
 	}
@@ -169,7 +175,17 @@ func (c *conn) authenticateCleartext(user string, creds scramCredentials, known 
 	if err := c.receiveAuth(&pw); err != nil {
 		return authReceiveError(err)
 	}
-	got, err := deriveCredentials(pw.Password, []byte(creds.Salt), creds.Iters)
+	// PBKDF2 at the verifier's count: bounded as the admin endpoint's
+	// (one at a time, a rate per client network, a bounded queue), since
+	// anyone who reaches the port can ask for it (attack round 53).
+	var got scramCredentials
+	var err error
+	if !c.srv.derivations.Run(c.netConn.RemoteAddr().String(), func() {
+		got, err = deriveCredentials(pw.Password, []byte(creds.Salt), creds.Iters)
+	}) {
+		return pgerr.New(pgerr.TooManyConnections, "too many password checks in progress").
+			WithHint("retry in a second: cleartext passwords are checked one at a time, at most %d a second per client network", kdflimit.PerNetwork)
+	}
 	if err != nil || !known ||
 		!constantTimeEqual(got.StoredKey, creds.StoredKey) || !constantTimeEqual(got.ServerKey, creds.ServerKey) {
 		return authFailed(user)

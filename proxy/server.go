@@ -16,6 +16,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/kdflimit"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/shadow"
 	"github.com/dpproxy/dpproxy/policy"
@@ -153,6 +154,9 @@ type Server struct {
 	shadows map[*Dataset]*shadow.Pool
 	// admissions holds each dataset's DP slots (admission.go).
 	admissions map[*Dataset]*admission
+	// derivations bounds the key derivations of cleartext passwords
+	// (auth.go; attack round 53).
+	derivations *kdflimit.Limiter
 
 	limits rateLimiters
 
@@ -255,6 +259,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("proxy: random key: %w", err)
 	}
 	s.admissions = map[*Dataset]*admission{}
+	s.derivations = kdflimit.New()
 	act := newActivity() // one for all datasets: they share data servers
 	for _, ds := range cfg.Datasets {
 		limit := cfg.DPConcurrency

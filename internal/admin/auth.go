@@ -5,17 +5,14 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
-	"time"
 
+	"github.com/dpproxy/dpproxy/internal/kdflimit"
 	scramverifier "github.com/dpproxy/dpproxy/internal/verifier"
 	"github.com/xdg-go/scram"
-	"golang.org/x/time/rate"
 )
 
 // credential checks the steward's password. The config stores it as a
@@ -26,39 +23,25 @@ import (
 // and compares in constant time.
 //
 // The derivation is the endpoint's cost to anyone who can reach it, so it
-// is bounded (attack round 36): a password the endpoint accepted is
-// remembered by its SHA-256 (the dashboard's polling costs no derivation),
-// derivations run one at a time (a core at most), at most
-// checksPerAddress a second for one client network (an IPv4 address, an
-// IPv6 /56), and at most maxWaiting requests wait for their turn; past
-// that a request gets 429 without one. There is no bucket for all
-// addresses together, which guessers from a few networks kept empty
-// (attack rounds 37 and 38): the steward's request waits its turn behind
-// at most maxWaiting others, first come first served.
+// is bounded (attack round 36, internal/kdflimit): a password the endpoint
+// accepted is remembered by its SHA-256 (the dashboard's polling costs no
+// derivation), and the rest run one at a time, at most
+// kdflimit.PerNetwork a second for one client network, at most
+// kdflimit.MaxWaiting waiting; past that a request gets 429 without one.
 type credential struct {
 	user      string
 	salt      string
 	iters     int
 	storedKey []byte
 
-	slot     chan struct{} // one derivation at a time
-	waiting  atomic.Int32  // requests waiting for slot
+	limit    *kdflimit.Limiter
 	mu       sync.Mutex
 	accepted [sha256.Size]byte // digest of the last accepted user and password
 	has      bool
-	perAddr  map[string]*rate.Limiter // under mu
 }
 
-// checksPerAddress bounds the password derivations for one client
-// network a second; maxWaiting the requests that wait for a derivation
-// (for at most maxWait); maxAddresses the networks remembered (the map
-// starts again when full).
-const (
-	checksPerAddress = 5
-	maxWaiting       = 64
-	maxWait          = 2 * time.Second
-	maxAddresses     = 4096
-)
+// checksPerAddress is kdflimit's bound, for this package's tests.
+const checksPerAddress = kdflimit.PerNetwork
 
 // newCredential parses the admin password setting.
 func newCredential(user, password string) (*credential, error) {
@@ -78,7 +61,7 @@ func newCredential(user, password string) (*credential, error) {
 		return c, nil
 	}
 	sc, err := scramverifier.Parse(password)
-	if err == nil && sc.Iters > 1<<20 {
+	if err == nil && sc.Iters > kdflimit.MaxIterations {
 		// Each basic-auth request re-derives the key at this count.
 		err = errors.New("not a SCRAM-SHA-256 verifier (bad iteration count)")
 	}
@@ -89,38 +72,8 @@ func newCredential(user, password string) (*credential, error) {
 }
 
 func newBounded(c *credential) *credential {
-	c.slot = make(chan struct{}, 1)
-	c.perAddr = map[string]*rate.Limiter{}
+	c.limit = kdflimit.New()
 	return c
-}
-
-// allow reports whether a derivation for a client at from may run now.
-func (c *credential) allow(from string) bool {
-	c.mu.Lock()
-	l, ok := c.perAddr[from]
-	if !ok {
-		if len(c.perAddr) >= maxAddresses {
-			clear(c.perAddr)
-		}
-		l = rate.NewLimiter(checksPerAddress, checksPerAddress)
-		c.perAddr[from] = l
-	}
-	c.mu.Unlock()
-	return l.Allow()
-}
-
-// clientNet is the client's network for the buckets: IPv4, or the /56 of
-// IPv6 (one customer usually holds a whole /56).
-func clientNet(remoteAddr string) string {
-	host, _, err := net.SplitHostPort(remoteAddr)
-	if err != nil {
-		host = remoteAddr
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || ip.To4() != nil {
-		return host
-	}
-	return ip.Mask(net.CIDRMask(56, 128)).String() + "/56"
 }
 
 // digest names a user and password for the accepted cache.
@@ -156,7 +109,7 @@ func (c *credential) check(user, password string) bool {
 
 // verify is check within the endpoint's bounds: false, true when the
 // password was accepted; busy when no derivation may run now.
-func (c *credential) verify(from, user, password string) (ok, busy bool) {
+func (c *credential) verify(remoteAddr, user, password string) (ok, busy bool) {
 	d := digest(user, password)
 	c.mu.Lock()
 	hit := c.has && subtle.ConstantTimeCompare(d[:], c.accepted[:]) == 1
@@ -164,24 +117,9 @@ func (c *credential) verify(from, user, password string) (ok, busy bool) {
 	if hit {
 		return true, false
 	}
-	if !c.allow(from) {
+	if !c.limit.Run(remoteAddr, func() { ok = c.check(user, password) }) {
 		return false, true
 	}
-	if c.waiting.Add(1) > maxWaiting {
-		c.waiting.Add(-1)
-		return false, true
-	}
-	t := time.NewTimer(maxWait)
-	select {
-	case c.slot <- struct{}{}:
-		t.Stop()
-		c.waiting.Add(-1)
-	case <-t.C:
-		c.waiting.Add(-1)
-		return false, true
-	}
-	ok = c.check(user, password)
-	<-c.slot
 	if ok {
 		c.mu.Lock()
 		c.accepted, c.has = d, true
@@ -196,11 +134,11 @@ func (c *credential) requireSteward(h http.Handler) http.Handler {
 		user, pass, ok := r.BasicAuth()
 		valid, busy := false, false
 		if ok {
-			valid, busy = c.verify(clientNet(r.RemoteAddr), user, pass)
+			valid, busy = c.verify(r.RemoteAddr, user, pass)
 		}
 		if busy {
 			w.Header().Set("Retry-After", "1")
-			http.Error(w, "429 too many requests: password checks are limited to "+strconv.Itoa(checksPerAddress)+" a second per client network, and "+strconv.Itoa(maxWaiting)+" waiting; retry\n", http.StatusTooManyRequests)
+			http.Error(w, "429 too many requests: password checks are limited to "+strconv.Itoa(kdflimit.PerNetwork)+" a second per client network, and "+strconv.Itoa(kdflimit.MaxWaiting)+" waiting; retry\n", http.StatusTooManyRequests)
 			return
 		}
 		if !valid {
