@@ -461,3 +461,33 @@ func TestSessionState_StatementBytes(t *testing.T) {
 	}
 	check("after DISCARD ALL")
 }
+
+// TestSessionState_StartupSettingsSurviveRollback: start-up parameters
+// and options are the session's own settings, in no transaction, so a
+// first transaction that rolls back keeps them (a ROLLBACK had restored
+// the defaults from before them: pandas over SQLAlchemy lost its
+// dp.error_columns=on option).
+func TestSessionState_StartupSettingsSurviveRollback(t *testing.T) {
+	ss := newSession("alice", &Dataset{Policy: hospitalPolicy(t)}, "16.0 (dpproxy)")
+	s := &ss
+	sp := &startupPacket{params: map[string]string{"application_name": "nb", "options": "-c dp.error_columns=on -c dp.epsilon=0.5"},
+		order: []string{"application_name", "options"}}
+	if err := s.initSettings(sp); err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range []bool{true, false} {
+		if block {
+			s.begin("")
+		}
+		setStmt(t, s, "dp.epsilon", "0.2", false)
+		if block {
+			s.rollback()
+		} else {
+			s.endQuery(true) // the implicit transaction of a failed Query
+		}
+		if s.settings["dp.error_columns"] != "on" || s.settings["dp.epsilon"] != "0.5" || s.settings["application_name"] != "nb" {
+			t.Errorf("after a first transaction that failed (block %v): dp.error_columns %q, dp.epsilon %q, application_name %q; want the start-up values",
+				block, s.settings["dp.error_columns"], s.settings["dp.epsilon"], s.settings["application_name"])
+		}
+	}
+}

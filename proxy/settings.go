@@ -274,6 +274,10 @@ func (s *session) initSettings(sp *startupPacket) error {
 			return err
 		}
 	}
+	// They are the session's own settings, in no transaction: the first
+	// transaction starts from them (a ROLLBACK had restored the defaults
+	// from before them).
+	s.txBegin, s.txCommit = nil, nil
 	return nil
 }
 
