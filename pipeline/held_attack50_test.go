@@ -81,8 +81,15 @@ func TestHeld50_PlanningLinearAtLimits(t *testing.T) {
 		_, _ = Prepare(env, s, nil, c.q) // accepted or refused: both before the charge
 		runtime.ReadMemStats(&m1)
 		alloc := m1.TotalAlloc - m0.TotalAlloc
-		if per := float64(alloc) / float64(len(c.q)); per > 4096 {
-			t.Errorf("%s (%d bytes): Prepare allocated %d MB, %.0f bytes per byte of text (bound 4096)", c.name, len(c.q), alloc>>20, per)
+		// Under the race detector sync.Pool drops objects and the
+		// parser allocates about three times as much (CI: 4,750 bytes
+		// per byte of an int IN list against 1,608 without it).
+		bound := 4096.0
+		if raceBuild {
+			bound *= 4
+		}
+		if per := float64(alloc) / float64(len(c.q)); per > bound {
+			t.Errorf("%s (%d bytes): Prepare allocated %d MB, %.0f bytes per byte of text (bound %.0f)", c.name, len(c.q), alloc>>20, per, bound)
 		} else {
 			t.Logf("%-32s %6d bytes: %5d KB allocated (%.0f per byte)", c.name, len(c.q), alloc>>10, per)
 		}
