@@ -98,6 +98,10 @@ type conn struct {
 	// memory account (memory.go).
 	memCharged int64
 	memAcct    *memAccount
+	// keepAnswer: how many copies of a DP answer the running statement
+	// keeps (a portal 1, a cursor 1, COPY 2; 0 when it is sent at once),
+	// whose room execDP checks before the charge.
+	keepAnswer int
 	// resultReserved: what the result being kept has reserved so far
 	// (reserveResult, growResult); 0 outside one.
 	resultReserved int

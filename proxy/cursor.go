@@ -71,11 +71,10 @@ func (c *conn) execUnlockAll(st *pgsql.SessionStmt) *resultSet {
 // materialize runs the query a DECLARE or COPY wraps, once, on the route
 // Classify gives it (the DP path or the shadow), and returns its rows.
 //
-// A DP answer has copies·dpAnswerRoom of the analyst's memory reserved
-// before it is released (and given back when it returns), so the caller,
-// which keeps copies of it, charges what it keeps without a check once
-// released is true: refused after its charge, it was paid for and lost
-// (attack round 52).
+// The caller keeps copies of a DP answer: room for them is checked before
+// it is released (execDP, keepAnswer), so the caller charges what it keeps
+// without a check once released is true: refused after its charge, it
+// was paid for and lost (attack round 52).
 func (c *conn) materialize(ctx context.Context, query string, copies int) (rs *resultSet, released bool, err error) {
 	route, err := c.srv.rt.classify(c.sess.ds.Policy, query)
 	if err != nil {
@@ -83,12 +82,10 @@ func (c *conn) materialize(ctx context.Context, query string, copies int) (rs *r
 	}
 	switch route {
 	case pgsql.RouteDP:
-		room := copies * dpAnswerRoom
-		if err := c.checkMemory(room); err != nil {
-			return nil, false, err
-		}
+		prev := c.keepAnswer
+		c.keepAnswer = copies
 		rs, err := c.execDP(ctx, query, query)
-		c.chargeMemoryOwn(-room)
+		c.keepAnswer = prev
 		return rs, err == nil, err
 	case pgsql.RouteCatalog:
 		rs, err := c.shadowResult(ctx, query)

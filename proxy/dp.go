@@ -48,6 +48,16 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	plan := st.Plan
 	req := pipeline.Request(env, s, plan)
+	if c.keepAnswer > 0 {
+		// The answer will be kept (a portal, a cursor, COPY): room for
+		// it before the charge, given back once it is built and the
+		// caller charges what it keeps.
+		room := c.keepAnswer * answerRoom(plan, s.ErrorColumns)
+		if err := c.checkMemory(room); err != nil {
+			return nil, err
+		}
+		defer c.chargeMemoryOwn(-room)
+	}
 	if err := c.srv.allowDP(c.sess.analyst); err != nil {
 		c.log.Warn("dp query refused by the rate limit")
 		return nil, err
@@ -86,6 +96,35 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	return answerSet(a)
 }
+
+// answerRoom estimates the memory of a plan's answer before it is
+// released: its groups (the product of its public key domains, at most
+// 60,000 cells' worth: release's checkAnswerCells) times its columns,
+// doubled by dp.error_columns, at answerCellBytes each; a plan whose groups
+// come from partition selection gets privateAnswerRoom, and an answer
+// larger than its estimate is kept once charged.
+func answerRoom(p *rewrite.Plan, errorColumns bool) int {
+	if p.PrivateGroups() {
+		return privateAnswerRoom
+	}
+	groups := 1
+	for _, k := range p.Keys {
+		groups = min(groups*len(k.Domain), 1<<20)
+	}
+	cols := len(p.Outputs)
+	if errorColumns {
+		cols *= 2
+	}
+	return groups * max(cols, 1) * answerCellBytes
+}
+
+// answerCellBytes is a released cell's text and row overhead (a numeric's
+// text, its string and pointer); privateAnswerRoom the room of an answer
+// whose groups come from the data.
+const (
+	answerCellBytes   = 64
+	privateAnswerRoom = 1 << 20
+)
 
 // dpEnv is the pipeline's view of the session's dataset.
 func (c *conn) dpEnv() *pipeline.Env {

@@ -685,16 +685,10 @@ func (c *conn) runKept(ctx context.Context, p *portal) error {
 	if err := c.reserveResult(); err != nil {
 		return err
 	}
-	if mayRelease(p.stmt.st) {
-		// Room for a DP answer before it is charged (attack round 51:
-		// refused after the charge, it was paid for and lost).
-		if err := c.growResult(min(dpAnswerRoom, c.srv.cfg.MaxBufferedResult)); err != nil {
-			c.settleResult(0)
-			return err
-		}
-	}
 	answered := c.sess.lastAnswer
+	c.keepAnswer = 1 // a DP answer's room is checked before its charge (execDP)
 	br, err := c.runPortal(ctx, p)
+	c.keepAnswer = 0
 	if err == nil && c.sess.lastAnswer == answered {
 		err = c.growResult(br.size())
 	}
@@ -709,14 +703,8 @@ func (c *conn) runKept(ctx context.Context, p *portal) error {
 	return nil
 }
 
-// dpAnswerRoom is the memory reserved for a DP answer before it is
-// released: release refuses answers of more than 60,000 cells (groups ×
-// columns) before the charge (checkAnswerCells), each column doubled by
-// dp.error_columns, about 60 bytes of text and row overhead per cell.
-const dpAnswerRoom = 8 << 20
-
 // mayRelease reports whether running st may release a DP answer: a DP
-// statement, or DECLARE or COPY, which may wrap one.
+// statement, or DECLARE, COPY or EXECUTE, which may wrap one.
 func mayRelease(st statement) bool {
 	if st.route == pgsql.RouteDP {
 		return true
