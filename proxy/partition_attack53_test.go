@@ -31,6 +31,7 @@ type meteredUpstream struct {
 	mu       sync.Mutex
 	maxRows  int
 	maxBytes int
+	streamed int // rows handed one at a time (QueryEach)
 }
 
 func (m *meteredUpstream) Query(ctx context.Context, sql string, args ...any) ([][]*string, error) {
@@ -48,6 +49,24 @@ func (m *meteredUpstream) Query(ctx context.Context, sql string, args ...any) ([
 	m.maxRows, m.maxBytes = max(m.maxRows, len(rows)), max(m.maxBytes, n)
 	m.mu.Unlock()
 	return rows, err
+}
+
+// QueryEach passes the rows through one at a time (release.RowStreamer):
+// what it holds at once is one row, and it counts the rows streamed.
+func (m *meteredUpstream) QueryEach(ctx context.Context, sql string, each func(row []*string) error) error {
+	return m.up.(release.RowStreamer).QueryEach(ctx, sql, func(row []*string) error {
+		n := 24 + 8*len(row)
+		for _, v := range row {
+			if v != nil {
+				n += 16 + len(*v)
+			}
+		}
+		m.mu.Lock()
+		m.streamed++
+		m.maxRows, m.maxBytes = max(m.maxRows, 1), max(m.maxBytes, n)
+		m.mu.Unlock()
+		return each(row)
+	})
 }
 
 func (m *meteredUpstream) largest() (rows, bytes int) {
@@ -125,6 +144,11 @@ func startRealDP53(t *testing.T, seed []string, mutate func(*Config)) (*realDP, 
 // bounded before the charge by public quantities, and one analyst must
 // not be able to take the other analysts' sessions down.
 //
+// Fixed: release reads the candidates through release.RowStreamer
+// (internal/upstream.Pool.QueryEach) into a groupSelector that keeps only
+// the groups it selects (release/partition.go); the test's meter passes
+// the rows through one at a time and wants them all streamed.
+//
 // The fix: read the partition-selection rows as a stream (pgx rows.Next
 // through a callback instead of Upstream.Query's [][]*string), noise each
 // candidate's count as it arrives and keep only the groups that pass the
@@ -156,6 +180,12 @@ func TestAttack53_PrivateKeyCandidatesUnboundedMemory(t *testing.T) {
 	t.Logf("err=%v, charges=%d; largest upstream result held by the release: %d rows, %d bytes", err, charged, rows, bytes)
 	if err != nil && charged == 0 {
 		return // refused before the charge: bounded
+	}
+	meter.mu.Lock()
+	streamed := meter.streamed
+	meter.mu.Unlock()
+	if charged > 0 && streamed < patients {
+		t.Errorf("the release read %d candidate rows one at a time, want all %d (release.RowStreamer)", streamed, patients)
 	}
 	if bytes > bound {
 		t.Errorf("one private-key GROUP BY (charged %d time(s)) made the proxy hold %d rows, %d bytes of one upstream result at once (%d patients × %d-byte keys), over %d bytes (the analyst's whole memory bound); nothing public bounds it before the charge",

@@ -29,6 +29,16 @@ type Upstream interface {
 	Query(ctx context.Context, sql string, args ...any) ([][]*string, error)
 }
 
+// RowStreamer is an Upstream that also hands a query's rows one at a time
+// (internal/upstream.Pool does). Partition selection reads its candidate
+// groups through it and keeps only those it selects, so a GROUP BY of a
+// private key with many distinct values holds one candidate at a time
+// rather than all of them (attack round 53: 20,000 keys of 4,000 bytes
+// had been held at once, 82 MB). each may keep the row it is given.
+type RowStreamer interface {
+	QueryEach(ctx context.Context, sql string, each func(row []*string) error) error
+}
+
 // Planner plans a statement again with the clamping bounds release chose
 // by DP (dp.clipping = auto): the statement and options of p.Clip
 // (dpplan.AutoClip.Statement), under ds with the chosen bounds

@@ -3,6 +3,7 @@
 package release
 
 import (
+	"crypto/sha256"
 	"math"
 	"math/big"
 	"sort"
@@ -255,81 +256,112 @@ func (s *selection) events() []accountant.Event {
 // kept group by the quantile mechanism, exactly as for public keys (the
 // privacy argument above covers any ε_meas-DP release per kept group).
 func selectGroups(plan *dpplan.Plan, sel *selection, rows [][]*string) ([][]string, [][]*big.Rat, [][]*string, error) {
-	nk, nm := len(plan.Keys), len(plan.Measures)
-	domains := make([]map[string]bool, nk)
+	gs := newGroupSelector(plan, sel)
+	for _, row := range rows {
+		if err := gs.add(row); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return gs.result()
+}
+
+// groupSelector is selectGroups one row at a time (add), so that rows
+// streamed from upstream (RowStreamer) are kept only when selected: it
+// holds the kept groups and, for the check that no group comes twice, a
+// 16-byte digest of each candidate's keys.
+type groupSelector struct {
+	plan    *dpplan.Plan
+	sel     *selection
+	domains []map[string]bool
+	seen    map[[16]byte]bool
+	groups  [][]string
+	values  [][]*big.Rat
+	raws    [][]*string
+}
+
+func newGroupSelector(plan *dpplan.Plan, sel *selection) *groupSelector {
+	gs := &groupSelector{plan: plan, sel: sel, domains: make([]map[string]bool, len(plan.Keys)), seen: map[[16]byte]bool{}}
 	for i, k := range plan.Keys {
 		if k.Private {
 			continue
 		}
-		domains[i] = map[string]bool{}
+		gs.domains[i] = map[string]bool{}
 		for _, v := range k.Domain {
-			domains[i][canonicalKey(k.Type, v)] = true
+			gs.domains[i][canonicalKey(k.Type, v)] = true
 		}
 	}
-	seen := map[string]bool{}
-	var groups [][]string
-	var values [][]*big.Rat
-	var raws [][]*string
-rows:
-	for _, row := range rows {
-		if len(row) != nk+nm+1 {
-			return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
+	return gs
+}
+
+// add takes one candidate row: its keys, measures and distinct units.
+func (gs *groupSelector) add(row []*string) error {
+	plan := gs.plan
+	nk, nm := len(plan.Keys), len(plan.Measures)
+	if len(row) != nk+nm+1 {
+		return pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
+	}
+	key := make([]string, nk)
+	for i := 0; i < nk; i++ {
+		if row[i] == nil {
+			return nil
 		}
-		key := make([]string, nk)
-		for i := 0; i < nk; i++ {
-			if row[i] == nil {
-				continue rows
-			}
-			key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
-			if domains[i] != nil && !domains[i][key[i]] {
-				continue rows
-			}
+		key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+		if gs.domains[i] != nil && !gs.domains[i][key[i]] {
+			return nil
 		}
-		id := strings.Join(key, "\x00")
-		if seen[id] {
-			return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
+	}
+	sum := sha256.Sum256([]byte(strings.Join(key, "\x00")))
+	id := [16]byte(sum[:16])
+	if gs.seen[id] {
+		return pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
+	}
+	gs.seen[id] = true
+	units, ok := parseCount(row[nk+nm])
+	if !ok {
+		return pgerr.New(pgerr.InternalError, "internal error: upstream returned an invalid unit count")
+	}
+	noisy, err := gs.sel.mech.AddNoise(units)
+	if err != nil {
+		return pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+	}
+	if noisy.Cmp(gs.sel.threshold) < 0 {
+		return nil // dropped: its keys and measures are never used
+	}
+	ms := make([]*big.Rat, nm)
+	rs := make([]*string, nm)
+	for i := 0; i < nm; i++ {
+		ms[i] = new(big.Rat)
+		if row[nk+i] == nil {
+			continue
 		}
-		seen[id] = true
-		units, ok := parseCount(row[nk+nm])
+		if plan.Measures[i].Kind == dpplan.MeasureQuantile {
+			rs[i] = row[nk+i]
+			continue
+		}
+		v, ok := new(big.Rat).SetString(*row[nk+i])
 		if !ok {
-			return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an invalid unit count")
+			return pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
 		}
-		noisy, err := sel.mech.AddNoise(units)
-		if err != nil {
-			return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+		if plan.Measures[i].Integer && !v.IsInt() {
+			return pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
 		}
-		if noisy.Cmp(sel.threshold) < 0 {
-			continue // dropped: its keys and measures are never used
-		}
-		ms := make([]*big.Rat, nm)
-		rs := make([]*string, nm)
-		for i := 0; i < nm; i++ {
-			ms[i] = new(big.Rat)
-			if row[nk+i] == nil {
-				continue
-			}
-			if plan.Measures[i].Kind == dpplan.MeasureQuantile {
-				rs[i] = row[nk+i]
-				continue
-			}
-			v, ok := new(big.Rat).SetString(*row[nk+i])
-			if !ok {
-				return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
-			}
-			if plan.Measures[i].Integer && !v.IsInt() {
-				return nil, nil, nil, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
-			}
-			ms[i] = v
-		}
-		groups = append(groups, key)
-		values = append(values, ms)
-		raws = append(raws, rs)
+		ms[i] = v
 	}
+	gs.groups = append(gs.groups, key)
+	gs.values = append(gs.values, ms)
+	gs.raws = append(gs.raws, rs)
+	return nil
+}
+
+// result returns the kept groups in key order, with their measures and
+// quantile summaries.
+func (gs *groupSelector) result() ([][]string, [][]*big.Rat, [][]*string, error) {
+	groups, values, raws := gs.groups, gs.values, gs.raws
 	idx := make([]int, len(groups))
 	for i := range idx {
 		idx[i] = i
 	}
-	sort.Slice(idx, func(a, b int) bool { return lessKeys(plan.Keys, groups[idx[a]], groups[idx[b]]) })
+	sort.Slice(idx, func(a, b int) bool { return lessKeys(gs.plan.Keys, groups[idx[a]], groups[idx[b]]) })
 	sg, sv, sr := make([][]string, len(idx)), make([][]*big.Rat, len(idx)), make([][]*string, len(idx))
 	for i, j := range idx {
 		sg[i], sv[i], sr[i] = groups[j], values[j], raws[j]

@@ -197,26 +197,38 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 			rows = own // the plan's own bound: answered by the same scan
 		}
 	}
-	if rows == nil {
-		var err error
-		if rows, err = req.Upstream.Query(ctx, plan.SQL); err != nil {
-			return nil, nil, err
-		}
-	}
 	var values [][]*big.Rat
 	var raw [][]*string  // quantile summaries (quantile.go)
 	var units []*big.Rat // the groups' unit counts (minunits.go)
 	var err error
+	streamer, stream := req.Upstream.(RowStreamer)
+	stream = stream && rows == nil && sel != nil && cal.cells == nil
+	switch {
+	case stream:
+		// Partition selection over candidates read one at a time: only
+		// the kept groups are held (partition.go).
+		gs := newGroupSelector(plan, sel)
+		if err := streamer.QueryEach(ctx, plan.SQL, gs.add); err != nil {
+			return nil, nil, err
+		}
+		groups, values, raw, err = gs.result()
+	case rows == nil:
+		if rows, err = req.Upstream.Query(ctx, plan.SQL); err != nil {
+			return nil, nil, err
+		}
+	}
 	if cal.cells != nil {
 		if rows, units, err = unitCounts(plan, groups, rows); err != nil {
 			return nil, nil, err
 		}
 	}
-	if sel != nil {
+	switch {
+	case stream:
+	case sel != nil:
 		// Partition selection: only the kept groups go on (their
 		// quantile summaries too, partition.go).
 		groups, values, raw, err = selectGroups(plan, sel, rows)
-	} else {
+	default:
 		values, raw, err = collect(plan, groups, rows)
 	}
 	if err != nil {

@@ -78,9 +78,29 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 // own log_statement/log_min_duration_statement can print bind values; see
 // SECURITY.md, "Sample-and-aggregate key".)
 func (p *Pool) Query(ctx context.Context, sql string, args ...any) ([][]*string, error) {
+	var out [][]*string
+	err := p.run(ctx, sql, args, func(row []*string) error {
+		out = append(out, row)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// QueryEach is Query with the rows handed to each one at a time, as they
+// arrive (each may keep them): the caller holds only what it keeps. It
+// implements release.RowStreamer.
+func (p *Pool) QueryEach(ctx context.Context, sql string, each func(row []*string) error) error {
+	return p.run(ctx, sql, nil, each)
+}
+
+// run runs sql as Query does and hands each row to each.
+func (p *Pool) run(ctx context.Context, sql string, args []any, each func(row []*string) error) error {
 	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, fmt.Errorf("upstream begin: %w", err)
+		return fmt.Errorf("upstream begin: %w", err)
 	}
 	defer tx.Rollback(context.Background())
 	// One round trip (simple protocol, no arguments) for the transaction's
@@ -89,7 +109,7 @@ func (p *Pool) Query(ctx context.Context, sql string, args ...any) ([][]*string,
 	// unit the per-unit aggregate and the unit joins finish inside each
 	// partition; on other tables the planner has nothing to do with them.
 	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d; %s", p.timeout.Milliseconds(), partitionwiseSQL)); err != nil {
-		return nil, fmt.Errorf("upstream transaction settings: %w", err)
+		return fmt.Errorf("upstream transaction settings: %w", err)
 	}
 	mode := pgx.QueryExecModeSimpleProtocol
 	if len(args) > 0 {
@@ -97,24 +117,33 @@ func (p *Pool) Query(ctx context.Context, sql string, args ...any) ([][]*string,
 	}
 	rows, err := tx.Query(ctx, sql, append([]any{mode}, args...)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out, err := TextRows(rows)
-	if err != nil {
-		return nil, err
+	if err := eachTextRow(rows, each); err != nil {
+		return err
 	}
 	if err := tx.Commit(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
-		return nil, err
+		return err
 	}
-	return out, nil
+	return nil
 }
 
 // TextRows reads every row of rows as text, NULL as nil, and closes rows.
 // The rows must have been queried in a mode that returns text (the simple
 // protocol, or QueryExecModeExec, which asks for text results).
 func TextRows(rows pgx.Rows) ([][]*string, error) {
-	defer rows.Close()
 	var out [][]*string
+	err := eachTextRow(rows, func(row []*string) error {
+		out = append(out, row)
+		return nil
+	})
+	return out, err
+}
+
+// eachTextRow hands every row of rows to each as text, NULL as nil, and
+// closes rows; an error of each stops it.
+func eachTextRow(rows pgx.Rows, each func(row []*string) error) error {
+	defer rows.Close()
 	for rows.Next() {
 		raw := rows.RawValues()
 		row := make([]*string, len(raw))
@@ -124,9 +153,11 @@ func TextRows(rows pgx.Rows) ([][]*string, error) {
 				row[i] = &s
 			}
 		}
-		out = append(out, row)
+		if err := each(row); err != nil {
+			return err
+		}
 	}
-	return out, rows.Err()
+	return rows.Err()
 }
 
 // Close closes the pool.
