@@ -75,6 +75,9 @@ var mutations = []mutation{
 		{"pgemit/bounds_sql.go", `	return "LEAST(GREATEST(" + QuoteIdent(c) + "::numeric, " + NumericConst(t.Columns[c].Lower) + "), " +
 		NumericConst(t.Columns[c].Upper) + ")"`, `	return QuoteIdent(c) + "::numeric"`},
 	}},
+	{"partition selection keeps every candidate", "./release", []edit{
+		{"release/partition.go", "\tif noisy.Cmp(gs.sel.threshold) < 0 {\n", "\tif false && noisy.Cmp(gs.sel.threshold) < 0 {\n"},
+	}},
 	{"off-by-one quantile utility", "./release", []edit{
 		{"release/quantile.go", "\t\td := max(0, below+1-b, a-atOrBelow)\n", "\t\td := max(0, below-b, a-atOrBelow)\n"},
 	}},
