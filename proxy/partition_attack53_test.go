@@ -53,7 +53,7 @@ func (m *meteredUpstream) Query(ctx context.Context, sql string, args ...any) ([
 
 // QueryEach passes the rows through one at a time (release.RowStreamer):
 // what it holds at once is one row, and it counts the rows streamed.
-func (m *meteredUpstream) QueryEach(ctx context.Context, sql string, each func(row []*string) error) error {
+func (m *meteredUpstream) QueryEach(ctx context.Context, sql string, each func(row []*string) error, args ...any) error {
 	return m.up.(release.RowStreamer).QueryEach(ctx, sql, func(row []*string) error {
 		n := 24 + 8*len(row)
 		for _, v := range row {
@@ -66,7 +66,7 @@ func (m *meteredUpstream) QueryEach(ctx context.Context, sql string, each func(r
 		m.maxRows, m.maxBytes = max(m.maxRows, 1), max(m.maxBytes, n)
 		m.mu.Unlock()
 		return each(row)
-	})
+	}, args...)
 }
 
 func (m *meteredUpstream) largest() (rows, bytes int) {

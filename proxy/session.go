@@ -520,8 +520,11 @@ func (s *session) deallocate(target string) (string, error) {
 // discardAll runs DISCARD ALL: settings to their defaults, no prepared
 // statement, portal or cursor left. It cannot run in a transaction block.
 func (s *session) discardAll() error {
-	if s.txStatus != 'I' {
-		return pgerr.New(pgerr.ActiveSQLTransaction, "DISCARD ALL cannot run inside a transaction block")
+	if s.txStatus != 'I' || s.implicitTx {
+		// A multi-statement Query is an implicit transaction block, as
+		// in PostgreSQL (attack round 54).
+		return pgerr.New(pgerr.ActiveSQLTransaction, "DISCARD ALL cannot run inside a transaction block").
+			WithHint("send DISCARD ALL as a statement of its own")
 	}
 	if s.pipelined {
 		return pgerr.New(pgerr.ActiveSQLTransaction, "DISCARD ALL cannot be executed within a pipeline").

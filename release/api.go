@@ -36,7 +36,7 @@ type Upstream interface {
 // rather than all of them (attack round 53: 20,000 keys of 4,000 bytes
 // had been held at once, 82 MB). each may keep the row it is given.
 type RowStreamer interface {
-	QueryEach(ctx context.Context, sql string, each func(row []*string) error) error
+	QueryEach(ctx context.Context, sql string, each func(row []*string) error, args ...any) error
 }
 
 // Planner plans a statement again with the clamping bounds release chose

@@ -4,6 +4,7 @@ package release
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"math/big"
 	"sort"
@@ -175,34 +176,21 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	req, plan := cal.req, cal.req.Plan
 	sa, private, groups := plan.SampleAgg, plan.PrivateGroups(), cal.groups
 	count, stats, tau := cal.saCount, cal.saStats, cal.saTau
-	// The key is passed as bind parameters, never in the SQL text. From
-	// here on, every error is an incident (incident.go).
-	rows, err := req.Upstream.Query(ctx, plan.SQL, plan.QueryArgs(req.Dataset)...)
-	if err != nil {
-		return nil, nil, err
-	}
-	if private {
-		groups = dataGroups(plan, rows)
-	}
-	levels, err := collectLevels(plan, groups, rows)
-	if err != nil {
-		return nil, nil, err
-	}
-
 	// Per group: noise n, keep the group iff ñ ≥ τ (private keys), choose
 	// k (post-processing), noise S of level k.
 	var ks []int
 	minUnits, suppressed := minUnitsOf(plan), 0
 	var rowsOut [][]value
-	for g := range groups {
+	var outKeys [][]string // the released rows' keys, for the streamed order
+	release := func(key []string, lv map[int][]*big.Rat) error {
 		k := sa.Levels[0]
 		if count != nil {
-			nt, err := count.AddNoise(levels[g][sa.Levels[0]][sa.CountMeasure])
+			nt, err := count.AddNoise(lv[sa.Levels[0]][sa.CountMeasure])
 			if err != nil {
-				return nil, nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+				return pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
 			}
 			if tau != nil && nt.Cmp(tau) < 0 {
-				continue // not selected: nothing of this group is released
+				return nil // not selected: nothing of this group is released
 			}
 			f, _ := nt.Float64()
 			if len(sa.Levels) > 1 {
@@ -217,20 +205,20 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 				for i, o := range plan.Outputs {
 					row[i] = value{null: true}
 					if o.Kind == dpplan.OutputKey {
-						t := keyText(o.PGType, groups[g][o.Key])
+						t := keyText(o.PGType, key[o.Key])
 						row[i] = value{key: &t}
 					}
 				}
-				rowsOut = append(rowsOut, row)
-				continue
+				rowsOut, outKeys = append(rowsOut, row), append(outKeys, key)
+				return nil
 			}
 		}
 		ks = append(ks, k)
 		noisy := make([]*big.Rat, len(stats))
 		for i, m := range stats {
-			v, err := m.mech.AddNoise(levels[g][k][i])
+			v, err := m.mech.AddNoise(lv[k][i])
 			if err != nil {
-				return nil, nil, pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+				return pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
 			}
 			noisy[i] = v
 		}
@@ -238,15 +226,60 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		for i, o := range plan.Outputs {
 			switch o.Kind {
 			case dpplan.OutputKey:
-				t := keyText(o.PGType, groups[g][o.Key])
+				t := keyText(o.PGType, key[o.Key])
 				row[i] = value{key: &t}
 			case dpplan.OutputSampleAgg:
 				row[i] = value{num: sampleAggAnswer(noisy[o.Measure], k, o.Lower, o.Upper), decimals: 6}
 			default:
-				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
+				return pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
 			}
 		}
-		rowsOut = append(rowsOut, row)
+		rowsOut, outKeys = append(rowsOut, row), append(outKeys, key)
+		return nil
+	}
+
+	// The key is passed as bind parameters, never in the SQL text. From
+	// here on, every error is an incident (incident.go).
+	if streamer, ok := req.Upstream.(RowStreamer); ok && private {
+		// Private keys: the candidate groups come from the data, about
+		// one row per block level each, ordered by key (the SQL's ORDER
+		// BY): read one group at a time and keep only the released ones
+		// (attack round 54: all candidates had been held at once). The
+		// rows are then sorted by key as the other path's are.
+		gr := newGroupReader(plan, release)
+		if err := streamer.QueryEach(ctx, plan.SQL, gr.add, plan.QueryArgs(req.Dataset)...); err != nil {
+			return nil, nil, err
+		}
+		if err := gr.flush(); err != nil {
+			return nil, nil, err
+		}
+		idx := make([]int, len(rowsOut))
+		for i := range idx {
+			idx[i] = i
+		}
+		sort.SliceStable(idx, func(a, b int) bool { return lessKeys(plan.Keys, outKeys[idx[a]], outKeys[idx[b]]) })
+		sorted := make([][]value, len(idx))
+		for i, j := range idx {
+			sorted[i] = rowsOut[j]
+		}
+		rowsOut = sorted
+	} else {
+		rows, err := req.Upstream.Query(ctx, plan.SQL, plan.QueryArgs(req.Dataset)...)
+		if err != nil {
+			return nil, nil, err
+		}
+		if private {
+			groups = dataGroups(plan, rows)
+		}
+		levels, err := collectLevels(plan, groups, rows)
+		if err != nil {
+			return nil, nil, err
+		}
+		for g := range groups {
+			if err := release(groups[g], levels[g]); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 
 	out := &Result{ReservationID: res.ID, Cost: res.Cost, Fingerprint: key}
@@ -347,59 +380,144 @@ func dataGroups(plan *dpplan.Plan, rows [][]*string) [][]string {
 // all zero; rows of a group outside the domains are ignored (the SQL
 // already filters them).
 func collectLevels(plan *dpplan.Plan, groups [][]string, rows [][]*string) ([]map[int][]*big.Rat, error) {
-	nk, nm := len(plan.Keys), len(plan.Measures)
 	index := make(map[string]int, len(groups))
 	for i, g := range groups {
 		index[strings.Join(g, "\x00")] = i
 	}
 	out := make([]map[int][]*big.Rat, len(groups))
 	for g := range out {
-		out[g] = make(map[int][]*big.Rat, len(plan.SampleAgg.Levels))
-		for _, k := range plan.SampleAgg.Levels {
-			vs := make([]*big.Rat, nm)
-			for i := range vs {
-				vs[i] = new(big.Rat)
-			}
-			out[g][k] = vs
-		}
+		out[g] = newLevels(plan)
 	}
 	seen := map[string]bool{}
 	for _, row := range rows {
-		if len(row) != nk+1+nm || row[nk] == nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
-		}
-		key := make([]string, nk)
-		skip := false
-		for i := 0; i < nk; i++ {
-			if row[i] == nil {
-				skip = true
-				break
-			}
-			key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+		key, k, vals, err := levelRow(plan, row)
+		if err != nil {
+			return nil, err
 		}
 		g, ok := index[strings.Join(key, "\x00")]
-		if skip || !ok {
+		if key == nil || !ok {
 			continue
 		}
-		k, err := strconv.Atoi(*row[nk])
-		if err != nil || out[g][k] == nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected block count")
+		if out[g][k] == nil {
+			return nil, errBlockCount()
 		}
 		id := strconv.Itoa(g) + "/" + strconv.Itoa(k)
 		if seen[id] {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
+			return nil, errGroupTwice()
 		}
 		seen[id] = true
-		for i := 0; i < nm; i++ {
-			if row[nk+1+i] == nil {
-				continue
-			}
-			v, ok := new(big.Rat).SetString(*row[nk+1+i])
-			if !ok {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
-			}
-			out[g][k][i] = v
-		}
+		out[g][k] = vals
 	}
 	return out, nil
+}
+
+// newLevels is a group's measures per block level, all zero.
+func newLevels(plan *dpplan.Plan) map[int][]*big.Rat {
+	lv := make(map[int][]*big.Rat, len(plan.SampleAgg.Levels))
+	for _, k := range plan.SampleAgg.Levels {
+		vs := make([]*big.Rat, len(plan.Measures))
+		for i := range vs {
+			vs[i] = new(big.Rat)
+		}
+		lv[k] = vs
+	}
+	return lv
+}
+
+// levelRow reads one row of a sample-and-aggregate SQL: its canonical
+// keys (nil when one is NULL), its level k and its measures (NULL as 0).
+func levelRow(plan *dpplan.Plan, row []*string) (key []string, k int, vals []*big.Rat, err error) {
+	nk, nm := len(plan.Keys), len(plan.Measures)
+	if len(row) != nk+1+nm || row[nk] == nil {
+		return nil, 0, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
+	}
+	key = make([]string, nk)
+	for i := 0; i < nk; i++ {
+		if row[i] == nil {
+			return nil, 0, nil, nil
+		}
+		key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+	}
+	if k, err = strconv.Atoi(*row[nk]); err != nil {
+		return nil, 0, nil, errBlockCount()
+	}
+	vals = make([]*big.Rat, nm)
+	for i := 0; i < nm; i++ {
+		vals[i] = new(big.Rat)
+		if row[nk+1+i] == nil {
+			continue
+		}
+		v, ok := new(big.Rat).SetString(*row[nk+1+i])
+		if !ok {
+			return nil, 0, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
+		}
+		vals[i] = v
+	}
+	return key, k, vals, nil
+}
+
+func errBlockCount() error {
+	return pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected block count")
+}
+
+func errGroupTwice() error {
+	return pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
+}
+
+// groupReader reads a private-key sample-and-aggregate SQL's rows one at
+// a time (they come ordered by key) and hands each group's levels to
+// release when the next group begins (and at flush). A group whose rows
+// are not contiguous, or a level twice, is an internal error; it keeps a
+// 16-byte digest per group seen for that check.
+type groupReader struct {
+	plan    *dpplan.Plan
+	release func(key []string, lv map[int][]*big.Rat) error
+	key     []string
+	id      string
+	lv      map[int][]*big.Rat
+	got     map[int]bool
+	seen    map[[16]byte]bool
+}
+
+func newGroupReader(plan *dpplan.Plan, release func([]string, map[int][]*big.Rat) error) *groupReader {
+	return &groupReader{plan: plan, release: release, seen: map[[16]byte]bool{}}
+}
+
+// add takes one row.
+func (gr *groupReader) add(row []*string) error {
+	key, k, vals, err := levelRow(gr.plan, row)
+	if err != nil || key == nil {
+		return err
+	}
+	if id := strings.Join(key, "\x00"); gr.key == nil || id != gr.id {
+		if err := gr.flush(); err != nil {
+			return err
+		}
+		sum := sha256.Sum256([]byte(id))
+		d := [16]byte(sum[:16])
+		if gr.seen[d] {
+			return errGroupTwice()
+		}
+		gr.seen[d] = true
+		gr.key, gr.id, gr.lv, gr.got = key, id, newLevels(gr.plan), map[int]bool{}
+	}
+	if gr.lv[k] == nil {
+		return errBlockCount()
+	}
+	if gr.got[k] {
+		return errGroupTwice()
+	}
+	gr.got[k] = true
+	gr.lv[k] = vals
+	return nil
+}
+
+// flush releases the group being read, if any.
+func (gr *groupReader) flush() error {
+	if gr.key == nil {
+		return nil
+	}
+	key, lv := gr.key, gr.lv
+	gr.key, gr.lv = nil, nil
+	return gr.release(key, lv)
 }

@@ -92,8 +92,8 @@ func (p *Pool) Query(ctx context.Context, sql string, args ...any) ([][]*string,
 // QueryEach is Query with the rows handed to each one at a time, as they
 // arrive (each may keep them): the caller holds only what it keeps. It
 // implements release.RowStreamer.
-func (p *Pool) QueryEach(ctx context.Context, sql string, each func(row []*string) error) error {
-	return p.run(ctx, sql, nil, each)
+func (p *Pool) QueryEach(ctx context.Context, sql string, each func(row []*string) error, args ...any) error {
+	return p.run(ctx, sql, args, each)
 }
 
 // run runs sql as Query does and hands each row to each.
