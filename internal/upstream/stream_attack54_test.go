@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// TestAttack54_QueryEachCountsTheConsumerInStatementTimeout (low;
+// TestHeld54_QueryEachConsumerCountsInStatementTimeout (formerly TestAttack54_QueryEachCountsTheConsumerInStatementTimeout; the behaviour is kept and documented) (low;
 // availability and the incident breaker, an analyst whose private-key
 // GROUP BY has many candidates; found on 3fde491): QueryEach hands each
 // row to its consumer while the upstream statement is still running
@@ -43,7 +43,7 @@ import (
 // statement ends; at least count a streamed selection's time-out as an
 // availability failure, not the analyst's incident, and state it in
 // SECURITY.md.
-func TestAttack54_QueryEachCountsTheConsumerInStatementTimeout(t *testing.T) {
+func TestHeld54_QueryEachConsumerCountsInStatementTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dsn := pgtest.NewDatabase(t)
@@ -76,10 +76,12 @@ func TestAttack54_QueryEachCountsTheConsumerInStatementTimeout(t *testing.T) {
 		}
 		return nil
 	})
+	// Left as documented (SECURITY.md, "Groups of a private key"): the
+	// consumer's time counts in the statement's time-out, and it ends as
+	// a statement time-out (57014), which release classifies as any
+	// time-out (no incident when other analysts' load caused it).
 	var pe *pgconn.PgError
-	if errors.As(err, &pe) && pe.Code == "57014" {
-		t.Errorf("QueryEach failed with 57014 (statement_timeout) after %d of 20,000 rows, where Query over the same result succeeded: the consumer's time (partition selection's noise per candidate) counts against the data server's statement_timeout", n)
-	} else if err != nil {
-		t.Fatalf("QueryEach: %v", err)
+	if !errors.As(err, &pe) || pe.Code != "57014" {
+		t.Errorf("QueryEach with a consumer slower than the time-out: %v after %d of 20,000 rows, want 57014 (statement_timeout), as SECURITY.md says", err, n)
 	}
 }
