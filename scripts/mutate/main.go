@@ -45,7 +45,7 @@ type mutation struct {
 }
 
 // e2eTests are the end-to-end tests every mutation runs against.
-const e2eTests = "^(TestPgx_CountsCloseToTruth|TestGaussian_EndToEnd|TestPower_ContributionBounds|TestPower_QuantileUtility|TestPower_IntegerModeCounts)$"
+const e2eTests = "^(TestPgx_CountsCloseToTruth|TestGaussian_EndToEnd|TestPower_ContributionBounds|TestPower_QuantileUtility|TestPower_IntegerModeCounts|TestPartitionSelection_EndToEnd)$"
 
 const (
 	lapIntOld  = "\tt := scale\n\tif !p.Integer {"
