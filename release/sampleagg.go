@@ -4,7 +4,6 @@ package release
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"math/big"
 	"sort"
@@ -493,8 +492,7 @@ func (gr *groupReader) add(row []*string) error {
 		if err := gr.flush(); err != nil {
 			return err
 		}
-		sum := sha256.Sum256([]byte(id))
-		d := [16]byte(sum[:16])
+		d := groupDigest(id)
 		if gr.seen[d] {
 			return errGroupTwice()
 		}
