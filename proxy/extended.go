@@ -693,7 +693,8 @@ func (c *conn) runKept(ctx context.Context, p *portal) error {
 		err = c.growResult(br.size())
 	}
 	// A DP answer was released (and charged): kept even where it outgrows
-	// dpAnswerRoom, rather than refused after its charge.
+	// the room execDP checked for it (answerRoom), rather than refused
+	// after its charge.
 	if err != nil {
 		c.settleResult(0)
 		return err
