@@ -6,12 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgtest"
-	"github.com/dpproxy/dpproxy/internal/upstream"
-	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/release"
-	"github.com/dpproxy/dpproxy/rewrite"
-	"go.uber.org/zap/zaptest"
 )
 
 // Attack round 53: partition selection with private keys (SECURITY.md,
@@ -80,41 +75,12 @@ func (m *meteredUpstream) largest() (rows, bytes int) {
 // meteredUpstream.
 func startRealDP53(t *testing.T, seed []string, mutate func(*Config)) (*realDP, *meteredUpstream) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a proxy over PostgreSQL (skipped under -short only)")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	dataDSN := shadowDB(t)
-	if err := pgtest.Exec(ctx, dataDSN, append(seed, `ANALYZE`)...); err != nil {
-		t.Fatal(err)
-	}
-	up, err := upstream.New(ctx, upstream.Config{DSN: dataDSN, StatementTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(up.Close)
-	mu := &meteredUpstream{up: up}
-	ledgerDSN := pgtest.NewDatabase(t)
-	led, err := ledger.Open(ctx, ledgerDSN, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(led.Close)
-	rel, err := release.New(release.Config{Ledger: led, Planner: rewrite.Replan})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
-		c.Releaser, c.Ledger = rel, led
-		for _, d := range c.Datasets {
-			d.Upstream = mu
-		}
-		if mutate != nil {
-			mutate(c)
-		}
-	}})
-	return &realDP{testServer: ts, ledgerDSN: ledgerDSN, led: led, rel: rel}, mu
+	var mu *meteredUpstream
+	r := startRealDPOver(t, seed, func(up release.Upstream) release.Upstream {
+		mu = &meteredUpstream{up: up}
+		return mu
+	}, mutate)
+	return r, mu
 }
 
 // TestAttack53_PrivateKeyCandidatesUnboundedMemory (medium; any

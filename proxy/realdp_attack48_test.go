@@ -41,19 +41,26 @@ type realDP struct {
 // 10,000 visits, deterministic), a shadow catalog, and a fresh ledger.
 func startRealDP(t *testing.T, mutate func(*Config)) *realDP {
 	t.Helper()
+	return startRealDPOver(t, []string{
+		`INSERT INTO patients SELECT p, 1930 + p % 90, CASE WHEN p % 2 = 0 THEN 'F' ELSE 'M' END,
+			(ARRAY['north','south','east','west','central'])[1 + p % 5] FROM generate_series(1, 2000) p`,
+		`INSERT INTO visits SELECT 1 + v % 2000, DATE '2020-01-01' + (v * 7) % 1800,
+			(ARRAY['cardiology','emergency','neurology','oncology','orthopedics','pediatrics','surgery'])[1 + v % 7],
+			'D' || (v % 13), 1 + v % 100, (v % 500) * 3.5, v % 10 FROM generate_series(1, 10000) v`,
+	}, nil, mutate)
+}
+
+// startRealDPOver is startRealDP over the data seed inserts; wrap, when
+// not nil, wraps the upstream the datasets use (a meter).
+func startRealDPOver(t *testing.T, seed []string, wrap func(release.Upstream) release.Upstream, mutate func(*Config)) *realDP {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a proxy over PostgreSQL (skipped under -short only)")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dataDSN := shadowDB(t)
-	if err := pgtest.Exec(ctx, dataDSN,
-		`INSERT INTO patients SELECT p, 1930 + p % 90, CASE WHEN p % 2 = 0 THEN 'F' ELSE 'M' END,
-			(ARRAY['north','south','east','west','central'])[1 + p % 5] FROM generate_series(1, 2000) p`,
-		`INSERT INTO visits SELECT 1 + v % 2000, DATE '2020-01-01' + (v * 7) % 1800,
-			(ARRAY['cardiology','emergency','neurology','oncology','orthopedics','pediatrics','surgery'])[1 + v % 7],
-			'D' || (v % 13), 1 + v % 100, (v % 500) * 3.5, v % 10 FROM generate_series(1, 10000) v`,
-		`ANALYZE`); err != nil {
+	if err := pgtest.Exec(ctx, dataDSN, append(seed, `ANALYZE`)...); err != nil {
 		t.Fatal(err)
 	}
 	up, err := upstream.New(ctx, upstream.Config{DSN: dataDSN, StatementTimeout: 30 * time.Second})
@@ -61,6 +68,10 @@ func startRealDP(t *testing.T, mutate func(*Config)) *realDP {
 		t.Fatal(err)
 	}
 	t.Cleanup(up.Close)
+	var dsUp release.Upstream = up
+	if wrap != nil {
+		dsUp = wrap(up)
+	}
 	ledgerDSN := pgtest.NewDatabase(t)
 	led, err := ledger.Open(ctx, ledgerDSN, zaptest.NewLogger(t))
 	if err != nil {
@@ -74,7 +85,7 @@ func startRealDP(t *testing.T, mutate func(*Config)) *realDP {
 	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
 		c.Releaser, c.Ledger = rel, led
 		for _, d := range c.Datasets {
-			d.Upstream = up
+			d.Upstream = dsUp
 		}
 		if mutate != nil {
 			mutate(c)

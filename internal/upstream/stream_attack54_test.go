@@ -56,14 +56,13 @@ func TestHeld54_QueryEachConsumerCountsInStatementTimeout(t *testing.T) {
 	// 20,000 rows of 2,000 bytes: 40 MB, far more than the sockets
 	// between the data server and the proxy buffer.
 	const sql = `SELECT g, repeat('x', 2000) FROM generate_series(1, 20000) g`
-	rows, err := p.Query(ctx, sql)
-	if err != nil {
-		t.Skipf("inconclusive: Query itself did not finish within %v on this machine: %v", timeout, err)
-	}
-	if len(rows) != 20000 {
+	// The buffered path for contrast (on a loaded machine it may itself
+	// time out; the assertion below holds either way, so no skip).
+	if rows, err := p.Query(ctx, sql); err != nil {
+		t.Logf("Query itself did not finish within %v on this machine: %v", timeout, err)
+	} else if len(rows) != 20000 {
 		t.Fatalf("Query returned %d rows, want 20000", len(rows))
 	}
-	rows = nil
 	n, slow := 0, false
 	err = p.QueryEach(ctx, sql, func(row []*string) error {
 		n++
