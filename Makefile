@@ -74,7 +74,7 @@ CITUS_TIMEOUT ?= 12m
 # Citus-specific ones and the DP suite's aggregates, quantile methods,
 # joins, partition selection, post-processing, automatic bounds and
 # clipping, sample-and-aggregate and EXPLAIN.
-CITUS_TESTS ?= ^(TestCitus_.*|TestDemo_Contract|TestPsql_GroupedQuery|TestPgx_CountsCloseToTruth|TestPsql_Quantiles|TestPgx_QuantileMethods|TestPgx_QuantileOfExpression|TestPgx_JoinOnUnit|TestPgx_JoinQuantilesAndPrivateKeys|TestPartitionSelection_EndToEnd|TestPost_EndToEnd|TestAutoBounds_EndToEnd|TestAutoClip_EndToEnd|TestSampleAgg_ThroughProxy|TestSampleAgg_GroupedThroughProxy|TestGaussian_EndToEnd|TestDoctor_.*|TestPgx_ElasticJoinQuantile|TestPublicTables|TestBoundedWork|TestPower_ContributionBounds|TestPower_QuantileUtility|TestPsql_RawRowsRefused)$$
+CITUS_TESTS ?= ^(TestCitus_.*|TestDemo_Contract|TestPsql_GroupedQuery|TestPgx_CountsCloseToTruth|TestPsql_Quantiles|TestPgx_QuantileMethods|TestPgx_QuantileOfExpression|TestPgx_JoinOnUnit|TestPgx_JoinQuantilesAndPrivateKeys|TestPartitionSelection_EndToEnd|TestPost_EndToEnd|TestAutoBounds_EndToEnd|TestAutoClip_EndToEnd|TestSampleAgg_ThroughProxy|TestSampleAgg_GroupedThroughProxy|TestGaussian_EndToEnd|TestDoctor_.*|TestPublicTables|TestBoundedWork|TestPower_ContributionBounds|TestPower_QuantileUtility|TestPsql_RawRowsRefused)$$
 
 citus:
 	@CITUS_VENDOR=$(CITUS_VENDOR) scripts/ensure-citus.sh

@@ -26,8 +26,6 @@
 //	join_check.go Privacy-critical: VerifyJoin, every fact of that argument
 //	              re-derived from the policy, and JoinedTable, the joined
 //	              relation the emitter bounds.
-//	join_l1.go    Privacy-critical: the direct L1 bound E·M of an elastic
-//	              join (SetElasticL1) and its argument.
 //	quantile.go   Quantile: a quantile measure and the quantile methods.
 //	sampleagg.go  SampleAgg and SampleCall: a sample-and-aggregate plan, its
 //	              statistics, the HMAC key pads of its bind parameters

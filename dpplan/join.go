@@ -33,41 +33,15 @@ package dpplan
 //     exactly those containing a row of x, and bounding after the join
 //     gives the guarantee of bounds.go. The contribution limits are the
 //     largest of the joined tables' (the noise is calibrated to them).
-//   - JoinKey: exactly two protected tables A and B inner-joined on
-//     columns other than the units, A.k = B.k, where the
-//     policy declares max_rows_per_value m_A for A.k and m_B for B.k
-//     (elastic sensitivity: Johnson, Near, Song, "Towards Practical
-//     Differential Privacy for SQL Queries", VLDB 2018, §3, whose
-//     stability of a join is bounded by the maximum frequency of the join
-//     key on each side; we enforce the frequencies instead of measuring
-//     them). The emitted SQL keeps, before the join, at most C_T =
-//     max_rows_per_unit rows of each unit in each table T (in hash order
-//     per unit), then at most m_T rows per value of T.k (in hash order per
-//     value). Adding unit x to the database, with the order of each row
-//     fixed (each row's place is a hash of its own columns):
-//     per-unit truncation keeps at most C_A new rows of x in A and changes
-//     no other unit's rows; per-value truncation then admits at most C_A
-//     new rows and pushes out at most C_A old ones, so the kept rows of A
-//     change by at most 2·C_A (and of B by at most 2·C_B). A kept row of A
-//     matches at most m_B kept rows of B and vice versa, so at most
-//     E = 2·(C_A·m_B + C_B·m_A) joined rows change. Each joined row adds 1
-//     to one group's count, a value clamped to [l, u] to one group's sum
-//     and at most max(l², u²) to its sum of squares. Hence the L1 change of
-//     a measure is at most E·M (M = 1, max(|l|, |u|), max(l², u²)), at
-//     most E groups change, and no group changes by more than E·M. The
-//     plan states Measure.LInf = E·M and MaxGroupsPerUnit = min(E, number
-//     of releasable groups) (1 when ungrouped), and, since the E changed
-//     joined rows fall into the groups together, the direct bound
-//     Measure.L1 = E·M on the change summed over all groups (dpplan/join_l1.go),
-//     which the noise is calibrated to instead of L0·L∞.
-//     Public tables may join in too when each is reached from A and B by
-//     an equality on one of its columns with max_rows_per_value m_T (1 for
-//     a unique key): the SQL keeps at most m_T rows per value of that
-//     column (public tables are the same in both databases, so this cut
-//     is the same in both), each joined row of A and B then extends to at
-//     most Π m_T rows, and E is multiplied by Π m_T.
-//     COUNT(DISTINCT unit) is refused in this shape (a joined row has two
-//     units).
+//
+// Protected tables joined on anything but their units are refused; the
+// planner's hint is to add the unit equality, which makes a JoinUnit of
+// the same tables. (Elastic joins on another key with declared
+// multiplicities, after Johnson, Near, Song, VLDB 2018, were answered
+// until December 2026 and removed, issue 28: one unit changed up to
+// E = 2·(C_A·m_B + C_B·m_A) joined rows, 320 with the example policy's
+// limits, so a count's sensitivity was 320 where the unit join of the
+// same tables has 3, and their argument was the largest one here.)
 //
 // Every choice is in the order of a hash of the row (or of the unit and
 // keys, bounds.go), fixed per row, so the bounds hold whatever the data;
@@ -120,20 +94,6 @@ package dpplan
 // rows join them, which is why such a column needs partition selection too
 // (unless it has public_values).
 //
-// # JoinKey (elastic): refused
-//
-// A joined row (a, b) holds two units, a's and b's. Whichever unit the
-// count n counts, a unit u can put rows into a group through other units'
-// rows: u's row b joins up to m_A rows a of up to m_A other units, so a
-// group that exists only because of u can have n up to C_B·m_A (counting
-// A's units), and (b) fails: the threshold for n = 1 would release it with
-// probability far above δ_p. Counting joined rows instead gives a
-// sensitivity of E per group, and a threshold calibrated for "a group of
-// up to E rows created by one unit" would drop nearly every group; and no
-// per-unit bound after the join is possible without breaking the elastic
-// argument (which needs every joined row kept). The shape is refused with
-// a hint to join on the unit or group by a column with public values.
-//
 // # Quantiles over joins
 //
 // Quantiles (percentile_cont, percentile_disc, MIN, MAX; quantile.go) over
@@ -152,30 +112,16 @@ package dpplan
 //     max_groups_per_unit (capped by the number of groups); the quantile SQL
 //     is the single-table one (per (unit, group) arrays of at most R values,
 //     quantileUnitSQL) over the joined relation.
-//   - JoinKey (elastic): no per-unit bound after the join. One unit changes
-//     at most E joined rows (join.go), each joined row holds one value of
-//     one group, so R = E (JoinedTable sets the joined relation's
-//     max_rows_per_unit to E, and dpplan.MeasureBounds gives LInf = E). The SQL
-//     summarises all the group's joined rows' values directly
-//     (elasticQuantileSQL: the same bucket counts, over array_agg of the
-//     per-row values instead of per-unit arrays), with R = E. Moreover the
-//     E changed rows are shared by all groups: Σ_g (values changed in g) ≤
-//     E, the direct L1 bound of dpplan/join_l1.go, which lets the
-//     exponential method give each group the whole ε of the measure
-//     (release/quantile.go, "Groups").
 //
 // With a private group key (release/partition.go) the groups
 // are chosen by DP partition selection and the quantile is released for
 // the kept groups only (release/partition.go); the per-group facts above
 // are unchanged, since partition selection only adds the unit-count column.
-// Private keys are refused in elastic joins (VerifyJoin), so this
-// combination only meets the bounded-after-the-join shapes.
 
 // Join shapes (Join.Shape).
 const (
 	JoinPublic = "public" // one protected table and public tables
 	JoinUnit   = "unit"   // protected tables joined on the privacy unit
-	JoinKey    = "key"    // two protected tables on another key (elastic)
 )
 
 // Join is the FROM clause of a join query. Immutable once planned.
@@ -186,19 +132,13 @@ type Join struct {
 	// in order; Plan columns (Key.Column, Measure.Column, the unit) are
 	// their Names.
 	Columns []JoinColumn
-	// Elastic (JoinKey) parameters: per table, the per-unit row cap C_T,
-	// the join column and its declared multiplicity m_T; Changed is
-	// E = 2·(C_A·m_B + C_B·m_A), the most joined rows one unit can change.
 	// For a unit join (JoinUnit), RowsPerUnit is the per-unit cut C_T of
 	// each protected input but the first before the join (0 for the first
 	// and for public tables) and Fanout their product: the most joined
 	// rows one row of the first protected table makes
 	// ("Work of a unit join" above).
-	RowsPerUnit  []int    `json:",omitempty"`
-	Fanout       int      `json:",omitempty"`
-	KeyColumn    []string `json:",omitempty"`
-	RowsPerValue []int    `json:",omitempty"`
-	Changed      int      `json:",omitempty"`
+	RowsPerUnit []int `json:",omitempty"`
+	Fanout      int   `json:",omitempty"`
 }
 
 // JoinTable is one table of the FROM clause, in order.

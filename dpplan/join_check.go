@@ -28,10 +28,8 @@ import (
 // table.column (table#k.column, k its 1-based position, when the table
 // appears more than once: names never hold analyst text such as
 // aliases). Its unit column is the first protected table's; its limits are
-// the largest of the protected tables' (JoinPublic, JoinUnit), or E rows
-// and E groups for an elastic join (JoinKey: one unit changes at most E
-// joined rows, each in one group; the elastic SQL enforces C_T and m_T,
-// not these). names[k][c] is the name of column c of table k.
+// the largest of the protected tables'. names[k][c] is the name of column
+// c of table k.
 func JoinedTable(tables []*policy.Table, j *Join) (syn *policy.Table, names []map[string]string) {
 	count := map[string]int{}
 	nameCount := map[string]int{}
@@ -76,9 +74,6 @@ func JoinedTable(tables []*policy.Table, j *Join) (syn *policy.Table, names []ma
 			syn.MaxGroupsPerUnit = max(syn.MaxGroupsPerUnit, t.MaxGroupsPerUnit)
 		}
 	}
-	if j.Shape == JoinKey {
-		syn.MaxRowsPerUnit, syn.MaxGroupsPerUnit = j.Changed, j.Changed
-	}
 	syn.UnitColumn = names[primary][prim.UnitColumn]
 	if _, declared := prim.Columns[prim.UnitColumn]; !declared {
 		// As for one table, an undeclared unit column has no
@@ -118,9 +113,6 @@ const (
 	// MaxJoinFanout bounds F, the joined rows one row of the first
 	// protected table of a unit join can make.
 	MaxJoinFanout = 100
-	// MaxChangedRows bounds E of an elastic join, so that E·M stays
-	// finite and exact in float64 with the policy's limits on bounds.
-	MaxChangedRows = 1_000_000
 )
 
 var errJoin = errors.New("the join does not verify against the policy")
@@ -138,16 +130,7 @@ var errJoin = errors.New("the join does not verify against the policy")
 //     first joined to an earlier protected table by an equality of their
 //     unit columns (so all protected rows of a joined row share the unit);
 //     the per-unit cuts before the join are each table's whole allowance
-//     and their product F at most MaxJoinFanout (the work bound);
-//   - JoinKey: exactly two protected tables A, B, inner-joined by an
-//     equality of their key columns, each with the policy's
-//     max_rows_per_value m and cut to the policy's max_rows_per_unit C;
-//     every public table reached by an equality on its key column (with
-//     its m) from a table already reached from A and B; E =
-//     2·(C_A·m_B + C_B·m_A)·Π m_T; no COUNT(DISTINCT unit) (a joined row
-//     holds two units), no private group key (join.go: partition
-//     selection needs each joined row to hold one unit), and L0 at least
-//     min(E, groups).
+//     and their product F at most MaxJoinFanout (the work bound).
 //
 // p.Join must be set.
 func VerifyJoin(ds *policy.Dataset, p *Plan) (*policy.Table, error) {
@@ -186,8 +169,6 @@ func VerifyJoin(ds *policy.Dataset, p *Plan) (*policy.Table, error) {
 		}
 	case JoinUnit:
 		err = verifyUnitJoin(j, tables, protected)
-	case JoinKey:
-		err = verifyKeyJoin(p, tables, protected)
 	default:
 		err = errJoin
 	}
@@ -228,86 +209,6 @@ func verifyUnitJoin(j *Join, tables []*policy.Table, protected []int) error {
 		}
 	}
 	if j.Fanout != fanout {
-		return errJoin
-	}
-	return nil
-}
-
-// verifyKeyJoin checks a JoinKey (see VerifyJoin).
-func verifyKeyJoin(p *Plan, tables []*policy.Table, protected []int) error {
-	j := p.Join
-	n := len(tables)
-	if len(protected) != 2 || len(j.KeyColumn) != n || len(j.RowsPerValue) != n || len(j.RowsPerUnit) != n {
-		return errJoin
-	}
-	a, b := protected[0], protected[1]
-	if j.Tables[b].Left {
-		return errJoin
-	}
-	// m_T and C_T as the policy declares them.
-	for k, t := range tables {
-		c := t.Columns[j.KeyColumn[k]]
-		if c == nil || c.MaxRowsPerValue < 1 || c.MaxRowsPerValue != j.RowsPerValue[k] {
-			return errJoin
-		}
-		want := 0
-		if !t.Public {
-			want = t.MaxRowsPerUnit
-		}
-		if j.RowsPerUnit[k] != want {
-			return errJoin
-		}
-	}
-	// A and B joined on their key columns.
-	keyed := false
-	for _, on := range j.Tables[b].On {
-		keyed = keyed || on.Table == a && on.Column == j.KeyColumn[a] && on.Other == j.KeyColumn[b]
-	}
-	if !keyed {
-		return errJoin
-	}
-	// Every public table reached on its key column from a reached table
-	// (a tree of bounded fan-outs). Equalities only point to earlier
-	// tables, but one may reach a public table that comes before A or B.
-	reached := map[int]bool{a: true, b: true}
-	for progress := true; progress; {
-		progress = false
-		for k := range tables {
-			for _, on := range j.Tables[k].On {
-				o := on.Table
-				switch {
-				case !reached[k] && reached[o] && on.Other == j.KeyColumn[k],
-					!reached[o] && reached[k] && on.Column == j.KeyColumn[o]:
-					reached[k], reached[o], progress = true, true, true
-				}
-			}
-		}
-	}
-	e := 2 * (tables[a].MaxRowsPerUnit*j.RowsPerValue[b] + tables[b].MaxRowsPerUnit*j.RowsPerValue[a])
-	for k, t := range tables {
-		if !t.Public {
-			continue
-		}
-		if !reached[k] {
-			return errJoin
-		}
-		e *= j.RowsPerValue[k]
-		if e > MaxChangedRows {
-			return errJoin
-		}
-	}
-	if e != j.Changed || e > MaxChangedRows {
-		return errJoin
-	}
-	for _, m := range p.Measures {
-		if m.Kind == MeasureUnits {
-			return errJoin
-		}
-	}
-	// No distinct-unit count either (private keys, a minimum of units
-	// per cell): a joined row holds two units, so a group's count would
-	// not move by at most 1 per unit (PRIVACY.md, "Partition selection").
-	if p.UnitsCounted() || p.MaxGroupsPerUnit < min(e, DomainProduct(p.Keys, e)) {
 		return errJoin
 	}
 	return nil

@@ -217,9 +217,9 @@ type Measure struct {
 	LInf float64
 	// L1, when > 0, bounds directly how much one unit can change this
 	// measure summed over all groups (Σ_g |Δ_g|), where L0·LInf would be
-	// loose: an elastic join (join_l1.go) changes at most E joined rows in
-	// all groups together, so L1 = E·M while L0·LInf = min(E, groups)·E·M.
-	// 0 means no such bound (L1 sensitivity L0·LInf).
+	// loose: the bias estimate (MeasureRemoved) clips each unit's total
+	// over its groups, so L1 = LInf. 0 means no such bound (L1
+	// sensitivity L0·LInf).
 	L1 float64 `json:",omitempty"`
 	// Outside, for MeasureRemoved, makes the estimate count the rows one
 	// of whose summed columns lies outside its bounds too (bias.go), whose

@@ -210,9 +210,6 @@ func (j *Join) String() string {
 	if j.Shape == JoinUnit && j.Fanout > 0 {
 		s += fmt.Sprintf("; later protected tables cut to %v rows per unit before the join: a row of %s joins at most %d rows", nonZero(j.RowsPerUnit), firstProtected(j), j.Fanout)
 	}
-	if j.Shape == JoinKey {
-		s += fmt.Sprintf("; rows per unit %v, rows per value %v of %v; changed rows E = %d", j.RowsPerUnit, j.RowsPerValue, j.KeyColumn, j.Changed)
-	}
 	return s
 }
 

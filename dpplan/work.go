@@ -27,9 +27,7 @@ import (
 //   - joins: every input is read once (Σ N_T) and the joined rows are at
 //     most N_first · fan-out, where a row of the first protected table
 //     meets at most F = Π C_T rows of the other protected tables of a unit
-//     join (each cut to C_T rows per unit first: join.go),
-//     at most m_B rows of the other table of an elastic join (its declared
-//     max_rows_per_value, enforced before the join), and, per public table,
+//     join (each cut to C_T rows per unit first: join.go), and, per public table,
 //     at most its join column's max_rows_per_value, or its N_T when that is
 //     undeclared.
 //
@@ -122,8 +120,6 @@ func joinRows(ds *policy.Dataset, j *Join, w *Work) (float64, bool) {
 			first = k
 		case !jt.Public && j.Shape == JoinUnit:
 			fanout *= float64(j.RowsPerUnit[k]) // C_T
-		case !jt.Public && j.Shape == JoinKey:
-			fanout *= float64(j.RowsPerValue[k]) // m_B
 		case jt.Public:
 			fanout *= publicFanout(ds, j, k, n[k])
 		}
@@ -138,9 +134,6 @@ func publicFanout(ds *policy.Dataset, j *Join, k int, rows float64) float64 {
 	t, _ := ds.Table(j.Tables[k].Name)
 	best := rows
 	cols := []string{}
-	if k < len(j.KeyColumn) && j.KeyColumn[k] != "" {
-		cols = append(cols, j.KeyColumn[k])
-	}
 	for _, on := range j.Tables[k].On {
 		cols = append(cols, on.Other)
 	}

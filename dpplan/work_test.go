@@ -57,10 +57,6 @@ func TestWorkOf(t *testing.T) {
 		// A public table multiplies by its join column's max_rows_per_value.
 		{"visits ⋈ wards", &Plan{Table: "visits", Join: unit("visits", "wards")}, 250_000 + 500 + 2*250_000, 1, nil},
 		{"join with an undeclared table", &Plan{Table: "visits", Join: unit("visits", "labs")}, 0, 1, []string{"labs"}},
-		// Elastic: each kept row of A meets at most m_B rows of B.
-		{"elastic join", &Plan{Table: "visits", Join: &Join{Shape: JoinKey,
-			Tables:       []JoinTable{{Name: "visits"}, {Name: "patients", On: []JoinOn{{Table: 0, Column: "ward_id", Other: "ward_id"}}}},
-			RowsPerValue: []int{50, 7}, KeyColumn: []string{"ward_id", "ward_id"}, RowsPerUnit: []int{20, 1}}}, 250_000 + 60_000 + 7*250_000, 1, nil},
 	} {
 		w := WorkOf(ds, c.plan)
 		if w.Rows != c.rows || w.Scans != c.scans || !slices.Equal(w.Undeclared, c.undeclared) {

@@ -95,9 +95,6 @@ func SQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 // so the sums over the groups are the profile of rewrite/autobounds.go, read in
 // the same scan as the answer of the plan's own bound.
 func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []int) string {
-	if p.Join != nil && p.Join.Shape == dpplan.JoinKey {
-		return elasticSQL(t, p, where) // dpplan/join.go: bounded before the join
-	}
 	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	if p.Join != nil {
 		from = joinFromSQL(p.Join) // dpplan/join.go: bounded after the join

@@ -24,7 +24,7 @@
 //	                 as it stands (constants, quoted columns, closed sets
 //	                 of words) checked before any release (release/verify.go).
 //	join_sql.go      Privacy-critical: the joined relation bounded after
-//	                 the join, and the elastic SQL of key joins.
+//	                 the join.
 //	quantile_sql.go  Privacy-critical: quantile measures: bucket counts
 //	                 (exponential method).
 //	sampleagg_sql.go  Privacy-critical: sample-and-aggregate (keyed-hash

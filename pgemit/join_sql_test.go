@@ -36,8 +36,7 @@ func TestJoinFromSQL_UnitCut(t *testing.T) {
 	if n := strings.Count(got, "dp_cut <="); n != 1 {
 		t.Fatalf("%d cuts, want one (the second protected table)", n)
 	}
-	// Not a unit join: no cut, whatever RowsPerUnit holds (an elastic
-	// join's C_T is emitted by elasticSQL instead).
+	// Not a unit join: no cut, whatever RowsPerUnit holds.
 	j.Shape = dpplan.JoinPublic
 	if got := joinFromSQL(j); strings.Contains(got, "dp_cut") {
 		t.Fatalf("a public join is cut:\n%s", got)

@@ -22,15 +22,13 @@
 // groups must be declared like any other). Its declared, visible columns
 // are copied into the shadow catalog (internal/shadow), where statements
 // that name only public tables read them: declaring a table public
-// publishes those columns to every analyst of the dataset. max_rows_per_value on a column
-// of a protected table declares the most rows that share one value of it;
-// it is required on both sides to join two protected tables on columns
-// other than their unit columns (elastic sensitivity; the emitted SQL
-// enforces it, and the sensitivity grows with it: see PRIVACY.md). On a
-// public table it is needed only when the table joins two protected tables
-// joined on such a key (1 declares a unique key); joins of public tables
-// with one protected table, or with protected tables joined on the unit,
-// need no multiplicity (contributions are bounded after the join).
+// publishes those columns to every analyst of the dataset. Joins of public
+// tables with one protected table, or with protected tables joined on
+// the unit, need no multiplicity (contributions are bounded after the
+// join); max_rows_per_value on a column of a public table declares the
+// most rows that share one value of it (1: a unique key), which only
+// tightens the work bound of joins on that column (dpplan/work.go).
+// Protected tables are joined on their unit columns only.
 //
 // # File format
 //
@@ -61,7 +59,7 @@
 //	      department: {type: text, public_values: [cardiology, oncology]}
 //	      diagnosis: {type: text}
 //	      notes: {access: none}  # never visible, not even in the catalog
-//	      ward_id: {type: int, max_rows_per_value: 50} # join multiplicity
+//	      ward_id: {type: int} # join multiplicity
 //	  regions:
 //	    public: true             # no personal data
 //	    columns:                 # declare the columns queries may use

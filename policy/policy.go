@@ -201,9 +201,9 @@ type Column struct {
 	// returns exactly these keys. Nil when none were declared.
 	PublicValues []string
 	// MaxRowsPerValue, when > 0, is the declared maximum number of rows of
-	// the table that share one value of this column: the
-	// multiplicity a join on this column may have (elastic sensitivity,
-	// dpplan/join.go). The emitted SQL enforces it; 0 when undeclared.
+	// the table that share one value of this column, declared on public
+	// tables only: the work bound of a join on this column uses it
+	// (dpplan/work.go); 0 when undeclared.
 	MaxRowsPerValue int
 	// PGType and Scale are the column's type in the data database (its
 	// base type's name, e.g. int4, numeric, float8, date) and, for

@@ -80,7 +80,8 @@ tables:
 		{"negative default delta", strings.Replace(base, "{epsilon: 1}", "{epsilon: 1, delta: 0.1}", 1) + "defaults: {delta: -0.1}\n", 11, "defaults.delta must be in [0, 1)"},
 		{"no tables", "dataset: ds\nprivacy_unit: p\nbudget: {epsilon: 1}\n", 1, "missing key tables"},
 		{"syntax", "dataset: [\n", 1, "did not find"},
-		{"zero multiplicity", strings.Replace(base, "upper: 10}", "upper: 10, max_rows_per_value: 0}", 1), 10, "max_rows_per_value must be between 1"},
+		{"zero multiplicity", base + "  lk:\n    public: true\n    columns:\n      k: {type: int, max_rows_per_value: 0}\n", 14, "max_rows_per_value must be between 1"},
+		{"multiplicity on a protected table", strings.Replace(base, "upper: 10}", "upper: 10, max_rows_per_value: 3}", 1), 10, "protected tables are joined on their unit column only"},
 		{"min units of one", base + "min_units_per_cell: 1\n", 11, "min_units_per_cell must be an integer from 2"},
 		{"min units too large", base + "min_units_per_cell: 5000\n", 11, "min_units_per_cell must be an integer from 2"},
 		{"min units not an integer", base + "min_units_per_cell: 10.5\n", 11, "min_units_per_cell"},
@@ -115,7 +116,7 @@ tables:
       d: {type: date, lower: 2020-01-01, upper: 2020-12-31}
       s: {type: text, public_values: [a, b]}
       secret: {access: none}
-      k: {type: int, max_rows_per_value: 7}
+      k: {type: int}
   lookup:
     public: true
     columns:
@@ -129,9 +130,6 @@ analysts:
 	}
 	if d.Budget.MinEpsilonPerQuery != DefaultMinEpsilonPerQuery || d.Budget.EpsilonFloor() != 1e-3 {
 		t.Fatalf("min_epsilon_per_query = %v, want the default 1e-3", d.Budget.MinEpsilonPerQuery)
-	}
-	if k := d.Tables["t"].Columns["k"]; k.MaxRowsPerValue != 7 {
-		t.Fatalf("max_rows_per_value = %d, want 7", k.MaxRowsPerValue)
 	}
 	if c := d.Tables["lookup"].Columns["name"]; len(c.PublicValues) != 2 || c.MaxRowsPerValue != 0 {
 		t.Fatalf("public table column = %+v", c)

@@ -366,6 +366,8 @@ func (v *validator) column(path []string, name string, rc *rawColumn, t *Table) 
 	}
 	if rc.MaxRowsPerValue != nil {
 		switch {
+		case !t.Public:
+			v.errorf(append(path, "max_rows_per_value"), "max_rows_per_value is for the join columns of public tables (it bounds the work of a join); protected tables are joined on their unit column only: remove it")
 		case *rc.MaxRowsPerValue < 1 || *rc.MaxRowsPerValue > maxContribution:
 			v.errorf(append(path, "max_rows_per_value"), "max_rows_per_value must be between 1 and %d", maxContribution)
 		default:

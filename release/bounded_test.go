@@ -139,7 +139,7 @@ func TestShrinkToFit(t *testing.T) {
 		t.Fatalf("premise: %v·%v = %v is not above %v", ge, div, ge*div, eps)
 	}
 	var ge float64
-	dpref.ReturnsWithin(t, time.Second, "groupEpsilon", func() { ge = groupEpsilon(eps, 3, rewrite.Measure{Quantile: &rewrite.Quantile{}}) })
+	dpref.ReturnsWithin(t, time.Second, "groupEpsilon", func() { ge = groupEpsilon(eps, 3) })
 	if ge != 0 {
 		t.Fatalf("groupEpsilon(-0.9) = %v, want 0", ge)
 	}

@@ -16,10 +16,7 @@ import (
 //     one unit changes at most max_rows_per_unit rows of the (joined)
 //     relation per group, that of the protected table;
 //   - protected tables joined on the unit (JoinUnit): bounding after the
-//     join uses the largest max_rows_per_unit of the joined tables;
-//   - two protected tables joined on a key (JoinKey, elastic): one unit
-//     changes at most E = 2·(C_A·m_B + C_B·m_A)·Π m_T joined rows, recomputed
-//     here from the policy and the plan's join columns.
+//     join uses the largest max_rows_per_unit of the joined tables.
 //
 // rowsPerUnit returns that number: every per-group bound of the plan (LInf
 // of counts, sums and quantiles; a quantile's Rows) must rest on it.
@@ -45,78 +42,31 @@ func rowsPerUnit(ds *policy.Dataset, plan *dpplan.Plan, table *policy.Table) (in
 		}
 		return plan.RowsPerUnit, nil
 	}
-	if j.Shape == dpplan.JoinPublic {
-		return table.MaxRowsPerUnit, nil
-	}
-	bad := pgerr.New(pgerr.InternalError, "internal error: join does not match the policy")
-	tables := make([]*policy.Table, len(j.Tables))
-	for k, jt := range j.Tables {
-		t, ok := ds.Table(jt.Name)
-		if !ok || t.Public != jt.Public {
-			return 0, bad
-		}
-		tables[k] = t
-	}
 	switch j.Shape {
+	case dpplan.JoinPublic:
+		return table.MaxRowsPerUnit, nil
 	case dpplan.JoinUnit:
 		rows := 0
-		for _, t := range tables {
+		for _, jt := range j.Tables {
+			t, ok := ds.Table(jt.Name)
+			if !ok || t.Public != jt.Public {
+				return 0, pgerr.New(pgerr.InternalError, "internal error: join does not match the policy")
+			}
 			if !t.Public {
 				rows = max(rows, t.MaxRowsPerUnit)
 			}
 		}
 		return rows, nil
-	case dpplan.JoinKey:
-		if len(j.KeyColumn) != len(tables) || len(j.RowsPerValue) != len(tables) {
-			return 0, bad
-		}
-		var prot []int
-		for k, t := range tables {
-			if !t.Public {
-				prot = append(prot, k)
-			}
-		}
-		if len(prot) != 2 {
-			return 0, bad
-		}
-		// m_T from the policy's declaration of the plan's join column.
-		m := make([]int, len(tables))
-		for k, t := range tables {
-			c := t.Columns[j.KeyColumn[k]]
-			if c == nil || c.MaxRowsPerValue < 1 || c.MaxRowsPerValue != j.RowsPerValue[k] {
-				return 0, bad
-			}
-			m[k] = c.MaxRowsPerValue
-		}
-		a, b := prot[0], prot[1]
-		e := 2 * (tables[a].MaxRowsPerUnit*m[b] + tables[b].MaxRowsPerUnit*m[a])
-		for k, t := range tables {
-			if t.Public {
-				e *= m[k]
-			}
-		}
-		if e != j.Changed {
-			return 0, bad
-		}
-		return e, nil
 	}
-	return 0, bad
+	return 0, pgerr.New(pgerr.InternalError, "internal error: join does not match the policy")
 }
 
-// checkL1 verifies a measure's direct L1 bound (dpplan/join_l1.go): it is
-// proven only for elastic joins, where it must be at least L∞ (which rests
-// on E, see rowsPerUnit). Other plans must not state one.
-func checkL1(plan *dpplan.Plan, ms dpplan.Measure) error {
-	if ms.L1 == 0 {
+// checkL1 verifies a measure's direct L1 bound: only the bias estimate
+// states one, L1 = LInf (it clips each unit's removed rows over all
+// groups, rewrite/bias.go).
+func checkL1(ms dpplan.Measure) error {
+	if ms.L1 == 0 || ms.Kind == dpplan.MeasureRemoved && ms.L1 == ms.LInf {
 		return nil
 	}
-	if ms.Kind == dpplan.MeasureRemoved && ms.L1 == ms.LInf {
-		// The bias estimate clips each unit's removed rows over all
-		// groups to L1 = LInf (rewrite/bias.go).
-		return nil
-	}
-	if plan.Join == nil || plan.Join.Shape != dpplan.JoinKey || !(ms.L1 >= ms.LInf) {
-		return pgerr.New(pgerr.InternalError, "internal error: plan states an unproven L1 bound")
-	}
-	return nil
+	return pgerr.New(pgerr.InternalError, "internal error: plan states an unproven L1 bound")
 }

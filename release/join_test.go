@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -40,8 +41,8 @@ func explainPlan(t *testing.T, ds *policy.Dataset, plan *rewrite.Plan, epsilon, 
 
 // TestExplain_Joins checks that joins are calibrated to the sensitivity of
 // their shape (rewrite/join.go, PRIVACY.md): a join on the unit like a
-// single table with the larger limits of the joined tables, an elastic join
-// to E·M with E = 2·(C_A·m_B + C_B·m_A).
+// single table with the larger limits of the joined tables; protected tables
+// joined on another key only are refused before any plan.
 func TestExplain_Joins(t *testing.T) {
 	ds := loadPolicy(t)
 	// visits (5 rows, 4 groups per unit) JOIN patients (1, 1): ungrouped
@@ -74,37 +75,36 @@ tables:
     max_groups_per_unit: 2
     max_rows_per_unit: 3
     columns:
-      ward_id: {type: int, max_rows_per_value: 50}
+      ward_id: {type: int}
   labs:
     unit_column: patient_id
     max_groups_per_unit: 1
     max_rows_per_unit: 2
     columns:
-      ward_id: {type: int, max_rows_per_value: 20}
+      ward_id: {type: int}
       result: {type: float, lower: -4, upper: 10}
 `), "clinic.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	// E = 2·(3·20 + 2·50) = 320; count L1 = 320, sum L1 = 320·10 = 3200;
-	// ε 0.5 split over 2 measurements: b = 320/0.25 = 1280 and 12800.
-	lines = explainLines(t, clinic, "SELECT COUNT(*), SUM(l.result) FROM visits v JOIN labs l ON v.ward_id = l.ward_id", 0.5)
-	if !strings.Contains(lines[1], "key join of visits, labs") || !strings.Contains(lines[1], "E = 320") {
+	_, err = rewrite.Rewrite(clinic, "SELECT COUNT(*) FROM visits v JOIN labs l ON v.ward_id = l.ward_id")
+	if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.FeatureNotSupported || !strings.Contains(pe.Hint, "AND a.patient_id = b.patient_id") {
+		t.Fatalf("a join of protected tables on another key: %v, want 0A000 with the hint to add the unit", err)
+	}
+	// With the unit equality added, a unit join bounded by the larger
+	// limits of the two tables: a count has L∞ = 3 rows per unit and
+	// b = 3/0.25 = 12 (ε 0.5 over two measurements).
+	lines = explainLines(t, clinic, "SELECT COUNT(*), SUM(l.result) FROM visits v JOIN labs l ON v.ward_id = l.ward_id AND v.patient_id = l.patient_id", 0.5)
+	if !strings.Contains(lines[1], "unit join of visits, labs") {
 		t.Fatalf("EXPLAIN join line = %q", lines[1])
 	}
-	want := map[string][2]float64{"count(*)": {320, 1280}, "sum(result)": {3200, 12800}}
-	n := 0
 	for _, l := range lines {
-		for m, w := range want {
-			if strings.Contains(l, "Measurement") && strings.Contains(l, m) {
-				n++
-				if field(t, l, "sensitivity") != w[0] || field(t, l, "noise_scale") != w[1] {
-					t.Fatalf("elastic %s line %q: want sensitivity=%v noise_scale=%v", m, l, w[0], w[1])
-				}
+		if strings.Contains(l, "Measurement") && strings.Contains(l, "count(*)") {
+			if field(t, l, "sensitivity") != 3 || field(t, l, "noise_scale") != 12 {
+				t.Fatalf("unit join count line %q: want sensitivity=3 noise_scale=12", l)
 			}
+			return
 		}
 	}
-	if n != 2 {
-		t.Fatalf("found %d of 2 measurements in %q", n, lines)
-	}
+	t.Fatalf("no count measurement in %q", lines)
 }

@@ -54,8 +54,7 @@ import (
 // With private keys the selection's noisy count is that estimate already
 // (partition.go): a group is kept iff ñ_g ≥ max(τ, k), at no extra cost.
 // Sample-and-aggregate plans use their noisy unit count likewise
-// (sampleagg.go). Joins on another key (elastic) carry no unit count: a
-// joined row holds two units (dpplan.VerifyJoin refuses the plan).
+// (sampleagg.go).
 //
 // Accuracy: with discrete Laplace noise of scale b = L0/ε_c (integer
 // counts) a group with n_g ≥ k units is suppressed iff the noise is at
@@ -82,13 +81,9 @@ func minUnitsOf(plan *dpplan.Plan) *big.Rat {
 }
 
 // checkMinUnits refuses a plan whose minimum is not the policy's (a planner
-// bug must not drop the steward's rule) or that cannot carry a unit count
-// (elastic joins: dpplan.VerifyJoin refuses those too).
+// bug must not drop the steward's rule) or that cannot carry a unit count.
 func checkMinUnits(ds *policy.Dataset, plan *dpplan.Plan) error {
 	if plan.MinUnits != ds.MinUnitsPerCell {
-		return pgerr.New(pgerr.InternalError, "internal error: the plan's minimum of units per cell does not verify")
-	}
-	if plan.MinUnits > 0 && plan.Join != nil && plan.Join.Shape == dpplan.JoinKey {
 		return pgerr.New(pgerr.InternalError, "internal error: the plan's minimum of units per cell does not verify")
 	}
 	if sa := plan.SampleAgg; sa != nil && plan.MinUnits > 0 && sa.CountMeasure < 0 {

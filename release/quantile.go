@@ -4,7 +4,6 @@ package release
 
 import (
 	"errors"
-	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -77,17 +76,6 @@ import (
 // is answered with ε_g = ε_m/L0, where ε_m is the measure's share of the
 // query's ε: by basic composition the measure is ε_m-DP.
 //
-// The exponential method can do better when the plan bounds the change
-// summed over groups (Measure.L1 = Λ, elastic joins, dpplan/join_l1.go):
-// if a group's utilities move by at most d_g (in ranks), its release with
-// parameter ε_g and utility sensitivity Δu = L∞ changes each outcome's
-// probability by a factor at most e^{ε_g·d_g/L∞} (numerator and
-// normaliser each by e^{ε_g·d_g/(2L∞)}, as in McSherry–Talwar's proof),
-// and the groups' releases are independent, so the privacy loss of the
-// measure is at most Σ_g ε_g·d_g/L∞ ≤ ε_g·Λ/L∞. With ε_g = ε_m·L∞/Λ (and
-// never below ε_m/L0) the measure is ε_m-DP. For an elastic join Λ = L∞ =
-// E: every group gets the whole ε_m.
-//
 // # Splitting the query's budget (the rule for every plan)
 //
 // ε: every measure of the plan (each count, sum, sum of squares and each
@@ -100,15 +88,10 @@ import (
 // measure each of the L0 groups a unit can touch gets ε_m/L0.
 
 // groupEpsilon is ε_g, the ε of each group's release of a quantile
-// measure whose share is ε_m (see "Groups" above): ε_m/L0, or, for a
-// measure with a direct L1 bound Λ (an elastic join, dpplan/join_l1.go;
-// the exponential mechanism's linear loss), ε_m·L∞/min(Λ, L0·L∞). Rounded
-// down so that ε_g times the divisor never exceeds ε_m.
-func groupEpsilon(epsilon float64, l0 int, ms dpplan.Measure) float64 {
+// measure whose share is ε_m (see "Groups" above): ε_m/L0, rounded down so
+// that ε_g·L0 never exceeds ε_m.
+func groupEpsilon(epsilon float64, l0 int) float64 {
 	div := float64(l0)
-	if ms.L1 > 0 && ms.LInf > 0 {
-		div = math.Max(1, math.Min(div, ms.L1/ms.LInf))
-	}
 	return shrinkToFit(epsilon/div, func(ge float64) bool { return ge*div <= epsilon })
 }
 
@@ -131,14 +114,14 @@ func (r *Releaser) newQuantileMech(ms dpplan.Measure, rows, l0 int, epsilon floa
 		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed quantile measure")
 	}
 	// Cross-check the planner: one unit moves at most rows values of a
-	// group (max_rows_per_unit, or E for an elastic join; join.go).
+	// group (max_rows_per_unit; join.go).
 	if ms.LInf < float64(rows) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: plan sensitivity below the policy bound")
 	}
 	if l0 < 1 {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: max groups per unit below 1")
 	}
-	ge := groupEpsilon(epsilon, l0, ms)
+	ge := groupEpsilon(epsilon, l0)
 	m := &quantileMech{measure: ms, q: q, epsilon: epsilon, groupEpsilon: ge}
 	var err error
 	if m.exp, err = noise.NewExponential(noise.ExponentialParams{Epsilon: ge, Sensitivity: ms.LInf, Rand: r.testOnlyRand}); err != nil {

@@ -425,7 +425,7 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 	}
 	out := make([]measurement, len(plan.Measures))
 	for i, ms := range plan.Measures {
-		if err := checkL1(plan, ms); err != nil {
+		if err := checkL1(ms); err != nil {
 			return nil, err
 		}
 		if err := checkMeasureRange(plan, ms); err != nil {

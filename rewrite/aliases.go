@@ -35,7 +35,6 @@ type (
 
 // Constants of the plan (dpplan).
 const (
-	JoinKey          = dpplan.JoinKey
 	JoinPublic       = dpplan.JoinPublic
 	JoinUnit         = dpplan.JoinUnit
 	MeasureCount     = dpplan.MeasureCount

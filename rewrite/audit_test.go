@@ -454,7 +454,7 @@ func auditDiff(p *Plan, d, d2 auditResult, factor int) []string {
 	}
 	for i, m := range p.Measures {
 		// The L1 sensitivity the noise is calibrated to: L0·LInf, or the
-		// direct bound Measure.L1 when smaller (elastic joins, join_l1.go).
+		// direct bound Measure.L1 when smaller (the bias estimate).
 		l0 := p.MaxGroupsPerUnit
 		if m.Kind == MeasureUnits && p.MaxGroupsPerUnit > 0 {
 			// Distinct counts count a unit whole in up to L_u groups

@@ -294,15 +294,8 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		if err := b.finishJoin(p); err != nil {
 			return nil, err
 		}
-		if p.MinUnits > 0 && p.Join.Shape == JoinKey {
-			return nil, b.errAt(sel, pgerr.FeatureNotSupported, "dataset %s has min_units_per_cell %d, which a join of protected tables on another key than the %s cannot apply: a joined row holds two %ss, so no count of %ss per group is bounded",
-				b.ds.Name, p.MinUnits, b.privacyUnit(), b.privacyUnit(), b.privacyUnit()).
-				WithHint("join the protected tables on the %s (ON a.unit = b.unit), or query one protected table with public tables", b.privacyUnit())
-		}
 	}
-	if p.Join == nil || p.Join.Shape != JoinKey {
-		dpplan.ScaledMeasures(p) // dpplan/bounds.go
-	}
+	dpplan.ScaledMeasures(p) // dpplan/bounds.go
 	if !b.opts.NoBias {
 		addRemoved(b.table, p) // bias.go
 	}

@@ -93,9 +93,7 @@
 //	join.go       FROM clauses with joins, parsed into a dpplan.Join
 //	              (tables, ON/USING equalities, the columns read);
 //	              join_shape.go classifies the join (protected + public
-//	              tables; protected tables on the unit; two protected
-//	              tables on a key with declared max_rows_per_value) and
-//	              states an elastic join's sensitivity E·M; join_resolve.go
+//	              tables; protected tables on the unit); join_resolve.go
 //	              resolves qualified columns to the joined relation's
 //	              (dpplan.JoinedTable); join_partition.go refuses private
 //	              keys where partition selection does not hold;
@@ -175,9 +173,8 @@
 // is the left table's. Comma, CROSS, NATURAL, RIGHT and FULL joins,
 // joined subqueries and parenthesized right-hand joins are refused. The
 // sensitivity of each shape is derived in join.go and PRIVACY.md.
-// Quantiles are answered over every shape (join_quantile.go), private
-// group keys over public and unit joins (join_partition.go), and an
-// elastic join's measures carry the direct L1 bound of dpplan/join_l1.go.
+// Quantiles (join_quantile.go) and private group keys (join_partition.go)
+// are answered over both shapes.
 //
 // # What the first cut answers (issue 2) and known differences
 //

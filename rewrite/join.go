@@ -11,13 +11,13 @@ import (
 
 // This file parses a FROM clause with joins (issue 9) into a dpplan.Join:
 // its tables, their ON/USING equalities and the columns the plan reads.
-// The shapes (JoinPublic, JoinUnit, JoinKey), their sensitivity and the
+// The shapes (JoinPublic, JoinUnit), their sensitivity and the
 // checks that make this translation untrusted are in dpplan/join.go and
 // dpplan/join_check.go; join_shape.go classifies, join_resolve.go resolves
 // columns.
 
 // joinHint lists the supported join shapes.
-const joinHint = "dpproxy answers FROM protected [LEFT] JOIN public_table ON a.col = b.col, protected JOIN protected ON a.unit = b.unit (or USING (unit)), and two protected tables JOIN ON a.k = b.k when the policy declares max_rows_per_value for both columns (and for the join column of any public table joined to them)"
+const joinHint = "dpproxy answers FROM protected [LEFT] JOIN public_table ON a.col = b.col, and protected JOIN protected ON a.unit = b.unit (or USING (unit)), with any further equalities"
 
 // joinState is the builder's view of a join FROM clause.
 type joinState struct {

@@ -1,18 +1,14 @@
 package rewrite
 
 import (
-	"math"
-	"math/big"
 	"strconv"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
-// The classification of a join into its shape (JoinPublic, JoinUnit,
-// JoinKey) and, for elastic joins, its sensitivity E·M. See dpplan/join.go
-// for the shapes and their sensitivity.
+// The classification of a join into its shape (JoinPublic or JoinUnit).
+// See dpplan/join.go for the shapes and their sensitivity.
 
 // joinShape classifies the join (see join.go's file comment) or refuses it.
 func (b *builder) joinShape(items []joinItem) error {
@@ -37,97 +33,24 @@ func (b *builder) joinShape(items []joinItem) error {
 		return nil
 	}
 	// Every later protected table must be joined to an earlier protected
-	// table on the units.
-	linked := true
+	// table on the units; a protected table joined on anything else is
+	// refused (dpplan/join.go), and adding the unit equality makes a unit
+	// join of the same tables.
 	for _, k := range protected[1:] {
-		ok := false
+		linked := false
 		for _, on := range st.plan.Tables[k].On {
-			if !st.tables[on.Table].Public && on.Column == st.tables[on.Table].UnitColumn && on.Other == st.tables[k].UnitColumn {
-				ok = true
-			}
+			linked = linked || !st.tables[on.Table].Public && on.Column == st.tables[on.Table].UnitColumn && on.Other == st.tables[k].UnitColumn
 		}
-		linked = linked && ok
-	}
-	if linked {
-		st.plan.Shape = JoinUnit
-		return b.unitJoinWork(items, protected)
-	}
-	a, bi := protected[0], protected[1]
-	if len(protected) > 2 {
-		return b.errAt(b.onNode(items[protected[2]]), pgerr.FeatureNotSupported, "protected tables joined on columns other than the unit: only two protected tables are supported").
-			WithHint("join protected tables on the unit column (%s), or join exactly two protected tables on a key with max_rows_per_value", st.tables[a].UnitColumn)
-	}
-	if st.plan.Tables[bi].Left {
-		return b.errAt(b.onNode(items[bi]), pgerr.FeatureNotSupported, "LEFT JOIN of protected tables on columns other than the unit is not supported").
-			WithHint("use JOIN, or join on the unit column %s", st.tables[a].UnitColumn)
-	}
-	n := len(st.tables)
-	st.plan.KeyColumn = make([]string, n)
-	st.plan.RowsPerValue = make([]int, n)
-	st.plan.RowsPerUnit = make([]int, n)
-	for _, on := range st.plan.Tables[bi].On {
-		ca, cb := st.tables[a].Columns[on.Column], st.tables[bi].Columns[on.Other]
-		if on.Table == a && ca != nil && cb != nil && ca.MaxRowsPerValue > 0 && cb.MaxRowsPerValue > 0 {
-			st.plan.KeyColumn[a], st.plan.KeyColumn[bi] = on.Column, on.Other
-			st.plan.RowsPerValue[a], st.plan.RowsPerValue[bi] = ca.MaxRowsPerValue, cb.MaxRowsPerValue
-			break
+		if !linked {
+			t := st.tables[k]
+			return b.errAt(b.onNode(items[k]), pgerr.FeatureNotSupported, "%s is joined to another protected table without its %s column %s: a joined row could then hold rows of two %[2]ss",
+				t.Name, b.privacyUnit(), t.UnitColumn).
+				WithHint("add the equality of the %s columns to the join condition, e.g. ON a.x = b.x AND a.%s = b.%s; each %[1]s's rows then join only their own rows",
+					b.privacyUnit(), st.tables[protected[0]].UnitColumn, t.UnitColumn)
 		}
 	}
-	if st.plan.KeyColumn[a] == "" {
-		on := st.plan.Tables[bi].On[0]
-		left := st.tables[on.Table]
-		return b.errAt(b.onNode(items[bi]), pgerr.FeatureNotSupported, "joining %s and %s on %s needs a declared join multiplicity", left.Name, st.tables[bi].Name, on.Other).
-			WithHint("ask the data steward to declare max_rows_per_value (the most rows sharing one value) for %s.%s and %s.%s in the policy, or join on the unit column %s",
-				left.Name, on.Column, st.tables[bi].Name, on.Other, st.tables[a].UnitColumn)
-	}
-	st.plan.RowsPerUnit[a], st.plan.RowsPerUnit[bi] = st.tables[a].MaxRowsPerUnit, st.tables[bi].MaxRowsPerUnit
-	// Public tables: each must be reached from the protected pair by an
-	// equality on one of its columns with max_rows_per_value, so that a
-	// joined row of the pair extends to at most the product of their
-	// multiplicities (a tree of bounded fan-outs).
-	bounded := map[int]bool{a: true, bi: true}
-	for progress := true; progress; {
-		progress = false
-		for k := range st.tables {
-			if bounded[k] {
-				continue
-			}
-			for _, e := range st.equalities() {
-				if e.t1 == k && bounded[e.t2] || e.t2 == k && bounded[e.t1] {
-					col := e.c1
-					if e.t2 == k {
-						col = e.c2
-					}
-					if c := st.tables[k].Columns[col]; c != nil && c.MaxRowsPerValue > 0 {
-						bounded[k], progress = true, true
-						st.plan.KeyColumn[k], st.plan.RowsPerValue[k] = col, c.MaxRowsPerValue
-						break
-					}
-				}
-			}
-		}
-	}
-	e := 2 * (st.plan.RowsPerUnit[a]*st.plan.RowsPerValue[bi] + st.plan.RowsPerUnit[bi]*st.plan.RowsPerValue[a])
-	for k, t := range st.tables {
-		if !t.Public {
-			continue
-		}
-		if !bounded[k] {
-			return b.errAt(b.onNode(items[max(k, 1)]), pgerr.FeatureNotSupported, "public table %s in a join of protected tables on another key needs a declared join multiplicity", t.Name).
-				WithHint("ask the data steward to declare max_rows_per_value (1 for a unique column) for the column of %s it is joined on, or join the protected tables on the unit column %s", t.Name, st.tables[a].UnitColumn)
-		}
-		e *= st.plan.RowsPerValue[k]
-		if e > maxChangedRows {
-			break
-		}
-	}
-	if e > maxChangedRows {
-		return b.errAt(b.onNode(items[bi]), pgerr.FeatureNotSupported, "this join could change more than %d joined rows per unit", maxChangedRows).
-			WithHint("ask the data steward for smaller max_rows_per_value or max_rows_per_unit")
-	}
-	st.plan.Shape = JoinKey
-	st.plan.Changed = e
-	return nil
+	st.plan.Shape = JoinUnit
+	return b.unitJoinWork(items, protected)
 }
 
 // joinEq is an equality of a join condition: tables[t1].c1 = tables[t2].c2.
@@ -179,8 +102,6 @@ func (b *builder) unitJoinWork(items []joinItem, protected []int) error {
 	return nil
 }
 
-const maxChangedRows = dpplan.MaxChangedRows
-
 // joinTable builds the builder's table: the joined relation
 // (dpplan.JoinedTable, which release recomputes from the policy to verify
 // the plan).
@@ -196,8 +117,7 @@ func (b *builder) joinTable() {
 	b.table = syn
 }
 
-// finishJoin records the join in the plan and, for an elastic join, states
-// its sensitivity (see join.go's file comment).
+// finishJoin records the join in the plan.
 func (b *builder) finishJoin(p *Plan) error {
 	st := b.join
 	j := st.plan
@@ -210,47 +130,5 @@ func (b *builder) finishJoin(p *Plan) error {
 		}
 	}
 	p.Join = &j
-	if j.Shape != JoinKey {
-		return nil
-	}
-	for _, m := range p.Measures {
-		if m.Kind == MeasureUnits {
-			return pgerr.New(pgerr.FeatureNotSupported, "COUNT(DISTINCT %s) is not supported in a join on %s: a joined row belongs to two units", b.table.UnitColumn, j.KeyColumn[st.primary]).
-				WithHint("count rows with COUNT(*), or join on the unit column")
-		}
-		// Cross-check the bounds computed with E rows per unit against
-		// the direct formula E·M (a relative slack of 1e-12 allows for a
-		// different order of float operations).
-		if want := elasticLInf(m, j.Changed); m.LInf < want*(1-1e-12) {
-			return pgerr.New(pgerr.InternalError, "internal error: elastic join sensitivity below E·M")
-		}
-	}
-	dpplan.SetElasticL1(p) // dpplan/join_l1.go
-	if want := min(j.Changed, dpplan.DomainProduct(p.Keys, j.Changed)); p.MaxGroupsPerUnit < want {
-		return pgerr.New(pgerr.InternalError, "internal error: elastic join group bound below min(E, groups)")
-	}
 	return nil
-}
-
-// elasticLInf is E·M for a measure of an elastic join: E joined rows can
-// change, each adding at most M to one group (1 for counts, max(|l|, |u|)
-// for sums of a column clamped to [l, u], max(l², u²) for sums of squares).
-func elasticLInf(m Measure, changed int) float64 {
-	e := float64(changed)
-	if c, ok := new(big.Rat).SetString(m.Centre); ok {
-		// A normalized sum: each joined row adds x − c, or (x − c)².
-		switch m.Kind {
-		case MeasureSum:
-			return sensitivity.CentredSumLInf(changed, m.Lower, m.Upper, c)
-		case MeasureSumSq:
-			return sensitivity.CentredSumSqLInf(changed, m.Lower, m.Upper, c)
-		}
-	}
-	switch m.Kind {
-	case MeasureSum:
-		return e * math.Max(math.Abs(m.Lower), math.Abs(m.Upper))
-	case MeasureSumSq:
-		return e * math.Max(m.Lower*m.Lower, m.Upper*m.Upper)
-	}
-	return e
 }

@@ -1,11 +1,9 @@
 package rewrite
 
 import (
-	"errors"
 	"strings"
 	"testing"
 
-	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -44,17 +42,5 @@ func TestMinUnits_Plans(t *testing.T) {
 	}
 	if p.SampleAgg == nil || p.MinUnits != 11 || p.SampleAgg.CountMeasure < 0 {
 		t.Fatalf("sample-and-aggregate with a fixed k: MinUnits %d, count measure %v", p.MinUnits, p.SampleAgg)
-	}
-	_, err = RewriteWith(ds, "SELECT COUNT(*) FROM ev a JOIN ev2 b ON a.k = b.k", Options{})
-	var pe *pgerr.Error
-	if !errors.As(err, &pe) || pe.Code != pgerr.FeatureNotSupported || !strings.Contains(pe.Message, "min_units_per_cell") || pe.Hint == "" {
-		t.Fatalf("elastic join: %v, want 0A000 naming min_units_per_cell with a hint", err)
-	}
-	plain, err := policy.Parse(strings.NewReader(fuzzPolicy), "plain")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p, err := RewriteWith(plain, "SELECT COUNT(*) FROM ev a JOIN ev2 b ON a.k = b.k", Options{}); err != nil || p.MinUnits != 0 {
-		t.Fatalf("elastic join without a minimum: %v", err)
 	}
 }

@@ -110,16 +110,8 @@ import (
 // those containing a row of x, they all carry x's unit value and hence
 // x's block: the argument above holds on the joined relation unchanged,
 // with the contribution limits of join.go (the largest of the joined
-// tables'). Key joins of two protected tables (JoinKey, elastic
-// sensitivity) are refused: a joined row holds two units, A's unit a and
-// B's unit b, and is put in one block (say a's). Then one unit b of B
-// reaches the joined rows of up to m_A·C_B rows of A, of many different
-// units and so of up to min(k, E) blocks (E of join.go), and the per-value
-// truncation of the elastic SQL can shift rows of other units too: S moves
-// by up to min(k, E)·(u − l) instead of u − l. A sound version would need
-// noise E times larger (for the demo's declared multiplicities, an
-// answer that is all noise); so the block argument does not hold and the
-// shape is refused with a hint (join on the unit instead).
+// tables'). Protected tables joined on another key are refused before
+// any plan (join_shape.go).
 //
 // # Choice of k (data-independent, or from a noisy count)
 //
@@ -236,12 +228,6 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		}
 	}
 	if b.join != nil {
-		if b.join.plan.Shape == JoinKey {
-			// See "Joins" above: one unit reaches the joined rows of many
-			// units of the other table, hence many blocks.
-			return b.errAt(sel, pgerr.FeatureNotSupported, "sample-and-aggregate functions over a join of two protected tables on %s (not the privacy unit) are not supported", b.join.plan.KeyColumn[0]).
-				WithHint("join the protected tables on the privacy unit (ON a.unit = b.unit), or join a protected table to public tables; sample-and-aggregate needs each joined row to belong to one unit")
-		}
 		if err := b.finishJoin(p); err != nil {
 			return err
 		}

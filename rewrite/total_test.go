@@ -86,14 +86,14 @@ tables:
       ok: {type: bool}
       note: {type: text}
       secret: {access: none}
-      k: {type: int, max_rows_per_value: 3}
+      k: {type: int}
   ev2:
     unit_column: pid
     max_groups_per_unit: 1
     max_rows_per_unit: 5
     columns:
       pid: {type: text}
-      k: {type: int, max_rows_per_value: 2}
+      k: {type: int}
       w: {type: float, lower: 0, upper: 1e-9}
       tag: {type: text, public_values: [p, q]}
   nu:

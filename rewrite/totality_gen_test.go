@@ -268,7 +268,7 @@ func (g *queryGen) fromClause() string {
 				s += " " + g.kw("ON") + " " + on
 			}
 			if len(pub) > 0 && g.chance(0.3) {
-				s += g.publicJoin(pub, a, g.from[0].alias, false)
+				s += g.publicJoin(pub, a, g.from[0].alias)
 			}
 			g.addCols()
 			return s
@@ -277,7 +277,7 @@ func (g *queryGen) fromClause() string {
 		if len(pub) > 0 {
 			g.join = true
 			g.ta(a, "p")
-			s := g.tableRef(g.from[0]) + g.publicJoin(pub, a, g.from[0].alias, false)
+			s := g.tableRef(g.from[0]) + g.publicJoin(pub, a, g.from[0].alias)
 			g.addCols()
 			return s
 		}
@@ -287,8 +287,12 @@ func (g *queryGen) fromClause() string {
 			g.ta(a, "a")
 			g.ta(b, "b")
 			s := g.tableRef(g.from[0]) + " " + g.kw("JOIN") + " " + g.tableRef(g.from[1]) + " " + g.kw("ON") + " a." + ak + " = b." + bk
+			if g.chance(0.5) {
+				// With the unit equality: a unit join; without, refused.
+				s += " " + g.kw("AND") + " a." + a.UnitColumn + " = b." + b.UnitColumn
+			}
 			if len(pub) > 0 && g.chance(0.3) {
-				s += g.publicJoin(pub, a, "a", true)
+				s += g.publicJoin(pub, a, "a")
 			}
 			g.addCols()
 			return s
@@ -340,14 +344,13 @@ func (g *queryGen) other(ts []*policy.Table, not *policy.Table) *policy.Table {
 }
 
 // publicJoin joins a public table on a column of the same type (by name
-// when both have it); in a join of protected tables on a key, on a column
-// with max_rows_per_value.
-func (g *queryGen) publicJoin(pub []*policy.Table, p *policy.Table, palias string, mrv bool) string {
+// when both have it).
+func (g *queryGen) publicJoin(pub []*policy.Table, p *policy.Table, palias string) string {
 	t := pub[g.rng.IntN(len(pub))]
 	var pairs [][2]string
 	for _, tc := range t.ColumnOrder {
 		c := t.Columns[tc]
-		if c.Hidden || mrv && c.MaxRowsPerValue == 0 && !g.loose {
+		if c.Hidden {
 			continue
 		}
 		for _, pc := range p.ColumnOrder {
@@ -366,8 +369,8 @@ func (g *queryGen) publicJoin(pub []*policy.Table, p *policy.Table, palias strin
 	return " " + g.joinWord() + " " + t.Name + " " + alias + " " + g.kw("ON") + " " + palias + "." + pr[0] + " = " + alias + "." + pr[1]
 }
 
-// keyJoin finds two protected tables with join columns of the same type
-// and declared max_rows_per_value.
+// keyJoin finds two protected tables with visible join columns of the
+// same type.
 func (g *queryGen) keyJoin(prot []*policy.Table) (a *policy.Table, ak string, b *policy.Table, bk string, ok bool) {
 	type cand struct {
 		a, b   *policy.Table
@@ -382,7 +385,7 @@ func (g *queryGen) keyJoin(prot []*policy.Table) (a *policy.Table, ak string, b 
 			for _, xn := range x.ColumnOrder {
 				for _, yn := range y.ColumnOrder {
 					xc, yc := x.Columns[xn], y.Columns[yn]
-					if xc.MaxRowsPerValue > 0 && yc.MaxRowsPerValue > 0 && xc.Type == yc.Type {
+					if !xc.Hidden && !yc.Hidden && xc.Type == yc.Type {
 						cs = append(cs, cand{x, y, xn, yn})
 					}
 				}

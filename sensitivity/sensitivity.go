@@ -25,8 +25,8 @@
 // SQL with Bounded User Contribution" (PoPETs 2020), §3.
 //
 // Some plans also know a direct bound Λ on Σ_g |change_g| that is smaller
-// than L0·L∞ (Bounds.L1; an elastic join changes at most E joined rows in
-// all groups together, dpplan/join_l1.go). Then
+// than L0·L∞ (Bounds.L1; the bias estimate of contribution bounding clips
+// each unit's total over all groups, dpplan.MeasureRemoved). Then
 //
 //	Δ₁ = min(L0·L∞, Λ)
 //	Δ₂ = min(√L0·L∞, √(Λ·L∞))

@@ -16,9 +16,9 @@ func TestL1L2(t *testing.T) {
 		{"one group", Bounds{L0: 1, LInf: 20}, 20, 20},
 		{"four groups", Bounds{L0: 4, LInf: 20}, 80, 40},
 		{"sum bound", Bounds{L0: 4, LInf: SumLInf(20, 0, 20000)}, 1.6e6, 8e5},
-		// An elastic join (dpplan/join_l1.go): E = 320 changed rows in at
-		// most min(E, 10) = 10 groups, L∞ = L1 = 320: Δ₁ = 320 (not 3200),
-		// Δ₂ = √(320·320) = 320 (not √10·320).
+		// The bias estimate (dpplan.MeasureRemoved) clips each unit's
+		// total over its groups, L1 = L∞ = 320 in up to 10 groups:
+		// Δ₁ = 320 (not 3200), Δ₂ = √(320·320) = 320 (not √10·320).
 		{"direct L1 bound", Bounds{L0: 10, LInf: 320, L1: 320}, 320, 320},
 		// A direct bound above L0·L∞ changes nothing.
 		{"loose L1 bound", Bounds{L0: 2, LInf: 5, L1: 100}, 10, math.Sqrt(2) * 5},
