@@ -115,7 +115,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	var keyCols, keyOut []string
 	for j, k := range p.Keys {
 		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
-		keyOut = append(keyOut, keySQL(k)+" AS dp_k"+strconv.Itoa(j))
+		keyOut = append(keyOut, keyValueSQL(t, k)+" AS dp_k"+strconv.Itoa(j))
 	}
 
 	// dp_rows: one row per input row, with its unit, keys and per-row

@@ -10,7 +10,34 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/policy"
 )
+
+// keyValueSQL is the value of key k that the SQL groups by and releases as
+// its text. PostgreSQL groups numbers by value, but a group's text is that
+// of whichever row represents it: 1.5 and 1.50 are one group of a numeric
+// column without a declared scale, 0 and -0 one group of a float column,
+// and the representative is a row of the data (of the smallest unit in
+// the emitted SQL's order), so releasing its text released how one
+// person's value was written (attack round 55). A plain numeric column
+// without a declared scale is therefore grouped and released as
+// trim_scale(x) (PostgreSQL 13 and later), a float column as x + 0 (IEEE
+// 754: -0 + 0 = +0; NaN stays NaN), each the value's one text. Key
+// expressions (keyexpr.go) already have one text per value: integers,
+// dates, constants.
+func keyValueSQL(t *policy.Table, k dpplan.Key) string {
+	s := keySQL(k)
+	if k.Func != "" {
+		return s
+	}
+	switch c := t.Columns[k.Column]; {
+	case k.Type == policy.TypeNumeric && (c == nil || c.Scale == 0):
+		return "trim_scale(" + s + ")"
+	case k.Type == policy.TypeFloat:
+		return "(" + s + " + 0)"
+	}
+	return s
+}
 
 // keySQL is the SQL of a key over the table's row: the quoted column, or
 // the key expression with its constants (re-encoded by the planner:

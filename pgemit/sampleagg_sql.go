@@ -81,7 +81,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	var keyCols, keyExprs []string
 	for j, k := range p.Keys {
 		keyCols = append(keyCols, "dp_k"+strconv.Itoa(j))
-		keyExprs = append(keyExprs, keySQL(k))
+		keyExprs = append(keyExprs, keyValueSQL(t, k))
 	}
 	grouped := len(p.Keys) > 0
 	// The group rank is needed only when a unit could reach more groups

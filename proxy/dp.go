@@ -98,33 +98,25 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 }
 
 // answerRoom estimates the memory of a plan's answer before it is
-// released: its groups (the product of its public key domains, at most
-// 60,000 cells' worth: release's checkAnswerCells) times its columns,
-// doubled by dp.error_columns, at answerCellBytes each; a plan whose groups
-// come from partition selection gets privateAnswerRoom, and an answer
-// larger than its estimate is kept once charged.
+// released: release.AnswerBytes, its groups (the product of its public key
+// domains, bounded by release's checkAnswerCells) times the width of a
+// row, with dp.error_columns' columns; a plan whose groups come from
+// partition selection gets privateAnswerRoom, and an answer larger than
+// its estimate is kept once charged.
 func answerRoom(p *rewrite.Plan, errorColumns bool) int {
 	if p.PrivateGroups() {
 		return privateAnswerRoom
 	}
-	groups := 1
-	for _, k := range p.Keys {
-		groups = min(groups*len(k.Domain), 1<<20)
-	}
-	cols := len(p.Outputs)
+	extra := 0
 	if errorColumns {
-		cols *= 2
+		extra = len(p.Outputs)
 	}
-	return groups * max(cols, 1) * answerCellBytes
+	return release.AnswerBytes(p, extra)
 }
 
-// answerCellBytes is a released cell's text and row overhead (a numeric's
-// text, its string and pointer); privateAnswerRoom the room of an answer
-// whose groups come from the data.
-const (
-	answerCellBytes   = 64
-	privateAnswerRoom = 1 << 20
-)
+// privateAnswerRoom is the room of an answer whose groups come from the
+// data.
+const privateAnswerRoom = 1 << 20
 
 // dpEnv is the pipeline's view of the session's dataset.
 func (c *conn) dpEnv() *pipeline.Env {

@@ -115,8 +115,36 @@ const (
 	quantileCellWeight = 100
 )
 
+// AnswerCellBytes is a released cell's size in the proxy: a number's
+// text, its string header and pointer, and a share of its row's.
+const AnswerCellBytes = 64
+
+// maxAnswerBytes bounds AnswerBytes of a plan over public keys: 60,000
+// cells of AnswerCellBytes with their error columns (7.7 MB) fit, with
+// room for key texts of a few dozen bytes.
+const maxAnswerBytes = 16 << 20
+
+// AnswerBytes estimates the size in the proxy of the answer of a plan
+// over public keys, with extra more columns of numbers per row (error
+// columns): its groups (the product of the key domains, capped at 2²⁰)
+// times a row of the longest value of each key's domain and
+// AnswerCellBytes per number. Plans with private keys are not bounded by
+// it (their groups come from the data; SECURITY.md).
+func AnswerBytes(p *dpplan.Plan, extra int) int {
+	groups, row := 1, (len(p.Outputs)+extra)*AnswerCellBytes
+	for _, k := range p.Keys {
+		groups = min(groups*len(k.Domain), 1<<20)
+		longest := 0
+		for _, v := range k.Domain {
+			longest = max(longest, len(v))
+		}
+		row += longest + AnswerCellBytes/4
+	}
+	return groups * max(row, AnswerCellBytes)
+}
+
 // checkAnswerCells refuses a plan whose answer would cost more than
-// maxAnswerCells cells of proxy CPU.
+// maxAnswerCells cells of proxy CPU, or hold more than maxAnswerBytes.
 func checkAnswerCells(p *dpplan.Plan) error {
 	if p == nil || p.PrivateGroups() {
 		return nil
@@ -142,16 +170,24 @@ func checkAnswerCells(p *dpplan.Plan) error {
 	weight = max(weight, len(p.Outputs))
 	groups := 1
 	for _, k := range p.Keys {
-		groups *= len(k.Domain)
-		if groups > maxAnswerCells/weight {
-			hint := "group by fewer or coarser keys (e.g. date_trunc('month', …) instead of days), or ask for fewer aggregates"
-			if weight >= quantileCellWeight {
-				hint = "a quantile needs an exact exponential mechanism per group: group by fewer or coarser keys (at most " + strconv.Itoa(maxAnswerCells/weight) + " groups for this query)"
-			}
-			return pgerr.New(pgerr.ProgramLimitExceeded, "this query would release more than %d noisy cells (groups × aggregates, a quantile weighing %d)", maxAnswerCells, quantileCellWeight).
-				WithDetail("Each noisy value costs the proxy CPU; the bound keeps every answer near a second. The query was not run and nothing was charged.").
-				WithHint("%s", hint)
+		groups = min(groups*len(k.Domain), maxAnswerCells+1)
+	}
+	if groups > maxAnswerCells/weight {
+		hint := "group by fewer or coarser keys (e.g. date_trunc('month', …) instead of days), or ask for fewer aggregates"
+		if weight >= quantileCellWeight {
+			hint = "a quantile needs an exact exponential mechanism per group: group by fewer or coarser keys (at most " + strconv.Itoa(maxAnswerCells/weight) + " groups for this query)"
 		}
+		return pgerr.New(pgerr.ProgramLimitExceeded, "this query would release more than %d noisy cells (groups × aggregates, a quantile weighing %d)", maxAnswerCells, quantileCellWeight).
+			WithDetail("Each noisy value costs the proxy CPU; the bound keeps every answer near a second. The query was not run and nothing was charged.").
+			WithHint("%s", hint)
+	}
+	// A key's cells are as long as its values: a CASE key's labels are
+	// the analyst's constants (attack round 55: two 20 KB labels by 1,000
+	// buckets made a 40 MB answer of 6,000 cells).
+	if AnswerBytes(p, 0) > maxAnswerBytes {
+		return pgerr.New(pgerr.ProgramLimitExceeded, "this query's answer would hold more than %d MiB (its groups × the width of a row)", maxAnswerBytes>>20).
+			WithDetail("The proxy keeps an answer whole for the client; the query was not run and nothing was charged.").
+			WithHint("group by fewer keys, or with shorter labels")
 	}
 	return nil
 }

@@ -166,7 +166,8 @@ func TestShrinkToFit(t *testing.T) {
 
 // TestCheckAnswerCells: a plan over public keys whose groups × measurement
 // weights exceed maxAnswerCells is refused with 54000 before any charge
-// (issue 27, bounded proxy CPU); a quantile weighs quantileCellWeight.
+// (issue 27, bounded proxy CPU); a quantile weighs quantileCellWeight. So is
+// one whose answer would hold more than maxAnswerBytes.
 func TestCheckAnswerCells(t *testing.T) {
 	key := func(n int) rewrite.Key {
 		d := make([]string, n)
@@ -177,6 +178,10 @@ func TestCheckAnswerCells(t *testing.T) {
 	}
 	count := rewrite.Measure{Kind: rewrite.MeasureCount}
 	quant := rewrite.Measure{Kind: rewrite.MeasureQuantile}
+	// A CASE key's labels are the analyst's constants (attack round 55).
+	labels := func(n int) rewrite.Key {
+		return rewrite.Key{Column: "k", Domain: []string{strings.Repeat("a", n), strings.Repeat("b", n)}}
+	}
 	for _, c := range []struct {
 		name   string
 		keys   []rewrite.Key
@@ -192,8 +197,15 @@ func TestCheckAnswerCells(t *testing.T) {
 		{"median per month", []rewrite.Key{key(60)}, []rewrite.Measure{quant}, false},
 		{"median per week", []rewrite.Key{key(261)}, []rewrite.Measure{quant}, false},
 		{"median per day", []rewrite.Key{key(1827)}, []rewrite.Measure{quant}, true},
+		// 2 × 1,000 groups of 3 cells: few cells, but 20 KB rows, 40 MB.
+		{"long labels", []rewrite.Key{labels(20000), key(1000)}, []rewrite.Measure{count}, true},
+		{"short labels", []rewrite.Key{labels(200), key(1000)}, []rewrite.Measure{count}, false},
+		// 60,000 groups, one number and keys of 40 and 5 bytes:
+		// 60,000 × (64 + 56 + 21) = 8.5 MB.
+		{"the widest plain answer", []rewrite.Key{labels(40), key(maxAnswerCells / 2)}, []rewrite.Measure{count}, false},
 	} {
-		err := checkAnswerCells(&rewrite.Plan{Keys: c.keys, Measures: c.ms})
+		outputs := make([]rewrite.Output, len(c.ms))
+		err := checkAnswerCells(&rewrite.Plan{Keys: c.keys, Measures: c.ms, Outputs: outputs})
 		if pe, ok := pgerr.As(err); c.refuse != (err != nil) || err != nil && (!ok || pe.Code != pgerr.ProgramLimitExceeded) {
 			t.Errorf("%s: %v, want refused %v (54000)", c.name, err, c.refuse)
 		}

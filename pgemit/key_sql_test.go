@@ -1,0 +1,38 @@
+package pgemit
+
+import (
+	"testing"
+
+	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/policy"
+)
+
+// TestKeyValueSQL: a key is grouped and released as one text per value
+// (attack round 55): a numeric column without a declared scale through
+// trim_scale (1.50 and 1.5 are one group, released as 1.5), a float
+// column as x + 0 (-0 and 0 are one group, released as 0); a numeric
+// with a declared scale, other types and key expressions as they are.
+func TestKeyValueSQL(t *testing.T) {
+	tb := &policy.Table{Columns: map[string]*policy.Column{
+		"n":  {Name: "n", Type: policy.TypeNumeric},
+		"n2": {Name: "n2", Type: policy.TypeNumeric, PGType: "numeric", Scale: 2},
+		"f":  {Name: "f", Type: policy.TypeFloat},
+		"i":  {Name: "i", Type: policy.TypeInt},
+		"s":  {Name: "s", Type: policy.TypeText},
+	}}
+	for _, c := range []struct {
+		key  dpplan.Key
+		want string
+	}{
+		{dpplan.Key{Column: "n", Type: policy.TypeNumeric}, `trim_scale("n")`},
+		{dpplan.Key{Column: "n2", Type: policy.TypeNumeric}, `"n2"`},
+		{dpplan.Key{Column: "f", Type: policy.TypeFloat}, `("f" + 0)`},
+		{dpplan.Key{Column: "i", Type: policy.TypeInt}, `"i"`},
+		{dpplan.Key{Column: "s", Type: policy.TypeText}, `"s"`},
+		{dpplan.Key{Column: "n", Type: policy.TypeNumeric, Func: "width_bucket", Args: []string{"0", "10", "5"}}, `width_bucket(NULLIF("n"::numeric, 'NaN'), (0)::numeric, (10)::numeric, 5)`},
+	} {
+		if got := keyValueSQL(tb, c.key); got != c.want {
+			t.Errorf("keyValueSQL(%+v) = %s, want %s", c.key, got, c.want)
+		}
+	}
+}
