@@ -291,9 +291,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	}
 	shareSums(p) // centre.go
 	if b.join != nil {
-		if err := b.finishJoin(p); err != nil {
-			return nil, err
-		}
+		b.finishJoin(p)
 	}
 	dpplan.ScaledMeasures(p) // dpplan/bounds.go
 	if !b.opts.NoBias {

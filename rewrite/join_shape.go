@@ -118,7 +118,7 @@ func (b *builder) joinTable() {
 }
 
 // finishJoin records the join in the plan.
-func (b *builder) finishJoin(p *Plan) error {
+func (b *builder) finishJoin(p *Plan) {
 	st := b.join
 	j := st.plan
 	for k := range st.tables {
@@ -130,5 +130,4 @@ func (b *builder) finishJoin(p *Plan) error {
 		}
 	}
 	p.Join = &j
-	return nil
 }

@@ -228,9 +228,7 @@ func (b *builder) sampleAggPlan(sel *ast.SelectStmt, p *Plan) error {
 		}
 	}
 	if b.join != nil {
-		if err := b.finishJoin(p); err != nil {
-			return err
-		}
+		b.finishJoin(p)
 	}
 	key := b.ds.SampleKey()
 	if len(key) == 0 {
