@@ -164,7 +164,12 @@ func (c *conn) describeDP(ctx context.Context, text string) ([]column, error) {
 // checkDP plans a DP statement and reports its refusal, if any, as
 // PostgreSQL's parse analysis would (nothing is read or charged).
 func (c *conn) checkDP(text string) error {
-	_, err := c.prepare(c.sessCtx, c.dpEnv(), c.dpSettings(), text)
+	return c.checkDPIn(c.sessCtx, text)
+}
+
+// checkDPIn is checkDP waiting for the planning slot under ctx.
+func (c *conn) checkDPIn(ctx context.Context, text string) error {
+	_, err := c.prepare(ctx, c.dpEnv(), c.dpSettings(), text)
 	return err
 }
 

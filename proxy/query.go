@@ -287,8 +287,13 @@ func (c *conn) simpleQuery(ctx context.Context, sql string) {
 
 // firstSyntaxError returns the first of sts (and the query a DECLARE or
 // COPY wraps) whose planning, or the shadow's parse, finds a syntax
-// error: run before any of a Query string that may release a DP answer.
+// error, or the cancellation or time-out that ended the pass: run before
+// any of a Query string that may release a DP answer.
 func (c *conn) firstSyntaxError(ctx context.Context, sts []statement) (int, error) {
+	// One statement's context for the whole pass: a CancelRequest or
+	// statement_timeout ends it (and the string, of which nothing ran).
+	ctx, done := c.statementContext(ctx)
+	defer done()
 	for i, st := range sts {
 		q := st
 		if st.sess != nil && st.sess.Cursor != nil {
@@ -300,12 +305,15 @@ func (c *conn) firstSyntaxError(ctx context.Context, sts []statement) (int, erro
 		switch {
 		case err != nil:
 		case q.route == pgsql.RouteDP:
-			err = c.checkDP(q.text)
+			err = c.checkDPIn(ctx, q.text)
 		case q.route == pgsql.RouteCatalog:
 			_, err = c.describeShadow(ctx, q.text, nil)
 		}
 		if isSyntaxError(err) {
 			return i, err
+		}
+		if ctx.Err() != nil {
+			return i, statementError(ctx, ctx.Err())
 		}
 	}
 	return 0, nil
