@@ -22,7 +22,9 @@ import (
 // person's value was written (attack round 55). A plain numeric column
 // without a declared scale is therefore grouped and released as
 // trim_scale(x) (PostgreSQL 13 and later), a float column as x + 0 (IEEE
-// 754: -0 + 0 = +0; NaN stays NaN), each the value's one text. Key
+// 754: -0 + 0 = +0; NaN stays NaN), a citext column (equal when their
+// lower cases are) as lower(x) (attack round 56; internal/catalog requires
+// its public values in lower case), each the value's one text. Key
 // expressions (keyexpr.go) already have one text per value: integers,
 // dates, constants.
 func keyValueSQL(t *policy.Table, k dpplan.Key) string {
@@ -35,6 +37,8 @@ func keyValueSQL(t *policy.Table, k dpplan.Key) string {
 		return "trim_scale(" + s + ")"
 	case k.Type == policy.TypeFloat:
 		return "(" + s + " + 0)"
+	case c != nil && c.PGType == "citext":
+		return "lower(" + s + ")"
 	}
 	return s
 }

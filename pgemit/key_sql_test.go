@@ -19,6 +19,7 @@ func TestKeyValueSQL(t *testing.T) {
 		"f":  {Name: "f", Type: policy.TypeFloat},
 		"i":  {Name: "i", Type: policy.TypeInt},
 		"s":  {Name: "s", Type: policy.TypeText},
+		"ci": {Name: "ci", Type: policy.TypeText, PGType: "citext"},
 	}}
 	for _, c := range []struct {
 		key  dpplan.Key
@@ -29,6 +30,7 @@ func TestKeyValueSQL(t *testing.T) {
 		{dpplan.Key{Column: "f", Type: policy.TypeFloat}, `("f" + 0)`},
 		{dpplan.Key{Column: "i", Type: policy.TypeInt}, `"i"`},
 		{dpplan.Key{Column: "s", Type: policy.TypeText}, `"s"`},
+		{dpplan.Key{Column: "ci", Type: policy.TypeText}, `lower("ci")`},
 		{dpplan.Key{Column: "n", Type: policy.TypeNumeric, Func: "width_bucket", Args: []string{"0", "10", "5"}}, `width_bucket(NULLIF("n"::numeric, 'NaN'), (0)::numeric, (10)::numeric, 5)`},
 	} {
 		if got := keyValueSQL(tb, c.key); got != c.want {

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/catalog"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/ledger"
@@ -82,10 +83,21 @@ func startRealDPOver(t *testing.T, seed []string, wrap func(release.Upstream) re
 	if err != nil {
 		t.Fatal(err)
 	}
+	dataConn, err := pgx.Connect(ctx, dataDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dataConn.Close(context.Background())
 	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
 		c.Releaser, c.Ledger = rel, led
 		for _, d := range c.Datasets {
 			d.Upstream = dsUp
+		}
+		// As dpproxy serve does: the live column types the emitter
+		// reads (numeric scales, citext) and the policy's fit to them.
+		problems, err := catalog.Verify(ctx, dataConn, c.Datasets["hospital"].Policy)
+		if err != nil || len(problems) > 0 {
+			t.Fatalf("the data database does not fit the policy: %v %q", err, problems)
 		}
 		if mutate != nil {
 			mutate(c)

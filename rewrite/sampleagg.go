@@ -21,9 +21,11 @@ import (
 // # Mechanism
 //
 // The privacy units are split into k disjoint blocks by a keyed hash of the
-// unit value, HMAC-SHA-256(key, unit::text), where the key is the dataset's
-// secret (policy.Dataset.SampleKey): an analyst can neither predict nor
-// steer the block of a unit. The aggregate f is computed by PostgreSQL in
+// unit value, the least HMAC-SHA-256(key, unit::text) over the unit's rows
+// (one block per unit also where PostgreSQL's equality is looser than the
+// text: 1000 and 1000.0, 'Zed' and 'zed' of a citext; attack round 56),
+// where the key is the dataset's secret (policy.Dataset.SampleKey): an
+// analyst can neither predict nor steer the block of a unit. The aggregate f is computed by PostgreSQL in
 // each block b, giving f_b, which is clipped to the output range [l, u];
 // a block with no rows, or whose f_b is NULL (e.g. corr over fewer than two
 // rows or a constant column), counts as the midpoint c = (l + u)/2. The

@@ -84,6 +84,17 @@ func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error
 			if msg := accepts(c.Type, lc); msg != "" {
 				problems = append(problems, fmt.Sprintf("%s column %s is %s in the database but type: %s in the policy: %s", where, cn, lc.shown, c.Type, msg))
 			}
+			if lc.base == "citext" {
+				// A citext key is grouped and released as lower(x), one
+				// text per value (pgemit keyValueSQL): its public values
+				// must be those texts.
+				for _, v := range c.PublicValues {
+					if v != strings.ToLower(v) {
+						problems = append(problems, fmt.Sprintf("%s column %s is citext (its equality ignores case, and dpproxy releases its groups in lower case) but public value %q is not in lower case; list the public values in lower case", where, cn, v))
+						break
+					}
+				}
+			}
 			colTypes[c] = lc
 		}
 	}

@@ -19,10 +19,10 @@ const schema = `
 CREATE DOMAIN small_money AS numeric(12, 2);
 CREATE TABLE ok (
 	pid int8, i int4, i0 numeric(10, 0), n numeric, n2 small_money, ni int2,
-	f float8, fi int4, s text, v varchar(20), d date, b bool, secret bytea
+	f float8, fi int4, s text, v varchar(20), d date, b bool, secret bytea, ct citext
 );
 CREATE TABLE bad (
-	pid uuid, frac numeric, fl float8, big numeric, s int4, d timestamp, b int4, ci text COLLATE ci
+	pid uuid, frac numeric, fl float8, big numeric, s int4, d timestamp, b int4, ci text COLLATE ci, cu citext
 );
 CREATE TABLE textunit (pid text, x int4);
 `
@@ -47,6 +47,7 @@ tables:
       v:  {type: text}
       d:  {type: date, lower: 2020-01-01, upper: 2020-12-31}
       b:  {type: bool}
+      ct: {type: text, public_values: [north, south]}
       secret: {access: none}
   textunit:
     unit_column: pid
@@ -72,6 +73,7 @@ tables:
       d:    {type: date, lower: 2020-01-01, upper: 2020-12-31}
       b:    {type: bool}
       ci:   {type: text}
+      cu:   {type: text, public_values: [north, South]}
       gone: {type: int, lower: 0, upper: 1}
   missing:
     unit_column: pid
@@ -98,6 +100,9 @@ func TestVerify(t *testing.T) {
 	if _, err := conn.Exec(ctx, `CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`); err != nil {
 		t.Fatalf("ICU collation (PostgreSQL built without ICU?): %v", err)
 	}
+	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS citext`); err != nil {
+		t.Fatalf("citext (PostgreSQL without its contrib modules?): %v", err)
+	}
 	if _, err := conn.Exec(ctx, schema); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +124,7 @@ func TestVerify(t *testing.T) {
 	// Each column's type in the database, for result types as PostgreSQL
 	// types them (MAX of an int4 column is int4; SUM of numeric(p, 2)
 	// prints 2 decimals).
-	for col, want := range map[string]string{"i": "int4", "ni": "int2", "n": "numeric", "f": "float8", "d": "date", "i0": "numeric"} {
+	for col, want := range map[string]string{"i": "int4", "ni": "int2", "n": "numeric", "f": "float8", "d": "date", "i0": "numeric", "ct": "citext"} {
 		if got := ok.Tables["ok"].Columns[col].PGType; got != want {
 			t.Errorf("column %s: PGType %q, want %q", col, got, want)
 		}
@@ -144,6 +149,7 @@ func TestVerify(t *testing.T) {
 		"column d is timestamp without time zone in the database but type: date",
 		"column b is integer in the database but type: bool",
 		"column ci is text in the database but type: text in the policy: its collation is nondeterministic",
+		`column cu is citext (its equality ignores case, and dpproxy releases its groups in lower case) but public value "South" is not in lower case`,
 		`has no column "gone"`,
 		"table public.missing does not exist",
 	}
