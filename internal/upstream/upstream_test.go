@@ -114,3 +114,38 @@ func TestPool_Partitionwise(t *testing.T) {
 		t.Errorf("plan of a GROUP BY on the partition key:\n%s\nwant an Append of one aggregate per partition", got)
 	}
 }
+
+// TestPool_OutputSettingsPinned: the texts release reads do not follow the
+// data database's configuration. With its DateStyle, IntervalStyle and
+// extra_float_digits set otherwise (SQL dates, rounded floats, under
+// which 0.1 + 0.2 and 0.3 print alike), the pool still reads ISO dates
+// and shortest-exact floats.
+func TestPool_OutputSettingsPinned(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	if err := pgtest.Exec(ctx, dsn,
+		"DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET DateStyle = %L', current_database(), 'SQL, DMY'); "+
+			"EXECUTE format('ALTER DATABASE %I SET extra_float_digits = %s', current_database(), '-3'); "+
+			"EXECUTE format('ALTER DATABASE %I SET IntervalStyle = %L', current_database(), 'sql_standard'); END $$"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(ctx, Config{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rows, err := p.Query(ctx, "SELECT DATE '2024-02-29', (0.1::float8 + 0.2::float8), 0.3::float8, INTERVAL '1 day 2 hours'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"2024-02-29", "0.30000000000000004", "0.3", "1 day 02:00:00"}
+	for i, w := range want {
+		if rows[0][i] == nil || *rows[0][i] != w {
+			got := "NULL"
+			if rows[0][i] != nil {
+				got = *rows[0][i]
+			}
+			t.Errorf("col %d = %q, want %q", i, got, w)
+		}
+	}
+}
