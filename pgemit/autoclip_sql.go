@@ -37,7 +37,7 @@ func ClipSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, cols []dpplan.C
 		"SELECT dp_unit, dp_i, MAX(dp_x) AS dp_hi, MIN(dp_x) AS dp_lo FROM (" +
 		"SELECT " + unit + " AS dp_unit, dp_v.dp_i, dp_v.dp_x FROM " + from +
 		" CROSS JOIN LATERAL (VALUES " + strings.Join(values, ", ") + ") AS dp_v(dp_i, dp_x)" +
-		" WHERE " + strings.Join(sourceConds(p, where, unit), " AND ") +
+		" WHERE " + strings.Join(sourceConds(t, p, where, unit), " AND ") +
 		") AS dp_rows WHERE dp_x IS NOT NULL GROUP BY dp_unit, dp_i) AS dp_units" +
 		" CROSS JOIN LATERAL (VALUES (0, dp_hi), (1, dp_lo)) AS dp_m(dp_s, dp_x)) AS dp_binned GROUP BY dp_i, dp_s, dp_b"
 }

@@ -121,7 +121,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	// dp_rows: one row per input row, with its unit, keys and per-row
 	// values. Rows without a unit are excluded (see "NULL unit values" in dpplan/bounds.go).
 	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
-	conds := sourceConds(p, where, unit)
+	conds := sourceConds(t, p, where, unit)
 	partition := append([]string{unit}, quoteIdents(p.Keys)...)
 	hasRow := make([]bool, len(p.Measures)) // measure i has a per-row value dp_x<i>
 	for i, m := range p.Measures {
@@ -399,17 +399,18 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 }
 
 // sourceConds is the WHERE of dp_rows: rows with a unit, that pass the
-// analyst's WHERE, with every key in its public domain (or not NULL, for
-// private keys).
-func sourceConds(p *dpplan.Plan, where dpplan.Pred, unit string) []string {
+// analyst's WHERE, with every key in its public domain (or, for private
+// keys, a value keyValueSQL keeps).
+func sourceConds(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, unit string) []string {
 	conds := []string{unit + " IS NOT NULL"}
 	if where != nil {
 		conds = append(conds, PredSQL(where))
 	}
 	for _, k := range p.Keys {
 		if k.Private {
-			// No public domain; the NULL group is not released.
-			conds = append(conds, keySQL(k)+" IS NOT NULL")
+			// No public domain; the NULL group is not released, nor are
+			// keys longer than MaxPrivateKeyBytes.
+			conds = append(conds, keyValueSQL(t, k)+" IS NOT NULL")
 			continue
 		}
 		conds = append(conds, keySQL(k)+" IN ("+domainList(k)+")")

@@ -27,6 +27,12 @@ import (
 // its public values in lower case), each the value's one text. Key
 // expressions (keyexpr.go) already have one text per value: integers,
 // dates, constants.
+//
+// A private key's value is the data's, and the proxy reads each candidate
+// group's (release/partition.go): one of a text or numeric column longer
+// than MaxPrivateKeyBytes is NULL, so its rows are not grouped (a free-text
+// column of notes as a key would otherwise make the proxy read each
+// note whole, a size no public quantity bounds).
 func keyValueSQL(t *policy.Table, k dpplan.Key) string {
 	s := keySQL(k)
 	if k.Func != "" {
@@ -34,14 +40,24 @@ func keyValueSQL(t *policy.Table, k dpplan.Key) string {
 	}
 	switch c := t.Columns[k.Column]; {
 	case k.Type == policy.TypeNumeric && (c == nil || c.Scale == 0):
-		return "trim_scale(" + s + ")"
+		s = "trim_scale(" + s + ")"
 	case k.Type == policy.TypeFloat:
-		return "(" + s + " + 0)"
+		s = "(" + s + " + 0)"
 	case c != nil && c.PGType == "citext":
-		return "lower(" + s + ")"
+		s = "lower(" + s + ")"
+	}
+	switch {
+	case k.Private && k.Type == policy.TypeText:
+		s = "CASE WHEN octet_length(" + s + ") <= " + strconv.Itoa(MaxPrivateKeyBytes) + " THEN " + s + " END"
+	case k.Private && k.Type == policy.TypeNumeric:
+		s = "CASE WHEN octet_length(" + s + "::text) <= " + strconv.Itoa(MaxPrivateKeyBytes) + " THEN " + s + " END"
 	}
 	return s
 }
+
+// MaxPrivateKeyBytes bounds the text of a private group key's value
+// (keyValueSQL).
+const MaxPrivateKeyBytes = 1024
 
 // keySQL is the SQL of a key over the table's row: the quoted column, or
 // the key expression with its constants (re-encoded by the planner:

@@ -31,6 +31,10 @@ func TestKeyValueSQL(t *testing.T) {
 		{dpplan.Key{Column: "i", Type: policy.TypeInt}, `"i"`},
 		{dpplan.Key{Column: "s", Type: policy.TypeText}, `"s"`},
 		{dpplan.Key{Column: "ci", Type: policy.TypeText}, `lower("ci")`},
+		// A private key's value is bounded in length.
+		{dpplan.Key{Column: "s", Type: policy.TypeText, Private: true}, `CASE WHEN octet_length("s") <= 1024 THEN "s" END`},
+		{dpplan.Key{Column: "n", Type: policy.TypeNumeric, Private: true}, `CASE WHEN octet_length(trim_scale("n")::text) <= 1024 THEN trim_scale("n") END`},
+		{dpplan.Key{Column: "i", Type: policy.TypeInt, Private: true}, `"i"`},
 		{dpplan.Key{Column: "n", Type: policy.TypeNumeric, Func: "width_bucket", Args: []string{"0", "10", "5"}}, `width_bucket(NULLIF("n"::numeric, 'NaN'), (0)::numeric, (10)::numeric, 5)`},
 	} {
 		if got := keyValueSQL(tb, c.key); got != c.want {
