@@ -57,6 +57,7 @@ type builder struct {
 	regrOutputs map[string]int
 	rangeErr    *pgerr.Error // set by addMeasure for an unbounded measure
 	rowOps      int          // arithmetic operations inside aggregates (rowexpr.go maxRowOps)
+	predOps     int          // per-row work of FILTER and CASE key conditions (dpplan.PredWork)
 	// derived: the derived keys planned, by expression node, and the
 	// values of their domains (keyexpr.go memoKey).
 	derived       map[derivedID]derivedKey
@@ -104,7 +105,8 @@ var parsers = sync.Pool{New: func() any {
 	return p
 }}
 
-// maxWhereWork bounds a WHERE clause's per-row work (dpplan.PredWork):
+// maxWhereWork bounds a WHERE clause's per-row work (dpplan.PredWork), and
+// that of all of a query's conditions together (WHERE, FILTER, CASE keys):
 // a chain of 900 comparisons (a BI tool's selection) fits; the work bound
 // then weighs every row by it (dpplan.WorkOf), so on a large table such a
 // plan may still be refused for its time.
@@ -278,7 +280,16 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	// The dataset's minimum of units per cell: release checks that the
 	// plan carries it (release/minunits.go).
 	p.MinUnits = b.ds.MinUnitsPerCell
-	p.RowOps = dpplan.PredWork(b.where) + b.rowOps
+	// Every row pays for the WHERE clause, for each aggregate's FILTER and
+	// for a CASE key's conditions alike (attack round 57: 200 ILIKEs in a
+	// FILTER or a CASE key planned as a plain count, their work 27–52× its
+	// time slot): their total is bounded as the WHERE clause's is, and
+	// the work bound weighs every row by it.
+	if n := dpplan.PredWork(b.where) + b.predOps; n > maxWhereWork {
+		return nil, b.errAt(sel, "54001", "the query's conditions are too complex: %d units of work per row (WHERE, FILTER and CASE conditions together), over %d", n, maxWhereWork).
+			WithHint("use fewer conditions or shorter LIKE patterns (each condition is 1 unit, a LIKE 1 more per 16 characters of its pattern, an IN list 1 more per 1000 values)")
+	}
+	p.RowOps = dpplan.PredWork(b.where) + b.predOps + b.rowOps
 	if b.join == nil {
 		p.RowsPerUnit = b.table.MaxRowsPerUnit
 	}

@@ -108,6 +108,9 @@ func (b *builder) planCaseKey(x *ast.CaseExpr) (Key, error) {
 		if err != nil {
 			return Key{}, err
 		}
+		// Evaluated on every row, twice while the emitted SQL writes the
+		// CASE in the key and in its domain test (build.go).
+		b.predOps += 2 * dpplan.PredWork(cond)
 		v, ok, err := result(w.Result)
 		if err != nil {
 			return Key{}, err

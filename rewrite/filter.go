@@ -79,7 +79,11 @@ func (b *builder) aggFilter(x *ast.AggregateFuncExpr) (dpplan.Pred, error) {
 	if !ok {
 		return nil, nil
 	}
-	return b.pred(cond)
+	f, err := b.pred(cond)
+	// The emitter evaluates the condition on every row (a CASE per
+	// measure): its work is the plan's (build.go).
+	b.predOps += dpplan.PredWork(f)
+	return f, err
 }
 
 // normalizeFilter rewrites "FILTER ( WHERE" at toks[i] (the word FILTER
