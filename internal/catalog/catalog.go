@@ -43,9 +43,12 @@ type liveColumn struct {
 	deterministic bool   // the collation is deterministic (or none)
 }
 
-// Verify checks every protected table of ds: the table exists, its unit
-// column exists, and each declared visible column exists with a type that
-// can honour its declaration (accepts). It returns one problem per
+// Verify checks every table of ds: the table exists, a protected table's
+// unit column exists, and each declared visible column exists with a type
+// that can honour its declaration (accepts). Public tables are checked
+// like protected ones (attack round 58): a public column joined to a
+// protected table is read per person's row, so its type, collation and
+// citext values matter as much, and the emitter reads their live types. It returns one problem per
 // mismatch (a sentence naming the column, both types and the fix) and sets
 // each table's UnitType and UnitTypeName when there are none.
 func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error) {
@@ -54,9 +57,6 @@ func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error
 	colTypes := map[*policy.Column]liveColumn{}
 	for _, name := range ds.TableOrder {
 		t := ds.Tables[name]
-		if t.Public {
-			continue
-		}
 		cols, err := readColumns(ctx, q, t.Schema, t.Name)
 		if err != nil {
 			return nil, err
@@ -66,10 +66,12 @@ func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error
 			problems = append(problems, where+" does not exist in the data database (or the data role cannot see it); create it or fix tables."+t.Name+" in the policy")
 			continue
 		}
-		if u, ok := cols[t.UnitColumn]; !ok {
-			problems = append(problems, fmt.Sprintf("%s has no unit column %q; fix unit_column in the policy", where, t.UnitColumn))
-		} else {
-			unitTypes[name] = [2]string{string(unitType(u)), u.shown}
+		if !t.Public { // a public table has no unit column
+			if u, ok := cols[t.UnitColumn]; !ok {
+				problems = append(problems, fmt.Sprintf("%s has no unit column %q; fix unit_column in the policy", where, t.UnitColumn))
+			} else {
+				unitTypes[name] = [2]string{string(unitType(u)), u.shown}
+			}
 		}
 		for _, cn := range t.ColumnOrder {
 			c := t.Columns[cn]

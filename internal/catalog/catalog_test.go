@@ -25,6 +25,7 @@ CREATE TABLE bad (
 	pid uuid, frac numeric, fl float8, big numeric, s int4, d timestamp, b int4, ci text COLLATE ci, cu citext
 );
 CREATE TABLE textunit (pid text, x int4);
+CREATE TABLE pub (code citext, factor text);
 `
 
 const okPolicy = `dataset: t
@@ -55,6 +56,10 @@ tables:
     max_rows_per_unit: 1
     columns:
       x: {type: int, lower: 0, upper: 10}
+  pub:
+    public: true
+    columns:
+      code: {type: text, public_values: [a, b]}
 `
 
 const badPolicy = `dataset: t
@@ -75,6 +80,10 @@ tables:
       ci:   {type: text}
       cu:   {type: text, public_values: [north, South]}
       gone: {type: int, lower: 0, upper: 1}
+  pub:
+    public: true
+    columns:
+      factor: {type: numeric, lower: 0, upper: 10}
   missing:
     unit_column: pid
     max_groups_per_unit: 1
@@ -129,6 +138,12 @@ func TestVerify(t *testing.T) {
 			t.Errorf("column %s: PGType %q, want %q", col, got, want)
 		}
 	}
+	// Public tables are checked too (attack round 58), and their live
+	// types learned: a citext key of a joined public table is released
+	// as lower(x).
+	if c := ok.Tables["pub"].Columns["code"]; c.PGType != "citext" {
+		t.Errorf("public column code: PGType %q, want citext", c.PGType)
+	}
 	if c := ok.Tables["ok"].Columns["n2"]; c.PGType != "numeric" || c.Scale != 2 {
 		t.Errorf("column n2 (a domain over numeric(…, 2)): %q scale %d", c.PGType, c.Scale)
 	}
@@ -152,6 +167,7 @@ func TestVerify(t *testing.T) {
 		`column cu is citext (its equality ignores case, and dpproxy releases its groups in lower case) but public value "South" is not in lower case`,
 		`has no column "gone"`,
 		"table public.missing does not exist",
+		"table public.pub column factor is text in the database but type: numeric",
 	}
 	all := strings.Join(problems, "\n")
 	for _, w := range want {
