@@ -611,6 +611,9 @@ func (l *Ledger) refuse(c accountant.Charge, m accountant.Method, cost accountan
 	}
 	if rem.Epsilon <= 0 || rem.Delta < 0 {
 		lower = "nothing is left to spend: " // a smaller ε cannot help
+	} else {
+		// Name what is left where the hint says to lower the cost.
+		lower = strings.Replace(lower, "SET dp.epsilon = …", "SET dp.epsilon = …; ε remaining: "+fmtBudget(rem.Epsilon), 1)
 	}
 	hint := lower + ask
 	where := ""

@@ -210,8 +210,8 @@ func TestLedger_Exhausted(t *testing.T) {
 	if !strings.Contains(pe.Message, "needs ε=0.4") || !strings.Contains(pe.Message, "remaining budget is ε=0.2, δ=0") {
 		t.Fatalf("refusal message %q does not say what the query needs and what remains (ε=0.2)", pe.Message)
 	}
-	if !strings.Contains(pe.Hint, "dp.epsilon") || !strings.Contains(pe.Hint, "data steward") {
-		t.Fatalf("refusal hint %q", pe.Hint)
+	if !strings.Contains(pe.Hint, "dp.epsilon") || !strings.Contains(pe.Hint, "ε remaining: 0.2") || !strings.Contains(pe.Hint, "data steward") {
+		t.Fatalf("refusal hint %q: want how to lower the cost, what remains and whom to ask", pe.Hint)
 	}
 	// The refusal charged nothing: 0.2 still fits exactly.
 	if n := queryOne[int64](t, dsn, `SELECT count(*) FROM dpproxy_ledger.charge`); n != 2 {

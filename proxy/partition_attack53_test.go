@@ -98,7 +98,7 @@ func startRealDP53(t *testing.T, seed []string, mutate func(*Config)) (*realDP, 
 // for plan.PrivateGroups(); the work bound counts rows, not bytes; no
 // LIMIT in the emitted SQL), and nothing counts it afterwards: the
 // per-analyst memory account (max_memory_per_analyst_mb) sees only what a
-// session keeps for the client. Here 20,000 patients with one 4 KB
+// session keeps for the client. Here 20,000 patients with one 4 KB (now 1 KB: longer private keys are not grouped)
 // free-text diagnosis each (a notes-like column) make one query hold
 // about 80 MB for the whole selection (seconds: the noise per candidate
 // is the stated CPU gap), with max_memory_per_analyst_mb at 16; an
@@ -126,14 +126,14 @@ func startRealDP53(t *testing.T, seed []string, mutate func(*Config)) (*realDP, 
 func TestAttack53_PrivateKeyCandidatesUnboundedMemory(t *testing.T) {
 	const (
 		patients = 20_000
-		keyBytes = 4_000
+		keyBytes = 1_000    // under pgemit.MaxPrivateKeyBytes (longer keys are not grouped)
 		bound    = 16 << 20 // max_memory_per_analyst_mb below
 	)
 	r, meter := startRealDP53(t, []string{
 		`INSERT INTO patients SELECT p, 1930 + p % 90, CASE WHEN p % 2 = 0 THEN 'F' ELSE 'M' END, 'north' FROM generate_series(1, 20000) p`,
 		// One visit per patient, each with its own long diagnosis text:
 		// 20,000 candidate groups of one unit each.
-		`INSERT INTO visits SELECT p, DATE '2021-01-01' + p % 365, 'cardiology', md5(p::text) || repeat('x', 4000 - 32), 40, 10, 1 FROM generate_series(1, 20000) p`,
+		`INSERT INTO visits SELECT p, DATE '2021-01-01' + p % 365, 'cardiology', md5(p::text) || repeat('x', 1000 - 32), 40, 10, 1 FROM generate_series(1, 20000) p`,
 	}, func(c *Config) { c.MaxMemoryPerAnalyst = bound })
 	pc, _ := r.connectNotices(t, "alice", "alice")
 	before := len(r.charges(t))

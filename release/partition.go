@@ -162,13 +162,22 @@ func checkSelection(req Request) error {
 	if req.Delta > 0 && req.Delta < 1 {
 		return nil
 	}
-	var private, public []string
+	var private, public, buckets []string
+	t, _ := req.Dataset.Table(req.Plan.Table)
 	for _, k := range req.Plan.Keys {
 		if k.Private {
 			private = append(private, k.Column)
+			// A numeric column with bounds can be grouped in buckets of
+			// a public domain instead.
+			if t == nil {
+				continue
+			}
+			if c := t.Columns[k.Column]; c != nil && c.Type.Numeric() && c.Lower != "" {
+				buckets = append(buckets, "width_bucket("+k.Column+", "+c.Lower+", "+c.Upper+", 10)")
+			}
 		}
 	}
-	if t, ok := req.Dataset.Table(req.Plan.Table); ok {
+	if t != nil {
 		for _, name := range t.ColumnOrder {
 			if c := t.Columns[name]; !c.Hidden && len(c.PublicValues) > 0 {
 				public = append(public, name)
@@ -176,6 +185,9 @@ func checkSelection(req Request) error {
 		}
 	}
 	hint := "SET dp.delta = 1e-7 (grouping by a column without public values uses DP partition selection, which costs δ)"
+	if len(buckets) > 0 {
+		hint += ", or GROUP BY buckets of public bounds (" + strings.Join(buckets, ", ") + ")"
+	}
 	if len(public) > 0 {
 		hint += ", or GROUP BY a column with public values (" + strings.Join(public, ", ") + ")"
 	}

@@ -156,6 +156,13 @@ func TestRun_PartitionSelection_NoDelta(t *testing.T) {
 	if len(led.reserved) != 0 || len(up.calls) != 0 {
 		t.Fatalf("refused query reserved %d charges and sent %d queries", len(led.reserved), len(up.calls))
 	}
+	// A bounded numeric column: the hint offers its buckets too.
+	agePlan := mustRewrite(t, ds, "SELECT age, COUNT(*) FROM visits GROUP BY age")
+	_, err = newTestReleaser(t, led, 1).Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: agePlan, Epsilon: 1,
+		Mechanism: policy.MechanismLaplace, Upstream: up})
+	if pe, ok := pgerr.As(err); !ok || !strings.Contains(pe.Hint, "width_bucket(age, 0, 110, 10)") {
+		t.Fatalf("GROUP BY age with δ = 0: %v, want a hint offering width_bucket(age, 0, 110, 10)", err)
+	}
 	if _, _, err := Explain(ds, plan, Params{Epsilon: 1, Delta: 0, Mechanism: policy.MechanismLaplace}); err == nil {
 		t.Fatalf("EXPLAIN with δ = 0 accepted")
 	}
