@@ -429,7 +429,7 @@ func ClampSQL(t *policy.Table, c string) string {
 		NumericConst(t.Columns[c].Upper) + ")"
 }
 
-// rowValueSQL is the per-row value dp_x of a measure in dp_rows, or ""
+// rowValue is the per-row value dp_x of a measure in dp_rows, or ""
 // when the measure needs none (COUNT(*) and COUNT(DISTINCT unit) without
 // FILTER):
 //
@@ -446,13 +446,10 @@ func ClampSQL(t *policy.Table, c string) string {
 // dpplan/bounds.go's guarantee
 // hold for it. On data within the contribution limits nothing is
 // weighted, so the answer equals PostgreSQL's FILTER.
-func rowValueSQL(t *policy.Table, p *dpplan.Plan, m dpplan.Measure) string {
-	return rowValue(t, p, m, true)
-}
-
-// rowValue is rowValueSQL; with centred false, a SUM's value is not
-// centred (the caller subtracts Centre·COUNT once per unit and group:
-// centredSum). A sum of squares is always centred per row.
+//
+// With centred false, a SUM's value is not centred (the caller subtracts
+// Centre·COUNT once per unit and group: centredSum). A sum of squares is
+// always centred per row.
 func rowValue(t *policy.Table, p *dpplan.Plan, m dpplan.Measure, centred bool) string {
 	centre := m.Centre != "" && (centred || m.Kind == dpplan.MeasureSumSq)
 	var v string
@@ -533,20 +530,10 @@ func NumericConst(s string) string {
 	return "(" + s + ")::numeric"
 }
 
-// domainConsts writes the public values of a key as constants of its type
-// (validated by policy: integers, YYYY-MM-DD dates, true/false).
-func domainConsts(k dpplan.Key) []string {
-	out := make([]string, len(k.Domain))
-	for i, v := range k.Domain {
-		var b strings.Builder
-		writeDomainConst(&b, domainType(k), v)
-		out[i] = b.String()
-	}
-	return out
-}
-
-// domainList is strings.Join(domainConsts(k), ", ") written into one
-// builder (a Rewrite writes every value of every key's domain).
+// domainList writes the public values of a key as constants of its type
+// (validated by policy: integers, YYYY-MM-DD dates, true/false), joined
+// by ", " into one builder (a Rewrite writes every value of every key's
+// domain).
 func domainList(k dpplan.Key) string {
 	var b strings.Builder
 	n := 0

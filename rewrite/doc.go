@@ -230,7 +230,7 @@
 //     no-op up to numeric rounding), and a simple CASE is supported only
 //     over a column compared with literals;
 //   - agg(…) FILTER (WHERE cond) applies the condition after contribution
-//     bounding (see rowValueSQL in pgemit/bounds_sql.go): on data within the limits
+//     bounding (see rowValue in pgemit/bounds_sql.go): on data within the limits
 //     the answer is PostgreSQL's;
 //   - a GROUP BY name that is no column of the policy falls back to an
 //     output alias even if the real table has such an undeclared column.

@@ -23,7 +23,7 @@ import (
 // call by the aggregate node and records its condition. The condition is
 // planned like WHERE (pred.go) and becomes Measure.Filter; the emitter
 // turns the aggregate's per-row value into CASE WHEN cond THEN value END
-// (pgemit/bounds_sql.go, rowValueSQL), which is what PostgreSQL's FILTER computes.
+// (pgemit/bounds_sql.go, rowValue), which is what PostgreSQL's FILTER computes.
 
 // filterMarker is the function name the normalizer writes for FILTER.
 const filterMarker = "dpproxy_filter"

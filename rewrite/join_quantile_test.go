@@ -85,14 +85,3 @@ func TestQuantile_PostgresJoins(t *testing.T) {
 		}
 	}
 }
-
-func keysOf(a, b auditResult) map[string]bool {
-	out := map[string]bool{}
-	for k := range a {
-		out[k] = true
-	}
-	for k := range b {
-		out[k] = true
-	}
-	return out
-}

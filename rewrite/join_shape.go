@@ -53,22 +53,6 @@ func (b *builder) joinShape(items []joinItem) error {
 	return b.unitJoinWork(items, protected)
 }
 
-// joinEq is an equality of a join condition: tables[t1].c1 = tables[t2].c2.
-type joinEq struct {
-	t1, t2 int
-	c1, c2 string
-}
-
-func (st *joinState) equalities() []joinEq {
-	var out []joinEq
-	for k, jt := range st.plan.Tables {
-		for _, on := range jt.On {
-			out = append(out, joinEq{t1: on.Table, c1: on.Column, t2: k, c2: on.Other})
-		}
-	}
-	return out
-}
-
 // Work of a unit join: dpplan/join.go.
 const (
 	maxUnitJoinInputs = dpplan.MaxUnitJoinInputs
