@@ -56,15 +56,7 @@ func TestAttack56_CitextPrivateKeyTextFromOneUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := func(from int) []string {
-		res, err := execAll(t, pc, "SELECT diagnosis, COUNT(*) FROM visits WHERE patient_id >= "+strconv.Itoa(from)+" GROUP BY diagnosis")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys []string
-		for _, row := range res[0].Rows {
-			keys = append(keys, string(row[0]))
-		}
-		return keys
+		return releasedKeys(t, pc, "SELECT diagnosis, COUNT(*) FROM visits WHERE patient_id >= "+strconv.Itoa(from)+" GROUP BY diagnosis")
 	}
 	without := released(1001)
 	with := released(1000)
@@ -107,21 +99,7 @@ func TestAttack56_CitextPublicKeyGroupVanishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	surgery := func(from int) float64 {
-		res, err := execAll(t, pc, "SELECT department, COUNT(*) FROM visits WHERE patient_id >= "+strconv.Itoa(from)+" GROUP BY department")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, row := range res[0].Rows {
-			if string(row[0]) == "surgery" {
-				n, err := strconv.ParseFloat(string(row[1]), 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
-		}
-		t.Fatalf("no surgery row in %v", rows(res[0]))
-		return 0
+		return releasedValue(t, pc, "SELECT department, COUNT(*) FROM visits WHERE patient_id >= "+strconv.Itoa(from)+" GROUP BY department", "surgery")
 	}
 	without := surgery(1001)
 	with := surgery(1000)

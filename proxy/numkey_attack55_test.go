@@ -55,15 +55,7 @@ func TestAttack55_NumericKeyTextFromOneUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := func(from int) []string {
-		res, err := execAll(t, pc, "SELECT cost, COUNT(*) FROM visits WHERE patient_id >= "+strconv.Itoa(from)+" GROUP BY cost")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys []string
-		for _, row := range res[0].Rows {
-			keys = append(keys, string(row[0]))
-		}
-		return keys
+		return releasedKeys(t, pc, "SELECT cost, COUNT(*) FROM visits WHERE patient_id >= "+strconv.Itoa(from)+" GROUP BY cost")
 	}
 	// The neighbour without patient 1000: every key released is 1.5.
 	t.Logf("from patient 1001: released keys %q", released(1001))

@@ -12,13 +12,8 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/catalog"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
-	"github.com/dpproxy/dpproxy/internal/upstream"
-	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
-	"github.com/dpproxy/dpproxy/release"
-	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5"
-	"go.uber.org/zap/zaptest"
 )
 
 // Attack round 58: a group key from a PUBLIC table's column.
@@ -81,30 +76,10 @@ func labelPolicy(t *testing.T, labelValues string) *policy.Dataset {
 // start-up, as dpproxy serve would, makes these tests pass.
 func startRealDPPolicy(t *testing.T, seed, shadowDDL []string, ds *policy.Dataset) (*realDP, string, []string) {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts a proxy over PostgreSQL (skipped under -short only)")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dataDSN := shadowDB(t)
-	if err := pgtest.Exec(ctx, dataDSN, append(seed, `ANALYZE`)...); err != nil {
-		t.Fatal(err)
-	}
-	up, err := upstream.New(ctx, upstream.Config{DSN: dataDSN, StatementTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(up.Close)
-	ledgerDSN := pgtest.NewDatabase(t)
-	led, err := ledger.Open(ctx, ledgerDSN, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(led.Close)
-	rel, err := release.New(release.Config{Ledger: led, Planner: rewrite.Replan})
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := newRealBackends(t, ctx, seed)
+	dataDSN, ledgerDSN, up, led, rel := b.dataDSN, b.ledgerDSN, b.up, b.led, b.rel
 	dataConn, err := pgx.Connect(ctx, dataDSN)
 	if err != nil {
 		t.Fatal(err)
@@ -200,16 +175,8 @@ func TestAttack58_PublicTableCitextPrivateKeyText(t *testing.T) {
 		t.Fatal(err)
 	}
 	released := func(from int) []string {
-		res, err := execAll(t, pc, "SELECT d.label, COUNT(*) FROM visits v JOIN depts d ON v.department = d.department WHERE v.patient_id >= "+
+		return releasedKeys(t, pc, "SELECT d.label, COUNT(*) FROM visits v JOIN depts d ON v.department = d.department WHERE v.patient_id >= "+
 			strconv.Itoa(from)+" GROUP BY d.label")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys []string
-		for _, row := range res[0].Rows {
-			keys = append(keys, string(row[0]))
-		}
-		return keys
 	}
 	without := released(1001)
 	with := released(1000)
@@ -280,21 +247,7 @@ func TestAttack58_PublicTableCitextPublicKeyGroupVanishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	surgical := func() float64 {
-		res, err := execAll(t, pc, "SELECT d.label, COUNT(*) FROM visits v JOIN depts d ON v.department = d.department GROUP BY d.label")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, row := range res[0].Rows {
-			if string(row[0]) == "surgical" {
-				n, err := strconv.ParseFloat(string(row[1]), 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return n
-			}
-		}
-		t.Fatalf("no surgical row in %v", rows(res[0]))
-		return 0
+		return releasedValue(t, pc, "SELECT d.label, COUNT(*) FROM visits v JOIN depts d ON v.department = d.department GROUP BY d.label", "surgical")
 	}
 	with := surgical()
 	if _, err := data.Exec(ctx, `DELETE FROM visits WHERE patient_id = $1`, p); err != nil {

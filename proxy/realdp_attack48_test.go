@@ -51,37 +51,52 @@ func startRealDP(t *testing.T, mutate func(*Config)) *realDP {
 	}, nil, mutate)
 }
 
-// startRealDPOver is startRealDP over the data seed inserts; wrap, when
-// not nil, wraps the upstream the datasets use (a meter).
-func startRealDPOver(t *testing.T, seed []string, wrap func(release.Upstream) release.Upstream, mutate func(*Config)) *realDP {
+// realBackends are what a proxy over a real PostgreSQL needs: a data
+// database filled by a seed, its upstream pool, a fresh ledger and a real
+// releaser.
+type realBackends struct {
+	dataDSN, ledgerDSN string
+	up                 *upstream.Pool
+	led                *ledger.Ledger
+	rel                *release.Releaser
+}
+
+// newRealBackends creates them (closed at the test's end).
+func newRealBackends(t *testing.T, ctx context.Context, seed []string) realBackends {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts a proxy over PostgreSQL (skipped under -short only)")
 	}
+	b := realBackends{dataDSN: shadowDB(t), ledgerDSN: pgtest.NewDatabase(t)}
+	if err := pgtest.Exec(ctx, b.dataDSN, append(seed, `ANALYZE`)...); err != nil {
+		t.Fatal(err)
+	}
+	var err error
+	if b.up, err = upstream.New(ctx, upstream.Config{DSN: b.dataDSN, StatementTimeout: 30 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.up.Close)
+	if b.led, err = ledger.Open(ctx, b.ledgerDSN, zaptest.NewLogger(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.led.Close)
+	if b.rel, err = release.New(release.Config{Ledger: b.led, Planner: rewrite.Replan}); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// startRealDPOver is startRealDP over the data seed inserts; wrap, when
+// not nil, wraps the upstream the datasets use (a meter).
+func startRealDPOver(t *testing.T, seed []string, wrap func(release.Upstream) release.Upstream, mutate func(*Config)) *realDP {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	dataDSN := shadowDB(t)
-	if err := pgtest.Exec(ctx, dataDSN, append(seed, `ANALYZE`)...); err != nil {
-		t.Fatal(err)
-	}
-	up, err := upstream.New(ctx, upstream.Config{DSN: dataDSN, StatementTimeout: 30 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(up.Close)
-	var dsUp release.Upstream = up
+	b := newRealBackends(t, ctx, seed)
+	dataDSN, ledgerDSN, led, rel := b.dataDSN, b.ledgerDSN, b.led, b.rel
+	var dsUp release.Upstream = b.up
 	if wrap != nil {
-		dsUp = wrap(up)
-	}
-	ledgerDSN := pgtest.NewDatabase(t)
-	led, err := ledger.Open(ctx, ledgerDSN, zaptest.NewLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(led.Close)
-	rel, err := release.New(release.Config{Ledger: led, Planner: rewrite.Replan})
-	if err != nil {
-		t.Fatal(err)
+		dsUp = wrap(b.up)
 	}
 	dataConn, err := pgx.Connect(ctx, dataDSN)
 	if err != nil {
@@ -402,4 +417,39 @@ func checkAnswer(t *testing.T, r *realDP, analyst string, got [][]string, notice
 		}
 	}
 	return c
+}
+
+// releasedKeys runs a DP query and returns its first column's texts.
+func releasedKeys(t *testing.T, pc *pgconn.PgConn, q string) []string {
+	t.Helper()
+	res, err := execAll(t, pc, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, row := range res[0].Rows {
+		keys = append(keys, string(row[0]))
+	}
+	return keys
+}
+
+// releasedValue runs a DP query and returns its second column in the row
+// whose first column is key.
+func releasedValue(t *testing.T, pc *pgconn.PgConn, q, key string) float64 {
+	t.Helper()
+	res, err := execAll(t, pc, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range res[0].Rows {
+		if string(row[0]) == key {
+			n, err := strconv.ParseFloat(string(row[1]), 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s row in %v", key, rows(res[0]))
+	return 0
 }
