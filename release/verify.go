@@ -3,6 +3,7 @@
 package release
 
 import (
+	"reflect"
 	"slices"
 	"strconv"
 
@@ -129,9 +130,36 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 			if err := verifyPlan(ds, p); err != nil {
 				return err
 			}
+			if !sameShape(plan, p) {
+				// What release builds from the plan (the unit count of
+				// min_units_per_cell, the events' mechanism names) is
+				// applied to whichever candidate is chosen (attack round
+				// 59), so a candidate differs from the plan only in its
+				// rows per unit and what follows from them.
+				return bad("automatic bounds candidate")
+			}
 		}
 	}
 	return nil
+}
+
+// sameShape reports whether candidate c of plan p's automatic bounds has
+// p's shape: its table, groups per unit, minimum of units, keys, join,
+// sample-and-aggregate, and measures of the same kinds over the same
+// columns.
+func sameShape(p, c *dpplan.Plan) bool {
+	if c.Table != p.Table || c.MaxGroupsPerUnit != p.MaxGroupsPerUnit || c.MinUnits != p.MinUnits ||
+		(c.Join == nil) != (p.Join == nil) || (c.SampleAgg == nil) != (p.SampleAgg == nil) ||
+		!reflect.DeepEqual(c.Keys, p.Keys) || len(c.Measures) != len(p.Measures) {
+		return false
+	}
+	for i, m := range p.Measures {
+		cm := c.Measures[i]
+		if cm.Kind != m.Kind || cm.Column != m.Column || (cm.Quantile == nil) != (m.Quantile == nil) {
+			return false
+		}
+	}
+	return true
 }
 
 // verifyJoined checks a join plan's joined relation t against the one the
