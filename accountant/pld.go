@@ -28,13 +28,22 @@ import (
 // intermediate products, pldmemo.go, so the next charge reuses them; the
 // figures are the same with or without the memo):
 //
-//   - Gaussian releases, μᵢ = Δ₂/σᵢ: their composition is exactly one
-//     Gaussian mechanism with μ = √(Σμᵢ²) (Dong–Roth–Su, Gaussian DP, 2019,
-//     Cor. 3.3), whose curve is Balle–Wang 2018 Thm 8:
-//     δ(ε) = Φ(μ/2 − ε/μ) − e^ε·Φ(−μ/2 − ε/μ). A Gaussian-only workload
-//     is therefore accounted exactly, with no discretisation;
-//   - Laplace releases, ε₀ = Δ₁/b: loss ε₀ w.p. ½, −ε₀ w.p. e^{−ε₀}/2,
-//     continuous on (−ε₀, ε₀) with CDF ½·e^{(t−ε₀)/2};
+// The samplers are discrete (noise/), and neither continuous loss bounds
+// its discrete counterpart: a discrete Laplace whose sensitivity is one
+// grid step has randomized response's loss, worse than the continuous
+// Laplace's, and a discrete Gaussian's curve can lie above the continuous
+// one at small counts (review round 59; until 7 Dec 2026 both were
+// composed as continuous, which pldlegacy.go keeps for verifying the
+// figures of those builds). So:
+//
+//   - Laplace releases, ε₀ = Δ₁/b: randomized response, the dominating
+//     pair of ε₀-DP below (loss ε₀ w.p. e^ε₀/(1+e^ε₀), −ε₀ otherwise),
+//     valid for every ε₀-DP release;
+//   - Gaussian releases, μᵢ = Δ₂/σᵢ: a state with any is not composed as
+//     a distribution; its figure is the RDP bound (rdp.go: αΣμᵢ²/2 holds
+//     for the discrete Gaussian, Canonne–Kamath–Steinke 2020 Thm 4, with
+//     each Laplace at randomized response's RDP, rrRDP), plus the
+//     releases with δ > 0 that are not RDP by basic composition;
 //   - any other (ε, δ)-DP release: the dominating pair of Kairouz–Oh–
 //     Viswanath 2015 (Thm 2.1): loss ∞ w.p. δ, ε w.p. (1−δ)e^ε/(1+e^ε), −ε
 //     w.p. (1−δ)/(1+e^ε); every (ε, δ)-DP mechanism is a post-processing of
@@ -53,11 +62,9 @@ import (
 //     δ(ε) has a coefficient in [0, 1]; convolutions whose bound would
 //     exceed 1e-13 are done directly when affordable;
 //   - to bound the number of distinct releases, Laplace ε₀ and generic
-//     (ε, δ) are rounded up to 4 significant digits. Rounding up is a
-//     post-processing argument: Lap(b) is Lap(b′) plus an independent noise
-//     (0 w.p. (b′/b)², Lap(b) otherwise; compare characteristic functions
-//     (1+b′²t²)/(1+b²t²)), so the Laplace with the larger ε₀ dominates;
-//     (ε′, δ′) ≥ (ε, δ) dominates by the KOV pair's definition.
+//     (ε, δ) are rounded up to 4 significant digits: (ε′, δ′) ≥ (ε, δ)
+//     dominates by the KOV pair's definition (an ε₀-DP release is
+//     ε₀′-DP for ε₀′ ≥ ε₀).
 //
 // The grid is h = 10⁻³ (ε₀ ≥ 0.1), or ε₀,min/100 for smaller releases (at
 // least 10⁻⁵); a distribution that would need more than 2¹⁶ points (about
@@ -79,6 +86,10 @@ type pldAccountant struct {
 	// uncapped computes the PLD whatever the number of release types, as
 	// builds before pldMaxTypes did (pldlegacy.go; Verify only).
 	uncapped bool
+	// continuous composes Laplace releases as continuous Laplace and
+	// Gaussian releases as continuous Gaussian, as builds before 7 Dec
+	// 2026 did (pldlegacy.go; Verify only).
+	continuous bool
 }
 
 type pldState struct {
@@ -154,6 +165,9 @@ type pldType struct {
 	laplace        bool
 	epsilon, delta float64
 	count          int64
+	// continuous: the earlier builds' continuous Laplace loss
+	// (pldlegacy.go; Verify only).
+	continuous bool
 }
 
 func (s pldState) types() ([]pldType, error) {
@@ -189,8 +203,9 @@ func (s pldState) types() ([]pldType, error) {
 }
 
 // rdpBound is the RDP bound of the same releases (+Inf when a generic
-// release has δ > 0).
-func (s pldState) rdpCurve(ts []pldType) ([]float64, bool) {
+// release has δ > 0): a Laplace release's is randomized response's
+// (rrRDP), or, for the earlier builds' figures, the continuous Laplace's.
+func (s pldState) rdpCurve(ts []pldType, continuous bool) ([]float64, bool) {
 	r := make([]float64, len(rdpOrders))
 	for i, a := range rdpOrders {
 		r[i] = a * s.MuSq / 2
@@ -200,9 +215,12 @@ func (s pldState) rdpCurve(ts []pldType) ([]float64, bool) {
 			return nil, false
 		}
 		for i, a := range rdpOrders {
-			if t.laplace {
+			switch {
+			case t.laplace && continuous:
 				r[i] += float64(t.count) * laplaceRDP(a, t.epsilon)
-			} else {
+			case t.laplace:
+				r[i] += float64(t.count) * rrRDP(a, t.epsilon)
+			default:
 				r[i] += float64(t.count) * pureRDP(a, t.epsilon)
 			}
 		}
@@ -386,9 +404,14 @@ func norm2(x []float64) float64 {
 
 var errPLDTooLarge = fmt.Errorf("privacy-loss distribution needs more than %d points", pldMaxPoints)
 
-// pmf discretises one release of type t on the grid h.
+// pmf discretises one release of type t on the grid h. A Laplace release
+// is composed as the dominating pair of ε₀-DP (randomized response): the
+// samplers are discrete, and a discrete Laplace whose sensitivity is one
+// grid step has exactly that loss (±ε₀ with masses e^ε₀/(1+e^ε₀) and
+// 1/(1+e^ε₀)), which the continuous Laplace's loss does not dominate
+// (SECURITY.md, known gap 11 until 7 Dec 2026).
 func (t pldType) pmf(h float64) pmf {
-	if t.laplace {
+	if t.laplace && t.continuous {
 		return laplacePMF(t.epsilon, h)
 	}
 	return dominatingPMF(t.epsilon, t.delta, h)
@@ -502,19 +525,56 @@ type pldCurve struct {
 	h         float64
 	ok        bool      // d was computed (not too large)
 	rdp       []float64 // RDP curve of the same releases, nil if none
+	// rest, when set, is the basic composition (ε, δ) of the releases
+	// with δ > 0 that rdp leaves out (Gaussian states: see build), to be
+	// added to rdp's figure.
+	rest *[2]float64
 }
 
-func (s pldState) build(memo *PLDMemo, lowBitFirst, uncapped bool) (pldCurve, error) {
+func (s pldState) build(memo *PLDMemo, lowBitFirst, uncapped, continuous bool) (pldCurve, error) {
 	ts, err := s.types()
 	if err != nil {
 		return pldCurve{}, err
 	}
+	for i := range ts {
+		ts[i].continuous = continuous
+	}
 	c := pldCurve{mu: math.Sqrt(s.MuSq)}
-	if r, ok := s.rdpCurve(ts); ok {
+	if r, ok := s.rdpCurve(ts, continuous); ok {
 		c.rdp = r
 	}
+	if len(ts) == 0 && (continuous || s.MuSq == 0) {
+		c.gaussOnly = true // nothing, or (earlier builds) Gaussians only
+		return c, nil
+	}
+	if s.MuSq > 0 && !continuous {
+		// The Gaussian samplers are discrete, and the continuous
+		// Gaussian's loss does not dominate the discrete one's (a
+		// discrete Gaussian of ε 1, δ 10⁻⁵ has δ 1.04·10⁻⁵ at the ε 0.997
+		// the continuous curve gives; review round 59): releases with
+		// Gaussian noise are accounted by the RDP bound, which holds for
+		// the discrete Gaussian (Canonne–Kamath–Steinke 2020, Thm 4), and
+		// basic composition. Releases with δ > 0 that are not RDP (a
+		// partition-selection threshold) join the RDP part by basic
+		// composition.
+		if c.rdp == nil {
+			var rest [2]float64
+			keep := ts[:0:0]
+			for _, t := range ts {
+				if !t.laplace && t.delta > 0 {
+					rest[0] += float64(t.count) * t.epsilon
+					rest[1] += float64(t.count) * t.delta
+					continue
+				}
+				keep = append(keep, t)
+			}
+			if r, ok := s.rdpCurve(keep, false); ok {
+				c.rdp, c.rest = r, &rest
+			}
+		}
+		return c, nil
+	}
 	if len(ts) == 0 {
-		c.gaussOnly = true
 		return c, nil
 	}
 	c.h = 1e-3
@@ -571,7 +631,12 @@ func (c pldCurve) epsilon(delta float64) float64 {
 	case c.ok:
 		e = c.d.epsilon(delta, c.h)
 	}
-	if c.rdp != nil {
+	switch {
+	case c.rdp != nil && c.rest != nil:
+		if delta > c.rest[1] {
+			e = math.Min(e, rdpEpsilon(rdpOrders, c.rdp, delta-c.rest[1])+c.rest[0])
+		}
+	case c.rdp != nil:
 		e = math.Min(e, rdpEpsilon(rdpOrders, c.rdp, delta))
 	}
 	return e
@@ -585,7 +650,12 @@ func (c pldCurve) delta(eps float64) float64 {
 	case c.ok:
 		d = c.d.delta(eps, c.h)
 	}
-	if c.rdp != nil {
+	switch {
+	case c.rdp != nil && c.rest != nil:
+		if eps >= c.rest[0] {
+			d = math.Min(d, rdpDelta(rdpOrders, c.rdp, eps-c.rest[0])+c.rest[1])
+		}
+	case c.rdp != nil:
 		d = math.Min(d, rdpDelta(rdpOrders, c.rdp, eps))
 	}
 	return d
@@ -599,7 +669,7 @@ func (a pldAccountant) curve(raw json.RawMessage) (pldCurve, error) {
 	if err != nil {
 		return pldCurve{}, fmt.Errorf("decode pld state: %w", err)
 	}
-	c, err := s.build(a.memo, a.lowBitFirst, a.uncapped)
+	c, err := s.build(a.memo, a.lowBitFirst, a.uncapped, a.continuous)
 	if err == nil {
 		a.memo.putCurve(string(raw), c)
 	}

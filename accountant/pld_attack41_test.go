@@ -88,7 +88,7 @@ func TestAttack41_PLDTypesBounded(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := ps.build(nil, false, false)
+		c, err := ps.build(nil, false, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -60,14 +60,17 @@ func powerLowBitFirst(t pldType, h float64) (pmf, error) {
 
 // MatchesEarlierPLDOrder reports whether spent (a budget row's ε and δ
 // texts) is what an earlier build computed for the pld state st at limit:
-// one before the memo (the order of pldlegacy.go), or one before the PLD
-// was left to the RDP bound past pldMaxTypes release types (a tighter,
-// equally valid figure).
+// one before the memo (the order of pldlegacy.go), one before the PLD was
+// left to the RDP bound past pldMaxTypes release types, or any build
+// before 7 Dec 2026, which composed Laplace and Gaussian releases as
+// continuous noise (pldAccountant.continuous; SECURITY.md: such figures
+// can be up to about 3% below what the discrete samplers spent, and the
+// row's next charge recomputes it from its state).
 func MatchesEarlierPLDOrder(st []byte, limit Spent, spent [2]string) bool {
-	earlier := []pldAccountant{{lowBitFirst: true, uncapped: true}}
+	earlier := []pldAccountant{{continuous: true}, {lowBitFirst: true, uncapped: true, continuous: true}}
 	if pldTypesOver(st, pldMaxTypes) {
 		// Only there does the cap change the figure.
-		earlier = append(earlier, pldAccountant{uncapped: true})
+		earlier = append(earlier, pldAccountant{uncapped: true, continuous: true})
 	}
 	for _, a := range earlier {
 		m := composer{name: policy.AccountantPLD, tight: a}

@@ -10,9 +10,10 @@ import (
 
 // TestPLDEarlierOrder: for 11 releases of ε₀ = 1 (bits 1011) the pld
 // figure in the composition order of builds before the memo (lowest bit
-// first) differs from the canonical one in its low digits; only the
-// earlier order's exact figure is matched by MatchesEarlierPLDOrder, not
-// the canonical one nor one a relative 1e-9 off. The ledger's Verify
+// first) differs from the canonical one in its low digits; the earlier
+// builds' exact figures (either order, continuous Laplace) are matched by
+// MatchesEarlierPLDOrder, not today's (randomized response) nor one a
+// relative 1e-9 off. The ledger's Verify
 // (package ledger, TestLedger_VerifyPLDEarlierOrder) relies on it.
 func TestPLDEarlierOrder(t *testing.T) {
 	m, err := MethodByName(policy.AccountantPLD)
@@ -27,11 +28,18 @@ func TestPLDEarlierOrder(t *testing.T) {
 		}
 	}
 	limit := Spent{Epsilon: 50, Delta: 1e-5}
-	canonical, _, err := Evaluate(m, st, limit)
+	current, _, err := Evaluate(m, st, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
-	earlier, _, err := Evaluate(composer{name: policy.AccountantPLD, tight: pldAccountant{lowBitFirst: true}}, st, limit)
+	// The earlier builds composed Laplace as continuous noise
+	// (pldAccountant.continuous), in the canonical order since the memo and
+	// lowest bit first before it.
+	canonical, _, err := Evaluate(composer{name: policy.AccountantPLD, tight: pldAccountant{continuous: true}}, st, limit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier, _, err := Evaluate(composer{name: policy.AccountantPLD, tight: pldAccountant{lowBitFirst: true, continuous: true}}, st, limit)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,6 +54,9 @@ func TestPLDEarlierOrder(t *testing.T) {
 	if r := math.Abs(canonical.Epsilon-earlier.Epsilon) / canonical.Epsilon; r > 1e-8 || canonical.Epsilon >= n {
 		t.Fatalf("ε = %v canonical, %v earlier order (relative %.1g): want a low-digit difference below basic composition", canonical.Epsilon, earlier.Epsilon, r)
 	}
+	if !(current.Epsilon > canonical.Epsilon) {
+		t.Fatalf("ε = %v now, %v by the continuous model: randomized response composes worse", current.Epsilon, canonical.Epsilon)
+	}
 	delta := DecimalText(earlier.Delta)
 	tests := []struct {
 		name    string
@@ -53,7 +64,8 @@ func TestPLDEarlierOrder(t *testing.T) {
 		want    bool
 	}{
 		{"earlier order", DecimalText(earlier.Epsilon), true},
-		{"canonical order", DecimalText(canonical.Epsilon), false},
+		{"earlier builds' canonical order", DecimalText(canonical.Epsilon), true},
+		{"today's figure (verified directly, not as an earlier build's)", DecimalText(current.Epsilon), false},
 		{"off by 1e-9", strconv.FormatFloat(earlier.Epsilon*(1+1e-9), 'g', -1, 64), false},
 	}
 	for _, tt := range tests {
@@ -93,7 +105,7 @@ func TestPLDTypesCap_EarlierFigureVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uncapped, _, err := Evaluate(composer{name: policy.AccountantPLD, tight: pldAccountant{uncapped: true}}, st, limit)
+	uncapped, _, err := Evaluate(composer{name: policy.AccountantPLD, tight: pldAccountant{uncapped: true, continuous: true}}, st, limit)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,11 +126,10 @@ func TestMethods_MatchIndependentFormulas(t *testing.T) {
 	wantZG := refImprovedEpsilon(refFineOrders, func(a float64) float64 { return rhoG * a }, delta)
 	checkMethod(t, policy.AccountantZCDP, "40 × Gaussian μ=0.2", gaus, delta, wantZG, 1e-6)
 	checkMethod(t, policy.AccountantRDP, "40 × Gaussian μ=0.2", gaus, delta, wantZG, 0.02)
-	// pld: composed Gaussians are one Gaussian with μ = √Σμᵢ²
-	// (ACCOUNTING.md "composed Gaussians"), exact; the discretised PLD is
-	// pessimistic by at most a little.
-	wantP := refGaussianCurveEpsilon(math.Sqrt(40)*0.2, delta)
-	checkMethod(t, policy.AccountantPLD, "40 × Gaussian μ=0.2", gaus, delta, wantP, 0.01)
+	// pld: the samplers' Gaussians are discrete, which the continuous
+	// composed curve (one Gaussian of μ = √Σμᵢ², ACCOUNTING.md "composed
+	// Gaussians") does not bound; pld takes their RDP bound, as rdp.
+	checkMethod(t, policy.AccountantPLD, "40 × Gaussian μ=0.2", gaus, delta, wantZG, 0.02)
 }
 
 // formatDecimal is the shortest decimal of a float64 (what the analyst
@@ -231,8 +230,9 @@ func TestMethods_MonteCarloPrivacyLoss(t *testing.T) {
 		if got < truth-h {
 			t.Errorf("%s: δ(ε=%g) = %.5f below the Monte Carlo δ̂ = %.5f − %.4f: unsound", method, eps, got, truth, h)
 		}
-		if method == policy.AccountantPLD && got > truth+h+slack {
-			t.Errorf("%s: δ(ε=%g) = %.5f above the Monte Carlo δ̂ = %.5f + %.4f + %g", method, eps, got, truth, h, slack)
-		}
+		// (No method is tight here: the Monte Carlo draws continuous
+		// noise, and every method now bounds the discrete samplers'
+		// worse losses; pld's tightness for randomized response is
+		// TestWorkload_Laplace100's exact binomial figure.)
 	}
 }

@@ -106,6 +106,34 @@ func laplaceRDP(alpha, eps0 float64) float64 {
 	return math.Min(math.Max(r, 0), eps0)
 }
 
+// rrRDP is the Rényi divergence of order α > 1 of randomized response with
+// parameter ε₀ (outputs 1 and 0 with probabilities p = e^ε₀/(1+e^ε₀) and
+// 1−p, against 1−p and p): r(α) = (1/(α−1))·log((e^{αε₀} + e^{(1−α)ε₀}) /
+// (1 + e^ε₀)). Every ε₀-DP release is a post-processing of it (Kairouz,
+// Oh, Viswanath 2015, Thm 2.1, δ = 0), so by the data-processing
+// inequality this bounds the RDP of any ε₀-DP release; the discrete
+// Laplace of one grid step's sensitivity has exactly this loss. Near α = 1
+// (u = α−1, uε₀ < 1/2) it is log1p(expm1(uε₀)/(1+e^{−ε₀}) +
+// expm1(−uε₀)/(1+e^{ε₀}))/u, whose limit as α→1 is the KL divergence
+// ε₀·tanh(ε₀/2) with no cancellation; elsewhere in log-sum-exp form.
+func rrRDP(alpha, eps0 float64) float64 {
+	if eps0 == 0 {
+		return 0
+	}
+	u := alpha - 1
+	var r float64
+	if u*eps0 < 0.5 {
+		x := math.Expm1(u*eps0)/(1+math.Exp(-eps0)) + math.Expm1(-u*eps0)/(1+math.Exp(eps0))
+		r = math.Log1p(x) / u
+	} else {
+		// log(e^{αε₀} + e^{−uε₀}) − log(1 + e^{ε₀}), both without overflow.
+		num := alpha*eps0 + math.Log1p(math.Exp(-u*eps0-alpha*eps0))
+		den := eps0 + math.Log1p(math.Exp(-eps0))
+		r = (num - den) / u
+	}
+	return math.Min(math.Max(r, 0), eps0)
+}
+
 // pureRDP bounds the RDP of any ε-DP release: min(ε, αε²/2).
 func pureRDP(alpha, eps float64) float64 { return math.Min(eps, alpha*eps*eps/2) }
 
