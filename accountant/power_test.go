@@ -130,6 +130,16 @@ func TestMethods_MatchIndependentFormulas(t *testing.T) {
 	// composed curve (one Gaussian of μ = √Σμᵢ², ACCOUNTING.md "composed
 	// Gaussians") does not bound; pld takes their RDP bound, as rdp.
 	checkMethod(t, policy.AccountantPLD, "40 × Gaussian μ=0.2", gaus, delta, wantZG, 0.02)
+	// The earlier builds' continuous figure, which ledger verify still
+	// recomputes for their rows (pldlegacy.go): the composed curve.
+	raw, _, err := pldAccountant{}.absorb(nil, gaus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	earlier, err := pldAccountant{continuous: true}.epsilon(raw, delta)
+	if want := refGaussianCurveEpsilon(math.Sqrt(40)*0.2, delta); err != nil || earlier < want || earlier > want*1.01 {
+		t.Errorf("earlier builds' pld, 40 × Gaussian μ=0.2: ε(δ=%g) = %v, %v; want the composed curve's %v (+1%%)", delta, earlier, err, want)
+	}
 }
 
 // formatDecimal is the shortest decimal of a float64 (what the analyst
