@@ -58,14 +58,18 @@
 //	advanced  Dwork–Rothblum–Vadhan (homogeneous runs) and the
 //	          Kairouz–Oh–Viswanath heterogeneous bound             advanced.go
 //	rdp       Rényi DP over a grid of 185 orders; Gaussian αμ²/2,
-//	          Laplace by Mironov's Prop. 6; improved conversion    rdp.go
+//	          Laplace by Mironov's Prop. 6 (continuous: SECURITY.md
+//	          gap 11); improved conversion                         rdp.go
 //	zcdp      ρ (Laplace via ε²/2); tight conversion                zcdp.go
-//	pld       privacy-loss distributions: exact for Gaussians
-//	          (μ = √Σμᵢ²), pessimistic discretisation otherwise    pld.go, fft.go
+//	pld       privacy-loss distributions, each Laplace release as
+//	          randomized response (the discrete samplers' worst
+//	          case), pessimistic discretisation; states with
+//	          Gaussian releases by their RDP bound                 pld.go, fft.go
 //
 // Each figure is the minimum of the method's bound and exact basic
-// composition (pld also takes the minimum with rdp), so ordering on the same
-// work is pld ≤ rdp ≈ zcdp ≤ advanced ≤ pure. Releases a method cannot model
+// composition (pld also takes the minimum with its RDP bound). For Laplace
+// work pld is the tightest for the discrete samplers; for Gaussian work pld
+// ≈ rdp ≈ zcdp; advanced ≤ pure. Releases a method cannot model
 // (δ > 0 without a noise multiplier) are added to its bound by basic
 // composition; if the steward changes budget.accountant, earlier spending
 // counts by basic composition. Float results are rounded up (roundUp).
