@@ -477,3 +477,30 @@ func TestPLD_DiscreteNoise(t *testing.T) {
 		t.Errorf("10 Gaussians and a threshold: pld %v, rdp %v: want the same RDP figure", p, r)
 	}
 }
+
+// TestRRRDP: randomized response's Rényi divergence (rrRDP) against its
+// closed form (1/(α−1))·log(p^α q^{1−α} + q^α p^{1−α}), p = e^ε₀/(1+e^ε₀),
+// where that is representable; its limit as α→1, the KL divergence
+// ε₀·tanh(ε₀/2), including at ε₀ = 1e-8 where a sum of two expm1 terms had
+// cancelled; never above ε₀ and never below the continuous Laplace's (to
+// 1e-6, laplaceRDP's own precision at ε₀ 1e-8).
+func TestRRRDP(t *testing.T) {
+	for _, e := range []float64{1e-3, 0.1, 0.5, 1, 5} {
+		p := math.Exp(e) / (1 + math.Exp(e))
+		for _, a := range []float64{1.5, 2, 10, 100} {
+			closed := math.Log(math.Pow(p, a)*math.Pow(1-p, 1-a)+math.Pow(1-p, a)*math.Pow(p, 1-a)) / (a - 1)
+			near(t, "rrRDP", rrRDP(a, e), closed, 1e-9*math.Max(closed, 1e-12)+1e-15)
+		}
+	}
+	for _, e := range []float64{1e-8, 1e-5, 1e-3, 0.5, 3} {
+		kl := e * math.Tanh(e/2)
+		if got := rrRDP(1+1e-9, e); math.Abs(got-kl) > 1e-8*kl {
+			t.Errorf("rrRDP(α→1, %v) = %v, want the KL divergence %v", e, got, kl)
+		}
+		for _, a := range []float64{1.01, 2, 64, 16384} {
+			if r := rrRDP(a, e); r > e || r < laplaceRDP(a, e)*(1-1e-6) {
+				t.Errorf("rrRDP(%v, %v) = %v outside [laplaceRDP %v, ε₀]", a, e, r, laplaceRDP(a, e))
+			}
+		}
+	}
+}
