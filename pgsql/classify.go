@@ -64,6 +64,18 @@ var sessionKeywords = map[string]bool{
 	"discard": true, "deallocate": true, "savepoint": true, "release": true,
 }
 
+// StatementKeyword reports whether word, a folded unquoted keyword, can
+// start a PostgreSQL statement (its grammar's stmt rules): one the proxy
+// answers, one it refuses, or a query. Any other first word is a syntax
+// error.
+func StatementKeyword(word string) bool {
+	return sessionKeywords[word] || refusedKeywords[word] || queryKeywords[word]
+}
+
+// queryKeywords start the statements that are neither the session's nor
+// refused: queries and EXPLAIN.
+var queryKeywords = map[string]bool{"select": true, "with": true, "table": true, "values": true, "explain": true}
+
 // RefusedKeyword reports whether word, a folded unquoted keyword, starts
 // a statement that writes, executes or holds server-side state: such
 // statements are refused on every route.

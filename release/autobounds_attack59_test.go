@@ -104,14 +104,10 @@ func TestAttack59_AutoCandidateL0UndernoisesMinUnitsCount(t *testing.T) {
 	if err != nil || cand.RowsPerUnit != c0 || cand.MaxGroupsPerUnit != 4 || cand.MinUnits != 11 {
 		t.Fatalf("candidate: %v", err)
 	}
-	crafted := *own
-	auto := *own.Auto
-	auto.Plans = append([]*dpplan.Plan{cand}, own.Auto.Plans[1:]...)
-	crafted.Auto = &auto
-	crafted.Fingerprint = dpplan.Fingerprint(&crafted)
+	crafted := withFirstCandidate(own, cand)
 
 	const eps = 50.0
-	req := Request{Analyst: "a", Dataset: ds, Plan: &crafted, Epsilon: eps, Mechanism: policy.MechanismLaplace}
+	req := Request{Analyst: "a", Dataset: ds, Plan: crafted, Epsilon: eps, Mechanism: policy.MechanismLaplace}
 	req.Upstream = noUpstream{}
 	cal, err := (&Releaser{}).calibrate(req)
 	if err != nil {
@@ -198,13 +194,9 @@ func TestAttack59_AutoCandidateMechanismMislabelled(t *testing.T) {
 	if err != nil || len(cand.Measures) != 1 || cand.Measures[0].Kind != dpplan.MeasureQuantile || cand.RowsPerUnit != c0 {
 		t.Fatalf("candidate: %v", err)
 	}
-	crafted := *own
-	auto := *own.Auto
-	auto.Plans = append([]*dpplan.Plan{cand}, own.Auto.Plans[1:]...)
-	crafted.Auto = &auto
-	crafted.Fingerprint = dpplan.Fingerprint(&crafted)
+	crafted := withFirstCandidate(own, cand)
 
-	req := Request{Analyst: "a", Dataset: ds, Plan: &crafted, Epsilon: 1, Delta: 1e-6,
+	req := Request{Analyst: "a", Dataset: ds, Plan: crafted, Epsilon: 1, Delta: 1e-6,
 		Mechanism: policy.MechanismGaussian, Upstream: noUpstream{}}
 	cal, err := (&Releaser{}).calibrate(req)
 	if err != nil {
@@ -249,4 +241,15 @@ func TestAttack59_AutoCandidateMechanismMislabelled(t *testing.T) {
 			}
 		}
 	}
+}
+
+// withFirstCandidate is a copy of plan whose automatic bounds' first
+// candidate is cand.
+func withFirstCandidate(plan, cand *dpplan.Plan) *dpplan.Plan {
+	crafted := *plan
+	auto := *plan.Auto
+	auto.Plans = append([]*dpplan.Plan{cand}, plan.Auto.Plans[1:]...)
+	crafted.Auto = &auto
+	crafted.Fingerprint = dpplan.Fingerprint(&crafted)
+	return &crafted
 }

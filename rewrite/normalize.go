@@ -202,7 +202,7 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 			return nil, pgerr.New(pgerr.InsufficientPrivilege, "only aggregate queries are answered; TABLE returns private rows").
 				WithPosition(pgsql.CharPos(src, first.Pos)).WithHint("%s", aggregateHint)
 		}
-		if first.Kind == pgsql.TokIdent && !first.Quoted && !statementKeywords[strings.ToLower(first.Val)] {
+		if first.Kind == pgsql.TokIdent && !first.Quoted && !pgsql.StatementKeyword(strings.ToLower(first.Val)) {
 			// No statement starts so (SELEC …): PostgreSQL's error.
 			word := first.Val
 			if end := first.Pos + len(word); end <= len(src) && strings.EqualFold(src[first.Pos:end], word) {
@@ -597,18 +597,4 @@ func castType(src string, toks []pgsql.Token, k int) (policy.Type, int, error) {
 			WithPosition(pgsql.CharPos(src, toks[k].Pos)).WithHint("cast a literal once, to the column's type")
 	}
 	return typ, k, nil
-}
-
-// statementKeywords are the words a PostgreSQL statement can start with
-// (its grammar's stmt rules); any other first word is a syntax error.
-var statementKeywords = map[string]bool{
-	"abort": true, "alter": true, "analyse": true, "analyze": true, "begin": true, "call": true,
-	"checkpoint": true, "close": true, "cluster": true, "comment": true, "commit": true, "copy": true,
-	"create": true, "deallocate": true, "declare": true, "delete": true, "discard": true, "do": true,
-	"drop": true, "end": true, "execute": true, "explain": true, "fetch": true, "grant": true,
-	"import": true, "insert": true, "listen": true, "load": true, "lock": true, "merge": true,
-	"move": true, "notify": true, "prepare": true, "reassign": true, "refresh": true, "reindex": true,
-	"release": true, "reset": true, "revoke": true, "rollback": true, "savepoint": true,
-	"security": true, "select": true, "set": true, "show": true, "start": true, "table": true,
-	"truncate": true, "unlisten": true, "update": true, "vacuum": true, "values": true, "with": true,
 }
