@@ -58,8 +58,8 @@
 //	advanced  Dwork–Rothblum–Vadhan (homogeneous runs) and the
 //	          Kairouz–Oh–Viswanath heterogeneous bound             advanced.go
 //	rdp       Rényi DP over a grid of 185 orders; Gaussian αμ²/2,
-//	          Laplace by Mironov's Prop. 6 (continuous: SECURITY.md
-//	          gap 11); improved conversion                         rdp.go
+//	          Laplace as randomized response (the discrete
+//	          samplers' worst case); improved conversion           rdp.go
 //	zcdp      ρ (Laplace via ε²/2); tight conversion                zcdp.go
 //	pld       privacy-loss distributions, each Laplace release as
 //	          randomized response (the discrete samplers' worst

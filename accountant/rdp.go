@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+
+	"github.com/dpproxy/dpproxy/policy"
 )
 
 // Rényi differential privacy (rdp).
@@ -17,9 +19,13 @@ import (
 // grid of orders, summed over all releases:
 //
 //   - Gaussian, μ = Δ₂/σ: r(α) = αμ²/2 (Mironov 2017, Prop. 7), exact.
-//   - Laplace, ε₀ = Δ₁/b: r(α) = (1/(α−1))·log(α/(2α−1)·e^{(α−1)ε₀} +
-//     (α−1)/(2α−1)·e^{−αε₀}) (Mironov 2017, Prop. 6), exact; evaluated
-//     with expm1/log1p near α = 1 (see laplaceRDP).
+//   - Laplace, ε₀ = Δ₁/b: randomized response's r(α) at ε₀ (rrRDP). The
+//     sampler is a discrete Laplace (noise/), whose loss at one grid
+//     step's sensitivity is randomized response's, above the continuous
+//     Laplace's (Mironov 2017, Prop. 6; laplaceRDP) by up to a third near
+//     α = 1 and ε₀ = 2. Builds before ledger schema 5 composed it as
+//     continuous; the ledger's migration to schema 5 recomposed their rdp
+//     states (RDPCatchUp, rdplegacy.go).
 //   - any other ε-DP release (δ = 0): r(α) = min(ε, αε²/2): ε-DP implies
 //     (α, ε)-RDP for every α, and ε²/2-zCDP (Bun–Steinke 2016, Prop. 3.3).
 //   - releases with δ > 0 and no noise multiplier are not RDP; they are
@@ -176,11 +182,15 @@ type rdpState struct {
 	R []float64 `json:"r"` // Σ r(α) over rdpOrders
 }
 
-type rdpAccountant struct{}
+type rdpAccountant struct {
+	// continuous composes Laplace releases as continuous Laplace, as builds
+	// before ledger schema 5 did (rdplegacy.go; the migration only).
+	continuous bool
+}
 
 // rdpOf returns the RDP curve of one event over orders, or ok = false when
 // the event is not RDP (δ > 0 without a noise multiplier).
-func rdpOf(e Event, orders []float64) ([]float64, bool) {
+func (ra rdpAccountant) rdpOf(e Event, orders []float64) ([]float64, bool) {
 	kind, p := classify(e)
 	r := make([]float64, len(orders))
 	switch {
@@ -188,9 +198,13 @@ func rdpOf(e Event, orders []float64) ([]float64, bool) {
 		for i, a := range orders {
 			r[i] = a * p * p / 2
 		}
-	case kind == kindLaplace:
+	case kind == kindLaplace && ra.continuous:
 		for i, a := range orders {
 			r[i] = laplaceRDP(a, p)
+		}
+	case kind == kindLaplace:
+		for i, a := range orders {
+			r[i] = rrRDP(a, p)
 		}
 	case e.Delta == 0:
 		for i, a := range orders {
@@ -202,7 +216,7 @@ func rdpOf(e Event, orders []float64) ([]float64, bool) {
 	return r, true
 }
 
-func (rdpAccountant) absorb(raw json.RawMessage, events []Event) (json.RawMessage, []Event, error) {
+func (ra rdpAccountant) absorb(raw json.RawMessage, events []Event) (json.RawMessage, []Event, error) {
 	s, err := unmarshalTight[rdpState](raw)
 	if err != nil {
 		return nil, nil, fmt.Errorf("decode rdp state: %w", err)
@@ -213,7 +227,7 @@ func (rdpAccountant) absorb(raw json.RawMessage, events []Event) (json.RawMessag
 	absorbed := false
 	var rest []Event
 	for _, e := range events {
-		r, ok := rdpOf(e, rdpOrders)
+		r, ok := ra.rdpOf(e, rdpOrders)
 		if !ok {
 			rest = append(rest, e)
 			continue
@@ -258,4 +272,67 @@ func (a rdpAccountant) delta(raw json.RawMessage, eps float64) (float64, error) 
 		return 0, err
 	}
 	return roundUp(rdpDelta(o, r, eps)), nil
+}
+
+// RDPBeforeSchema5 is the rdp method of builds before ledger schema 5,
+// which composed Laplace releases as continuous Laplace. Only the ledger's
+// migration to schema 5 uses it, to find what those builds recorded.
+func RDPBeforeSchema5() Method {
+	return composer{name: policy.AccountantRDP, tight: rdpAccountant{continuous: true}}
+}
+
+// RDPCatchUp returns a stored rdp state with the Laplace releases an
+// earlier build composed as continuous recharged as randomized response.
+// earlier and now are the same charges composed by RDPBeforeSchema5 and by
+// the rdp method. When stored is earlier (the row is consistent with its
+// charges) the result is now. Otherwise (a lifetime state, which holds a
+// subset of the charges given, or a row Verify would report) it is stored
+// plus now − earlier at each order, floored at 0: Rényi divergences of
+// independent releases add (Mironov 2017, Prop. 1), so each release's
+// term in now − earlier is what it adds beyond what earlier recorded, and
+// every term is ≥ 0 (rrRDP ≥ laplaceRDP, TestRRRDP), so a superset's
+// difference covers the subset's. Charges without a Laplace release
+// composed by rdp, or a state another method wrote, leave stored
+// unchanged.
+func RDPCatchUp(stored, earlier, now []byte) ([]byte, error) {
+	if CompareStates(earlier, now) == "" {
+		return stored, nil // no Laplace release composed by rdp
+	}
+	if CompareStates(stored, earlier) == "" {
+		return now, nil
+	}
+	var tight [3]rdpState
+	for i, b := range [][]byte{stored, earlier, now} {
+		s, err := decodeState(b)
+		if err != nil {
+			return nil, err
+		}
+		if s.Method != policy.AccountantRDP {
+			return stored, nil
+		}
+		if tight[i], err = unmarshalTight[rdpState](s.Tight); err != nil {
+			return nil, fmt.Errorf("decode rdp state: %w", err)
+		}
+	}
+	s, _ := decodeState(stored)
+	r := append([]float64(nil), tight[0].R...)
+	if len(r) > len(rdpOrders) {
+		return nil, fmt.Errorf("rdp state has %d orders, this build knows %d", len(r), len(rdpOrders))
+	}
+	r = append(r, make([]float64, len(rdpOrders)-len(r))...)
+	at := func(v []float64, i int) float64 {
+		if i < len(v) {
+			return v[i]
+		}
+		return 0
+	}
+	for i := range r {
+		r[i] += math.Max(0, at(tight[2].R, i)-at(tight[1].R, i))
+	}
+	raw, err := json.Marshal(rdpState{R: r})
+	if err != nil {
+		return nil, err
+	}
+	s.Tight = raw
+	return json.Marshal(s)
 }

@@ -4,7 +4,6 @@ package ledger
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -400,15 +399,6 @@ type VerifyReport struct {
 // OK reports whether every budget row matched its charges.
 func (r *VerifyReport) OK() bool { return len(r.Mismatches) == 0 }
 
-type verifyCharge struct {
-	id         int64
-	dataset    string
-	analyst    string
-	team       string
-	accountant string
-	events     []accountant.Event
-}
-
 // Verify recomputes every budget row from its charge rows, in one
 // consistent snapshot (REPEATABLE READ, read only): the charges since the
 // row's last reset (for the global row: every charge of the dataset since
@@ -420,102 +410,18 @@ type verifyCharge struct {
 func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 	rep := &VerifyReport{}
 	err := pgx.BeginTxFunc(ctx, l.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		resets := map[[2]string]int64{}
-		rows, err := tx.Query(ctx, `SELECT dataset, analyst, max(last_charge_id) FROM dpproxy_ledger.audit
-			WHERE action IN ('reset', 'renew') GROUP BY dataset, analyst`)
+		cs, err := loadCharges(ctx, tx)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			var k [2]string
-			var id int64
-			if err := rows.Scan(&k[0], &k[1], &id); err != nil {
-				rows.Close()
-				return err
-			}
-			resets[k] = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-
-		var charges []verifyCharge
-		rows, err = tx.Query(ctx, `SELECT id, dataset, analyst, coalesce(team, ''), accountant, events, status, created_at,
-				cost_epsilon::float8, cost_delta::float8
-			FROM dpproxy_ledger.charge ORDER BY id`)
+		rep.Mismatches = append(rep.Mismatches, cs.unreadable...)
+		rep.Reserved = cs.reserved
+		rep.Charges = len(cs.charges)
+		budgets, err := loadBudgets(ctx, tx)
 		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var c verifyCharge
-			var raw []byte
-			var status string
-			var at time.Time
-			var cost accountant.Spent
-			if err := rows.Scan(&c.id, &c.dataset, &c.analyst, &c.team, &c.accountant, &raw, &status, &at, &cost.Epsilon, &cost.Delta); err != nil {
-				rows.Close()
-				return err
-			}
-			var ej []eventJSON
-			if err := json.Unmarshal(raw, &ej); err != nil {
-				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("charge %d: events are not readable: %v", c.id, err))
-			}
-			for _, e := range ej {
-				c.events = append(c.events, accountant.Event{Mechanism: e.Mechanism, Epsilon: e.Epsilon, Delta: e.Delta, NoiseMultiplier: e.NoiseMultiplier})
-			}
-			if status == "reserved" {
-				rep.Reserved = append(rep.Reserved, ReservedCharge{ID: c.id, Dataset: c.dataset, Analyst: c.analyst, CreatedAt: at, Cost: cost})
-			}
-			charges = append(charges, c)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		rep.Charges = len(charges)
-
-		rows, err = tx.Query(ctx, `SELECT dataset, analyst, accountant, limit_epsilon, limit_delta,
-				spent_epsilon::text, spent_delta::text, charges, state, lifetime_state
-			FROM dpproxy_ledger.budget ORDER BY dataset, analyst`)
-		if err != nil {
-			return err
-		}
-		type row struct {
-			dataset, analyst, accountant string
-			le, ld                       *float64
-			spent                        [2]string
-			charges                      int64
-			state, lifetime              []byte
-		}
-		var budgets []row
-		for rows.Next() {
-			var r row
-			if err := rows.Scan(&r.dataset, &r.analyst, &r.accountant, &r.le, &r.ld, &r.spent[0], &r.spent[1], &r.charges, &r.state, &r.lifetime); err != nil {
-				rows.Close()
-				return err
-			}
-			budgets = append(budgets, r)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		rep.Budgets = len(budgets)
-
-		// Charges by dataset and by (dataset, analyst), in id order.
-		byDataset := map[string][]*verifyCharge{}
-		byAnalyst := map[[2]string][]*verifyCharge{}
-		for i := range charges {
-			c := &charges[i]
-			byDataset[c.dataset] = append(byDataset[c.dataset], c)
-			k := [2]string{c.dataset, c.analyst}
-			byAnalyst[k] = append(byAnalyst[k], c)
-			if c.team != "" {
-				k := [2]string{c.dataset, policy.TeamLedgerPrefix + c.team}
-				byAnalyst[k] = append(byAnalyst[k], c)
-			}
-		}
 		has := map[[2]string]bool{}
 		for _, r := range budgets {
 			has[[2]string{r.dataset, r.analyst}] = true
@@ -523,27 +429,9 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			if r.analyst == accountant.GlobalAnalyst {
 				name = r.dataset + " (global)"
 			}
-			after := resets[[2]string{r.dataset, r.analyst}]
-			var st []byte
-			n := int64(0)
-			mine := byAnalyst[[2]string{r.dataset, r.analyst}]
-			if r.analyst == accountant.GlobalAnalyst {
-				mine = byDataset[r.dataset]
-			}
-			for _, c := range mine {
-				if c.id <= after {
-					continue
-				}
-				m, err := accountant.MethodByName(c.accountant)
-				if err != nil {
-					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: charge %d: %v", name, c.id, err))
-					continue
-				}
-				if st, err = m.Compose(st, c.events); err != nil {
-					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: charge %d: %v", name, c.id, err))
-					continue
-				}
-				n++
+			st, n, errs := cs.compose(r.dataset, r.analyst, cs.resets, accountant.MethodByName)
+			for _, e := range errs {
+				rep.Mismatches = append(rep.Mismatches, name+": "+e)
 			}
 			if n != r.charges {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %d charges recorded on the budget row, %d in the ledger", name, r.charges, n))
@@ -564,35 +452,15 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %v", name, err))
 				continue
 			}
-			limit := accountant.Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
-			if r.le != nil {
-				limit.Epsilon = *r.le
+			want, err := r.spentOf(m, st, n)
+			if err != nil {
+				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %v", name, err))
+				continue
 			}
-			if r.ld != nil {
-				limit.Delta = *r.ld
-			}
-			var want [2]string
-			switch {
-			case n == 0:
-				want = [2]string{"0", "0"}
-			case r.analyst == accountant.GlobalAnalyst && !accountant.HasCap(limit):
-				e, d, err := accountant.BasicSums(st)
-				if err != nil {
-					return err
-				}
-				want = [2]string{e, d}
-			default:
-				sp, _, err := accountant.Evaluate(m, st, limit)
-				if err != nil {
-					rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("%s: %v", name, err))
-					continue
-				}
-				want = [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}
-				if r.accountant == policy.AccountantPLD && !(accountant.SameDecimal(r.spent[0], want[0]) && accountant.SameDecimal(r.spent[1], want[1])) &&
-					accountant.MatchesEarlierPLDOrder(st, limit, r.spent) {
-					want = r.spent
-					rep.PLDEarlierOrder++
-				}
+			if r.accountant == policy.AccountantPLD && !(accountant.SameDecimal(r.spent[0], want[0]) && accountant.SameDecimal(r.spent[1], want[1])) &&
+				accountant.MatchesEarlierPLDOrder(st, r.limit(), r.spent) {
+				want = r.spent
+				rep.PLDEarlierOrder++
 			}
 			for i, coord := range []string{"ε", "δ"} {
 				if !accountant.SameDecimal(r.spent[i], want[i]) {
@@ -600,7 +468,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 				}
 			}
 		}
-		for _, c := range charges {
+		for _, c := range cs.charges {
 			if !has[[2]string{c.dataset, c.analyst}] || !has[[2]string{c.dataset, accountant.GlobalAnalyst}] {
 				rep.Mismatches = append(rep.Mismatches, fmt.Sprintf("charge %d of %s/%s has no budget row", c.id, c.dataset, c.analyst))
 			}

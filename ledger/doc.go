@@ -113,6 +113,15 @@
 // composition order exactly ([accountant.MatchesEarlierPLDOrder]). The CLI:
 // dpproxy budget show|grant|reset|resume and dpproxy ledger verify.
 //
+// # Schema migrations (migrate.go)
+//
+// Open applies the schema migrations this build knows, once each, under an
+// advisory lock, and refuses a ledger of a newer schema. A migration may
+// have a data step: schema 5's (rdp_schema5.go) recharged the rdp rows of
+// earlier builds, which composed a Laplace release as continuous, with
+// the discrete sampler's loss, recomposing each row from its charges and
+// writing the row as it was to the audit trail (action 'migrate').
+//
 // Limits come from the policy passed with each charge
 // ([accountant.Charge].Policy), so a data steward raises a budget by
 // editing the policy; the limits in force are stored on the budget row.

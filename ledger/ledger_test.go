@@ -565,7 +565,7 @@ func TestLedger_RejectsBadCharges(t *testing.T) {
 // TestLedger_TightAccountants: the policy's budget.accountant selects the
 // method; Reserve accepts exactly the charges whose composed ε (as
 // ComposeEpsilon computes it) fits, e.g. 100 Laplace releases of ε = 0.1
-// cost 4.9842 under rdp (ACCOUNTING.md), so they fit in ε = 5 where pure
+// cost 5.07 under rdp (randomized response's curve), so about 98 fit in ε = 5 where pure
 // composition stops at 50.
 func TestLedger_TightAccountants(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
@@ -576,7 +576,7 @@ func TestLedger_TightAccountants(t *testing.T) {
 		event  accountant.Event
 		budget float64
 	}{
-		{policy.AccountantRDP, laplace(0.25), 5},
+		{policy.AccountantRDP, laplace(0.1), 5},
 		{policy.AccountantZCDP, laplace(0.1), 5},
 		{policy.AccountantAdvanced, laplace(0.1), 5},
 		{policy.AccountantPLD, gaussian(10, 0.5, 1e-8), 1},

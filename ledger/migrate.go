@@ -112,6 +112,18 @@ var migrations = []string{
 	CREATE INDEX charge_team_idx ON dpproxy_ledger.charge (dataset, team, id) WHERE team IS NOT NULL;
 	ALTER TABLE dpproxy_ledger.audit DROP CONSTRAINT audit_action_check,
 		ADD CONSTRAINT audit_action_check CHECK (action IN ('grant', 'reset', 'resume', 'renew'));`,
+	// 5: the rdp accountant composes a Laplace release as randomized
+	// response (accountant/rdp.go); the data step (dataSteps) recharges the
+	// rdp states earlier builds wrote and records each rewritten row in the
+	// audit trail (action 'migrate', with the row as it was).
+	`ALTER TABLE dpproxy_ledger.audit DROP CONSTRAINT audit_action_check,
+		ADD CONSTRAINT audit_action_check CHECK (action IN ('grant', 'reset', 'resume', 'renew', 'migrate'));`,
+}
+
+// dataSteps run in Go after the migration of the same number, in its
+// transaction.
+var dataSteps = map[int]func(context.Context, pgx.Tx, *zap.Logger) error{
+	5: rechargeRDPLaplace,
 }
 
 // SchemaVersion returns the ledger schema version this build writes.
@@ -139,6 +151,11 @@ func (l *Ledger) migrate(ctx context.Context) error {
 		for v := have + 1; v <= len(migrations); v++ {
 			if _, err := tx.Exec(ctx, migrations[v-1]); err != nil {
 				return fmt.Errorf("migration %d: %w", v, err)
+			}
+			if step := dataSteps[v]; step != nil {
+				if err := step(ctx, tx, l.logger); err != nil {
+					return fmt.Errorf("migration %d: %w", v, err)
+				}
 			}
 			if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.schema_version (version) VALUES ($1)`, v); err != nil {
 				return err

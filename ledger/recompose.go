@@ -1,0 +1,205 @@
+// Ledger-critical: needs review of the reserve-before-read protocol (DESIGN: ledger).
+
+package ledger
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
+)
+
+// Recomposing budget rows from the charge rows: what Verify checks and
+// what the migration to schema 5 (rdp_schema5.go) rewrites.
+
+type verifyCharge struct {
+	id         int64
+	dataset    string
+	analyst    string
+	team       string
+	accountant string
+	events     []accountant.Event
+}
+
+// chargeSet is every charge of the ledger, in id order, with where each
+// budget row's current composition starts.
+type chargeSet struct {
+	charges []verifyCharge
+	// resets holds, per (dataset, row), the last charge id before its last
+	// reset or window renewal: the row's state composes the charges after.
+	resets map[[2]string]int64
+	// fullResets holds the same for resets alone: a lifetime state
+	// (windows) outlives renewals.
+	fullResets map[[2]string]int64
+	byDataset  map[string][]*verifyCharge
+	byRow      map[[2]string][]*verifyCharge
+	unreadable []string // charges whose events could not be read
+	reserved   []ReservedCharge
+}
+
+func loadCharges(ctx context.Context, tx pgx.Tx) (*chargeSet, error) {
+	cs := &chargeSet{resets: map[[2]string]int64{}, fullResets: map[[2]string]int64{},
+		byDataset: map[string][]*verifyCharge{}, byRow: map[[2]string][]*verifyCharge{}}
+	rows, err := tx.Query(ctx, `SELECT dataset, analyst, action, max(last_charge_id) FROM dpproxy_ledger.audit
+		WHERE action IN ('reset', 'renew') GROUP BY dataset, analyst, action`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var k [2]string
+		var action string
+		var id int64
+		if err := rows.Scan(&k[0], &k[1], &action, &id); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		cs.resets[k] = max(cs.resets[k], id)
+		if action == "reset" {
+			cs.fullResets[k] = id
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+
+	rows, err = tx.Query(ctx, `SELECT id, dataset, analyst, coalesce(team, ''), accountant, events, status, created_at,
+			cost_epsilon::float8, cost_delta::float8
+		FROM dpproxy_ledger.charge ORDER BY id`)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var c verifyCharge
+		var raw []byte
+		var status string
+		var at time.Time
+		var cost accountant.Spent
+		if err := rows.Scan(&c.id, &c.dataset, &c.analyst, &c.team, &c.accountant, &raw, &status, &at, &cost.Epsilon, &cost.Delta); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		var ej []eventJSON
+		if err := json.Unmarshal(raw, &ej); err != nil {
+			cs.unreadable = append(cs.unreadable, fmt.Sprintf("charge %d: events are not readable: %v", c.id, err))
+		}
+		for _, e := range ej {
+			c.events = append(c.events, accountant.Event{Mechanism: e.Mechanism, Epsilon: e.Epsilon, Delta: e.Delta, NoiseMultiplier: e.NoiseMultiplier})
+		}
+		if status == "reserved" {
+			cs.reserved = append(cs.reserved, ReservedCharge{ID: c.id, Dataset: c.dataset, Analyst: c.analyst, CreatedAt: at, Cost: cost})
+		}
+		cs.charges = append(cs.charges, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Charges by dataset and by (dataset, row), in id order; a team's row
+	// holds the charges of its analysts.
+	for i := range cs.charges {
+		c := &cs.charges[i]
+		cs.byDataset[c.dataset] = append(cs.byDataset[c.dataset], c)
+		k := [2]string{c.dataset, c.analyst}
+		cs.byRow[k] = append(cs.byRow[k], c)
+		if c.team != "" {
+			k := [2]string{c.dataset, policy.TeamLedgerPrefix + c.team}
+			cs.byRow[k] = append(cs.byRow[k], c)
+		}
+	}
+	return cs, nil
+}
+
+// compose composes, in id order, the charges of a budget row after its
+// entry in resets, each with the method methodOf gives for the name
+// recorded on it (as Reserve did). It returns the state, the number of
+// charges composed and one line per charge that could not be.
+func (cs *chargeSet) compose(dataset, analyst string, resets map[[2]string]int64, methodOf func(string) (accountant.Method, error)) ([]byte, int64, []string) {
+	mine := cs.byRow[[2]string{dataset, analyst}]
+	if analyst == accountant.GlobalAnalyst {
+		mine = cs.byDataset[dataset]
+	}
+	after := resets[[2]string{dataset, analyst}]
+	var st []byte
+	var n int64
+	var errs []string
+	for _, c := range mine {
+		if c.id <= after {
+			continue
+		}
+		m, err := methodOf(c.accountant)
+		if err == nil {
+			st, err = m.Compose(st, c.events)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("charge %d: %v", c.id, err))
+			continue
+		}
+		n++
+	}
+	return st, n, errs
+}
+
+// budgetRecord is one budget row as Verify and the migrations read it.
+type budgetRecord struct {
+	dataset, analyst, accountant string
+	le, ld                       *float64
+	spent                        [2]string
+	charges                      int64
+	state, lifetime              []byte
+}
+
+func loadBudgets(ctx context.Context, tx pgx.Tx) ([]budgetRecord, error) {
+	rows, err := tx.Query(ctx, `SELECT dataset, analyst, accountant, limit_epsilon, limit_delta,
+			spent_epsilon::text, spent_delta::text, charges, state, lifetime_state
+		FROM dpproxy_ledger.budget ORDER BY dataset, analyst`)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []budgetRecord
+	for rows.Next() {
+		var r budgetRecord
+		if err := rows.Scan(&r.dataset, &r.analyst, &r.accountant, &r.le, &r.ld, &r.spent[0], &r.spent[1], &r.charges, &r.state, &r.lifetime); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// limit is the row's stored cap (+Inf where none).
+func (r budgetRecord) limit() accountant.Spent {
+	limit := accountant.Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
+	if r.le != nil {
+		limit.Epsilon = *r.le
+	}
+	if r.ld != nil {
+		limit.Delta = *r.ld
+	}
+	return limit
+}
+
+// spentOf is the spending a row with state st (of n charges) records, as
+// Reserve writes it: the exact basic sums on a global row without a cap,
+// else the method's spending at the stored limits.
+func (r budgetRecord) spentOf(m accountant.Method, st []byte, n int64) ([2]string, error) {
+	limit := r.limit()
+	switch {
+	case n == 0:
+		return [2]string{"0", "0"}, nil
+	case r.analyst == accountant.GlobalAnalyst && !accountant.HasCap(limit):
+		e, d, err := accountant.BasicSums(st)
+		return [2]string{e, d}, err
+	}
+	sp, _, err := accountant.Evaluate(m, st, limit)
+	if err != nil {
+		return [2]string{}, err
+	}
+	return [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}, nil
+}
