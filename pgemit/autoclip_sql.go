@@ -14,7 +14,7 @@ import (
 // rows the plan reads, each unit's largest and smallest clamped value per
 // column, put in their bins and counted.
 func ClipSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, cols []dpplan.ClipColumn) string {
-	unit := QuoteIdent(t.UnitColumn)
+	unit := unitSQL(t) // one text per unit (key_sql.go)
 	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	var values, buckets []string
 	array := func(edges []float64) string {

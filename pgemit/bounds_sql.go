@@ -99,7 +99,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	if p.Join != nil {
 		from = joinFromSQL(p.Join) // dpplan/join.go: bounded after the join
 	}
-	unit := QuoteIdent(t.UnitColumn)
+	unit := unitSQL(t) // one text per unit (key_sql.go)
 	rows := strconv.Itoa(t.MaxRowsPerUnit)
 	l0 := strconv.Itoa(p.MaxGroupsPerUnit)
 	// total is the unit's allowance over all groups, T = L0·R rows.

@@ -55,6 +55,27 @@ func keyValueSQL(t *policy.Table, k dpplan.Key) string {
 	return s
 }
 
+// unitSQL is the unit column as the emitted SQL reads it (dp_unit): one
+// text per unit. Rows and groups are chosen by hashes of the unit's text
+// (bounds_sql.go, sampleagg_sql.go), computed after GROUP BY, where a
+// (unit, group) shows the text of whichever of its rows PostgreSQL read
+// first; when one unit has several texts ('U7@x.org' and 'u7@x.org' of a
+// citext, 1000 and 1000.0 of a numeric), that order, and so the groups
+// and rows the unit keeps, would depend on every other person's rows
+// (attack round 61). A citext unit is read as lower(u), a numeric one as
+// trim_scale(u); internal/catalog refuses unit types without one text per
+// value that these cannot give (policy.Table.UnitPGType).
+func unitSQL(t *policy.Table) string {
+	u := QuoteIdent(t.UnitColumn)
+	switch t.UnitPGType {
+	case "citext":
+		return "lower(" + u + ")"
+	case "numeric":
+		return "trim_scale(" + u + ")"
+	}
+	return u
+}
+
 // MaxPrivateKeyBytes bounds the text of a private group key's value
 // (keyValueSQL).
 const MaxPrivateKeyBytes = 1024

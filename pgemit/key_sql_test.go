@@ -1,6 +1,7 @@
 package pgemit
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -40,5 +41,27 @@ func TestKeyValueSQL(t *testing.T) {
 		if got := keyValueSQL(tb, c.key); got != c.want {
 			t.Errorf("keyValueSQL(%+v) = %s, want %s", c.key, got, c.want)
 		}
+	}
+}
+
+// TestUnitSQL: the unit is read as one text per value: lower(u) for a
+// citext unit, trim_scale(u) for a numeric one, the column itself for
+// types whose text is already a function of the value (attack round 61).
+func TestUnitSQL(t *testing.T) {
+	for base, want := range map[string]string{
+		"citext": `lower("pid")`, "numeric": `trim_scale("pid")`,
+		"int8": `"pid"`, "text": `"pid"`, "uuid": `"pid"`, "": `"pid"`,
+	} {
+		if got := unitSQL(&policy.Table{UnitColumn: "pid", UnitPGType: base}); got != want {
+			t.Errorf("unitSQL(%q unit) = %s, want %s", base, got, want)
+		}
+	}
+	// The bounded SQL reads it so (sample-and-aggregate and automatic
+	// clipping take the same unitSQL).
+	tb := &policy.Table{Schema: "public", Name: "t", UnitColumn: "pid", UnitPGType: "citext", MaxRowsPerUnit: 1,
+		Columns: map[string]*policy.Column{}}
+	p := &dpplan.Plan{MaxGroupsPerUnit: 1, Measures: []dpplan.Measure{{Kind: dpplan.MeasureCount}}}
+	if s := SQL(tb, p, nil); !strings.Contains(s, `lower("pid") AS dp_unit`) {
+		t.Errorf("SQL reads the unit as %s", s)
 	}
 }

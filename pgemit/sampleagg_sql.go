@@ -61,7 +61,7 @@ func blockHashSQL(unit string, sa *dpplan.SampleAgg) string {
 func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	sa := p.SampleAgg
 	calls := sa.Calls
-	unit := QuoteIdent(t.UnitColumn)
+	unit := unitSQL(t) // one text per unit (key_sql.go)
 	from := QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name)
 	if p.Join != nil {
 		from = joinFromSQL(p.Join) // dpplan/join.go: bounded after the join

@@ -179,6 +179,12 @@ type Table struct {
 	// literals the planner refuses.
 	UnitType     Type
 	UnitTypeName string
+	// UnitPGType is the unit column's base type (citext, numeric, int8,
+	// …; internal/catalog, which refuses types whose equality is looser
+	// than their text and that have no one text per value). The emitter
+	// reads the unit as that one text (pgemit unitSQL). Empty when the
+	// catalog was not read.
+	UnitPGType string
 	// Columns by lower-case name; ColumnOrder lists them in file order.
 	Columns     map[string]*Column
 	ColumnOrder []string

@@ -53,7 +53,7 @@ type liveColumn struct {
 // each table's UnitType and UnitTypeName when there are none.
 func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error) {
 	var problems []string
-	unitTypes := map[string][2]string{}
+	unitTypes := map[string][3]string{}
 	colTypes := map[*policy.Column]liveColumn{}
 	for _, name := range ds.TableOrder {
 		t := ds.Tables[name]
@@ -69,8 +69,10 @@ func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error
 		if !t.Public { // a public table has no unit column
 			if u, ok := cols[t.UnitColumn]; !ok {
 				problems = append(problems, fmt.Sprintf("%s has no unit column %q; fix unit_column in the policy", where, t.UnitColumn))
+			} else if msg := unitAccepts(u); msg != "" {
+				problems = append(problems, fmt.Sprintf("%s unit column %s is %s: %s", where, t.UnitColumn, u.shown, msg))
 			} else {
-				unitTypes[name] = [2]string{string(unitType(u)), u.shown}
+				unitTypes[name] = [3]string{string(unitType(u)), u.shown, u.base}
 			}
 		}
 		for _, cn := range t.ColumnOrder {
@@ -103,7 +105,7 @@ func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error
 	sort.Strings(problems)
 	if len(problems) == 0 {
 		for name, ut := range unitTypes {
-			ds.Tables[name].UnitType, ds.Tables[name].UnitTypeName = policy.Type(ut[0]), ut[1]
+			ds.Tables[name].UnitType, ds.Tables[name].UnitTypeName, ds.Tables[name].UnitPGType = policy.Type(ut[0]), ut[1], ut[2]
 		}
 		for c, lc := range colTypes {
 			c.PGType, c.Scale = lc.base, max(lc.scale, 0)
@@ -211,6 +213,33 @@ func suggest(c liveColumn) string {
 		return "type: bool"
 	}
 	return "no policy type fits " + c.shown + "; declare the column access: none"
+}
+
+// unitBases are the unit column types whose values the emitter reads as one
+// text per value (pgemit unitSQL): their text is a function of the value
+// (integers, uuid, bytea, bool, dates and times under the upstream
+// session's pinned DateStyle and TimeZone, text and varchar under a
+// deterministic collation, bpchar whose text drops the trailing blanks its
+// equality ignores), or is made so (numeric as trim_scale, citext as
+// lower).
+var unitBases = map[string]bool{"int2": true, "int4": true, "int8": true, "numeric": true, "text": true, "varchar": true,
+	"bpchar": true, "citext": true, "uuid": true, "bytea": true, "bool": true, "date": true, "timestamp": true, "timestamptz": true}
+
+// unitAccepts returns "" when a unit column's values have one text per
+// value as the emitter reads them, else why not and what to do. The
+// emitter hashes a unit's text to choose its rows and groups; where two
+// texts of one value exist (a float's 0 and -0, an interval's '1 day' and
+// '24:00:00', a case-insensitive collation's 'Zed' and 'zed'), which text
+// a (unit, group) shows depends on the order PostgreSQL reads rows in,
+// which every other person's rows change (attack round 61).
+func unitAccepts(c liveColumn) string {
+	switch {
+	case !unitBases[c.base]:
+		return "a unit column must have one text per value (integer, numeric, text, varchar, char, citext, uuid, bytea, date or timestamp); use such a column (or a generated column) as the unit"
+	case textTypes[c.base] && c.base != "citext" && !c.deterministic:
+		return "its collation is nondeterministic (two texts can be equal), so one person can be written several ways; use a deterministic collation or citext"
+	}
+	return ""
 }
 
 // unitType maps a unit column's live type to the policy type its literals

@@ -215,3 +215,69 @@ func TestVerify_UnitLiterals(t *testing.T) {
 		t.Errorf("uuid unit compared with a literal: %v, want 0A000", err)
 	}
 }
+
+// TestVerify_UnitTypes: a unit column must have one text per value as the
+// emitter reads it (attack round 61): citext and numeric are accepted and
+// their base type learned (the emitter reads lower(u) and trim_scale(u)),
+// a float, an interval or a text under a nondeterministic collation is
+// refused with the reason and the fix.
+func TestVerify_UnitTypes(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, s := range []string{
+		`CREATE COLLATION ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`,
+		`CREATE EXTENSION IF NOT EXISTS citext`,
+	} {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		typ, base, problem string
+	}{
+		{"int8", "int8", ""},
+		{"citext", "citext", ""},
+		{"numeric", "numeric", ""},
+		{"uuid", "uuid", ""},
+		{"varchar(40)", "varchar", ""},
+		{"float8", "", "a unit column must have one text per value"},
+		{"interval", "", "a unit column must have one text per value"},
+		{"text COLLATE ci", "", "its collation is nondeterministic"},
+	} {
+		name := "u_" + strings.NewReplacer(" ", "_", "(", "", ")", "").Replace(tc.typ)
+		if _, err := conn.Exec(ctx, `CREATE TABLE `+name+` (pid `+tc.typ+`, x int4)`); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := policy.Parse(strings.NewReader(`dataset: t
+privacy_unit: person
+budget: {epsilon: 1}
+tables:
+  `+name+`:
+    unit_column: pid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      x: {type: int, lower: 0, upper: 10}
+`), "u.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		problems, err := Verify(ctx, conn, ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(problems, "\n")
+		switch {
+		case tc.problem == "" && (len(problems) > 0 || ds.Tables[name].UnitPGType != tc.base):
+			t.Errorf("%s unit: problems %q, base %q; want none and %q", tc.typ, problems, ds.Tables[name].UnitPGType, tc.base)
+		case tc.problem != "" && (len(problems) != 1 || !strings.Contains(all, "unit column pid") || !strings.Contains(all, tc.problem)):
+			t.Errorf("%s unit: problems %q, want one naming unit column pid and %q", tc.typ, problems, tc.problem)
+		}
+	}
+}
