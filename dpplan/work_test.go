@@ -37,6 +37,16 @@ func TestWorkOf(t *testing.T) {
 		}
 		return j
 	}
+	// wards joined to visits, then a second public table (wards again, as a
+	// lookup) joined to wards.wing, declared one row per value there.
+	ds.Tables["wards"].Columns["wing"].MaxRowsPerValue = 1
+	lookup := unit("visits", "wards")
+	lookup.Tables = append(lookup.Tables, JoinTable{Name: "wards", Public: true, On: []JoinOn{{Table: 1, Column: "wing", Other: "wing"}}})
+	lookupWing := &Join{Shape: JoinUnit, RowsPerUnit: []int{0, 0, 0}, Tables: []JoinTable{
+		{Name: "visits"},
+		{Name: "wards", Public: true, On: []JoinOn{{Table: 0, Column: "pid", Other: "ward_name"}}},
+		{Name: "wards", Public: true, On: []JoinOn{{Table: 1, Column: "wing", Other: "wing"}}},
+	}}
 	for _, c := range []struct {
 		name       string
 		plan       *Plan
@@ -57,6 +67,13 @@ func TestWorkOf(t *testing.T) {
 		// A public table multiplies by its join column's max_rows_per_value.
 		{"visits ⋈ wards", &Plan{Table: "visits", Join: unit("visits", "wards")}, 250_000 + 500 + 2*250_000, 1, nil},
 		{"join with an undeclared table", &Plan{Table: "visits", Join: unit("visits", "labs")}, 0, 1, []string{"labs"}},
+		// Each quantile weighs 1 + R/10 per row (R = 20: 3).
+		{"two quantiles", &Plan{Table: "visits", Measures: []Measure{{Kind: MeasureQuantile}, {Kind: MeasureCount}, {Kind: MeasureQuantile}}}, 250_000 * 7, 1, nil},
+		// A lookup joined to wards on another column does not bound
+		// wards' rows per visit (attack round 60): wards.wing is joined
+		// by the lookup, wards meets visits on ward_id (2 per value).
+		{"visits ⋈ wards ⋈ lookup", &Plan{Table: "visits", Join: lookup}, 250_000 + 500 + 500 + 2*250_000, 1, nil},
+		{"visits ⋈ wards on an undeclared column ⋈ lookup", &Plan{Table: "visits", Join: lookupWing}, 250_000 + 500 + 500 + 500*250_000, 1, nil},
 	} {
 		w := WorkOf(ds, c.plan)
 		if w.Rows != c.rows || w.Scans != c.scans || !slices.Equal(w.Undeclared, c.undeclared) {

@@ -14,11 +14,13 @@ import (
 	"go.uber.org/zap"
 )
 
-// refreshLockTimeout bounds how long a refresh of the shadow catalog waits
-// for analysts' running catalog statements: it gives up (and is retried at
-// the next SIGHUP or interval) rather than queue every catalog statement
-// behind it.
-const refreshLockTimeout = 10 * time.Second
+// refreshLockTimeout bounds how long a refresh that must rebuild the shadow
+// (a column changed upstream: shadow.Refresh) waits for analysts' running
+// catalog statements while it holds the locks of the tables it already
+// dropped, which their next statements queue behind: it gives up (and is
+// retried at the next SIGHUP or interval) rather than hold them longer. A
+// refresh of rows alone takes no lock they wait for.
+const refreshLockTimeout = time.Second
 
 // shadowTarget is everything needed to (re)build one dataset's shadow
 // catalog.
@@ -43,15 +45,38 @@ func newShadowTarget(name, adminDSN, upDSN, role string, ds *policy.Dataset, max
 // build (re)builds the shadow catalog, mirroring the public tables, and
 // logs what became of each public table. Row counts of public tables are
 // public data.
-func (tg *shadowTarget) build(ctx context.Context, log *zap.Logger, lockTimeout time.Duration) error {
-	res, err := shadow.BuildWith(ctx, tg.adminDSN, tg.upDSN, tg.policy, tg.role, shadow.Options{
+func (tg *shadowTarget) build(ctx context.Context, log *zap.Logger) error {
+	opts := shadow.Options{
 		MaxPublicRows: tg.maxRows,
 		Setting:       "datasets." + tg.dataset + ".public_max_rows",
-		LockTimeout:   lockTimeout,
+	}
+	res, err := shadow.BuildWith(ctx, tg.adminDSN, tg.upDSN, tg.policy, tg.role, opts)
+	if err != nil {
+		return err
+	}
+	tg.logPublic(log, res)
+	return nil
+}
+
+// refresh copies the public tables again, rebuilding the shadow only when
+// its tables no longer match (shadow.Refresh).
+func (tg *shadowTarget) refresh(ctx context.Context, log *zap.Logger) error {
+	res, rebuilt, err := shadow.Refresh(ctx, tg.adminDSN, tg.upDSN, tg.policy, tg.role, shadow.Options{
+		MaxPublicRows: tg.maxRows,
+		Setting:       "datasets." + tg.dataset + ".public_max_rows",
+		LockTimeout:   refreshLockTimeout,
 	})
 	if err != nil {
 		return err
 	}
+	if rebuilt {
+		log.Info("the shadow catalog's tables changed upstream or in size: rebuilt", zap.String("dataset", tg.dataset))
+	}
+	tg.logPublic(log, res)
+	return nil
+}
+
+func (tg *shadowTarget) logPublic(log *zap.Logger, res *shadow.Result) {
 	for _, p := range res.Public {
 		if p.Unavailable != "" {
 			log.Warn("public table not copied into the shadow catalog: reads of it outside DP queries are refused",
@@ -62,7 +87,6 @@ func (tg *shadowTarget) build(ctx context.Context, log *zap.Logger, lockTimeout 
 		log.Info("public table copied into the shadow catalog", zap.String("dataset", tg.dataset),
 			zap.String("table", p.Schema+"."+p.Name), zap.Int64("rows", p.Rows), zap.String("columns", strings.Join(p.Columns, ",")))
 	}
-	return nil
 }
 
 // startPublicRefresh re-copies the public tables of every target on
@@ -126,7 +150,7 @@ func (tg *shadowTarget) refreshLoop(ctx context.Context, log *zap.Logger, kick <
 		case <-kick:
 		case <-tick:
 		}
-		if err := tg.build(ctx, log, refreshLockTimeout); err != nil {
+		if err := tg.refresh(ctx, log); err != nil {
 			if ctx.Err() != nil {
 				return
 			}

@@ -57,7 +57,7 @@ tables:
 	core, logs := observer.New(zap.InfoLevel)
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t).Core()))
 	periodic := newShadowTarget("d", sh, up, "refresh_reader", ds, 100, 300*time.Millisecond)
-	if err := periodic.build(ctx, log, 0); err != nil {
+	if err := periodic.build(ctx, log); err != nil {
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, sh)

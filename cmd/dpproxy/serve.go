@@ -168,7 +168,7 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 		}
 		// The shadow catalog, with the public tables' rows (public.go).
 		tg := newShadowTarget(n, dc.ShadowAdmin, dc.Upstream, sc.User, ds, dc.PublicMaxRows, dc.PublicRefresh.Duration)
-		if err := tg.build(ctx, log, 0); err != nil {
+		if err := tg.build(ctx, log); err != nil {
 			return fmt.Errorf("build shadow catalog of %s: %w", n, err)
 		}
 		shadows = append(shadows, tg)

@@ -65,6 +65,9 @@ type PublicTable struct {
 	Hint        string // what to change, when Unavailable
 }
 
+// errNeedsRebuild: Refresh's path without DDL met a table that needs it.
+var errNeedsRebuild = errors.New("the shadow needs a rebuild")
+
 // ErrTooManyRows is the reason of a public table over the row cap.
 var ErrTooManyRows = errors.New("too many rows")
 
@@ -126,6 +129,9 @@ func dropViews(ctx context.Context, tx pgx.Tx) error {
 // declared visible columns, never analyst text. A table with more than
 // the cap of rows, or without a declared visible column, is replaced by a
 // view that refuses every read (unavailable).
+//
+// With shadowRole "" (Refresh's path without DDL) a table that would be
+// replaced by such a view makes it fail with errNeedsRebuild instead.
 func mirrorPublic(ctx context.Context, up *pgx.Conn, tx pgx.Tx, ds *policy.Dataset, tables map[string][]Column, shadowRole string, opts Options) (*Result, error) {
 	res := &Result{}
 	var public []*policy.Table
@@ -167,6 +173,9 @@ func mirrorPublic(ctx context.Context, up *pgx.Conn, tx pgx.Tx, ds *policy.Datas
 			pt.Columns = append(pt.Columns, c.Name)
 		}
 		q := qualified(t.Schema, t.Name)
+		if len(cols) == 0 && shadowRole == "" {
+			return nil, errNeedsRebuild
+		}
 		if len(cols) == 0 {
 			pt.Unavailable = "it declares no column in the policy"
 			pt.Hint = fmt.Sprintf("declare the columns analysts may read under tables.%s.columns in the policy of %s, with their types, and restart dpproxy", t.Name, ds.Name)
@@ -185,6 +194,9 @@ func mirrorPublic(ctx context.Context, up *pgx.Conn, tx pgx.Tx, ds *policy.Datas
 			fmt.Sprintf("COPY %s (%s) FROM STDIN", q, list))
 		if err != nil {
 			return nil, fmt.Errorf("copy the public table %s.%s of %s into the shadow: %w", t.Schema, t.Name, ds.Name, err)
+		}
+		if n > int64(maxRows) && shadowRole == "" {
+			return nil, errNeedsRebuild
 		}
 		if n > int64(maxRows) {
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT dpproxy_mirror"); err != nil {
