@@ -44,7 +44,7 @@ func keyValueSQL(t *policy.Table, k dpplan.Key) string {
 	case k.Type == policy.TypeFloat:
 		s = "(" + s + " + 0)"
 	case c != nil && c.PGType == "citext":
-		s = "lower(" + s + ")"
+		s = citextLower(s)
 	}
 	switch {
 	case k.Private && k.Type == policy.TypeText:
@@ -69,12 +69,19 @@ func unitSQL(t *policy.Table) string {
 	u := QuoteIdent(t.UnitColumn)
 	switch t.UnitPGType {
 	case "citext":
-		return "lower(" + u + ")"
+		return citextLower(u)
 	case "numeric":
 		return "trim_scale(" + u + ")"
 	}
 	return u
 }
+
+// citextLower is a citext value's one text: its lower case under the
+// database's default collation, the one citext's equality lowers both
+// sides under, whatever the column's collation (attack round 62: under a
+// column's Turkish collation lower('IRIS') is 'ırıs', so one person
+// 'IRIS' = 'iris' read as two units).
+func citextLower(x string) string { return "lower(" + x + ` COLLATE "default")` }
 
 // MaxPrivateKeyBytes bounds the text of a private group key's value
 // (keyValueSQL).

@@ -31,7 +31,7 @@ func TestKeyValueSQL(t *testing.T) {
 		{dpplan.Key{Column: "f", Type: policy.TypeFloat}, `("f" + 0)`},
 		{dpplan.Key{Column: "i", Type: policy.TypeInt}, `"i"`},
 		{dpplan.Key{Column: "s", Type: policy.TypeText}, `"s"`},
-		{dpplan.Key{Column: "ci", Type: policy.TypeText}, `lower("ci")`},
+		{dpplan.Key{Column: "ci", Type: policy.TypeText}, `lower("ci" COLLATE "default")`},
 		// A private key's value is bounded in length.
 		{dpplan.Key{Column: "s", Type: policy.TypeText, Private: true}, `CASE WHEN octet_length("s") <= 1024 THEN "s" END`},
 		{dpplan.Key{Column: "n", Type: policy.TypeNumeric, Private: true}, `CASE WHEN octet_length(trim_scale("n")::text) <= 1024 THEN trim_scale("n") END`},
@@ -49,7 +49,7 @@ func TestKeyValueSQL(t *testing.T) {
 // types whose text is already a function of the value (attack round 61).
 func TestUnitSQL(t *testing.T) {
 	for base, want := range map[string]string{
-		"citext": `lower("pid")`, "numeric": `trim_scale("pid")`,
+		"citext": `lower("pid" COLLATE "default")`, "numeric": `trim_scale("pid")`,
 		"int8": `"pid"`, "text": `"pid"`, "uuid": `"pid"`, "": `"pid"`,
 	} {
 		if got := unitSQL(&policy.Table{UnitColumn: "pid", UnitPGType: base}); got != want {
@@ -61,7 +61,7 @@ func TestUnitSQL(t *testing.T) {
 	tb := &policy.Table{Schema: "public", Name: "t", UnitColumn: "pid", UnitPGType: "citext", MaxRowsPerUnit: 1,
 		Columns: map[string]*policy.Column{}}
 	p := &dpplan.Plan{MaxGroupsPerUnit: 1, Measures: []dpplan.Measure{{Kind: dpplan.MeasureCount}}}
-	if s := SQL(tb, p, nil); !strings.Contains(s, `lower("pid") AS dp_unit`) {
+	if s := SQL(tb, p, nil); !strings.Contains(s, `lower("pid" COLLATE "default") AS dp_unit`) {
 		t.Errorf("SQL reads the unit as %s", s)
 	}
 }

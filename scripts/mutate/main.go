@@ -99,6 +99,12 @@ var mutations = []mutation{
 	{"Gaussian σ ×2", "./noise", []edit{
 		{"noise/gaussian.go", gaussOld, "\tsigma *= 2\n" + gaussOld},
 	}},
+	{"rdp composes discrete Laplace as continuous", "./accountant", []edit{
+		{"accountant/rdp.go", "\t\t\tr[i] = rrRDP(a, p)\n", "\t\t\tr[i] = laplaceRDP(a, p)\n"},
+	}},
+	{"citext unit read by its rows' texts", "./rewrite", []edit{
+		{"pgemit/key_sql.go", `return citextLower(u)`, `return u`},
+	}},
 }
 
 func main() { os.Exit(run()) }
