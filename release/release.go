@@ -546,7 +546,7 @@ func checkMeasureRange(plan *dpplan.Plan, ms dpplan.Measure) error {
 			return nil
 		}
 		lo, hi = sensitivity.RatDown(iv.Lo), sensitivity.RatUp(iv.Hi)
-	case t != nil && t.Columns[ms.Column] != nil && plan.Join == nil:
+	case t != nil && t.Columns[ms.Column] != nil:
 		lo, hi = t.Columns[ms.Column].LowerNum, t.Columns[ms.Column].UpperNum
 	}
 	if !(ms.Lower <= lo && hi <= ms.Upper) {

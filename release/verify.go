@@ -63,7 +63,7 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 		if err := verifyJoined(ds, plan, t); err != nil {
 			return err
 		}
-	case !ok || pt.Public || t.Name != pt.Name || t.Schema != pt.Schema || t.UnitColumn != pt.UnitColumn:
+	case !ok || pt.Public || t.Name != pt.Name || t.Schema != pt.Schema || t.UnitColumn != pt.UnitColumn || t.UnitPGType != pt.UnitPGType:
 		return bad("table")
 	case t.MaxGroupsPerUnit < 1 || t.MaxGroupsPerUnit > pt.MaxGroupsPerUnit:
 		return bad("groups per unit")
@@ -171,7 +171,7 @@ func sameShape(p, c *dpplan.Plan) bool {
 func verifyJoined(ds *policy.Dataset, plan *dpplan.Plan, t *policy.Table) error {
 	bad := pgerr.New(pgerr.InternalError, "internal error: the plan's join does not verify")
 	want, err := dpplan.VerifyJoin(ds, plan)
-	if err != nil || t.Name != want.Name || t.Schema != want.Schema || t.UnitColumn != want.UnitColumn ||
+	if err != nil || t.Name != want.Name || t.Schema != want.Schema || t.UnitColumn != want.UnitColumn || t.UnitPGType != want.UnitPGType ||
 		t.MaxRowsPerUnit != want.MaxRowsPerUnit || t.MaxGroupsPerUnit != want.MaxGroupsPerUnit ||
 		len(t.Columns) != len(want.Columns) {
 		return bad

@@ -89,10 +89,19 @@ func TestVerify_RefusesTamperedJoins(t *testing.T) {
 		unitJoin   = "SELECT v.kind, COUNT(*) FROM visits v JOIN labs l ON l.patient_id = v.patient_id GROUP BY v.kind"
 		publicJoin = "SELECT w.wing, COUNT(*) FROM visits v JOIN wards w ON w.ward_id = v.ward_id GROUP BY w.wing"
 	)
+	// The unit's live type, as internal/catalog sets it: the emitter reads a
+	// citext unit as its lower case (attack round 62 found joins reading
+	// it raw).
+	ds.Tables["visits"].UnitPGType = "citext"
+	const publicSum = "SELECT w.wing, SUM(v.cost) FROM visits v JOIN wards w ON w.ward_id = v.ward_id GROUP BY w.wing"
 	cases := []struct {
 		name, query string
 		change      func(p *dpplan.Plan, j *dpplan.Join, tb *policy.Table)
 	}{
+		{"joined relation read without the unit's live type", publicJoin, func(_ *dpplan.Plan, _ *dpplan.Join, tb *policy.Table) {
+			tb.UnitPGType = ""
+		}},
+
 		{"unit join relinked on a non-unit column", unitJoin, func(_ *dpplan.Plan, j *dpplan.Join, _ *policy.Table) {
 			j.Tables[1].On[0].Column, j.Tables[1].On[0].Other = "ward_id", "ward_id"
 		}},
@@ -137,6 +146,23 @@ func TestVerify_RefusesTamperedJoins(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			mustRefuseJoin(t, ds, tamperJoin(t, ds, c.query, c.change))
 		})
+	}
+	// A sum over a join whose claimed range is narrower than the bounds
+	// its SQL clamps to (a tenth: sensitivity a tenth of the truth) is
+	// refused by the calibration's range check, joins included (the
+	// review of 6 Dec 2026 found joins exempt).
+	p := tamperJoin(t, ds, publicSum, func(p *dpplan.Plan, _ *dpplan.Join, _ *policy.Table) {
+		ms := append([]dpplan.Measure(nil), p.Measures...)
+		for i := range ms {
+			if ms[i].Kind == dpplan.MeasureSum {
+				ms[i].Upper /= 10
+			}
+		}
+		p.Measures = ms
+	})
+	req := Request{Dataset: ds, Plan: p, Epsilon: 1, Delta: 1e-6, Mechanism: policy.MechanismLaplace, Upstream: noUpstream{}}
+	if _, err := (&Releaser{}).calibrate(req); err == nil {
+		t.Error("calibrate accepted a join's sum whose range is a tenth of its SQL's")
 	}
 }
 
