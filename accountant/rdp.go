@@ -25,7 +25,7 @@ import (
 //     Laplace's (Mironov 2017, Prop. 6; laplaceRDP) by up to a third near
 //     α = 1 and ε₀ = 2. Builds before ledger schema 5 composed it as
 //     continuous; the ledger's migration to schema 5 recomposed their rdp
-//     states (RDPCatchUp, rdplegacy.go).
+//     states (RDPCatchUp, below).
 //   - any other ε-DP release (δ = 0): r(α) = min(ε, αε²/2): ε-DP implies
 //     (α, ε)-RDP for every α, and ε²/2-zCDP (Bun–Steinke 2016, Prop. 3.3).
 //   - releases with δ > 0 and no noise multiplier are not RDP; they are
@@ -184,7 +184,7 @@ type rdpState struct {
 
 type rdpAccountant struct {
 	// continuous composes Laplace releases as continuous Laplace, as builds
-	// before ledger schema 5 did (rdplegacy.go; the migration only).
+	// before ledger schema 5 did (RDPBeforeSchema5; the migration only).
 	continuous bool
 }
 

@@ -22,7 +22,10 @@ import (
 // guarantees, for every such unit u and whatever the data:
 //
 //  1. u contributes to at most Plan.MaxGroupsPerUnit released groups
-//     (L0 bound), and to no group outside the public key domain (private
+//     (L0 bound) when groups are selected (GroupsSelect, GroupsAll), or,
+//     weighted (GroupsScale), to any number of them with the same L1 and
+//     L2 totals ("Two levels of bounding" below); and to no group outside
+//     the public key domain (private
 //     keys, rewrite/partition.go: to no group whose private key is NULL), and
 //     when the plan has private keys, u adds exactly 1 to the distinct-unit
 //     count (the last column) of each group it contributes to;

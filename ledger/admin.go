@@ -1,4 +1,4 @@
-// Ledger-critical: needs review of the reserve-before-read protocol (DESIGN: ledger).
+// Ledger-critical: needs review of the reserve-before-read protocol (ledger/doc.go).
 
 package ledger
 

@@ -1,4 +1,4 @@
-// Ledger-critical: needs review of the reserve-before-read protocol (DESIGN: ledger).
+// Ledger-critical: needs review of the reserve-before-read protocol (ledger/doc.go).
 
 // Package ledger is the persistent privacy-budget ledger in PostgreSQL: it
 // implements [accountant.Store] for the release path, and the stewards'

@@ -1,4 +1,4 @@
-// Ledger-critical: needs review of the reserve-before-read protocol (DESIGN: ledger).
+// Ledger-critical: needs review of the reserve-before-read protocol (ledger/doc.go).
 
 package ledger
 
@@ -13,8 +13,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Incidents and the circuit breaker (issue 14, DESIGN.md "Errors, work and
-// time").
+// Incidents and the circuit breaker (issue 14, SECURITY.md G5).
 //
 // An incident is a failure after a charge that is not an availability
 // failure: the emitted SQL raised an error or timed out, a released value

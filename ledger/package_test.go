@@ -11,7 +11,7 @@ import (
 
 // ledgerCritical is the review marker of the files that carry the
 // reserve-before-read protocol (doc.go).
-const ledgerCritical = "// Ledger-critical: needs review of the reserve-before-read protocol (DESIGN: ledger).\n"
+const ledgerCritical = "// Ledger-critical: needs review of the reserve-before-read protocol (ledger/doc.go).\n"
 
 // writesLedger matches SQL that changes the ledger database.
 var writesLedger = regexp.MustCompile(`(?i)\b(INSERT INTO|UPDATE|DELETE FROM|CREATE TABLE|ALTER TABLE) dpproxy_ledger\.`)

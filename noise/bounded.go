@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// Bounded work (DESIGN.md, "Errors, work and time"): every loop of this
+// Bounded work (SECURITY.md G5): every loop of this
 // package terminates for every float64 argument, NaN, ±Inf, zero, negative
 // and denormal numbers included, and a scale that float64 arithmetic
 // cannot handle exactly is refused when the mechanism is built, before any

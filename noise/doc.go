@@ -65,8 +65,8 @@
 // Not covered: rounding x to the grid and building the big.Rat result take
 // time that depends on x and on the released value. The released value is
 // public; x's influence is of the same kind as the upstream query's own
-// data-dependent running time, which only response-time padding (DESIGN.md,
-// "Errors and time") addresses.
+// data-dependent running time, which only response-time padding (SECURITY.md
+// G5, "Time") addresses.
 //
 // # Bounded work
 //

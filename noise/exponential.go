@@ -44,7 +44,7 @@ import (
 // The number of trials depends on Σ_j e^{−γ_j}, hence on the data (how
 // peaked the utilities are), not on which candidate is returned beyond
 // that; like the upstream query's own running time, this is covered only
-// by response-time padding (DESIGN.md, "Errors and time").
+// by response-time padding (SECURITY.md G5).
 //
 // Safe for concurrent use.
 type Exponential struct {

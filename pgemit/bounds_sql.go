@@ -46,7 +46,8 @@ import (
 //	dp_bounded      per (unit, group) the bounded value of each measure:
 //	                counts min(n, R), sums s·min(n, R)/n, each weighted by
 //	                min(1, T/t) with T = L0·R the unit's allowance over all
-//	                groups (distinct units by min(1, L0/g)) (dpplan.GroupsScale),
+//	                groups (distinct units by min(1, L_u/g), L_u =
+//	                min(G, L0·R): dpplan.UnitGroups) (dpplan.GroupsScale),
 //	                or only the L0 groups of smallest rank (dpplan.GroupsSelect);
 //	                weighted values truncated towards zero in exact numeric
 //	                (weighted), or, for counts, in int8 fixed point

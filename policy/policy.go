@@ -106,7 +106,7 @@ type Budget struct {
 // DefaultMinEpsilonPerQuery is budget.min_epsilon_per_query when the policy
 // does not set it: 10⁻³.
 //
-// Why a floor (DESIGN.md, "Errors, work and time"): a query at a tiny ε
+// Why a floor (SECURITY.md G5): a query at a tiny ε
 // costs nothing visible, so an analyst can repeat it for free; any channel
 // that leaks more than ε per query (an error, a hang, a timeout that
 // depends on one person's data) then becomes an oracle, and at ε = 10⁻¹⁶

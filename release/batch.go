@@ -1,3 +1,5 @@
+// Privacy-critical: needs DP review.
+
 package release
 
 import (

@@ -12,7 +12,7 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// Bounded work (DESIGN.md, "Errors, work and time"; issue 14): every check
+// Bounded work (SECURITY.md G5; issue 14): every check
 // in this file runs before any budget is reserved, and the float loops of
 // the calibration code (the ε and δ splits) take a bounded number of steps
 // for every float64 argument.

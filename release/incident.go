@@ -17,7 +17,7 @@ import (
 )
 
 // An error after the charge is an incident, not a message (issue 14,
-// DESIGN.md "Errors, work and time", ledger/incident.go).
+// SECURITY.md G5, ledger/incident.go).
 //
 // Once a query is charged, whatever goes wrong — the emitted SQL raised an
 // error or timed out, a value could not be read, the noise could not be

@@ -11,15 +11,20 @@
 // every unit u:
 //
 //   - u contributes to at most L0 groups (max_groups_per_unit, enforced by
-//     keeping at most L0 of u's groups), and
+//     keeping at most L0 of u's groups), or, when u's groups are weighted
+//     instead (dpplan.GroupsScale), to any number of groups whose changes
+//     sum to at most L0·L∞ in absolute value (dpplan/bounds.go, "Two
+//     levels of bounding"), and
 //   - within one group, removing u changes the measurement by at most L∞
 //     (max_rows_per_unit rows, each clamped to [lower, upper]).
 //
-// Removing u therefore changes the vector of measurements in at most L0
-// coordinates, each by at most L∞, so
+// Removing u therefore changes the vector of measurements by at most L∞
+// in each coordinate and at most L0·L∞ in all (at most L0 coordinates when
+// selected), so
 //
 //	Δ₁ = L0 · L∞        (sum of |changes|)
-//	Δ₂ = √L0 · L∞       (Euclidean norm of the change)
+//	Δ₂ = √L0 · L∞       (Euclidean norm of the change: Σ change² ≤
+//	                     max |change| · Σ |change| ≤ L∞ · L0·L∞)
 //
 // These are the bounds used by e.g. Wilson et al., "Differentially Private
 // SQL with Bounded User Contribution" (PoPETs 2020), §3.

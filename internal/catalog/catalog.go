@@ -1,6 +1,6 @@
 // Package catalog checks a policy's declared column types against the live
-// PostgreSQL catalog of the data database (issue 14, DESIGN.md "Errors,
-// work and time": "policy types verified against the live catalog").
+// PostgreSQL catalog of the data database (issue 14: "policy types
+// verified against the live catalog"; SECURITY.md G5).
 //
 // The planner proves its emitted SQL total from the declared types: a
 // column declared int is compared with integer literals and summed as

@@ -3,8 +3,8 @@ package shadow
 // Public tables are mirrored: the shadow holds their rows (declared,
 // visible columns only), copied from upstream by Build in the same
 // transaction that creates the shadow tables, so a statement that names
-// only public tables answers the real rows (DESIGN.md: public tables hold
-// no personal data). Protected tables stay empty.
+// only public tables answers the real rows (SECURITY.md G7: public tables
+// hold no personal data). Protected tables stay empty.
 
 import (
 	"bytes"

@@ -1,8 +1,8 @@
 // Package shadow builds the shadow catalog of a dataset: a separate
 // PostgreSQL database that holds each policy table with only the columns the
 // policy exposes, with their real types. Protected tables hold no rows.
-// Analysts' catalog and metadata statements run there (DESIGN.md, "The one
-// security invariant"), so psql's \d, JDBC DatabaseMetaData and BI tools
+// Analysts' catalog and metadata statements run there (SECURITY.md G1 and
+// G4), so psql's \d, JDBC DatabaseMetaData and BI tools
 // see a real schema while a misclassified query can leak nothing.
 //
 // Public tables (public: true in the policy: no personal data) are

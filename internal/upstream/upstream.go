@@ -7,7 +7,7 @@
 // per-unit aggregate of a DP query then runs per partition), through the
 // simple query protocol, so every value comes
 // back as PostgreSQL's text (NULL as nil). Only SQL from rewrite's emitter may
-// be passed here (DESIGN.md, "The one security invariant"); this package
+// be passed here (SECURITY.md G1, analyst text never reaches the data); this package
 // neither inspects nor logs it.
 package upstream
 
