@@ -59,6 +59,7 @@ tables:
 		{"bad type", strings.Replace(base, "type: int", "type: integer", 1), 10, `unknown type "integer"`},
 		{"lower above upper", strings.Replace(base, "lower: 0, upper: 10", "lower: 11, upper: 10", 1), 10, "greater than upper"},
 		{"non-integer int bound", strings.Replace(base, "upper: 10", "upper: 10.5", 1), 10, "integer"},
+		{"bound past a float's digits", strings.Replace(base, "{type: int, lower: 0, upper: 10}", "{type: numeric, lower: 0, upper: 1.0000000000000001}", 1), 10, "at most 15 significant digits"},
 		{"missing unit", strings.Replace(base, "    unit_column: uid\n", "", 1), 5, "needs unit_column"},
 		{"zero contribution", strings.Replace(base, "max_rows_per_unit: 1", "max_rows_per_unit: 0", 1), 8, "max_rows_per_unit must be"},
 		{"negative epsilon", strings.Replace(base, "epsilon: 1", "epsilon: -1", 1), 3, "positive"},

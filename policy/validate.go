@@ -418,6 +418,13 @@ func (v *validator) bounds(path []string, c *Column, lo, hi string) {
 			v.errorf(append(path, "lower"), "bounds of %s column %q must be %s numbers", c.Type, c.Name, map[bool]string{true: "integer", false: "decimal"}[c.Type == TypeInt])
 			return
 		}
+		if significantDigits(lo) > 15 || significantDigits(hi) > 15 {
+			// A float64 holds 15 significant decimal digits exactly: the
+			// sensitivities read each bound as the float's shortest text
+			// (sensitivity.Outward).
+			v.errorf(append(path, "lower"), "bounds of column %q may have at most 15 significant digits; round them outwards", c.Name)
+			return
+		}
 		l, err1 := strconv.ParseFloat(lo, 64)
 		u, err2 := strconv.ParseFloat(hi, 64)
 		if err1 != nil || err2 != nil || !finite(l) || !finite(u) || math.Abs(l) > maxAbsBound || math.Abs(u) > maxAbsBound {
@@ -447,4 +454,18 @@ func (v *validator) bounds(path []string, c *Column, lo, hi string) {
 	}
 	c.HasBounds = true
 	c.Lower, c.Upper = lo, hi
+}
+
+// significantDigits counts the significant digits of a decimal's mantissa
+// (leading zeros and a fraction's trailing zeros do not count).
+func significantDigits(s string) int {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.TrimLeft(s, "+-")
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(s, "0")
+		s = strings.Replace(s, ".", "", 1)
+	}
+	return len(strings.TrimLeft(s, "0"))
 }

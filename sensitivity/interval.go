@@ -418,6 +418,7 @@ func CentredSumSqLInf(maxRows int, lo, hi float64, c *big.Rat) float64 {
 // centredBound is maxRows·max(|lo − c|, |hi − c|)^power in exact
 // arithmetic.
 func centredBound(maxRows int, lo, hi float64, c *big.Rat, power int) *big.Rat {
+	lo, hi = Outward(lo, hi) // the policy's decimals, which the SQL clamps to
 	a := new(big.Rat).Sub(new(big.Rat).SetFloat64(lo), c)
 	b := new(big.Rat).Sub(new(big.Rat).SetFloat64(hi), c)
 	h := maxRat(a.Abs(a), b.Abs(b))

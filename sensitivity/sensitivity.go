@@ -46,6 +46,8 @@ package sensitivity
 import (
 	"errors"
 	"math"
+	"math/big"
+	"strconv"
 )
 
 // Bounds are the contribution bounds of one measurement.
@@ -116,9 +118,38 @@ func L2(b Bounds) (float64, error) {
 // SumLInf returns the per-group L∞ bound of a sum whose unit contributes at
 // most maxRows rows, each clamped to [lower, upper]: removing the unit
 // removes a per-group sum in [maxRows·min(lower,0), maxRows·max(upper,0)],
-// so the change is at most maxRows·max(|lower|, |upper|).
+// so the change is at most maxRows·max(|lower|, |upper|). The bounds are
+// the float64 images of the policy's decimals, which the SQL clamps to
+// exactly (Outward), and the product is rounded up.
 func SumLInf(maxRows int, lower, upper float64) float64 {
-	return float64(maxRows) * math.Max(math.Abs(lower), math.Abs(upper))
+	lower, upper = Outward(lower, upper)
+	return mulUp(float64(maxRows), math.Max(math.Abs(lower), math.Abs(upper)))
+}
+
+// Outward widens [lower, upper], the float64 images of a policy's decimal
+// bounds, to contain the decimals the SQL clamps to: a bound whose float64
+// is not exactly its decimal (0.3 reads as 0.29999999999999998; 2.5 and
+// integers are exact) moves out by one ulp, which covers the half ulp of
+// its rounding. The decimal is the float's shortest text: the policy
+// allows at most 15 significant digits (policy/validate.go), and two such
+// decimals never round to one float64.
+func Outward(lower, upper float64) (float64, float64) {
+	if !exactDecimal(lower) {
+		lower = math.Nextafter(lower, math.Inf(-1))
+	}
+	if !exactDecimal(upper) {
+		upper = math.Nextafter(upper, math.Inf(1))
+	}
+	return lower, upper
+}
+
+// exactDecimal reports whether x equals its shortest decimal text.
+func exactDecimal(x float64) bool {
+	if math.IsInf(x, 0) || math.IsNaN(x) {
+		return true
+	}
+	d, ok := new(big.Rat).SetString(strconv.FormatFloat(x, 'g', -1, 64))
+	return ok && d.Cmp(new(big.Rat).SetFloat64(x)) == 0
 }
 
 // CountLInf returns the per-group L∞ bound of a count whose unit contributes
@@ -131,7 +162,8 @@ func CountLInf(maxRows int) float64 { return float64(maxRows) }
 // squares lies in [0, maxRows·max(lower², upper²)] and removing the unit
 // changes the measure by at most that much.
 func SumSqLInf(maxRows int, lower, upper float64) float64 {
-	return float64(maxRows) * math.Max(lower*lower, upper*upper)
+	lower, upper = Outward(lower, upper)
+	return mulUp(float64(maxRows), math.Max(mulUp(lower, lower), mulUp(upper, upper)))
 }
 
 // UnitCountLInf returns the per-group L∞ bound of COUNT(DISTINCT

@@ -136,3 +136,30 @@ func TestL1L2_NeverBelowExact(t *testing.T) {
 		t.Errorf("L2(4, 5) = %v, want exactly 10", l2)
 	}
 }
+
+// TestOutward: a bound whose float64 is not its decimal (0.3) moves out
+// one ulp, so the L∞ computed from it covers the decimal the SQL clamps
+// to; exact ones (2.5, integers) do not move (the review of 6 Dec 2026).
+func TestOutward(t *testing.T) {
+	lo, hi := Outward(-0.3, 0.3)
+	exact := new(big.Rat).SetFrac64(3, 10)
+	if new(big.Rat).SetFloat64(hi).Cmp(exact) < 0 || new(big.Rat).SetFloat64(-lo).Cmp(exact) < 0 {
+		t.Errorf("Outward(-0.3, 0.3) = %v, %v: inside the decimals", lo, hi)
+	}
+	if lo, hi := Outward(-1.5, 2.5); lo != -1.5 || hi != 2.5 {
+		t.Errorf("Outward(-1.5, 2.5) = %v, %v: exact bounds moved", lo, hi)
+	}
+	if lo, hi := Outward(0, 20000); lo != 0 || hi != 20000 {
+		t.Errorf("Outward(0, 20000) = %v, %v", lo, hi)
+	}
+	// 20 rows of at most 0.3: the bound must be at least 6 exactly.
+	if got := SumLInf(20, 0, 0.3); new(big.Rat).SetFloat64(got).Cmp(big.NewRat(6, 1)) < 0 {
+		t.Errorf("SumLInf(20, 0, 0.3) = %v, below 6", got)
+	}
+	if got := SumSqLInf(20, 0, 0.3); new(big.Rat).SetFloat64(got).Cmp(big.NewRat(18, 10)) < 0 {
+		t.Errorf("SumSqLInf(20, 0, 0.3) = %v, below 1.8", got)
+	}
+	if got := SumLInf(20, -1.5, 2.5); got != 50 {
+		t.Errorf("SumLInf(20, -1.5, 2.5) = %v, want 50", got)
+	}
+}
