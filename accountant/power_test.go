@@ -18,16 +18,6 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
-// refLaplaceRDP is the RDP of the Laplace mechanism with ε₀ = Δ/b
-// (Mironov 2017, Prop. 6; ACCOUNTING.md "RDP of Laplace"):
-// (1/(α−1))·log(α/(2α−1)·e^{(α−1)ε₀} + (α−1)/(2α−1)·e^{−αε₀}).
-func refLaplaceRDP(alpha, eps0 float64) float64 {
-	a := math.Log(alpha/(2*alpha-1)) + (alpha-1)*eps0
-	b := math.Log((alpha-1)/(2*alpha-1)) - alpha*eps0
-	hi := math.Max(a, b)
-	return (hi + math.Log(math.Exp(a-hi)+math.Exp(b-hi))) / (alpha - 1)
-}
-
 // refRRRDP is the RDP of randomized response with ε₀, from its two
 // outputs' probabilities p = e^ε₀/(1+e^ε₀) and q = 1−p:
 // (1/(α−1))·log(p^α q^{1−α} + q^α p^{1−α}), in log-sum-exp form.
