@@ -47,16 +47,10 @@ func rechargeRDPLaplace(ctx context.Context, tx pgx.Tx, logger *zap.Logger) erro
 	if err != nil {
 		return err
 	}
-	earlierOf := func(name string) (accountant.Method, error) {
-		if name == policy.AccountantRDP {
-			return accountant.RDPBeforeSchema5(), nil
-		}
-		return accountant.MethodByName(name)
-	}
 	everything := map[[2]string]int64{}
 	rewritten := 0
 	for _, r := range budgets {
-		state, err := recharged(cs, r, r.state, cs.resets, earlierOf)
+		state, err := recharged(cs, r, r.state, cs.resets, methodBeforeSchema5)
 		if err != nil {
 			logger.Warn("rdp budget row not recharged: its charges do not compose; run dpproxy ledger verify",
 				zap.String(logKeyDataset, r.dataset), zap.String(logKeyAnalyst, r.analyst), zap.Error(err))
@@ -64,7 +58,7 @@ func rechargeRDPLaplace(ctx context.Context, tx pgx.Tx, logger *zap.Logger) erro
 		}
 		lifetime := r.lifetime
 		if lifetime != nil {
-			if lifetime, err = recharged(cs, r, r.lifetime, everything, earlierOf); err != nil {
+			if lifetime, err = recharged(cs, r, r.lifetime, everything, methodBeforeSchema5); err != nil {
 				logger.Warn("rdp lifetime state not recharged: its charges do not compose; run dpproxy ledger verify",
 					zap.String(logKeyDataset, r.dataset), zap.String(logKeyAnalyst, r.analyst), zap.Error(err))
 				continue
@@ -110,4 +104,13 @@ func recharged(cs *chargeSet, r budgetRecord, stored []byte, resets map[[2]strin
 		return nil, fmt.Errorf("%s", errs[0])
 	}
 	return accountant.RDPCatchUp(stored, earlier, now)
+}
+
+// methodBeforeSchema5 is the method a build before schema 5 composed a
+// charge recorded with name by.
+func methodBeforeSchema5(name string) (accountant.Method, error) {
+	if name == policy.AccountantRDP {
+		return accountant.RDPBeforeSchema5(), nil
+	}
+	return accountant.MethodByName(name)
 }

@@ -55,12 +55,7 @@ func TestMigration5_RechargesRDPLaplace(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		earlierOf := func(name string) (accountant.Method, error) {
-			if name == policy.AccountantRDP {
-				return accountant.RDPBeforeSchema5(), nil
-			}
-			return accountant.MethodByName(name)
-		}
+		earlierOf := methodBeforeSchema5
 		for _, r := range budgets {
 			st, n, errs := cs.compose(r.dataset, r.analyst, cs.resets, earlierOf)
 			if len(errs) > 0 {

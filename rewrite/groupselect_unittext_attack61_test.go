@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/catalog"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
 )
 
 // attack61Policy: a citext unit (e-mail addresses), a private key diag
@@ -114,21 +116,7 @@ func attack61GroupSelect(t *testing.T, typ, textA, textB, textX string) {
 	// run returns, per group, the emitted SQL's measures and distinct
 	// units after bounding (COUNT, the quantile's histogram, the unit
 	// count partition selection noises with L∞ = 1).
-	run := func() map[string]string {
-		rows, err := queryText(ctx, conn, p.SQL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]string{}
-		for _, r := range rows {
-			var parts []string
-			for _, c := range r[1:] {
-				parts = append(parts, *c)
-			}
-			out[*r[0]] = strings.Join(parts, "/")
-		}
-		return out
-	}
+	run := func() map[string]string { return rowsByGroup(t, ctx, conn, p.SQL) }
 	base := run()
 	// Neighbours: one more person x, whose rows are all in a group of
 	// their own (Zn). Groups A and B must come out exactly as without x.
@@ -149,4 +137,23 @@ func attack61GroupSelect(t *testing.T, typ, textA, textB, textX string) {
 		}
 	}
 	t.Logf("groups A/B changed in %d of 20 neighbour comparisons", changed)
+}
+
+// rowsByGroup runs sql and returns each row's other columns, joined by
+// "/", by its first column (the group's key).
+func rowsByGroup(t *testing.T, ctx context.Context, conn *pgx.Conn, sql string) map[string]string {
+	t.Helper()
+	rows, err := queryText(ctx, conn, sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, r := range rows {
+		var parts []string
+		for _, c := range r[1:] {
+			parts = append(parts, *c)
+		}
+		out[*r[0]] = strings.Join(parts, "/")
+	}
+	return out
 }

@@ -100,21 +100,7 @@ func attack62JoinSelect(t *testing.T, typ, textA, textB, textX string) {
 	if !strings.Contains(p.SQL, "lower(") && !strings.Contains(p.SQL, "trim_scale(") {
 		t.Errorf("the joined plan's SQL reads the raw unit column (no lower/trim_scale): %.400s…", p.SQL)
 	}
-	run := func() map[string]string {
-		rows, err := queryText(ctx, conn, p.SQL)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out := map[string]string{}
-		for _, r := range rows {
-			var parts []string
-			for _, c := range r[1:] {
-				parts = append(parts, *c)
-			}
-			out[*r[0]] = strings.Join(parts, "/")
-		}
-		return out
-	}
+	run := func() map[string]string { return rowsByGroup(t, ctx, conn, p.SQL) }
 	base := run()
 	changed := 0
 	for n := 1; n <= 10; n++ {
