@@ -253,3 +253,37 @@ func PredWork(p Pred) int {
 	}
 	return 1
 }
+
+// The proxy's CPU per answer (issue 27, "bounded proxy CPU"). An answer
+// costs the proxy up to about 15 µs per noisy cell on a loaded 2-core
+// machine (a group's measurement: sampling the noise exactly, its
+// half-width, the row; BENCHMARKS.md "Proxy CPU per answer"), and a
+// quantile's exact exponential mechanism (noise.Exponential) about 1.3 µs
+// per trial: it draws a bucket uniformly and accepts it with probability
+// e^{−γ}, where the bucket of largest utility has γ = 0, so it takes at
+// most B trials in expectation for B buckets, and that many when one
+// bucket holds the quantile and the others are far away (attack round 64:
+// a GROUP BY width_bucket of the quantile's own column makes every group
+// so; 9–22 ms per selection at B = 2¹⁴, where 1.2 ms had been assumed).
+// A plan over public keys is refused before the charge when its groups
+// times its measurements' weights exceed MaxAnswerCells (release
+// checkAnswerCells), so the worst accepted answer costs the proxy about a
+// second of CPU; the planner lowers a grouped quantile's bucket count
+// until its plan fits (rewrite's fitQuantileGrids). The number of groups
+// is the product of the public key domains: a public quantity.
+const MaxAnswerCells = 60_000
+
+// quantileTrialsPerCell is how many of the exponential mechanism's trials
+// cost one cell (15 µs / 1.3 µs, rounded down).
+const quantileTrialsPerCell = 11
+
+// QuantileCellWeight is a quantile measurement's weight per group in
+// cells: its worst expected number of trials, buckets, at
+// quantileTrialsPerCell a cell.
+func QuantileCellWeight(buckets int) int {
+	return max(1, (buckets+quantileTrialsPerCell-1)/quantileTrialsPerCell)
+}
+
+// QuantileBucketsFor is the largest bucket count whose weight is at most
+// cells.
+func QuantileBucketsFor(cells int) int { return cells * quantileTrialsPerCell }

@@ -93,27 +93,12 @@ func checkQueryBounds(req Request) error {
 	return nil
 }
 
-// The proxy's CPU per answer (issue 27, "bounded proxy CPU"). An answer
-// costs the proxy up to about 15 µs per noisy cell on a loaded 2-core
-// machine (a group's measurement: sampling the noise exactly, its
-// half-width, the row; BENCHMARKS.md "Proxy CPU per answer") and a
-// quantile's exact exponential mechanism over 2¹⁴ buckets about 1.2 ms per
-// group. A plan over public keys is refused before the charge when its
-// groups times its measurements' weights (or its columns, when more)
-// exceed maxAnswerCells, so the
-// worst accepted answer costs the proxy under a second of CPU
-// (BenchmarkRelease_WorstAccepted, BenchmarkRelease_QuantileGroups). The
-// number of groups is the product of the public key domains: a public
-// quantity. (Groups of private keys come from partition selection; their
-// number is the data's and is not bounded here: SECURITY.md "What
-// remains".)
-const (
-	maxAnswerCells = 60_000
-	// quantileCellWeight is a quantile measurement's weight per group in
-	// cells (1.2 ms / 15 µs, rounded up to 100): 600 quantile groups per
-	// answer (a median per week of five years fits; one per day does not).
-	quantileCellWeight = 100
-)
+// maxAnswerCells bounds a plan's noisy cells, a quantile weighing its
+// worst exponential-mechanism work (dpplan.MaxAnswerCells and
+// dpplan.QuantileCellWeight, "The proxy's CPU per answer"). (Groups of
+// private keys come from partition selection; their number is the data's
+// and is not bounded here: SECURITY.md "What remains".)
+const maxAnswerCells = dpplan.MaxAnswerCells
 
 // AnswerCellBytes is a released cell's size in the proxy: a number's
 // text, its string header and pointer, and a share of its row's.
@@ -149,10 +134,11 @@ func checkAnswerCells(p *dpplan.Plan) error {
 	if p == nil || p.PrivateGroups() {
 		return nil
 	}
-	weight := 0
+	weight, quantiles := 0, 0
 	for _, m := range p.Measures {
-		if m.Kind == dpplan.MeasureQuantile {
-			weight += quantileCellWeight
+		if m.Kind == dpplan.MeasureQuantile && m.Quantile != nil {
+			weight += dpplan.QuantileCellWeight(m.Quantile.Buckets)
+			quantiles++
 		} else {
 			weight++
 		}
@@ -174,10 +160,10 @@ func checkAnswerCells(p *dpplan.Plan) error {
 	}
 	if groups > maxAnswerCells/weight {
 		hint := "group by fewer or coarser keys (e.g. date_trunc('month', …) instead of days), or ask for fewer aggregates"
-		if weight >= quantileCellWeight {
-			hint = "a quantile needs an exact exponential mechanism per group: group by fewer or coarser keys (at most " + strconv.Itoa(maxAnswerCells/weight) + " groups for this query)"
+		if quantiles > 0 {
+			hint = "a quantile needs an exact exponential mechanism per group: group by fewer or coarser keys (at most " + strconv.Itoa(maxAnswerCells/weight) + " groups for this query), or ask for fewer quantiles"
 		}
-		return pgerr.New(pgerr.ProgramLimitExceeded, "this query would release more than %d noisy cells (groups × aggregates, a quantile weighing %d)", maxAnswerCells, quantileCellWeight).
+		return pgerr.New(pgerr.ProgramLimitExceeded, "this query would release more than %d noisy cells (groups × aggregates, a quantile weighing one cell per %d buckets of its grid)", maxAnswerCells, dpplan.QuantileBucketsFor(1)).
 			WithDetail("Each noisy value costs the proxy CPU; the bound keeps every answer near a second. The query was not run and nothing was charged.").
 			WithHint("%s", hint)
 	}

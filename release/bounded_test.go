@@ -177,7 +177,11 @@ func TestCheckAnswerCells(t *testing.T) {
 		return rewrite.Key{Column: "k", Domain: d}
 	}
 	count := rewrite.Measure{Kind: rewrite.MeasureCount}
-	quant := rewrite.Measure{Kind: rewrite.MeasureQuantile}
+	// A quantile weighs its grid's worst exponential-mechanism work: one
+	// cell per 11 buckets (attack round 64).
+	quant := func(buckets int) rewrite.Measure {
+		return rewrite.Measure{Kind: rewrite.MeasureQuantile, Quantile: &rewrite.Quantile{Buckets: buckets}}
+	}
 	// A CASE key's labels are the analyst's constants (attack round 55).
 	labels := func(n int) rewrite.Key {
 		return rewrite.Key{Column: "k", Domain: []string{strings.Repeat("a", n), strings.Repeat("b", n)}}
@@ -194,9 +198,11 @@ func TestCheckAnswerCells(t *testing.T) {
 		{"at the limit", []rewrite.Key{key(maxAnswerCells / 2)}, []rewrite.Measure{count, count}, false},
 		{"over the limit", []rewrite.Key{key(maxAnswerCells/2 + 1)}, []rewrite.Measure{count, count}, true},
 		{"a million groups", []rewrite.Key{key(1000), key(1000)}, []rewrite.Measure{count}, true},
-		{"median per month", []rewrite.Key{key(60)}, []rewrite.Measure{quant}, false},
-		{"median per week", []rewrite.Key{key(261)}, []rewrite.Measure{quant}, false},
-		{"median per day", []rewrite.Key{key(1827)}, []rewrite.Measure{quant}, true},
+		{"median per month, full grid", []rewrite.Key{key(60)}, []rewrite.Measure{quant(1 << 14)}, true},
+		{"median per month, 8192 buckets", []rewrite.Key{key(60)}, []rewrite.Measure{quant(1 << 13)}, false},
+		{"median per week, 2048 buckets", []rewrite.Key{key(261)}, []rewrite.Measure{quant(1 << 11)}, false},
+		{"median per day, 256 buckets", []rewrite.Key{key(1827)}, []rewrite.Measure{quant(1 << 8)}, false},
+		{"median per day, 1024 buckets", []rewrite.Key{key(1827)}, []rewrite.Measure{quant(1 << 10)}, true},
 		// 2 × 1,000 groups of 3 cells: few cells, but 20 KB rows, 40 MB.
 		{"long labels", []rewrite.Key{labels(20000), key(1000)}, []rewrite.Measure{count}, true},
 		{"short labels", []rewrite.Key{labels(200), key(1000)}, []rewrite.Measure{count}, false},

@@ -308,6 +308,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	if !b.opts.NoBias {
 		addRemoved(b.table, p) // bias.go
 	}
+	fitQuantileGrids(p) // quantile.go
 	p.SQL = pgemit.SQL(b.table, p, b.where)
 	dpplan.SetSource(p, b.table, b.where)
 	p.Fingerprint = dpplan.Fingerprint(p)

@@ -49,12 +49,70 @@ const maxQuantileBuckets = 1 << 14
 // quantileGrid returns the exponential method's bucket count and width for
 // a column's bounds.
 func quantileGrid(typ policy.Type, lower, upper float64) (int, float64) {
+	return quantileGridAtMost(typ, lower, upper, maxQuantileBuckets)
+}
+
+// quantileGridAtMost is quantileGrid with at most maxBuckets buckets: a
+// power of two of equal widths for numeric columns, whole-number widths
+// for integer and date ones.
+func quantileGridAtMost(typ policy.Type, lower, upper float64, maxBuckets int) (int, float64) {
 	if typ == policy.TypeInt || typ == policy.TypeDate {
 		values := upper - lower + 1
-		w := math.Ceil(values / maxQuantileBuckets)
+		w := math.Ceil(values / float64(maxBuckets))
 		return int(math.Ceil(values / w)), w
 	}
-	return maxQuantileBuckets, (upper - lower) / maxQuantileBuckets
+	b := 1
+	for b*2 <= maxBuckets {
+		b *= 2
+	}
+	return b, (upper - lower) / float64(b)
+}
+
+// minQuantileBuckets is the coarsest grid fitQuantileGrids makes: a 64th
+// of the range (a query that would need fewer is refused before its
+// charge, with a hint to group more coarsely).
+const minQuantileBuckets = 64
+
+// fitQuantileGrids lowers the bucket counts of a plan's quantiles over
+// public keys until its answer fits dpplan.MaxAnswerCells: a quantile
+// weighs its grid's worst exponential-mechanism work per group
+// (dpplan.QuantileCellWeight; attack round 64: 600 medians over a grid of
+// 2¹⁴ buckets took 8.5 s of proxy CPU after their charge). Groups of
+// private keys come from the data and are not fitted.
+func fitQuantileGrids(p *Plan) {
+	if p.PrivateGroups() {
+		return
+	}
+	groups := 1
+	for _, k := range p.Keys {
+		groups = min(groups*len(k.Domain), dpplan.MaxAnswerCells+1)
+	}
+	other, n := 0, 0
+	for _, m := range p.Measures {
+		if m.Kind == MeasureQuantile && m.Quantile != nil {
+			n++
+		} else {
+			other++
+		}
+	}
+	if p.MinUnits > 0 {
+		other++
+	}
+	if n == 0 {
+		return
+	}
+	per := (dpplan.MaxAnswerCells/groups - other) / n
+	maxB := dpplan.QuantileBucketsFor(per)
+	if per < 1 || maxB < minQuantileBuckets {
+		return // refused before the charge (release checkAnswerCells)
+	}
+	for i, m := range p.Measures {
+		if q := m.Quantile; q != nil && q.Buckets > maxB {
+			cp := *q
+			cp.Buckets, cp.Width = quantileGridAtMost(q.Type, m.Lower, m.Upper, maxB)
+			p.Measures[i].Quantile = &cp
+		}
+	}
 }
 
 // isOrderedSetCall reports whether the function call at normalized offset
