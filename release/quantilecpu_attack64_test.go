@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -48,8 +49,9 @@ func cpuNowT(t *testing.T) time.Duration {
 // 1/598 of the quantile's range, i.e. about 27 of the 2¹⁴ buckets and, for
 // any column with fewer distinct values than that, one bucket. The test
 // releases this plan through Run over a fake upstream that returns, per
-// group, 2,000 rows in one bucket, at ε = 1, and wants the process CPU of
-// the answer under the documented second. Measured: several seconds of
+// group, 2,000 rows in one bucket, at ε = 1, and wants the plan's worst
+// exponential-mechanism trials within what its cells allow (the process
+// CPU, logged, is what they stand for: under the documented second). Measured: several seconds of
 // CPU (one core) per answer, after the charge; the answer is padded to a
 // slot computed from the work bound only, so with the demo's 500 ms
 // response_time it overruns to later doublings (its time then depends on
@@ -118,7 +120,20 @@ func TestAttack64_PeakedQuantilesOutrunCellCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d groups × 1 quantile (%d measurements): %v CPU, %v wall, after the charge", len(res.Rows), len(plan.Measures), cpu.Round(time.Millisecond), time.Since(wall).Round(time.Millisecond))
-	if cpu > time.Second {
-		t.Errorf("an answer accepted by checkAnswerCells cost %v of proxy CPU after its charge (want < 1s, SECURITY.md \"Proxy CPU\")", cpu.Round(time.Millisecond))
+	// The exponential mechanism takes at most B trials in expectation per
+	// group (the bucket of largest utility is always accepted), and these
+	// peaked histograms take about that many: the plan's groups × buckets,
+	// at dpplan.QuantileCellWeight's 11 trials a cell, must fit the cells
+	// checkAnswerCells allows (before the fix: 600 groups × 2¹⁴ buckets,
+	// 8.5 s of CPU; after, 1,024 buckets, 0.55 s). Asserted on the plan,
+	// not on the CPU time, which the race detector and load change.
+	trials := 0
+	for _, m := range plan.Measures {
+		if m.Quantile != nil {
+			trials += len(groups) * m.Quantile.Buckets
+		}
+	}
+	if limit := dpplan.QuantileBucketsFor(maxAnswerCells); trials > limit {
+		t.Errorf("an answer accepted by checkAnswerCells may take %d exponential-mechanism trials after its charge, over the %d its cells allow (measured %v of CPU here)", trials, limit, cpu.Round(time.Millisecond))
 	}
 }
