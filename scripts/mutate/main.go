@@ -44,6 +44,14 @@ type mutation struct {
 	Edits []edit
 }
 
+// pkgOnly says, for the mutations no end-to-end test can see, why: the
+// integration suite serves the demo (the pure accountant, an integer
+// unit). Their package's tests alone must catch them.
+var pkgOnly = map[string]string{
+	"rdp composes discrete Laplace as continuous": "the demo's accountant is pure",
+	"citext unit read by its rows' texts":         "the demo's unit is an integer",
+}
+
 // e2eTests are the end-to-end tests every mutation runs against.
 const e2eTests = "^(TestPgx_CountsCloseToTruth|TestGaussian_EndToEnd|TestPower_ContributionBounds|TestPower_QuantileUtility|TestPower_IntegerModeCounts|TestPartitionSelection_EndToEnd)$"
 
@@ -195,11 +203,13 @@ func run() (status int) {
 		if err != nil {
 			fatalf("%s: %v", m.Name, err)
 		}
-		res := result{name: m.Name, pkg: m.Pkg}
+		res := result{name: m.Name, pkg: m.Pkg, pkgOnly: pkgOnly[m.Name]}
 		p := r.goTest(m.Pkg, "")
 		res.pkgFail, res.pkgSkip = p.failed, p.noTests
-		e := r.goTest("./integration", e2eTests)
-		res.e2eFail, res.e2eSkip = e.failed, e.noTests || e.skipped
+		if res.pkgOnly == "" {
+			e := r.goTest("./integration", e2eTests)
+			res.e2eFail, res.e2eSkip = e.failed, e.noTests || e.skipped
+		}
 		if err := restore(); err != nil {
 			fatalf("restore after %s: %v", m.Name, err)
 		}
@@ -211,7 +221,7 @@ func run() (status int) {
 	fmt.Fprintln(w, "MUTATION\tPACKAGE\tPACKAGE TESTS THAT FAIL\tEND-TO-END TESTS THAT FAIL\tCAUGHT")
 	ok := true
 	for i, res := range results {
-		caught := len(res.pkgFail) > 0 && len(res.e2eFail) > 0 && !res.e2eSkip
+		caught := len(res.pkgFail) > 0 && (res.pkgOnly != "" || len(res.e2eFail) > 0 && !res.e2eSkip)
 		verdict := map[bool]string{true: "yes", false: "NO"}[caught]
 		if i == 0 {
 			clean := len(res.pkgFail) == 0 && len(res.e2eFail) == 0 && !res.e2eSkip && !res.pkgSkip
@@ -221,6 +231,9 @@ func run() (status int) {
 			ok = ok && caught
 		}
 		e2e := summary(res.e2eFail)
+		if res.pkgOnly != "" {
+			e2e = "(not run: " + res.pkgOnly + ")"
+		}
 		if res.e2eSkip {
 			e2e += " (skipped: no PostgreSQL?)"
 		}
@@ -235,6 +248,7 @@ func run() (status int) {
 
 type result struct {
 	name, pkg        string
+	pkgOnly          string
 	pkgFail, e2eFail []string
 	pkgSkip, e2eSkip bool
 }
