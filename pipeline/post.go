@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
 )
@@ -103,12 +104,22 @@ type PostRun struct {
 // checks it before its charge, and that together they fit the remaining
 // budget (status, when not nil, reads it; cached, when not nil, reports
 // which requests the answer cache answers at no cost). Nothing is read
-// or charged.
+// or charged. Every check that needs no lookup runs before the first
+// lookup, so a statement refused for its shape costs no read of the
+// answer cache's ledger copies (attack round 65: 15 names of one cached
+// 14 MB answer and an oversized leaf read 210 MB each time, then refused).
+//
+// The leaves' answers are held together (Outer binds them all): over
+// public keys their sizes (release.AnswerBytes, once per time a leaf is
+// named) must fit release.MaxAnswerBytes together, as one answer's must
+// (attack round 65: one cached 14 MB answer named 16 times made the proxy
+// hold 700 MB for a statement that charged nothing).
 func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
 	status func(context.Context) (accountant.Status, error), cached func(context.Context, release.Request) bool) (*PostRun, error) {
 	run := &PostRun{}
 	var total accountant.Spent
 	var rows int64 // the leaves' work together
+	bytes := 0     // the leaves' answers together
 	for _, l := range st.Leaves {
 		if l.Kind != KindRelease {
 			continue
@@ -133,6 +144,15 @@ func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
 		}
 		run.Requests = append(run.Requests, req)
 		run.Slot += slot
+		if !l.Plan.PrivateGroups() {
+			if bytes += release.AnswerBytes(l.Plan, 0); bytes > release.MaxAnswerBytes {
+				return nil, pgerr.New(pgerr.ProgramLimitExceeded, "this statement's DP aggregates would hold more than %d MiB of answers together", release.MaxAnswerBytes>>20).
+					WithDetail("The proxy holds every DP aggregate's answer of a statement at once (each time it is named); the statement was not run and nothing was charged.").
+					WithHint("name each DP aggregate once (a WITH query can be read several times), or group by fewer keys")
+			}
+		}
+	}
+	for _, req := range run.Requests {
 		if cached != nil && cached(ctx, req) {
 			continue
 		}

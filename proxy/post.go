@@ -51,11 +51,15 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	}); ok {
 		cached = cc.IsCached
 	}
-	run, err := pipeline.CheckPost(ctx, env, s, st, status, cached)
+	// Every check that needs no lookup first; then the rate limit and one
+	// DP admission slot for the statement (admission.go), before the
+	// answer cache's lookups (which may read large answers from the
+	// ledger: attack round 65) and before any leaf is charged.
+	run, err := pipeline.CheckPost(ctx, env, s, st, nil, nil)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
-	if run.Charges {
+	if len(run.Requests) > 0 {
 		if err := c.srv.allowDP(c.sess.analyst); err != nil {
 			c.log.Warn("dp query refused by the rate limit")
 			return nil, err
@@ -74,6 +78,9 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			}
 			c.ticketKept = false
 		}()
+		if run, err = pipeline.CheckPost(ctx, env, s, st, status, cached); err != nil {
+			return nil, dpError(ctx, err, c.log)
+		}
 	}
 	// The shadow connection that runs the outer SQL, also before any leaf
 	// is charged: with every catalog connection busy the statement fails

@@ -107,7 +107,11 @@ const AnswerCellBytes = 64
 // maxAnswerBytes bounds AnswerBytes of a plan over public keys: 60,000
 // cells of AnswerCellBytes with their error columns (7.7 MB) fit, with
 // room for key texts of a few dozen bytes.
-const maxAnswerBytes = 16 << 20
+const maxAnswerBytes = MaxAnswerBytes
+
+// MaxAnswerBytes is maxAnswerBytes, for the proxy's post-processing
+// statements, whose leaves' answers are held together (pipeline.CheckPost).
+const MaxAnswerBytes = 16 << 20
 
 // AnswerBytes estimates the size in the proxy of the answer of a plan
 // over public keys, with extra more columns of numbers per row (error

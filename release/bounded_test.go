@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/dpref"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -215,5 +216,19 @@ func TestCheckAnswerCells(t *testing.T) {
 		if pe, ok := pgerr.As(err); c.refuse != (err != nil) || err != nil && (!ok || pe.Code != pgerr.ProgramLimitExceeded) {
 			t.Errorf("%s: %v, want refused %v (54000)", c.name, err, c.refuse)
 		}
+	}
+}
+
+// TestCapErrors: an answer's error text is cut at 64 KiB on a character
+// boundary, saying where the rest is (attack round 65); shorter ones are
+// left alone.
+func TestCapErrors(t *testing.T) {
+	if got := capErrors("m0 ±3"); got != "m0 ±3" {
+		t.Errorf("a short text changed: %q", got)
+	}
+	long := strings.Repeat("±", maxErrorsBytes) // 2 bytes each: the cut falls inside one
+	got := capErrors(long)
+	if !utf8.ValidString(got) || len(got) > maxErrorsBytes+200 || !strings.Contains(got, "dp.error_columns") {
+		t.Errorf("cut text: %d bytes, valid %v, ends %q", len(got), utf8.ValidString(got), got[len(got)-min(len(got), 80):])
 	}
 }

@@ -308,6 +308,7 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	if clipNote != "" {
 		errs += "; " + clipNote
 	}
+	errs = capErrors(errs) // text.go
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 	out.Errors = errs
 

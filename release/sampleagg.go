@@ -319,6 +319,7 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	if minUnits != nil {
 		errs += "; " + minUnitsText(plan.MinUnits, req.Dataset.PrivacyUnit, suppressed, len(ks), "the noisy unit count of sample-and-aggregate, "+count.Name()+" noise ±"+num(count.HalfWidth(0.95))+" at 95%")
 	}
+	errs = capErrors(errs) // text.go
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 	out.Errors = errs
 	return out, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Widths: out.Widths, Errors: errs}, nil

@@ -9,6 +9,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/noise"
@@ -289,4 +290,24 @@ func explainSampleAgg(cal *calibration) ([]Column, [][]*string, error) {
 		rows[i] = []*string{&lines[i]}
 	}
 	return []Column{ExplainColumn}, rows, nil
+}
+
+// maxErrorsBytes bounds the error text of an answer (its NOTICE's "95%
+// error" part, SHOW dp.last_answer, the answer stored in the ledger):
+// one part per output and per named group made a 60 MB NOTICE of 1,500
+// averages over two 20 KB labels, past every answer bound (attack round
+// 65). Cutting it is post-processing of the released text.
+const maxErrorsBytes = 64 << 10
+
+// capErrors cuts errs at maxErrorsBytes, on a character boundary, saying
+// where the rest is.
+func capErrors(errs string) string {
+	if len(errs) <= maxErrorsBytes {
+		return errs
+	}
+	cut := maxErrorsBytes
+	for cut > 0 && !utf8.RuneStart(errs[cut]) {
+		cut--
+	}
+	return errs[:cut] + " … (cut at 64 KiB; SET dp.error_columns = on puts each value's 95% interval in the answer)"
 }
