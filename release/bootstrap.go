@@ -4,6 +4,7 @@ package release
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"math/big"
@@ -58,10 +59,11 @@ func (r *Releaser) ProposeQuantiles(ctx context.Context, req QuantileRequest) ([
 	for i := range events {
 		events[i] = accountant.Event{Mechanism: "exponential", Epsilon: each}
 	}
-	if _, err := r.ledger.Reserve(ctx, accountant.Charge{
+	res, err := r.ledger.Reserve(ctx, accountant.Charge{
 		Analyst: req.Analyst, Dataset: req.Dataset.Name, Events: events,
 		Fingerprint: "policy-init", PolicyVersion: req.Dataset.Version, Policy: req.Dataset,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, 0, err
 	}
 	out := make([][]int, len(req.Probes))
@@ -81,6 +83,13 @@ func (r *Releaser) ProposeQuantiles(ctx context.Context, req QuantileRequest) ([
 			}
 			out[i] = append(out[i], j)
 		}
+	}
+	// The chosen candidates are the charge's answer: recorded, the charge
+	// is released, not left "charged but unanswered" (the new-user run of
+	// 6 Dec 2026). They are DP outputs; a failure to record them changes
+	// nothing that was charged.
+	if answer, err := json.Marshal(out); err == nil {
+		_ = r.ledger.Release(ctx, res.ID, answer)
 	}
 	return out, each, nil
 }

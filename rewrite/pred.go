@@ -275,8 +275,7 @@ func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (dpplan.Pre
 	lcol, rcol := isColumnSide(l), isColumnSide(r) // a column, or a date column AT TIME ZONE
 	switch {
 	case lcol && rcol:
-		return nil, b.errAt(at, pgerr.FeatureNotSupported, "comparisons between two columns are not supported yet").
-			WithHint("compare a column with a literal")
+		return nil, b.twoColumns(at, l, r)
 	case lcol || rcol:
 		colE, litE := l, r
 		if rcol {
@@ -375,8 +374,7 @@ func (b *builder) typedLit(e ast.ExprNode, ci colInfo) (string, error) {
 	l, ok := b.lit(e)
 	if !ok {
 		if _, isCol := unparen(e).(*ast.ColumnNameExpr); isCol {
-			return "", b.errAt(e, pgerr.FeatureNotSupported, "comparisons between two columns are not supported yet").
-				WithHint("compare a column with a literal")
+			return "", b.twoColumns(e, e)
 		}
 		return "", b.errAt(e, pgerr.FeatureNotSupported, "only literals can be compared with %s", ci.name).WithHint("%s", whereHint)
 	}
@@ -506,4 +504,25 @@ func literalHint(ci colInfo) string {
 		return "compare " + ci.name + " with true or false"
 	}
 	return "compare " + ci.name + " with a number or a quoted string"
+}
+
+// twoColumns is the error of a comparison whose sides are both column
+// names. A name that is no column is most likely a text value written
+// without quotes (WHERE department = oncology): PostgreSQL's 42703 for it,
+// with a hint to quote it, rather than "two columns".
+func (b *builder) twoColumns(at ast.Node, sides ...ast.ExprNode) error {
+	for _, e := range sides {
+		c, ok := unparen(e).(*ast.ColumnNameExpr)
+		if !ok {
+			continue
+		}
+		if _, err := b.column(c); err != nil {
+			if pe, ok := pgerr.As(err); ok && pe.Code == pgerr.UndefinedColumn {
+				return pe.WithHint("a text value is written in single quotes ('%s'); %s", c.Name.Name.O, pe.Hint)
+			}
+			return err
+		}
+	}
+	return b.errAt(at, pgerr.FeatureNotSupported, "comparisons between two columns are not supported yet").
+		WithHint("compare a column with a literal")
 }

@@ -141,6 +141,11 @@ func TestPolicyInit(t *testing.T) {
 	if err != nil || math.Abs(st.Spent.Epsilon-eps) > 1e-9 {
 		t.Fatalf("steward status = %+v, %v; want %v spent", st, err, eps)
 	}
+	// Its charge is answered (the chosen candidates recorded), not left
+	// "charged but unanswered" for `dpproxy ledger verify` to list.
+	if rep, err := l.Verify(ctx); err != nil || !rep.OK() || len(rep.Reserved) != 0 {
+		t.Fatalf("ledger verify after policy init: %+v, %v; want clean, nothing left reserved", rep, err)
+	}
 	// A second run would exceed the steward's ε = 3: refused, no skeleton.
 	stderr.Reset()
 	if code := run(ctx, append(args[:len(args)-2], "--out", out+".2"), nil, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "budget") {
