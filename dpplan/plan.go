@@ -46,6 +46,10 @@ type Plan struct {
 	// when ungrouped, or less when the session tightened it. 0: the
 	// policy's max_rows_per_unit (joins).
 	RowsPerUnit int `json:",omitempty"`
+	// Warnings are NOTICEs the client gets before the answer, about the
+	// statement's text (a value compared with that is not among its
+	// column's declared public values); they read no data.
+	Warnings []string `json:",omitempty"`
 	// OneWeight: dp.contribution = auto bounded each unit to one row's
 	// weight in all (RowsPerUnit 1, MaxGroupsPerUnit 1) because the plan
 	// releases only averages and deviations

@@ -32,8 +32,11 @@ func FromResult(st *Statement, s *Settings, res *release.Result) (*Answer, error
 		}
 	}
 	a := &Answer{Columns: res.Columns, Rows: res.Rows}
+	if st != nil && st.Plan != nil {
+		a.Notices = append(a.Notices, st.Plan.Warnings...)
+	}
 	if res.Notice != "" {
-		a.Notices = []string{res.Notice}
+		a.Notices = append(a.Notices, res.Notice)
 	}
 	if s != nil && s.ErrorColumns && st != nil && st.Plan != nil && len(st.Plan.Outputs) == len(res.Columns) {
 		withErrorColumns(a, st.Plan, res)

@@ -308,3 +308,24 @@ func TestFromResult_ErrorColumns(t *testing.T) {
 		t.Errorf("error columns without dp.error_columns: %d columns", len(a.Columns))
 	}
 }
+
+// TestFromResult_Warnings: the plan's warnings (a value compared with
+// that its column does not declare) reach the client as NOTICEs before the
+// release's own.
+func TestFromResult_Warnings(t *testing.T) {
+	env, _ := testEnv(t)
+	s := testSettings()
+	st, err := Prepare(env, s, nil, "SELECT COUNT(*) FROM visits WHERE department = 'Oncology'")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := func(s string) *string { return &s }
+	res := &release.Result{Columns: []release.Column{{Name: "count", PGType: "int8"}}, Rows: [][]*string{{v("3")}}, Notice: "dp: epsilon 0.1 spent"}
+	a, err := FromResult(st, s, res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Notices) != 2 || !strings.Contains(a.Notices[0], "'Oncology' is not one of the values") || a.Notices[1] != res.Notice {
+		t.Errorf("notices %q, want the warning then the release's", a.Notices)
+	}
+}

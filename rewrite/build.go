@@ -35,11 +35,13 @@ var mysqlOperators = map[string]string{
 
 // builder validates one parsed SELECT against the policy.
 type builder struct {
-	ds    *policy.Dataset
-	src   string
-	norm  *normalized
-	table *policy.Table
-	alias string // the FROM alias, or "" (then the table name qualifies)
+	// warnings become Plan.Warnings (pred.go noteUndeclared).
+	warnings []string
+	ds       *policy.Dataset
+	src      string
+	norm     *normalized
+	table    *policy.Table
+	alias    string // the FROM alias, or "" (then the table name qualifies)
 
 	keys     []Key
 	keyCols  []*policy.Column
@@ -269,6 +271,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		Hidden:   b.hidden,
 		Having:   having,
 		Limit:    -1,
+		Warnings: b.warnings,
 	}
 	if err := b.orderBy(sel, p); err != nil {
 		return nil, err

@@ -5,7 +5,9 @@ package rewrite
 
 import (
 	"errors"
+	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -149,6 +151,9 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 			s, err := b.typedLit(item, ci)
 			if err != nil {
 				return nil, err
+			}
+			if !x.Not {
+				b.noteUndeclared(ci, item)
 			}
 			out.Lits = append(out.Lits, s)
 		}
@@ -305,6 +310,9 @@ func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (dpplan.Pre
 		s, err := b.typedLit(litE, ci)
 		if err != nil {
 			return nil, err
+		}
+		if op == "=" {
+			b.noteUndeclared(ci, litE)
 		}
 		return dpplan.PredCmp{Col: pgemit.QuoteIdent(ci.name), Op: op, Lit: s}, nil
 	}
@@ -525,4 +533,42 @@ func (b *builder) twoColumns(at ast.Node, sides ...ast.ExprNode) error {
 	}
 	return b.errAt(at, pgerr.FeatureNotSupported, "comparisons between two columns are not supported yet").
 		WithHint("compare a column with a literal")
+}
+
+// noteUndeclared warns (Plan.Warnings, a NOTICE before the answer) when a
+// text column with declared public values is compared equal to a value
+// that is not one of them: usually a typo or another case ('Oncology' for
+// oncology), whose answer is noise around zero for its full price (the
+// new-user run of 6 Dec 2026). The declared values are public, so saying
+// so costs no privacy; the query still runs, since rows may hold values
+// the policy does not list.
+func (b *builder) noteUndeclared(ci colInfo, e ast.ExprNode) {
+	if ci.col == nil || len(ci.col.PublicValues) == 0 || ci.typ() != policy.TypeText || len(b.warnings) >= 3 {
+		return
+	}
+	l, ok := b.lit(e)
+	if !ok || l.kind != litString {
+		return
+	}
+	v := l.val
+	if ci.col.PGType == "citext" {
+		v = strings.ToLower(v)
+	}
+	if slices.Contains(ci.col.PublicValues, v) {
+		return
+	}
+	shown := strings.Join(ci.col.PublicValues, ", ")
+	if len(shown) > 200 {
+		shown = shown[:200] + "…"
+	}
+	b.warnings = append(b.warnings, fmt.Sprintf("dp: %s is not one of the values the policy declares for %s (%s); text is compared exactly, case and spaces included, so this condition may match no row", pgemit.QuoteString(truncateRunes(l.val, 64)), ci.name, shown))
+}
+
+// truncateRunes cuts s to at most n characters.
+func truncateRunes(s string, n int) string {
+	r := []rune(s)
+	if len(r) <= n {
+		return s
+	}
+	return string(r[:n]) + "…"
 }

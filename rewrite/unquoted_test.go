@@ -36,3 +36,30 @@ func TestUnquotedText(t *testing.T) {
 		}
 	}
 }
+
+// TestUndeclaredValueWarning: a text column with declared values compared
+// equal to another value ('Oncology' for oncology) plans with a warning
+// the client sees before the answer; declared values, other operators and
+// NOT IN plan without one.
+func TestUndeclaredValueWarning(t *testing.T) {
+	ds, err := policy.Load("../internal/testdata/hospital.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]bool{
+		"SELECT COUNT(*) FROM visits WHERE department = 'Oncology'":                 true,
+		"SELECT COUNT(*) FROM visits WHERE department IN ('oncology', 'Surgery')":   true,
+		"SELECT COUNT(*) FROM visits WHERE department = 'oncology'":                 false,
+		"SELECT COUNT(*) FROM visits WHERE department <> 'Oncology'":                false,
+		"SELECT COUNT(*) FROM visits WHERE department NOT IN ('Oncology')":          false,
+		"SELECT department, COUNT(*) FROM visits WHERE age > 3 GROUP BY department": false,
+	} {
+		p, err := Rewrite(ds, q)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if got := len(p.Warnings) > 0; got != want || want && !strings.Contains(p.Warnings[0], "not one of the values") {
+			t.Errorf("%s: warnings %q, want some: %v", q, p.Warnings, want)
+		}
+	}
+}
