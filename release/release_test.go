@@ -704,3 +704,40 @@ func TestRun_PublishAtHidesUpstreamTime(t *testing.T) {
 		t.Fatalf("after publication: cached=%v, %v", res != nil && res.Cached, err)
 	}
 }
+
+// TestRun_AnswerCacheAcrossAliases: a query that differs from an answered
+// one only in its output names (COUNT(*) AS n) is answered from the cache,
+// free, under its own names (the new-user run of 6 Dec 2026: it was
+// charged again).
+func TestRun_AnswerCacheAcrossAliases(t *testing.T) {
+	ds := loadPolicy(t)
+	up := &fakeUpstream{rows: [][]*string{{s("oncology"), s("10"), s("100"), s("10")}}}
+	led := &memLedger{limit: 3}
+	r := newTestReleaser(t, led, 7)
+	plan := groupedPlan(ds)
+	plan.Fingerprint = dpplan.Fingerprint(plan)
+	req := Request{Analyst: "alice", Dataset: ds, Plan: plan, Epsilon: 0.1, Mechanism: policy.MechanismLaplace, Upstream: up}
+	if _, err := r.Run(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	renamed := *plan
+	renamed.Outputs = append([]dpplan.Output(nil), plan.Outputs...)
+	for i := range renamed.Outputs {
+		renamed.Outputs[i].Name = "alias_" + strconv.Itoa(i)
+	}
+	renamed.Fingerprint = dpplan.Fingerprint(&renamed)
+	if renamed.Fingerprint != plan.Fingerprint {
+		t.Fatal("output names changed the fingerprint")
+	}
+	q := req
+	q.Plan = &renamed
+	again, err := r.Run(context.Background(), q)
+	if err != nil || !again.Cached || len(led.reserved) != 1 {
+		t.Fatalf("renamed outputs: cached %v, charges %d, %v; want a free cached answer", again != nil && again.Cached, len(led.reserved), err)
+	}
+	for i, c := range again.Columns {
+		if c.Name != renamed.Outputs[i].Name {
+			t.Errorf("column %d named %q, want the query's %q", i, c.Name, renamed.Outputs[i].Name)
+		}
+	}
+}
