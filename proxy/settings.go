@@ -836,7 +836,10 @@ func formatDurationMillis(ms int64) string {
 func checkEpsilon(s *session, v string) (string, error) {
 	limit := s.ds.Policy.AnalystBudget(s.analyst).Epsilon
 	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err == nil && f > limit {
+	if err != nil || f > limit {
+		// The hint names the limit with the steward's grants, whichever
+		// way the value is wrong (the new-user run: "abc" named the
+		// policy's 3 where "9" named the granted 8).
 		limit = s.limit().Epsilon
 	}
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 || f > limit {
@@ -891,7 +894,7 @@ func checkMechanism(s *session, v string) (string, error) {
 // limit is the analyst's budget limit on the session's dataset: the
 // policy's, or the one grantedLimit reads when a steward's grant raised
 // it. SET dp.epsilon and dp.delta ask for it only for a value above the
-// policy's limit; the ledger still checks every charge.
+// policy's limit or not a number; the ledger still checks every charge.
 func (s *session) limit() accountant.Spent {
 	if s.grantedLimit != nil {
 		return s.grantedLimit()
@@ -908,7 +911,8 @@ func (s *session) policyLimit() accountant.Spent {
 // grantedLimit is the analyst's budget limit on this dataset: the
 // policy's, or what the ledger holds when a steward's grant raised it
 // (`dpproxy budget grant`). SET dp.epsilon and dp.delta read it only for
-// a value above the policy's limit; the ledger still checks every charge.
+// a value above the policy's limit or not a number; the ledger still
+// checks every charge.
 // When the ledger cannot be read, the policy's limit stands.
 func (c *conn) grantedLimit() accountant.Spent {
 	limit := c.sess.policyLimit()
