@@ -30,14 +30,6 @@ func Fingerprint(p *Plan) string {
 	h.Write([]byte(p.SQL))
 	c := *p
 	c.Fingerprint, c.SQL = "", ""
-	// Output names (aliases) and warnings do not change the answer: a
-	// cached answer is replayed under the names the query gives
-	// (release cachedResult).
-	c.Outputs = append([]Output(nil), p.Outputs...)
-	for i := range c.Outputs {
-		c.Outputs[i].Name = ""
-	}
-	c.Warnings = nil
 	h.Write(appendCanonical(make([]byte, 0, 1024), reflect.ValueOf(&c).Elem()))
 	var sum [sha256.Size]byte
 	return hex.EncodeToString(h.Sum(sum[:0])[:16])

@@ -11,7 +11,6 @@ import (
 	"container/list"
 	"context"
 	"encoding/json"
-	"github.com/dpproxy/dpproxy/dpplan"
 	"sync"
 	"time"
 
@@ -268,7 +267,7 @@ func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result
 		}
 		se = r.statuses.put(sk, st)
 	}
-	return cachedResult(sa, se, key, req.Plan), true, nil
+	return cachedResult(sa, se, key), true, nil
 }
 
 // remembered is cached without I/O: the answer and the budget figure of
@@ -282,22 +281,11 @@ func (r *Releaser) remembered(req Request, key string) (*Result, bool) {
 	if !fresh {
 		return nil, false
 	}
-	return cachedResult(sa, se, key, req.Plan), true
+	return cachedResult(sa, se, key), true
 }
 
-// cachedResult is a stored answer replayed for plan, its columns named as
-// plan names them: the fingerprint leaves output names out, so a query
-// that differs only in its aliases (COUNT(*) AS n) is answered from the
-// cache (the new-user run of 6 Dec 2026: it was charged again).
-func cachedResult(sa *storedAnswer, se statusEntry, key string, plan *dpplan.Plan) *Result {
-	cols := sa.Columns
-	if plan != nil && len(plan.Outputs) == len(cols) {
-		cols = append([]Column(nil), cols...)
-		for i, o := range plan.Outputs {
-			cols[i].Name = o.Name
-		}
-	}
-	return &Result{Columns: cols, Rows: sa.Rows, Widths: sa.Widths, Cached: true, Fingerprint: key,
+func cachedResult(sa *storedAnswer, se statusEntry, key string) *Result {
+	return &Result{Columns: sa.Columns, Rows: sa.Rows, Widths: sa.Widths, Cached: true, Fingerprint: key,
 		Notice: se.notice(sa.Errors), Errors: sa.Errors}
 }
 
