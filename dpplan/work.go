@@ -273,6 +273,16 @@ func PredWork(p Pred) int {
 // is the product of the public key domains: a public quantity.
 const MaxAnswerCells = 60_000
 
+// AnswerGroups is the number of groups of a plan over public keys (the
+// product of their domains), capped at MaxAnswerCells + 1.
+func AnswerGroups(p *Plan) int {
+	groups := 1
+	for _, k := range p.Keys {
+		groups = min(groups*len(k.Domain), MaxAnswerCells+1)
+	}
+	return groups
+}
+
 // quantileTrialsPerCell is how many of the exponential mechanism's trials
 // cost one cell (15 µs / 1.3 µs, rounded down).
 const quantileTrialsPerCell = 11

@@ -85,8 +85,9 @@ func CheckCatalog(src string, toks []Token) error {
 	if err := catalogForm(src, toks); err != nil {
 		return err
 	}
-	cte := cteColumnLists(toks)
-	opens := openMatches(toks)
+	match := parenMatches(toks)
+	cte := cteColumnLists(toks, match)
+	opens := openMatches(match)
 	// attr[k]: toks[k] is a name in an indirection chain on a value
 	// ((expr).a.b, arr[1].a, $1.a), where PostgreSQL may read it as a call.
 	attr := make([]bool, len(toks))
@@ -175,7 +176,7 @@ func catalogForm(src string, toks []Token) error {
 }
 
 // checkCall checks the identifier toks[k], which a "(" follows.
-// opens is openMatches(toks).
+// opens is openMatches of the statement's parenMatches.
 func checkCall(src string, toks []Token, k int, cte map[int]bool, opens []int) error {
 	t := toks[k]
 	qualified := k >= 2 && toks[k-1].IsPunct(".") && toks[k-2].Kind == TokIdent
@@ -245,7 +246,7 @@ func typeOrAlias(toks []Token, k int, qualified bool) bool {
 // (postgresKeywords), and the call before it a call of a name: a name or
 // a call is never followed by a call, but keywords are (ROWS f(x)
 // PRECEDING, DISTINCT ON (a) f(x), OPERATOR(pg_catalog.||) f(x)).
-// opens is openMatches(toks).
+// opens is openMatches of the statement's parenMatches.
 func aliasColumns(toks []Token, k int, opens []int) bool {
 	if k == 0 {
 		return false
@@ -277,24 +278,21 @@ func aliasColumns(toks []Token, k int, opens []int) bool {
 	return false
 }
 
-// openMatches returns, for each ")" token, the index of the "(" it closes
-// (-1 when none, and for every other token), in one pass: looking back
-// for it from each ") name(" made classification quadratic (attack round
+// openMatches inverts parenMatches: for each ")" token, the index of the
+// "(" it closes (-1 when none, and for every other token). Looking back for
+// it from each ") name(" had made classification quadratic (attack round
 // 64: 48,000 nested ") abs(1)" took 17.7 s to refuse).
-func openMatches(toks []Token) []int {
-	m := make([]int, len(toks))
-	var open []int
-	for j, t := range toks {
-		m[j] = -1
-		switch {
-		case t.IsPunct("("):
-			open = append(open, j)
-		case t.IsPunct(")") && len(open) > 0:
-			m[j] = open[len(open)-1]
-			open = open[:len(open)-1]
+func openMatches(match []int) []int {
+	opens := make([]int, len(match))
+	for j := range opens {
+		opens[j] = -1
+	}
+	for j, m := range match {
+		if m >= 0 {
+			opens[m] = j
 		}
 	}
-	return m
+	return opens
 }
 
 // checkRelation checks an identifier that no "(" follows: a name starting
@@ -328,15 +326,12 @@ func checkRelation(src string, toks []Token, k int) error {
 // [RECURSIVE] name [(…)] AS [[NOT] MATERIALIZED] (…) [SEARCH …|CYCLE …]
 // [, …]. A list it cannot follow ends early, and its later names are then
 // checked as calls (and refused).
-func cteColumnLists(toks []Token) map[int]bool {
+// match is parenMatches(toks).
+func cteColumnLists(toks []Token, match []int) map[int]bool {
 	var out map[int]bool
-	var match []int // each '(' token's matching ')' (parenMatches), made on the first WITH
 	for k, t := range toks {
 		if !t.Is("with") {
 			continue
-		}
-		if match == nil {
-			match = parenMatches(toks)
 		}
 		i := k + 1
 		if i < len(toks) && toks[i].Is("recursive") {

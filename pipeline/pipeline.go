@@ -169,7 +169,7 @@ func preparePost(env *Env, s *Settings, texts *Texts, q *rewrite.PostQuery, expl
 				cp := *pe
 				cp.Position = 0
 				if cp.Detail == "" {
-					cp.Detail = fmt.Sprintf("in DP aggregate %d of the statement: %s", i+1, Truncate(text, 200))
+					cp.Detail = fmt.Sprintf("in DP aggregate %d of the statement: %s", i+1, pgerr.Truncate(text, 200))
 				}
 				return nil, &cp
 			}
@@ -269,16 +269,4 @@ func (st *Statement) Columns(s *Settings) []release.Column {
 // half-widths ("margin of error", as statistical offices name it).
 func errorColumn(name string) release.Column {
 	return release.Column{Name: name + "_moe95", PGType: "numeric"}
-}
-
-// Truncate shortens s to at most n bytes (on a rune boundary), marking the
-// cut with an ellipsis.
-func Truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n] + "…"
 }

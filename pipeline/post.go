@@ -101,23 +101,29 @@ type PostRun struct {
 }
 
 // CheckPost checks every leaf of a post-processing statement as a release
-// checks it before its charge, and that together they fit the remaining
-// budget (status, when not nil, reads it; cached, when not nil, reports
-// which requests the answer cache answers at no cost). Nothing is read
-// or charged. Every check that needs no lookup runs before the first
-// lookup, so a statement refused for its shape costs no read of the
-// answer cache's ledger copies (attack round 65: 15 names of one cached
-// 14 MB answer and an oversized leaf read 210 MB each time, then refused).
+// checks it before its charge (CheckLeaves), then prices it (Price).
+func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
+	status func(context.Context) (accountant.Status, error), cached func(context.Context, release.Request) bool) (*PostRun, error) {
+	run, err := CheckLeaves(env, s, st)
+	if err != nil {
+		return nil, err
+	}
+	return run, run.Price(ctx, status, cached)
+}
+
+// CheckLeaves checks every leaf of a post-processing statement as a
+// release checks it before its charge, with no lookup: a statement refused
+// for its shape costs no read of the answer cache's ledger copies (attack
+// round 65: 15 names of one cached 14 MB answer and an oversized leaf read
+// 210 MB each time, then refused). Nothing is read or charged.
 //
 // The leaves' answers are held together (Outer binds them all): over
 // public keys their sizes (release.AnswerBytes, once per time a leaf is
 // named) must fit release.MaxAnswerBytes together, as one answer's must
 // (attack round 65: one cached 14 MB answer named 16 times made the proxy
 // hold 700 MB for a statement that charged nothing).
-func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
-	status func(context.Context) (accountant.Status, error), cached func(context.Context, release.Request) bool) (*PostRun, error) {
+func CheckLeaves(env *Env, s *Settings, st *Statement) (*PostRun, error) {
 	run := &PostRun{}
-	var total accountant.Spent
 	var rows int64 // the leaves' work together
 	bytes := 0     // the leaves' answers together
 	for _, l := range st.Leaves {
@@ -152,6 +158,16 @@ func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
 			}
 		}
 	}
+	run.Charges = len(run.Requests) > 0
+	return run, nil
+}
+
+// Price sets Charges (some leaf is not answered from the answer cache:
+// cached, when not nil, reports which are) and checks that the leaves
+// together fit the remaining budget (status, when not nil, reads it).
+// Nothing is charged.
+func (run *PostRun) Price(ctx context.Context, status func(context.Context) (accountant.Status, error), cached func(context.Context, release.Request) bool) error {
+	var total accountant.Spent
 	for _, req := range run.Requests {
 		if cached != nil && cached(ctx, req) {
 			continue
@@ -164,13 +180,13 @@ func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
 	if run.Charges && status != nil {
 		bs, err := status(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := release.CheckTotal(bs, total); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return run, nil
+	return nil
 }
 
 // Outer binds the released rows of a post-processing statement's leaves
@@ -199,7 +215,7 @@ func Outer(st *Statement, results []*release.Result) (params [][]byte, notices [
 				// The leaf's own NOTICE (it starts with "dp: ", as for
 				// any DP query; its cost is its own mechanisms'),
 				// naming the leaf.
-				notices = append(notices, fmt.Sprintf("%s [DP aggregate %d of %d: %s]", res.Notice, i+1, n, Truncate(l.Text, 120)))
+				notices = append(notices, fmt.Sprintf("%s [DP aggregate %d of %d: %s]", res.Notice, i+1, n, pgerr.Truncate(l.Text, 120)))
 			}
 		}
 		for j := range l.Columns(nil) {

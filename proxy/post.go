@@ -55,7 +55,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	// DP admission slot for the statement (admission.go), before the
 	// answer cache's lookups (which may read large answers from the
 	// ledger: attack round 65) and before any leaf is charged.
-	run, err := pipeline.CheckPost(ctx, env, s, st, nil, nil)
+	run, err := pipeline.CheckLeaves(env, s, st)
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
@@ -78,7 +78,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			}
 			c.ticketKept = false
 		}()
-		if run, err = pipeline.CheckPost(ctx, env, s, st, status, cached); err != nil {
+		if err := run.Price(ctx, status, cached); err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}
 	}

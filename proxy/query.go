@@ -12,7 +12,6 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
-	"github.com/dpproxy/dpproxy/pipeline"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -454,7 +453,7 @@ func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
 	}
 	if debug {
 		if ce = c.log.Check(zap.DebugLevel, "statement"); ce != nil {
-			ce.Write(append(fields, zap.String(logKeyQuery, pipeline.Truncate(st.text, maxDebugQuery)))...)
+			ce.Write(append(fields, zap.String(logKeyQuery, pgerr.Truncate(st.text, maxDebugQuery)))...)
 		}
 		return
 	}

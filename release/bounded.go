@@ -104,13 +104,10 @@ const maxAnswerCells = dpplan.MaxAnswerCells
 // text, its string header and pointer, and a share of its row's.
 const AnswerCellBytes = 64
 
-// maxAnswerBytes bounds AnswerBytes of a plan over public keys: 60,000
+// MaxAnswerBytes bounds AnswerBytes of a plan over public keys: 60,000
 // cells of AnswerCellBytes with their error columns (7.7 MB) fit, with
-// room for key texts of a few dozen bytes.
-const maxAnswerBytes = MaxAnswerBytes
-
-// MaxAnswerBytes is maxAnswerBytes, for the proxy's post-processing
-// statements, whose leaves' answers are held together (pipeline.CheckPost).
+// room for key texts of a few dozen bytes. A post-processing statement's
+// leaves, whose answers are held together, share it (pipeline.CheckLeaves).
 const MaxAnswerBytes = 16 << 20
 
 // AnswerBytes estimates the size in the proxy of the answer of a plan
@@ -133,7 +130,7 @@ func AnswerBytes(p *dpplan.Plan, extra int) int {
 }
 
 // checkAnswerCells refuses a plan whose answer would cost more than
-// maxAnswerCells cells of proxy CPU, or hold more than maxAnswerBytes.
+// maxAnswerCells cells of proxy CPU, or hold more than MaxAnswerBytes.
 func checkAnswerCells(p *dpplan.Plan) error {
 	if p == nil || p.PrivateGroups() {
 		return nil
@@ -158,10 +155,7 @@ func checkAnswerCells(p *dpplan.Plan) error {
 	// (attack round 52). The larger bounds the answer's size, which the
 	// proxy keeps for the client, as well as its CPU.
 	weight = max(weight, len(p.Outputs))
-	groups := 1
-	for _, k := range p.Keys {
-		groups = min(groups*len(k.Domain), maxAnswerCells+1)
-	}
+	groups := dpplan.AnswerGroups(p)
 	if groups > maxAnswerCells/weight {
 		hint := "group by fewer or coarser keys (e.g. date_trunc('month', …) instead of days), or ask for fewer aggregates"
 		if quantiles > 0 {
@@ -174,8 +168,8 @@ func checkAnswerCells(p *dpplan.Plan) error {
 	// A key's cells are as long as its values: a CASE key's labels are
 	// the analyst's constants (attack round 55: two 20 KB labels by 1,000
 	// buckets made a 40 MB answer of 6,000 cells).
-	if AnswerBytes(p, 0) > maxAnswerBytes {
-		return pgerr.New(pgerr.ProgramLimitExceeded, "this query's answer would hold more than %d MiB (its groups × the width of a row)", maxAnswerBytes>>20).
+	if AnswerBytes(p, 0) > MaxAnswerBytes {
+		return pgerr.New(pgerr.ProgramLimitExceeded, "this query's answer would hold more than %d MiB (its groups × the width of a row)", MaxAnswerBytes>>20).
 			WithDetail("The proxy keeps an answer whole for the client; the query was not run and nothing was charged.").
 			WithHint("group by fewer keys, or with shorter labels")
 	}

@@ -168,7 +168,7 @@ func TestShrinkToFit(t *testing.T) {
 // TestCheckAnswerCells: a plan over public keys whose groups × measurement
 // weights exceed maxAnswerCells is refused with 54000 before any charge
 // (issue 27, bounded proxy CPU); a quantile weighs quantileCellWeight. So is
-// one whose answer would hold more than maxAnswerBytes.
+// one whose answer would hold more than MaxAnswerBytes.
 func TestCheckAnswerCells(t *testing.T) {
 	key := func(n int) rewrite.Key {
 		d := make([]string, n)

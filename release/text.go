@@ -6,10 +6,10 @@ package release
 
 import (
 	"fmt"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/noise"
@@ -305,9 +305,5 @@ func capErrors(errs string) string {
 	if len(errs) <= maxErrorsBytes {
 		return errs
 	}
-	cut := maxErrorsBytes
-	for cut > 0 && !utf8.RuneStart(errs[cut]) {
-		cut--
-	}
-	return errs[:cut] + " … (cut at 64 KiB; SET dp.error_columns = on puts each value's 95% interval in the answer)"
+	return pgerr.Truncate(errs, maxErrorsBytes) + " (cut at 64 KiB; SET dp.error_columns = on puts each value's 95% interval in the answer)"
 }

@@ -561,14 +561,5 @@ func (b *builder) noteUndeclared(ci colInfo, e ast.ExprNode) {
 	if len(shown) > 200 {
 		shown = shown[:200] + "…"
 	}
-	b.warnings = append(b.warnings, fmt.Sprintf("dp warning: %s is not one of the values the policy declares for %s (%s); text is compared exactly, case and spaces included, so this condition may match no row", pgemit.QuoteString(truncateRunes(l.val, 64)), ci.name, shown))
-}
-
-// truncateRunes cuts s to at most n characters.
-func truncateRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
+	b.warnings = append(b.warnings, fmt.Sprintf("dp warning: %s is not one of the values the policy declares for %s (%s); text is compared exactly, case and spaces included, so this condition may match no row", pgemit.QuoteString(pgerr.Truncate(l.val, 64)), ci.name, shown))
 }

@@ -83,10 +83,7 @@ func fitQuantileGrids(p *Plan) {
 	if p.PrivateGroups() {
 		return
 	}
-	groups := 1
-	for _, k := range p.Keys {
-		groups = min(groups*len(k.Domain), dpplan.MaxAnswerCells+1)
-	}
+	groups := dpplan.AnswerGroups(p)
 	other, n := 0, 0
 	for _, m := range p.Measures {
 		if m.Kind == MeasureQuantile && m.Quantile != nil {

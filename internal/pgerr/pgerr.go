@@ -122,3 +122,15 @@ func As(err error) (*Error, bool) {
 	}
 	return nil, false
 }
+
+// Truncate shortens s to at most n bytes (on a rune boundary), marking the
+// cut with an ellipsis: for statement texts and values quoted in messages.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}

@@ -3,7 +3,6 @@ package shadow
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -34,31 +33,12 @@ func Refresh(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Datas
 // refreshRows is Refresh's path without DDL; ok is false when the shadow's
 // tables differ from what a build would make (nothing is changed then).
 func refreshRows(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset, opts Options) (*Result, bool, error) {
-	up, err := pgx.Connect(ctx, upstreamDSN)
-	if err != nil {
-		return nil, false, fmt.Errorf("connect to the upstream database of %s: %w", ds.Name, err)
-	}
-	defer up.Close(context.Background())
-	conn, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		return nil, false, fmt.Errorf("connect to the shadow database: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if err := checkSeparate(ctx, up, conn); err != nil {
-		return nil, false, err
-	}
-	tables, err := upstreamColumns(ctx, up, ds)
+	sess, err := openSession(ctx, adminDSN, upstreamDSN, ds)
 	if err != nil {
 		return nil, false, err
 	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, false, err
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7291432)"); err != nil { // as build
-		return nil, false, err
-	}
+	defer sess.close()
+	up, tx, tables := sess.up, sess.tx, sess.tables
 	for _, name := range ds.TableOrder {
 		t := ds.Tables[name]
 		same, err := sameShadowTable(ctx, tx, t, tables[name])

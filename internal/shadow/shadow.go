@@ -82,34 +82,60 @@ func BuildWith(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dat
 	return res, nil
 }
 
-func build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset, shadowRole string, opts Options, res *Result) error {
-	up, err := pgx.Connect(ctx, upstreamDSN)
-	if err != nil {
-		return fmt.Errorf("connect to the upstream database of %s: %w", ds.Name, err)
-	}
-	defer up.Close(context.Background())
-	conn, err := pgx.Connect(ctx, adminDSN)
-	if err != nil {
-		return fmt.Errorf("connect to the shadow database: %w", err)
-	}
-	defer conn.Close(context.Background())
-	if err := checkSeparate(ctx, up, conn); err != nil {
-		return err
-	}
-	tables, err := upstreamColumns(ctx, up, ds)
-	if err != nil {
-		return err
-	}
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback(context.Background())
+// session is what a build or a refresh works with: the upstream and the
+// shadow connections, the policy's tables' upstream columns, and the shadow
+// transaction, which holds the lock that serialises builds and refreshes
+// (several proxies starting at once). close ends them all (the transaction
+// rolled back unless committed).
+type session struct {
+	up, conn *pgx.Conn
+	tables   map[string][]Column
+	tx       pgx.Tx
+}
 
-	// Serialize concurrent builds (several proxies starting at once).
-	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7291432)"); err != nil {
+func openSession(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset) (*session, error) {
+	s := &session{}
+	var err error
+	if s.up, err = pgx.Connect(ctx, upstreamDSN); err != nil {
+		return nil, fmt.Errorf("connect to the upstream database of %s: %w", ds.Name, err)
+	}
+	if s.conn, err = pgx.Connect(ctx, adminDSN); err != nil {
+		s.close()
+		return nil, fmt.Errorf("connect to the shadow database: %w", err)
+	}
+	if err = checkSeparate(ctx, s.up, s.conn); err == nil {
+		if s.tables, err = upstreamColumns(ctx, s.up, ds); err == nil {
+			if s.tx, err = s.conn.Begin(ctx); err == nil {
+				_, err = s.tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7291432)")
+			}
+		}
+	}
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *session) close() {
+	if s.tx != nil {
+		s.tx.Rollback(context.Background())
+	}
+	if s.conn != nil {
+		s.conn.Close(context.Background())
+	}
+	if s.up != nil {
+		s.up.Close(context.Background())
+	}
+}
+
+func build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset, shadowRole string, opts Options, res *Result) error {
+	sess, err := openSession(ctx, adminDSN, upstreamDSN, ds)
+	if err != nil {
 		return err
 	}
+	defer sess.close()
+	up, tx, tables := sess.up, sess.tx, sess.tables
 	if opts.LockTimeout > 0 {
 		if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL lock_timeout = %d", opts.LockTimeout.Milliseconds())); err != nil {
 			return err
