@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -112,7 +113,7 @@ func Parse(r io.Reader, name string) (*Dataset, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&raw); err != nil {
-		return nil, yamlErrors(name, err)
+		return nil, yamlErrors(name, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
@@ -120,7 +121,7 @@ func Parse(r io.Reader, name string) (*Dataset, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlErrors(name, err)
+		return nil, yamlErrors(name, data, err)
 	}
 	sum := sha256.Sum256(data)
 	v := &validator{file: name, root: &root}
@@ -133,20 +134,21 @@ func Parse(r io.Reader, name string) (*Dataset, error) {
 	return d, nil
 }
 
-// yamlErrors turns yaml.v3's errors ("line N: …") into Errors with lines.
-func yamlErrors(file string, err error) error {
+// yamlErrors turns yaml.v3's errors ("line N: …") into Errors with lines;
+// data is the document, whose lines name the key of a type error.
+func yamlErrors(file string, data []byte, err error) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		var out Errors
 		for _, m := range te.Errors {
-			out = append(out, lineError(file, m))
+			out = append(out, lineError(file, data, m))
 		}
 		return out
 	}
-	return Errors{lineError(file, strings.TrimPrefix(err.Error(), "yaml: "))}
+	return Errors{lineError(file, data, strings.TrimPrefix(err.Error(), "yaml: "))}
 }
 
-func lineError(file, msg string) *Error {
+func lineError(file string, data []byte, msg string) *Error {
 	var line int
 	if _, err := fmt.Sscanf(msg, "line %d:", &line); err == nil {
 		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
@@ -155,7 +157,69 @@ func lineError(file, msg string) *Error {
 		field := strings.TrimSuffix(strings.TrimPrefix(msg, "field "), msg[strings.Index(msg, " not found"):])
 		msg = fmt.Sprintf("unknown key %q; check its spelling against the policy reference in the README", field)
 	}
+	if m := unmarshalError.FindStringSubmatch(msg); m != nil {
+		msg = typeErrorText(keyAt(data, line), m[1], m[2], m[3])
+	}
 	return &Error{File: file, Line: line, Msg: msg}
+}
+
+// unmarshalError is yaml.v3's type error: the YAML tag, the value when it
+// is a scalar, and the Go type it could not become.
+var unmarshalError = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? into (\\S+)$")
+
+// typeErrorText says in the policy's words what a key needs and what it
+// got (never a Go type name: "cannot unmarshal !!str into int64" told a
+// steward nothing): `max_rows needs a whole number, not the text "lots"`.
+func typeErrorText(key, tag, value, goType string) string {
+	want := "a text"
+	switch t := strings.TrimLeft(goType, "*"); {
+	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		want = "a whole number"
+	case strings.HasPrefix(t, "float"):
+		want = "a number"
+	case t == "bool":
+		want = "true or false"
+	case strings.HasPrefix(t, "[]"):
+		want = "a list ([a, b] or lines starting with -)"
+	case strings.HasPrefix(t, "map[") || strings.HasPrefix(t, "policy."):
+		want = "keys with values (key: value, one per line, or {key: value, ...})"
+	}
+	got := "a value of another kind"
+	switch tag {
+	case "str":
+		got = fmt.Sprintf("the text %q", value)
+	case "int", "float":
+		got = "the number " + value
+	case "bool":
+		got = value
+	case "null":
+		got = "nothing"
+	case "seq":
+		got = "a list"
+	case "map":
+		got = "keys with values"
+	}
+	what := "this value"
+	if key != "" {
+		what = key
+	}
+	return fmt.Sprintf("%s needs %s, not %s; see the policy reference in the README", what, want, got)
+}
+
+// keyAt is the key written on line (1-based) of data when the line holds
+// one "key: value" (or "- key: value"), else "".
+func keyAt(data []byte, line int) string {
+	lines := strings.Split(string(data), "\n")
+	if line < 1 || line > len(lines) {
+		return ""
+	}
+	l := strings.TrimSpace(lines[line-1])
+	l = strings.TrimSpace(strings.TrimPrefix(l, "- "))
+	k, _, ok := strings.Cut(l, ":")
+	if !ok || strings.ContainsAny(k, "{}[],#\"' ") || k == "" {
+		return ""
+	}
+	return k
 }
 
 // The raw, as-written form of the file. Unknown keys are errors.

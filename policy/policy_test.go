@@ -57,6 +57,12 @@ tables:
 	}{
 		{"unknown key", strings.Replace(base, "budget: {epsilon: 1}", "budget: {epsilon: 1, epsilo: 2}", 1), 3, `unknown key "epsilo"`},
 		{"bad type", strings.Replace(base, "type: int", "type: integer", 1), 10, `unknown type "integer"`},
+		// yaml.v3's type errors in the policy's words, never a Go type.
+		{"text for a number", strings.Replace(base, "max_rows_per_unit: 1", "max_rows_per_unit: lots", 1), 8, `max_rows_per_unit needs a whole number, not the text "lots"`},
+		{"list for a number", strings.Replace(base, "budget: {epsilon: 1}", "budget:\n  epsilon: [1]", 1), 4, "epsilon needs a number, not a list"},
+		{"number for a table", strings.Replace(base, "  t:\n", "  s: 3\n  t:\n", 1), 5, "s needs keys with values"},
+		{"list for the tables", "dataset: d\nbudget: {epsilon: 1}\ntables: [t]\n", 3, "tables needs keys with values (key: value, one per line, or {key: value, ...}), not a list"},
+
 		{"lower above upper", strings.Replace(base, "lower: 0, upper: 10", "lower: 11, upper: 10", 1), 10, "greater than upper"},
 		{"non-integer int bound", strings.Replace(base, "upper: 10", "upper: 10.5", 1), 10, "integer"},
 		{"bound past a float's digits", strings.Replace(base, "{type: int, lower: 0, upper: 10}", "{type: numeric, lower: 0, upper: 1.0000000000000001}", 1), 10, "at most 15 significant digits"},
