@@ -113,7 +113,7 @@ func Parse(r io.Reader, name string) (*Dataset, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&raw); err != nil {
-		return nil, yamlErrors(name, data, err)
+		return nil, YAMLErrors(name, data, err)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
@@ -121,7 +121,7 @@ func Parse(r io.Reader, name string) (*Dataset, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlErrors(name, data, err)
+		return nil, YAMLErrors(name, data, err)
 	}
 	sum := sha256.Sum256(data)
 	v := &validator{file: name, root: &root}
@@ -134,9 +134,11 @@ func Parse(r io.Reader, name string) (*Dataset, error) {
 	return d, nil
 }
 
-// yamlErrors turns yaml.v3's errors ("line N: …") into Errors with lines;
-// data is the document, whose lines name the key of a type error.
-func yamlErrors(file string, data []byte, err error) error {
+// YAMLErrors turns yaml.v3's errors ("line N: …") into Errors with lines,
+// in words a steward reads (an unknown key, what a key needs): data is the
+// document, whose lines name the key of a type error. dpproxy.yaml's
+// loader (internal/config) uses it too.
+func YAMLErrors(file string, data []byte, err error) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		var out Errors
@@ -155,7 +157,7 @@ func lineError(file string, data []byte, msg string) *Error {
 	}
 	if strings.HasPrefix(msg, "field ") && strings.Contains(msg, " not found in type ") {
 		field := strings.TrimSuffix(strings.TrimPrefix(msg, "field "), msg[strings.Index(msg, " not found"):])
-		msg = fmt.Sprintf("unknown key %q; check its spelling against the policy reference in the README", field)
+		msg = fmt.Sprintf("unknown key %q; check its spelling against the reference in the README", field)
 	}
 	if m := unmarshalError.FindStringSubmatch(msg); m != nil {
 		msg = typeErrorText(keyAt(data, line), m[1], m[2], m[3])
@@ -203,7 +205,7 @@ func typeErrorText(key, tag, value, goType string) string {
 	if key != "" {
 		what = key
 	}
-	return fmt.Sprintf("%s needs %s, not %s; see the policy reference in the README", what, want, got)
+	return fmt.Sprintf("%s needs %s, not %s; see the reference in the README", what, want, got)
 }
 
 // keyAt is the key written on line (1-based) of data when the line holds

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/dpproxy/dpproxy/policy"
 )
 
 // Config is a loaded, validated dpproxy.yaml. Immutable after Load.
@@ -349,7 +351,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: %s", name, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, policy.YAMLErrors(name, data, err)
 	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:6432"

@@ -41,7 +41,8 @@ func TestParse_Defaults(t *testing.T) {
 
 func TestParse_Errors(t *testing.T) {
 	tests := []struct{ name, doc, want string }{
-		{"unknown key", minimal + "listne: x\n", "field listne not found"},
+		{"unknown key", minimal + "listne: x\n", `c.yaml:7: unknown key "listne"`},
+		{"text for a number", minimal + "max_connections: many\n", `max_connections needs a whole number, not the text "many"`},
 		{"bad listen", minimal + "listen: nowhere\n", "not host:port"},
 		{"no ledger", strings.Replace(minimal, "ledger: postgres://l@127.0.0.1/ledger\n", "", 1), "ledger:"},
 		{"missing shadow", strings.Replace(minimal, "shadow: postgres://s@h2/db, ", "", 1), "all required"},

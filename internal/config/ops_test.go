@@ -29,7 +29,7 @@ func TestParse_AdminAndAudit(t *testing.T) {
 		{"clear password", "admin: {listen: 127.0.0.1:9187, user: steward, password: hunter2}", "dpproxy passwd steward"},
 		{"empty plain", "admin: {listen: 127.0.0.1:9187, user: steward, password: \"plain:\"}", "admin.password"},
 		{"half TLS", "admin: {listen: 0.0.0.0:9187, user: steward, password: \"plain:pw\", tls: {cert: c.pem}}", "admin.tls: both cert and key"},
-		{"unknown admin key", "admin: {listen: 127.0.0.1:9187, user: steward, pasword: x}", "field pasword not found"},
+		{"unknown admin key", "admin: {listen: 127.0.0.1:9187, user: steward, pasword: x}", `unknown key "pasword"`},
 		{"audit without path", "audit: {max_backups: 3}", "audit.path: name the audit log file"},
 		{"negative rotation", "audit: {path: a.log, max_age_days: -1}", "must not be negative"},
 		{"analyst named like a team", "analysts:\n  \"team:x\": {password: \"plain:x\"}", "reserved for teams"},
