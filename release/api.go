@@ -29,6 +29,14 @@ type Upstream interface {
 	Query(ctx context.Context, sql string, args ...any) ([][]*string, error)
 }
 
+// Staler is an Upstream that knows, before the charge, that it would
+// withhold every answer: internal/upstream.Pool once a transaction found
+// the policy's columns with other types than at start-up (an error
+// wrapping pgerr.ErrCatalogChanged). Release asks it before every charge.
+type Staler interface {
+	Stale() error
+}
+
 // RowStreamer is an Upstream that also hands a query's rows one at a time
 // (internal/upstream.Pool does). Partition selection reads its candidate
 // groups through it and keeps only those it selects, so a GROUP BY of a

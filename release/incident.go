@@ -59,6 +59,12 @@ const incidentTimeout = 5 * time.Second
 // afterCharge turns an error (or a recovered panic) after the charge into
 // what the analyst sees, recording incidents.
 func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, err error, panicked bool) error {
+	if pe, ok := pgerr.As(err); ok && errors.Is(err, pgerr.ErrCatalogChanged) && !panicked {
+		// The types of the policy's columns changed (internal/upstream's
+		// guard): a fact of the schema, read from pg_catalog after the
+		// query, not of any row. No incident; the rows were withheld.
+		return pe.WithDetail("The privacy budget for this query stays charged; no answer was released. Until dpproxy restarts, DP queries on this dataset are refused before their charge.")
+	}
 	kind, state, avail := classify(ctx, err)
 	if panicked {
 		kind, state, avail = "panic", "", false

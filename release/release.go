@@ -130,6 +130,9 @@ func (r *Releaser) run(ctx context.Context, req Request, ch *charged) (*Result, 
 
 // reserve charges events durably, before any private data is read.
 func (r *Releaser) reserve(ctx context.Context, req Request, events []accountant.Event, key string) (*accountant.Reservation, error) {
+	if err := stale(req.Upstream); err != nil {
+		return nil, err
+	}
 	return r.ledger.Reserve(ctx, accountant.Charge{
 		Analyst:       req.Analyst,
 		Dataset:       req.Dataset.Name,
@@ -138,6 +141,15 @@ func (r *Releaser) reserve(ctx context.Context, req Request, events []accountant
 		PolicyVersion: req.Dataset.Version,
 		Policy:        req.Dataset,
 	})
+}
+
+// stale is up's Stale error (Staler), nil when it has none: a query its
+// pool would withhold is refused before the charge.
+func stale(up Upstream) error {
+	if s, ok := up.(Staler); ok {
+		return s.Stale()
+	}
+	return nil
 }
 
 // execute runs a calibrated, charged release: the upstream queries, the

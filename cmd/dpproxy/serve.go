@@ -91,21 +91,27 @@ func loadPolicies(cfg *config.Config) ([]*policy.Dataset, error) {
 }
 
 // verifyCatalog checks ds's column types against the data database's
-// catalog (as the data role) and learns its unit columns' types.
-func verifyCatalog(ctx context.Context, name, dsn string, ds *policy.Dataset) error {
+// catalog (as the data role), learns its unit columns' types and returns
+// the fingerprint of those types that every DP query's transaction reads
+// again (catalog.GuardSQL).
+func verifyCatalog(ctx context.Context, name, dsn string, ds *policy.Dataset) (string, error) {
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("datasets.%s.upstream: %w", name, err)
+		return "", fmt.Errorf("datasets.%s.upstream: %w", name, err)
 	}
 	defer conn.Close(context.Background())
 	problems, err := catalog.Verify(ctx, conn, ds)
 	if err != nil {
-		return fmt.Errorf("datasets.%s: %w", name, err)
+		return "", fmt.Errorf("datasets.%s: %w", name, err)
 	}
 	if len(problems) > 0 {
-		return fmt.Errorf("the policy of %s does not match the data database (%s):\n  %s", name, ds.Path, strings.Join(problems, "\n  "))
+		return "", fmt.Errorf("the policy of %s does not match the data database (%s):\n  %s", name, ds.Path, strings.Join(problems, "\n  "))
 	}
-	return nil
+	fp, err := catalog.Fingerprint(ctx, conn, ds)
+	if err != nil {
+		return "", fmt.Errorf("datasets.%s: %w", name, err)
+	}
+	return fp, nil
 }
 
 // runServer is the code path of both `serve` and `demo`: policies, ledger,
@@ -158,8 +164,11 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 		dc, ds := cfg.Datasets[n], byName[n]
 		// The policy's column types against the live catalog: a type the
 		// column cannot honour would fail on one person's row after a
-		// charge (internal/catalog).
-		if err := verifyCatalog(ctx, n, dc.Upstream, ds); err != nil {
+		// charge (internal/catalog). The types found are held for every
+		// answer: each DP query's transaction reads their fingerprint again
+		// (catalog.GuardSQL).
+		fingerprint, err := verifyCatalog(ctx, n, dc.Upstream, ds)
+		if err != nil {
 			return err
 		}
 		sc, err := pgx.ParseConfig(dc.Shadow)
@@ -172,7 +181,8 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 			return fmt.Errorf("build shadow catalog of %s: %w", n, err)
 		}
 		shadows = append(shadows, tg)
-		up, err := upstream.New(ctx, upstream.Config{DSN: dc.Upstream, StatementTimeout: cfg.StatementTimeout.Duration, MaxConns: int32(cfg.UpstreamMaxConnections)})
+		up, err := upstream.New(ctx, upstream.Config{DSN: dc.Upstream, StatementTimeout: cfg.StatementTimeout.Duration, MaxConns: int32(cfg.UpstreamMaxConnections),
+			Guard: catalog.GuardSQL(ds), Fingerprint: fingerprint})
 		if err != nil {
 			return fmt.Errorf("datasets.%s.upstream: %w", n, err)
 		}

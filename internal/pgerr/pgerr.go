@@ -20,6 +20,7 @@
 //	08P01  protocol violation
 //	28P01  authentication failed
 //	3D000  unknown database (dataset)
+//	55000  the data database's column types changed since start-up
 //	58000  upstream or ledger unavailable (the query was not answered)
 //	XX000  internal error
 package pgerr
@@ -52,7 +53,16 @@ const (
 	ProgramLimitExceeded   = "54000"
 	ActiveSQLTransaction   = "25001"
 	NoActiveSQLTransaction = "25P01"
+	// ObjectNotInPrerequisiteState: the data database's column types
+	// changed since start-up (internal/upstream, catalog.GuardSQL).
+	ObjectNotInPrerequisiteState = "55000"
 )
+
+// ErrCatalogChanged marks the error of a DP query whose transaction found
+// the policy's columns with other types than at start-up
+// (internal/upstream's guard, catalog.GuardSQL): an error of the schema,
+// not of any row, so release reports it as itself and records no incident.
+var ErrCatalogChanged = errors.New("the data database's column types changed since start-up")
 
 // Error is a client-facing error with a SQLSTATE. Safe for concurrent use
 // (immutable once built).

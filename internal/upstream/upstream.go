@@ -15,8 +15,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -37,12 +39,30 @@ type Config struct {
 	// MaxConns bounds the pool (dpproxy.yaml's upstream_max_connections;
 	// 0: pgxpool's default, max(4, GOMAXPROCS)).
 	MaxConns int32
+	// Guard, when not empty, is catalog.GuardSQL of the dataset and
+	// Fingerprint its value at start-up: every query's transaction reads
+	// it again after the query, and a different value withholds the rows
+	// (pgerr.ErrCatalogChanged) and makes the pool stale (Stale).
+	Guard, Fingerprint string
+}
+
+// catalogChanged is the error of a query whose transaction found the
+// policy's columns with other types than at start-up (Config.Guard): it
+// wraps pgerr.ErrCatalogChanged, names no column and no type (the
+// steward's doctor does), and says what to do.
+func catalogChanged() error {
+	return pgerr.New(pgerr.ObjectNotInPrerequisiteState, "the data database's tables changed since dpproxy started: a column of the policy has another type").
+		WithHint("ask the data steward to run dpproxy doctor, fix the policy or the table, and restart dpproxy").
+		Wrap(pgerr.ErrCatalogChanged)
 }
 
 // Pool runs emitted SQL upstream. Safe for concurrent use.
 type Pool struct {
 	pool    *pgxpool.Pool
 	timeout time.Duration
+	guard   string
+	want    string
+	stale   atomic.Bool // a transaction read another fingerprint
 }
 
 // New connects (lazily) to the data database and checks that it answers.
@@ -74,7 +94,7 @@ func New(ctx context.Context, cfg Config) (*Pool, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect upstream %s@%s/%s: %w", pc.ConnConfig.User, pc.ConnConfig.Host, pc.ConnConfig.Database, err)
 	}
-	return &Pool{pool: pool, timeout: timeout}, nil
+	return &Pool{pool: pool, timeout: timeout, guard: cfg.Guard, want: cfg.Fingerprint}, nil
 }
 
 // Query runs sql in a READ ONLY transaction with the statement timeout and
@@ -109,6 +129,9 @@ func (p *Pool) QueryEach(ctx context.Context, sql string, each func(row []*strin
 
 // run runs sql as Query does and hands each row to each.
 func (p *Pool) run(ctx context.Context, sql string, args []any, each func(row []*string) error) error {
+	if err := p.Stale(); err != nil {
+		return err
+	}
 	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("upstream begin: %w", err)
@@ -133,8 +156,30 @@ func (p *Pool) run(ctx context.Context, sql string, args []any, each func(row []
 	if err := eachTextRow(rows, each); err != nil {
 		return err
 	}
+	if p.guard != "" {
+		// After the query, under its locks (catalog.GuardSQL).
+		var got string
+		if err := tx.QueryRow(ctx, p.guard, pgx.QueryExecModeSimpleProtocol).Scan(&got); err != nil {
+			return err
+		}
+		if got != p.want {
+			p.stale.Store(true)
+			return catalogChanged()
+		}
+	}
 	if err := tx.Commit(ctx); err != nil && !errors.Is(err, pgx.ErrTxClosed) {
 		return err
+	}
+	return nil
+}
+
+// Stale returns the error of pgerr.ErrCatalogChanged once a transaction has read
+// another fingerprint than the start-up's (Config.Guard), else nil: release
+// asks it before the charge, so no query is charged for an answer the pool
+// would withhold.
+func (p *Pool) Stale() error {
+	if p.stale.Load() {
+		return catalogChanged()
 	}
 	return nil
 }
