@@ -136,4 +136,3 @@ func waitFor(t *testing.T, dsn, sql string) {
 	}
 	t.Fatalf("timed out waiting for %s", sql)
 }
-
