@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/dpproxy/dpproxy/internal/share"
 	"net"
 	"runtime/debug"
 	"sort"
@@ -171,7 +172,11 @@ type Server struct {
 	planning   map[string]chan struct{}
 	// memory is what each analyst's sessions keep (memory.go).
 	memory map[string]*memAccount
-	conns  map[*conn]struct{}
+	// ledgerShare bounds each analyst's budget reads (SHOW dp.budget, the
+	// granted limit of SET dp.epsilon) to one at a time: the ledger's pool
+	// is every analyst's (internal/share; attack round 66).
+	ledgerShare *share.PerOwner
+	conns       map[*conn]struct{}
 	// starting holds the connections still in start-up (TLS, the
 	// start-up packet, authentication), at most MaxConnections; a new
 	// one past that ends the oldest (handle). Sessions are counted apart
@@ -250,6 +255,7 @@ func New(cfg Config) (*Server, error) {
 		sessions:     map[uint32]*conn{},
 		perAnalyst:   map[string]int{},
 		memory:       map[string]*memAccount{},
+		ledgerShare:  share.New(1),
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
 		starting:     map[*conn]struct{}{},

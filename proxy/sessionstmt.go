@@ -7,9 +7,11 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
+	"github.com/dpproxy/dpproxy/policy"
 )
 
 // execSession answers a session statement (RouteSession) without any
@@ -167,7 +169,7 @@ func (c *conn) showBudget(ctx context.Context) (*resultSet, error) {
 	}
 	for _, n := range names {
 		ds := c.srv.cfg.Datasets[n]
-		st, err := c.srv.cfg.Ledger.Status(ctx, c.sess.analyst, ds.Policy)
+		st, err := c.budgetStatus(ctx, ds.Policy)
 		if err != nil {
 			if _, ok := pgerr.As(err); ok {
 				return nil, err
@@ -194,6 +196,17 @@ func (c *conn) showBudget(ctx context.Context) (*resultSet, error) {
 	}
 	rs.tag = "SHOW"
 	return rs, nil
+}
+
+// budgetStatus reads the analyst's budget on ds from the ledger, one read
+// of the analyst's at a time (Server.ledgerShare).
+func (c *conn) budgetStatus(ctx context.Context, ds *policy.Dataset) (accountant.Status, error) {
+	done, err := c.srv.ledgerShare.Acquire(ctx, c.sess.analyst)
+	if err != nil {
+		return accountant.Status{}, err
+	}
+	defer done()
+	return c.srv.cfg.Ledger.Status(ctx, c.sess.analyst, ds)
 }
 
 func textRow(vals ...string) []*string {

@@ -921,7 +921,7 @@ func (c *conn) grantedLimit() accountant.Spent {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := c.srv.cfg.Ledger.Status(ctx, c.sess.analyst, c.sess.ds.Policy)
+	st, err := c.budgetStatus(ctx, c.sess.ds.Policy)
 	if err != nil {
 		return limit
 	}

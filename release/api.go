@@ -15,6 +15,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/internal/share"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -75,6 +76,9 @@ type Releaser struct {
 	// answers (nil when off) and statuses: see cache.go.
 	answers  *answerCache
 	statuses *statusCache
+	// ledgerShare bounds each analyst's ledger reads for cached answers
+	// to one at a time (internal/share).
+	ledgerShare *share.PerOwner
 	// unrecorded counts, per analyst and dataset (suspensionKey), the
 	// incidents the ledger has not taken yet (incident.go); under
 	// unrecordedMu.
@@ -89,7 +93,7 @@ func New(cfg Config) (*Releaser, error) {
 	if cfg.Ledger == nil {
 		return nil, errors.New("release: a ledger is required")
 	}
-	r := &Releaser{ledger: cfg.Ledger, planner: cfg.Planner, statuses: newStatusCache()}
+	r := &Releaser{ledger: cfg.Ledger, planner: cfg.Planner, statuses: newStatusCache(), ledgerShare: share.New(1)}
 	switch {
 	case cfg.CacheBytes == 0:
 		r.answers = newAnswerCache(defaultCacheBytes)

@@ -241,6 +241,17 @@ func (c *statusCache) put(k statusKey, st accountant.Status) statusEntry {
 func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result, bool, error) {
 	ak := answerKeyOf(req, key)
 	sa, ok := r.answers.get(ak)
+	sk := statusKeyOf(req)
+	se, fresh := r.statuses.get(sk)
+	if !ok || !fresh {
+		// The ledger reads of a free statement take the analyst's one
+		// share of the ledger pool (internal/share; attack round 66).
+		done, err := r.ledgerShare.Acquire(ctx, req.Analyst)
+		if err != nil {
+			return nil, false, err
+		}
+		defer done()
+	}
 	if !ok {
 		answer, found, err := r.ledger.Cached(ctx, req.Dataset.Name, key, req.Dataset.Version)
 		if err != nil || !found {
@@ -258,8 +269,6 @@ func (r *Releaser) cached(ctx context.Context, req Request, key string) (*Result
 	if !ok {
 		r.answers.put(ak, sa)
 	}
-	sk := statusKeyOf(req)
-	se, fresh := r.statuses.get(sk)
 	if !fresh {
 		st, err := r.ledger.Status(ctx, req.Analyst, req.Dataset)
 		if err != nil {

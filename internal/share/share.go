@@ -1,0 +1,47 @@
+// Package share bounds how much of a resource every analyst needs one
+// analyst may hold at once: a semaphore per owner.
+//
+// The ledger's connection pool is one for the whole proxy and small
+// (pgxpool's default, max(4, NumCPU)); every analyst's charges need it.
+// Reads an analyst causes for free — an answer read back from the ledger's
+// cache (release), SHOW dp.budget (proxy) — take a share of one connection
+// per analyst each, so one analyst's sessions, on however many datasets,
+// cannot hold the pool while another's charge waits (attack round 66).
+package share
+
+import (
+	"context"
+	"sync"
+)
+
+// PerOwner lets each owner hold at most n slots at once. The owners are
+// the config's analysts (authenticated names), so the map stays bounded.
+// Safe for concurrent use.
+type PerOwner struct {
+	n   int
+	mu  sync.Mutex
+	sem map[string]chan struct{}
+}
+
+// New returns a PerOwner of n slots per owner (at least 1).
+func New(n int) *PerOwner {
+	return &PerOwner{n: max(n, 1), sem: map[string]chan struct{}{}}
+}
+
+// Acquire waits for one of owner's slots, or for ctx to end (its error);
+// the returned func gives the slot back.
+func (p *PerOwner) Acquire(ctx context.Context, owner string) (func(), error) {
+	p.mu.Lock()
+	s, ok := p.sem[owner]
+	if !ok {
+		s = make(chan struct{}, p.n)
+		p.sem[owner] = s
+	}
+	p.mu.Unlock()
+	select {
+	case s <- struct{}{}:
+		return func() { <-s }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
