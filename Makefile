@@ -15,11 +15,11 @@
 #   make bench-go  the Go micro-benchmarks (go test -bench)
 #   make load    the load test: 200 sessions for 30 s against the demo (integration, BENCHMARKS.md)
 #   make fuzz-totality  the totality fuzzer for 10 minutes (generated queries, emitted SQL run
-#                on adversarial tables; make test runs it for 35 s; README "Fuzzing")
+#                on adversarial tables; make test runs it for 35 s; docs/TESTING.md "Fuzzing")
 #   make test-citus  the DP tests on Citus: a coordinator and two workers on loopback, the
 #                demo distributed by patient_id; builds Citus from CITUS_VENDOR when
-#                citus.so is missing (scripts/ensure-citus.sh; README "Distributed
-#                PostgreSQL (Citus)")
+#                citus.so is missing (scripts/ensure-citus.sh; docs/TESTING.md
+#                "Distributed PostgreSQL (Citus)")
 #   make lint    gofmt -l, go vet and staticcheck
 # demo and test first run scripts/ensure-deps.sh (demo: PostgreSQL only;
 # test: also the real clients), which installs what is missing with apt-get
@@ -92,7 +92,7 @@ stat:
 # Every fuzz target for FUZZTIME each: a smoke run on top of the seeds,
 # which plain `go test` already runs. A failure writes the input to
 # <pkg>/testdata/fuzz/<target>/; commit it with the fix. Longer runs, e.g.
-# make fuzz FUZZTIME=10m FUZZ_TARGETS=rewrite:FuzzRewrite (see README "Fuzzing").
+# make fuzz FUZZTIME=10m FUZZ_TARGETS=rewrite:FuzzRewrite (see docs/TESTING.md "Fuzzing").
 FUZZTIME ?= 4s
 FUZZ_ALL := rewrite:FuzzRewrite pgsql:FuzzLex policy:FuzzPolicyParse \
 	proxy:FuzzBind proxy:FuzzStartupPacket proxy:FuzzFramer proxy:FuzzLiterals proxy:FuzzSession \
@@ -120,8 +120,8 @@ fuzz-totality: deps
 fuzz-check:
 	@scripts/fuzz.sh --check $(FUZZ_ALL)
 
-# The black-box privacy auditor (integration/audit_test.go; README "The
-# privacy auditor"): every mechanism, AUDIT_RELEASES releases per database
+# The black-box privacy auditor (integration/audit_test.go; docs/TESTING.md
+# "The privacy auditor"): every mechanism, AUDIT_RELEASES releases per database
 # and run; make test runs a short version (4 mechanisms, 400 releases).
 # AUDIT_ONLY=gaussian selects mechanisms by name. Built without -race.
 AUDIT_RELEASES ?= 2000

@@ -295,7 +295,7 @@ func secretReleased(rows [][]string) (float64, error) {
 // with probability δ; an average, a quantile or a noisy total over groups
 // spends part of its ε where the adversary does not move the statistic)
 // and get larger multiples, chosen from measured runs whose ε̂_lo lay at
-// least 0.25 above the claim (README, "The privacy auditor").
+// least 0.25 above the claim (docs/TESTING.md, "The privacy auditor").
 func auditMechanisms() []auditMech {
 	return []auditMech{
 		{

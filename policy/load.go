@@ -157,7 +157,7 @@ func lineError(file string, data []byte, msg string) *Error {
 	}
 	if strings.HasPrefix(msg, "field ") && strings.Contains(msg, " not found in type ") {
 		field := strings.TrimSuffix(strings.TrimPrefix(msg, "field "), msg[strings.Index(msg, " not found"):])
-		msg = fmt.Sprintf("unknown key %q; check its spelling against the reference in the README", field)
+		msg = fmt.Sprintf("unknown key %q; check its spelling against the reference in docs/POLICY.md", field)
 	}
 	if m := unmarshalError.FindStringSubmatch(msg); m != nil {
 		msg = typeErrorText(keyAt(data, line), m[1], m[2], m[3])
@@ -205,7 +205,7 @@ func typeErrorText(key, tag, value, goType string) string {
 	if key != "" {
 		what = key
 	}
-	return fmt.Sprintf("%s needs %s, not %s; see the reference in the README", what, want, got)
+	return fmt.Sprintf("%s needs %s, not %s; see the reference in docs/POLICY.md", what, want, got)
 }
 
 // keyAt is the key written on line (1-based) of data when the line holds

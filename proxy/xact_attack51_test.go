@@ -38,7 +38,7 @@ import (
 // or checkDP, whose cost CheckText already bounds — and stop at its
 // 42601; for catalog statements, have the shadow parse the string (or its
 // catalog statements) before any DP statement of it is released, or
-// state in SECURITY.md/README that only the proxy's own syntax errors are
+// state in SECURITY.md/docs/SQL.md that only the proxy's own syntax errors are
 // found first.
 func TestAttack51_LaterSyntaxErrorStillCharges(t *testing.T) {
 	if testing.Short() {

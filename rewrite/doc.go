@@ -133,7 +133,7 @@
 //     corpus lines; refused shapes get goldens. TestRewrite_Postgres does
 //     the same for the accepted goldens.
 //   - FuzzRewrite (make fuzz, part of make test; longer runs in
-//     the README's "Fuzzing"): no panics; refusals are *pgerr.Error; every
+//     docs/TESTING.md, "Fuzzing"): no panics; refusals are *pgerr.Error; every
 //     accepted query has outputs resting on measures of finite, positive
 //     sensitivity and emitted SQL that lexes as one balanced statement.
 //     TestRewrite_PostgresParses PREPAREs the emitted SQL of every accepted

@@ -28,7 +28,7 @@ import (
 // once), so every relative date of a statement, its automatic bounds and
 // its replans see the same instant. PostgreSQL's now() is the start of the
 // transaction; dpproxy's transactions never write, and it folds at the
-// start of the statement (README, "Supported SQL").
+// start of the statement (docs/SQL.md, "Supported SQL").
 //
 // Arithmetic follows PostgreSQL: timestamp + interval adds the months
 // (the day clamped to the month's last), then the days, then the time;

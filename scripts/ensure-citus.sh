@@ -6,7 +6,7 @@
 # installs it into PostgreSQL 15's lib and extension directories.
 #
 # This is for the test machines, which reach no host but the package
-# registries. Real users install Citus from its own packages instead (README,
+# registries. Real users install Citus from its own packages instead (docs/TESTING.md,
 # "Distributed PostgreSQL (Citus)").
 #
 # The build needs PostgreSQL 15's server headers and a few -dev packages: when

@@ -147,7 +147,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	adminListen := fs.String("admin-listen", "127.0.0.1:0", "address of the steward's admin endpoint (metrics, dashboard); loopback only, port 0 picks a free one")
 	var responseTime optDuration
 	fs.Var(&responseTime, "response-time", "pad every DP answer to at least this `duration` (default: examples/dpproxy.yaml's response_time, 500ms); 0s turns padding off")
-	citusWorkers := fs.Int("citus-workers", 0, "make the data cluster a Citus coordinator with `N` workers on loopback and distribute the demo tables by patient_id (needs the citus extension installed for PostgreSQL; README, \"Distributed PostgreSQL (Citus)\")")
+	citusWorkers := fs.Int("citus-workers", 0, "make the data cluster a Citus coordinator with `N` workers on loopback and distribute the demo tables by patient_id (needs the citus extension installed for PostgreSQL; docs/TESTING.md, \"Distributed PostgreSQL (Citus)\")")
 	if err := parseFlags(fs, args, false); err != nil {
 		return err
 	}

@@ -339,7 +339,7 @@ func policySkeleton(ctx context.Context, rel *release.Releaser, up release.Upstr
 	s.WriteString("budget:\n  epsilon: 1.0   # REVIEW: total ε per analyst\n  delta: 1.0e-6\n  accountant: pure\n")
 	s.WriteString("defaults:\n  epsilon: 0.1\n  mechanism: laplace\n")
 	s.WriteString("# sample_key_file: " + budget.Name + ".key   # REVIEW: openssl rand -hex 32 > " + budget.Name + ".key (see SECURITY.md)\n")
-	s.WriteString("# min_units_per_cell: 11   # optional: release a cell's values only when its noisy count of units is at least 11 (README, \"Policy file reference\")\n")
+	s.WriteString("# min_units_per_cell: 11   # optional: release a cell's values only when its noisy count of units is at least 11 (docs/POLICY.md, \"Policy file reference\")\n")
 	s.WriteString("tables:\n")
 	fmt.Fprintf(&s, "  %s:\n", yamlKey(table))
 	if schema != "public" {
