@@ -137,30 +137,41 @@ func Parse(r io.Reader, name string) (*Dataset, error) {
 // YAMLErrors turns yaml.v3's errors ("line N: …") into Errors with lines,
 // in words a steward reads (an unknown key, what a key needs): data is the
 // document, whose lines name the key of a type error. dpproxy.yaml's
-// loader (internal/config) uses it too.
+// loader (internal/config) uses ConfigYAMLErrors.
 func YAMLErrors(file string, data []byte, err error) error {
+	return yamlErrors(file, data, err, "docs/POLICY.md")
+}
+
+// ConfigYAMLErrors is YAMLErrors for dpproxy.yaml, whose reference is
+// docs/CONFIGURATION.md.
+func ConfigYAMLErrors(file string, data []byte, err error) error {
+	return yamlErrors(file, data, err, "docs/CONFIGURATION.md")
+}
+
+// yamlErrors is YAMLErrors with ref, the document that lists the keys.
+func yamlErrors(file string, data []byte, err error, ref string) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
 		var out Errors
 		for _, m := range te.Errors {
-			out = append(out, lineError(file, data, m))
+			out = append(out, lineError(file, data, m, ref))
 		}
 		return out
 	}
-	return Errors{lineError(file, data, strings.TrimPrefix(err.Error(), "yaml: "))}
+	return Errors{lineError(file, data, strings.TrimPrefix(err.Error(), "yaml: "), ref)}
 }
 
-func lineError(file string, data []byte, msg string) *Error {
+func lineError(file string, data []byte, msg, ref string) *Error {
 	var line int
 	if _, err := fmt.Sscanf(msg, "line %d:", &line); err == nil {
 		msg = strings.TrimSpace(msg[strings.Index(msg, ":")+1:])
 	}
 	if strings.HasPrefix(msg, "field ") && strings.Contains(msg, " not found in type ") {
 		field := strings.TrimSuffix(strings.TrimPrefix(msg, "field "), msg[strings.Index(msg, " not found"):])
-		msg = fmt.Sprintf("unknown key %q; check its spelling against the reference in docs/POLICY.md", field)
+		msg = fmt.Sprintf("unknown key %q; check its spelling against the reference in %s", field, ref)
 	}
 	if m := unmarshalError.FindStringSubmatch(msg); m != nil {
-		msg = typeErrorText(keyAt(data, line), m[1], m[2], m[3])
+		msg = typeErrorText(keyAt(data, line), m[1], m[2], m[3], ref)
 	}
 	return &Error{File: file, Line: line, Msg: msg}
 }
@@ -172,7 +183,7 @@ var unmarshalError = regexp.MustCompile("^cannot unmarshal !!(\\w+)(?: `(.*)`)? 
 // typeErrorText says in the policy's words what a key needs and what it
 // got (never a Go type name: "cannot unmarshal !!str into int64" told a
 // steward nothing): `max_rows needs a whole number, not the text "lots"`.
-func typeErrorText(key, tag, value, goType string) string {
+func typeErrorText(key, tag, value, goType, ref string) string {
 	want := "a text"
 	switch t := strings.TrimLeft(goType, "*"); {
 	case strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
@@ -205,7 +216,7 @@ func typeErrorText(key, tag, value, goType string) string {
 	if key != "" {
 		what = key
 	}
-	return fmt.Sprintf("%s needs %s, not %s; see the reference in docs/POLICY.md", what, want, got)
+	return fmt.Sprintf("%s needs %s, not %s; see the reference in %s", what, want, got, ref)
 }
 
 // keyAt is the key written on line (1-based) of data when the line holds

@@ -351,7 +351,7 @@ func Parse(data []byte, name string) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, policy.YAMLErrors(name, data, err)
+		return nil, policy.ConfigYAMLErrors(name, data, err)
 	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:6432"
