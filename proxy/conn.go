@@ -102,6 +102,11 @@ type conn struct {
 	// keeps (a portal 1, a cursor 1, COPY 2; 0 when it is sent at once),
 	// whose room execDP checks before the charge.
 	keepAnswer int
+	// sendingRoom: the room of a DP answer sent at once (the simple
+	// protocol), charged by execDP before the charge and given back once
+	// the statement's reply is written (query.go): a client that stops
+	// reading holds the answer that long (attack round 66).
+	sendingRoom int
 	// resultReserved: what the result being kept has reserved so far
 	// (reserveResult, growResult); 0 outside one.
 	resultReserved int

@@ -57,6 +57,16 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 			return nil, err
 		}
 		defer c.chargeMemoryOwn(-room)
+	} else {
+		// Sent at once (the simple protocol), but held until the client
+		// has read it: a cached answer is free, so without its room one
+		// analyst's sessions whose clients stop reading had held any
+		// number of copies (attack round 66). Given back by endSending.
+		room := answerRoom(plan, s.ErrorColumns)
+		if err := c.checkMemory(room); err != nil {
+			return nil, err
+		}
+		c.sendingRoom += room
 	}
 	if err := c.srv.allowDP(c.sess.analyst); err != nil {
 		c.log.Warn("dp query refused by the rate limit")

@@ -64,7 +64,7 @@ func (s *Server) account(analyst string) *memAccount {
 // syncMemory brings the analyst's account in line with what the session
 // holds now.
 func (c *conn) syncMemory() {
-	held := c.sess.memoryHeld() + int64(c.resultReserved) // a result being kept too
+	held := c.sess.memoryHeld() + int64(c.resultReserved) + int64(c.sendingRoom) // a result being kept or sent too
 	if held != c.memCharged {
 		c.mem().held.Add(held - c.memCharged)
 		c.memCharged = held
@@ -159,6 +159,15 @@ func (c *conn) chargeMemoryOwn(n int) {
 	if n != 0 {
 		c.mem().held.Add(int64(n))
 		c.memCharged += int64(n)
+	}
+}
+
+// endSending gives back the room of a DP answer sent at once (execDP),
+// once the statement's reply has been written.
+func (c *conn) endSending() {
+	if c.sendingRoom != 0 {
+		c.chargeMemoryOwn(-c.sendingRoom)
+		c.sendingRoom = 0
 	}
 }
 

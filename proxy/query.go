@@ -397,6 +397,9 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 			c.sendResultSet(rs)
 		}
 	}
+	// A DP answer (or an EXECUTE's) has been written but for the last
+	// buffer: its room goes back (execDP).
+	c.endSending()
 	err = statementError(sctx, err)
 	d := time.Since(start)
 	c.logStatement(logged, err, zap.Duration(logKeyDuration, d))
