@@ -348,6 +348,8 @@ func policySkeleton(ctx context.Context, rel *release.Releaser, up release.Upstr
 	fmt.Fprintf(&s, "    unit_column: %s   # REVIEW: guessed (%s)\n", yamlKey(unit), why)
 	s.WriteString("    max_groups_per_unit: 4   # REVIEW: groups one unit may contribute to in one query\n")
 	s.WriteString("    max_rows_per_unit: 5     # REVIEW: rows one unit may contribute to one group\n")
+	s.WriteString("    # max_rows: 1000000      # REVIEW: a public bound on the table's rows, with room to grow; with it every answer's work and time\n" +
+		"    #                          # are bounded before its charge (docs/POLICY.md; dpproxy doctor checks it against the table)\n")
 	s.WriteString("    columns:\n")
 	for _, c := range cols {
 		if c.name == unit {

@@ -89,6 +89,16 @@ func TestPolicyInit(t *testing.T) {
 			t.Errorf("column %s = %+v, want access: none", name, c)
 		}
 	}
+	// max_rows is proposed as a comment the steward fills in; uncommented,
+	// the skeleton still loads and declares it.
+	uncommented := strings.Replace(string(text), "    # max_rows: 1000000 ", "    max_rows: 1000000 ", 1)
+	if uncommented == string(text) {
+		t.Errorf("no max_rows proposal in the skeleton:\n%s", text)
+	} else if ds2, err := policy.Parse(strings.NewReader(uncommented), "clinic.yaml"); err != nil {
+		t.Errorf("the skeleton with max_rows uncommented does not load: %v", err)
+	} else if tb2, _ := ds2.Table("visits"); tb2.MaxRows != 1000000 {
+		t.Errorf("max_rows uncommented = %d, want 1000000", tb2.MaxRows)
+	}
 	for _, line := range strings.Split(string(text), "\n") {
 		if strings.Contains(line, "lower:") && !strings.Contains(line, "# REVIEW") {
 			t.Errorf("bound not marked for review: %s", line)
