@@ -136,3 +136,47 @@ func waitFor(t *testing.T, dsn, sql string) {
 	}
 	t.Fatalf("timed out waiting for %s", sql)
 }
+
+// TestPool_GuardQueryFailsOnNewType: SQL planned for the start-up's types
+// that fails on the new ones (trim_scale of a unit column made text) gets
+// the guard's error, not the server's (which release would take for the
+// analyst's incident); a failure with the types unchanged stays the
+// server's.
+func TestPool_GuardQueryFailsOnNewType(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	if err := pgtest.Exec(ctx, dsn, "CREATE TABLE visits (patient_id numeric, cost numeric)", "INSERT INTO visits VALUES (1, 1)"); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := policy.Parse(strings.NewReader(guardPolicy), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	fp, err := catalog.Fingerprint(ctx, conn, ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(ctx, Config{DSN: dsn, StatementTimeout: 30 * time.Second, Guard: catalog.GuardSQL(ds), Fingerprint: fp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const q = "SELECT count(DISTINCT trim_scale(patient_id)) FROM visits"
+	if _, err := p.Query(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Query(ctx, "SELECT 1/0"); errors.Is(err, pgerr.ErrCatalogChanged) || p.Stale() != nil {
+		t.Fatalf("a data error with the types unchanged: %v (stale %v), want the server's error", err, p.Stale())
+	}
+	if err := pgtest.Exec(ctx, dsn, "ALTER TABLE visits ALTER COLUMN patient_id TYPE text"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Query(ctx, q); !errors.Is(err, pgerr.ErrCatalogChanged) {
+		t.Fatalf("SQL that fails on the new type: %v, want ErrCatalogChanged", err)
+	}
+}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -151,10 +152,10 @@ func (p *Pool) run(ctx context.Context, sql string, args []any, each func(row []
 	}
 	rows, err := tx.Query(ctx, sql, append([]any{mode}, args...)...)
 	if err != nil {
-		return err
+		return p.recheck(ctx, err)
 	}
 	if err := eachTextRow(rows, each); err != nil {
-		return err
+		return p.recheck(ctx, err)
 	}
 	if p.guard != "" {
 		// After the query, under its locks (catalog.GuardSQL).
@@ -171,6 +172,24 @@ func (p *Pool) run(ctx context.Context, sql string, args []any, each func(row []
 		return err
 	}
 	return nil
+}
+
+// recheck reads the fingerprint again after a query failed on the server
+// (its transaction is aborted): SQL planned for the start-up's types can
+// fail on the new ones (trim_scale of a unit made text), and that failure
+// is the schema's, not a row's, so it gets the guard's error rather than
+// becoming the analyst's incident. Any other failure is returned as is.
+func (p *Pool) recheck(ctx context.Context, err error) error {
+	var pe *pgconn.PgError
+	if p.guard == "" || !errors.As(err, &pe) {
+		return err
+	}
+	var got string
+	if p.pool.QueryRow(ctx, p.guard, pgx.QueryExecModeSimpleProtocol).Scan(&got) == nil && got != p.want {
+		p.stale.Store(true)
+		return catalogChanged()
+	}
+	return err
 }
 
 // Stale returns the error of pgerr.ErrCatalogChanged once a transaction has read
