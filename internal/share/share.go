@@ -28,8 +28,10 @@ func New(n int) *PerOwner {
 	return &PerOwner{n: max(n, 1), sem: map[string]chan struct{}{}}
 }
 
-// Acquire waits for one of owner's slots, or for ctx to end (its error);
-// the returned func gives the slot back.
+// Acquire takes one of owner's slots, waiting while they are all held
+// until one is given back or ctx ends (its error); the returned func gives
+// the slot back. A free slot is taken even when ctx has already ended, so
+// an uncontended caller behaves as without the share.
 func (p *PerOwner) Acquire(ctx context.Context, owner string) (func(), error) {
 	p.mu.Lock()
 	s, ok := p.sem[owner]
@@ -38,9 +40,15 @@ func (p *PerOwner) Acquire(ctx context.Context, owner string) (func(), error) {
 		p.sem[owner] = s
 	}
 	p.mu.Unlock()
+	release := func() { <-s }
+	select { // a free slot is taken even when ctx has ended
+	case s <- struct{}{}:
+		return release, nil
+	default:
+	}
 	select {
 	case s <- struct{}{}:
-		return func() { <-s }, nil
+		return release, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

@@ -39,6 +39,16 @@ func TestPerOwner(t *testing.T) {
 	if err := <-got; err != nil {
 		t.Fatalf("alice after giving hers back: %v", err)
 	}
+	// A free slot is taken even under an ended context (deterministically).
+	ended, end := context.WithCancel(ctx)
+	end()
+	for range 100 {
+		d, err := p.Acquire(ended, "carol")
+		if err != nil {
+			t.Fatalf("a free slot under an ended context: %v", err)
+		}
+		d()
+	}
 	if New(0).n != 1 {
 		t.Error("New(0) must give one slot")
 	}
