@@ -100,7 +100,10 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 			return nil, err
 		}
 		ds := policies[b.Dataset]
-		if ds != nil {
+		// A steward's own budget (policy init's quantiles) has its own
+		// limit and method, stored at its charges, never the policy's.
+		steward := strings.HasPrefix(b.Analyst, policy.StewardLedgerPrefix)
+		if ds != nil && !steward {
 			acc = ds.Budget.Accountant
 		}
 		m, err := accountant.MethodByName(acc)
@@ -110,6 +113,8 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 		b.Status = accountant.Status{Dataset: b.Dataset, Accountant: m.Name()}
 		var lim accountant.RowLimits
 		switch {
+		case steward:
+			b.Status.Limit = storedLimit(le, ld)
 		case b.Analyst == accountant.GlobalAnalyst && ds != nil:
 			lim = accountant.LimitsFor(ds, "\x00none")[0]
 			b.Status.Limit = lim.Window
@@ -134,7 +139,7 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 			b.Status.Limit = storedLimit(le, ld)
 		}
 		switch {
-		case ds != nil && ds.Budget.Window > 0:
+		case ds != nil && ds.Budget.Window > 0 && !steward:
 			if err := l.windowed(&b.Status, m, ds, lim, ws, state, life); err != nil {
 				return nil, err
 			}

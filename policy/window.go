@@ -43,6 +43,12 @@ type Team struct {
 // ("team:NAME"); analyst names may not start with it (internal/config).
 const TeamLedgerPrefix = "team:"
 
+// StewardLedgerPrefix starts the ledger's budget-row name of a steward's
+// own budget ("steward:NAME"), which `dpproxy policy init` charges for its
+// DP quantiles under its own limit (--steward-epsilon), not the policy's;
+// analyst names may not start with it (internal/config).
+const StewardLedgerPrefix = "steward:"
+
 // TeamOf returns the analyst's team, if any.
 func (d *Dataset) TeamOf(analyst string) (*Team, bool) {
 	n, ok := d.teamOf[analyst]

@@ -45,7 +45,8 @@ import (
 // it, over one value per unit, preferring the tightest candidate among
 // those that fit the data equally well (release.BoundUtilities). The total
 // --epsilon is split equally over the selections and charged to the
-// steward's budget in the ledger (dataset --dataset, analyst --steward,
+// steward's budget in the ledger (dataset --dataset, ledger row
+// "steward:" + --steward (policy.StewardLedgerPrefix),
 // limit --steward-epsilon, pure composition) before any value is read.
 
 // initQuantiles are the quantiles whose DP estimates become lower and
@@ -303,7 +304,7 @@ func policySkeleton(ctx context.Context, rel *release.Releaser, up release.Upstr
 	each := 0.0
 	if len(probes) > 0 {
 		var err error
-		picks, each, err = rel.ProposeQuantiles(ctx, release.QuantileRequest{Analyst: steward, Dataset: budget, Epsilon: eps,
+		picks, each, err = rel.ProposeQuantiles(ctx, release.QuantileRequest{Analyst: policy.StewardLedgerPrefix + steward, Dataset: budget, Epsilon: eps,
 			Quantiles: initQuantiles, Probes: probes, Upstream: up})
 		if err != nil {
 			return "", err
@@ -332,7 +333,7 @@ func policySkeleton(ctx context.Context, rel *release.Releaser, up release.Upstr
 	fmt.Fprintf(&s, "# Every line marked REVIEW is a proposal: check it before serving this policy.\n")
 	if len(probes) > 0 {
 		fmt.Fprintf(&s, "# Bounds come from DP quantiles (exponential mechanism, epsilon %s per bound, %s in all),\n", fig(each), fig(eps))
-		fmt.Fprintf(&s, "# charged to the steward budget %q on dataset %q; they clip about 1%% of values at each end.\n", steward, budget.Name)
+		fmt.Fprintf(&s, "# charged to the steward budget %q on dataset %q; they clip about 1%% of values at each end.\n", policy.StewardLedgerPrefix+steward, budget.Name)
 	}
 	fmt.Fprintf(&s, "dataset: %s\n", budget.Name)
 	fmt.Fprintf(&s, "privacy_unit: %s   # REVIEW: the protected entity, for humans\n", strings.TrimSuffix(unit, "_id"))

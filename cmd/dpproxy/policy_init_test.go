@@ -147,9 +147,29 @@ func TestPolicyInit(t *testing.T) {
 	}
 	defer l.Close()
 	budget := &policy.Dataset{Name: "clinic", Budget: policy.Budget{Epsilon: 3, Accountant: policy.AccountantPure}}
-	st, err := l.Status(ctx, "steward", budget)
+	st, err := l.Status(ctx, policy.StewardLedgerPrefix+"steward", budget)
 	if err != nil || math.Abs(st.Spent.Epsilon-eps) > 1e-9 {
 		t.Fatalf("steward status = %+v, %v; want %v spent", st, err, eps)
+	}
+	// `dpproxy budget show` and the dashboard show the steward's own limit
+	// and method, not those of the policy served under the same dataset
+	// name (new-user run: the steward's limit showed as the policy's 3).
+	served := &policy.Dataset{Name: "clinic", Budget: policy.Budget{Epsilon: 10, Delta: 1e-6, Accountant: policy.AccountantRDP}}
+	brows, err := l.Budgets(ctx, map[string]*policy.Dataset{"clinic": served}, "clinic", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := false
+	for _, b := range brows {
+		if b.Analyst == policy.StewardLedgerPrefix+"steward" {
+			shown = true
+			if b.Status.Limit.Epsilon != 3 || b.Status.Accountant != policy.AccountantPure || math.Abs(b.Status.Spent.Epsilon-eps) > 1e-9 {
+				t.Errorf("budget show's steward row = %+v, want limit 3, pure, %v spent", b.Status, eps)
+			}
+		}
+	}
+	if !shown {
+		t.Errorf("no steward row in %+v", brows)
 	}
 	// Its charge is answered (the chosen candidates recorded), not left
 	// "charged but unanswered" for `dpproxy ledger verify` to list.

@@ -251,6 +251,9 @@ func (c *Config) checkOps() []string {
 		if strings.HasPrefix(n, TeamPrefix) {
 			errs = append(errs, fmt.Sprintf("analysts.%s: names starting with %q are reserved for teams' budgets", n, TeamPrefix))
 		}
+		if strings.HasPrefix(n, policy.StewardLedgerPrefix) {
+			errs = append(errs, fmt.Sprintf("analysts.%s: names starting with %q are reserved for stewards' budgets (dpproxy policy init)", n, policy.StewardLedgerPrefix))
+		}
 	}
 	if a := c.Admin; a != nil {
 		host, _, err := net.SplitHostPort(a.Listen)

@@ -33,6 +33,7 @@ func TestParse_AdminAndAudit(t *testing.T) {
 		{"audit without path", "audit: {max_backups: 3}", "audit.path: name the audit log file"},
 		{"negative rotation", "audit: {path: a.log, max_age_days: -1}", "must not be negative"},
 		{"analyst named like a team", "analysts:\n  \"team:x\": {password: \"plain:x\"}", "reserved for teams"},
+		{"analyst named like a steward's budget", "analysts:\n  \"steward:x\": {password: \"plain:x\"}", "reserved for stewards' budgets"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
