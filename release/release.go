@@ -281,7 +281,9 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	// minimum keeps its keys and has its other cells NULL
 	// (post-processing, minunits.go).
 	suppressed := 0
+	var hidden []bool // per group: withheld by min_units_per_cell
 	if cal.cells != nil {
+		hidden = make([]bool, len(groups))
 		for g := range groups {
 			off, err := cal.cells.suppressed(units[g])
 			if err != nil {
@@ -289,6 +291,7 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 			}
 			if off {
 				suppressed++
+				hidden[g] = true
 				suppress(rowsOut[g])
 			}
 		}
@@ -307,7 +310,11 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 		out.Rows = append(out.Rows, text)
 		out.Widths = append(out.Widths, rowWidths(row, base, widths))
 	}
-	errs := errorsText(req, ms, noisy, groups, widths)
+	// The NOTICE speaks of released cells only: a withheld group's
+	// half-width or bias estimate would say how large it is (attack
+	// round 67).
+	tn, tg, tw := releasedOnly(hidden, noisy, groups, widths) // text.go
+	errs := errorsText(req, ms, tn, tg, tw)
 	if sel != nil {
 		errs += "; " + sel.describe() + "; " + selectionBoundText(plan)
 	}

@@ -197,8 +197,9 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 			}
 			if minUnits != nil && nt.Cmp(minUnits) < 0 {
 				// min_units_per_cell (minunits.go): the keys stay, the
-				// statistics are NULL (post-processing of ñ).
-				ks = append(ks, k)
+				// statistics are NULL (post-processing of ñ). Its k is not
+				// reported: chosen from ñ, it would say how large the
+				// withheld group is (attack round 67).
 				suppressed++
 				row := make([]value, len(plan.Outputs))
 				for i, o := range plan.Outputs {
@@ -292,7 +293,7 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		m := stats[o.Measure].mech
 		var hw string
 		switch {
-		case len(plan.Keys) == 0: // one group, always released
+		case len(plan.Keys) == 0 && len(ks) == 1: // one group, released
 			hw = num(m.HalfWidth(0.95) / float64(ks[0]))
 			widths[v] = &hw
 		case len(sa.Levels) == 1: // k fixed
@@ -317,7 +318,7 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	}
 	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, plan, ks)
 	if minUnits != nil {
-		errs += "; " + minUnitsText(plan.MinUnits, req.Dataset.PrivacyUnit, suppressed, len(ks), "the noisy unit count of sample-and-aggregate, "+count.Name()+" noise ±"+num(count.HalfWidth(0.95))+" at 95%")
+		errs += "; " + minUnitsText(plan.MinUnits, req.Dataset.PrivacyUnit, suppressed, len(ks)+suppressed, "the noisy unit count of sample-and-aggregate, "+count.Name()+" noise ±"+num(count.HalfWidth(0.95))+" at 95%")
 	}
 	errs = capErrors(errs) // text.go
 	out.Notice = notice(res.Cost, res.Status, false, errs)

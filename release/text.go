@@ -6,10 +6,13 @@ package release
 
 import (
 	"fmt"
-	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"math"
+	"math/big"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/noise"
@@ -178,12 +181,14 @@ func exactNum(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
 // sampleAggNote is the NOTICE's account of the mechanism: k, or per
 // group the k chosen (as "k=64 for 3 groups, k=2 for 1 group", largest k
 // first).
+// ks are the released groups' k (a group min_units_per_cell withheld has
+// none: its k, chosen from its noisy count, would tell its size).
 func sampleAggNote(sa *dpplan.SampleAgg, plan *dpplan.Plan, ks []int) string {
 	how := "fixed by dp.sample_blocks"
 	if sa.CountMeasure >= 0 {
 		how = fmt.Sprintf("chosen from a noisy unit count, about %d units per block", sa.BlockUnits)
 	}
-	if len(plan.Keys) == 0 {
+	if len(plan.Keys) == 0 && len(ks) == 1 {
 		return fmt.Sprintf("sample-and-aggregate over k=%d blocks (%s; each block's answer clipped to the output range)", ks[0], how)
 	}
 	n := map[int]int{}
@@ -306,4 +311,40 @@ func capErrors(errs string) string {
 		return errs
 	}
 	return pgerr.Truncate(errs, maxErrorsBytes) + " (cut at 64 KiB; SET dp.error_columns = on puts each value's 95% interval in the answer)"
+}
+
+// releasedOnly drops the groups hidden marks (min_units_per_cell) from
+// what the NOTICE's error text reads: their noisy values, labels and
+// half-widths. hidden nil: nothing is dropped.
+func releasedOnly(hidden []bool, noisy [][]*big.Rat, groups [][]string, widths [][]float64) ([][]*big.Rat, [][]string, [][]float64) {
+	if !slices.Contains(hidden, true) {
+		return noisy, groups, widths
+	}
+	var tn [][]*big.Rat
+	var tg [][]string
+	for g, h := range hidden {
+		if h {
+			continue
+		}
+		tn = append(tn, noisy[g])
+		if len(groups) == len(hidden) {
+			tg = append(tg, groups[g])
+		}
+	}
+	tw := make([][]float64, len(widths))
+	for v, w := range widths {
+		if len(w) != len(hidden) {
+			tw[v] = w
+			continue
+		}
+		for g, h := range hidden {
+			if !h {
+				tw[v] = append(tw[v], w[g])
+			}
+		}
+		if tw[v] == nil {
+			tw[v] = []float64{}
+		}
+	}
+	return tn, tg, tw
 }
