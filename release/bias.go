@@ -87,7 +87,12 @@ func floatAtMost(r *big.Rat) float64 {
 // plan has none: the noisy rows removed, summed over the groups and
 // floored at 0, with its 95% half-width; as a share of the rows read when
 // the query has an unfiltered COUNT(*) to compare with.
-func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat, groups [][]string) string {
+//
+// unit is the policy's privacy_unit ("" for "unit"). Under one row's
+// weight per unit (Plan.OneWeight) the estimate counts units whose rows
+// were weighed together (C = 1 clips each to 1), and says so in those
+// words: "removed 37,065 rows" had read as data dropped (new-user run).
+func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat, groups [][]string, unit string) string {
 	if !plan.HasBias() || len(noisy) == 0 {
 		return ""
 	}
@@ -128,14 +133,32 @@ func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat, groups []
 			"not the numbers of distinct units", groupsWord(lu), lu,
 			num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()), unitsPerGroupText(noisy, r, groups, ms[r].mech.HalfWidth(0.95)))
 	}
+	cost := costText(ms[r].mech.Epsilon(), ms[r].mech.Delta())
+	// An estimate within its own noise of 0 ("removed about 504 rows
+	// (±599)") is said to be so: read alone, it looked like a loss.
+	within := ""
+	if x <= h {
+		within = ", which the noise cannot tell from none"
+	}
+	if unit == "" {
+		unit = "unit"
+	}
+	if plan.OneWeight {
+		clamped := ""
+		if plan.Measures[r].Outside {
+			clamped = " or a value clamped to its column's bounds"
+		}
+		return fmt.Sprintf("each %s's rows weigh one row together: about %s %ss had several rows%s (±%s, %s)%s; the intervals cover this weighted answer",
+			unit, num(math.Round(x)), unit, clamped, num(h), cost, within)
+	}
 	what := "contribution bounding removed at least about %s rows"
 	if plan.Measures[r].Outside {
 		// Rows removed plus rows with a value clamped to its bounds
 		// (rewrite/bias.go).
 		what = "contribution bounding removed, or clamping changed, about %s rows"
 	}
-	return fmt.Sprintf(what+" (%s±%s, %s); the intervals cover the bounded answer",
-		num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()))
+	return fmt.Sprintf(what+" (%s±%s, %s)%s; the intervals cover the bounded answer",
+		num(math.Round(x)), share, num(h), cost, within)
 }
 
 // roundShare rounds a percentage to one decimal.

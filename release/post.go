@@ -594,7 +594,7 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 		parts = append(parts, "HAVING "+costText(measuresCost(ms, only)))
 	}
 	text := strings.Join(parts, ", ")
-	if b := biasText(req.Plan, ms, noisy, groups); b != "" { // bias.go
+	if b := biasText(req.Plan, ms, noisy, groups, req.Dataset.PrivacyUnit); b != "" { // bias.go
 		text += "; " + b
 	}
 	if u := unitsBoundText(req.Plan); u != "" {
