@@ -91,15 +91,20 @@ func TestRun_PolicyValidate(t *testing.T) {
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("dataset: x\nprivacy_unit: p\nbudget:\n  epsilon: -1\n  delta: 1.0e-6\n  accountant: pure\ndefaults: {epsilon: 0.1, mechanism: laplace}\ntables:\n  t:\n    unit_column: u\n    max_groups_per_unit: 1\n    max_rows_per_unit: 1\n    colums: {}\n"), 0o644)
 
+	const ok = ": ok (the file only: dpproxy doctor --config checks it against the data database)\n"
 	code, out, errOut := runCLI(t, "", "policy", "validate", good)
-	if code != 0 || out != good+": ok\n" || errOut != "" {
-		t.Errorf("validate good: exit %d, stdout %q, stderr %q; want 0 and %q", code, out, errOut, good+": ok")
+	if code != 0 || out != good+ok || errOut != "" {
+		t.Errorf("validate good: exit %d, stdout %q, stderr %q; want 0 and %q", code, out, errOut, good+ok)
+	}
+	// --help prints the usage, not "open --help: no such file".
+	if code, out, _ := runCLI(t, "", "policy", "validate", "--help"); code != 0 || !strings.Contains(out, "usage: dpproxy policy validate") || !strings.Contains(out, "doctor") {
+		t.Errorf("validate --help: exit %d, stdout %q", code, out)
 	}
 	code, out, errOut = runCLI(t, "", "policy", "validate", good, bad)
 	if code != 1 {
 		t.Errorf("validate good+bad: exit %d, want 1", code)
 	}
-	if out != good+": ok\n" {
+	if out != good+ok {
 		t.Errorf("validate good+bad stdout = %q, want only the good file's ok", out)
 	}
 	for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
