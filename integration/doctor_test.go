@@ -128,3 +128,28 @@ func TestDoctor_OverPrivileged(t *testing.T) {
 		t.Errorf("%d warnings, want at least 5", n)
 	}
 }
+
+// TestDoctor_MisspeltUnitColumn: a policy whose unit column does not exist
+// (unit_column: patientid) is an ERROR — the proxy will not start — with a
+// summary that says so, and no GRANT or REVOKE advice about the misspelt
+// column or the real one (a new user's run had three WARNINGs, advice to
+// grant SELECT on a column that does not exist, and a summary about
+// privileges).
+func TestDoctor_MisspeltUnitColumn(t *testing.T) {
+	requireDemo(t)
+	cfgPath, _ := extraConfigPolicy(t, "../examples/policies/hospital.yaml",
+		[2]string{"  visits:\n    unit_column: patient_id", "  visits:\n    unit_column: patientid"})
+	out, errOut, code := dpproxyCLI(t, "doctor", "--config", cfgPath)
+	if code != 1 {
+		t.Fatalf("doctor: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, `ERROR: hospital: column types: hospital: table public.visits has no unit column "patientid"`) ||
+		!strings.Contains(out, "errors: dpproxy will not start") {
+		t.Errorf("doctor output lacks the ERROR and its summary:\n%s", out)
+	}
+	for _, bad := range []string{"GRANT SELECT", "REVOKE SELECT on them", "a role has privileges broader"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("doctor output has %q for a misspelt column:\n%s", bad, out)
+		}
+	}
+}

@@ -42,8 +42,14 @@ func cmdDoctor(ctx context.Context, args []string, stdout io.Writer) error {
 	for _, f := range rep.Findings {
 		fmt.Fprintln(stdout, f)
 	}
-	if n := rep.Warnings(); n > 0 {
-		fmt.Fprintf(stdout, "%d warnings: a role has privileges broader than dpproxy needs (SECURITY.md, Least privilege)\n", n)
+	errs, warns := rep.Errors(), rep.Warnings()
+	if errs > 0 {
+		fmt.Fprintf(stdout, "%d errors: dpproxy will not start with this config, policy and database (fix each ERROR above)\n", errs)
+	}
+	if warns > 0 {
+		fmt.Fprintf(stdout, "%d warnings: settings or privileges broader than dpproxy needs, or that leak time (each WARNING above says how to narrow it; SECURITY.md, Least privilege)\n", warns)
+	}
+	if errs+warns > 0 {
 		return errSilent
 	}
 	fmt.Fprintf(stdout, "ok: %d checks passed\n", len(rep.Findings))

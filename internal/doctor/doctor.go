@@ -53,12 +53,17 @@ import (
 type Finding struct {
 	Dataset string // "" for deployment-wide checks
 	OK      bool
+	// Error: the proxy will not start this way (not OK either).
+	Error   bool
 	Message string
 }
 
 func (f Finding) String() string {
 	state := "ok"
-	if !f.OK {
+	switch {
+	case f.Error:
+		state = "ERROR"
+	case !f.OK:
 		state = "WARNING"
 	}
 	if f.Dataset == "" {
@@ -68,17 +73,40 @@ func (f Finding) String() string {
 }
 
 // Report is every finding of a run.
-type Report struct{ Findings []Finding }
+type Report struct {
+	Findings []Finding
+	// columnErrors: the policy's columns do not match the catalog, so
+	// comparing the data role's column privileges with them would advise
+	// grants on columns that do not exist (new-user run: a misspelt
+	// unit_column drew REVOKE and GRANT advice).
+	columnErrors bool
+}
 
-// Warnings counts the findings that are not ok.
+// Warnings counts the findings that are not ok and not errors.
 func (r *Report) Warnings() int {
 	n := 0
 	for _, f := range r.Findings {
-		if !f.OK {
+		if !f.OK && !f.Error {
 			n++
 		}
 	}
 	return n
+}
+
+// Errors counts the findings the proxy would not start with.
+func (r *Report) Errors() int {
+	n := 0
+	for _, f := range r.Findings {
+		if f.Error {
+			n++
+		}
+	}
+	return n
+}
+
+// fail adds an error: what stops the proxy.
+func (r *Report) fail(ds string, format string, args ...any) {
+	r.Findings = append(r.Findings, Finding{Dataset: ds, Error: true, Message: fmt.Sprintf(format, args...)})
 }
 
 func (r *Report) add(ds string, ok bool, format string, args ...any) {
@@ -107,10 +135,11 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		if ds == nil {
 			return nil, fmt.Errorf("dataset %s has no policy", n)
 		}
-		if err := checkData(ctx, r, n, dc.Upstream, cfg.Ledger, ds); err != nil {
+		r.columnErrors = false
+		if err := checkTypes(ctx, r, n, dc.Upstream, ds); err != nil {
 			return nil, err
 		}
-		if err := checkTypes(ctx, r, n, dc.Upstream, ds); err != nil {
+		if err := checkData(ctx, r, n, dc.Upstream, cfg.Ledger, ds); err != nil {
 			return nil, err
 		}
 		if dc.ResponseTime.Duration == 0 {
@@ -160,8 +189,9 @@ func checkTypes(ctx context.Context, r *Report, ds, dsn string, pol *policy.Data
 		return err
 	}
 	for _, p := range problems {
-		r.add(ds, false, "column types: %s (the proxy will not start)", p)
+		r.fail(ds, "column types: %s (the proxy will not start)", p)
 	}
+	r.columnErrors = len(problems) > 0
 	if len(problems) == 0 {
 		r.add(ds, true, "column types: every declared column's live type honours its policy type")
 	}
@@ -296,7 +326,10 @@ func checkData(ctx context.Context, r *Report, ds, dsn, ledgerDSN string, pol *p
 		}
 	}
 	sort.Strings(missing)
-	if len(extra) > 0 {
+	if r.columnErrors {
+		r.add(ds, false, "data role %s: its column privileges are compared with the policy once the policy's tables and columns match the database (fix the ERRORs)", user)
+		extra, missing = nil, nil
+	} else if len(extra) > 0 {
 		r.add(ds, false, "data role %s can SELECT columns the policy does not expose: %s (REVOKE SELECT on them; grant only the exposed columns)",
 			user, summarize(extra))
 	} else {
