@@ -22,16 +22,46 @@ const (
 	settingMaxGroupsPerUnit = "dp.max_groups_per_unit"
 )
 
-// checkContributionBound: a whole number from 1 to 1,000,000.
+// checkContributionBound: a whole number from 1 to 1,000,000, and no
+// looser than every protected table of the dataset allows (a value no
+// table accepts had been taken by SET and refused by every query after:
+// new-user run). Whether a query's own table accepts it is the planner's
+// check (rewrite queryBounds), which also knows whether the query groups.
 func checkContributionBound(name string) func(*session, string) (string, error) {
-	return func(_ *session, v string) (string, error) {
+	return func(s *session, v string) (string, error) {
 		k, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || k < 1 || k > 1_000_000 {
 			return "", invalidValue(name, v).
 				WithHint("%s must be a whole number ≥ 1 no larger than the policy's, e.g. SET %s = 3; RESET it for the policy's", name, name)
 		}
+		if most := policyBoundMost(s, name); most > 0 && k > most {
+			return "", invalidValue(name, v).
+				WithHint("a session may only tighten contribution bounds: no table of %s allows more than %d; SET %s to at most %d, or RESET it", s.ds.Policy.Name, most, name, most)
+		}
 		return strconv.Itoa(k), nil
 	}
+}
+
+// policyBoundMost is the loosest value of a contribution-bound setting any
+// protected table of the session's dataset accepts: max_groups_per_unit,
+// or for rows the whole allowance max_rows_per_unit × max_groups_per_unit
+// (an ungrouped query's); 0 when there is no dataset.
+func policyBoundMost(s *session, name string) int {
+	if s == nil || s.ds == nil || s.ds.Policy == nil {
+		return 0
+	}
+	most := 0
+	for _, t := range s.ds.Policy.Tables {
+		if t.Public {
+			continue
+		}
+		b := t.MaxGroupsPerUnit
+		if name == settingMaxRowsPerUnit {
+			b = t.MaxRowsPerUnit * max(t.MaxGroupsPerUnit, 1)
+		}
+		most = max(most, b)
+	}
+	return most
 }
 
 // maxSampleBlocks matches rewrite's limit on dp.sample_blocks.

@@ -79,7 +79,7 @@ func TestStartup_EncodingNames(t *testing.T) {
 // TestSession_ContributionBounds: SET dp.max_rows_per_unit and
 // dp.max_groups_per_unit tighten the plan's contribution bounds, never
 // loosen them (refused with 22023 naming the policy's bound, before any
-// charge); without them an ungrouped query keeps the unit's whole
+// charge: at SET when no table allows the value, else by the query); without them an ungrouped query keeps the unit's whole
 // allowance (4·5 rows) and a grouped one the policy's 5 per group.
 func TestSession_ContributionBounds(t *testing.T) {
 	ts := startServer(t, serverOpts{})
@@ -107,8 +107,11 @@ func TestSession_ContributionBounds(t *testing.T) {
 		{sql: "SET dp.max_groups_per_unit = 2"},
 		{sql: "SELECT department, COUNT(*) FROM visits WHERE age > 3 GROUP BY department", rows: 5, groups: 2},
 		{sql: "SELECT COUNT(*) FROM visits WHERE age > 3", rows: 10, groups: 1},
-		{sql: "SET dp.max_groups_per_unit = 5"},
-		{sql: "SELECT department, COUNT(*) FROM visits WHERE age > 4 GROUP BY department", code: "22023"},
+		// No table of the dataset allows 5 groups (or 100 rows): refused
+		// at SET, not taken and then refused by every query.
+		{sql: "SET dp.max_groups_per_unit = 5", code: "22023"},
+		{sql: "SET dp.max_rows_per_unit = 100", code: "22023"},
+		{sql: "SELECT department, COUNT(*) FROM visits WHERE age > 4 GROUP BY department", rows: 5, groups: 2},
 	}
 	for _, s := range steps {
 		before := len(ts.releaser.requests())
