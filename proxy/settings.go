@@ -152,9 +152,7 @@ func displayName(name string) string {
 var removedSettings = map[string]string{
 	// Removed 2026-12-06 (issue 28), with sample-and-aggregate quantiles.
 	"dp.quantile_method": "dp.quantile_method was removed: quantiles (percentile_cont, percentile_disc, MIN, MAX) always use the exponential mechanism, " +
-		"which measured more accurate than the sample, smooth and ptr methods in every row but a few (BENCHMARKS.md, " +
-		"\"Quantiles of expressions: exponential mechanism vs sample-and-aggregate (issue 9)\" and " +
-		"\"Quantiles: exponential mechanism vs smooth sensitivity vs propose-test-release\"); drop the SET",
+		"which measured more accurate than the other methods (BENCHMARKS.md, \"Quantiles of expressions\"); drop the SET",
 	// Removed 2026-12-06 (issue 28): sample-and-aggregate answers only
 	// corr and regr_r2, whose natural ranges suffice.
 	"dp.output_range": "dp.output_range was removed: corr and regr_r2 use their natural ranges [-1, 1] and [0, 1], " +
