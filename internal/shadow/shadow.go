@@ -225,6 +225,18 @@ func build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset
 			}
 			stmts = append(stmts, fmt.Sprintf("COMMENT ON TABLE %s IS %s", q, literal("dpproxy shadow of "+ds.Name+": "+ds.Description+" ("+what+")")))
 		}
+		// What the policy lets an analyst do with each column, where every
+		// client shows it (psql's \d+, JDBC's REMARKS: DBeaver, Metabase):
+		// the new-user run found no way to learn which columns group or
+		// how values are clamped but from error hints. The policy is
+		// public to analysts; declared values are not secret.
+		if !t.Public {
+			for _, c := range tables[name] {
+				if text := columnComment(ds, t, c.Name); text != "" {
+					stmts = append(stmts, fmt.Sprintf("COMMENT ON COLUMN %s.%s IS %s", q, ident(c.Name), literal(text)))
+				}
+			}
+		}
 	}
 	for _, s := range stmts {
 		if _, err := tx.Exec(ctx, s); err != nil {
@@ -237,6 +249,49 @@ func build(ctx context.Context, adminDSN, upstreamDSN string, ds *policy.Dataset
 	}
 	*res = *mirrored
 	return tx.Commit(ctx)
+}
+
+// maxCommentValues is how many public values a column comment lists.
+const maxCommentValues = 30
+
+// columnComment says what DP queries do with column name of the protected
+// table t: the privacy unit, the bounds values are clamped to, the public
+// values a GROUP BY returns; "" for a column the policy does not describe.
+func columnComment(ds *policy.Dataset, t *policy.Table, name string) string {
+	if name == t.UnitColumn {
+		unit := ds.PrivacyUnit
+		if unit == "" {
+			unit = "unit"
+		}
+		return fmt.Sprintf("dpproxy: the privacy unit (one %s); each DP answer counts at most %d rows of one %s in a group; its values are never released",
+			unit, t.MaxRowsPerUnit, unit)
+	}
+	c, ok := t.Column(name)
+	if !ok || c.Hidden {
+		return ""
+	}
+	var parts []string
+	switch {
+	case c.HasBounds && c.Type == policy.TypeDate:
+		parts = append(parts, fmt.Sprintf("declared range [%s, %s]: date groups (date_trunc, extract) and quantiles cover it", c.Lower, c.Upper))
+	case c.HasBounds:
+		parts = append(parts, fmt.Sprintf("clamped to [%s, %s] in sums, averages, deviations and quantiles", c.Lower, c.Upper))
+	}
+	switch {
+	case len(c.PublicValues) > 0:
+		vals := c.PublicValues
+		more := ""
+		if len(vals) > maxCommentValues {
+			vals, more = vals[:maxCommentValues], fmt.Sprintf(" and %d more", len(c.PublicValues)-maxCommentValues)
+		}
+		parts = append(parts, "GROUP BY returns exactly these values: "+strings.Join(vals, ", ")+more)
+	case c.Type == policy.TypeText:
+		parts = append(parts, "no public values: GROUP BY needs SET dp.delta (groups chosen by DP)")
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "dpproxy: " + strings.Join(parts, "; ")
 }
 
 // UpstreamColumns returns, for each table of ds (by lower-case name), its

@@ -128,6 +128,22 @@ func TestBuild(t *testing.T) {
 	if got := pkOf("visits"); got != "" {
 		t.Errorf("shadow visits primary key = %q, want none (visit_id is hidden)", got)
 	}
+	// Each protected column says what DP queries do with it, where
+	// clients show column comments (psql \d+, JDBC REMARKS).
+	comment := func(table, col string) string {
+		return scalar(t, res.ShadowDSN, "SELECT coalesce(col_description('"+table+"'::regclass, (SELECT attnum FROM pg_attribute WHERE attrelid = '"+table+"'::regclass AND attname = '"+col+"')), '')")
+	}
+	for _, w := range []struct{ table, col, want string }{
+		{"visits", "patient_id", "dpproxy: the privacy unit (one patient); each DP answer counts at most 20 rows of one patient in a group; its values are never released"},
+		{"visits", "cost", "dpproxy: clamped to [0, 20000] in sums, averages, deviations and quantiles"},
+		{"visits", "department", "dpproxy: GROUP BY returns exactly these values: cardiology, emergency, neurology, oncology, orthopedics, pediatrics, surgery"},
+		{"visits", "diagnosis", "dpproxy: no public values: GROUP BY needs SET dp.delta (groups chosen by DP)"},
+		{"visits", "visit_date", "dpproxy: declared range [2020-01-01, 2024-12-31]: date groups (date_trunc, extract) and quantiles cover it"},
+	} {
+		if got := comment(w.table, w.col); got != w.want {
+			t.Errorf("comment of %s.%s = %q, want %q", w.table, w.col, got, w.want)
+		}
+	}
 	// Hidden columns never appear, not even by name.
 	if got := scalar(t, res.ShadowDSN, "SELECT count(*) FROM pg_attribute WHERE attname = 'visit_id'"); got != "0" {
 		t.Errorf("hidden column visit_id appears %s times in the shadow catalog", got)
