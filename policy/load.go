@@ -171,7 +171,11 @@ func lineError(file string, data []byte, msg, ref string) *Error {
 		msg = fmt.Sprintf("unknown key %q; check its spelling against the reference in %s", field, ref)
 	}
 	if m := unmarshalError.FindStringSubmatch(msg); m != nil {
-		msg = typeErrorText(keyAt(data, line), m[1], m[2], m[3], ref)
+		key := keyAt(data, line)
+		if key == "" && m[2] != "" {
+			key = flowKeyOf(data, line, m[2])
+		}
+		msg = typeErrorText(key, m[1], m[2], m[3], ref)
 	}
 	return &Error{File: file, Line: line, Msg: msg}
 }
@@ -219,17 +223,54 @@ func typeErrorText(key, tag, value, goType, ref string) string {
 	return fmt.Sprintf("%s needs %s, not %s; see the reference in %s", what, want, got, ref)
 }
 
-// keyAt is the key written on line (1-based) of data when the line holds
-// one "key: value" (or "- key: value"), else "".
+// flowKeyOf finds, on line of data, the key of a flow mapping whose
+// value is the scalar value ("{type: text, public_values: F, M}": the
+// text "F" is public_values'), or "" when none or several match.
+func flowKeyOf(data []byte, line int, value string) string {
+	lines := strings.Split(string(data), "\n")
+	if line < 1 || line > len(lines) {
+		return ""
+	}
+	re := regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*):\s*` + regexp.QuoteMeta(value) + `\s*[,}]`)
+	ms := re.FindAllStringSubmatch(lines[line-1], -1)
+	if len(ms) != 1 {
+		return ""
+	}
+	return ms[0][1]
+}
+
+// keyAt is the key a type error on line (1-based) of data is about: the
+// key written on the line ("key: value"); for a sequence item ("- …"),
+// the key the sequence is the value of, on the nearest line above with
+// less indentation; "" when the line is a flow mapping ("key: {a: 1, b:
+// 2}", whose key at fault the line cannot tell) or holds no key.
 func keyAt(data []byte, line int) string {
 	lines := strings.Split(string(data), "\n")
 	if line < 1 || line > len(lines) {
 		return ""
 	}
-	l := strings.TrimSpace(lines[line-1])
-	l = strings.TrimSpace(strings.TrimPrefix(l, "- "))
-	k, _, ok := strings.Cut(l, ":")
-	if !ok || strings.ContainsAny(k, "{}[],#\"' ") || k == "" {
+	raw := lines[line-1]
+	l := strings.TrimSpace(raw)
+	if strings.HasPrefix(l, "- ") || l == "-" {
+		indent := len(raw) - len(strings.TrimLeft(raw, " "))
+		for i := line - 2; i >= 0; i-- {
+			up := lines[i]
+			t := strings.TrimSpace(up)
+			if t == "" || strings.HasPrefix(t, "#") {
+				continue
+			}
+			if len(up)-len(strings.TrimLeft(up, " ")) < indent || !strings.HasPrefix(t, "-") && len(up)-len(strings.TrimLeft(up, " ")) <= indent {
+				k, rest, ok := strings.Cut(t, ":")
+				if !ok || strings.TrimSpace(strings.SplitN(rest, "#", 2)[0]) != "" || strings.ContainsAny(k, "{}[],#\"' ") {
+					return ""
+				}
+				return k
+			}
+		}
+		return ""
+	}
+	k, rest, ok := strings.Cut(l, ":")
+	if !ok || strings.ContainsAny(k, "{}[],#\"' ") || k == "" || strings.HasPrefix(strings.TrimSpace(rest), "{") {
 		return ""
 	}
 	return k

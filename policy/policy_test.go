@@ -62,6 +62,13 @@ tables:
 		{"list for a number", strings.Replace(base, "budget: {epsilon: 1}", "budget:\n  epsilon: [1]", 1), 4, "epsilon needs a number, not a list"},
 		{"number for a table", strings.Replace(base, "  t:\n", "  s: 3\n  t:\n", 1), 5, "s needs keys with values"},
 		{"list for the tables", "dataset: d\nbudget: {epsilon: 1}\ntables: [t]\n", 3, "tables needs keys with values (key: value, one per line, or {key: value, ...}), not a list"},
+		// A list where a mapping belongs names its parent key, not the
+		// item's (new-user run: "epsilon needs keys with values").
+		{"list for the budget", strings.Replace(base, "budget: {epsilon: 1}", "budget:\n  - epsilon: 1", 1), 4, "budget needs keys with values"},
+		{"list for the columns", strings.Replace(base, "      x: {type: int", "      - x: {type: int", 1), 10, "columns needs keys with values"},
+		// A text for a list inside a flow mapping names the key it is the
+		// value of (not the column's).
+		{"text for public values", strings.Replace(base, "x: {type: int, lower: 0, upper: 10}", "x: {type: text, public_values: a, b}", 1), 10, `public_values needs a list ([a, b] or lines starting with -), not the text "a"`},
 
 		{"lower above upper", strings.Replace(base, "lower: 0, upper: 10", "lower: 11, upper: 10", 1), 10, "greater than upper"},
 		{"non-integer int bound", strings.Replace(base, "upper: 10", "upper: 10.5", 1), 10, "integer"},
