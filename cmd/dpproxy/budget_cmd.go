@@ -246,7 +246,14 @@ func (s *steward) show(ctx context.Context, dataset, analyst string, stdout io.W
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(rows) == 0 {
+	if _, known := s.cfg.Analysts[analyst]; len(rows) == 0 && analyst != "" && !known && !strings.Contains(analyst, ":") {
+		names := make([]string, 0, len(s.cfg.Analysts))
+		for n := range s.cfg.Analysts {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(stdout, "(no budgets: %s is not an analyst of this config; its analysts: %s)\n", analyst, strings.Join(names, ", "))
+	} else if len(rows) == 0 {
 		fmt.Fprintln(stdout, "(no budgets: nothing was charged yet)")
 	}
 	// Recent incidents (errors after a charge): what failed and where,

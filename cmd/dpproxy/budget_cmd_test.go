@@ -104,6 +104,11 @@ func TestBudgetCLI_ShowGrantReset(t *testing.T) {
 	if out := okCLI(t, "budget", "show", "--config", cfg); !strings.Contains(out, "no budgets") {
 		t.Fatalf("budget show on an empty ledger = %q", out)
 	}
+	// An analyst the config does not have is named as such, with the ones
+	// it has (new-user run: "nothing was charged yet" for a misspelt name).
+	if out := okCLI(t, "budget", "show", "--config", cfg, "--analyst", "carol"); !strings.Contains(out, "carol is not an analyst of this config; its analysts: alice") {
+		t.Fatalf("budget show --analyst carol = %q", out)
+	}
 	chargeN(t, l, ds, "alice", 0.5, 4, true) // 2 of 3
 	chargeN(t, l, ds, "bob", 0.25, 2, false) // 0.5, left reserved
 
