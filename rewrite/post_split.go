@@ -135,6 +135,7 @@ func (s *splitter) query(lo, hi int) error {
 	}
 	// What the SELECT reads itself, outside its subqueries.
 	direct := false
+	var read *policy.Table // the first protected table read directly
 	window := false
 	for k := lo; k < hi; k++ {
 		if s.startsQuery(k) {
@@ -144,6 +145,9 @@ func (s *splitter) query(lo, hi int) error {
 		if s.toks[k].Kind == pgsql.TokIdent {
 			if tb, ok := s.ds.Tables[strings.ToLower(s.toks[k].Val)]; ok && !tb.Public {
 				direct = true
+				if read == nil {
+					read = tb
+				}
 			}
 			if s.toks[k].Is("over") || s.toks[k].Is("window") {
 				window = true
@@ -154,7 +158,12 @@ func (s *splitter) query(lo, hi int) error {
 	case !direct:
 		return nil
 	case sub:
-		return s.refuse(lo, "a query that reads a protected table cannot also read a subquery over protected tables")
+		// The usual intent is a filter by another protected table's
+		// columns (WHERE patient_id IN (SELECT … FROM patients WHERE …)),
+		// which a join on the unit says (new-user run).
+		return s.refuse(lo, "a query that reads a protected table cannot also read a subquery over protected tables").
+			WithHint("to filter by another protected table's columns, join it on the unit column instead (SELECT COUNT(*) FROM %s JOIN other_table USING (%s) WHERE other_table.column = …); otherwise: %s",
+				read.Name, read.UnitColumn, postHint)
 	case window:
 		return s.splitAggregates(lo, hi)
 	}

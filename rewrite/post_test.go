@@ -86,4 +86,9 @@ func TestPost_Refused(t *testing.T) {
 			t.Errorf("Post(%q) = %v, want a refusal with a SQLSTATE and a hint", sql, err)
 		}
 	}
+	// A semi-join on the unit is told how to write it as a join.
+	_, err := Post(ds, `SELECT COUNT(*) FROM visits WHERE patient_id IN (SELECT patient_id FROM patients WHERE sex = 'F')`)
+	if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.FeatureNotSupported || !strings.Contains(pe.Hint, "FROM visits JOIN other_table USING (patient_id)") {
+		t.Errorf("IN (subquery over a protected table): %v, want 0A000 with the join's hint", err)
+	}
 }
