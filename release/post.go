@@ -552,7 +552,16 @@ func cellWidths(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) [][]flo
 // per released column (widths: cellWidths), its cost, and the bias.
 func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]string, widths [][]float64) string {
 	var parts []string
+	// Two outputs of one name (two unaliased AVGs) are told apart by
+	// their column number (new-user run: "±20000 (avg, …), ±60 (avg, …)").
+	names := map[string]int{}
+	for _, o := range req.Plan.Outputs {
+		names[o.Name]++
+	}
 	for v, o := range req.Plan.Outputs {
+		if names[o.Name] > 1 {
+			o.Name = fmt.Sprintf("%s, column %d", o.Name, v+1)
+		}
 		var h float64
 		var perGroup []float64 // AVG and variances of a grouped query
 		switch o.Kind {
