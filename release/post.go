@@ -596,6 +596,7 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 		text := fmt.Sprintf("%s (%s, %s", width, o.Name, costText(measuresCost(ms, outputMeasures(req.Plan, v))))
 		if len(perGroup) > 1 && len(groups) == len(perGroup) {
 			text += "; " + perGroupText(perGroup, groups)
+			text += swampedText(o, perGroup, groups)
 		}
 		parts = append(parts, text+")")
 	}
@@ -738,6 +739,31 @@ func perGroupText(hs []float64, groups [][]string) string {
 		items[g] = label(g) + " ±" + num(h)
 	}
 	return "per group: " + strings.Join(items, ", ")
+}
+
+// swampedText names the groups of an AVG whose 95% half-width covers its
+// whole range (widenAtBounds: an average the noise pushed to an edge):
+// their value says only that the truth lies in the range. A bare "0 ±20000"
+// read as a measured zero (new-user run). "" when there are none.
+func swampedText(o dpplan.Output, hs []float64, groups [][]string) string {
+	span := o.Upper - o.Lower
+	if o.Kind != dpplan.OutputAvg || !(span > 0) {
+		return ""
+	}
+	var names []string
+	for g, h := range hs {
+		if h >= span {
+			names = append(names, groupLabel(groups[g]))
+		}
+	}
+	switch {
+	case len(names) == 0:
+		return ""
+	case len(names) > maxGroupsListed:
+		names = append(names[:maxGroupsListed], fmt.Sprintf("%d more", len(names)-maxGroupsListed))
+	}
+	return fmt.Sprintf("; the noise swamped %s: each says only that the average lies in [%s, %s]",
+		strings.Join(names, ", "), num(o.Lower), num(o.Upper))
 }
 
 // groupLabel names a group by its keys, as the NOTICE's per-group figures

@@ -44,3 +44,22 @@ func TestReleasedOnly(t *testing.T) {
 		t.Errorf("note for a withheld ungrouped answer: %q", note)
 	}
 }
+
+// TestSwampedText: an AVG group whose half-width covers its whole range
+// is named as saying only that the truth lies in the range; other groups,
+// and other outputs, are not.
+func TestSwampedText(t *testing.T) {
+	avg := dpplan.Output{Kind: dpplan.OutputAvg, Lower: 0, Upper: 20000}
+	groups := [][]string{{"cardiology"}, {"pediatrics"}}
+	got := swampedText(avg, []float64{101.9, 20000}, groups)
+	if got != "; the noise swamped pediatrics: each says only that the average lies in [0, 20000]" {
+		t.Errorf("swampedText = %q", got)
+	}
+	if got := swampedText(avg, []float64{101.9, 449}, groups); got != "" {
+		t.Errorf("no group swamped: %q", got)
+	}
+	variance := dpplan.Output{Kind: dpplan.OutputVariance, Lower: 0, Upper: 20000}
+	if got := swampedText(variance, []float64{1e9, 1e9}, groups); got != "" {
+		t.Errorf("a variance: %q", got)
+	}
+}
