@@ -232,9 +232,11 @@ func normalizeAt(src string, env clockEnv) (*normalized, error) {
 		}
 		switch t.Kind {
 		case pgsql.TokParam:
-			return nil, pgerr.New(pgerr.FeatureNotSupported, "bound parameters ($%s) are not supported yet in DP queries", t.Val).
+			// The extended protocol binds values before planning
+			// (proxy boundText): a $n here has none, as PostgreSQL says.
+			return nil, pgerr.New(pgerr.UndefinedParameter, "there is no parameter $%s", t.Val).
 				WithPosition(pgsql.CharPos(src, t.Pos)).
-				WithHint("write the value as a literal in the query text")
+				WithHint("$n takes a value only through the extended protocol (a driver's prepared statement with its values); in a simple query write the value itself")
 		case pgsql.TokBitString:
 			return nil, pgerr.New(pgerr.FeatureNotSupported, "bit-string constants are not supported").
 				WithPosition(pgsql.CharPos(src, t.Pos)).WithHint("compare columns with numbers, strings, dates or booleans")

@@ -36,6 +36,7 @@ const (
 	InsufficientPrivilege  = "42501"
 	UndefinedTable         = "42P01"
 	UndefinedColumn        = "42703"
+	UndefinedParameter     = "42P02"
 	FeatureNotSupported    = "0A000"
 	ConfigurationLimit     = "53400"
 	InvalidParameterValue  = "22023"
