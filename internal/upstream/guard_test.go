@@ -35,29 +35,8 @@ tables:
 // query's locks does not withhold that query (catalog.GuardSQL's argument).
 func TestPool_GuardCatalogChanged(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
-	if err := pgtest.Exec(ctx, dsn, "CREATE TABLE visits (patient_id text, cost numeric, secret int, other int)",
-		"INSERT INTO visits VALUES ('a', 1, 1, 1), ('b', 2, 2, 2)"); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := policy.Parse(strings.NewReader(guardPolicy), "p.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	fp, err := catalog.Fingerprint(ctx, conn, ds)
-	if err != nil || len(fp) != 32 {
-		t.Fatalf("Fingerprint = %q, %v; want an md5", fp, err)
-	}
-	p, err := New(ctx, Config{DSN: dsn, StatementTimeout: 30 * time.Second, Guard: catalog.GuardSQL(ds), Fingerprint: fp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	dsn, p := guardedPool(t, "CREATE TABLE visits (patient_id text, cost numeric, secret int, other int)",
+		"INSERT INTO visits VALUES ('a', 1, 1, 1), ('b', 2, 2, 2)")
 	const q = "SELECT count(*) FROM visits"
 	mustAnswer := func(what string) {
 		t.Helper()
@@ -95,7 +74,7 @@ func TestPool_GuardCatalogChanged(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The unit column's type changed: withheld, then refused.
-	_, err = p.Query(ctx, q)
+	_, err := p.Query(ctx, q)
 	if pe, ok := pgerr.As(err); !ok || !errors.Is(err, pgerr.ErrCatalogChanged) || pe.Code != pgerr.ObjectNotInPrerequisiteState || pe.Hint == "" {
 		t.Fatalf("after the unit column's type changed: %v, want 55000 wrapping ErrCatalogChanged with a hint", err)
 	}
@@ -144,28 +123,7 @@ func waitFor(t *testing.T, dsn, sql string) {
 // server's.
 func TestPool_GuardQueryFailsOnNewType(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
-	if err := pgtest.Exec(ctx, dsn, "CREATE TABLE visits (patient_id numeric, cost numeric)", "INSERT INTO visits VALUES (1, 1)"); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := policy.Parse(strings.NewReader(guardPolicy), "p.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	fp, err := catalog.Fingerprint(ctx, conn, ds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(ctx, Config{DSN: dsn, StatementTimeout: 30 * time.Second, Guard: catalog.GuardSQL(ds), Fingerprint: fp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	dsn, p := guardedPool(t, "CREATE TABLE visits (patient_id numeric, cost numeric)", "INSERT INTO visits VALUES (1, 1)")
 	const q = "SELECT count(DISTINCT trim_scale(patient_id)) FROM visits"
 	if _, err := p.Query(ctx, q); err != nil {
 		t.Fatal(err)
@@ -179,4 +137,35 @@ func TestPool_GuardQueryFailsOnNewType(t *testing.T) {
 	if _, err := p.Query(ctx, q); !errors.Is(err, pgerr.ErrCatalogChanged) {
 		t.Fatalf("SQL that fails on the new type: %v, want ErrCatalogChanged", err)
 	}
+}
+
+// guardedPool creates a database with setup, takes the fingerprint of
+// guardPolicy's columns there and returns the database and a pool that
+// guards every query with it (closed at the test's end).
+func guardedPool(t *testing.T, setup ...string) (string, *Pool) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	if err := pgtest.Exec(ctx, dsn, setup...); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := policy.Parse(strings.NewReader(guardPolicy), "p.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	fp, err := catalog.Fingerprint(ctx, conn, ds)
+	if err != nil || len(fp) != 32 {
+		t.Fatalf("Fingerprint = %q, %v; want an md5", fp, err)
+	}
+	p, err := New(ctx, Config{DSN: dsn, StatementTimeout: 30 * time.Second, Guard: catalog.GuardSQL(ds), Fingerprint: fp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return dsn, p
 }
