@@ -198,7 +198,11 @@ func typeErrorText(key, tag, value, goType, ref string) string {
 		want = "true or false"
 	case strings.HasPrefix(t, "[]"):
 		want = "a list ([a, b] or lines starting with -)"
-	case strings.HasPrefix(t, "map[") || strings.HasPrefix(t, "policy."):
+	case strings.HasSuffix(t, "Duration"):
+		want = "a duration (30s, 500ms, 2m)"
+	case strings.HasPrefix(t, "map[") || strings.Contains(t, "."):
+		// A struct of the file's format (policy.rawTable, config.TLSConfig,
+		// *config.RateLimit): named types of scalars decode from a scalar.
 		want = "keys with values (key: value, one per line, or {key: value, ...})"
 	}
 	got := "a value of another kind"

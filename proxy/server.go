@@ -50,6 +50,16 @@ type Releaser interface {
 	RunBatch(ctx context.Context, reqs []release.Request) ([]*release.Result, error)
 }
 
+// ledgerShareOf is the releaser's per-analyst share of the ledger's pool
+// (release.Releaser.LedgerShare), or a share of the proxy's own for a
+// releaser without one (tests' fakes).
+func ledgerShareOf(r Releaser) *share.PerOwner {
+	if s, ok := r.(interface{ LedgerShare() *share.PerOwner }); ok && s.LedgerShare() != nil {
+		return s.LedgerShare()
+	}
+	return share.New(1)
+}
+
 // Config configures a Server.
 type Config struct {
 	Datasets   map[string]*Dataset // by dataset (database) name
@@ -255,7 +265,7 @@ func New(cfg Config) (*Server, error) {
 		sessions:     map[uint32]*conn{},
 		perAnalyst:   map[string]int{},
 		memory:       map[string]*memAccount{},
-		ledgerShare:  share.New(1),
+		ledgerShare:  ledgerShareOf(cfg.Releaser),
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
 		starting:     map[*conn]struct{}{},

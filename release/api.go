@@ -77,7 +77,8 @@ type Releaser struct {
 	answers  *answerCache
 	statuses *statusCache
 	// ledgerShare bounds each analyst's ledger reads for cached answers
-	// to one at a time (internal/share).
+	// to one at a time (internal/share); the proxy's budget reads take
+	// the same share (LedgerShare).
 	ledgerShare *share.PerOwner
 	// unrecorded counts, per analyst and dataset (suspensionKey), the
 	// incidents the ledger has not taken yet (incident.go); under
@@ -87,6 +88,12 @@ type Releaser struct {
 	// testOnlyRand, when set, replaces crypto/rand in every mechanism.
 	testOnlyRand io.Reader
 }
+
+// LedgerShare is the per-analyst share of the ledger's pool that cached
+// answers' reads take: the proxy's reads for SHOW dp.budget take the same
+// one, so an analyst holds one ledger connection at a time for free
+// statements, not one in each (review of 6 Dec).
+func (r *Releaser) LedgerShare() *share.PerOwner { return r.ledgerShare }
 
 // New returns a Releaser.
 func New(cfg Config) (*Releaser, error) {

@@ -548,6 +548,40 @@ func cellWidths(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) [][]flo
 	return out
 }
 
+// releasedWidths is cellWidths over the released groups only (hidden
+// marks those min_units_per_cell withheld), placed back at their groups'
+// places; a withheld group's width is 0 and never shown (its cells are
+// NULL). The AVG and variance widths share one simulation budget over
+// the groups (interval.go): a withheld group must not decide how a
+// released one's width is computed (review of 6 Dec).
+func releasedWidths(hidden []bool, plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat) [][]float64 {
+	if !slices.Contains(hidden, true) {
+		return cellWidths(plan, ms, noisy)
+	}
+	var kept [][]*big.Rat
+	for g, h := range hidden {
+		if !h {
+			kept = append(kept, noisy[g])
+		}
+	}
+	sub := cellWidths(plan, ms, kept)
+	out := make([][]float64, len(sub))
+	for v, w := range sub {
+		if w == nil {
+			continue
+		}
+		out[v] = make([]float64, len(noisy))
+		k := 0
+		for g, h := range hidden {
+			if !h {
+				out[v][g] = w[k]
+				k++
+			}
+		}
+	}
+	return out
+}
+
 // errorsText is the NOTICE's part on the answer's error: a 95% half-width
 // per released column (widths: cellWidths), its cost, and the bias.
 func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]string, widths [][]float64) string {
@@ -558,6 +592,7 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 	for _, o := range req.Plan.Outputs {
 		names[o.Name]++
 	}
+	var swamped []string // after the widths, whose "per group: …)" lists parsers read
 	for v, o := range req.Plan.Outputs {
 		if names[o.Name] > 1 {
 			o.Name = fmt.Sprintf("%s, column %d", o.Name, v+1)
@@ -596,7 +631,9 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 		text := fmt.Sprintf("%s (%s, %s", width, o.Name, costText(measuresCost(ms, outputMeasures(req.Plan, v))))
 		if len(perGroup) > 1 && len(groups) == len(perGroup) {
 			text += "; " + perGroupText(perGroup, groups)
-			text += swampedText(o, perGroup, groups)
+			if sw := swampedText(o, perGroup, groups); sw != "" {
+				swamped = append(swamped, sw)
+			}
 		}
 		parts = append(parts, text+")")
 	}
@@ -604,6 +641,9 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 		parts = append(parts, "HAVING "+costText(measuresCost(ms, only)))
 	}
 	text := strings.Join(parts, ", ")
+	for _, sw := range swamped {
+		text += "; " + sw
+	}
 	if b := biasText(req.Plan, ms, noisy, groups, req.Dataset.PrivacyUnit); b != "" { // bias.go
 		text += "; " + b
 	}
@@ -762,8 +802,8 @@ func swampedText(o dpplan.Output, hs []float64, groups [][]string) string {
 	case len(names) > maxGroupsListed:
 		names = append(names[:maxGroupsListed], fmt.Sprintf("%d more", len(names)-maxGroupsListed))
 	}
-	return fmt.Sprintf("; the noise swamped %s: each says only that the average lies in [%s, %s]",
-		strings.Join(names, ", "), num(o.Lower), num(o.Upper))
+	return fmt.Sprintf("%s: the noise swamped %s, each saying only that the average lies in [%s, %s]",
+		o.Name, strings.Join(names, ", "), num(o.Lower), num(o.Upper))
 }
 
 // groupLabel names a group by its keys, as the NOTICE's per-group figures

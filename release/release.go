@@ -297,7 +297,7 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 		}
 	}
 	// Each cell's 95% half-width travels with its row (post.go).
-	widths := cellWidths(plan, ms, noisy)
+	widths := releasedWidths(hidden, plan, ms, noisy) // post.go
 	widenAtBounds(plan, rowsOut, noisy, widths)
 	base := len(plan.Outputs) + len(plan.Hidden)
 	widthCells(rowsOut, widths)

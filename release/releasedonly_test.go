@@ -49,10 +49,10 @@ func TestReleasedOnly(t *testing.T) {
 // is named as saying only that the truth lies in the range; other groups,
 // and other outputs, are not.
 func TestSwampedText(t *testing.T) {
-	avg := dpplan.Output{Kind: dpplan.OutputAvg, Lower: 0, Upper: 20000}
+	avg := dpplan.Output{Kind: dpplan.OutputAvg, Name: "avg", Lower: 0, Upper: 20000}
 	groups := [][]string{{"cardiology"}, {"pediatrics"}}
 	got := swampedText(avg, []float64{101.9, 20000}, groups)
-	if got != "; the noise swamped pediatrics: each says only that the average lies in [0, 20000]" {
+	if got != "avg: the noise swamped pediatrics, each saying only that the average lies in [0, 20000]" {
 		t.Errorf("swampedText = %q", got)
 	}
 	if got := swampedText(avg, []float64{101.9, 449}, groups); got != "" {

@@ -100,14 +100,22 @@ func verifyCatalog(ctx context.Context, name, dsn string, ds *policy.Dataset) (s
 		return "", fmt.Errorf("datasets.%s.upstream: %w", name, err)
 	}
 	defer conn.Close(context.Background())
-	problems, err := catalog.Verify(ctx, conn, ds)
+	// One snapshot for the check and the fingerprint: a type changed
+	// between two statements would have become the fingerprint every
+	// answer is held to while the planner kept the checked type.
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return "", fmt.Errorf("datasets.%s.upstream: %w", name, err)
+	}
+	defer tx.Rollback(context.Background())
+	problems, err := catalog.Verify(ctx, tx, ds)
 	if err != nil {
 		return "", fmt.Errorf("datasets.%s: %w", name, err)
 	}
 	if len(problems) > 0 {
 		return "", fmt.Errorf("the policy of %s does not match the data database (%s):\n  %s", name, ds.Path, strings.Join(problems, "\n  "))
 	}
-	fp, err := catalog.Fingerprint(ctx, conn, ds)
+	fp, err := catalog.Fingerprint(ctx, tx, ds)
 	if err != nil {
 		return "", fmt.Errorf("datasets.%s: %w", name, err)
 	}

@@ -263,8 +263,12 @@ func columnComment(ds *policy.Dataset, t *policy.Table, name string) string {
 		if unit == "" {
 			unit = "unit"
 		}
-		return fmt.Sprintf("dpproxy: the privacy unit (one %s); each DP answer counts at most %d rows of one %s in a group; its values are never released",
-			unit, t.MaxRowsPerUnit, unit)
+		all := t.MaxRowsPerUnit * max(t.MaxGroupsPerUnit, 1)
+		bound := fmt.Sprintf("at most %d rows of one %s in all", all, unit)
+		if all != t.MaxRowsPerUnit {
+			bound += fmt.Sprintf(" and %d in one group", t.MaxRowsPerUnit)
+		}
+		return fmt.Sprintf("dpproxy: the privacy unit (one %s); each DP answer counts %s; its values are never released", unit, bound)
 	}
 	c, ok := t.Column(name)
 	if !ok || c.Hidden {
@@ -274,6 +278,8 @@ func columnComment(ds *policy.Dataset, t *policy.Table, name string) string {
 	switch {
 	case c.HasBounds && c.Type == policy.TypeDate:
 		parts = append(parts, fmt.Sprintf("declared range [%s, %s]: date groups (date_trunc, extract) and quantiles cover it", c.Lower, c.Upper))
+	case c.HasBounds && ds.Defaults.Clipping == policy.ClippingAuto:
+		parts = append(parts, fmt.Sprintf("clamped to [%s, %s] in sums, averages, deviations and quantiles (sums, averages and deviations may use tighter bounds chosen by DP: dp.clipping = auto)", c.Lower, c.Upper))
 	case c.HasBounds:
 		parts = append(parts, fmt.Sprintf("clamped to [%s, %s] in sums, averages, deviations and quantiles", c.Lower, c.Upper))
 	}
@@ -285,6 +291,10 @@ func columnComment(ds *policy.Dataset, t *policy.Table, name string) string {
 			vals, more = vals[:maxCommentValues], fmt.Sprintf(" and %d more", len(c.PublicValues)-maxCommentValues)
 		}
 		parts = append(parts, "GROUP BY returns exactly these values: "+strings.Join(vals, ", ")+more)
+	case c.Type == policy.TypeText && ds.Budget.Delta <= 0:
+		parts = append(parts, "no public values: not a GROUP BY key here (groups chosen by DP need a δ budget, and this dataset has none)")
+	case c.Type == policy.TypeText && ds.Defaults.Delta > 0:
+		parts = append(parts, "no public values: GROUP BY releases the groups DP partition selection keeps (it costs δ)")
 	case c.Type == policy.TypeText:
 		parts = append(parts, "no public values: GROUP BY needs SET dp.delta (groups chosen by DP)")
 	}

@@ -134,7 +134,7 @@ func TestBuild(t *testing.T) {
 		return scalar(t, res.ShadowDSN, "SELECT coalesce(col_description('"+table+"'::regclass, (SELECT attnum FROM pg_attribute WHERE attrelid = '"+table+"'::regclass AND attname = '"+col+"')), '')")
 	}
 	for _, w := range []struct{ table, col, want string }{
-		{"visits", "patient_id", "dpproxy: the privacy unit (one patient); each DP answer counts at most 20 rows of one patient in a group; its values are never released"},
+		{"visits", "patient_id", "dpproxy: the privacy unit (one patient); each DP answer counts at most 20 rows of one patient in all; its values are never released"},
 		{"visits", "cost", "dpproxy: clamped to [0, 20000] in sums, averages, deviations and quantiles"},
 		{"visits", "department", "dpproxy: GROUP BY returns exactly these values: cardiology, emergency, neurology, oncology, orthopedics, pediatrics, surgery"},
 		{"visits", "diagnosis", "dpproxy: no public values: GROUP BY needs SET dp.delta (groups chosen by DP)"},

@@ -129,11 +129,37 @@ func (p *Pool) QueryEach(ctx context.Context, sql string, each func(row []*strin
 }
 
 // run runs sql as Query does and hands each row to each.
+//
+// One connection serves the query and, when it failed on the server, the
+// fingerprint's re-read (recheck): a second connection taken from the pool
+// while this one is held had hung the dataset when every connection of the
+// pool held a failing query (review of 6 Dec).
 func (p *Pool) run(ctx context.Context, sql string, args []any, each func(row []*string) error) error {
 	if err := p.Stale(); err != nil {
 		return err
 	}
-	tx, err := p.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("upstream begin: %w", err)
+	}
+	defer conn.Release()
+	err = p.runOn(ctx, conn, sql, args, each)
+	var pe *pgconn.PgError
+	if err != nil && p.guard != "" && errors.As(err, &pe) {
+		return p.recheck(conn, err)
+	}
+	return err
+}
+
+// runOn runs sql on conn in a READ ONLY, READ COMMITTED transaction, and
+// the guard after it. READ COMMITTED is set, not left to the server's
+// default_transaction_isolation: the guard's argument needs the snapshot
+// of a statement that starts after the query took its locks, and under
+// REPEATABLE READ the snapshot is the query's own, taken before it waited
+// for a type change's lock (review of 6 Dec: the old fingerprint read
+// under it, with the new type's answer released).
+func (p *Pool) runOn(ctx context.Context, conn *pgxpool.Conn, sql string, args []any, each func(row []*string) error) error {
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return fmt.Errorf("upstream begin: %w", err)
 	}
@@ -152,10 +178,10 @@ func (p *Pool) run(ctx context.Context, sql string, args []any, each func(row []
 	}
 	rows, err := tx.Query(ctx, sql, append([]any{mode}, args...)...)
 	if err != nil {
-		return p.recheck(ctx, err)
+		return err
 	}
 	if err := eachTextRow(rows, each); err != nil {
-		return p.recheck(ctx, err)
+		return err
 	}
 	if p.guard != "" {
 		// After the query, under its locks (catalog.GuardSQL).
@@ -174,18 +200,20 @@ func (p *Pool) run(ctx context.Context, sql string, args []any, each func(row []
 	return nil
 }
 
-// recheck reads the fingerprint again after a query failed on the server
-// (its transaction is aborted): SQL planned for the start-up's types can
-// fail on the new ones (trim_scale of a unit made text), and that failure
-// is the schema's, not a row's, so it gets the guard's error rather than
-// becoming the analyst's incident. Any other failure is returned as is.
-func (p *Pool) recheck(ctx context.Context, err error) error {
-	var pe *pgconn.PgError
-	if p.guard == "" || !errors.As(err, &pe) {
-		return err
-	}
+// recheckTimeout bounds the fingerprint's re-read after a failed query.
+const recheckTimeout = 5 * time.Second
+
+// recheck reads the fingerprint again on conn after a query failed on the
+// server (runOn has rolled its transaction back): SQL planned for the
+// start-up's types can fail on the new ones (trim_scale of a unit made
+// text), and that failure is the schema's, not a row's, so it gets the
+// guard's error rather than becoming the analyst's incident. Any other
+// failure, or a re-read that fails itself, returns err as is.
+func (p *Pool) recheck(conn *pgxpool.Conn, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), recheckTimeout)
+	defer cancel()
 	var got string
-	if p.pool.QueryRow(ctx, p.guard, pgx.QueryExecModeSimpleProtocol).Scan(&got) == nil && got != p.want {
+	if conn.QueryRow(ctx, p.guard, pgx.QueryExecModeSimpleProtocol).Scan(&got) == nil && got != p.want {
 		p.stale.Store(true)
 		return catalogChanged()
 	}
