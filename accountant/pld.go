@@ -73,7 +73,9 @@ import (
 // pldMaxTypes distinct releases (each is one convolution of up to 2¹⁶
 // points, and an analyst who varies dp.epsilon chooses their number:
 // attack round 41 made one charge cost 2.7 s of CPU with 600 while the
-// dataset's budget rows were locked). The method's figure
+// dataset's budget rows were locked), and so does a state whose running
+// product over types would cost more than pldMaxWork to convolve (round
+// 68: 128 types of ten releases each). The method's figure
 // is the minimum of the PLD bound, the RDP bound of the same releases
 // (rdp.go) and exact basic composition, all valid upper bounds.
 type pldAccountant struct {
