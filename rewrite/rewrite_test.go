@@ -91,7 +91,7 @@ func TestNormalize_Refusals(t *testing.T) {
 		pos  int
 	}{
 		{`SELECT a::bool FROM t`, pgerr.FeatureNotSupported, 9},
-		{`SELECT a FROM t WHERE a = $1`, pgerr.FeatureNotSupported, 27},
+		{`SELECT a FROM t WHERE a = $1`, pgerr.UndefinedParameter, 27},
 		{`SELECT a || 'b' FROM t`, pgerr.FeatureNotSupported, 10},
 		{`SELECT a FROM t WHERE a && b`, pgerr.FeatureNotSupported, 25},
 		{`SELECT a FROM t WHERE a ~ 'x'`, pgerr.FeatureNotSupported, 25},
