@@ -700,6 +700,12 @@ func (c pldCurve) delta(eps float64) float64 {
 	return d
 }
 
+//
+// The memo is keyed on the state's canonical JSON (Go's encoding of the
+// decoded state), not on raw: the ledger hands states back as
+// PostgreSQL's normalised jsonb text, whose bytes differ from those the
+// charge wrote, and the first status after each charge had rebuilt the
+// whole curve (attack round 68's note).
 func (a pldAccountant) curve(raw json.RawMessage) (pldCurve, error) {
 	if c, ok := a.memo.getCurve(string(raw)); ok {
 		return c, nil
@@ -708,9 +714,18 @@ func (a pldAccountant) curve(raw json.RawMessage) (pldCurve, error) {
 	if err != nil {
 		return pldCurve{}, fmt.Errorf("decode pld state: %w", err)
 	}
+	key := string(raw)
+	if a.memo != nil {
+		if canon, err := json.Marshal(s); err == nil {
+			key = string(canon)
+			if c, ok := a.memo.getCurve(key); ok {
+				return c, nil
+			}
+		}
+	}
 	c, err := s.build(a.memo, a.lowBitFirst, a.uncapped, a.continuous)
 	if err == nil {
-		a.memo.putCurve(string(raw), c)
+		a.memo.putCurve(key, c)
 	}
 	return c, err
 }

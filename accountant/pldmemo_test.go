@@ -1,6 +1,8 @@
 package accountant
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -96,5 +98,62 @@ func TestPLDPower_MatchesDirect(t *testing.T) {
 				t.Fatalf("k=%d: δ(%v) = %v by power, %v by repeated convolution", k, eps, a, b)
 			}
 		}
+	}
+}
+
+// TestPLDMemo_CurveKeyedOnCanonicalState: a state read back as PostgreSQL
+// normalises jsonb (other spacing, other key order) finds the curve its
+// charge memoised, rather than rebuilding it (attack round 68's note: the
+// first status after each charge had rebuilt the whole row).
+func TestPLDMemo_CurveKeyedOnCanonicalState(t *testing.T) {
+	memo := NewPLDMemo(DefaultPLDMemoPoints)
+	m, err := MethodWithMemo(policy.AccountantPLD, memo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st []byte
+	for i := range 20 {
+		if st, err = m.Compose(st, []Event{laplace(0.05 + 0.01*float64(i%3))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, _, err := Evaluate(m, st, Spent{Epsilon: 3, Delta: 1e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	curves := func() int {
+		memo.mu.Lock()
+		defer memo.mu.Unlock()
+		n := 0
+		for k := range memo.entries {
+			if k.kind == "curve" {
+				n++
+			}
+		}
+		return n
+	}
+	before := curves()
+	// The state as jsonb returns it: decoded and re-encoded through a
+	// generic map (keys sorted, no struct order), indented.
+	var generic any
+	if err := json.Unmarshal(st, &generic); err != nil {
+		t.Fatal(err)
+	}
+	normal, err := json.MarshalIndent(generic, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(normal, st) {
+		t.Fatal("premise: the normalised state must differ in its bytes")
+	}
+	got, _, err := Evaluate(m, normal, Spent{Epsilon: 3, Delta: 1e-6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want {
+		t.Fatalf("the normalised state spends %+v, the charge's %+v", got, want)
+	}
+	if after := curves(); after != before {
+		t.Errorf("the normalised state built a curve of its own (%d curves memoised, %d before)", after, before)
 	}
 }
