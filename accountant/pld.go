@@ -700,7 +700,6 @@ func (c pldCurve) delta(eps float64) float64 {
 	return d
 }
 
-//
 // The memo is keyed on the state's canonical JSON (Go's encoding of the
 // decoded state), not on raw: the ledger hands states back as
 // PostgreSQL's normalised jsonb text, whose bytes differ from those the
