@@ -700,7 +700,8 @@ func (c pldCurve) delta(eps float64) float64 {
 	return d
 }
 
-// The memo is keyed on the state's canonical JSON (Go's encoding of the
+// curve composes the state raw into its curve, through the memo. The memo
+// is keyed on the state's canonical JSON (Go's encoding of the
 // decoded state), not on raw: the ledger hands states back as
 // PostgreSQL's normalised jsonb text, whose bytes differ from those the
 // charge wrote, and the first status after each charge had rebuilt the
