@@ -373,7 +373,7 @@ func (a pmf) convolve(b pmf) (pmf, error) {
 	size := float64(int(1) << bits.Len(uint(n-1)))
 	fftBound := math.Sqrt(size) * 8 * math.Max(1, math.Log2(size)) * 0x1p-53 * (2*norm2(a.p) + norm2(b.p))
 	direct := float64(len(a.p)) * float64(len(b.p))
-	if direct <= 2e6 || (fftBound > 1e-13 && direct <= 2e7) {
+	if direct <= 2e6 || (fftBound > 1e-13 && direct <= pldDirectMax) {
 		c = make([]float64, n)
 		for i, x := range a.p {
 			if x == 0 {
@@ -415,10 +415,14 @@ func fftWork(n int) float64 {
 	return 12 * size * math.Log2(size)
 }
 
+// pldDirectMax is the largest convolution (a·b multiply-adds) convolve
+// may still sum directly rather than through the FFT.
+const pldDirectMax = 2e7
+
 // convolveWork bounds the cost of convolving a points with b (pmf.convolve):
 // the direct sum's a·b where convolve may take it, else the FFT's.
 func convolveWork(a, b int) float64 {
-	if direct := float64(a) * float64(b); direct <= 2e7 {
+	if direct := float64(a) * float64(b); direct <= pldDirectMax {
 		return direct
 	}
 	return fftWork(a + b - 1)

@@ -226,6 +226,11 @@ func (d *Dataset) Table(name string) (*Table, bool) {
 	return t, ok
 }
 
+// Allowance is the rows one unit may contribute to one query in all:
+// max_rows_per_unit in each of max_groups_per_unit groups (an ungrouped
+// query's bound; a grouped one keeps max_rows_per_unit per group).
+func (t *Table) Allowance() int { return t.MaxRowsPerUnit * max(t.MaxGroupsPerUnit, 1) }
+
 // Column returns the column with the given (case-insensitive) name. Hidden
 // columns are returned too; callers must check Hidden.
 func (t *Table) Column(name string) (*Column, bool) {

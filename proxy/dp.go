@@ -48,24 +48,20 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	plan := st.Plan
 	req := pipeline.Request(env, s, plan)
+	// Room for the answer before the charge: kept (a portal, a cursor,
+	// COPY: keepAnswer copies, given back once it is built and the caller
+	// charges what it keeps), or sent at once (the simple protocol) but
+	// held until the client has read it: a cached answer is free, so
+	// without its room one analyst's sessions whose clients stop reading
+	// had held any number of copies (attack round 66; given back by
+	// endSending).
+	room := max(c.keepAnswer, 1) * answerRoom(plan, s.ErrorColumns)
+	if err := c.checkMemory(room); err != nil {
+		return nil, err
+	}
 	if c.keepAnswer > 0 {
-		// The answer will be kept (a portal, a cursor, COPY): room for
-		// it before the charge, given back once it is built and the
-		// caller charges what it keeps.
-		room := c.keepAnswer * answerRoom(plan, s.ErrorColumns)
-		if err := c.checkMemory(room); err != nil {
-			return nil, err
-		}
 		defer c.chargeMemoryOwn(-room)
 	} else {
-		// Sent at once (the simple protocol), but held until the client
-		// has read it: a cached answer is free, so without its room one
-		// analyst's sessions whose clients stop reading had held any
-		// number of copies (attack round 66). Given back by endSending.
-		room := answerRoom(plan, s.ErrorColumns)
-		if err := c.checkMemory(room); err != nil {
-			return nil, err
-		}
 		c.sendingRoom += room
 	}
 	if err := c.srv.allowDP(c.sess.analyst); err != nil {

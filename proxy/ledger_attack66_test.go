@@ -157,9 +157,9 @@ func TestAttack66_OneAnalystHoldsWholeLedgerPool(t *testing.T) {
 	})
 	pool := ledgerPoolSize66()
 	perAnalyst := int64(defaultDPConcurrencyPerAnalyst)
-	if pool > 2*perAnalyst {
-		t.Skipf("ledger pool of %d connections on this machine: two datasets' shares (%d) cannot fill it", pool, 2*perAnalyst)
-	}
+	// On a machine whose pool is larger than two datasets' shares the
+	// attack cannot fill it, but the per-analyst bound is asserted all
+	// the same (no skip: CI runs it on any machine).
 	leaf := labelDP(1700, 4000)
 	for _, db := range []string{"hospital", "clinic"} {
 		pc := r.connectAs(t, "alice", "alice", db)

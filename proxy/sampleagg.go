@@ -57,7 +57,7 @@ func policyBoundMost(s *session, name string) int {
 		}
 		b := t.MaxGroupsPerUnit
 		if name == settingMaxRowsPerUnit {
-			b = t.MaxRowsPerUnit * max(t.MaxGroupsPerUnit, 1)
+			b = t.Allowance()
 		}
 		most = max(most, b)
 	}

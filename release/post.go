@@ -558,13 +558,7 @@ func releasedWidths(hidden []bool, plan *dpplan.Plan, ms []measurement, noisy []
 	if !slices.Contains(hidden, true) {
 		return cellWidths(plan, ms, noisy)
 	}
-	var kept [][]*big.Rat
-	for g, h := range hidden {
-		if !h {
-			kept = append(kept, noisy[g])
-		}
-	}
-	sub := cellWidths(plan, ms, kept)
+	sub := cellWidths(plan, ms, released(hidden, noisy)) // text.go
 	out := make([][]float64, len(sub))
 	for v, w := range sub {
 		if w == nil {

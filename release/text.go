@@ -320,31 +320,28 @@ func releasedOnly(hidden []bool, noisy [][]*big.Rat, groups [][]string, widths [
 	if !slices.Contains(hidden, true) {
 		return noisy, groups, widths
 	}
-	var tn [][]*big.Rat
-	var tg [][]string
-	for g, h := range hidden {
-		if h {
-			continue
-		}
-		tn = append(tn, noisy[g])
-		if len(groups) == len(hidden) {
-			tg = append(tg, groups[g])
-		}
-	}
 	tw := make([][]float64, len(widths))
 	for v, w := range widths {
-		if len(w) != len(hidden) {
-			tw[v] = w
-			continue
-		}
-		for g, h := range hidden {
-			if !h {
-				tw[v] = append(tw[v], w[g])
-			}
-		}
-		if tw[v] == nil {
-			tw[v] = []float64{}
+		tw[v] = w
+		if len(w) == len(hidden) {
+			tw[v] = released(hidden, w)
 		}
 	}
-	return tn, tg, tw
+	var tg [][]string // unknown groups stay unknown
+	if len(groups) == len(hidden) {
+		tg = released(hidden, groups)
+	}
+	return released(hidden, noisy), tg, tw
+}
+
+// released is xs without the groups hidden marks (never nil: an empty
+// list when every group is withheld).
+func released[T any](hidden []bool, xs []T) []T {
+	out := make([]T, 0, len(xs))
+	for g, h := range hidden {
+		if !h {
+			out = append(out, xs[g])
+		}
+	}
+	return out
 }

@@ -54,7 +54,7 @@ func (b *builder) queryBounds(sel *ast.SelectStmt) error {
 	t := b.table
 	rows, groups := t.MaxRowsPerUnit, t.MaxGroupsPerUnit
 	if r := b.opts.MaxRowsPerUnit; r > 0 {
-		if r > rows*max(groups, 1) || len(b.keys) > 0 && r > rows {
+		if r > t.Allowance() || len(b.keys) > 0 && r > rows {
 			return b.errAt(sel, pgerr.InvalidParameterValue, "dp.max_rows_per_unit = %d is looser than the policy of %s allows (%d per group, %d in all)", r, t.Name, rows, rows*groups).
 				WithHint("a session may only tighten contribution bounds: SET dp.max_rows_per_unit to at most %d, or RESET it", rows)
 		}

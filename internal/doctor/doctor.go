@@ -73,14 +73,7 @@ func (f Finding) String() string {
 }
 
 // Report is every finding of a run.
-type Report struct {
-	Findings []Finding
-	// columnErrors: the policy's columns do not match the catalog, so
-	// comparing the data role's column privileges with them would advise
-	// grants on columns that do not exist (new-user run: a misspelt
-	// unit_column drew REVOKE and GRANT advice).
-	columnErrors bool
-}
+type Report struct{ Findings []Finding }
 
 // Warnings counts the findings that are not ok and not errors.
 func (r *Report) Warnings() int {
@@ -135,11 +128,11 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		if ds == nil {
 			return nil, fmt.Errorf("dataset %s has no policy", n)
 		}
-		r.columnErrors = false
-		if err := checkTypes(ctx, r, n, dc.Upstream, ds); err != nil {
+		typesOK, err := checkTypes(ctx, r, n, dc.Upstream, ds)
+		if err != nil {
 			return nil, err
 		}
-		if err := checkData(ctx, r, n, dc.Upstream, cfg.Ledger, ds); err != nil {
+		if err := checkData(ctx, r, n, dc.Upstream, cfg.Ledger, ds, typesOK); err != nil {
 			return nil, err
 		}
 		if dc.ResponseTime.Duration == 0 {
@@ -178,24 +171,24 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 
 // checkTypes verifies the policy's column types against the live catalog
 // (internal/catalog): the proxy refuses to start on a mismatch.
-func checkTypes(ctx context.Context, r *Report, ds, dsn string, pol *policy.Dataset) error {
+// It reports whether they match.
+func checkTypes(ctx context.Context, r *Report, ds, dsn string, pol *policy.Dataset) (bool, error) {
 	c, err := connect(ctx, dsn)
 	if err != nil {
-		return fmt.Errorf("%s: connect as the data role: %w", ds, err)
+		return false, fmt.Errorf("%s: connect as the data role: %w", ds, err)
 	}
 	defer c.Close(context.Background())
 	problems, err := catalog.Verify(ctx, c, pol)
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, p := range problems {
 		r.fail(ds, "column types: %s (the proxy will not start)", p)
 	}
-	r.columnErrors = len(problems) > 0
 	if len(problems) == 0 {
 		r.add(ds, true, "column types: every declared column's live type honours its policy type")
 	}
-	return nil
+	return len(problems) == 0, nil
 }
 
 func connect(ctx context.Context, dsn string) (*pgx.Conn, error) {
@@ -240,8 +233,9 @@ func roleAttributes(ctx context.Context, r *Report, ds, what string, c *pgx.Conn
 	return nil
 }
 
-// checkData checks the data role of a dataset.
-func checkData(ctx context.Context, r *Report, ds, dsn, ledgerDSN string, pol *policy.Dataset) error {
+// checkData checks the data role of a dataset; typesOK says whether the
+// policy's columns matched the catalog (checkTypes).
+func checkData(ctx context.Context, r *Report, ds, dsn, ledgerDSN string, pol *policy.Dataset, typesOK bool) error {
 	c, err := connect(ctx, dsn)
 	if err != nil {
 		return fmt.Errorf("datasets.%s.upstream: connect: %w", ds, err)
@@ -326,7 +320,10 @@ func checkData(ctx context.Context, r *Report, ds, dsn, ledgerDSN string, pol *p
 		}
 	}
 	sort.Strings(missing)
-	if r.columnErrors {
+	if !typesOK {
+		// Comparing privileges with columns that do not exist would
+		// advise grants on them (new-user run: a misspelt unit_column
+		// drew REVOKE and GRANT advice).
 		r.add(ds, false, "data role %s: its column privileges are compared with the policy once the policy's tables and columns match the database (fix the ERRORs)", user)
 		extra, missing = nil, nil
 	} else if len(extra) > 0 {

@@ -263,7 +263,7 @@ func columnComment(ds *policy.Dataset, t *policy.Table, name string) string {
 		if unit == "" {
 			unit = "unit"
 		}
-		all := t.MaxRowsPerUnit * max(t.MaxGroupsPerUnit, 1)
+		all := t.Allowance()
 		bound := fmt.Sprintf("at most %d rows of one %s in all", all, unit)
 		if all != t.MaxRowsPerUnit {
 			bound += fmt.Sprintf(" and %d in one group", t.MaxRowsPerUnit)

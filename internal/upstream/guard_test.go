@@ -144,6 +144,13 @@ func TestPool_GuardQueryFailsOnNewType(t *testing.T) {
 // guards every query with it (closed at the test's end).
 func guardedPool(t *testing.T, setup ...string) (string, *Pool) {
 	t.Helper()
+	return guardedPoolOf(t, 0, setup...)
+}
+
+// guardedPoolOf is guardedPool with a pool of maxConns connections (0:
+// pgxpool's default).
+func guardedPoolOf(t *testing.T, maxConns int32, setup ...string) (string, *Pool) {
+	t.Helper()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
 	if err := pgtest.Exec(ctx, dsn, setup...); err != nil {
@@ -162,7 +169,7 @@ func guardedPool(t *testing.T, setup ...string) (string, *Pool) {
 	if err != nil || len(fp) != 32 {
 		t.Fatalf("Fingerprint = %q, %v; want an md5", fp, err)
 	}
-	p, err := New(ctx, Config{DSN: dsn, StatementTimeout: 30 * time.Second, Guard: catalog.GuardSQL(ds), Fingerprint: fp})
+	p, err := New(ctx, Config{DSN: dsn, StatementTimeout: 30 * time.Second, MaxConns: maxConns, Guard: catalog.GuardSQL(ds), Fingerprint: fp})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,14 +2,10 @@ package upstream
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/catalog"
-	"github.com/dpproxy/dpproxy/internal/pgtest"
-	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -23,28 +19,7 @@ import (
 // within a few seconds.
 func TestReview68_RecheckExhaustsPool(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
-	if err := pgtest.Exec(ctx, dsn, "CREATE TABLE visits (patient_id text, cost numeric)", "INSERT INTO visits VALUES ('a', 1)"); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := policy.Parse(strings.NewReader(guardPolicy), "p.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	fp, err := catalog.Fingerprint(ctx, conn, ds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(ctx, Config{DSN: dsn, StatementTimeout: 30 * time.Second, MaxConns: 2, Guard: catalog.GuardSQL(ds), Fingerprint: fp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	_, p := guardedPoolOf(t, 2, "CREATE TABLE visits (patient_id text, cost numeric)", "INSERT INTO visits VALUES ('a', 1)")
 	// The session's context has no deadline; give the test one so that it ends.
 	qctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -75,35 +50,9 @@ func TestReview68_RecheckExhaustsPool(t *testing.T) {
 // and the answer is released.
 func TestReview68_GuardUnderRepeatableRead(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
-	if err := pgtest.Exec(ctx, dsn, "CREATE TABLE visits (patient_id varchar(10), cost numeric)", "INSERT INTO visits VALUES ('a', 1)"); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var db string
-	if err := conn.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" SET default_transaction_isolation = 'repeatable read'"); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := policy.Parse(strings.NewReader(guardPolicy), "p.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fp, err := catalog.Fingerprint(ctx, conn, ds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(ctx, Config{DSN: dsn, StatementTimeout: 30 * time.Second, Guard: catalog.GuardSQL(ds), Fingerprint: fp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	// The database's default isolation is set before the pool connects.
+	dsn, p := guardedPool(t, "CREATE TABLE visits (patient_id varchar(10), cost numeric)", "INSERT INTO visits VALUES ('a', 1)",
+		"DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_isolation = ''repeatable read''', current_database()); END $$")
 	alter, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
