@@ -20,7 +20,8 @@
 //     must fit in ([LimitsFor]: the dataset's global cap, the analyst's
 //     budget, the analyst's team's), with which caps, per budget window and
 //     over the lifetime ([WindowOf]); steward grants added in exact decimal
-//     ([WithGrants]).
+//     ([WithGrants]); the method rows shared by several analysts compose
+//     with ([SharedMethodName]).
 //   - The shared types of the release path and the ledger: [Event],
 //     [Charge], [Spent], [Status], [Reservation], [Incident], the [Store]
 //     interface and its sentinels ([ErrBudgetExhausted],

@@ -434,7 +434,7 @@ func (l *Ledger) Verify(ctx context.Context) (*VerifyReport, error) {
 			if r.analyst == accountant.GlobalAnalyst {
 				name = r.dataset + " (global)"
 			}
-			st, n, errs := cs.compose(r.dataset, r.analyst, cs.resets, accountant.MethodByName)
+			st, n, errs := cs.compose(r.dataset, r.analyst, cs.resets, rowMethodOf(r.analyst))
 			for _, e := range errs {
 				rep.Mismatches = append(rep.Mismatches, name+": "+e)
 			}

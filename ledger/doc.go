@@ -28,17 +28,23 @@
 //  1. calls [Ledger.Reserve]: one transaction creates the budget rows the
 //     charge touches if missing (INSERT … ON CONFLICT DO NOTHING, so two
 //     first charges cannot both create a row), then locks them with
-//     SELECT … FOR UPDATE in one fixed order (by name: the dataset's global
-//     row "" first, then the analyst's and the team's), composes the
-//     query's events onto each row's state (accountant), refuses (SQLSTATE
+//     SELECT … FOR UPDATE in one fixed order (the analyst's row, then the
+//     rows shared with other analysts by name: the dataset's global row
+//     "" and the team's), composes the query's events onto each row's
+//     state (accountant; the shared rows with
+//     [accountant.SharedMethodName]'s method, whose state is a fixed set
+//     of sums), refuses (SQLSTATE
 //     53400, wrapping [accountant.ErrBudgetExhausted]) if any row's limit
 //     or lifetime cap would be exceeded — or (42501, wrapping
 //     [accountant.ErrSuspended]) if the analyst is suspended — and
 //     otherwise updates the rows and inserts a charge row with status
 //     "reserved", then commits with synchronous commit. The transaction is
-//     sent as two pipelined batches (BEGIN, INSERT, SELECT … FOR UPDATE;
-//     then the UPDATEs, the INSERT and COMMIT), so the rows stay locked for
-//     one round trip plus the commit's WAL flush;
+//     sent as three pipelined batches (BEGIN, INSERT, SELECT … FOR UPDATE
+//     of the analyst's row; SELECT … FOR UPDATE of the shared rows; the
+//     UPDATEs, the INSERT and COMMIT), so the global row, which every
+//     charge on the dataset takes, stays locked for one round trip,
+//     fixed-size compositions and the commit's WAL flush, whatever the
+//     analyst's own history costs to compose;
 //  2. runs the emitted query upstream and adds noise — only after Reserve
 //     returned, so the charge is durable before any private row is read;
 //  3. calls [Ledger.Release] to store the released (noisy) answer on the

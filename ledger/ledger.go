@@ -31,6 +31,9 @@ type Ledger struct {
 	// pld remembers the pld method's intermediate distributions
 	// ([accountant.PLDMemo]).
 	pld *accountant.PLDMemo
+	// ownRowsLocked, when set (tests), runs in Reserve once the analyst's
+	// own row is locked and before the shared rows are.
+	ownRowsLocked func()
 }
 
 // Log keys of the budget events.
@@ -157,9 +160,9 @@ func (r budgetRow) spentBefore(m accountant.Method, delta float64) (accountant.S
 
 // Reserve durably charges c or refuses it; see [accountant.Store]. The check and the
 // debit are one transaction holding the budget rows FOR UPDATE (first the
-// dataset's global row, then the analyst's, in that fixed order, so that
-// concurrent charges cannot deadlock), and the ledger row is committed
-// before Reserve returns.
+// analyst's, then the dataset's global row and their team's, in that fixed
+// order, so that concurrent charges cannot deadlock; see reserveTx), and
+// the ledger row is committed before Reserve returns.
 func (l *Ledger) Reserve(ctx context.Context, c accountant.Charge) (*accountant.Reservation, error) {
 	if err := checkCharge(c); err != nil {
 		return nil, err
@@ -257,19 +260,35 @@ func eventsJSON(es []accountant.Event) []eventJSON {
 // reserveTx runs one reservation transaction. It returns a refusal (53400)
 // when the charge does not fit, or err when the database failed.
 //
-// The transaction is sent as two pipelined batches (pgx.Batch, one round
-// trip each): BEGIN, create the budget rows if missing and lock them; then,
-// after composing in Go, the UPDATEs of the rows, the audit rows of window
-// renewals, the INSERT of the charge and COMMIT. The budget rows are
-// locked for one round trip plus the commit's WAL flush (not one round
-// trip per statement), which is what bounds the charge rate of one busy
-// budget row. The protocol is unchanged: the charge is committed
-// (synchronous commit) before Reserve returns.
+// The transaction is sent as three pipelined batches (pgx.Batch, one round
+// trip each):
 //
-// The rows are the dataset's global row, the analyst's team's (if any) and
-// the analyst's (accountant.LimitsFor): the charge must fit in each of them, per
-// window and over their lifetime, or nothing is written.
+//  1. BEGIN, create the budget rows if missing, lock the analyst's own row;
+//     then compose and check it in Go, with the dataset's method;
+//  2. lock the rows the analyst shares with others (the dataset's global
+//     row, their team's); compose and check them in Go, with
+//     [accountant.SharedMethodName]'s method, whose state is a fixed set
+//     of sums;
+//  3. the UPDATEs of the rows, the audit rows of window renewals, the
+//     INSERT of the charge and COMMIT.
+//
+// Every charge on the dataset takes the global row, so the shared rows are
+// locked last and held only for what does not depend on one analyst's
+// history: one round trip, fixed-size compositions and the commit's WAL
+// flush. An analyst whose own history is costly to compose (up to pld's
+// work bound) holds only their own row meanwhile (attack round 68: every
+// other analyst's charge had waited for it). Rows are always locked in the
+// same order (the analyst's, then the shared ones by name), so concurrent
+// charges cannot deadlock. The charge is committed (synchronous commit)
+// before Reserve returns.
+//
+// The charge must fit in each row (accountant.LimitsFor), per window and
+// over its lifetime, or nothing is written.
 func (l *Ledger) reserveTx(ctx context.Context, m accountant.Method, c accountant.Charge, rows []accountant.RowLimits, events []byte) (*accountant.Reservation, *pgerr.Error, error) {
+	sm, err := accountant.MethodWithMemo(accountant.SharedMethodName(m.Name()), l.pld)
+	if err != nil {
+		return nil, nil, err
+	}
 	conn, err := l.pool.Acquire(ctx)
 	if err != nil {
 		return nil, nil, err
@@ -279,146 +298,80 @@ func (l *Ledger) reserveTx(ctx context.Context, m accountant.Method, c accountan
 	// transaction (a refusal, a failed statement, a failed COMMIT).
 	defer rollbackOpen(ctx, conn)
 
-	names := make([]string, len(rows))
-	for i, r := range rows {
-		names[i] = r.Name
+	var names, own, shared []string
+	for _, r := range rows {
+		names = append(names, r.Name)
+		if r.Kind == accountant.RowAnalyst {
+			own = append(own, r.Name)
+		} else {
+			shared = append(shared, r.Name)
+		}
 	}
-	// Create the rows if missing (race-safe), then lock them in one fixed
-	// order (by name; the global row '' first), so that concurrent charges
-	// cannot deadlock.
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(`INSERT INTO dpproxy_ledger.budget (dataset, analyst, accountant)
 		SELECT $1, unnest($2::text[]), $3 ON CONFLICT (dataset, analyst) DO NOTHING`,
 		c.Dataset, names, m.Name())
-	b.Queue(`SELECT analyst, state, accountant, limit_delta, spent_epsilon::float8, spent_delta::float8,
-			granted_epsilon::text, granted_delta::text, suspended_at IS NOT NULL, window_start, lifetime_state
-		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = ANY($2::text[]) ORDER BY analyst FOR UPDATE`, c.Dataset, names)
-	locked, err := lockBudgetRows(conn.SendBatch(ctx, b))
+	b.Queue(lockRowsSQL, c.Dataset, own)
+	locked, err := lockBudgetRows(conn.SendBatch(ctx, b), 2)
 	if err != nil {
 		return nil, nil, err
 	}
-	byName := make(map[string]budgetRow, len(locked))
-	for _, r := range locked {
-		byName[r.analyst] = r
+	if len(locked) != 1 || locked[0].analyst != c.Analyst {
+		return nil, nil, fmt.Errorf("budget row of %s/%s missing after insert", c.Dataset, c.Analyst)
 	}
-	if len(locked) != len(rows) || len(byName) != len(rows) {
-		return nil, nil, fmt.Errorf("budget rows of %s/%s missing after insert", c.Dataset, c.Analyst)
-	}
-	internal := func(msg string, err error) (*accountant.Reservation, *pgerr.Error, error) {
-		return nil, pgerr.New(pgerr.InternalError, "%s", msg).Wrap(err), nil
-	}
-	if byName[c.Analyst].suspended {
+	if locked[0].suspended {
 		return nil, l.suspendedError(c), nil
+	}
+	if l.ownRowsLocked != nil {
+		l.ownRowsLocked()
 	}
 
 	now := l.clock()
-	window := c.Policy.Budget.Window
-	type planned struct {
-		lim                 accountant.RowLimits
-		row                 budgetRow
-		start               time.Time
-		renew               bool
-		after, lifeAfter    []byte
-		spentText, lifeText [2]string
-		spentAfter          accountant.Spent
-		spentBefore         accountant.Spent
-	}
-	plans := make([]planned, len(rows))
-	var analystPlan *planned
-	for i, lim := range rows {
-		r := byName[lim.Name]
-		pl := planned{lim: lim, row: r}
-		if lim.Kind != accountant.RowGlobal {
-			// Steward grants raise a row's window limit (not its lifetime cap).
-			if pl.lim.Window, err = accountant.WithGrants(lim.Window, r.granted); err != nil {
-				return internal("cannot read the privacy ledger state", err)
-			}
-		}
-		pl.start, pl.renew = accountant.WindowOf(r.windowStart, now, window)
-		base := r.state
-		if pl.renew {
-			base = nil
-		}
-		if pl.after, err = m.Compose(base, c.Events); err != nil {
-			return internal("cannot compose the privacy charge", err)
-		}
-		cap := pl.lim.Window
-		if accountant.HasCap(cap) {
-			sp, fits, err := accountant.Evaluate(m, pl.after, cap)
-			if err != nil {
-				return internal("cannot check the privacy budget", err)
-			}
-			if !fits {
-				before := accountant.Spent{}
-				if !pl.renew {
-					if before, err = r.spentBefore(m, cap.Delta); err != nil {
-						return internal("cannot read the privacy ledger state", err)
-					}
-				}
-				cost := sp.Sub(before)
-				st := accountant.Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: cap, Renews: accountant.RenewsAt(pl.start, window)}
-				return nil, l.refuse(c, m, cost, st, lim, false), nil
-			}
-			pl.spentAfter = sp
-			pl.spentText = [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}
-			if !pl.renew {
-				if pl.spentBefore, err = r.spentBefore(m, cap.Delta); err != nil {
-					return internal("cannot read the privacy ledger state", err)
-				}
-			}
-		} else {
-			// Without a cap (the global row by default) the row records
-			// the exact basic sums, so a cap added later counts the past.
-			e, d, err := accountant.BasicSums(pl.after)
-			if err != nil {
-				return internal("cannot read the privacy ledger state", err)
-			}
-			pl.spentText = [2]string{e, d}
-		}
-		if window > 0 {
-			// The lifetime state composes every charge of every window;
-			// a row from before the dataset had a window starts from its
-			// current state (nothing is refunded).
-			lifeBase := r.lifetimeState
-			if lifeBase == nil {
-				lifeBase = r.state
-			}
-			if pl.lifeAfter, err = m.Compose(lifeBase, c.Events); err != nil {
-				return internal("cannot compose the privacy charge", err)
-			}
-			if accountant.HasCap(lim.Lifetime) {
-				sp, fits, err := accountant.Evaluate(m, pl.lifeAfter, lim.Lifetime)
-				if err != nil {
-					return internal("cannot check the privacy budget", err)
-				}
-				if !fits {
-					before, err := m.Spent(lifeBase, lim.Lifetime.Delta)
-					if err != nil {
-						return internal("cannot read the privacy ledger state", err)
-					}
-					cost := sp.Sub(before)
-					st := accountant.Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: lim.Lifetime}
-					return nil, l.refuse(c, m, cost, st, lim, true), nil
-				}
-				pl.lifeText = [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}
-			} else {
-				e, d, err := accountant.BasicSums(pl.lifeAfter)
-				if err != nil {
-					return internal("cannot read the privacy ledger state", err)
-				}
-				pl.lifeText = [2]string{e, d}
-			}
-		}
-		plans[i] = pl
+	plans := make([]rowPlan, 0, len(rows))
+	for _, lim := range rows {
 		if lim.Kind == accountant.RowAnalyst {
+			pl, refusal, err := l.planRow(c, m, lim, locked[0], now)
+			if refusal != nil || err != nil {
+				return nil, refusal, err
+			}
+			plans = append(plans, pl)
+		}
+	}
+	b = &pgx.Batch{}
+	b.Queue(lockRowsSQL, c.Dataset, shared)
+	sharedRows, err := lockBudgetRows(conn.SendBatch(ctx, b), 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	byName := make(map[string]budgetRow, len(sharedRows))
+	for _, r := range sharedRows {
+		byName[r.analyst] = r
+	}
+	if len(sharedRows) != len(shared) || len(byName) != len(shared) {
+		return nil, nil, fmt.Errorf("budget rows of %s missing after insert", c.Dataset)
+	}
+	for _, lim := range rows {
+		if lim.Kind == accountant.RowAnalyst {
+			continue
+		}
+		pl, refusal, err := l.planRow(c, sm, lim, byName[lim.Name], now)
+		if refusal != nil || err != nil {
+			return nil, refusal, err
+		}
+		plans = append(plans, pl)
+	}
+	var analystPlan *rowPlan
+	for i := range plans {
+		if plans[i].lim.Kind == accountant.RowAnalyst {
 			analystPlan = &plans[i]
 		}
 	}
 	if analystPlan == nil {
-		return internal("cannot check the privacy budget", errors.New("no analyst row"))
+		return nil, pgerr.New(pgerr.InternalError, "cannot check the privacy budget").Wrap(errors.New("no analyst row")), nil
 	}
 
+	window := c.Policy.Budget.Window
 	b = &pgx.Batch{}
 	for _, pl := range plans {
 		if pl.renew {
@@ -449,7 +402,7 @@ func (l *Ledger) reserveTx(ctx context.Context, m accountant.Method, c accountan
 			lifetime_spent_delta = coalesce($13::numeric, lifetime_spent_delta),
 			windows = windows + CASE WHEN $9 THEN 1 ELSE 0 END
 			WHERE dataset = $1 AND analyst = $2`,
-			c.Dataset, pl.lim.Name, m.Name(), limE, limD, pl.spentText[0], pl.spentText[1], pl.after,
+			c.Dataset, pl.lim.Name, pl.method.Name(), limE, limD, pl.spentText[0], pl.spentText[1], pl.after,
 			pl.renew, start, life, nullText(pl.lifeText[0]), nullText(pl.lifeText[1]))
 	}
 	cost := analystPlan.spentAfter.Sub(analystPlan.spentBefore)
@@ -496,6 +449,118 @@ func (l *Ledger) reserveTx(ctx context.Context, m accountant.Method, c accountan
 	return res, nil, nil
 }
 
+// lockRowsSQL reads and locks budget rows of a dataset ($1) by name ($2),
+// in name order.
+const lockRowsSQL = `SELECT analyst, state, accountant, limit_delta, spent_epsilon::float8, spent_delta::float8,
+		granted_epsilon::text, granted_delta::text, suspended_at IS NOT NULL, window_start, lifetime_state
+	FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = ANY($2::text[]) ORDER BY analyst FOR UPDATE`
+
+// rowPlan is what a charge writes on one budget row.
+type rowPlan struct {
+	lim                 accountant.RowLimits
+	method              accountant.Method // the method that composed the row
+	start               time.Time
+	renew               bool
+	after, lifeAfter    []byte
+	spentText, lifeText [2]string
+	spentAfter          accountant.Spent
+	spentBefore         accountant.Spent
+}
+
+// planRow composes the charge c onto the locked row r with method m and
+// checks it against the row's caps lim, per window and over its lifetime:
+// a refusal when it does not fit, else what to write.
+func (l *Ledger) planRow(c accountant.Charge, m accountant.Method, lim accountant.RowLimits, r budgetRow, now time.Time) (rowPlan, *pgerr.Error, error) {
+	internal := func(msg string, err error) (rowPlan, *pgerr.Error, error) {
+		return rowPlan{}, pgerr.New(pgerr.InternalError, "%s", msg).Wrap(err), nil
+	}
+	window := c.Policy.Budget.Window
+	pl := rowPlan{lim: lim, method: m}
+	var err error
+	if lim.Kind != accountant.RowGlobal {
+		// Steward grants raise a row's window limit (not its lifetime cap).
+		if pl.lim.Window, err = accountant.WithGrants(lim.Window, r.granted); err != nil {
+			return internal("cannot read the privacy ledger state", err)
+		}
+	}
+	pl.start, pl.renew = accountant.WindowOf(r.windowStart, now, window)
+	base := r.state
+	if pl.renew {
+		base = nil
+	}
+	if pl.after, err = m.Compose(base, c.Events); err != nil {
+		return internal("cannot compose the privacy charge", err)
+	}
+	cap := pl.lim.Window
+	if accountant.HasCap(cap) {
+		sp, fits, err := accountant.Evaluate(m, pl.after, cap)
+		if err != nil {
+			return internal("cannot check the privacy budget", err)
+		}
+		if !fits {
+			before := accountant.Spent{}
+			if !pl.renew {
+				if before, err = r.spentBefore(m, cap.Delta); err != nil {
+					return internal("cannot read the privacy ledger state", err)
+				}
+			}
+			cost := sp.Sub(before)
+			st := accountant.Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: cap, Renews: accountant.RenewsAt(pl.start, window)}
+			return rowPlan{}, l.refuse(c, m, cost, st, lim, false), nil
+		}
+		pl.spentAfter = sp
+		pl.spentText = [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}
+		if !pl.renew {
+			if pl.spentBefore, err = r.spentBefore(m, cap.Delta); err != nil {
+				return internal("cannot read the privacy ledger state", err)
+			}
+		}
+	} else {
+		// Without a cap (the global row by default) the row records
+		// the exact basic sums, so a cap added later counts the past.
+		e, d, err := accountant.BasicSums(pl.after)
+		if err != nil {
+			return internal("cannot read the privacy ledger state", err)
+		}
+		pl.spentText = [2]string{e, d}
+	}
+	if window > 0 {
+		// The lifetime state composes every charge of every window;
+		// a row from before the dataset had a window starts from its
+		// current state (nothing is refunded).
+		lifeBase := r.lifetimeState
+		if lifeBase == nil {
+			lifeBase = r.state
+		}
+		if pl.lifeAfter, err = m.Compose(lifeBase, c.Events); err != nil {
+			return internal("cannot compose the privacy charge", err)
+		}
+		if accountant.HasCap(lim.Lifetime) {
+			sp, fits, err := accountant.Evaluate(m, pl.lifeAfter, lim.Lifetime)
+			if err != nil {
+				return internal("cannot check the privacy budget", err)
+			}
+			if !fits {
+				before, err := m.Spent(lifeBase, lim.Lifetime.Delta)
+				if err != nil {
+					return internal("cannot read the privacy ledger state", err)
+				}
+				cost := sp.Sub(before)
+				st := accountant.Status{Dataset: c.Dataset, Accountant: m.Name(), Spent: before, Limit: lim.Lifetime}
+				return rowPlan{}, l.refuse(c, m, cost, st, lim, true), nil
+			}
+			pl.lifeText = [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}
+		} else {
+			e, d, err := accountant.BasicSums(pl.lifeAfter)
+			if err != nil {
+				return internal("cannot read the privacy ledger state", err)
+			}
+			pl.lifeText = [2]string{e, d}
+		}
+	}
+	return pl, nil, nil
+}
+
 // nullText is NULL for "".
 func nullText(s string) any {
 	if s == "" {
@@ -504,15 +569,16 @@ func nullText(s string) any {
 	return s
 }
 
-// lockBudgetRows reads the results of the first reservation batch (BEGIN,
-// INSERT … ON CONFLICT, SELECT … FOR UPDATE) and returns the locked rows.
-func lockBudgetRows(br pgx.BatchResults) (locked []budgetRow, err error) {
+// lockBudgetRows reads the results of a reservation batch that ends in
+// lockRowsSQL after skip other statements (BEGIN, INSERT … ON CONFLICT)
+// and returns the locked rows.
+func lockBudgetRows(br pgx.BatchResults, skip int) (locked []budgetRow, err error) {
 	defer func() {
 		if cerr := br.Close(); err == nil && cerr != nil {
 			err = cerr
 		}
 	}()
-	for range 2 {
+	for range skip {
 		if _, err := br.Exec(); err != nil {
 			return nil, err
 		}

@@ -118,12 +118,19 @@ var migrations = []string{
 	// audit trail (action 'migrate', with the row as it was).
 	`ALTER TABLE dpproxy_ledger.audit DROP CONSTRAINT audit_action_check,
 		ADD CONSTRAINT audit_action_check CHECK (action IN ('grant', 'reset', 'resume', 'renew', 'migrate'));`,
+	// 6: the rows several analysts share (a dataset's global row, a team's)
+	// compose with accountant.SharedMethodName's method (rdp on a pld
+	// dataset), whose state does not grow with one analyst's choices; the
+	// data step (dataSteps) recomposes the shared rows earlier builds
+	// composed with pld.
+	`SELECT 1`,
 }
 
 // dataSteps run in Go after the migration of the same number, in its
 // transaction.
 var dataSteps = map[int]func(context.Context, pgx.Tx, *zap.Logger) error{
 	5: rechargeRDPLaplace,
+	6: recomposeSharedRows,
 }
 
 // SchemaVersion returns the ledger schema version this build writes.

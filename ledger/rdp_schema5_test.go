@@ -76,7 +76,7 @@ func TestMigration5_RechargesRDPLaplace(t *testing.T) {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM dpproxy_ledger.schema_version WHERE version = 5`)
+		_, err = tx.Exec(ctx, `DELETE FROM dpproxy_ledger.schema_version WHERE version >= 5`)
 		return err
 	})
 	if err != nil {

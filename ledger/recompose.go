@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
@@ -143,6 +144,28 @@ func (cs *chargeSet) compose(dataset, analyst string, resets map[[2]string]int64
 		n++
 	}
 	return st, n, errs
+}
+
+// rowMethodOf returns how Reserve chose the method composing a charge
+// onto the budget row named analyst, from the method recorded on the
+// charge: a shared row's (the global row, a team's) is
+// [accountant.SharedMethodName]'s (since ledger schema 6), an analyst's the
+// recorded one.
+func rowMethodOf(analyst string) func(string) (accountant.Method, error) {
+	if isShared(analyst) {
+		return sharedMethodByName
+	}
+	return accountant.MethodByName
+}
+
+// isShared reports whether the budget row named analyst is shared by
+// several analysts: the dataset's global row or a team's.
+func isShared(analyst string) bool {
+	return analyst == accountant.GlobalAnalyst || strings.HasPrefix(analyst, policy.TeamLedgerPrefix)
+}
+
+func sharedMethodByName(name string) (accountant.Method, error) {
+	return accountant.MethodByName(accountant.SharedMethodName(name))
 }
 
 // budgetRecord is one budget row as Verify and the migrations read it.
