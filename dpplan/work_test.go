@@ -90,6 +90,41 @@ func TestWorkOf(t *testing.T) {
 	}
 }
 
+// TestWorkOf_Candidates: a plan with a private key (partition selection)
+// bounds its candidate groups by one scan's rows, whatever its scans and
+// per-row weights; a plan over public keys has none.
+func TestWorkOf_Candidates(t *testing.T) {
+	ds := &policy.Dataset{Tables: map[string]*policy.Table{
+		"visits":   {Name: "visits", UnitColumn: "pid", MaxGroupsPerUnit: 4, MaxRowsPerUnit: 20, MaxRows: 250_000},
+		"patients": {Name: "patients", UnitColumn: "pid", MaxGroupsPerUnit: 1, MaxRowsPerUnit: 1, MaxRows: 60_000},
+	}}
+	private := []Key{{Column: "diagnosis", Private: true}}
+	public := []Key{{Column: "department", Domain: []string{"a", "b"}}}
+	join := &Join{Shape: JoinUnit, RowsPerUnit: []int{0, 1}, Tables: []JoinTable{{Name: "visits"},
+		{Name: "patients", On: []JoinOn{{Table: 0, Column: "pid", Other: "pid"}}}}}
+	for _, c := range []struct {
+		name       string
+		plan       *Plan
+		candidates int64
+	}{
+		{"public keys", &Plan{Table: "visits", Keys: public}, 0},
+		{"no keys", &Plan{Table: "visits"}, 0},
+		{"a private key", &Plan{Table: "visits", Keys: private}, 250_000},
+		{"a private key and a public one", &Plan{Table: "visits", Keys: append(slices.Clone(public), private...)}, 250_000},
+		// Automatic bounds and a costly WHERE scan more, but partition
+		// selection reads one result.
+		{"a private key, automatic bounds, a costly WHERE", &Plan{Table: "visits", Keys: private, Auto: &AutoBounds{}, RowOps: 32}, 250_000},
+		// A join's groups come from its joined rows (one patient row per
+		// visit) and what it reads.
+		{"a private key over a join", &Plan{Table: "visits", Keys: private, Join: join}, 310_000 + 250_000},
+		{"undeclared", &Plan{Table: "labs", Keys: private}, 0},
+	} {
+		if w := WorkOf(ds, c.plan); w.Candidates != c.candidates {
+			t.Errorf("%s: %d candidates, want %d (%+v)", c.name, w.Candidates, c.candidates, w)
+		}
+	}
+}
+
 // TestPredWork: a condition's per-row units.
 func TestPredWork(t *testing.T) {
 	like := PredLike{Col: "d", Pattern: string(make([]byte, 248))}

@@ -133,8 +133,10 @@ func slotLine(env *Env, st *Statement) string {
 		return "  Time slot: refused before the charge: " + pe.Message
 	case slot > 0:
 		line := fmt.Sprintf("  Time slot: the answer is released %s after its release starts (response_time %s", slot, env.ResponseTime)
-		if st.Plan.Work.Rows > 0 {
-			line += fmt.Sprintf(", doubled until it covers %d rows at work_rate %g rows/s", st.Plan.Work.Rows, env.WorkRate)
+		if w := st.Plan.Work; w.Rows > 0 && w.Candidates > 0 {
+			line += fmt.Sprintf(", doubled until it covers %d rows at work_rate %g rows/s and %d candidate groups at %s each", w.Rows, env.WorkRate, w.Candidates, dpplan.CandidateCost)
+		} else if w.Rows > 0 {
+			line += fmt.Sprintf(", doubled until it covers %d rows at work_rate %g rows/s", w.Rows, env.WorkRate)
 		}
 		return line + ")"
 	}

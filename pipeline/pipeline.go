@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -204,17 +205,18 @@ func Request(env *Env, s *Settings, plan *dpplan.Plan) release.Request {
 // from public quantities only (issue 27, SECURITY.md "Time"): the dataset's
 // response_time, or the first doubling of it that covers the plan's work
 // bound (dpplan.Work: the rows its upstream queries may process, from the
-// policy's max_rows) at the dataset's work_rate. The answer, or the error
-// after its charge, is released at the end of the slot (the proxy pads to
-// it; a slot overrun under load goes to the next doubling). 0: no padding
-// (response_time 0). Whatever the padding, a plan whose work bound needs
-// longer than the upstream statement_timeout at work_rate is refused here,
+// policy's max_rows, at the dataset's work_rate, and the proxy's CPU for
+// the most candidate groups partition selection can have). The answer, or
+// the error after its charge, is released at the end of the slot (the proxy
+// pads to it; a slot overrun under load goes to the next doubling). 0: no
+// padding (response_time 0). Whatever the padding, a plan whose work bound
+// needs longer than the upstream statement_timeout is refused here,
 // uncharged: it could time out however its data is made.
 func TimeSlot(env *Env, plan *dpplan.Plan) (time.Duration, error) {
 	if plan == nil {
 		return 0, nil
 	}
-	need, err := workTime(env, plan.Work.Rows, "join fewer tables, or use fixed bounds (SET dp.contribution = fixed; SET dp.clipping = off)")
+	need, err := workTime(env, plan.Work, "join fewer tables, group by a column with public values, or use fixed bounds (SET dp.contribution = fixed; SET dp.clipping = off)")
 	if err != nil {
 		return 0, err
 	}
@@ -226,17 +228,24 @@ func TimeSlot(env *Env, plan *dpplan.Plan) (time.Duration, error) {
 	return release.PadUntil(zero, d, zero.Add(need)).Sub(zero), nil
 }
 
-// workTime is the time rows of upstream work take at the dataset's work
-// rate, or 54000 when it exceeds the statement time-out (hint: what the
+// workTime is the time work w takes: its rows at the dataset's work rate
+// and its candidate groups at dpplan.CandidateCost, both within the
+// upstream statement (the candidates' noise is drawn as they stream in).
+// It is 54000 when that exceeds the statement time-out (hint: what the
 // analyst can change).
-func workTime(env *Env, rows int64, hint string) (time.Duration, error) {
-	if rows <= 0 || env.WorkRate <= 0 {
-		return 0, nil
+func workTime(env *Env, w dpplan.Work, hint string) (time.Duration, error) {
+	var need time.Duration
+	if w.Rows > 0 && env.WorkRate > 0 {
+		need = time.Duration(min(float64(w.Rows)/env.WorkRate*float64(time.Second), math.MaxInt64/2))
 	}
-	need := time.Duration(float64(rows) / env.WorkRate * float64(time.Second))
+	need += time.Duration(min(float64(w.Candidates)*float64(dpplan.CandidateCost), math.MaxInt64/2))
 	if st := env.StatementTimeout; st > 0 && need > st {
-		return 0, pgerr.New(pgerr.ProgramLimitExceeded, "this query may process up to %d rows upstream, %s of work at %g rows/s, over the statement_timeout of %s", rows, need.Round(time.Millisecond), env.WorkRate, st).
-			WithDetail("The bound comes from the policy's max_rows, the query's joins, its aggregates and its automatic bounds, not from the data. The query was not run and nothing was charged.").
+		e := pgerr.New(pgerr.ProgramLimitExceeded, "this query may process up to %d rows upstream, %s of work at %g rows/s, over the statement_timeout of %s", w.Rows, need.Round(time.Millisecond), env.WorkRate, st)
+		if w.Candidates > 0 {
+			e = pgerr.New(pgerr.ProgramLimitExceeded, "this query may process up to %d rows upstream and %d candidate groups of a private key, %s of work at %g rows/s and %s a group, over the statement_timeout of %s",
+				w.Rows, w.Candidates, need.Round(time.Millisecond), env.WorkRate, dpplan.CandidateCost, st)
+		}
+		return 0, e.WithDetail("The bound comes from the policy's max_rows, the query's joins, its aggregates, its private keys and its automatic bounds, not from the data. The query was not run and nothing was charged.").
 			WithHint("%s; the data steward sets max_rows, work_rate and statement_timeout", hint)
 	}
 	return need, nil

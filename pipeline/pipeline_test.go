@@ -180,6 +180,50 @@ func TestTimeSlot(t *testing.T) {
 	}
 }
 
+// TestTimeSlot_Candidates: a private key's candidate groups count in the
+// slot at dpplan.CandidateCost each, as many as the scan has rows (how
+// many there are comes from the data), and past the statement time-out
+// the query is refused before any charge.
+func TestTimeSlot_Candidates(t *testing.T) {
+	env, _ := testEnv(t)
+	public, err := Prepare(env, testSettings(), nil, "SELECT department, COUNT(*) FROM visits GROUP BY department")
+	if err != nil {
+		t.Fatal(err)
+	}
+	private, err := Prepare(env, testSettings(), nil, "SELECT diagnosis, COUNT(*) FROM visits GROUP BY diagnosis")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !private.Plan.PrivateGroups() || public.Plan.PrivateGroups() {
+		t.Fatalf("premise: diagnosis has no public values, department has")
+	}
+	w := private.Plan.Work
+	if w.Candidates <= 0 || w.Rows != public.Plan.Work.Rows || public.Plan.Work.Candidates != 0 {
+		t.Fatalf("work: private key %+v, public keys %+v", w, public.Plan.Work)
+	}
+	env.ResponseTime = 100 * time.Millisecond
+	env.WorkRate = float64(w.Rows) / 0.15 // 150 ms of rows: a 200 ms slot
+	if d, err := TimeSlot(env, public.Plan); d != 200*time.Millisecond || err != nil {
+		t.Errorf("public keys: slot %v, %v; want 200ms", d, err)
+	}
+	cand := time.Duration(w.Candidates) * dpplan.CandidateCost
+	want := 200 * time.Millisecond
+	for want < 150*time.Millisecond+cand {
+		want *= 2
+	}
+	if d, err := TimeSlot(env, private.Plan); d != want || err != nil {
+		t.Errorf("a private key: slot %v, %v; want %v (150ms of rows and %v of candidates)", d, err, want, cand)
+	}
+	env.StatementTimeout = 150*time.Millisecond + cand/2
+	if _, err := TimeSlot(env, public.Plan); err != nil {
+		t.Errorf("public keys within the time-out: %v", err)
+	}
+	_, err = TimeSlot(env, private.Plan)
+	if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.ProgramLimitExceeded || !strings.Contains(pe.Message, "candidate groups") || !strings.Contains(pe.Hint, "public values") {
+		t.Errorf("candidates over statement_timeout: %v, want 54000 naming the candidate groups", err)
+	}
+}
+
 func answerText(a *Answer) string {
 	var b strings.Builder
 	for _, r := range a.Rows {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -124,8 +125,8 @@ func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
 // hold 700 MB for a statement that charged nothing).
 func CheckLeaves(env *Env, s *Settings, st *Statement) (*PostRun, error) {
 	run := &PostRun{}
-	var rows int64 // the leaves' work together
-	bytes := 0     // the leaves' answers together
+	var work dpplan.Work // the leaves' work together
+	bytes := 0           // the leaves' answers together
 	for _, l := range st.Leaves {
 		if l.Kind != KindRelease {
 			continue
@@ -142,10 +143,13 @@ func CheckLeaves(env *Env, s *Settings, st *Statement) (*PostRun, error) {
 		// work together, not only each one's, must fit the time-out
 		// (attack round 43: 16 leaves just under it held the analyst's
 		// DP slots for 16 time-outs).
-		if rows += l.Plan.Work.Rows; rows < 0 {
-			rows = math.MaxInt64
+		if work.Rows += l.Plan.Work.Rows; work.Rows < 0 {
+			work.Rows = math.MaxInt64
 		}
-		if _, err := workTime(env, rows, "use fewer DP aggregates in one statement, or join fewer tables"); err != nil {
+		if work.Candidates += l.Plan.Work.Candidates; work.Candidates < 0 {
+			work.Candidates = math.MaxInt64
+		}
+		if _, err := workTime(env, work, "use fewer DP aggregates in one statement, or join fewer tables"); err != nil {
 			return nil, err
 		}
 		run.Requests = append(run.Requests, req)

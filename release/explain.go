@@ -195,7 +195,11 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*st
 		lines = append(lines, post)
 	}
 	if w := plan.Work; w.Rows > 0 {
-		add("  Work: at most %d rows upstream in %d scan(s), from the policy's max_rows (the answer's time slot is fixed from it before the charge)", w.Rows, w.Scans)
+		if w.Candidates > 0 {
+			add("  Work: at most %d rows upstream in %d scan(s) and %d candidate groups of a private key, from the policy's max_rows (the answer's time slot is fixed from it before the charge)", w.Rows, w.Scans, w.Candidates)
+		} else {
+			add("  Work: at most %d rows upstream in %d scan(s), from the policy's max_rows (the answer's time slot is fixed from it before the charge)", w.Rows, w.Scans)
+		}
 	} else {
 		add("  Work: not bounded: %s declare(s) no max_rows in the policy (answers are padded to response_time, or its next doubling)", strings.Join(w.Undeclared, ", "))
 	}
