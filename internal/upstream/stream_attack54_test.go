@@ -75,8 +75,10 @@ func TestHeld54_QueryEachConsumerCountsInStatementTimeout(t *testing.T) {
 		}
 		return nil
 	})
-	// Left as documented (SECURITY.md, "Groups of a private key"): the
-	// consumer's time counts in the statement's time-out, and it ends as
+	// Kept, and budgeted for (SECURITY.md, "Groups of a private key"):
+	// the consumer's time counts in the statement's time-out, which the
+	// time-out check before the charge now covers with the most
+	// candidates the plan can have (dpplan.CandidateCost); past it, it ends as
 	// a statement time-out (57014), which release classifies as any
 	// time-out (no incident when other analysts' load caused it).
 	var pe *pgconn.PgError
