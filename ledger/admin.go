@@ -104,7 +104,7 @@ func (l *Ledger) Budgets(ctx context.Context, policies map[string]*policy.Datase
 		// limit and method, stored at its charges, never the policy's.
 		steward := strings.HasPrefix(b.Analyst, policy.StewardLedgerPrefix)
 		if ds != nil && !steward {
-			acc = ds.Budget.Accountant
+			acc = rowMethodName(ds.Budget.Accountant, b.Analyst)
 		}
 		m, err := accountant.MethodByName(acc)
 		if err != nil {
@@ -210,7 +210,7 @@ type adminRow struct {
 func lockForAdmin(ctx context.Context, tx pgx.Tx, ds *policy.Dataset, analyst string, create bool) (adminRow, bool, error) {
 	var r adminRow
 	if create {
-		m, err := accountant.MethodByName(ds.Budget.Accountant)
+		m, err := accountant.MethodByName(rowMethodName(ds.Budget.Accountant, analyst))
 		if err != nil {
 			return r, false, err
 		}
@@ -327,7 +327,7 @@ func (l *Ledger) Reset(ctx context.Context, ds *policy.Dataset, analyst, actor s
 			return refused("accountant: %s has no budget on %s (nothing spent): %w", analyst, ds.Name, ErrNoBudget)
 		}
 		// Status read above without the lock; read the state again under it.
-		m, err := accountant.MethodByName(ds.Budget.Accountant)
+		m, err := accountant.MethodByName(rowMethodName(ds.Budget.Accountant, analyst))
 		if err != nil {
 			return err
 		}

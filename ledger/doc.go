@@ -62,14 +62,19 @@
 // budget row, and of the dataset's global row, held from the SELECT … FOR
 // UPDATE to COMMIT. PostgreSQL grants it to one transaction at a time; the
 // other waits and then reads the row as the first one committed it
-// (READ COMMITTED re-reads a locked row after the lock holder commits; a
-// database whose default isolation is stricter fails the waiter with
-// SQLSTATE 40001 instead, and Reserve retries it), so it composes its
+// (READ COMMITTED, which the reservation transaction sets whatever the
+// database's default, re-reads a locked row after the lock holder
+// commits; under a stricter level every charge committed on the dataset
+// while another composed its analyst's row failed that one with SQLSTATE
+// 40001: attack round 69), so it composes its
 // events onto a state that already holds the first charge. The check and the debit are therefore one atomic step on each
 // row; the fixed locking order means two charges cannot deadlock (a
 // deadlock or serialization failure before COMMIT is retried). Steward
 // operations (grant, reset, resume) take the same row lock, so they
-// serialise with charges.
+// serialise with charges. An analyst's charges take one ledger
+// connection at a time per proxy (they would wait for each other on the
+// analyst's row anyway), so one analyst's costly compositions cannot hold
+// the pool every other analyst's charges need (attack round 69).
 //
 // # Refund rule
 //

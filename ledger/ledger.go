@@ -14,6 +14,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
+	"github.com/dpproxy/dpproxy/internal/share"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +32,9 @@ type Ledger struct {
 	// pld remembers the pld method's intermediate distributions
 	// ([accountant.PLDMemo]).
 	pld *accountant.PLDMemo
+	// charges lets each analyst hold one ledger connection for charges
+	// at a time (Reserve).
+	charges *share.PerOwner
 	// ownRowsLocked, when set (tests), runs in Reserve once the analyst's
 	// own row is locked and before the shared rows are.
 	ownRowsLocked func()
@@ -75,7 +79,7 @@ func Open(ctx context.Context, dsn string, logger *zap.Logger) (*Ledger, error) 
 	if err != nil {
 		return nil, fmt.Errorf("accountant: open ledger: %w", redact(err))
 	}
-	l := &Ledger{pool: pool, logger: logger.Named("accountant"), pld: accountant.NewPLDMemo(accountant.DefaultPLDMemoPoints)}
+	l := &Ledger{pool: pool, logger: logger.Named("accountant"), pld: accountant.NewPLDMemo(accountant.DefaultPLDMemoPoints), charges: share.New(1)}
 	if err := l.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("accountant: migrate ledger schema: %w", redact(err))
@@ -177,6 +181,15 @@ func (l *Ledger) Reserve(ctx context.Context, c accountant.Charge) (*accountant.
 		return nil, err
 	}
 
+	// One charge per analyst at a time holds a ledger connection: their
+	// charges wait for each other on their own row anyway, and a charge
+	// composing a costly history holds its connection meanwhile (attack
+	// round 69: one analyst's charges on two datasets held the whole pool).
+	done, err := l.charges.Acquire(ctx, c.Analyst)
+	if err != nil {
+		return nil, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(err)
+	}
+	defer done()
 	var res *accountant.Reservation
 	var refusal *pgerr.Error
 	for attempt := 0; ; attempt++ {
@@ -308,7 +321,13 @@ func (l *Ledger) reserveTx(ctx context.Context, m accountant.Method, c accountan
 		}
 	}
 	b := &pgx.Batch{}
-	b.Queue("BEGIN")
+	// READ COMMITTED whatever the database's default: a row locked by
+	// FOR UPDATE is read as the transaction that held it committed it
+	// (ledger/doc.go), where a stricter level would fail the charge
+	// whenever another analyst's charge committed on the dataset between
+	// this one's first batch and its lock of the shared rows (attack
+	// round 69).
+	b.Queue("BEGIN ISOLATION LEVEL READ COMMITTED")
 	b.Queue(`INSERT INTO dpproxy_ledger.budget (dataset, analyst, accountant)
 		SELECT $1, unnest($2::text[]), $3 ON CONFLICT (dataset, analyst) DO NOTHING`,
 		c.Dataset, names, m.Name())
@@ -781,7 +800,7 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 	if ds == nil {
 		return accountant.Status{}, pgerr.New(pgerr.InternalError, "budget status without a policy")
 	}
-	m, err := accountant.MethodWithMemo(ds.Budget.Accountant, l.pld)
+	m, err := accountant.MethodWithMemo(rowMethodName(ds.Budget.Accountant, analyst), l.pld)
 	if err != nil {
 		return accountant.Status{}, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}

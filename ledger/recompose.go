@@ -120,6 +120,14 @@ func loadCharges(ctx context.Context, tx pgx.Tx) (*chargeSet, error) {
 // entry in resets, each with the method methodOf gives for the name
 // recorded on it (as Reserve did). It returns the state, the number of
 // charges composed and one line per charge that could not be.
+//
+// Consecutive charges recorded with the same method are composed in one
+// Compose call, which is the same composition as one call per charge
+// (every method folds events in order, and its state's JSON round-trips
+// exactly: TestCompose_RunsEqualOneByOne), without a JSON round trip per
+// charge (attack round 69: 100,000 charges took schema 6's data step 53 s
+// with the ledger's tables locked). A run that fails is composed again one
+// charge at a time, to name the charges that do not compose.
 func (cs *chargeSet) compose(dataset, analyst string, resets map[[2]string]int64, methodOf func(string) (accountant.Method, error)) ([]byte, int64, []string) {
 	mine := cs.byRow[[2]string{dataset, analyst}]
 	if analyst == accountant.GlobalAnalyst {
@@ -129,20 +137,53 @@ func (cs *chargeSet) compose(dataset, analyst string, resets map[[2]string]int64
 	var st []byte
 	var n int64
 	var errs []string
+	one := func(c *verifyCharge) {
+		m, err := methodOf(c.accountant)
+		if err == nil {
+			var next []byte
+			if next, err = m.Compose(st, c.events); err == nil {
+				st = next
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("charge %d: %v", c.id, err))
+			return
+		}
+		n++
+	}
+	var run []*verifyCharge
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		var events []accountant.Event
+		for _, c := range run {
+			events = append(events, c.events...)
+		}
+		m, err := methodOf(run[0].accountant)
+		if err == nil && len(events) > 0 {
+			var next []byte
+			if next, err = m.Compose(st, events); err == nil {
+				st, n = next, n+int64(len(run))
+			}
+		}
+		if err != nil || len(events) == 0 {
+			for _, c := range run {
+				one(c)
+			}
+		}
+		run = run[:0]
+	}
 	for _, c := range mine {
 		if c.id <= after {
 			continue
 		}
-		m, err := methodOf(c.accountant)
-		if err == nil {
-			st, err = m.Compose(st, c.events)
+		if len(run) > 0 && run[0].accountant != c.accountant {
+			flush()
 		}
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("charge %d: %v", c.id, err))
-			continue
-		}
-		n++
+		run = append(run, c)
 	}
+	flush()
 	return st, n, errs
 }
 
@@ -162,6 +203,15 @@ func rowMethodOf(analyst string) func(string) (accountant.Method, error) {
 // several analysts: the dataset's global row or a team's.
 func isShared(analyst string) bool {
 	return analyst == accountant.GlobalAnalyst || strings.HasPrefix(analyst, policy.TeamLedgerPrefix)
+}
+
+// rowMethodName is the name of the method that composes the budget row
+// named analyst on a dataset whose accountant is method.
+func rowMethodName(method, analyst string) string {
+	if isShared(analyst) {
+		return accountant.SharedMethodName(method)
+	}
+	return method
 }
 
 func sharedMethodByName(name string) (accountant.Method, error) {

@@ -6,7 +6,9 @@
 // Reads an analyst causes for free — an answer read back from the ledger's
 // cache (release), SHOW dp.budget (proxy) — take a share of one connection
 // per analyst each, so one analyst's sessions, on however many datasets,
-// cannot hold the pool while another's charge waits (attack round 66).
+// cannot hold the pool while another's charge waits (attack round 66);
+// the ledger's charges take another (attack round 69: an analyst's
+// charges composing their own history held every connection).
 package share
 
 import (
@@ -18,14 +20,15 @@ import (
 // the config's analysts (authenticated names), so the map stays bounded.
 // Safe for concurrent use.
 type PerOwner struct {
-	n   int
-	mu  sync.Mutex
-	sem map[string]chan struct{}
+	n       int
+	mu      sync.Mutex
+	sem     map[string]chan struct{}
+	waiting map[string]int // callers of Acquire waiting for a slot
 }
 
 // New returns a PerOwner of n slots per owner (at least 1).
 func New(n int) *PerOwner {
-	return &PerOwner{n: max(n, 1), sem: map[string]chan struct{}{}}
+	return &PerOwner{n: max(n, 1), sem: map[string]chan struct{}{}, waiting: map[string]int{}}
 }
 
 // Acquire takes one of owner's slots, waiting while they are all held
@@ -46,10 +49,27 @@ func (p *PerOwner) Acquire(ctx context.Context, owner string) (func(), error) {
 		return release, nil
 	default:
 	}
+	p.setWaiting(owner, 1)
+	defer p.setWaiting(owner, -1)
 	select {
 	case s <- struct{}{}:
 		return release, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+func (p *PerOwner) setWaiting(owner string, d int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiting[owner] += d; p.waiting[owner] == 0 {
+		delete(p.waiting, owner)
+	}
+}
+
+// Waiting is how many callers of Acquire wait for one of owner's slots.
+func (p *PerOwner) Waiting(owner string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.waiting[owner]
 }

@@ -53,3 +53,44 @@ func TestPerOwner(t *testing.T) {
 		t.Error("New(0) must give one slot")
 	}
 }
+
+// TestPerOwner_Waiting: Waiting counts the callers blocked on an owner's
+// slots, per owner, and forgets them once they have one or give up.
+func TestPerOwner_Waiting(t *testing.T) {
+	p := New(1)
+	ctx := context.Background()
+	done, err := p.Acquire(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Waiting("alice") != 0 {
+		t.Fatalf("a held slot counts as waiting: %d", p.Waiting("alice"))
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	got := make(chan error, 2)
+	for range 2 {
+		go func() {
+			d, err := p.Acquire(wctx, "alice")
+			if err == nil {
+				d()
+			}
+			got <- err
+		}()
+	}
+	for p.Waiting("alice") != 2 { // ends when both wait (a hang otherwise)
+		time.Sleep(time.Millisecond)
+	}
+	if p.Waiting("bob") != 0 {
+		t.Errorf("bob waits for alice's slot: %d", p.Waiting("bob"))
+	}
+	cancel()
+	for range 2 {
+		if err := <-got; !errors.Is(err, context.Canceled) {
+			t.Errorf("waiter after cancel: %v", err)
+		}
+	}
+	if n := p.Waiting("alice"); n != 0 {
+		t.Errorf("%d waiters left after they gave up", n)
+	}
+	done()
+}
