@@ -304,6 +304,44 @@ func PredWork(p Pred) int {
 // is the product of the public key domains: a public quantity.
 const MaxAnswerCells = 60_000
 
+// CellWeight is a plan's noisy cells per group: one per measurement, a
+// quantile weighing QuantileCellWeight of its grid, one more for the unit
+// count min_units_per_cell noises; at least the plan's outputs (equal
+// aggregates share one measurement but each is a column of the answer:
+// attack round 52), and 0 for a plan with no measurement.
+func CellWeight(p *Plan) int {
+	weight := 0
+	for _, m := range p.Measures {
+		if m.Kind == MeasureQuantile && m.Quantile != nil {
+			weight += QuantileCellWeight(m.Quantile.Buckets)
+		} else {
+			weight++
+		}
+	}
+	if p.MinUnits > 0 && weight > 0 {
+		weight++
+	}
+	if weight == 0 {
+		return 0
+	}
+	return max(weight, len(p.Outputs))
+}
+
+// MaxSelectedGroups is how many of the groups partition selection keeps
+// (a plan with a private key) an answer holds: as many as fit
+// MaxAnswerCells at the plan's CellWeight. Which groups pass comes from
+// the data; the answer holds the first MaxSelectedGroups of them by key,
+// a function of the selected set alone (post-processing), so the proxy's
+// CPU for their measurements is bounded before the charge like an answer
+// over public keys.
+func MaxSelectedGroups(p *Plan) int {
+	w := CellWeight(p)
+	if w == 0 {
+		return MaxAnswerCells
+	}
+	return max(1, MaxAnswerCells/w)
+}
+
 // AnswerGroups is the number of groups of a plan over public keys (the
 // product of their domains), capped at MaxAnswerCells + 1.
 func AnswerGroups(p *Plan) int {

@@ -95,9 +95,9 @@ func checkQueryBounds(req Request) error {
 
 // maxAnswerCells bounds a plan's noisy cells, a quantile weighing its
 // worst exponential-mechanism work (dpplan.MaxAnswerCells and
-// dpplan.QuantileCellWeight, "The proxy's CPU per answer"). (Groups of
-// private keys come from partition selection; their number is the data's
-// and is not bounded here: SECURITY.md "What remains".)
+// dpplan.QuantileCellWeight, "The proxy's CPU per answer"). Groups of
+// private keys come from partition selection; their number is the data's,
+// and an answer holds at most dpplan.MaxSelectedGroups of them (partition.go).
 const maxAnswerCells = dpplan.MaxAnswerCells
 
 // AnswerCellBytes is a released cell's size in the proxy: a number's
@@ -135,26 +135,21 @@ func checkAnswerCells(p *dpplan.Plan) error {
 	if p == nil || p.PrivateGroups() {
 		return nil
 	}
-	weight, quantiles := 0, 0
-	for _, m := range p.Measures {
-		if m.Kind == dpplan.MeasureQuantile && m.Quantile != nil {
-			weight += dpplan.QuantileCellWeight(m.Quantile.Buckets)
-			quantiles++
-		} else {
-			weight++
-		}
-	}
-	if p.MinUnits > 0 && weight > 0 {
-		weight++ // the unit count of min_units_per_cell, noised per group
-	}
+	// The answer has a column per output, and equal aggregates share one
+	// measurement: 1,662 COUNT(*) are two measures but 1,662 columns
+	// (attack round 52). CellWeight takes the larger: it bounds the
+	// answer's size, which the proxy keeps for the client, as well as its
+	// CPU.
+	weight := dpplan.CellWeight(p)
 	if weight == 0 {
 		return nil
 	}
-	// The answer has a column per output, and equal aggregates share one
-	// measurement: 1,662 COUNT(*) are two measures but 1,662 columns
-	// (attack round 52). The larger bounds the answer's size, which the
-	// proxy keeps for the client, as well as its CPU.
-	weight = max(weight, len(p.Outputs))
+	quantiles := 0
+	for _, m := range p.Measures {
+		if m.Kind == dpplan.MeasureQuantile && m.Quantile != nil {
+			quantiles++
+		}
+	}
 	groups := dpplan.AnswerGroups(p)
 	if groups > maxAnswerCells/weight {
 		hint := "group by fewer or coarser keys (e.g. date_trunc('month', …) instead of days), or ask for fewer aggregates"

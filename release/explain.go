@@ -41,7 +41,7 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*st
 	if plan.SampleAgg != nil {
 		return explainSampleAgg(cal) // sampleagg.go
 	}
-	groupsText := "data-dependent (partition selection)"
+	groupsText := fmt.Sprintf("data-dependent (partition selection; the answer holds the first %d by key)", dpplan.MaxSelectedGroups(plan))
 	if !plan.PrivateGroups() {
 		groups, err := groupKeys(plan.Keys)
 		if err != nil {

@@ -4,6 +4,7 @@ package release
 
 import (
 	"crypto/sha256"
+	"fmt"
 	"math"
 	"math/big"
 	"sort"
@@ -267,20 +268,28 @@ func (s *selection) events() []accountant.Event {
 // NULL; see collect) and count as zero in values: they are released per
 // kept group by the quantile mechanism, exactly as for public keys (the
 // privacy argument above covers any ε_meas-DP release per kept group).
-func selectGroups(plan *dpplan.Plan, sel *selection, rows [][]*string) ([][]string, [][]*big.Rat, [][]*string, error) {
+func selectGroups(plan *dpplan.Plan, sel *selection, rows [][]*string) ([][]string, [][]*big.Rat, [][]*string, string, error) {
 	gs := newGroupSelector(plan, sel)
 	for _, row := range rows {
 		if err := gs.add(row); err != nil {
-			return nil, nil, nil, err
+			return nil, nil, nil, "", err
 		}
 	}
-	return gs.result()
+	groups, values, raws, err := gs.result()
+	return groups, values, raws, gs.note(), err
 }
 
 // groupSelector is selectGroups one row at a time (add), so that rows
 // streamed from upstream (RowStreamer) are kept only when selected: it
 // holds the kept groups and, for the check that no group comes twice, a
 // 16-byte digest of each candidate's keys.
+//
+// It keeps at most limit (dpplan.MaxSelectedGroups) of the selected
+// groups: the first by key (lessKeys), in a heap whose top is the largest
+// kept key. Which groups are kept is a function of the selected set alone,
+// post-processing of the selection, and only the kept groups' measurements
+// are noised, so the proxy's CPU and memory for them are bounded before
+// the charge; passed counts the selected groups, kept or not.
 type groupSelector struct {
 	plan    *dpplan.Plan
 	sel     *selection
@@ -289,10 +298,14 @@ type groupSelector struct {
 	groups  [][]string
 	values  [][]*big.Rat
 	raws    [][]*string
+	limit   int
+	passed  int
+	heap    []int // indices into groups; heap[0] holds the largest key
 }
 
 func newGroupSelector(plan *dpplan.Plan, sel *selection) *groupSelector {
-	gs := &groupSelector{plan: plan, sel: sel, domains: make([]map[string]bool, len(plan.Keys)), seen: map[[16]byte]bool{}}
+	gs := &groupSelector{plan: plan, sel: sel, domains: make([]map[string]bool, len(plan.Keys)), seen: map[[16]byte]bool{},
+		limit: dpplan.MaxSelectedGroups(plan)}
 	for i, k := range plan.Keys {
 		if k.Private {
 			continue
@@ -338,6 +351,15 @@ func (gs *groupSelector) add(row []*string) error {
 	if noisy.Cmp(gs.sel.threshold) < 0 {
 		return nil // dropped: its keys and measures are never used
 	}
+	gs.passed++
+	slot := len(gs.groups)
+	if slot == gs.limit {
+		top := gs.heap[0]
+		if !lessKeys(plan.Keys, key, gs.groups[top]) {
+			return nil // selected, but after the first limit by key
+		}
+		slot = top // replaces the largest kept key
+	}
 	ms := make([]*big.Rat, nm)
 	rs := make([]*string, nm)
 	for i := 0; i < nm; i++ {
@@ -358,10 +380,60 @@ func (gs *groupSelector) add(row []*string) error {
 		}
 		ms[i] = v
 	}
-	gs.groups = append(gs.groups, key)
-	gs.values = append(gs.values, ms)
-	gs.raws = append(gs.raws, rs)
+	if slot == len(gs.groups) {
+		gs.groups = append(gs.groups, key)
+		gs.values = append(gs.values, ms)
+		gs.raws = append(gs.raws, rs)
+		gs.heap = append(gs.heap, slot)
+		gs.up(len(gs.heap) - 1)
+		return nil
+	}
+	gs.groups[slot], gs.values[slot], gs.raws[slot] = key, ms, rs
+	gs.down(0)
 	return nil
+}
+
+// larger reports whether heap entry i's key is after entry j's.
+func (gs *groupSelector) larger(i, j int) bool {
+	return lessKeys(gs.plan.Keys, gs.groups[gs.heap[j]], gs.groups[gs.heap[i]])
+}
+
+func (gs *groupSelector) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !gs.larger(i, parent) {
+			return
+		}
+		gs.heap[i], gs.heap[parent] = gs.heap[parent], gs.heap[i]
+		i = parent
+	}
+}
+
+func (gs *groupSelector) down(i int) {
+	for {
+		big := i
+		for _, c := range []int{2*i + 1, 2*i + 2} {
+			if c < len(gs.heap) && gs.larger(c, big) {
+				big = c
+			}
+		}
+		if big == i {
+			return
+		}
+		gs.heap[i], gs.heap[big] = gs.heap[big], gs.heap[i]
+		i = big
+	}
+}
+
+// note says, when more groups passed the selection than the answer holds,
+// how many did and which are released ("" otherwise). The count of
+// selected groups is itself a function of the selection's output.
+func (gs *groupSelector) note() string {
+	if gs.passed <= len(gs.groups) {
+		return ""
+	}
+	return fmt.Sprintf("%d groups passed partition selection; the answer holds the first %d by key (at most %d noisy cells an answer): filter with WHERE, or group by a coarser key",
+		gs.passed, len(gs.groups), dpplan.MaxAnswerCells)
 }
 
 // groupDigest names a candidate group in the duplicate checks of the

@@ -2,11 +2,13 @@ package release
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
@@ -212,7 +214,7 @@ func TestExplain_PartitionSelection(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "keep a group iff its noisy distinct units >= threshold=" + tau.RatString() + " "
-	for _, sub := range []string{"groups=data-dependent (partition selection)", "measurements=2", "Cost: epsilon=1 delta=1e-06",
+	for _, sub := range []string{"groups=data-dependent (partition selection; the answer holds the first 30000 by key)", "measurements=2", "Cost: epsilon=1 delta=1e-06",
 		"threshold delta=1e-06", want, "(private values: released only for groups kept by partition selection)",
 		"COUNT(*)::text"} {
 		if !strings.Contains(all, sub) {
@@ -251,5 +253,51 @@ func TestRun_PartitionSelection_NoGroupKept(t *testing.T) {
 		if len(res.Rows) != 0 || !strings.Contains(res.Notice, "no group released") || len(led.incidents) != 0 {
 			t.Fatalf("%s: rows %v, notice %q, incidents %d", q, rowsText(res.Rows), res.Notice, len(led.incidents))
 		}
+	}
+}
+
+// TestRun_PartitionSelection_HoldsFirstGroups: when more groups pass
+// partition selection than an answer holds (dpplan.MaxSelectedGroups: here
+// a key and 999 COUNT(*) columns make a group weigh 1,000 cells, so 60 groups),
+// the answer holds the first ones by key — a function of the selected set,
+// whatever order the data server sends them in — and says how many passed.
+func TestRun_PartitionSelection_HoldsFirstGroups(t *testing.T) {
+	ds := loadPolicy(t)
+	q := "SELECT diagnosis" + strings.Repeat(", COUNT(*)", 999) + " FROM visits GROUP BY diagnosis"
+	plan := mustRewrite(t, ds, q)
+	limit := dpplan.MaxSelectedGroups(plan)
+	if limit != 60 || len(plan.Measures) != 1 {
+		t.Fatalf("premise: %d groups an answer, %d measures", limit, len(plan.Measures))
+	}
+	// 100 groups of a million units each (kept by the selection with
+	// probability 1 − e^{−10⁵}), sent in a scrambled order.
+	var rows [][]*string
+	for i := 0; i < 100; i++ {
+		k := (i * 37) % 100
+		rows = append(rows, []*string{s(fmt.Sprintf("D%03d", k)), s("1000000"), s("1000000")})
+	}
+	led := &memLedger{limit: 1000}
+	r := newTestReleaser(t, led, 1)
+	res, err := r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 1, Delta: 1e-6,
+		Mechanism: policy.MechanismLaplace, Upstream: &fakeUpstream{rows: rows}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Rows) != limit {
+		t.Fatalf("released %d groups, want the first %d", len(res.Rows), limit)
+	}
+	for i, row := range res.Rows {
+		if want := fmt.Sprintf("D%03d", i); *row[0] != want {
+			t.Fatalf("group %d is %s, want %s: the first groups by key", i, *row[0], want)
+		}
+	}
+	if !strings.Contains(res.Notice, "100 groups passed partition selection; the answer holds the first 60 by key") {
+		t.Errorf("NOTICE does not say how many groups passed:\n%s", res.Notice)
+	}
+	// Fewer selected groups than the answer holds: no such note.
+	res, err = r.Run(context.Background(), Request{Analyst: "a", Dataset: ds, Plan: plan, Epsilon: 1, Delta: 1e-6, NoCache: true,
+		Mechanism: policy.MechanismLaplace, Upstream: &fakeUpstream{rows: rows[:30]}})
+	if err != nil || len(res.Rows) != 30 || strings.Contains(res.Notice, "groups passed") {
+		t.Fatalf("30 groups: %d released, %v, notice %q", len(res.Rows), err, res.Notice)
 	}
 }

@@ -212,6 +212,7 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	var values [][]*big.Rat
 	var raw [][]*string  // quantile summaries (quantile.go)
 	var units []*big.Rat // the groups' unit counts (minunits.go)
+	var selNote string   // selected groups beyond the answer's (partition.go)
 	var err error
 	streamer, stream := req.Upstream.(RowStreamer)
 	stream = stream && rows == nil && sel != nil && cal.cells == nil
@@ -224,6 +225,7 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 			return nil, nil, err
 		}
 		groups, values, raw, err = gs.result()
+		selNote = gs.note()
 	case rows == nil:
 		if rows, err = req.Upstream.Query(ctx, plan.SQL); err != nil {
 			return nil, nil, err
@@ -239,7 +241,7 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	case sel != nil:
 		// Partition selection: only the kept groups go on (their
 		// quantile summaries too, partition.go).
-		groups, values, raw, err = selectGroups(plan, sel, rows)
+		groups, values, raw, selNote, err = selectGroups(plan, sel, rows)
 	default:
 		values, raw, err = collect(plan, groups, rows)
 	}
@@ -317,6 +319,9 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 	errs := errorsText(req, ms, tn, tg, tw)
 	if sel != nil {
 		errs += "; " + sel.describe() + "; " + selectionBoundText(plan)
+		if selNote != "" {
+			errs += "; " + selNote
+		}
 	}
 	if cal.cells != nil {
 		errs += "; " + minUnitsText(plan.MinUnits, req.Dataset.PrivacyUnit, suppressed, len(groups), cal.cells.describe()+weightedUnitsText(plan, req.Dataset.PrivacyUnit))

@@ -73,17 +73,25 @@ func quantileGridAtMost(typ policy.Type, lower, upper float64, maxBuckets int) (
 // charge, with a hint to group more coarsely).
 const minQuantileBuckets = 64
 
+// privateQuantileGroups is how many groups of a private key an answer with
+// quantiles holds at least (dpplan.MaxSelectedGroups): their grids are
+// coarsened to fit, 4,096 buckets for one quantile (a rank error of
+// ln 4096 ≈ 8.3 against ln 16384 ≈ 9.7; release/quantile.go, "The grid").
+const privateQuantileGroups = 128
+
 // fitQuantileGrids lowers the bucket counts of a plan's quantiles over
 // public keys until its answer fits dpplan.MaxAnswerCells: a quantile
 // weighs its grid's worst exponential-mechanism work per group
 // (dpplan.QuantileCellWeight; attack round 64: 600 medians over a grid of
 // 2¹⁴ buckets took 8.5 s of proxy CPU after their charge). Groups of
-// private keys come from the data and are not fitted.
+// private keys come from the data: an answer holds at most
+// dpplan.MaxSelectedGroups of them, and their grids are fitted so that it
+// holds privateQuantileGroups.
 func fitQuantileGrids(p *Plan) {
-	if p.PrivateGroups() {
-		return
+	groups := privateQuantileGroups
+	if !p.PrivateGroups() {
+		groups = dpplan.AnswerGroups(p)
 	}
-	groups := dpplan.AnswerGroups(p)
 	other, n := 0, 0
 	for _, m := range p.Measures {
 		if m.Kind == MeasureQuantile && m.Quantile != nil {
