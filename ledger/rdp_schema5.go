@@ -36,14 +36,7 @@ import (
 // an earlier build already running keep their open ledgers: stop them
 // before starting this build.
 func rechargeRDPLaplace(ctx context.Context, tx pgx.Tx, logger *zap.Logger) error {
-	if _, err := tx.Exec(ctx, `LOCK TABLE dpproxy_ledger.budget, dpproxy_ledger.charge IN SHARE ROW EXCLUSIVE MODE`); err != nil {
-		return err
-	}
-	cs, err := loadCharges(ctx, tx)
-	if err != nil {
-		return err
-	}
-	budgets, err := loadBudgets(ctx, tx)
+	cs, budgets, err := lockAndLoad(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -67,24 +60,7 @@ func rechargeRDPLaplace(ctx context.Context, tx pgx.Tx, logger *zap.Logger) erro
 		if bytes.Equal(state, r.state) && bytes.Equal(lifetime, r.lifetime) {
 			continue
 		}
-		m, err := accountant.MethodByName(r.accountant)
-		if err != nil {
-			return fmt.Errorf("budget %s/%s: %w", r.dataset, r.analyst, err)
-		}
-		spent, err := r.spentOf(m, state, r.charges)
-		if err != nil {
-			return fmt.Errorf("budget %s/%s: %w", r.dataset, r.analyst, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst,
-				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
-			SELECT 'dpproxy ledger migration 5', 'migrate', dataset, analyst, spent_epsilon, spent_delta, charges,
-				granted_epsilon, granted_delta, state, (SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge)
-			FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`, r.dataset, r.analyst); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `UPDATE dpproxy_ledger.budget SET state = $3, lifetime_state = $4,
-				spent_epsilon = $5::numeric, spent_delta = $6::numeric, updated_at = now()
-			WHERE dataset = $1 AND analyst = $2`, r.dataset, r.analyst, state, lifetime, spent[0], spent[1]); err != nil {
+		if err := rewriteRow(ctx, tx, 5, r, r.accountant, state, lifetime, r.charges); err != nil {
 			return err
 		}
 		rewritten++

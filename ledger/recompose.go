@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -275,4 +276,50 @@ func (r budgetRecord) spentOf(m accountant.Method, st []byte, n int64) ([2]strin
 		return [2]string{}, err
 	}
 	return [2]string{accountant.DecimalText(sp.Epsilon), accountant.DecimalText(sp.Delta)}, nil
+}
+
+// lockAndLoad locks the ledger's budget and charge tables against every
+// writer (a migration's data step rewrites rows from the charges) and reads
+// them.
+func lockAndLoad(ctx context.Context, tx pgx.Tx) (*chargeSet, []budgetRecord, error) {
+	if _, err := tx.Exec(ctx, `LOCK TABLE dpproxy_ledger.budget, dpproxy_ledger.charge IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		return nil, nil, err
+	}
+	cs, err := loadCharges(ctx, tx)
+	if err != nil {
+		return nil, nil, err
+	}
+	budgets, err := loadBudgets(ctx, tx)
+	return cs, budgets, err
+}
+
+// rewriteRow is a migration's rewrite of budget row r: an audit row
+// 'migrate' holding the row as it was, then the row composed with method
+// (state over n charges, lifetime), its spending re-evaluated at its stored
+// limits as Reserve writes it (the lifetime spending is rewritten by its
+// next charge).
+func rewriteRow(ctx context.Context, tx pgx.Tx, schema int, r budgetRecord, method string, state, lifetime []byte, n int64) error {
+	m, err := accountant.MethodByName(method)
+	if err != nil {
+		return fmt.Errorf("budget %s/%s: %w", r.dataset, r.analyst, err)
+	}
+	spent, err := r.spentOf(m, state, n)
+	if err != nil {
+		return fmt.Errorf("budget %s/%s: %w", r.dataset, r.analyst, err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst,
+			before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
+		SELECT 'dpproxy ledger migration ' || $3::text, 'migrate', dataset, analyst, spent_epsilon, spent_delta, charges,
+			granted_epsilon, granted_delta, state, (SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge)
+		FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`, r.dataset, r.analyst, strconv.Itoa(schema)); err != nil {
+		return err
+	}
+	var life any
+	if lifetime != nil {
+		life = lifetime
+	}
+	_, err = tx.Exec(ctx, `UPDATE dpproxy_ledger.budget SET accountant = $3, state = $4, lifetime_state = $5,
+			spent_epsilon = $6::numeric, spent_delta = $7::numeric, updated_at = now()
+		WHERE dataset = $1 AND analyst = $2`, r.dataset, r.analyst, method, state, life, spent[0], spent[1])
+	return err
 }

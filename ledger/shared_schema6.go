@@ -4,7 +4,6 @@ package ledger
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/jackc/pgx/v5"
@@ -29,14 +28,7 @@ import (
 // build before schema 6 refuses a ledger at schema 6 (migrate): stop
 // proxies of an earlier build before starting this one.
 func recomposeSharedRows(ctx context.Context, tx pgx.Tx, logger *zap.Logger) error {
-	if _, err := tx.Exec(ctx, `LOCK TABLE dpproxy_ledger.budget, dpproxy_ledger.charge IN SHARE ROW EXCLUSIVE MODE`); err != nil {
-		return err
-	}
-	cs, err := loadCharges(ctx, tx)
-	if err != nil {
-		return err
-	}
-	budgets, err := loadBudgets(ctx, tx)
+	cs, budgets, err := lockAndLoad(ctx, tx)
 	if err != nil {
 		return err
 	}
@@ -58,28 +50,11 @@ func recomposeSharedRows(ctx context.Context, tx pgx.Tx, logger *zap.Logger) err
 				zap.String(logKeyDataset, r.dataset), zap.String(logKeyAnalyst, r.analyst), zap.String("error", errs[0]))
 			continue
 		}
-		m, err := accountant.MethodByName(name)
-		if err != nil {
-			return fmt.Errorf("budget %s/%s: %w", r.dataset, r.analyst, err)
-		}
-		spent, err := r.spentOf(m, state, n)
-		if err != nil {
-			return fmt.Errorf("budget %s/%s: %w", r.dataset, r.analyst, err)
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO dpproxy_ledger.audit (actor, action, dataset, analyst,
-				before_spent_epsilon, before_spent_delta, before_charges, before_granted_epsilon, before_granted_delta, before_state, last_charge_id)
-			SELECT 'dpproxy ledger migration 6', 'migrate', dataset, analyst, spent_epsilon, spent_delta, charges,
-				granted_epsilon, granted_delta, state, (SELECT coalesce(max(id), 0) FROM dpproxy_ledger.charge)
-			FROM dpproxy_ledger.budget WHERE dataset = $1 AND analyst = $2`, r.dataset, r.analyst); err != nil {
-			return err
-		}
-		var life any
+		var life []byte
 		if lifetime != nil {
 			life = stateOrEmpty(lifetime)
 		}
-		if _, err := tx.Exec(ctx, `UPDATE dpproxy_ledger.budget SET accountant = $3, state = $4, lifetime_state = $5,
-				spent_epsilon = $6::numeric, spent_delta = $7::numeric, updated_at = now()
-			WHERE dataset = $1 AND analyst = $2`, r.dataset, r.analyst, name, stateOrEmpty(state), life, spent[0], spent[1]); err != nil {
+		if err := rewriteRow(ctx, tx, 6, r, name, stateOrEmpty(state), life, n); err != nil {
 			return err
 		}
 		rewritten++
