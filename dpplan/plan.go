@@ -64,6 +64,10 @@ type Plan struct {
 	// (release/minunits.go). Release refuses a plan whose MinUnits is not
 	// the policy's.
 	MinUnits int `json:",omitempty"`
+	// GroupsCap, when > 0, lowers MaxSelectedGroups: a post-processing
+	// statement's leaves with private keys share the bytes its answers may
+	// hold together (pipeline.CheckLeaves).
+	GroupsCap int `json:",omitempty"`
 
 	// Hidden are values computed like Outputs but not returned: the
 	// aggregates that Output.Expr and Having refer to (Expr.Ref indexes

@@ -79,7 +79,9 @@ type Work struct {
 	// Candidates bounds the candidate groups of partition selection (a
 	// plan with a private key), for each of which the proxy draws noise
 	// while the upstream query streams them (CandidateCost): at most one
-	// per row of the plan's scan, since every group has a row.
+	// per row of the plan's scan, since every group has a row, each
+	// weighing 1 + L·(1 + m)/2 under sample-and-aggregate (L block levels,
+	// m statistics), as its rows do upstream.
 	Candidates int64 `json:",omitempty"`
 }
 
@@ -127,7 +129,16 @@ func WorkOf(ds *policy.Dataset, p *Plan) Work {
 	}
 	w.Rows = saturate(total)
 	if p.PrivateGroups() {
-		w.Candidates = saturate(rows)
+		candidates := rows
+		if sa := p.SampleAgg; sa != nil {
+			// A candidate of sample-and-aggregate is a row per block
+			// level, each with its statistics' sums to read: weighed as
+			// its rows are upstream (attack round 70: 22.5 µs a
+			// candidate for one corr over 12 levels, 78 µs for six
+			// statistics, against CandidateCost's 4 µs).
+			candidates *= 1 + float64(len(sa.Levels))*float64(1+len(sa.Calls))/2
+		}
+		w.Candidates = saturate(candidates)
 	}
 	return w
 }
@@ -329,17 +340,58 @@ func CellWeight(p *Plan) int {
 
 // MaxSelectedGroups is how many of the groups partition selection keeps
 // (a plan with a private key) an answer holds: as many as fit
-// MaxAnswerCells at the plan's CellWeight. Which groups pass comes from
-// the data; the answer holds the first MaxSelectedGroups of them by key,
-// a function of the selected set alone (post-processing), so the proxy's
-// CPU for their measurements is bounded before the charge like an answer
-// over public keys.
+// MaxAnswerCells at the plan's CellWeight and MaxAnswerBytes at
+// AnswerRowBytes with error columns, and at most GroupsCap when set.
+// Which groups pass comes from the data; the answer holds the first
+// MaxSelectedGroups of them by key, a function of the selected set alone
+// (post-processing), so the proxy's CPU and memory for them are bounded
+// before the charge like an answer over public keys.
 func MaxSelectedGroups(p *Plan) int {
-	w := CellWeight(p)
-	if w == 0 {
-		return MaxAnswerCells
+	n := MaxAnswerCells
+	if w := CellWeight(p); w > 0 {
+		n = MaxAnswerCells / w
 	}
-	return max(1, MaxAnswerCells/w)
+	n = min(n, MaxAnswerBytes/AnswerRowBytes(p, len(p.Outputs)))
+	if p.GroupsCap > 0 {
+		n = min(n, p.GroupsCap)
+	}
+	return max(1, n)
+}
+
+// The proxy's memory per answer: a released cell's size, a text key's
+// at most, and an answer's (release.AnswerBytes).
+const (
+	// AnswerCellBytes is a released cell's size in the proxy: a number's
+	// text, its string header and pointer, and a share of its row's.
+	AnswerCellBytes = 64
+	// MaxPrivateKeyBytes bounds the text of a private group key's value
+	// (pgemit: a longer one is not grouped).
+	MaxPrivateKeyBytes = 1024
+	// MaxAnswerBytes bounds an answer's size: 60,000 cells of
+	// AnswerCellBytes with their error columns (7.7 MB) fit, with room for
+	// key texts of a few dozen bytes. A post-processing statement's
+	// leaves, whose answers are held together, share it
+	// (pipeline.CheckLeaves).
+	MaxAnswerBytes = 16 << 20
+)
+
+// AnswerRowBytes bounds one row of p's answer in the proxy, with extra
+// more columns of numbers (error columns): AnswerCellBytes a number, and
+// per key its longest value (a public key's domain) or MaxPrivateKeyBytes
+// (a private key's).
+func AnswerRowBytes(p *Plan, extra int) int {
+	row := (len(p.Outputs) + extra) * AnswerCellBytes
+	for _, k := range p.Keys {
+		longest := MaxPrivateKeyBytes
+		if !k.Private {
+			longest = 0
+			for _, v := range k.Domain {
+				longest = max(longest, len(v))
+			}
+		}
+		row += longest + AnswerCellBytes/4
+	}
+	return max(row, AnswerCellBytes)
 }
 
 // AnswerGroups is the number of groups of a plan over public keys (the

@@ -118,6 +118,10 @@ func TestWorkOf_Candidates(t *testing.T) {
 		// visit) and what it reads.
 		{"a private key over a join", &Plan{Table: "visits", Keys: private, Join: join}, 310_000 + 250_000},
 		{"undeclared", &Plan{Table: "labs", Keys: private}, 0},
+		// Sample-and-aggregate: a row per block level (12) each, one
+		// statistic: 1 + 12·2/2 = 13 a candidate.
+		{"sample-and-aggregate by a private key", &Plan{Table: "visits", Keys: private,
+			SampleAgg: &SampleAgg{Levels: make([]int, 12), Calls: make([]SampleCall, 1)}}, 250_000 * 13},
 	} {
 		if w := WorkOf(ds, c.plan); w.Candidates != c.candidates {
 			t.Errorf("%s: %d candidates, want %d (%+v)", c.name, w.Candidates, c.candidates, w)

@@ -85,7 +85,7 @@ func citextLower(x string) string { return "lower(" + x + ` COLLATE "default")` 
 
 // MaxPrivateKeyBytes bounds the text of a private group key's value
 // (keyValueSQL).
-const MaxPrivateKeyBytes = 1024
+const MaxPrivateKeyBytes = dpplan.MaxPrivateKeyBytes
 
 // keySQL is the SQL of a key over the table's row: the quoted column, or
 // the key expression with its constants (re-encoded by the planner:

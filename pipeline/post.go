@@ -118,24 +118,60 @@ func CheckPost(ctx context.Context, env *Env, s *Settings, st *Statement,
 // round 65: 15 names of one cached 14 MB answer and an oversized leaf read
 // 210 MB each time, then refused). Nothing is read or charged.
 //
-// The leaves' answers are held together (Outer binds them all): over
-// public keys their sizes (release.AnswerBytes, once per time a leaf is
-// named) must fit release.MaxAnswerBytes together, as one answer's must
-// (attack round 65: one cached 14 MB answer named 16 times made the proxy
-// hold 700 MB for a statement that charged nothing).
+// The leaves' answers are held together (Outer binds them all): their
+// sizes (release.AnswerBytes, once per time a leaf is named) must fit
+// release.MaxAnswerBytes together, as one answer's must (attack round 65:
+// one cached 14 MB answer named 16 times made the proxy hold 700 MB for a
+// statement that charged nothing).
 func CheckLeaves(env *Env, s *Settings, st *Statement) (*PostRun, error) {
 	run := &PostRun{}
 	var work dpplan.Work // the leaves' work together
-	bytes := 0           // the leaves' answers together
+	// The leaves' answers together: those over public keys count their
+	// size; those with a private key share what is left, each holding at
+	// most as many groups as fit its share (dpplan.Plan.GroupsCap; attack
+	// round 70: 16 of them could hold 30,000 groups of 1 KiB keys each).
+	bytes, private := 0, 0
+	for _, l := range st.Leaves {
+		switch {
+		case l.Kind != KindRelease:
+		case l.Plan.PrivateGroups():
+			private++
+		default:
+			bytes += release.AnswerBytes(l.Plan, 0)
+		}
+	}
+	tooLarge := pgerr.New(pgerr.ProgramLimitExceeded, "this statement's DP aggregates would hold more than %d MiB of answers together", release.MaxAnswerBytes>>20).
+		WithDetail("The proxy holds every DP aggregate's answer of a statement at once (each time it is named); the statement was not run and nothing was charged.").
+		WithHint("name each DP aggregate once (a WITH query can be read several times), or group by fewer keys")
+	if bytes > release.MaxAnswerBytes {
+		return nil, tooLarge
+	}
+	share := 0
+	if private > 0 {
+		share = (release.MaxAnswerBytes - bytes) / private
+	}
 	for _, l := range st.Leaves {
 		if l.Kind != KindRelease {
 			continue
 		}
-		req := Request(env, s, l.Plan)
+		plan := l.Plan
+		if plan.PrivateGroups() {
+			groups := share / dpplan.AnswerRowBytes(plan, len(plan.Outputs))
+			if groups < 1 {
+				return nil, tooLarge
+			}
+			if groups < dpplan.MaxSelectedGroups(plan) {
+				cp := *plan
+				cp.GroupsCap = groups
+				cp.Fingerprint = fmt.Sprintf("%s/groups<=%d", plan.Fingerprint, groups) // its own cached answer
+				plan = &cp
+			}
+		}
+		req := Request(env, s, plan)
 		if err := release.Check(req); err != nil {
 			return nil, err
 		}
-		slot, err := TimeSlot(env, l.Plan)
+		slot, err := TimeSlot(env, plan)
 		if err != nil {
 			return nil, err
 		}
@@ -143,10 +179,10 @@ func CheckLeaves(env *Env, s *Settings, st *Statement) (*PostRun, error) {
 		// work together, not only each one's, must fit the time-out
 		// (attack round 43: 16 leaves just under it held the analyst's
 		// DP slots for 16 time-outs).
-		if work.Rows += l.Plan.Work.Rows; work.Rows < 0 {
+		if work.Rows += plan.Work.Rows; work.Rows < 0 {
 			work.Rows = math.MaxInt64
 		}
-		if work.Candidates += l.Plan.Work.Candidates; work.Candidates < 0 {
+		if work.Candidates += plan.Work.Candidates; work.Candidates < 0 {
 			work.Candidates = math.MaxInt64
 		}
 		if _, err := workTime(env, work, "use fewer DP aggregates in one statement, or join fewer tables"); err != nil {
@@ -154,13 +190,6 @@ func CheckLeaves(env *Env, s *Settings, st *Statement) (*PostRun, error) {
 		}
 		run.Requests = append(run.Requests, req)
 		run.Slot += slot
-		if !l.Plan.PrivateGroups() {
-			if bytes += release.AnswerBytes(l.Plan, 0); bytes > release.MaxAnswerBytes {
-				return nil, pgerr.New(pgerr.ProgramLimitExceeded, "this statement's DP aggregates would hold more than %d MiB of answers together", release.MaxAnswerBytes>>20).
-					WithDetail("The proxy holds every DP aggregate's answer of a statement at once (each time it is named); the statement was not run and nothing was charged.").
-					WithHint("name each DP aggregate once (a WITH query can be read several times), or group by fewer keys")
-			}
-		}
 	}
 	run.Charges = len(run.Requests) > 0
 	return run, nil

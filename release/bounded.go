@@ -100,33 +100,28 @@ func checkQueryBounds(req Request) error {
 // and an answer holds at most dpplan.MaxSelectedGroups of them (partition.go).
 const maxAnswerCells = dpplan.MaxAnswerCells
 
-// AnswerCellBytes is a released cell's size in the proxy: a number's
-// text, its string header and pointer, and a share of its row's.
-const AnswerCellBytes = 64
+// AnswerCellBytes is a released cell's size in the proxy
+// (dpplan.AnswerCellBytes).
+const AnswerCellBytes = dpplan.AnswerCellBytes
 
-// MaxAnswerBytes bounds AnswerBytes of a plan over public keys: 60,000
-// cells of AnswerCellBytes with their error columns (7.7 MB) fit, with
-// room for key texts of a few dozen bytes. A post-processing statement's
-// leaves, whose answers are held together, share it (pipeline.CheckLeaves).
-const MaxAnswerBytes = 16 << 20
+// MaxAnswerBytes bounds AnswerBytes of a plan (dpplan.MaxAnswerBytes).
+const MaxAnswerBytes = dpplan.MaxAnswerBytes
 
-// AnswerBytes estimates the size in the proxy of the answer of a plan
-// over public keys, with extra more columns of numbers per row (error
-// columns): its groups (the product of the key domains, capped at 2²⁰)
-// times a row of the longest value of each key's domain and
-// AnswerCellBytes per number. Plans with private keys are not bounded by
-// it (their groups come from the data; SECURITY.md).
+// AnswerBytes estimates the size in the proxy of the answer of a plan,
+// with extra more columns of numbers per row (error columns): its groups
+// (the product of the public key domains, capped at 2²⁰, or with a private
+// key the most an answer holds, dpplan.MaxSelectedGroups) times a row
+// (dpplan.AnswerRowBytes).
 func AnswerBytes(p *dpplan.Plan, extra int) int {
-	groups, row := 1, (len(p.Outputs)+extra)*AnswerCellBytes
-	for _, k := range p.Keys {
-		groups = min(groups*len(k.Domain), 1<<20)
-		longest := 0
-		for _, v := range k.Domain {
-			longest = max(longest, len(v))
+	groups := 1
+	if p.PrivateGroups() {
+		groups = dpplan.MaxSelectedGroups(p)
+	} else {
+		for _, k := range p.Keys {
+			groups = min(groups*len(k.Domain), 1<<20)
 		}
-		row += longest + AnswerCellBytes/4
 	}
-	return groups * max(row, AnswerCellBytes)
+	return groups * dpplan.AnswerRowBytes(p, extra)
 }
 
 // checkAnswerCells refuses a plan whose answer would cost more than

@@ -284,28 +284,25 @@ func selectGroups(plan *dpplan.Plan, sel *selection, rows [][]*string) ([][]stri
 // holds the kept groups and, for the check that no group comes twice, a
 // 16-byte digest of each candidate's keys.
 //
-// It keeps at most limit (dpplan.MaxSelectedGroups) of the selected
-// groups: the first by key (lessKeys), in a heap whose top is the largest
-// kept key. Which groups are kept is a function of the selected set alone,
-// post-processing of the selection, and only the kept groups' measurements
-// are noised, so the proxy's CPU and memory for them are bounded before
-// the charge; passed counts the selected groups, kept or not.
+// It keeps at most dpplan.MaxSelectedGroups of the selected groups, the
+// first by key (firstK).
 type groupSelector struct {
 	plan    *dpplan.Plan
 	sel     *selection
 	domains []map[string]bool
 	seen    map[[16]byte]bool
-	groups  [][]string
-	values  [][]*big.Rat
-	raws    [][]*string
-	limit   int
-	passed  int
-	heap    []int // indices into groups; heap[0] holds the largest key
+	first   *firstK[selectedGroup]
+}
+
+// selectedGroup is a kept group's measures (quantile summaries raw).
+type selectedGroup struct {
+	values []*big.Rat
+	raws   []*string
 }
 
 func newGroupSelector(plan *dpplan.Plan, sel *selection) *groupSelector {
 	gs := &groupSelector{plan: plan, sel: sel, domains: make([]map[string]bool, len(plan.Keys)), seen: map[[16]byte]bool{},
-		limit: dpplan.MaxSelectedGroups(plan)}
+		first: newFirstK[selectedGroup](plan)}
 	for i, k := range plan.Keys {
 		if k.Private {
 			continue
@@ -351,89 +348,44 @@ func (gs *groupSelector) add(row []*string) error {
 	if noisy.Cmp(gs.sel.threshold) < 0 {
 		return nil // dropped: its keys and measures are never used
 	}
-	gs.passed++
-	slot := len(gs.groups)
-	if slot == gs.limit {
-		top := gs.heap[0]
-		if !lessKeys(plan.Keys, key, gs.groups[top]) {
-			return nil // selected, but after the first limit by key
-		}
-		slot = top // replaces the largest kept key
-	}
-	ms := make([]*big.Rat, nm)
-	rs := make([]*string, nm)
-	for i := 0; i < nm; i++ {
-		ms[i] = new(big.Rat)
-		if row[nk+i] == nil {
-			continue
-		}
-		if plan.Measures[i].Kind == dpplan.MeasureQuantile {
-			rs[i] = row[nk+i]
-			continue
-		}
-		v, ok := new(big.Rat).SetString(*row[nk+i])
-		if !ok {
-			return pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
-		}
-		if plan.Measures[i].Integer && !v.IsInt() {
-			return pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
-		}
-		ms[i] = v
-	}
-	if slot == len(gs.groups) {
-		gs.groups = append(gs.groups, key)
-		gs.values = append(gs.values, ms)
-		gs.raws = append(gs.raws, rs)
-		gs.heap = append(gs.heap, slot)
-		gs.up(len(gs.heap) - 1)
-		return nil
-	}
-	gs.groups[slot], gs.values[slot], gs.raws[slot] = key, ms, rs
-	gs.down(0)
-	return nil
-}
-
-// larger reports whether heap entry i's key is after entry j's.
-func (gs *groupSelector) larger(i, j int) bool {
-	return lessKeys(gs.plan.Keys, gs.groups[gs.heap[j]], gs.groups[gs.heap[i]])
-}
-
-func (gs *groupSelector) up(i int) {
-	for i > 0 {
-		parent := (i - 1) / 2
-		if !gs.larger(i, parent) {
-			return
-		}
-		gs.heap[i], gs.heap[parent] = gs.heap[parent], gs.heap[i]
-		i = parent
-	}
-}
-
-func (gs *groupSelector) down(i int) {
-	for {
-		big := i
-		for _, c := range []int{2*i + 1, 2*i + 2} {
-			if c < len(gs.heap) && gs.larger(c, big) {
-				big = c
+	return gs.first.offer(key, func() (selectedGroup, error) {
+		ms := make([]*big.Rat, nm)
+		rs := make([]*string, nm)
+		for i := 0; i < nm; i++ {
+			ms[i] = new(big.Rat)
+			if row[nk+i] == nil {
+				continue
 			}
+			if plan.Measures[i].Kind == dpplan.MeasureQuantile {
+				rs[i] = row[nk+i]
+				continue
+			}
+			v, ok := new(big.Rat).SetString(*row[nk+i])
+			if !ok {
+				return selectedGroup{}, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
+			}
+			if plan.Measures[i].Integer && !v.IsInt() {
+				return selectedGroup{}, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
+			}
+			ms[i] = v
 		}
-		if big == i {
-			return
-		}
-		gs.heap[i], gs.heap[big] = gs.heap[big], gs.heap[i]
-		i = big
-	}
+		return selectedGroup{ms, rs}, nil
+	})
 }
 
 // note says, when more groups passed the selection than the answer holds,
 // how many did and which are released ("" otherwise). The count of
 // selected groups is itself a function of the selection's output.
-func (gs *groupSelector) note() string {
-	if gs.passed <= len(gs.groups) {
+func (gs *groupSelector) note() string { return firstKNote(gs.first.passed, len(gs.first.kept), gs.first.dropped()) }
+
+// firstKNote is note's text for passed selected groups of which kept are
+// released.
+func firstKNote(passed, kept int, dropped bool) string {
+	if !dropped {
 		return ""
 	}
 	return fmt.Sprintf("%d groups passed partition selection; the answer holds the first %d by key (at most %d noisy cells an answer): filter with WHERE, or group by a coarser key",
-		gs.passed, len(gs.groups), dpplan.MaxAnswerCells)
+		passed, kept, dpplan.MaxAnswerCells)
 }
 
 // groupDigest names a candidate group in the duplicate checks of the
@@ -447,17 +399,17 @@ func groupDigest(id string) [16]byte {
 // result returns the kept groups in key order, with their measures and
 // quantile summaries.
 func (gs *groupSelector) result() ([][]string, [][]*big.Rat, [][]*string, error) {
-	groups, values, raws := gs.groups, gs.values, gs.raws
-	idx := make([]int, len(groups))
-	for i := range idx {
-		idx[i] = i
-	}
-	sort.Slice(idx, func(a, b int) bool { return lessKeys(gs.plan.Keys, groups[idx[a]], groups[idx[b]]) })
-	sg, sv, sr := make([][]string, len(idx)), make([][]*big.Rat, len(idx)), make([][]*string, len(idx))
-	for i, j := range idx {
-		sg[i], sv[i], sr[i] = groups[j], values[j], raws[j]
+	kept := gs.first.sorted()
+	sg, sv, sr := make([][]string, len(kept)), make([][]*big.Rat, len(kept)), make([][]*string, len(kept))
+	for i, k := range kept {
+		sg[i], sv[i], sr[i] = k.key, k.v.values, k.v.raws
 	}
 	return sg, sv, sr, nil
+}
+
+// sortKeyed orders kept groups by key (lessKeys).
+func sortKeyed[T any](keys []dpplan.Key, ks []keyed[T]) {
+	sort.Slice(ks, func(a, b int) bool { return lessKeys(keys, ks[a].key, ks[b].key) })
 }
 
 // parseCount reads a distinct-unit count: an integer ≥ 1 (a group the SQL

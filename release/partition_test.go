@@ -214,7 +214,7 @@ func TestExplain_PartitionSelection(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "keep a group iff its noisy distinct units >= threshold=" + tau.RatString() + " "
-	for _, sub := range []string{"groups=data-dependent (partition selection; the answer holds the first 30000 by key)", "measurements=2", "Cost: epsilon=1 delta=1e-06",
+	for _, sub := range []string{fmt.Sprintf("groups=data-dependent (partition selection; the answer holds the first %d by key)", dpplan.MaxSelectedGroups(plan)), "measurements=2", "Cost: epsilon=1 delta=1e-06",
 		"threshold delta=1e-06", want, "(private values: released only for groups kept by partition selection)",
 		"COUNT(*)::text"} {
 		if !strings.Contains(all, sub) {

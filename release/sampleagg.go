@@ -181,16 +181,12 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	minUnits, suppressed := minUnitsOf(plan), 0
 	var rowsOut [][]value
 	var outKeys [][]string // the released rows' keys, for the streamed order
-	release := func(key []string, lv map[int][]*big.Rat) error {
+	// A group passed by partition selection is kept among the answer's
+	// first groups by key (firstK) and measured after the scan.
+	first := newFirstK[saGroup](plan)
+	finish := func(key []string, lv map[int][]*big.Rat, nt *big.Rat) error {
 		k := sa.Levels[0]
 		if count != nil {
-			nt, err := count.AddNoise(lv[sa.Levels[0]][sa.CountMeasure])
-			if err != nil {
-				return pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
-			}
-			if tau != nil && nt.Cmp(tau) < 0 {
-				return nil // not selected: nothing of this group is released
-			}
 			f, _ := nt.Float64()
 			if len(sa.Levels) > 1 {
 				k = sa.ChooseBlocks(f)
@@ -237,6 +233,30 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		rowsOut, outKeys = append(rowsOut, row), append(outKeys, key)
 		return nil
 	}
+	release := func(key []string, lv map[int][]*big.Rat) error {
+		if count == nil {
+			return finish(key, lv, nil)
+		}
+		nt, err := count.AddNoise(lv[sa.Levels[0]][sa.CountMeasure])
+		if err != nil {
+			return pgerr.New(pgerr.InternalError, "internal error while adding noise").Wrap(err)
+		}
+		if tau == nil {
+			return finish(key, lv, nt)
+		}
+		if nt.Cmp(tau) < 0 {
+			return nil // not selected: nothing of this group is released
+		}
+		return first.offer(key, func() (saGroup, error) { return saGroup{lv, nt}, nil })
+	}
+	finishKept := func() error {
+		for _, g := range first.sorted() {
+			if err := finish(g.key, g.v.levels, g.v.noisy); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 
 	// The key is passed as bind parameters, never in the SQL text. From
 	// here on, every error is an incident (incident.go).
@@ -251,6 +271,9 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 			return nil, nil, err
 		}
 		if err := gr.flush(); err != nil {
+			return nil, nil, err
+		}
+		if err := finishKept(); err != nil {
 			return nil, nil, err
 		}
 		idx := make([]int, len(rowsOut))
@@ -279,6 +302,9 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 			if err := release(groups[g], levels[g]); err != nil {
 				return nil, nil, err
 			}
+		}
+		if err := finishKept(); err != nil {
+			return nil, nil, err
 		}
 	}
 
@@ -317,6 +343,9 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		out.Widths = append(out.Widths, w)
 	}
 	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, plan, ks)
+	if note := firstKNote(first.passed, len(first.kept), first.dropped()); note != "" {
+		errs += "; " + note
+	}
 	if minUnits != nil {
 		errs += "; " + minUnitsText(plan.MinUnits, req.Dataset.PrivacyUnit, suppressed, len(ks)+suppressed, "the noisy unit count of sample-and-aggregate, "+count.Name()+" noise ±"+num(count.HalfWidth(0.95))+" at 95%")
 	}
@@ -324,6 +353,13 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	out.Notice = notice(res.Cost, res.Status, false, errs)
 	out.Errors = errs
 	return out, &storedAnswer{Columns: out.Columns, Rows: out.Rows, Widths: out.Widths, Errors: errs}, nil
+}
+
+// saGroup is a selected group of sample-and-aggregate kept until the scan
+// ends: its block levels' sums and its noisy unit count.
+type saGroup struct {
+	levels map[int][]*big.Rat
+	noisy  *big.Rat
 }
 
 func mechs(ms []measurement) []noise.Mechanism {

@@ -1,0 +1,99 @@
+// Privacy-critical: needs DP review.
+
+package release
+
+import "github.com/dpproxy/dpproxy/dpplan"
+
+// firstK keeps, of the groups partition selection passes, the first limit
+// by key (lessKeys), whatever order they come in: a heap whose top is the
+// largest kept key, replaced when a smaller one comes. Which groups are
+// kept is a function of the selected set alone (post-processing of the
+// selection), and only kept groups are measured, so an answer's
+// measurements are bounded before its charge (dpplan.MaxSelectedGroups).
+// passed counts every group offered.
+type firstK[T any] struct {
+	keys   []dpplan.Key
+	limit  int
+	passed int
+	kept   []keyed[T]
+	heap   []int // indices into kept; heap[0] holds the largest key
+}
+
+// keyed is one kept group: its keys and what the caller keeps of it.
+type keyed[T any] struct {
+	key []string
+	v   T
+}
+
+func newFirstK[T any](plan *dpplan.Plan) *firstK[T] {
+	return &firstK[T]{keys: plan.Keys, limit: dpplan.MaxSelectedGroups(plan)}
+}
+
+// offer takes a selected group: its value is made (make) and kept when the
+// group is among the first limit by key so far.
+func (f *firstK[T]) offer(key []string, make func() (T, error)) error {
+	f.passed++
+	slot := len(f.kept)
+	if slot >= f.limit {
+		top := f.heap[0]
+		if !lessKeys(f.keys, key, f.kept[top].key) {
+			return nil // selected, but after the first limit by key
+		}
+		slot = top
+	}
+	v, err := make()
+	if err != nil {
+		return err
+	}
+	if slot == len(f.kept) {
+		f.kept = append(f.kept, keyed[T]{key, v})
+		f.heap = append(f.heap, slot)
+		f.up(len(f.heap) - 1)
+		return nil
+	}
+	f.kept[slot] = keyed[T]{key, v}
+	f.down(0)
+	return nil
+}
+
+// sorted returns the kept groups in key order.
+func (f *firstK[T]) sorted() []keyed[T] {
+	out := append([]keyed[T](nil), f.kept...)
+	sortKeyed(f.keys, out)
+	return out
+}
+
+// dropped reports whether selected groups were left out.
+func (f *firstK[T]) dropped() bool { return f.passed > len(f.kept) }
+
+// larger reports whether heap entry i's key is after entry j's.
+func (f *firstK[T]) larger(i, j int) bool {
+	return lessKeys(f.keys, f.kept[f.heap[j]].key, f.kept[f.heap[i]].key)
+}
+
+func (f *firstK[T]) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !f.larger(i, parent) {
+			return
+		}
+		f.heap[i], f.heap[parent] = f.heap[parent], f.heap[i]
+		i = parent
+	}
+}
+
+func (f *firstK[T]) down(i int) {
+	for {
+		big := i
+		for _, c := range []int{2*i + 1, 2*i + 2} {
+			if c < len(f.heap) && f.larger(c, big) {
+				big = c
+			}
+		}
+		if big == i {
+			return
+		}
+		f.heap[i], f.heap[big] = f.heap[big], f.heap[i]
+		i = big
+	}
+}
