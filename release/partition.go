@@ -376,7 +376,9 @@ func (gs *groupSelector) add(row []*string) error {
 // note says, when more groups passed the selection than the answer holds,
 // how many did and which are released ("" otherwise). The count of
 // selected groups is itself a function of the selection's output.
-func (gs *groupSelector) note() string { return firstKNote(gs.first.passed, len(gs.first.kept), gs.first.dropped()) }
+func (gs *groupSelector) note() string {
+	return firstKNote(gs.first.passed, len(gs.first.kept), gs.first.dropped())
+}
 
 // firstKNote is note's text for passed selected groups of which kept are
 // released.
