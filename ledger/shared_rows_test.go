@@ -103,13 +103,13 @@ func TestReserve_SharedRowStateBounded(t *testing.T) {
 	}
 	reserveN(t, l, charge("a", ds, accountant.Event{Mechanism: policy.MechanismLaplace, Epsilon: 0.001}), 1)
 	first := map[string]int{"": len(stateOf("")), "team:cardio": len(stateOf("team:cardio"))}
-	for i := 1; i < 300; i++ {
+	for i := 1; i < 60; i++ {
 		analyst := []string{"a", "b", "c"}[i%3]
 		reserveN(t, l, charge(analyst, ds, accountant.Event{Mechanism: policy.MechanismLaplace, Epsilon: float64(1000+i) * 1e-6}), 1)
 	}
 	for row, n := range first {
 		if last := len(stateOf(row)); last > 2*n {
-			t.Errorf("row %q: its state grew from %d to %d bytes over 300 distinct ε values", row, n, last)
+			t.Errorf("row %q: its state grew from %d to %d bytes over 60 distinct ε values", row, n, last)
 		}
 		if acc := queryOne[string](t, dsn, `SELECT accountant FROM dpproxy_ledger.budget WHERE dataset = 'hospital' AND analyst = $1`, row); acc != policy.AccountantRDP {
 			t.Errorf("row %q composed with %q, want rdp", row, acc)
@@ -119,7 +119,7 @@ func TestReserve_SharedRowStateBounded(t *testing.T) {
 	if acc := queryOne[string](t, dsn, `SELECT accountant FROM dpproxy_ledger.budget WHERE dataset = 'hospital' AND analyst = 'a'`); acc != policy.AccountantPLD {
 		t.Errorf("analyst row composed with %q, want pld", acc)
 	}
-	wantClean(t, l, 5, 300)
+	wantClean(t, l, 5, 60)
 }
 
 // TestMigration6_RecomposesSharedRows: a pld dataset's global and team
