@@ -2,7 +2,13 @@
 
 package release
 
-import "github.com/dpproxy/dpproxy/dpplan"
+import (
+	"math/big"
+	"sort"
+	"strings"
+
+	"github.com/dpproxy/dpproxy/dpplan"
+)
 
 // firstK keeps, of the groups partition selection passes, the first limit
 // by key (lessKeys), whatever order they come in: a heap whose top is the
@@ -19,10 +25,44 @@ type firstK[T any] struct {
 	heap   []int // indices into kept; heap[0] holds the largest key
 }
 
-// keyed is one kept group: its keys and what the caller keeps of it.
+// keyed is one kept group: its keys (with their numbers parsed once, for
+// the comparisons: attack round 70 measured 12–288 µs a kept group when
+// every comparison parsed them) and what the caller keeps of it.
 type keyed[T any] struct {
 	key []string
+	num []*big.Rat // a numeric key's value, nil when not a number
 	v   T
+}
+
+// parseKeys parses the numeric keys of key (lessKeys' order).
+func parseKeys(keys []dpplan.Key, key []string) []*big.Rat {
+	num := make([]*big.Rat, len(keys))
+	for i, k := range keys {
+		if k.Type.Numeric() {
+			if x, ok := new(big.Rat).SetString(key[i]); ok {
+				num[i] = x
+			}
+		}
+	}
+	return num
+}
+
+// lessParsed is lessKeys over keys parsed by parseKeys: numbers
+// numerically (equal numbers by their text), everything else by text.
+func lessParsed(a, b []string, an, bn []*big.Rat) bool {
+	for i := range a {
+		c := 0
+		if an[i] != nil && bn[i] != nil {
+			c = an[i].Cmp(bn[i])
+		}
+		if c == 0 {
+			c = strings.Compare(a[i], b[i])
+		}
+		if c != 0 {
+			return c < 0
+		}
+	}
+	return false
 }
 
 func newFirstK[T any](plan *dpplan.Plan) *firstK[T] {
@@ -33,25 +73,26 @@ func newFirstK[T any](plan *dpplan.Plan) *firstK[T] {
 // group is among the first limit by key so far.
 func (f *firstK[T]) offer(key []string, make func() (T, error)) error {
 	f.passed++
+	num := parseKeys(f.keys, key)
 	slot := len(f.kept)
 	if slot >= f.limit {
-		top := f.heap[0]
-		if !lessKeys(f.keys, key, f.kept[top].key) {
+		top := f.kept[f.heap[0]]
+		if !lessParsed(key, top.key, num, top.num) {
 			return nil // selected, but after the first limit by key
 		}
-		slot = top
+		slot = f.heap[0]
 	}
 	v, err := make()
 	if err != nil {
 		return err
 	}
 	if slot == len(f.kept) {
-		f.kept = append(f.kept, keyed[T]{key, v})
+		f.kept = append(f.kept, keyed[T]{key, num, v})
 		f.heap = append(f.heap, slot)
 		f.up(len(f.heap) - 1)
 		return nil
 	}
-	f.kept[slot] = keyed[T]{key, v}
+	f.kept[slot] = keyed[T]{key, num, v}
 	f.down(0)
 	return nil
 }
@@ -59,7 +100,7 @@ func (f *firstK[T]) offer(key []string, make func() (T, error)) error {
 // sorted returns the kept groups in key order.
 func (f *firstK[T]) sorted() []keyed[T] {
 	out := append([]keyed[T](nil), f.kept...)
-	sortKeyed(f.keys, out)
+	sort.Slice(out, func(a, b int) bool { return lessParsed(out[a].key, out[b].key, out[a].num, out[b].num) })
 	return out
 }
 
@@ -68,7 +109,8 @@ func (f *firstK[T]) dropped() bool { return f.passed > len(f.kept) }
 
 // larger reports whether heap entry i's key is after entry j's.
 func (f *firstK[T]) larger(i, j int) bool {
-	return lessKeys(f.keys, f.kept[f.heap[j]].key, f.kept[f.heap[i]].key)
+	a, b := f.kept[f.heap[j]], f.kept[f.heap[i]]
+	return lessParsed(a.key, b.key, a.num, b.num)
 }
 
 func (f *firstK[T]) up(i int) {

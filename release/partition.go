@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"sort"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
@@ -409,11 +408,6 @@ func (gs *groupSelector) result() ([][]string, [][]*big.Rat, [][]*string, error)
 	return sg, sv, sr, nil
 }
 
-// sortKeyed orders kept groups by key (lessKeys).
-func sortKeyed[T any](keys []dpplan.Key, ks []keyed[T]) {
-	sort.Slice(ks, func(a, b int) bool { return lessKeys(keys, ks[a].key, ks[b].key) })
-}
-
 // parseCount reads a distinct-unit count: an integer ≥ 1 (a group the SQL
 // returns has at least one unit).
 func parseCount(s *string) (*big.Rat, bool) {
@@ -430,23 +424,7 @@ func parseCount(s *string) (*big.Rat, bool) {
 // lessKeys orders key tuples: numbers numerically, other types by their
 // text (dates as YYYY-MM-DD sort chronologically).
 func lessKeys(keys []dpplan.Key, a, b []string) bool {
-	for i, k := range keys {
-		c := 0
-		if k.Type.Numeric() {
-			x, okx := new(big.Rat).SetString(a[i])
-			y, oky := new(big.Rat).SetString(b[i])
-			if okx && oky {
-				c = x.Cmp(y)
-			}
-		}
-		if c == 0 {
-			c = strings.Compare(a[i], b[i])
-		}
-		if c != 0 {
-			return c < 0
-		}
-	}
-	return false
+	return lessParsed(a, b, parseKeys(keys, a), parseKeys(keys, b))
 }
 
 // perPartitionDelta is δ_p = 1 − (1−δ)^{1/L0}, the bound on the
