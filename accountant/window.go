@@ -106,9 +106,9 @@ type RowLimits struct {
 var noCap = Spent{Epsilon: math.Inf(1), Delta: math.Inf(1)}
 
 // LimitsFor returns the caps of every row a charge of analyst on ds
-// touches, in the order their rows are locked by name (the ledger sorts
-// by name; the global row "" comes first). The analyst's window cap is
-// the policy's (grants are added by Reserve from the row).
+// touches: the global row, the analyst's and their team's (the ledger
+// locks the analyst's first, then the shared ones by name). The analyst's
+// window cap is the policy's (grants are added by Reserve from the row).
 func LimitsFor(ds *policy.Dataset, analyst string) []RowLimits {
 	b := ds.Budget
 	windowed := b.Window > 0

@@ -408,7 +408,8 @@ func (r *VerifyReport) OK() bool { return len(r.Mismatches) == 0 }
 // consistent snapshot (REPEATABLE READ, read only): the charges since the
 // row's last reset (for the global row: every charge of the dataset since
 // its last reset) are composed in id order, each with the method recorded
-// on it (as Reserve did), and the result is compared with the row: the
+// on it, or on a shared row (global, team) accountant.SharedMethodName's
+// of it (as Reserve did), and the result is compared with the row: the
 // number of charges, the composition state, and the stored spending
 // (recomputed at the stored limits). It also lists the charges left
 // reserved. A difference is a mismatch; reserved charges are not.

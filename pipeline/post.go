@@ -163,7 +163,7 @@ func CheckLeaves(env *Env, s *Settings, st *Statement) (*PostRun, error) {
 			if groups < dpplan.MaxSelectedGroups(plan) {
 				cp := *plan
 				cp.GroupsCap = groups
-				cp.Fingerprint = fmt.Sprintf("%s/groups<=%d", plan.Fingerprint, groups) // its own cached answer
+				cp.Fingerprint = dpplan.Fingerprint(&cp) // its own cached answer
 				plan = &cp
 			}
 		}

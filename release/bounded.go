@@ -127,7 +127,18 @@ func AnswerBytes(p *dpplan.Plan, extra int) int {
 // checkAnswerCells refuses a plan whose answer would cost more than
 // maxAnswerCells cells of proxy CPU, or hold more than MaxAnswerBytes.
 func checkAnswerCells(p *dpplan.Plan) error {
-	if p == nil || p.PrivateGroups() {
+	if p == nil {
+		return nil
+	}
+	if p.PrivateGroups() {
+		// The groups come from the data and an answer holds at most
+		// dpplan.MaxSelectedGroups of them; one must fit (review 71: 99
+		// quantiles by a private key weighed 147,510 cells a group).
+		if w := dpplan.CellWeight(p); w > maxAnswerCells {
+			return pgerr.New(pgerr.ProgramLimitExceeded, "this query would release more than %d noisy cells for one group (a quantile weighing one cell per %d buckets of its grid)", maxAnswerCells, dpplan.QuantileBucketsFor(1)).
+				WithDetail("Each noisy value costs the proxy CPU; the bound keeps every answer near a second. The query was not run and nothing was charged.").
+				WithHint("ask for fewer quantiles or aggregates in one query")
+		}
 		return nil
 	}
 	// The answer has a column per output, and equal aggregates share one

@@ -385,8 +385,8 @@ func firstKNote(passed, kept int, dropped bool) string {
 	if !dropped {
 		return ""
 	}
-	return fmt.Sprintf("%d groups passed partition selection; the answer holds the first %d by key (at most %d noisy cells an answer): filter with WHERE, or group by a coarser key",
-		passed, kept, dpplan.MaxAnswerCells)
+	return fmt.Sprintf("%d groups passed partition selection; the answer holds the first %d by key (an answer holds at most %d noisy cells and %d MiB, shared by a statement's DP aggregates): filter with WHERE, or group by a coarser key",
+		passed, kept, dpplan.MaxAnswerCells, dpplan.MaxAnswerBytes>>20)
 }
 
 // groupDigest names a candidate group in the duplicate checks of the

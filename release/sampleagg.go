@@ -184,13 +184,18 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	// A group passed by partition selection is kept among the answer's
 	// first groups by key (firstK) and measured after the scan.
 	first := newFirstK[saGroup](plan)
+	// k, the block level a group is released at, is chosen from its noisy
+	// unit count ñ (post-processing).
+	level := func(nt *big.Rat) int {
+		if nt == nil || len(sa.Levels) == 1 {
+			return sa.Levels[0]
+		}
+		f, _ := nt.Float64()
+		return sa.ChooseBlocks(f)
+	}
 	finish := func(key []string, lv map[int][]*big.Rat, nt *big.Rat) error {
-		k := sa.Levels[0]
+		k := level(nt)
 		if count != nil {
-			f, _ := nt.Float64()
-			if len(sa.Levels) > 1 {
-				k = sa.ChooseBlocks(f)
-			}
 			if minUnits != nil && nt.Cmp(minUnits) < 0 {
 				// min_units_per_cell (minunits.go): the keys stay, the
 				// statistics are NULL (post-processing of ñ). Its k is not
@@ -247,7 +252,10 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		if nt.Cmp(tau) < 0 {
 			return nil // not selected: nothing of this group is released
 		}
-		return first.offer(key, func() (saGroup, error) { return saGroup{lv, nt}, nil })
+		// Only the level it is released at is kept (review 71: every
+		// level of 8,571 kept groups had held 98 MB until the scan ended).
+		k := level(nt)
+		return first.offer(key, func() (saGroup, error) { return saGroup{map[int][]*big.Rat{k: lv[k]}, nt}, nil })
 	}
 	finishKept := func() error {
 		for _, g := range first.sorted() {

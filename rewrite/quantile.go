@@ -86,7 +86,7 @@ const privateQuantileGroups = 128
 // 2¹⁴ buckets took 8.5 s of proxy CPU after their charge). Groups of
 // private keys come from the data: an answer holds at most
 // dpplan.MaxSelectedGroups of them, and their grids are fitted so that it
-// holds privateQuantileGroups.
+// holds privateQuantileGroups, or as many as fit at the coarsest grid.
 func fitQuantileGrids(p *Plan) {
 	groups := privateQuantileGroups
 	if !p.PrivateGroups() {
@@ -109,7 +109,12 @@ func fitQuantileGrids(p *Plan) {
 	per := (dpplan.MaxAnswerCells/groups - other) / n
 	maxB := dpplan.QuantileBucketsFor(per)
 	if per < 1 || maxB < minQuantileBuckets {
-		return // refused before the charge (release checkAnswerCells)
+		if !p.PrivateGroups() || other+n*dpplan.QuantileCellWeight(minQuantileBuckets) > dpplan.MaxAnswerCells {
+			return // refused before the charge (release checkAnswerCells)
+		}
+		// A private key: fewer than privateQuantileGroups fit, at the
+		// coarsest grid (dpplan.MaxSelectedGroups holds as many as do).
+		maxB = minQuantileBuckets
 	}
 	for i, m := range p.Measures {
 		if q := m.Quantile; q != nil && q.Buckets > maxB {
