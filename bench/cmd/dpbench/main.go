@@ -321,8 +321,9 @@ func (e *env) writeConfig() error {
 	if e.ds, err = policy.Load(polPath); err != nil {
 		return fmt.Errorf("bench policy: %w", err)
 	}
-	// Room for item 5's idle connections (the default is 200).
-	cfg = strings.TrimRight(cfg, "\n") + fmt.Sprintf("\n\nmax_connections: %d\nlog_level: %s\n", idleConns+100, e.o.logLevel)
+	// Room for item 5's idle connections (the default is 200), all of one
+	// analyst (the default share is a quarter).
+	cfg = strings.TrimRight(cfg, "\n") + fmt.Sprintf("\n\nmax_connections: %d\nmax_connections_per_analyst: %d\nlog_level: %s\n", idleConns+100, idleConns+100, e.o.logLevel)
 	// TLS offered (item 1 over TLS), with a certificate PgBouncer serves too.
 	if e.certFile, e.keyFile, err = writeCertificate(filepath.Join(e.work, "tls")); err != nil {
 		return err
