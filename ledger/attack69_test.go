@@ -335,28 +335,7 @@ func TestAttack69_SharedRowsThroughStewardOpsWindowsAndMethodChanges(t *testing.
 
 	// The shared rows as a build before schema 6 would have written them
 	// (the same charges composed with the method recorded on each).
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
-		cs, err := loadCharges(ctx, tx)
-		if err != nil {
-			return err
-		}
-		for _, row := range []string{"", "team:cardio"} {
-			st, _, errs := cs.compose("d", row, cs.resets, accountant.MethodByName)
-			life, _, lerrs := cs.compose("d", row, cs.fullResets, accountant.MethodByName)
-			if len(errs)+len(lerrs) > 0 {
-				t.Fatalf("compose %q: %v %v", row, errs, lerrs)
-			}
-			if _, err := tx.Exec(ctx, `UPDATE dpproxy_ledger.budget SET accountant = 'pld', state = $2, lifetime_state = $3
-				WHERE dataset = 'd' AND analyst = $1`, row, st, life); err != nil {
-				return err
-			}
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM dpproxy_ledger.schema_version WHERE version >= 6`)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	writeBeforeSchema6(t, l, "d", map[string]int64{"": -1, "team:cardio": -1})
 	l2 := openLedger(t, dsn)
 	l2.SetClock(clock.now)
 	wantClean(t, l2, 5, 12)

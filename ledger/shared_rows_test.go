@@ -130,7 +130,6 @@ func TestReserve_SharedRowStateBounded(t *testing.T) {
 func TestMigration6_RecomposesSharedRows(t *testing.T) {
 	dsn := pgtest.NewDatabase(t)
 	l := openLedger(t, dsn)
-	ctx := context.Background()
 	d := pldTeamPolicy(t, "d", true)
 	z := testPolicy("z", 50, 1e-5, policy.AccountantZCDP)
 	reserveN(t, l, charge("a", d, laplace(1), laplace(0.5)), 3)
@@ -143,33 +142,7 @@ func TestMigration6_RecomposesSharedRows(t *testing.T) {
 
 	// Write d's shared rows as the earlier build did: their charges
 	// composed with pld.
-	was := map[string][]byte{}
-	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
-		cs, err := loadCharges(ctx, tx)
-		if err != nil {
-			return err
-		}
-		for row, charges := range map[string]int64{"": 6, "team:cardio": 5} {
-			st, n, errs := cs.compose("d", row, cs.resets, accountant.MethodByName)
-			if len(errs) > 0 || n != charges {
-				t.Fatalf("compose %q: %v, %d charges", row, errs, n)
-			}
-			life, _, errs := cs.compose("d", row, cs.fullResets, accountant.MethodByName)
-			if len(errs) > 0 {
-				t.Fatalf("compose %q: %v", row, errs)
-			}
-			was[row] = st
-			if _, err := tx.Exec(ctx, `UPDATE dpproxy_ledger.budget SET accountant = 'pld', state = $2, lifetime_state = $3
-				WHERE dataset = 'd' AND analyst = $1`, row, st, life); err != nil {
-				return err
-			}
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM dpproxy_ledger.schema_version WHERE version >= 6`)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	was := writeBeforeSchema6(t, l, "d", map[string]int64{"": 6, "team:cardio": 5})
 	if rep := mustVerify(t, l); rep.OK() {
 		t.Fatal("Verify is clean on shared rows composed with pld: the test would prove nothing")
 	}
@@ -204,4 +177,39 @@ func TestMigration6_RecomposesSharedRows(t *testing.T) {
 	// Charging goes on from the recomposed rows.
 	reserveN(t, l2, charge("b", d, laplace(0.25)), 1)
 	wantClean(t, l2, 7, 9)
+}
+
+// writeBeforeSchema6 rewrites the shared rows of dataset (with the number
+// of charges each must compose, -1: any) as a build before ledger schema 6 wrote
+// them, the charges composed with the method recorded on each, state and
+// lifetime state, and forgets schema 6, so the next Open migrates again.
+// It returns the states written.
+func writeBeforeSchema6(t *testing.T, l *Ledger, dataset string, rows map[string]int64) map[string][]byte {
+	t.Helper()
+	ctx := context.Background()
+	was := map[string][]byte{}
+	err := pgx.BeginFunc(ctx, l.pool, func(tx pgx.Tx) error {
+		cs, err := loadCharges(ctx, tx)
+		if err != nil {
+			return err
+		}
+		for row, charges := range rows {
+			st, n, errs := cs.compose(dataset, row, cs.resets, accountant.MethodByName)
+			life, _, lerrs := cs.compose(dataset, row, cs.fullResets, accountant.MethodByName)
+			if len(errs)+len(lerrs) > 0 || (charges >= 0 && n != charges) {
+				t.Fatalf("compose %q: %v %v, %d charges, want %d", row, errs, lerrs, n, charges)
+			}
+			was[row] = st
+			if _, err := tx.Exec(ctx, `UPDATE dpproxy_ledger.budget SET accountant = 'pld', state = $3, lifetime_state = $4
+				WHERE dataset = $1 AND analyst = $2`, dataset, row, st, life); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM dpproxy_ledger.schema_version WHERE version >= 6`)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return was
 }
