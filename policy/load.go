@@ -235,7 +235,13 @@ func flowKeyOf(data []byte, line int, value string) string {
 	if line < 1 || line > len(lines) {
 		return ""
 	}
-	re := regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*):\s*` + regexp.QuoteMeta(value) + `\s*[,}]`)
+	// The value comes from the YAML library's message, which may cut a
+	// character in two: a pattern that does not compile matches nothing
+	// (FuzzPolicyParse found a panic on "〰〰\xe3...").
+	re, err := regexp.Compile(`([A-Za-z_][A-Za-z0-9_]*):\s*` + regexp.QuoteMeta(value) + `\s*[,}]`)
+	if err != nil {
+		return ""
+	}
 	ms := re.FindAllStringSubmatch(lines[line-1], -1)
 	if len(ms) != 1 {
 		return ""
