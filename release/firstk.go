@@ -104,9 +104,6 @@ func (f *firstK[T]) sorted() []keyed[T] {
 	return out
 }
 
-// dropped reports whether selected groups were left out.
-func (f *firstK[T]) dropped() bool { return f.passed > len(f.kept) }
-
 // larger reports whether heap entry i's key is after entry j's.
 func (f *firstK[T]) larger(i, j int) bool {
 	a, b := f.kept[f.heap[j]], f.kept[f.heap[i]]

@@ -376,13 +376,13 @@ func (gs *groupSelector) add(row []*string) error {
 // how many did and which are released ("" otherwise). The count of
 // selected groups is itself a function of the selection's output.
 func (gs *groupSelector) note() string {
-	return firstKNote(gs.first.passed, len(gs.first.kept), gs.first.dropped())
+	return firstKNote(gs.first.passed, len(gs.first.kept))
 }
 
 // firstKNote is note's text for passed selected groups of which kept are
 // released.
-func firstKNote(passed, kept int, dropped bool) string {
-	if !dropped {
+func firstKNote(passed, kept int) string {
+	if passed <= kept {
 		return ""
 	}
 	return fmt.Sprintf("%d groups passed partition selection; the answer holds the first %d by key (an answer holds at most %d noisy cells and %d MiB, shared by a statement's DP aggregates): filter with WHERE, or group by a coarser key",

@@ -130,7 +130,7 @@ func TestReview71_FirstKNoteNamesTheBindingBound(t *testing.T) {
 	if !plan.PrivateGroups() || k >= byCells {
 		t.Fatalf("premise: %d groups an answer, %d by cells", k, byCells)
 	}
-	note := firstKNote(k+1, k, true)
+	note := firstKNote(k+1, k)
 	if strings.Contains(note, fmt.Sprintf("at most %d noisy cells", dpplan.MaxAnswerCells)) && !strings.Contains(note, "MiB") {
 		t.Errorf("note %q gives 60,000 cells as the reason the answer holds %d groups; cells would allow %d, the 16 MiB answer bound is what applies", note, k, byCells)
 	}

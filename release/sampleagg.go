@@ -351,7 +351,7 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		out.Widths = append(out.Widths, w)
 	}
 	errs := strings.Join(parts, ", ") + "; " + sampleAggNote(sa, plan, ks)
-	if note := firstKNote(first.passed, len(first.kept), first.dropped()); note != "" {
+	if note := firstKNote(first.passed, len(first.kept)); note != "" {
 		errs += "; " + note
 	}
 	if minUnits != nil {
