@@ -56,6 +56,11 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	// had held any number of copies (attack round 66; given back by
 	// endSending).
 	room := max(c.keepAnswer, 1) * answerRoom(plan, s.ErrorColumns)
+	if int64(room) > c.srv.cfg.MaxMemoryPerAnalyst {
+		return nil, pgerr.New(pgerr.ProgramLimitExceeded, "this answer could hold %d MiB of the proxy's memory, more than one analyst's sessions may hold (%d MiB)", (room+1<<20-1)>>20, c.srv.cfg.MaxMemoryPerAnalyst>>20).
+			WithDetail("The room is reserved before the charge from the query's shape: its columns, and its groups (a private key's at most the first groups the answer keeps). The query was not run and nothing was charged.").
+			WithHint("ask for fewer columns, group by columns with public values, or ask the operator to raise max_memory_per_analyst_mb")
+	}
 	if err := c.checkMemory(room); err != nil {
 		return nil, err
 	}
@@ -103,26 +108,18 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	return answerSet(a)
 }
 
-// answerRoom estimates the memory of a plan's answer before it is
+// answerRoom is the memory of a plan's answer, reserved before it is
 // released: release.AnswerBytes, its groups (the product of its public key
-// domains, bounded by release's checkAnswerCells) times the width of a
-// row, with dp.error_columns' columns; a plan whose groups come from
-// partition selection gets privateAnswerRoom, and an answer larger than
-// its estimate is kept once charged.
+// domains, or dpplan.MaxSelectedGroups of a private key's: both bounded
+// by release's checkAnswerCells) times the width of a row, with
+// dp.error_columns' columns.
 func answerRoom(p *rewrite.Plan, errorColumns bool) int {
-	if p.PrivateGroups() {
-		return privateAnswerRoom
-	}
 	extra := 0
 	if errorColumns {
 		extra = len(p.Outputs)
 	}
 	return release.AnswerBytes(p, extra)
 }
-
-// privateAnswerRoom is the room of an answer whose groups come from the
-// data.
-const privateAnswerRoom = 1 << 20
 
 // dpEnv is the pipeline's view of the session's dataset.
 func (c *conn) dpEnv() *pipeline.Env {

@@ -80,3 +80,30 @@ func TestMemoryPerAnalyst(t *testing.T) {
 
 // memoryOf is what analyst's sessions are charged now.
 func (s *Server) memoryOf(analyst string) int64 { return s.account(analyst).held.Load() }
+
+// TestAnswerRoom_PrivateKeyReservedBeforeCharge: an answer over a private
+// key holds up to dpplan.MaxSelectedGroups groups, and its room is that
+// bound's (release.AnswerBytes), reserved before the charge like a public
+// key's. Under an analyst bound of 8 MiB the GROUP BY diagnosis (about
+// 15 MB of room: 12,945 groups of 1 KiB keys) is refused with 54000 and
+// nothing charged, while a GROUP BY of a public key is answered. (Until
+// 7 December the room of every private-key answer was a constant 1 MiB,
+// and the answer was kept whatever it had grown to once charged.)
+func TestAnswerRoom_PrivateKeyReservedBeforeCharge(t *testing.T) {
+	r, _ := startRealDP53(t, nil, func(c *Config) { c.MaxMemoryPerAnalyst = 8 << 20 })
+	pc := r.connect(t)
+	n0 := len(r.charges(t))
+	_, err := execAll(t, pc, "SELECT diagnosis, COUNT(*) FROM visits GROUP BY diagnosis")
+	if sqlstate(err) != "54000" || len(r.charges(t)) != n0 {
+		t.Fatalf("private key under an 8 MiB bound: %v, %d charges; want 54000 and none", err, len(r.charges(t))-n0)
+	}
+	if !strings.Contains(err.Error(), "MiB") {
+		t.Errorf("the error does not say the room: %v", err)
+	}
+	if _, err := execAll(t, pc, "SELECT department, COUNT(*) FROM visits GROUP BY department"); err != nil {
+		t.Fatalf("a public key's answer after the refusal: %v", err)
+	}
+	if len(r.charges(t)) != n0+1 {
+		t.Errorf("%d charges, want 1 (the public key's)", len(r.charges(t))-n0)
+	}
+}
