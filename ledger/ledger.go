@@ -187,7 +187,9 @@ func (l *Ledger) Reserve(ctx context.Context, c accountant.Charge) (*accountant.
 	// round 69: one analyst's charges on two datasets held the whole pool).
 	done, err := l.charges.Acquire(ctx, c.Analyst)
 	if err != nil {
-		return nil, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(err)
+		return nil, canceled(ctx).
+			WithDetail("It waited for the privacy ledger: the DP statements of one analyst are charged one at a time, and another of yours was being charged. Nothing was charged.").
+			WithHint("run fewer DP statements at once across your sessions")
 	}
 	defer done()
 	var res *accountant.Reservation
@@ -200,7 +202,7 @@ func (l *Ledger) Reserve(ctx context.Context, c accountant.Charge) (*accountant.
 	}
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
+			return nil, canceled(ctx)
 		}
 		var pe *pgerr.Error
 		if errors.As(err, &pe) {
@@ -221,6 +223,16 @@ func (l *Ledger) Reserve(ctx context.Context, c accountant.Charge) (*accountant.
 		zap.Float64(logKeyRemainingE, rem.Epsilon), zap.Float64(logKeyRemainingD, rem.Delta),
 		zap.String(logKeyFingerprint, c.Fingerprint), zap.Int64(logKeyReservation, res.ID))
 	return res, nil
+}
+
+// canceled is the error of a charge whose context ended: a statement
+// timeout when it had a deadline that passed, the client's cancel
+// otherwise (both 57014, as PostgreSQL words them).
+func canceled(ctx context.Context) *pgerr.Error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(ctx.Err())
+	}
+	return pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(ctx.Err())
 }
 
 func checkCharge(c accountant.Charge) error {
