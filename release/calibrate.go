@@ -8,6 +8,8 @@ import (
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
+	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/sensitivity"
 )
 
 // calibration is what one release of a plan samples from and charges: the
@@ -126,4 +128,37 @@ func (r *Releaser) calibrate(req Request) (*calibration, error) {
 // eventOf is the ledger event of one mechanism.
 func eventOf(m noise.Mechanism) accountant.Event {
 	return accountant.Event{Mechanism: m.Name(), Epsilon: m.Epsilon(), Delta: m.Delta(), NoiseMultiplier: m.NoiseMultiplier()}
+}
+
+// newMechanism is the one place a measurement's noise is calibrated: the
+// mechanism req.Mechanism names, for sensitivity bounds b — Laplace from
+// their L1 at ε (pure DP), Gaussian from their L2 at (ε, δ). integer says
+// the measured value is a whole number (Laplace's integer mode also needs
+// a whole L1); cells is how many cells one unit changes, each on the
+// noise grid (noise.Params.Cells). what names the measurement in the
+// error a calibration that fails returns.
+func (r *Releaser) newMechanism(mechanism string, b sensitivity.Bounds, epsilon, delta float64, integer bool, cells int, what string) (noise.Mechanism, error) {
+	var mech noise.Mechanism
+	var err error
+	switch mechanism {
+	case policy.MechanismLaplace:
+		l1, e := sensitivity.L1(b)
+		if e != nil {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
+		}
+		mech, err = noise.NewLaplace(noise.Params{Epsilon: epsilon, Sensitivity: l1, Integer: integer && isInteger(l1), Cells: cells, Rand: r.testOnlyRand})
+	case policy.MechanismGaussian:
+		l2, e := sensitivity.L2(b)
+		if e != nil {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
+		}
+		mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: l2, Integer: integer, Cells: cells, Rand: r.testOnlyRand})
+	default:
+		return nil, pgerr.New(pgerr.InvalidParameterValue, "unknown mechanism %q", mechanism).WithHint("SET dp.mechanism = laplace")
+	}
+	if err != nil {
+		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate %s for this query: %v", what, err).
+			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
+	}
+	return mech, nil
 }

@@ -108,27 +108,9 @@ func (r *Releaser) newCellCount(req Request, epsilon, delta float64) (*cellCount
 	// Weighted counts (GroupsScale) are not integers: real-valued noise
 	// on the grid of every group one unit can change.
 	integer := dpplan.GroupBounding(plan) != dpplan.GroupsScale
-	var mech noise.Mechanism
-	var err error
-	switch req.Mechanism {
-	case policy.MechanismLaplace:
-		l1, e := sensitivity.L1(bounds)
-		if e != nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
-		}
-		mech, err = noise.NewLaplace(noise.Params{Epsilon: epsilon, Sensitivity: l1, Integer: integer, Cells: plan.CellsChanged(), Rand: r.testOnlyRand})
-	case policy.MechanismGaussian:
-		l2, e := sensitivity.L2(bounds)
-		if e != nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
-		}
-		mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: l2, Integer: integer, Cells: plan.CellsChanged(), Rand: r.testOnlyRand})
-	default:
-		return nil, pgerr.New(pgerr.InternalError, "internal error: unknown mechanism")
-	}
+	mech, err := r.newMechanism(req.Mechanism, bounds, epsilon, delta, integer, plan.CellsChanged(), "the unit count of min_units_per_cell")
 	if err != nil {
-		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate the unit count of min_units_per_cell for this query: %v", err).
-			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
+		return nil, err
 	}
 	return &cellCount{mech: mech, min: minUnitsOf(plan), l0: l0}, nil
 }

@@ -211,27 +211,9 @@ func (r *Releaser) newSelection(req Request, b budget) (*selection, error) {
 		return nil, pgerr.New(pgerr.InternalError, "internal error: partition selection without an L0 bound")
 	}
 	bounds := sensitivity.Bounds{L0: l0, LInf: sensitivity.UnitCountLInf()}
-	var mech noise.Mechanism
-	var err error
-	switch req.Mechanism {
-	case policy.MechanismLaplace:
-		l1, e := sensitivity.L1(bounds)
-		if e != nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
-		}
-		mech, err = noise.NewLaplace(noise.Params{Epsilon: b.epsilon, Sensitivity: l1, Integer: true, Cells: l0, Rand: r.testOnlyRand})
-	case policy.MechanismGaussian:
-		l2, e := sensitivity.L2(bounds)
-		if e != nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
-		}
-		mech, err = noise.NewGaussian(noise.Params{Epsilon: b.epsilon, Delta: b.countDelta, Sensitivity: l2, Integer: true, Cells: l0, Rand: r.testOnlyRand})
-	default:
-		return nil, pgerr.New(pgerr.InternalError, "internal error: unknown mechanism")
-	}
+	mech, err := r.newMechanism(req.Mechanism, bounds, b.epsilon, b.countDelta, true, l0, "partition selection")
 	if err != nil {
-		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate partition selection for this query: %v", err).
-			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
+		return nil, err
 	}
 	tau, err := noise.PartitionThreshold(mech, b.thresholdDelta, l0)
 	if err != nil {

@@ -519,25 +519,9 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			// SQL, re-emitted by verify, weights by the same L_u).
 			bounds.L0 = dpplan.UnitGroups(plan, rows)
 		}
-		var mech noise.Mechanism
-		var err error
-		switch req.Mechanism {
-		case policy.MechanismLaplace:
-			l1, e := sensitivity.L1(bounds)
-			if e != nil {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
-			}
-			mech, err = noise.NewLaplace(noise.Params{Epsilon: epsilon, Sensitivity: l1, Integer: ms.Integer && isInteger(l1), Cells: plan.CellsChanged(), Rand: r.testOnlyRand})
-		case policy.MechanismGaussian:
-			l2, e := sensitivity.L2(bounds)
-			if e != nil {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
-			}
-			mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: l2, Integer: ms.Integer, Cells: plan.CellsChanged(), Rand: r.testOnlyRand})
-		}
+		mech, err := r.newMechanism(req.Mechanism, bounds, epsilon, delta, ms.Integer, plan.CellsChanged(), "noise")
 		if err != nil {
-			return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate noise for this query: %v", err).
-				WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
+			return nil, err
 		}
 		out[i] = measurement{measure: ms, mech: mech}
 	}

@@ -144,29 +144,7 @@ func (r *Releaser) saMechanism(req Request, epsilon, delta, lInf float64, intege
 		return nil, pgerr.New(pgerr.InternalError, "internal error: malformed sample-and-aggregate plan")
 	}
 	bounds := sensitivity.Bounds{L0: l0, LInf: lInf}
-	var mech noise.Mechanism
-	var err error
-	switch req.Mechanism {
-	case policy.MechanismLaplace:
-		l1, e := sensitivity.L1(bounds)
-		if e != nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
-		}
-		mech, err = noise.NewLaplace(noise.Params{Epsilon: epsilon, Sensitivity: l1, Integer: integer, Cells: l0, Rand: r.testOnlyRand})
-	case policy.MechanismGaussian:
-		l2, e := sensitivity.L2(bounds)
-		if e != nil {
-			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid sensitivity").Wrap(e)
-		}
-		mech, err = noise.NewGaussian(noise.Params{Epsilon: epsilon, Delta: delta, Sensitivity: l2, Integer: integer, Cells: l0, Rand: r.testOnlyRand})
-	default:
-		return nil, pgerr.New(pgerr.InvalidParameterValue, "unknown mechanism %q", req.Mechanism).WithHint("SET dp.mechanism = laplace")
-	}
-	if err != nil {
-		return nil, withScaleHint(pgerr.New(pgerr.InvalidParameterValue, "cannot calibrate noise for this query: %v", err).
-			WithHint("use a larger dp.epsilon (e.g. SET dp.epsilon = 0.1)"), err)
-	}
-	return mech, nil
+	return r.newMechanism(req.Mechanism, bounds, epsilon, delta, integer, l0, "noise")
 }
 
 // executeSampleAgg runs a calibrated, charged sample-and-aggregate
