@@ -102,6 +102,10 @@ type conn struct {
 	// keeps (a portal 1, a cursor 1, COPY 2; 0 when it is sent at once),
 	// whose room execDP checks before the charge.
 	keepAnswer int
+	// keepNull: the length of a COPY's NULL string while its DP query
+	// runs, which each cell of its lines may take (answerRoom's share per
+	// cell; attack round 72).
+	keepNull int
 	// sendingRoom: the room of a DP answer sent at once (the simple
 	// protocol), charged by execDP before the charge and given back once
 	// the statement's reply is written (query.go): a client that stops

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pipeline"
@@ -55,7 +56,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	// without its room one analyst's sessions whose clients stop reading
 	// had held any number of copies (attack round 66; given back by
 	// endSending).
-	room := max(c.keepAnswer, 1) * answerRoom(plan, s.ErrorColumns)
+	room := max(c.keepAnswer, 1)*answerRoom(plan, s.ErrorColumns) + c.keepNull*answerCells(plan, s.ErrorColumns)
 	if int64(room) > c.srv.cfg.MaxMemoryPerAnalyst {
 		return nil, pgerr.New(pgerr.ProgramLimitExceeded, "this answer could hold %d MiB of the proxy's memory, more than one analyst's sessions may hold (%d MiB)", (room+1<<20-1)>>20, c.srv.cfg.MaxMemoryPerAnalyst>>20).
 			WithDetail("The room is reserved before the charge from the query's shape: its columns, and its groups (a private key's at most the first groups the answer keeps). The query was not run and nothing was charged.").
@@ -119,6 +120,21 @@ func answerRoom(p *rewrite.Plan, errorColumns bool) int {
 		extra = len(p.Outputs)
 	}
 	return release.AnswerBytes(p, extra)
+}
+
+// answerCells bounds the cells of a plan's answer (its groups, as
+// answerRoom counts them, times its columns): where a COPY's NULL string
+// may stand.
+func answerCells(p *rewrite.Plan, errorColumns bool) int {
+	groups := dpplan.AnswerGroups(p)
+	if p.PrivateGroups() {
+		groups = dpplan.MaxSelectedGroups(p)
+	}
+	cols := len(p.Keys) + len(p.Outputs)
+	if errorColumns {
+		cols += len(p.Outputs)
+	}
+	return groups * cols
 }
 
 // dpEnv is the pipeline's view of the session's dataset.
