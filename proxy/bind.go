@@ -48,20 +48,39 @@ func maxParam(text string) int {
 // value used in many places multiplies (issue 34's attack: 20,000 uses of
 // an 8 KB value made 805 MB before the length check refused it).
 func bindLiterals(text string, lits []string) (string, error) {
+	return bindWith(text, len(lits), func(i int) (string, error) { return lits[i], nil })
+}
+
+// bindWith is bindLiterals with the literal of value i (0-based, of n)
+// given by lit, called only for the values text uses, in the order it
+// uses them, and the length added up after each: a caller that decodes
+// values in lit holds at most rewrite.MaxStatementBytes of literals and
+// one more (attack round 72: every declared value had been decoded
+// first, 65,535 binary numerics of 10 bytes each into 5 KB literals,
+// 330 MB for a statement that used one).
+func bindWith(text string, n int, lit func(i int) (string, error)) (string, error) {
 	toks, err := pgsql.Lex(text)
 	if err != nil {
 		return text, nil
 	}
 	size := len(text)
+	lits := make(map[int]string)
 	for _, t := range toks {
 		if t.Kind != pgsql.TokParam {
 			continue
 		}
-		n, err := strconv.Atoi(t.Val)
-		if err != nil || n < 1 || n > len(lits) {
+		k, err := strconv.Atoi(t.Val)
+		if err != nil || k < 1 || k > n {
 			return "", pgerr.New(undefinedParameter, "there is no parameter $%s", t.Val).WithPosition(utf8.RuneCountInString(text[:t.Pos]) + 1)
 		}
-		if size += len(lits[n-1]) - (t.End - t.Pos); size > rewrite.MaxStatementBytes {
+		l, ok := lits[k-1]
+		if !ok {
+			if l, err = lit(k - 1); err != nil {
+				return "", err
+			}
+			lits[k-1] = l
+		}
+		if size += len(l) - (t.End - t.Pos); size > rewrite.MaxStatementBytes {
 			return "", pgerr.New(pgerr.ProgramLimitExceeded, "DP statement too long once its parameters are bound: over %d bytes", rewrite.MaxStatementBytes).
 				WithHint("bind shorter values, or use each parameter in fewer places")
 		}
@@ -73,31 +92,27 @@ func bindLiterals(text string, lits []string) (string, error) {
 		if t.Kind != pgsql.TokParam {
 			continue
 		}
-		n, _ := strconv.Atoi(t.Val)
+		k, _ := strconv.Atoi(t.Val)
 		b.WriteString(text[last:t.Pos])
-		b.WriteString(lits[n-1])
+		b.WriteString(lits[k-1])
 		last = t.End
 	}
 	b.WriteString(text[last:])
 	return b.String(), nil
 }
 
-// literals decodes bound parameter values into SQL literals.
-func literals(params [][]byte, formats []int16, oids []uint32) ([]string, error) {
-	out := make([]string, len(params))
-	for i, p := range params {
-		var oid uint32
-		if i < len(oids) {
-			oid = oids[i]
-		}
-		lit, err := literal(p, formatFor(formats, i), oid)
-		if err != nil {
-			return nil, pgerr.New(invalidTextRepresentation, "invalid value for parameter $%d: %s", i+1, err.Error()).
-				WithHint("bind a value of the parameter's type")
-		}
-		out[i] = lit
+// literalOf decodes bound parameter i into a SQL literal.
+func literalOf(params [][]byte, formats []int16, oids []uint32, i int) (string, error) {
+	var oid uint32
+	if i < len(oids) {
+		oid = oids[i]
 	}
-	return out, nil
+	lit, err := literal(params[i], formatFor(formats, i), oid)
+	if err != nil {
+		return "", pgerr.New(invalidTextRepresentation, "invalid value for parameter $%d: %s", i+1, err.Error()).
+			WithHint("bind a value of the parameter's type")
+	}
+	return lit, nil
 }
 
 const invalidTextRepresentation = "22P02"

@@ -535,11 +535,10 @@ func (c *conn) boundText(ctx context.Context, p *portal) (string, error) {
 			oids = d.paramOIDs
 		}
 	}
-	lits, err := literals(p.params, p.paramFormats, oids)
-	if err != nil {
-		return "", err
-	}
-	return bindLiterals(ps.text, lits)
+	// Only the values the text uses are decoded, as it uses them.
+	return bindWith(ps.text, len(p.params), func(i int) (string, error) {
+		return literalOf(p.params, p.paramFormats, oids, i)
+	})
 }
 
 func hasUnspecified(oids []uint32, n int) bool {

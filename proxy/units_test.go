@@ -203,3 +203,17 @@ func TestLiterals_Timestamps(t *testing.T) {
 		}
 	}
 }
+
+// literals decodes every bound value, as the Execute of a statement that
+// uses each does.
+func literals(params [][]byte, formats []int16, oids []uint32) ([]string, error) {
+	out := make([]string, len(params))
+	for i := range params {
+		lit, err := literalOf(params, formats, oids, i)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = lit
+	}
+	return out, nil
+}
