@@ -155,13 +155,18 @@ func encodeBinary(oid uint32, v string) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("invalid boolean %q", v)
 	case oidDate:
-		d, err := time.Parse("2006-01-02", v)
+		switch v {
+		case "infinity":
+			return binary.BigEndian.AppendUint32(nil, math.MaxInt32), nil
+		case "-infinity":
+			return binary.BigEndian.AppendUint32(nil, 1<<31), nil
+		}
+		d, err := parseISO(v, "2006-01-02")
 		if err != nil {
 			return nil, err
 		}
 		// Days since 2000-01-01 (PostgreSQL's epoch).
-		days := d.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Hours() / 24
-		return binary.BigEndian.AppendUint32(nil, uint32(int32(math.Round(days)))), nil
+		return binary.BigEndian.AppendUint32(nil, uint32(int32((d.Unix()-pgEpoch)/86400))), nil
 	case oidInt2:
 		n, err := strconv.ParseInt(v, 10, 16)
 		if err != nil {
@@ -186,24 +191,55 @@ func encodeBinary(oid uint32, v string) ([]byte, error) {
 		// Microseconds since 2000-01-01 00:00 (UTC for timestamptz),
 		// from the ISO text PostgreSQL writes ("2024-01-01 00:00:00",
 		// "+01", "+05:30", and "+00:09:21" for a local mean time).
+		switch v {
+		case "infinity":
+			return binary.BigEndian.AppendUint64(nil, math.MaxInt64), nil
+		case "-infinity":
+			return binary.BigEndian.AppendUint64(nil, 1<<63), nil
+		}
 		layout := "2006-01-02 15:04:05.999999"
 		if oid == oidTimestamptz {
 			layout += "Z07"
-			if len(v) > 3 && v[len(v)-3] == ':' {
+			w := strings.TrimSuffix(v, " BC")
+			if len(w) > 3 && w[len(w)-3] == ':' {
 				layout += ":00"
-				if len(v) > 6 && v[len(v)-6] == ':' {
+				if len(w) > 6 && w[len(w)-6] == ':' {
 					layout += ":00"
 				}
 			}
 		}
-		t, err := time.Parse(layout, v)
+		t, err := parseISO(v, layout)
 		if err != nil {
 			return nil, err
 		}
-		us := t.Sub(time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)).Microseconds()
+		us := (t.Unix()-pgEpoch)*1_000_000 + int64(t.Nanosecond()/1000)
 		return binary.BigEndian.AppendUint64(nil, uint64(us)), nil
 	}
 	return []byte(v), nil
+}
+
+// pgEpoch is PostgreSQL's epoch, 2000-01-01 00:00 UTC, in Unix seconds.
+var pgEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC).Unix()
+
+// parseISO parses a date or timestamp as PostgreSQL writes it in the ISO
+// style: layout's, with a year of four or more digits and " BC" after a
+// year before 1 (year y BC is the proleptic year 1 − y). Differences are
+// taken in Unix seconds by the caller: time.Duration spans ±292 years.
+func parseISO(v, layout string) (time.Time, error) {
+	w, bc := strings.CutSuffix(v, " BC")
+	year, rest, ok := strings.Cut(w, "-")
+	y, err := strconv.Atoi(year)
+	if !ok || err != nil || len(year) < 4 || y < 1 {
+		return time.Time{}, fmt.Errorf("invalid date %q", v)
+	}
+	t, err := time.Parse(layout, "2000-"+rest) // a leap year: Feb 29 parses
+	if err != nil {
+		return time.Time{}, err
+	}
+	if bc {
+		y = 1 - y
+	}
+	return time.Date(y, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), t.Location()), nil
 }
 
 // Numeric sign words of the binary format (PostgreSQL's numeric.c).

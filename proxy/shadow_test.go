@@ -358,6 +358,17 @@ func TestBinaryEncodings(t *testing.T) {
 	roundTrip("SELECT $1::bool::text", oidBool, "t", "true")
 	roundTrip("SELECT $1::date::text", oidDate, "2024-02-29", "2024-02-29")
 	roundTrip("SELECT $1::date::text", oidDate, "1999-12-31", "1999-12-31")
+	// A released date key can be any date the data holds (round 72: the
+	// binary form of infinity and of BC dates failed after the charge,
+	// and time.Duration's ±292 years misplaced dates before 1708).
+	for _, d := range []string{"infinity", "-infinity", "0044-03-15 BC", "0001-01-01", "0001-12-31 BC", "1500-06-01", "1600-02-29", "2400-02-29", "12345-01-01"} {
+		roundTrip("SELECT $1::date::text", oidDate, d, d)
+	}
+	for _, ts := range []string{"infinity", "-infinity", "1500-01-01 12:00:00", "0100-01-01 00:00:00.25 BC", "3000-07-04 23:59:59.999999"} {
+		roundTrip("SELECT $1::timestamp::text", oidTimestamp, ts, ts)
+	}
+	roundTrip("SELECT ($1::timestamptz AT TIME ZONE 'UTC')::text", oidTimestamptz, "1200-01-01 00:00:00+01 BC", "1201-12-31 23:00:00 BC")
+	roundTrip("SELECT ($1::timestamptz AT TIME ZONE 'UTC')::text", oidTimestamptz, "infinity", "infinity")
 	roundTrip("SELECT $1::float8::text", oidFloat8, "0.1", "0.1")
 	roundTrip("SELECT $1::int2::text", oidInt2, "-32768", "-32768")
 	roundTrip("SELECT $1::float4::text", oidFloat4, "1.234567e+06", "1.234567e+06")
