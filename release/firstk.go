@@ -97,11 +97,17 @@ func (f *firstK[T]) offer(key []string, make func() (T, error)) error {
 	return nil
 }
 
-// sorted returns the kept groups in key order.
-func (f *firstK[T]) sorted() []keyed[T] {
+// sorted returns the kept groups in key order; a key kept twice (the
+// same texts) is an internal error.
+func (f *firstK[T]) sorted() ([]keyed[T], error) {
 	out := append([]keyed[T](nil), f.kept...)
 	sort.Slice(out, func(a, b int) bool { return lessParsed(out[a].key, out[b].key, out[a].num, out[b].num) })
-	return out
+	for i := 1; i < len(out); i++ {
+		if !lessParsed(out[i-1].key, out[i].key, out[i-1].num, out[i].num) {
+			return nil, errGroupTwice()
+		}
+	}
+	return out, nil
 }
 
 // larger reports whether heap entry i's key is after entry j's.

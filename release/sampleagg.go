@@ -236,7 +236,11 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		return first.offer(key, func() (saGroup, error) { return saGroup{map[int][]*big.Rat{k: lv[k]}, nt}, nil })
 	}
 	finishKept := func() error {
-		for _, g := range first.sorted() {
+		kept, err := first.sorted()
+		if err != nil {
+			return err
+		}
+		for _, g := range kept {
 			if err := finish(g.key, g.v.levels, g.v.noisy); err != nil {
 				return err
 			}
