@@ -561,3 +561,16 @@ func TestRDPCatchUp(t *testing.T) {
 		t.Errorf("a pld row changed: %s", got)
 	}
 }
+
+// dpAccountingOrders is dp_accounting's default grid, for tests that
+// reproduce its published figures.
+var dpAccountingOrders = func() []float64 {
+	var o []float64
+	for x := 1; x <= 99; x++ {
+		o = append(o, 1+float64(x)/10)
+	}
+	for a := 11; a <= 63; a++ {
+		o = append(o, float64(a))
+	}
+	return append(o, 128, 256, 512, 1024)
+}()

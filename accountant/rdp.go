@@ -71,19 +71,6 @@ var rdpOrders = func() []float64 {
 	return o
 }()
 
-// dpAccountingOrders is dp_accounting's default grid, for tests that
-// reproduce its published figures.
-var dpAccountingOrders = func() []float64 {
-	var o []float64
-	for x := 1; x <= 99; x++ {
-		o = append(o, 1+float64(x)/10)
-	}
-	for a := 11; a <= 63; a++ {
-		o = append(o, float64(a))
-	}
-	return append(o, 128, 256, 512, 1024)
-}()
-
 // laplaceRDP is the Rényi divergence of order α > 1 between Lap(0, b) and
 // Lap(Δ, b), ε₀ = Δ/b (Mironov 2017, Prop. 6). Near α = 1 (u = α−1 < 1/2)
 // it is evaluated as log1p(u·B/(2α−1))/u with B = α·expm1(uε₀)/u +

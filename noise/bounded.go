@@ -90,16 +90,6 @@ func checkGridScale(t float64) error {
 	return nil
 }
 
-// scaleResult returns a computed noise scale or threshold x if it is a
-// finite number > 0, else ErrScale (an overflow to +Inf, or an underflow to
-// 0, of a formula whose arguments were each valid).
-func scaleResult(x float64) (float64, error) {
-	if !checkFinitePositive(x) {
-		return 0, ErrScale
-	}
-	return x, nil
-}
-
 // checkRealScale accepts a noise scale in real units in (0, maxRealScale].
 func checkRealScale(s float64) error {
 	if !checkFinitePositive(s) || s > maxRealScale {

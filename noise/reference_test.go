@@ -150,3 +150,13 @@ func normalUpperQuantile(p float64) float64 {
 	}
 	return x
 }
+
+// scaleResult returns a computed noise scale or threshold x if it is a
+// finite number > 0, else ErrScale (an overflow to +Inf, or an underflow to
+// 0, of a formula whose arguments were each valid).
+func scaleResult(x float64) (float64, error) {
+	if !checkFinitePositive(x) {
+		return 0, ErrScale
+	}
+	return x, nil
+}
