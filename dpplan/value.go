@@ -256,6 +256,9 @@ func valueInterval(v *Value) (sensitivity.Interval, int, error) {
 // constRat reads a constant and checks its digits and magnitude; the error
 // is a ValueErrorKind.
 func constRat(num string) (*big.Rat, error) {
+	if i := strings.IndexAny(num, "eE"); i >= 0 && len(strings.TrimLeft(num[i+1:], "+-")) > 3 {
+		return nil, ErrConstRange // refused before big.Rat writes out 10^exponent
+	}
 	v, ok := new(big.Rat).SetString(num)
 	if !ok || num == "" {
 		return nil, ErrBadValue
@@ -276,6 +279,16 @@ func constRat(num string) (*big.Rat, error) {
 		return nil, ErrConstRange
 	}
 	return v, nil
+}
+
+// CheckConst is nil when num is a constant a plan may hold: at most
+// MaxConstDigits significant digits and 0 or a magnitude in
+// [MinConstMagnitude, MaxConstMagnitude]; else ErrConstDigits,
+// ErrConstRange or ErrBadValue. The planner holds every numeric constant
+// of a query to it: inside aggregates, over them, and in key functions.
+func CheckConst(num string) error {
+	_, err := constRat(num)
+	return err
 }
 
 // Error makes a ValueErrorKind an error (constRat's).

@@ -132,6 +132,9 @@ func (b *builder) planExprKey(fc *ast.FuncCallExpr) (Key, *policy.Column, error)
 			l, ok := b.lit(fc.Args[i+1])
 			var r *big.Rat
 			if ok && l.kind == litNumber && (l.typ == "" || l.typ.Numeric()) && decimalRE.MatchString(l.val) {
+				if err := b.constErr(fc.Args[i+1], l.val); err != nil {
+					return Key{}, nil, err
+				}
 				r, ok = new(big.Rat).SetString(l.val)
 			} else {
 				ok = false
