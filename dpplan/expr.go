@@ -67,16 +67,16 @@ func (e *Expr) Eval(vals []*big.Rat) *big.Rat {
 	}
 	switch e.Op {
 	case "+":
-		return a.Add(a, b)
+		return bounded(a.Add(a, b))
 	case "-":
-		return a.Sub(a, b)
+		return bounded(a.Sub(a, b))
 	case "*":
-		return a.Mul(a, b)
+		return bounded(a.Mul(a, b))
 	case "/":
 		if b.Sign() == 0 {
 			return nil
 		}
-		return a.Quo(a, b)
+		return bounded(a.Quo(a, b))
 	}
 	return nil
 }
@@ -128,4 +128,21 @@ func (c *Cond) eval(vals []*big.Rat) (value, known bool) {
 		return x >= 0, true
 	}
 	return false, false
+}
+
+// maxExprBits bounds the numerator and denominator of every step of an
+// expression: 1,024 bits, about 308 digits, so that its magnitude stays
+// below 2^1024 and its fraction is exact to hundreds of places.
+const maxExprBits = 1024
+
+// bounded is r, or NULL (nil) when a step leaves maxExprBits (attack round
+// 73: COUNT(*) * 1e30 * … repeated had printed kilobytes a cell, with
+// superlinear CPU, after the charge). PostgreSQL would raise an overflow
+// only far beyond; NULL here is post-processing, decided by public
+// constants and noisy values.
+func bounded(r *big.Rat) *big.Rat {
+	if r.Num().BitLen() > maxExprBits || r.Denom().BitLen() > maxExprBits {
+		return nil
+	}
+	return r
 }

@@ -364,6 +364,9 @@ const (
 	// AnswerCellBytes is a released cell's size in the proxy: a number's
 	// text, its string header and pointer, and a share of its row's.
 	AnswerCellBytes = 64
+	// ExprCellBytes is an expression's cell over released values: up to
+	// maxExprBits (about 308 digits) and 6 decimals (Expr.Eval).
+	ExprCellBytes = AnswerCellBytes + 320
 	// MaxPrivateKeyBytes bounds the text of a private group key's value
 	// (pgemit: a longer one is not grouped).
 	MaxPrivateKeyBytes = 1024
@@ -376,11 +379,17 @@ const (
 )
 
 // AnswerRowBytes bounds one row of p's answer in the proxy, with extra
-// more columns of numbers (error columns): AnswerCellBytes a number, and
+// more columns of numbers (error columns): AnswerCellBytes a number
+// (ExprCellBytes an expression over released values), and
 // per key its longest value (a public key's domain) or MaxPrivateKeyBytes
 // (a private key's).
 func AnswerRowBytes(p *Plan, extra int) int {
 	row := (len(p.Outputs) + extra) * AnswerCellBytes
+	for _, o := range p.Outputs {
+		if o.Kind == OutputExpr {
+			row += ExprCellBytes - AnswerCellBytes
+		}
+	}
 	for _, k := range p.Keys {
 		longest := MaxPrivateKeyBytes
 		if !k.Private {

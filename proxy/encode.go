@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pipeline"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -122,7 +123,9 @@ func encodeRow(cols []column, row []*string, formats []int16) ([][]byte, error) 
 		}
 		b, err := encodeBinary(col.oid, v)
 		if err != nil {
-			return nil, fmt.Errorf("column %q: %w", col.name, err)
+			// The value stays out of the message and the logs.
+			return nil, pgerr.New(pgerr.FeatureNotSupported, "a value of column %q has no binary form of its type (oid %d)", col.name, col.oid).
+				WithHint("read the column in text format; a DP answer just released is cached, so asking again costs nothing")
 		}
 		out[i] = b
 	}
@@ -255,8 +258,13 @@ const (
 // weight `weight` (value = Σ digit·10000^(weight−k)).
 func encodeNumeric(v string) ([]byte, error) {
 	s := strings.TrimSpace(v)
-	if strings.EqualFold(s, "nan") {
+	switch {
+	case strings.EqualFold(s, "nan"):
 		return []byte{0, 0, 0, 0, 0xC0, 0, 0, 0}, nil
+	case strings.EqualFold(s, "infinity"):
+		return []byte{0, 0, 0, 0, 0xD0, 0, 0, 0}, nil
+	case strings.EqualFold(s, "-infinity"):
+		return []byte{0, 0, 0, 0, 0xF0, 0, 0, 0}, nil
 	}
 	sign := uint16(numericPos)
 	switch {

@@ -387,14 +387,14 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 		}
 		var rs *resultSet
 		if rs, err = c.execSession(sctx, st.sess); err == nil {
-			c.sendResultSet(rs)
+			err = c.sendResultSet(rs)
 		}
 	case pgsql.RouteCatalog:
 		err = c.execShadowSimple(sctx, st.text)
 	case pgsql.RouteDP:
 		var rs *resultSet
 		if rs, err = c.execDP(sctx, st.text, st.text); err == nil {
-			c.sendResultSet(rs)
+			err = c.sendResultSet(rs)
 		}
 	}
 	// A DP answer (or an EXECUTE's) has been written but for the last
@@ -408,8 +408,10 @@ func (c *conn) runSimple(ctx context.Context, st statement) error {
 }
 
 // sendResultSet sends a proxy-built result in the simple protocol: notices,
-// RowDescription (text format), DataRows, CommandComplete.
-func (c *conn) sendResultSet(rs *resultSet) {
+// RowDescription, DataRows, CommandComplete. A row a BINARY cursor's FETCH
+// cannot encode ends the result with its error, as in PostgreSQL (the
+// rows before it are sent; the session goes on).
+func (c *conn) sendResultSet(rs *resultSet) error {
 	for _, n := range rs.notices {
 		if c.sess.wantsMessages(n.Severity) {
 			c.be.Send(n)
@@ -422,13 +424,13 @@ func (c *conn) sendResultSet(rs *resultSet) {
 		for _, row := range rs.rows {
 			vals, err := encodeRow(rs.cols, row, rs.formats)
 			if err != nil {
-				// Text format cannot fail; keep the invariant loud.
-				panic(err)
+				return err
 			}
 			c.be.Send(&pgproto3.DataRow{Values: vals})
 		}
 	}
 	c.be.Send(&pgproto3.CommandComplete{CommandTag: []byte(rs.tag)})
+	return nil
 }
 
 // logStatement logs one statement: route and fingerprint, with the

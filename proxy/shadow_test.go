@@ -349,7 +349,7 @@ func TestBinaryEncodings(t *testing.T) {
 	for _, v := range []struct{ in, want string }{
 		{"0", "0"}, {"12.5", "12.5"}, {"-12.5", "-12.5"}, {"0.0001", "0.0001"}, {"123456789.123456789", "123456789.123456789"},
 		{"10000", "10000"}, {"-0.00012", "-0.00012"}, {"1e3", "1000"}, {"1.5e-3", "0.0015"}, {"99990000", "99990000"},
-		{"12.50", "12.50"}, {"NaN", "NaN"},
+		{"12.50", "12.50"}, {"NaN", "NaN"}, {"Infinity", "Infinity"}, {"-Infinity", "-Infinity"},
 	} {
 		roundTrip("SELECT $1::numeric::text", oidNumeric, v.in, v.want)
 	}

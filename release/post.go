@@ -12,6 +12,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/noise"
 	"github.com/dpproxy/dpproxy/policy"
 )
@@ -195,7 +196,10 @@ func outputRow(plan *dpplan.Plan, keys []string, noisy []*big.Rat) []value {
 		}
 		v := o.Expr.Eval(nums)
 		switch r, pass := passThrough(o.Expr); {
-		case v == nil:
+		case v == nil, o.PGType == "int8" && !fitsInt8(v):
+			// NULL, or a bigint expression beyond bigint (PostgreSQL
+			// raises 22003 there; an error after the charge would lose
+			// the answer, and its binary form does not exist: round 73).
 			row[i] = value{null: true}
 		case pass && row[r].num != nil && v.Cmp(row[r].num) == 0:
 			// COALESCE(x, …) or NULLIF(x, …) equal to x: printed as x is.
@@ -211,6 +215,15 @@ func outputRow(plan *dpplan.Plan, keys []string, noisy []*big.Rat) []value {
 	}
 	return row
 }
+
+// int8 range, for bigint expressions.
+var (
+	minInt8 = new(big.Rat).SetInt64(math.MinInt64)
+	maxInt8 = new(big.Rat).SetInt64(math.MaxInt64)
+)
+
+// fitsInt8 reports whether v is within bigint's range.
+func fitsInt8(v *big.Rat) bool { return v.Cmp(minInt8) >= 0 && v.Cmp(maxInt8) <= 0 }
 
 // roundTo rounds r to d decimal places, half away from zero.
 func roundTo(r *big.Rat, d int) *big.Rat {
@@ -587,7 +600,15 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 		names[o.Name]++
 	}
 	var swamped []string // after the widths, whose "per group: …)" lists parsers read
+	size := 0            // the text's length so far: capErrors cuts it at maxErrorsBytes
+	add := func(part string) {
+		parts = append(parts, part)
+		size += len(part) + 2
+	}
 	for v, o := range req.Plan.Outputs {
+		if size > maxErrorsBytes {
+			break // the rest would be cut (round 73: 60 MB built for a 64 KiB NOTICE)
+		}
 		if names[o.Name] > 1 {
 			o.Name = fmt.Sprintf("%s, column %d", o.Name, v+1)
 		}
@@ -608,11 +629,11 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 			if len(perGroup) == 0 {
 				// Partition selection kept no group: no cell, no width
 				// (slices.Max of nothing panicked after the charge).
-				parts = append(parts, fmt.Sprintf("no group released (%s, %s)", o.Name, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
+				add(fmt.Sprintf("no group released (%s, %s)", o.Name, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
 				continue
 			}
 		case dpplan.OutputQuantile:
-			parts = append(parts, quantileErrorText(o, ms[o.Measure].quant, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
+			add(quantileErrorText(o, ms[o.Measure].quant, costText(measuresCost(ms, outputMeasures(req.Plan, v)))))
 			continue
 		}
 		if perGroup != nil {
@@ -629,10 +650,10 @@ func errorsText(req Request, ms []measurement, noisy [][]*big.Rat, groups [][]st
 				swamped = append(swamped, sw)
 			}
 		}
-		parts = append(parts, text+")")
+		add(text + ")")
 	}
 	if only := havingOnly(req.Plan); len(only) > 0 {
-		parts = append(parts, "HAVING "+costText(measuresCost(ms, only)))
+		add("HAVING " + costText(measuresCost(ms, only)))
 	}
 	text := strings.Join(parts, ", ")
 	for _, sw := range swamped {
@@ -805,13 +826,17 @@ func swampedText(o dpplan.Output, hs []float64, groups [][]string) string {
 func groupLabel(keys []string) string {
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k
+		parts[i] = pgerr.Truncate(k, maxLabelBytes)
 		if k == "" {
 			parts[i] = "''"
 		}
 	}
 	return strings.Join(parts, "/")
 }
+
+// maxLabelBytes bounds a key's text in the NOTICE's labels (a CASE label
+// or a private key can be kilobytes; the answer holds it whole).
+const maxLabelBytes = 64
 
 // sumValue prints a noisy sum: a whole number when every row's value is
 // whole (the SUM of an int column, as PostgreSQL prints it; a unit's
