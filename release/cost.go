@@ -29,8 +29,13 @@ import (
 // outputMeasures returns the measurements value v of Plan.Outputs ++
 // Plan.Hidden rests on, each once, in increasing order.
 func outputMeasures(plan *dpplan.Plan, v int) []int {
-	all := make([]dpplan.Output, 0, len(plan.Outputs)+len(plan.Hidden))
-	all = append(append(all, plan.Outputs...), plan.Hidden...)
+	n := len(plan.Outputs) + len(plan.Hidden)
+	at := func(v int) *dpplan.Output { // no copy of the outputs per call (round 73: O(n²))
+		if v < len(plan.Outputs) {
+			return &plan.Outputs[v]
+		}
+		return &plan.Hidden[v-len(plan.Outputs)]
+	}
 	seen := map[int]bool{}
 	visited := map[int]bool{}
 	var visit func(v int)
@@ -39,7 +44,7 @@ func outputMeasures(plan *dpplan.Plan, v int) []int {
 		if e == nil {
 			return
 		}
-		if e.Op == "ref" && e.Ref >= 0 && e.Ref < len(all) {
+		if e.Op == "ref" && e.Ref >= 0 && e.Ref < n {
 			visit(e.Ref)
 		}
 		for _, a := range e.Args {
@@ -51,7 +56,7 @@ func outputMeasures(plan *dpplan.Plan, v int) []int {
 			return
 		}
 		visited[v] = true
-		o := all[v]
+		o := at(v)
 		switch o.Kind {
 		case dpplan.OutputKey:
 		case dpplan.OutputExpr:
