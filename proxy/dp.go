@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
@@ -84,7 +85,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	// The fingerprint is computed when SHOW asks: on every cached answer
 	// it would cost more CPU than serving it (issue 15).
-	c.sess.lastAnswer = &lastAnswer{at: time.Now(), text: logText, res: res, req: req}
+	c.sess.lastAnswer = newLastAnswer(logText, req, res, 0)
 	if c.srv.cfg.Observer != nil {
 		c.sess.lastDP = &DPEvent{Cached: res.Cached, CostEpsilon: res.Cost.Epsilon, CostDelta: res.Cost.Delta, ChargeFingerprint: res.Fingerprint}
 	}
@@ -416,13 +417,24 @@ func dpError(ctx context.Context, err error, log *zap.Logger) error {
 // lastAnswer is what SHOW dp.last_answer shows of the session's last DP
 // answer (never its values).
 type lastAnswer struct {
-	at   time.Time
-	text string // the statement as the analyst wrote it
-	req  release.Request
-	res  *release.Result
+	at             time.Time
+	text           string // the statement as the analyst wrote it
+	epsilon, delta float64
+	mechanism      string
+	cached         bool
+	cost           accountant.Spent
+	errors         string // the NOTICE's text on the error (release caps it)
 	// leaves, for a post-processing statement, is its number of DP
 	// answers (this one is the last); 0 otherwise.
 	leaves int
+}
+
+// newLastAnswer keeps what SHOW dp.last_answer shows of an answer, not its
+// rows (attack round 73: each session had kept its whole last answer,
+// uncounted: 78 MiB for 6 idle sessions of a 14 MB one).
+func newLastAnswer(text string, req release.Request, res *release.Result, leaves int) *lastAnswer {
+	return &lastAnswer{at: time.Now(), text: text, epsilon: req.Epsilon, delta: req.Delta, mechanism: req.Mechanism,
+		cached: res.Cached, cost: res.Cost, errors: res.Errors, leaves: leaves}
 }
 
 // showLastAnswer answers SHOW dp.last_answer: the session's last DP answer
@@ -439,22 +451,22 @@ func (c *conn) showLastAnswer() *resultSet {
 		return rs
 	}
 	cached := "off"
-	if la.res.Cached {
+	if la.cached {
 		cached = "on"
 	}
 	rs.rows = append(rs.rows,
 		textRow("answered_at", la.at.UTC().Format("2006-01-02 15:04:05.000Z")),
 		textRow("statement_fingerprint", fingerprint(la.text)),
-		textRow("epsilon", formatFloat(la.req.Epsilon)),
-		textRow("delta", formatFloat(la.req.Delta)),
-		textRow("mechanism", la.req.Mechanism),
+		textRow("epsilon", formatFloat(la.epsilon)),
+		textRow("delta", formatFloat(la.delta)),
+		textRow("mechanism", la.mechanism),
 		textRow("cached", cached),
-		textRow("cost_epsilon", numfmt.Figure(la.res.Cost.Epsilon)),
-		textRow("cost_delta", numfmt.Figure(la.res.Cost.Delta)))
+		textRow("cost_epsilon", numfmt.Figure(la.cost.Epsilon)),
+		textRow("cost_delta", numfmt.Figure(la.cost.Delta)))
 	if la.leaves > 0 {
 		rs.rows = append(rs.rows, textRow("note", fmt.Sprintf("the last of %d DP answers of a post-processing statement (the NOTICEs give each)", la.leaves)))
 	}
-	for i, part := range noticeParts(la.res.Errors) {
+	for i, part := range noticeParts(la.errors) {
 		if part = strings.TrimSpace(part); part == "" {
 			continue
 		}

@@ -144,7 +144,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	if n := len(results); n > 0 && results[n-1] != nil {
 		// SHOW dp.last_answer: the statement's last DP answer, saying of
 		// how many.
-		c.sess.lastAnswer = &lastAnswer{at: time.Now(), text: logText, req: batch[n-1], res: results[n-1], leaves: n}
+		c.sess.lastAnswer = newLastAnswer(logText, batch[n-1], results[n-1], n)
 	}
 	k := 0
 	for i, l := range st.Leaves {
