@@ -106,6 +106,9 @@ type conn struct {
 	// runs, which each cell of its lines may take (answerRoom's share per
 	// cell; attack round 72).
 	keepNull int
+	// malformedSeen counts the session's malformed messages (frame.go:
+	// the first is logged, the count at the session's end).
+	malformedSeen int
 	// sendingRoom: the room of a DP answer sent at once (the simple
 	// protocol), charged by execDP before the charge and given back once
 	// the statement's reply is written (query.go): a client that stops
@@ -214,7 +217,11 @@ func (c *conn) run(ctx context.Context) {
 	c.sessCtx = ctx
 	c.loop(ctx)
 	c.waitPendingDP(ctx)
-	c.log.Info("session ended")
+	if c.malformedSeen > 1 {
+		c.log.Info("session ended", zap.Int("malformed_messages", c.malformedSeen))
+	} else {
+		c.log.Info("session ended")
+	}
 }
 
 // startupFailed reports a start-up error to the client as FATAL (when it is
