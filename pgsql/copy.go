@@ -311,6 +311,11 @@ func parseCopyOptions(stmt string, toks []Token, j int, cp *CopyStmt) error {
 		return invalid("COPY delimiter cannot be newline or carriage return")
 	case strings.ContainsAny(cp.Null, "\r\n"):
 		return invalid("COPY null representation cannot use newline or carriage return")
+	case len(cp.Null) > MaxCopyNull:
+		// The proxy writes it once per NULL cell of every line (attack
+		// round 72, review 74); PostgreSQL has no limit.
+		return pgerr.New(pgerr.ProgramLimitExceeded, "COPY null representation longer than %d bytes", MaxCopyNull).WithPosition(CharPos(stmt, toks[0].Pos)).
+			WithHint("use a short NULL string, e.g. NULL '' or the default \\N")
 	case !cp.CSV && strings.Contains(`\.abcdefghijklmnopqrstuvwxyz0123456789`, cp.Delimiter):
 		return invalid("COPY delimiter cannot be %q", cp.Delimiter)
 	case !cp.CSV && (cp.Quote != "" || cp.Escape != ""):
@@ -330,6 +335,9 @@ func parseCopyOptions(stmt string, toks []Token, j int, cp *CopyStmt) error {
 	}
 	return nil
 }
+
+// MaxCopyNull bounds a COPY's NULL string.
+const MaxCopyNull = 1024
 
 // isCopyOption reports whether t starts another legacy COPY option.
 func isCopyOption(t Token) bool {

@@ -101,6 +101,21 @@ func bindWith(text string, n int, lit func(i int) (string, error)) (string, erro
 	return b.String(), nil
 }
 
+// checkValue checks bound parameter i as literalOf would decode it, for a
+// value the statement does not use (PostgreSQL's Bind checks every
+// value): a binary numeric's format without writing out its digits.
+func checkValue(params [][]byte, formats []int16, oids []uint32, i int) error {
+	if i < len(oids) && oids[i] == oidNumeric && formatFor(formats, i) == formatBinary && params[i] != nil {
+		if err := checkNumeric(params[i]); err != nil {
+			return pgerr.New(invalidTextRepresentation, "invalid value for parameter $%d: %s", i+1, err.Error()).
+				WithHint("bind a value of the parameter's type")
+		}
+		return nil
+	}
+	_, err := literalOf(params, formats, oids, i)
+	return err
+}
+
 // literalOf decodes bound parameter i into a SQL literal.
 func literalOf(params [][]byte, formats []int16, oids []uint32, i int) (string, error) {
 	var oid uint32
@@ -303,28 +318,43 @@ func stringLiteral(s string) (string, error) {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'", nil
 }
 
-// decodeNumeric decodes numeric's binary format into decimal text (the
-// inverse of encodeNumeric).
-func decodeNumeric(v []byte) (string, error) {
+// checkNumeric checks numeric's binary format without writing out its
+// digits: decodeNumeric's checks.
+func checkNumeric(v []byte) error {
 	if len(v) < 8 {
-		return "", literalError("bad binary numeric")
+		return literalError("bad binary numeric")
 	}
 	ndigits := int(binary.BigEndian.Uint16(v[0:2]))
 	weight := int(int16(binary.BigEndian.Uint16(v[2:4])))
 	sign := binary.BigEndian.Uint16(v[4:6])
 	dscale := int(int16(binary.BigEndian.Uint16(v[6:8])))
 	if len(v) != 8+2*ndigits || dscale < 0 || dscale > 1000 || ndigits > 1000 || weight > 1000 || weight < -1000 {
-		return "", literalError("bad binary numeric")
+		return literalError("bad binary numeric")
 	}
 	if sign == numericNaN || (sign != numericPos && sign != numericNeg) {
-		return "", literalError("NaN and infinity are not supported")
+		return literalError("NaN and infinity are not supported")
 	}
+	for k := 0; k < ndigits; k++ {
+		if binary.BigEndian.Uint16(v[8+2*k:]) > 9999 {
+			return literalError("bad binary numeric digit")
+		}
+	}
+	return nil
+}
+
+// decodeNumeric decodes numeric's binary format into decimal text (the
+// inverse of encodeNumeric).
+func decodeNumeric(v []byte) (string, error) {
+	if err := checkNumeric(v); err != nil {
+		return "", err
+	}
+	ndigits := int(binary.BigEndian.Uint16(v[0:2]))
+	weight := int(int16(binary.BigEndian.Uint16(v[2:4])))
+	sign := binary.BigEndian.Uint16(v[4:6])
+	dscale := int(int16(binary.BigEndian.Uint16(v[6:8])))
 	var ip, fp strings.Builder
 	for k := 0; k < ndigits; k++ {
 		d := binary.BigEndian.Uint16(v[8+2*k:])
-		if d > 9999 {
-			return "", literalError("bad binary numeric digit")
-		}
 		g := strconv.Itoa(int(d))
 		g = strings.Repeat("0", 4-len(g)) + g
 		if w := weight - k; w >= 0 {

@@ -99,13 +99,9 @@ type conn struct {
 	memCharged int64
 	memAcct    *memAccount
 	// keepAnswer: how many copies of a DP answer the running statement
-	// keeps (a portal 1, a cursor 1, COPY 2; 0 when it is sent at once),
+	// keeps (a portal, a cursor, COPY: 1; 0 when it is sent at once),
 	// whose room execDP checks before the charge.
 	keepAnswer int
-	// keepNull: the length of a COPY's NULL string while its DP query
-	// runs, which each cell of its lines may take (answerRoom's share per
-	// cell; attack round 72).
-	keepNull int
 	// malformedSeen counts the session's malformed messages (frame.go:
 	// the first is logged, the count at the session's end).
 	malformedSeen int
@@ -465,6 +461,10 @@ func (c *conn) loop(ctx context.Context) {
 			c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
 			return
 		}
+		// The last message's fields (a Query's text, a Bind's values) are
+		// not kept while the session waits: they are up to MaxMessage
+		// bytes (review 74: a session idle after a 1 MB Query held it).
+		c.msgs = frontendMessages{}
 		typ, m, err := c.fr.next()
 		if err != nil {
 			c.receiveFailed(err)

@@ -43,39 +43,37 @@ func (c *conn) execCopy(ctx context.Context, cp *pgsql.CopyStmt) (*resultSet, er
 	if err := c.checkMemory(0); err != nil {
 		return nil, err
 	}
-	rs, released, err := c.materialize(ctx, cp.Query, 2, len(cp.Null))
+	rs, released, err := c.materialize(ctx, cp.Query, 1)
 	if err != nil {
 		return nil, err
 	}
 	if rs.cols == nil {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "the query of COPY must return rows")
 	}
-	// The lines are counted before they are built: a NULL cell takes the
-	// NULL string, which the statement chooses (attack round 72: 2,000
-	// NULLs with a 20 KB one made 40 MB of lines for a 0.3 MiB charge).
-	size := rowsBytes(rs.rows) + copyLinesBytes(cp, rs)
+	// The rows are held until sent; each line is built as it is sent
+	// (sendCopyOut), at most one line at a time: a NULL cell takes the
+	// NULL string (at most pgsql.MaxCopyNull bytes), which had multiplied
+	// lines built all at once past every bound (attack round 72: 40 MB
+	// of lines for a 0.3 MiB charge; review 74: through a post-processing
+	// statement, whose outer result no room covers).
 	if released {
-		c.chargeMemoryOwn(size) // room was checked before the charge (execDP: keepNull)
-	} else if err := c.checkMemory(size); err != nil {
+		c.chargeMemoryOwn(rowsBytes(rs.rows)) // room was checked before the charge
+	} else if err := c.checkMemory(rowsBytes(rs.rows)); err != nil {
 		return nil, err
 	}
-	out := &resultSet{notices: rs.notices, copy: true, copyColumns: len(rs.cols)}
-	force := make([]bool, len(rs.cols))
+	out := &resultSet{notices: rs.notices, copy: cp, copyColumns: len(rs.cols), rows: rs.rows,
+		copyForce: make([]bool, len(rs.cols))}
 	for i, col := range rs.cols {
-		force[i] = cp.ForceQuoteAll
+		out.copyForce[i] = cp.ForceQuoteAll
 		for _, fq := range cp.ForceQuote {
-			force[i] = force[i] || fq == col.name
+			out.copyForce[i] = out.copyForce[i] || fq == col.name
 		}
 	}
 	if cp.Header {
-		names := make([]*string, len(rs.cols))
+		out.copyHeader = make([]*string, len(rs.cols))
 		for i := range rs.cols {
-			names[i] = &rs.cols[i].name
+			out.copyHeader[i] = &rs.cols[i].name
 		}
-		out.copyData = append(out.copyData, copyLine(cp, names, make([]bool, len(names))))
-	}
-	for _, row := range rs.rows {
-		out.copyData = append(out.copyData, copyLine(cp, row, force))
 	}
 	out.tag = "COPY " + strconv.Itoa(len(rs.rows))
 	return out, nil
@@ -107,35 +105,6 @@ func (c *conn) queryColumns(ctx context.Context, query string) ([]column, error)
 		return cols, nil
 	}
 	return nil, pgerr.New(pgerr.FeatureNotSupported, "this statement cannot be used in COPY")
-}
-
-// copyLinesBytes bounds the bytes of rs's COPY lines (the header's
-// included): a NULL cell is the NULL string, a value at most doubles
-// (text escapes, csv's doubled quotes) and may be quoted, cells are
-// separated by the delimiter, a line ends with a newline and is a slice.
-func copyLinesBytes(cp *pgsql.CopyStmt, rs *resultSet) int {
-	line := func(row []*string) int {
-		n := 24 + 1 + max(len(row)-1, 0)*len(cp.Delimiter)
-		for _, v := range row {
-			if v == nil {
-				n += len(cp.Null)
-			} else {
-				n += 2*len(*v) + 2
-			}
-		}
-		return n
-	}
-	n := 0
-	if cp.Header {
-		for _, col := range rs.cols {
-			n += 2*len(col.name) + 2 + len(cp.Delimiter)
-		}
-		n += 25
-	}
-	for _, row := range rs.rows {
-		n += line(row)
-	}
-	return n
 }
 
 // copyLine formats one row (or the header) as a line of COPY output.
@@ -237,8 +206,11 @@ func copyCSV(b *strings.Builder, cp *pgsql.CopyStmt, v string, force, singleColu
 // PostgreSQL reports both text and csv), one CopyData per line, CopyDone.
 func (c *conn) sendCopyOut(rs *resultSet) {
 	c.be.Send(&pgproto3.CopyOutResponse{OverallFormat: 0, ColumnFormatCodes: make([]uint16, rs.copyColumns)})
-	for i, line := range rs.copyData {
-		c.be.Send(&pgproto3.CopyData{Data: line})
+	if rs.copyHeader != nil {
+		c.be.Send(&pgproto3.CopyData{Data: copyLine(rs.copy, rs.copyHeader, make([]bool, len(rs.copyHeader)))})
+	}
+	for i, row := range rs.rows {
+		c.be.Send(&pgproto3.CopyData{Data: copyLine(rs.copy, row, rs.copyForce)})
 		if (i+1)%shadowFlushRows == 0 {
 			_ = c.be.Flush()
 		}

@@ -140,12 +140,11 @@ func errorFields(body []byte) string {
 	return code + " " + msg
 }
 
-// TestCopy_DPNullStringInRoomBeforeCharge: a COPY of a DP query reserves
-// room for its NULL string in every cell of the answer before the
-// charge (execDP's keepNull): 7 departments × 2 columns with a 700 KB
-// NULL string need about 9.8 MB, refused with 54000 under an 8 MiB bound
-// and nothing charged; the same COPY with NULL 'x' is answered and
-// charged once.
+// TestCopy_DPNullStringInRoomBeforeCharge: a COPY's NULL string is at
+// most pgsql.MaxCopyNull bytes (each line is built as it is sent, the
+// NULL string once per NULL cell): a COPY of a DP query with a 700 KB one
+// is refused with 54000 before anything runs or is charged; the same COPY
+// with NULL 'x' is answered and charged once.
 func TestCopy_DPNullStringInRoomBeforeCharge(t *testing.T) {
 	r := startRealDP(t, func(c *Config) { c.MaxMemoryPerAnalyst = 8 << 20 })
 	pc := r.connect(t)

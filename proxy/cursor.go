@@ -75,17 +75,17 @@ func (c *conn) execUnlockAll(st *pgsql.SessionStmt) *resultSet {
 // it is released (execDP, keepAnswer), so the caller charges what it keeps
 // without a check once released is true: refused after its charge, it
 // was paid for and lost (attack round 52).
-func (c *conn) materialize(ctx context.Context, query string, copies, nullBytes int) (rs *resultSet, released bool, err error) {
+func (c *conn) materialize(ctx context.Context, query string, copies int) (rs *resultSet, released bool, err error) {
 	route, err := c.srv.rt.classify(c.sess.ds.Policy, query)
 	if err != nil {
 		return nil, false, err
 	}
 	switch route {
 	case pgsql.RouteDP:
-		prev, prevNull := c.keepAnswer, c.keepNull
-		c.keepAnswer, c.keepNull = copies, nullBytes
+		prev := c.keepAnswer
+		c.keepAnswer = copies
 		rs, err := c.execDP(ctx, query, query)
-		c.keepAnswer, c.keepNull = prev, prevNull
+		c.keepAnswer = prev
 		return rs, err == nil, err
 	case pgsql.RouteCatalog:
 		rs, err := c.shadowResult(ctx, query)
@@ -194,7 +194,7 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 	if err := c.checkMemory(0); err != nil { // memory.go
 		return nil, err
 	}
-	rs, _, err := c.materialize(ctx, cs.Query, 1, 0)
+	rs, _, err := c.materialize(ctx, cs.Query, 1)
 	if err != nil {
 		return nil, err
 	}

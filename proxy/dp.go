@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
-	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/numfmt"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pipeline"
@@ -57,7 +57,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	// without its room one analyst's sessions whose clients stop reading
 	// had held any number of copies (attack round 66; given back by
 	// endSending).
-	room := max(c.keepAnswer, 1)*answerRoom(plan, s.ErrorColumns) + c.keepNull*answerCells(plan, s.ErrorColumns)
+	room := max(c.keepAnswer, 1) * answerRoom(plan, s.ErrorColumns)
 	if int64(room) > c.srv.cfg.MaxMemoryPerAnalyst {
 		return nil, pgerr.New(pgerr.ProgramLimitExceeded, "this answer could hold %d MiB of the proxy's memory, more than one analyst's sessions may hold (%d MiB)", (room+1<<20-1)>>20, c.srv.cfg.MaxMemoryPerAnalyst>>20).
 			WithDetail("The room is reserved before the charge from the query's shape: its columns, and its groups (a private key's at most the first groups the answer keeps). The query was not run and nothing was charged.").
@@ -121,21 +121,6 @@ func answerRoom(p *rewrite.Plan, errorColumns bool) int {
 		extra = len(p.Outputs)
 	}
 	return release.AnswerBytes(p, extra)
-}
-
-// answerCells bounds the cells of a plan's answer (its groups, as
-// answerRoom counts them, times its columns): where a COPY's NULL string
-// may stand.
-func answerCells(p *rewrite.Plan, errorColumns bool) int {
-	groups := dpplan.AnswerGroups(p)
-	if p.PrivateGroups() {
-		groups = dpplan.MaxSelectedGroups(p)
-	}
-	cols := len(p.Keys) + len(p.Outputs)
-	if errorColumns {
-		cols += len(p.Outputs)
-	}
-	return groups * cols
 }
 
 // dpEnv is the pipeline's view of the session's dataset.
@@ -417,8 +402,10 @@ func dpError(ctx context.Context, err error, log *zap.Logger) error {
 // lastAnswer is what SHOW dp.last_answer shows of the session's last DP
 // answer (never its values).
 type lastAnswer struct {
-	at             time.Time
-	text           string // the statement as the analyst wrote it
+	at time.Time
+	// text is the statement as the analyst wrote it when short (its
+	// fingerprint is computed when SHOW asks), else fp is its fingerprint.
+	text, fp       string
 	epsilon, delta float64
 	mechanism      string
 	cached         bool
@@ -433,9 +420,21 @@ type lastAnswer struct {
 // rows (attack round 73: each session had kept its whole last answer,
 // uncounted: 78 MiB for 6 idle sessions of a 14 MB one).
 func newLastAnswer(text string, req release.Request, res *release.Result, leaves int) *lastAnswer {
-	return &lastAnswer{at: time.Now(), text: text, epsilon: req.Epsilon, delta: req.Delta, mechanism: req.Mechanism,
+	la := &lastAnswer{at: time.Now(), epsilon: req.Epsilon, delta: req.Delta, mechanism: req.Mechanism,
 		cached: res.Cached, cost: res.Cost, errors: res.Errors, leaves: leaves}
+	// Not a piece of the client's message, which it would keep whole
+	// (review 74: 1 MB a session).
+	if len(text) > lastAnswerText {
+		la.fp = fingerprint(text)
+	} else {
+		la.text = strings.Clone(text)
+	}
+	return la
 }
+
+// lastAnswerText is the longest statement text kept for SHOW
+// dp.last_answer; a longer one is kept as its fingerprint.
+const lastAnswerText = 1024
 
 // showLastAnswer answers SHOW dp.last_answer: the session's last DP answer
 // as rows of (item, value): when, which statement (its fingerprint), its
@@ -456,7 +455,7 @@ func (c *conn) showLastAnswer() *resultSet {
 	}
 	rs.rows = append(rs.rows,
 		textRow("answered_at", la.at.UTC().Format("2006-01-02 15:04:05.000Z")),
-		textRow("statement_fingerprint", fingerprint(la.text)),
+		textRow("statement_fingerprint", cmp.Or(la.fp, fingerprint(la.text))),
 		textRow("epsilon", formatFloat(la.epsilon)),
 		textRow("delta", formatFloat(la.delta)),
 		textRow("mechanism", la.mechanism),

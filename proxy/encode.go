@@ -242,7 +242,11 @@ func parseISO(v, layout string) (time.Time, error) {
 	if bc {
 		y = 1 - y
 	}
-	return time.Date(y, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), t.Location()), nil
+	// The parsed offset, not its location: time.Parse names time.Local
+	// when Local had that offset in 2000, and Local's rules in year y
+	// may differ (review 74: an hour off under America/New_York).
+	_, off := t.Zone()
+	return time.Date(y, t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.FixedZone("", off)), nil
 }
 
 // Numeric sign words of the binary format (PostgreSQL's numeric.c).

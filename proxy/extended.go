@@ -535,10 +535,26 @@ func (c *conn) boundText(ctx context.Context, p *portal) (string, error) {
 			oids = d.paramOIDs
 		}
 	}
-	// Only the values the text uses are decoded, as it uses them.
-	return bindWith(ps.text, len(p.params), func(i int) (string, error) {
+	// Only the values the text uses are decoded, as it uses them; the
+	// others are checked, as PostgreSQL's Bind checks every value
+	// (review 74), one at a time and without writing out a binary
+	// numeric's digits (attack round 72).
+	used := make([]bool, len(p.params))
+	text, err := bindWith(ps.text, len(p.params), func(i int) (string, error) {
+		used[i] = true
 		return literalOf(p.params, p.paramFormats, oids, i)
 	})
+	if err != nil {
+		return "", err
+	}
+	for i, u := range used {
+		if !u {
+			if err := checkValue(p.params, p.paramFormats, oids, i); err != nil {
+				return "", err
+			}
+		}
+	}
+	return text, nil
 }
 
 func hasUnspecified(oids []uint32, n int) bool {
@@ -791,7 +807,7 @@ func (c *conn) encodeResult(rs *resultSet, formats []int16) (*bufferedResult, er
 		}
 	}
 	br := &bufferedResult{tag: rs.tag}
-	if rs.copy {
+	if rs.copy != nil {
 		return nil, pgerr.New(pgerr.FeatureNotSupported, "COPY is supported in the simple query protocol only")
 	}
 	if rs.cols == nil {

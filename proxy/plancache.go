@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -116,6 +117,7 @@ func (pc *planCache) plan(analyst string, ds *policy.Dataset, text string, opts 
 		pc.plans[analyst] = own
 	}
 	if _, dup := own.m[k]; !dup {
+		k.text = strings.Clone(k.text) // not a piece of the client's message, kept whole (review 74)
 		own.m[k] = p
 		own.bytes += size
 	}

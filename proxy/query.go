@@ -52,11 +52,13 @@ type resultSet struct {
 	// formats are the result formats in the simple protocol (nil: text;
 	// a BINARY cursor's FETCH: binary).
 	formats []int16
-	// copy: the result of COPY … TO STDOUT, sent as CopyOutResponse, one
-	// CopyData per line of copyData, CopyDone (copy.go).
-	copy        bool
+	// copy: the COPY … TO STDOUT whose output this is, sent as
+	// CopyOutResponse, one CopyData per row of rows (built as it is
+	// sent), CopyDone (copy.go); nil otherwise.
+	copy        *pgsql.CopyStmt
 	copyColumns int
-	copyData    [][]byte
+	copyForce   []bool    // FORCE_QUOTE, per column
+	copyHeader  []*string // the header line's names (HEADER), or nil
 }
 
 // statement is one classified statement.
@@ -417,7 +419,7 @@ func (c *conn) sendResultSet(rs *resultSet) error {
 			c.be.Send(n)
 		}
 	}
-	if rs.copy {
+	if rs.copy != nil {
 		c.sendCopyOut(rs)
 	} else if rs.cols != nil {
 		c.be.Send(rowDescription(rs.cols, rs.formats))
