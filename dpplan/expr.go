@@ -131,9 +131,10 @@ func (c *Cond) eval(vals []*big.Rat) (value, known bool) {
 }
 
 // maxExprBits bounds the numerator and denominator of every step of an
-// expression: 1,024 bits, about 308 digits, so that its magnitude stays
-// below 2^1024 and its fraction is exact to hundreds of places.
-const maxExprBits = 1024
+// expression: 512 bits, about 154 digits (a measure's values are at most
+// 10¹⁰⁰), so that its magnitude stays below 2^512 and its fraction is
+// exact to far more places than the 6 printed.
+const maxExprBits = 512
 
 // bounded is r, or NULL (nil) when a step leaves maxExprBits (attack round
 // 73: COUNT(*) * 1e30 * … repeated had printed kilobytes a cell, with

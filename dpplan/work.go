@@ -365,8 +365,8 @@ const (
 	// text, its string header and pointer, and a share of its row's.
 	AnswerCellBytes = 64
 	// ExprCellBytes is an expression's cell over released values: up to
-	// maxExprBits (about 308 digits) and 6 decimals (Expr.Eval).
-	ExprCellBytes = AnswerCellBytes + 320
+	// maxExprBits (about 154 digits), a sign and 6 decimals (Expr.Eval).
+	ExprCellBytes = AnswerCellBytes + 168
 	// MaxPrivateKeyBytes bounds the text of a private group key's value
 	// (pgemit: a longer one is not grouped).
 	MaxPrivateKeyBytes = 1024
