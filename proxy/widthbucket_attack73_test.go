@@ -1,14 +1,9 @@
 package proxy
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dpproxy/dpproxy/internal/catalog"
-	"github.com/dpproxy/dpproxy/internal/upstream"
-	"github.com/jackc/pgx/v5"
 )
 
 // TestAttack73_WidthBucketBoundOutOfRangeIsIncident (attack round 73,
@@ -95,40 +90,7 @@ func TestAttack73_WidthBucketBoundOutOfRangeIsIncident(t *testing.T) {
 // dpplan/value.go (30 significant digits, 10⁻³⁰…10³⁰), or weigh the key's
 // per-row work by its bounds' digits in the work bound.
 func TestAttack73_WidthBucketLongBoundPassesWorkBound(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	b := newRealBackends(t, ctx, []string{
-		`INSERT INTO patients SELECT p, 1930 + p % 90, CASE WHEN p % 2 = 0 THEN 'F' ELSE 'M' END,
-			(ARRAY['north','south','east','west','central'])[1 + p % 5] FROM generate_series(1, 4000) p`,
-		`INSERT INTO visits SELECT 1 + v % 4000, DATE '2020-01-01' + (v * 7) % 1800,
-			(ARRAY['cardiology','emergency','neurology','oncology','orthopedics','pediatrics','surgery'])[1 + v % 7],
-			'D' || (v % 13), 1 + v % 100, (v % 500) * 3.5, v % 10 FROM generate_series(1, 20000) v`,
-	})
-	const timeout = time.Second
-	up, err := upstream.New(ctx, upstream.Config{DSN: b.dataDSN, StatementTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(up.Close)
-	dataConn, err := pgx.Connect(ctx, b.dataDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dataConn.Close(context.Background())
-	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
-		c.Releaser, c.Ledger = b.rel, b.led
-		c.StatementTimeout = timeout
-		for _, d := range c.Datasets {
-			d.Upstream = up
-			d.ResponseTime = 500 * time.Millisecond
-			d.WorkRate = 500000
-		}
-		hosp := c.Datasets["hospital"].Policy
-		hosp.Tables["visits"].MaxRows = 20000 // the table's real size
-		if problems, err := catalog.Verify(ctx, dataConn, hosp); err != nil || len(problems) > 0 {
-			t.Fatalf("the data database does not fit the policy: %v %q", err, problems)
-		}
-	}})
+	b, ts := startTimedDP(t)
 	pc := ts.connect(t)
 	key := func(low string) string {
 		return "SELECT width_bucket(age, " + low + ", 110.3, 10) AS k, COUNT(*) FROM visits GROUP BY 1"
@@ -156,13 +118,13 @@ func TestAttack73_WidthBucketLongBoundPassesWorkBound(t *testing.T) {
 	}
 	before := len(chargesOf(t, b.ledgerDSN))
 	start = time.Now()
-	_, err = execAll(t, pc, long)
+	_, err := execAll(t, pc, long)
 	took := time.Since(start)
 	charged := len(chargesOf(t, b.ledgerDSN)) > before
 	t.Logf("a width_bucket bound of 1,000 digits: %s %v after %v (charged: %v)", sqlstate(err), err, took.Round(time.Millisecond), charged)
 	if err != nil && charged {
 		t.Errorf("a width_bucket bound of 1,000 digits was accepted at the work bound of a short one and charged, then failed after %v: %v — an accepted query passed the %v statement time-out after its charge",
-			took.Round(time.Millisecond), err, timeout)
+			took.Round(time.Millisecond), err, timedDPTimeout)
 	}
 	if _, err := execAll(t, pc, "SELECT COUNT(*) FROM visits"); err != nil {
 		t.Errorf("after that query the analyst's next DP statement fails: %v", err)

@@ -39,40 +39,7 @@ import (
 // is refused before the charge — and the analyst is not suspended by a
 // query the planner accepted.
 func TestAttack60_QuantilesPassTimeoutAfterCharge(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	b := newRealBackends(t, ctx, []string{
-		`INSERT INTO patients SELECT p, 1930 + p % 90, CASE WHEN p % 2 = 0 THEN 'F' ELSE 'M' END,
-			(ARRAY['north','south','east','west','central'])[1 + p % 5] FROM generate_series(1, 4000) p`,
-		`INSERT INTO visits SELECT 1 + v % 4000, DATE '2020-01-01' + (v * 7) % 1800,
-			(ARRAY['cardiology','emergency','neurology','oncology','orthopedics','pediatrics','surgery'])[1 + v % 7],
-			'D' || (v % 13), 1 + v % 100, (v % 500) * 3.5, v % 10 FROM generate_series(1, 20000) v`,
-	})
-	const timeout = time.Second
-	up, err := upstream.New(ctx, upstream.Config{DSN: b.dataDSN, StatementTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(up.Close)
-	dataConn, err := pgx.Connect(ctx, b.dataDSN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dataConn.Close(context.Background())
-	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
-		c.Releaser, c.Ledger = b.rel, b.led
-		c.StatementTimeout = timeout
-		for _, d := range c.Datasets {
-			d.Upstream = up
-			d.ResponseTime = 500 * time.Millisecond
-			d.WorkRate = 500000
-		}
-		hosp := c.Datasets["hospital"].Policy
-		hosp.Tables["visits"].MaxRows = 20000 // the table's real size
-		if problems, err := catalog.Verify(ctx, dataConn, hosp); err != nil || len(problems) > 0 {
-			t.Fatalf("the data database does not fit the policy: %v %q", err, problems)
-		}
-	}})
+	b, ts := startTimedDP(t)
 	pc := ts.connect(t)
 	if _, err := execAll(t, pc, "SET dp.contribution = fixed"); err != nil {
 		t.Fatal(err)
@@ -106,7 +73,7 @@ func TestAttack60_QuantilesPassTimeoutAfterCharge(t *testing.T) {
 	took := time.Since(start)
 	charged := len(chargesOf(t, b.ledgerDSN)) > before
 	if err != nil && charged {
-		t.Errorf("100 quantiles of age were accepted and charged (work bound of one quantile), then failed after %v: %v — an accepted query passed the %v statement time-out after its charge", took.Round(time.Millisecond), err, timeout)
+		t.Errorf("100 quantiles of age were accepted and charged (work bound of one quantile), then failed after %v: %v — an accepted query passed the %v statement time-out after its charge", took.Round(time.Millisecond), err, timedDPTimeout)
 	}
 	if _, err := execAll(t, pc, "SELECT COUNT(*) FROM visits"); err != nil {
 		t.Errorf("after that query the analyst's next DP statement fails: %v", err)
@@ -131,4 +98,50 @@ func chargesOf(t *testing.T, ledgerDSN string) []int64 {
 		t.Fatal(err)
 	}
 	return ids
+}
+
+// timedDPTimeout is startTimedDP's statement time-out.
+const timedDPTimeout = time.Second
+
+// startTimedDP is a proxy over 20,000 visits of 4,000 patients whose
+// policy declares the table's real size, with a 1 s statement time-out, a
+// 500 ms response time and a work rate of 500,000 rows/s: a plan's work
+// bound and time slot are those EXPLAIN shows, and a query that runs past
+// them fails after its charge.
+func startTimedDP(t *testing.T) (realBackends, *testServer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := newRealBackends(t, ctx, []string{
+		`INSERT INTO patients SELECT p, 1930 + p % 90, CASE WHEN p % 2 = 0 THEN 'F' ELSE 'M' END,
+			(ARRAY['north','south','east','west','central'])[1 + p % 5] FROM generate_series(1, 4000) p`,
+		`INSERT INTO visits SELECT 1 + v % 4000, DATE '2020-01-01' + (v * 7) % 1800,
+			(ARRAY['cardiology','emergency','neurology','oncology','orthopedics','pediatrics','surgery'])[1 + v % 7],
+			'D' || (v % 13), 1 + v % 100, (v % 500) * 3.5, v % 10 FROM generate_series(1, 20000) v`,
+	})
+	up, err := upstream.New(ctx, upstream.Config{DSN: b.dataDSN, StatementTimeout: timedDPTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(up.Close)
+	dataConn, err := pgx.Connect(ctx, b.dataDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dataConn.Close(context.Background())
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) {
+		c.Releaser, c.Ledger = b.rel, b.led
+		c.StatementTimeout = timedDPTimeout
+		for _, d := range c.Datasets {
+			d.Upstream = up
+			d.ResponseTime = 500 * time.Millisecond
+			d.WorkRate = 500000
+		}
+		hosp := c.Datasets["hospital"].Policy
+		hosp.Tables["visits"].MaxRows = 20000 // the table's real size
+		if problems, err := catalog.Verify(ctx, dataConn, hosp); err != nil || len(problems) > 0 {
+			t.Fatalf("the data database does not fit the policy: %v %q", err, problems)
+		}
+	}})
+	return b, ts
 }
