@@ -163,6 +163,15 @@ func (c *conn) cancelRunning(cause error) bool {
 // the statement ends. It reads the statement's start, the one clock read
 // its relative dates are folded at.
 func (c *conn) statementContext(ctx context.Context) (context.Context, func()) {
+	c.cancelMu.Lock()
+	running := c.cancelFunc != nil
+	c.cancelMu.Unlock()
+	if running {
+		// Within a running statement (an Execute that describes its
+		// statement first): its context, start and cancel stay (attack
+		// round 75: the nested one's end had dropped the Execute's cancel).
+		return ctx, func() {}
+	}
 	c.sess.stmtStart = time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	var stopTimer context.CancelFunc = func() {}

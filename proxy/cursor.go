@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
@@ -181,7 +182,7 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 	if cs.Binary {
 		// Before the query runs: a DP query is charged when it runs
 		// (attack round 44).
-		if err := binaryEncodable(cols); err != nil {
+		if err := binaryFormats(cols, nil, c.sess.settings["datestyle"]); err != nil {
 			return nil, err
 		}
 	}
@@ -204,7 +205,7 @@ func (c *conn) execDeclare(ctx context.Context, cs *pgsql.CursorStmt) (*resultSe
 	if cs.Binary {
 		// The columns described are those run (materialize checks a DP
 		// answer's against its plan); a catalog query's could differ.
-		if err := binaryEncodable(rs.cols); err != nil {
+		if err := binaryFormats(rs.cols, nil, c.sess.settings["datestyle"]); err != nil {
 			return nil, err
 		}
 	}
@@ -262,14 +263,30 @@ func errNoCursor(name string) error {
 
 // binaryEncodable checks that every column has a binary encoding the proxy
 // can produce from text.
-func binaryEncodable(cols []column) error {
-	for _, col := range cols {
+// binaryFormats checks, before anything is charged, that the columns
+// asked for in binary (formats as in Bind; nil: every column) can be
+// encoded by encodeBinary: its types, and dates and times written in the
+// ISO style it parses (dateStyle, the session's DateStyle; "" for ISO)
+// (attack round 75: a post-processed answer's columns of other types had
+// been sent as text in a binary column, and its dates under DateStyle
+// German failed after the charge).
+func binaryFormats(cols []column, formats []int16, dateStyle string) error {
+	for i, col := range cols {
+		if formats != nil && formatFor(formats, i) != formatBinary {
+			continue
+		}
 		switch col.oid {
-		case oidBool, oidInt2, oidInt4, oidInt8, oidText, oidVarchar, oidDate, oidFloat4, oidFloat8, oidNumeric,
-			oidTimestamp, oidTimestamptz, oidVoid: // encodeBinary's types
+		case oidDate, oidTimestamp, oidTimestamptz:
+			if dateStyle != "" && !strings.HasPrefix(strings.ToUpper(dateStyle), "ISO") {
+				return pgerr.New(pgerr.FeatureNotSupported, "binary output of column %q under DateStyle %s is not supported by dpproxy", col.name, dateStyle).
+					WithDetail("Nothing was run or charged.").
+					WithHint("SET DateStyle = ISO, or read the column in text format")
+			}
+		case oidBool, oidInt2, oidInt4, oidInt8, oidText, oidVarchar, oidFloat4, oidFloat8, oidNumeric, oidVoid: // encodeBinary's types
 		default:
 			return pgerr.New(pgerr.FeatureNotSupported, "binary output of column %q (type %d) is not supported by dpproxy", col.name, col.oid).
-				WithHint("declare the cursor without BINARY, or fetch in text format")
+				WithDetail("Nothing was run or charged.").
+				WithHint("read the column in text format (or declare the cursor without BINARY)")
 		}
 	}
 	return nil

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -764,13 +765,19 @@ func (c *conn) runPortal(ctx context.Context, p *portal) (*bufferedResult, error
 			if told == nil {
 				told = ps.told
 			}
-			if told != nil {
+			binary := slices.Contains(p.resultFormats, formatBinary)
+			if told != nil || binary {
 				// Check the bound plan's columns against those described
 				// before anything is charged: the bound values and the
 				// session's settings (dp.error_columns adds columns) may
-				// have changed them since.
-				if got, perr := c.describeDP(sctx, text); perr == nil && !describedFits(told, got) {
-					err = errResultTypeChanged()
+				// have changed them since; and that those asked for in
+				// binary have a binary form here.
+				if got, perr := c.describeDP(sctx, text); perr == nil {
+					if told != nil && !describedFits(told, got) {
+						err = errResultTypeChanged()
+					} else if binary {
+						err = binaryFormats(got, p.resultFormats, c.sess.settings["datestyle"])
+					}
 				}
 			}
 			var rs *resultSet
