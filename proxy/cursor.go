@@ -261,8 +261,6 @@ func errNoCursor(name string) error {
 		WithHint("DECLARE it in this transaction first (cursors end with their transaction unless declared WITH HOLD)")
 }
 
-// binaryEncodable checks that every column has a binary encoding the proxy
-// can produce from text.
 // binaryFormats checks, before anything is charged, that the columns
 // asked for in binary (formats as in Bind; nil: every column) can be
 // encoded by encodeBinary: its types, and dates and times written in the
@@ -279,13 +277,11 @@ func binaryFormats(cols []column, formats []int16, dateStyle string) error {
 		case oidDate, oidTimestamp, oidTimestamptz:
 			if dateStyle != "" && !strings.HasPrefix(strings.ToUpper(dateStyle), "ISO") {
 				return pgerr.New(pgerr.FeatureNotSupported, "binary output of column %q under DateStyle %s is not supported by dpproxy", col.name, dateStyle).
-					WithDetail("Nothing was run or charged.").
 					WithHint("SET DateStyle = ISO, or read the column in text format")
 			}
 		case oidBool, oidInt2, oidInt4, oidInt8, oidText, oidVarchar, oidFloat4, oidFloat8, oidNumeric, oidVoid: // encodeBinary's types
 		default:
 			return pgerr.New(pgerr.FeatureNotSupported, "binary output of column %q (type %d) is not supported by dpproxy", col.name, col.oid).
-				WithDetail("Nothing was run or charged.").
 				WithHint("read the column in text format (or declare the cursor without BINARY)")
 		}
 	}
