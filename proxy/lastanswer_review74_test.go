@@ -40,7 +40,6 @@ func TestReview74_LastAnswerTextPinsQueryMessage(t *testing.T) {
 	if _, err := execAll(t, r.connect(t), q); err != nil {
 		t.Fatal(err)
 	}
-	n0 := len(r.charges(t))
 	// The statement itself is over 4,096 bytes (a comment inside it), so
 	// that no text cache keeps it (pipeline.Texts, classifyCache): only
 	// the last-answer record does.
@@ -48,7 +47,7 @@ func TestReview74_LastAnswerTextPinsQueryMessage(t *testing.T) {
 	if _, err := execAll(t, r.connect(t), long); err != nil {
 		t.Fatal(err)
 	}
-	n0 = len(r.charges(t))
+	n0 := len(r.charges(t))
 	padded := long + "; /*" + strings.Repeat("x", 1000_000) + "*/"
 	const sessions = 8
 	before := heapAlloc()
