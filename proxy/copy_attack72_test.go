@@ -47,16 +47,7 @@ func TestAttack72_CopyNullStringAmplifiesPastBound(t *testing.T) {
 	sendMsgs(t, nc, &pgproto3.Query{String: q})
 	// Do not read: the proxy builds the lines, writes until the socket's
 	// buffers are full and then holds the rest.
-	var held, charged int64
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-		held = heapAlloc() - before
-		charged = ts.srv.memoryOf("alice")
-		if held > 4*budget {
-			break
-		}
-	}
+	held, charged := heldWhileUnread(before, budget, func() int64 { return ts.srv.memoryOf("alice") })
 	reply := readCopyReply(t, nc)
 	t.Logf("COPY of %d NULLs with a %d-byte NULL string: reply %s; account %.2f MiB, heap held while the client did not read %.1f MiB (bound %d MiB)",
 		rows, nullLen, reply.summary, float64(charged)/(1<<20), float64(held)/(1<<20), budget>>20)
@@ -64,6 +55,21 @@ func TestAttack72_CopyNullStringAmplifiesPastBound(t *testing.T) {
 		t.Errorf("one COPY under a %d MiB per-analyst bound was answered with %.1f MiB of lines (%.1f MiB of heap held while the client did not read), while the analyst's account was charged %.2f MiB: copyLine writes the analyst's NULL string per NULL cell, counted as 40 bytes by rowBytes; want 54000 before the lines are built",
 			budget>>20, float64(reply.copyBytes)/(1<<20), float64(held)/(1<<20), float64(charged)/(1<<20))
 	}
+}
+
+// heldWhileUnread samples, for up to 30 s while the client reads nothing,
+// the heap grown since before and the analyst's account, until the heap
+// has grown past four times budget.
+func heldWhileUnread(before, budget int64, account func() int64) (held, charged int64) {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+		held, charged = heapAlloc()-before, account()
+		if held > 4*budget {
+			break
+		}
+	}
+	return held, charged
 }
 
 type copyReply struct {

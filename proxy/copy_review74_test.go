@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -46,16 +45,7 @@ func TestReview74_CopyPostProcessingNullStringUnbounded(t *testing.T) {
 	before := heapAlloc()
 	q := fmt.Sprintf("COPY (SELECT NULL::int AS v FROM (SELECT COUNT(*) AS n FROM visits) s, generate_series(1, %d) g) TO STDOUT WITH (NULL '%s')", rows, strings.Repeat("x", nullLen))
 	sendMsgs(t, nc, &pgproto3.Query{String: q})
-	var held, charged int64
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		time.Sleep(200 * time.Millisecond)
-		held = heapAlloc() - before
-		charged = r.srv.memoryOf("alice")
-		if held > 4*budget {
-			break
-		}
-	}
+	held, charged := heldWhileUnread(before, budget, func() int64 { return r.srv.memoryOf("alice") })
 	reply := readCopyReply(t, nc)
 	nCharges := len(r.charges(t)) - n0
 	t.Logf("post-processing COPY of %d NULLs with a %d-byte NULL string: reply %s; %d charge(s); account %.2f MiB, heap held while the client did not read %.1f MiB (bound %d MiB)",
