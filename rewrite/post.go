@@ -165,8 +165,15 @@ func HasPostSyntax(stmt string) bool {
 }
 
 // maxPostRounds bounds the flattening rounds (each removes one
-// subquery or CTE).
-const maxPostRounds = 64
+// subquery or CTE), maxFlattenWork the bytes they lex and rewrite in all
+// (each round's text is at most MaxStatementBytes), and maxCTERefs the
+// references in FROM to one CTE that flattening copies its body into
+// (attack round 77: a CTE joined 50 times had made 50 rounds of 20 KB).
+const (
+	maxPostRounds  = 64
+	maxFlattenWork = 1 << 20
+	maxCTERefs     = maxLeaves
+)
 
 // maxLeaves bounds the DP leaves of one statement.
 const maxLeaves = 16
@@ -184,9 +191,13 @@ func Post(ds *policy.Dataset, stmt string) (*PostQuery, error) {
 		return nil, err
 	}
 	text := stmt
-	for round := 0; ; round++ {
+	for round, work := 0, 0; ; round++ {
 		if round == maxPostRounds {
 			return nil, pgerr.New(pgerr.FeatureNotSupported, "the statement nests too many subqueries").WithHint("%s", postHint)
+		}
+		if work += len(text); work > maxFlattenWork {
+			return nil, pgerr.New(pgerr.ProgramLimitExceeded, "DP statement too long to expand: its subqueries and CTEs make over %d bytes in all", maxFlattenWork).
+				WithHint("nest fewer subqueries, or refer to each CTE fewer times")
 		}
 		next, changed, err := flattenOnce(ds, text)
 		if err != nil {

@@ -36,6 +36,11 @@ type splitter struct {
 	match  []int // index of the matching parenthesis, -1 for other tokens
 	leaves []postLeaf
 	edits  []postEdit
+	// tooLong: a flattening pass's edits would make the text longer than
+	// MaxStatementBytes (flattenOnce refuses it).
+	tooLong bool
+	// tooManyRefs names a CTE read more than maxCTERefs times in FROM.
+	tooManyRefs string
 }
 
 // matchParens returns, for each ( and ), the index of its partner (-1 for

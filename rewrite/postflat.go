@@ -4,6 +4,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgemit"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
@@ -29,6 +30,33 @@ import (
 type textEdit struct {
 	start, end int
 	text       string
+}
+
+// edits collects one flattening pass's edits of s.src, adding up the
+// length of the text they make as they come: past MaxStatementBytes it
+// takes no more and marks s.tooLong, so a pass holds at most about twice
+// that much (attack round 77: a 550-byte statement of nested a+a
+// projections had doubled its text at every pass, 1.6 GiB before the
+// planner refused it, and a CTE copied into every JOIN had taken minutes).
+type edits struct {
+	s    *splitter
+	size int
+	list []textEdit
+}
+
+func (s *splitter) newEdits() *edits { return &edits{s: s, size: len(s.src)} }
+
+// add takes e unless the text would grow past MaxStatementBytes.
+func (es *edits) add(e textEdit) bool {
+	if es.s.tooLong {
+		return false
+	}
+	if es.size += len(e.text) - (e.end - e.start); es.size > MaxStatementBytes {
+		es.s.tooLong = true
+		return false
+	}
+	es.list = append(es.list, e)
+	return true
 }
 
 func applyEdits(src string, edits []textEdit) string {
@@ -228,7 +256,16 @@ func flattenOnce(ds *policy.Dataset, text string) (string, bool, error) {
 	if s.match == nil {
 		return text, false, nil
 	}
-	if out, ok := s.inlineCTE(); ok {
+	tooLong := pgerr.New(pgerr.ProgramLimitExceeded, "DP statement too long once its subqueries and CTEs are expanded: over %d bytes", MaxStatementBytes).
+		WithHint("refer to each column of a subquery or CTE fewer times, or name each CTE once in FROM")
+	if out, ok := s.inlineCTE(); ok || s.tooLong || s.tooManyRefs != "" {
+		if s.tooManyRefs != "" {
+			return "", false, pgerr.New(pgerr.ProgramLimitExceeded, "CTE %s is read more than %d times in FROM", pgemit.QuoteIdent(s.tooManyRefs), maxCTERefs).
+				WithHint("a CTE over a protected table is expanded where it is read: read it at most %d times", maxCTERefs)
+		}
+		if s.tooLong {
+			return "", false, tooLong
+		}
 		return out, true, nil
 	}
 	for k := 1; k < len(toks); k++ {
@@ -239,7 +276,10 @@ func flattenOnce(ds *policy.Dataset, text string) (string, bool, error) {
 		if p == nil {
 			continue
 		}
-		if out, ok := s.flatten(k, p); ok {
+		if out, ok := s.flatten(k, p); ok || s.tooLong {
+			if s.tooLong {
+				return "", false, tooLong
+			}
 			return out, true, nil
 		}
 	}
@@ -290,13 +330,13 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 		}
 		return text
 	}
-	var edits []textEdit
+	edits := s.newEdits()
 	ref := s.text(p.tableRef[0], p.tableRef[1])
 	repl := ref
 	if alias != "" {
 		repl += " AS " + pgemit.QuoteIdent(alias)
 	}
-	edits = append(edits, textEdit{s.toks[k].Pos, s.toks[aliasEnd-1].End, repl})
+	edits.add(textEdit{s.toks[k].Pos, s.toks[aliasEnd-1].End, repl})
 	// References to the derived table's columns.
 	for i := lo; i < hi; i++ {
 		if i >= k && i < aliasEnd {
@@ -307,9 +347,12 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 		if t.Kind != pgsql.TokIdent {
 			continue
 		}
+		if s.tooLong {
+			return "", false
+		}
 		if alias != "" && t.Val == alias && i+2 < hi && s.toks[i+1].IsPunct(".") && s.toks[i+2].Kind == pgsql.TokIdent {
 			if e, ok := p.columns[s.toks[i+2].Val]; ok {
-				edits = append(edits, textEdit{t.Pos, s.toks[i+2].End, wrap(e, s.toks[i+2].Val, i, i+2)})
+				edits.add(textEdit{t.Pos, s.toks[i+2].End, wrap(e, s.toks[i+2].Val, i, i+2)})
 			}
 			i += 2
 			continue
@@ -321,7 +364,7 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 			continue
 		}
 		if e, ok := p.columns[t.Val]; ok {
-			edits = append(edits, textEdit{t.Pos, t.End, wrap(e, t.Val, i, i)})
+			edits.add(textEdit{t.Pos, t.End, wrap(e, t.Val, i, i)})
 		}
 	}
 	// The inner WHERE, ANDed to the enclosing one.
@@ -356,15 +399,18 @@ func (s *splitter) flatten(k int, p *projection) (string, bool) {
 			if condEnd < 0 {
 				condEnd = hi
 			}
-			edits = append(edits, textEdit{s.toks[where].End, s.toks[where].End, " " + cond + " AND ("},
-				textEdit{s.toks[condEnd-1].End, s.toks[condEnd-1].End, ")"})
+			edits.add(textEdit{s.toks[where].End, s.toks[where].End, " " + cond + " AND ("})
+			edits.add(textEdit{s.toks[condEnd-1].End, s.toks[condEnd-1].End, ")"})
 		case insertAt >= 0:
-			edits = append(edits, textEdit{s.toks[insertAt].Pos, s.toks[insertAt].Pos, "WHERE " + cond + " "})
+			edits.add(textEdit{s.toks[insertAt].Pos, s.toks[insertAt].Pos, "WHERE " + cond + " "})
 		default:
-			edits = append(edits, textEdit{s.toks[hi-1].End, s.toks[hi-1].End, " WHERE " + cond})
+			edits.add(textEdit{s.toks[hi-1].End, s.toks[hi-1].End, " WHERE " + cond})
 		}
 	}
-	return applyEdits(s.src, edits), true
+	if s.tooLong {
+		return "", false
+	}
+	return applyEdits(s.src, edits.list), true
 }
 
 // inlineCTE inlines the first CTE whose body is a projection: each
@@ -428,18 +474,19 @@ func (s *splitter) inlineCTE() (string, bool) {
 				continue
 			}
 			body := s.text(c.bodyOpen, s.match[c.bodyOpen]+1)
-			var edits []textEdit
+			edits := s.newEdits()
 			// Drop the definition (and WITH when it is the only one).
 			switch {
 			case len(ctes) == 1:
-				edits = append(edits, textEdit{s.toks[w].Pos, s.toks[c.stop-1].End, ""})
+				edits.add(textEdit{s.toks[w].Pos, s.toks[c.stop-1].End, ""})
 			case i == len(ctes)-1:
 				prev := ctes[i-1]
-				edits = append(edits, textEdit{s.toks[prev.stop-1].Pos, s.toks[c.stop-1].End, ""})
+				edits.add(textEdit{s.toks[prev.stop-1].Pos, s.toks[c.stop-1].End, ""})
 			default:
-				edits = append(edits, textEdit{s.toks[c.start].Pos, s.toks[c.stop-1].End, ""})
+				edits.add(textEdit{s.toks[c.start].Pos, s.toks[c.stop-1].End, ""})
 			}
 			// References in FROM after the definition.
+			refs := 0
 			for j := c.stop; j < end; j++ {
 				t := s.toks[j]
 				if t.Kind != pgsql.TokIdent || t.Val != c.name || !(s.toks[j-1].Is("from") || s.toks[j-1].Is("join")) {
@@ -455,9 +502,15 @@ func (s *splitter) inlineCTE() (string, bool) {
 				if !hasAlias {
 					repl += " AS " + pgemit.QuoteIdent(c.name)
 				}
-				edits = append(edits, textEdit{t.Pos, t.End, repl})
+				if refs++; refs > maxCTERefs {
+					s.tooManyRefs = c.name
+					return "", false
+				}
+				if !edits.add(textEdit{t.Pos, t.End, repl}) {
+					return "", false
+				}
 			}
-			return applyEdits(s.src, edits), true
+			return applyEdits(s.src, edits.list), true
 		}
 	}
 	return "", false
