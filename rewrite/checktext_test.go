@@ -93,6 +93,12 @@ func BenchmarkPlan_AtLimits(b *testing.B) {
 		{"case_group_by_1_64KiB", fill("SELECT CASE "+strings.Repeat("WHEN age < 0 THEN 0 ", 400)+"END k, COUNT(*) FROM visits GROUP BY 1", ",1", "")},
 		{"width_bucket_written_64KiB", fill("SELECT COUNT(*) FROM visits GROUP BY width_bucket(age,0,1,9998)", ",width_bucket(age,0,1,9998)", "")},
 		{"derived_1000", "SELECT * FROM " + strings.Repeat("(SELECT * FROM ", 999) + "(SELECT COUNT(*) FROM visits) s" + strings.Repeat(") s", 999)},
+		// Flattening's rounds each rewrite the whole text: at most 1 MiB
+		// in all (attack round 77), here 63 projections over a 60 KiB
+		// IN list, and a CTE read 16 times.
+		{"flatten_rounds_1MiB", "SELECT SUM(a) FROM " + strings.Repeat("(SELECT a+1 AS a FROM ", 63) +
+			"(SELECT age AS a FROM visits WHERE age IN (" + strings.Repeat("1,", 29<<10) + "1)) s" + strings.Repeat(") s", 63)},
+		{"cte_read_16", "WITH c AS (SELECT age AS a FROM visits WHERE age IN (" + strings.Repeat("1,", 1800) + "1)) SELECT COUNT(*) FROM " + strings.Repeat("c JOIN ", 15) + "c"},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			for b.Loop() {
