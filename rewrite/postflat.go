@@ -59,6 +59,13 @@ func (es *edits) add(e textEdit) bool {
 	return true
 }
 
+// errFlatTooLong refuses a statement whose flattening would pass
+// MaxStatementBytes.
+func errFlatTooLong() error {
+	return pgerr.New(pgerr.ProgramLimitExceeded, "DP statement too long once its subqueries and CTEs are expanded: over %d bytes", MaxStatementBytes).
+		WithHint("refer to each column of a subquery or CTE fewer times, or name each CTE once in FROM")
+}
+
 func applyEdits(src string, edits []textEdit) string {
 	sort.SliceStable(edits, func(i, j int) bool { return edits[i].start < edits[j].start })
 	var b strings.Builder
@@ -256,15 +263,13 @@ func flattenOnce(ds *policy.Dataset, text string) (string, bool, error) {
 	if s.match == nil {
 		return text, false, nil
 	}
-	tooLong := pgerr.New(pgerr.ProgramLimitExceeded, "DP statement too long once its subqueries and CTEs are expanded: over %d bytes", MaxStatementBytes).
-		WithHint("refer to each column of a subquery or CTE fewer times, or name each CTE once in FROM")
 	if out, ok := s.inlineCTE(); ok || s.tooLong || s.tooManyRefs != "" {
 		if s.tooManyRefs != "" {
 			return "", false, pgerr.New(pgerr.ProgramLimitExceeded, "CTE %s is read more than %d times in FROM", pgemit.QuoteIdent(s.tooManyRefs), maxCTERefs).
 				WithHint("a CTE over a protected table is expanded where it is read: read it at most %d times", maxCTERefs)
 		}
 		if s.tooLong {
-			return "", false, tooLong
+			return "", false, errFlatTooLong()
 		}
 		return out, true, nil
 	}
@@ -278,7 +283,7 @@ func flattenOnce(ds *policy.Dataset, text string) (string, bool, error) {
 		}
 		if out, ok := s.flatten(k, p); ok || s.tooLong {
 			if s.tooLong {
-				return "", false, tooLong
+				return "", false, errFlatTooLong()
 			}
 			return out, true, nil
 		}
