@@ -107,8 +107,7 @@ func bindWith(text string, n int, lit func(i int) (string, error)) (string, erro
 func checkValue(params [][]byte, formats []int16, oids []uint32, i int) error {
 	if i < len(oids) && oids[i] == oidNumeric && formatFor(formats, i) == formatBinary && params[i] != nil {
 		if err := checkNumeric(params[i]); err != nil {
-			return pgerr.New(invalidTextRepresentation, "invalid value for parameter $%d: %s", i+1, err.Error()).
-				WithHint("bind a value of the parameter's type")
+			return paramErr(i, err)
 		}
 		return nil
 	}
@@ -124,10 +123,15 @@ func literalOf(params [][]byte, formats []int16, oids []uint32, i int) (string, 
 	}
 	lit, err := literal(params[i], formatFor(formats, i), oid)
 	if err != nil {
-		return "", pgerr.New(invalidTextRepresentation, "invalid value for parameter $%d: %s", i+1, err.Error()).
-			WithHint("bind a value of the parameter's type")
+		return "", paramErr(i, err)
 	}
 	return lit, nil
+}
+
+// paramErr is the refusal of bound parameter i's value.
+func paramErr(i int, err error) error {
+	return pgerr.New(invalidTextRepresentation, "invalid value for parameter $%d: %s", i+1, err.Error()).
+		WithHint("bind a value of the parameter's type")
 }
 
 const invalidTextRepresentation = "22P02"

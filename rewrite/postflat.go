@@ -32,22 +32,22 @@ type textEdit struct {
 	text       string
 }
 
-// edits collects one flattening pass's edits of s.src, adding up the
+// editList collects one flattening pass's edits of s.src, adding up the
 // length of the text they make as they come: past MaxStatementBytes it
 // takes no more and marks s.tooLong, so a pass holds at most about twice
 // that much (attack round 77: a 550-byte statement of nested a+a
 // projections had doubled its text at every pass, 1.6 GiB before the
 // planner refused it, and a CTE copied into every JOIN had taken minutes).
-type edits struct {
+type editList struct {
 	s    *splitter
 	size int
 	list []textEdit
 }
 
-func (s *splitter) newEdits() *edits { return &edits{s: s, size: len(s.src)} }
+func (s *splitter) newEdits() *editList { return &editList{s: s, size: len(s.src)} }
 
 // add takes e unless the text would grow past MaxStatementBytes.
-func (es *edits) add(e textEdit) bool {
+func (es *editList) add(e textEdit) bool {
 	if es.s.tooLong {
 		return false
 	}
