@@ -6,7 +6,8 @@
 // column declared int is compared with integer literals and summed as
 // integers, a text column is matched with LIKE, a float column is clamped
 // as float8. If the live column cannot honour its declared type — a
-// `type: int` column that is numeric and holds a fraction for one person,
+// `type: int` column that is numeric and holds a fraction (or, as
+// numeric(p, 0), a NaN) for one person,
 // a float column declared numeric whose ±Infinity does not fit, a text
 // column under a nondeterministic collation that LIKE refuses — the emitted
 // SQL can fail on one person's row, after the charge. So a mismatch is a
@@ -156,7 +157,11 @@ func accepts(t policy.Type, c liveColumn) string {
 		case intTypes[c.base]:
 			return ""
 		case c.base == "numeric" && c.scale == 0:
-			return "" // numeric(p, 0) holds integers only
+			// numeric(p, 0) holds NaN too, which an int column's answers
+			// (int8 keys, whole-number sums) cannot carry: a private key
+			// of NaN went out as the text NaN in a bigint column, and
+			// failed in binary after the charge.
+			return "it can hold NaN, which an int column's answers cannot carry; declare type: numeric"
 		case c.base == "numeric":
 			return "it can hold fractions, which an int column's SQL would not expect; declare type: numeric"
 		case c.base == "float4" || c.base == "float8":
@@ -199,8 +204,6 @@ func suggest(c liveColumn) string {
 	switch {
 	case intTypes[c.base]:
 		return "type: int"
-	case c.base == "numeric" && c.scale == 0:
-		return "type: int or numeric"
 	case c.base == "numeric":
 		return "type: numeric"
 	case c.base == "float4" || c.base == "float8":

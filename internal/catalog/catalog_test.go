@@ -22,7 +22,7 @@ CREATE TABLE ok (
 	f float8, fi int4, s text, v varchar(20), d date, b bool, secret bytea, ct citext
 );
 CREATE TABLE bad (
-	pid uuid, frac numeric, fl float8, big numeric, s int4, d timestamp, b int4, ci text COLLATE ci, cu citext
+	pid uuid, frac numeric, whole numeric(10, 0), fl float8, big numeric, s int4, d timestamp, b int4, ci text COLLATE ci, cu citext
 );
 CREATE TABLE textunit (pid text, x int4);
 CREATE TABLE pub (code citext, factor text);
@@ -38,7 +38,7 @@ tables:
     max_rows_per_unit: 1
     columns:
       i:  {type: int, lower: 0, upper: 10}
-      i0: {type: int, lower: 0, upper: 10}
+      i0: {type: numeric, lower: 0, upper: 10}
       n:  {type: numeric, lower: 0, upper: 10}
       n2: {type: numeric, lower: 0, upper: 10}
       ni: {type: numeric, lower: 0, upper: 10}
@@ -72,6 +72,7 @@ tables:
     max_rows_per_unit: 1
     columns:
       frac: {type: int, lower: 0, upper: 10}
+      whole: {type: int, lower: 0, upper: 10}
       fl:   {type: numeric, lower: 0, upper: 10}
       big:  {type: float, lower: 0, upper: 10}
       s:    {type: text}
@@ -94,7 +95,7 @@ tables:
 
 // TestVerify checks every policy type against live column types in a real
 // PostgreSQL: what honours its declaration passes (integers, numeric(p, 0)
-// as int, domains by their base type, varchar as text), every mismatch is
+// as numeric (not int: it holds NaN), domains by their base type, varchar as text), every mismatch is
 // reported once with the column, both types and the fix, and the unit
 // columns' types are learned only when all is well.
 func TestVerify(t *testing.T) {
@@ -158,6 +159,7 @@ func TestVerify(t *testing.T) {
 	}
 	want := []string{
 		"column frac is numeric in the database but type: int",
+		"column whole is numeric(10,0) in the database but type: int in the policy: it can hold NaN",
 		"column fl is double precision in the database but type: numeric",
 		"column big is numeric in the database but type: float",
 		"column s is integer in the database but type: text",
