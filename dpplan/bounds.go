@@ -192,7 +192,8 @@ func GroupBounding(p *Plan) GroupBound {
 // with a value that need not lie on the noise grid), else at most
 // MaxGroupsPerUnit. Release charges the grid rounding of real-valued
 // measures once per such group (noise.Params.Cells); a larger figure only
-// adds noise.
+// adds noise. The count stops at MaxPublicGroups, which release refuses to
+// go beyond, so it is exact for every plan that is answered.
 func (p *Plan) CellsChanged() int {
 	if GroupBounding(p) != GroupsScale {
 		return max(p.MaxGroupsPerUnit, 1)
@@ -200,12 +201,17 @@ func (p *Plan) CellsChanged() int {
 	n := 1
 	for _, k := range p.Keys {
 		n *= max(len(k.Domain), 1)
-		if n >= 1<<20 {
-			return 1 << 20
+		if n >= MaxPublicGroups {
+			return MaxPublicGroups
 		}
 	}
 	return max(n, p.MaxGroupsPerUnit, 1)
 }
+
+// MaxPublicGroups is the most groups of public key domains (their product)
+// one query releases; release refuses a plan with more (0A000) before
+// its charge.
+const MaxPublicGroups = 1_000_000
 
 // DomainProduct is the number of releasable groups of keys, capped at
 // limit (1 when ungrouped).

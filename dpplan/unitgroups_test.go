@@ -44,3 +44,37 @@ func TestUnitGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestCellsChanged: the groups whose values one unit can change are every
+// group of the key domains when groups are weighted, else the allowance
+// L0; the count stops at MaxPublicGroups, the most release answers, so it
+// is exact for every answered plan (review of 7 December: it stopped at
+// 2²⁰, right only while release's limit stayed below that).
+func TestCellsChanged(t *testing.T) {
+	domain := func(n int) []string {
+		d := make([]string, n)
+		for i := range d {
+			d[i] = strconv.Itoa(i)
+		}
+		return d
+	}
+	key := func(n int) Key { return Key{Column: "k", Type: policy.TypeInt, Domain: domain(n)} }
+	for _, c := range []struct {
+		name string
+		plan Plan
+		want int
+	}{
+		{"7 departments, L0 1 (weighted): 7", Plan{Keys: []Key{key(7)}, MaxGroupsPerUnit: 1}, 7},
+		{"3 departments, L0 4 (all kept): 4", Plan{Keys: []Key{key(3)}, MaxGroupsPerUnit: 4}, 4},
+		{"ungrouped: 1", Plan{MaxGroupsPerUnit: 1}, 1},
+		{"1,000 × 1,000, the most answered: all of them", Plan{Keys: []Key{key(1000), key(1000)}, MaxGroupsPerUnit: 1}, 1_000_000},
+		{"1,000 × 1,001, refused by release: the limit", Plan{Keys: []Key{key(1000), key(1001)}, MaxGroupsPerUnit: 1}, MaxPublicGroups},
+	} {
+		if got := c.plan.CellsChanged(); got != c.want {
+			t.Errorf("%s: CellsChanged = %d, want %d", c.name, got, c.want)
+		}
+	}
+	if MaxPublicGroups != 1_000_000 {
+		t.Errorf("MaxPublicGroups = %d: the 1,000 × 1,000 case above must be its value", MaxPublicGroups)
+	}
+}

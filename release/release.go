@@ -24,8 +24,8 @@ import (
 
 // maxGroups bounds the number of released groups of one query (the product
 // of the key domains), so one query cannot make the proxy allocate without
-// bound.
-const maxGroups = 1_000_000
+// bound; Plan.CellsChanged counts up to it.
+const maxGroups = dpplan.MaxPublicGroups
 
 // Request is one DP query of one analyst.
 type Request struct {
