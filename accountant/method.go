@@ -137,7 +137,7 @@ func CheckEvent(e Event) error {
 }
 
 func (c composer) Compose(b []byte, events []Event) ([]byte, error) {
-	s, err := decodeState(b)
+	p, err := c.parse(b)
 	if err != nil {
 		return nil, err
 	}
@@ -146,23 +146,8 @@ func (c composer) Compose(b []byte, events []Event) ([]byte, error) {
 			return nil, err
 		}
 	}
-	be, err := parseDec(s.BasicEpsilon)
-	if err != nil {
-		return nil, err
-	}
-	bd, err := parseDec(s.BasicDelta)
-	if err != nil {
-		return nil, err
-	}
-	re, err := parseDec(s.RestEpsilon)
-	if err != nil {
-		return nil, err
-	}
-	rd, err := parseDec(s.RestDelta)
-	if err != nil {
-		return nil, err
-	}
-	if s.Method != c.name && s.Events > 0 {
+	s, be, bd, re, rd := p.s, p.be, p.bd, p.re, p.rd
+	if p.foreign {
 		// Written by another method: everything so far counts by basic
 		// composition, which is valid whatever the method was.
 		re.Set(be)

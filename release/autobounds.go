@@ -94,7 +94,7 @@ func (ac *autoChoice) events() []accountant.Event {
 	events := make([]accountant.Event, 0, len(last)+1)
 	events = append(events, accountant.Event{Mechanism: "exponential", Epsilon: ac.sel.Epsilon()})
 	for i, m := range last {
-		e := accountant.Event{Mechanism: m.mech.Name(), Epsilon: m.mech.Epsilon(), Delta: m.mech.Delta(), NoiseMultiplier: m.mech.NoiseMultiplier()}
+		e := eventOf(m.mech)
 		for _, ms := range ac.mechs {
 			mm := ms[i].mech
 			e.Epsilon = math.Max(e.Epsilon, mm.Epsilon())

@@ -113,9 +113,7 @@ func (r *Releaser) newClipChoice(req Request) (*clipChoice, float64, error) {
 }
 
 // event is the ledger event of the histogram.
-func (cc *clipChoice) event() accountant.Event {
-	return accountant.Event{Mechanism: cc.lap.Name(), Epsilon: cc.lap.Epsilon(), Delta: cc.lap.Delta(), NoiseMultiplier: cc.lap.NoiseMultiplier()}
-}
+func (cc *clipChoice) event() accountant.Event { return eventOf(cc.lap) }
 
 // clipResult is the choice for one column.
 type clipResult struct {

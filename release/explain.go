@@ -324,3 +324,10 @@ func outputText(o dpplan.Output, ms []measurement) string {
 	}
 	return "?"
 }
+
+// perPartitionDelta is δ_p = 1 − (1−δ)^{1/L0}, the bound on the
+// probability that one group of one unit is kept (as in
+// noise/threshold.go; for EXPLAIN).
+func perPartitionDelta(delta float64, l0 int) float64 {
+	return -math.Expm1(math.Log1p(-delta) / float64(l0))
+}

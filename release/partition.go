@@ -4,10 +4,7 @@ package release
 
 import (
 	"crypto/sha256"
-	"fmt"
-	"math"
 	"math/big"
-	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -162,37 +159,7 @@ func checkSelection(req Request) error {
 	if req.Delta > 0 && req.Delta < 1 {
 		return nil
 	}
-	var private, public, buckets []string
-	t, _ := req.Dataset.Table(req.Plan.Table)
-	for _, k := range req.Plan.Keys {
-		if k.Private {
-			private = append(private, k.Column)
-			// A numeric column with bounds can be grouped in buckets of
-			// a public domain instead.
-			if t == nil {
-				continue
-			}
-			if c := t.Columns[k.Column]; c != nil && c.Type.Numeric() && c.Lower != "" {
-				buckets = append(buckets, "width_bucket("+k.Column+", "+c.Lower+", "+c.Upper+", 10)")
-			}
-		}
-	}
-	if t != nil {
-		for _, name := range t.ColumnOrder {
-			if c := t.Columns[name]; !c.Hidden && len(c.PublicValues) > 0 {
-				public = append(public, name)
-			}
-		}
-	}
-	hint := "SET dp.delta = 1e-7 (grouping by a column without public values uses DP partition selection, which costs δ)"
-	if len(buckets) > 0 {
-		hint += ", or GROUP BY buckets of public bounds (" + strings.Join(buckets, ", ") + ")"
-	}
-	if len(public) > 0 {
-		hint += ", or GROUP BY a column with public values (" + strings.Join(public, ", ") + ")"
-	}
-	return pgerr.New(pgerr.FeatureNotSupported, "GROUP BY %s needs dp.delta > 0: the column has no public values, so its groups are chosen by DP partition selection",
-		strings.Join(private, ", ")).WithHint("%s", hint)
+	return selectionRefusal(req)
 }
 
 // selection is the partition selection of one query.
@@ -233,7 +200,7 @@ func (r *Releaser) newSelection(req Request, b budget) (*selection, error) {
 // threshold (ε = 0, δ = δ_thr, composed by basic composition).
 func (s *selection) events() []accountant.Event {
 	return []accountant.Event{
-		{Mechanism: s.mech.Name(), Epsilon: s.mech.Epsilon(), Delta: s.mech.Delta(), NoiseMultiplier: s.mech.NoiseMultiplier()},
+		eventOf(s.mech),
 		{Mechanism: thresholdMechanism, Delta: s.delta},
 	}
 }
@@ -359,16 +326,6 @@ func (gs *groupSelector) note() string {
 	return firstKNote(gs.first.passed, len(gs.first.kept))
 }
 
-// firstKNote is note's text for passed selected groups of which kept are
-// released.
-func firstKNote(passed, kept int) string {
-	if passed <= kept {
-		return ""
-	}
-	return fmt.Sprintf("%d groups passed partition selection; the answer holds the first %d by key (an answer holds at most %d noisy cells and %d MiB, shared by a statement's DP aggregates): filter with WHERE, or group by a coarser key",
-		passed, kept, dpplan.MaxAnswerCells, dpplan.MaxAnswerBytes>>20)
-}
-
 // groupDigest names a candidate group in sample-and-aggregate's check
 // that a group's rows are contiguous (groupReader): 16 bytes of SHA-256 of its keys (a collision, about
 // 2⁻¹²⁸ per pair, would only raise a false internal error).
@@ -408,11 +365,4 @@ func parseCount(s *string) (*big.Rat, bool) {
 // text (dates as YYYY-MM-DD sort chronologically).
 func lessKeys(keys []dpplan.Key, a, b []string) bool {
 	return lessParsed(a, b, parseKeys(keys, a), parseKeys(keys, b))
-}
-
-// perPartitionDelta is δ_p = 1 − (1−δ)^{1/L0}, the bound on the
-// probability that one group of one unit is kept (as in
-// noise/threshold.go; for EXPLAIN).
-func perPartitionDelta(delta float64, l0 int) float64 {
-	return -math.Expm1(math.Log1p(-delta) / float64(l0))
 }

@@ -462,6 +462,10 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			return nil, pgerr.New(pgerr.InternalError, "internal error: plan claims integer values it cannot prove")
 		}
 		epsilon := epsilon
+		centre, centred := new(big.Rat).SetString(ms.Centre) // a normalized Σ (x − Centre)
+		if !centred && ms.Centre != "" {
+			return nil, pgerr.New(pgerr.InternalError, "internal error: invalid centre")
+		}
 		var lInf float64
 		switch ms.Kind {
 		case dpplan.MeasureRemoved:
@@ -483,18 +487,13 @@ func (r *Releaser) mechanisms(req Request) ([]measurement, error) {
 			lInf = sensitivity.CountLInf(rows)
 		case dpplan.MeasureSum:
 			lInf = sensitivity.SumLInf(rows, ms.Lower, ms.Upper)
-			if c, ok := new(big.Rat).SetString(ms.Centre); ok {
-				// A normalized sum Σ (x − Centre).
-				lInf = sensitivity.CentredSumLInf(rows, ms.Lower, ms.Upper, c)
-			} else if ms.Centre != "" {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid centre")
+			if centred {
+				lInf = sensitivity.CentredSumLInf(rows, ms.Lower, ms.Upper, centre)
 			}
 		case dpplan.MeasureSumSq:
 			lInf = sensitivity.SumSqLInf(rows, ms.Lower, ms.Upper)
-			if c, ok := new(big.Rat).SetString(ms.Centre); ok {
-				lInf = sensitivity.CentredSumSqLInf(rows, ms.Lower, ms.Upper, c)
-			} else if ms.Centre != "" {
-				return nil, pgerr.New(pgerr.InternalError, "internal error: invalid centre")
+			if centred {
+				lInf = sensitivity.CentredSumSqLInf(rows, ms.Lower, ms.Upper, centre)
 			}
 		case dpplan.MeasureUnits:
 			lInf = sensitivity.UnitCountLInf()
@@ -727,29 +726,19 @@ func collect(plan *dpplan.Plan, groups [][]string, rows [][]*string) (values [][
 // selection and its choice of contribution bounds (which, when present,
 // covers every candidate's measurements: autobounds.go).
 func eventsOf(ms []measurement, sel *selection, auto *autoChoice, cells *cellCount) []accountant.Event {
+	var events []accountant.Event
 	if auto != nil {
-		events := auto.events()
-		if sel != nil {
-			// Never with a plan verifyPlan accepts (private keys are not
-			// bounded by weights alone), and charged should one come.
-			events = append(events, sel.events()...)
-		}
-		if cells != nil {
-			events = append(events, cells.event())
-		}
-		return events
-	}
-	events := make([]accountant.Event, len(ms))
-	for i, m := range ms {
-		events[i] = accountant.Event{
-			Mechanism:       m.mech.Name(),
-			Epsilon:         m.mech.Epsilon(),
-			Delta:           m.mech.Delta(),
-			NoiseMultiplier: m.mech.NoiseMultiplier(),
+		// The choice and, per measure, the most any candidate costs.
+		events = auto.events()
+	} else {
+		for _, m := range ms {
+			events = append(events, eventOf(m.mech))
 		}
 	}
 	if sel != nil {
-		// The selection is part of this query's cost.
+		// The selection is part of this query's cost (never with
+		// automatic bounds, which verifyPlan refuses for private keys,
+		// and charged should one come).
 		events = append(events, sel.events()...)
 	}
 	if cells != nil {

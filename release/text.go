@@ -345,3 +345,186 @@ func released[T any](hidden []bool, xs []T) []T {
 	}
 	return out
 }
+
+// biasText is the NOTICE's statement of the bias estimate, or "" when the
+// plan has none: the noisy rows removed, summed over the groups and
+// floored at 0, with its 95% half-width; as a share of the rows read when
+// the query has an unfiltered COUNT(*) to compare with.
+//
+// unit is the policy's privacy_unit ("" for "unit"). Under one row's
+// weight per unit (Plan.OneWeight) the estimate counts units whose rows
+// were weighed together (C = 1 clips each to 1), and says so in those
+// words: "removed 37,065 rows" had read as data dropped (new-user run).
+func biasText(plan *dpplan.Plan, ms []measurement, noisy [][]*big.Rat, groups [][]string, unit string) string {
+	if !plan.HasBias() || len(noisy) == 0 {
+		return ""
+	}
+	r := len(plan.Measures) - 1
+	count := -1
+	for i, m := range plan.Measures {
+		if m.Kind == dpplan.MeasureCount && m.Column == "" && m.Expr == nil && m.Filter == nil && !plan.Measures[r].Units {
+			count = i
+			break
+		}
+		if m.Kind == dpplan.MeasureUnits && m.Filter == nil && plan.Measures[r].Units {
+			count = i // the released distinct counts, to compare with
+			break
+		}
+	}
+	removed, kept := new(big.Rat), new(big.Rat)
+	for _, g := range noisy {
+		removed.Add(removed, g[r])
+		if count >= 0 {
+			kept.Add(kept, g[count])
+		}
+	}
+	x, _ := removed.Float64()
+	x = math.Max(x, 0)
+	h := math.Sqrt(float64(len(noisy))) * ms[r].mech.HalfWidth(0.95)
+	share := ""
+	if k, _ := kept.Float64(); count >= 0 && k > 0 {
+		share = num(roundShare(100*x/(k+x))) + "% of the rows read, "
+		if plan.Measures[r].Units {
+			share = num(roundShare(100*x/(k+x))) + "% of the total, "
+		}
+	}
+	if plan.Measures[r].Units {
+		// Distinct counts under weights (rewrite/bias.go, Measure.Units).
+		lu := dpplan.UnitGroups(plan, plan.RowsPerUnit)
+		return fmt.Sprintf("each unit counts in at most %s (a unit in more groups, g, counts %d/g in each), so the distinct counts "+
+			"leave out about %s units summed over the groups (%s±%s, %s)%s; the intervals cover these bounded counts, "+
+			"not the numbers of distinct units", groupsWord(lu), lu,
+			num(math.Round(x)), share, num(h), costText(ms[r].mech.Epsilon(), ms[r].mech.Delta()), unitsPerGroupText(noisy, r, groups, ms[r].mech.HalfWidth(0.95)))
+	}
+	cost := costText(ms[r].mech.Epsilon(), ms[r].mech.Delta())
+	// An estimate within its own noise of 0 ("removed about 504 rows
+	// (±599)") is said to be so: read alone, it looked like a loss.
+	within := ""
+	if x <= h {
+		within = ", which the noise cannot tell from none"
+	}
+	if unit == "" {
+		unit = "unit"
+	}
+	if plan.OneWeight {
+		clamped := ""
+		if plan.Measures[r].Outside {
+			clamped = " or a value clamped to its column's bounds"
+		}
+		return fmt.Sprintf("each %s's rows weigh one row together: about %s %ss had several rows%s (±%s, %s)%s; the intervals cover this weighted answer",
+			unit, num(math.Round(x)), unit, clamped, num(h), cost, within)
+	}
+	what := "contribution bounding removed at least about %s rows"
+	if plan.Measures[r].Outside {
+		// Rows removed plus rows with a value clamped to its bounds
+		// (rewrite/bias.go).
+		what = "contribution bounding removed, or clamping changed, about %s rows"
+	}
+	return fmt.Sprintf(what+" (%s±%s, %s)%s; the intervals cover the bounded answer",
+		num(math.Round(x)), share, num(h), cost, within)
+}
+
+// roundShare rounds a percentage to one decimal.
+func roundShare(p float64) float64 { return math.Round(p*10) / 10 }
+
+// unitsPerGroupText lists the estimate of the units left out per group
+// (column r of noisy, floored at 0: post-processing), each with one
+// group's 95% half-width h; with more than maxGroupsListed groups, the
+// group with the most. "" when the groups are not known.
+func unitsPerGroupText(noisy [][]*big.Rat, r int, groups [][]string, h float64) string {
+	if len(groups) != len(noisy) || len(noisy) < 2 {
+		return ""
+	}
+	vals := make([]float64, len(noisy))
+	top := 0
+	for g, row := range noisy {
+		vals[g], _ = row[r].Float64()
+		vals[g] = math.Max(0, math.Round(vals[g]))
+		if vals[g] > vals[top] {
+			top = g
+		}
+	}
+	if len(vals) > maxGroupsListed {
+		return fmt.Sprintf(", most in %s (about %s ±%s)", groupLabel(groups[top]), num(vals[top]), num(h))
+	}
+	items := make([]string, len(vals))
+	for g, v := range vals {
+		items[g] = groupLabel(groups[g]) + " " + num(v)
+	}
+	return fmt.Sprintf("; per group about %s (each ±%s)", strings.Join(items, ", "), num(h))
+}
+
+// unitsBoundText is the NOTICE's warning for distinct-unit counts that
+// weighting may have lowered when the plan carries no estimate of how much
+// (SET dp.bias = off, or a plan whose estimate counts rows): "" when no
+// distinct count is weighted.
+func unitsBoundText(plan *dpplan.Plan) string {
+	if dpplan.GroupBounding(plan) != dpplan.GroupsScale || (plan.HasBias() && plan.Measures[len(plan.Measures)-1].Units) {
+		return ""
+	}
+	if !dpplan.UnitsWeighted(plan, plan.RowsPerUnit) {
+		return "" // no unit can be in more groups than it counts whole in
+	}
+	lu := dpplan.UnitGroups(plan, plan.RowsPerUnit)
+	for _, m := range plan.Measures {
+		if m.Kind == dpplan.MeasureUnits {
+			return fmt.Sprintf("distinct counts count each unit in at most %s (a unit in more groups, g, counts %d/g in each): "+
+				"their intervals cover these bounded counts, which can be far below the numbers of distinct units", groupsWord(lu), lu)
+		}
+	}
+	return ""
+}
+
+// groupsWord is "1 group" or "n groups".
+func groupsWord(n int) string {
+	if n == 1 {
+		return "1 group"
+	}
+	return strconv.Itoa(n) + " groups"
+}
+
+// selectionRefusal is checkSelection's refusal of private keys without δ,
+// with the hint of what to group by instead.
+func selectionRefusal(req Request) error {
+	var private, public, buckets []string
+	t, _ := req.Dataset.Table(req.Plan.Table)
+	for _, k := range req.Plan.Keys {
+		if k.Private {
+			private = append(private, k.Column)
+			// A numeric column with bounds can be grouped in buckets of
+			// a public domain instead.
+			if t == nil {
+				continue
+			}
+			if c := t.Columns[k.Column]; c != nil && c.Type.Numeric() && c.Lower != "" {
+				buckets = append(buckets, "width_bucket("+k.Column+", "+c.Lower+", "+c.Upper+", 10)")
+			}
+		}
+	}
+	if t != nil {
+		for _, name := range t.ColumnOrder {
+			if c := t.Columns[name]; !c.Hidden && len(c.PublicValues) > 0 {
+				public = append(public, name)
+			}
+		}
+	}
+	hint := "SET dp.delta = 1e-7 (grouping by a column without public values uses DP partition selection, which costs δ)"
+	if len(buckets) > 0 {
+		hint += ", or GROUP BY buckets of public bounds (" + strings.Join(buckets, ", ") + ")"
+	}
+	if len(public) > 0 {
+		hint += ", or GROUP BY a column with public values (" + strings.Join(public, ", ") + ")"
+	}
+	return pgerr.New(pgerr.FeatureNotSupported, "GROUP BY %s needs dp.delta > 0: the column has no public values, so its groups are chosen by DP partition selection",
+		strings.Join(private, ", ")).WithHint("%s", hint)
+}
+
+// firstKNote is note's text for passed selected groups of which kept are
+// released.
+func firstKNote(passed, kept int) string {
+	if passed <= kept {
+		return ""
+	}
+	return fmt.Sprintf("%d groups passed partition selection; the answer holds the first %d by key (an answer holds at most %d noisy cells and %d MiB, shared by a statement's DP aggregates): filter with WHERE, or group by a coarser key",
+		passed, kept, dpplan.MaxAnswerCells, dpplan.MaxAnswerBytes>>20)
+}

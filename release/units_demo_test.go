@@ -2,12 +2,13 @@ package release
 
 import (
 	"context"
-	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
 	"math"
 	"regexp"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
 
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/rewrite"
