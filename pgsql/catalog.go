@@ -39,11 +39,23 @@ import (
 //     when expr has no field f, for any one-argument function
 //     (SELECT (1).pg_cancel_backend signals backend 1), so the name after
 //     ")." , "]." or "$n." must be an allowed function or one of the field
-//     names of selectableFields. alias.f and schema.table.f call f(row) only
-//     for functions that take a row: in PostgreSQL 15 only harmless ones
-//     (row_to_json, to_json, concat, pg_column_size…), and analysts cannot
-//     create functions on the shadow (its role owns nothing and its
-//     connections are read-only);
+//     names of selectableFields. alias.f, when alias has no column f, is
+//     f(alias) too. Where alias names a table, a view, a subquery or a WITH
+//     query, its value is a row, which in PostgreSQL 15 only harmless
+//     functions take (row_to_json, to_json, concat, record_out,
+//     pg_column_size…), and analysts cannot create functions on the shadow
+//     (its role owns nothing and its connections are read-only). Where it
+//     names a function in FROM (unnest(…) t, generate_series(…) AS s(n),
+//     an unaliased unnest(…), whose name is its alias), its value is the
+//     function's, a scalar for most: then any one-argument function f
+//     takes it (attack round 78: t.ts_stat FROM unnest(ARRAY['SQL']) t
+//     ran SQL text on the shared connection). So alias.f of such an alias
+//     must name one of its columns as the statement or PostgreSQL gives
+//     them (its column list, the alias itself, ordinality, the columns of
+//     the allowed functions: functionColumns), or an allowed function
+//     (checkCallColumn). Any call followed by a name counts, wherever it
+//     is (a select list's count(*) AS c too): a name taken for a
+//     function's alias that is not one only refuses more;
 //   - relations: the system views that show other sessions and the
 //     server's activity all have names starting with pg_ (pg_stat_activity,
 //     pg_locks, every pg_stat_* and pg_statio_* view, pg_prepared_xacts,
@@ -88,6 +100,7 @@ func CheckCatalog(src string, toks []Token) error {
 	match := parenMatches(toks)
 	cte := cteColumnLists(toks, match)
 	opens := openMatches(match)
+	calls := callAliases(toks, match)
 	// attr[k]: toks[k] is a name in an indirection chain on a value
 	// ((expr).a.b, arr[1].a, $1.a), where PostgreSQL may read it as a call.
 	attr := make([]bool, len(toks))
@@ -113,6 +126,9 @@ func CheckCatalog(src string, toks []Token) error {
 				return err
 			}
 			continue
+		}
+		if err := checkCallColumn(src, toks, k, calls); err != nil {
+			return err
 		}
 		if err := checkRelation(src, toks, k); err != nil {
 			return err
@@ -211,6 +227,80 @@ func checkCall(src string, toks []Token, k int, cte map[int]bool, opens []int) e
 	return pgerr.New(pgerr.InsufficientPrivilege, "function %s is not allowed through dpproxy", shown).
 		WithPosition(CharPos(src, at)).
 		WithHint("catalog statements may call only read-only catalog and scalar functions, and %s is not one of them", shown)
+}
+
+// callAliases returns the names by which a statement may refer to the
+// value of a function call: the alias after every call (f(…) t, f(…) AS
+// t, f(…) WITH ORDINALITY AS t, ROWS FROM (…) t, with the names of its
+// column list, if any), and the name of every call (FROM unnest(x) has
+// the range variable unnest). match is parenMatches(toks).
+func callAliases(toks []Token, match []int) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	add := func(name string) map[string]bool {
+		cols := out[name]
+		if cols == nil {
+			cols = map[string]bool{}
+			out[name] = cols
+		}
+		return cols
+	}
+	for k, t := range toks {
+		if t.Kind != TokIdent || k+1 >= len(toks) || !toks[k+1].IsPunct("(") {
+			continue
+		}
+		if !t.Quoted && syntaxBeforeParen[t.Val] && !syntaxCalls[t.Val] && !(t.Is("from") && k > 0 && toks[k-1].Is("rows")) {
+			continue // a subquery, a list, a window…: a row or no value
+		}
+		add(t.Val)
+		j := match[k+1]
+		if j < 0 {
+			continue
+		}
+		j++
+		if j+1 < len(toks) && toks[j].Is("with") && toks[j+1].Is("ordinality") {
+			j += 2
+		}
+		if j < len(toks) && toks[j].Is("as") {
+			j++
+		}
+		if j >= len(toks) || toks[j].Kind != TokIdent || !toks[j].Quoted && postgresKeywords[toks[j].Val] {
+			continue
+		}
+		cols := add(toks[j].Val)
+		if j+1 < len(toks) && toks[j+1].IsPunct("(") {
+			for i := j + 2; i < len(toks) && i < match[j+1]; i++ {
+				if toks[i].Kind == TokIdent {
+					cols[toks[i].Val] = true // a column's name (or its type's words: only more allowed names of a column)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// syntaxCalls are the words of syntaxBeforeParen that call a function
+// (PostgreSQL's func_expr_common_subexpr, which FROM accepts as a
+// function: FROM COALESCE('…') t).
+var syntaxCalls = setOf("cast", "coalesce", "nullif", "greatest", "least", "extract", "position",
+	"substring", "trim", "overlay", "normalize", "row")
+
+// checkCallColumn checks alias.f (toks[k] is f, no "(" after it) where
+// alias may be a function call's (callAliases): f must be one of its
+// columns or an allowed function, since PostgreSQL calls f(alias) when
+// alias has no column f.
+func checkCallColumn(src string, toks []Token, k int, calls map[string]map[string]bool) error {
+	if k < 2 || !toks[k-1].IsPunct(".") || toks[k-2].Kind != TokIdent || k >= 3 && toks[k-3].IsPunct(".") {
+		return nil // not a two-part name (schema.table.column calls nothing)
+	}
+	alias, f := toks[k-2].Val, toks[k].Val
+	cols, ok := calls[alias]
+	if !ok || cols[f] || f == alias || f == "ordinality" || functionColumns[f] || selectableFields[f] || catalogFunctions[f] {
+		return nil
+	}
+	return pgerr.New(pgerr.InsufficientPrivilege, "column notation %s.%s is not allowed in catalog statements", alias, f).
+		WithPosition(CharPos(src, toks[k-2].Pos)).
+		WithHint("%s names a function's result, and PostgreSQL reads %s.%s as the call %s(%s) when the result has no column %s; name the function's columns with a column list (AS %s(col)) and select %s.col",
+			alias, alias, f, f, alias, f, alias, alias)
 }
 
 // typeOrAlias reports whether the identifier toks[k] (qualified: preceded

@@ -174,6 +174,22 @@ var catalogRelations = setOf(
 	"pg_timezone_abbrevs", "pg_timezone_names", "pg_user", "pg_user_mappings", "pg_views",
 )
 
+// functionColumns are the result columns of the allowed functions that
+// return rows (their OUT and TABLE arguments in PostgreSQL 15's pg_proc:
+// SELECT DISTINCT lower(name) FROM pg_proc, unnest(proargnames,
+// proargmodes) AS a(name, mode) WHERE proname IN (catalogFunctions) AND
+// mode IN ('o', 't', 'b')), which alias.name may select from a function's
+// alias (checkCallColumn). None of them names a function other than the
+// harmless cast name(…).
+var functionColumns = setOf(
+	"alias", "attrs", "baredesc", "barelabel", "cache_size", "catcode", "catdesc", "cycle_option",
+	"data_type", "description", "fkcols", "fktable", "grantee", "grantor", "identity", "increment",
+	"is_array", "is_grantable", "is_opt", "isleaf", "key", "level", "lexeme", "maximum_value",
+	"minimum_value", "name", "object_args", "object_names", "option_name", "option_value",
+	"parentrelid", "pkcols", "pktable", "positions", "privilege_type", "qual", "relid", "schema",
+	"start_value", "tokid", "type", "value", "weights", "word",
+)
+
 // selectableFields are the fields catalog statements may select from a
 // parenthesized value ((information_schema._pg_expandarray(i.indkey)).n, as
 // pgjdbc does): x and n, the fields of _pg_expandarray's rows.

@@ -55,7 +55,8 @@ import (
 // leave (startupParams): default_transaction_read_only on (whatever a
 // statement calls, it cannot write), and the catalog route's own
 // statement_timeout, lock_timeout and idle_in_transaction_session_timeout,
-// which bound what one statement can hold. Apply never changes these
+// which bound what one statement can hold, and a client connection check,
+// so that a backend the pool closed does not run on outside its bound. Apply never changes these
 // (pinnedSettings): an analyst's statement_timeout is enforced by the
 // proxy, as for DP statements. On Release the pool checks what is cheap
 // to check: the connection is idle outside a transaction, and every
@@ -218,15 +219,24 @@ func startupParams(statementTimeout time.Duration) map[string]string {
 		"statement_timeout":                   ms(statementTimeout),
 		"lock_timeout":                        ms(statementTimeout / 2),
 		"idle_in_transaction_session_timeout": ms(statementTimeout),
+		// A backend whose connection the pool gave up on (closed at the
+		// proxy's deadline while its statement runs) notices within a
+		// second and ends, rather than running on outside the pool's
+		// bound (attack round 78; PostgreSQL 14+, Linux).
+		"client_connection_check_interval": ms(clientCheckInterval),
 	}
 }
+
+// clientCheckInterval is how often a shadow backend running a statement
+// checks that the proxy is still connected.
+const clientCheckInterval = time.Second
 
 // pinnedSettings are the settings of startupParams (and what would undo
 // them), which Apply refuses to change.
 var pinnedSettings = map[string]bool{
 	"default_transaction_read_only": true, "transaction_read_only": true,
 	"statement_timeout": true, "lock_timeout": true, "idle_in_transaction_session_timeout": true,
-	"role": true, "session_authorization": true,
+	"client_connection_check_interval": true, "role": true, "session_authorization": true,
 }
 
 // reportedSettings are the settings PostgreSQL reports with ParameterStatus

@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // poolRole creates a login role with a connection limit (like a shadow
@@ -590,4 +592,74 @@ func TestPool_ManySessionsFewConnections(t *testing.T) {
 	if st := p.Stats(); st.Opened > 20 || st.Open > 20 {
 		t.Errorf("Stats() = %+v: more than 20 connections", st)
 	}
+}
+
+// TestPool_ClosedConnectionsBackendEnds: a connection the pool gives up
+// on while its statement runs (the proxy's deadline, attack round 78)
+// takes its backend with it within a few seconds, even when the statement
+// would run on (here statement_timeout was lifted on the connection, as
+// the attack did through a hole in the catalog allow-list): the pool's
+// connections check that their client is still there
+// (client_connection_check_interval), so the shadow's backends stay
+// within the pool's bound.
+func TestPool_ClosedConnectionsBackendEnds(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	p := newPool(t, PoolConfig{DSN: dsn, MaxConns: 1})
+	ctx := ctxT(t)
+	c, err := p.Acquire(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pooledScalar(t, c, "SELECT current_setting('client_connection_check_interval')"); got != "1s" {
+		t.Fatalf("client_connection_check_interval = %s, want 1s", got)
+	}
+	pid := c.PgConn().PID()
+	if _, err := c.PgConn().Exec(ctx, "SET statement_timeout = 0").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	// The proxy's relay writes the statement on the socket itself
+	// (proxy/relay.go), and closes it at its deadline without pgconn
+	// (whose own close would send a CancelRequest first).
+	hc, err := c.PgConn().Hijack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Release(c, false)
+	msg, err := (&pgproto3.Query{String: "SELECT pg_sleep(60)"}).Encode(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hc.Conn.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	state := func() string {
+		var s string
+		err := admin.QueryRow(ctx, "SELECT coalesce(max(state), 'gone') FROM pg_stat_activity WHERE pid = $1", pid).Scan(&s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	for i := 0; state() != "active"; i++ {
+		if i > 100 {
+			t.Fatal("the statement did not start")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The pool's deadline: the connection is closed, not its statement
+	// cancelled (as when the shadow does not answer a cancel in time).
+	_ = hc.Conn.Close()
+	start := time.Now()
+	for state() != "gone" {
+		if time.Since(start) > 10*time.Second {
+			t.Fatalf("the backend of the closed connection still runs its statement after %v", time.Since(start).Round(time.Second))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("backend gone %v after its connection was closed", time.Since(start).Round(10*time.Millisecond))
 }
