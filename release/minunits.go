@@ -146,10 +146,7 @@ func parseUnits(s *string, integer bool) (*big.Rat, bool) {
 // 0 for a group without a row. Rows whose key is NULL or outside the
 // domains are ignored, as collect ignores them.
 func unitCounts(plan *dpplan.Plan, groups [][]string, rows [][]*string) ([][]*string, []*big.Rat, error) {
-	index := make(map[string]int, len(groups))
-	for i, g := range groups {
-		index[strings.Join(g, "\x00")] = i
-	}
+	index := groupIndex(groups)
 	units := make([]*big.Rat, len(groups))
 	for g := range units {
 		units[g] = new(big.Rat)

@@ -295,27 +295,8 @@ func (gs *groupSelector) add(row []*string) error {
 		return nil // dropped: its keys and measures are never used
 	}
 	return gs.first.offer(key, func() (selectedGroup, error) {
-		ms := make([]*big.Rat, nm)
-		rs := make([]*string, nm)
-		for i := 0; i < nm; i++ {
-			ms[i] = new(big.Rat)
-			if row[nk+i] == nil {
-				continue
-			}
-			if plan.Measures[i].Kind == dpplan.MeasureQuantile {
-				rs[i] = row[nk+i]
-				continue
-			}
-			v, ok := new(big.Rat).SetString(*row[nk+i])
-			if !ok {
-				return selectedGroup{}, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
-			}
-			if plan.Measures[i].Integer && !v.IsInt() {
-				return selectedGroup{}, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
-			}
-			ms[i] = v
-		}
-		return selectedGroup{ms, rs}, nil
+		ms, rs, err := parseMeasures(plan, row[nk:nk+nm])
+		return selectedGroup{ms, rs}, err
 	})
 }
 

@@ -670,10 +670,7 @@ func canonicalKey(t policy.Type, v string) string {
 // measures count as zero. Quantile measures are returned as their raw text
 // (raw[g][i], nil when NULL) and count as zero in values.
 func collect(plan *dpplan.Plan, groups [][]string, rows [][]*string) (values [][]*big.Rat, raw [][]*string, err error) {
-	index := make(map[string]int, len(groups))
-	for i, g := range groups {
-		index[strings.Join(g, "\x00")] = i
-	}
+	index := groupIndex(groups)
 	values = make([][]*big.Rat, len(groups))
 	raw = make([][]*string, len(groups))
 	for g := range values {
@@ -701,22 +698,42 @@ func collect(plan *dpplan.Plan, groups [][]string, rows [][]*string) (values [][
 			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a group twice")
 		}
 		seen[g] = true
-		for i := 0; i < nm; i++ {
-			if row[nk+i] == nil {
-				continue
-			}
-			if plan.Measures[i].Kind == dpplan.MeasureQuantile {
-				raw[g][i] = row[nk+i]
-				continue
-			}
-			v, ok := new(big.Rat).SetString(*row[nk+i])
-			if !ok {
-				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
-			}
-			if plan.Measures[i].Integer && !v.IsInt() {
-				return nil, nil, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
-			}
-			values[g][i] = v
+		if values[g], raw[g], err = parseMeasures(plan, row[nk:]); err != nil {
+			return nil, nil, err
+		}
+	}
+	return values, raw, nil
+}
+
+// groupIndex maps each released group's keys to its index in groups.
+func groupIndex(groups [][]string) map[string]int {
+	index := make(map[string]int, len(groups))
+	for i, g := range groups {
+		index[strings.Join(g, "\x00")] = i
+	}
+	return index
+}
+
+// parseMeasures reads a row's measure cells (one per plan measure): NULL
+// as 0, a quantile's summary as its raw text (raw[i], nil when NULL; 0 in
+// values), every other cell a number, whole where the measure claims it.
+func parseMeasures(plan *dpplan.Plan, cells []*string) (values []*big.Rat, raw []*string, err error) {
+	values, raw = make([]*big.Rat, len(plan.Measures)), make([]*string, len(plan.Measures))
+	for i := range values {
+		values[i] = new(big.Rat)
+		if cells[i] == nil {
+			continue
+		}
+		if plan.Measures[i].Kind == dpplan.MeasureQuantile {
+			raw[i] = cells[i]
+			continue
+		}
+		v, ok := values[i].SetString(*cells[i])
+		if !ok {
+			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned a non-numeric measure")
+		}
+		if plan.Measures[i].Integer && !v.IsInt() {
+			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: integer measure is not an integer")
 		}
 	}
 	return values, raw, nil

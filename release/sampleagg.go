@@ -407,10 +407,7 @@ func dataGroups(plan *dpplan.Plan, rows [][]*string) [][]string {
 // all zero; rows of a group outside the domains are ignored (the SQL
 // already filters them).
 func collectLevels(plan *dpplan.Plan, groups [][]string, rows [][]*string) ([]map[int][]*big.Rat, error) {
-	index := make(map[string]int, len(groups))
-	for i, g := range groups {
-		index[strings.Join(g, "\x00")] = i
-	}
+	index := groupIndex(groups)
 	out := make([]map[int][]*big.Rat, len(groups))
 	for g := range out {
 		out[g] = newLevels(plan)
