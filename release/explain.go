@@ -281,12 +281,14 @@ func outputText(o dpplan.Output, ms []measurement) string {
 	case dpplan.OutputKey:
 		return fmt.Sprintf("group key %d (public values)", o.Key)
 	case dpplan.OutputCount:
-		return fmt.Sprintf("noisy m%d, floored at 0  (half_width_95=%s)", o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
+		// The released count's half-width, as the NOTICE states it (with
+		// the 1/2 of rounding a weighted count to a whole number).
+		return fmt.Sprintf("noisy m%d, floored at 0  (half_width_95=%s)", o.Measure, num(countHalfWidth(ms[o.Measure].mech)))
 	case dpplan.OutputSum:
 		if c := ms[o.Measure].measure.Centre; c != "" {
 			return fmt.Sprintf("noisy m%d + %s · noisy m%d  (half_width_95=%s)", o.Measure, c, o.CountMeasure, num(sumHalfWidth(o, ms)))
 		}
-		return fmt.Sprintf("noisy m%d  (half_width_95=%s)", o.Measure, num(ms[o.Measure].mech.HalfWidth(0.95)))
+		return fmt.Sprintf("noisy m%d  (half_width_95=%s)", o.Measure, num(sumHalfWidth(o, ms)))
 	case dpplan.OutputAvg:
 		hs := ms[o.Measure].mech.HalfWidth(0.975)
 		hc := ms[o.CountMeasure].mech.HalfWidth(0.975)

@@ -126,3 +126,38 @@ func TestExplain_GaussianAndErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestExplain_OutputHalfWidthIsTheNotice: EXPLAIN states a released
+// count's and sum's 95% half-width as the NOTICE does, with the 1/2 of
+// rounding a weighted value to a whole number (a new user's run of 7
+// December: EXPLAIN said ±73.97 where the answer's NOTICE said ±74.47).
+func TestExplain_OutputHalfWidthIsTheNotice(t *testing.T) {
+	ds := loadPolicy(t)
+	// 7 departments, at most 4 per patient: groups are weighted, counts
+	// and integer sums noised on a grid finer than the integers.
+	plan, err := rewrite.Rewrite(ds, "SELECT department, COUNT(*), SUM(cost) FROM visits GROUP BY department")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows, err := Explain(ds, plan, Params{Epsilon: 1, Mechanism: policy.MechanismLaplace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	widths := map[string]float64{}
+	for _, r := range rows {
+		l := *r[0]
+		for _, p := range []string{"Measurement m0", "Measurement m1", "Output count", "Output sum"} {
+			if strings.Contains(l, p) {
+				widths[p] = field(t, l, "half_width_95")
+			}
+		}
+	}
+	if len(widths) != 4 {
+		t.Fatalf("half-widths found: %v", widths)
+	}
+	for out, m := range map[string]string{"Output count": "Measurement m0", "Output sum": "Measurement m1"} {
+		if got, want := widths[out], widths[m]+0.5; math.Abs(got-want) > 1e-6*want {
+			t.Errorf("%s: half_width_95=%v, want %v (its measurement's %v + 1/2 for rounding the weighted value)", out, got, want, widths[m])
+		}
+	}
+}
