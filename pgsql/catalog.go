@@ -2,6 +2,8 @@ package pgsql
 
 import (
 	"strings"
+	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
@@ -40,22 +42,20 @@ import (
 //     (SELECT (1).pg_cancel_backend signals backend 1), so the name after
 //     ")." , "]." or "$n." must be an allowed function or one of the field
 //     names of selectableFields. alias.f, when alias has no column f, is
-//     f(alias) too. Where alias names a table, a view, a subquery or a WITH
-//     query, its value is a row, which in PostgreSQL 15 only harmless
-//     functions take (row_to_json, to_json, concat, record_out,
-//     pg_column_size…), and analysts cannot create functions on the shadow
-//     (its role owns nothing and its connections are read-only). Where it
-//     names a function in FROM (unnest(…) t, generate_series(…) AS s(n),
-//     an unaliased unnest(…), whose name is its alias), its value is the
-//     function's, a scalar for most: then any one-argument function f
-//     takes it (attack round 78: t.ts_stat FROM unnest(ARRAY['SQL']) t
-//     ran SQL text on the shared connection). So alias.f of such an alias
-//     must name one of its columns as the statement or PostgreSQL gives
-//     them (its column list, the alias itself, ordinality, the columns of
-//     the allowed functions: functionColumns), or an allowed function
-//     (checkCallColumn). Any call followed by a name counts, wherever it
-//     is (a select list's count(*) AS c too): a name taken for a
-//     function's alias that is not one only refuses more;
+//     f(alias) too, for any function that takes alias's value: a row for a
+//     table, a view, a subquery or a WITH query, but the scalar itself for
+//     a function in FROM (unnest(…) t is t's text), so any one-argument
+//     function (attack rounds 78 and 79: t.ts_stat FROM unnest(ARRAY['SQL'])
+//     t ran SQL text on the shared connection, also with t named ts_stat,
+//     as a keyword, or past 63 bytes). Which alias names what cannot be
+//     told from the tokens, so the name after "alias." must not be one of
+//     attributeFunctions, whatever the alias: the functions PostgreSQL 15
+//     could call with one argument that are not immutable (whose results
+//     can depend on or change the session or the server: ts_stat,
+//     setseed, nextval, lo_*, txid_status…) and not allowed; every other
+//     name is a column, an immutable function of its argument (width,
+//     area, host…) or an allowed one. Names starting with pg_ are refused
+//     there as relations (below);
 //   - relations: the system views that show other sessions and the
 //     server's activity all have names starting with pg_ (pg_stat_activity,
 //     pg_locks, every pg_stat_* and pg_statio_* view, pg_prepared_xacts,
@@ -100,7 +100,6 @@ func CheckCatalog(src string, toks []Token) error {
 	match := parenMatches(toks)
 	cte := cteColumnLists(toks, match)
 	opens := openMatches(match)
-	calls := callAliases(toks, match)
 	// attr[k]: toks[k] is a name in an indirection chain on a value
 	// ((expr).a.b, arr[1].a, $1.a), where PostgreSQL may read it as a call.
 	attr := make([]bool, len(toks))
@@ -127,7 +126,7 @@ func CheckCatalog(src string, toks []Token) error {
 			}
 			continue
 		}
-		if err := checkCallColumn(src, toks, k, calls); err != nil {
+		if err := checkAttribute(src, toks, k); err != nil {
 			return err
 		}
 		if err := checkRelation(src, toks, k); err != nil {
@@ -229,78 +228,79 @@ func checkCall(src string, toks []Token, k int, cte map[int]bool, opens []int) e
 		WithHint("catalog statements may call only read-only catalog and scalar functions, and %s is not one of them", shown)
 }
 
-// callAliases returns the names by which a statement may refer to the
-// value of a function call: the alias after every call (f(…) t, f(…) AS
-// t, f(…) WITH ORDINALITY AS t, ROWS FROM (…) t, with the names of its
-// column list, if any), and the name of every call (FROM unnest(x) has
-// the range variable unnest). match is parenMatches(toks).
-func callAliases(toks []Token, match []int) map[string]map[string]bool {
-	out := map[string]map[string]bool{}
-	add := func(name string) map[string]bool {
-		cols := out[name]
-		if cols == nil {
-			cols = map[string]bool{}
-			out[name] = cols
-		}
-		return cols
-	}
-	for k, t := range toks {
-		if t.Kind != TokIdent || k+1 >= len(toks) || !toks[k+1].IsPunct("(") {
-			continue
-		}
-		if !t.Quoted && syntaxBeforeParen[t.Val] && !syntaxCalls[t.Val] && !(t.Is("from") && k > 0 && toks[k-1].Is("rows")) {
-			continue // a subquery, a list, a window…: a row or no value
-		}
-		add(t.Val)
-		j := match[k+1]
-		if j < 0 {
-			continue
-		}
-		j++
-		if j+1 < len(toks) && toks[j].Is("with") && toks[j+1].Is("ordinality") {
-			j += 2
-		}
-		if j < len(toks) && toks[j].Is("as") {
-			j++
-		}
-		if j >= len(toks) || toks[j].Kind != TokIdent || !toks[j].Quoted && postgresKeywords[toks[j].Val] {
-			continue
-		}
-		cols := add(toks[j].Val)
-		if j+1 < len(toks) && toks[j+1].IsPunct("(") {
-			for i := j + 2; i < len(toks) && i < match[j+1]; i++ {
-				if toks[i].Kind == TokIdent {
-					cols[toks[i].Val] = true // a column's name (or its type's words: only more allowed names of a column)
-				}
-			}
-		}
-	}
-	return out
-}
-
-// syntaxCalls are the words of syntaxBeforeParen that call a function
-// (PostgreSQL's func_expr_common_subexpr, which FROM accepts as a
-// function: FROM COALESCE('…') t).
-var syntaxCalls = setOf("cast", "coalesce", "nullif", "greatest", "least", "extract", "position",
-	"substring", "trim", "overlay", "normalize", "row")
-
-// checkCallColumn checks alias.f (toks[k] is f, no "(" after it) where
-// alias may be a function call's (callAliases): f must be one of its
-// columns or an allowed function, since PostgreSQL calls f(alias) when
-// alias has no column f.
-func checkCallColumn(src string, toks []Token, k int, calls map[string]map[string]bool) error {
+// checkAttribute checks the name toks[k] after "alias." (no "(" after
+// it): PostgreSQL reads alias.f as the call f(alias) when alias has no
+// column f, so f must not name a function that could do harm so called
+// (attributeFunctions). A name PostgreSQL truncates (past 63 bytes) is
+// checked as it truncates it.
+func checkAttribute(src string, toks []Token, k int) error {
 	if k < 2 || !toks[k-1].IsPunct(".") || toks[k-2].Kind != TokIdent || k >= 3 && toks[k-3].IsPunct(".") {
 		return nil // not a two-part name (schema.table.column calls nothing)
 	}
-	alias, f := toks[k-2].Val, toks[k].Val
-	cols, ok := calls[alias]
-	if !ok || cols[f] || f == alias || f == "ordinality" || functionColumns[f] || selectableFields[f] || catalogFunctions[f] {
+	f := truncateIdent(toks[k].Val)
+	if catalogFunctions[f] || !attributeFunctions[f] && !(*shadowAttributeFunctions.Load())[f] {
 		return nil
 	}
+	alias := toks[k-2].Val
 	return pgerr.New(pgerr.InsufficientPrivilege, "column notation %s.%s is not allowed in catalog statements", alias, f).
 		WithPosition(CharPos(src, toks[k-2].Pos)).
-		WithHint("%s names a function's result, and PostgreSQL reads %s.%s as the call %s(%s) when the result has no column %s; name the function's columns with a column list (AS %s(col)) and select %s.col",
-			alias, alias, f, f, alias, f, alias, alias)
+		WithHint("PostgreSQL reads %s.%s as the call %s(%s) when %s has no column %s, and catalog statements may call only read-only catalog and scalar functions; if %s is a column, write it without %s.",
+			alias, f, f, alias, alias, f, f, alias)
+}
+
+// shadowAttributeFunctions are the names ShadowFunctionsSQL found on a
+// shadow server beyond attributeFunctions (its extensions, a later
+// PostgreSQL): only ever added to.
+var shadowAttributeFunctions atomic.Pointer[map[string]bool]
+
+func init() { shadowAttributeFunctions.Store(&map[string]bool{}) }
+
+// ShadowFunctionsSQL reads, on a shadow server, the functions alias.f
+// must not name there (attributeFunctions' query, for its PostgreSQL and
+// extensions); args are its parameters. The proxy runs it after building
+// each shadow catalog and gives the names to AddShadowFunctions.
+func ShadowFunctionsSQL() (string, []any) {
+	allowed := make([]string, 0, len(catalogFunctions))
+	for f := range catalogFunctions {
+		allowed = append(allowed, f)
+	}
+	return `SELECT DISTINCT proname::text FROM pg_catalog.pg_proc
+		WHERE pronargs >= 1 AND (pronargs - pronargdefaults <= 1 OR provariadic <> 0)
+		  AND provolatile <> 'i' AND proname <> ALL($1::text[]) AND proname NOT LIKE 'pg\_%'`, []any{allowed}
+}
+
+// AddShadowFunctions adds names (ShadowFunctionsSQL's) to those alias.f
+// must not name. Safe for concurrent use.
+func AddShadowFunctions(names []string) {
+	for {
+		old := shadowAttributeFunctions.Load()
+		next := make(map[string]bool, len(*old)+len(names))
+		for f := range *old {
+			next[f] = true
+		}
+		for _, f := range names {
+			if !attributeFunctions[f] {
+				next[f] = true
+			}
+		}
+		if shadowAttributeFunctions.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// truncateIdent is an identifier as PostgreSQL keeps it: at most 63 bytes
+// (NAMEDATALEN − 1), cut at a character boundary.
+func truncateIdent(s string) string {
+	const max = 63
+	if len(s) <= max {
+		return s
+	}
+	i := max
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i]
 }
 
 // typeOrAlias reports whether the identifier toks[k] (qualified: preceded

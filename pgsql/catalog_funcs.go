@@ -174,20 +174,47 @@ var catalogRelations = setOf(
 	"pg_timezone_abbrevs", "pg_timezone_names", "pg_user", "pg_user_mappings", "pg_views",
 )
 
-// functionColumns are the result columns of the allowed functions that
-// return rows (their OUT and TABLE arguments in PostgreSQL 15's pg_proc:
-// SELECT DISTINCT lower(name) FROM pg_proc, unnest(proargnames,
-// proargmodes) AS a(name, mode) WHERE proname IN (catalogFunctions) AND
-// mode IN ('o', 't', 'b')), which alias.name may select from a function's
-// alias (checkCallColumn). None of them names a function other than the
-// harmless cast name(…).
-var functionColumns = setOf(
-	"alias", "attrs", "baredesc", "barelabel", "cache_size", "catcode", "catdesc", "cycle_option",
-	"data_type", "description", "fkcols", "fktable", "grantee", "grantor", "identity", "increment",
-	"is_array", "is_grantable", "is_opt", "isleaf", "key", "level", "lexeme", "maximum_value",
-	"minimum_value", "name", "object_args", "object_names", "option_name", "option_value",
-	"parentrelid", "pkcols", "pktable", "positions", "privilege_type", "qual", "relid", "schema",
-	"start_value", "tokid", "type", "value", "weights", "word",
+// attributeFunctions are the functions that alias.f must not name
+// (catalog.go, checkAttribute): those PostgreSQL 15 (with citext and
+// plpgsql) could call with one argument, that are not immutable and not in
+// catalogFunctions, and whose names do not start with pg_ (refused as
+// relations). Generated with
+//
+//	SELECT DISTINCT proname FROM pg_proc
+//	WHERE pronargs >= 1 AND (pronargs - pronargdefaults <= 1 OR provariadic <> 0)
+//	  AND provolatile <> 'i' AND proname NOT IN (catalogFunctions) AND proname NOT LIKE 'pg\_%'
+var attributeFunctions = setOf(
+	"aclitemin", "aclitemout", "amvalidate", "anyarray_out", "anyarray_recv", "anyarray_send",
+	"anycompatiblearray_out", "anycompatiblearray_recv", "anycompatiblearray_send",
+	"anycompatiblemultirange_out", "anycompatiblerange_out", "anyenum_out", "anymultirange_out",
+	"anyrange_out", "array_out", "array_send", "array_typanalyze",
+	"binary_upgrade_set_next_array_pg_type_oid", "binary_upgrade_set_next_attribute_versions",
+	"binary_upgrade_set_next_heap_pg_class_oid", "binary_upgrade_set_next_heap_relfilenode",
+	"binary_upgrade_set_next_index_pg_class_oid", "binary_upgrade_set_next_index_relfilenode",
+	"binary_upgrade_set_next_multirange_array_pg_type_oid",
+	"binary_upgrade_set_next_multirange_pg_type_oid", "binary_upgrade_set_next_pg_authid_oid",
+	"binary_upgrade_set_next_pg_enum_oid", "binary_upgrade_set_next_pg_tablespace_oid",
+	"binary_upgrade_set_next_pg_type_oid", "binary_upgrade_set_next_toast_pg_class_oid",
+	"binary_upgrade_set_next_toast_relfilenode", "binary_upgrade_set_record_init_privs",
+	"bpcharsend", "brin_bloom_summary_recv", "brin_bloom_summary_send",
+	"brin_minmax_multi_summary_recv", "brin_minmax_multi_summary_send", "brin_summarize_new_values",
+	"brinhandler", "bthandler", "cash_in", "cash_out", "citextrecv", "citextsend", "cstring_recv",
+	"cstring_send", "currval", "date_in", "date_out", "dsnowball_init", "enum_first", "enum_last",
+	"enum_out", "enum_range", "enum_send", "fmgr_c_validator", "fmgr_internal_validator",
+	"fmgr_sql_validator", "gin_clean_pending_list", "ginhandler", "gisthandler", "hashhandler",
+	"heap_tableam_handler", "interval_out", "json_to_record", "json_to_recordset",
+	"jsonb_agg_finalfn", "jsonb_object_agg_finalfn", "jsonb_to_record", "jsonb_to_recordset",
+	"lo_close", "lo_creat", "lo_create", "lo_get", "lo_import", "lo_tell", "lo_tell64", "lo_unlink",
+	"multirange_out", "multirange_send", "multirange_typanalyze", "mxid_age", "namerecv",
+	"namesend", "nextval", "oidvectortypes", "plpgsql_inline_handler", "plpgsql_validator",
+	"range_out", "range_send", "range_typanalyze", "record_out", "record_send", "regclassin",
+	"regclassout", "regcollationin", "regcollationout", "regconfigin", "regconfigout",
+	"regdictionaryin", "regdictionaryout", "regnamespacein", "regnamespaceout", "regoperatorin",
+	"regoperatorout", "regoperin", "regoperout", "regprocedurein", "regprocedureout", "regprocin",
+	"regprocout", "regrolein", "regroleout", "regtypein", "regtypeout", "setseed", "spghandler",
+	"textrecv", "textsend", "timestamp_out", "timestamptz_out", "ts_debug", "ts_stat",
+	"ts_typanalyze", "txid_status", "varcharsend", "xml", "xml_in", "xml_is_well_formed",
+	"xml_recv", "xml_send",
 )
 
 // selectableFields are the fields catalog statements may select from a

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
@@ -142,12 +143,19 @@ func cmdPolicyInit(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if *dataset == "" {
 		*dataset = pc.Database
 	}
+	o := &ops{}
 	if *cfgPath != "" {
 		cfg, err := config.Load(*cfgPath)
 		if err != nil {
 			return err
 		}
 		*ledgerDSN = cfg.Ledger
+		// The steward's charges and limit go to the config's audit log,
+		// as an analyst's charges and a grant do.
+		if o, err = openOps(cfg, nil, stderr); err != nil {
+			return err
+		}
+		defer o.close()
 	}
 	cols, err := readColumns(ctx, *dsn, schema, name)
 	if err != nil {
@@ -172,15 +180,22 @@ func cmdPolicyInit(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer up.Close()
-	rel, err := release.New(release.Config{Ledger: led, Planner: rewrite.Replan})
+	rel, err := release.New(release.Config{Ledger: o.store(led), Planner: rewrite.Replan})
 	if err != nil {
 		return err
 	}
 	// The steward budget: a dataset entry whose only purpose is the limit
 	// of this charge (pure composition, no δ).
 	budget := &policy.Dataset{Name: *dataset, Budget: policy.Budget{Epsilon: *stewardEps, Accountant: policy.AccountantPure}, Version: "policy-init"}
+	o.audit.BudgetChange("steward-limit", *stewardName, *dataset, actor(), *stewardEps, 0)
 	text, err := policySkeleton(ctx, rel, up, budget, *stewardName, *eps, schema, name, cols, unit, why)
 	if err != nil {
+		if e, ok := pgerr.As(err); ok && e.Code == pgerr.ConfigurationLimit {
+			// The steward is the one running this: the budget's own hint
+			// ("ask the data steward") points back at them.
+			return e.WithHint("policy init spends the steward budget %q on dataset %s, whose limit is --steward-epsilon (this run: %s); run again with a larger one, e.g. --steward-epsilon %s",
+				*stewardName, *dataset, fig(*stewardEps), fig(*stewardEps+*eps))
+		}
 		return err
 	}
 	if *out == "" {

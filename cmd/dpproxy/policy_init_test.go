@@ -181,6 +181,11 @@ func TestPolicyInit(t *testing.T) {
 	if code := run(ctx, append(args[:len(args)-2], "--out", out+".2"), nil, &stdout, &stderr); code == 0 || !strings.Contains(stderr.String(), "budget") {
 		t.Fatalf("second run: exit %d, stderr %q; want a budget refusal", code, stderr.String())
 	}
+	// Its hint names the flag that raises the steward's limit, not the
+	// analysts' "ask the data steward" (a new user's run of 7 December).
+	if msg := stderr.String(); !strings.Contains(msg, "--steward-epsilon 5") || strings.Contains(msg, "ask the data steward") {
+		t.Errorf("second run's refusal %q: want a hint naming --steward-epsilon 5", msg)
+	}
 	if _, err := os.Stat(out + ".2"); err == nil {
 		t.Fatalf("a refused run wrote a skeleton")
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/signal"
 	"strings"
@@ -10,7 +11,9 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/shadow"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 )
 
@@ -55,6 +58,28 @@ func (tg *shadowTarget) build(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	tg.logPublic(log, res)
+	return tg.learnFunctions(ctx)
+}
+
+// learnFunctions gives the catalog check the functions of this shadow
+// server that alias.f must not name beyond those of PostgreSQL 15 (its
+// extensions, a later release: pgsql.ShadowFunctionsSQL).
+func (tg *shadowTarget) learnFunctions(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, tg.adminDSN)
+	if err != nil {
+		return fmt.Errorf("datasets.%s.shadow: %w", tg.dataset, err)
+	}
+	defer conn.Close(context.Background())
+	sql, args := pgsql.ShadowFunctionsSQL()
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		return fmt.Errorf("datasets.%s.shadow: reading its functions: %w", tg.dataset, err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("datasets.%s.shadow: reading its functions: %w", tg.dataset, err)
+	}
+	pgsql.AddShadowFunctions(names)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 	"github.com/dpproxy/dpproxy/internal/shadow"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
@@ -126,5 +127,60 @@ tables:
 	}
 	if got := labels(); got != "a,b,c" {
 		t.Fatalf("after a failed refresh: %q, want the previous copy a,b,c", got)
+	}
+}
+
+// TestLearnFunctions: the catalog check's static list of functions that
+// alias.f must not name (attack rounds 78 and 79) covers this PostgreSQL
+// with the extensions a shadow has (citext), and a function the shadow
+// has beyond it (an extension's, a later release's) is refused once the
+// shadow has been built (learnFunctions), not before.
+func TestLearnFunctions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dsn := pgtest.NewDatabase(t)
+	if err := pgtest.Exec(ctx, dsn, "CREATE EXTENSION IF NOT EXISTS citext",
+		"CREATE FUNCTION public.attack79_extension_fn(text) RETURNS text VOLATILE LANGUAGE sql AS 'SELECT $1'"); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	sql, args := pgsql.ShadowFunctionsSQL()
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := func(f string) bool {
+		q := "SELECT t." + f + " FROM unnest(ARRAY['x']) t"
+		toks, err := pgsql.Lex(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pgsql.CheckCatalog(q, toks) != nil
+	}
+	if len(names) < 100 {
+		t.Fatalf("the shadow lists %d functions alias.f must not name, want the 130 or so of PostgreSQL 15", len(names))
+	}
+	for _, f := range names {
+		if f != "attack79_extension_fn" && !refused(f) {
+			t.Errorf("t.%s is accepted: %s is a function of this PostgreSQL that the static list lacks", f, f)
+		}
+	}
+	if refused("attack79_extension_fn") {
+		t.Fatal("the extension's function was refused before the shadow was learned")
+	}
+	tg := &shadowTarget{dataset: "t", adminDSN: dsn}
+	if err := tg.learnFunctions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !refused("attack79_extension_fn") {
+		t.Error("the shadow's own volatile function is accepted after learnFunctions")
 	}
 }
