@@ -206,3 +206,41 @@ func TestGuessUnit(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyInit_Audited: with --config, policy init's charge of the
+// steward budget and the limit it ran under reach the config's audit log,
+// as an analyst's charges and a grant do (a new user's run of 7 December:
+// three runs spent ε 1.5 and raised the limit with nothing audited).
+func TestPolicyInit_Audited(t *testing.T) {
+	cfgPath, dsn, _, _ := stewardSetup(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, append(cfg, []byte("audit: {path: audit.log}\n")...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The ledger's database doubles as the data here: a small table.
+	if err := pgtest.Exec(ctx, dsn, "CREATE TABLE visits (visit_id bigint PRIMARY KEY, patient_id bigint, age int)",
+		"INSERT INTO visits SELECT g, g, g % 90 FROM generate_series(1, 500) g"); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	args := []string{"policy", "init", "--dsn", dsn, "--table", "visits", "--config", cfgPath, "--dataset", "clinic",
+		"--steward-epsilon", "2", "--epsilon", "0.5"}
+	if code := run(ctx, args, nil, &stdout, &stderr); code != 0 {
+		t.Fatalf("policy init exit %d: %s", code, stderr.String())
+	}
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(cfgPath), "audit.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := string(b)
+	for _, want := range []string{`"action":"steward-limit","analyst":"steward","dataset":"clinic"`, `"event":"charge"`} {
+		if !strings.Contains(log, want) {
+			t.Errorf("audit log lacks %s:\n%s", want, log)
+		}
+	}
+}
