@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -432,8 +433,21 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	}
 	ds, ok := c.srv.cfg.Datasets[database]
 	if !ok {
-		return pgerr.New(pgerr.InvalidCatalogName, "database %q does not exist", database).
-			WithHint("connect to one of the datasets this proxy serves; SHOW dp.budget lists yours")
+		// The analyst is authenticated: name the datasets they may query
+		// (a new user's misspelt database had been told to run SHOW
+		// dp.budget, which needs a connection to one).
+		var yours []string
+		for name := range c.srv.cfg.Datasets {
+			if c.srv.cfg.Analysts[user].MayQuery(name) {
+				yours = append(yours, name)
+			}
+		}
+		sort.Strings(yours)
+		hint := "you may query no dataset of this proxy; ask the data steward to add you to one"
+		if len(yours) > 0 {
+			hint = "connect to a dataset you may query as the database: " + strings.Join(yours, ", ")
+		}
+		return pgerr.New(pgerr.InvalidCatalogName, "database %q does not exist", database).WithHint("%s", hint)
 	}
 	if !c.srv.cfg.Analysts[user].MayQuery(database) {
 		return pgerr.New(pgerr.InvalidAuthorization, "permission denied for database %q", database).

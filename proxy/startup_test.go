@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"strings"
@@ -88,6 +89,13 @@ func TestAuth_SCRAM(t *testing.T) {
 			}
 			if tt.wantMsg != "" && !strings.Contains(err.Error(), tt.wantMsg) {
 				t.Errorf("error %q does not contain %q", err, tt.wantMsg)
+			}
+			// A misspelt database's hint names the analyst's datasets
+			// (a new user's run: it said to run SHOW dp.budget, which
+			// needs a connection to one).
+			var pe *pgconn.PgError
+			if tt.wantCode == "3D000" && (!errors.As(err, &pe) || !strings.Contains(pe.Hint, "hospital")) {
+				t.Errorf("unknown database's hint %+v: want it to name the dataset hospital", pe)
 			}
 		})
 	}
