@@ -44,14 +44,22 @@ func cmdDoctor(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	errs, warns := rep.Errors(), rep.Warnings()
 	if errs > 0 {
-		fmt.Fprintf(stdout, "%d errors: dpproxy will not start with this config, policy and database (fix each ERROR above)\n", errs)
+		fmt.Fprintf(stdout, "%s: dpproxy will not start with this config, policy and database (fix each ERROR above)\n", plural(errs, "error"))
 	}
 	if warns > 0 {
-		fmt.Fprintf(stdout, "%d warnings: settings or privileges broader than dpproxy needs, or that leak time (each WARNING above says how to narrow it; SECURITY.md, Least privilege)\n", warns)
+		fmt.Fprintf(stdout, "%s: settings or privileges broader than dpproxy needs, or that leak time (each WARNING above says how to narrow it; SECURITY.md, Least privilege)\n", plural(warns, "warning"))
 	}
 	if errs+warns > 0 {
 		return errSilent
 	}
 	fmt.Fprintf(stdout, "ok: %d checks passed\n", len(rep.Findings))
 	return nil
+}
+
+// plural is "1 error", "2 errors".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

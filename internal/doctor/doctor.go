@@ -162,8 +162,10 @@ func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.
 		if err := checkSizes(ctx, r, n, dc.Upstream, ds); err != nil {
 			return nil, err
 		}
-		if err := checkLayout(ctx, r, n, dc.Upstream, ds); err != nil {
-			return nil, err
+		if typesOK { // the layout's advice names the unit columns, which must exist
+			if err := checkLayout(ctx, r, n, dc.Upstream, ds); err != nil {
+				return nil, err
+			}
 		}
 	}
 	return r, nil
@@ -183,7 +185,8 @@ func checkTypes(ctx context.Context, r *Report, ds, dsn string, pol *policy.Data
 		return false, err
 	}
 	for _, p := range problems {
-		r.fail(ds, "column types: %s (the proxy will not start)", p)
+		// catalog.Verify names the dataset first; the finding does too.
+		r.fail(ds, "column types: %s (the proxy will not start)", strings.TrimPrefix(p, pol.Name+": "))
 	}
 	if len(problems) == 0 {
 		r.add(ds, true, "column types: every declared column's live type honours its policy type")
