@@ -61,9 +61,14 @@ func errorResponse(err error, severity string, log *zap.Logger) *pgproto3.ErrorR
 			// The shadow session died; the client's session does not.
 			sev, sevU = severityError, severityError
 		}
+		hint := p.Hint
+		if p.Code == "42P01" && hint == "" {
+			// A misspelt table (a new user's FROM vists) had no hint.
+			hint = `the dataset's tables are listed by \dt in psql, or SELECT table_schema, table_name FROM information_schema.tables WHERE table_schema NOT IN ('pg_catalog', 'information_schema')`
+		}
 		return &pgproto3.ErrorResponse{
 			Severity: sev, SeverityUnlocalized: sevU, Code: p.Code,
-			Message: p.Message, Detail: p.Detail, Hint: p.Hint, Position: p.Position,
+			Message: p.Message, Detail: p.Detail, Hint: hint, Position: p.Position,
 			InternalPosition: p.InternalPosition, InternalQuery: p.InternalQuery,
 			Where: p.Where, SchemaName: p.SchemaName, TableName: p.TableName,
 			ColumnName: p.ColumnName, DataTypeName: p.DataTypeName,

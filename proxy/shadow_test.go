@@ -62,6 +62,12 @@ func TestCatalog_SimpleQuery(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != "42703" || pe.Position != 8 {
 		t.Fatalf("shadow error: %#v", err)
 	}
+	// A misspelt table gets a hint on listing the tables (a new user's
+	// FROM vists had none).
+	_, err = execAll(t, pc, "SELECT 1 FROM vists")
+	if !errors.As(err, &pe) || pe.Code != "42P01" || !strings.Contains(pe.Hint, `\dt`) {
+		t.Fatalf("misspelt table: %#v", err)
+	}
 	// Session settings reach the shadow session.
 	res, err = execAll(t, pc, "SET TimeZone = 'Europe/Paris'; SET search_path = other, public; SELECT current_setting('TimeZone'), current_schema()")
 	if err != nil {
