@@ -1,6 +1,7 @@
 package pgsql
 
 import (
+	"sort"
 	"strings"
 	"sync/atomic"
 	"unicode/utf8"
@@ -166,7 +167,9 @@ func catalogForm(src string, toks []Token) error {
 			}
 			if u.IsPunct("(") {
 				for j < len(toks) && !toks[j].IsPunct(")") {
-					if toks[j].Is("analyze") || toks[j].Is("analyse") {
+					// A quoted option name is the same option: PostgreSQL
+					// compares ("analyze") as a string (attack round 80).
+					if t := toks[j]; t.Kind == TokIdent && (t.Val == "analyze" || t.Val == "analyse") {
 						return pgerr.New(pgerr.InsufficientPrivilege, "EXPLAIN ANALYZE is not allowed in catalog statements").
 							WithPosition(CharPos(src, toks[j].Pos)).
 							WithHint("EXPLAIN without ANALYZE shows the plan of a catalog statement without running it")
@@ -260,13 +263,22 @@ func init() { shadowAttributeFunctions.Store(&map[string]bool{}) }
 // extensions); args are its parameters. The proxy runs it after building
 // each shadow catalog and gives the names to AddShadowFunctions.
 func ShadowFunctionsSQL() (string, []any) {
-	allowed := make([]string, 0, len(catalogFunctions))
-	for f := range catalogFunctions {
-		allowed = append(allowed, f)
-	}
+	allowed := CatalogFunctionNames()
 	return `SELECT DISTINCT proname::text FROM pg_catalog.pg_proc
 		WHERE pronargs >= 1 AND (pronargs - pronargdefaults <= 1 OR provariadic <> 0)
 		  AND provolatile <> 'i' AND proname <> ALL($1::text[]) AND proname NOT LIKE 'pg\_%'`, []any{allowed}
+}
+
+// CatalogFunctionNames returns the names of catalogFunctions, sorted: the
+// functions catalog statements may call, which the shadow's second guard
+// (shadow.RestrictFunctions) keeps executable.
+func CatalogFunctionNames() []string {
+	names := make([]string, 0, len(catalogFunctions))
+	for f := range catalogFunctions {
+		names = append(names, f)
+	}
+	sort.Strings(names)
+	return names
 }
 
 // AddShadowFunctions adds names (ShadowFunctionsSQL's) to those alias.f

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/shadow"
+	"github.com/dpproxy/dpproxy/internal/shadowacl"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -58,6 +59,14 @@ func (tg *shadowTarget) build(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	tg.logPublic(log, res)
+	restricted, err := shadowacl.RestrictFunctions(ctx, tg.adminDSN, tg.role, pgsql.CatalogFunctionNames())
+	if err != nil {
+		return err
+	}
+	if !restricted {
+		log.Warn("the shadow role may execute the shadow's volatile functions (ts_stat, pg_sleep…), so the catalog route's allow-list is their only guard: start once with a superuser shadow_admin, which revokes them (SECURITY.md G8; dpproxy doctor)",
+			zap.String("dataset", tg.dataset))
+	}
 	return tg.learnFunctions(ctx)
 }
 

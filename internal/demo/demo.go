@@ -53,6 +53,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/shadowacl"
+	"github.com/dpproxy/dpproxy/pgsql"
+
 	"github.com/dpproxy/dpproxy/examples"
 	"github.com/dpproxy/dpproxy/internal/pgcluster"
 	"github.com/dpproxy/dpproxy/policy"
@@ -280,6 +283,12 @@ func Setup(ctx context.Context, data, shadow *pgcluster.Cluster, opts Options) (
 		return nil, err
 	}
 	if err := lockShadow(ctx, shadow.DSN(ShadowDatabase)); err != nil {
+		return nil, err
+	}
+	// The shadow's second guard, as a steward would set it up: the
+	// shadow role cannot execute volatile functions (ts_stat, pg_sleep…)
+	// beyond those catalog statements may call.
+	if _, err := shadowacl.RestrictFunctions(ctx, shadow.DSN(ShadowDatabase), ShadowRole, pgsql.CatalogFunctionNames()); err != nil {
 		return nil, err
 	}
 	return &Result{

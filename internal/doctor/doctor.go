@@ -446,6 +446,17 @@ func checkShadow(ctx context.Context, r *Report, ds, dsn, dataDSN string, pol *p
 	} else {
 		r.add(ds, true, "shadow role %s has no write privilege", user)
 	}
+	// The second guard behind the catalog route's allow-list
+	// (shadow.RestrictFunctions, SECURITY.md G8).
+	var volatileOK bool
+	if err := c.QueryRow(ctx, "SELECT has_function_privilege('pg_catalog.ts_stat(text)', 'EXECUTE')").Scan(&volatileOK); err != nil {
+		return fmt.Errorf("datasets.%s.shadow: %w", ds, err)
+	}
+	if volatileOK {
+		r.add(ds, false, "shadow role %s may execute ts_stat, pg_sleep, setseed and the other volatile functions that change or read what a shared shadow session leaves for the next analyst: the catalog route's allow-list is their only guard. dpproxy serve revokes them from PUBLIC in the shadow database when it starts with a superuser datasets.%s.shadow_admin; with another admin, a superuser can run dpproxy serve once, or REVOKE EXECUTE on them in the shadow database (SECURITY.md G8)", user, ds)
+	} else {
+		r.add(ds, true, "shadow role %s cannot execute the volatile functions a catalog statement must not reach (ts_stat and the others are revoked in the shadow database)", user)
+	}
 	var nonEmpty []string
 	for _, name := range pol.TableOrder {
 		t := pol.Tables[name]
