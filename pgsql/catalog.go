@@ -231,22 +231,31 @@ func checkCall(src string, toks []Token, k int, cte map[int]bool, opens []int) e
 		WithHint("catalog statements may call only read-only catalog and scalar functions, and %s is not one of them", shown)
 }
 
-// checkAttribute checks the name toks[k] after "alias." (no "(" after
-// it): PostgreSQL reads alias.f as the call f(alias) when alias has no
-// column f, so f must not name a function that could do harm so called
-// (attributeFunctions). A name PostgreSQL truncates (past 63 bytes) is
-// checked as it truncates it.
+// checkAttribute checks the last name toks[k] of a dotted name (no "("
+// after it): PostgreSQL reads alias.f, schema.table.f and
+// db.schema.table.f as the call f(alias's value) when there is no column
+// f (review 81), so f must not name a function that could do harm so
+// called (attributeFunctions). A type's name (after :: or AS) calls
+// nothing. A name PostgreSQL truncates (past 63 bytes) is checked as it
+// truncates it.
 func checkAttribute(src string, toks []Token, k int) error {
-	if k < 2 || !toks[k-1].IsPunct(".") || toks[k-2].Kind != TokIdent || k >= 3 && toks[k-3].IsPunct(".") {
-		return nil // not a two-part name (schema.table.column calls nothing)
+	if k < 2 || !toks[k-1].IsPunct(".") || toks[k-2].Kind != TokIdent {
+		return nil
+	}
+	start := k - 2
+	for start >= 2 && toks[start-1].IsPunct(".") && toks[start-2].Kind == TokIdent {
+		start -= 2
+	}
+	if start >= 1 && (toks[start-1].IsPunct("::") || toks[start-1].Is("as")) {
+		return nil // ::pg_catalog.xml, AS pg_catalog.xml: a type
 	}
 	f := truncateIdent(toks[k].Val)
 	if catalogFunctions[f] || !attributeFunctions[f] && !(*shadowAttributeFunctions.Load())[f] {
 		return nil
 	}
-	alias := toks[k-2].Val
+	alias := src[toks[start].Pos:toks[k-2].End]
 	return pgerr.New(pgerr.InsufficientPrivilege, "column notation %s.%s is not allowed in catalog statements", alias, f).
-		WithPosition(CharPos(src, toks[k-2].Pos)).
+		WithPosition(CharPos(src, toks[start].Pos)).
 		WithHint("PostgreSQL reads %s.%s as the call %s(%s) when %s has no column %s, and catalog statements may call only read-only catalog and scalar functions; if %s is a column, write it without %s.",
 			alias, f, f, alias, alias, f, f, alias)
 }

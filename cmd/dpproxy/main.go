@@ -13,6 +13,7 @@
 //	dpproxy budget show|grant|reset|resume --config FILE ...
 //	dpproxy ledger verify --config FILE
 //	dpproxy doctor --config FILE
+//	dpproxy shadow restrict --config FILE --dataset D --superuser-dsn DSN
 //
 // This package only wires flags, configuration, the logger and signals to
 // the other packages; it holds no logic of its own.
@@ -54,6 +55,8 @@ const usage = `usage:
                                          end a suspension after an incident (audited)
   dpproxy ledger verify --config FILE    recompute every budget from the ledger's charges
   dpproxy doctor --config FILE           check the live privileges of the data, ledger and shadow roles
+  dpproxy shadow restrict --config FILE --dataset D --superuser-dsn DSN
+                                         as a superuser, revoke the shadow's volatile functions from its role
 `
 
 // usageError is a bad command line: exit status 2, the reason and the usage.
@@ -129,6 +132,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return cmdLedger(ctx, args[1:], stdout, stderr)
 	case "doctor":
 		return cmdDoctor(ctx, args[1:], stdout)
+	case "shadow":
+		return cmdShadow(ctx, args[1:], stdout)
 	case "help", "-h", "--help", "-help":
 		fmt.Fprint(stdout, usage)
 		return nil

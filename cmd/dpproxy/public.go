@@ -64,7 +64,7 @@ func (tg *shadowTarget) build(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	if !restricted {
-		log.Warn("the shadow role may execute the shadow's volatile functions (ts_stat, pg_sleep…), so the catalog route's allow-list is their only guard: start once with a superuser shadow_admin, which revokes them (SECURITY.md G8; dpproxy doctor)",
+		log.Warn("the shadow role may execute the shadow's volatile functions (ts_stat, pg_sleep…), so the catalog route's allow-list is their only guard: run dpproxy shadow restrict as a superuser (SECURITY.md G8; dpproxy doctor)",
 			zap.String("dataset", tg.dataset))
 	}
 	return tg.learnFunctions(ctx)
@@ -107,7 +107,8 @@ func (tg *shadowTarget) refresh(ctx context.Context, log *zap.Logger) error {
 		log.Info("the shadow catalog's tables changed upstream or in size: rebuilt", zap.String("dataset", tg.dataset))
 	}
 	tg.logPublic(log, res)
-	return nil
+	// An extension installed on the shadow since the last look (review 81).
+	return tg.learnFunctions(ctx)
 }
 
 func (tg *shadowTarget) logPublic(log *zap.Logger, res *shadow.Result) {

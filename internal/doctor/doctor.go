@@ -446,14 +446,22 @@ func checkShadow(ctx context.Context, r *Report, ds, dsn, dataDSN string, pol *p
 	} else {
 		r.add(ds, true, "shadow role %s has no write privilege", user)
 	}
+	// The pool's connections set client_connection_check_interval
+	// (internal/shadow, startupParams): PostgreSQL 14+ on a platform that
+	// can check (Linux), or every catalog statement fails to connect.
+	if _, err := c.Exec(ctx, "SET client_connection_check_interval = 1000"); err != nil {
+		r.fail(ds, "the shadow server cannot check that its clients are connected (client_connection_check_interval: %s): dpproxy's shadow connections set it, so every catalog statement would fail; use PostgreSQL 14 or later on Linux for the shadow", oneLine(err))
+	} else {
+		r.add(ds, true, "the shadow server ends a backend whose connection the proxy closed (client_connection_check_interval)")
+	}
 	// The second guard behind the catalog route's allow-list
-	// (shadow.RestrictFunctions, SECURITY.md G8).
+	// (shadowacl.RestrictFunctions, SECURITY.md G8).
 	var volatileOK bool
 	if err := c.QueryRow(ctx, "SELECT has_function_privilege('pg_catalog.ts_stat(text)', 'EXECUTE')").Scan(&volatileOK); err != nil {
 		return fmt.Errorf("datasets.%s.shadow: %w", ds, err)
 	}
 	if volatileOK {
-		r.add(ds, false, "shadow role %s may execute ts_stat, pg_sleep, setseed and the other volatile functions that change or read what a shared shadow session leaves for the next analyst: the catalog route's allow-list is their only guard. dpproxy serve revokes them from PUBLIC in the shadow database when it starts with a superuser datasets.%s.shadow_admin; with another admin, a superuser can run dpproxy serve once, or REVOKE EXECUTE on them in the shadow database (SECURITY.md G8)", user, ds)
+		r.add(ds, false, "shadow role %s may execute ts_stat, pg_sleep, setseed and the other volatile functions that change or read what a shared shadow session leaves for the next analyst: the catalog route's allow-list is their only guard. run, with a superuser's DSN to the shadow database: dpproxy shadow restrict --config FILE --dataset %s --superuser-dsn DSN (SECURITY.md G8)", user, ds)
 	} else {
 		r.add(ds, true, "shadow role %s cannot execute the volatile functions a catalog statement must not reach (ts_stat and the others are revoked in the shadow database)", user)
 	}

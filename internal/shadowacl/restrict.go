@@ -17,15 +17,16 @@ import (
 // pg_catalog that is not in keep (the allow-list's names) and that
 // PostgreSQL does not call on the shadow role's behalf (operators, casts,
 // the system views: their definitions name them, and a system view's
-// dependencies are not in pg_depend), and grants back those of keep. Volatile functions are the
+// dependencies are not in pg_depend). It grants nothing back to PUBLIC, so
+// a steward's own REVOKE of an allowed function stands. Volatile functions are the
 // ones that can change or read the state a session leaves for the next
 // (setseed, advisory locks, large objects, sleeping, signals, ts_stat and
 // query_to_xml, which run SQL text): with EXECUTE revoked, a
 // statement that gets past the lexical check still cannot call them
 // (attack rounds 78 and 79 did, by attribute notation). Privileges on
 // pg_catalog's functions are the bootstrap superuser's to change, so it
-// does this only when the admin is a superuser (a steward can run it once
-// as one, as the demo does); function privileges are per database, so the
+// does this only when connected as a superuser (`dpproxy shadow
+// restrict`, the demo's set-up, or a superuser shadow_admin); function privileges are per database, so the
 // shadow database alone is changed. It reports whether role (the shadow
 // role) is then without EXECUTE on ts_stat(text), the mark of a
 // restricted shadow. Idempotent.
@@ -56,20 +57,17 @@ func RestrictFunctions(ctx context.Context, adminDSN, role string, keep []string
 	if !super {
 		return restricted()
 	}
-	var revoke, grant *string
+	var revoke *string
 	err = conn.QueryRow(ctx, `
-		WITH v AS (
-			SELECT p.oid, p.proname FROM pg_catalog.pg_proc p
-			WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.prokind = 'f' AND p.provolatile = 'v')
-		SELECT
-			(SELECT string_agg(oid::regprocedure::text, ', ') FROM v
-			 WHERE proname <> ALL($1::text[])
-			   AND oid NOT IN (SELECT oprcode FROM pg_catalog.pg_operator)
-			   AND oid NOT IN (SELECT castfunc FROM pg_catalog.pg_cast)
-			   AND proname NOT IN (SELECT m[1] FROM pg_catalog.pg_class c,
-			                       regexp_matches(pg_catalog.pg_get_viewdef(c.oid), '([a-z_0-9]+)\(', 'g') AS m
-			                       WHERE c.relkind = 'v' AND c.relnamespace IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace))),
-			(SELECT string_agg(oid::regprocedure::text, ', ') FROM v WHERE proname = ANY($1::text[]))`, keep).Scan(&revoke, &grant)
+		SELECT string_agg(p.oid::regprocedure::text, ', ') FROM pg_catalog.pg_proc p
+		WHERE p.pronamespace = 'pg_catalog'::regnamespace AND p.prokind = 'f' AND p.provolatile = 'v'
+		  AND p.proname <> ALL($1::text[])
+		  AND p.oid NOT IN (SELECT oprcode FROM pg_catalog.pg_operator)
+		  AND p.oid NOT IN (SELECT castfunc FROM pg_catalog.pg_cast)
+		  AND p.proname NOT IN (SELECT m[1] FROM pg_catalog.pg_class c,
+		                        regexp_matches(pg_catalog.pg_get_viewdef(c.oid), '([a-z_0-9]+)\(', 'g') AS m
+		                        WHERE c.relkind = 'v' AND c.relnamespace IN ('pg_catalog'::regnamespace, 'information_schema'::regnamespace))`,
+		keep).Scan(&revoke)
 	if err != nil {
 		return false, fmt.Errorf("shadowacl: listing functions: %w", err)
 	}
@@ -83,17 +81,12 @@ func RestrictFunctions(ctx context.Context, adminDSN, role string, keep []string
 			return false, fmt.Errorf("shadowacl: revoking EXECUTE on volatile functions: %w", err)
 		}
 	}
-	if grant != nil {
-		if _, err := tx.Exec(ctx, "GRANT EXECUTE ON FUNCTION "+*grant+" TO PUBLIC"); err != nil {
-			return false, fmt.Errorf("shadowacl: granting EXECUTE on allowed functions: %w", err)
-		}
-	}
 	// The shadow's owner (the proxy's shadow admin) keeps what shadow.Build
 	// calls: the cluster's system identifier (that the shadow is not the
 	// data's cluster) and the transaction lock that serialises builds.
 	if _, err := tx.Exec(ctx, `DO $$ BEGIN
-		EXECUTE format('GRANT EXECUTE ON FUNCTION pg_catalog.pg_control_system(), pg_catalog.pg_advisory_xact_lock(bigint) TO %I',
-			(SELECT datdba::regrole::text FROM pg_catalog.pg_database WHERE datname = current_database()));
+		EXECUTE format('GRANT EXECUTE ON FUNCTION pg_catalog.pg_control_system(), pg_catalog.pg_advisory_xact_lock(bigint) TO %s',
+			(SELECT datdba::regrole::text FROM pg_catalog.pg_database WHERE datname = current_database())); -- regrole's text is quoted
 		END $$`); err != nil {
 		return false, fmt.Errorf("shadowacl: granting the shadow owner what shadow.Build calls: %w", err)
 	}
