@@ -15,9 +15,9 @@ import "testing"
 func TestReview81_QualifiedAttributeOfShadowFunction(t *testing.T) {
 	AddShadowFunctions([]string{"review81_evil"})
 	for _, sql := range []string{
-		"SELECT t.review81_evil FROM public.patients t",                          // refused (2 parts)
-		"SELECT public.patients.review81_evil FROM public.patients",              // 3 parts
-		"SELECT hospital.public.patients.review81_evil FROM public.patients",     // 4 parts
+		"SELECT t.review81_evil FROM public.patients t",                         // refused (2 parts)
+		"SELECT public.patients.review81_evil FROM public.patients",             // 3 parts
+		"SELECT hospital.public.patients.review81_evil FROM public.patients",    // 4 parts
 		"SELECT public . patients /* x */ . review81_evil FROM public.patients", // spacing
 	} {
 		if err := checkCatalog(t, sql); err == nil {
