@@ -104,9 +104,16 @@ func CheckCatalog(src string, toks []Token) error {
 	// attr[k]: toks[k] is a name in an indirection chain on a value
 	// ((expr).a.b, arr[1].a, $1.a), where PostgreSQL may read it as a call.
 	attr := make([]bool, len(toks))
+	// chain[k]: where the dotted name toks[k] ends is first (a.b.c: a's
+	// index), kept as the loop goes, so a long chain costs linear time.
+	chain := make([]int, len(toks))
 	for k, t := range toks {
 		if t.Kind != TokIdent {
 			continue
+		}
+		chain[k] = k
+		if k >= 2 && toks[k-1].IsPunct(".") && toks[k-2].Kind == TokIdent {
+			chain[k] = chain[k-2]
 		}
 		if k >= 2 && toks[k-1].IsPunct(".") {
 			b := toks[k-2]
@@ -127,7 +134,7 @@ func CheckCatalog(src string, toks []Token) error {
 			}
 			continue
 		}
-		if err := checkAttribute(src, toks, k); err != nil {
+		if err := checkAttribute(src, toks, k, chain[k]); err != nil {
 			return err
 		}
 		if err := checkRelation(src, toks, k); err != nil {
@@ -235,16 +242,12 @@ func checkCall(src string, toks []Token, k int, cte map[int]bool, opens []int) e
 // after it): PostgreSQL reads alias.f, schema.table.f and
 // db.schema.table.f as the call f(alias's value) when there is no column
 // f (review 81), so f must not name a function that could do harm so
-// called (attributeFunctions). A type's name (after :: or AS) calls
-// nothing. A name PostgreSQL truncates (past 63 bytes) is checked as it
+// called (attributeFunctions). start is the index of the name's first
+// part. A type's name (after :: or AS) calls nothing. A name PostgreSQL truncates (past 63 bytes) is checked as it
 // truncates it.
-func checkAttribute(src string, toks []Token, k int) error {
-	if k < 2 || !toks[k-1].IsPunct(".") || toks[k-2].Kind != TokIdent {
-		return nil
-	}
-	start := k - 2
-	for start >= 2 && toks[start-1].IsPunct(".") && toks[start-2].Kind == TokIdent {
-		start -= 2
+func checkAttribute(src string, toks []Token, k, start int) error {
+	if start == k {
+		return nil // not after a dot
 	}
 	if start >= 1 && (toks[start-1].IsPunct("::") || toks[start-1].Is("as")) {
 		return nil // ::pg_catalog.xml, AS pg_catalog.xml: a type

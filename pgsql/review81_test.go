@@ -1,6 +1,10 @@
 package pgsql
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 // TestReview81_QualifiedAttributeOfShadowFunction (review 81): PostgreSQL
 // reads schema.table.f (and db.schema.table.f) as f(table's row) when the
@@ -41,5 +45,23 @@ func TestReview81_TypeNamesAccepted(t *testing.T) {
 	}
 	if err := checkCatalog(t, "SELECT t.xml FROM pg_class t"); err == nil {
 		t.Error("t.xml accepted: xml(text) is volatile")
+	}
+}
+
+// TestReview81_LongDottedNameLinear: checking the last part of every
+// dotted name looks back to the name's first part; a 1 MiB name of
+// 300,000 parts must not cost each part a walk back (quadratic: minutes of
+// the proxy's CPU before any refusal). A complexity guard, with a bound
+// 50 times the linear cost measured (18 ms).
+func TestReview81_LongDottedNameLinear(t *testing.T) {
+	sql := "SELECT " + strings.Repeat("a.", 300000) + "b FROM pg_class a"
+	toks, err := Lex(sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_ = CheckCatalog(sql, toks)
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("CheckCatalog of a 300,000-part name took %v", d)
 	}
 }
