@@ -114,6 +114,9 @@ type conn struct {
 	// resultReserved: what the result being kept has reserved so far
 	// (reserveResult, growResult); 0 outside one.
 	resultReserved int
+	// relayCharged: what the relay of a catalog statement holds of the
+	// shadow's large messages (admitRelayed).
+	relayCharged int
 	// ticketKept: paced handed ticket to a release it left running (a
 	// cancelled statement), which frees it when it ends.
 	ticketKept bool

@@ -206,6 +206,11 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	}
 	var st statement
 	n := -1
+	release, err := c.textSlot(c.sessCtx, m.Query) // query.go
+	if err != nil {
+		return err
+	}
+	defer release()
 	if cs, ok := c.splitOne(m.Query); ok {
 		st, n = cs.st, cs.nParams
 	} else {
@@ -222,6 +227,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		}
 		st = c.classify(text)
 	}
+	release() // planning (checkDP) takes the slot itself
 	text := st.text
 	if err := c.sess.checkNotFailed(st); err != nil {
 		return err

@@ -43,6 +43,10 @@ type framer struct {
 	exact bool
 	// min and max bound the body (the bytes after the length field).
 	min, max int
+	// admit, when set, is asked before a body larger than frameBufSize is
+	// read (the relay charges its analyst's memory: relay.go); its error
+	// is next's, with the body left unread.
+	admit func(body int) error
 }
 
 // frameBufSize is a framer's initial buffer: PostgreSQL's own send buffer
@@ -85,6 +89,11 @@ func (f *framer) next() (byte, []byte, error) {
 	}
 	if n > f.max {
 		return 0, nil, &frameTooLargeError{size: n, max: f.max}
+	}
+	if f.admit != nil && n > frameBufSize {
+		if err := f.admit(n); err != nil {
+			return 0, nil, err
+		}
 	}
 	if err := f.fill(hl + n); err != nil {
 		if err == io.EOF {

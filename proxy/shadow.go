@@ -267,7 +267,7 @@ func (c *conn) shadowFailed(ctx context.Context, err error) error {
 			// CancelRequest): say why, as PostgreSQL would.
 			return statementError(ctx, err)
 		}
-		return &shadowError{pg: pge}
+		return &shadowError{pg: clipShadowError(pge)}
 	}
 	if ctx.Err() != nil {
 		return statementError(ctx, err)
@@ -313,6 +313,8 @@ func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, erro
 		c.dropShadow(sc)
 		return c.shadowFailed(ctx, err)
 	}
+	rl.f.admit = c.admitRelayed
+	defer c.releaseRelayed()
 	// The proxy's own bound, should the server not end the statement at
 	// its statement_timeout; cleared below (pgconn uses the socket next).
 	// (The client's writes have a deadline too: acquireShadow.)
@@ -420,4 +422,27 @@ func noticeResponse(n *pgconn.Notice) *pgproto3.NoticeResponse {
 		DataTypeName: n.DataTypeName, ConstraintName: n.ConstraintName,
 		File: n.File, Line: n.Line, Routine: n.Routine,
 	}
+}
+
+// maxShadowErrorField bounds each text field of an error the shadow sent
+// that the session keeps to send: PostgreSQL quotes a cast's whole input
+// in its message (SELECT repeat('x', 60000000)::int: a 60 MB error, held
+// until the client read it; attack round 82), as the DP NOTICE is cut.
+const maxShadowErrorField = 8 << 10
+
+// clipShadowError returns e with its text fields cut to
+// maxShadowErrorField bytes (a copy when any was longer).
+func clipShadowError(e *pgconn.PgError) *pgconn.PgError {
+	long := false
+	for _, f := range []string{e.Message, e.Detail, e.Hint, e.Where, e.InternalQuery, e.SchemaName, e.TableName, e.ColumnName, e.DataTypeName, e.ConstraintName, e.File, e.Routine} {
+		long = long || len(f) > maxShadowErrorField
+	}
+	if !long {
+		return e
+	}
+	c := *e
+	for _, f := range []*string{&c.Message, &c.Detail, &c.Hint, &c.Where, &c.InternalQuery, &c.SchemaName, &c.TableName, &c.ColumnName, &c.DataTypeName, &c.ConstraintName, &c.File, &c.Routine} {
+		*f = pgerr.Truncate(*f, maxShadowErrorField)
+	}
+	return &c
 }
