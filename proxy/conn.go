@@ -151,6 +151,12 @@ func (c *conn) cancelRunning(cause error) bool {
 	if f != nil {
 		f(cause)
 	}
+	// One CancelRequest to the shadow per statement: each is a connection
+	// and a fork on the shadow server, and a client may repeat its own
+	// cancel thousands of times a second (attack round 83: 2,400 shadow
+	// connections for one statement in 3 s, another analyst's catalog
+	// statements 10 times slower); watchShadow sets shadowPG per statement.
+	c.shadowPG = nil
 	c.cancelMu.Unlock()
 	if pg != nil {
 		go func() {
