@@ -252,7 +252,7 @@ func checkAttribute(src string, toks []Token, k, start int) error {
 	if start >= 1 && (toks[start-1].IsPunct("::") || toks[start-1].Is("as")) {
 		return nil // ::pg_catalog.xml, AS pg_catalog.xml: a type
 	}
-	f := truncateIdent(toks[k].Val)
+	f := TruncateIdent(toks[k].Val)
 	if catalogFunctions[f] || !attributeFunctions[f] && !(*shadowAttributeFunctions.Load())[f] {
 		return nil
 	}
@@ -313,9 +313,10 @@ func AddShadowFunctions(names []string) {
 	}
 }
 
-// truncateIdent is an identifier as PostgreSQL keeps it: at most 63 bytes
-// (NAMEDATALEN − 1), cut at a character boundary.
-func truncateIdent(s string) string {
+// TruncateIdent is an identifier (or a start-up name) as PostgreSQL
+// keeps it: at most 63 bytes (NAMEDATALEN − 1), cut at a character
+// boundary.
+func TruncateIdent(s string) string {
 	const max = 63
 	if len(s) <= max {
 		return s

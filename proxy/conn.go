@@ -13,10 +13,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/shadow"
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/pipeline"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -433,7 +433,7 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	// As PostgreSQL reads them: at most NAMEDATALEN−1 bytes, before they
 	// reach the log (attack round 46: a failed login logged 9,000 bytes
 	// of its chosen user name).
-	user, database = clipName(user), clipName(database)
+	user, database = pgsql.TruncateIdent(user), pgsql.TruncateIdent(database)
 	c.log = c.log.With(zap.String(logKeyAnalyst, user), zap.String(logKeyDataset, database))
 
 	creds, known := c.srv.creds[user]
@@ -622,18 +622,4 @@ func (c *conn) readyForQuery() {
 	}
 	c.sendParameterStatus()
 	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.sess.txStatus})
-}
-
-// clipName cuts a start-up name to 63 bytes (PostgreSQL's NAMEDATALEN−1)
-// at a character boundary, as PostgreSQL does with the names it reads.
-func clipName(s string) string {
-	const maxName = 63
-	if len(s) <= maxName {
-		return s
-	}
-	n := maxName
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }
