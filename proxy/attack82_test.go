@@ -1,11 +1,16 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/pgsql"
+	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
 
@@ -131,5 +136,65 @@ func TestAttack82_RelayedCatalogRowHeldWholeUncounted(t *testing.T) {
 	}
 	for _, nc := range conns {
 		_ = nc.Close()
+	}
+}
+
+// TestAttack82_BigTextsCheckedOneAtATimePerAnalyst: splitting and
+// classifying a query string over 16 KiB holds the analyst's planning
+// slot, so the sessions of one analyst check at most one such string at a
+// time (attack round 82: 24 sessions of refused 1 MiB strings slowed
+// another analyst's DP answer 12 times, 0.44 s to 5.3 s); another
+// analyst's strings are checked beside them, and short strings take no
+// slot. Deterministic: the classifier is slowed and counts who is in it
+// (the end-to-end timing, 0.74 s under the flood with the slot, varied
+// too much under CI's load to assert).
+func TestAttack82_BigTextsCheckedOneAtATimePerAnalyst(t *testing.T) {
+	var mu sync.Mutex
+	in, most := map[string]int{}, map[string]int{}
+	ts := startServer(t, serverOpts{router: func(r *router) {
+		classify := r.classify
+		r.classify = func(ds *policy.Dataset, stmt string) (pgsql.Route, error) {
+			who := "short"
+			switch {
+			case strings.Contains(stmt, "/*alice*/") && len(stmt) > bigText:
+				who = "alice"
+			case strings.Contains(stmt, "/*bob*/") && len(stmt) > bigText:
+				who = "bob"
+			}
+			mu.Lock()
+			in[who]++
+			most[who] = max(most[who], in[who])
+			mu.Unlock()
+			time.Sleep(30 * time.Millisecond)
+			mu.Lock()
+			in[who]--
+			mu.Unlock()
+			return classify(ds, stmt)
+		}
+	}})
+	pad := strings.Repeat("x", bigText)
+	var wg sync.WaitGroup
+	run := func(user, password, sql string) {
+		pc := ts.connectAs(t, user, password, "hospital")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 3; i++ {
+				_, _ = pc.Exec(context.Background(), sql).ReadAll()
+			}
+		}()
+	}
+	for i := 0; i < 4; i++ {
+		run("alice", "alice", "SELECT 1 /*alice*/ -- "+pad)
+		run("bob", "bob-secret", "SELECT 1 /*bob*/ -- "+pad)
+		run("alice", "alice", "SELECT 1")
+	}
+	wg.Wait()
+	t.Logf("most at once in the classifier: %v", most)
+	if most["alice"] != 1 || most["bob"] != 1 {
+		t.Errorf("one analyst's sessions checked %d (alice) and %d (bob) strings over %d bytes at once; want 1 each", most["alice"], most["bob"], bigText)
+	}
+	if most["short"] < 2 {
+		t.Logf("short strings never overlapped (%d): not a failure, they take no slot", most["short"])
 	}
 }
