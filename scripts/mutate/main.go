@@ -74,7 +74,7 @@ var mutations = []mutation{
 		{"pgemit/bounds_sql.go", `w(") AS dp_counted WHERE dp_group_rank <= ", l0)`, `w(") AS dp_counted WHERE dp_group_rank <= ", "1073741824")`},
 	}},
 	{"ε/2 charged (release's charge)", "./release", []edit{
-		{"release/release.go", "\t\t\tEpsilon:         m.mech.Epsilon(),\n", "\t\t\tEpsilon:         m.mech.Epsilon() / 2,\n"},
+		{"release/calibrate.go", "Epsilon: m.Epsilon(), Delta", "Epsilon: m.Epsilon() / 2, Delta"},
 	}},
 	{"ε/2 composed (accountant)", "./accountant", []edit{
 		{"accountant/method.go", "\t\tbe.Add(be, dec(e.Epsilon))\n", "\t\tbe.Add(be, dec(e.Epsilon/2))\n"},
