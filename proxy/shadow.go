@@ -313,7 +313,10 @@ func (c *conn) relayShadow(ctx context.Context, build func([]byte) ([]byte, erro
 		c.dropShadow(sc)
 		return c.shadowFailed(ctx, err)
 	}
-	rl.f.admit = c.admitRelayed
+	if c.admitFn == nil {
+		c.admitFn = c.admitRelayed // once per session: a method value allocates
+	}
+	rl.f.admit = c.admitFn
 	defer c.releaseRelayed()
 	// The proxy's own bound, should the server not end the statement at
 	// its statement_timeout; cleared below (pgconn uses the socket next).
