@@ -243,8 +243,8 @@ func checkCall(src string, toks []Token, k int, cte map[int]bool, opens []int) e
 // db.schema.table.f as the call f(alias's value) when there is no column
 // f (review 81), so f must not name a function that could do harm so
 // called (attributeFunctions). start is the index of the name's first
-// part. A type's name (after :: or AS) calls nothing. A name PostgreSQL truncates (past 63 bytes) is checked as it
-// truncates it.
+// part. A type's name (after :: or AS) calls nothing. A name PostgreSQL
+// truncates (past 63 bytes) is checked as it truncates it.
 func checkAttribute(src string, toks []Token, k, start int) error {
 	if start == k {
 		return nil // not after a dot
