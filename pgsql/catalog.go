@@ -104,17 +104,18 @@ func CheckCatalog(src string, toks []Token) error {
 	// attr[k]: toks[k] is a name in an indirection chain on a value
 	// ((expr).a.b, arr[1].a, $1.a), where PostgreSQL may read it as a call.
 	attr := make([]bool, len(toks))
-	// chain[k]: where the dotted name toks[k] ends is first (a.b.c: a's
-	// index), kept as the loop goes, so a long chain costs linear time.
-	chain := make([]int, len(toks))
+	// start: where the dotted name that toks[k] ends begins (a.b.c: a's
+	// index), carried from the name before it (lastK), so a long chain
+	// costs linear time.
+	start, lastK := 0, -1
 	for k, t := range toks {
 		if t.Kind != TokIdent {
 			continue
 		}
-		chain[k] = k
-		if k >= 2 && toks[k-1].IsPunct(".") && toks[k-2].Kind == TokIdent {
-			chain[k] = chain[k-2]
+		if k < 2 || lastK != k-2 || !toks[k-1].IsPunct(".") {
+			start = k
 		}
+		lastK = k
 		if k >= 2 && toks[k-1].IsPunct(".") {
 			b := toks[k-2]
 			if b.IsPunct(")") || b.IsPunct("]") || b.Kind == TokParam || b.Kind == TokIdent && attr[k-2] {
@@ -134,7 +135,7 @@ func CheckCatalog(src string, toks []Token) error {
 			}
 			continue
 		}
-		if err := checkAttribute(src, toks, k, chain[k]); err != nil {
+		if err := checkAttribute(src, toks, k, start); err != nil {
 			return err
 		}
 		if err := checkRelation(src, toks, k); err != nil {

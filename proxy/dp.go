@@ -189,14 +189,30 @@ func (c *conn) prepare(ctx context.Context, env *pipeline.Env, s *pipeline.Setti
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	release, err := c.takePlanSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return pipeline.Prepare(env, s, &c.dpTexts, text)
+}
+
+// takePlanSlot waits under ctx for the analyst's planning slot and returns
+// what gives it back (safe to call more than once).
+func (c *conn) takePlanSlot(ctx context.Context) (func(), error) {
 	slot := c.srv.planSlot(c.sess.analyst)
 	select {
 	case slot <- struct{}{}:
 	case <-ctx.Done():
 		return nil, statementError(ctx, ctx.Err())
 	}
-	defer func() { <-slot }()
-	return pipeline.Prepare(env, s, &c.dpTexts, text)
+	held := true
+	return func() {
+		if held {
+			held = false
+			<-slot
+		}
+	}, nil
 }
 
 // answerSet is a pipeline's answer as rows for the client.

@@ -530,17 +530,5 @@ func (c *conn) textSlot(ctx context.Context, text string) (func(), error) {
 	if len(text) <= bigText {
 		return func() {}, nil
 	}
-	slot := c.srv.planSlot(c.sess.analyst)
-	select {
-	case slot <- struct{}{}:
-	case <-ctx.Done():
-		return nil, statementError(ctx, ctx.Err())
-	}
-	held := true
-	return func() {
-		if held {
-			held = false
-			<-slot
-		}
-	}, nil
+	return c.takePlanSlot(ctx) // dp.go
 }

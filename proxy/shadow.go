@@ -433,16 +433,9 @@ func noticeResponse(n *pgconn.Notice) *pgproto3.NoticeResponse {
 // until the client read it; attack round 82), as the DP NOTICE is cut.
 const maxShadowErrorField = 8 << 10
 
-// clipShadowError returns e with its text fields cut to
-// maxShadowErrorField bytes (a copy when any was longer).
+// clipShadowError returns a copy of e with its text fields cut to
+// maxShadowErrorField bytes.
 func clipShadowError(e *pgconn.PgError) *pgconn.PgError {
-	long := false
-	for _, f := range []string{e.Message, e.Detail, e.Hint, e.Where, e.InternalQuery, e.SchemaName, e.TableName, e.ColumnName, e.DataTypeName, e.ConstraintName, e.File, e.Routine} {
-		long = long || len(f) > maxShadowErrorField
-	}
-	if !long {
-		return e
-	}
 	c := *e
 	for _, f := range []*string{&c.Message, &c.Detail, &c.Hint, &c.Where, &c.InternalQuery, &c.SchemaName, &c.TableName, &c.ColumnName, &c.DataTypeName, &c.ConstraintName, &c.File, &c.Routine} {
 		*f = pgerr.Truncate(*f, maxShadowErrorField)

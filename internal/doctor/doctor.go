@@ -44,6 +44,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/catalog"
 	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/shadowacl"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -456,11 +457,11 @@ func checkShadow(ctx context.Context, r *Report, ds, dsn, dataDSN string, pol *p
 	}
 	// The second guard behind the catalog route's allow-list
 	// (shadowacl.RestrictFunctions, SECURITY.md G8).
-	var volatileOK bool
-	if err := c.QueryRow(ctx, "SELECT has_function_privilege('pg_catalog.ts_stat(text)', 'EXECUTE')").Scan(&volatileOK); err != nil {
+	restricted, err := shadowacl.Restricted(ctx, c, user)
+	if err != nil {
 		return fmt.Errorf("datasets.%s.shadow: %w", ds, err)
 	}
-	if volatileOK {
+	if !restricted {
 		r.add(ds, false, "shadow role %s may execute ts_stat, pg_sleep, setseed and the other volatile functions that change or read what a shared shadow session leaves for the next analyst: the catalog route's allow-list is their only guard. run, with a superuser's DSN to the shadow database: dpproxy shadow restrict --config FILE --dataset %s --superuser-dsn DSN (SECURITY.md G8)", user, ds)
 	} else {
 		r.add(ds, true, "shadow role %s cannot execute the volatile functions a catalog statement must not reach (ts_stat and the others are revoked in the shadow database)", user)

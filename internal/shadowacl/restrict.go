@@ -42,14 +42,7 @@ func RestrictFunctions(ctx context.Context, adminDSN, role string, keep []string
 		return false, fmt.Errorf("shadowacl: %w", err)
 	}
 	defer conn.Close(context.Background())
-	restricted := func() (bool, error) {
-		var may bool
-		err := conn.QueryRow(ctx, "SELECT has_function_privilege($1, 'pg_catalog.ts_stat(text)', 'EXECUTE')", role).Scan(&may)
-		if err != nil {
-			return false, fmt.Errorf("shadowacl: %w", err)
-		}
-		return !may, nil
-	}
+	restricted := func() (bool, error) { return Restricted(ctx, conn, role) }
 	var super bool
 	if err := conn.QueryRow(ctx, "SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = current_user").Scan(&super); err != nil {
 		return false, fmt.Errorf("shadowacl: %w", err)
@@ -94,4 +87,15 @@ func RestrictFunctions(ctx context.Context, adminDSN, role string, keep []string
 		return false, fmt.Errorf("shadowacl: %w", err)
 	}
 	return restricted()
+}
+
+// Restricted reports whether role cannot execute ts_stat(text) in conn's
+// database: the mark RestrictFunctions leaves (and dpproxy doctor reads).
+func Restricted(ctx context.Context, conn *pgx.Conn, role string) (bool, error) {
+	var may bool
+	err := conn.QueryRow(ctx, "SELECT has_function_privilege($1, 'pg_catalog.ts_stat(text)', 'EXECUTE')", role).Scan(&may)
+	if err != nil {
+		return false, fmt.Errorf("shadowacl: %w", err)
+	}
+	return !may, nil
 }
