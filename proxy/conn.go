@@ -485,11 +485,13 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 // or a fatal error.
 func (c *conn) loop(ctx context.Context) {
 	for {
-		if t := c.srv.cfg.IdleTimeout; t > 0 {
+		if t := c.srv.cfg.IdleTimeout; t > 0 && !c.fr.whole() {
 			_ = c.netConn.SetReadDeadline(time.Now().Add(t))
 		}
 		// Without IdleTimeout the read deadline stays unset (run clears it
-		// after start-up); only shutdown sets one, to end this read.
+		// after start-up); only shutdown sets one, to end this read. A
+		// message already buffered whole is read without the socket (the
+		// rest of a pipelined batch: one deadline per read, not per message).
 		if c.shuttingDown.Load() {
 			c.fatal(pgerr.New(adminShutdown, "terminating connection due to administrator command"))
 			return

@@ -112,6 +112,13 @@ func (f *framer) next() (byte, []byte, error) {
 // buffered is the number of bytes read from r and not handed out.
 func (f *framer) buffered() int { return len(f.buf) - f.off }
 
+// whole reports whether a whole typed message is buffered: next returns
+// it without reading (a pipelined batch's later messages).
+func (f *framer) whole() bool {
+	b := f.buf[f.off:]
+	return len(b) >= frameHeaderLen && len(b)-1 >= int(binary.BigEndian.Uint32(b[1:frameHeaderLen]))
+}
+
 // fill makes n bytes past off available in buf, reading from r only what
 // is missing when exact, else as much as the buffer holds. A partial
 // header at EOF is io.ErrUnexpectedEOF.

@@ -147,3 +147,35 @@ func FuzzFramer(f *testing.F) {
 		}
 	})
 }
+
+// TestFramer_Whole checks whole: true exactly when next would return a
+// message without reading (the loop then sets no new idle deadline), so a
+// partly buffered message is always read under a fresh one.
+func TestFramer_Whole(t *testing.T) {
+	batch := cat(rawMsg('P', "\x00SELECT 1\x00\x00\x00"), rawMsg('S', ""))
+	for cut := 0; cut <= len(batch); cut++ {
+		cr := &countingReader{r: bytes.NewReader(batch[:cut])}
+		f := newFramer(cr, 1<<20)
+		f.buf = append(f.buf, batch[:cut]...)
+		cr.r = bytes.NewReader(nil)
+		for f.buffered() > 0 {
+			whole := f.whole()
+			_, _, err := f.next()
+			if whole && err != nil {
+				t.Fatalf("cut %d: whole, but next failed: %v", cut, err)
+			}
+			if !whole && err == nil {
+				t.Fatalf("cut %d: not whole, but next returned a message from the buffer", cut)
+			}
+			if err != nil {
+				break
+			}
+		}
+		if cr.n != 0 {
+			t.Fatalf("cut %d: read %d bytes from an empty reader", cut, cr.n)
+		}
+	}
+	if f := newFramer(bytes.NewReader(nil), 1<<20); f.whole() {
+		t.Fatal("an empty buffer is not a whole message")
+	}
+}
