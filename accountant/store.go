@@ -23,9 +23,10 @@ var ErrLedgerUnavailable = errors.New("privacy ledger unavailable")
 
 // Reservation is a durable charge made before any data is read.
 type Reservation struct {
-	ID     int64
-	Cost   Spent  // what this query added to the composed total
-	Status Status // the analyst's budget after the charge
+	ID      int64
+	Analyst string // whose charge: the ledger bounds each analyst's share of its connections
+	Cost    Spent  // what this query added to the composed total
+	Status  Status // the analyst's budget after the charge
 	// Renewed names the budget rows whose window this charge renewed
 	// ("" the global row, "team:T" a team, else the analyst).
 	Renewed []string
@@ -38,8 +39,9 @@ type Store interface {
 	// a 53400 *pgerr.Error wrapping ErrBudgetExhausted. Concurrent Reserve
 	// calls for one analyst and dataset never overspend.
 	Reserve(ctx context.Context, c Charge) (*Reservation, error)
-	// Release records the released (noisy) answer on the reservation.
-	Release(ctx context.Context, id int64, answer []byte) error
+	// Release records the released (noisy) answer on the reservation (nil:
+	// released without a stored answer, which the answer cache then misses).
+	Release(ctx context.Context, res *Reservation, answer []byte) error
 	// Status returns the analyst's budget on the dataset.
 	Status(ctx context.Context, analyst string, ds *policy.Dataset) (Status, error)
 	// Cached returns the released answer of the newest released charge with

@@ -206,7 +206,7 @@ func TestLedger_VerifyAcrossMethodsAndReserved(t *testing.T) {
 				t.Fatalf("%s: %v", m, err)
 			}
 			if (i+j)%2 == 0 {
-				if err := l.Release(ctx, res.ID, []byte(`{}`)); err != nil {
+				if err := l.Release(ctx, res, []byte(`{}`)); err != nil {
 					t.Fatal(err)
 				}
 				released = append(released, res.ID)

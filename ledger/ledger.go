@@ -471,7 +471,7 @@ func (l *Ledger) reserveTx(ctx context.Context, m accountant.Method, c accountan
 			st.Lifetime = &accountant.Lifetime{Spent: ls, Limit: analystPlan.lim.Lifetime}
 		}
 	}
-	res := &accountant.Reservation{ID: id, Cost: cost, Status: st}
+	res := &accountant.Reservation{ID: id, Analyst: c.Analyst, Cost: cost, Status: st}
 	for _, pl := range plans {
 		if pl.renew {
 			res.Renewed = append(res.Renewed, pl.lim.Name)
@@ -743,12 +743,23 @@ func (l *Ledger) refuse(c accountant.Charge, m accountant.Method, cost accountan
 }
 
 // Release records the released (noisy) answer on the reservation and marks
-// it released. Releasing twice is an error. The answer is stored, never
-// logged.
-func (l *Ledger) Release(ctx context.Context, id int64, answer []byte) error {
-	if !json.Valid(answer) {
+// it released (a nil answer: released, nothing stored). Releasing twice is
+// an error. The answer is stored, never logged.
+//
+// It takes the analyst's charge share, as Reserve does: an analyst's
+// answers are stored one at a time on one ledger connection (attack round
+// 84: two sessions per dataset on two datasets stored four large answers
+// at once, the whole pool, and another analyst's charges waited 0.7–1.3 s).
+func (l *Ledger) Release(ctx context.Context, res *accountant.Reservation, answer []byte) error {
+	id := res.ID
+	if answer != nil && !json.Valid(answer) {
 		return pgerr.New(pgerr.InternalError, "cannot record the released answer").Wrap(fmt.Errorf("answer of reservation %d is not JSON", id))
 	}
+	done, err := l.charges.Acquire(ctx, res.Analyst)
+	if err != nil {
+		return canceled(ctx)
+	}
+	defer done()
 	// The charge is already durable; the answer is recorded with an
 	// asynchronous commit (one round trip, no wait for the WAL flush). A
 	// crash of the ledger database may lose the last few release records:

@@ -141,15 +141,15 @@ func TestLedger_ReserveReleaseStatus(t *testing.T) {
 	}
 
 	answer := []byte(`{"columns":["count"],"rows":[[41]]}`)
-	if err := l.Release(ctx, res.ID, answer); err != nil {
+	if err := l.Release(ctx, res, answer); err != nil {
 		t.Fatal(err)
 	}
 	if s := queryOne[string](t, dsn, `SELECT status || ' ' || (answer->'rows'->0->>0) || ' ' || (released_at IS NOT NULL) FROM dpproxy_ledger.charge WHERE id = $1`, res.ID); s != "released 41 true" {
 		t.Fatalf("ledger row after Release = %q", s)
 	}
-	wantCode(t, l.Release(ctx, res.ID, answer), pgerr.InternalError) // twice
-	wantCode(t, l.Release(ctx, res.ID+1000, answer), pgerr.InternalError)
-	wantCode(t, l.Release(ctx, res.ID, []byte("not json")), pgerr.InternalError)
+	wantCode(t, l.Release(ctx, res, answer), pgerr.InternalError) // twice
+	wantCode(t, l.Release(ctx, &accountant.Reservation{ID: res.ID + 1000, Analyst: res.Analyst}, answer), pgerr.InternalError)
+	wantCode(t, l.Release(ctx, res, []byte("not json")), pgerr.InternalError)
 
 	got, ok, err := l.Cached(ctx, "hospital", "fp-alice", "v1")
 	if err != nil || !ok || !jsonEqual(t, got, answer) {
@@ -471,7 +471,7 @@ func TestLedger_UnavailableFailsClosedAndRecovers(t *testing.T) {
 	}
 	_, err = l.Status(ctx, "alice", ds)
 	wantCode(t, err, pgerr.SystemError)
-	wantCode(t, l.Release(ctx, 1, []byte(`{}`)), pgerr.SystemError)
+	wantCode(t, l.Release(ctx, &accountant.Reservation{ID: 1, Analyst: "alice"}, []byte(`{}`)), pgerr.SystemError)
 
 	f.start(t) // back on the same address
 	var res *accountant.Reservation

@@ -276,10 +276,14 @@ func (c *conn) release(ctx context.Context, env *pipeline.Env, req release.Reque
 		req.Contended = contended
 		var err error
 		res, err = c.srv.cfg.Releaser.Run(rctx, req)
-		if res != nil && !res.ReadyAt.IsZero() {
-			return res.ReadyAt, err
+		if err != nil {
+			err, ready := release.ErrorReadyAt(err) // an incident's: when it happened
+			return ready, err
 		}
-		return time.Now(), err
+		if res != nil && !res.ReadyAt.IsZero() {
+			return res.ReadyAt, nil
+		}
+		return time.Now(), nil
 	})
 	if err != nil {
 		// When the client cancelled, the release goes on in the

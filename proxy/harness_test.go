@@ -130,7 +130,7 @@ func (s *fakeStore) Reserve(context.Context, accountant.Charge) (*accountant.Res
 	return nil, errors.New("fakeStore: Reserve not used by the proxy")
 }
 
-func (s *fakeStore) Release(context.Context, int64, []byte) error {
+func (s *fakeStore) Release(context.Context, *accountant.Reservation, []byte) error {
 	return errors.New("fakeStore: Release not used by the proxy")
 }
 

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"strconv"
 	"time"
 
@@ -162,8 +161,7 @@ func (r *Releaser) recordBatch(ctx context.Context, first Request, res *accounta
 		return
 	}
 	r.statuses.put(statusKeyOf(first), res.Status)
-	answer, err := json.Marshal(answers)
-	if err != nil || r.ledger.Release(ctx, res.ID, answer) != nil {
+	if r.ledger.Release(ctx, res, storedBatchJSON(answers)) != nil {
 		return
 	}
 	for j, l := range leaves {

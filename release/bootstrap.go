@@ -89,7 +89,7 @@ func (r *Releaser) ProposeQuantiles(ctx context.Context, req QuantileRequest) ([
 	// 6 Dec 2026). They are DP outputs; a failure to record them changes
 	// nothing that was charged.
 	if answer, err := json.Marshal(out); err == nil {
-		_ = r.ledger.Release(ctx, res.ID, answer)
+		_ = r.ledger.Release(ctx, res, answer)
 	}
 	return out, each, nil
 }

@@ -8,6 +8,7 @@
 package release
 
 import (
+	"bytes"
 	"container/list"
 	"context"
 	"encoding/json"
@@ -323,4 +324,107 @@ func answerKeyOf(req Request, key string) answerKey {
 
 func statusKeyOf(req Request) statusKey {
 	return statusKey{analyst: req.Analyst, dataset: req.Dataset.Name, version: req.Dataset.Version}
+}
+
+// maxStoredAnswer bounds the JSON of an answer the ledger stores for the
+// answer cache: the in-memory cache's largest entry. A larger answer's
+// charge is released without it, so repeating that query charges again
+// (budget, never privacy: each answer is charged). Attack round 84: the
+// whole answer (up to 16 MiB in the proxy) had been encoded and stored,
+// and escaping made its JSON up to six times that (Go's encoder wrote
+// '<', '>' and '&' as \u003c…, and control characters are \u0001…):
+// 82 MB per statement copied uncounted in the proxy, parsed by the ledger,
+// and read back as much on every free repetition.
+const maxStoredAnswer = defaultCacheBytes / maxEntryFraction
+
+// storedJSON is sa's JSON for the ledger (as json.Marshal writes it, but
+// for HTML escaping), or nil when it would exceed maxStoredAnswer. It is
+// built a row at a time and given up as soon as it is too long: it never
+// holds more than maxStoredAnswer and one row.
+func storedJSON(sa *storedAnswer) []byte {
+	w := newAnswerWriter()
+	w.answer(sa)
+	return w.bytes()
+}
+
+// storedBatchJSON is the JSON array of a batch's answers, bounded as
+// storedJSON is.
+func storedBatchJSON(answers []*storedAnswer) []byte {
+	w := newAnswerWriter()
+	w.raw("[")
+	for i, sa := range answers {
+		if i > 0 {
+			w.raw(",")
+		}
+		w.answer(sa)
+	}
+	w.raw("]")
+	return w.bytes()
+}
+
+type answerWriter struct {
+	buf  bytes.Buffer
+	enc  *json.Encoder
+	over bool
+}
+
+func newAnswerWriter() *answerWriter {
+	w := &answerWriter{}
+	w.enc = json.NewEncoder(&w.buf)
+	w.enc.SetEscapeHTML(false)
+	return w
+}
+
+func (w *answerWriter) raw(s string) {
+	if !w.over {
+		w.buf.WriteString(s)
+	}
+}
+
+// value appends v's JSON (Encode's newline is whitespace between values).
+func (w *answerWriter) value(v any) {
+	if w.over {
+		return
+	}
+	if err := w.enc.Encode(v); err != nil || w.buf.Len() > maxStoredAnswer {
+		w.over = true
+		w.buf = bytes.Buffer{}
+	}
+}
+
+// answer appends sa with storedAnswer's field names.
+func (w *answerWriter) answer(sa *storedAnswer) {
+	w.raw(`{"columns":`)
+	w.value(sa.Columns)
+	for _, part := range []struct {
+		name string
+		rows [][]*string
+	}{{"rows", sa.Rows}, {"widths", sa.Widths}} {
+		if len(part.rows) == 0 && part.name == "widths" {
+			continue // omitempty
+		}
+		w.raw(`,"` + part.name + `":`)
+		if part.rows == nil {
+			w.raw("null")
+			continue
+		}
+		w.raw("[")
+		for i, row := range part.rows {
+			if i > 0 {
+				w.raw(",")
+			}
+			w.value(row)
+		}
+		w.raw("]")
+	}
+	w.raw(`,"errors":`)
+	w.value(sa.Errors)
+	w.raw("}")
+}
+
+func (w *answerWriter) bytes() []byte {
+	if w.over {
+		return nil
+	}
+	return w.buf.Bytes()
 }

@@ -1,12 +1,16 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,11 +37,11 @@ func (l *countingLedger) Status(ctx context.Context, analyst string, ds *policy.
 	return l.memLedger.Status(ctx, analyst, ds)
 }
 
-func (l *countingLedger) Release(ctx context.Context, id int64, answer []byte) error {
+func (l *countingLedger) Release(ctx context.Context, res *accountant.Reservation, answer []byte) error {
 	if l.failRelease {
 		return errors.New("ledger down")
 	}
-	return l.memLedger.Release(ctx, id, answer)
+	return l.memLedger.Release(ctx, res, answer)
 }
 
 func sameRows(t *testing.T, a, b *Result) {
@@ -314,5 +318,63 @@ func TestAnswerCache_FairAmongAnalysts(t *testing.T) {
 	}
 	if a, b := c.owners["ann"].bytes, c.owners["bob"].bytes; a != 5*size || b != 5*size {
 		t.Errorf("after ann stored 8: ann holds %d answers, bob %d; want 5 each", a/size, b/size)
+	}
+}
+
+// TestStoredJSON: the ledger's copy of an answer decodes to the answer
+// (the form json.Marshal gave before attack round 84, read by Cached),
+// writes '<', '>' and '&' as themselves (one byte, not six), and is
+// given up (nil: released without a stored answer) past maxStoredAnswer.
+func TestStoredJSON(t *testing.T) {
+	s := func(v string) *string { return &v }
+	sa := &storedAnswer{
+		Columns: []Column{{Name: "k<&>", PGType: "text"}, {Name: "count", PGType: "int8"}},
+		Rows:    [][]*string{{s("a<b>&c"), s("12")}, {nil, s("\x01\"q\"")}, {s("\u2028"), nil}},
+		Widths:  [][]*string{{nil, s("3.5")}, {nil, nil}, {nil, s("1")}},
+		Errors:  "±3.5 (count)",
+	}
+	for _, c := range []*storedAnswer{sa, {Columns: sa.Columns, Rows: sa.Rows, Errors: ""}, {Columns: []Column{}, Rows: nil}} {
+		got := storedJSON(c)
+		want, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b storedAnswer
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatalf("storedJSON %s: %v", got, err)
+		}
+		if err := json.Unmarshal(want, &b); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) {
+			t.Errorf("storedJSON decodes to %+v, json.Marshal to %+v", a, b)
+		}
+	}
+	if got := storedJSON(sa); bytes.Contains(got, []byte(`\u003c`)) || !bytes.Contains(got, []byte("a<b>&c")) {
+		t.Errorf("HTML characters escaped: %s", got)
+	}
+	var batch []storedAnswer
+	if err := json.Unmarshal(storedBatchJSON([]*storedAnswer{sa, sa}), &batch); err != nil || len(batch) != 2 || !reflect.DeepEqual(batch[1].Rows, batch[0].Rows) {
+		t.Fatalf("batch: %v %+v", err, batch)
+	}
+
+	// Past the bound: nil, for one answer and for a batch. Rows of '<'
+	// (one byte each now) and of U+0001 (six bytes each in JSON).
+	big := func(ch string, rows int) *storedAnswer {
+		a := &storedAnswer{Columns: []Column{{Name: "k", PGType: "text"}}}
+		for range rows {
+			a.Rows = append(a.Rows, []*string{s(strings.Repeat(ch, 1000))})
+		}
+		return a
+	}
+	fits := maxStoredAnswer/1010 - 1
+	if got := storedJSON(big("<", fits)); got == nil {
+		t.Errorf("an answer of %d rows of 1,000 '<' (about %d bytes) was not stored", fits, fits*1000)
+	}
+	if got := storedJSON(big("\x01", fits)); got != nil {
+		t.Errorf("an answer whose JSON is %d bytes was stored (bound %d)", len(got), maxStoredAnswer)
+	}
+	if got := storedBatchJSON([]*storedAnswer{big("<", fits/2+20), big("<", fits/2+20)}); got != nil {
+		t.Errorf("a batch whose JSON is %d bytes was stored (bound %d)", len(got), maxStoredAnswer)
 	}
 }

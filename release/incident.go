@@ -96,6 +96,18 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 		Analyst: req.Analyst, Dataset: req.Dataset.Name, ChargeID: ch.res.ID,
 		Fingerprint: ch.key, Kind: kind, SQLState: state,
 	}
+	// The incident reaches the ledger at the error's publish time, not
+	// when it happened: the suspension it may open shows at once to the
+	// analyst's other sessions (Reserve refuses a suspended analyst before
+	// it checks the budget), so writing it at once would show the moment
+	// of the failure, which the time slot hides from the error itself
+	// (attack round 85's lead). The wait ignores ctx: a session that ends
+	// must not make the write early. The error then says when it was
+	// ready (ErrorReadyAt), for the proxy's padding.
+	failedAt := time.Now()
+	if d := time.Until(publishTime(req, failedAt)); d > 0 {
+		time.Sleep(d)
+	}
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), incidentTimeout)
 	defer cancel()
 	if _, err := r.ledger.RecordIncident(ictx, req.Dataset, inc); err != nil {
@@ -108,7 +120,28 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 		r.addUnrecorded(key, 1)
 		go r.recordLater(req.Dataset, inc, key)
 	}
-	return incidentError()
+	return &readyError{error: incidentError(), at: failedAt}
+}
+
+// readyError is an incident's error, returned at its publish time, with
+// the moment it happened.
+type readyError struct {
+	error
+	at time.Time
+}
+
+func (e *readyError) Unwrap() error { return e.error }
+
+// ErrorReadyAt returns the error a DP statement's release returned, and
+// when it was ready: for an incident, the moment of the failure (its
+// error is returned at its publish time, after the incident is written,
+// and is padded from the moment it happened); for any other error, now.
+func ErrorReadyAt(err error) (error, time.Time) {
+	var re *readyError
+	if errors.As(err, &re) {
+		return re.error, re.at
+	}
+	return err, time.Now()
 }
 
 // Retries of an incident the ledger could not record: the first after

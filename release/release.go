@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"math"
 	"math/big"
 	"slices"
@@ -370,10 +369,8 @@ func (r *Releaser) record(ctx context.Context, req Request, key string, res *acc
 		return
 	}
 	r.statuses.put(statusKeyOf(req), res.Status)
-	if answer, err := json.Marshal(sa); err == nil {
-		if r.ledger.Release(ctx, res.ID, answer) == nil {
-			r.answers.put(answerKeyOf(req, key), sa)
-		}
+	if r.ledger.Release(ctx, res, storedJSON(sa)) == nil {
+		r.answers.put(answerKeyOf(req, key), sa)
 	}
 }
 
@@ -383,11 +380,7 @@ func (r *Releaser) record(ctx context.Context, req Request, key string, res *acc
 // not recorded (its charge stays reserved, which is safe) rather than
 // recorded early.
 func waitPublish(ctx context.Context, req Request) bool {
-	publish := req.PublishAt
-	if req.PadStep > 0 {
-		publish = PadUntil(req.PublishAt.Add(-req.PadStep), req.PadStep, time.Now())
-	}
-	if d := time.Until(publish); d > 0 {
+	if d := time.Until(publishTime(req, time.Now())); d > 0 {
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
@@ -397,6 +390,15 @@ func waitPublish(ctx context.Context, req Request) bool {
 		}
 	}
 	return true
+}
+
+// publishTime is when req's answer or error, ready at ready, is published:
+// PublishAt, or the step of the time ladder ready reached (zero: at once).
+func publishTime(req Request, ready time.Time) time.Time {
+	if req.PadStep > 0 {
+		return PadUntil(req.PublishAt.Add(-req.PadStep), req.PadStep, ready)
+	}
+	return req.PublishAt
 }
 
 func checkRequest(req Request) error {

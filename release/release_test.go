@@ -73,13 +73,13 @@ func (l *memLedger) Reserve(_ context.Context, c accountant.Charge) (*accountant
 	}, nil
 }
 
-func (l *memLedger) Release(_ context.Context, id int64, answer []byte) error {
+func (l *memLedger) Release(_ context.Context, res *accountant.Reservation, answer []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.released == nil {
 		l.released = map[int64][]byte{}
 	}
-	l.released[id] = answer
+	l.released[res.ID] = answer
 	return nil
 }
 

@@ -70,7 +70,7 @@ func chargeN(t *testing.T, l *ledger.Ledger, ds *policy.Dataset, analyst string,
 			t.Fatalf("charge %d of %s: %v", i, analyst, err)
 		}
 		if release {
-			if err := l.Release(context.Background(), res.ID, []byte(`{"rows":[]}`)); err != nil {
+			if err := l.Release(context.Background(), res, []byte(`{"rows":[]}`)); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -38,7 +38,7 @@ func (l *MemLedger) Reserve(_ context.Context, c accountant.Charge) (*accountant
 	l.n++
 	return &accountant.Reservation{ID: l.n, Status: accountant.Status{Dataset: c.Dataset, Accountant: "pure", Limit: accountant.Spent{Epsilon: math.Inf(1)}}}, nil
 }
-func (l *MemLedger) Release(context.Context, int64, []byte) error { return nil }
+func (l *MemLedger) Release(context.Context, *accountant.Reservation, []byte) error { return nil }
 func (l *MemLedger) RecordIncident(context.Context, *policy.Dataset, accountant.Incident) (accountant.IncidentResult, error) {
 	return accountant.IncidentResult{}, nil
 }
