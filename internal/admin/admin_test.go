@@ -199,8 +199,10 @@ func TestServer_AuthHealthAndLabels(t *testing.T) {
 	fl := &fakeLedger{budgets: []ledger.BudgetInfo{{Dataset: "hospital", Analyst: "alice",
 		Status: accountant.Status{Dataset: "hospital", Accountant: "pure", Spent: accountant.Spent{Epsilon: 0.3}, Limit: accountant.Spent{Epsilon: 3, Delta: 1e-6}}}}}
 	m := NewMetrics([]string{"hospital"})
+	clock := time.Now()
 	s, err := New(Config{User: "steward", Password: "plain:pw", Ledger: fl, Metrics: m,
-		Policies: map[string]*policy.Dataset{"hospital": {Name: "hospital", Budget: policy.Budget{Epsilon: 3, Accountant: "pure"}}}})
+		Policies: map[string]*policy.Dataset{"hospital": {Name: "hospital", Budget: policy.Budget{Epsilon: 3, Accountant: "pure"}}},
+		Now:      func() time.Time { return clock }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +241,7 @@ func TestServer_AuthHealthAndLabels(t *testing.T) {
 		t.Errorf("dashboard = %d", w.Code)
 	}
 	fl.down = true
+	clock = clock.Add(healthTTL) // /healthz probes at most once per healthTTL
 	if w := get("/healthz", "", ""); w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "ledger") {
 		t.Errorf("/healthz with the ledger down = %d %q", w.Code, w.Body.String())
 	}
