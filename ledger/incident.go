@@ -91,7 +91,8 @@ func (l *Ledger) RecordIncident(ctx context.Context, ds *policy.Dataset, inc acc
 // suspendedError is the refusal of a charge by an open breaker. It says
 // nothing the analyst did not already see (the incident's fixed error).
 func (l *Ledger) suspendedError(c accountant.Charge) *pgerr.Error {
-	l.logger.Info("privacy budget refused: analyst suspended",
+	// Debug, as a refusal for the budget (ledger.go refuse): free to repeat.
+	l.logger.Debug("privacy budget refused: analyst suspended",
 		zap.String(logKeyAnalyst, c.Analyst), zap.String(logKeyDataset, c.Dataset), zap.String(logKeyFingerprint, c.Fingerprint))
 	return &pgerr.Error{
 		Code:    pgerr.InsufficientPrivilege,

@@ -725,7 +725,11 @@ func (l *Ledger) refuse(c accountant.Charge, m accountant.Method, cost accountan
 			hint += ", next at " + st.Renews.UTC().Format("2006-01-02 15:04 UTC")
 		}
 	}
-	l.logger.Info("privacy budget refused",
+	// Debug: a refused charge is free, so at Info an analyst could write
+	// lines at any rate; the proxy's statement line (SQLSTATE 53400) and
+	// the audit log's refusal line, both limited per analyst
+	// (internal/linerate; attack round 86), record it.
+	l.logger.Debug("privacy budget refused",
 		zap.String(logKeyAnalyst, c.Analyst), zap.String(logKeyDataset, c.Dataset),
 		zap.String(logKeyAccountant, m.Name()), zap.Bool("global_cap", global),
 		zap.Float64(logKeyEpsilon, cost.Epsilon), zap.Float64(logKeyDelta, cost.Delta),

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Startup packet codes (PostgreSQL's pqcomm.h).
@@ -441,6 +442,9 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	if err := c.authenticate(user, creds, known); err != nil {
 		return err
 	}
+	// An analyst's sessions write their Info and Warn lines at a bounded
+	// rate (sessionLinesPerSecond): a refused statement is free to send.
+	c.log = c.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return c.srv.logLines.Core(core, user) }))
 	ds, ok := c.srv.cfg.Datasets[database]
 	if !ok {
 		// The analyst is authenticated: name the datasets they may query

@@ -7,13 +7,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/dpproxy/dpproxy/internal/share"
 	"net"
 	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/dpproxy/dpproxy/internal/linerate"
+	"github.com/dpproxy/dpproxy/internal/share"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/config"
@@ -150,6 +152,13 @@ const (
 	drainGrace               = 2 * time.Second
 	defaultMaxBufferedResult = 64 << 20
 	defaultDPConcurrency     = 10
+	// An analyst's sessions write at most sessionLinesBurst Info and Warn
+	// lines at once, then sessionLinesPerSecond a second (about 36 MB a
+	// day per analyst at most); those left out are counted on the next
+	// line written (lines_not_logged). Debug lines, which a steward turns
+	// on, and errors are not limited.
+	sessionLinesBurst     = 60
+	sessionLinesPerSecond = 2
 )
 
 // Server is the PostgreSQL wire-protocol server. Safe for concurrent use.
@@ -186,7 +195,11 @@ type Server struct {
 	// granted limit of SET dp.epsilon) to one at a time: the ledger's pool
 	// is every analyst's (internal/share; attack round 66).
 	ledgerShare *share.PerOwner
-	conns       map[*conn]struct{}
+	// logLines bounds the Info and Warn lines of each analyst's sessions
+	// (internal/linerate; attack round 86: a refused statement wrote a
+	// line each, 16–18 MB/s of log from one session).
+	logLines *linerate.Limiter
+	conns    map[*conn]struct{}
 	// starting holds the connections still in start-up (TLS, the
 	// start-up packet, authentication), at most MaxConnections; a new
 	// one past that ends the oldest (handle). Sessions are counted apart
@@ -266,6 +279,7 @@ func New(cfg Config) (*Server, error) {
 		perAnalyst:   map[string]int{},
 		memory:       map[string]*memAccount{},
 		ledgerShare:  ledgerShareOf(cfg.Releaser),
+		logLines:     linerate.New(sessionLinesPerSecond, sessionLinesBurst),
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
 		starting:     map[*conn]struct{}{},

@@ -7,6 +7,17 @@
 //
 // The ledger stays the authoritative record of charges (dpproxy ledger
 // verify); the audit log is the stream a steward ships to a SIEM.
+//
+// Lines of what an analyst can do for free — a statement that spends
+// nothing (catalog, session, refused, failed, a cached answer) and a
+// charge the ledger refused — are written at most FreeLinesPerSecond a
+// second per analyst after a burst of FreeLinesBurst (internal/linerate);
+// those left out are counted on the analyst's next line
+// ("lines_not_logged"). Charges, incidents and budget changes are always
+// written: the budget and the incident limit bound them. So one analyst's
+// free statements cannot rotate the others' lines out of the file (attack
+// round 86: 18,000 refused statements, under a second of one session, had
+// pushed every earlier line out of a 2 MB log).
 package audit
 
 import (
@@ -17,9 +28,18 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/linerate"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/natefinch/lumberjack.v2"
+)
+
+// The rate of an analyst's free lines: 1,000 at once (a BI tool's catalog
+// burst), then 10 a second: at most about 2 KB/s, 175 MB a day, per
+// analyst.
+const (
+	FreeLinesBurst     = 1000
+	FreeLinesPerSecond = 10
 )
 
 // Config is the audit: section of dpproxy.yaml.
@@ -37,6 +57,7 @@ type Config struct {
 type Log struct {
 	z      *zap.Logger
 	closer io.Closer
+	free   *linerate.Limiter // an analyst's free lines
 }
 
 // Event kinds (the "event" field).
@@ -78,7 +99,7 @@ func Open(c Config, stderr io.Writer) (*Log, error) {
 		EncodeTime: zapcore.RFC3339NanoTimeEncoder, EncodeDuration: zapcore.SecondsDurationEncoder,
 	}
 	core := zapcore.NewCore(zapcore.NewJSONEncoder(enc), ws, zapcore.InfoLevel)
-	return &Log{z: zap.New(core), closer: closer}, nil
+	return &Log{z: zap.New(core), closer: closer, free: linerate.New(FreeLinesPerSecond, FreeLinesBurst)}, nil
 }
 
 func orDefault(x, d int) int {
@@ -121,9 +142,14 @@ type Statement struct {
 	Charge                 string
 }
 
-// Statement writes one statement line.
+// Statement writes one statement line (one that spends nothing within the
+// analyst's rate of free lines).
 func (l *Log) Statement(s Statement) {
 	if l == nil {
+		return
+	}
+	charged := s.DP && !s.Cached && (s.SQLState == "" || s.SQLState == "00000")
+	if !charged && !l.free.Allow(s.Analyst) {
 		return
 	}
 	f := []zap.Field{zap.String("analyst", s.Analyst), zap.String("dataset", s.Dataset), zap.String("route", s.Route),
@@ -133,7 +159,16 @@ func (l *Log) Statement(s Statement) {
 		f = append(f, zap.Bool("cached", s.Cached), zap.Float64("epsilon", s.CostEpsilon), zap.Float64("delta", s.CostDelta),
 			zap.String("charge_fingerprint", s.Charge))
 	}
-	l.z.Info(EventStatement, f...)
+	l.z.Info(EventStatement, l.notLogged(s.Analyst, f)...)
+}
+
+// notLogged adds to a line of analyst the count of their free lines left
+// out before it.
+func (l *Log) notLogged(analyst string, f []zap.Field) []zap.Field {
+	if n := l.free.Dropped(analyst); n > 0 {
+		f = append(f, zap.Int64(linerate.NotLoggedKey, n))
+	}
+	return f
 }
 
 // Charge writes a committed charge.
@@ -149,11 +184,11 @@ func (l *Log) Charge(analyst, dataset, fingerprint string, id int64, epsilon, de
 // Refusal writes a charge the ledger refused (budget exhausted,
 // suspended) with its SQLSTATE.
 func (l *Log) Refusal(analyst, dataset, fingerprint, sqlstate, reason string, epsilon, delta float64) {
-	if l == nil {
+	if l == nil || !l.free.Allow(analyst) {
 		return
 	}
-	l.z.Info(EventRefusal, zap.String("analyst", analyst), zap.String("dataset", dataset), zap.String("fingerprint", fingerprint),
-		zap.String("sqlstate", sqlstate), zap.String("outcome", reason), zap.Float64("epsilon", epsilon), zap.Float64("delta", delta))
+	l.z.Info(EventRefusal, l.notLogged(analyst, []zap.Field{zap.String("analyst", analyst), zap.String("dataset", dataset), zap.String("fingerprint", fingerprint),
+		zap.String("sqlstate", sqlstate), zap.String("outcome", reason), zap.Float64("epsilon", epsilon), zap.Float64("delta", delta)})...)
 }
 
 // Incident writes an error after a charge (kind and upstream SQLSTATE,

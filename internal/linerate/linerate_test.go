@@ -1,0 +1,68 @@
+package linerate
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// TestLimiter: an owner writes its burst, then nothing (at a rate too slow
+// to refill during the test); those left out are counted once, on the next
+// line written; another owner is unaffected; a nil Limiter allows all.
+func TestLimiter(t *testing.T) {
+	l := New(1e-9, 3)
+	for i := range 3 {
+		if !l.Allow("alice") {
+			t.Fatalf("line %d of the burst refused", i)
+		}
+	}
+	for range 5 {
+		if l.Allow("alice") {
+			t.Fatal("a line past the burst allowed")
+		}
+	}
+	if !l.Allow("bob") {
+		t.Fatal("bob's first line refused after alice's burst")
+	}
+	if n := l.Dropped("alice"); n != 5 {
+		t.Fatalf("Dropped = %d, want 5", n)
+	}
+	if n := l.Dropped("alice"); n != 0 {
+		t.Fatalf("Dropped after reporting = %d, want 0", n)
+	}
+	var nl *Limiter
+	if !nl.Allow("x") || nl.Dropped("x") != 0 {
+		t.Fatal("a nil Limiter limits")
+	}
+}
+
+// TestCore: through a logger, an owner's Info and Warn lines stop after
+// the burst, Debug and Error lines pass, and the first line written after
+// some were left out says how many.
+func TestCore(t *testing.T) {
+	var buf bytes.Buffer
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = ""
+	base := zapcore.NewCore(zapcore.NewJSONEncoder(enc), zapcore.AddSync(&buf), zapcore.DebugLevel)
+	l := New(1e-9, 2)
+	log := zap.New(l.Core(base, "alice")).With(zap.String("analyst", "alice"))
+	for range 10 {
+		log.Info("refused")
+	}
+	log.Warn("refused")
+	log.Debug("debug line")
+	log.Error("error line")
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("%d lines, want 2 Info, the Debug and the Error:\n%s", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[2], `"lines_not_logged":9`) || !strings.Contains(lines[2], "debug line") {
+		t.Errorf("the line after 9 left out does not count them: %s", lines[2])
+	}
+	if strings.Contains(lines[3], NotLoggedKey) {
+		t.Errorf("the count was reported twice: %s", lines[3])
+	}
+}
