@@ -2,6 +2,7 @@ package admin
 
 import (
 	"math"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -83,7 +84,7 @@ func (e *roundedSum) value() float64 {
 // NewMetrics registers the statement series on a private registry (never
 // the global default one). datasets are the configured dataset names.
 func NewMetrics(datasets []string) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), perDataset: map[string]*datasetSeries{}, recent: newRecentRing(200)}
+	m := &Metrics{reg: prometheus.NewRegistry(), perDataset: map[string]*datasetSeries{}, recent: newRecentRing(recentPerAnalyst)}
 	m.statements = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "dpproxy_statements_total",
 		Help: "Statements by route (session, catalog, dp, refuse, empty) and SQLSTATE (00000: success).",
@@ -238,41 +239,61 @@ type RecentStatement struct {
 // RecordDP keeps a DP statement for the dashboard.
 func (m *Metrics) RecordDP(s RecentStatement) { m.recent.add(s) }
 
-// Recent returns the newest DP statements, newest first.
+// Recent returns the newest DP statements, newest first: the newest n of
+// those kept, each analyst's newest recentPerAnalyst.
 func (m *Metrics) Recent(n int) []RecentStatement { return m.recent.list(n) }
 
-// recentRing is a fixed-size ring of recent DP statements. Safe for
-// concurrent use.
+// recentPerAnalyst is how many of an analyst's DP statements the
+// dashboard keeps: one analyst's statements (a refused or cached one is
+// free) cannot push the others' off the list (attack round 86's note).
+const recentPerAnalyst = 10
+
+// recentRing keeps each analyst's newest DP statements, in a ring per
+// analyst (the analysts are the config's). Safe for concurrent use.
 type recentRing struct {
 	mu   sync.Mutex
+	per  int
+	byAn map[string]*analystRing
+}
+
+type analystRing struct {
 	buf  []RecentStatement
 	next int
 	full bool
 }
 
-func newRecentRing(n int) *recentRing { return &recentRing{buf: make([]RecentStatement, n)} }
+func newRecentRing(per int) *recentRing {
+	return &recentRing{per: per, byAn: map[string]*analystRing{}}
+}
 
 func (r *recentRing) add(s RecentStatement) {
 	r.mu.Lock()
-	r.buf[r.next] = s
-	r.next++
-	if r.next == len(r.buf) {
-		r.next, r.full = 0, true
+	defer r.mu.Unlock()
+	a, ok := r.byAn[s.Analyst]
+	if !ok {
+		a = &analystRing{buf: make([]RecentStatement, r.per)}
+		r.byAn[s.Analyst] = a
 	}
-	r.mu.Unlock()
+	a.buf[a.next] = s
+	a.next++
+	if a.next == len(a.buf) {
+		a.next, a.full = 0, true
+	}
 }
 
 func (r *recentRing) list(n int) []RecentStatement {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	size := r.next
-	if r.full {
-		size = len(r.buf)
+	var out []RecentStatement
+	for _, a := range r.byAn {
+		size := a.next
+		if a.full {
+			size = len(a.buf)
+		}
+		for i := 1; i <= size; i++ {
+			out = append(out, a.buf[(a.next-i+len(a.buf))%len(a.buf)])
+		}
 	}
-	n = min(n, size)
-	out := make([]RecentStatement, 0, n)
-	for i := 1; i <= n; i++ {
-		out = append(out, r.buf[(r.next-i+len(r.buf))%len(r.buf)])
-	}
-	return out
+	r.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].At.After(out[j].At) })
+	return out[:min(n, len(out))]
 }
