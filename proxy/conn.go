@@ -47,6 +47,11 @@ type conn struct {
 	fr      *framer    // the client's messages after start-up
 	msgs    frontendMessages
 	log     *zap.Logger
+	// free logs what the analyst does for free (refused statements,
+	// catalog warnings, cancels) at a bounded rate (Server.logLines), set
+	// once authenticated; startLog is log as created, for other
+	// goroutines (Server.addStarting ends a start-up while log changes).
+	free, startLog *zap.Logger
 	// startSeq orders start-ups in progress; evicted: the session's
 	// start-up was ended to make room for a newer one (Server.starting).
 	startSeq uint64
@@ -136,7 +141,7 @@ func (c *conn) shutdown() {
 // concurrent use.
 func (c *conn) cancelStatement() {
 	if c.cancelRunning(errCancelRequest) {
-		c.log.Info("statement cancelled by cancel request")
+		c.freeLog().Info("statement cancelled by cancel request")
 	}
 }
 
@@ -442,9 +447,11 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	if err := c.authenticate(user, creds, known); err != nil {
 		return err
 	}
-	// An analyst's sessions write their Info and Warn lines at a bounded
-	// rate (sessionLinesPerSecond): a refused statement is free to send.
-	c.log = c.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return c.srv.logLines.Core(core, user) }))
+	// The lines of what an analyst does for free (a refused statement, a
+	// catalog statement's warning, a cancel) are written at a bounded rate
+	// per analyst (sessionLinesPerSecond); the session's own lines (its
+	// start and end, a charged answer) are not.
+	c.free = c.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return c.srv.logLines.Core(core, user) }))
 	ds, ok := c.srv.cfg.Datasets[database]
 	if !ok {
 		// The analyst is authenticated: name the datasets they may query
@@ -483,6 +490,15 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	c.be.Send(&pgproto3.BackendKeyData{ProcessID: c.pid, SecretKey: c.secret})
 	c.be.Send(&pgproto3.ReadyForQuery{TxStatus: c.sess.txStatus})
 	return c.be.Flush()
+}
+
+// freeLog is the logger of what the analyst does for free (free): rate
+// limited per analyst once the session is authenticated.
+func (c *conn) freeLog() *zap.Logger {
+	if c.free != nil {
+		return c.free
+	}
+	return c.log
 }
 
 // loop reads and answers messages until Terminate, a disconnect, shutdown

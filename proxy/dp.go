@@ -36,7 +36,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	switch {
 	case st.Kind == pipeline.KindDistinct:
-		c.log.Info("answered from the policy's public values", zap.String(logKeyFingerprint, fingerprint(logText)))
+		c.freeLog().Info("answered from the policy's public values", zap.String(logKeyFingerprint, fingerprint(logText)))
 		return answerSet(pipeline.FromDistinct(st.Distinct))
 	case st.Kind == pipeline.KindPost:
 		return c.execPost(ctx, env, s, st, logText)
@@ -45,7 +45,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		if err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}
-		c.log.Info("dp plan explained", zap.String(logKeyFingerprint, fingerprint(logText)), zap.String(logKeyPlanHash, st.Plan.Fingerprint))
+		c.freeLog().Info("dp plan explained", zap.String(logKeyFingerprint, fingerprint(logText)), zap.String(logKeyPlanHash, st.Plan.Fingerprint))
 		return answerSet(a)
 	}
 	plan := st.Plan
@@ -72,7 +72,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		c.sendingRoom += room
 	}
 	if err := c.srv.allowDP(c.sess.analyst); err != nil {
-		c.log.Warn("dp query refused by the rate limit")
+		c.freeLog().Warn("dp query refused by the rate limit")
 		return nil, err
 	}
 	res, err := c.release(ctx, env, req)
@@ -354,7 +354,7 @@ func (c *conn) paced(ctx context.Context, slotLen time.Duration, run func(rctx c
 			c.ticketKept = true
 			go func() { <-done; tk.done() }()
 		}
-		c.log.Info("dp statement cancelled by the client; its release finishes in the background")
+		c.freeLog().Info("dp statement cancelled by the client; its release finishes in the background")
 		return statementError(ctx, ctx.Err())
 	}
 }

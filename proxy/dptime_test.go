@@ -72,8 +72,23 @@ func TestDP_ClientCannotStopRelease(t *testing.T) {
 // grace, Serve returns without it (issue 14: SIGTERM always finishes).
 func TestServe_SIGTERMEndsDespiteStuckSession(t *testing.T) {
 	stuck := make(chan struct{})
-	defer close(stuck)
-	ts := startServer(t, serverOpts{
+	var ts *testServer
+	execDone := make(chan struct{})
+	defer func() {
+		// Unstick the session Serve left behind and let it end (and log)
+		// before the test does: its logger is the test's (a race and a
+		// "Log in goroutine after … has completed" panic under CI's -race
+		// run), and the client's read ends before the harness closes it.
+		close(stuck)
+		for end := time.Now().Add(10 * time.Second); ts.srv.active.Load() > 0 && time.Now().Before(end); {
+			time.Sleep(10 * time.Millisecond)
+		}
+		select {
+		case <-execDone:
+		case <-time.After(10 * time.Second):
+		}
+	}()
+	ts = startServer(t, serverOpts{
 		mutate: func(c *Config) { c.DrainTimeout = 200 * time.Millisecond },
 		router: func(r *router) {
 			r.rewrite = func(*policy.Dataset, string, rewrite.Options) (*rewrite.Plan, error) {
@@ -83,7 +98,10 @@ func TestServe_SIGTERMEndsDespiteStuckSession(t *testing.T) {
 		},
 	})
 	pc := ts.connect(t)
-	go func() { _, _ = pc.Exec(context.Background(), "SELECT COUNT(*) FROM visits WHERE age > 2").ReadAll() }()
+	go func() {
+		defer close(execDone)
+		_, _ = pc.Exec(context.Background(), "SELECT COUNT(*) FROM visits WHERE age > 2").ReadAll()
+	}()
 	time.Sleep(100 * time.Millisecond) // the session is in the planner
 	start := time.Now()
 	ts.cancel()

@@ -61,7 +61,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	}
 	if len(run.Requests) > 0 {
 		if err := c.srv.allowDP(c.sess.analyst); err != nil {
-			c.log.Warn("dp query refused by the rate limit")
+			c.freeLog().Warn("dp query refused by the rate limit")
 			return nil, err
 		}
 		// One DP admission slot for all the leaves (admission.go),

@@ -16,6 +16,7 @@ import (
 	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // router holds the rewrite functions the session uses (Server.rt). It is
@@ -451,14 +452,18 @@ func (c *conn) sendResultSet(rs *resultSet) error {
 // release has its own Info line ("dp answer released", execDP). The
 // fingerprint is computed only when the line is written.
 func (c *conn) logStatement(st statement, err error, extra ...zap.Field) {
-	level := zap.DebugLevel
-	if err != nil || st.route == pgsql.RouteRefuse {
-		level = zap.InfoLevel
-	}
-	ce := c.log.Check(level, "statement")
+	// At Debug every statement is written with its text (and takes no
+	// line of the analyst's rate); else a refused or failed one at Info,
+	// within the rate (freeLog).
 	debug := c.log.Core().Enabled(zap.DebugLevel)
-	if ce == nil && !debug {
-		return
+	var ce *zapcore.CheckedEntry
+	if !debug {
+		if err == nil && st.route != pgsql.RouteRefuse {
+			return
+		}
+		if ce = c.freeLog().Check(zap.InfoLevel, "statement"); ce == nil {
+			return
+		}
 	}
 	fields := append([]zap.Field{
 		zap.String(logKeyRoute, routeName(st.route)),

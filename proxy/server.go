@@ -419,7 +419,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // built reply), the panic is logged, and the process goes on.
 func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32) {
 	log := s.log.With(zap.Uint32(logKeyConnID, id), zap.String(logKeyRemote, nc.RemoteAddr().String()))
-	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log}
+	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log, startLog: log}
 	c.from = remoteHost(nc.RemoteAddr())
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
@@ -478,7 +478,7 @@ func (s *Server) addStarting(c *conn) {
 	}
 	s.endStarting(victim)
 	victim.evicted = true
-	victim.log.Info("start-up ended to make room for a newer one", zap.Int("max_connections", s.cfg.MaxConnections))
+	victim.startLog.Info("start-up ended to make room for a newer one", zap.Int("max_connections", s.cfg.MaxConnections))
 	_ = victim.raw.Close()
 }
 

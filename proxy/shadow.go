@@ -96,7 +96,7 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 			// A value PostgreSQL refuses that the proxy's own check let
 			// through: the session's statements fail until it is set
 			// again.
-			c.log.Warn("could not apply a setting to the shadow session", zap.String(logKeySQLState, pge.Code))
+			c.freeLog().Warn("could not apply a setting to the shadow session", zap.String(logKeySQLState, pge.Code))
 			return nil, pgerr.New(pgerr.InvalidParameterValue, "a session setting is not valid for the catalog: %s", pge.Message).
 				WithHint("SET the setting named above to a valid value, or RESET it")
 		}
@@ -181,18 +181,18 @@ func (c *conn) dropShadow(sc *shadow.Conn) {
 func (c *conn) shadowAcquireFailed(ctx context.Context, pool *shadow.Pool, err error) error {
 	switch {
 	case errors.Is(err, shadow.ErrPoolExhausted):
-		c.log.Warn("shadow pool exhausted", zap.Int("max_conns", pool.MaxConns()))
+		c.freeLog().Warn("shadow pool exhausted", zap.Int("max_conns", pool.MaxConns()))
 		return pgerr.New(pgerr.TooManyConnections, "all %d catalog connections are busy", pool.MaxConns()).Wrap(err).
 			WithHint("the statement was not run; retry it (the session is fine), or ask the operator to raise shadow_max_connections in dpproxy.yaml")
 	case errors.Is(err, shadow.ErrOwnerLimit):
-		c.log.Warn("analyst's share of the shadow pool in use", zap.Int("max_conns_per_analyst", pool.MaxConnsPerOwner()))
+		c.freeLog().Warn("analyst's share of the shadow pool in use", zap.Int("max_conns_per_analyst", pool.MaxConnsPerOwner()))
 		return pgerr.New(pgerr.TooManyConnections, "all %d of your catalog connections are busy", pool.MaxConnsPerOwner()).Wrap(err).
 			WithHint("each analyst's sessions may hold %d of the %d catalog connections all analysts share; the statement was not run: retry it when your other catalog statements have ended (each runs at most %s)",
 				pool.MaxConnsPerOwner(), pool.MaxConns(), pool.StatementTimeout())
 	case ctx.Err() != nil:
 		return statementError(ctx, err)
 	}
-	c.log.Warn("shadow connect failed", zap.Error(err))
+	c.freeLog().Warn("shadow connect failed", zap.Error(err))
 	return errShadowUnavailable(err)
 }
 
@@ -281,14 +281,14 @@ func (c *conn) shadowFailed(ctx context.Context, err error) error {
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// The relay's read deadline (relayShadow): the shadow did not end
 		// the statement at its statement_timeout.
-		c.log.Warn("shadow statement outlived the catalog statement timeout", zap.Error(err))
+		c.freeLog().Warn("shadow statement outlived the catalog statement timeout", zap.Error(err))
 		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(err).
 			WithHint("catalog statements run for at most catalog_statement_timeout")
 	}
 	if _, ok := pgerr.As(err); ok {
 		return err
 	}
-	c.log.Warn("shadow statement failed", zap.Error(err))
+	c.freeLog().Warn("shadow statement failed", zap.Error(err))
 	return errShadowUnavailable(err)
 }
 

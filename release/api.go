@@ -85,6 +85,12 @@ type Releaser struct {
 	// unrecordedMu.
 	unrecordedMu sync.Mutex
 	unrecorded   map[string]int
+	// pending counts the incidents waiting for their publish time before
+	// they are written (afterCharge); stopping, once closed, has them
+	// written at once (Stop).
+	pending  sync.WaitGroup
+	stopping chan struct{}
+	stopOnce sync.Once
 	// testOnlyRand, when set, replaces crypto/rand in every mechanism.
 	testOnlyRand io.Reader
 }
@@ -100,7 +106,8 @@ func New(cfg Config) (*Releaser, error) {
 	if cfg.Ledger == nil {
 		return nil, errors.New("release: a ledger is required")
 	}
-	r := &Releaser{ledger: cfg.Ledger, planner: cfg.Planner, statuses: newStatusCache(), ledgerShare: share.New(1)}
+	r := &Releaser{ledger: cfg.Ledger, planner: cfg.Planner, statuses: newStatusCache(), ledgerShare: share.New(1),
+		stopping: make(chan struct{})}
 	switch {
 	case cfg.CacheBytes == 0:
 		r.answers = newAnswerCache(defaultCacheBytes)

@@ -161,8 +161,9 @@ func (r *Releaser) recordBatch(ctx context.Context, first Request, res *accounta
 		return
 	}
 	r.statuses.put(statusKeyOf(first), res.Status)
-	if r.ledger.Release(ctx, res, storedBatchJSON(answers)) != nil {
-		return
+	stored := storedBatchJSON(answers)
+	if r.ledger.Release(ctx, res, stored) != nil || stored == nil {
+		return // only stored answers enter memory (record)
 	}
 	for j, l := range leaves {
 		r.answers.put(answerKeyOf(l.req, l.key), answers[j])

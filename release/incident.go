@@ -105,8 +105,15 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 	// must not make the write early. The error then says when it was
 	// ready (ErrorReadyAt), for the proxy's padding.
 	failedAt := time.Now()
+	r.pending.Add(1)
+	defer r.pending.Done()
 	if d := time.Until(publishTime(req, failedAt)); d > 0 {
-		time.Sleep(d)
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-r.stopping: // the proxy stops: written now, no answer goes out
+		}
+		t.Stop()
 	}
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), incidentTimeout)
 	defer cancel()
@@ -121,6 +128,22 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 		go r.recordLater(req.Dataset, inc, key)
 	}
 	return &readyError{error: incidentError(), at: failedAt}
+}
+
+// Stop has the incidents still waiting for their publish time written at
+// once, and waits for them (at most until ctx ends): the proxy calls it
+// when it stops, before it closes the ledger (review round 87: one
+// waiting past the drain had been lost with the ledger's pool). Writing
+// them then shows only when the proxy stopped, not when they happened;
+// their statements get no reply.
+func (r *Releaser) Stop(ctx context.Context) {
+	r.stopOnce.Do(func() { close(r.stopping) })
+	done := make(chan struct{})
+	go func() { r.pending.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // readyError is an incident's error, returned at its publish time, with

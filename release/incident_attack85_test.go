@@ -74,3 +74,45 @@ func TestAttack85_IncidentWrittenAtPublishTime(t *testing.T) {
 		}
 	}
 }
+
+// TestReleaser_StopWritesWaitingIncidents (review round 87): an incident
+// waiting for its publish time is written when the proxy stops (Stop),
+// before the ledger closes, not lost with it.
+func TestReleaser_StopWritesWaitingIncidents(t *testing.T) {
+	ds := loadPolicy(t)
+	led := &incidentClock{memLedger: &memLedger{limit: 3}}
+	r := newTestReleaser(t, led, 87)
+	start := time.Now()
+	req := Request{Analyst: "alice", Dataset: ds, Plan: groupedPlan(ds), Epsilon: 0.1, Mechanism: policy.MechanismLaplace,
+		Upstream:  &fakeUpstream{err: &pgconn.PgError{Code: "22012"}},
+		PublishAt: start.Add(time.Minute), PadStep: time.Minute}
+	done := make(chan error, 1)
+	go func() { _, err := r.Run(context.Background(), req); done <- err }()
+	time.Sleep(100 * time.Millisecond) // the failure, then its wait
+	led.mu.Lock()
+	early := len(led.at)
+	led.mu.Unlock()
+	if early != 0 {
+		t.Fatalf("the incident was written before its publish time")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n := 0
+	for n == 0 && ctx.Err() == nil {
+		// Stop again until the failure has happened (a loaded machine may
+		// not have run it yet): once stopping, an incident does not wait.
+		r.Stop(ctx)
+		led.mu.Lock()
+		n = len(led.at)
+		led.mu.Unlock()
+		if n == 0 {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	if n != 1 {
+		t.Fatalf("after Stop %d incidents written, want 1 (%v after the start)", n, time.Since(start))
+	}
+	if err := <-done; !errors.Is(err, ErrIncident) {
+		t.Fatalf("Run: %v, want the incident error", err)
+	}
+}

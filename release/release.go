@@ -369,7 +369,11 @@ func (r *Releaser) record(ctx context.Context, req Request, key string, res *acc
 		return
 	}
 	r.statuses.put(statusKeyOf(req), res.Status)
-	if r.ledger.Release(ctx, res, storedJSON(sa)) == nil {
+	stored := storedJSON(sa)
+	if r.ledger.Release(ctx, res, stored) == nil && stored != nil {
+		// Only an answer the ledger stored: memory holds what the ledger
+		// recorded, so a repetition is free on every proxy or on none
+		// (review round 87).
 		r.answers.put(answerKeyOf(req, key), sa)
 	}
 }

@@ -267,6 +267,12 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 	if errors.Is(err, context.Canceled) || errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
+	// Incidents still waiting for their statements' publish time are
+	// written before the ledger closes (its incident write takes at most
+	// 5 s).
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	rel.Stop(sctx)
+	scancel()
 	log.Info("dpproxy stopped")
 	return err
 }

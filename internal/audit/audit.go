@@ -14,10 +14,12 @@
 // second per analyst after a burst of FreeLinesBurst (internal/linerate);
 // those left out are counted on the analyst's next line
 // ("lines_not_logged"). Charges, incidents and budget changes are always
-// written: the budget and the incident limit bound them. So one analyst's
-// free statements cannot rotate the others' lines out of the file (attack
-// round 86: 18,000 refused statements, under a second of one session, had
-// pushed every earlier line out of a 2 MB log).
+// written: the budget and the incident limit bound them. So an analyst's
+// free statements add at most about 175 MB a day to the file (attack round
+// 86: 18,000 refused statements, under a second of one session, had pushed
+// every earlier line out of a 2 MB log); N analysts together, N times that
+// (review round 87), which the file's size and backups must hold for the
+// retention the steward needs.
 package audit
 
 import (
