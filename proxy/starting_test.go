@@ -49,7 +49,7 @@ func startingServer(maxConns int) *Server {
 func startingConn(t *testing.T, from string, begun bool) *conn {
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
-	c := &conn{raw: a, from: from, log: zap.NewNop()}
+	c := &conn{raw: a, from: from, log: zap.NewNop(), startLog: zap.NewNop()}
 	c.begun.Store(begun)
 	return c
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dpproxy/dpproxy/accountant"
@@ -88,7 +89,7 @@ type Releaser struct {
 	// pending counts the incidents waiting for their publish time before
 	// they are written (afterCharge); stopping, once closed, has them
 	// written at once (Stop).
-	pending  sync.WaitGroup
+	pending  atomic.Int64
 	stopping chan struct{}
 	stopOnce sync.Once
 	// testOnlyRand, when set, replaces crypto/rand in every mechanism.

@@ -106,7 +106,7 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 	// ready (ErrorReadyAt), for the proxy's padding.
 	failedAt := time.Now()
 	r.pending.Add(1)
-	defer r.pending.Done()
+	defer r.pending.Add(-1)
 	if d := time.Until(publishTime(req, failedAt)); d > 0 {
 		t := time.NewTimer(d)
 		select {
@@ -138,11 +138,8 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 // their statements get no reply.
 func (r *Releaser) Stop(ctx context.Context) {
 	r.stopOnce.Do(func() { close(r.stopping) })
-	done := make(chan struct{})
-	go func() { r.pending.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
+	for r.pending.Load() > 0 && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
