@@ -83,8 +83,8 @@ func floodCopy(t *testing.T, ctx context.Context, ts *testServer, k int, sql str
 // 1.8–2.2 s of the proxy (execCopy 1.1 s of it in a CPU profile) against
 // 0.5 s for the same 1 MiB with a one-column query (lexing and
 // classifying); with 4 of alice's sessions sending it in a loop, bob's
-// catalog SELECT 1 goes from a median of 0.35 ms to 64 ms (1.9 ms under
-// the same flood with one column, which the slot covers). Want: the
+// catalog SELECT 1 goes from a median of 0.35 ms to 64 ms (1.9–15 ms under
+// the same flood with one column, whose cost is mostly the slot's). Want: the
 // FORCE_QUOTE check linear (a set of the column names; at most as many
 // names as columns), so that the statement's cost is its classification's,
 // which the slot bounds.
@@ -126,7 +126,7 @@ func TestAttack88_CopyForceQuoteQuadraticOutsideSlot(t *testing.T) {
 	if wide > 2*narrow {
 		t.Errorf("the 1,664-column COPY took %v, %.1f times the one-column COPY of the same size (%v): its FORCE_QUOTE check is quadratic, outside the analyst's slot", wide, float64(wide)/float64(narrow), narrow)
 	}
-	if during[1664] > 5*during[1] {
+	if during[1664] > 2*during[1] {
 		t.Errorf("bob's catalog SELECT 1 took %v (median) under alice's 1,664-column COPYs, %.0f times its %v under the one-column ones", during[1664], float64(during[1664])/float64(during[1]), during[1])
 	}
 }
