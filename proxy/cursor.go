@@ -122,6 +122,11 @@ func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, boun
 		return nil, err
 	}
 	defer c.releaseShadow(ctx, sc)
+	doneRead, err := c.boundShadowRead(sc.PgConn().Frontend())
+	if err != nil {
+		return nil, err
+	}
+	defer doneRead()
 	// The rows are reserved from the analyst's memory bound as they come
 	// (memory.go; attack round 39: charged only after they were read, they
 	// had passed it); the caller charges what it keeps (a cursor's rows, a
