@@ -198,7 +198,8 @@ func (c *conn) admitRelayed(body int) error {
 
 // boundShadowRead bounds, and charges before it is read, the one shadow
 // message pgconn reads whole on the pgconn path (shadowRows: DECLARE,
-// COPY, a post-processed answer's outer SQL; describeShadow), as
+// COPY, but not a post-processed answer's outer SQL, run after its
+// leaves' charge; describeShadow), as
 // admitRelayed does on the relay: a body of at most a quarter of the
 // analyst's room (at least 64 KiB, at most MaxBufferedResult) is read, a
 // longer one refused before its body (pgproto3's SetMaxBodyLen: 54000,
