@@ -277,7 +277,7 @@ func (c *conn) release(ctx context.Context, env *pipeline.Env, req release.Reque
 		var err error
 		res, err = c.srv.cfg.Releaser.Run(rctx, req)
 		if err != nil {
-			err, ready := release.ErrorReadyAt(err) // an incident's: when it happened
+			ready, err := release.ErrorReadyAt(err) // an incident's: when it happened
 			return ready, err
 		}
 		if res != nil && !res.ReadyAt.IsZero() {

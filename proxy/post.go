@@ -127,7 +127,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			var err error
 			results, err = c.srv.cfg.Releaser.RunBatch(rctx, batch)
 			if err != nil {
-				err, ready := release.ErrorReadyAt(err) // an incident's: when it happened
+				ready, err := release.ErrorReadyAt(err) // an incident's: when it happened
 				return ready, err
 			}
 			ready := time.Now()

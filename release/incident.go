@@ -152,16 +152,17 @@ type readyError struct {
 
 func (e *readyError) Unwrap() error { return e.error }
 
-// ErrorReadyAt returns the error a DP statement's release returned, and
-// when it was ready: for an incident, the moment of the failure (its
-// error is returned at its publish time, after the incident is written,
-// and is padded from the moment it happened); for any other error, now.
-func ErrorReadyAt(err error) (error, time.Time) {
+// ErrorReadyAt returns when the error a DP statement's release returned
+// was ready, and the error: for an incident, the moment of the failure
+// (its error is returned at its publish time, after the incident is
+// written, and is padded from the moment it happened); for any other
+// error, now.
+func ErrorReadyAt(err error) (time.Time, error) {
 	var re *readyError
 	if errors.As(err, &re) {
-		return re.error, re.at
+		return re.at, re.error
 	}
-	return err, time.Now()
+	return time.Now(), err
 }
 
 // Retries of an incident the ledger could not record: the first after

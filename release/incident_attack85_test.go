@@ -57,7 +57,7 @@ func TestAttack85_IncidentWrittenAtPublishTime(t *testing.T) {
 		if !errors.Is(err, ErrIncident) {
 			t.Fatalf("cancelled=%v: %v, want the incident error", cancelled, err)
 		}
-		inner, ready := ErrorReadyAt(err)
+		ready, inner := ErrorReadyAt(err)
 		if !errors.Is(inner, ErrIncident) {
 			t.Fatalf("ErrorReadyAt's error %v is not the incident's", inner)
 		}
