@@ -120,6 +120,20 @@ func (m *meter84) take() (vr, vl, al []time.Duration) {
 	return
 }
 
+// startMetered84 is startRealDP with release's ledger seen through m.
+func startMetered84(t *testing.T, m *meter84, mutate func(*Config)) *realDP {
+	t.Helper()
+	return startRealDP(t, func(c *Config) {
+		m.Ledger = c.Ledger.(*ledger.Ledger)
+		rel, err := release.New(release.Config{Ledger: m, Planner: rewrite.Replan})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Releaser = rel
+		mutate(c)
+	})
+}
+
 func median84(ds []time.Duration) time.Duration {
 	if len(ds) == 0 {
 		return 0
@@ -185,13 +199,7 @@ func max84(ds []time.Duration) time.Duration {
 func TestAttack84_AnswerStoresHoldWholeLedgerPool(t *testing.T) {
 	m := newMeter84("alice", "bob")
 	const slot = 500 * time.Millisecond
-	r := startRealDP(t, func(c *Config) {
-		m.Ledger = c.Ledger.(*ledger.Ledger)
-		rel, err := release.New(release.Config{Ledger: m, Planner: rewrite.Replan})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Releaser = rel
+	r := startMetered84(t, m, func(c *Config) {
 		for _, d := range c.Datasets {
 			d.ResponseTime = slot
 		}
@@ -336,15 +344,7 @@ func labelDP84(ch string, labelLen, buckets int) string {
 func TestAttack84_StoredAnswerJSONSixTimesAnswerBound(t *testing.T) {
 	const bound = 64 << 20
 	m := newMeter84("alice", "bob")
-	r := startRealDP(t, func(c *Config) {
-		m.Ledger = c.Ledger.(*ledger.Ledger)
-		rel, err := release.New(release.Config{Ledger: m, Planner: rewrite.Replan})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Releaser = rel
-		c.MaxMemoryPerAnalyst = bound
-	})
+	r := startMetered84(t, m, func(c *Config) { c.MaxMemoryPerAnalyst = bound })
 	var sess []*pgconn.PgConn
 	for _, db := range []string{"hospital", "clinic"} {
 		for range defaultDPConcurrencyPerAnalyst {
@@ -440,15 +440,7 @@ func TestAttack84_StoredAnswerJSONSixTimesAnswerBound(t *testing.T) {
 func TestAttack84_CachedAnswerReadBackUncounted(t *testing.T) {
 	const bound = 64 << 20
 	m := newMeter84("alice", "bob")
-	r := startRealDP(t, func(c *Config) {
-		m.Ledger = c.Ledger.(*ledger.Ledger)
-		rel, err := release.New(release.Config{Ledger: m, Planner: rewrite.Replan})
-		if err != nil {
-			t.Fatal(err)
-		}
-		c.Releaser = rel
-		c.MaxMemoryPerAnalyst = bound
-	})
+	r := startMetered84(t, m, func(c *Config) { c.MaxMemoryPerAnalyst = bound })
 	a := r.connect(t)
 	if _, err := execAll(t, a, "SET dp.epsilon = 0.001"); err != nil {
 		t.Fatal(err)
