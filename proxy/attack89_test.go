@@ -2,6 +2,9 @@ package proxy
 
 import (
 	"fmt"
+	"github.com/dpproxy/dpproxy/internal/audit"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -72,5 +75,103 @@ func TestAttack89_CachedPostLeavesLogUnlimited(t *testing.T) {
 	// The analyst's bucket allows 60 lines at once and 2 a second.
 	if allowed := 60 + int(2*el.Seconds()) + 2; lines > allowed {
 		t.Errorf("free (cached) post-processing statements wrote %d Info lines in %v, past the per-analyst bound of about %d (60 then 2/s): the cached leaves' lines go to the unlimited session logger", lines, el.Round(time.Millisecond), allowed)
+	}
+}
+
+// TestAttack89_ChargedPostStatementAuditLineDropped (low). The audit log
+// writes a statement line past the analyst's free-line bucket only when
+// it is "charged" (audit.Statement: s.DP && !s.Cached && success), and
+// s.DP comes from the session's lastDP, which only execDP (a single DP
+// statement) sets. A post-processing statement that was charged (its
+// leaves under one ledger charge) has no DPEvent, so its audit statement
+// line is counted as free: an analyst who first spends their free lines
+// (1,000 refused statements, well under a second) has the audit statement
+// lines of their charged post-processing statements left out (the line
+// that ties the statement's fingerprint to its "batch:" charge), while the
+// same charge by a plain DP statement is written. SECURITY.md item 9: a
+// charged answer is never left out.
+func TestAttack89_ChargedPostStatementAuditLineDropped(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "audit.log")
+	al, err := audit.Open(audit.Config{Path: path, MaxSizeMB: 50}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer al.Close()
+	r := startRealDP(t, func(c *Config) {
+		c.Observer = auditObserver{al}
+	})
+	// Control: without a flood, a charged post-processing statement has
+	// its audit statement line.
+	pc0 := r.connectAs(t, "alice", "alice", "hospital")
+	if _, err := execAll(t, pc0, "SET dp.epsilon = 0.01"); err != nil {
+		t.Fatal(err)
+	}
+	b0, _ := os.ReadFile(path)
+	if _, err := execAll(t, pc0, "SELECT s.n + 2 AS m FROM (SELECT COUNT(*) AS n FROM visits WHERE age > 11) s"); err != nil {
+		t.Fatalf("post-processing statement: %v", err)
+	}
+	b1, _ := os.ReadFile(path)
+	if !strings.Contains(string(b1[len(b0):]), `"route":"dp"`) {
+		t.Fatalf("control: no audit line for a post-processing statement without a flood: %q", b1[len(b0):])
+	}
+	pc0.Close(ctxT(t))
+	stop := floodInBackground87(t, r.testServer)
+	// Let the flood spend the audit burst of 1,000 free lines.
+	for i := 0; i < 1000; i++ {
+		if ok, _ := auditFilesContain(t, dir, `lines_not_logged`); ok {
+			break
+		}
+		b, _ := os.ReadFile(path)
+		if strings.Count(string(b), "\n") > audit.FreeLinesBurst+50 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	pc := r.connectAs(t, "alice", "alice", "hospital")
+	if _, err := execAll(t, pc, "SET dp.epsilon = 0.01"); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := os.ReadFile(path)
+	if _, err := execAll(t, pc, "SELECT COUNT(*) AS n FROM visits WHERE age > 3"); err != nil {
+		t.Fatalf("plain DP statement: %v", err)
+	}
+	if _, err := execAll(t, pc, "SELECT s.n + 1 AS m FROM (SELECT COUNT(*) AS n FROM visits WHERE age > 7) s"); err != nil {
+		t.Fatalf("post-processing statement: %v", err)
+	}
+	stop()
+	time.Sleep(100 * time.Millisecond)
+	after, _ := os.ReadFile(path)
+	added := string(after[len(before):])
+	var charges, dpLines, postLines int
+	for _, l := range strings.Split(added, "\n") {
+		switch {
+		case strings.Contains(l, `"event":"charge"`) || strings.Contains(l, `"msg":"charge"`):
+			charges++
+		case strings.Contains(l, `"route":"dp"`) && strings.Contains(l, `"analyst":"alice"`) && strings.Contains(l, `"outcome":"ok"`) || strings.Contains(l, `"route":"dp"`) && strings.Contains(l, `"epsilon"`):
+			if strings.Contains(l, `"cached"`) {
+				dpLines++
+			} else {
+				postLines++
+			}
+		}
+	}
+	t.Logf("added: %s", added)
+	t.Logf("audit lines added during the flood: %d charge lines, %d DP statement lines with a DP event (plain), %d DP statement lines without one (post-processing)", charges, dpLines, postLines)
+	all := r.charges(t)
+	var batch int
+	for _, c := range all {
+		if strings.HasPrefix(c.fingerprint, "batch:") {
+			batch++
+		}
+	}
+	if batch != 2 {
+		t.Fatalf("the post-processing statements made %d batch charges, want 2", batch)
+	}
+	if dpLines != 1 {
+		t.Fatalf("control: the plain charged DP statement's audit line: %d, want 1", dpLines)
+	}
+	if postLines == 0 {
+		t.Errorf("the charged post-processing statement's audit statement line was left out by the analyst's own flood of free statements (%d lines added, %d charge lines); a plain DP statement's was written", strings.Count(added, "\n"), charges)
 	}
 }
