@@ -143,21 +143,14 @@ func TestAttack89_ChargedPostStatementAuditLineDropped(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	after, _ := os.ReadFile(path)
 	added := string(after[len(before):])
-	var charges, dpLines, postLines int
+	// The two charged statements' audit lines (route dp, answered).
+	dpLines := 0
 	for _, l := range strings.Split(added, "\n") {
-		switch {
-		case strings.Contains(l, `"event":"charge"`) || strings.Contains(l, `"msg":"charge"`):
-			charges++
-		case strings.Contains(l, `"route":"dp"`) && strings.Contains(l, `"analyst":"alice"`) && strings.Contains(l, `"outcome":"ok"`) || strings.Contains(l, `"route":"dp"`) && strings.Contains(l, `"epsilon"`):
-			if strings.Contains(l, `"cached"`) {
-				dpLines++
-			} else {
-				postLines++
-			}
+		if strings.Contains(l, `"route":"dp"`) && strings.Contains(l, `"outcome":"answered"`) && strings.Contains(l, `"cached":false`) {
+			dpLines++
 		}
 	}
-	t.Logf("added: %s", added)
-	t.Logf("audit lines added during the flood: %d charge lines, %d DP statement lines with a DP event (plain), %d DP statement lines without one (post-processing)", charges, dpLines, postLines)
+	t.Logf("audit statement lines of the two charged statements (plain DP, then post-processing) written during the flood: %d", dpLines)
 	all := r.charges(t)
 	var batch int
 	for _, c := range all {
@@ -168,10 +161,10 @@ func TestAttack89_ChargedPostStatementAuditLineDropped(t *testing.T) {
 	if batch != 2 {
 		t.Fatalf("the post-processing statements made %d batch charges, want 2", batch)
 	}
-	if dpLines != 1 {
-		t.Fatalf("control: the plain charged DP statement's audit line: %d, want 1", dpLines)
+	if dpLines == 0 {
+		t.Fatalf("control: the plain charged DP statement's audit line is missing too")
 	}
-	if postLines == 0 {
-		t.Errorf("the charged post-processing statement's audit statement line was left out by the analyst's own flood of free statements (%d lines added, %d charge lines); a plain DP statement's was written", strings.Count(added, "\n"), charges)
+	if dpLines < 2 {
+		t.Errorf("the charged post-processing statement's audit statement line was left out by the analyst's own flood of free statements (%d lines added); the plain DP statement's was written", strings.Count(added, "\n"))
 	}
 }
