@@ -122,15 +122,6 @@ func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, boun
 		return nil, err
 	}
 	defer c.releaseShadow(ctx, sc)
-	if bounded {
-		// Not the outer SQL of charged leaves, which must not be refused
-		// after their charge (and costs their budget).
-		doneRead, err := c.boundShadowRead(sc.PgConn().Frontend())
-		if err != nil {
-			return nil, err
-		}
-		defer doneRead()
-	}
 	// The rows are reserved from the analyst's memory bound as they come
 	// (memory.go; attack round 39: charged only after they were read, they
 	// had passed it); the caller charges what it keeps (a cursor's rows, a

@@ -4,7 +4,6 @@ import (
 	"sync/atomic"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"github.com/jackc/pgx/v5/pgproto3"
 )
 
 // What a session keeps in the proxy's memory between statements — named
@@ -65,7 +64,7 @@ func (s *Server) account(analyst string) *memAccount {
 // syncMemory brings the analyst's account in line with what the session
 // holds now.
 func (c *conn) syncMemory() {
-	held := c.sess.memoryHeld() + int64(c.resultReserved) + int64(c.sendingRoom) + int64(c.relayCharged) + int64(c.readCharged) // a result being kept, sent or relayed too
+	held := c.sess.memoryHeld() + int64(c.resultReserved) + int64(c.sendingRoom) + int64(c.relayCharged) // a result being kept, sent or relayed too
 	if held != c.memCharged {
 		c.mem().held.Add(held - c.memCharged)
 		c.memCharged = held
@@ -195,35 +194,6 @@ func (c *conn) admitRelayed(body int) error {
 	}
 	return nil
 }
-
-// boundShadowRead bounds, and charges before it is read, the one shadow
-// message pgconn reads whole on the pgconn path (shadowRows: DECLARE,
-// COPY, but not a post-processed answer's outer SQL, run after its
-// leaves' charge; describeShadow), as
-// admitRelayed does on the relay: a body of at most a quarter of the
-// analyst's room (at least 64 KiB, at most MaxBufferedResult) is read, a
-// longer one refused before its body (pgproto3's SetMaxBodyLen: 54000,
-// the connection dropped), and twice that (pgconn's buffer and what it
-// decodes) is charged until done (attack round 88: an error quoting a
-// 60 MB cast input was read whole and decoded uncounted, 744–915 MiB of
-// one analyst's sessions against a 256 MiB bound).
-func (c *conn) boundShadowRead(f *pgproto3.Frontend) (done func(), err error) {
-	room := c.srv.cfg.MaxMemoryPerAnalyst - c.mem().held.Load()
-	limit := min(c.srv.cfg.MaxBufferedResult, max(minShadowRead, int(room/4)))
-	if err := c.checkMemory(2 * limit); err != nil {
-		return nil, err
-	}
-	c.readCharged += 2 * limit
-	f.SetMaxBodyLen(limit)
-	return func() {
-		f.SetMaxBodyLen(c.srv.cfg.MaxBufferedResult)
-		c.readCharged -= 2 * limit
-		c.syncMemory()
-	}, nil
-}
-
-// minShadowRead is the least body boundShadowRead lets pgconn read.
-const minShadowRead = 64 << 10
 
 // releaseRelayed ends admitRelayed's charge.
 func (c *conn) releaseRelayed() {

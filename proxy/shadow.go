@@ -274,11 +274,9 @@ func (c *conn) shadowFailed(ctx context.Context, err error) error {
 	}
 	if tooBig := (*pgproto3.ExceededMaxBodyLenErr)(nil); errors.As(err, &tooBig) {
 		// pgconn closed the connection before reading the message's body
-		// (the shadow pool's BuildFrontend, or boundShadowRead's bound
-		// from the analyst's room).
-		return pgerr.New(programLimitExceeded, "catalog row or error too large (over %d bytes)", tooBig.MaxExpectedBodyLen).
-			WithDetail("A message of the catalog database is read whole only within the proxy's max_buffered_result and a quarter of the memory your sessions have left.").
-			WithHint("select fewer or shorter columns, or close what your other sessions hold")
+		// (the shadow pool's BuildFrontend).
+		return pgerr.New(programLimitExceeded, "catalog row too large (over %d bytes)", c.srv.cfg.MaxBufferedResult).
+			WithHint("select fewer or shorter columns")
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// The relay's read deadline (relayShadow): the shadow did not end
@@ -371,11 +369,6 @@ func (c *conn) describeShadow(ctx context.Context, text string, paramOIDs []uint
 		return nil, err
 	}
 	defer c.releaseShadow(ctx, sc)
-	doneRead, err := c.boundShadowRead(sc.PgConn().Frontend())
-	if err != nil {
-		return nil, err
-	}
-	defer doneRead()
 	sd, err := sc.PgConn().Prepare(ctx, "", text, paramOIDs)
 	if err != nil {
 		return nil, c.shadowFailed(ctx, err)
