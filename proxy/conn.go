@@ -123,7 +123,7 @@ type conn struct {
 	// relayCharged: what the relay of a catalog statement holds of the
 	// shadow's large messages (admitRelayed).
 	relayCharged int
-	admitFn     func(int) error // admitRelayed, as the relay's framer calls it
+	admitFn      func(int) error // admitRelayed, as the relay's framer calls it
 	// ticketKept: paced handed ticket to a release it left running (a
 	// cancelled statement), which frees it when it ends.
 	ticketKept bool
