@@ -75,6 +75,16 @@ func extraConfigWith(t *testing.T, mutate func(cfg map[string]any)) (string, str
 		t.Fatal(err)
 	}
 	cfg["listen"] = addr
+	if admin, ok := cfg["admin"].(map[string]any); ok {
+		// The demo's admin listens on port 0: the kernel may pick the
+		// port freeAddr just closed for listen (a CI run: "bind: address
+		// already in use"). An address of its own, not handed out before.
+		a, err := freeAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		admin["listen"] = a
+	}
 	pol, _ := cfg["policies"].(string)
 	if !filepath.IsAbs(pol) {
 		cfg["policies"] = filepath.Join(env.dataDir, pol)

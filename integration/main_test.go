@@ -3,6 +3,7 @@ package integration
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -184,14 +186,32 @@ func readReady(r io.Reader, timeout time.Duration) error {
 	return nil
 }
 
+// freeAddr returns a loopback address free now and not handed out before
+// in this run: the kernel may give a port just closed to the next caller,
+// and a test that asks for two (the proxy's and the admin endpoint's) got
+// the same one in a CI run ("bind: address already in use").
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	freeAddrs.mu.Lock()
+	defer freeAddrs.mu.Unlock()
+	for range 100 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		if !freeAddrs.given[addr] {
+			freeAddrs.given[addr] = true
+			return addr, nil
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return "", errors.New("no free loopback port not handed out before")
 }
+
+var freeAddrs = struct {
+	mu    sync.Mutex
+	given map[string]bool
+}{given: map[string]bool{}}
 
 func requireDemo(t *testing.T) {
 	t.Helper()
