@@ -276,14 +276,10 @@ func (c *conn) release(ctx context.Context, env *pipeline.Env, req release.Reque
 		req.Contended = contended
 		var err error
 		res, err = c.srv.cfg.Releaser.Run(rctx, req)
-		if err != nil {
-			ready, err := release.ErrorReadyAt(err) // an incident's: when it happened
-			return ready, err
-		}
 		if res != nil && !res.ReadyAt.IsZero() {
-			return res.ReadyAt, nil
+			return res.ReadyAt, err
 		}
-		return time.Now(), nil
+		return time.Now(), err
 	})
 	if err != nil {
 		// When the client cancelled, the release goes on in the
@@ -338,6 +334,11 @@ func (c *conn) paced(ctx context.Context, slotLen time.Duration, run func(rctx c
 		}()
 		var ready time.Time
 		ready, err = run(rctx, start.Add(slotLen), tk.contended.Load)
+		if err != nil {
+			// An incident's error returns at its publish time, after its
+			// ledger write; it is padded from when it happened.
+			ready, err = release.ErrorReadyAt(err)
+		}
 		c.padResponse(rctx, start, ready, slotLen)
 	}()
 	select {

@@ -129,10 +129,6 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			}
 			var err error
 			results, err = c.srv.cfg.Releaser.RunBatch(rctx, batch)
-			if err != nil {
-				ready, err := release.ErrorReadyAt(err) // an incident's: when it happened
-				return ready, err
-			}
 			ready := time.Now()
 			for _, r := range results {
 				if r != nil && !r.ReadyAt.IsZero() {
