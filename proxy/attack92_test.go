@@ -1,0 +1,126 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// churnPhase runs work from n sessions of alice for d while bob runs
+// SELECT 1 in a loop, and returns how many statements alice ran, how
+// many connections the shadow server accepted meanwhile and bob's median
+// and 90th-percentile latency.
+func churnPhase(t *testing.T, fwd *countingForwarder, bob *pgconn.PgConn, alice []*pgconn.PgConn, d time.Duration, work func(*pgconn.PgConn) error) (stmts, dials int64, bobMed, bobP90 time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d+20*time.Second)
+	defer cancel()
+	var bobTimes []time.Duration
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var n atomic.Int64
+	dials0 := fwd.accepted.Load()
+	for _, a := range alice {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = work(a)
+				n.Add(1)
+			}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		start := time.Now()
+		if _, err := bob.Exec(ctx, "SELECT 1").ReadAll(); err != nil {
+			t.Logf("bob: %v", err)
+		}
+		bobTimes = append(bobTimes, time.Since(start))
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(stop)
+	wg.Wait()
+	return n.Load(), fwd.accepted.Load() - dials0, median(bobTimes), pct(bobTimes, 0.9)
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), d...)
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	return s[int(float64(len(s)-1)*p)]
+}
+
+// TestAttack92_RefusedSettingChurnsSharedShadowPool (medium; rule: no
+// analyst's statement can change another's resources): a session setting
+// the proxy accepts but the shadow refuses (TimeZone '+9999': isOffset lets
+// any digits through, PostgreSQL allows ±15:59) makes every catalog
+// statement of the session take a pooled shadow connection — the idle one
+// another analyst's statement would have reused — fail its Apply and
+// close it (acquireShadow's dropShadow). The statement costs the analyst
+// nothing (a 22023 refusal, no budget, no rate limit), and its share of
+// the pool bounds how many connections it destroys at once, not how many
+// a second: every other analyst's next catalog statement finds the idle
+// set empty and opens a new shadow connection (a fork, the backend's
+// start-up and catalog cache, authentication, nine set_configs) for
+// SELECT 1. Control: the same sessions running a valid catalog statement
+// as fast.
+func TestAttack92_RefusedSettingChurnsSharedShadowPool(t *testing.T) {
+	fwd := newCountingForwarder(t, shadowDB(t))
+	ts := startServer(t, serverOpts{shadowDSN: fwd.dsn})
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	ctx := ctxT(t)
+	if _, err := bob.Exec(ctx, "SELECT 1").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	const sessions = 8
+	var alice []*pgconn.PgConn
+	for i := 0; i < sessions; i++ {
+		alice = append(alice, ts.connect(t))
+	}
+	// Does the proxy accept it, and does the shadow refuse it?
+	if _, err := alice[0].Exec(ctx, "SET TimeZone = '+9999'").ReadAll(); err != nil {
+		t.Fatalf("SET TimeZone: %v", err)
+	}
+	_, err := alice[0].Exec(ctx, "SELECT 1").ReadAll()
+	t.Logf("alice's SELECT 1 under TimeZone '+9999': %v (SQLSTATE %s)", err, sqlstate(err))
+	if _, err := alice[0].Exec(ctx, "RESET TimeZone").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+
+	const d = 3 * time.Second
+	valid := func(a *pgconn.PgConn) error { _, err := a.Exec(ctx, "SELECT 1").ReadAll(); return err }
+	cStmts, cDials, cMed, cP90 := churnPhase(t, fwd, bob, alice, d, valid)
+	t.Logf("control (alice's %d sessions run SELECT 1): %d statements, %d shadow connections opened; bob's SELECT 1 median %v, p90 %v",
+		sessions, cStmts, cDials, cMed, cP90)
+
+	for _, a := range alice {
+		if _, err := a.Exec(ctx, "SET TimeZone = '+9999'").ReadAll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	aStmts, aDials, aMed, aP90 := churnPhase(t, fwd, bob, alice, d, valid)
+	t.Logf("attack (TimeZone '+9999' in alice's %d sessions): %d refused statements, %d shadow connections opened (%.0f/s); bob's SELECT 1 median %v, p90 %v",
+		sessions, aStmts, aDials, float64(aDials)/d.Seconds(), aMed, aP90)
+	st := ts.srv.shadowPool(ts.srv.cfg.Datasets["hospital"]).Stats()
+	t.Logf("pool: %+v", st)
+	if aDials > 4*cDials+20 {
+		t.Errorf("alice's free, refused catalog statements made the shadow server accept %d connections in %v (%d for as many valid ones), each closing a pooled connection other analysts share; bob's SELECT 1 median %v against %v: a refused setting must not cost the shared pool a connection",
+			aDials, d, cDials, aMed, cMed)
+	}
+}
