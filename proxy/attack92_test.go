@@ -124,3 +124,55 @@ func TestAttack92_RefusedSettingChurnsSharedShadowPool(t *testing.T) {
 			aDials, d, cDials, aMed, cMed)
 	}
 }
+
+// TestAttack92_CancelledCatalogStatementsChurnSharedShadowPool (medium;
+// the same rule): a catalog statement whose own statement_timeout (1 ms,
+// the analyst's SET) ends while it holds a shadow connection has the
+// connection closed, not pooled (a late cancel could hit the next
+// holder), and one that ends while the pool opens a connection for it
+// abandons the half-open connection (pgconn.ConnectConfig under the
+// statement's context). Both cost the shadow server a fork (and a cancel
+// connection), both are free (57014, nothing charged, no rate limit), and
+// the analyst's share bounds how many at once, not how many a second.
+// Measured (2-core machine, 8 sessions of alice, 3 s): control, the same
+// statement without the timeout: 5 shadow connections, bob's SELECT 1
+// median 0.4 ms; with it: 2,800–3,400 shadow connections (about 1,000 a
+// second; the pool's Opened moved by 6: nearly all abandoned during
+// start-up), and bob's SELECT 1 median 420–590 ms: alice's statements take
+// the idle connection bob's last statement left and close it, so each of
+// bob's statements opens a new one among alice's forks.
+func TestAttack92_CancelledCatalogStatementsChurnSharedShadowPool(t *testing.T) {
+	fwd := newCountingForwarder(t, shadowDB(t))
+	ts := startServer(t, serverOpts{shadowDSN: fwd.dsn})
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	ctx := ctxT(t)
+	if _, err := bob.Exec(ctx, "SELECT 1").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	const sessions = 8
+	var alice []*pgconn.PgConn
+	for i := 0; i < sessions; i++ {
+		alice = append(alice, ts.connect(t))
+	}
+	const q = "SELECT count(*) FROM generate_series(1, 200000)"
+	const d = 3 * time.Second
+	work := func(a *pgconn.PgConn) error { _, err := a.Exec(ctx, q).ReadAll(); return err }
+	cStmts, cDials, cMed, cP90 := churnPhase(t, fwd, bob, alice, d, work)
+	t.Logf("control (alice's %d sessions run %q): %d statements, %d shadow connections opened; bob's SELECT 1 median %v, p90 %v",
+		sessions, q, cStmts, cDials, cMed, cP90)
+	for _, a := range alice {
+		if _, err := a.Exec(ctx, "SET statement_timeout = 1").ReadAll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := alice[0].Exec(ctx, q).ReadAll()
+	t.Logf("alice's statement under statement_timeout 1 ms: %v", err)
+	aStmts, aDials, aMed, aP90 := churnPhase(t, fwd, bob, alice, d, work)
+	t.Logf("attack (statement_timeout 1 ms): %d cancelled statements, %d shadow connections opened (%.0f/s); bob's SELECT 1 median %v, p90 %v",
+		aStmts, aDials, float64(aDials)/d.Seconds(), aMed, aP90)
+	t.Logf("pool: %+v", ts.srv.shadowPool(ts.srv.cfg.Datasets["hospital"]).Stats())
+	if aDials > 4*cDials+20 {
+		t.Errorf("alice's cancelled catalog statements made the shadow server accept %d connections in %v (%d uncancelled); bob's SELECT 1 median %v against %v",
+			aDials, d, cDials, aMed, cMed)
+	}
+}
