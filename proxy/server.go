@@ -179,6 +179,9 @@ type Server struct {
 	derivations *kdflimit.Limiter
 
 	limits rateLimiters
+	// churn holds each analyst's bucket of shadow connections closed by
+	// their statements (shadow.go, shadowChurn).
+	churn rateLimiters
 
 	nextConnID atomic.Uint32
 	active     atomic.Int64

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 )
 
 // The shadow catalog connections: each catalog statement borrows one from
@@ -73,6 +74,10 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 		if pool == nil {
 			return nil, errShadowUnavailable(errors.New("no shadow DSN configured"))
 		}
+		if err := c.srv.churnAllowed(c.sess.analyst); err != nil {
+			c.freeLog().Warn("analyst's catalog statements closed too many shadow connections")
+			return nil, err
+		}
 		var err error
 		if sc, err = pool.Acquire(ctx, c.sess.analyst); err != nil {
 			return nil, c.shadowAcquireFailed(ctx, pool, err)
@@ -89,17 +94,23 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 	if err := c.applySettings(ctx, sc); err != nil {
 		// The connection is not in the session's state: it may hold the
 		// previous holder's values (another analyst's; attack round 35),
-		// so the statement does not run on it and it is closed.
-		c.dropShadow(sc)
+		// so the statement does not run on it.
 		var pge *pgconn.PgError
-		if errors.As(err, &pge) && ctx.Err() == nil {
+		if errors.As(err, &pge) && ctx.Err() == nil && !sc.PgConn().IsClosed() {
 			// A value PostgreSQL refuses that the proxy's own check let
 			// through: the session's statements fail until it is set
-			// again.
+			// again. The connection holds what Apply recorded (a refused
+			// batch is rolled back whole; shadow.Conn.Apply), so it goes
+			// back to the pool: closed, each such free statement had
+			// cost the shadow server a fork and the other analysts their
+			// idle connection (attack round 92: 360 a second from one
+			// analyst, another's SELECT 1 from 0.6 ms to 11 ms).
+			c.finishShadow(ctx, sc, true)
 			c.freeLog().Warn("could not apply a setting to the shadow session", zap.String(logKeySQLState, pge.Code))
 			return nil, pgerr.New(pgerr.InvalidParameterValue, "a session setting is not valid for the catalog: %s", pge.Message).
 				WithHint("SET the setting named above to a valid value, or RESET it")
 		}
+		c.dropShadow(sc)
 		return nil, c.shadowFailed(ctx, err)
 	}
 	// While the session holds a shadow connection its writes to the
@@ -163,7 +174,9 @@ func (c *conn) finishShadow(ctx context.Context, sc *shadow.Conn, reusable bool)
 		return
 	}
 	c.shadow = nil
-	c.srv.shadowPool(c.sess.ds).Release(sc, ctx.Err() == nil)
+	if !c.srv.shadowPool(c.sess.ds).Release(sc, ctx.Err() == nil) {
+		c.srv.shadowChurned(c.sess.analyst)
+	}
 }
 
 // dropShadow closes sc (its slot in the pool is freed).
@@ -174,6 +187,63 @@ func (c *conn) dropShadow(sc *shadow.Conn) {
 		c.shadow = nil
 	}
 	c.srv.shadowPool(c.sess.ds).Release(sc, false)
+	c.srv.shadowChurned(c.sess.analyst)
+}
+
+// Shadow connections closed by an analyst's statements (attack round 92).
+// A catalog statement the proxy cancels (the session's statement_timeout,
+// a CancelRequest) or whose connection is left unusable (a row or error
+// too large, a client that does not read) closes its pooled connection
+// rather than reuse it, and its cancel is one more connection: each is a
+// fork on the shadow server, free to the analyst, and it takes the idle
+// connection another analyst's next statement would have reused. The
+// analyst's share of the pool bounds how many they hold at once, not how
+// many they close a second (about 1,000 from 1 ms statement timeouts,
+// another analyst's SELECT 1 from 0.4 ms to 590 ms). So each analyst may
+// close shadowChurnPerSecond of them a second (bursts of shadowChurnBurst)
+// over all their sessions and datasets on this proxy; past that their
+// catalog statements are refused (53000, nothing run) until the bucket
+// refills. An honest session closes one when a catalog statement is
+// cancelled, rarely.
+const (
+	shadowChurnPerSecond = 10
+	shadowChurnBurst     = 20
+)
+
+// churnBucket returns analyst's bucket of closed shadow connections.
+func (s *Server) churnBucket(analyst string) *rate.Limiter {
+	s.churn.mu.Lock()
+	defer s.churn.mu.Unlock()
+	if s.churn.buckets == nil {
+		s.churn.buckets = map[string]*rate.Limiter{}
+	}
+	b, ok := s.churn.buckets[analyst]
+	if !ok {
+		b = rate.NewLimiter(shadowChurnPerSecond, shadowChurnBurst)
+		s.churn.buckets[analyst] = b
+	}
+	return b
+}
+
+// shadowChurned counts one shadow connection closed by analyst's
+// statement: the bucket may go into debt (a statement at the limit closes
+// the connection it holds whatever the count).
+func (s *Server) shadowChurned(analyst string) {
+	s.churnBucket(analyst).ReserveN(time.Now(), 1)
+}
+
+// churnAllowed refuses analyst's catalog statement, before it takes a
+// shadow connection, while their bucket of closed connections is empty.
+func (s *Server) churnAllowed(analyst string) error {
+	b := s.churnBucket(analyst)
+	now := time.Now()
+	if b.TokensAt(now) >= 1 {
+		return nil
+	}
+	wait := time.Duration((1 - b.TokensAt(now)) / shadowChurnPerSecond * float64(time.Second))
+	return pgerr.New(insufficientResources, "your catalog statements closed too many catalog connections").
+		WithDetail("Catalog statements that are cancelled (a statement_timeout, a cancel request) or fail mid-reply close their shadow connection, which all analysts share; each analyst may close %d a second. The statement was not run.", shadowChurnPerSecond).
+		WithHint("retry in %s; raise statement_timeout if your catalog statements are cancelled by it", wait.Round(time.Millisecond))
 }
 
 // shadowAcquireFailed turns a failure to get a pooled connection into the
@@ -252,6 +322,7 @@ func (c *conn) closeShadow() {
 		return
 	}
 	c.srv.shadowPool(c.sess.ds).Release(c.shadow, false)
+	c.srv.shadowChurned(c.sess.analyst)
 	c.shadow = nil
 }
 

@@ -440,7 +440,14 @@ func (p *Pool) open(ctx context.Context) (*Conn, error) {
 			c.notice(n)
 		}
 	}
-	pc, err := pgconn.ConnectConfig(ctx, cfg)
+	// Not under ctx: a connection is opened whole (ConnectTimeout bounds
+	// it) and pooled if the statement it was for has ended meanwhile.
+	// Abandoned under a statement's own short statement_timeout, each
+	// half-open connection had cost the shadow server a fork for nothing,
+	// about a thousand a second from one analyst's free statements, and
+	// the other analysts' catalog statements waited for their own
+	// connections among them (attack round 92).
+	pc, err := pgconn.ConnectConfig(context.WithoutCancel(ctx), cfg)
 	if err != nil {
 		<-p.slots
 		return nil, err
@@ -454,6 +461,14 @@ func (p *Pool) open(ctx context.Context) (*Conn, error) {
 		return nil, fmt.Errorf("shadow connection opened with default_transaction_read_only = %q, not on", v)
 	}
 	c.snapshot()
+	if ctx.Err() != nil {
+		c.idleSince = time.Now()
+		p.idle <- c // a slot is held for it: never blocks
+		if p.isClosed() {
+			p.drain()
+		}
+		return nil, context.Cause(ctx)
+	}
 	return c, nil
 }
 
@@ -463,7 +478,10 @@ func (p *Pool) open(ctx context.Context) (*Conn, error) {
 // otherwise, or when reusable is false (e.g. the statement was
 // cancelled, and a late cancel request could hit the next statement run on
 // it), it is closed.
-func (p *Pool) Release(c *Conn, reusable bool) {
+//
+// It reports whether the connection was kept (false: it was closed, and
+// the next Acquire that finds no idle connection opens a new one).
+func (p *Pool) Release(c *Conn, reusable bool) (kept bool) {
 	c.notice = nil
 	if c.owner != "" {
 		p.giveShare(c.owner)
@@ -471,7 +489,7 @@ func (p *Pool) Release(c *Conn, reusable bool) {
 	}
 	if !p.keeps(c, reusable) {
 		p.discard(c)
-		return
+		return false
 	}
 	c.idleSince = time.Now()
 	p.idle <- c
@@ -479,6 +497,7 @@ func (p *Pool) Release(c *Conn, reusable bool) {
 	if p.isClosed() {
 		p.drain()
 	}
+	return true
 }
 
 func (p *Pool) discard(c *Conn) {
