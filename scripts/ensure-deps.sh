@@ -37,7 +37,7 @@ have_node() { command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1;
 have_chromium() { command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; }
 
 if ! command -v go >/dev/null 2>&1; then
-	echo "ensure-deps: Go is not installed or not on PATH; install Go 1.25 or newer from https://go.dev/dl/" >&2
+	echo "ensure-deps: Go is not installed or not on PATH; install Go 1.26 or newer (go.mod) from https://go.dev/dl/" >&2
 	exit 1
 fi
 
