@@ -797,9 +797,12 @@ func perGroupText(hs []float64, groups [][]string) string {
 }
 
 // swampedText names the groups of an AVG whose 95% half-width covers its
-// whole range (widenAtBounds: an average the noise pushed to an edge):
-// their value says only that the truth lies in the range. A bare "0 ±20000"
-// read as a measured zero (new-user run). "" when there are none.
+// whole range (widenAtBounds: an average whose noisy estimate fell outside
+// the range, by noise or a true value near an edge, released at that
+// edge): their value says only that the truth lies in the range. A bare
+// "0 ±20000" read as a measured zero (new-user run); "the noise swamped"
+// it misread a small group's true average near 0 as noise (new user's
+// run 94). "" when there are none.
 func swampedText(o dpplan.Output, hs []float64, groups [][]string) string {
 	span := o.Upper - o.Lower
 	if o.Kind != dpplan.OutputAvg || !(span > 0) {
@@ -817,7 +820,7 @@ func swampedText(o dpplan.Output, hs []float64, groups [][]string) string {
 	case len(names) > maxGroupsListed:
 		names = append(names[:maxGroupsListed], fmt.Sprintf("%d more", len(names)-maxGroupsListed))
 	}
-	return fmt.Sprintf("%s: the noise swamped %s, each saying only that the average lies in [%s, %s]",
+	return fmt.Sprintf("%s: %s came out at an edge of the range (noise, or a true value near that edge), each saying only that the average lies in [%s, %s]",
 		o.Name, strings.Join(names, ", "), num(o.Lower), num(o.Upper))
 }
 
