@@ -60,7 +60,7 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 							ref = nil
 						} else {
 							return b.errAt(x, pgerr.FeatureNotSupported, "GROUP BY %q refers to an expression", x.Name.Name.O).
-								WithHint("GROUP BY a column with public values")
+								WithHint("%s", keyExprHint)
 						}
 					}
 				}
@@ -116,7 +116,7 @@ func (b *builder) groupBy(sel *ast.SelectStmt) error {
 						WithHint("GROUP BY a column with public values")
 				}
 				return b.errAt(e, pgerr.FeatureNotSupported, "GROUP BY position %d refers to an expression", pos+1).
-					WithHint("GROUP BY a column with public values")
+					WithHint("%s", keyExprHint)
 			}
 			ref = c
 		}

@@ -97,8 +97,12 @@ func (b *builder) selectList(sel *ast.SelectStmt) error {
 			if fc, ok := f.Expr.(*ast.FuncCallExpr); ok && !isArithFunc(fc) {
 				name := strings.ToLower(fc.FnName.O)
 				if name != "width_bucket" && name != "date_trunc" && name != "extract" && name != "date_part" {
+					hint := aggregateHint
+					if name == "median" {
+						hint = "write percentile_cont(0.5) WITHIN GROUP (ORDER BY col) for a median"
+					}
 					return b.errAt(f.Expr, pgerr.FeatureNotSupported, "function %s is not supported in DP queries", fc.FnName.O).
-						WithHint("%s", aggregateHint)
+						WithHint("%s", hint)
 				}
 				k, _, err := b.exprKey(fc)
 				if err != nil {

@@ -94,3 +94,29 @@ func TestRewrite_SyntaxHintNamesJoins(t *testing.T) {
 		t.Fatalf("syntax error = %v, want 42601 whose hint names joins", err)
 	}
 }
+
+// TestRewrite_HintsNameTheFix: a refusal's hint names what to write (new
+// user's run 94): a GROUP BY position or alias of an expression lists the
+// key expressions dpproxy groups by, as the expression itself does, and
+// median() points to percentile_cont.
+func TestRewrite_HintsNameTheFix(t *testing.T) {
+	t.Parallel()
+	ds := loadHospital(t)
+	for q, want := range map[string]string{
+		"SELECT age/10*10 AS decade, COUNT(*) FROM visits GROUP BY 1":      "width_bucket(col, low, high, count)",
+		"SELECT age/10*10 AS decade, COUNT(*) FROM visits GROUP BY decade": "width_bucket(col, low, high, count)",
+		"SELECT median(cost) FROM visits":                                  "percentile_cont(0.5) WITHIN GROUP (ORDER BY col)",
+	} {
+		_, err := Rewrite(ds, q)
+		if pe, ok := pgerr.As(err); !ok || pe.Code != pgerr.FeatureNotSupported || !strings.Contains(pe.Hint, want) {
+			t.Errorf("Rewrite(%q) = %v (hint %q), want 0A000 whose hint names %q", q, err, hintOf(err), want)
+		}
+	}
+}
+
+func hintOf(err error) string {
+	if pe, ok := pgerr.As(err); ok {
+		return pe.Hint
+	}
+	return ""
+}
