@@ -842,7 +842,7 @@ func checkEpsilon(s *session, v string) (string, error) {
 	}
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f <= 0 || f > limit {
 		return "", invalidValue(settingEpsilon, v).
-			WithHint("dp.epsilon must be a number with 0 < epsilon <= %s (your budget on %s)", formatFloat(limit), s.ds.Policy.Name)
+			WithHint("dp.epsilon must be a number with 0 < epsilon <= %s (your budget's limit on %s; SHOW dp.budget says what remains)", formatFloat(limit), s.ds.Policy.Name)
 	}
 	if err := checkEpsilonFloor(s, f, v); err != nil {
 		return "", err
@@ -870,7 +870,7 @@ func checkDelta(s *session, v string) (string, error) {
 	}
 	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f < 0 || f >= 1 || f > limit {
 		return "", invalidValue(settingDelta, v).
-			WithHint("dp.delta must be a number with 0 <= delta <= %s (your budget on %s)", formatFloat(limit), s.ds.Policy.Name)
+			WithHint("dp.delta must be a number with 0 <= delta <= %s (your budget's limit on %s; SHOW dp.budget says what remains)", formatFloat(limit), s.ds.Policy.Name)
 	}
 	return formatFloat(f), nil
 }

@@ -194,7 +194,7 @@ func cmdBudget(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return err
 		}
 		s.audit.BudgetChange("reset", *analyst, ds.Name, actor(), before.Spent.Epsilon, before.Spent.Delta)
-		fmt.Fprintf(stdout, "reset %s on %s: spent ε=%s, δ=%s before, 0 now (charge rows kept; audit row written)\n",
+		fmt.Fprintf(stdout, "reset %s on %s: spent ε=%s, δ=%s before, 0 now (their charge count too; the charge rows stay for ledger verify, and the dataset's total across analysts and its global cap keep counting them: a reset cannot undo what was released; audit row written)\n",
 			*analyst, ds.Name, fig(before.Spent.Epsilon), fig(before.Spent.Delta))
 		return nil
 	}
