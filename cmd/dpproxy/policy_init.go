@@ -265,6 +265,19 @@ func guessUnit(cols []initColumn) (string, string) {
 	return cols[0].name, "no _id column and no primary key: the first column, almost certainly wrong"
 }
 
+// unitIsKey reports whether unit is the table's whole primary key, so that
+// each unit has one row.
+func unitIsKey(cols []initColumn, unit string) bool {
+	n, isUnit := 0, false
+	for _, c := range cols {
+		if c.pk {
+			n++
+			isUnit = isUnit || c.name == unit
+		}
+	}
+	return n == 1 && isUnit
+}
+
 // policyType maps a PostgreSQL type to a policy type ("" when none fits).
 func policyType(pgType string) policy.Type {
 	t := pgType
@@ -362,8 +375,15 @@ func policySkeleton(ctx context.Context, rel *release.Releaser, up release.Upstr
 		fmt.Fprintf(&s, "    schema: %s\n", yamlKey(schema))
 	}
 	fmt.Fprintf(&s, "    unit_column: %s   # REVIEW: guessed (%s)\n", yamlKey(unit), why)
-	s.WriteString("    max_groups_per_unit: 4   # REVIEW: groups one unit may contribute to in one query\n")
-	s.WriteString("    max_rows_per_unit: 5     # REVIEW: rows one unit may contribute to one group\n")
+	if unitIsKey(cols, unit) {
+		// One row per unit: it can be in one group only (new user's run
+		// 94: the patients table had been proposed 4 groups and 5 rows).
+		s.WriteString("    max_groups_per_unit: 1   # the unit is the primary key: one row per unit, so one group\n")
+		s.WriteString("    max_rows_per_unit: 1     # the unit is the primary key: one row per unit\n")
+	} else {
+		s.WriteString("    max_groups_per_unit: 4   # REVIEW: groups one unit may contribute to in one query\n")
+		s.WriteString("    max_rows_per_unit: 5     # REVIEW: rows one unit may contribute to one group\n")
+	}
 	s.WriteString("    # max_rows: 1000000      # REVIEW: a public bound on the table's rows, with room to grow; with it every answer's work and time\n" +
 		"    #                          # are bounded before its charge (docs/POLICY.md; dpproxy doctor checks it against the table)\n")
 	s.WriteString("    columns:\n")

@@ -276,10 +276,16 @@ func TestPolicyInit_Demo(t *testing.T) {
 	}
 	const eps = 0.5
 	for _, tc := range []struct {
-		table string
-		cols  []string
-	}{{"visits", []string{"age", "cost", "length_of_stay", "visit_date"}}, {"patients", []string{"birth_year"}}} {
+		table        string
+		cols         []string
+		groups, rows int // the skeleton's contribution bounds
+	}{{"visits", []string{"age", "cost", "length_of_stay", "visit_date"}, 4, 5}, {"patients", []string{"birth_year"}, 1, 1}} {
 		tb := runPolicyInit(t, ctx, dataDSN, ledgerDSN, tc.table, eps)
+		// patients' primary key is its unit: one row, one group per unit
+		// (new user's run 94: 4 groups and 5 rows had been proposed).
+		if tb.MaxGroupsPerUnit != tc.groups || tb.MaxRowsPerUnit != tc.rows {
+			t.Errorf("%s: max_groups_per_unit %d, max_rows_per_unit %d; want %d and %d", tc.table, tb.MaxGroupsPerUnit, tb.MaxRowsPerUnit, tc.groups, tc.rows)
+		}
 		each := eps / float64(2*len(tc.cols))
 		for _, name := range tc.cols {
 			col, _ := tb.Column(name)
