@@ -34,6 +34,9 @@ type preparedStatement struct {
 	// told are the result columns a Describe of the statement sent the
 	// client, which decodes its portals' rows by them (described.go).
 	told []column
+	// descBytes is what desc holds, counted in the session's stmtBytes
+	// (and so in the analyst's account) while the statement is kept.
+	descBytes int
 }
 
 // statementDesc is a statement's parameter types and result columns.
@@ -77,7 +80,45 @@ func paramBytes(params [][]byte, paramFormats, resultFormats []int16) int {
 func statementBytes(text string, paramOIDs int) int { return len(text) + 8*paramOIDs }
 
 // size is what the statement holds (statementBytes).
-func (ps *preparedStatement) size() int { return statementBytes(ps.text, len(ps.parseOIDs)) }
+func (ps *preparedStatement) size() int {
+	return statementBytes(ps.text, len(ps.parseOIDs)) + ps.descBytes
+}
+
+// bytes is about what a statement's description holds: its parameter
+// types, and per result column a pgconn FieldDescription (about 40 bytes
+// and its name's allocation) or a column (attack round 93: a 131-byte
+// SELECT *,*,…,* FROM pg_class described 1,650 columns, about 97 KB kept
+// uncounted per named statement).
+func (d *statementDesc) bytes() int {
+	n := 64 + 4*len(d.paramOIDs)
+	for _, f := range d.fields {
+		n += 64 + len(f.Name)
+	}
+	for _, c := range d.cols {
+		n += 48 + len(c.name)
+	}
+	return n
+}
+
+// keepDesc keeps d as ps's description when the session and the
+// analyst's account have room for it (a named statement's is counted as
+// its text is; the unnamed statement replaces itself, as its text does).
+// Without room it is not kept: the next Describe or Bind asks for it again.
+func (c *conn) keepDesc(ps *preparedStatement, d *statementDesc) {
+	if ps.name == "" {
+		ps.desc = d
+		return
+	}
+	if c.sess.stmts[ps.name] != ps {
+		return // deallocated since (a portal still refers to it)
+	}
+	n := d.bytes()
+	if c.sess.stmtBytes+n > maxPreparedBytes || c.checkMemory(n) != nil {
+		return
+	}
+	ps.desc, ps.descBytes = d, n
+	c.sess.stmtBytes += n
+}
 
 // bufferedResult is a result held for a portal, already encoded in the
 // portal's result formats: a proxy-built result's rows as values, a shadow
@@ -504,7 +545,7 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 			return nil, dpError(sctx, err, c.log)
 		}
 	}
-	ps.desc = d
+	c.keepDesc(ps, d)
 	return d, nil
 }
 
