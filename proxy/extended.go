@@ -59,8 +59,9 @@ type portal struct {
 	told   []column
 	result *bufferedResult // after the first Execute
 	// bytes is what the portal's parameters hold (paramBytes), counted
-	// once at Bind.
-	bytes int
+	// once at Bind, and the columns told (toldBytes), counted at Describe.
+	bytes     int
+	toldBytes int
 }
 
 // paramBytes is about what a Bind's parameters hold in memory: each
@@ -92,12 +93,37 @@ func (ps *preparedStatement) size() int {
 func (d *statementDesc) bytes() int {
 	n := 64 + 4*len(d.paramOIDs)
 	for _, f := range d.fields {
-		n += 64 + len(f.Name)
+		n += 56 + len(f.Name)
 	}
-	for _, c := range d.cols {
-		n += 48 + len(c.name)
+	return n + columnsBytes(d.cols)
+}
+
+// columnsBytes is about what a slice of columns holds.
+func columnsBytes(cols []column) int {
+	n := 0
+	for _, c := range cols {
+		n += 24 + len(c.name)
 	}
 	return n
+}
+
+// keepTold keeps the columns a Describe of a DP portal tells the client in
+// the portal, counted in its bytes (and the analyst's account) before they
+// are kept: a portal of no parameters had counted 0 bytes and kept 450
+// columns, 11 KB, and a session 1,024 such portals (attack round 93).
+func (c *conn) keepTold(p *portal, cols []column) error {
+	n := columnsBytes(cols)
+	grow := n - p.toldBytes
+	if grow > 0 {
+		if err := c.sess.checkPortalRoom(p.name, p.bytes+grow); err != nil {
+			return err
+		}
+		if err := c.checkMemory(grow); err != nil {
+			return err
+		}
+	}
+	p.told, p.bytes, p.toldBytes = cols, p.bytes+grow, n
+	return nil
 }
 
 // keepDesc keeps d as ps's description when the session and the
@@ -432,10 +458,12 @@ func (c *conn) describe(ctx context.Context, m *pgproto3.Describe) error {
 		if err != nil {
 			return err
 		}
-		c.sendRowDescription(d, p.resultFormats)
 		if p.stmt.st.route == pgsql.RouteDP {
-			p.told = d.cols
+			if err := c.keepTold(p, d.cols); err != nil {
+				return err
+			}
 		}
+		c.sendRowDescription(d, p.resultFormats)
 		return nil
 	}
 	return pgerr.New(pgerr.ProtocolViolation, "invalid DESCRIBE message subtype %d", m.ObjectType)
