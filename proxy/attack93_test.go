@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -147,5 +149,102 @@ func TestAttack93_DescribedPortalsUncounted(t *testing.T) {
 	if kept > bound+(4<<20) || kept > 8*acct+(4<<20) {
 		t.Errorf("%d sessions' described DP portals keep %d MiB of the proxy's heap, with alice's account at %d KiB (bound %d MiB): the columns portals keep are uncounted",
 			k, kept>>20, acct>>10, bound>>20)
+	}
+}
+
+// procCPU is the CPU time (user and system) of this process so far.
+func procCPU(t *testing.T) time.Duration {
+	t.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestAttack93_StoredTextRelexedOutsideSlot (medium; rule 1: proxy CPU an
+// analyst causes for free, not bounded by the analyst's planning slot):
+// attack round 82 made splitting and classifying a query string over
+// 16 KiB take the analyst's planning slot, so that one analyst's sessions
+// keep at most one core checking and planning. But a named DP statement
+// with parameters is kept at Parse whatever its length (only a statement
+// without parameters is planned there, where rewrite.CheckText refuses
+// one over 64 KiB), and every Execute of a portal bound from it binds the
+// values into its text (boundText → bindWith), which lexes the whole
+// stored text first, outside the slot, before its length check refuses
+// it (54000, nothing charged). Describe of the statement does the same
+// (bindLiterals), and sends the whole text to the shadow first.
+//
+// So the 1 MiB text is sent once, and each Bind + Execute + Sync (about
+// 40 bytes) costs the proxy a lexing of 1 MiB: a million tokens of "a,"
+// take about 0.3 s of CPU and 50 MB of garbage. With 4 of alice's
+// sessions doing it in a loop, the proxy used more than one core on them
+// (the slot's bound), and another analyst's statements waited for CPU.
+//
+// Want: binding refuses a text that cannot fit once bound before lexing
+// it, and lexing a long stored text takes the analyst's slot, so that the
+// sessions of one analyst keep at most one core.
+func TestAttack93_StoredTextRelexedOutsideSlot(t *testing.T) {
+	ts := startShadowServer(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	text := "SELECT count(*) FROM visits WHERE age = $1 AND department IN (" + strings.Repeat("a,", (1<<20-200)/2) + "a)"
+	const k = 4
+	pcs := make([]*pgconn.PgConn, k)
+	for i := range pcs {
+		pcs[i] = ts.connect(t)
+		rep := rawSend(t, pcs[i], &noticeCollector{}, &pgproto3.Parse{Name: "big", Query: text, ParameterOIDs: []uint32{23}}, &pgproto3.Sync{})
+		if len(rep.errs) > 0 {
+			t.Fatalf("Parse of the %d-byte statement: %v", len(text), rep.errs)
+		}
+	}
+	run := func(pc *pgconn.PgConn) error {
+		rr := pc.ExecPrepared(ctx, "big", [][]byte{[]byte("1")}, nil, nil).Read()
+		return rr.Err
+	}
+	// One Execute's cost.
+	c0, w0 := procCPU(t), time.Now()
+	err := run(pcs[0])
+	t.Logf("one Bind/Execute/Sync of the stored %d-byte statement: %v wall, %v CPU of the process, %s (%v)",
+		len(text), time.Since(w0), procCPU(t)-c0, sqlstate(err), err)
+	if sqlstate(err) != "54000" {
+		t.Fatalf("want 54000, got %v", err)
+	}
+
+	// k sessions at once.
+	fctx, fcancel := context.WithTimeout(ctx, 6*time.Second)
+	defer fcancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	c1, w1 := procCPU(t), time.Now()
+	for _, pc := range pcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for fctx.Err() == nil {
+				if err := run(pc); sqlstate(err) != "54000" {
+					if fctx.Err() == nil {
+						t.Errorf("flood: %v", err)
+					}
+					return
+				}
+				mu.Lock()
+				n++
+				mu.Unlock()
+			}
+		}()
+	}
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	time.Sleep(500 * time.Millisecond)
+	during := medianLatency(t, ctx, bob, "SELECT count(*) FROM visits WHERE age > 30 LIMIT 0", 4*time.Second)
+	wg.Wait()
+	cpu, wall := procCPU(t)-c1, time.Since(w1)
+	base := medianLatency(t, ctx, bob, "SELECT count(*) FROM visits WHERE age > 30 LIMIT 0", 2*time.Second)
+	cores := cpu.Seconds() / wall.Seconds()
+	t.Logf("%d sessions of alice, %d Executes in %v: %v of CPU (%.2f cores, %.0f ms an Execute); bob's catalog statement: median %v during, %v after",
+		k, n, wall.Round(time.Millisecond), cpu.Round(time.Millisecond), cores, cpu.Seconds()*1000/float64(max(n, 1)), during, base)
+	if per := cpu / time.Duration(max(n, 1)); per > 50*time.Millisecond {
+		t.Errorf("each free Execute of the stored statement costs the proxy %v of CPU (%.2f cores over %d sessions): the stored text is lexed again per Execute, outside the analyst's slot", per, cores, k)
 	}
 }
