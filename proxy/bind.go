@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"context"
 	"encoding/binary"
 	"math"
 	"regexp"
@@ -59,6 +60,11 @@ func bindLiterals(text string, lits []string) (string, error) {
 // first, 65,535 binary numerics of 10 bytes each into 5 KB literals,
 // 330 MB for a statement that used one).
 func bindWith(text string, n int, lit func(i int) (string, error)) (string, error) {
+	if boundFloor(text) > rewrite.MaxStatementBytes {
+		// Too long whatever the values: refused before lexing it (attack
+		// round 93: a stored 1 MiB text was lexed again at each Execute).
+		return "", errBoundTooLong()
+	}
 	toks, err := pgsql.Lex(text)
 	if err != nil {
 		return text, nil
@@ -81,8 +87,7 @@ func bindWith(text string, n int, lit func(i int) (string, error)) (string, erro
 			lits[k-1] = l
 		}
 		if size += len(l) - (t.End - t.Pos); size > rewrite.MaxStatementBytes {
-			return "", pgerr.New(pgerr.ProgramLimitExceeded, "DP statement too long once its parameters are bound: over %d bytes", rewrite.MaxStatementBytes).
-				WithHint("bind shorter values, or use each parameter in fewer places")
+			return "", errBoundTooLong()
 		}
 	}
 	var b strings.Builder
@@ -99,6 +104,43 @@ func bindWith(text string, n int, lit func(i int) (string, error)) (string, erro
 	}
 	b.WriteString(text[last:])
 	return b.String(), nil
+}
+
+func errBoundTooLong() error {
+	return pgerr.New(pgerr.ProgramLimitExceeded, "DP statement too long once its parameters are bound: over %d bytes", rewrite.MaxStatementBytes).
+		WithHint("bind shorter values, or use each parameter in fewer places")
+}
+
+// boundFloor is a lower bound on the length of text once its parameters
+// are bound, found without lexing it: each $n ('$' and digits) becomes a
+// literal of at least one byte, and the rest is kept.
+func boundFloor(text string) int {
+	n := len(text)
+	for i := strings.IndexByte(text, '$'); i >= 0; {
+		j := i + 1
+		for j < len(text) && text[j] >= '0' && text[j] <= '9' {
+			j++
+		}
+		n -= j - i - 1
+		k := strings.IndexByte(text[j:], '$')
+		if k < 0 {
+			break
+		}
+		i = j + k
+	}
+	return n
+}
+
+// bindSlot takes the analyst's planning slot (textSlot) for binding
+// values into a stored statement's text, which lexes the whole text: the
+// text was sent once, at Parse or PREPARE, and each Execute, Describe or
+// EXECUTE of it (a few bytes) would lex it again outside the slot (attack
+// round 93: 4 sessions re-lexing a 1 MiB text kept both cores busy).
+func (c *conn) bindSlot(ctx context.Context, text string) (func(), error) {
+	if ctx == nil {
+		ctx = c.sessCtx
+	}
+	return c.textSlot(ctx, text)
 }
 
 // checkValue checks bound parameter i as literalOf would decode it, for a

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
+	"github.com/dpproxy/dpproxy/rewrite"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 	"go.uber.org/zap"
@@ -294,8 +295,13 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		}
 		st = c.classify(text)
 	}
-	release() // planning (checkDP) takes the slot itself
 	text := st.text
+	if n < 0 && st.err == nil {
+		// Lexes the whole text: in the slot, as its classification.
+		n = maxParam(text)
+		c.rememberParams(m.Query, n)
+	}
+	release() // planning (checkDP) takes the slot itself
 	if err := c.sess.checkNotFailed(st); err != nil {
 		return err
 	}
@@ -303,10 +309,6 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		c.logStatement(st, st.err)
 		c.observe(st, st.err, 0)
 		return st.err
-	}
-	if n < 0 {
-		n = maxParam(text)
-		c.rememberParams(m.Query, n)
 	}
 	if len(m.ParameterOIDs) > n {
 		n = len(m.ParameterOIDs)
@@ -334,6 +336,13 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	if st.route == pgsql.RouteSession && n > 0 && st.sess.Kind != pgsql.SessionDeclare {
 		return pgerr.New(pgerr.SyntaxError, "parameters ($n) are not allowed in %s", strings.Fields(text)[0]).
 			WithHint("write the value into the statement")
+	}
+	if n > 0 && (st.route == pgsql.RouteDP || st.route == pgsql.RouteSession && st.sess.Kind == pgsql.SessionDeclare) &&
+		boundFloor(text) > rewrite.MaxStatementBytes {
+		// No values can bind it within a DP statement's length: refused
+		// now, as one without parameters is, rather than kept and
+		// refused at every Execute (attack round 93).
+		return errBoundTooLong()
 	}
 	if st.route == pgsql.RouteDP && n == 0 {
 		// Like PostgreSQL's parse analysis: a statement that cannot be
@@ -547,7 +556,12 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 		for i := range lits {
 			lits[i] = dummyLiteral(d.paramOIDs[i])
 		}
+		release, err := c.bindSlot(sctx, ps.text)
+		if err != nil {
+			return nil, err
+		}
 		text, err := bindLiterals(ps.text, lits)
+		release()
 		if err != nil {
 			return nil, err
 		}
@@ -616,10 +630,15 @@ func (c *conn) boundText(ctx context.Context, p *portal) (string, error) {
 	// (review 74), one at a time and without writing out a binary
 	// numeric's digits (attack round 72).
 	used := make([]bool, len(p.params))
+	release, err := c.bindSlot(ctx, ps.text)
+	if err != nil {
+		return "", err
+	}
 	text, err := bindWith(ps.text, len(p.params), func(i int) (string, error) {
 		used[i] = true
 		return literalOf(p.params, p.paramFormats, oids, i)
 	})
+	release()
 	if err != nil {
 		return "", err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/dpproxy/dpproxy/rewrite"
 )
 
 // execSession answers a session statement (RouteSession) without any
@@ -264,6 +265,9 @@ func (c *conn) execPrepare(st *pgsql.SessionStmt) (*resultSet, error) {
 			WithHint("send this statement itself, or prepare it through your driver (the extended protocol)")
 	}
 	n := max(maxParam(st.Value), len(st.Args))
+	if n > 0 && boundFloor(st.Value) > rewrite.MaxStatementBytes {
+		return nil, errBoundTooLong() // never bindable (attack round 93)
+	}
 	if n == 0 {
 		if err := c.checkDP(st.Value); err != nil {
 			return nil, dpError(context.Background(), err, c.log)
@@ -291,7 +295,12 @@ func (c *conn) execExecute(ctx context.Context, st *pgsql.SessionStmt) (*resultS
 			WithDetail("Expected %d parameters but got %d.", ps.nParams, len(st.Args)).
 			WithHint("pass one constant per parameter, e.g. EXECUTE %s(…)", st.Name)
 	}
+	release, err := c.bindSlot(ctx, ps.text)
+	if err != nil {
+		return nil, err
+	}
 	text, err := bindLiterals(ps.text, st.Args)
+	release()
 	if err != nil {
 		return nil, err
 	}
