@@ -270,3 +270,52 @@ func TestAttack93_StoredTextRelexedOutsideSlot(t *testing.T) {
 		}
 	}
 }
+
+// TestAttack93_PortalsPinReplacedStatements (high; rule 1): a portal
+// refers to the statement it was bound from (portal.stmt), and is counted
+// by its parameters only. The session counts a statement's text while the
+// statement is kept (stmtBytes), but Parse of the unnamed statement
+// replaces it, and its text is no longer counted, while the portals bound
+// from it keep it alive until their transaction ends. So in a transaction
+// block, Parse "" of a 1 MiB text and Bind of a new portal, repeated, keep
+// 1 MiB per portal uncounted, up to 1,024 portals a session (1 GiB), and
+// one analyst holds 50 sessions with the defaults. Each step is free (a
+// catalog statement that is never run). (DEALLOCATE of a named statement
+// does the same: it drops the statement, not its portals.)
+//
+// Want: a portal counts the text it keeps alive once its statement is no
+// longer counted (or keeps only what it needs to run), so that the heap
+// kept stays near the analyst's account.
+func TestAttack93_PortalsPinReplacedStatements(t *testing.T) {
+	const bound = 16 << 20
+	ts := startServer(t, serverOpts{shadowDSN: shadowDB(t), mutate: func(c *Config) { c.MaxMemoryPerAnalyst = bound }})
+	pc := ts.connect(t)
+	text := "SELECT '" + strings.Repeat("x", 1<<20-100) + "' AS pad"
+	const n = 64
+	base := retainedHeap()
+	rep := rawSend(t, pc, &noticeCollector{}, &pgproto3.Query{String: "BEGIN"})
+	var errs []string
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		rep = rawSend(t, pc, &noticeCollector{},
+			&pgproto3.Parse{Query: text},
+			&pgproto3.Bind{DestinationPortal: fmt.Sprintf("p%d", i)},
+			&pgproto3.Sync{})
+		if len(rep.errs) > 0 {
+			errs = append(errs, rep.errs[0])
+			break
+		}
+	}
+	took := time.Since(start)
+	kept := retainedHeap() - base
+	acct := ts.srv.account("alice").held.Load()
+	t.Logf("%d × (Parse of the unnamed statement, %d bytes; Bind of a new portal) in a block, %v (errors %v): heap kept +%d MiB, alice's account %d KiB, bound %d MiB",
+		n, len(text), took, errs, kept>>20, acct>>10, bound>>20)
+	if _, err := pc.Exec(context.Background(), "ROLLBACK; SELECT 1").ReadAll(); err != nil {
+		t.Fatalf("ROLLBACK; SELECT 1: %v", err)
+	}
+	if kept > bound+(4<<20) || kept > 4*acct+(4<<20) {
+		t.Errorf("one session's %d portals of replaced unnamed statements keep %d MiB of the proxy's heap, with alice's account at %d KiB (bound %d MiB): the replaced statements' texts are uncounted",
+			n, kept>>20, acct>>10, bound>>20)
+	}
+}
