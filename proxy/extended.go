@@ -267,10 +267,10 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 	if err := c.sess.checkPreparedRoom(m.Name, size); err != nil {
 		return err
 	}
-	if m.Name != "" { // the unnamed statement replaces itself
-		if err := c.checkMemory(size); err != nil { // memory.go
-			return err
-		}
+	// The unnamed statement replaces itself, but a portal bound from the
+	// one it replaces keeps that alive (memoryHeld): charged too.
+	if err := c.checkMemory(size); err != nil { // memory.go
+		return err
 	}
 	var st statement
 	n := -1
