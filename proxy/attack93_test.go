@@ -319,3 +319,35 @@ func TestAttack93_PortalsPinReplacedStatements(t *testing.T) {
 			n, kept>>20, acct>>10, bound>>20)
 	}
 }
+
+// TestAttack93_RelayBufferKeptPerSession (low; rule 1): the buffer a
+// session builds its requests to the shadow in (conn.relayOut) is reused
+// for the session's life at the capacity of its largest request: the text
+// of a catalog statement (up to the 1 MiB a message holds) and, for a
+// portal, its Bind's parameters too (another 1 MiB). Review 74 made a
+// session waiting for its next message keep nothing of the last one; this
+// buffer still keeps up to 2 MiB per idle session, uncounted: 100 MiB for
+// the 50 sessions one analyst may hold, 400 MiB for max_connections.
+//
+// Want: a buffer grown past a small size let go after the statement.
+func TestAttack93_RelayBufferKeptPerSession(t *testing.T) {
+	ts := startShadowServer(t)
+	const k = 16
+	sql := "SELECT length('" + strings.Repeat("x", 1<<20-100) + "')"
+	pcs := make([]*pgconn.PgConn, k)
+	for i := range pcs {
+		pcs[i] = ts.connect(t)
+	}
+	base := retainedHeap()
+	for _, pc := range pcs {
+		if _, err := pc.Exec(context.Background(), sql).ReadAll(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := retainedHeap() - base
+	acct := ts.srv.account("alice").held.Load()
+	t.Logf("%d idle sessions after one %d-byte catalog statement each: heap kept +%d MiB, alice's account %d KiB", k, len(sql), kept>>20, acct>>10)
+	if kept > k<<20/2 {
+		t.Errorf("%d idle sessions keep %d MiB after one 1 MiB catalog statement each (account %d KiB): the relay's request buffer is kept at its largest size", k, kept>>20, acct>>10)
+	}
+}
