@@ -128,14 +128,9 @@ func (c *conn) keepTold(p *portal, cols []column) error {
 }
 
 // keepDesc keeps d as ps's description when the session and the
-// analyst's account have room for it (a named statement's is counted as
-// its text is; the unnamed statement replaces itself, as its text does).
-// Without room it is not kept: the next Describe or Bind asks for it again.
+// analyst's account have room for it, counted as its text is. Without
+// room it is not kept: the next Describe or Bind asks for it again.
 func (c *conn) keepDesc(ps *preparedStatement, d *statementDesc) {
-	if ps.name == "" {
-		ps.desc = d
-		return
-	}
 	if c.sess.stmts[ps.name] != ps {
 		return // deallocated since (a portal still refers to it)
 	}
