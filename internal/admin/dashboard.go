@@ -275,6 +275,10 @@ func outcome(rs RecentStatement) string {
 	switch {
 	case rs.Cached:
 		return "answered from the cache"
+	case rs.SQLState == "" && rs.CostEpsilon == 0 && rs.CostDelta == 0:
+		// EXPLAIN, or an answer from the policy's public values (new
+		// user's run 94: an EXPLAIN read "ε 0, δ 0 answered").
+		return "answered without a charge (EXPLAIN or public values)"
 	case rs.SQLState == "":
 		return "answered"
 	case refusalReason(rs.SQLState) != "":

@@ -36,3 +36,19 @@ func TestRecent_OneAnalystCannotPushOthersOff(t *testing.T) {
 		t.Errorf("Recent(3) listed %d", n)
 	}
 }
+
+// TestOutcome_Words: a DP-route statement that succeeded without a charge
+// (EXPLAIN, public values) does not read as a charged answer.
+func TestOutcome_Words(t *testing.T) {
+	for want, rs := range map[string]RecentStatement{
+		"answered":                {CostEpsilon: 0.5},
+		"answered from the cache": {Cached: true},
+		"answered without a charge (EXPLAIN or public values)": {},
+		"refused: budget exhausted":                            {SQLState: "53400"},
+		"failed after its charge":                              {SQLState: "XX000", CostEpsilon: 0.1},
+	} {
+		if got := outcome(rs); got != want {
+			t.Errorf("outcome(%+v) = %q, want %q", rs, got, want)
+		}
+	}
+}
