@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/pgsql"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -349,5 +350,20 @@ func TestAttack93_RelayBufferKeptPerSession(t *testing.T) {
 	t.Logf("%d idle sessions after one %d-byte catalog statement each: heap kept +%d MiB, alice's account %d KiB", k, len(sql), kept>>20, acct>>10)
 	if kept > k<<20/2 {
 		t.Errorf("%d idle sessions keep %d MiB after one 1 MiB catalog statement each (account %d KiB): the relay's request buffer is kept at its largest size", k, kept>>20, acct>>10)
+	}
+}
+
+// TestAttack93_CursorColumnsCounted: a cursor's column descriptions count
+// in what the session holds (the round's note: 1,650 columns of SELECT
+// *,*,… FROM pg_class, about 53 KB a cursor, had counted 0 with no rows).
+func TestAttack93_CursorColumnsCounted(t *testing.T) {
+	s := &session{}
+	cols := make([]column, 1650)
+	for i := range cols {
+		cols[i] = column{name: strings.Repeat("c", 20), oid: 25}
+	}
+	cur := s.declare(&pgsql.CursorStmt{Name: "c1", Hold: true}, &resultSet{cols: cols})
+	if held := s.heldBytes(""); held < 1650*20 || held != cur.bytes {
+		t.Errorf("a cursor of 1,650 columns and no rows holds %d bytes (cursor %d), want at least %d", held, cur.bytes, 1650*20)
 	}
 }
