@@ -496,7 +496,8 @@ func quantileGroupsText(plan *dpplan.Plan) string {
 		if m.Kind != dpplan.MeasureQuantile {
 			return fmt.Sprintf("a grouped quantile keeps each unit in at most %s of its groups (chosen by a hash of the unit and keys), "+
 				"and so do this statement's other aggregates: their intervals cover those rows only, which can be far fewer than the data's, "+
-				"and what that removed is not estimated; ask counts, sums and averages in a statement without the quantile to have them bounded in every group",
+				"and what that removed is not estimated; for counts, sums and averages bounded in every group, ask them in a statement without the quantile, "+
+				"or in a CTE of their own joined to the quantile's (WITH q AS (…), c AS (…) SELECT … FROM q JOIN c …: each CTE is charged on its own)",
 				groupsWord(plan.MaxGroupsPerUnit))
 		}
 	}
