@@ -386,12 +386,22 @@ func (p *Pool) giveShare(owner string) {
 
 // acquire is Acquire once the owner has its share.
 func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) {
-	// An idle connection, or a free slot, without waiting.
+	// An idle connection, or a free slot, without waiting. A caller
+	// whose statement has ended takes neither: usable's ping under its
+	// context would fail at once and close a healthy connection, every
+	// idle one in turn (review round 95), and open would make one for
+	// nothing.
 	for {
+		if ctx.Err() != nil {
+			return nil, context.Cause(ctx)
+		}
 		select {
 		case c := <-p.idle:
 			if c.usable(ctx) {
 				return c, nil
+			}
+			if p.putBack(ctx, c) {
+				return nil, context.Cause(ctx)
 			}
 			p.discard(c)
 			continue
@@ -413,9 +423,16 @@ func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) 
 			if c.usable(ctx) {
 				return c, nil
 			}
+			if p.putBack(ctx, c) {
+				return nil, context.Cause(ctx)
+			}
 			p.discard(c)
 			// Its slot is free now: the next iteration may take it.
 		case p.slots <- struct{}{}:
+			if ctx.Err() != nil {
+				<-p.slots
+				return nil, context.Cause(ctx)
+			}
 			return p.open(ctx)
 		case <-timeout:
 			p.exhausted.Add(1)
@@ -424,6 +441,22 @@ func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) 
 			return nil, context.Cause(ctx)
 		}
 	}
+}
+
+// putBack returns an idle connection that failed usable's ping to the
+// idle set when the ping failed only because ctx had already ended
+// (pgconn sends nothing then: the connection is as it was), and reports
+// whether it did. A ping that ctx interrupted midway is not put back (a
+// cancel request may have been sent on it).
+func (p *Pool) putBack(ctx context.Context, c *Conn) bool {
+	if ctx.Err() == nil || c.pg.IsClosed() || c.pg.IsBusy() || c.pinged {
+		return false
+	}
+	p.idle <- c // its slot is held: never blocks
+	if p.isClosed() {
+		p.drain()
+	}
+	return true
 }
 
 // open connects a new connection in a slot already taken.
@@ -548,6 +581,9 @@ type Conn struct {
 	owner     string // who holds it ("" when idle, or not counted)
 	notice    func(*pgconn.Notice)
 	idleSince time.Time
+	// pinged: usable's last call sent a ping (putBack does not keep a
+	// connection whose ping an ending context may have interrupted).
+	pinged bool
 }
 
 // StatementTimeout is the connection's statement_timeout (the pool's).
@@ -591,10 +627,15 @@ func (c *Conn) HasState() bool { return c.pg.TxStatus() != 'I' }
 // CheckConn: its 1ms context would go through the connection's context
 // watcher, which may send a cancel request and wait for its deadline.
 func (c *Conn) usable(ctx context.Context) bool {
+	c.pinged = false
 	if c.pg.IsClosed() {
 		return false
 	}
 	if time.Since(c.idleSince) > idlePing {
+		if ctx.Err() != nil {
+			return false // not pinged: putBack keeps it
+		}
+		c.pinged = true
 		return c.pg.Ping(ctx) == nil
 	}
 	return true
