@@ -100,7 +100,13 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 		c.be.holdUntil(time.Time{})
 		defer func() {
 			if c.shadow == sc {
-				c.releaseShadow(ctx, sc)
+				// Nothing ran on it since acquireShadow (shadowRun's
+				// statement releases it itself): no cancel request can
+				// have reached it, so a statement cancelled while its
+				// leaves ran puts it back in the pool rather than close
+				// it, and no churn is counted against the analyst (review
+				// round 95).
+				c.releaseShadow(context.WithoutCancel(ctx), sc)
 			}
 		}()
 	}
