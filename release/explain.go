@@ -170,6 +170,10 @@ func Explain(ds *policy.Dataset, plan *dpplan.Plan, p Params) ([]Column, [][]*st
 	if u := unitsBoundText(plan); u != "" { // bias.go
 		add("  Note: %s", u)
 	}
+	if plan.PrivateGroups() {
+		// As the answer's NOTICE says it (release.go; review round 95).
+		add("  Note: %s", selectionBoundText(plan))
+	}
 	if plan.Having != nil {
 		add("  HAVING on noisy values (post-processing, no extra cost)")
 	}
