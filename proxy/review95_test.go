@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"github.com/jackc/pgx/v5/pgconn"
 	"time"
 
 	"strings"
@@ -147,5 +149,40 @@ func TestReview95_CancelledPostClosesIdleShadow(t *testing.T) {
 	if after.Open < before.Open || tokens < tokens0-1 {
 		t.Errorf("cancelling %d post-processing statements while their leaves ran closed their idle shadow connections (pool %+v -> %+v) and took %.1f of alice's churn tokens; nothing had been sent on them",
 			n, before, after, tokens0-tokens)
+	}
+}
+
+// TestReview95_ChurnRefusalUsable: past the churn bucket, alice's catalog
+// statement gets 53000 with a hint naming the wait; her session (in and
+// out of a transaction block) goes on, bob is not refused, and after the
+// wait alice's statements run again.
+func TestReview95_ChurnRefusalUsable(t *testing.T) {
+	ts := startShadowServer(t)
+	alice := ts.connect(t)
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	for i := 0; i < shadowChurnBurst+5; i++ {
+		ts.srv.shadowChurned("alice")
+	}
+	_, err := execAll(t, alice, "SELECT 1")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53000" || !strings.Contains(pe.Hint, "retry in") {
+		t.Fatalf("alice past her bucket: %v, want 53000 with a retry hint", err)
+	}
+	t.Logf("53000: %s (detail %q, hint %q)", pe.Message, pe.Detail, pe.Hint)
+	if _, err := execAll(t, bob, "SELECT 1"); err != nil {
+		t.Errorf("bob refused: %v", err)
+	}
+	if _, err := execAll(t, alice, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := execAll(t, alice, "SELECT 1"); sqlstate(err) != "53000" {
+		t.Errorf("in a block: %v", err)
+	}
+	if _, err := execAll(t, alice, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(700 * time.Millisecond)
+	if _, err := execAll(t, alice, "SELECT 1"); err != nil {
+		t.Errorf("alice after the wait: %v", err)
 	}
 }
