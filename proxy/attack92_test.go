@@ -81,18 +81,8 @@ func pct(d []time.Duration, p float64) time.Duration {
 // SELECT 1. Control: the same sessions running a valid catalog statement
 // as fast.
 func TestAttack92_RefusedSettingChurnsSharedShadowPool(t *testing.T) {
-	fwd := newCountingForwarder(t, shadowDB(t))
-	ts := startServer(t, serverOpts{shadowDSN: fwd.dsn})
-	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	fwd, ts, bob, alice := startChurn92(t)
 	ctx := ctxT(t)
-	if _, err := bob.Exec(ctx, "SELECT 1").ReadAll(); err != nil {
-		t.Fatal(err)
-	}
-	const sessions = 8
-	var alice []*pgconn.PgConn
-	for i := 0; i < sessions; i++ {
-		alice = append(alice, ts.connect(t))
-	}
 	// Does the proxy accept it, and does the shadow refuse it?
 	if _, err := alice[0].Exec(ctx, "SET TimeZone = '+9999'").ReadAll(); err != nil {
 		t.Fatalf("SET TimeZone: %v", err)
@@ -107,7 +97,7 @@ func TestAttack92_RefusedSettingChurnsSharedShadowPool(t *testing.T) {
 	valid := func(a *pgconn.PgConn) error { _, err := a.Exec(ctx, "SELECT 1").ReadAll(); return err }
 	cStmts, cDials, cMed, cP90 := churnPhase(t, fwd, bob, alice, d, valid)
 	t.Logf("control (alice's %d sessions run SELECT 1): %d statements, %d shadow connections opened; bob's SELECT 1 median %v, p90 %v",
-		sessions, cStmts, cDials, cMed, cP90)
+		len(alice), cStmts, cDials, cMed, cP90)
 
 	for _, a := range alice {
 		if _, err := a.Exec(ctx, "SET TimeZone = '+9999'").ReadAll(); err != nil {
@@ -116,7 +106,7 @@ func TestAttack92_RefusedSettingChurnsSharedShadowPool(t *testing.T) {
 	}
 	aStmts, aDials, aMed, aP90 := churnPhase(t, fwd, bob, alice, d, valid)
 	t.Logf("attack (TimeZone '+9999' in alice's %d sessions): %d refused statements, %d shadow connections opened (%.0f/s); bob's SELECT 1 median %v, p90 %v",
-		sessions, aStmts, aDials, float64(aDials)/d.Seconds(), aMed, aP90)
+		len(alice), aStmts, aDials, float64(aDials)/d.Seconds(), aMed, aP90)
 	st := ts.srv.shadowPool(ts.srv.cfg.Datasets["hospital"]).Stats()
 	t.Logf("pool: %+v", st)
 	if aDials > 4*cDials+20 {
@@ -142,24 +132,14 @@ func TestAttack92_RefusedSettingChurnsSharedShadowPool(t *testing.T) {
 // the idle connection bob's last statement left and close it, so each of
 // bob's statements opens a new one among alice's forks.
 func TestAttack92_CancelledCatalogStatementsChurnSharedShadowPool(t *testing.T) {
-	fwd := newCountingForwarder(t, shadowDB(t))
-	ts := startServer(t, serverOpts{shadowDSN: fwd.dsn})
-	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	fwd, ts, bob, alice := startChurn92(t)
 	ctx := ctxT(t)
-	if _, err := bob.Exec(ctx, "SELECT 1").ReadAll(); err != nil {
-		t.Fatal(err)
-	}
-	const sessions = 8
-	var alice []*pgconn.PgConn
-	for i := 0; i < sessions; i++ {
-		alice = append(alice, ts.connect(t))
-	}
 	const q = "SELECT count(*) FROM generate_series(1, 200000)"
 	const d = 3 * time.Second
 	work := func(a *pgconn.PgConn) error { _, err := a.Exec(ctx, q).ReadAll(); return err }
 	cStmts, cDials, cMed, cP90 := churnPhase(t, fwd, bob, alice, d, work)
 	t.Logf("control (alice's %d sessions run %q): %d statements, %d shadow connections opened; bob's SELECT 1 median %v, p90 %v",
-		sessions, q, cStmts, cDials, cMed, cP90)
+		len(alice), q, cStmts, cDials, cMed, cP90)
 	for _, a := range alice {
 		if _, err := a.Exec(ctx, "SET statement_timeout = 1").ReadAll(); err != nil {
 			t.Fatal(err)
@@ -178,4 +158,22 @@ func TestAttack92_CancelledCatalogStatementsChurnSharedShadowPool(t *testing.T) 
 		t.Errorf("alice's cancelled catalog statements made the shadow server accept %d connections in %v (%d uncancelled; want at most %d); bob's SELECT 1 median %v against %v",
 			aDials, d, cDials, bound, aMed, cMed)
 	}
+}
+
+// startChurn92 starts a proxy whose shadow connections are counted (fwd),
+// bob's session (its shadow connection already pooled) and eight of
+// alice's.
+func startChurn92(t *testing.T) (*countingForwarder, *testServer, *pgconn.PgConn, []*pgconn.PgConn) {
+	t.Helper()
+	fwd := newCountingForwarder(t, shadowDB(t))
+	ts := startServer(t, serverOpts{shadowDSN: fwd.dsn})
+	bob := ts.connectAs(t, "bob", "bob-secret", "hospital")
+	if _, err := bob.Exec(ctxT(t), "SELECT 1").ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	var alice []*pgconn.PgConn
+	for i := 0; i < 8; i++ {
+		alice = append(alice, ts.connect(t))
+	}
+	return fwd, ts, bob, alice
 }

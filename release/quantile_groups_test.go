@@ -33,16 +33,23 @@ func TestQuantileGroupsText(t *testing.T) {
 		if c.says && dpplan.GroupBounding(plan) != dpplan.GroupsSelect {
 			t.Fatalf("%s: groups bounded by %v, want GroupsSelect (the test's premise)", c.q, dpplan.GroupBounding(plan))
 		}
-		_, rows, err := Explain(ds, plan, Params{Epsilon: 1, Mechanism: policy.MechanismLaplace})
-		if err != nil {
-			t.Fatalf("%s: %v", c.q, err)
-		}
-		var text strings.Builder
-		for _, r := range rows {
-			text.WriteString(*r[0] + "\n")
-		}
-		if got := strings.Contains(text.String(), want); got != c.says {
-			t.Errorf("%s: EXPLAIN says %q: %v, want %v\n%s", c.q, want, got, c.says, text.String())
+		text := explainText(t, ds, plan)
+		if got := strings.Contains(text, want); got != c.says {
+			t.Errorf("%s: EXPLAIN says %q: %v, want %v\n%s", c.q, want, got, c.says, text)
 		}
 	}
+}
+
+// explainText is EXPLAIN's text of plan at ε 1 (Laplace), a line a row.
+func explainText(t *testing.T, ds *policy.Dataset, plan *dpplan.Plan) string {
+	t.Helper()
+	_, rows, err := Explain(ds, plan, Params{Epsilon: 1, Mechanism: policy.MechanismLaplace})
+	if err != nil {
+		t.Fatalf("EXPLAIN: %v", err)
+	}
+	var text strings.Builder
+	for _, r := range rows {
+		text.WriteString(*r[0] + "\n")
+	}
+	return text.String()
 }

@@ -36,18 +36,11 @@ func TestReview95_QuantileGroupsTextPlans(t *testing.T) {
 		for _, m := range plan.Measures {
 			kinds = append(kinds, m.Kind.String())
 		}
-		_, rows, err := Explain(ds, plan, Params{Epsilon: 1, Mechanism: policy.MechanismLaplace})
-		if err != nil {
-			t.Fatalf("%s: %v", c.q, err)
-		}
-		var text strings.Builder
-		for _, r := range rows {
-			text.WriteString(*r[0] + "\n")
-		}
-		got := strings.Contains(text.String(), want)
+		text := explainText(t, ds, plan)
+		got := strings.Contains(text, want)
 		t.Logf("%s (%+v): bounding %v, measures %v, says %v", c.q, c.opt, dpplan.GroupBounding(plan), kinds, got)
 		if got != c.says {
-			t.Errorf("%s: says %v, want %v\n%s", c.q, got, c.says, text.String())
+			t.Errorf("%s: says %v, want %v\n%s", c.q, got, c.says, text)
 		}
 	}
 }
