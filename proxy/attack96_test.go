@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,5 +113,105 @@ func TestAttack96_FreePostHoldsDPSlot(t *testing.T) {
 	}
 	if err != nil {
 		t.Errorf("bob's DP query failed (%s) while alice's free, fully cached post-processing statements held the dataset's DP slots: %v", sqlstate(err), err)
+	}
+}
+
+// TestAttack96_PostParamsUncounted (medium; one analyst, free after one
+// charge): a post-processing statement binds its leaves' released rows
+// as text arrays (pipeline.Outer) and pgconn copies them into the Bind
+// message of the outer SQL, held in the shadow connection's write buffer
+// while the outer SQL runs (up to catalog_statement_timeout). Neither is
+// counted in the analyst's memory account (execPost reserves room for
+// the outer result only): the leaves' answers may total 16 MiB
+// (pipeline.CheckLeaves), so each free repetition holds 16–32 MiB the
+// account never sees, once per session (max_connections_per_analyst),
+// where a plain DP statement's cached answer has its room charged
+// (dp.go answerRoom, attack round 66).
+//
+// Here 7 leaves of 1.6 MB answers (CASE labels of 800 bytes × 1,000
+// buckets), charged once, are repeated from 8 sessions at once under a
+// 16 MiB bound, with an outer SQL that runs about a second; the heap
+// they grow must stay within the bound (plus slack), or be refused.
+func TestAttack96_PostParamsUncounted(t *testing.T) {
+	r := startRealDP(t, func(c *Config) {
+		c.MaxMemoryPerAnalyst = 16 << 20
+		c.MaxConnectionsPerAnalyst = 20
+	})
+	var with, parts []string
+	for i := 1; i <= 7; i++ {
+		with = append(with, fmt.Sprintf("a%d AS (%s)", i, labelDP(800, 1000+i)))
+		parts = append(parts, fmt.Sprintf("(SELECT count(*) FROM a%d)", i))
+	}
+	q := "WITH " + strings.Join(with, ", ") + " SELECT " + strings.Join(parts, " + ") +
+		" + (SELECT count(*) FROM a1 x, a1 y, generate_series(1, 2) g) AS s"
+	const n = 8
+	pcs := make([]*pgconn.PgConn, n)
+	for i := range pcs {
+		pcs[i] = r.connect(t)
+		if _, err := execAll(t, pcs[i], "SET dp.epsilon = 0.001"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t0 := time.Now()
+	if _, err := execAll(t, pcs[0], q); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("charged run: %v", time.Since(t0))
+	t0 = time.Now()
+	if _, err := execAll(t, pcs[0], q); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("free run: %v", time.Since(t0))
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	base := ms.HeapInuse
+	var peak, acct atomic.Int64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			if d := int64(m.HeapInuse) - int64(base); d > peak.Load() {
+				peak.Store(d)
+			}
+			if a := r.srv.memoryOf("alice"); a > acct.Load() {
+				acct.Store(a)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	var refused, answered atomic.Int32
+	for _, pc := range pcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := pc.Exec(context.Background(), q).ReadAll()
+			switch {
+			case err == nil:
+				answered.Add(1)
+			case sqlstate(err) == "54000":
+				refused.Add(1)
+			default:
+				t.Errorf("repetition: %v", err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+	t.Logf("%d free repetitions at once: %d answered, %d refused (54000); heap grew up to %.1f MiB; alice's account peaked at %.1f MiB (bound 16 MiB)",
+		n, answered.Load(), refused.Load(), float64(peak.Load())/(1<<20), float64(acct.Load())/(1<<20))
+	if peak.Load() > 48<<20 {
+		t.Errorf("alice's free post-processing statements grew the heap by %.1f MiB with her account at most %.1f MiB (bound 16 MiB): the leaves' bound arrays are not counted",
+			float64(peak.Load())/(1<<20), float64(acct.Load())/(1<<20))
 	}
 }
