@@ -62,6 +62,22 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
+	// Room for the leaves' answers while the outer SQL runs, before any
+	// lookup or charge: their rows bound as text arrays (pipeline.Outer)
+	// and pgconn's copy of them in the Bind message, and the answers of
+	// the leaves released now (attack round 96: none of it was counted,
+	// 16–32 MiB per free repetition and session).
+	est := postAnswersRoom(st, run, s.ErrorColumns)
+	room := 3 * est
+	if int64(room) > c.srv.cfg.MaxMemoryPerAnalyst {
+		return nil, pgerr.New(pgerr.ProgramLimitExceeded, "this statement's DP answers could hold %d MiB of the proxy's memory while its outer SQL runs, more than one analyst's sessions may hold (%d MiB)", (room+1<<20-1)>>20, c.srv.cfg.MaxMemoryPerAnalyst>>20).
+			WithDetail("The room is reserved before the charge from the DP aggregates' shapes. The statement was not run and nothing was charged.").
+			WithHint("name fewer DP aggregates, group by fewer keys, or ask the operator to raise max_memory_per_analyst_mb")
+	}
+	if err := c.checkMemory(room); err != nil {
+		return nil, err
+	}
+	defer c.chargeMemoryOwn(-room)
 	var results []*release.Result
 	var tk *ticket
 	if len(run.Requests) > 0 {
@@ -222,6 +238,26 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	if err != nil {
 		return nil, err
 	}
+	// The arrays as built (escaping may make them longer than the
+	// estimate): what exceeds their room is charged too, refused when
+	// nothing was charged, kept otherwise (refusing it would waste the
+	// charge, as for the outer result).
+	bound := 0
+	for _, p := range params {
+		bound += 2 * len(p)
+	}
+	if extra := bound - 2*est; extra > 0 {
+		charged := false
+		for _, r := range results {
+			charged = charged || (r != nil && !r.Cached)
+		}
+		if charged {
+			c.chargeMemoryOwn(extra)
+		} else if err := c.checkMemory(extra); err != nil {
+			return nil, err
+		}
+		defer c.chargeMemoryOwn(-extra)
+	}
 	// The outer SQL, on the shadow, over the released rows.
 	out, err := c.shadowRun(ctx, outerSQL, params, run.Charges)
 	if err != nil {
@@ -234,6 +270,26 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	out.notices = append(leafNotices, out.notices...)
 	out.notices = append(out.notices, notice(pipeline.PostNotice(st)))
 	return out, nil
+}
+
+// postAnswersRoom estimates the bytes of a post-processing statement's
+// leaves' answers: release.AnswerBytes of each DP leaf (as answerRoom),
+// and the public values of each drop-down leaf, once per column.
+func postAnswersRoom(st *pipeline.Statement, run *pipeline.PostRun, errorColumns bool) int {
+	n := 0
+	for _, req := range run.Requests {
+		n += answerRoom(req.Plan, errorColumns)
+	}
+	for _, l := range st.Leaves {
+		if l.Kind != pipeline.KindDistinct || l.Distinct == nil {
+			continue
+		}
+		cols := max(1, len(l.Distinct.Names))
+		for _, v := range l.Distinct.Values {
+			n += cols * (len(v) + 3)
+		}
+	}
+	return n
 }
 
 // rememberedAll answers every leaf of reqs from the releaser's in-memory
