@@ -3,8 +3,8 @@ package proxy
 import (
 	"context"
 	"fmt"
-	"strings"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
