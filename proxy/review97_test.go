@@ -1,0 +1,63 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// TestReview97_FreePostOuterUnbounded (medium; one analyst, free after one
+// charge): since attack round 96's fix (f943784) a post-processing
+// statement whose leaves are all remembered skips run.Price, so
+// run.Charges keeps CheckLeaves' value (true whenever there is a DP leaf)
+// and shadowRun treats the free statement's outer result as charged: it is
+// kept whatever the analyst's memory bound (shadowRows unbounded,
+// chargeMemoryOwn past it). Before the fix Price set Charges false for a
+// fully cached statement and the result was bounded (54000 past it). So
+// every free repetition may hold up to max_buffered_result (64 MiB) past
+// max_memory_per_analyst_mb, once per session.
+//
+// Here alice's bound is 8 MiB and the outer SQL returns about 12 MB; the
+// charged run is answered (kept whatever the bound, as designed), the
+// free repetition must be refused (54000), as any free result over the
+// bound is.
+func TestReview97_FreePostOuterUnbounded(t *testing.T) {
+	r := startRealDP(t, func(c *Config) {
+		c.MaxMemoryPerAnalyst = 8 << 20
+	})
+	pc := r.connect(t)
+	if _, err := execAll(t, pc, "SET dp.epsilon = 0.01"); err != nil {
+		t.Fatal(err)
+	}
+	q := "WITH a AS (SELECT COUNT(*) AS n FROM visits WHERE age > 30) SELECT repeat('x', 1000) || a.n AS s FROM a, generate_series(1, 12000) g"
+	if _, err := execAll(t, pc, q); err != nil {
+		t.Fatalf("charged run: %v", err)
+	}
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(2 * time.Millisecond):
+			}
+			if a := r.srv.memoryOf("alice"); a > peak.Load() {
+				peak.Store(a)
+			}
+		}
+	}()
+	_, err := pc.Exec(context.Background(), q).ReadAll()
+	close(stop)
+	wg.Wait()
+	t.Logf("free repetition: %v; alice's account peaked at %.1f MiB (bound 8 MiB)", err, float64(peak.Load())/(1<<20))
+	if err == nil || sqlstate(err) != "54000" {
+		t.Errorf("a free (fully cached) post-processing statement's 12 MB outer result was kept past alice's 8 MiB bound (err %v, account peak %.1f MiB): run.Charges is left true when rememberedAll answers every leaf",
+			err, float64(peak.Load())/(1<<20))
+	}
+}
