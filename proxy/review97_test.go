@@ -2,10 +2,14 @@ package proxy
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // TestReview97_FreePostOuterUnbounded (medium; one analyst, free after one
@@ -59,5 +63,51 @@ func TestReview97_FreePostOuterUnbounded(t *testing.T) {
 	if err == nil || sqlstate(err) != "54000" {
 		t.Errorf("a free (fully cached) post-processing statement's 12 MB outer result was kept past alice's 8 MiB bound (err %v, account peak %.1f MiB): run.Charges is left true when rememberedAll answers every leaf",
 			err, float64(peak.Load())/(1<<20))
+	}
+}
+
+// TestReview97_PipelinedUnnamedParse checks that charging Parse of the
+// unnamed statement (attack round 93) does not refuse an honest
+// pipeline of unnamed Parse/Bind/Execute (pgx's batch in exec mode,
+// pgjdbc's executeBatch before prepareThreshold) of large statements
+// under a small bound: each replaces the last, so the session holds at
+// most two (the last portal pins the replaced one).
+func TestReview97_PipelinedUnnamedParse(t *testing.T) {
+	r := startRealDP(t, func(c *Config) {
+		c.MaxMemoryPerAnalyst = 16 << 20
+	})
+	pc := r.connect(t)
+	pad := strings.Repeat("x", 900<<10)
+	const n = 40
+	pl := pc.StartPipeline(context.Background())
+	for i := 0; i < n; i++ {
+		pl.SendQueryParams(fmt.Sprintf("SELECT %d AS i /* %s */", i, pad), nil, nil, nil, nil)
+	}
+	pl.SendPipelineSync()
+	if err := pl.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for {
+		res, err := pl.GetResults()
+		if err != nil {
+			t.Fatalf("after %d results: %v", got, err)
+		}
+		if rr, ok := res.(*pgconn.ResultReader); ok {
+			if _, err := rr.Close(); err != nil {
+				t.Fatalf("statement %d: %v", got, err)
+			}
+			got++
+		}
+		if _, ok := res.(*pgconn.PipelineSync); ok {
+			break
+		}
+	}
+	if err := pl.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d pipelined unnamed statements of 900 KiB answered; alice's account now %.1f MiB", got, float64(r.srv.memoryOf("alice"))/(1<<20))
+	if got != n {
+		t.Errorf("%d of %d answered", got, n)
 	}
 }
