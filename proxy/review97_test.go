@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -109,5 +110,55 @@ func TestReview97_PipelinedUnnamedParse(t *testing.T) {
 	t.Logf("%d pipelined unnamed statements of 900 KiB answered; alice's account now %.1f MiB", got, float64(r.srv.memoryOf("alice"))/(1<<20))
 	if got != n {
 		t.Errorf("%d of %d answered", got, n)
+	}
+}
+
+// TestReview97_PostRoomHeldWhileQueued (low–medium; honest BI tool):
+// a post-processing statement reserves 3 × its leaves' estimated answers
+// (postAnswersRoom; 45 MiB for one GROUP BY of a private key wrapped in
+// SELECT * FROM (…) LIMIT n, as Tableau wraps custom SQL) in the
+// analyst's account before it waits for a DP admission slot, and holds
+// it through the wait (up to dp_queue_timeout). A dashboard of six such
+// tiles of one analyst, two running at a time (dp_concurrency_per_analyst),
+// reserves 270 MiB at once under the default 256 MiB bound: one tile is
+// refused with 54000 whose detail and hint speak of prepared statements
+// and portals, though only two statements run. The same six tiles
+// unwrapped (plain DP statements, 15 MiB each) are all answered.
+func TestReview97_PostRoomHeldWhileQueued(t *testing.T) {
+	r := startRealDP(t, func(c *Config) {
+		c.DPConcurrency, c.DPConcurrencyPerAnalyst = 4, 2
+		c.MaxConnectionsPerAnalyst = 20
+		for _, d := range c.Datasets {
+			d.ResponseTime = 700 * time.Millisecond
+		}
+	})
+	const n = 6
+	pcs := make([]*pgconn.PgConn, n)
+	for i := range pcs {
+		pcs[i] = r.connect(t)
+		if _, err := execAll(t, pcs[i], "SET dp.epsilon = 0.01; SET dp.delta = 1e-8"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	for i, pc := range pcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			q := fmt.Sprintf("SELECT * FROM (SELECT diagnosis, COUNT(*) AS n FROM visits WHERE age > %d GROUP BY diagnosis) t LIMIT 2000", 10+i)
+			_, errs[i] = pc.Exec(context.Background(), q).ReadAll()
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) {
+				t.Errorf("tile %d refused: %s %s (detail %q, hint %q)", i, pe.Code, pe.Message, pe.Detail, pe.Hint)
+			} else {
+				t.Errorf("tile %d: %v", i, err)
+			}
+		}
 	}
 }
