@@ -74,10 +74,27 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			WithDetail("The room is reserved before the charge from the DP aggregates' shapes. The statement was not run and nothing was charged.").
 			WithHint("name fewer DP aggregates, group by fewer keys, or ask the operator to raise max_memory_per_analyst_mb")
 	}
-	if err := c.checkMemory(room); err != nil {
+	// Taken before any lookup; given back while the statement waits for
+	// a DP admission slot and taken again once it has one (review round
+	// 97: held through the queue, up to dp_queue_timeout, six wrapped
+	// grouped aggregates of one analyst of which two ran had been refused
+	// under the default bound).
+	held := 0
+	reserve := func() error {
+		if err := c.checkMemory(room); err != nil {
+			return postRoomError(room, c.srv.cfg.MaxMemoryPerAnalyst)
+		}
+		held = room
+		return nil
+	}
+	giveBack := func() {
+		c.chargeMemoryOwn(-held)
+		held = 0
+	}
+	defer giveBack()
+	if err := reserve(); err != nil {
 		return nil, err
 	}
-	defer c.chargeMemoryOwn(-room)
 	var results []*release.Result
 	var tk *ticket
 	if len(run.Requests) > 0 {
@@ -105,6 +122,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	if len(run.Requests) > 0 && results == nil {
 		// One DP admission slot for all the leaves (admission.go),
 		// before any is charged.
+		giveBack()
 		var err error
 		tk, err = c.srv.admissions[c.sess.ds].admit(ctx, c.sess.analyst)
 		if err != nil {
@@ -118,6 +136,9 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			}
 			c.ticketKept = false
 		}()
+		if err := reserve(); err != nil {
+			return nil, err
+		}
 		if err := run.Price(ctx, status, cached); err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}
@@ -275,6 +296,14 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	out.notices = append(leafNotices, out.notices...)
 	out.notices = append(out.notices, notice(pipeline.PostNotice(st)))
 	return out, nil
+}
+
+// postRoomError refuses a post-processing statement whose answers' room
+// (room bytes) does not fit what the analyst's sessions leave of bound.
+func postRoomError(room int, bound int64) error {
+	return pgerr.New(pgerr.ProgramLimitExceeded, "this statement's DP answers need %d MiB of the proxy's memory while its outer SQL runs, and your sessions hold too much of it (at most %d MiB for all sessions of one analyst)", (room+1<<20-1)>>20, bound>>20).
+		WithDetail("The room (the DP aggregates' largest possible answers, and the arrays that bind them to the outer SQL) is reserved before the charge; statements running at once in your other sessions, prepared statements, open portals and unread results count too. Nothing was run or charged.").
+		WithHint("run fewer such statements at once, or group by columns with public values (a column without them reserves room for its largest possible number of groups)")
 }
 
 // postAnswersRoom estimates the bytes of a post-processing statement's
