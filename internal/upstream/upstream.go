@@ -135,8 +135,8 @@ func (p *Pool) QueryEach(ctx context.Context, sql string, each func(row []*strin
 // while this one is held had hung the dataset when every connection of the
 // pool held a failing query (review of 6 Dec).
 func (p *Pool) run(ctx context.Context, sql string, args []any, each func(row []*string) error) error {
-	if err := p.Stale(); err != nil {
-		return err
+	if p.stale.Load() {
+		return catalogChanged()
 	}
 	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
@@ -220,15 +220,54 @@ func (p *Pool) recheck(conn *pgxpool.Conn, err error) error {
 	return err
 }
 
-// Stale returns the error of pgerr.ErrCatalogChanged once a transaction has read
-// another fingerprint than the start-up's (Config.Guard), else nil: release
-// asks it before the charge, so no query is charged for an answer the pool
-// would withhold.
+// Stale returns, before a charge, the error of a query the pool could
+// not answer for a reason known before anything is sent upstream, else
+// nil: release asks it before every charge (release.Staler), so no query
+// is charged for an answer the pool would withhold or could not read.
+//
+//   - pgerr.ErrCatalogChanged once a transaction has read another
+//     fingerprint than the start-up's (Config.Guard);
+//   - 58000 when the data server cannot be reached (attack round 98: with
+//     the data server down for a restart or a failover, every DP
+//     statement was charged and only then found the connection refused,
+//     "the budget stays charged", so each retry of a client spent ε again
+//     for an answer nothing was read for). Whether the server answers a
+//     connection does not depend on any row: it is asked before the
+//     charge, by taking a connection from the pool (pgxpool pings one idle
+//     for over a second, and opens one when none is idle) and giving it
+//     back. A pool whose connections are all held by running statements
+//     is not unreachable: the statement then waits for one after its
+//     charge, as before. A failure after this check (the server going down
+//     between the check and the query) is still the charge's availability
+//     failure (release/incident.go).
 func (p *Pool) Stale() error {
 	if p.stale.Load() {
 		return catalogChanged()
 	}
-	return nil
+	return p.reachable()
+}
+
+// reachTimeout bounds Stale's connection check.
+var reachTimeout = 5 * time.Second
+
+// reachable takes a connection from the pool and gives it back; the error
+// says, without the server's text (which names its host and role), that
+// the data server cannot be reached and nothing was charged.
+func (p *Pool) reachable() error {
+	ctx, cancel := context.WithTimeout(context.Background(), reachTimeout)
+	defer cancel()
+	conn, err := p.pool.Acquire(ctx)
+	if err == nil {
+		conn.Release()
+		return nil
+	}
+	if st := p.pool.Stat(); errors.Is(err, context.DeadlineExceeded) && st.AcquiredConns() >= st.MaxConns() {
+		return nil // busy, not down: the query waits for a connection
+	}
+	return pgerr.New(pgerr.SystemError, "the data database is unavailable").
+		WithDetail("The DP query was not run and nothing was charged.").
+		WithHint("retry later; if it persists, ask the operator to check the data database").
+		Wrap(fmt.Errorf("upstream unreachable: %w", err))
 }
 
 // TextRows reads every row of rows as text, NULL as nil, and closes rows.
