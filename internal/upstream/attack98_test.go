@@ -70,3 +70,32 @@ func TestAttack98_StaleRefusesUnreachableServer(t *testing.T) {
 		t.Fatalf("Stale with every connection held by a running statement = %v, want nil (busy, not down)", err)
 	}
 }
+
+// TestAttack98_StaleReplacesJustBrokenConnection: a pooled connection the
+// server closed less than a second ago (a quick crash-and-restart of the
+// data server; here its backend is terminated) is not pinged by pgxpool;
+// Stale, asked before the charge, pings it, so the query after the charge
+// gets a working connection instead of failing with its charge spent.
+func TestAttack98_StaleReplacesJustBrokenConnection(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	p, err := New(ctx, Config{DSN: dsn, MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rows, err := p.Query(ctx, "SELECT pg_backend_pid()")
+	if err != nil || len(rows) != 1 || rows[0][0] == nil {
+		t.Fatalf("pid: %v %v", rows, err)
+	}
+	if err := pgtest.Exec(ctx, dsn, "SELECT pg_terminate_backend("+*rows[0][0]+")"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // the backend has gone; the pooled connection does not know yet
+	if err := p.Stale(); err != nil {
+		t.Fatalf("Stale after the backend was terminated: %v", err)
+	}
+	if _, err := p.Query(ctx, "SELECT 1"); err != nil {
+		t.Fatalf("the query after Stale (its charge) failed on the broken connection: %v", err)
+	}
+}
