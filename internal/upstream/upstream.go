@@ -233,9 +233,8 @@ func (p *Pool) recheck(conn *pgxpool.Conn, err error) error {
 //     "the budget stays charged", so each retry of a client spent ε again
 //     for an answer nothing was read for). Whether the server answers a
 //     connection does not depend on any row: it is asked before the
-//     charge, by taking a connection from the pool (pgxpool pings one idle
-//     for over a second, and opens one when none is idle) and giving it
-//     back. A pool whose connections are all held by running statements
+//     charge, by taking a connection from the pool (or opening one),
+//     pinging it and giving it back. A pool whose connections are all held by running statements
 //     is not unreachable: the statement then waits for one after its
 //     charge, as before. A failure after this check (the server going down
 //     between the check and the query) is still the charge's availability
@@ -250,16 +249,30 @@ func (p *Pool) Stale() error {
 // reachTimeout bounds Stale's connection check.
 var reachTimeout = 5 * time.Second
 
-// reachable takes a connection from the pool and gives it back; the error
-// says, without the server's text (which names its host and role), that
-// the data server cannot be reached and nothing was charged.
+// reachable takes a connection from the pool, pings it and gives it back
+// (pgxpool pings only a connection idle for over a second: one the server
+// closed less than a second before, in a quick crash-and-restart, would
+// otherwise pass here and fail the query after its charge; a broken one is
+// closed, and the next one tried). The error says, without the server's
+// text (which names its host and role), that the data server cannot be
+// reached and nothing was charged.
 func (p *Pool) reachable() error {
+	if st := p.pool.Stat(); st.AcquiredConns() >= st.MaxConns() {
+		return nil // busy, not down: the query waits for a connection
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), reachTimeout)
 	defer cancel()
-	conn, err := p.pool.Acquire(ctx)
-	if err == nil {
-		conn.Release()
-		return nil
+	var err error
+	for range p.pool.Config().MaxConns + 1 {
+		var conn *pgxpool.Conn
+		if conn, err = p.pool.Acquire(ctx); err != nil {
+			break
+		}
+		err = conn.Ping(ctx)
+		conn.Release() // a connection the ping found broken is closed, not pooled
+		if err == nil {
+			return nil
+		}
 	}
 	if st := p.pool.Stat(); errors.Is(err, context.DeadlineExceeded) && st.AcquiredConns() >= st.MaxConns() {
 		return nil // busy, not down: the query waits for a connection
