@@ -197,3 +197,66 @@ func TestAttack98_DataServerDownChargesEveryStatement(t *testing.T) {
 	out, errOut, code := dpproxyCLI(t, "budget", "show", "--config", cfgPath, "--dataset", "hospital", "--analyst", "c98")
 	t.Logf("budget show (exit %d):\n%s%s", code, out, errOut)
 }
+
+// TestAttack98_ClientGoneMidStatement (attack round 98, held): the client's
+// connection drops while its DP statement waits upstream after the charge.
+// The release finishes anyway: its answer is recorded (the charge is
+// released, not left unanswered), no incident, and the same query from a
+// new session is answered from the cache at no cost.
+func TestAttack98_ClientGoneMidStatement(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
+		cfg["analysts"].(map[string]any)["d98"] = map[string]any{"password": "plain:d98"}
+	})
+	p := startProxy(t, cfgPath, addr)
+	ledger := connect(t, ctx, ledgerDSN())
+	before := lastChargeID(t, ctx, ledger)
+	const q = "SELECT COUNT(*) FROM patients WHERE region = 'west' AND birth_year > 1943"
+	unlock := lockTable(t, ctx, "patients")
+	c, err := pgx.Connect(ctx, p.dsn("d98"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		var n int64
+		_ = c.QueryRow(ctx, q).Scan(&n)
+	}()
+	id, st := waitForCharge(t, ctx, ledger, "d98", before)
+	if st != "reserved" {
+		t.Fatalf("charge %d %s while the lock holds", id, st)
+	}
+	_ = c.PgConn().Conn().Close() // the client's socket goes away
+	time.Sleep(300 * time.Millisecond)
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := ledger.QueryRow(ctx, "SELECT status FROM dpproxy_ledger.charge WHERE id = $1", id).Scan(&st); err != nil {
+			t.Fatal(err)
+		}
+		if st == "released" || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st != "released" {
+		t.Fatalf("charge %d of the gone client's statement is %s, want released (answer recorded)", id, st)
+	}
+	c2 := connect(t, ctx, p.dsn("d98"))
+	var n int64
+	if err := c2.QueryRow(ctx, q).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	var charges, incidents int
+	if err := ledger.QueryRow(ctx, `SELECT (SELECT count(*) FROM dpproxy_ledger.charge WHERE analyst = 'd98'),
+		(SELECT count(*) FROM dpproxy_ledger.incident WHERE analyst = 'd98')`).Scan(&charges, &incidents); err != nil {
+		t.Fatal(err)
+	}
+	if charges != 1 || incidents != 0 {
+		t.Fatalf("d98: %d charges, %d incidents; want 1 (the repetition cached) and 0", charges, incidents)
+	}
+	_ = cfgPath
+}
