@@ -26,6 +26,21 @@ type rateLimiters struct {
 	buckets map[string]*rate.Limiter
 }
 
+// bucket returns owner's bucket, made with limit and burst the first time.
+func (r *rateLimiters) bucket(owner string, limit rate.Limit, burst int) *rate.Limiter {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.buckets == nil {
+		r.buckets = map[string]*rate.Limiter{}
+	}
+	b, ok := r.buckets[owner]
+	if !ok {
+		b = rate.NewLimiter(limit, burst)
+		r.buckets[owner] = b
+	}
+	return b
+}
+
 // take takes a token of b at now if there is one; otherwise it takes
 // nothing and reports how long until there is.
 func take(b *rate.Limiter, now time.Time) (bool, time.Duration) {
@@ -48,16 +63,7 @@ func (s *Server) allowDP(analyst string) error {
 	if rl == nil || rl.PerSecond <= 0 {
 		return nil
 	}
-	s.limits.mu.Lock()
-	if s.limits.buckets == nil {
-		s.limits.buckets = map[string]*rate.Limiter{}
-	}
-	b, ok := s.limits.buckets[analyst]
-	if !ok {
-		b = rate.NewLimiter(rate.Limit(rl.PerSecond), max(rl.Burst, 1))
-		s.limits.buckets[analyst] = b
-	}
-	s.limits.mu.Unlock()
+	b := s.limits.bucket(analyst, rate.Limit(rl.PerSecond), max(rl.Burst, 1))
 	ok, wait := take(b, time.Now())
 	if ok {
 		return nil

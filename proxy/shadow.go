@@ -178,9 +178,7 @@ func (c *conn) finishShadow(ctx context.Context, sc *shadow.Conn, reusable bool)
 		return
 	}
 	c.shadow = nil
-	if !c.srv.shadowPool(c.sess.ds).Release(sc, ctx.Err() == nil) {
-		c.srv.shadowChurned(c.sess.analyst)
-	}
+	c.returnShadow(sc, ctx.Err() == nil)
 }
 
 // dropShadow closes sc (its slot in the pool is freed).
@@ -190,8 +188,15 @@ func (c *conn) dropShadow(sc *shadow.Conn) {
 	if c.shadow == sc {
 		c.shadow = nil
 	}
-	c.srv.shadowPool(c.sess.ds).Release(sc, false)
-	c.srv.shadowChurned(c.sess.analyst)
+	c.returnShadow(sc, false)
+}
+
+// returnShadow gives sc back to the pool; one the pool closes instead
+// counts in the analyst's bucket of closed connections (shadowChurned).
+func (c *conn) returnShadow(sc *shadow.Conn, reusable bool) {
+	if !c.srv.shadowPool(c.sess.ds).Release(sc, reusable) {
+		c.srv.shadowChurned(c.sess.analyst)
+	}
 }
 
 // Shadow connections closed by an analyst's statements (attack round 92).
@@ -216,17 +221,7 @@ const (
 
 // churnBucket returns analyst's bucket of closed shadow connections.
 func (s *Server) churnBucket(analyst string) *rate.Limiter {
-	s.churn.mu.Lock()
-	defer s.churn.mu.Unlock()
-	if s.churn.buckets == nil {
-		s.churn.buckets = map[string]*rate.Limiter{}
-	}
-	b, ok := s.churn.buckets[analyst]
-	if !ok {
-		b = rate.NewLimiter(shadowChurnPerSecond, shadowChurnBurst)
-		s.churn.buckets[analyst] = b
-	}
-	return b
+	return s.churn.bucket(analyst, shadowChurnPerSecond, shadowChurnBurst)
 }
 
 // shadowChurned counts one shadow connection closed by analyst's
@@ -239,12 +234,11 @@ func (s *Server) shadowChurned(analyst string) {
 // churnAllowed refuses analyst's catalog statement, before it takes a
 // shadow connection, while their bucket of closed connections is empty.
 func (s *Server) churnAllowed(analyst string) error {
-	b := s.churnBucket(analyst)
-	now := time.Now()
-	if b.TokensAt(now) >= 1 {
+	tokens := s.churnBucket(analyst).TokensAt(time.Now())
+	if tokens >= 1 {
 		return nil
 	}
-	wait := time.Duration((1 - b.TokensAt(now)) / shadowChurnPerSecond * float64(time.Second))
+	wait := time.Duration((1 - tokens) / shadowChurnPerSecond * float64(time.Second))
 	return pgerr.New(insufficientResources, "your catalog statements closed too many catalog connections").
 		WithDetail("Catalog statements that are cancelled (a statement_timeout, a cancel request) or fail mid-reply close their shadow connection, which all analysts share; each analyst may close %d a second. The statement was not run.", shadowChurnPerSecond).
 		WithHint("retry in %s; raise statement_timeout if your catalog statements are cancelled by it", wait.Round(time.Millisecond))
@@ -325,8 +319,7 @@ func (c *conn) closeShadow() {
 	if c.shadow == nil {
 		return
 	}
-	c.srv.shadowPool(c.sess.ds).Release(c.shadow, false)
-	c.srv.shadowChurned(c.sess.analyst)
+	c.returnShadow(c.shadow, false)
 	c.shadow = nil
 }
 
