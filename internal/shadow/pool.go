@@ -397,11 +397,12 @@ func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) 
 		}
 		select {
 		case c := <-p.idle:
+			if ctx.Err() != nil {
+				p.toIdle(c) // not pinged: as it was
+				return nil, context.Cause(ctx)
+			}
 			if c.usable(ctx) {
 				return c, nil
-			}
-			if p.putBack(ctx, c) {
-				return nil, context.Cause(ctx)
 			}
 			p.discard(c)
 			continue
@@ -420,11 +421,12 @@ func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) 
 	for {
 		select {
 		case c := <-p.idle:
+			if ctx.Err() != nil {
+				p.toIdle(c) // not pinged: as it was
+				return nil, context.Cause(ctx)
+			}
 			if c.usable(ctx) {
 				return c, nil
-			}
-			if p.putBack(ctx, c) {
-				return nil, context.Cause(ctx)
 			}
 			p.discard(c)
 			// Its slot is free now: the next iteration may take it.
@@ -443,20 +445,13 @@ func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) 
 	}
 }
 
-// putBack returns an idle connection that failed usable's ping to the
-// idle set when the ping failed only because ctx had already ended
-// (pgconn sends nothing then: the connection is as it was), and reports
-// whether it did. A ping that ctx interrupted midway is not put back (a
-// cancel request may have been sent on it).
-func (p *Pool) putBack(ctx context.Context, c *Conn) bool {
-	if ctx.Err() == nil || c.pg.IsClosed() || c.pg.IsBusy() || c.pinged {
-		return false
-	}
-	p.idle <- c // its slot is held: never blocks
+// toIdle puts c, whose slot it holds, in the idle set (never blocks),
+// and closes it at once when Close drained the set just before.
+func (p *Pool) toIdle(c *Conn) {
+	p.idle <- c
 	if p.isClosed() {
 		p.drain()
 	}
-	return true
 }
 
 // open connects a new connection in a slot already taken.
@@ -496,10 +491,7 @@ func (p *Pool) open(ctx context.Context) (*Conn, error) {
 	c.snapshot()
 	if ctx.Err() != nil {
 		c.idleSince = time.Now()
-		p.idle <- c // a slot is held for it: never blocks
-		if p.isClosed() {
-			p.drain()
-		}
+		p.toIdle(c)
 		return nil, context.Cause(ctx)
 	}
 	return c, nil
@@ -525,11 +517,7 @@ func (p *Pool) Release(c *Conn, reusable bool) (kept bool) {
 		return false
 	}
 	c.idleSince = time.Now()
-	p.idle <- c
-	// Close may have drained idle just before the send.
-	if p.isClosed() {
-		p.drain()
-	}
+	p.toIdle(c)
 	return true
 }
 
@@ -581,9 +569,6 @@ type Conn struct {
 	owner     string // who holds it ("" when idle, or not counted)
 	notice    func(*pgconn.Notice)
 	idleSince time.Time
-	// pinged: usable's last call sent a ping (putBack does not keep a
-	// connection whose ping an ending context may have interrupted).
-	pinged bool
 }
 
 // StatementTimeout is the connection's statement_timeout (the pool's).
@@ -627,15 +612,10 @@ func (c *Conn) HasState() bool { return c.pg.TxStatus() != 'I' }
 // CheckConn: its 1ms context would go through the connection's context
 // watcher, which may send a cancel request and wait for its deadline.
 func (c *Conn) usable(ctx context.Context) bool {
-	c.pinged = false
 	if c.pg.IsClosed() {
 		return false
 	}
 	if time.Since(c.idleSince) > idlePing {
-		if ctx.Err() != nil {
-			return false // not pinged: putBack keeps it
-		}
-		c.pinged = true
 		return c.pg.Ping(ctx) == nil
 	}
 	return true
