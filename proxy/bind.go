@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/binary"
 	"math"
 	"regexp"
@@ -129,18 +128,6 @@ func boundFloor(text string) int {
 		i = j + k
 	}
 	return n
-}
-
-// bindSlot takes the analyst's planning slot (textSlot) for binding
-// values into a stored statement's text, which lexes the whole text: the
-// text was sent once, at Parse or PREPARE, and each Execute, Describe or
-// EXECUTE of it (a few bytes) would lex it again outside the slot (attack
-// round 93: 4 sessions re-lexing a 1 MiB text kept both cores busy).
-func (c *conn) bindSlot(ctx context.Context, text string) (func(), error) {
-	if ctx == nil {
-		ctx = c.sessCtx
-	}
-	return c.textSlot(ctx, text)
 }
 
 // checkValue checks bound parameter i as literalOf would decode it, for a

@@ -551,7 +551,7 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 		for i := range lits {
 			lits[i] = dummyLiteral(d.paramOIDs[i])
 		}
-		release, err := c.bindSlot(sctx, ps.text)
+		release, err := c.textSlot(sctx, ps.text)
 		if err != nil {
 			return nil, err
 		}
@@ -625,7 +625,7 @@ func (c *conn) boundText(ctx context.Context, p *portal) (string, error) {
 	// (review 74), one at a time and without writing out a binary
 	// numeric's digits (attack round 72).
 	used := make([]bool, len(p.params))
-	release, err := c.bindSlot(ctx, ps.text)
+	release, err := c.textSlot(ctx, ps.text)
 	if err != nil {
 		return "", err
 	}

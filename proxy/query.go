@@ -530,7 +530,11 @@ const bigText = 16 << 10
 // it is refused: without the slot, 24 sessions of one analyst sending such
 // strings slowed another analyst's DP answer 12 times (attack round 82).
 // With it one analyst's sessions keep at most one core checking and
-// planning; the short strings real clients send do not wait for it.
+// planning; the short strings real clients send do not wait for it. Binding
+// values into a stored statement's text (Execute, Describe, SQL EXECUTE)
+// lexes the whole text and takes it too: sent once, at Parse or PREPARE, a
+// 1 MiB text had been lexed again outside the slot at every few-byte
+// Execute (attack round 93: 4 sessions kept both cores busy).
 func (c *conn) textSlot(ctx context.Context, text string) (func(), error) {
 	if len(text) <= bigText {
 		return func() {}, nil

@@ -295,7 +295,7 @@ func (c *conn) execExecute(ctx context.Context, st *pgsql.SessionStmt) (*resultS
 			WithDetail("Expected %d parameters but got %d.", ps.nParams, len(st.Args)).
 			WithHint("pass one constant per parameter, e.g. EXECUTE %s(…)", st.Name)
 	}
-	release, err := c.bindSlot(ctx, ps.text)
+	release, err := c.textSlot(ctx, ps.text)
 	if err != nil {
 		return nil, err
 	}
