@@ -257,8 +257,9 @@ var reachTimeout = 5 * time.Second
 // text (which names its host and role), that the data server cannot be
 // reached and nothing was charged.
 func (p *Pool) reachable() error {
-	if st := p.pool.Stat(); st.AcquiredConns() >= st.MaxConns() {
-		return nil // busy, not down: the query waits for a connection
+	busy := func() bool { st := p.pool.Stat(); return st.AcquiredConns() >= st.MaxConns() }
+	if busy() {
+		return nil // not down: the query waits for a connection
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), reachTimeout)
 	defer cancel()
@@ -274,8 +275,8 @@ func (p *Pool) reachable() error {
 			return nil
 		}
 	}
-	if st := p.pool.Stat(); errors.Is(err, context.DeadlineExceeded) && st.AcquiredConns() >= st.MaxConns() {
-		return nil // busy, not down: the query waits for a connection
+	if errors.Is(err, context.DeadlineExceeded) && busy() {
+		return nil
 	}
 	return pgerr.New(pgerr.SystemError, "the data database is unavailable").
 		WithDetail("The DP query was not run and nothing was charged.").
