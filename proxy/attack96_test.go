@@ -165,29 +165,13 @@ func TestAttack96_PostParamsUncounted(t *testing.T) {
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	base := ms.HeapInuse
-	var peak, acct atomic.Int64
-	stop := make(chan struct{})
-	var sampler sync.WaitGroup
-	sampler.Add(1)
-	go func() {
-		defer sampler.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			var m runtime.MemStats
-			runtime.ReadMemStats(&m)
-			if d := int64(m.HeapInuse) - int64(base); d > peak.Load() {
-				peak.Store(d)
-			}
-			if a := r.srv.memoryOf("alice"); a > acct.Load() {
-				acct.Store(a)
-			}
-		}
-	}()
+	base := int64(ms.HeapInuse)
+	heapPeak := samplePeak(20*time.Millisecond, func() int64 {
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapInuse) - base
+	})
+	acctPeak := samplePeak(20*time.Millisecond, func() int64 { return r.srv.memoryOf("alice") })
 	var wg sync.WaitGroup
 	var refused, answered atomic.Int32
 	for _, pc := range pcs {
@@ -206,12 +190,37 @@ func TestAttack96_PostParamsUncounted(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	close(stop)
-	sampler.Wait()
+	peak, acct := heapPeak(), acctPeak()
 	t.Logf("%d free repetitions at once: %d answered, %d refused (54000); heap grew up to %.1f MiB; alice's account peaked at %.1f MiB (bound 48 MiB)",
-		n, answered.Load(), refused.Load(), float64(peak.Load())/(1<<20), float64(acct.Load())/(1<<20))
-	if peak.Load() > 64<<20 {
+		n, answered.Load(), refused.Load(), float64(peak)/(1<<20), float64(acct)/(1<<20))
+	if peak > 64<<20 {
 		t.Errorf("alice's free post-processing statements grew the heap by %.1f MiB with her account at most %.1f MiB (bound 48 MiB): the leaves' bound arrays are not counted",
-			float64(peak.Load())/(1<<20), float64(acct.Load())/(1<<20))
+			float64(peak)/(1<<20), float64(acct)/(1<<20))
+	}
+}
+
+// samplePeak samples f every period, from now until the function it
+// returns is called, which returns the largest value seen (at least 0).
+func samplePeak(period time.Duration, f func() int64) func() int64 {
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(period):
+			}
+			if v := f(); v > peak.Load() {
+				peak.Store(v)
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return peak.Load()
 	}
 }

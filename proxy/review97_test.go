@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,30 +39,13 @@ func TestReview97_FreePostOuterUnbounded(t *testing.T) {
 	if _, err := execAll(t, pc, q); err != nil {
 		t.Fatalf("charged run: %v", err)
 	}
-	var peak atomic.Int64
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(2 * time.Millisecond):
-			}
-			if a := r.srv.memoryOf("alice"); a > peak.Load() {
-				peak.Store(a)
-			}
-		}
-	}()
+	acctPeak := samplePeak(2*time.Millisecond, func() int64 { return r.srv.memoryOf("alice") })
 	_, err := pc.Exec(context.Background(), q).ReadAll()
-	close(stop)
-	wg.Wait()
-	t.Logf("free repetition: %v; alice's account peaked at %.1f MiB (bound 8 MiB)", err, float64(peak.Load())/(1<<20))
+	peak := acctPeak()
+	t.Logf("free repetition: %v; alice's account peaked at %.1f MiB (bound 8 MiB)", err, float64(peak)/(1<<20))
 	if err == nil || sqlstate(err) != "54000" {
 		t.Errorf("a free (fully cached) post-processing statement's 12 MB outer result was kept past alice's 8 MiB bound (err %v, account peak %.1f MiB): run.Charges is left true when rememberedAll answers every leaf",
-			err, float64(peak.Load())/(1<<20))
+			err, float64(peak)/(1<<20))
 	}
 }
 
