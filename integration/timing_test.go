@@ -71,6 +71,11 @@ func mannWhitneyP(x, y []time.Duration) float64 {
 const (
 	timingAlpha = 1e-4
 	timingN     = 16 // answers of each kind per proxy
+	// timingBaselineN answers of each kind measure the unpadded baseline:
+	// its detection is the test's power, which 16 of each lost under CI's
+	// load (p = 1.9·10⁻⁴ once, the two kinds' times overlapping under
+	// -race); 32 of each cost about 10 s more.
+	timingBaselineN = 2 * timingN
 )
 
 // TestResponseTime_Measured measures the time channel of DP answers on the
@@ -80,11 +85,13 @@ const (
 // datasets.hospital.response_time set above the heavy query's time.
 //
 //   - Unpadded, the leak must be detected: the exact two-sided Mann–Whitney
-//     test separates light from heavy at p < timingAlpha. Power: with 16 of
-//     each the test reaches p = 3·10⁻⁹ when every heavy answer is slower
-//     than every light one (the measured gap is about 30 ms against a
-//     spread of a few ms), so a leak of that kind is missed only if the
-//     two kinds overlap substantially.
+//     test separates light from heavy at p < timingAlpha. Power: with
+//     timingBaselineN = 32 of each the test reaches p = 1.1·10⁻¹⁸ when every
+//     heavy answer is slower than every light one (the measured gap is
+//     about 30 ms against a spread of a few ms on a quiet machine), and
+//     still p = 2.7·10⁻⁵ when a fifth of the pairs are out of order, so a
+//     leak of that kind is missed only if the two kinds overlap
+//     substantially.
 //   - Padded, every answer takes at least the response time and the two
 //     kinds must be indistinguishable: p ≥ timingAlpha; if padding makes
 //     them exchangeable this fails with probability timingAlpha = 10⁻⁴.
@@ -101,7 +108,7 @@ func TestResponseTime_Measured(t *testing.T) {
 		return fmt.Sprintf("SELECT COUNT(*) FROM patients WHERE birth_year <> %d", 3000+i)
 	}
 	rng := rand.New(rand.NewPCG(19, 5))
-	measure := func(analyst, pad string, offset int) (lightD, heavyD []time.Duration) {
+	measure := func(analyst, pad string, offset, n int) (lightD, heavyD []time.Duration) {
 		cfgPath, addr := extraConfigWith(t, func(cfg map[string]any) {
 			cfg["analysts"].(map[string]any)[analyst] = map[string]any{"password": "plain:" + analyst}
 			if pad != "" {
@@ -124,8 +131,8 @@ func TestResponseTime_Measured(t *testing.T) {
 		// Warm the upstream pool and caches with one of each.
 		run(light(offset))
 		run(heavy(offset))
-		kinds := make([]bool, 2*timingN)
-		for i := timingN; i < len(kinds); i++ {
+		kinds := make([]bool, 2*n)
+		for i := n; i < len(kinds); i++ {
 			kinds[i] = true
 		}
 		rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
@@ -145,7 +152,7 @@ func TestResponseTime_Measured(t *testing.T) {
 	}
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
-	rawLight, rawHeavy := measure("tara", "0s", 0)
+	rawLight, rawHeavy := measure("tara", "0s", 0, timingBaselineN)
 	pRaw := mannWhitneyP(rawLight, rawHeavy)
 	t.Logf("unpadded: light median %s, heavy median %s; Mann–Whitney p = %.3g", ms(median(rawLight)), ms(median(rawHeavy)), pRaw)
 	if pRaw >= timingAlpha {
@@ -154,7 +161,7 @@ func TestResponseTime_Measured(t *testing.T) {
 
 	slowest := slices.Max(rawHeavy)
 	pad := max(200*time.Millisecond, 2*slowest).Round(50 * time.Millisecond)
-	padLight, padHeavy := measure("uma", pad.String(), 100)
+	padLight, padHeavy := measure("uma", pad.String(), 100, timingN)
 	for _, d := range append(append([]time.Duration{}, padLight...), padHeavy...) {
 		if d < pad {
 			t.Fatalf("a padded answer took %v < response_time %v", d, pad)

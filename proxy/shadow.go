@@ -239,9 +239,9 @@ func (s *Server) churnAllowed(analyst string) error {
 		return nil
 	}
 	wait := time.Duration((1 - tokens) / shadowChurnPerSecond * float64(time.Second))
-	return pgerr.New(insufficientResources, "your catalog statements closed too many catalog connections").
-		WithDetail("Catalog statements that are cancelled (a statement_timeout, a cancel request) or fail mid-reply close their shadow connection, which all analysts share; each analyst may close %d a second. The statement was not run.", shadowChurnPerSecond).
-		WithHint("retry in %s; raise statement_timeout if your catalog statements are cancelled by it", wait.Round(time.Millisecond))
+	return pgerr.New(insufficientResources, "your statements closed too many catalog connections").
+		WithDetail("Statements the shadow catalog runs (catalog statements, and the outer SQL of a statement over DP answers) that are cancelled (a statement_timeout, a cancel request) or fail mid-reply close their shadow connection, which all analysts share; each analyst may close %d a second. The statement was not run.", shadowChurnPerSecond).
+		WithHint("retry in %s; raise statement_timeout if your statements are cancelled by it", wait.Round(time.Millisecond))
 }
 
 // shadowAcquireFailed turns a failure to get a pooled connection into the
