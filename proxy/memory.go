@@ -3,6 +3,7 @@ package proxy
 import (
 	"sync/atomic"
 
+	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
@@ -26,7 +27,7 @@ import (
 // the same moment by several sessions (1 MiB each).
 
 // defaultMaxMemoryPerAnalyst is MaxMemoryPerAnalyst's default.
-const defaultMaxMemoryPerAnalyst = 256 << 20
+const defaultMaxMemoryPerAnalyst = config.DefaultMaxMemoryPerAnalystMB << 20
 
 // memoryHeld is what the session keeps between statements.
 func (s *session) memoryHeld() int64 {

@@ -9,12 +9,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/catalog"
 	"github.com/dpproxy/dpproxy/internal/config"
+	"github.com/dpproxy/dpproxy/internal/doctor"
 	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/ledger"
 	"github.com/dpproxy/dpproxy/policy"
@@ -24,6 +26,20 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 )
+
+// limitMemory warns when the analysts' memory bounds do not fit this
+// machine (doctor.MemoryFinding), and, unless GOMEMLIMIT is set, makes the
+// collector work harder as the heap nears nine tenths of the memory the
+// process may use, instead of letting it grow to twice what is live.
+func limitMemory(log *zap.Logger, cfg *config.Config) {
+	limit, source := doctor.MemoryLimit()
+	if f := doctor.MemoryFinding(cfg, limit, source); !f.OK {
+		log.Warn(f.Message)
+	}
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && limit > 0 {
+		debug.SetMemoryLimit(limit / 10 * 9)
+	}
+}
 
 func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -148,6 +164,8 @@ func runServer(ctx context.Context, cfg *config.Config, log *zap.Logger, stderr 
 			return fmt.Errorf("config: the policy of dataset %s has no datasets.%s entry (upstream, shadow, shadow_admin)", n, n)
 		}
 	}
+
+	limitMemory(log, cfg)
 
 	led, err := ledger.Open(ctx, cfg.Ledger, log)
 	if err != nil {

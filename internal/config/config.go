@@ -116,6 +116,9 @@ const (
 	DefaultCatalogStatementTimeout = 10 * time.Second
 	// MaxPoolConnections bounds both pool settings.
 	MaxPoolConnections = 1000
+	// DefaultMaxMemoryPerAnalystMB: room for a 16 MiB answer of each of
+	// an analyst's admitted DP queries with their statements and cursors.
+	DefaultMaxMemoryPerAnalystMB = 256
 )
 
 // DatasetConfig names the databases of one dataset.
@@ -367,6 +370,9 @@ func Parse(data []byte, name string) (*Config, error) {
 	}
 	if c.UpstreamMaxConnections == 0 {
 		c.UpstreamMaxConnections = DefaultUpstreamMaxConnections
+	}
+	if c.MaxMemoryPerAnalystMB == 0 {
+		c.MaxMemoryPerAnalystMB = DefaultMaxMemoryPerAnalystMB
 	}
 	if c.ShadowMaxConnections == 0 {
 		c.ShadowMaxConnections = DefaultShadowMaxConnections

@@ -31,6 +31,9 @@ func TestParse_Defaults(t *testing.T) {
 		c.ShadowAcquireTimeout.Duration != 5*time.Second {
 		t.Fatalf("pool defaults: upstream %d, shadow %d, acquire timeout %v", c.UpstreamMaxConnections, c.ShadowMaxConnections, c.ShadowAcquireTimeout)
 	}
+	if c.MaxMemoryPerAnalystMB != DefaultMaxMemoryPerAnalystMB {
+		t.Fatalf("max_memory_per_analyst_mb default %d, want %d (the doctor's memory check reads it)", c.MaxMemoryPerAnalystMB, DefaultMaxMemoryPerAnalystMB)
+	}
 	if c.ShadowMaxConnectionsPerAnalyst != DefaultShadowMaxConnections/4 || c.CatalogStatementTimeout.Duration != DefaultCatalogStatementTimeout {
 		t.Fatalf("catalog defaults: %d per analyst, timeout %v", c.ShadowMaxConnectionsPerAnalyst, c.CatalogStatementTimeout)
 	}

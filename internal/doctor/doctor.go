@@ -21,6 +21,8 @@
 //   - the data and shadow servers allow at least as many connections as
 //     the proxy's pools may open (upstream_max_connections,
 //     shadow_max_connections);
+//   - this machine has the memory every analyst's sessions may keep in
+//     the proxy (max_memory_per_analyst_mb), twice over (memory.go);
 //   - each protected table's layout: distributed with Citus or
 //     hash-partitioned by its unit column (the per-unit stage of DP queries
 //     then runs per shard or per partition), a plain table, or split by
@@ -117,6 +119,8 @@ var predefinedRoles = []string{"pg_read_all_data", "pg_write_all_data", "pg_read
 // at all (nothing could be checked there).
 func Check(ctx context.Context, cfg *config.Config, policies map[string]*policy.Dataset) (*Report, error) {
 	r := &Report{}
+	limit, source := MemoryLimit()
+	r.Findings = append(r.Findings, MemoryFinding(cfg, limit, source))
 	names := make([]string, 0, len(cfg.Datasets))
 	for n := range cfg.Datasets {
 		names = append(names, n)
