@@ -5,16 +5,21 @@
 // protocol (attack round 53). Derivations run one at a time (a core at
 // most), at most PerNetwork a second for one client network (an IPv4
 // address, an IPv6 /56), and at most MaxWaiting wait for their turn (for
-// at most MaxWait); past that a request is refused without one. There is
-// no bucket for all networks together, which guessers from a few networks
-// kept empty (attack rounds 37 and 38): a legitimate request waits behind
-// at most MaxWaiting others, first come first served.
+// at most MaxWait), PerNetwork of them from one network; past that a
+// request is refused without one. There is no bucket for all networks
+// together, which guessers from a few networks kept empty (attack rounds
+// 37 and 38). The waiting requests are served in turns by network, each
+// network's in arrival order: a request waits behind at most one
+// derivation of each other network with waiters, however many they have
+// queued (attack round 99: first come first served, two networks' 5 a
+// second of 188 ms derivations, a verifier of 2^20 iterations, kept a
+// queue 2 s long, and every other client's check waited MaxWait and was
+// refused).
 package kdflimit
 
 import (
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -35,39 +40,111 @@ const MaxIterations = 1 << 20
 
 // Limiter bounds one endpoint's derivations. Safe for concurrent use.
 type Limiter struct {
-	slot    chan struct{} // one derivation at a time
-	waiting atomic.Int32  // requests waiting for slot
-	mu      sync.Mutex
-	perNet  map[string]*rate.Limiter // under mu
+	mu     sync.Mutex
+	perNet map[string]*rate.Limiter
+	// busy: a derivation runs (or its slot is being handed to a waiter).
+	busy bool
+	// waiting holds each network's waiting requests in arrival order,
+	// turns the networks with waiters in turn order; nWaiting counts them
+	// all.
+	waiting  map[string][]chan struct{}
+	turns    []string
+	nWaiting int
 }
 
 // New returns a Limiter.
 func New() *Limiter {
-	return &Limiter{slot: make(chan struct{}, 1), perNet: map[string]*rate.Limiter{}}
+	return &Limiter{perNet: map[string]*rate.Limiter{}, waiting: map[string][]chan struct{}{}}
 }
 
 // Run runs derive within the bounds for a client at remoteAddr (host:port)
 // and reports false, without running it, when it may not run now.
 func (l *Limiter) Run(remoteAddr string, derive func()) bool {
-	if !l.allow(ClientNet(remoteAddr)) {
+	network := ClientNet(remoteAddr)
+	if !l.allow(network) {
 		return false
 	}
-	if l.waiting.Add(1) > MaxWaiting {
-		l.waiting.Add(-1)
-		return false
+	l.mu.Lock()
+	if !l.busy {
+		l.busy = true
+		l.mu.Unlock()
+	} else {
+		if l.nWaiting >= MaxWaiting || len(l.waiting[network]) >= PerNetwork {
+			l.mu.Unlock()
+			return false
+		}
+		turn := make(chan struct{})
+		if len(l.waiting[network]) == 0 {
+			l.turns = append(l.turns, network)
+		}
+		l.waiting[network] = append(l.waiting[network], turn)
+		l.nWaiting++
+		l.mu.Unlock()
+		t := time.NewTimer(MaxWait)
+		select {
+		case <-turn:
+			t.Stop()
+		case <-t.C:
+			l.mu.Lock()
+			given := !l.dropWaiter(network, turn)
+			l.mu.Unlock()
+			if !given {
+				return false
+			}
+			// Handed the slot as the wait ended: it runs.
+		}
 	}
-	t := time.NewTimer(MaxWait)
-	select {
-	case l.slot <- struct{}{}:
-		t.Stop()
-		l.waiting.Add(-1)
-	case <-t.C:
-		l.waiting.Add(-1)
-		return false
-	}
-	defer func() { <-l.slot }()
+	defer l.next()
 	derive()
 	return true
+}
+
+// next hands the slot to the first waiter of the network whose turn it
+// is (which goes to the back of the turns when it has more), or frees it.
+func (l *Limiter) next() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.turns) == 0 {
+		l.busy = false
+		return
+	}
+	network := l.turns[0]
+	l.turns = append(l.turns[:0:0], l.turns[1:]...)
+	q := l.waiting[network]
+	turn := q[0]
+	if len(q) > 1 {
+		l.waiting[network] = q[1:]
+		l.turns = append(l.turns, network)
+	} else {
+		delete(l.waiting, network)
+	}
+	l.nWaiting--
+	close(turn)
+}
+
+// dropWaiter removes turn from network's waiters, reporting false when it
+// is not there (next handed it the slot). Called with mu held.
+func (l *Limiter) dropWaiter(network string, turn chan struct{}) bool {
+	q := l.waiting[network]
+	for i, w := range q {
+		if w != turn {
+			continue
+		}
+		l.nWaiting--
+		if len(q) > 1 {
+			l.waiting[network] = append(q[:i:i], q[i+1:]...)
+			return true
+		}
+		delete(l.waiting, network)
+		for j, n := range l.turns {
+			if n == network {
+				l.turns = append(l.turns[:j:j], l.turns[j+1:]...)
+				break
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // allow reports whether a derivation for a client network may run now.
