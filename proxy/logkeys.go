@@ -25,6 +25,7 @@ const (
 	logKeyTLS         = "tls"
 	logKeyApplication = "application_name"
 	logKeyMessage     = "message_type"
+	logKeyError       = "error"
 )
 
 // maxDebugQuery is how much statement text a Debug log line carries.
