@@ -118,6 +118,12 @@ type conn struct {
 	// the statement's reply is written (query.go): a client that stops
 	// reading holds the answer that long (attack round 66).
 	sendingRoom int
+	// postRoom: the room a post-processing statement holds for its DP
+	// answers while it runs (post.go), given back when it returns.
+	// Counted by syncMemory as the others here: kept in a local
+	// variable, a sync mid-statement dropped it from the session's
+	// charge and its return gave it back a second time (review 100).
+	postRoom int
 	// resultReserved: what the result being kept has reserved so far
 	// (reserveResult, growResult); 0 outside one.
 	resultReserved int

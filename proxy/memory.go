@@ -77,7 +77,7 @@ func (s *Server) account(analyst string) *memAccount {
 // syncMemory brings the analyst's account in line with what the session
 // holds now.
 func (c *conn) syncMemory() {
-	held := c.sess.memoryHeld() + int64(c.resultReserved) + int64(c.sendingRoom) + int64(c.relayCharged) // a result being kept, sent or relayed too
+	held := c.sess.memoryHeld() + int64(c.resultReserved) + int64(c.sendingRoom) + int64(c.relayCharged) + int64(c.postRoom) // a result being kept, sent or relayed, a post-processing statement's answers too
 	if held != c.memCharged {
 		c.mem().held.Add(held - c.memCharged)
 		c.memCharged = held

@@ -79,17 +79,16 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	// 97: held through the queue, up to dp_queue_timeout, six wrapped
 	// grouped aggregates of one analyst of which two ran had been refused
 	// under the default bound).
-	held := 0
 	reserve := func() error {
 		if err := c.checkMemory(room); err != nil {
 			return postRoomError(room, c.srv.cfg.MaxMemoryPerAnalyst)
 		}
-		held = room
+		c.postRoom = room
 		return nil
 	}
 	giveBack := func() {
-		c.chargeMemoryOwn(-held)
-		held = 0
+		c.chargeMemoryOwn(-c.postRoom)
+		c.postRoom = 0
 	}
 	defer giveBack()
 	if err := reserve(); err != nil {
@@ -282,7 +281,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 		} else if err := c.checkMemory(extra); err != nil {
 			return nil, err
 		}
-		defer c.chargeMemoryOwn(-extra)
+		c.postRoom += extra // given back with the room
 	}
 	// The outer SQL, on the shadow, over the released rows.
 	out, err := c.shadowRun(ctx, outerSQL, params, run.Charges)
