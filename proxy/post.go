@@ -91,6 +91,14 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 		c.postRoom = 0
 	}
 	defer giveBack()
+	if c.shadow == nil {
+		// The outer SQL takes a shadow connection (below): refused now,
+		// while it has taken nothing, rather than after the rate limit's
+		// token and the padding or the queue (review 100).
+		if err := c.churnAllowed(); err != nil {
+			return nil, err
+		}
+	}
 	if err := reserve(); err != nil {
 		return nil, err
 	}

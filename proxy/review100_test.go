@@ -2,11 +2,13 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -96,5 +98,59 @@ func TestReview100_PostRoomLostToSync(t *testing.T) {
 	if after < held {
 		t.Errorf("alice's account reads %.1f MiB while her sessions hold %.1f MiB: the post-processing room (%.1f MiB) was given back twice (syncMemory dropped it mid-statement)",
 			float64(after)/(1<<20), float64(held)/(1<<20), float64(room)/(1<<20))
+	}
+}
+
+// TestReview100_PostChurnRefusal (low; honest analyst): a
+// post-processing statement meets the churn bucket of shadow connections
+// (attack round 92) only in acquireShadow, after the DP rate limit took
+// its token, after a fully cached statement's padding to response_time
+// (or a charged one's wait for a DP admission slot), and is then refused
+// with "your catalog statements closed too many catalog connections": the
+// analyst sent a DP statement, and the refusal cost one of their DP
+// queries a second. A refused statement should lose nothing and say
+// what it was refused for.
+//
+// Here alice may run 2 DP queries in 100 s; her statement is charged
+// once (one token); her bucket of closed shadow connections is then
+// emptied. The free repetition must be refused at once (not after the
+// 600 ms padding), with a message that names her statements rather than
+// catalog statements only, and once the bucket has refilled her next
+// repetition must still find the second token.
+func TestReview100_PostChurnRefusal(t *testing.T) {
+	r := startRealDP(t, func(c *Config) {
+		c.DefaultRateLimit = &config.RateLimit{PerSecond: 0.01, Burst: 2}
+		for _, d := range c.Datasets {
+			d.ResponseTime = 600 * time.Millisecond
+		}
+	})
+	pc := r.connect(t)
+	if _, err := execAll(t, pc, "SET dp.epsilon = 0.01"); err != nil {
+		t.Fatal(err)
+	}
+	q := post96(2, "")
+	if _, err := execAll(t, pc, q); err != nil { // charged: one token
+		t.Fatal(err)
+	}
+	for range shadowChurnBurst + 10 { // 1.1 s to refill
+		r.srv.shadowChurned("alice")
+	}
+	start := time.Now()
+	_, err := execAll(t, pc, q)
+	took := time.Since(start)
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "53000" {
+		t.Fatalf("with an empty churn bucket: %v, want 53000", err)
+	}
+	t.Logf("refused after %v: %s (detail %q, hint %q)", took.Round(time.Millisecond), pe.Message, pe.Detail, pe.Hint)
+	if took > 300*time.Millisecond {
+		t.Errorf("the refusal came after %v: the statement was padded (or queued) before the churn bucket was asked", took.Round(time.Millisecond))
+	}
+	if strings.Contains(pe.Message, "catalog statements closed") {
+		t.Errorf("a post-processing statement refused as catalog statements: %q", pe.Message)
+	}
+	time.Sleep(1500 * time.Millisecond) // the churn bucket refills
+	if _, err := execAll(t, pc, q); err != nil {
+		t.Errorf("the repetition after the refusal: %v (the refused statement had taken a DP rate-limit token)", err)
 	}
 }

@@ -78,8 +78,7 @@ func (c *conn) acquireShadow(ctx context.Context) (*shadow.Conn, error) {
 		if pool == nil {
 			return nil, errShadowUnavailable(errors.New("no shadow DSN configured"))
 		}
-		if err := c.srv.churnAllowed(c.sess.analyst); err != nil {
-			c.freeLog().Warn("analyst's catalog statements closed too many shadow connections")
+		if err := c.churnAllowed(); err != nil {
 			return nil, err
 		}
 		var err error
@@ -231,16 +230,19 @@ func (s *Server) shadowChurned(analyst string) {
 	s.churnBucket(analyst).ReserveN(time.Now(), 1)
 }
 
-// churnAllowed refuses analyst's catalog statement, before it takes a
-// shadow connection, while their bucket of closed connections is empty.
-func (s *Server) churnAllowed(analyst string) error {
-	tokens := s.churnBucket(analyst).TokensAt(time.Now())
+// churnAllowed refuses the analyst's statement that would take a shadow
+// connection (a catalog statement; a post-processing one, before its rate
+// limit, padding or queue: execPost), before it takes one, while their
+// bucket of closed connections is empty.
+func (c *conn) churnAllowed() error {
+	tokens := c.srv.churnBucket(c.sess.analyst).TokensAt(time.Now())
 	if tokens >= 1 {
 		return nil
 	}
+	c.freeLog().Warn("analyst's statements closed too many shadow connections")
 	wait := time.Duration((1 - tokens) / shadowChurnPerSecond * float64(time.Second))
 	return pgerr.New(insufficientResources, "your statements closed too many catalog connections").
-		WithDetail("Statements the shadow catalog runs (catalog statements, and the outer SQL of a statement over DP answers) that are cancelled (a statement_timeout, a cancel request) or fail mid-reply close their shadow connection, which all analysts share; each analyst may close %d a second. The statement was not run.", shadowChurnPerSecond).
+		WithDetail("Catalog statements, and the SQL around DP aggregates (it runs on the catalog), that are cancelled (a statement_timeout, a cancel request) or fail mid-reply close their shadow connection, which all analysts share; each analyst may close %d a second. The statement was not run and nothing was charged.", shadowChurnPerSecond).
 		WithHint("retry in %s; raise statement_timeout if your statements are cancelled by it", wait.Round(time.Millisecond))
 }
 
