@@ -397,14 +397,9 @@ func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) 
 		}
 		select {
 		case c := <-p.idle:
-			if ctx.Err() != nil {
-				p.toIdle(c) // not pinged: as it was
-				return nil, context.Cause(ctx)
+			if c, err := p.fromIdle(ctx, c); c != nil || err != nil {
+				return c, err
 			}
-			if c.usable(ctx) {
-				return c, nil
-			}
-			p.discard(c)
 			continue
 		default:
 		}
@@ -421,14 +416,9 @@ func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) 
 	for {
 		select {
 		case c := <-p.idle:
-			if ctx.Err() != nil {
-				p.toIdle(c) // not pinged: as it was
-				return nil, context.Cause(ctx)
+			if c, err := p.fromIdle(ctx, c); c != nil || err != nil {
+				return c, err
 			}
-			if c.usable(ctx) {
-				return c, nil
-			}
-			p.discard(c)
 			// Its slot is free now: the next iteration may take it.
 		case p.slots <- struct{}{}:
 			if ctx.Err() != nil {
@@ -443,6 +433,25 @@ func (p *Pool) acquire(ctx context.Context, timer *acquireTimer) (*Conn, error) 
 			return nil, context.Cause(ctx)
 		}
 	}
+}
+
+// fromIdle hands out c, just taken from the idle set, when it is usable;
+// else it closes it and returns nil (its slot is free). A caller whose
+// statement has ended, before or during the ping, gets its context's
+// error and c goes back to the idle set: the ping is not under that
+// context, which would fail it and close a healthy connection, another
+// analyst's as often as not, uncounted by the caller's churn (review
+// rounds 95 and 100).
+func (p *Pool) fromIdle(ctx context.Context, c *Conn) (*Conn, error) {
+	if ctx.Err() == nil && !c.usable() {
+		p.discard(c)
+		return nil, nil
+	}
+	if ctx.Err() != nil {
+		p.toIdle(c)
+		return nil, context.Cause(ctx)
+	}
+	return c, nil
 }
 
 // toIdle puts c, whose slot it holds, in the idle set (never blocks),
@@ -607,19 +616,28 @@ func (c *Conn) HasState() bool { return c.pg.TxStatus() != 'I' }
 
 // usable reports whether an idle connection can be handed out: it is open
 // and, when it has been idle for over a second (as pgxpool does), answers
-// a ping, so one the server closed meanwhile (a shadow restart, an
-// administrator) is replaced rather than failing the statement. Not
-// CheckConn: its 1ms context would go through the connection's context
-// watcher, which may send a cancel request and wait for its deadline.
-func (c *Conn) usable(ctx context.Context) bool {
+// a ping within pingTimeout, so one the server closed meanwhile (a shadow
+// restart, an administrator) is replaced rather than failing the
+// statement. Not CheckConn: its 1ms context would go through the
+// connection's context watcher, which may send a cancel request and wait
+// for its deadline.
+func (c *Conn) usable() bool {
 	if c.pg.IsClosed() {
 		return false
 	}
 	if time.Since(c.idleSince) > idlePing {
-		return c.pg.Ping(ctx) == nil
+		ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+		defer cancel()
+		if c.pg.Ping(ctx) != nil {
+			return false
+		}
+		c.idleSince = time.Now()
 	}
 	return true
 }
+
+// pingTimeout bounds usable's ping (a round trip on an idle connection).
+const pingTimeout = 2 * time.Second
 
 // Setting is one session setting to apply on a shadow connection.
 type Setting struct{ Name, Value string }
