@@ -276,7 +276,9 @@ func publicFanout(ds *policy.Dataset, j *Join, k int, rows float64, dist []int) 
 // 1 per comparison, NULL test, BETWEEN or boolean column, 1 + n/1000 for
 // an IN list of n values (PostgreSQL 14 and later probe a hash table built
 // once per query), and 1 + len/16 for a LIKE or ILIKE (its cost grows with
-// the pattern: one of 248 characters measured about 17 comparisons). The planner bounds a WHERE clause's PredWork (rewrite/build.go)
+// the pattern: one of 248 characters measured about 17 comparisons), plus
+// LikeWork for a '%' followed by more pattern, whose cost grows with the
+// value's bytes too (like.go). The planner bounds a WHERE clause's PredWork (rewrite/build.go)
 // and the work bound counts it (WorkOf).
 func PredWork(p Pred) int {
 	switch x := p.(type) {
@@ -291,7 +293,7 @@ func PredWork(p Pred) int {
 	case PredConst:
 		return 0
 	case PredLike:
-		return 1 + len(x.Pattern)/16
+		return 1 + len(x.Pattern)/16 + LikeWork(x.Pattern, x.ILike)
 	}
 	return 1
 }

@@ -5,6 +5,7 @@
 package pgemit
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -48,7 +49,16 @@ func PredSQL(w dpplan.Pred) string {
 		if p.Not {
 			op = "NOT " + op
 		}
-		return "(" + p.Col + " " + op + " " + p.Pattern + ")"
+		return "(" + likeOperand(p.Col) + " " + op + " " + p.Pattern + ")"
 	}
 	panic("pgemit: unknown WHERE condition")
+}
+
+// likeOperand is the value a LIKE or ILIKE condition reads: col, or NULL
+// when it has more than dpplan.MaxLikeTextBytes bytes (octet_length reads
+// the length from the value's header, without detoasting it). A LIKE's
+// work grows with the value's bytes, and one person's long values had made
+// an answer overrun its time slot (dpplan/like.go, attack round 101).
+func likeOperand(col string) string {
+	return "CASE WHEN octet_length(" + col + "::text) <= " + strconv.Itoa(dpplan.MaxLikeTextBytes) + " THEN " + col + " END"
 }

@@ -237,7 +237,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		// query that no row count showed).
 		if n := dpplan.PredWork(w); n > maxWhereWork {
 			return nil, b.errAt(sel.Where, "54001", "the WHERE clause is too complex: %d units of work per row, over %d", n, maxWhereWork).
-				WithHint("use fewer conditions or shorter LIKE patterns (each condition is 1 unit, a LIKE 1 more per 16 characters of its pattern, an IN list 1 more per 1000 values)")
+				WithHint("use fewer conditions or shorter LIKE patterns (each condition is 1 unit, a LIKE 1 more per 16 characters of its pattern and, with a %% before more of the pattern, its scans of up to 256 bytes: EXPLAIN shows the work; an IN list 1 more per 1000 values)")
 		}
 	}
 	if err := b.groupBy(sel); err != nil {
@@ -290,7 +290,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	// the work bound weighs every row by it.
 	if n := dpplan.PredWork(b.where) + b.predOps; n > maxWhereWork {
 		return nil, b.errAt(sel, "54001", "the query's conditions are too complex: %d units of work per row (WHERE, FILTER and CASE conditions together), over %d", n, maxWhereWork).
-			WithHint("use fewer conditions or shorter LIKE patterns (each condition is 1 unit, a LIKE 1 more per 16 characters of its pattern, an IN list 1 more per 1000 values)")
+			WithHint("use fewer conditions or shorter LIKE patterns (each condition is 1 unit, a LIKE 1 more per 16 characters of its pattern and, with a %% before more of the pattern, its scans of up to 256 bytes: EXPLAIN shows the work; an IN list 1 more per 1000 values)")
 	}
 	p.RowOps = dpplan.PredWork(b.where) + b.predOps + b.rowOps
 	if b.join == nil {

@@ -12,10 +12,10 @@ func TestConcat_Patterns(t *testing.T) {
 	ds := loadHospital(t)
 	for _, tc := range []struct{ where, want string }{
 		// Cube's contains / startsWith / endsWith, $1 bound as a literal.
-		{`"visits".department ILIKE '%' || 'onc' || '%'`, `"department" ILIKE '%onc%'`},
-		{`department LIKE 'card' || '%'`, `"department" LIKE 'card%'`},
-		{`department NOT ILIKE '%' || 'ology'::text`, `"department" NOT ILIKE '%ology'`},
-		{`department LIKE '%' || 'a!%' || '%' ESCAPE '!'`, `"department" LIKE E'%a\\%%'`},
+		{`"visits".department ILIKE '%' || 'onc' || '%'`, `"department" END ILIKE '%onc%'`},
+		{`department LIKE 'card' || '%'`, `"department" END LIKE 'card%'`},
+		{`department NOT ILIKE '%' || 'ology'::text`, `"department" END NOT ILIKE '%ology'`},
+		{`department LIKE '%' || 'a!%' || '%' ESCAPE '!'`, `"department" END LIKE E'%a\\%%'`},
 		{`diagnosis = 'J' || 45`, `"diagnosis" = 'J45'::text`},
 		{`(department = 'sur' || 'gery')`, `"department" = 'surgery'::text`},
 	} {
