@@ -36,14 +36,22 @@ import "strings"
 // LIKE '% ____…____Q' (223 characters) run 1.3 s against its 1 s slot,
 // and released at the 2 s step at ε = 0.001; a leading LIKE 'HIV%' made
 // it say whether the named patient's text began so. Now the value a LIKE
-// reads is at most MaxLikeTextBytes (pgemit: a longer one is NULL to the
+// reads is at most MaxConditionTextBytes (pgemit: a longer one is NULL to the
 // condition, as a longer private key is not grouped), and the steps above
 // at that length are counted, likeStepsPerUnit a unit (PredWork).
 
-// MaxLikeTextBytes bounds the bytes of the value a LIKE or ILIKE condition
-// reads: a longer value is NULL to the condition (pgemit.PredSQL), so
-// neither LIKE nor NOT LIKE holds for it.
-const MaxLikeTextBytes = 256
+// MaxConditionTextBytes bounds the bytes of a text value a condition reads
+// (LIKE, ILIKE, a comparison, BETWEEN or IN with text constants): a longer
+// value is NULL to the condition (pgemit.PredSQL), so neither the
+// condition nor its NOT holds for it. A LIKE's work grows with the
+// value's bytes (above); so does a comparison's, which detoasts the value
+// whole, and a hashed IN's, which hashes it: one patient's 20 diagnoses
+// of 1 MB cost each `>` 3 ms and each IN of 10 values 18 ms (attack round
+// 101's lead, measured after it), so 1,024 such conditions ran seconds
+// longer on that patient's database. At most 256 bytes, a comparison
+// costs a short copy and a compare bounded by its constant, within its
+// unit of PredWork.
+const MaxConditionTextBytes = 256
 
 // likeStepsPerUnit is how many of MatchText's steps weigh one unit of
 // PredWork: a step (a byte scanned, a character compared, a call at a
@@ -56,11 +64,11 @@ const likeStepsPerUnit = 32
 
 // LikeWork is the units of work (PredWork's) of matching pattern, a SQL
 // string constant in the canonical form of the planner (the default
-// escape '\'), against a value of at most MaxLikeTextBytes: 0 for a
+// escape '\'), against a value of at most MaxConditionTextBytes: 0 for a
 // pattern without '%' or whose only '%'s end it, whose steps the pattern's
 // own length already weighs.
 func LikeWork(pattern string, ilike bool) int {
-	steps := likeSteps(unquotePattern(pattern), MaxLikeTextBytes, ilike)
+	steps := likeSteps(unquotePattern(pattern), MaxConditionTextBytes, ilike)
 	return int((steps + likeStepsPerUnit - 1) / likeStepsPerUnit)
 }
 

@@ -22,7 +22,7 @@ import (
 // on the neighbouring database where the patient's diagnoses are long and
 // 1 s where they are short (and a leading condition, LIKE 'HIV%' with the
 // patient's id, made the time say whether their text began so). Now a LIKE
-// reads a value of at most dpplan.MaxLikeTextBytes (a longer one is NULL
+// reads a value of at most dpplan.MaxConditionTextBytes (a longer one is NULL
 // to it) and its work at that length is counted: the attack's pattern is
 // refused before the charge (54001), and an accepted LIKE answers in the
 // same slot on both databases.

@@ -191,13 +191,15 @@ var (
 	extractFields = map[string]bool{"year": true, "quarter": true, "month": true, "day": true, "dow": true,
 		"isodow": true, "doy": true, "week": true, "isoyear": true}
 	// caseWords are the unquoted words a CASE key (rewrite/casekey.go)
-	// may hold: its syntax, the condition words PredSQL writes and the
-	// casts of constants. No word that reads data (SELECT, FROM, a
-	// function, a table) is among them.
+	// may hold: its syntax, the condition words PredSQL writes (with
+	// octet_length, the length test of boundedText: an immutable function
+	// of the row's own value) and the casts of constants. No word that
+	// reads other rows (SELECT, FROM, a table) or calls another function
+	// is among them.
 	caseWords = map[string]bool{"case": true, "when": true, "then": true, "else": true, "end": true,
 		"and": true, "or": true, "not": true, "is": true, "null": true, "in": true, "between": true,
 		"like": true, "ilike": true, "true": true, "false": true, "distinct": true, "from": true,
-		"text": true, "date": true, "numeric": true}
+		"text": true, "date": true, "numeric": true, "octet_length": true}
 )
 
 func (c *checker) key(k dpplan.Key) {

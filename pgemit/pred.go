@@ -23,19 +23,27 @@ func PredSQL(w dpplan.Pred) string {
 	case dpplan.PredCol:
 		return p.Col
 	case dpplan.PredCmp:
-		return "(" + p.Col + " " + p.Op + " " + p.Lit + ")"
+		col := p.Col
+		if p.Op != "=" && p.Op != "<>" && !strings.Contains(p.Op, "DISTINCT") {
+			col = operand(col, p.Lit)
+		}
+		return "(" + col + " " + p.Op + " " + p.Lit + ")"
 	case dpplan.PredIn:
 		not := ""
 		if p.Not {
 			not = "NOT "
 		}
-		return "(" + p.Col + " " + not + "IN (" + strings.Join(p.Lits, ", ") + "))"
+		col := p.Col
+		if len(p.Lits) >= hashedInLength {
+			col = operand(col, p.Lits...)
+		}
+		return "(" + col + " " + not + "IN (" + strings.Join(p.Lits, ", ") + "))"
 	case dpplan.PredBetween:
 		not := ""
 		if p.Not {
 			not = "NOT "
 		}
-		return "(" + p.Col + " " + not + "BETWEEN " + p.Lo + " AND " + p.Hi + ")"
+		return "(" + operand(p.Col, p.Lo, p.Hi) + " " + not + "BETWEEN " + p.Lo + " AND " + p.Hi + ")"
 	case dpplan.PredNull:
 		if p.Not {
 			return "(" + p.Col + " IS NOT NULL)"
@@ -49,16 +57,52 @@ func PredSQL(w dpplan.Pred) string {
 		if p.Not {
 			op = "NOT " + op
 		}
-		return "(" + likeOperand(p.Col) + " " + op + " " + p.Pattern + ")"
+		return "(" + boundedText(p.Col, dpplan.MaxConditionTextBytes) + " " + op + " " + p.Pattern + ")"
 	}
 	panic("pgemit: unknown WHERE condition")
 }
 
-// likeOperand is the value a LIKE or ILIKE condition reads: col, or NULL
-// when it has more than dpplan.MaxLikeTextBytes bytes (octet_length reads
-// the length from the value's header, without detoasting it). A LIKE's
-// work grows with the value's bytes, and one person's long values had made
-// an answer overrun its time slot (dpplan/like.go, attack round 101).
-func likeOperand(col string) string {
-	return "CASE WHEN octet_length(" + col + "::text) <= " + strconv.Itoa(dpplan.MaxLikeTextBytes) + " THEN " + col + " END"
+// A condition reads a text value whole in three cases, where its work
+// grows with the value's bytes (one patient's 20 diagnoses of 1 MB: each
+// `>` 3 ms, each IN of 10 values 18 ms; attack round 101 and its lead):
+// LIKE (dpplan/like.go), an ordering comparison or BETWEEN (varstr_cmp
+// detoasts both sides), and an IN list PostgreSQL hashes (hashtext reads
+// the whole value; lists of hashedInLength values or more, PostgreSQL 14
+// and later). There the column is read through boundedText, so a value
+// over dpplan.MaxConditionTextBytes is NULL to the condition. `=`, `<>`
+// and shorter IN lists compare the lengths in the values' headers first
+// (texteq, textne, without detoasting) and are left as they are: the
+// guard hides the column's statistics from PostgreSQL's estimates (a
+// guarded IN of the demo's departments was estimated at a twentieth of
+// its rows, and the plan changed), so it is used only where it is needed.
+
+// hashedInLength is the shortest IN list PostgreSQL probes through a hash
+// table (MIN_ARRAY_SIZE_FOR_HASHED_SAOP).
+const hashedInLength = 9
+
+// operand is a condition's column as it reads it: bounded to
+// dpplan.MaxConditionTextBytes (boundedText) when it is compared with a
+// text constant (the planner writes a text column's constants '…'::text;
+// a unit column's are integers, written untyped), as it stands otherwise;
+// a constant compared with constants as it stands.
+func operand(col string, lits ...string) string {
+	if !strings.HasPrefix(col, `"`) {
+		return col
+	}
+	for _, l := range lits {
+		if strings.HasSuffix(l, "::text") {
+			return boundedText(col, dpplan.MaxConditionTextBytes)
+		}
+	}
+	return col
+}
+
+// boundedText is text column col, or NULL when its value has more than n
+// bytes: octet_length reads the length from the value's header without
+// detoasting it (text, varchar and citext through textoctetlen, char(n)
+// through bpcharoctetlen). A condition's work on a text value grows with
+// its bytes, and one person's long values had made an answer overrun its
+// time slot (dpplan/like.go, attack round 101).
+func boundedText(col string, n int) string {
+	return "CASE WHEN octet_length(" + col + ") <= " + strconv.Itoa(n) + " THEN " + col + " END"
 }
