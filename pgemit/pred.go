@@ -24,7 +24,7 @@ func PredSQL(w dpplan.Pred) string {
 		return p.Col
 	case dpplan.PredCmp:
 		col := p.Col
-		if p.Op != "=" && p.Op != "<>" && !strings.Contains(p.Op, "DISTINCT") {
+		if BoundedCmp(p.Op) {
 			col = operand(col, p.Lit)
 		}
 		return "(" + col + " " + p.Op + " " + p.Lit + ")"
@@ -34,7 +34,7 @@ func PredSQL(w dpplan.Pred) string {
 			not = "NOT "
 		}
 		col := p.Col
-		if len(p.Lits) >= hashedInLength {
+		if len(p.Lits) >= HashedInLength {
 			col = operand(col, p.Lits...)
 		}
 		return "(" + col + " " + not + "IN (" + strings.Join(p.Lits, ", ") + "))"
@@ -67,7 +67,7 @@ func PredSQL(w dpplan.Pred) string {
 // `>` 3 ms, each IN of 10 values 18 ms; attack round 101 and its lead):
 // LIKE (dpplan/like.go), an ordering comparison or BETWEEN (varstr_cmp
 // detoasts both sides), and an IN list PostgreSQL hashes (hashtext reads
-// the whole value; lists of hashedInLength values or more, PostgreSQL 14
+// the whole value; lists of HashedInLength values or more, PostgreSQL 14
 // and later). There the column is read through boundedText, so a value
 // over dpplan.MaxConditionTextBytes is NULL to the condition. `=`, `<>`
 // and shorter IN lists compare the lengths in the values' headers first
@@ -76,9 +76,16 @@ func PredSQL(w dpplan.Pred) string {
 // guarded IN of the demo's departments was estimated at a twentieth of
 // its rows, and the plan changed), so it is used only where it is needed.
 
-// hashedInLength is the shortest IN list PostgreSQL probes through a hash
+// BoundedCmp reports whether a comparison with operator op reads a text
+// column through boundedText: an ordering comparison, not =, <> or IS
+// [NOT] DISTINCT FROM.
+func BoundedCmp(op string) bool {
+	return op != "=" && op != "<>" && !strings.Contains(op, "DISTINCT")
+}
+
+// HashedInLength is the shortest IN list PostgreSQL probes through a hash
 // table (MIN_ARRAY_SIZE_FOR_HASHED_SAOP).
-const hashedInLength = 9
+const HashedInLength = 9
 
 // operand is a condition's column as it reads it: bounded to
 // dpplan.MaxConditionTextBytes (boundedText) when it is compared with a

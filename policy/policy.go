@@ -218,6 +218,12 @@ type Column struct {
 	// are typed as PostgreSQL types them; "" and 0 when not read.
 	PGType string
 	Scale  int
+	// PadChars is n for a char(n) column (bpchar with a declared length),
+	// whose values PostgreSQL stores padded with blanks to n characters,
+	// so that their octet_length, which bounds what a condition reads
+	// (pgemit boundedText), counts the padding; 0 otherwise. Read with
+	// PGType.
+	PadChars int
 }
 
 // Table returns the table with the given (case-insensitive) name.

@@ -157,6 +157,11 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 			}
 			out.Lits = append(out.Lits, s)
 		}
+		if len(out.Lits) >= pgemit.HashedInLength {
+			if err := b.paddedText(x, ci, "an IN list of 9 values or more"); err != nil {
+				return nil, err
+			}
+		}
 		return out, nil
 	case *ast.BetweenExpr:
 		if fc, ok := intCastCall(x.Expr); ok {
@@ -192,6 +197,9 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 			}
 			return b.typedLit(e, ci)
 		}
+		if err := b.paddedText(x, ci, "BETWEEN"); err != nil {
+			return nil, err
+		}
 		lo, err := bound(x.Left, false)
 		if err != nil {
 			return nil, err
@@ -213,6 +221,9 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 		if ci.typ() != policy.TypeText {
 			return nil, b.errAt(x, "42883", "LIKE needs a text column; %s is %s", ci.name, typeName(ci)).
 				WithHint("use comparisons for %s columns", typeName(ci))
+		}
+		if err := b.paddedText(x, ci, "LIKE"); err != nil {
+			return nil, err
 		}
 		l, ok := b.lit(x.Pattern)
 		if !ok || l.kind != litString || l.typ != "" && l.typ != policy.TypeText {
@@ -253,6 +264,22 @@ func (b *builder) pred(e ast.ExprNode) (dpplan.Pred, error) {
 		return nil, b.errAt(e, "42804", "argument of WHERE must be type boolean").WithHint("%s", whereHint)
 	}
 	return nil, b.errAt(e, pgerr.FeatureNotSupported, "this WHERE expression is not supported").WithHint("%s", whereHint)
+}
+
+// paddedText refuses a condition (what) that reads text column ci through
+// the length test of the emitted SQL (pgemit.PredSQL: LIKE, an ordering
+// comparison, BETWEEN, an IN list PostgreSQL hashes) when ci is char(n)
+// with n over dpplan.MaxConditionTextBytes: its values are stored padded
+// to n characters, which octet_length counts, so every value would be
+// NULL to the condition and the statement would answer noise around
+// zero for its full price (review 103). The column's type is public.
+func (b *builder) paddedText(at ast.Node, ci colInfo, what string) error {
+	if ci.col == nil || ci.col.PadChars <= dpplan.MaxConditionTextBytes {
+		return nil
+	}
+	n := ci.col.PadChars
+	return b.errAt(at, pgerr.FeatureNotSupported, "%s of column %s is not supported: it is char(%d), whose values are padded to %d characters, and such a condition reads at most %d bytes of a value", what, ci.name, n, n, dpplan.MaxConditionTextBytes).
+		WithHint("compare %s with = or <>, or an IN list of at most %d values; or ask the data steward to make it varchar(%d) or text", ci.name, pgemit.HashedInLength-1, n)
 }
 
 // whereColumn requires a plain column reference.
@@ -313,6 +340,11 @@ func (b *builder) compare(at ast.Node, l, r ast.ExprNode, op string) (dpplan.Pre
 		}
 		if op == "=" {
 			b.noteUndeclared(ci, litE)
+		}
+		if pgemit.BoundedCmp(op) {
+			if err := b.paddedText(at, ci, "an ordering comparison"); err != nil {
+				return nil, err
+			}
 		}
 		return dpplan.PredCmp{Col: pgemit.QuoteIdent(ci.name), Op: op, Lit: s}, nil
 	}

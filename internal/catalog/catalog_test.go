@@ -17,9 +17,11 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 const schema = `
 CREATE DOMAIN small_money AS numeric(12, 2);
+CREATE DOMAIN long_code AS char(400);
 CREATE TABLE ok (
 	pid int8, i int4, i0 numeric(10, 0), n numeric, n2 small_money, ni int2,
-	f float8, fi int4, s text, v varchar(20), d date, b bool, secret bytea, ct citext
+	f float8, fi int4, s text, v varchar(20), d date, b bool, secret bytea, ct citext,
+	c3 char(3), c300 char(300), cd long_code, cb bpchar
 );
 CREATE TABLE bad (
 	pid uuid, frac numeric, whole numeric(10, 0), fl float8, big numeric, s int4, d timestamp, b int4, ci text COLLATE ci, cu citext
@@ -49,6 +51,10 @@ tables:
       d:  {type: date, lower: 2020-01-01, upper: 2020-12-31}
       b:  {type: bool}
       ct: {type: text, public_values: [north, south]}
+      c3: {type: text}
+      c300: {type: text}
+      cd: {type: text}
+      cb: {type: text}
       secret: {access: none}
   textunit:
     unit_column: pid
@@ -144,6 +150,13 @@ func TestVerify(t *testing.T) {
 	// as lower(x).
 	if c := ok.Tables["pub"].Columns["code"]; c.PGType != "citext" {
 		t.Errorf("public column code: PGType %q, want citext", c.PGType)
+	}
+	// char(n) values are padded to n characters (review 103: a condition's
+	// length test counts the padding).
+	for col, want := range map[string]int{"c3": 3, "c300": 300, "cd": 400, "cb": 0, "s": 0, "v": 0} {
+		if got := ok.Tables["ok"].Columns[col].PadChars; got != want {
+			t.Errorf("column %s: PadChars %d, want %d", col, got, want)
+		}
 	}
 	if c := ok.Tables["ok"].Columns["n2"]; c.PGType != "numeric" || c.Scale != 2 {
 		t.Errorf("column n2 (a domain over numeric(…, 2)): %q scale %d", c.PGType, c.Scale)
