@@ -38,15 +38,23 @@ func keyValueSQL(t *policy.Table, k dpplan.Key) string {
 	if k.Func != "" {
 		return s
 	}
+	raw, lowered := s, false
 	switch c := t.Columns[k.Column]; {
 	case k.Type == policy.TypeNumeric && (c == nil || c.Scale == 0):
 		s = "trim_scale(" + s + ")"
 	case k.Type == policy.TypeFloat:
 		s = "(" + s + " + 0)"
 	case c != nil && c.PGType == "citext":
-		s = citextLower(s)
+		s, lowered = citextLower(s), true
 	}
 	switch {
+	case k.Private && k.Type == policy.TypeText && lowered:
+		// lower() reads and copies the whole value: a raw value over
+		// 4·MaxPrivateKeyBytes bytes (its header's length) is not
+		// lowered, as no lower case of it fits (a character has at most
+		// 4 bytes, its lower case at least 1; review 103: one person's
+		// long notes had been lowered whole on every row).
+		s = "CASE WHEN octet_length(" + raw + ") > " + strconv.Itoa(4*MaxPrivateKeyBytes) + " THEN NULL WHEN octet_length(" + s + ") <= " + strconv.Itoa(MaxPrivateKeyBytes) + " THEN " + s + " END"
 	case k.Private && k.Type == policy.TypeText:
 		s = "CASE WHEN octet_length(" + s + ") <= " + strconv.Itoa(MaxPrivateKeyBytes) + " THEN " + s + " END"
 	case k.Private && k.Type == policy.TypeNumeric:
