@@ -44,14 +44,14 @@ func memoryLimitAt(root string) (int64, string) {
 		if limit == 0 || n < limit {
 			limit, source = n, strings.TrimPrefix(file, filepath.Clean(root))
 		}
-		break
 	}
 	return limit, source
 }
 
-// cgroupLimitFiles lists where this process's cgroup memory limit may be
-// read, most specific first: its own cgroup's (from /proc/self/cgroup),
-// then the root of the mounted hierarchy (a container's own view).
+// cgroupLimitFiles lists where this process's cgroup memory limits may be
+// read: its own cgroup's (from /proc/self/cgroup) and each ancestor's (a
+// systemd slice, a pod), whose limits bind it too, then the root of the
+// mounted hierarchy (a container's own view). The smallest applies.
 func cgroupLimitFiles(root string) []string {
 	fs := filepath.Join(root, "sys/fs/cgroup")
 	var files []string
@@ -63,11 +63,17 @@ func cgroupLimitFiles(root string) []string {
 			if len(parts) != 3 || parts[2] == "/" {
 				continue
 			}
+			dir, name := "", ""
 			switch {
 			case parts[0] == "0" && parts[1] == "":
-				files = append(files, filepath.Join(fs, parts[2], "memory.max"))
+				dir, name = fs, "memory.max"
 			case parts[1] == "memory":
-				files = append(files, filepath.Join(fs, "memory", parts[2], "memory.limit_in_bytes"))
+				dir, name = filepath.Join(fs, "memory"), "memory.limit_in_bytes"
+			default:
+				continue
+			}
+			for p := parts[2]; p != "/" && p != "." && p != ""; p = filepath.Dir(p) {
+				files = append(files, filepath.Join(dir, p, name))
 			}
 		}
 		f.Close()

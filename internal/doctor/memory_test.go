@@ -41,6 +41,12 @@ func TestMemoryLimitAt(t *testing.T) {
 			"proc/self/cgroup": "0::/system.slice/dpproxy.service\n",
 			"sys/fs/cgroup/system.slice/dpproxy.service/memory.max": "536870912\n",
 		}, 512 << 20, "/sys/fs/cgroup/system.slice/dpproxy.service/memory.max"},
+		{"cgroup v2 limit on a parent slice", map[string]string{
+			"proc/meminfo":     meminfo,
+			"proc/self/cgroup": "0::/analytics.slice/dpproxy.service\n",
+			"sys/fs/cgroup/analytics.slice/dpproxy.service/memory.max": "max\n",
+			"sys/fs/cgroup/analytics.slice/memory.max":                 "805306368\n",
+		}, 768 << 20, "/sys/fs/cgroup/analytics.slice/memory.max"},
 		{"cgroup v2 without a limit", map[string]string{
 			"proc/meminfo":             meminfo,
 			"proc/self/cgroup":         "0::/\n",
