@@ -28,6 +28,8 @@ import (
 //	                columns are clamped per row:
 //	                  CASE WHEN c IS NULL THEN NULL
 //	                       ELSE LEAST(GREATEST(c::numeric, lower), upper) END
+//	                (a non-integer column rounded to at most 30 decimals
+//	                first: columnNumeric)
 //	                (the CASE keeps NULL as NULL: GREATEST ignores NULLs and
 //	                would otherwise turn NULL into lower). Squared columns
 //	                are the clamped value times itself. Quantile values get
@@ -424,9 +426,10 @@ func sourceConds(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, unit string
 // unit's rows); it is fixed so that audits can reproduce a release.
 const selectSalt = "7919"
 
-// ClampSQL is column c cast to numeric and clamped to its policy bounds.
+// ClampSQL is column c cast to numeric (rounded unless an integer:
+// columnNumeric) and clamped to its policy bounds.
 func ClampSQL(t *policy.Table, c string) string {
-	return "LEAST(GREATEST(" + QuoteIdent(c) + "::numeric, " + NumericConst(t.Columns[c].Lower) + "), " +
+	return "LEAST(GREATEST(" + columnNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt) + ", " + NumericConst(t.Columns[c].Lower) + "), " +
 		NumericConst(t.Columns[c].Upper) + ")"
 }
 

@@ -23,7 +23,7 @@ func quantileValueSQL(t *policy.Table, m dpplan.Measure) string {
 	}
 	c := QuoteIdent(m.Column)
 	lo, hi := boundConst(t, m), boundConstUpper(t, m)
-	v := c + "::numeric"
+	v := columnNumeric(c, m.Quantile.Type == policy.TypeInt)
 	if m.Quantile.Type == policy.TypeDate {
 		// Clamp as a date before subtracting: 'infinity' - date raises
 		// 22008, and the emitted SQL must not fail on any data.
