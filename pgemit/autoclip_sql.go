@@ -26,7 +26,7 @@ func ClipSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, cols []dpplan.C
 	}
 	for i, col := range cols {
 		// GREATEST and LEAST ignore NULL: keep a NULL value NULL.
-		values = append(values, "("+strconv.Itoa(i)+", CASE WHEN "+QuoteIdent(col.Column)+" IS NULL THEN NULL ELSE "+ClampSQL(t, col.Column)+" END)")
+		values = append(values, "("+strconv.Itoa(i)+", "+ClampedSQL(t, col.Column)+")")
 		n := strconv.Itoa(i)
 		buckets = append(buckets,
 			"WHEN dp_i = "+n+" AND dp_m.dp_s = 0 THEN width_bucket(dp_m.dp_x, "+array(col.UpperEdges)+")",

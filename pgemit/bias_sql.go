@@ -3,6 +3,7 @@
 package pgemit
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -17,7 +18,13 @@ func OutsideSQL(t *policy.Table, p *dpplan.Plan) string {
 	var conds []string
 	for _, c := range dpplan.SummedColumns(t, p) {
 		v := QuoteIdent(c.Name) + "::numeric"
-		conds = append(conds, v+" < "+NumericConst(c.Lower), v+" > "+NumericConst(c.Upper))
+		out := v + " < " + NumericConst(c.Lower) + " OR " + v + " > " + NumericConst(c.Upper)
+		if c.Type != policy.TypeInt {
+			// A value the measure does not read (readNumeric) is not
+			// clamped: not outside, and not read here either.
+			out = "(pg_column_size(" + QuoteIdent(c.Name) + ") <= " + strconv.Itoa(dpplan.MaxNumericBytes) + " AND (" + out + "))"
+		}
+		conds = append(conds, out)
 	}
 	if len(conds) == 0 {
 		return ""

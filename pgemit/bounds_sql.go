@@ -28,8 +28,8 @@ import (
 //	                columns are clamped per row:
 //	                  CASE WHEN c IS NULL THEN NULL
 //	                       ELSE LEAST(GREATEST(c::numeric, lower), upper) END
-//	                (a non-integer column rounded to at most 30 decimals
-//	                first: columnNumeric)
+//	                (a non-integer column NULL above 64 bytes and rounded
+//	                to at most 30 decimals: readNumeric, columnNumeric)
 //	                (the CASE keeps NULL as NULL: GREATEST ignores NULLs and
 //	                would otherwise turn NULL into lower). Squared columns
 //	                are the clamped value times itself. Quantile values get
@@ -427,10 +427,17 @@ func sourceConds(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, unit string
 const selectSalt = "7919"
 
 // ClampSQL is column c cast to numeric (rounded unless an integer:
-// columnNumeric) and clamped to its policy bounds.
+// columnNumeric) and clamped to its policy bounds; ClampedSQL keeps NULL
+// NULL and reads only what readNumeric reads.
 func ClampSQL(t *policy.Table, c string) string {
 	return "LEAST(GREATEST(" + columnNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt) + ", " + NumericConst(t.Columns[c].Lower) + "), " +
 		NumericConst(t.Columns[c].Upper) + ")"
+}
+
+// ClampedSQL is ClampSQL on the rows where a measure reads column c,
+// NULL on the others (readNumeric).
+func ClampedSQL(t *policy.Table, c string) string {
+	return readNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt, ClampSQL(t, c))
 }
 
 // rowValue is the per-row value dp_x of a measure in dp_rows, or ""
@@ -475,7 +482,7 @@ func rowValue(t *policy.Table, p *dpplan.Plan, m dpplan.Measure, centred bool) s
 			if m.Kind == dpplan.MeasureSumSq {
 				v += " * " + v
 			}
-			v = "CASE WHEN " + c + " IS NULL THEN NULL ELSE " + v + " END"
+			v = readNumeric(c, t.Columns[m.Column].Type == policy.TypeInt, v)
 		}
 		if m.Expr != nil && m.Kind == dpplan.MeasureSumSq {
 			v = v + " * " + v

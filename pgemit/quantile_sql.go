@@ -32,7 +32,7 @@ func quantileValueSQL(t *policy.Table, m dpplan.Measure) string {
 		}
 		v = "(LEAST(GREATEST(" + c + ", " + day(math.Ceil(m.Lower)) + "), " + day(math.Floor(m.Upper)) + ") - '1970-01-01'::date)::numeric"
 	}
-	return "CASE WHEN " + c + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + v + ", " + lo + "), " + hi + ") END"
+	return readNumeric(c, m.Quantile.Type == policy.TypeInt || m.Quantile.Type == policy.TypeDate, "LEAST(GREATEST("+v+", "+lo+"), "+hi+")")
 }
 
 // boundConst and boundConstUpper write the policy bounds of the measure's

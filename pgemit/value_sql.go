@@ -34,8 +34,8 @@ func writeValue(b *strings.Builder, v *dpplan.Value) {
 	switch v.Op {
 	case dpplan.ValCol:
 		c := QuoteIdent(v.Col)
-		b.WriteString("(CASE WHEN " + c + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + columnNumeric(c, v.Int) + ", " +
-			NumericConst(v.Lo) + "), " + NumericConst(v.Hi) + ") END)")
+		b.WriteString("(" + readNumeric(c, v.Int, "LEAST(GREATEST("+columnNumeric(c, v.Int)+", "+
+			NumericConst(v.Lo)+"), "+NumericConst(v.Hi)+")") + ")")
 	case dpplan.ValConst:
 		b.WriteString("(" + v.Num + ")")
 	case dpplan.ValNull:
@@ -92,7 +92,7 @@ func writeValue(b *strings.Builder, v *dpplan.Value) {
 // dpplan.MaxConstDigits decimals (as constants), rounded there when it
 // has more, so that a value with fewer keeps its own scale and every
 // result stays PostgreSQL's own (a quotient's scale follows its
-// operands').
+// operands'). It is used under readNumeric's test.
 //
 // A numeric column without a declared scale holds up to 16,383 decimals,
 // and clamping keeps a value within the bounds whole (10000.1234…).
@@ -103,17 +103,32 @@ func writeValue(b *strings.Builder, v *dpplan.Value) {
 // work bound counts an operation as a sixteenth of a row's 2 µs (attack
 // round 102). Rounded, a value within bounds of at most 10³⁰ has at most
 // 60 significant digits, so an operation's work no longer grows with
-// what one person stored; scale and round read the value in time linear
-// in its bytes (at most 16,383 decimals and 131,072 digits before the
-// point). The clamp after the rounding keeps the value within [lower,
-// upper], so the sensitivity is unchanged; a value moves by at most
-// 10⁻³⁰/2. NaN and ±Infinity have no scale (NULL): LEAST gives 30, and
-// round keeps them.
+// what one person stored. readNumeric's size test alone does not bound
+// the digits: a compressed value of 64 bytes can hold kilobytes. The
+// clamp after the rounding keeps the value within [lower, upper], so the
+// sensitivity is unchanged; a value moves by at most 10⁻³⁰/2. NaN and
+// ±Infinity have no scale (NULL): LEAST gives 30, and round keeps them.
 func columnNumeric(c string, integer bool) string {
 	if integer {
 		return c + "::numeric"
 	}
 	return "round(" + c + "::numeric, LEAST(scale(" + c + "::numeric), " + strconv.Itoa(dpplan.MaxConstDigits) + "))"
+}
+
+// readNumeric is x, a value computed from column c (quoted), on rows
+// where a measure reads c, and NULL elsewhere (GREATEST and LEAST ignore
+// NULL, so a clamp alone would turn NULL into the lower bound): an
+// integer column where it is not NULL, any other where its value has at
+// most dpplan.MaxNumericBytes bytes as stored. pg_column_size reads the
+// size from the value's header, or from its TOAST pointer, without
+// reading the value: a numeric of 131,072 digits (74 KB, in the TOAST
+// table) had been read whole at every use of the column, 4 ms a row for
+// 30 STDDEVs (attack round 102). NULL has no size: NULL.
+func readNumeric(c string, integer bool, x string) string {
+	if integer {
+		return "CASE WHEN " + c + " IS NULL THEN NULL ELSE " + x + " END"
+	}
+	return "CASE WHEN pg_column_size(" + c + ") <= " + strconv.Itoa(dpplan.MaxNumericBytes) + " THEN " + x + " END"
 }
 
 // RatConst writes a decimal rational (finite decimal expansion, as

@@ -9,8 +9,8 @@ import (
 )
 
 // TestValueSQL pins the SQL of each row-value node: columns clamped with
-// NULL kept (a non-integer column rounded to at most 30 decimals first:
-// attack round 102), quotients NULL on a zero divisor and clamped to the interval
+// NULL kept (a non-integer column NULL above 64 bytes and rounded to at most
+// 30 decimals: attack round 102), quotients NULL on a zero divisor and clamped to the interval
 // dpplan computed, CASE conditions written by PredSQL.
 func TestValueSQL(t *testing.T) {
 	t.Parallel()
@@ -19,7 +19,7 @@ func TestValueSQL(t *testing.T) {
 	c := func(s string) *dpplan.Value { return &dpplan.Value{Op: dpplan.ValConst, Num: s} }
 	op := func(o string, args ...*dpplan.Value) *dpplan.Value { return &dpplan.Value{Op: o, Args: args} }
 	clampCost := `(CASE WHEN "cost" IS NULL THEN NULL ELSE LEAST(GREATEST("cost"::numeric, (0)::numeric), (20000)::numeric) END)`
-	clampScore := `(CASE WHEN "Score" IS NULL THEN NULL ELSE LEAST(GREATEST(round("Score"::numeric, LEAST(scale("Score"::numeric), 30)), (-1.5)::numeric), (2.5)::numeric) END)`
+	clampScore := `(CASE WHEN pg_column_size("Score") <= 64 THEN LEAST(GREATEST(round("Score"::numeric, LEAST(scale("Score"::numeric), 30)), (-1.5)::numeric), (2.5)::numeric) END)`
 	for _, tc := range []struct {
 		v    *dpplan.Value
 		want string
