@@ -19,7 +19,7 @@ func OutsideSQL(t *policy.Table, p *dpplan.Plan) string {
 	for _, c := range dpplan.SummedColumns(t, p) {
 		v := QuoteIdent(c.Name) + "::numeric"
 		out := v + " < " + NumericConst(c.Lower) + " OR " + v + " > " + NumericConst(c.Upper)
-		if !plainNumeric(c) {
+		if c.Type != policy.TypeInt {
 			// A value the measure does not read (readNumeric) is not
 			// clamped: not outside, and not read here either.
 			out = "(pg_column_size(" + QuoteIdent(c.Name) + ") <= " + strconv.Itoa(dpplan.MaxNumericBytes) + " AND (" + out + "))"

@@ -430,14 +430,14 @@ const selectSalt = "7919"
 // columnNumeric) and clamped to its policy bounds; ClampedSQL keeps NULL
 // NULL and reads only what readNumeric reads.
 func ClampSQL(t *policy.Table, c string) string {
-	return "LEAST(GREATEST(" + columnNumeric(QuoteIdent(c), plainNumeric(t.Columns[c])) + ", " + NumericConst(t.Columns[c].Lower) + "), " +
+	return "LEAST(GREATEST(" + columnNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt) + ", " + NumericConst(t.Columns[c].Lower) + "), " +
 		NumericConst(t.Columns[c].Upper) + ")"
 }
 
 // ClampedSQL is ClampSQL on the rows where a measure reads column c,
 // NULL on the others (readNumeric).
 func ClampedSQL(t *policy.Table, c string) string {
-	return readNumeric(QuoteIdent(c), plainNumeric(t.Columns[c]), ClampSQL(t, c))
+	return readNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt, ClampSQL(t, c))
 }
 
 // rowValue is the per-row value dp_x of a measure in dp_rows, or ""
@@ -469,7 +469,7 @@ func rowValue(t *policy.Table, p *dpplan.Plan, m dpplan.Measure, centred bool) s
 		v = quantileValueSQL(t, m)
 	case dpplan.MeasureSum, dpplan.MeasureSumSq:
 		if m.Expr != nil {
-			v = ValueSQL(t, m.Expr)
+			v = ValueSQL(m.Expr)
 			if centre {
 				v = "(" + v + " - " + NumericConst(m.Centre) + ")"
 			}
@@ -482,7 +482,7 @@ func rowValue(t *policy.Table, p *dpplan.Plan, m dpplan.Measure, centred bool) s
 			if m.Kind == dpplan.MeasureSumSq {
 				v += " * " + v
 			}
-			v = readNumeric(c, plainNumeric(t.Columns[m.Column]), v)
+			v = readNumeric(c, t.Columns[m.Column].Type == policy.TypeInt, v)
 		}
 		if m.Expr != nil && m.Kind == dpplan.MeasureSumSq {
 			v = v + " * " + v
@@ -500,7 +500,7 @@ func rowValue(t *policy.Table, p *dpplan.Plan, m dpplan.Measure, centred bool) s
 	case dpplan.MeasureCount:
 		switch {
 		case m.Expr != nil:
-			v = ValueSQL(t, m.Expr)
+			v = ValueSQL(m.Expr)
 		case m.Column != "":
 			v = QuoteIdent(m.Column)
 		case m.Filter != nil:

@@ -19,12 +19,11 @@ import (
 // (dates as days since 1970-01-01), NULL when the column is NULL.
 func quantileValueSQL(t *policy.Table, m dpplan.Measure) string {
 	if m.Expr != nil {
-		return quantileExprValueSQL(t, m) // rewrite/quantile_expr.go
+		return quantileExprValueSQL(m) // rewrite/quantile_expr.go
 	}
 	c := QuoteIdent(m.Column)
 	lo, hi := boundConst(t, m), boundConstUpper(t, m)
-	plain := m.Quantile.Type == policy.TypeInt || plainNumeric(t.Columns[m.Column])
-	v := columnNumeric(c, plain)
+	v := columnNumeric(c, m.Quantile.Type == policy.TypeInt)
 	if m.Quantile.Type == policy.TypeDate {
 		// Clamp as a date before subtracting: 'infinity' - date raises
 		// 22008, and the emitted SQL must not fail on any data.
@@ -33,7 +32,7 @@ func quantileValueSQL(t *policy.Table, m dpplan.Measure) string {
 		}
 		v = "(LEAST(GREATEST(" + c + ", " + day(math.Ceil(m.Lower)) + "), " + day(math.Floor(m.Upper)) + ") - '1970-01-01'::date)::numeric"
 	}
-	return readNumeric(c, plain || m.Quantile.Type == policy.TypeDate, "LEAST(GREATEST("+v+", "+lo+"), "+hi+")")
+	return readNumeric(c, m.Quantile.Type == policy.TypeInt || m.Quantile.Type == policy.TypeDate, "LEAST(GREATEST("+v+", "+lo+"), "+hi+")")
 }
 
 // boundConst and boundConstUpper write the policy bounds of the measure's
@@ -117,8 +116,8 @@ func quantileFinalSQL(t *policy.Table, m dpplan.Measure, arr string) string {
 // quantileExprValueSQL is the row value of a quantile of an expression:
 // the expression's SQL clamped to [Lower, Upper] (a no-op by the interval
 // analysis), NULL when it is NULL.
-func quantileExprValueSQL(t *policy.Table, m dpplan.Measure) string {
-	x := ValueSQL(t, m.Expr)
+func quantileExprValueSQL(m dpplan.Measure) string {
+	x := ValueSQL(m.Expr)
 	return "CASE WHEN " + x + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + x + ", " +
 		formatConst(m.Lower) + "), " + formatConst(m.Upper) + ") END"
 }

@@ -100,7 +100,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 		// 1e-1000) would make ::float8 raise 22003 on that row, an error
 		// that depends on the data (TestEmittedSQL_Total). The clamped
 		// value is finite; rounding it moves it by at most 5e-31.
-		cols = append(cols, readNumeric(QuoteIdent(c), plainNumeric(t.Columns[c]), "round("+ClampSQL(t, c)+", 30)::float8")+" AS "+in(c))
+		cols = append(cols, readNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt, "round("+ClampSQL(t, c)+", 30)::float8")+" AS "+in(c))
 	}
 	// Rows and groups are chosen in hash order (dpplan/bounds.go, "Two levels of
 	// bounding"): a function of the unit's own rows. Rows are taken one

@@ -10,7 +10,6 @@ import (
 	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
-	"github.com/dpproxy/dpproxy/policy"
 )
 
 // ValueSQL writes a validated row value (dpplan/value.go) as SQL whose
@@ -25,18 +24,17 @@ import (
 //     name.
 //
 // It panics on a value ValueInterval refuses: the planner validated it.
-func ValueSQL(t *policy.Table, v *dpplan.Value) string {
+func ValueSQL(v *dpplan.Value) string {
 	var b strings.Builder
-	writeValue(&b, t, v)
+	writeValue(&b, v)
 	return b.String()
 }
 
-func writeValue(b *strings.Builder, t *policy.Table, v *dpplan.Value) {
+func writeValue(b *strings.Builder, v *dpplan.Value) {
 	switch v.Op {
 	case dpplan.ValCol:
 		c := QuoteIdent(v.Col)
-		plain := v.Int || plainNumeric(t.Columns[v.Col])
-		b.WriteString("(" + readNumeric(c, plain, "LEAST(GREATEST("+columnNumeric(c, plain)+", "+
+		b.WriteString("(" + readNumeric(c, v.Int, "LEAST(GREATEST("+columnNumeric(c, v.Int)+", "+
 			NumericConst(v.Lo)+"), "+NumericConst(v.Hi)+")") + ")")
 	case dpplan.ValConst:
 		b.WriteString("(" + v.Num + ")")
@@ -44,13 +42,13 @@ func writeValue(b *strings.Builder, t *policy.Table, v *dpplan.Value) {
 		b.WriteString("NULL")
 	case dpplan.ValNeg:
 		b.WriteString("(- ")
-		writeValue(b, t, v.Args[0])
+		writeValue(b, v.Args[0])
 		b.WriteString(")")
 	case dpplan.ValAdd, dpplan.ValSub, dpplan.ValMul:
 		b.WriteString("(")
-		writeValue(b, t, v.Args[0])
+		writeValue(b, v.Args[0])
 		b.WriteString(" " + v.Op + " ")
-		writeValue(b, t, v.Args[1])
+		writeValue(b, v.Args[1])
 		b.WriteString(")")
 	case dpplan.ValDiv:
 		q, err := dpplan.ValueInterval(v)
@@ -61,7 +59,7 @@ func writeValue(b *strings.Builder, t *policy.Table, v *dpplan.Value) {
 			b.WriteString("(NULL::numeric)")
 			return
 		}
-		s := "(" + ValueSQL(t, v.Args[0]) + " / NULLIF(" + ValueSQL(t, v.Args[1]) + ", 0))"
+		s := "(" + ValueSQL(v.Args[0]) + " / NULLIF(" + ValueSQL(v.Args[1]) + ", 0))"
 		b.WriteString("(CASE WHEN " + s + " IS NULL THEN NULL ELSE LEAST(GREATEST(" + s + ", " +
 			RatConst(q.Lo) + "), " + RatConst(q.Hi) + ") END)")
 	case dpplan.ValCase:
@@ -72,7 +70,7 @@ func writeValue(b *strings.Builder, t *policy.Table, v *dpplan.Value) {
 			} else {
 				b.WriteString(" ELSE ")
 			}
-			writeValue(b, t, a)
+			writeValue(b, a)
 		}
 		b.WriteString(" END)")
 	case dpplan.ValCoalesce, dpplan.ValLeast, dpplan.ValGreatest, dpplan.ValAbs, dpplan.ValNullIf:
@@ -81,7 +79,7 @@ func writeValue(b *strings.Builder, t *policy.Table, v *dpplan.Value) {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			writeValue(b, t, a)
+			writeValue(b, a)
 		}
 		b.WriteString(")")
 	default:
@@ -110,31 +108,11 @@ func writeValue(b *strings.Builder, t *policy.Table, v *dpplan.Value) {
 // clamp after the rounding keeps the value within [lower, upper], so the
 // sensitivity is unchanged; a value moves by at most 10⁻³⁰/2. NaN and
 // ±Infinity have no scale (NULL): LEAST gives 30, and round keeps them.
-func columnNumeric(c string, plain bool) string {
-	if plain {
+func columnNumeric(c string, integer bool) string {
+	if integer {
 		return c + "::numeric"
 	}
 	return "round(" + c + "::numeric, LEAST(scale(" + c + "::numeric), " + strconv.Itoa(dpplan.MaxConstDigits) + "))"
-}
-
-// plainDigits is the most digits a numeric column may declare (numeric(p,
-// s), p ≤ plainDigits) to be read as it stands: its values then have at
-// most as many significant digits as a rounded unconstrained value
-// within bounds of 10³⁰ (columnNumeric), and a stored size well under
-// dpplan.MaxNumericBytes, so neither the size test nor the rounding
-// bounds anything more, and PostgreSQL does not pay for them on every row
-// (on the demo's numeric(10,2) cost they had made the grouped AVG's SQL
-// about a third slower).
-const plainDigits = 2 * dpplan.MaxConstDigits
-
-// plainNumeric reports whether a measure reads column col as col::numeric
-// with only a NULL test: an integer column, or a numeric one whose
-// declared precision is at most plainDigits (read from the live catalog,
-// whose fingerprint the upstream guard checks after every query). Floats
-// and unconstrained numerics go through readNumeric's size test and
-// columnNumeric's rounding.
-func plainNumeric(col *policy.Column) bool {
-	return col != nil && (col.Type == policy.TypeInt || col.PGType == "numeric" && col.Digits > 0 && col.Digits <= plainDigits)
 }
 
 // readNumeric is x, a value computed from column c (quoted), on rows
@@ -146,8 +124,8 @@ func plainNumeric(col *policy.Column) bool {
 // reading the value: a numeric of 131,072 digits (74 KB, in the TOAST
 // table) had been read whole at every use of the column, 4 ms a row for
 // 30 STDDEVs (attack round 102). NULL has no size: NULL.
-func readNumeric(c string, plain bool, x string) string {
-	if plain {
+func readNumeric(c string, integer bool, x string) string {
+	if integer {
 		return "CASE WHEN " + c + " IS NULL THEN NULL ELSE " + x + " END"
 	}
 	return "CASE WHEN pg_column_size(" + c + ") <= " + strconv.Itoa(dpplan.MaxNumericBytes) + " THEN " + x + " END"

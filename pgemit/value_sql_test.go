@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/dpproxy/dpproxy/dpplan"
-	"github.com/dpproxy/dpproxy/policy"
 )
 
 // TestValueSQL pins the SQL of each row-value node: columns clamped with
@@ -41,7 +40,7 @@ func TestValueSQL(t *testing.T) {
 		{op(dpplan.ValNullIf, cost, c("0")), "NULLIF(" + clampCost + ", (0))"},
 		{op(dpplan.ValAbs, score), "ABS(" + clampScore + ")"},
 	} {
-		if got := ValueSQL(&policy.Table{}, tc.v); got != tc.want {
+		if got := ValueSQL(tc.v); got != tc.want {
 			t.Errorf("ValueSQL(%s)\n got %s\nwant %s", tc.v, got, tc.want)
 		}
 	}
@@ -70,28 +69,4 @@ func TestDecimalText_Fast(t *testing.T) {
 		}
 	}()
 	DecimalText(big.NewRat(1, 3))
-}
-
-// TestPlainNumeric: an unconstrained numeric (or a float) is read through
-// the size test and the rounding (attack round 102); an integer, or a
-// numeric whose declared precision is at most plainDigits, as it stands.
-func TestPlainNumeric(t *testing.T) {
-	tb := &policy.Table{Columns: map[string]*policy.Column{
-		"free":  {Name: "free", Type: policy.TypeNumeric, PGType: "numeric", Lower: "0", Upper: "10"},
-		"money": {Name: "money", Type: policy.TypeNumeric, PGType: "numeric", Digits: 10, Scale: 2, Lower: "0", Upper: "10"},
-		"wide":  {Name: "wide", Type: policy.TypeNumeric, PGType: "numeric", Digits: plainDigits + 1, Lower: "0", Upper: "10"},
-		"f":     {Name: "f", Type: policy.TypeFloat, PGType: "float8", Lower: "0", Upper: "10"},
-		"i":     {Name: "i", Type: policy.TypeInt, PGType: "int4", Lower: "0", Upper: "10"},
-	}}
-	for col, plain := range map[string]bool{"free": false, "money": true, "wide": false, "f": false, "i": true} {
-		got := ClampedSQL(tb, col)
-		guarded := strings.Contains(got, "pg_column_size") && strings.Contains(got, "round(")
-		if guarded == plain {
-			t.Errorf("column %s: %s; want read as it stands: %v", col, got, plain)
-		}
-		v := ValueSQL(tb, &dpplan.Value{Op: dpplan.ValCol, Col: col, Lo: "0", Hi: "10", Int: col == "i"})
-		if strings.Contains(v, "pg_column_size") == plain {
-			t.Errorf("column %s in an expression: %s; want read as it stands: %v", col, v, plain)
-		}
-	}
 }

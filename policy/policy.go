@@ -218,13 +218,6 @@ type Column struct {
 	// are typed as PostgreSQL types them; "" and 0 when not read.
 	PGType string
 	Scale  int
-	// Digits is numeric's declared precision (p of numeric(p, s)), 0
-	// when unconstrained or not numeric: a column whose values have at
-	// most pgemit's plain digits is read without the size test and the
-	// rounding an unconstrained numeric needs (attack round 102). Read
-	// with PGType; a change of it changes the catalog guard's
-	// fingerprint (atttypmod), which stops DP queries on the dataset.
-	Digits int
 	// PadChars is n for a char(n) column (bpchar with a declared length),
 	// whose values PostgreSQL stores padded with blanks to n characters,
 	// so that their octet_length, which bounds what a condition reads

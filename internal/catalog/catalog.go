@@ -43,7 +43,6 @@ type liveColumn struct {
 	scale         int    // numeric's declared scale, -1 when unconstrained
 	deterministic bool   // the collation is deterministic (or none)
 	pad           int    // n of char(n), whose values are padded to n characters; else 0
-	digits        int    // numeric's declared precision, 0 when unconstrained
 }
 
 // Verify checks every table of ds: the table exists, a protected table's
@@ -111,7 +110,7 @@ func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error
 			ds.Tables[name].UnitType, ds.Tables[name].UnitTypeName, ds.Tables[name].UnitPGType = policy.Type(ut[0]), ut[1], ut[2]
 		}
 		for c, lc := range colTypes {
-			c.PGType, c.Scale, c.PadChars, c.Digits = lc.base, max(lc.scale, 0), lc.pad, lc.digits
+			c.PGType, c.Scale, c.PadChars = lc.base, max(lc.scale, 0), lc.pad
 		}
 	}
 	return problems, nil
@@ -123,9 +122,7 @@ func readColumns(ctx context.Context, q Querier, schema, table string) (map[stri
 				THEN (coalesce(nullif(t.typtypmod, -1), a.atttypmod) - 4) & 65535 ELSE -1 END,
 			coalesce(co.collisdeterministic, true),
 			CASE WHEN bt.typname = 'bpchar' AND coalesce(nullif(t.typtypmod, -1), a.atttypmod) > 4
-				THEN coalesce(nullif(t.typtypmod, -1), a.atttypmod) - 4 ELSE 0 END,
-			CASE WHEN bt.typname = 'numeric' AND coalesce(nullif(t.typtypmod, -1), a.atttypmod) >= 4
-				THEN ((coalesce(nullif(t.typtypmod, -1), a.atttypmod) - 4) >> 16) & 65535 ELSE 0 END
+				THEN coalesce(nullif(t.typtypmod, -1), a.atttypmod) - 4 ELSE 0 END
 		FROM pg_catalog.pg_attribute a
 		JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
@@ -141,7 +138,7 @@ func readColumns(ctx context.Context, q Querier, schema, table string) (map[stri
 	for rows.Next() {
 		var name string
 		var c liveColumn
-		if err := rows.Scan(&name, &c.base, &c.shown, &c.scale, &c.deterministic, &c.pad, &c.digits); err != nil {
+		if err := rows.Scan(&name, &c.base, &c.shown, &c.scale, &c.deterministic, &c.pad); err != nil {
 			return nil, err
 		}
 		out[strings.ToLower(name)] = c
