@@ -7,80 +7,6 @@ import (
 	"unicode/utf8"
 )
 
-func u8len(s string) int {
-	_, n := utf8.DecodeRuneInString(s)
-	if n == 0 {
-		return 1
-	}
-	return n
-}
-
-// matchStepsU8 is MatchText for UTF-8 (NextChar by character).
-func matchStepsU8(t, p string, steps *int) int {
-	*steps++
-	if p == "%" {
-		return 1
-	}
-	for len(t) > 0 && len(p) > 0 {
-		*steps++
-		switch {
-		case p[0] == '\\':
-			p = p[1:]
-			if t[0] != p[0] {
-				return 0
-			}
-		case p[0] == '%':
-			p = p[1:]
-			for len(p) > 0 {
-				*steps++
-				if p[0] == '%' {
-					p = p[1:]
-				} else if p[0] == '_' {
-					if len(t) == 0 {
-						return -1
-					}
-					t, p = t[u8len(t):], p[1:]
-				} else {
-					break
-				}
-			}
-			if len(p) == 0 {
-				return 1
-			}
-			first := p[0]
-			if first == '\\' {
-				first = p[1]
-			}
-			for len(t) > 0 {
-				*steps++
-				if t[0] == first {
-					if m := matchStepsU8(t, p, steps); m != 0 {
-						return m
-					}
-				}
-				t = t[u8len(t):]
-			}
-			return -1
-		case p[0] == '_':
-			t, p = t[u8len(t):], p[1:]
-			continue
-		case p[0] != t[0]:
-			return 0
-		}
-		t, p = t[1:], p[1:]
-	}
-	if len(t) > 0 {
-		return 0
-	}
-	for len(p) > 0 && p[0] == '%' {
-		p = p[1:]
-	}
-	if len(p) == 0 {
-		return 1
-	}
-	return -1
-}
-
 // TestReview103_LikeStepsBoundUTF8 checks like.go's bound against
 // MatchText as PostgreSQL runs it on UTF-8 texts (NextChar steps a whole
 // character after a '%' and for a '_'), with multi-byte characters,
@@ -100,7 +26,7 @@ func TestReview103_LikeStepsBoundUTF8(t *testing.T) {
 	var wp, wt string
 	check := func(pattern, text string) {
 		steps := 0
-		matchStepsU8(text, pattern, &steps)
+		matchSteps(text, pattern, &steps)
 		bound := float64(len(pattern)) + likeSteps(pattern, len(text), false) + 2
 		if r := float64(steps) / bound; r > worst {
 			worst, wp, wt = r, pattern, text
@@ -142,7 +68,7 @@ func TestReview103_LikeStepsBoundPeriodic(t *testing.T) {
 		tp := strings.ReplaceAll(per.String(), "_", []string{"a", "é", "b"}[rng.IntN(3)])
 		text := strings.Repeat(tp, 1+rng.IntN(100))
 		steps := 0
-		matchStepsU8(text, pat, &steps)
+		matchSteps(text, pat, &steps)
 		bound := float64(len(pat)) + likeSteps(pat, len(text), false) + 2
 		if r := float64(steps) / bound; r > worst {
 			worst = r
