@@ -9,6 +9,7 @@ import (
 
 	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
 	"github.com/dpproxy/dpproxy/policy"
+	"github.com/jackc/pgx/v5"
 )
 
 // TestAttack101_ConditionsReadLongText is attack round 101's lead: beyond
@@ -63,30 +64,48 @@ func TestAttack101_ConditionsReadLongText(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func() time.Duration {
-		t.Helper()
-		start := time.Now()
-		rows, err := conn.Query(ctx, p.SQL, p.QueryArgs(ds)...)
-		if err != nil {
-			t.Fatal(err)
+	short, long := fastestShortLong(t, ctx, conn, ds, []*Plan{p}, func(on bool) {
+		if on {
+			exec("UPDATE visits SET diagnosis = repeat('the patient was seen for a routine check and reports mild pain ', 32000) WHERE patient_id = $1", patient)
+		} else {
+			exec("UPDATE visits SET diagnosis = 'short' WHERE patient_id = $1", patient)
 		}
-		for rows.Next() {
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return time.Since(start)
-	}
-	run() // warm
-	short, long := time.Hour, time.Hour
-	for range 3 {
-		exec("UPDATE visits SET diagnosis = repeat('the patient was seen for a routine check and reports mild pain ', 32000) WHERE patient_id = $1", patient)
-		long = min(long, run())
-		exec("UPDATE visits SET diagnosis = 'short' WHERE patient_id = $1", patient)
-		short = min(short, run())
-	}
+	})
 	t.Logf("fastest run with the patient's diagnoses short: %v, 2 MB each: %v", short, long)
 	if long-short > 250*time.Millisecond {
 		t.Errorf("the emitted SQL took %v longer when one patient's 20 diagnoses were 2 MB each (%v against %v): its conditions read the values whole", long-short, long, short)
 	}
+}
+
+// fastestShortLong runs the plans' SQL once to warm PostgreSQL, then three
+// times with one person's values made long (setLong(true)) and three with
+// them short, alternately, and returns the fastest run of each: the
+// minimum is the run least disturbed by the machine's other load.
+func fastestShortLong(t *testing.T, ctx context.Context, conn *pgx.Conn, ds *policy.Dataset, plans []*Plan, setLong func(bool)) (short, long time.Duration) {
+	t.Helper()
+	run := func() time.Duration {
+		t.Helper()
+		start := time.Now()
+		for _, p := range plans {
+			rows, err := conn.Query(ctx, p.SQL, p.QueryArgs(ds)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return time.Since(start)
+	}
+	run()
+	short, long = time.Hour, time.Hour
+	for range 3 {
+		setLong(true)
+		long = min(long, run())
+		setLong(false)
+		short = min(short, run())
+	}
+	return short, long
 }

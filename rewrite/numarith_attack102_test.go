@@ -103,29 +103,11 @@ func longCostTimes(t *testing.T, patient int, longSQL string, measures ...string
 		}
 		plans = append(plans, p)
 	}
-	run := func() time.Duration {
-		t.Helper()
-		start := time.Now()
-		for _, p := range plans {
-			rows, err := conn.Query(ctx, p.SQL, p.QueryArgs(ds)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for rows.Next() {
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
+	return fastestShortLong(t, ctx, conn, ds, plans, func(on bool) {
+		if on {
+			exec("UPDATE visits v SET cost = l.cost FROM long_costs l WHERE l.visit_id = v.visit_id")
+		} else {
+			exec("UPDATE visits SET cost = 100 WHERE patient_id = $1", patient)
 		}
-		return time.Since(start)
-	}
-	run() // warm
-	short, long = time.Hour, time.Hour
-	for range 3 {
-		exec("UPDATE visits v SET cost = l.cost FROM long_costs l WHERE l.visit_id = v.visit_id")
-		long = min(long, run())
-		exec("UPDATE visits SET cost = 100 WHERE patient_id = $1", patient)
-		short = min(short, run())
-	}
-	return short, long
+	})
 }
