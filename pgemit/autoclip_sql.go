@@ -25,8 +25,14 @@ func ClipSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, cols []dpplan.C
 		return "ARRAY[" + strings.Join(out, ", ") + "]::numeric[]"
 	}
 	for i, col := range cols {
-		// GREATEST and LEAST ignore NULL: keep a NULL value NULL.
-		values = append(values, "("+strconv.Itoa(i)+", "+ClampedSQL(t, col.Column)+")")
+		// GREATEST and LEAST ignore NULL: keep a NULL value NULL. Unlike
+		// a measure (readNumeric), the histogram reads each column once a
+		// row, and only compares it (MAX, MIN, width_bucket), so a long
+		// numeric costs one read here, which the analyst cannot multiply;
+		// and Citus pushes down a VALUES list only with immutable
+		// functions, which pg_column_size is not (stable).
+		c := QuoteIdent(col.Column)
+		values = append(values, "("+strconv.Itoa(i)+", CASE WHEN "+c+" IS NULL THEN NULL ELSE "+ClampSQL(t, col.Column)+" END)")
 		n := strconv.Itoa(i)
 		buckets = append(buckets,
 			"WHEN dp_i = "+n+" AND dp_m.dp_s = 0 THEN width_bucket(dp_m.dp_x, "+array(col.UpperEdges)+")",

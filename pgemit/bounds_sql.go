@@ -427,18 +427,12 @@ func sourceConds(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, unit string
 const selectSalt = "7919"
 
 // ClampSQL is column c cast to numeric (rounded unless an integer:
-// columnNumeric) and clamped to its policy bounds; ClampedSQL keeps NULL
-// NULL and reads only what readNumeric reads.
+// columnNumeric) and clamped to its policy bounds.
 func ClampSQL(t *policy.Table, c string) string {
 	return "LEAST(GREATEST(" + columnNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt) + ", " + NumericConst(t.Columns[c].Lower) + "), " +
 		NumericConst(t.Columns[c].Upper) + ")"
 }
 
-// ClampedSQL is ClampSQL on the rows where a measure reads column c,
-// NULL on the others (readNumeric).
-func ClampedSQL(t *policy.Table, c string) string {
-	return readNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt, ClampSQL(t, c))
-}
 
 // rowValue is the per-row value dp_x of a measure in dp_rows, or ""
 // when the measure needs none (COUNT(*) and COUNT(DISTINCT unit) without
