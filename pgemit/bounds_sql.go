@@ -433,7 +433,6 @@ func ClampSQL(t *policy.Table, c string) string {
 		NumericConst(t.Columns[c].Upper) + ")"
 }
 
-
 // rowValue is the per-row value dp_x of a measure in dp_rows, or ""
 // when the measure needs none (COUNT(*) and COUNT(DISTINCT unit) without
 // FILTER):
