@@ -80,8 +80,8 @@ var mutations = []mutation{
 		{"accountant/method.go", "\t\tbe.Add(be, dec(e.Epsilon))\n", "\t\tbe.Add(be, dec(e.Epsilon/2))\n"},
 	}},
 	{"unclamped SUM", "./rewrite", []edit{
-		{"pgemit/bounds_sql.go", `	return "LEAST(GREATEST(" + QuoteIdent(c) + "::numeric, " + NumericConst(t.Columns[c].Lower) + "), " +
-		NumericConst(t.Columns[c].Upper) + ")"`, `	return QuoteIdent(c) + "::numeric"`},
+		{"pgemit/bounds_sql.go", `	return "LEAST(GREATEST(" + columnNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt) + ", " + NumericConst(t.Columns[c].Lower) + "), " +
+		NumericConst(t.Columns[c].Upper) + ")"`, `	return columnNumeric(QuoteIdent(c), t.Columns[c].Type == policy.TypeInt)`},
 	}},
 	{"partition selection keeps every candidate", "./release", []edit{
 		{"release/partition.go", "\tif noisy.Cmp(gs.sel.threshold) < 0 {\n", "\tif false && noisy.Cmp(gs.sel.threshold) < 0 {\n"},
