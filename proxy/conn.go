@@ -13,7 +13,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/internal/shadow"
@@ -266,7 +265,7 @@ func (c *conn) startupFailed(err error) {
 	// free lines (freeLog), and its text, which quotes their values (up
 	// to MaxStartupMessage bytes), clipped (attack round 99: 18 KB lines,
 	// 20 MB/s of log from one analyst's refused start-ups).
-	c.freeLog().Info("connection refused", zap.String(logKeyError, clipLogText(err.Error())))
+	c.freeLog().Info("connection refused", zap.String(logKeyError, pgerr.Truncate(err.Error(), maxLogText)))
 	if c.be == nil {
 		c.be = newClientOut(c.netConn)
 	}
@@ -277,19 +276,6 @@ func (c *conn) startupFailed(err error) {
 // maxLogText is how much of an error's text a log line of a start-up
 // carries.
 const maxLogText = 256
-
-// clipLogText is s cut to maxLogText bytes (at a rune boundary), saying
-// so.
-func clipLogText(s string) string {
-	if len(s) <= maxLogText {
-		return s
-	}
-	n := maxLogText
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n] + fmt.Sprintf("… (%d bytes)", len(s))
-}
 
 func isDisconnect(err error) bool {
 	var ne net.Error
