@@ -3,7 +3,6 @@
 package pgemit
 
 import (
-	"strconv"
 	"strings"
 
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -22,7 +21,7 @@ func OutsideSQL(t *policy.Table, p *dpplan.Plan) string {
 		if c.Type != policy.TypeInt {
 			// A value the measure does not read (readNumeric) is not
 			// clamped: not outside, and not read here either.
-			out = "(pg_column_size(" + QuoteIdent(c.Name) + ") <= " + strconv.Itoa(dpplan.MaxNumericBytes) + " AND (" + out + "))"
+			out = "(" + numericRead(QuoteIdent(c.Name)) + " AND (" + out + "))"
 		}
 		conds = append(conds, out)
 	}

@@ -128,7 +128,13 @@ func readNumeric(c string, integer bool, x string) string {
 	if integer {
 		return "CASE WHEN " + c + " IS NULL THEN NULL ELSE " + x + " END"
 	}
-	return "CASE WHEN pg_column_size(" + c + ") <= " + strconv.Itoa(dpplan.MaxNumericBytes) + " THEN " + x + " END"
+	return "CASE WHEN " + numericRead(c) + " THEN " + x + " END"
+}
+
+// numericRead is the condition that a measure reads non-integer column c
+// (quoted): its value is at most dpplan.MaxNumericBytes as stored.
+func numericRead(c string) string {
+	return "pg_column_size(" + c + ") <= " + strconv.Itoa(dpplan.MaxNumericBytes)
 }
 
 // RatConst writes a decimal rational (finite decimal expansion, as
