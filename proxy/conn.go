@@ -52,6 +52,9 @@ type conn struct {
 	// once authenticated; startLog is log as created, for other
 	// goroutines (Server.addStarting ends a start-up while log changes).
 	free, startLog *zap.Logger
+	// sessLog logs the session's start and end at a bounded rate per
+	// analyst (Server.sessionLines), set once authenticated.
+	sessLog *zap.Logger
 	// startSeq orders start-ups in progress; evicted: the session's
 	// start-up was ended to make room for a newer one (Server.starting).
 	startSeq uint64
@@ -241,14 +244,14 @@ func (c *conn) run(ctx context.Context) {
 	}
 	_ = c.netConn.SetDeadline(time.Time{})
 	c.fr.max = c.srv.cfg.MaxMessage
-	c.log.Info("session started", zap.Bool(logKeyTLS, c.tls), zap.String(logKeyApplication, c.sess.settings["application_name"]))
+	c.sessLog.Info("session started", zap.Bool(logKeyTLS, c.tls), zap.String(logKeyApplication, c.sess.settings["application_name"]))
 	c.sessCtx = ctx
 	c.loop(ctx)
 	c.waitPendingDP(ctx)
 	if c.malformedSeen > 1 {
-		c.log.Info("session ended", zap.Int("malformed_messages", c.malformedSeen))
+		c.sessLog.Info("session ended", zap.Int("malformed_messages", c.malformedSeen))
 	} else {
-		c.log.Info("session ended")
+		c.sessLog.Info("session ended")
 	}
 }
 
@@ -465,9 +468,11 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	}
 	// The lines of what an analyst does for free (a refused statement, a
 	// catalog statement's warning, a cancel) are written at a bounded rate
-	// per analyst (sessionLinesPerSecond); the session's own lines (its
-	// start and end, a charged answer) are not.
+	// per analyst (sessionLinesPerSecond), and the session's start and end
+	// at another (sessionStartLinesPerSecond); a charged answer's are not
+	// limited (the budget and rate_limit bound them).
 	c.free = c.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return c.srv.logLines.Core(core, user) }))
+	c.sessLog = c.log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return c.srv.sessionLines.Core(core, user) }))
 	ds, ok := c.srv.cfg.Datasets[database]
 	if !ok {
 		// The analyst is authenticated: name the datasets they may query
@@ -620,7 +625,11 @@ func (c *conn) receiveFailed(err error) {
 
 // fatal sends a FATAL error; the caller then closes the connection.
 func (c *conn) fatal(err error) {
-	c.log.Info("session terminated", zap.Error(err))
+	log := c.log
+	if c.sessLog != nil {
+		log = c.sessLog
+	}
+	log.Info("session terminated", zap.Error(err))
 	c.be.Send(errorResponse(err, severityFatal, c.log))
 	_ = c.netConn.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_ = c.be.Flush()

@@ -159,6 +159,13 @@ const (
 	// on, and errors are not limited.
 	sessionLinesBurst     = 60
 	sessionLinesPerSecond = 2
+	// An analyst's session lines (started, ended, terminated) have a
+	// bucket of their own, so that neither kind of flood hides the other
+	// kind's lines (review round 87): twice max_connections_per_analyst
+	// lines at once (each of their sessions opened and closed), then
+	// sessionStartLinesPerSecond a second (one session a second, opened
+	// and closed).
+	sessionStartLinesPerSecond = 2
 )
 
 // Server is the PostgreSQL wire-protocol server. Safe for concurrent use.
@@ -202,7 +209,11 @@ type Server struct {
 	// (internal/linerate; attack round 86: a refused statement wrote a
 	// line each, 16–18 MB/s of log from one session).
 	logLines *linerate.Limiter
-	conns    map[*conn]struct{}
+	// sessionLines bounds each analyst's session lines, apart from
+	// logLines (conn.sessLog; a connect loop of one analyst had written
+	// 0.49 MB/s of "session started" and "session ended" lines).
+	sessionLines *linerate.Limiter
+	conns        map[*conn]struct{}
 	// starting holds the connections still in start-up (TLS, the
 	// start-up packet, authentication), at most MaxConnections; a new
 	// one past that ends the oldest (handle). Sessions are counted apart
@@ -283,6 +294,7 @@ func New(cfg Config) (*Server, error) {
 		memory:       map[string]*memAccount{},
 		ledgerShare:  ledgerShareOf(cfg.Releaser),
 		logLines:     linerate.New(sessionLinesPerSecond, sessionLinesBurst),
+		sessionLines: linerate.New(sessionStartLinesPerSecond, 2*cfg.MaxConnectionsPerAnalyst),
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
 		starting:     map[*conn]struct{}{},
