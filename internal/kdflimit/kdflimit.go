@@ -14,7 +14,11 @@
 // queued (attack round 99: first come first served, two networks' 5 a
 // second of 188 ms derivations, a verifier of 2^20 iterations, kept a
 // queue 2 s long, and every other client's check waited MaxWait and was
-// refused).
+// refused). When MaxWaiting are waiting, a request from a network with
+// fewer waiters than the network with the most takes the newest waiter's
+// place of that network, which is refused: thirteen networks at
+// PerNetwork each fill the room, and every other network had been refused
+// without a wait.
 package kdflimit
 
 import (
@@ -47,14 +51,21 @@ type Limiter struct {
 	// waiting holds each network's waiting requests in arrival order,
 	// turns the networks with waiters in turn order; nWaiting counts them
 	// all.
-	waiting  map[string][]chan struct{}
+	waiting  map[string][]*waiter
 	turns    []string
 	nWaiting int
 }
 
+// waiter is a waiting request: turn is closed when it may run, or when
+// it lost its place (evicted, set first).
+type waiter struct {
+	turn    chan struct{}
+	evicted bool
+}
+
 // New returns a Limiter.
 func New() *Limiter {
-	return &Limiter{perNet: map[string]*rate.Limiter{}, waiting: map[string][]chan struct{}{}}
+	return &Limiter{perNet: map[string]*rate.Limiter{}, waiting: map[string][]*waiter{}}
 }
 
 // Run runs derive within the bounds for a client at remoteAddr (host:port)
@@ -69,24 +80,30 @@ func (l *Limiter) Run(remoteAddr string, derive func()) bool {
 		l.busy = true
 		l.mu.Unlock()
 	} else {
-		if l.nWaiting >= MaxWaiting || len(l.waiting[network]) >= PerNetwork {
+		if len(l.waiting[network]) >= PerNetwork || (l.nWaiting >= MaxWaiting && !l.evict(network)) {
 			l.mu.Unlock()
 			return false
 		}
-		turn := make(chan struct{})
+		w := &waiter{turn: make(chan struct{})}
 		if len(l.waiting[network]) == 0 {
 			l.turns = append(l.turns, network)
 		}
-		l.waiting[network] = append(l.waiting[network], turn)
+		l.waiting[network] = append(l.waiting[network], w)
 		l.nWaiting++
 		l.mu.Unlock()
 		t := time.NewTimer(MaxWait)
 		select {
-		case <-turn:
+		case <-w.turn:
 			t.Stop()
+			l.mu.Lock()
+			evicted := w.evicted
+			l.mu.Unlock()
+			if evicted {
+				return false
+			}
 		case <-t.C:
 			l.mu.Lock()
-			given := !l.dropWaiter(network, turn)
+			given := !l.dropWaiter(network, w)
 			l.mu.Unlock()
 			if !given {
 				return false
@@ -111,7 +128,7 @@ func (l *Limiter) next() {
 	network := l.turns[0]
 	l.turns = append(l.turns[:0:0], l.turns[1:]...)
 	q := l.waiting[network]
-	turn := q[0]
+	w := q[0]
 	if len(q) > 1 {
 		l.waiting[network] = q[1:]
 		l.turns = append(l.turns, network)
@@ -119,15 +136,37 @@ func (l *Limiter) next() {
 		delete(l.waiting, network)
 	}
 	l.nWaiting--
-	close(turn)
+	close(w.turn)
 }
 
-// dropWaiter removes turn from network's waiters, reporting false when it
+// evict makes room for a request of network when MaxWaiting are waiting:
+// the newest waiter of the network with the most waiters loses its place,
+// when that is more than network's. It reports whether it made room.
+// Called with mu held.
+func (l *Limiter) evict(network string) bool {
+	most := ""
+	for _, n := range l.turns {
+		if most == "" || len(l.waiting[n]) > len(l.waiting[most]) {
+			most = n
+		}
+	}
+	if most == "" || len(l.waiting[most]) <= len(l.waiting[network])+1 {
+		return false
+	}
+	q := l.waiting[most]
+	w := q[len(q)-1]
+	l.dropWaiter(most, w)
+	w.evicted = true
+	close(w.turn)
+	return true
+}
+
+// dropWaiter removes w from network's waiters, reporting false when it
 // is not there (next handed it the slot). Called with mu held.
-func (l *Limiter) dropWaiter(network string, turn chan struct{}) bool {
+func (l *Limiter) dropWaiter(network string, w *waiter) bool {
 	q := l.waiting[network]
-	for i, w := range q {
-		if w != turn {
+	for i, x := range q {
+		if x != w {
 			continue
 		}
 		l.nWaiting--
