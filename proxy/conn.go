@@ -115,10 +115,12 @@ type conn struct {
 	// malformedSeen counts the session's malformed messages (frame.go:
 	// the first is logged, the count at the session's end).
 	malformedSeen int
-	// sendingRoom: the room of a DP answer sent at once (the simple
-	// protocol), charged by execDP before the charge and given back once
-	// the statement's reply is written (query.go): a client that stops
-	// reading holds the answer that long (attack round 66).
+	// sendingRoom: the room of a DP answer, charged by execDP before the
+	// charge; one sent at once (the simple protocol) keeps it until the
+	// statement's reply is written (query.go): a client that stops
+	// reading holds the answer that long (attack round 66); one kept (a
+	// portal, a cursor, COPY) until execDP returns, its keeper charging
+	// what it keeps.
 	sendingRoom int
 	// postRoom: the room a post-processing statement holds for its DP
 	// answers while it runs (post.go), given back when it returns.

@@ -66,10 +66,15 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	if err := c.checkMemory(room); err != nil {
 		return nil, err
 	}
+	// In a session field, which syncMemory counts: a local variable
+	// given back by a defer would be dropped by a sync in between and
+	// given back twice (review round 100's finding in post.go).
+	c.sendingRoom += room
 	if c.keepAnswer > 0 {
-		defer c.chargeMemoryOwn(-room)
-	} else {
-		c.sendingRoom += room
+		defer func() {
+			c.sendingRoom -= room
+			c.chargeMemoryOwn(-room)
+		}()
 	}
 	if err := c.srv.allowDP(c.sess.analyst); err != nil {
 		c.freeLog().Warn("dp query refused by the rate limit")
