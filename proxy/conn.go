@@ -96,6 +96,10 @@ type conn struct {
 	// drain deadline passes, never by the client. DP releases run under it
 	// (dp.go).
 	sessCtx context.Context
+	// planHeld: this session holds its analyst's planning slot
+	// (takePlanSlot), so a nested check of a big text does not wait for
+	// the slot it holds. Read and written by the session's goroutine only.
+	planHeld bool
 	// pendingDP, when not nil, is closed when the DP release that the
 	// client cancelled (or timed out) has finished in the background; the
 	// session's next DP statement and its end wait for it (dp.go).

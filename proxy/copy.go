@@ -87,7 +87,7 @@ func (c *conn) execCopy(ctx context.Context, cp *pgsql.CopyStmt) (*resultSet, er
 // queryColumns returns the result columns of a query without running it
 // (no data read, nothing charged).
 func (c *conn) queryColumns(ctx context.Context, query string) ([]column, error) {
-	route, err := c.srv.rt.classify(c.sess.ds.Policy, query)
+	route, err := c.classifyRoute(ctx, query)
 	if err != nil {
 		return nil, err
 	}

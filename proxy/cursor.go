@@ -77,7 +77,7 @@ func (c *conn) execUnlockAll(st *pgsql.SessionStmt) *resultSet {
 // without a check once released is true: refused after its charge, it
 // was paid for and lost (attack round 52).
 func (c *conn) materialize(ctx context.Context, query string, copies int) (rs *resultSet, released bool, err error) {
-	route, err := c.srv.rt.classify(c.sess.ds.Policy, query)
+	route, err := c.classifyRoute(ctx, query)
 	if err != nil {
 		return nil, false, err
 	}
@@ -112,7 +112,13 @@ func (c *conn) shadowResult(ctx context.Context, query string) (*resultSet, erro
 // the outer SQL of a post-processed DP answer, which Classify did not
 // check as a catalog statement.
 func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, bounded bool, tooLarge func() error) (*resultSet, error) {
-	if err := checkShadowSQL(sql); err != nil {
+	release, err := c.textSlot(ctx, sql) // as classifyRoute
+	if err != nil {
+		return nil, err
+	}
+	err = checkShadowSQL(sql)
+	release()
+	if err != nil {
 		return nil, err
 	}
 	ctx, cancel := c.catalogContext(ctx)

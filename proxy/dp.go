@@ -204,17 +204,26 @@ func (c *conn) prepare(ctx context.Context, env *pipeline.Env, s *pipeline.Setti
 
 // takePlanSlot waits under ctx for the analyst's planning slot and returns
 // what gives it back (safe to call more than once).
+//
+// A session that already holds the slot gets it again at once, with a
+// release that leaves it held (a DECLARE's or COPY's query is checked
+// while the statement that wraps it may hold it).
 func (c *conn) takePlanSlot(ctx context.Context) (func(), error) {
+	if c.planHeld {
+		return func() {}, nil
+	}
 	slot := c.srv.planSlot(c.sess.analyst)
 	select {
 	case slot <- struct{}{}:
 	case <-ctx.Done():
 		return nil, statementError(ctx, ctx.Err())
 	}
+	c.planHeld = true
 	held := true
 	return func() {
 		if held {
 			held = false
+			c.planHeld = false
 			<-slot
 		}
 	}, nil

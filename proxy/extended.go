@@ -312,7 +312,7 @@ func (c *conn) parse(m *pgproto3.Parse) error {
 		// COPY's output messages are sent in the simple protocol only
 		// (refused here, before the query could run and be charged). A
 		// DP query the proxy would refuse anyway is refused as itself.
-		if r, err := c.srv.rt.classify(c.sess.ds.Policy, st.sess.Copy.Query); err == nil && r == pgsql.RouteDP {
+		if r, err := c.classifyRoute(c.sessCtx, st.sess.Copy.Query); err == nil && r == pgsql.RouteDP {
 			if err := c.checkDP(st.sess.Copy.Query); err != nil {
 				return dpError(context.Background(), err, c.log)
 			}
