@@ -55,3 +55,67 @@ func TestAttack105_WrappedBigTextsCheckedOutsideSlot(t *testing.T) {
 		t.Errorf("one analyst's sessions checked %d strings over %d bytes at once (a DECLARE's or COPY's query); want 1", most, bigText)
 	}
 }
+
+// fingerprintObserver writes each statement's fingerprint somewhere, as
+// the audit log does (cmd/dpproxy opsObserver).
+type fingerprintObserver struct{}
+
+func (fingerprintObserver) Statement(ev StatementEvent) { _ = ev.Fingerprint() }
+
+// TestAttack105_FingerprintsLexedOutsideSlot (medium; round 105's lead):
+// a statement's fingerprint — for the audit log (every statement once it
+// is on: a catalog one, a refused one, a cached DP answer), the log line
+// of a refused or released one, SHOW dp.last_answer — lexed its whole text
+// again after the slot that checked it was given back: 172 ms of CPU for
+// a 1 MiB text, in every session of one analyst at once. Now it is lexed
+// holding the analyst's slot when over bigText (conn.fingerprintOf). The
+// test counts bob's big texts classified or fingerprinted at once over 4
+// sessions, each sending a catalog statement and a refused one.
+func TestAttack105_FingerprintsLexedOutsideSlot(t *testing.T) {
+	var mu sync.Mutex
+	in, most := 0, 0
+	busy := func(stmt string) {
+		if !strings.Contains(stmt, "/*bob*/") || len(stmt) <= bigText {
+			return
+		}
+		mu.Lock()
+		in++
+		most = max(most, in)
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		mu.Lock()
+		in--
+		mu.Unlock()
+	}
+	ts := startServer(t, serverOpts{
+		mutate: func(c *Config) { c.Observer = fingerprintObserver{} },
+		router: func(r *router) {
+			classify, fp := r.classify, r.fingerprint
+			r.classify = func(ds *policy.Dataset, stmt string) (pgsql.Route, error) {
+				busy(stmt)
+				return classify(ds, stmt)
+			}
+			r.fingerprint = func(stmt string) string {
+				busy(stmt)
+				return fp(stmt)
+			}
+		}})
+	pad := "/*" + strings.Repeat("x", bigText) + "*/"
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		pc := ts.connectAs(t, "bob", "bob-secret", "hospital")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 3; j++ {
+				_, _ = pc.Exec(context.Background(), "SELECT 1 /*bob*/ "+pad).ReadAll()
+				_, _ = pc.Exec(context.Background(), "SELECT pg_sleep(0) /*bob*/ "+pad).ReadAll()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("bob's texts over %d bytes lexed at once: %d", bigText, most)
+	if most != 1 {
+		t.Errorf("one analyst's sessions lexed %d texts over %d bytes at once (classifying and fingerprinting); want 1", most, bigText)
+	}
+}

@@ -36,7 +36,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	switch {
 	case st.Kind == pipeline.KindDistinct:
-		c.freeLog().Info("answered from the policy's public values", zap.String(logKeyFingerprint, fingerprint(logText)))
+		c.freeLog().Info("answered from the policy's public values", zap.String(logKeyFingerprint, c.fingerprintOf(logText)))
 		return answerSet(pipeline.FromDistinct(st.Distinct))
 	case st.Kind == pipeline.KindPost:
 		return c.execPost(ctx, env, s, st, logText)
@@ -45,7 +45,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 		if err != nil {
 			return nil, dpError(ctx, err, c.log)
 		}
-		c.freeLog().Info("dp plan explained", zap.String(logKeyFingerprint, fingerprint(logText)), zap.String(logKeyPlanHash, st.Plan.Fingerprint))
+		c.freeLog().Info("dp plan explained", zap.String(logKeyFingerprint, c.fingerprintOf(logText)), zap.String(logKeyPlanHash, st.Plan.Fingerprint))
 		return answerSet(a)
 	}
 	plan := st.Plan
@@ -90,7 +90,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	// The fingerprint is computed when SHOW asks: on every cached answer
 	// it would cost more CPU than serving it (issue 15).
-	c.sess.lastAnswer = newLastAnswer(logText, req, res, 0)
+	c.sess.lastAnswer = c.newLastAnswer(logText, req, res, 0)
 	if c.srv.cfg.Observer != nil {
 		c.sess.lastDP = &DPEvent{Cached: res.Cached, CostEpsilon: res.Cost.Epsilon, CostDelta: res.Cost.Delta, ChargeFingerprint: res.Fingerprint}
 	}
@@ -105,7 +105,7 @@ func (c *conn) execDP(ctx context.Context, text, logText string) (*resultSet, er
 	}
 	if ce := c.log.Check(level, "dp answer released"); ce != nil {
 		ce.Write(
-			zap.String(logKeyFingerprint, fingerprint(logText)),
+			zap.String(logKeyFingerprint, c.fingerprintOf(logText)),
 			zap.String(logKeyPlanHash, plan.Fingerprint),
 			zap.Float64(logKeyEpsilon, req.Epsilon),
 			zap.Float64(logKeyDelta, req.Delta),
@@ -454,13 +454,13 @@ type lastAnswer struct {
 // newLastAnswer keeps what SHOW dp.last_answer shows of an answer, not its
 // rows (attack round 73: each session had kept its whole last answer,
 // uncounted: 78 MiB for 6 idle sessions of a 14 MB one).
-func newLastAnswer(text string, req release.Request, res *release.Result, leaves int) *lastAnswer {
+func (c *conn) newLastAnswer(text string, req release.Request, res *release.Result, leaves int) *lastAnswer {
 	la := &lastAnswer{at: time.Now(), epsilon: req.Epsilon, delta: req.Delta, mechanism: req.Mechanism,
 		cached: res.Cached, cost: res.Cost, errors: res.Errors, leaves: leaves}
 	// Not a piece of the client's message, which it would keep whole
 	// (review 74: 1 MB a session).
 	if len(text) > lastAnswerText {
-		la.fp = fingerprint(text)
+		la.fp = c.fingerprintOf(text)
 	} else {
 		la.text = strings.Clone(text)
 	}
@@ -490,7 +490,7 @@ func (c *conn) showLastAnswer() *resultSet {
 	}
 	rs.rows = append(rs.rows,
 		textRow("answered_at", la.at.UTC().Format("2006-01-02 15:04:05.000Z")),
-		textRow("statement_fingerprint", cmp.Or(la.fp, fingerprint(la.text))),
+		textRow("statement_fingerprint", cmp.Or(la.fp, fingerprint(la.text))), // la.text is at most lastAnswerText
 		textRow("epsilon", formatFloat(la.epsilon)),
 		textRow("delta", formatFloat(la.delta)),
 		textRow("mechanism", la.mechanism),

@@ -25,7 +25,7 @@ type StatementEvent struct {
 	// DP is set for a DP statement that was answered.
 	DP *DPEvent
 
-	text string // for Fingerprint only
+	fp func() string // for Fingerprint only (conn.fingerprintOf)
 }
 
 // DPEvent describes a released DP answer.
@@ -41,7 +41,12 @@ type DPEvent struct {
 
 // Fingerprint returns the statement's fingerprint (computed on each call;
 // call it only when it is written somewhere).
-func (s StatementEvent) Fingerprint() string { return fingerprint(s.text) }
+func (s StatementEvent) Fingerprint() string {
+	if s.fp == nil {
+		return fingerprint("")
+	}
+	return s.fp()
+}
 
 // observe reports one statement to the Observer, if any.
 func (c *conn) observe(st statement, err error, d time.Duration) {
@@ -49,7 +54,8 @@ func (c *conn) observe(st statement, err error, d time.Duration) {
 	if o == nil {
 		return
 	}
-	ev := StatementEvent{Route: routeName(st.route), Duration: d, text: st.text, DP: c.sess.lastDP}
+	text := st.text
+	ev := StatementEvent{Route: routeName(st.route), Duration: d, fp: func() string { return c.fingerprintOf(text) }, DP: c.sess.lastDP}
 	c.sess.lastDP = nil
 	if c.sess.ds != nil && c.sess.ds.Policy != nil {
 		ev.Dataset = c.sess.ds.Policy.Name

@@ -222,7 +222,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	if n := len(results); n > 0 && results[n-1] != nil {
 		// SHOW dp.last_answer: the statement's last DP answer, saying of
 		// how many.
-		c.sess.lastAnswer = newLastAnswer(logText, batch[n-1], results[n-1], n)
+		c.sess.lastAnswer = c.newLastAnswer(logText, batch[n-1], results[n-1], n)
 	}
 	// The statement's DP event for the Observer (audit log, dashboard),
 	// as execDP's: charged when any leaf was (attack round 89: without it
@@ -259,7 +259,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 			continue
 		}
 		ce.Write(
-			zap.String(logKeyFingerprint, fingerprint(logText)),
+			zap.String(logKeyFingerprint, c.fingerprintOf(logText)),
 			zap.String(logKeyPlanHash, l.Plan.Fingerprint),
 			zap.Int("leaf", i+1),
 			zap.Float64(logKeyEpsilon, batch[k].Epsilon),
