@@ -176,35 +176,63 @@ func exactRat(f float64) *big.Rat {
 
 // valueInterval also returns the nesting depth of divisions.
 func valueInterval(v *Value) (sensitivity.Interval, int, error) {
-	bad := func(k ValueErrorKind) (sensitivity.Interval, int, error) {
-		return sensitivity.Interval{}, 0, &ValueError{Node: v, Kind: k}
+	n, err := valueNode(v)
+	return n.iv, n.depth, err
+}
+
+// node is what valueNode knows of a row value: its interval, the nesting
+// depth of its divisions, a bound on PostgreSQL's display scale of its
+// numeric result (digits after the point) and its per-row work
+// (ValueOps).
+type node struct {
+	iv    sensitivity.Interval
+	depth int
+	scale int
+	ops   int
+}
+
+// valueNode computes v's node, or the first node that breaks a limit of
+// the file comment.
+func valueNode(v *Value) (node, error) {
+	bad := func(k ValueErrorKind) (node, error) {
+		return node{}, &ValueError{Node: v, Kind: k}
 	}
 	switch v.Op {
 	case ValNull:
-		return sensitivity.Null(), 0, nil
+		return node{iv: sensitivity.Null()}, nil
 	case ValConst:
 		c, err := constRat(v.Num)
 		if err != nil {
 			return bad(err.(ValueErrorKind))
 		}
-		return sensitivity.Point(c, v.Int), 0, nil
+		return node{iv: sensitivity.Point(c, v.Int), scale: textScale(v.Num)}, nil
 	case ValCol:
 		lo, ok1 := new(big.Rat).SetString(v.Lo)
 		hi, ok2 := new(big.Rat).SetString(v.Hi)
 		if !ok1 || !ok2 || lo.Cmp(hi) > 0 {
 			return bad(ErrBadValue)
 		}
-		return sensitivity.Range(lo, hi, v.Int, true), 0, nil
-	}
-	var ivs []sensitivity.Interval
-	depth := 0
-	for _, a := range v.Args {
-		iv, d, err := valueInterval(a)
-		if err != nil {
-			return sensitivity.Interval{}, 0, err
+		// Read with at most MaxConstDigits decimals (pgemit
+		// columnNumeric) and clamped to the bounds as written.
+		scale := max(textScale(v.Lo), textScale(v.Hi))
+		if !v.Int {
+			scale = max(scale, MaxConstDigits)
 		}
-		ivs = append(ivs, iv)
-		depth = max(depth, d)
+		return node{iv: sensitivity.Range(lo, hi, v.Int, true), scale: scale, ops: 1}, nil
+	}
+	var args []node
+	depth, scale, ops := 0, 0, 0
+	for _, a := range v.Args {
+		n, err := valueNode(a)
+		if err != nil {
+			return node{}, err
+		}
+		args = append(args, n)
+		depth, scale, ops = max(depth, n.depth), max(scale, n.scale), ops+n.ops
+	}
+	ivs := make([]sensitivity.Interval, len(args))
+	for i, a := range args {
+		ivs[i] = a.iv
 	}
 	arity := map[string][2]int{ValNeg: {1, 1}, ValAbs: {1, 1}, ValAdd: {2, 2}, ValSub: {2, 2}, ValMul: {2, 2}, ValDiv: {2, 2},
 		ValNullIf: {2, 2}, ValCoalesce: {1, 100}, ValLeast: {1, 100}, ValGreatest: {1, 100},
@@ -212,16 +240,28 @@ func valueInterval(v *Value) (sensitivity.Interval, int, error) {
 	if arity[1] == 0 || len(ivs) < arity[0] || len(ivs) > arity[1] || v.Op == ValCase && len(v.When) == 0 {
 		return bad(ErrBadValue)
 	}
+	// The work of an operator: linear in its operands' digits for + −,
+	// comparisons and the rest, their product for ×, the quotient's digits
+	// times the divisor's for / (opLinear, opMul, opDiv).
+	lin := 0
+	for _, a := range args {
+		lin = max(lin, opLinear(a.iv, a.scale))
+	}
 	var r sensitivity.Interval
 	switch v.Op {
 	case ValNeg:
 		r = sensitivity.Neg(ivs[0])
+		ops += lin
 	case ValAdd:
 		r = sensitivity.Add(ivs[0], ivs[1])
+		ops += lin
 	case ValSub:
 		r = sensitivity.Sub(ivs[0], ivs[1])
+		ops += lin
 	case ValMul:
 		r = sensitivity.Mul(ivs[0], ivs[1])
+		scale = min(args[0].scale+args[1].scale, maxNumericScale)
+		ops += opMul(args[0], args[1])
 	case ValDiv:
 		if ivs[0].Int && ivs[1].Int {
 			return bad(ErrIntDivision)
@@ -232,29 +272,45 @@ func valueInterval(v *Value) (sensitivity.Interval, int, error) {
 		}
 		if q.Empty() {
 			// Always NULL: emitted as a NULL constant, no division.
-			return q, depth, nil
+			return node{iv: q, depth: depth}, nil
 		}
 		if depth++; depth > MaxDivDepth {
 			return bad(ErrDivDepth)
 		}
 		r = q
+		quot := divScale(args[0], args[1])
+		scale = max(quot, ratScale(q.Lo), ratScale(q.Hi))
+		// pgemit writes x / NULLIF(y, 0) twice (its IS NULL test and
+		// its clamp): both operands and the quotient are computed twice
+		// a row, and a nested division's four times; the clamp compares
+		// the quotient twice.
+		ops = 2*(ops+opDiv(args[0], args[1], q, quot)) + 2*opLinear(q, scale)
 	case ValCase:
 		if len(ivs) == len(v.When) {
 			ivs = append(ivs, sensitivity.Null()) // no ELSE: NULL
 		}
 		r = sensitivity.Union(ivs...)
+		ops++ // the CASE
+		for _, c := range v.When {
+			ops += PredWork(c)
+		}
 	case ValCoalesce:
 		r = sensitivity.Coalesce(ivs...)
+		ops += len(args) * lin
 	case ValLeast:
 		r = sensitivity.Least(ivs...)
+		ops += len(args) * lin
 	case ValGreatest:
 		r = sensitivity.Greatest(ivs...)
+		ops += len(args) * lin
 	case ValAbs:
 		r = sensitivity.Abs(ivs[0])
+		ops += lin
 	case ValNullIf:
 		// NULLIF(a, b): a, or NULL when a = b.
 		r = ivs[0]
 		r.MayBeNull = true
+		ops += 2 * lin
 	}
 	if !r.Empty() {
 		for _, x := range []*big.Rat{r.Lo, r.Hi} {
@@ -263,7 +319,7 @@ func valueInterval(v *Value) (sensitivity.Interval, int, error) {
 			}
 		}
 	}
-	return r, depth, nil
+	return node{iv: r, depth: depth, scale: scale, ops: ops}, nil
 }
 
 // constRat reads a constant and checks its digits and magnitude; the error
@@ -307,26 +363,15 @@ func CheckConst(num string) error {
 // Error makes a ValueErrorKind an error (constRat's).
 func (k ValueErrorKind) Error() string { return (&ValueError{Node: &Value{}, Kind: k}).Error() }
 
-// ValueOps is the per-row work of v in units of one operation: one per
-// operator, plus a CASE's conditions (PredWork), one per extra argument of
-// a function, and two more per division (its clamp evaluates the quotient
-// three times). The planner caps the sum over a query's aggregates.
+// ValueOps is the per-row work of v in units of one operation (1/16 of a
+// row's work, work.go): see "Per-row work" in digits.go. The planner caps
+// the sum over a query's aggregates, and the work bound counts each
+// measure's evaluations of it (MeasureValueOps). It is 1<<30 for a value
+// ValueInterval refuses.
 func ValueOps(v *Value) int {
-	n := 0
-	for _, a := range v.Args {
-		n += ValueOps(a)
+	n, err := valueNode(v)
+	if err != nil {
+		return 1 << 30
 	}
-	switch v.Op {
-	case ValCol, ValConst, ValNull:
-		return n
-	case ValCase:
-		for _, c := range v.When {
-			n += PredWork(c)
-		}
-	case ValCoalesce, ValLeast, ValGreatest, ValAbs, ValNullIf:
-		n += len(v.Args) - 1
-	case ValDiv:
-		n += 2
-	}
-	return n + 1
+	return n.ops
 }

@@ -128,11 +128,13 @@ func TestValueOps(t *testing.T) {
 		v    *Value
 		want int
 	}{
-		{cost(), 0},
-		{op(ValAdd, cost(), num("1")), 1},
-		{op(ValDiv, cost(), num("2.5")), 3}, // the clamp evaluates the quotient three times
-		{op(ValCoalesce, cost(), age(), num("0")), 3},
-		{&Value{Op: ValCase, When: []Pred{in}, Args: []*Value{op(ValNeg, cost())}}, 1 + 3 + 1},
+		{cost(), 1}, // its read
+		{op(ValAdd, cost(), num("1")), 1 + 1},
+		// The quotient (2 units: 9 digits by 3) and its operand twice, the clamp's
+		// two comparisons.
+		{op(ValDiv, cost(), num("2.5")), 2*(1+2) + 2},
+		{op(ValCoalesce, cost(), age(), num("0")), 2 + 3},
+		{&Value{Op: ValCase, When: []Pred{in}, Args: []*Value{op(ValNeg, cost())}}, 1 + 3 + 1 + 1},
 	} {
 		if got := ValueOps(c.v); got != c.want {
 			t.Errorf("ValueOps(%s) = %d, want %d", c.v, got, c.want)

@@ -292,7 +292,13 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		return nil, b.errAt(sel, "54001", "the query's conditions are too complex: %d units of work per row (WHERE, FILTER and CASE conditions together), over %d", n, maxWhereWork).
 			WithHint("use fewer conditions or shorter LIKE patterns (each condition is 1 unit, a LIKE 1 more per 16 characters of its pattern and, with a %% before more of the pattern, its scans of up to 256 bytes: EXPLAIN shows the work; an IN list 1 more per 1000 values)")
 	}
-	p.RowOps = dpplan.PredWork(b.where) + b.predOps + b.rowOps
+	// Each measure's row value as often as the emitted SQL evaluates it
+	// (attack round 104: VARIANCE evaluates its value four times, a
+	// quantile twice; b.rowOps counted it once an aggregate).
+	p.RowOps = dpplan.PredWork(b.where) + b.predOps
+	for _, m := range p.Measures {
+		p.RowOps += dpplan.MeasureValueOps(m)
+	}
 	if b.join == nil {
 		p.RowsPerUnit = b.table.MaxRowsPerUnit
 	}

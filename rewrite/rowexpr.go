@@ -22,9 +22,10 @@ import (
 // rowExprHint lists what may appear inside an aggregate.
 const rowExprHint = "inside an aggregate use bounded numeric columns, numeric constants, + - * /, CASE WHEN … THEN … ELSE … END, COALESCE, NULLIF, LEAST, GREATEST and ABS, e.g. SUM(CASE WHEN age >= 65 THEN cost ELSE 0 END)"
 
-// maxRowOps caps the per-row operations (dpplan.ValueOps) inside the
-// aggregates of one query, so the digits of any intermediate value and the
-// work per row are bounded by a small constant (issue 14).
+// maxRowOps caps the per-row work (dpplan.ValueOps: column reads, and
+// operators weighed by their operands' digits) inside the aggregates of
+// one query, so the digits of any intermediate value and the work per row
+// are bounded by a small constant (issue 14, attack round 104).
 const maxRowOps = 64
 
 // rowExpr is a planned per-row value and the interval of its non-NULL
