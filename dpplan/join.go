@@ -146,8 +146,11 @@ type JoinTable struct {
 	Name, Schema string
 	Public       bool
 	Unit         string // unit column ("" for public tables)
-	Left         bool   // joined with LEFT JOIN
-	On           []JoinOn
+	// UnitPGType is the unit column's base type (policy.Table.UnitPGType,
+	// "" when the catalog was not read): pgemit bounds its values' size.
+	UnitPGType string `json:",omitempty"`
+	Left       bool   // joined with LEFT JOIN
+	On         []JoinOn
 }
 
 // JoinOn is an equality of the ON (or USING) clause of a table: the column

@@ -405,7 +405,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 // analyst's WHERE, with every key in its public domain (or, for private
 // keys, a value keyValueSQL keeps).
 func sourceConds(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, unit string) []string {
-	conds := []string{unit + " IS NOT NULL"}
+	conds := unitConds(t, unit)
 	if where != nil {
 		conds = append(conds, PredSQL(where))
 	}

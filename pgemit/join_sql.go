@@ -51,9 +51,13 @@ func unitCutSQL(j *dpplan.Join, k int) string {
 	t := j.Tables[k]
 	cols := neededColumns(j, k, t.Unit)
 	unit := QuoteIdent(t.Unit)
+	has := unit + " IS NOT NULL"
+	if c := unitKeptSQL(unit, t.UnitPGType); c != "" {
+		has = c + " AND " + has // a row with a long unit joins nothing
+	}
 	return "(SELECT " + cols + " FROM (SELECT " + cols + ", ROW_NUMBER() OVER (PARTITION BY " + unit +
 		" ORDER BY hashtextextended(ROW(" + cols + ")::text, " + selectSalt + "), " + cols + ") AS dp_cut FROM " +
-		QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) + " WHERE " + unit + " IS NOT NULL) AS dp_cut_rows WHERE dp_cut <= " +
+		QuoteIdent(t.Schema) + "." + QuoteIdent(t.Name) + " WHERE " + has + ") AS dp_cut_rows WHERE dp_cut <= " +
 		strconv.Itoa(j.RowsPerUnit[k]) + ")"
 }
 

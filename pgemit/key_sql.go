@@ -84,6 +84,35 @@ func unitSQL(t *policy.Table) string {
 	return u
 }
 
+// unitKeptSQL is the condition that a row's unit value (column u, quoted,
+// of base type pgType) is at most dpplan.MaxUnitBytes long, "" for a
+// fixed-size type: octet_length reads a text's or bytea's raw length from
+// its header or TOAST pointer, pg_column_size a numeric's stored size,
+// neither reading the value. A row with a longer unit has no unit and is
+// excluded wherever the unit is read (sourceConds, SampleAggSQL,
+// unitCutSQL): the unit is grouped, sorted and hashed, and a TOASTed value
+// is fetched whole at each comparison (attack round 104).
+func unitKeptSQL(u, pgType string) string {
+	n := strconv.Itoa(dpplan.MaxUnitBytes)
+	switch pgType {
+	case "text", "varchar", "bpchar", "citext", "bytea":
+		return "octet_length(" + u + ") <= " + n
+	case "numeric":
+		return "pg_column_size(" + u + ") <= " + n
+	}
+	return ""
+}
+
+// unitConds are the conditions that a row has a unit: unit (its SQL,
+// unitSQL) is not NULL and the raw value is short enough (unitKeptSQL),
+// the length test first.
+func unitConds(t *policy.Table, unit string) []string {
+	if c := unitKeptSQL(QuoteIdent(t.UnitColumn), t.UnitPGType); c != "" {
+		return []string{c, unit + " IS NOT NULL"}
+	}
+	return []string{unit + " IS NOT NULL"}
+}
+
 // citextLower is a citext value's one text: its lower case under the
 // database's default collation, the one citext's equality lowers both
 // sides under, whatever the column's collation (attack round 62: under a

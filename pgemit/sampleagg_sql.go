@@ -123,7 +123,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 		}
 		cols = append(cols, "hashtextextended("+strings.Join(hashed, " || ',' || ")+", "+selectSalt+") AS dp_r")
 	}
-	conds := []string{unit + " IS NOT NULL"}
+	conds := unitConds(t, unit)
 	if where != nil {
 		conds = append(conds, PredSQL(where))
 	}

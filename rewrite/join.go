@@ -81,7 +81,7 @@ func (b *builder) joinFrom(j *ast.Join) error {
 		}
 		st.tables = append(st.tables, t)
 		st.aliases = append(st.aliases, alias)
-		st.plan.Tables = append(st.plan.Tables, JoinTable{Name: t.Name, Schema: t.Schema, Public: t.Public, Unit: t.UnitColumn, Left: it.left})
+		st.plan.Tables = append(st.plan.Tables, JoinTable{Name: t.Name, Schema: t.Schema, Public: t.Public, Unit: t.UnitColumn, UnitPGType: t.UnitPGType, Left: it.left})
 		if i == 0 {
 			continue
 		}
