@@ -55,8 +55,8 @@ func (b *builder) rowValue(e ast.ExprNode) (rowExpr, error) {
 	}
 	b.rowOps += dpplan.ValueOps(v)
 	if b.rowOps > maxRowOps {
-		return rowExpr{}, b.errAt(e, "54001", "more than %d arithmetic operations inside the aggregates of one query", maxRowOps).
-			WithHint("simplify the expressions, or split the query")
+		return rowExpr{}, b.errAt(e, "54001", "more than %d arithmetic operations inside the aggregates of one query (%d counted)", maxRowOps, b.rowOps).
+			WithHint("simplify the expressions, or split the query: each column read counts 1, each operator 1 or more by the digits of its operands (long constants, products of decimals), and a division's operands twice")
 	}
 	return rowExpr{val: v, iv: iv}, nil
 }
