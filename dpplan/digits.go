@@ -185,13 +185,26 @@ func MeasureValueOps(m Measure) int {
 				sq.scale = max(n.scale, textScale(m.Centre))
 			}
 		}
-		return 2*(n.ops+opLinear(sq.iv, sq.scale)) + opMul(sq, sq)
+		prod := node{iv: sensitivity.Mul(sq.iv, sq.iv), scale: min(2*sq.scale, maxNumericScale)}
+		return 2*(n.ops+opLinear(sq.iv, sq.scale)) + opMul(sq, sq) + sumStages*opLinear(prod.iv, prod.scale)
 	case MeasureQuantile:
 		return 3 * (2*n.ops + 2*opLinear(n.iv, n.scale))
 	case MeasureSum:
+		ops := n.ops + sumStages*opLinear(n.iv, n.scale)
 		if m.Centre != "" {
-			return n.ops + opLinear(n.iv, n.scale)
+			ops += opLinear(n.iv, n.scale)
 		}
+		return ops
 	}
 	return n.ops
 }
+
+// sumStages is how many times a summed value's digits are read after the
+// row: added into its unit's sum, that sum's partial state passed between
+// parallel workers, weighted (a product and a quotient: pgemit
+// bounds_sql.go) and added into the group's total. Counted per row, as a
+// unit has at most its rows. Measured on the demo (200,000 visits): the
+// emitted SUM of cost times 38 constants of 30 digits (1,322 decimals)
+// took 5.8–6.3 s, of which 1.7 s computing the value and 3.5 s in the
+// per-unit and final stages, which the value's own work did not count.
+const sumStages = 5

@@ -26,7 +26,7 @@ const rowExprHint = "inside an aggregate use bounded numeric columns, numeric co
 // operators weighed by their operands' digits) inside the aggregates of
 // one query, so the digits of any intermediate value and the work per row
 // are bounded by a small constant (issue 14, attack round 104).
-const maxRowOps = 64
+const maxRowOps = 256
 
 // rowExpr is a planned per-row value and the interval of its non-NULL
 // values (dpplan.ValueInterval).
