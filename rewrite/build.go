@@ -58,7 +58,7 @@ type builder struct {
 	// regrFromSums rewrote, by regrKey.
 	regrOutputs map[string]int
 	rangeErr    *pgerr.Error // set by addMeasure for an unbounded measure
-	rowOps      int          // arithmetic operations inside aggregates (rowexpr.go maxRowOps)
+	rowOps      int          // units of work of the values inside aggregates (rowexpr.go maxRowOps)
 	predOps     int          // per-row work of FILTER and CASE key conditions (dpplan.PredWork)
 	// derived: the derived keys planned, by expression node, and the
 	// values of their domains (keyexpr.go memoKey).

@@ -55,7 +55,7 @@ func (b *builder) rowValue(e ast.ExprNode) (rowExpr, error) {
 	}
 	b.rowOps += dpplan.ValueOps(v)
 	if b.rowOps > maxRowOps {
-		return rowExpr{}, b.errAt(e, "54001", "more than %d arithmetic operations inside the aggregates of one query (%d counted)", maxRowOps, b.rowOps).
+		return rowExpr{}, b.errAt(e, "54001", "the expressions inside the aggregates of this query take %d units of work a row, more than %d", b.rowOps, maxRowOps).
 			WithHint("simplify the expressions, or split the query: each column read counts 1, each operator 1 or more by the digits of its operands (long constants, products of decimals), and a division's operands twice")
 	}
 	return rowExpr{val: v, iv: iv}, nil
