@@ -171,6 +171,8 @@ type serverOpts struct {
 	// router, when set, changes the server's rewrite functions before it
 	// serves (e.g. a planner that never returns).
 	router func(*router)
+	// listener, when set, wraps the loopback listener the server serves.
+	listener func(net.Listener) net.Listener
 }
 
 // startServer serves the hospital policy (and a second dataset "clinic"
@@ -217,6 +219,9 @@ func startServer(t testing.TB, o serverOpts) *testServer {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.listener != nil {
+		ln = o.listener(ln)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts.srv, ts.addr, ts.cancel, ts.done = srv, ln.Addr().String(), cancel, make(chan error, 1)

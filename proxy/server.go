@@ -12,6 +12,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/linerate"
@@ -359,16 +360,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			if ctx.Err() != nil {
 				break
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				// Transient (e.g. EMFILE surfaces as a temporary error):
-				// back off like net/http does.
+			if transientAcceptError(err) {
+				// Out of descriptors or buffers (another listener of the
+				// process, e.g. the admin endpoint, holding them): back
+				// off like net/http does and serve again once some are
+				// free (attack round 106: EMFILE had ended Serve, and the
+				// whole proxy stopped).
 				if tempDelay == 0 {
+					s.log.Warn("accept failed; retrying", zap.Error(err))
 					tempDelay = 5 * time.Millisecond
 				} else if tempDelay *= 2; tempDelay > time.Second {
 					tempDelay = time.Second
 				}
-				time.Sleep(tempDelay)
+				select {
+				case <-time.After(tempDelay):
+				case <-ctx.Done():
+				}
 				continue
 			}
 			acceptErr = fmt.Errorf("accept: %w", err)
@@ -427,6 +434,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		}
 	}
 	return acceptErr
+}
+
+// transientAcceptError reports whether an Accept error passes with time:
+// a timeout, or the process or system out of descriptors or memory
+// (EMFILE is not a net.Error timeout: it had ended Serve).
+func transientAcceptError(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EINTR)
 }
 
 // handle runs one client connection. A panic is contained here: the client
