@@ -114,6 +114,7 @@ func New(cfg Config) (*Server, error) {
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    16 << 10,
+		ConnState:         connState,
 		TLSConfig:         cfg.TLS,
 		ErrorLog:          zap.NewStdLog(cfg.Logger.Named("admin")),
 	}
@@ -131,6 +132,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		_ = s.http.Shutdown(sctx)
 	}()
+	// Counted below TLS: a handshake that never ends holds a place too.
+	ln = newConnLimit(ln, maxConns)
 	var err error
 	if s.cfg.TLS != nil {
 		err = s.http.Serve(tls.NewListener(ln, s.cfg.TLS))
