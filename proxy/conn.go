@@ -328,6 +328,11 @@ func (c *conn) negotiate() (*startupPacket, error) {
 				}
 				continue
 			}
+			// Before the 'S': a refusal is still plaintext, which libpq
+			// reads as the server's error.
+			if !c.srv.tlsRate.wait(c.from) {
+				return nil, errTLSRate()
+			}
 			if _, err := c.netConn.Write([]byte{'S'}); err != nil {
 				return nil, err
 			}

@@ -185,6 +185,8 @@ type Server struct {
 	// derivations bounds the key derivations of cleartext passwords
 	// (auth.go; attack round 53).
 	derivations *kdflimit.Limiter
+	// tlsRate bounds each client network's TLS handshakes (tlsrate.go).
+	tlsRate handshakeRate
 
 	limits rateLimiters
 	// churn holds each analyst's bucket of shadow connections closed by
