@@ -102,10 +102,7 @@ func (l *Limiter) Run(remoteAddr string, derive func()) bool {
 				return false
 			}
 		case <-t.C:
-			l.mu.Lock()
-			given := !l.dropWaiter(network, w)
-			l.mu.Unlock()
-			if !given {
+			if !l.givenAtTimeout(network, w) {
 				return false
 			}
 			// Handed the slot as the wait ended: it runs.
@@ -159,6 +156,17 @@ func (l *Limiter) evict(network string) bool {
 	w.evicted = true
 	close(w.turn)
 	return true
+}
+
+// givenAtTimeout ends w's wait at MaxWait and reports whether next handed
+// it the slot meanwhile (then it runs). A waiter evicted as its timer
+// fired is gone from the waiters too, but was handed nothing: it had been
+// taken for one handed the slot, and ran beside the derivation that held
+// it, which then handed the slot on at its end (review 107).
+func (l *Limiter) givenAtTimeout(network string, w *waiter) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return !l.dropWaiter(network, w) && !w.evicted
 }
 
 // dropWaiter removes w from network's waiters, reporting false when it
