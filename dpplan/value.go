@@ -61,6 +61,10 @@ type Value struct {
 	// clamping bounds as exact decimals; Int marks an integer column.
 	Col    string `json:",omitempty"`
 	Lo, Hi string `json:",omitempty"`
+	// Scale (ValCol, not Int) is the column's declared numeric scale
+	// when the catalog gave one (numeric(p, s), s > 0), else 0: the
+	// column is read with at most ReadDecimals decimals.
+	Scale int `json:",omitempty"`
 	// Num (ValConst) is the constant as a decimal number (digits, an
 	// optional point and exponent); Int marks an integer-typed constant.
 	Num string `json:",omitempty"`
@@ -113,6 +117,19 @@ const (
 // digits); the test reads the size from the value's header
 // (pg_column_size), without detoasting it.
 const MaxNumericBytes = 64
+
+// ReadDecimals is how many decimals a non-integer column leaf is read
+// with (pgemit rounds it there): its declared scale when below
+// MaxConstDigits, else MaxConstDigits. The emitted SQL enforces it, so
+// the digit count of digits.go holds whatever the column holds later (a
+// numeric(10, 2) column has at most 2 decimals, and counting 30 had made
+// ratio averages' slots four times their work: review 107).
+func (v *Value) ReadDecimals() int {
+	if v.Scale > 0 && v.Scale < MaxConstDigits {
+		return v.Scale
+	}
+	return MaxConstDigits
+}
 
 // ValueErrorKind says why a row value is refused.
 type ValueErrorKind int
@@ -212,11 +229,11 @@ func valueNode(v *Value) (node, error) {
 		if !ok1 || !ok2 || lo.Cmp(hi) > 0 {
 			return bad(ErrBadValue)
 		}
-		// Read with at most MaxConstDigits decimals (pgemit
+		// Read with at most ReadDecimals decimals (pgemit
 		// columnNumeric) and clamped to the bounds as written.
 		scale := max(textScale(v.Lo), textScale(v.Hi))
 		if !v.Int {
-			scale = max(scale, MaxConstDigits)
+			scale = max(scale, v.ReadDecimals())
 		}
 		return node{iv: sensitivity.Range(lo, hi, v.Int, true), scale: scale, ops: 1}, nil
 	}

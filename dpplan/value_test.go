@@ -301,3 +301,28 @@ func evalValue(v *Value, env map[string]*big.Rat, cond bool) *big.Rat {
 	}
 	panic("unknown op " + v.Op)
 }
+
+// TestValueOps_DeclaredScale (review 107): a numeric(p, 2) column is read
+// with 2 decimals (pgemit rounds it there, ReadDecimals), so a ratio of it
+// counts its own digits, not the 30 decimals of an unconstrained column's;
+// a declared scale of 30 or more, or none, reads 30.
+func TestValueOps_DeclaredScale(t *testing.T) {
+	t.Parallel()
+	col := func(scale int) *Value {
+		return &Value{Op: ValCol, Col: "cost", Lo: "0", Hi: "20000", Scale: scale}
+	}
+	ratio := func(c *Value) *Value { return op(ValDiv, c, op(ValAdd, age(), num("1"))) }
+	two, none := ValueOps(ratio(col(2))), ValueOps(ratio(col(0)))
+	if two >= none {
+		t.Errorf("a ratio of a numeric(10, 2) column counts %d units, of an unconstrained one %d: want fewer", two, none)
+	}
+	for _, s := range []int{0, 30, 40} {
+		if got := col(s).ReadDecimals(); got != MaxConstDigits {
+			t.Errorf("ReadDecimals with a declared scale of %d = %d, want %d", s, got, MaxConstDigits)
+		}
+	}
+	if got := col(2).ReadDecimals(); got != 2 {
+		t.Errorf("ReadDecimals of numeric(10, 2) = %d, want 2", got)
+	}
+	t.Logf("AVG(cost / (age + 1)): %d units at numeric(10, 2), %d unconstrained", two, none)
+}

@@ -34,7 +34,7 @@ func writeValue(b *strings.Builder, v *dpplan.Value) {
 	switch v.Op {
 	case dpplan.ValCol:
 		c := QuoteIdent(v.Col)
-		b.WriteString("(" + readNumeric(c, v.Int, "LEAST(GREATEST("+columnNumeric(c, v.Int)+", "+
+		b.WriteString("(" + readNumeric(c, v.Int, "LEAST(GREATEST("+columnDecimals(c, v.Int, v.ReadDecimals())+", "+
 			NumericConst(v.Lo)+"), "+NumericConst(v.Hi)+")") + ")")
 	case dpplan.ValConst:
 		b.WriteString("(" + v.Num + ")")
@@ -109,10 +109,17 @@ func writeValue(b *strings.Builder, v *dpplan.Value) {
 // sensitivity is unchanged; a value moves by at most 10⁻³⁰/2. NaN and
 // ±Infinity have no scale (NULL): LEAST gives 30, and round keeps them.
 func columnNumeric(c string, integer bool) string {
+	return columnDecimals(c, integer, dpplan.MaxConstDigits)
+}
+
+// columnDecimals is columnNumeric with at most decimals decimals
+// (dpplan.Value.ReadDecimals: a row value's column, whose digits the work
+// bound counts).
+func columnDecimals(c string, integer bool, decimals int) string {
 	if integer {
 		return c + "::numeric"
 	}
-	return "round(" + c + "::numeric, LEAST(scale(" + c + "::numeric), " + strconv.Itoa(dpplan.MaxConstDigits) + "))"
+	return "round(" + c + "::numeric, LEAST(scale(" + c + "::numeric), " + strconv.Itoa(decimals) + "))"
 }
 
 // readNumeric is x, a value computed from column c (quoted), on rows

@@ -39,6 +39,9 @@ func TestValueSQL(t *testing.T) {
 		{op(dpplan.ValCoalesce, score, c("0")), "COALESCE(" + clampScore + ", (0))"},
 		{op(dpplan.ValNullIf, cost, c("0")), "NULLIF(" + clampCost + ", (0))"},
 		{op(dpplan.ValAbs, score), "ABS(" + clampScore + ")"},
+		// A declared numeric(p, 2) is read with 2 decimals (ReadDecimals).
+		{&dpplan.Value{Op: dpplan.ValCol, Col: "Score", Lo: "-1.5", Hi: "2.5", Scale: 2},
+			`(CASE WHEN pg_column_size("Score") <= 64 THEN LEAST(GREATEST(round("Score"::numeric, LEAST(scale("Score"::numeric), 2)), (-1.5)::numeric), (2.5)::numeric) END)`},
 	} {
 		if got := ValueSQL(tc.v); got != tc.want {
 			t.Errorf("ValueSQL(%s)\n got %s\nwant %s", tc.v, got, tc.want)

@@ -170,7 +170,11 @@ func (b *builder) rowColumn(x *ast.ColumnNameExpr) (*dpplan.Value, error) {
 		return nil, b.errAt(x, pgerr.FeatureNotSupported, "column %s needs bounds: the policy declares no lower/upper for it", ci.name).
 			WithHint("ask the data steward to declare lower and upper for %s", ci.name)
 	}
-	return &dpplan.Value{Op: dpplan.ValCol, Col: ci.name, Lo: ci.col.Lower, Hi: ci.col.Upper, Int: ci.col.Type == policy.TypeInt}, nil
+	v := &dpplan.Value{Op: dpplan.ValCol, Col: ci.name, Lo: ci.col.Lower, Hi: ci.col.Upper, Int: ci.col.Type == policy.TypeInt}
+	if ci.col.PGType == "numeric" && !v.Int {
+		v.Scale = ci.col.Scale // the catalog's numeric(p, s); 0 unconstrained
+	}
+	return v, nil
 }
 
 // rowCase translates searched CASE (WHEN cond THEN value … ELSE value END)
