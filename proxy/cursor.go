@@ -112,13 +112,7 @@ func (c *conn) shadowResult(ctx context.Context, query string) (*resultSet, erro
 // the outer SQL of a post-processed DP answer, which Classify did not
 // check as a catalog statement.
 func (c *conn) shadowRows(ctx context.Context, sql string, params [][]byte, bounded bool, tooLarge func() error) (*resultSet, error) {
-	release, err := c.textSlot(ctx, sql) // as classifyRoute
-	if err != nil {
-		return nil, err
-	}
-	err = checkShadowSQL(sql)
-	release()
-	if err != nil {
+	if err := c.withTextSlot(ctx, sql, func() error { return checkShadowSQL(sql) }); err != nil { // as classifyRoute
 		return nil, err
 	}
 	ctx, cancel := c.catalogContext(ctx)

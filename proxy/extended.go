@@ -551,12 +551,11 @@ func (c *conn) describeStatement(ctx context.Context, ps *preparedStatement) (*s
 		for i := range lits {
 			lits[i] = dummyLiteral(d.paramOIDs[i])
 		}
-		release, err := c.textSlot(sctx, ps.text)
-		if err != nil {
-			return nil, err
-		}
-		text, err := bindLiterals(ps.text, lits)
-		release()
+		var text string
+		err := c.withTextSlot(sctx, ps.text, func() (err error) {
+			text, err = bindLiterals(ps.text, lits)
+			return err
+		})
 		if err != nil {
 			return nil, err
 		}
@@ -625,15 +624,14 @@ func (c *conn) boundText(ctx context.Context, p *portal) (string, error) {
 	// (review 74), one at a time and without writing out a binary
 	// numeric's digits (attack round 72).
 	used := make([]bool, len(p.params))
-	release, err := c.textSlot(ctx, ps.text)
-	if err != nil {
-		return "", err
-	}
-	text, err := bindWith(ps.text, len(p.params), func(i int) (string, error) {
-		used[i] = true
-		return literalOf(p.params, p.paramFormats, oids, i)
+	var text string
+	err := c.withTextSlot(ctx, ps.text, func() (err error) {
+		text, err = bindWith(ps.text, len(p.params), func(i int) (string, error) {
+			used[i] = true
+			return literalOf(p.params, p.paramFormats, oids, i)
+		})
+		return err
 	})
-	release()
 	if err != nil {
 		return "", err
 	}

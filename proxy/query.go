@@ -562,6 +562,18 @@ func (c *conn) textSlot(ctx context.Context, text string) (func(), error) {
 	return c.takePlanSlot(ctx) // dp.go
 }
 
+// withTextSlot runs f holding the planning slot when text is over bigText
+// (textSlot), given back however f ends (a panic too: the session's end
+// recovers it, and a slot kept would stop the analyst's every statement).
+func (c *conn) withTextSlot(ctx context.Context, text string, f func() error) error {
+	release, err := c.textSlot(ctx, text)
+	if err != nil {
+		return err
+	}
+	defer release()
+	return f()
+}
+
 // classifyRoute classifies text holding the planning slot when it is over
 // bigText (textSlot): the query a DECLARE or COPY wraps is classified
 // again where it runs or is described, after the slot that checked the

@@ -295,12 +295,11 @@ func (c *conn) execExecute(ctx context.Context, st *pgsql.SessionStmt) (*resultS
 			WithDetail("Expected %d parameters but got %d.", ps.nParams, len(st.Args)).
 			WithHint("pass one constant per parameter, e.g. EXECUTE %s(…)", st.Name)
 	}
-	release, err := c.textSlot(ctx, ps.text)
-	if err != nil {
-		return nil, err
-	}
-	text, err := bindLiterals(ps.text, st.Args)
-	release()
+	var text string
+	err := c.withTextSlot(ctx, ps.text, func() (err error) {
+		text, err = bindLiterals(ps.text, st.Args)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
