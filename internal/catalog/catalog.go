@@ -73,6 +73,10 @@ func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error
 				problems = append(problems, fmt.Sprintf("%s has no unit column %q; fix unit_column in the policy", where, t.UnitColumn))
 			} else if msg := unitAccepts(u); msg != "" {
 				problems = append(problems, fmt.Sprintf("%s unit column %s is %s: %s", where, t.UnitColumn, u.shown, msg))
+			} else if msg, err := numericUnitServer(ctx, q, u); err != nil {
+				return nil, err
+			} else if msg != "" {
+				problems = append(problems, fmt.Sprintf("%s unit column %s is %s: %s", where, t.UnitColumn, u.shown, msg))
 			} else {
 				unitTypes[name] = [3]string{string(unitType(u)), u.shown, u.base}
 			}
@@ -246,6 +250,28 @@ func unitAccepts(c liveColumn) string {
 		return "its collation is nondeterministic (two texts can be equal), so one person can be written several ways; use a deterministic collation or citext"
 	}
 	return ""
+}
+
+// numericUnitServer refuses a numeric unit column on a data server older
+// than PostgreSQL 14: the emitted SQL tests a numeric unit's length with
+// pg_column_compression (pgemit unitKeptSQL; review 107), which such a
+// server lacks, so every DP query would fail after its charge.
+func numericUnitServer(ctx context.Context, q Querier, c liveColumn) (string, error) {
+	if c.base != "numeric" {
+		return "", nil
+	}
+	rows, err := q.Query(ctx, "SELECT current_setting('server_version_num')::int")
+	if err != nil {
+		return "", fmt.Errorf("read the data server's version: %w", err)
+	}
+	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int32])
+	if err != nil {
+		return "", fmt.Errorf("read the data server's version: %w", err)
+	}
+	if v < 140000 {
+		return "a numeric unit needs PostgreSQL 14 or later on the data server (its length is tested with pg_column_compression); upgrade it, or use an integer or text unit column", nil
+	}
+	return "", nil
 }
 
 // unitType maps a unit column's live type to the policy type its literals

@@ -296,3 +296,59 @@ tables:
 		}
 	}
 }
+
+// olderServer is a Querier whose data server says it is PostgreSQL 13.
+type olderServer struct{ *pgx.Conn }
+
+func (o olderServer) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if strings.Contains(sql, "server_version_num") {
+		sql = "SELECT 130016"
+	}
+	return o.Conn.Query(ctx, sql, args...)
+}
+
+// TestVerify_NumericUnitNeedsPostgres14 (review 107): a numeric unit's
+// length is tested with pg_column_compression, which PostgreSQL 13 lacks;
+// on such a data server every DP query would fail after its charge, so
+// the proxy refuses the policy at start-up. An integer unit is accepted.
+func TestVerify_NumericUnitNeedsPostgres14(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, typ := range []string{"numeric", "int8"} {
+		name := "v_" + typ
+		if _, err := conn.Exec(ctx, `CREATE TABLE `+name+` (pid `+typ+`, x int4)`); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := policy.Parse(strings.NewReader(`dataset: t
+privacy_unit: person
+budget: {epsilon: 1}
+tables:
+  `+name+`:
+    unit_column: pid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      x: {type: int, lower: 0, upper: 10}
+`), "u.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, q := range []Querier{conn, olderServer{conn}} {
+			problems, err := Verify(ctx, q, ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, old := q.(olderServer)
+			want := old && typ == "numeric"
+			if got := len(problems) == 1 && strings.Contains(problems[0], "PostgreSQL 14"); got != want || (!want && len(problems) > 0) {
+				t.Errorf("%s unit, PostgreSQL 13 %v: problems %q", typ, old, problems)
+			}
+		}
+	}
+}
