@@ -4,6 +4,8 @@ package dpplan
 
 import (
 	"errors"
+	"slices"
+	"sort"
 	"strconv"
 
 	"github.com/dpproxy/dpproxy/policy"
@@ -146,7 +148,8 @@ func VerifyJoin(ds *policy.Dataset, p *Plan) (*policy.Table, error) {
 	var protected []int
 	for k, jt := range j.Tables {
 		t, ok := ds.Table(jt.Name)
-		if !ok || t.Name != jt.Name || t.Schema != jt.Schema || t.Public != jt.Public || t.UnitColumn != jt.Unit {
+		if !ok || t.Name != jt.Name || t.Schema != jt.Schema || t.Public != jt.Public || t.UnitColumn != jt.Unit ||
+			!slices.Equal(jt.Texts, JoinTexts(t)) {
 			return nil, errJoin
 		}
 		for _, on := range jt.On {
@@ -186,6 +189,24 @@ func VerifyJoin(ds *policy.Dataset, p *Plan) (*policy.Table, error) {
 		}
 	}
 	return syn, nil
+}
+
+// JoinTexts is JoinTable.Texts of table t: its declared text columns,
+// sorted, when it is protected (a public table's values are no person's:
+// nil). The unit column is left out: its length is bounded already
+// (MaxUnitBytes, pgemit unitKeptSQL).
+func JoinTexts(t *policy.Table) []string {
+	if t.Public {
+		return nil
+	}
+	var out []string
+	for name, c := range t.Columns {
+		if c != nil && c.Type == policy.TypeText && name != t.UnitColumn {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // verifyUnitJoin checks a JoinUnit (see VerifyJoin).

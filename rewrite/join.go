@@ -3,6 +3,7 @@ package rewrite
 import (
 	"strings"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/pingcap/tidb/pkg/parser/ast"
@@ -81,7 +82,7 @@ func (b *builder) joinFrom(j *ast.Join) error {
 		}
 		st.tables = append(st.tables, t)
 		st.aliases = append(st.aliases, alias)
-		st.plan.Tables = append(st.plan.Tables, JoinTable{Name: t.Name, Schema: t.Schema, Public: t.Public, Unit: t.UnitColumn, UnitPGType: t.UnitPGType, Left: it.left})
+		st.plan.Tables = append(st.plan.Tables, JoinTable{Name: t.Name, Schema: t.Schema, Public: t.Public, Unit: t.UnitColumn, UnitPGType: t.UnitPGType, Left: it.left, Texts: dpplan.JoinTexts(t)})
 		if i == 0 {
 			continue
 		}
