@@ -416,7 +416,7 @@ func sourceConds(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, unit string
 			conds = append(conds, keyValueSQL(t, k)+" IS NOT NULL")
 			continue
 		}
-		conds = append(conds, keySQL(k)+" IN ("+domainList(k)+")")
+		conds = append(conds, domainOperand(t, k)+" IN ("+domainList(k)+")")
 	}
 	return conds
 }
