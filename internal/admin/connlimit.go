@@ -115,13 +115,6 @@ func (l *connLimit) removeLocked(c *limitedConn) {
 	}
 }
 
-// open is how many connections are counted (for tests).
-func (l *connLimit) open() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.conns)
-}
-
 // connState is the http.Server's ConnState hook: it marks the connections
 // serving a request, which are closed last, and forgets closed ones.
 func connState(nc net.Conn, st http.ConnState) {
