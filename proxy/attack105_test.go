@@ -17,22 +17,11 @@ import (
 // slot that bounds their checking to one core (attack round 82) covered
 // only the splitting of the outer statement.
 func TestAttack105_WrappedBigTextsCheckedOutsideSlot(t *testing.T) {
-	var mu sync.Mutex
-	in, most := 0, 0
+	bigs := &bigTexts{}
 	ts := startServer(t, serverOpts{router: func(r *router) {
 		classify := r.classify
 		r.classify = func(ds *policy.Dataset, stmt string) (pgsql.Route, error) {
-			big := strings.Contains(stmt, "/*bob*/") && len(stmt) > bigText
-			if big {
-				mu.Lock()
-				in++
-				most = max(most, in)
-				mu.Unlock()
-				time.Sleep(30 * time.Millisecond)
-				mu.Lock()
-				in--
-				mu.Unlock()
-			}
+			bigs.lex(stmt)
 			return classify(ds, stmt)
 		}
 	}})
@@ -50,6 +39,7 @@ func TestAttack105_WrappedBigTextsCheckedOutsideSlot(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	most := bigs.most()
 	t.Logf("bob's strings over %d bytes checked at once: %d", bigText, most)
 	if most != 1 {
 		t.Errorf("one analyst's sessions checked %d strings over %d bytes at once (a DECLARE's or COPY's query); want 1", most, bigText)
@@ -72,21 +62,8 @@ func (fingerprintObserver) Statement(ev StatementEvent) { _ = ev.Fingerprint() }
 // test counts bob's big texts classified or fingerprinted at once over 4
 // sessions, each sending a catalog statement and a refused one.
 func TestAttack105_FingerprintsLexedOutsideSlot(t *testing.T) {
-	var mu sync.Mutex
-	in, most := 0, 0
-	busy := func(stmt string) {
-		if !strings.Contains(stmt, "/*bob*/") || len(stmt) <= bigText {
-			return
-		}
-		mu.Lock()
-		in++
-		most = max(most, in)
-		mu.Unlock()
-		time.Sleep(30 * time.Millisecond)
-		mu.Lock()
-		in--
-		mu.Unlock()
-	}
+	bigs := &bigTexts{}
+	busy := bigs.lex
 	ts := startServer(t, serverOpts{
 		mutate: func(c *Config) { c.Observer = fingerprintObserver{} },
 		router: func(r *router) {
@@ -114,8 +91,36 @@ func TestAttack105_FingerprintsLexedOutsideSlot(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	most := bigs.most()
 	t.Logf("bob's texts over %d bytes lexed at once: %d", bigText, most)
 	if most != 1 {
 		t.Errorf("one analyst's sessions lexed %d texts over %d bytes at once (classifying and fingerprinting); want 1", most, bigText)
 	}
+}
+
+// bigTexts counts bob's texts over bigText lexed at once: lex stands for
+// one lexing (30 ms) of a text marked /*bob*/.
+type bigTexts struct {
+	mu       sync.Mutex
+	in, peak int
+}
+
+func (b *bigTexts) lex(stmt string) {
+	if !strings.Contains(stmt, "/*bob*/") || len(stmt) <= bigText {
+		return
+	}
+	b.mu.Lock()
+	b.in++
+	b.peak = max(b.peak, b.in)
+	b.mu.Unlock()
+	time.Sleep(30 * time.Millisecond)
+	b.mu.Lock()
+	b.in--
+	b.mu.Unlock()
+}
+
+func (b *bigTexts) most() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.peak
 }

@@ -269,20 +269,7 @@ func TestVerify_UnitTypes(t *testing.T) {
 		if _, err := conn.Exec(ctx, `CREATE TABLE `+name+` (pid `+tc.typ+`, x int4)`); err != nil {
 			t.Fatal(err)
 		}
-		ds, err := policy.Parse(strings.NewReader(`dataset: t
-privacy_unit: person
-budget: {epsilon: 1}
-tables:
-  `+name+`:
-    unit_column: pid
-    max_groups_per_unit: 1
-    max_rows_per_unit: 1
-    columns:
-      x: {type: int, lower: 0, upper: 10}
-`), "u.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
+		ds := unitPolicy(t, name)
 		problems, err := Verify(ctx, conn, ds)
 		if err != nil {
 			t.Fatal(err)
@@ -325,20 +312,7 @@ func TestVerify_NumericUnitNeedsPostgres14(t *testing.T) {
 		if _, err := conn.Exec(ctx, `CREATE TABLE `+name+` (pid `+typ+`, x int4)`); err != nil {
 			t.Fatal(err)
 		}
-		ds, err := policy.Parse(strings.NewReader(`dataset: t
-privacy_unit: person
-budget: {epsilon: 1}
-tables:
-  `+name+`:
-    unit_column: pid
-    max_groups_per_unit: 1
-    max_rows_per_unit: 1
-    columns:
-      x: {type: int, lower: 0, upper: 10}
-`), "u.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
+		ds := unitPolicy(t, name)
 		for _, q := range []Querier{conn, olderServer{conn}} {
 			problems, err := Verify(ctx, q, ds)
 			if err != nil {
@@ -351,4 +325,25 @@ tables:
 			}
 		}
 	}
+}
+
+// unitPolicy is a policy of one table, name, with unit column pid and an
+// int column x.
+func unitPolicy(t *testing.T, name string) *policy.Dataset {
+	t.Helper()
+	ds, err := policy.Parse(strings.NewReader(`dataset: t
+privacy_unit: person
+budget: {epsilon: 1}
+tables:
+  `+name+`:
+    unit_column: pid
+    max_groups_per_unit: 1
+    max_rows_per_unit: 1
+    columns:
+      x: {type: int, lower: 0, upper: 10}
+`), "u.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
 }
