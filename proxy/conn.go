@@ -330,7 +330,7 @@ func (c *conn) negotiate() (*startupPacket, error) {
 			}
 			// Before the 'S': a refusal is still plaintext, which libpq
 			// reads as the server's error.
-			if !c.srv.tlsRate.wait(c.from) {
+			if !waitHandshake(&c.srv.tlsRate, c.from) {
 				return nil, errTLSRate()
 			}
 			if _, err := c.netConn.Write([]byte{'S'}); err != nil {

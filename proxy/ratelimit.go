@@ -18,12 +18,15 @@ import (
 // budget is spent".
 const insufficientResources = "53000"
 
-// rateLimiters holds one token bucket (golang.org/x/time/rate) per analyst,
-// shared by all their sessions and datasets on this proxy. Safe for
-// concurrent use.
+// rateLimiters holds one token bucket (golang.org/x/time/rate) per owner:
+// an analyst, shared by all their sessions and datasets on this proxy, or
+// a client network (tlsrate.go). Safe for concurrent use.
 type rateLimiters struct {
 	mu      sync.Mutex
 	buckets map[string]*rate.Limiter
+	// max, when > 0, bounds the owners kept, for owners that are not the
+	// config's analysts: past it every bucket is forgotten.
+	max int
 }
 
 // bucket returns owner's bucket, made with limit and burst the first time.
@@ -35,6 +38,9 @@ func (r *rateLimiters) bucket(owner string, limit rate.Limit, burst int) *rate.L
 	}
 	b, ok := r.buckets[owner]
 	if !ok {
+		if r.max > 0 && len(r.buckets) >= r.max {
+			clear(r.buckets)
+		}
 		b = rate.NewLimiter(limit, burst)
 		r.buckets[owner] = b
 	}

@@ -186,7 +186,7 @@ type Server struct {
 	// (auth.go; attack round 53).
 	derivations *kdflimit.Limiter
 	// tlsRate bounds each client network's TLS handshakes (tlsrate.go).
-	tlsRate handshakeRate
+	tlsRate rateLimiters
 
 	limits rateLimiters
 	// churn holds each analyst's bucket of shadow connections closed by
@@ -298,6 +298,7 @@ func New(cfg Config) (*Server, error) {
 		ledgerShare:  ledgerShareOf(cfg.Releaser),
 		logLines:     linerate.New(sessionLinesPerSecond, sessionLinesBurst),
 		sessionLines: linerate.New(sessionStartLinesPerSecond, 2*cfg.MaxConnectionsPerAnalyst),
+		tlsRate:      rateLimiters{max: maxTLSNetworks},
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
 		starting:     map[*conn]struct{}{},

@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"sync"
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgerr"
-	"golang.org/x/time/rate"
 )
 
 // TLS handshakes cost the proxy a key exchange and a signature each
@@ -28,27 +26,11 @@ const (
 	maxTLSNetworks = 4096
 )
 
-type handshakeRate struct {
-	mu     sync.Mutex
-	perNet map[string]*rate.Limiter
-}
-
-// wait waits for network's turn to make a TLS handshake, and reports
-// false, without waiting, when the turn is more than maxTLSWait away.
-func (h *handshakeRate) wait(network string) bool {
-	h.mu.Lock()
-	if h.perNet == nil {
-		h.perNet = map[string]*rate.Limiter{}
-	}
-	lim := h.perNet[network]
-	if lim == nil {
-		if len(h.perNet) >= maxTLSNetworks {
-			clear(h.perNet)
-		}
-		lim = rate.NewLimiter(tlsHandshakesPerSecond, tlsHandshakeBurst)
-		h.perNet[network] = lim
-	}
-	h.mu.Unlock()
+// waitHandshake waits for network's turn to make a TLS handshake in its
+// bucket of lims (Server.tlsRate), and reports false, without waiting,
+// when the turn is more than maxTLSWait away.
+func waitHandshake(lims *rateLimiters, network string) bool {
+	lim := lims.bucket(network, tlsHandshakesPerSecond, tlsHandshakeBurst)
 	now := time.Now()
 	r := lim.ReserveN(now, 1)
 	d := r.DelayFrom(now)
