@@ -56,6 +56,7 @@ type liveColumn struct {
 func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error) {
 	var problems []string
 	unitTypes := map[string][3]string{}
+	var version int32 // the data server's, read once for a numeric unit (numericUnitServer)
 	colTypes := map[*policy.Column]liveColumn{}
 	for _, name := range ds.TableOrder {
 		t := ds.Tables[name]
@@ -73,7 +74,7 @@ func Verify(ctx context.Context, q Querier, ds *policy.Dataset) ([]string, error
 				problems = append(problems, fmt.Sprintf("%s has no unit column %q; fix unit_column in the policy", where, t.UnitColumn))
 			} else if msg := unitAccepts(u); msg != "" {
 				problems = append(problems, fmt.Sprintf("%s unit column %s is %s: %s", where, t.UnitColumn, u.shown, msg))
-			} else if msg, err := numericUnitServer(ctx, q, u); err != nil {
+			} else if msg, err := numericUnitServer(ctx, q, u, &version); err != nil {
 				return nil, err
 			} else if msg != "" {
 				problems = append(problems, fmt.Sprintf("%s unit column %s is %s: %s", where, t.UnitColumn, u.shown, msg))
@@ -256,19 +257,21 @@ func unitAccepts(c liveColumn) string {
 // than PostgreSQL 14: the emitted SQL tests a numeric unit's length with
 // pg_column_compression (pgemit unitKeptSQL; review 107), which such a
 // server lacks, so every DP query would fail after its charge.
-func numericUnitServer(ctx context.Context, q Querier, c liveColumn) (string, error) {
+// *version is the server's version number, read here when 0.
+func numericUnitServer(ctx context.Context, q Querier, c liveColumn, version *int32) (string, error) {
 	if c.base != "numeric" {
 		return "", nil
 	}
-	rows, err := q.Query(ctx, "SELECT current_setting('server_version_num')::int")
-	if err != nil {
-		return "", fmt.Errorf("read the data server's version: %w", err)
+	if *version == 0 {
+		rows, err := q.Query(ctx, "SELECT current_setting('server_version_num')::int")
+		if err != nil {
+			return "", fmt.Errorf("read the data server's version: %w", err)
+		}
+		if *version, err = pgx.CollectExactlyOneRow(rows, pgx.RowTo[int32]); err != nil {
+			return "", fmt.Errorf("read the data server's version: %w", err)
+		}
 	}
-	v, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int32])
-	if err != nil {
-		return "", fmt.Errorf("read the data server's version: %w", err)
-	}
-	if v < 140000 {
+	if *version < 140000 {
 		return "a numeric unit needs PostgreSQL 14 or later on the data server (its length is tested with pg_column_compression); upgrade it, or use an integer or text unit column", nil
 	}
 	return "", nil
