@@ -38,12 +38,7 @@ func TestAttack101_ConditionsReadLongText(t *testing.T) {
 		t.Fatal(err)
 	}
 	const patient = 901020
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := execer(t, ctx, conn)
 	exec("INSERT INTO patients (patient_id, birth_year, sex, region) VALUES ($1, 1970, 'F', 'north')", patient)
 	exec(`INSERT INTO visits (visit_id, patient_id, visit_date, department, diagnosis, age, cost, length_of_stay)
 		SELECT 90102000 + g, $1, '2023-01-01', 'oncology', 'short', 50, 100, 1 FROM generate_series(1, 20) g`, patient)

@@ -47,12 +47,7 @@ func TestAttack107_LongTextJoinTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := execer(t, ctx, conn)
 	exec("CREATE TABLE codes AS SELECT DISTINCT diagnosis AS code, upper(left(diagnosis, 1)) AS chapter FROM visits")
 	exec("ANALYZE codes")
 	exec("INSERT INTO patients (patient_id, birth_year, sex, region) VALUES (90107, 1970, 'F', 'north')")
@@ -109,12 +104,7 @@ func TestAttack107_LongPublicKeyTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := execer(t, ctx, conn)
 	exec("INSERT INTO patients (patient_id, birth_year, sex, region) VALUES (90108, 1970, 'F', 'north')")
 	exec(`INSERT INTO visits (visit_id, patient_id, visit_date, department, diagnosis, age, cost, length_of_stay)
 		SELECT 90108000 + g, 90108, '2023-01-01', 'oncology', 'short', 50, 100, 1 FROM generate_series(1, 20) g`)

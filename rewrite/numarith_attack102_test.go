@@ -82,12 +82,7 @@ func longCostTimes(t *testing.T, patient int, longSQL string, measures ...string
 	if err != nil {
 		t.Fatal(err)
 	}
-	exec := func(sql string, args ...any) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql, args...); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := execer(t, ctx, conn)
 	exec("ALTER TABLE visits ALTER COLUMN cost TYPE numeric")
 	exec("INSERT INTO patients (patient_id, birth_year, sex, region) VALUES ($1, 1970, 'F', 'north')", patient)
 	exec(`INSERT INTO visits (visit_id, patient_id, visit_date, department, diagnosis, age, cost, length_of_stay)

@@ -657,3 +657,14 @@ func randomValue(rng *rand.Rand, c *policy.Column) any {
 	}
 	return []string{"a", "b", "c"}[rng.IntN(3)]
 }
+
+// execer runs statements on conn for a test's set-up, failing the test on
+// an error.
+func execer(t *testing.T, ctx context.Context, conn *pgx.Conn) func(sql string, args ...any) {
+	return func(sql string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(ctx, sql, args...); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}

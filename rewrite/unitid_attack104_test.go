@@ -36,12 +36,7 @@ func TestAttack104_LongUnitIDTime(t *testing.T) {
 	}
 	visits, _ := ds.Table("visits")
 	visits.UnitType, visits.UnitTypeName, visits.UnitPGType = policy.TypeText, "text", "text"
-	exec := func(sql string) {
-		t.Helper()
-		if _, err := conn.Exec(ctx, sql); err != nil {
-			t.Fatalf("%s: %v", sql, err)
-		}
-	}
+	exec := execer(t, ctx, conn)
 	exec("ALTER TABLE visits DROP CONSTRAINT IF EXISTS visits_patient_id_fkey")
 	exec("DROP INDEX IF EXISTS visits_patient_id") // a btree entry holds at most 8 KB
 	exec("ALTER TABLE visits ALTER COLUMN patient_id TYPE text")
