@@ -26,19 +26,7 @@ func TestAttack105_WrappedBigTextsCheckedOutsideSlot(t *testing.T) {
 		}
 	}})
 	pad := "/*" + strings.Repeat("x", bigText) + "*/"
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		pc := ts.connectAs(t, "bob", "bob-secret", "hospital")
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < 3; j++ {
-				_, _ = pc.Exec(context.Background(), "DECLARE c CURSOR WITH HOLD FOR SELECT 1 /*bob*/ "+pad+"; CLOSE c").ReadAll()
-				_, _ = pc.Exec(context.Background(), "COPY (SELECT 1 /*bob*/ "+pad+") TO STDOUT").ReadAll()
-			}
-		}()
-	}
-	wg.Wait()
+	bobSends(t, ts, "DECLARE c CURSOR WITH HOLD FOR SELECT 1 /*bob*/ "+pad+"; CLOSE c", "COPY (SELECT 1 /*bob*/ "+pad+") TO STDOUT")
 	most := bigs.most()
 	t.Logf("bob's strings over %d bytes checked at once: %d", bigText, most)
 	if most != 1 {
@@ -78,19 +66,7 @@ func TestAttack105_FingerprintsLexedOutsideSlot(t *testing.T) {
 			}
 		}})
 	pad := "/*" + strings.Repeat("x", bigText) + "*/"
-	var wg sync.WaitGroup
-	for i := 0; i < 4; i++ {
-		pc := ts.connectAs(t, "bob", "bob-secret", "hospital")
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for j := 0; j < 3; j++ {
-				_, _ = pc.Exec(context.Background(), "SELECT 1 /*bob*/ "+pad).ReadAll()
-				_, _ = pc.Exec(context.Background(), "SELECT pg_sleep(0) /*bob*/ "+pad).ReadAll()
-			}
-		}()
-	}
-	wg.Wait()
+	bobSends(t, ts, "SELECT 1 /*bob*/ "+pad, "SELECT pg_sleep(0) /*bob*/ "+pad)
 	most := bigs.most()
 	t.Logf("bob's texts over %d bytes lexed at once: %d", bigText, most)
 	if most != 1 {
@@ -123,4 +99,23 @@ func (b *bigTexts) most() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.peak
+}
+
+// bobSends sends the statements three times over from each of 4 sessions
+// of bob at once, and waits for the replies.
+func bobSends(t *testing.T, ts *testServer, stmts ...string) {
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		pc := ts.connectAs(t, "bob", "bob-secret", "hospital")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 3; j++ {
+				for _, st := range stmts {
+					_, _ = pc.Exec(context.Background(), st).ReadAll()
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
