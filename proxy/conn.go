@@ -47,10 +47,12 @@ type conn struct {
 	fr      *framer    // the client's messages after start-up
 	msgs    frontendMessages
 	log     *zap.Logger
-	// free logs what the analyst does for free (refused statements,
-	// catalog warnings, cancels) at a bounded rate (Server.logLines), set
-	// once authenticated; startLog is log as created, for other
-	// goroutines (Server.addStarting ends a start-up while log changes).
+	// free logs what the client does for free (refused start-ups and
+	// statements, catalog warnings, cancels) at a bounded rate: its
+	// network's before authentication (Server.startLines), the analyst's
+	// once authenticated (Server.logLines); startLog is free as created,
+	// for other goroutines (Server.addStarting ends a start-up while free
+	// changes).
 	free, startLog *zap.Logger
 	// sessLog logs the session's start and end at a bounded rate per
 	// analyst (Server.sessionLines), set once authenticated.
@@ -338,7 +340,7 @@ func (c *conn) negotiate() (*startupPacket, error) {
 			}
 			tc := tls.Server(c.netConn, c.srv.cfg.TLS)
 			if err := tc.Handshake(); err != nil {
-				c.log.Info("TLS handshake failed", zap.Error(err))
+				c.freeLog().Info("TLS handshake failed", zap.Error(err))
 				return nil, nil
 			}
 			c.netConn, c.tls = tc, true
@@ -358,7 +360,7 @@ func (c *conn) negotiate() (*startupPacket, error) {
 			if c.srv.cancel(pid, body[4:]) {
 				c.log.Debug("cancel request matched a session")
 			} else {
-				c.log.Warn("cancel request with an unknown key ignored")
+				c.freeLog().Warn("cancel request with an unknown key ignored")
 			}
 			return nil, nil
 		default:
@@ -472,6 +474,9 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	// of its chosen user name).
 	user, database = pgsql.TruncateIdent(user), pgsql.TruncateIdent(database)
 	c.log = c.log.With(zap.String(logKeyAnalyst, user), zap.String(logKeyDataset, database))
+	if c.free != nil {
+		c.free = c.free.With(zap.String(logKeyAnalyst, user), zap.String(logKeyDataset, database))
+	}
 
 	creds, known := c.srv.creds[user]
 	if err := c.authenticate(user, creds, known); err != nil {
@@ -524,8 +529,9 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	return c.be.Flush()
 }
 
-// freeLog is the logger of what the analyst does for free (free): rate
-// limited per analyst once the session is authenticated.
+// freeLog is the logger of what the client does for free (free): rate
+// limited per client network until the session is authenticated, then
+// per analyst.
 func (c *conn) freeLog() *zap.Logger {
 	if c.free != nil {
 		return c.free

@@ -26,6 +26,7 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Dataset is one dataset the proxy serves.
@@ -167,6 +168,17 @@ const (
 	// sessionStartLinesPerSecond a second (one session a second, opened
 	// and closed).
 	sessionStartLinesPerSecond = 2
+	// Before authentication a client network's connections write at most
+	// startLinesBurst Info and Warn lines at once (a refused start-up, a
+	// failed TLS handshake, a cancel request with an unknown key, a
+	// start-up ended to make room), then startLinesPerSecond a second, for
+	// at most maxStartNetworks networks at a time (their limiter forgets
+	// them all past it). One client had written 0.97 MB/s of "cancel
+	// request with an unknown key" lines and 1.15 MB/s of "connection
+	// refused" lines with connections that needed no password.
+	startLinesBurst     = 20
+	startLinesPerSecond = 2
+	maxStartNetworks    = 4096
 )
 
 // Server is the PostgreSQL wire-protocol server. Safe for concurrent use.
@@ -216,7 +228,10 @@ type Server struct {
 	// logLines (conn.sessLog; a connect loop of one analyst had written
 	// 0.49 MB/s of "session started" and "session ended" lines).
 	sessionLines *linerate.Limiter
-	conns        map[*conn]struct{}
+	// startLines bounds the Info and Warn lines of each client network's
+	// connections before authentication (conn.free until then).
+	startLines *linerate.Limiter
+	conns      map[*conn]struct{}
 	// starting holds the connections still in start-up (TLS, the
 	// start-up packet, authentication), at most MaxConnections; a new
 	// one past that ends the oldest (handle). Sessions are counted apart
@@ -298,6 +313,7 @@ func New(cfg Config) (*Server, error) {
 		ledgerShare:  ledgerShareOf(cfg.Releaser),
 		logLines:     linerate.New(sessionLinesPerSecond, sessionLinesBurst),
 		sessionLines: linerate.New(sessionStartLinesPerSecond, 2*cfg.MaxConnectionsPerAnalyst),
+		startLines:   linerate.NewBounded(startLinesPerSecond, startLinesBurst, maxStartNetworks),
 		tlsRate:      rateLimiters{max: maxTLSNetworks},
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
@@ -457,8 +473,9 @@ func transientAcceptError(err error) bool {
 // built reply), the panic is logged, and the process goes on.
 func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32) {
 	log := s.log.With(zap.Uint32(logKeyConnID, id), zap.String(logKeyRemote, nc.RemoteAddr().String()))
-	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log, startLog: log}
-	c.from = remoteHost(nc.RemoteAddr())
+	from := remoteHost(nc.RemoteAddr())
+	start := log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return s.startLines.Core(core, from) }))
+	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log, free: start, startLog: start, from: from}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.addStarting(c)

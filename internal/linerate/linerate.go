@@ -8,8 +8,9 @@
 //
 // A line that is not written is counted, and the owner's next line that
 // is written carries the count, so the log still says how many were left
-// out. The owners are the config's analysts (authenticated names): the map
-// stays bounded.
+// out. The owners are the config's analysts (authenticated names), where
+// the map stays bounded, or client networks before authentication
+// (NewBounded), where it is bounded by forgetting them all.
 package linerate
 
 import (
@@ -30,6 +31,9 @@ const NotLoggedKey = "lines_not_logged"
 type Limiter struct {
 	perSecond rate.Limit
 	burst     int
+	// maxOwners, when > 0, bounds the owners kept: past it every owner
+	// is forgotten.
+	maxOwners int
 	mu        sync.Mutex
 	owners    map[string]*owner
 }
@@ -45,11 +49,23 @@ func New(perSecond float64, burst int) *Limiter {
 	return &Limiter{perSecond: rate.Limit(perSecond), burst: max(burst, 1), owners: map[string]*owner{}}
 }
 
+// NewBounded is New for owners that are not the config's analysts (a
+// client network): past maxOwners of them every owner is forgotten, so
+// the limiter's memory stays bounded whoever connects.
+func NewBounded(perSecond float64, burst, maxOwners int) *Limiter {
+	l := New(perSecond, burst)
+	l.maxOwners = maxOwners
+	return l
+}
+
 func (l *Limiter) owner(name string) *owner {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	o, ok := l.owners[name]
 	if !ok {
+		if l.maxOwners > 0 && len(l.owners) >= l.maxOwners {
+			clear(l.owners)
+		}
 		o = &owner{lim: rate.NewLimiter(l.perSecond, l.burst)}
 		l.owners[name] = o
 	}

@@ -66,3 +66,29 @@ func TestCore(t *testing.T) {
 		t.Errorf("the count was reported twice: %s", lines[3])
 	}
 }
+
+// TestNewBounded: a limiter of client networks keeps at most maxOwners of
+// them; the next one makes it forget them all (so a network past its
+// burst starts afresh, which bounds the lines by the networks a flood
+// comes from rather than the limiter's memory by them).
+func TestNewBounded(t *testing.T) {
+	l := NewBounded(1e-9, 1, 3)
+	if !l.Allow("10.0.0.1") || l.Allow("10.0.0.1") {
+		t.Fatal("the first network's burst of 1 not kept")
+	}
+	l.Allow("10.0.0.2")
+	l.Allow("10.0.0.3")
+	if l.Allow("10.0.0.1") {
+		t.Fatal("a network forgotten before the limiter held more than maxOwners")
+	}
+	if n := len(l.owners); n != 3 {
+		t.Fatalf("%d owners kept, want 3", n)
+	}
+	l.Allow("10.0.0.4")
+	if n := len(l.owners); n != 1 {
+		t.Fatalf("%d owners kept after the fourth, want 1", n)
+	}
+	if !l.Allow("10.0.0.1") {
+		t.Fatal("a forgotten network did not start afresh")
+	}
+}
