@@ -29,14 +29,33 @@ import (
 //   - the composed curve of a whole state (so evaluating one state twice,
 //     e.g. for Reserve and then for a status, composes once).
 //
-// Bounded by the total number of grid points held (least recently used
-// first out). Safe for concurrent use. Each Ledger has its own.
+// Bounded by the total number of grid points held. The memo is shared by
+// a ledger's analysts, each entry counted to the one whose charge put it
+// there (For); past the bound the least recently used entry of whoever
+// holds the most points goes first, so one analyst's charges cannot push
+// another's out (attack round 109: 480 charges of one analyst at 40
+// distinct ε had made another's next charge 84 ms instead of 12–23). An
+// entry one analyst uses that another put there stays the other's. Safe
+// for concurrent use. Each Ledger has its own.
 type PLDMemo struct {
+	s     *pldStore
+	owner string
+}
+
+type pldStore struct {
 	mu        sync.Mutex
 	maxPoints int
 	points    int
-	order     *list.List // front: most recently used; values *pldMemoEntry
 	entries   map[pldMemoKey]*list.Element
+	owners    map[string]*pldOwner
+}
+
+// pldOwner is one analyst's entries, most recently used at the front of
+// order (values *pldMemoEntry), and the points they hold.
+type pldOwner struct {
+	name   string
+	order  *list.List
+	points int
 }
 
 // pldMemoKey names one memoised value: kind "sq" (n = the exponent b),
@@ -55,6 +74,7 @@ type pldMemoEntry struct {
 	pmf    pmf
 	curve  pldCurve
 	points int
+	owner  *pldOwner
 }
 
 // DefaultPLDMemoPoints bounds a ledger's memo: 2²¹ float64 grid points
@@ -64,21 +84,32 @@ const DefaultPLDMemoPoints = 1 << 21
 // NewPLDMemo returns an empty memo holding at most maxPoints grid points
 // ([DefaultPLDMemoPoints] for a ledger).
 func NewPLDMemo(maxPoints int) *PLDMemo {
-	return &PLDMemo{maxPoints: maxPoints, order: list.New(), entries: map[pldMemoKey]*list.Element{}}
+	return &PLDMemo{s: &pldStore{maxPoints: maxPoints, entries: map[pldMemoKey]*list.Element{}, owners: map[string]*pldOwner{}}}
+}
+
+// For is m seen by owner (an analyst): the same entries, with those it
+// puts counted to owner. A nil memo stays nil.
+func (m *PLDMemo) For(owner string) *PLDMemo {
+	if m == nil {
+		return nil
+	}
+	return &PLDMemo{s: m.s, owner: owner}
 }
 
 func (m *PLDMemo) get(k pldMemoKey) (*pldMemoEntry, bool) {
 	if m == nil {
 		return nil, false
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	el, ok := m.entries[k]
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.entries[k]
 	if !ok {
 		return nil, false
 	}
-	m.order.MoveToFront(el)
-	return el.Value.(*pldMemoEntry), true
+	e := el.Value.(*pldMemoEntry)
+	e.owner.order.MoveToFront(el)
+	return e, true
 }
 
 func (m *PLDMemo) getPMF(k pldMemoKey) (pmf, bool) {
@@ -104,21 +135,39 @@ func (m *PLDMemo) putCurve(state string, c pldCurve) {
 }
 
 func (m *PLDMemo) put(e *pldMemoEntry) {
-	if m == nil || e.points > m.maxPoints/4 {
+	if m == nil || e.points > m.s.maxPoints/4 {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if _, ok := m.entries[e.key]; ok {
+	s := m.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.entries[e.key]; ok {
 		return
 	}
-	m.entries[e.key] = m.order.PushFront(e)
-	m.points += e.points
-	for m.points > m.maxPoints {
-		el := m.order.Back()
+	o := s.owners[m.owner]
+	if o == nil {
+		o = &pldOwner{name: m.owner, order: list.New()}
+		s.owners[m.owner] = o
+	}
+	e.owner = o
+	s.entries[e.key] = o.order.PushFront(e)
+	o.points += e.points
+	s.points += e.points
+	for s.points > s.maxPoints {
+		var top *pldOwner
+		for _, c := range s.owners {
+			if top == nil || c.points > top.points {
+				top = c
+			}
+		}
+		el := top.order.Back()
 		old := el.Value.(*pldMemoEntry)
-		m.order.Remove(el)
-		delete(m.entries, old.key)
-		m.points -= old.points
+		top.order.Remove(el)
+		delete(s.entries, old.key)
+		top.points -= old.points
+		s.points -= old.points
+		if top.order.Len() == 0 {
+			delete(s.owners, top.name)
+		}
 	}
 }

@@ -63,10 +63,10 @@ func TestPLDMemo_SameFigures(t *testing.T) {
 					t.Fatalf("after %d charges: second evaluation %+v, first %+v", i+1, again, got)
 				}
 			}
-			if memo.points > memo.maxPoints || len(memo.entries) != memo.order.Len() {
-				t.Fatalf("memo holds %d points (bound %d), %d entries, %d in order", memo.points, memo.maxPoints, len(memo.entries), memo.order.Len())
+			if st := memo.s; st.points > st.maxPoints || len(st.entries) != st.listed() {
+				t.Fatalf("memo holds %d points (bound %d), %d entries, %d in order", st.points, st.maxPoints, len(st.entries), st.listed())
 			}
-			if tc.name == "evicting" && len(memo.entries) == 0 {
+			if tc.name == "evicting" && len(memo.s.entries) == 0 {
 				t.Fatal("nothing memoised")
 			}
 		})
@@ -122,10 +122,10 @@ func TestPLDMemo_CurveKeyedOnCanonicalState(t *testing.T) {
 		t.Fatal(err)
 	}
 	curves := func() int {
-		memo.mu.Lock()
-		defer memo.mu.Unlock()
+		memo.s.mu.Lock()
+		defer memo.s.mu.Unlock()
 		n := 0
-		for k := range memo.entries {
+		for k := range memo.s.entries {
 			if k.kind == "curve" {
 				n++
 			}
@@ -155,5 +155,85 @@ func TestPLDMemo_CurveKeyedOnCanonicalState(t *testing.T) {
 	}
 	if after := curves(); after != before {
 		t.Errorf("the normalised state built a curve of its own (%d curves memoised, %d before)", after, before)
+	}
+}
+
+// listed counts the entries in the owners' lists.
+func (s *pldStore) listed() int {
+	n := 0
+	for _, o := range s.owners {
+		n += o.order.Len()
+	}
+	return n
+}
+
+// TestAttack109_PLDMemoSharedLRU: the memo is every analyst's of a
+// ledger; bob's charges at many distinct ε had pushed alice's entries out
+// (a plain least-recently-used bound), so her next charge composed her
+// whole history again: 84 ms against 12–23 ms warm (attack round 109, with
+// the default bound). Now the entries evicted past the bound are those of
+// whoever holds the most: alice's next charge finds all of hers, and
+// computes what it computed warm.
+func TestAttack109_PLDMemoSharedLRU(t *testing.T) {
+	memo := NewPLDMemo(1 << 19)
+	state := func(m *PLDMemo, count int, eps float64) {
+		t.Helper()
+		meth, err := MethodWithMemo(policy.AccountantPLD, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events := make([]Event, count)
+		for i := range events {
+			events[i] = laplace(eps)
+		}
+		st, err := meth.Compose(nil, events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := Evaluate(meth, st, Spent{Epsilon: math.Inf(1), Delta: 1e-6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alice, bob := memo.For("alice"), memo.For("bob")
+	state(alice, 300, 0.1)
+	aliceKeys := map[pldMemoKey]bool{}
+	for k := range memo.s.entries {
+		aliceKeys[k] = true // the memo holds only alice's so far
+	}
+	if len(aliceKeys) == 0 || memo.s.points > memo.s.maxPoints/2 {
+		t.Fatalf("alice's history: %d entries, %d points of %d; the test needs some, under half", len(aliceKeys), memo.s.points, memo.s.maxPoints)
+	}
+	evictions := 0
+	for i := range 60 {
+		before := len(memo.s.entries)
+		state(bob, 40, 0.05+float64(i)*0.001)
+		if len(memo.s.entries) < before {
+			evictions++
+		}
+	}
+	if memo.s.points > memo.s.maxPoints {
+		t.Fatalf("memo holds %d points past its bound %d", memo.s.points, memo.s.maxPoints)
+	}
+	points := func(owner string) int {
+		if o := memo.s.owners[owner]; o != nil {
+			return o.points
+		}
+		return 0
+	}
+	if evictions == 0 {
+		t.Fatalf("bob's charges never filled the memo (%d points of %d): the test proves nothing", memo.s.points, memo.s.maxPoints)
+	}
+	lost := 0
+	for k := range aliceKeys {
+		if _, ok := memo.s.entries[k]; !ok {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("bob's charges evicted %d of alice's %d entries (memo %d points; alice %d, bob %d)",
+			lost, len(aliceKeys), memo.s.points, points("alice"), points("bob"))
+	}
+	if memo.s.listed() != len(memo.s.entries) {
+		t.Fatalf("%d entries listed, %d kept", memo.s.listed(), len(memo.s.entries))
 	}
 }

@@ -171,7 +171,7 @@ func (l *Ledger) Reserve(ctx context.Context, c accountant.Charge) (*accountant.
 	if err := checkCharge(c); err != nil {
 		return nil, err
 	}
-	m, err := accountant.MethodWithMemo(c.Policy.Budget.Accountant, l.pld)
+	m, err := accountant.MethodWithMemo(c.Policy.Budget.Accountant, l.pld.For(c.Analyst))
 	if err != nil {
 		return nil, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}
@@ -827,7 +827,7 @@ func (l *Ledger) Status(ctx context.Context, analyst string, ds *policy.Dataset)
 	if ds == nil {
 		return accountant.Status{}, pgerr.New(pgerr.InternalError, "budget status without a policy")
 	}
-	m, err := accountant.MethodWithMemo(rowMethodName(ds.Budget.Accountant, analyst), l.pld)
+	m, err := accountant.MethodWithMemo(rowMethodName(ds.Budget.Accountant, analyst), l.pld.For(analyst))
 	if err != nil {
 		return accountant.Status{}, pgerr.New(pgerr.InternalError, "the dataset's policy names an unknown accountant").Wrap(err)
 	}
