@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
@@ -34,7 +35,9 @@ import (
 // statements, catalog statements on a shadow cluster on the same host)
 // is not seen: SECURITY.md, gap 8.
 
-// Defaults of the admission limits.
+// Defaults of the admission limits: an analyst's share is
+// config.DefaultDPConcurrencyPerAnalyst of the dataset's slots, at most
+// defaultDPConcurrencyPerAnalyst.
 const (
 	defaultDPConcurrencyPerAnalyst = 2
 	defaultDPQueueTimeout          = 30 * time.Second
@@ -77,7 +80,7 @@ func newAdmission(limit, perAnalyst int, timeout time.Duration) *admission {
 		limit = 1
 	}
 	if perAnalyst < 1 || perAnalyst > limit {
-		perAnalyst = min(defaultDPConcurrencyPerAnalyst, limit)
+		perAnalyst = config.DefaultDPConcurrencyPerAnalyst(limit)
 	}
 	if timeout <= 0 {
 		timeout = defaultDPQueueTimeout

@@ -384,7 +384,7 @@ func Parse(data []byte, name string) (*Config, error) {
 		c.DPConcurrency = c.UpstreamMaxConnections
 	}
 	if c.DPConcurrencyPerAnalyst == 0 {
-		c.DPConcurrencyPerAnalyst = min(2, c.DPConcurrency)
+		c.DPConcurrencyPerAnalyst = DefaultDPConcurrencyPerAnalyst(c.DPConcurrency)
 	}
 	if c.DPQueueTimeout.Duration == 0 {
 		c.DPQueueTimeout.Duration = 30 * time.Second
@@ -547,4 +547,15 @@ func (a Analyst) MayQuery(dataset string) bool {
 		}
 	}
 	return false
+}
+
+// DefaultDPConcurrencyPerAnalyst is dp_concurrency_per_analyst's default
+// for a dataset of slots DP slots: 2, but never more than half the slots
+// (at least one), so that one analyst's statements leave a slot to the
+// others (attack round 110: with upstream_max_connections 2 the default
+// had been both slots, and another analyst's query waited
+// dp_queue_timeout behind one analyst's two long statements and was
+// refused). With a single slot there is nothing to share.
+func DefaultDPConcurrencyPerAnalyst(slots int) int {
+	return max(1, min(2, slots/2))
 }
