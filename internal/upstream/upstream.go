@@ -4,7 +4,8 @@
 // Each query runs in its own READ ONLY transaction with SET LOCAL
 // statement_timeout and partitionwise aggregation and joins on (harmless on
 // unpartitioned tables; on a table hash-partitioned by its unit column the
-// per-unit aggregate of a DP query then runs per partition), through the
+// per-unit aggregate of a DP query then runs per partition) and hash
+// aggregation off (noHashAggSQL), through the
 // simple query protocol, so every value comes
 // back as PostgreSQL's text (NULL as nil). Only SQL from rewrite's emitter may
 // be passed here (SECURITY.md G1, analyst text never reaches the data); this package
@@ -27,6 +28,23 @@ import (
 // partitionwiseSQL turns on, for one transaction, the planner's
 // partitionwise aggregation and joins.
 const partitionwiseSQL = "SET LOCAL enable_partitionwise_aggregate = on; SET LOCAL enable_partitionwise_join = on"
+
+// noHashAggSQL turns off, for one transaction, the planner's hash
+// aggregation (attack round 108): its hash table is keyed by the data's
+// values, and its work is decided by their hashes. PostgreSQL hashes a
+// group as murmurhash32 of its columns' hashes combined by rotation and
+// XOR, each column's hash a public function without a secret, so one
+// person's rows can carry key values whose groups all share one 32-bit
+// hash (a birthday search over two int columns; one bigint column, whose
+// hashint8 folds its halves together), and every insertion into the
+// table then walks all of them: one patient's 20,000 visits with
+// colliding (age, length_of_stay) made a GROUP BY of the two private keys
+// run 5.4 s against 0.36 s (rewrite TestAttack108_CollidingGroupKeysTime).
+// A sorted aggregate's work does not depend on the hashes. Hash joins
+// stay: a bucket's rows are compared only by the rows that probe it. On
+// Citus a SET LOCAL reaches the workers only with
+// citus.propagate_set_commands = local (SECURITY.md G5, "What remains").
+const noHashAggSQL = "SET LOCAL enable_hashagg = off"
 
 // outputSettings are set on every upstream connection at start-up.
 var outputSettings = map[string]string{"DateStyle": "ISO, MDY", "IntervalStyle": "postgres", "extra_float_digits": "1"}
@@ -169,7 +187,7 @@ func (p *Pool) runOn(ctx context.Context, conn *pgxpool.Conn, sql string, args [
 	// (off by default in PostgreSQL), so that on a table partitioned by its
 	// unit the per-unit aggregate and the unit joins finish inside each
 	// partition; on other tables the planner has nothing to do with them.
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d; %s", p.timeout.Milliseconds(), partitionwiseSQL)); err != nil {
+	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d; %s; %s", p.timeout.Milliseconds(), partitionwiseSQL, noHashAggSQL)); err != nil {
 		return fmt.Errorf("upstream transaction settings: %w", err)
 	}
 	mode := pgx.QueryExecModeSimpleProtocol

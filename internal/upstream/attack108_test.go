@@ -1,0 +1,46 @@
+package upstream
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/dpproxy/dpproxy/internal/pgtest"
+)
+
+// TestAttack108_NoHashAggregation: every query's transaction plans without
+// hash aggregation (noHashAggSQL; rewrite TestAttack108_CollidingGroupKeysTime
+// measures why), and the setting ends with the transaction.
+func TestAttack108_NoHashAggregation(t *testing.T) {
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	if err := pgtest.Exec(ctx, dsn,
+		"CREATE TABLE g (u bigint, a int, l int)",
+		"INSERT INTO g SELECT i % 500, i % 7, i % 11 FROM generate_series(1, 20000) i",
+		"ANALYZE g",
+	); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(ctx, Config{DSN: dsn, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	rows, err := p.Query(ctx, "SELECT current_setting('enable_hashagg')")
+	if err != nil || len(rows) != 1 || *rows[0][0] != "off" {
+		t.Fatalf("enable_hashagg in the query's transaction = %v, %v; want off", rows, err)
+	}
+	plan, err := p.Query(ctx, "EXPLAIN (COSTS OFF) SELECT u, a, l, count(*) FROM g GROUP BY u, a, l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range plan {
+		if r[0] != nil && (strings.Contains(*r[0], "HashAggregate") || strings.Contains(*r[0], "MixedAggregate")) {
+			t.Fatalf("a per-unit GROUP BY is planned with a hash table keyed by the data: %s", *r[0])
+		}
+	}
+	var after string
+	if err := p.pool.QueryRow(ctx, "SHOW enable_hashagg").Scan(&after); err != nil || after != "on" {
+		t.Errorf("enable_hashagg after the transaction = %q, %v; want on (SET LOCAL)", after, err)
+	}
+}
