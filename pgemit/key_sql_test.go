@@ -34,7 +34,7 @@ func TestKeyValueSQL(t *testing.T) {
 		{dpplan.Key{Column: "ci", Type: policy.TypeText}, `lower("ci" COLLATE "default")`},
 		// A private key's value is bounded in length.
 		{dpplan.Key{Column: "s", Type: policy.TypeText, Private: true}, `CASE WHEN octet_length("s") <= 1024 THEN "s" END`},
-		{dpplan.Key{Column: "n", Type: policy.TypeNumeric, Private: true}, `CASE WHEN octet_length(trim_scale("n")::text) <= 1024 THEN trim_scale("n") END`},
+		{dpplan.Key{Column: "n", Type: policy.TypeNumeric, Private: true}, `CASE WHEN (NOT (trim_scale("n") BETWEEN -1e1025 AND 1e1025 OR trim_scale("n") = trim_scale("n") * 0.5) OR scale(trim_scale("n")) > 1024) THEN NULL WHEN octet_length(trim_scale("n")::text) <= 1024 THEN trim_scale("n") END`},
 		{dpplan.Key{Column: "i", Type: policy.TypeInt, Private: true}, `"i"`},
 		{dpplan.Key{Column: "n", Type: policy.TypeNumeric, Func: "width_bucket", Args: []string{"0", "10", "5"}}, `width_bucket(NULLIF("n"::numeric, 'NaN'), (0)::numeric, (10)::numeric, 5)`},
 	} {
