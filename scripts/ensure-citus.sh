@@ -88,7 +88,13 @@ trap 'rm -rf "$build"' EXIT
 echo "ensure-citus: building Citus $CITUS_VERSION from $tarball in $build" >&2
 tar xzf "$tarball" -C "$build"
 src=$build/citus-$CITUS_VERSION
-if [[ -f $patchfile ]]; then
+# The patch removes Citus's own copy of have_createdb_privilege(), which
+# PostgreSQL 15.20's headers declare too (15.18's do not): apply it only
+# where the installed headers declare the function, so that the build works
+# with the minor release a machine has as well as with the current one.
+incdir=$("$PG_CONFIG" --includedir-server)
+if [[ -f $patchfile ]] && grep -rqs --include='*.h' 'have_createdb_privilege' "$incdir"; then
+	echo "ensure-citus: $incdir declares have_createdb_privilege(); applying $(basename "$patchfile")" >&2
 	(cd "$src" && patch -p1 <"$patchfile" >&2)
 fi
 (
