@@ -80,7 +80,7 @@ citus:
 	@CITUS_VENDOR=$(CITUS_VENDOR) scripts/ensure-citus.sh
 
 test-citus: deps citus
-	DPPROXY_CITUS=1 $(GO) test -count=1 -timeout $(CITUS_TIMEOUT) -run '^(TestEmittedSQL_Citus|TestCheckPushDown|TestDoctor_Citus.*)$$' ./rewrite ./internal/doctor ./internal/citus
+	DPPROXY_CITUS=1 $(GO) test -count=1 -timeout $(CITUS_TIMEOUT) -run '^(TestEmittedSQL_Citus|TestCheckPushDown|TestDoctor_Citus.*|TestCitus_SettingsReachWorkers)$$' ./rewrite ./internal/doctor ./internal/citus ./internal/upstream
 	DPPROXY_CITUS=1 $(GO) test -count=1 -timeout $(CITUS_TIMEOUT) -run '$(CITUS_TESTS)' ./integration
 
 # The stat-tagged statistical sweeps of noise/ (many seeds and scales, fixed

@@ -5,9 +5,9 @@
 // statement_timeout and partitionwise aggregation and joins on (harmless on
 // unpartitioned tables; on a table hash-partitioned by its unit column the
 // per-unit aggregate of a DP query then runs per partition) and hash
-// aggregation off (noHashAggSQL), through the
-// simple query protocol, so every value comes
-// back as PostgreSQL's text (NULL as nil). Only SQL from rewrite's emitter may
+// aggregation off (noHashAggSQL), all sent on to Citus workers
+// (citusLocalSQL), through the simple query protocol, so every value
+// comes back as PostgreSQL's text (NULL as nil). Only SQL from rewrite's emitter may
 // be passed here (SECURITY.md G1, analyst text never reaches the data); this package
 // neither inspects nor logs it.
 package upstream
@@ -41,10 +41,15 @@ const partitionwiseSQL = "SET LOCAL enable_partitionwise_aggregate = on; SET LOC
 // colliding (age, length_of_stay) made a GROUP BY of the two private keys
 // run 5.4 s against 0.36 s (rewrite TestAttack108_CollidingGroupKeysTime).
 // A sorted aggregate's work does not depend on the hashes. Hash joins
-// stay: a bucket's rows are compared only by the rows that probe it. On
-// Citus a SET LOCAL reaches the workers only with
-// citus.propagate_set_commands = local (SECURITY.md G5, "What remains").
+// stay: a bucket's rows are compared only by the rows that probe it.
 const noHashAggSQL = "SET LOCAL enable_hashagg = off"
+
+// citusLocalSQL makes Citus send the transaction's SET LOCAL commands that
+// follow it to the workers, where a distributed table's per-unit stage
+// runs (its default, none, would leave their hash aggregation on and
+// their statement_timeout unset). On PostgreSQL without Citus it sets a
+// placeholder that nothing reads.
+const citusLocalSQL = "SET LOCAL citus.propagate_set_commands = 'local'"
 
 // outputSettings are set on every upstream connection at start-up.
 var outputSettings = map[string]string{"DateStyle": "ISO, MDY", "IntervalStyle": "postgres", "extra_float_digits": "1"}
@@ -187,7 +192,7 @@ func (p *Pool) runOn(ctx context.Context, conn *pgxpool.Conn, sql string, args [
 	// (off by default in PostgreSQL), so that on a table partitioned by its
 	// unit the per-unit aggregate and the unit joins finish inside each
 	// partition; on other tables the planner has nothing to do with them.
-	if _, err := tx.Exec(ctx, fmt.Sprintf("SET LOCAL statement_timeout = %d; %s; %s", p.timeout.Milliseconds(), partitionwiseSQL, noHashAggSQL)); err != nil {
+	if _, err := tx.Exec(ctx, fmt.Sprintf("%s; SET LOCAL statement_timeout = %d; %s; %s", citusLocalSQL, p.timeout.Milliseconds(), partitionwiseSQL, noHashAggSQL)); err != nil {
 		return fmt.Errorf("upstream transaction settings: %w", err)
 	}
 	mode := pgx.QueryExecModeSimpleProtocol
