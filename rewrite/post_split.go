@@ -169,7 +169,7 @@ func (s *splitter) query(lo, hi int) error {
 		return s.refuse(lo, "a query that reads a protected table cannot also read a subquery over protected tables").
 			WithHint("to filter by another protected table's columns, join it on the unit column instead (SELECT COUNT(*) FROM %s JOIN other_table USING (%s) WHERE other_table.column = …); otherwise: %s",
 				read.Name, read.UnitColumn, postHint)
-	case window:
+	case window, funcOverAggregate(s.toks, s.match, lo, hi):
 		return s.splitAggregates(lo, hi)
 	}
 	s.addLeaf(lo, hi)

@@ -1,0 +1,29 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRound111_PandasRoundOverAggregate: a new analyst's pandas
+// `pd.read_sql("SELECT department, ROUND(AVG(cost), 2) … GROUP BY
+// department", engine)` was refused with 0A000 ("function round is not
+// supported in DP queries", with a hint that did not say how to round),
+// though the same ROUND over a window function was answered. Scalar
+// functions over aggregates are now post-processing of the released
+// values (one charge per statement): ROUND gives two decimals, sqrt and
+// floor are answered, and ROUND of a raw column is still refused.
+func TestRound111_PandasRoundOverAggregate(t *testing.T) {
+	requireDemo(t)
+	needPython(t, "python3-psycopg2 python3-sqlalchemy python3-pandas", "psycopg2", "sqlalchemy", "pandas")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := driverProxy(t, "prd")
+	url := strings.Replace(p.dsn("prd"), "postgres://", "postgresql+psycopg2://", 1)
+	out := runClient(t, ctx, nil, python3, "testdata/drivers/pandas_round.py", url)
+	wantLines(t, "pandas", out, "columns department,avg_cost", "rows 7", "two decimals True",
+		"in range True", "sqrt floor sd,k 1", "raw rounded refused 0A000")
+	wantCharges(t, ctx, "prd", 2)
+}

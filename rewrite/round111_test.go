@@ -1,0 +1,58 @@
+package rewrite
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestRound111_ScalarFunctionOverAggregate: a new pandas user's
+// `SELECT department, ROUND(AVG(cost), 2) FROM visits GROUP BY department`
+// was refused with 0A000 "function round is not supported in DP queries"
+// and a hint that did not say how to round, while the same ROUND over a
+// window function was answered. A scalar function over an aggregate is
+// post-processing of the released value: the statement is split into the
+// DP aggregate (a leaf the ordinary planner plans) and an outer SELECT
+// computing the function over the leaf's column.
+func TestRound111_ScalarFunctionOverAggregate(t *testing.T) {
+	ds := loadHospital(t)
+	for _, tt := range []struct{ sql, outer string }{
+		{`SELECT department, ROUND(AVG(cost), 2) AS a FROM visits GROUP BY department`, `ROUND( "AVG(cost)" , 2)`},
+		{`SELECT ROUND(AVG(cost)) FROM visits`, `ROUND( "AVG(cost)" )`},
+		{`SELECT sqrt(VAR_POP(age)) AS sd, COUNT(*) FROM visits WHERE age > 10`, `sqrt( "VAR_POP(age)" )`},
+		{`SELECT department, floor(SUM(cost) / COUNT(*)) FROM visits GROUP BY 1 ORDER BY 2 DESC LIMIT 3`, `LIMIT 3`},
+		{`SELECT p.sex, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY v.cost)) FROM visits v JOIN patients p USING (patient_id) GROUP BY p.sex`, `round(`},
+	} {
+		if !HasPostSyntax(tt.sql) {
+			t.Errorf("HasPostSyntax(%q) = false", tt.sql)
+			continue
+		}
+		q, err := Post(ds, tt.sql)
+		if err != nil {
+			t.Errorf("Post(%q) = %v", tt.sql, err)
+			continue
+		}
+		if len(q.Leaves) != 1 {
+			t.Errorf("Post(%q): %d leaves %q, want 1", tt.sql, len(q.Leaves), q.Leaves)
+			continue
+		}
+		if _, err := Rewrite(ds, q.Leaves[0]); err != nil {
+			t.Errorf("leaf %q of %q: %v", q.Leaves[0], tt.sql, err)
+		}
+		if !strings.Contains(q.Outer(), tt.outer) {
+			t.Errorf("outer %q of %q lacks %q", q.Outer(), tt.sql, tt.outer)
+		}
+	}
+	// Functions the planner computes itself, and functions inside an
+	// aggregate's arguments, stay with the ordinary planner.
+	for _, sql := range []string{
+		`SELECT COALESCE(AVG(cost), 0) FROM visits`,
+		`SELECT SUM(GREATEST(cost, 0)) FROM visits`,
+		`SELECT AVG(ABS(cost - 100)) FROM visits`,
+		`SELECT date_trunc('month', visit_date), COUNT(*) FROM visits GROUP BY 1`,
+		`SELECT CAST(AVG(cost) AS numeric(10,2)) FROM visits`,
+	} {
+		if HasPostSyntax(sql) {
+			t.Errorf("HasPostSyntax(%q) = true, want the ordinary planner", sql)
+		}
+	}
+}
