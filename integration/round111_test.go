@@ -13,8 +13,8 @@ import (
 // supported in DP queries", with a hint that did not say how to round),
 // though the same ROUND over a window function was answered. Scalar
 // functions over aggregates are now post-processing of the released
-// values (one charge per statement): ROUND gives two decimals, sqrt and
-// floor are answered, and ROUND of a raw column is still refused.
+// values (one charge per statement): ROUND gives two decimals, sqrt, floor
+// and AVG(cost)::int (an int column in the DataFrame) are answered, and ROUND of a raw column is still refused.
 func TestRound111_PandasRoundOverAggregate(t *testing.T) {
 	requireDemo(t)
 	needPython(t, "python3-psycopg2 python3-sqlalchemy python3-pandas", "psycopg2", "sqlalchemy", "pandas")
@@ -24,6 +24,8 @@ func TestRound111_PandasRoundOverAggregate(t *testing.T) {
 	url := strings.Replace(p.dsn("prd"), "postgres://", "postgresql+psycopg2://", 1)
 	out := runClient(t, ctx, nil, python3, "testdata/drivers/pandas_round.py", url)
 	wantLines(t, "pandas", out, "columns department,avg_cost", "rows 7", "two decimals True",
-		"in range True", "sqrt floor sd,k 1", "raw rounded refused 0A000")
+		"in range True", "sqrt floor sd,k 1", "int cast int64 7", "raw rounded refused 0A000")
+	// The ::int statement's leaf is the ROUND statement's (department,
+	// AVG(cost)): its answer comes from the cache, uncharged.
 	wantCharges(t, ctx, "prd", 2)
 }

@@ -180,7 +180,8 @@ var postScalarFuncs = map[string]bool{
 // funcOverAggregate reports whether toks[lo:hi] calls one of
 // postScalarFuncs, outside any aggregate's arguments, with an aggregate
 // call among its arguments, e.g. round(AVG(cost), 2), floor(SUM(x)),
-// sqrt(VAR_POP(age)). Such a select item is post-processing of the
+// sqrt(VAR_POP(age)), or casts an aggregate to an integer type
+// (AVG(cost)::int, CAST(AVG(cost) AS integer)). Such a select item is post-processing of the
 // aggregate's released value, split as window functions over aggregates
 // are (round 111: a new pandas user's round(AVG(cost), 2) was refused
 // with 0A000 while the same round over a window function was answered).
@@ -192,18 +193,46 @@ func funcOverAggregate(toks []pgsql.Token, match []int, lo, hi int) bool {
 		}
 		if aggregateWords[t.Val] {
 			k = match[k+1] // an aggregate's arguments are the planner's
-			continue
-		}
-		if !postScalarFuncs[t.Val] {
-			continue
-		}
-		for j := k + 2; j+1 < match[k+1]; j++ {
-			if toks[j].Kind == pgsql.TokIdent && !toks[j].Quoted && aggregateWords[toks[j].Val] && toks[j+1].IsPunct("(") {
+			for k+2 < hi && (toks[k+1].Is("filter") && toks[k+2].IsPunct("(") ||
+				k+3 < hi && toks[k+1].Is("within") && toks[k+2].Is("group") && toks[k+3].IsPunct("(")) {
+				k = match[k+2+b2i(toks[k+1].Is("within"))]
+			}
+			// AVG(cost)::int: an integer cast of the released value (the
+			// planner keeps the casts to numeric and float types).
+			if k+2 < hi && toks[k+1].IsPunct("::") && toks[k+2].Kind == pgsql.TokIdent && intTypeNames[toks[k+2].Val] != "" {
 				return true
 			}
+			continue
+		}
+		if !postScalarFuncs[t.Val] && !t.Is("cast") {
+			continue
+		}
+		agg := false
+		for j := k + 2; j+1 < match[k+1]; j++ {
+			if toks[j].Kind == pgsql.TokIdent && !toks[j].Quoted && aggregateWords[toks[j].Val] && toks[j+1].IsPunct("(") {
+				agg = true
+				break
+			}
+		}
+		if !agg {
+			continue
+		}
+		if !t.Is("cast") {
+			return true
+		}
+		// CAST(AVG(cost) AS integer), as AVG(cost)::int above.
+		if end := match[k+1]; end >= 2 && toks[end-2].Is("as") && intTypeNames[toks[end-1].Val] != "" && !toks[end-1].Quoted {
+			return true
 		}
 	}
 	return false
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // maxPostRounds bounds the flattening rounds (each removes one

@@ -20,6 +20,9 @@ func TestRound111_ScalarFunctionOverAggregate(t *testing.T) {
 		{`SELECT ROUND(AVG(cost)) FROM visits`, `ROUND( "AVG(cost)" )`},
 		{`SELECT sqrt(VAR_POP(age)) AS sd, COUNT(*) FROM visits WHERE age > 10`, `sqrt( "VAR_POP(age)" )`},
 		{`SELECT department, floor(SUM(cost) / COUNT(*)) FROM visits GROUP BY 1 ORDER BY 2 DESC LIMIT 3`, `LIMIT 3`},
+		{`SELECT department, AVG(cost)::int AS a FROM visits GROUP BY department`, `"AVG(cost)" ::int`},
+		{`SELECT CAST(AVG(cost) AS integer) FROM visits`, `CAST( "AVG(cost)" AS integer)`},
+		{`SELECT SUM(cost) FILTER (WHERE age > 65)::bigint FROM visits`, `::bigint`},
 		{`SELECT p.sex, round(percentile_cont(0.5) WITHIN GROUP (ORDER BY v.cost)) FROM visits v JOIN patients p USING (patient_id) GROUP BY p.sex`, `round(`},
 	} {
 		if !HasPostSyntax(tt.sql) {
@@ -50,6 +53,8 @@ func TestRound111_ScalarFunctionOverAggregate(t *testing.T) {
 		`SELECT AVG(ABS(cost - 100)) FROM visits`,
 		`SELECT date_trunc('month', visit_date), COUNT(*) FROM visits GROUP BY 1`,
 		`SELECT CAST(AVG(cost) AS numeric(10,2)) FROM visits`,
+		`SELECT AVG(cost)::numeric(10,2), COUNT(*)::float8 FROM visits`,
+		`SELECT CAST(EXTRACT(YEAR FROM visit_date) AS integer), COUNT(*) FROM visits GROUP BY 1`,
 	} {
 		if HasPostSyntax(sql) {
 			t.Errorf("HasPostSyntax(%q) = true, want the ordinary planner", sql)

@@ -1,5 +1,5 @@
 # pandas over SQLAlchemy (psycopg2) against dpproxy (TestRound111_PandasRoundOverAggregate):
-# ROUND, sqrt and floor over DP aggregates, as a new analyst writes them,
+# ROUND, sqrt, floor and ::int over DP aggregates, as a new analyst writes them,
 # are answered (post-processing of the released values: one charge each),
 # and ROUND of a raw column is still refused. Prints one line per step.
 import sys
@@ -15,6 +15,8 @@ print("two decimals", bool(((r["avg_cost"] * 100).round(6) % 1 == 0).all()))
 print("in range", bool(r["avg_cost"].between(0, 20000).all()))
 s = pd.read_sql("SELECT sqrt(VAR_POP(age)) AS sd, floor(COUNT(*) / 1000) AS k FROM visits", engine)
 print("sqrt floor", ",".join(s.columns), len(s))
+i = pd.read_sql("SELECT department, AVG(cost)::int AS a FROM visits GROUP BY department", engine)
+print("int cast", str(i["a"].dtype), len(i))
 try:
     pd.read_sql("SELECT ROUND(age) FROM visits", engine)
     print("raw rounded answered")
