@@ -3,6 +3,8 @@ package rewrite
 import (
 	"strings"
 	"testing"
+
+	"github.com/dpproxy/dpproxy/internal/pgerr"
 )
 
 // TestRound111_ScalarFunctionOverAggregate: a new pandas user's
@@ -58,6 +60,28 @@ func TestRound111_ScalarFunctionOverAggregate(t *testing.T) {
 	} {
 		if HasPostSyntax(sql) {
 			t.Errorf("HasPostSyntax(%q) = true, want the ordinary planner", sql)
+		}
+	}
+}
+
+// TestRound111_DateFunctionInWhereHint: `WHERE EXTRACT(YEAR FROM
+// visit_date) = 2024`, a new analyst's year filter, was refused with the
+// generic WHERE hint; the hint now writes the range of the column itself.
+func TestRound111_DateFunctionInWhereHint(t *testing.T) {
+	ds := loadHospital(t)
+	for _, sql := range []string{
+		`SELECT COUNT(*) FROM visits WHERE EXTRACT(YEAR FROM visit_date) = 2024`,
+		`SELECT COUNT(*) FROM visits WHERE date_part('year', visit_date) = 2024`,
+		`SELECT COUNT(*) FROM visits WHERE date_trunc('year', visit_date) = '2024-01-01'`,
+	} {
+		_, err := Rewrite(ds, sql)
+		pe, ok := pgerr.As(err)
+		if !ok || pe.Code != pgerr.FeatureNotSupported {
+			t.Errorf("Rewrite(%q) = %v, want 0A000", sql, err)
+			continue
+		}
+		if !strings.Contains(pe.Hint, "visit_date >= '2024-01-01' AND visit_date < '2025-01-01'") {
+			t.Errorf("Rewrite(%q): hint %q does not write the date range", sql, pe.Hint)
 		}
 	}
 }
