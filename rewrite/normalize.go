@@ -133,6 +133,11 @@ func timestampZone(toks []pgsql.Token, k int, typ policy.Type) (policy.Type, int
 // col) (the TiDB parser reads YEAR, QUARTER and MONTH itself).
 var extractMarkerFields = map[string]bool{"epoch": true, "dow": true, "isodow": true, "doy": true, "week": true, "day": true}
 
+// inListHint is the hint of = ANY(array) and arrays: the drivers'
+// list parameters (psycopg2 adapts a Python list to ARRAY[…]; node-postgres
+// and pgx bind an array to = ANY($1)) are written as IN lists (round 111).
+const inListHint = "use IN (list of literals): department IN ('oncology', 'surgery'); psycopg2 expands a tuple (department IN %s with a tuple, not a list); node-postgres and pgx take one placeholder per value (department IN ($1, $2))"
+
 // refusedWords are refused wherever they appear as unquoted words, with
 // their SQLSTATE, message and hint.
 var refusedWords = map[string][3]string{
@@ -151,9 +156,9 @@ var refusedWords = map[string][3]string{
 	"escape":    {pgerr.SyntaxError, "ESCAPE must follow a LIKE or ILIKE pattern", "write col LIKE 'pattern' ESCAPE '!'"},
 	"symmetric": {pgerr.FeatureNotSupported, "BETWEEN SYMMETRIC is not supported", "write BETWEEN low AND high with low ≤ high"},
 	"similar":   {pgerr.FeatureNotSupported, "SIMILAR TO is not supported", "use LIKE"},
-	"any":       {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", "use IN (list of literals)"},
-	"some":      {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", "use IN (list of literals)"},
-	"array":     {pgerr.FeatureNotSupported, "arrays are not supported", "use IN (list of literals)"},
+	"any":       {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", inListHint},
+	"some":      {pgerr.FeatureNotSupported, "ANY/SOME/ALL comparisons are not supported", inListHint},
+	"array":     {pgerr.FeatureNotSupported, "arrays are not supported", inListHint},
 	"values":    {pgerr.FeatureNotSupported, "VALUES lists are not supported", "query protected tables (joined as the join hint says) with FROM"},
 	"interval":  {pgerr.FeatureNotSupported, "intervals are supported only added to or subtracted from a date or timestamp constant", "write the column on one side and the relative date on the other, e.g. visit_date >= current_date - interval '30 days' (folded at the statement's start)"},
 	"collate":   {pgerr.FeatureNotSupported, "COLLATE is not supported", "remove the COLLATE clause"},

@@ -85,3 +85,25 @@ func TestRound111_DateFunctionInWhereHint(t *testing.T) {
 		}
 	}
 }
+
+// TestRound111_AnyArrayHint: psycopg2 adapts a Python list to ARRAY[…],
+// and node-postgres users write = ANY($1); both were refused with "use
+// IN (list of literals)", which does not say how a driver writes an IN
+// list. The hint now does.
+func TestRound111_AnyArrayHint(t *testing.T) {
+	ds := loadHospital(t)
+	for _, sql := range []string{
+		`SELECT COUNT(*) FROM visits WHERE department = ANY(ARRAY['oncology','surgery'])`,
+		`SELECT COUNT(*) FROM visits WHERE department = ANY('{oncology,surgery}')`,
+	} {
+		_, err := Rewrite(ds, sql)
+		pe, ok := pgerr.As(err)
+		if !ok || pe.Code != pgerr.FeatureNotSupported {
+			t.Errorf("Rewrite(%q) = %v, want 0A000", sql, err)
+			continue
+		}
+		if !strings.Contains(pe.Hint, "psycopg2 expands a tuple") || !strings.Contains(pe.Hint, "IN ($1, $2)") {
+			t.Errorf("Rewrite(%q): hint %q does not say how drivers write an IN list", sql, pe.Hint)
+		}
+	}
+}
