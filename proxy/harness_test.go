@@ -14,6 +14,7 @@ import (
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/internal/config"
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/dpproxy/dpproxy/release"
 	"github.com/dpproxy/dpproxy/rewrite"
@@ -50,11 +51,15 @@ type fakeReleaser struct {
 	// whether its context had ended (ctxEnded).
 	gate     chan struct{}
 	ctxEnded []bool
+	// sorted records, for each Run, whether its context asked the data
+	// server for sorted aggregation (upstream.SortedAggregation).
+	sorted []bool
 }
 
 func (f *fakeReleaser) Run(ctx context.Context, req release.Request) (*release.Result, error) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, req)
+	f.sorted = append(f.sorted, upstream.SortedAggregation(ctx))
 	err, wait, started, panics, gate := f.err, f.wait, f.started, f.panics, f.gate
 	f.mu.Unlock()
 	if gate != nil {

@@ -198,7 +198,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 				batch[i].Contended = contended
 			}
 			var err error
-			results, err = c.srv.cfg.Releaser.RunBatch(rctx, batch)
+			results, err = c.srv.cfg.Releaser.RunBatch(upstreamCtx(rctx, batch...), batch)
 			ready := time.Now()
 			for _, r := range results {
 				if r != nil && !r.ReadyAt.IsZero() {

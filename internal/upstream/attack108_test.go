@@ -8,9 +8,11 @@ import (
 	"github.com/dpproxy/dpproxy/internal/pgtest"
 )
 
-// TestAttack108_NoHashAggregation: every query's transaction plans without
-// hash aggregation (noHashAggSQL; rewrite TestAttack108_CollidingGroupKeysTime
-// measures why), and the setting ends with the transaction.
+// TestAttack108_NoHashAggregation: a query whose context asks for it
+// (WithSortedAggregation: a plan with a private key) plans without hash
+// aggregation (noHashAggSQL; rewrite TestAttack108_CollidingGroupKeysTime
+// measures why), others with it, and the setting ends with the
+// transaction.
 func TestAttack108_NoHashAggregation(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
@@ -26,11 +28,24 @@ func TestAttack108_NoHashAggregation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	rows, err := p.Query(ctx, "SELECT current_setting('enable_hashagg')")
-	if err != nil || len(rows) != 1 || *rows[0][0] != "off" {
-		t.Fatalf("enable_hashagg in the query's transaction = %v, %v; want off", rows, err)
+	setting := func(ctx context.Context) string {
+		t.Helper()
+		rows, err := p.Query(ctx, "SELECT current_setting('enable_hashagg')")
+		if err != nil || len(rows) != 1 || rows[0][0] == nil {
+			t.Fatalf("enable_hashagg in the query's transaction: %v, %v", rows, err)
+		}
+		return *rows[0][0]
 	}
-	plan, err := p.Query(ctx, "EXPLAIN (COSTS OFF) SELECT u, a, l, count(*) FROM g GROUP BY u, a, l")
+	// Other plans keep hash aggregation (it is faster where one person's
+	// values cannot choose the groups).
+	if got := setting(ctx); got != "on" {
+		t.Errorf("enable_hashagg without WithSortedAggregation = %s, want on", got)
+	}
+	sorted := WithSortedAggregation(ctx)
+	if got := setting(sorted); got != "off" {
+		t.Errorf("enable_hashagg with WithSortedAggregation = %s, want off", got)
+	}
+	plan, err := p.Query(sorted, "EXPLAIN (COSTS OFF) SELECT u, a, l, count(*) FROM g GROUP BY u, a, l")
 	if err != nil {
 		t.Fatal(err)
 	}

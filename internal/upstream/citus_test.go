@@ -49,7 +49,7 @@ func TestCitus_SettingsReachWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	rows, err := p.Query(ctx, "EXPLAIN (COSTS OFF) SELECT u, a, l, count(*) FROM g GROUP BY u, a, l")
+	rows, err := p.Query(WithSortedAggregation(ctx), "EXPLAIN (COSTS OFF) SELECT u, a, l, count(*) FROM g GROUP BY u, a, l")
 	if err != nil {
 		t.Fatal(err)
 	}

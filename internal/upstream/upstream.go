@@ -4,8 +4,9 @@
 // Each query runs in its own READ ONLY transaction with SET LOCAL
 // statement_timeout and partitionwise aggregation and joins on (harmless on
 // unpartitioned tables; on a table hash-partitioned by its unit column the
-// per-unit aggregate of a DP query then runs per partition) and hash
-// aggregation off (noHashAggSQL), all sent on to Citus workers
+// per-unit aggregate of a DP query then runs per partition) and, for a
+// private key's plan, hash aggregation off (noHashAggSQL), all sent on to
+// Citus workers
 // (citusLocalSQL), through the simple query protocol, so every value
 // comes back as PostgreSQL's text (NULL as nil). Only SQL from rewrite's emitter may
 // be passed here (SECURITY.md G1, analyst text never reaches the data); this package
@@ -19,6 +20,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dpproxy/dpproxy/dpplan"
 	"github.com/dpproxy/dpproxy/internal/pgerr"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -42,7 +44,36 @@ const partitionwiseSQL = "SET LOCAL enable_partitionwise_aggregate = on; SET LOC
 // run 5.4 s against 0.36 s (rewrite TestAttack108_CollidingGroupKeysTime).
 // A sorted aggregate's work does not depend on the hashes. Hash joins
 // stay: a bucket's rows are compared only by the rows that probe it.
+//
+// Only plans that group by values one person chooses need it (a private
+// key, whose values partition selection reads): a public key's values are
+// the policy's domain, filtered before any grouping, and the unit is one
+// value a person; with hash aggregation off the demo's grouped AVG over
+// 1M rows took 1,501 ms against 1,185 (BENCHMARKS.md). The proxy asks for
+// it per query (WithSortedAggregation).
 const noHashAggSQL = "SET LOCAL enable_hashagg = off"
+
+type sortedAggregationKey struct{}
+
+// WithSortedAggregation returns ctx whose queries run with hash
+// aggregation off (noHashAggSQL): for a plan that groups by a private key.
+func WithSortedAggregation(ctx context.Context) context.Context {
+	return context.WithValue(ctx, sortedAggregationKey{}, true)
+}
+
+// ForPlan is ctx for the queries of plan: WithSortedAggregation when it
+// groups by a private key (partition selection), ctx otherwise.
+func ForPlan(ctx context.Context, plan *dpplan.Plan) context.Context {
+	if plan != nil && plan.PrivateGroups() {
+		return WithSortedAggregation(ctx)
+	}
+	return ctx
+}
+
+// SortedAggregation reports whether ctx asks for sorted aggregation.
+func SortedAggregation(ctx context.Context) bool {
+	return ctx.Value(sortedAggregationKey{}) != nil
+}
 
 // citusLocalSQL makes Citus send the transaction's SET LOCAL commands that
 // follow it to the workers, where a distributed table's per-unit stage
@@ -192,7 +223,11 @@ func (p *Pool) runOn(ctx context.Context, conn *pgxpool.Conn, sql string, args [
 	// (off by default in PostgreSQL), so that on a table partitioned by its
 	// unit the per-unit aggregate and the unit joins finish inside each
 	// partition; on other tables the planner has nothing to do with them.
-	if _, err := tx.Exec(ctx, fmt.Sprintf("%s; SET LOCAL statement_timeout = %d; %s; %s", citusLocalSQL, p.timeout.Milliseconds(), partitionwiseSQL, noHashAggSQL)); err != nil {
+	settings := fmt.Sprintf("%s; SET LOCAL statement_timeout = %d; %s", citusLocalSQL, p.timeout.Milliseconds(), partitionwiseSQL)
+	if SortedAggregation(ctx) {
+		settings += "; " + noHashAggSQL
+	}
+	if _, err := tx.Exec(ctx, settings); err != nil {
 		return fmt.Errorf("upstream transaction settings: %w", err)
 	}
 	mode := pgx.QueryExecModeSimpleProtocol
