@@ -25,6 +25,16 @@ func TestReview107_CompressedNumericUnit(t *testing.T) {
 	if testing.Short() {
 		return
 	}
+	kept := unitsKept(t, cond, `(repeat('7', 131000)::numeric, 'long'), (12345, 'short'), (NULL, 'null')`)
+	if strings.Join(kept, ",") != "short" {
+		t.Errorf("rows kept by %s: %v, want only the short unit's", cond, kept)
+	}
+}
+
+// unitsKept makes a table units (u numeric, pad text) with values (a
+// VALUES list) and returns the pads of the rows cond keeps, in order.
+func unitsKept(t *testing.T, cond, values string) []string {
+	t.Helper()
 	dsn := pgtest.NewDatabase(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -33,30 +43,18 @@ func TestReview107_CompressedNumericUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	for _, q := range []string{
-		`CREATE TABLE units (u numeric, pad text)`,
-		`INSERT INTO units VALUES (repeat('7', 131000)::numeric, 'long'), (12345, 'short'), (NULL, 'null')`,
-	} {
+	for _, q := range []string{`CREATE TABLE units (u numeric, pad text)`, `INSERT INTO units VALUES ` + values} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	var kept []string
 	rows, err := conn.Query(ctx, `SELECT pad FROM units WHERE `+cond+` ORDER BY pad`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			t.Fatal(err)
-		}
-		kept = append(kept, s)
-	}
-	if err := rows.Err(); err != nil {
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(kept, ",") != "short" {
-		t.Errorf("rows kept by %s: %v, want only the short unit's", cond, kept)
-	}
+	return kept
 }
