@@ -15,19 +15,11 @@ import (
 // transaction.
 func TestAttack108_NoHashAggregation(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
-	if err := pgtest.Exec(ctx, dsn,
+	p := poolOn(t, ctx, pgtest.NewDatabase(t),
 		"CREATE TABLE g (u bigint, a int, l int)",
 		"INSERT INTO g SELECT i % 500, i % 7, i % 11 FROM generate_series(1, 20000) i",
 		"ANALYZE g",
-	); err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(ctx, Config{DSN: dsn, MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	)
 	setting := func(ctx context.Context) string {
 		t.Helper()
 		rows, err := p.Query(ctx, "SELECT current_setting('enable_hashagg')")
@@ -45,14 +37,8 @@ func TestAttack108_NoHashAggregation(t *testing.T) {
 	if got := setting(sorted); got != "off" {
 		t.Errorf("enable_hashagg with WithSortedAggregation = %s, want off", got)
 	}
-	plan, err := p.Query(sorted, "EXPLAIN (COSTS OFF) SELECT u, a, l, count(*) FROM g GROUP BY u, a, l")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range plan {
-		if r[0] != nil && (strings.Contains(*r[0], "HashAggregate") || strings.Contains(*r[0], "MixedAggregate")) {
-			t.Fatalf("a per-unit GROUP BY is planned with a hash table keyed by the data: %s", *r[0])
-		}
+	if plan := planOf(t, sorted, p, "SELECT u, a, l, count(*) FROM g GROUP BY u, a, l"); strings.Contains(plan, "HashAggregate") || strings.Contains(plan, "MixedAggregate") {
+		t.Fatalf("a per-unit GROUP BY is planned with a hash table keyed by the data:\n%s", plan)
 	}
 	var after string
 	if err := p.pool.QueryRow(ctx, "SHOW enable_hashagg").Scan(&after); err != nil || after != "on" {

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/citus"
-	"github.com/dpproxy/dpproxy/internal/pgtest"
 )
 
 // TestCitus_SettingsReachWorkers: on Citus a distributed table's per-unit
@@ -35,34 +34,17 @@ func TestCitus_SettingsReachWorkers(t *testing.T) {
 	if err := c.CreateDatabase(ctx, "dp"); err != nil {
 		t.Fatal(err)
 	}
-	dsn := c.Coordinator.DSN("dp")
-	if err := pgtest.Exec(ctx, dsn,
+	p := poolOn(t, ctx, c.Coordinator.DSN("dp"),
 		"CREATE TABLE g (u bigint, a int, l int)",
 		"SELECT create_distributed_table('g', 'u')",
 		"INSERT INTO g SELECT i % 500, i % 7, i % 11 FROM generate_series(1, 20000) i",
 		"ANALYZE g",
-	); err != nil {
-		t.Fatal(err)
+	)
+	plan := planOf(t, WithSortedAggregation(ctx), p, "SELECT u, a, l, count(*) FROM g GROUP BY u, a, l")
+	if !strings.Contains(plan, "Task Count") {
+		t.Fatalf("the query was not distributed:\n%s", plan)
 	}
-	p, err := New(ctx, Config{DSN: dsn, MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	rows, err := p.Query(WithSortedAggregation(ctx), "EXPLAIN (COSTS OFF) SELECT u, a, l, count(*) FROM g GROUP BY u, a, l")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var plan strings.Builder
-	for _, r := range rows {
-		if r[0] != nil {
-			plan.WriteString(*r[0] + "\n")
-		}
-	}
-	if !strings.Contains(plan.String(), "Task Count") {
-		t.Fatalf("the query was not distributed:\n%s", plan.String())
-	}
-	if strings.Contains(plan.String(), "HashAggregate") || !strings.Contains(plan.String(), "GroupAggregate") {
-		t.Errorf("a worker plans the per-unit GROUP BY with a hash table keyed by the data:\n%s", plan.String())
+	if strings.Contains(plan, "HashAggregate") || !strings.Contains(plan, "GroupAggregate") {
+		t.Errorf("a worker plans the per-unit GROUP BY with a hash table keyed by the data:\n%s", plan)
 	}
 }

@@ -79,21 +79,13 @@ func TestNew_BadDSN(t *testing.T) {
 // over an Append.
 func TestPool_Partitionwise(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
-	if err := pgtest.Exec(ctx, dsn,
+	p := poolOn(t, ctx, pgtest.NewDatabase(t),
 		"CREATE TABLE h (u bigint, x int) PARTITION BY HASH (u)",
 		"CREATE TABLE h0 PARTITION OF h FOR VALUES WITH (MODULUS 2, REMAINDER 0)",
 		"CREATE TABLE h1 PARTITION OF h FOR VALUES WITH (MODULUS 2, REMAINDER 1)",
 		"INSERT INTO h SELECT i % 50, i FROM generate_series(1, 1000) i",
 		"ANALYZE h",
-	); err != nil {
-		t.Fatal(err)
-	}
-	p, err := New(ctx, Config{DSN: dsn, MaxConns: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	)
 	rows, err := p.Query(ctx, "SELECT current_setting('enable_partitionwise_aggregate'), current_setting('enable_partitionwise_join')")
 	if err != nil || len(rows) != 1 || *rows[0][0] != "on" || *rows[0][1] != "on" {
 		t.Fatalf("partitionwise settings in the query's transaction = %v, %v; want on, on", rows, err)
@@ -102,15 +94,7 @@ func TestPool_Partitionwise(t *testing.T) {
 	if err := p.pool.QueryRow(ctx, "SHOW enable_partitionwise_aggregate").Scan(&after); err != nil || after != "off" {
 		t.Errorf("enable_partitionwise_aggregate after the transaction = %q, %v; want off (SET LOCAL)", after, err)
 	}
-	plan, err := p.Query(ctx, "EXPLAIN (COSTS OFF) SELECT u, count(*) FROM h GROUP BY u")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	for _, r := range plan {
-		b.WriteString(*r[0] + "\n")
-	}
-	if got := b.String(); !strings.HasPrefix(got, "Append") || strings.Count(got, "Aggregate") != 2 {
+	if got := planOf(t, ctx, p, "SELECT u, count(*) FROM h GROUP BY u"); !strings.HasPrefix(got, "Append") || strings.Count(got, "Aggregate") != 2 {
 		t.Errorf("plan of a GROUP BY on the partition key:\n%s\nwant an Append of one aggregate per partition", got)
 	}
 }
@@ -148,4 +132,35 @@ func TestPool_OutputSettingsPinned(t *testing.T) {
 			t.Errorf("col %d = %q, want %q", i, got, w)
 		}
 	}
+}
+
+// poolOn runs setup on dsn and returns a pool of one connection to it,
+// closed when the test ends.
+func poolOn(t *testing.T, ctx context.Context, dsn string, setup ...string) *Pool {
+	t.Helper()
+	if err := pgtest.Exec(ctx, dsn, setup...); err != nil {
+		t.Fatal(err)
+	}
+	p, err := New(ctx, Config{DSN: dsn, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// planOf is EXPLAIN (COSTS OFF) of sql run through p, a line a row.
+func planOf(t *testing.T, ctx context.Context, p *Pool, sql string) string {
+	t.Helper()
+	rows, err := p.Query(ctx, "EXPLAIN (COSTS OFF) "+sql)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, r := range rows {
+		if r[0] != nil {
+			b.WriteString(*r[0] + "\n")
+		}
+	}
+	return b.String()
 }
