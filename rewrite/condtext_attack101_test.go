@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
 )
@@ -30,13 +29,7 @@ import (
 // fails when the fastest long run is more than 250 ms slower than the
 // fastest short one (before the guard: 1.02 s slower, against 0.4 ms).
 func TestAttack101_ConditionsReadLongText(t *testing.T) {
-	_, conn := demodb.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	ds, err := policy.Load("../examples/policies/hospital.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, conn, ctx, ds := demoHospital(t)
 	const patient = 901020
 	exec := execer(t, ctx, conn)
 	exec("INSERT INTO patients (patient_id, birth_year, sex, region) VALUES ($1, 1970, 'F', 'north')", patient)

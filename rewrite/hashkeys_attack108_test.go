@@ -1,15 +1,12 @@
 package rewrite
 
 import (
-	"context"
 	"math/bits"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
 	"github.com/dpproxy/dpproxy/internal/upstream"
-	"github.com/dpproxy/dpproxy/policy"
 )
 
 // TestAttack108_CollidingGroupKeysTime is attack round 108: a private key's
@@ -39,13 +36,7 @@ import (
 // three times each alternately; the test fails when the fastest colliding
 // run is more than 300 ms slower than the fastest ordinary one.
 func TestAttack108_CollidingGroupKeysTime(t *testing.T) {
-	dsn, conn := demodb.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	ds, err := policy.Load("../examples/policies/hospital.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dsn, conn, ctx, ds := demoHospital(t)
 	exec := execer(t, ctx, conn)
 	// The test's hash is PostgreSQL's.
 	for _, k := range []int32{0, 5, -7, 123456} {

@@ -1,14 +1,10 @@
 package rewrite
 
 import (
-	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
-	"github.com/dpproxy/dpproxy/policy"
 )
 
 // TestAttack102_LongNumericArithmetic is attack round 102: a numeric
@@ -75,13 +71,7 @@ func TestAttack102_LongNumericRead(t *testing.T) {
 // times each alternately, and returns the fastest run of each.
 func longCostTimes(t *testing.T, patient int, longSQL string, measures ...string) (short, long time.Duration) {
 	t.Helper()
-	_, conn := demodb.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	ds, err := policy.Load("../examples/policies/hospital.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, conn, ctx, ds := demoHospital(t)
 	exec := execer(t, ctx, conn)
 	exec("ALTER TABLE visits ALTER COLUMN cost TYPE numeric")
 	exec("INSERT INTO patients (patient_id, birth_year, sex, region) VALUES ($1, 1970, 'F', 'north')", patient)

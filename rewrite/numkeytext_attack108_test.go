@@ -1,13 +1,9 @@
 package rewrite
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
-	"github.com/dpproxy/dpproxy/policy"
 )
 
 // TestAttack108_NumericKeyTextTime is attack round 108's second finding: a
@@ -27,13 +23,7 @@ import (
 // more than 300 ms slower than the fastest short one. It also checks that
 // the key keeps exactly the values it kept before.
 func TestAttack108_NumericKeyTextTime(t *testing.T) {
-	_, conn := demodb.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	ds, err := policy.Load("../examples/policies/hospital.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, conn, ctx, ds := demoHospital(t)
 	exec := execer(t, ctx, conn)
 	exec("ALTER TABLE visits DROP CONSTRAINT IF EXISTS visits_patient_id_fkey")
 	exec("ALTER TABLE visits ALTER COLUMN cost TYPE numeric")

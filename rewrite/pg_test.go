@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dpproxy/dpproxy/internal/pgtest"
+	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
 	"github.com/dpproxy/dpproxy/internal/upstream"
 	"github.com/dpproxy/dpproxy/policy"
 	"github.com/jackc/pgx/v5"
@@ -656,6 +657,21 @@ func randomValue(rng *rand.Rand, c *policy.Column) any {
 		return rng.IntN(2) == 0
 	}
 	return []string{"a", "b", "c"}[rng.IntN(3)]
+}
+
+// demoHospital is the demo database and the example hospital policy, for
+// the attack tests that time emitted SQL on it: the database's DSN, a
+// connection to it, a context of five minutes and the policy.
+func demoHospital(t *testing.T) (string, *pgx.Conn, context.Context, *policy.Dataset) {
+	t.Helper()
+	dsn, conn := demodb.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	t.Cleanup(cancel)
+	ds, err := policy.Load("../examples/policies/hospital.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dsn, conn, ctx, ds
 }
 
 // execer runs statements on conn for a test's set-up, failing the test on

@@ -1,12 +1,10 @@
 package rewrite
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/dpproxy/dpproxy/internal/pgtest/demodb"
 	"github.com/dpproxy/dpproxy/policy"
 )
 
@@ -27,13 +25,7 @@ import (
 // alternately; the test fails when the fastest long run is more than
 // 300 ms slower than the fastest short one.
 func TestAttack104_LongUnitIDTime(t *testing.T) {
-	_, conn := demodb.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	ds, err := policy.Load("../examples/policies/hospital.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, conn, ctx, ds := demoHospital(t)
 	visits, _ := ds.Table("visits")
 	visits.UnitType, visits.UnitTypeName, visits.UnitPGType = policy.TypeText, "text", "text"
 	exec := execer(t, ctx, conn)
