@@ -29,3 +29,34 @@ func TestRound111_PandasRoundOverAggregate(t *testing.T) {
 	// AVG(cost)): its answer comes from the cache, uncharged.
 	wantCharges(t, ctx, "prd", 2)
 }
+
+// TestReview112_OuterErrorUncharged: an outer SQL that names a column the
+// DP aggregates' results do not have (the analyst forgot a GROUP BY key:
+// SELECT department, ROUND(AVG(age), 1), diagnosis … GROUP BY
+// department) failed with 42703 on the shadow only after its leaf was
+// charged (round 111 made this common: the same statement without ROUND
+// is refused uncharged by the planner). The outer SQL is described on the
+// shadow before any charge.
+func TestReview112_OuterErrorUncharged(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := driverProxy(t, "rv112")
+	c := connect(t, ctx, p.dsn("rv112"))
+	for _, q := range []string{
+		"SELECT department, ROUND(AVG(age), 1), diagnosis FROM visits GROUP BY department",
+		"SELECT department, rank() OVER (ORDER BY COUNT(*)), diagnosis FROM visits GROUP BY department",
+		"SELECT round(SUM(cost), 2), cost FROM visits",
+	} {
+		_, err := c.Exec(ctx, q)
+		if got := sqlState(err); got != "42703" {
+			t.Errorf("%s: SQLSTATE %q (%v), want 42703", q, got, err)
+		}
+	}
+	wantCharges(t, ctx, "rv112", 0)
+	// A correct statement is still answered and charged once.
+	if _, err := c.Exec(ctx, "SELECT department, ROUND(AVG(age), 1) FROM visits GROUP BY department"); err != nil {
+		t.Fatal(err)
+	}
+	wantCharges(t, ctx, "rv112", 1)
+}

@@ -62,6 +62,14 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	if err != nil {
 		return nil, dpError(ctx, err, c.log)
 	}
+	// The shadow parses and analyses the outer SQL (over empty arrays, as
+	// Describe does) before any leaf is charged: a column the leaves'
+	// results do not have (SELECT department, ROUND(AVG(age), 1),
+	// diagnosis … GROUP BY department, a key left out of GROUP BY) is
+	// refused uncharged (review round 112: 42703 after the charge).
+	if _, err := c.describeShadow(ctx, outerSQL, nil); err != nil {
+		return nil, outerError(err)
+	}
 	// Room for the leaves' answers while the outer SQL runs, before any
 	// lookup or charge: their rows bound as text arrays (pipeline.Outer)
 	// and pgconn's copy of them in the Bind message, and the answers of
