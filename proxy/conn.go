@@ -54,6 +54,12 @@ type conn struct {
 	// for other goroutines (Server.addStarting ends a start-up while free
 	// changes).
 	free, startLog *zap.Logger
+	// authLog logs a failed authentication before the session is
+	// authenticated: its network's own bucket (Server.startLines under
+	// authLinesKey), which the lines that need no password (unknown
+	// cancel keys, refused TLS handshakes) cannot empty (review round
+	// 112: a cancel flood had hidden the password guesses after it).
+	authLog *zap.Logger
 	// sessLog logs the session's start and end at a bounded rate per
 	// analyst (Server.sessionLines), set once authenticated.
 	sessLog *zap.Logger
@@ -276,7 +282,12 @@ func (c *conn) startupFailed(err error) {
 	// free lines (freeLog), and its text, which quotes their values (up
 	// to MaxStartupMessage bytes), clipped (attack round 99: 18 KB lines,
 	// 20 MB/s of log from one analyst's refused start-ups).
-	c.freeLog().Info("connection refused", zap.String(logKeyError, pgerr.Truncate(err.Error(), maxLogText)))
+	lg := c.freeLog()
+	var pe *pgerr.Error
+	if c.sessLog == nil && c.authLog != nil && errors.As(err, &pe) && pe.Code == pgerr.InvalidPassword {
+		lg = c.authLog // a failed authentication: the network's own bucket
+	}
+	lg.Info("connection refused", zap.String(logKeyError, pgerr.Truncate(err.Error(), maxLogText)))
 	if c.be == nil {
 		c.be = newClientOut(c.netConn)
 	}
@@ -476,6 +487,9 @@ func (c *conn) startup(ctx context.Context, sp *startupPacket) error {
 	c.log = c.log.With(zap.String(logKeyAnalyst, user), zap.String(logKeyDataset, database))
 	if c.free != nil {
 		c.free = c.free.With(zap.String(logKeyAnalyst, user), zap.String(logKeyDataset, database))
+	}
+	if c.authLog != nil {
+		c.authLog = c.authLog.With(zap.String(logKeyAnalyst, user), zap.String(logKeyDataset, database))
 	}
 
 	creds, known := c.srv.creds[user]

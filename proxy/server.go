@@ -179,6 +179,9 @@ const (
 	startLinesBurst     = 20
 	startLinesPerSecond = 2
 	maxStartNetworks    = 4096
+	// authLinesKey prefixes a network's key in startLines for its failed
+	// authentications (conn.authLog): a bucket of their own.
+	authLinesKey = "auth "
 )
 
 // Server is the PostgreSQL wire-protocol server. Safe for concurrent use.
@@ -475,7 +478,8 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32) {
 	log := s.log.With(zap.Uint32(logKeyConnID, id), zap.String(logKeyRemote, nc.RemoteAddr().String()))
 	from := remoteHost(nc.RemoteAddr())
 	start := log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return s.startLines.Core(core, from) }))
-	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log, free: start, startLog: start, from: from}
+	auth := log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return s.startLines.Core(core, authLinesKey+from) }))
+	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log, free: start, startLog: start, authLog: auth, from: from}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}
 	s.addStarting(c)

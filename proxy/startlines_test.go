@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -101,5 +102,51 @@ func TestStartLines_UnauthenticatedFloodBounded(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if after := w.String()[before:]; !strings.Contains(after, "lines_not_logged") {
 		t.Errorf("the network's next line does not count the lines left out:\n%s", after)
+	}
+}
+
+// TestReview112_FailedLoginsNotHiddenByCancelFlood: before authentication
+// every line of a client network shared one bucket, so a flood of cancel
+// requests with unknown keys (which need no password) from a network
+// emptied it, and the password guesses that followed from that network
+// were not logged (only counted among the cancel requests): the guessed
+// user names were lost. Failed authentications have their own bucket per
+// network.
+func TestReview112_FailedLoginsNotHiddenByCancelFlood(t *testing.T) {
+	w := &logLines87{}
+	ts := startServer(t, serverOpts{mutate: func(c *Config) {
+		c.Logger = productionLogger(w, zapcore.InfoLevel)
+	}})
+	attacker := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 3)}}
+	cancel := make([]byte, 16)
+	binary.BigEndian.PutUint32(cancel[0:], 16)
+	binary.BigEndian.PutUint32(cancel[4:], cancelRequestCode)
+	binary.BigEndian.PutUint32(cancel[8:], 4242)
+	for range 3 * startLinesBurst {
+		c, err := attacker.Dial("tcp", ts.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write(cancel)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		_, _ = c.Read(make([]byte, 16))
+		c.Close()
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := len(w.String())
+	cfg, err := pgconn.ParseConfig(ts.dsn("alice", "guess1", "hospital"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.DialFunc = attacker.DialContext
+	ctx, cancelCtx := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancelCtx()
+	if pc, err := pgconn.ConnectConfig(ctx, cfg); err == nil {
+		pc.Close(ctx)
+		t.Fatal("a wrong password was accepted")
+	}
+	time.Sleep(100 * time.Millisecond)
+	if after := w.String()[before:]; !strings.Contains(after, "password authentication failed") {
+		t.Errorf("a failed log-in after a flood of unknown cancel keys from its network was not logged:\n%s", after)
 	}
 }
