@@ -186,6 +186,9 @@ var postScalarFuncs = map[string]bool{
 // are (round 111: a new pandas user's round(AVG(cost), 2) was refused
 // with 0A000 while the same round over a window function was answered).
 func funcOverAggregate(toks []pgsql.Token, match []int, lo, hi int) bool {
+	// aggs[i-lo] counts the aggregate calls that start in toks[lo:i],
+	// built when a function is first met.
+	var aggs []int32
 	for k := lo; k+1 < hi; k++ {
 		t := toks[k]
 		if t.Kind != pgsql.TokIdent || t.Quoted || !toks[k+1].IsPunct("(") {
@@ -207,14 +210,20 @@ func funcOverAggregate(toks []pgsql.Token, match []int, lo, hi int) bool {
 		if !postScalarFuncs[t.Val] && !t.Is("cast") {
 			continue
 		}
-		agg := false
-		for j := k + 2; j+1 < match[k+1]; j++ {
-			if toks[j].Kind == pgsql.TokIdent && !toks[j].Quoted && aggregateWords[toks[j].Val] && toks[j+1].IsPunct("(") {
-				agg = true
-				break
+		// An aggregate call among the arguments: counted from prefix
+		// sums, not by scanning them, since calls nest (review round 112:
+		// 990 nested round( around 64 KiB of tokens scanned them 990
+		// times, 95 ms a pass against 27 for as many parentheses).
+		if aggs == nil {
+			aggs = make([]int32, hi-lo+1)
+			for i := lo; i < hi; i++ {
+				aggs[i-lo+1] = aggs[i-lo]
+				if i+1 < hi && toks[i].Kind == pgsql.TokIdent && !toks[i].Quoted && aggregateWords[toks[i].Val] && toks[i+1].IsPunct("(") {
+					aggs[i-lo+1]++
+				}
 			}
 		}
-		if !agg {
+		if end := match[k+1] - 1; end <= k+2 || aggs[end-lo] == aggs[k+2-lo] {
 			continue
 		}
 		if !t.Is("cast") {
