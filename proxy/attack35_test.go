@@ -288,7 +288,9 @@ func TestAttack35_UnauthenticatedSocketsTakeEverySession(t *testing.T) {
 // default), so one session holds as much of the proxy's heap as it sends
 // Executes, before the proxy ends out of memory with every analyst's
 // session. (Issue 33's held-rows budget counts suspended portals and
-// cursors only.) Here 300 Executes of 0.9 MiB with MaxBufferedResult 1 MiB.
+// cursors only.) Here 100 Executes of 0.9 MiB with MaxBufferedResult 1 MiB
+// (90 MiB unbounded; 300 of them, 270 MiB, had taken over the reader's 60 s
+// to read back under load).
 // The fix: flush the write buffer when it passes a bound (as PostgreSQL's
 // own 8 KiB send buffer does), under a write deadline, so that an unread
 // client blocks its own session rather than growing the proxy's heap.
@@ -311,7 +313,7 @@ func TestAttack35_PipelinedExecutesBufferUnbounded(t *testing.T) {
 		t.Fatalf("Parse: %s", got)
 	}
 	before := heapAlloc()
-	const executes = 300
+	const executes = 100
 	out = out[:0]
 	for i := 0; i < executes; i++ {
 		if out, err = (&pgproto3.Bind{PreparedStatement: "big"}).Encode(out); err != nil {
