@@ -325,7 +325,7 @@ func (b *builder) dateFilterErr(e ast.ExprNode) error {
 	}
 	fn := strings.ToLower(fc.FnName.O)
 	return b.errAt(e, pgerr.FeatureNotSupported, "%s(…) of a column is not supported in WHERE", fn).
-		WithHint("compare the column itself with a range: %s >= '2024-01-01' AND %s < '2025-01-01' is the year 2024; GROUP BY %s(…) is answered", col, col, fn)
+		WithHint("compare the column itself with a range: %s >= '2024-01-01' AND %s < '2025-01-01' is the year 2024, and %s >= '2024-03-01' AND %s < '2024-04-01' March 2024 (a month of every year: GROUP BY %s(…) is answered, one row a month)", col, col, col, col, fn)
 }
 
 // compare converts col op literal (either order); literal op literal is
