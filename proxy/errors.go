@@ -105,17 +105,24 @@ func statementError(ctx context.Context, err error) error {
 	}
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errStatementTimeout):
-		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(err)
+		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(err).
+			WithHint("raise statement_timeout (SET statement_timeout = '60s') or ask for less; %s", chargeStandsHint)
 	case errors.Is(cause, errCatalogTimeout):
 		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to statement timeout").Wrap(err).
 			WithHint("catalog statements run for at most catalog_statement_timeout")
 	case errors.Is(cause, errShutdown):
 		return pgerr.New(adminShutdown, "terminating connection due to administrator command").Wrap(err)
 	case errors.Is(cause, errCancelRequest), ctx.Err() != nil:
-		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(err)
+		return pgerr.New(pgerr.QueryCanceled, "canceling statement due to user request").Wrap(err).
+			WithHint("%s", chargeStandsHint)
 	}
 	return err
 }
+
+// chargeStandsHint ends the hint of a cancelled statement: a DP query's
+// charge is made before its data is read and never refunded (SECURITY.md
+// G3), which a client that retries on 57014 should know (round 111).
+const chargeStandsHint = "a DP query cancelled after its charge stays charged (SHOW dp.budget)"
 
 // SQLSTATEs used only by the wire layer.
 const (
