@@ -542,7 +542,9 @@ func lastAnswerColumns() []column { return []column{{"item", oidText}, {"value",
 // attack round 108: colliding hashes of one person's key values).
 func upstreamCtx(ctx context.Context, reqs ...release.Request) context.Context {
 	for _, r := range reqs {
-		ctx = upstream.ForPlan(ctx, r.Plan)
+		if sorted := upstream.ForPlan(ctx, r.Plan); sorted != ctx {
+			return sorted
+		}
 	}
 	return ctx
 }

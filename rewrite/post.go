@@ -196,9 +196,16 @@ func funcOverAggregate(toks []pgsql.Token, match []int, lo, hi int) bool {
 		}
 		if aggregateWords[t.Val] {
 			k = match[k+1] // an aggregate's arguments are the planner's
-			for k+2 < hi && (toks[k+1].Is("filter") && toks[k+2].IsPunct("(") ||
-				k+3 < hi && toks[k+1].Is("within") && toks[k+2].Is("group") && toks[k+3].IsPunct("(")) {
-				k = match[k+2+b2i(toks[k+1].Is("within"))]
+		clauses: // and so are its FILTER (…) and WITHIN GROUP (…)
+			for {
+				switch {
+				case k+2 < hi && toks[k+1].Is("filter") && toks[k+2].IsPunct("("):
+					k = match[k+2]
+				case k+3 < hi && toks[k+1].Is("within") && toks[k+2].Is("group") && toks[k+3].IsPunct("("):
+					k = match[k+3]
+				default:
+					break clauses
+				}
 			}
 			// AVG(cost)::int: an integer cast of the released value (the
 			// planner keeps the casts to numeric and float types).
@@ -235,13 +242,6 @@ func funcOverAggregate(toks []pgsql.Token, match []int, lo, hi int) bool {
 		}
 	}
 	return false
-}
-
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // maxPostRounds bounds the flattening rounds (each removes one
