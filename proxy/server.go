@@ -280,7 +280,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxMemoryPerAnalyst = defaultMaxMemoryPerAnalyst
 	}
 	if cfg.MaxConnectionsPerAnalyst <= 0 {
-		cfg.MaxConnectionsPerAnalyst = max(2, cfg.MaxConnections/4)
+		cfg.MaxConnectionsPerAnalyst = config.DefaultMaxConnectionsPerAnalyst(cfg.MaxConnections)
 	}
 	if cfg.MaxStartupMessage == 0 {
 		cfg.MaxStartupMessage = defaultMaxStartupMessage

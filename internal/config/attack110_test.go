@@ -24,3 +24,24 @@ func TestAttack110_SmallPoolPerAnalystDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallProxyPerAnalystSessions: round 110's shape for client sessions.
+// max_connections_per_analyst defaulted to max(2, max_connections/4), so
+// with max_connections 2 one analyst's two idle sessions took every
+// session of the proxy. The default now leaves the others at least one
+// whenever there are two or more, and keeps 2 (psql plus a BI tool's
+// metadata connection) wherever that leaves one.
+func TestSmallProxyPerAnalystSessions(t *testing.T) {
+	for _, tc := range []struct{ total, want int }{{1, 1}, {2, 1}, {3, 2}, {8, 2}, {12, 3}, {200, 50}} {
+		c, err := Parse([]byte(minimal+fmt.Sprintf("max_connections: %d\n", tc.total)), "c.yaml")
+		if err != nil {
+			t.Fatalf("max_connections %d: %v", tc.total, err)
+		}
+		if c.MaxConnectionsPerAnalyst != tc.want {
+			t.Errorf("max_connections %d: per analyst %d, want %d", tc.total, c.MaxConnectionsPerAnalyst, tc.want)
+		}
+		if tc.total >= 2 && c.MaxConnectionsPerAnalyst >= tc.total {
+			t.Errorf("max_connections %d: one analyst may hold all %d", tc.total, c.MaxConnectionsPerAnalyst)
+		}
+	}
+}

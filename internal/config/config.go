@@ -38,7 +38,8 @@ type Config struct {
 	StatementTimeout Duration `yaml:"statement_timeout"`
 	// MaxConnections bounds concurrent client connections (default 200),
 	// and MaxConnectionsPerAnalyst one analyst's authenticated sessions
-	// (default: a quarter of max_connections, at least 2), so that one
+	// (default DefaultMaxConnectionsPerAnalyst: a quarter of
+	// max_connections, at least 2, never all of them), so that one
 	// analyst's idle sessions cannot shut the others out.
 	MaxConnections           int `yaml:"max_connections"`
 	MaxConnectionsPerAnalyst int `yaml:"max_connections_per_analyst"`
@@ -390,7 +391,7 @@ func Parse(data []byte, name string) (*Config, error) {
 		c.DPQueueTimeout.Duration = 30 * time.Second
 	}
 	if c.MaxConnectionsPerAnalyst == 0 && c.MaxConnections > 0 {
-		c.MaxConnectionsPerAnalyst = max(2, c.MaxConnections/4)
+		c.MaxConnectionsPerAnalyst = DefaultMaxConnectionsPerAnalyst(c.MaxConnections)
 	}
 	if c.ShadowMaxConnectionsPerAnalyst == 0 {
 		c.ShadowMaxConnectionsPerAnalyst = max(1, c.ShadowMaxConnections/4)
@@ -558,4 +559,17 @@ func (a Analyst) MayQuery(dataset string) bool {
 // refused). With a single slot there is nothing to share.
 func DefaultDPConcurrencyPerAnalyst(slots int) int {
 	return max(1, min(2, slots/2))
+}
+
+// DefaultMaxConnectionsPerAnalyst is max_connections_per_analyst's
+// default for a proxy of total client connections: a quarter of them, at
+// least 2 (psql's one and a BI tool's second, for metadata), but never
+// all of them when there are two or more, so that one analyst's idle
+// sessions always leave the others a session (the shape of attack round
+// 110, for sessions: with max_connections 2 the default had been both).
+func DefaultMaxConnectionsPerAnalyst(total int) int {
+	if total <= 1 {
+		return 1
+	}
+	return min(max(2, total/4), total-1)
 }
