@@ -60,3 +60,41 @@ func TestReview112_OuterErrorUncharged(t *testing.T) {
 	}
 	wantCharges(t, ctx, "rv112", 1)
 }
+
+// TestOuterRuntimeErrorSaysCharged: an outer SQL that fails only on the
+// released values (sqrt of a noisy average minus 1,000, below zero) fails
+// after its leaf was charged; the error said only "the error is in the
+// SQL around the DP aggregates", so the analyst could not tell that ε was
+// spent nor that the corrected statement is free. Its hint now says both,
+// the corrected statement is answered from the cache uncharged, and an
+// error found before the charge says nothing was charged.
+func TestOuterRuntimeErrorSaysCharged(t *testing.T) {
+	requireDemo(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := driverProxy(t, "orun")
+	c := connect(t, ctx, p.dsn("orun"))
+	_, err := c.Exec(ctx, "SELECT sqrt(AVG(age) - 1000) FROM visits")
+	if got := sqlState(err); got != "2201F" {
+		t.Fatalf("sqrt of a negative: SQLSTATE %q (%v), want 2201F", got, err)
+	}
+	if h := hintOf(err); !strings.Contains(h, "were charged") || !strings.Contains(h, "no charge") {
+		t.Errorf("hint %q does not say the aggregates were charged and the corrected statement is free", h)
+	}
+	wantCharges(t, ctx, "orun", 1)
+	// The same error again, from the cache: nothing more charged, and the
+	// hint does not claim a charge.
+	_, err = c.Exec(ctx, "SELECT sqrt(AVG(age) - 1000) FROM visits")
+	if h := hintOf(err); sqlState(err) != "2201F" || strings.Contains(h, "were charged") {
+		t.Errorf("repeated from the cache: %v, hint %q", err, h)
+	}
+	if _, err := c.Exec(ctx, "SELECT sqrt(AVG(age)) FROM visits"); err != nil {
+		t.Fatal(err)
+	}
+	wantCharges(t, ctx, "orun", 1)
+	_, err = c.Exec(ctx, "SELECT department, ROUND(AVG(age), 1), diagnosis FROM visits GROUP BY department")
+	if h := hintOf(err); sqlState(err) != "42703" || !strings.Contains(h, "nothing was charged") {
+		t.Errorf("before the charge: %v, hint %q", err, h)
+	}
+	wantCharges(t, ctx, "orun", 1)
+}

@@ -68,7 +68,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	// diagnosis … GROUP BY department, a key left out of GROUP BY) is
 	// refused uncharged (review round 112: 42703 after the charge).
 	if _, err := c.describeShadow(ctx, outerSQL, nil); err != nil {
-		return nil, outerError(err)
+		return nil, outerError(err, "nothing was charged")
 	}
 	// Room for the leaves' answers while the outer SQL runs, before any
 	// lookup or charge: their rows bound as text arrays (pipeline.Outer)
@@ -302,7 +302,17 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	// The outer SQL, on the shadow, over the released rows.
 	out, err := c.shadowRun(ctx, outerSQL, params, run.Charges)
 	if err != nil {
-		return nil, outerError(err)
+		charged := false
+		for _, r := range results {
+			charged = charged || (r != nil && !r.Cached)
+		}
+		if charged {
+			// A runtime error of the outer SQL over released values (sqrt or
+			// ln of a noisy value below zero): its leaves were charged and
+			// their answers cached, which the analyst could not tell.
+			return nil, outerError(err, "its DP aggregates were charged, and their answers kept: the statement corrected, over the same aggregates at the same epsilon, is answered from the answer cache at no charge")
+		}
+		return nil, outerError(err, "")
 	}
 	var leafNotices []*pgproto3.NoticeResponse
 	for _, n := range notices {
@@ -406,7 +416,7 @@ func (c *conn) describePost(ctx context.Context, st *pipeline.Statement) ([]colu
 	}
 	sd, err := c.describeShadow(ctx, sql, nil)
 	if err != nil {
-		return nil, outerError(err)
+		return nil, outerError(err, "")
 	}
 	cols := make([]column, len(sd.Fields))
 	for i, f := range sd.Fields {
@@ -418,9 +428,10 @@ func (c *conn) describePost(ctx context.Context, st *pipeline.Statement) ([]colu
 // outerError turns an error PostgreSQL (the shadow) raised for the outer
 // SQL into the client's error: its code, message, detail and hint, without
 // its position (which counts characters of the rewritten outer SQL, not of
-// the analyst's statement). The outer SQL reads only released (noisy)
-// values and public data, so the error is post-processing.
-func outerError(err error) error {
+// the analyst's statement), and more, when given, appended to its hint
+// (what was charged). The outer SQL reads only released (noisy) values and
+// public data, so the error is post-processing.
+func outerError(err error, more string) error {
 	var pge *pgconn.PgError
 	if !errors.As(err, &pge) {
 		return err
@@ -432,6 +443,9 @@ func outerError(err error) error {
 	hint := "the error is in the SQL around the DP aggregates (it runs over their released rows)"
 	if pge.Hint != "" {
 		hint = pge.Hint + "; " + hint
+	}
+	if more != "" {
+		hint += "; " + more
 	}
 	return e.WithHint("%s", hint)
 }
