@@ -55,8 +55,8 @@ type conn struct {
 	// changes).
 	free, startLog *zap.Logger
 	// authLog logs a failed authentication before the session is
-	// authenticated: its network's own bucket (Server.startLines under
-	// authLinesKey), which the lines that need no password (unknown
+	// authenticated: its network's bucket in Server.authLines, which the
+	// lines that need no password (unknown
 	// cancel keys, refused TLS handshakes) cannot empty (review round
 	// 112: a cancel flood had hidden the password guesses after it).
 	authLog *zap.Logger

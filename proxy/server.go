@@ -176,12 +176,16 @@ const (
 	// them all past it). One client had written 0.97 MB/s of "cancel
 	// request with an unknown key" lines and 1.15 MB/s of "connection
 	// refused" lines with connections that needed no password.
-	startLinesBurst     = 20
-	startLinesPerSecond = 2
-	maxStartNetworks    = 4096
-	// authLinesKey prefixes a network's key in startLines for its failed
-	// authentications (conn.authLog): a bucket of their own.
-	authLinesKey = "auth "
+	// All networks together write at most startLinesTotalBurst lines at
+	// once, then startLinesTotalPerSecond a second (at about 300 bytes a
+	// line, 6 KB/s): whoever holds many networks (an IPv6 /48 is 65,536
+	// /64s, each a network here) had a fresh bucket in each, and all of
+	// them fresh again past maxStartNetworks.
+	startLinesBurst          = 20
+	startLinesPerSecond      = 2
+	maxStartNetworks         = 4096
+	startLinesTotalBurst     = 200
+	startLinesTotalPerSecond = 20
 )
 
 // Server is the PostgreSQL wire-protocol server. Safe for concurrent use.
@@ -232,8 +236,11 @@ type Server struct {
 	// 0.49 MB/s of "session started" and "session ended" lines).
 	sessionLines *linerate.Limiter
 	// startLines bounds the Info and Warn lines of each client network's
-	// connections before authentication (conn.free until then).
+	// connections before authentication (conn.free until then), and
+	// authLines their failed authentications (conn.authLog), apart, so
+	// that a flood of the first kind does not hide the second.
 	startLines *linerate.Limiter
+	authLines  *linerate.Limiter
 	conns      map[*conn]struct{}
 	// starting holds the connections still in start-up (TLS, the
 	// start-up packet, authentication), at most MaxConnections; a new
@@ -316,7 +323,8 @@ func New(cfg Config) (*Server, error) {
 		ledgerShare:  ledgerShareOf(cfg.Releaser),
 		logLines:     linerate.New(sessionLinesPerSecond, sessionLinesBurst),
 		sessionLines: linerate.New(sessionStartLinesPerSecond, 2*cfg.MaxConnectionsPerAnalyst),
-		startLines:   linerate.NewBounded(startLinesPerSecond, startLinesBurst, maxStartNetworks),
+		startLines:   linerate.NewBounded(startLinesPerSecond, startLinesBurst, maxStartNetworks).WithTotal(startLinesTotalPerSecond, startLinesTotalBurst),
+		authLines:    linerate.NewBounded(startLinesPerSecond, startLinesBurst, maxStartNetworks).WithTotal(startLinesTotalPerSecond, startLinesTotalBurst),
 		tlsRate:      rateLimiters{max: maxTLSNetworks},
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
@@ -478,7 +486,7 @@ func (s *Server) handle(ctx context.Context, nc net.Conn, id uint32) {
 	log := s.log.With(zap.Uint32(logKeyConnID, id), zap.String(logKeyRemote, nc.RemoteAddr().String()))
 	from := remoteHost(nc.RemoteAddr())
 	start := log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return s.startLines.Core(core, from) }))
-	auth := log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return s.startLines.Core(core, authLinesKey+from) }))
+	auth := log.WithOptions(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return s.authLines.Core(core, from) }))
 	c := &conn{srv: s, id: id, raw: nc, netConn: nc, log: log, free: start, startLog: start, authLog: auth, from: from}
 	s.mu.Lock()
 	s.conns[c] = struct{}{}

@@ -150,3 +150,47 @@ func TestReview112_FailedLoginsNotHiddenByCancelFlood(t *testing.T) {
 		t.Errorf("a failed log-in after a flood of unknown cancel keys from its network was not logged:\n%s", after)
 	}
 }
+
+// TestStartLines_ManyNetworksBounded: each client network had its own
+// bucket and nothing bounded them together, so whoever holds many
+// addresses (an IPv6 /48 is 65,536 networks here) wrote a bucket's burst
+// from each: 240 loopback addresses of 3 unknown cancel keys each wrote a
+// line per connection. All networks' lines together now have a bucket
+// (startLinesTotalBurst, then startLinesTotalPerSecond).
+func TestStartLines_ManyNetworksBounded(t *testing.T) {
+	w := &logLines87{}
+	ts := startServer(t, serverOpts{mutate: func(c *Config) {
+		c.Logger = productionLogger(w, zapcore.InfoLevel)
+	}})
+	cancel := make([]byte, 16)
+	binary.BigEndian.PutUint32(cancel[0:], 16)
+	binary.BigEndian.PutUint32(cancel[4:], cancelRequestCode)
+	binary.BigEndian.PutUint32(cancel[8:], 4242)
+	const networks, each = 240, 3
+	start := time.Now()
+	for i := range networks {
+		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(i+10))}}
+		for range each {
+			c, err := d.Dial("tcp", ts.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, _ = c.Write(cancel)
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, _ = c.Read(make([]byte, 16))
+			c.Close()
+		}
+	}
+	elapsed := time.Since(start)
+	time.Sleep(100 * time.Millisecond)
+	lines := strings.Count(w.String(), "cancel request with an unknown key")
+	allowed := startLinesTotalBurst + int(startLinesTotalPerSecond*(elapsed.Seconds()+1))
+	t.Logf("%d connections from %d networks in %s: %d lines (at most %d)", networks*each, networks, elapsed.Round(time.Millisecond), lines, allowed)
+	if lines > allowed {
+		t.Errorf("%d lines for %d cancel requests from %d networks in %s; at most %d (all networks: burst %d, %d a second)",
+			lines, networks*each, networks, elapsed.Round(time.Millisecond), allowed, startLinesTotalBurst, startLinesTotalPerSecond)
+	}
+	if lines < startLinesTotalBurst {
+		t.Errorf("%d lines: the networks' total burst (%d) was not written", lines, startLinesTotalBurst)
+	}
+}

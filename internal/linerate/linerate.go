@@ -10,7 +10,10 @@
 // is written carries the count, so the log still says how many were left
 // out. The owners are the config's analysts (authenticated names), where
 // the map stays bounded, or client networks before authentication
-// (NewBounded), where it is bounded by forgetting them all.
+// (NewBounded), where it is bounded by forgetting them all and the lines
+// of all owners together by one more bucket (WithTotal): whoever holds
+// many networks (an IPv6 /48 is 65,536 of the /64s a network is) gets
+// each a fresh bucket, and past the bound every bucket fresh again.
 package linerate
 
 import (
@@ -34,8 +37,12 @@ type Limiter struct {
 	// maxOwners, when > 0, bounds the owners kept: past it every owner
 	// is forgotten.
 	maxOwners int
-	mu        sync.Mutex
-	owners    map[string]*owner
+	// total, when set (WithTotal), bounds the lines of every owner
+	// together: a line is written when its owner's bucket and this one
+	// both allow it.
+	total  *rate.Limiter
+	mu     sync.Mutex
+	owners map[string]*owner
 }
 
 type owner struct {
@@ -55,6 +62,14 @@ func New(perSecond float64, burst int) *Limiter {
 func NewBounded(perSecond float64, burst, maxOwners int) *Limiter {
 	l := New(perSecond, burst)
 	l.maxOwners = maxOwners
+	return l
+}
+
+// WithTotal bounds the lines of all owners together to burst at once and
+// perSecond a second after that, besides each owner's bucket, and returns
+// l. For NewBounded's owners, which anyone can be.
+func (l *Limiter) WithTotal(perSecond float64, burst int) *Limiter {
+	l.total = rate.NewLimiter(rate.Limit(perSecond), max(burst, 1))
 	return l
 }
 
@@ -79,7 +94,7 @@ func (l *Limiter) Allow(name string) bool {
 		return true
 	}
 	o := l.owner(name)
-	if o.lim.Allow() {
+	if o.lim.Allow() && (l.total == nil || l.total.Allow()) {
 		return true
 	}
 	o.dropped.Add(1)

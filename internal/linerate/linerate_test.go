@@ -2,6 +2,7 @@ package linerate
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -90,5 +91,38 @@ func TestNewBounded(t *testing.T) {
 	}
 	if !l.Allow("10.0.0.1") {
 		t.Fatal("a forgotten network did not start afresh")
+	}
+}
+
+// TestWithTotal: NewBounded's owners are anyone's networks, and one who
+// holds many (an IPv6 /48 is 65,536 /64s) had a fresh bucket in each, and
+// every bucket fresh again past maxOwners: 10,000 networks of one line
+// each wrote 10,000 lines. WithTotal bounds all owners' lines together,
+// counts those it leaves out on their owner, and keeps each owner's own
+// bucket.
+func TestWithTotal(t *testing.T) {
+	l := NewBounded(1e-9, 2, 100).WithTotal(1e-9, 50)
+	written := 0
+	for i := range 10000 {
+		if l.Allow(fmt.Sprintf("10.%d.%d.1", i/256, i%256)) {
+			written++
+		}
+	}
+	if written != 50 {
+		t.Errorf("%d lines of 10,000 networks written, want the total's burst of 50", written)
+	}
+	if d := l.Dropped("10.39.15.1"); d != 1 { // the last network's line was left out and counted
+		t.Errorf("a line the total left out counted %d on its network, want 1", d)
+	}
+	// One network alone still stops at its own burst.
+	m := NewBounded(1e-9, 2, 100).WithTotal(1e-9, 50)
+	n := 0
+	for range 10 {
+		if m.Allow("10.0.0.1") {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("one network wrote %d lines, want its burst of 2", n)
 	}
 }
