@@ -39,9 +39,9 @@
 // ledger's documentation).
 //
 // [PLDMemo] remembers intermediate privacy-loss distributions of the pld
-// method (pldmemo.go): the same figures, but one more charge on a long
-// history reuses the earlier composition. A ledger holds one; it is the
-// only mutable value here, and pure memoisation.
+// method: the same figures, but one more charge on a long history reuses
+// the earlier composition (pld.go, "The memo"). A ledger holds one; it is
+// the only mutable value here, and pure memoisation.
 //
 // # Refund rule
 //
@@ -75,14 +75,10 @@
 // composition; if the steward changes budget.accountant, earlier spending
 // counts by basic composition. Float results are rounded up (roundUp).
 //
-// Cost per charge with 10,000 earlier charges on the row
-// (BenchmarkReserveCompose): well under a millisecond for every method; pld
-// computes its distribution for up to about 1,600 releases of ε = 0.1 (about
-// 0.15–0.3 s at 1,000) and up to pldMaxTypes (128) distinct releases
-// (about 0.1 s at 100: BenchmarkAttack41_PLDManyTypes), and beyond its
-// 2¹⁶-point grid or those types uses its rdp bound: the cost of a charge,
-// made while the row is locked, is bounded whatever ε values an analyst
-// chooses (attack round 41: 600 distinct ε had cost 2.7 s a charge).
+// Cost per charge: well under a millisecond for every method with 10,000
+// earlier charges on the row (BenchmarkReserveCompose); pld's, made while
+// the row is locked, is bounded whatever ε values an analyst chooses
+// (pld.go; BENCHMARKS.md "Accountant").
 //
 // # Exact arithmetic
 //

@@ -42,7 +42,7 @@ type Method interface {
 	Fits(state []byte, limit Spent) (bool, error)
 }
 
-// Methods lists the supported method names in the policy's spelling.
+// methodNames are the supported method names in the policy's spelling.
 var methodNames = []string{policy.AccountantPure, policy.AccountantAdvanced, policy.AccountantRDP, policy.AccountantZCDP, policy.AccountantPLD}
 
 // MethodNames returns the names of the supported composition methods.

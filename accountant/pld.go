@@ -24,17 +24,14 @@ import (
 // losses, so its distribution is the convolution of theirs (Koskela et al.
 // 2020; Doroshenko et al., "Connect the Dots", PETS 2022; Google's
 // dp_accounting). The state is a multiset of releases, and the composed
-// distribution is a deterministic function of it (a Ledger memoises its
-// intermediate products, pldmemo.go, so the next charge reuses them; the
-// figures are the same with or without the memo):
+// distribution is a deterministic function of it ("The memo" below).
 //
 // The samplers are discrete (noise/), and neither continuous loss bounds
 // its discrete counterpart: a discrete Laplace whose sensitivity is one
 // grid step has randomized response's loss, worse than the continuous
 // Laplace's, and a discrete Gaussian's curve can lie above the continuous
-// one at small counts (review round 59; until 7 Dec 2026 both were
-// composed as continuous, which pldlegacy.go keeps for verifying the
-// figures of those builds). So:
+// one at small counts (earlier builds composed both as continuous:
+// pldlegacy.go, for verifying their figures only). So:
 //
 //   - Laplace releases, ε₀ = Δ₁/b: randomized response, the dominating
 //     pair of ε₀-DP below (loss ε₀ w.p. e^ε₀/(1+e^ε₀), −ε₀ otherwise),
@@ -70,14 +67,25 @@ import (
 // least 10⁻⁵); a distribution that would need more than 2¹⁶ points (about
 // 1,600 releases of ε₀ = 0.1) is not computed, to keep a charge fast, and
 // the method falls back to its RDP bound; so does a state of more than
-// pldMaxTypes distinct releases (each is one convolution of up to 2¹⁶
-// points, and an analyst who varies dp.epsilon chooses their number:
-// attack round 41 made one charge cost 2.7 s of CPU with 600 while the
-// dataset's budget rows were locked), and so does a state whose running
-// product over types would cost more than pldMaxWork to convolve (round
-// 68: 128 types of ten releases each). The method's figure
-// is the minimum of the PLD bound, the RDP bound of the same releases
+// pldMaxTypes distinct releases (an analyst who varies dp.epsilon chooses
+// their number) or whose running product over types would cost more than
+// pldMaxWork to convolve (TestAttack41_PLDTypesBounded,
+// TestAttack68_PLDChargeCPUUnderLockNotBounded). The method's figure is
+// the minimum of the PLD bound, the RDP bound of the same releases
 // (rdp.go) and exact basic composition, all valid upper bounds.
+//
+// # The memo
+//
+// A ledger's PLDMemo (pldmemo.go, a bounded store) keeps the repeated
+// squarings and partial products of power and the curves of whole states,
+// each under a pldMemoKey that names every input of the value: the
+// release type and grid h, the squaring's exponent or the count's prefix,
+// or the state's canonical JSON. Values are never changed once put
+// (convolve and truncate make new slices), and only the current
+// composition order uses the memo (the earlier builds' accountants of
+// pldlegacy.go have none), so every figure is exactly what the same
+// computation without it gives (TestPLDMemo_SameFigures): `dpproxy ledger
+// verify`, which recomputes without the memo, finds the same numbers.
 type pldAccountant struct {
 	// memo, when set, remembers intermediate distributions (pldmemo.go);
 	// the figures are the same with or without it.
@@ -92,6 +100,17 @@ type pldAccountant struct {
 	// Gaussian releases as continuous Gaussian, as builds before 7 Dec
 	// 2026 did (pldlegacy.go; Verify only).
 	continuous bool
+}
+
+// pldMemoKey names one memoised value: kind "sq" (n = the exponent b),
+// "pre" (n = the prefix M) or "curve" (state = the canonical state JSON).
+type pldMemoKey struct {
+	kind           string
+	laplace        bool
+	epsilon, delta float64
+	h              float64
+	n              int64
+	state          string
 }
 
 type pldState struct {
@@ -276,33 +295,6 @@ type pmf struct {
 
 func pointMass() pmf { return pmf{p: []float64{1}} }
 
-// laplacePMF discretises the Laplace loss with ε₀, rounding up.
-func laplacePMF(eps0, h float64) pmf {
-	if eps0 == 0 {
-		return pointMass()
-	}
-	cdf := func(x float64) float64 { // P[L ≤ x]
-		switch {
-		case x < -eps0:
-			return 0
-		case x >= eps0:
-			return 1
-		}
-		return 0.5 * math.Exp((x-eps0)/2)
-	}
-	lo := int(math.Ceil(-eps0 / h))
-	hi := int(math.Ceil(eps0 / h))
-	p := make([]float64, hi-lo+1)
-	for i := lo; i <= hi; i++ {
-		p[i-lo] = math.Max(0, cdf(float64(i)*h)-cdf(float64(i-1)*h))
-	}
-	// Mass at exactly ih belongs to bin i: i·h may round below eps0 in float.
-	if cdf(float64(hi)*h) < 1 {
-		p[len(p)-1] += 1 - cdf(float64(hi)*h)
-	}
-	return pmf{off: lo, p: p}
-}
-
 // dominatingPMF discretises the KOV dominating pair of (ε, δ)-DP.
 func dominatingPMF(eps, delta, h float64) pmf {
 	hi := int(math.Ceil(eps / h))
@@ -398,13 +390,9 @@ func (a pmf) convolve(b pmf) (pmf, error) {
 
 // pldMaxWork bounds, in multiply-adds, the convolutions of the running
 // product over release types in one evaluation (build): 16 FFT
-// convolutions of the largest size. pldMaxTypes bounds how many types are
-// convolved, not how large the product grows: 128 types charged ten times
-// each at ε 0.001 grew it to 59,000 points, and every later evaluation —
-// inside the ledger's row locks, which every other analyst's charge on the
-// dataset waits for — made 122 FFT convolutions of 2¹⁶ points, about a
-// second of CPU (attack round 68). Past the bound the RDP bound stands: a
-// valid upper bound, within a few per cent of the PLD's for many releases.
+// convolutions of the largest size (pldMaxTypes bounds how many types are
+// convolved, not how large the product grows). Past it the RDP bound
+// stands, within a few per cent of the PLD's for many releases.
 var pldMaxWork = 16 * fftWork(pldMaxPoints)
 
 // fftWork is the cost of an FFT convolution with n output points, in
@@ -438,15 +426,12 @@ func norm2(x []float64) float64 {
 
 var errPLDTooLarge = fmt.Errorf("privacy-loss distribution needs more than %d points", pldMaxPoints)
 
-// pmf discretises one release of type t on the grid h. A Laplace release
-// is composed as the dominating pair of ε₀-DP (randomized response): the
-// samplers are discrete, and a discrete Laplace whose sensitivity is one
-// grid step has exactly that loss (±ε₀ with masses e^ε₀/(1+e^ε₀) and
-// 1/(1+e^ε₀)), which the continuous Laplace's loss does not dominate
-// (SECURITY.md, known gap 11 until 7 Dec 2026).
+// pmf discretises one release of type t on the grid h: the dominating
+// pair of (ε, δ)-DP, for a Laplace release randomized response (file
+// comment).
 func (t pldType) pmf(h float64) pmf {
 	if t.laplace && t.continuous {
-		return laplacePMF(t.epsilon, h)
+		return laplacePMF(t.epsilon, h) // pldlegacy.go
 	}
 	return dominatingPMF(t.epsilon, t.delta, h)
 }
@@ -582,15 +567,9 @@ func (s pldState) build(memo *PLDMemo, lowBitFirst, uncapped, continuous bool) (
 		return c, nil
 	}
 	if s.MuSq > 0 && !continuous {
-		// The Gaussian samplers are discrete, and the continuous
-		// Gaussian's loss does not dominate the discrete one's (a
-		// discrete Gaussian of ε 1, δ 10⁻⁵ has δ 1.04·10⁻⁵ at the ε 0.997
-		// the continuous curve gives; review round 59): releases with
-		// Gaussian noise are accounted by the RDP bound, which holds for
-		// the discrete Gaussian (Canonne–Kamath–Steinke 2020, Thm 4), and
-		// basic composition. Releases with δ > 0 that are not RDP (a
-		// partition-selection threshold) join the RDP part by basic
-		// composition.
+		// Gaussian releases: the RDP bound (file comment). Releases with
+		// δ > 0 that are not RDP (a partition-selection threshold) join
+		// it by basic composition.
 		if c.rdp == nil {
 			var rest [2]float64
 			keep := ts[:0:0]
@@ -704,12 +683,9 @@ func (c pldCurve) delta(eps float64) float64 {
 	return d
 }
 
-// curve composes the state raw into its curve, through the memo. The memo
-// is keyed on the state's canonical JSON (Go's encoding of the
-// decoded state), not on raw: the ledger hands states back as
-// PostgreSQL's normalised jsonb text, whose bytes differ from those the
-// charge wrote, and the first status after each charge had rebuilt the
-// whole curve (attack round 68's note).
+// curve composes the state raw into its curve, through the memo, keyed on
+// the state's canonical JSON (Go's encoding of the decoded state), not on
+// raw: the ledger hands states back as PostgreSQL's normalised jsonb text.
 func (a pldAccountant) curve(raw json.RawMessage) (pldCurve, error) {
 	if c, ok := a.memo.getCurve(string(raw)); ok {
 		return c, nil

@@ -4,7 +4,11 @@
 
 package accountant
 
-import "github.com/dpproxy/dpproxy/policy"
+import (
+	"math"
+
+	"github.com/dpproxy/dpproxy/policy"
+)
 
 // The pld composition order of earlier builds, for Verify only.
 //
@@ -95,4 +99,32 @@ func pldTypesOver(st []byte, n int) bool {
 	}
 	ts, err := ps.types()
 	return err == nil && len(ts) > n
+}
+
+// laplacePMF discretises the continuous Laplace loss with ε₀, rounding
+// up, as builds before 7 Dec 2026 did (pldType.continuous).
+func laplacePMF(eps0, h float64) pmf {
+	if eps0 == 0 {
+		return pointMass()
+	}
+	cdf := func(x float64) float64 { // P[L ≤ x]
+		switch {
+		case x < -eps0:
+			return 0
+		case x >= eps0:
+			return 1
+		}
+		return 0.5 * math.Exp((x-eps0)/2)
+	}
+	lo := int(math.Ceil(-eps0 / h))
+	hi := int(math.Ceil(eps0 / h))
+	p := make([]float64, hi-lo+1)
+	for i := lo; i <= hi; i++ {
+		p[i-lo] = math.Max(0, cdf(float64(i)*h)-cdf(float64(i-1)*h))
+	}
+	// Mass at exactly ih belongs to bin i: i·h may round below eps0 in float.
+	if cdf(float64(hi)*h) < 1 {
+		p[len(p)-1] += 1 - cdf(float64(hi)*h)
+	}
+	return pmf{off: lo, p: p}
 }

@@ -1,4 +1,8 @@
-// Privacy-critical: needs DP review.
+// Not in the privacy-critical set (docs/ARCHITECTURE.md): a bounded
+// keyed store. get returns the value put under an equal key, or nothing;
+// what a key names (every input its value depends on) and that no value is
+// changed once put are pld.go's (pldMemoKey, power, curve), so a bug here
+// costs time or memory, never a figure.
 
 package accountant
 
@@ -8,35 +12,14 @@ import (
 )
 
 // PLDMemo remembers intermediate privacy-loss distributions of the pld
-// method so that one more charge on a budget row costs a few small
-// convolutions instead of recomputing the whole composition (BENCHMARKS.md,
-// "Accountant"). It is pure memoisation: every value it returns is exactly
-// what the same computation without it returns (same operations in the same
-// order on the same inputs), so a figure never depends on whether, or in
-// which order, states were evaluated before — `dpproxy ledger verify`, which
-// recomputes without the memo, finds the same numbers.
-//
-// What is kept (each for one release type (Laplace ε₀ or generic (ε, δ))
-// on one grid h):
-//
-//   - the repeated squarings sq[b] = base^(2^b) of the type's discretised
-//     loss (pmf.power);
-//   - the partial products of pmf.power, pre(M) = ⊗ sq[b] over the set bits
-//     b of M taken from the highest down, for every prefix M of a count n
-//     (n with its low bits cleared). Counts n and n+1 share all prefixes
-//     above the lowest bits that change, so the next charge recomputes only
-//     the last convolutions, each with a small sq[b];
-//   - the composed curve of a whole state (so evaluating one state twice,
-//     e.g. for Reserve and then for a status, composes once).
-//
-// Bounded by the total number of grid points held. The memo is shared by
-// a ledger's analysts, each entry counted to the one whose charge put it
-// there (For); past the bound the least recently used entry of whoever
-// holds the most points goes first, so one analyst's charges cannot push
-// another's out (attack round 109: 480 charges of one analyst at 40
-// distinct ε had made another's next charge 84 ms instead of 12–23). An
-// entry one analyst uses that another put there stays the other's. Safe
-// for concurrent use. Each Ledger has its own.
+// method (pld.go, "The memo"), bounded by the total number of grid points
+// held. The memo is shared by a ledger's analysts, each entry counted to
+// the one whose charge put it there (For); past the bound the least
+// recently used entry of whoever holds the most points goes first, so one
+// analyst's charges cannot push another's out
+// (TestAttack109_PLDMemoSharedLRU). An entry one analyst uses that another
+// put there stays the other's. Safe for concurrent use. Each Ledger has
+// its own.
 type PLDMemo struct {
 	s     *pldStore
 	owner string
@@ -56,17 +39,6 @@ type pldOwner struct {
 	name   string
 	order  *list.List
 	points int
-}
-
-// pldMemoKey names one memoised value: kind "sq" (n = the exponent b),
-// "pre" (n = the prefix M) or "curve" (state = the canonical state JSON).
-type pldMemoKey struct {
-	kind           string
-	laplace        bool
-	epsilon, delta float64
-	h              float64
-	n              int64
-	state          string
 }
 
 type pldMemoEntry struct {

@@ -108,9 +108,9 @@ func laplaceRDP(alpha, eps0 float64) float64 {
 // Laplace of one grid step's sensitivity has exactly this loss. Near α = 1
 // (u = α−1, uε₀ < 1/2) it is log1p(x)/u with x = (e^{ε₀}·expm1(uε₀) +
 // expm1(−uε₀))/(1+e^{ε₀}) written without cancellation as
-// expm1(uε₀)·(−expm1(−αε₀))/(1+e^{−ε₀}) (both factors positive; the sum
-// form lost 10⁻⁸ relative at ε₀ 10⁻⁸, the review of 6 Dec 2026); its limit
-// as α→1 is the KL divergence ε₀·tanh(ε₀/2). Elsewhere in log-sum-exp form.
+// expm1(uε₀)·(−expm1(−αε₀))/(1+e^{−ε₀}) (both factors positive); its
+// limit as α→1 is the KL divergence ε₀·tanh(ε₀/2). Elsewhere in
+// log-sum-exp form.
 func rrRDP(alpha, eps0 float64) float64 {
 	if eps0 == 0 {
 		return 0

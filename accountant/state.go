@@ -21,14 +21,15 @@ func BasicSums(st []byte) (epsilon, delta string, err error) {
 	if err != nil {
 		return "", "", err
 	}
-	e, d := s.BasicEpsilon, s.BasicDelta
-	if e == "" {
-		e = "0"
+	return orZero(s.BasicEpsilon), orZero(s.BasicDelta), nil
+}
+
+// orZero is a state's decimal text, "0" for the empty text of nothing.
+func orZero(s string) string {
+	if s == "" {
+		return "0"
 	}
-	if d == "" {
-		d = "0"
-	}
-	return e, d, nil
+	return s
 }
 
 // LifetimeCovers checks that a lifetime state (window.go) holds at least
@@ -44,13 +45,7 @@ func LifetimeCovers(lifetime, window []byte) string {
 		return fmt.Sprintf("has %d events, fewer than the window's %d", lt.Events, w.Events)
 	}
 	for _, p := range [][3]string{{"ε", lt.BasicEpsilon, w.BasicEpsilon}, {"δ", lt.BasicDelta, w.BasicDelta}} {
-		a, b := p[1], p[2]
-		if a == "" {
-			a = "0"
-		}
-		if b == "" {
-			b = "0"
-		}
+		a, b := orZero(p[1]), orZero(p[2])
 		x, ok1 := new(big.Rat).SetString(a)
 		y, ok2 := new(big.Rat).SetString(b)
 		if !ok1 || !ok2 || x.Cmp(y) < 0 {
@@ -75,13 +70,7 @@ func CompareStates(stored, recomputed []byte) string {
 	}
 	for _, p := range [][3]string{{"basic ε", s.BasicEpsilon, r.BasicEpsilon}, {"basic δ", s.BasicDelta, r.BasicDelta},
 		{"rest ε", s.RestEpsilon, r.RestEpsilon}, {"rest δ", s.RestDelta, r.RestDelta}} {
-		a, b := p[1], p[2]
-		if a == "" {
-			a = "0"
-		}
-		if b == "" {
-			b = "0"
-		}
+		a, b := orZero(p[1]), orZero(p[2])
 		if !SameDecimal(a, b) {
 			return fmt.Sprintf("%s %s on the row, %s from the charges", p[0], a, b)
 		}

@@ -70,13 +70,11 @@ const GlobalAnalyst = ""
 //
 // A shared row composes every member's releases, so its state must not
 // grow with what one of them chooses. Every method's state is a fixed set
-// of sums except pld's, which keeps one entry per distinct release (ε₀ to
-// four digits): five analysts spending at the ε floor gave the global row
-// 22,127 entries, 307 KB rewritten per charge and 250 ms to evaluate under
-// a global cap, while every charge on the dataset waited for the row
-// (attack round 68). RDP's state is one sum per order (rdp.go); its figure
-// is a valid upper bound for the same releases (pld.go falls back to it),
-// a few per cent above the PLD's for many releases.
+// of sums except pld's, which keeps one entry per distinct release
+// (TestAttack68_SharedRowStateFixed). RDP's state is one sum per order
+// (rdp.go); its figure is a valid upper bound for the same releases
+// (pld.go falls back to it), a few per cent above the PLD's for many
+// releases.
 func SharedMethodName(name string) string {
 	if name == policy.AccountantPLD {
 		return policy.AccountantRDP
