@@ -3,14 +3,14 @@
 // Package release is the one path that turns a validated plan into released
 // numbers:
 //
-//  1. calibrate (calibrate.go, the one place, used by Run, the
-//     sample-and-aggregate path and Explain alike): build one noise
-//     mechanism per measurement of the plan, with the query's ε (and δ)
-//     split equally between the measurements (basic composition inside one
-//     query: m measurements of ε/m each cost ε), and the mechanisms of the
-//     choices made by DP first (clamping bounds, rows per unit, released
-//     groups); apply the session's quantile method and emit the plan's SQL
-//     for the β it calibrated; collect every ledger event;
+//  1. verify and calibrate (verify.go; calibrate.go, the one place, used
+//     by Run, the sample-and-aggregate path and Explain alike): check that
+//     the plan's SQL is the emitter's, then build one noise mechanism per
+//     measurement of the plan, with the query's ε (and δ) split equally
+//     between the measurements (basic composition inside one query: m
+//     measurements of ε/m each cost ε), and the mechanisms of the choices
+//     made by DP first (clamping bounds, rows per unit, released groups);
+//     collect every ledger event;
 //  2. reserve: durably charge the ledger (accountant.Store.Reserve) before
 //     any private data is read; a refusal (53400) ends the query here;
 //  3. run: execute the plan's emitted SQL upstream (never analyst text);
@@ -34,7 +34,7 @@
 // data. The sensitivities come from package sensitivity, recomputed here from
 // the policy and cross-checked against the plan.
 //
-// release imports dpplan (plan types), pgemit (to emit a calibrated plan's
-// SQL), sensitivity, noise, accountant and policy; never the parser. It
+// release imports dpplan (plan types), pgemit (to re-emit a plan's SQL and
+// compare), sensitivity, noise, accountant and policy; never the parser. It
 // does no logging; I/O only through the Upstream and Store it is given.
 package release

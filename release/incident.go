@@ -78,8 +78,8 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 		// Another analyst's statement ran on the dataset meanwhile: the
 		// time-out, or the server's memory, disk or shared-memory segments
 		// running out, may be theirs, and one analyst must not be able to
-		// get another suspended by loading the data server (issue 27;
-		// attack round 42 for the class 53 errors). An availability
+		// get another suspended by loading the data server
+		// (TestAttack42_*). An availability
 		// failure: no incident, no suspension. With no other analyst's
 		// load these stay the analyst's incident, even within the plan's
 		// work bound: that bound counts rows, not the bytes of their
@@ -101,7 +101,7 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 	// analyst's other sessions (Reserve refuses a suspended analyst before
 	// it checks the budget), so writing it at once would show the moment
 	// of the failure, which the time slot hides from the error itself
-	// (attack round 85's lead). The wait ignores ctx: a session that ends
+	// (TestAttack85_IncidentWrittenAtPublishTime). The wait ignores ctx: a session that ends
 	// must not make the write early. The error then says when it was
 	// ready (ErrorReadyAt), for the proxy's padding.
 	failedAt := time.Now()
@@ -122,7 +122,7 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 		// analyst in this process, so a ledger outage cannot turn the
 		// breaker into a free oracle, and record it once the ledger
 		// answers, so that the other proxies sharing the ledger, a
-		// restart and the steward see it (attack round 45).
+		// restart and the steward see it (TestAttack45_*).
 		key := suspensionKey(req)
 		r.addUnrecorded(key, 1)
 		go r.recordLater(req.Dataset, inc, key)
@@ -132,10 +132,10 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 
 // Stop has the incidents still waiting for their publish time written at
 // once, and waits for them (at most until ctx ends): the proxy calls it
-// when it stops, before it closes the ledger (review round 87: one
-// waiting past the drain had been lost with the ledger's pool). Writing
-// them then shows only when the proxy stopped, not when they happened;
-// their statements get no reply.
+// when it stops, before it closes the ledger
+// (TestReleaser_StopWritesWaitingIncidents). Writing them then shows only
+// when the proxy stopped, not when they happened; their statements get no
+// reply.
 func (r *Releaser) Stop(ctx context.Context) {
 	r.stopOnce.Do(func() { close(r.stopping) })
 	for r.pending.Load() > 0 && ctx.Err() == nil {

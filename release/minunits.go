@@ -4,7 +4,6 @@ package release
 
 import (
 	"math/big"
-	"strings"
 
 	"github.com/dpproxy/dpproxy/accountant"
 	"github.com/dpproxy/dpproxy/dpplan"
@@ -159,11 +158,7 @@ func unitCounts(plan *dpplan.Plan, groups [][]string, rows [][]*string) ([][]*st
 			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
 		}
 		out[r] = row[:nk+nm]
-		key, ok := rowKey(plan, row)
-		if !ok {
-			continue
-		}
-		g, ok := index[strings.Join(key, "\x00")]
+		g, ok := groupOf(plan, index, row)
 		if !ok {
 			continue
 		}

@@ -59,17 +59,19 @@ import (
 // charges it (an event with ε = 0 and δ = δ_thr, composed by basic
 // composition; accountant.Event).
 //
-// # Budget split (the query's ε and δ)
+// # Budget split (the query's ε and δ, for every plan)
 //
-// The selection's noisy count is one more measurement: with m measures,
-// the query's ε is split equally between m + 1 measurements. δ is split
+// ε: every measure of the plan (each count, sum, sum of squares and each
+// quantile) gets an equal share, rounded down (splitDown), so the shares
+// compose to at most ε. The selection's noisy count is one more
+// measurement: with m measures, ε is split between m + 1. δ is split
 // equally between the threshold and every other δ user: under Laplace the
 // measures and the count are pure ε-DP and the threshold takes the whole
 // δ; under Gaussian the m measures (quantiles excepted, which are pure
 // ε-DP) and the count's Gaussian noise take one share each. With no
 // quantile that is m + 2 shares. Without private keys δ is split equally
 // between the measures that use it (every measure but the quantiles under
-// the Gaussian mechanism, see quantile.go).
+// the Gaussian mechanism: deltaUsers, quantile.go).
 //
 // A plan with a minimum of units per cell (min_units_per_cell,
 // minunits.go) and no private key has the same one more measurement, its
@@ -232,9 +234,7 @@ func selectGroups(plan *dpplan.Plan, sel *selection, rows [][]*string) ([][]stri
 // holds the kept groups only. A group the SQL returns twice (its GROUP BY
 // rules that out) is an internal error when both are kept (firstK.sorted);
 // one of them kept is the release of one of two selected cells, whose
-// noise and threshold each cover it. Nothing is held per candidate (round
-// 72: a digest of each had held about 40 bytes of the proxy's memory per
-// row of the scan, uncounted).
+// noise and threshold each cover it. Nothing is held per candidate.
 //
 // It keeps at most dpplan.MaxSelectedGroups of the selected groups, the
 // first by key (firstK).

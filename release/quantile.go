@@ -55,37 +55,17 @@ import (
 // with optimal convergence rates", STOC) exponential-mechanism quantile
 // with its continuous output replaced by the bucket midpoint.
 //
-// # The grid
-//
-// The grid has up to 2¹⁴ buckets (rewrite/quantile.go). With 256 buckets
-// the released midpoint of the right bucket was off by half a bucket even
-// without noise (9.1 on the demo's median cost, ~600 on PUMS incomes).
-// Selecting among 2¹⁴ candidates costs only ln(2¹⁴)/ln(2⁸) = 1.75× in the
-// worst-case rank bound (HalfWidth), and in practice nothing: empty
-// buckets between two values share one utility, so the selection is
-// Smith's continuous exponential mechanism at a finer resolution. It was
-// also more accurate than selecting in two stages of ε/2 (256 coarse
-// buckets, then 64 fine ones), which halved the ε of each stage and lost
-// badly where the rank noise dominates (PUMS median income at ε 0.1:
-// BENCHMARKS.md). Exact sampling stays fast: the rejection sampler's
-// trials stop at the first failed Bernoulli(e⁻¹) (noise/exponential.go).
+// The grid has up to 2¹⁴ buckets (rewrite/quantile.go): selecting among
+// 2¹⁴ candidates costs only ln(2¹⁴)/ln(2⁸) = 1.75× a 256-bucket grid in the
+// worst-case rank bound (HalfWidth), and empty buckets between two values
+// share one utility (accuracy: BENCHMARKS.md).
 //
 // # Groups
 //
 // A unit changes at most L0 = Plan.MaxGroupsPerUnit groups, so each group
 // is answered with ε_g = ε_m/L0, where ε_m is the measure's share of the
-// query's ε: by basic composition the measure is ε_m-DP.
-//
-// # Splitting the query's budget (the rule for every plan)
-//
-// ε: every measure of the plan (each count, sum, sum of squares and each
-// quantile) gets an equal share ε/m, rounded down (splitDown), so the m
-// releases compose to at most ε.
-//
-// δ: split equally, rounded down, over the measures that use δ: every
-// non-quantile measure under the Gaussian mechanism (deltaUsers).
-// Quantiles and Laplace measures are pure ε-DP and take none. Within a
-// measure each of the L0 groups a unit can touch gets ε_m/L0.
+// query's ε (splitBudget, partition.go: quantiles take no δ): by basic
+// composition the measure is ε_m-DP.
 
 // groupEpsilon is ε_g, the ε of each group's release of a quantile
 // measure whose share is ε_m (see "Groups" above): ε_m/L0, rounded down so

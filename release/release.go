@@ -312,8 +312,8 @@ func (r *Releaser) execute(ctx context.Context, cal *calibration, res *accountan
 		out.Widths = append(out.Widths, rowWidths(row, base, widths))
 	}
 	// The NOTICE speaks of released cells only: a withheld group's
-	// half-width or bias estimate would say how large it is (attack
-	// round 67).
+	// half-width or bias estimate would say how large it is
+	// (TestAttack67_MinUnitsSuppressedCellHalfWidthInNotice).
 	tn, tg, tw := releasedOnly(hidden, noisy, groups, widths) // text.go
 	errs := errorsText(req, ms, tn, tg, tw)
 	if sel != nil {
@@ -373,7 +373,7 @@ func (r *Releaser) record(ctx context.Context, req Request, key string, res *acc
 	if r.ledger.Release(ctx, res, stored) == nil && stored != nil {
 		// Only an answer the ledger stored: memory holds what the ledger
 		// recorded, so a repetition is free on every proxy or on none
-		// (review round 87).
+		// (TestReview87_UnstoredAnswerServedFromMemory).
 		r.answers.put(answerKeyOf(req, key), sa)
 	}
 }
@@ -692,11 +692,7 @@ func collect(plan *dpplan.Plan, groups [][]string, rows [][]*string) (values [][
 		if len(row) != nk+nm {
 			return nil, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
 		}
-		key, ok := rowKey(plan, row)
-		if !ok {
-			continue
-		}
-		g, ok := index[strings.Join(key, "\x00")]
+		g, ok := groupOf(plan, index, row)
 		if !ok {
 			continue
 		}
@@ -718,6 +714,17 @@ func groupIndex(groups [][]string) map[string]int {
 		index[strings.Join(g, "\x00")] = i
 	}
 	return index
+}
+
+// groupOf is the index (groupIndex) of an upstream row's released group;
+// false when a key is NULL or the group is not released.
+func groupOf(plan *dpplan.Plan, index map[string]int, row []*string) (int, bool) {
+	key, ok := rowKey(plan, row)
+	if !ok {
+		return 0, false
+	}
+	g, ok := index[strings.Join(key, "\x00")]
+	return g, ok
 }
 
 // parseMeasures reads a row's measure cells (one per plan measure): NULL

@@ -178,7 +178,7 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 				// min_units_per_cell (minunits.go): the keys stay, the
 				// statistics are NULL (post-processing of ñ). Its k is not
 				// reported: chosen from ñ, it would say how large the
-				// withheld group is (attack round 67).
+				// withheld group is.
 				suppressed++
 				row := make([]value, len(plan.Outputs))
 				for i, o := range plan.Outputs {
@@ -230,8 +230,8 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 		if nt.Cmp(tau) < 0 {
 			return nil // not selected: nothing of this group is released
 		}
-		// Only the level it is released at is kept (review 71: every
-		// level of 8,571 kept groups had held 98 MB until the scan ended).
+		// Only the level it is released at is kept
+		// (TestReview71_SampleAggKeptGroupsHoldEveryBlockLevel).
 		k := level(nt)
 		return first.offer(key, func() (saGroup, error) { return saGroup{map[int][]*big.Rat{k: lv[k]}, nt}, nil })
 	}
@@ -253,9 +253,8 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	if streamer, ok := req.Upstream.(RowStreamer); ok && private {
 		// Private keys: the candidate groups come from the data, about
 		// one row per block level each, ordered by key (the SQL's ORDER
-		// BY): read one group at a time and keep only the released ones
-		// (attack round 54: all candidates had been held at once). The
-		// rows are then sorted by key as the other path's are.
+		// BY): read one group at a time and keep only the released ones.
+		// The rows are then sorted by key as the other path's are.
 		gr := newGroupReader(plan, release)
 		if err := streamer.QueryEach(ctx, plan.SQL, gr.add, plan.QueryArgs(req.Dataset)...); err != nil {
 			return nil, nil, err

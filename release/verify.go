@@ -39,11 +39,10 @@ import (
 // bounds, a sum's range against its expression's interval or its column's
 // bounds in that table, L0 and rows per unit against the policy). So a
 // planner bug can make a release answer another query than the analyst
-// asked, or refuse one, but not release more than the charge (an attack
-// review found the hole CheckInputs closes: constants the emitter pasted
-// could have held a subquery; verify_attack_test.go): the privacy
-// argument is this package, dpplan, pgemit, sensitivity, noise and
-// accountant. Joins are no exception: the joined relation's table (its
+// asked, or refuse one, but not release more than the charge
+// (verify_attack_test.go): the privacy argument is this package, dpplan,
+// pgemit, sensitivity, noise and accountant. Joins are no exception: the
+// joined relation's table (its
 // unit, its limits, its columns' names and types) is recomputed from the
 // policy and the plan's join by dpplan.VerifyJoin, which also checks the
 // facts the join shapes' argument rests on (dpplan/join.go).
@@ -107,7 +106,7 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 	if plan.Auto != nil && !dpplan.WeightsOnly(plan) {
 		// Automatic contribution bounds are argued for plans bounded by
 		// weights alone (rewrite/autobounds.go): no joins, no private
-		// keys, no sample-and-aggregate (attack round 47).
+		// keys, no sample-and-aggregate (TestAttack47_*).
 		return bad("automatic contribution bounds of this shape")
 	}
 	want := ""
@@ -133,9 +132,9 @@ func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 			if !sameShape(plan, p) {
 				// What release builds from the plan (the unit count of
 				// min_units_per_cell, the events' mechanism names) is
-				// applied to whichever candidate is chosen (attack round
-				// 59), so a candidate differs from the plan only in its
-				// rows per unit and what follows from them.
+				// applied to whichever candidate is chosen
+				// (TestAttack59_*), so a candidate differs from the plan
+				// only in its rows per unit and what follows from them.
 				return bad("automatic bounds candidate")
 			}
 		}
