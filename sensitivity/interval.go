@@ -22,7 +22,9 @@ import (
 // intervals (the inclusion property). By induction over the expression
 // the interval of the whole expression contains its value on every row,
 // whatever the data. A unit with at most r rows in a group then changes
-// the group's sum by at most r·max(|Lo|, |Hi|) ([SumLInfInterval]).
+// the group's sum by at most r·max(|lo|, |hi|) for any [lo, hi] that
+// contains the interval ([SumLInf]; release checks the plan's bounds
+// contain it).
 //
 // Endpoints are exact rationals (math/big), not floats: + − × of the
 // clamped numeric values are exact in PostgreSQL's numeric, so the
@@ -355,35 +357,6 @@ func RatDown(v *big.Rat) float64 {
 		return 0 // not −0
 	}
 	return f
-}
-
-// MaxAbs is max(|Lo|, |Hi|), the largest magnitude of a non-NULL value (0
-// for an always-NULL expression).
-func (a Interval) MaxAbs() *big.Rat {
-	if a.Empty() {
-		return new(big.Rat)
-	}
-	return maxRat(new(big.Rat).Abs(a.Lo), new(big.Rat).Abs(a.Hi))
-}
-
-// SumLInfInterval is the per-group L∞ bound of a sum of an expression whose
-// non-NULL values lie in a, when a unit contributes at most maxRows rows:
-// the unit's per-group sum lies in [maxRows·min(Lo, 0), maxRows·max(Hi, 0)]
-// (NULLs add nothing), so removing it changes the sum by at most
-// maxRows·max(|Lo|, |Hi|). Computed exactly and rounded up to a float64.
-func SumLInfInterval(maxRows int, a Interval) float64 {
-	return RatUp(new(big.Rat).Mul(big.NewRat(int64(maxRows), 1), a.MaxAbs()))
-}
-
-// Midpoint is (Lo + Hi)/2, the centre used by normalized sums (0 for an
-// always-NULL expression). For decimal endpoints it is a decimal. It
-// minimizes max(|Lo − c|, |Hi − c|) over c, hence [CentredSumLInf].
-func (a Interval) Midpoint() *big.Rat {
-	if a.Empty() {
-		return new(big.Rat)
-	}
-	m := new(big.Rat).Add(a.Lo, a.Hi)
-	return m.Quo(m, big.NewRat(2, 1))
 }
 
 // CentredSumLInf is the per-group L∞ bound of a normalized (centred) sum
