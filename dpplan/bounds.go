@@ -78,8 +78,7 @@ import (
 // mechanism the L2 sensitivity L0·L∞ is larger than a grouped query's
 // √L0·L∞: the policy's L0·L∞ rows of one unit may all lie in the one
 // group). Keeping only max_rows_per_unit rows there would drop rows the
-// policy allows, biasing counts and sums down (the demo's first query lost
-// 24% of its rows). The session may tighten either bound (SET
+// policy allows, biasing counts and sums down. The session may tighten either bound (SET
 // dp.max_rows_per_unit / dp.max_groups_per_unit, like BigQuery's
 // per-query contribution bounds), never loosen it. queryBounds gives the
 // builder a view of the table with the bounds of this query; release
@@ -121,12 +120,10 @@ func MaxGroupsPerUnit(t *policy.Table, keys []Key) int {
 // and the SQL keeps only keys in their domains, so a unit is in at most G
 // groups. A unit in g groups counts min(1, L_u/g) in each: per group at
 // most 1 (L∞ = 1) and over its groups min(g, L_u) ≤ L_u (L1 ≤ L_u·L∞,
-// L2 ≤ √L_u·L∞ as above), a function of the unit's own rows. Weighting by
-// L0/g instead (L_u = L0) left 62% of the demo's patients out of their
-// departments' distinct counts (issue 29); with L_u = min(G, L0·R) no
-// unit is weighted unless it is in more than L0·R groups, and the noise
-// grows with L_u, which release calibrates to (UnitGroups again, from the
-// rows it re-derives). Joins and sample-and-aggregate keep L0.
+// L2 ≤ √L_u·L∞ as above), a function of the unit's own rows. No unit is
+// weighted unless it is in more than L0·R groups, and the noise grows with
+// L_u, which release calibrates to (UnitGroups again, from the rows it
+// re-derives). Joins and sample-and-aggregate keep L0.
 func UnitGroups(p *Plan, rows int) int {
 	l0 := max(p.MaxGroupsPerUnit, 1)
 	if p.Join != nil || p.SampleAgg != nil || GroupBounding(p) != GroupsScale || rows < 1 {
@@ -165,10 +162,8 @@ func GroupBounding(p *Plan) GroupBound {
 	if len(p.Keys) == 0 {
 		return GroupsAll
 	}
-	for _, k := range p.Keys {
-		if k.Private {
-			return GroupsSelect
-		}
+	if p.PrivateGroups() {
+		return GroupsSelect
 	}
 	groups := 1
 	for _, k := range p.Keys {

@@ -14,9 +14,8 @@ import (
 // The work bound (work.go) weighs every row by 1 + RowOps/16, a unit
 // being about 125 ns of the 2 µs a row is counted at. ValueOps counts a
 // row value's work in those units as PostgreSQL does it on the SQL that
-// pgemit writes, not per operator of the analyst's text (attack round
-// 104: an operator had been one unit whatever its operands, and the
-// slowest accepted values ran 40–130 times their count):
+// pgemit writes, not per operator of the analyst's text
+// (TestAttack104_LongDigitsCounted, TestAttack104_ValueReadsCounted):
 //
 //   - A column leaf is one unit: its read is a size test, a rounding and
 //     a clamp (pgemit readNumeric, columnNumeric), five function calls;
@@ -38,13 +37,9 @@ import (
 //     products of 20×20, 40×40 and 80×80 digits 170 ns, 690 ns and 1.7 µs
 //     (counted 250 ns, 875 ns, 3.1 µs); a quotient of 62 digits by 40
 //     digits 7.2 µs (counted 10.9 µs); a sum of two 80-digit values about
-//     175 ns (counted 375 ns). Before, one product of 32 factors
-//     cost × 0.0000499…9 (63 operators) ran 33 µs a row against the 10 µs
-//     counted, and six quotients of 1,000 decimals multiplied 1.3 ms a row.
+//     175 ns (counted 375 ns).
 //   - A division is written twice (its IS NULL test and its clamp): its
-//     operands and quotient are counted twice, a nested one's four times
-//     (before: once; VARIANCE of three nested divisions of a sum of 40
-//     leaves ran 251 s on the demo against a 2 s slot).
+//     operands and quotient are counted twice, a nested one's four times.
 //
 // A plan's RowOps counts each measure's evaluations of its value
 // (MeasureValueOps): a sum or count once, a sum of squares twice and their

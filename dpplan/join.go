@@ -36,12 +36,7 @@ package dpplan
 //
 // Protected tables joined on anything but their units are refused; the
 // planner's hint is to add the unit equality, which makes a JoinUnit of
-// the same tables. (Elastic joins on another key with declared
-// multiplicities, after Johnson, Near, Song, VLDB 2018, were answered
-// until December 2026 and removed, issue 28: one unit changed up to
-// E = 2·(C_A·m_B + C_B·m_A) joined rows, 320 with the example policy's
-// limits, so a count's sensitivity was 320 where the unit join of the
-// same tables has 3, and their argument was the largest one here.)
+// the same tables (elastic joins on another key were removed, issue 28).
 //
 // Every choice is in the order of a hash of the row (or of the unit and
 // keys, bounds.go), fixed per row, so the bounds hold whatever the data;
@@ -49,74 +44,31 @@ package dpplan
 //
 // # Work of a unit join
 //
-// (Issue 27.) Without a bound, n rows of one unit in
-// each of k copies of a table made n^k joined rows upstream, and the time
-// to answer showed whether a person had a value. So every protected input
-// of a unit join but the first is cut, before the join, to at most
-// C_T = max_groups_per_unit·max_rows_per_unit rows per unit (its whole
-// allowance in any one query; pgemit's joinFromSQL), and each row of the
-// first protected table then joins at most F = Π C_T rows: a unit with n
-// rows there makes at most n·F joined rows, linear in its own rows as a
-// scan of one table is, whatever its rows elsewhere. The first table is
-// not cut (its rows are bounded after the join, and cutting it too would
-// cost a sort of the largest input for nothing).
-//
+// Every protected input of a unit join but the first is cut, before the
+// join, to at most C_T = max_groups_per_unit·max_rows_per_unit rows per
+// unit (its whole allowance in any one query; pgemit's joinFromSQL), so
+// each row of the first protected table joins at most F = Π C_T rows: a
+// unit with n rows there makes at most n·F joined rows, linear in its own
+// rows as a scan of one table is, whatever its rows elsewhere (work.go).
 // The cut is a function of the unit's own rows (a fixed hash order of the
 // row's values), so neighbouring databases still differ only in that
-// unit's joined rows, and bounding after the join (bounds.go) gives
-// the guarantee of join.go unchanged. Plans whose F or number of protected
-// inputs exceed MaxJoinFanout and MaxUnitJoinInputs are refused before any
-// charge.
+// unit's joined rows, and bounding after the join gives the guarantee
+// above unchanged. Plans whose F or number of protected inputs exceed
+// MaxJoinFanout and MaxUnitJoinInputs are refused before any charge.
 //
-// # Private group keys in joins
+// # Private group keys and quantiles over joins
 //
-// Partition selection rests on two facts about the SQL's per-group count n
-// of distinct units after contribution bounding (bounds.go, Wilson et al.
-// 2020 §3):
-//
-//	(a) adding or removing one unit u changes n by at most 1 in each group,
-//	    in at most L0 groups, and changes no other unit's (unit, group)
-//	    rows;
-//	(b) a group that exists only because of u (it has no rows without u)
-//	    has n = 1, so the threshold, calibrated for n = 1, keeps it with
-//	    probability at most δ_p.
-//
-// # JoinPublic and JoinUnit: allowed
-//
-// In both shapes every joined row contains rows of exactly one unit, the
-// primary table's unit (join.go: public tables hold no units; in a unit
-// join all protected rows of a joined row share the unit). So the joined
-// rows of u are exactly those containing a row of u, removing u removes
-// them and changes no other joined row, and bounds.go bounds the joined
-// relation per unit exactly as it bounds one table: (a) and (b) hold
-// unchanged. The key may be a column of any joined table, also of a public
-// one: which values of a public column appear depends on which protected
-// rows join them, which is why such a column needs partition selection too
-// (unless it has public_values).
-//
-// # Quantiles over joins
-//
-// Quantiles (percentile_cont, percentile_disc, MIN, MAX; quantile.go) over
-// joins and with private group keys (issue 9).
-//
-// The quantile method rests on one fact about the values a group's SQL
-// summary is computed from: adding or removing one unit adds or removes at
-// most R values of each group, in at most L0 groups (R = Quantile.Rows =
-// Measure.LInf). The exponential method's utilities then move by at most R
-// (release/quantile.go). So a quantile is answered over a join exactly
-// when the join shape gives such an R:
-//
-//   - JoinPublic and JoinUnit: the joined relation is bounded per unit
-//     after the join by bounds.go (join.go: every joined row holds rows of
-//     exactly one unit), with R = the join's max_rows_per_unit and L0 = its
-//     max_groups_per_unit (capped by the number of groups); the quantile SQL
-//     is the single-table one (per (unit, group) arrays of at most R values,
-//     quantileUnitSQL) over the joined relation.
-//
-// With a private group key (release/partition.go) the groups
-// are chosen by DP partition selection and the quantile is released for
-// the kept groups only (release/partition.go); the per-group facts above
-// are unchanged, since partition selection only adds the unit-count column.
+// In both shapes the joined relation is bounded per unit after the join
+// exactly as bounds.go bounds one table, so what partition selection
+// (Wilson et al. 2020 §3) and the quantiles (quantile.go) rest on holds
+// unchanged: adding or removing u changes its distinct-unit count by at
+// most 1 in at most L0 groups and no other unit's (unit, group) rows; a
+// group that exists only because of u has count 1; and u adds or removes
+// at most R = the join's max_rows_per_unit values of each of at most L0
+// groups (the quantile SQL is the single-table one over the joined
+// relation). A key may be a column of a public table too: which of its
+// values appear depends on which protected rows join them, so it needs
+// partition selection unless it has public_values.
 
 // Join shapes (Join.Shape).
 const (
@@ -165,11 +117,7 @@ type JoinTable struct {
 // has no unit (MaxUnitBytes). A NULL value is a function of the row's own
 // value, so the joined rows of a unit stay a function of its own rows and
 // the guarantee above is unchanged. octet_length reads the length from
-// the value's header; the value itself, compressed, can be 90 times its
-// stored size: one patient's 20 visits with diagnoses of 100 MB
-// (1.1 MB stored each) made a unit join's cut 17.5 s slower, past its
-// 16 s slot, and a hash join on the diagnosis 2.2 s slower, past its
-// 1 s slot (attack round 107).
+// the value's header, not the value (TestAttack107_LongTextJoinTime).
 const MaxJoinTextBytes = 1024
 
 // JoinOn is an equality of the ON (or USING) clause of a table: the column

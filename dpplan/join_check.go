@@ -78,8 +78,7 @@ func JoinedTable(tables []*policy.Table, j *Join) (syn *policy.Table, names []ma
 	}
 	syn.UnitColumn = names[primary][prim.UnitColumn]
 	// The unit's live type, which the emitter reads it by (pgemit unitSQL:
-	// one text per unit; attack round 62 found joins reading the raw
-	// citext unit because this copy lacked it).
+	// one text per unit; TestAttack62_JoinUnitTextDependsOnOthers).
 	syn.UnitType, syn.UnitTypeName, syn.UnitPGType = prim.UnitType, prim.UnitTypeName, prim.UnitPGType
 	if _, declared := prim.Columns[prim.UnitColumn]; !declared {
 		// As for one table, an undeclared unit column has no

@@ -4,7 +4,8 @@ package dpplan
 
 import "strings"
 
-// The work of a LIKE or ILIKE condition on one row (attack round 101).
+// The work of a LIKE or ILIKE condition on one row
+// (TestAttack101_LikeStepsBound, TestAttack101_ConditionsReadLongText).
 //
 // PostgreSQL matches a pattern against a value in MatchText
 // (src/backend/utils/adt/like_match.c): the part of the pattern before its
@@ -29,35 +30,25 @@ import "strings"
 // 'a______Q' or 'aaaaaaaQ' (p_k = 1), about 5.5·n for '%cancer%'. ILIKE
 // first folds the value's case: n steps more. The proof does not depend on
 // the value, so the bound holds for every row whose value has at most n
-// bytes.
-//
-// Before, the work bound counted a LIKE as 1 + len/16 units whatever the
-// value: one person's 20 visits with a diagnosis of 1 MB each made
-// LIKE '% ____…____Q' (223 characters) run 1.3 s against its 1 s slot,
-// and released at the 2 s step at ε = 0.001; a leading LIKE 'HIV%' made
-// it say whether the named patient's text began so. Now the value a LIKE
-// reads is at most MaxConditionTextBytes (pgemit: a longer one is NULL to the
-// condition, as a longer private key is not grouped), and the steps above
-// at that length are counted, likeStepsPerUnit a unit (PredWork).
+// bytes. The value a LIKE reads is at most MaxConditionTextBytes (pgemit:
+// a longer one is NULL to the condition), and the steps above at that
+// length are counted, likeStepsPerUnit a unit (PredWork).
 
 // MaxConditionTextBytes bounds the bytes of a text value a condition reads
 // (LIKE, ILIKE, a comparison, BETWEEN or IN with text constants): a longer
 // value is NULL to the condition (pgemit.PredSQL), so neither the
 // condition nor its NOT holds for it. A LIKE's work grows with the
 // value's bytes (above); so does a comparison's, which detoasts the value
-// whole, and a hashed IN's, which hashes it: one patient's 20 diagnoses
-// of 1 MB cost each `>` 3 ms and each IN of 10 values 18 ms (attack round
-// 101's lead, measured after it), so 1,024 such conditions ran seconds
-// longer on that patient's database. At most 256 bytes, a comparison
-// costs a short copy and a compare bounded by its constant, within its
-// unit of PredWork.
+// whole, and a hashed IN's, which hashes it. At most 256 bytes, a
+// comparison costs a short copy and a compare bounded by its constant,
+// within its unit of PredWork.
 const MaxConditionTextBytes = 256
 
 // likeStepsPerUnit is how many of MatchText's steps weigh one unit of
 // PredWork: a step (a byte scanned, a character compared, a call at a
-// hit) measured at most 2.4 ns on the loaded 2-core machine of attack
-// round 101 ('%aQ%' on 256 bytes of 'a': a call per byte, 2.8 µs a row
-// for 1,152 steps), rounded up to 4 ns, and a unit is
+// hit) measured at most 2.4 ns on a loaded 2-core machine ('%aQ%' on 256
+// bytes of 'a': a call per byte, 2.8 µs a row for 1,152 steps), rounded
+// up to 4 ns, and a unit is
 // 1/16 of a row at the default work_rate of 500,000 rows a second
 // (125 ns): 32 steps.
 const likeStepsPerUnit = 32

@@ -110,20 +110,16 @@ const (
 // one with more than MaxConstDigits decimals is rounded there). A numeric
 // column without a declared scale holds up to 131,072 digits before the
 // point and 16,383 after (about 74 KB), read whole, from its TOAST
-// table, at every use of the column: one patient's 20 values of 74 KB
-// made 30 STDDEVs of the column run 0.5 s longer, and products and
-// quotients of 16,383 decimals grow with the product of the lengths
-// (attack round 102). 64 bytes hold 30 base-10000 digits (120 decimal
-// digits); the test reads the size from the value's header
-// (pg_column_size), without detoasting it.
+// table, at every use of the column (TestAttack102_LongNumericRead). 64
+// bytes hold 30 base-10000 digits (120 decimal digits); the test reads the
+// size from the value's header (pg_column_size), without detoasting it.
 const MaxNumericBytes = 64
 
 // ReadDecimals is how many decimals a non-integer column leaf is read
 // with (pgemit rounds it there): its declared scale when below
 // MaxConstDigits, else MaxConstDigits. The emitted SQL enforces it, so
 // the digit count of digits.go holds whatever the column holds later (a
-// numeric(10, 2) column has at most 2 decimals, and counting 30 had made
-// ratio averages' slots four times their work: review 107).
+// numeric(10, 2) column has at most 2 decimals).
 func (v *Value) ReadDecimals() int {
 	if v.Scale > 0 && v.Scale < MaxConstDigits {
 		return v.Scale

@@ -43,24 +43,18 @@ import (
 // group), and per (unit, group) an array padded to R = max_rows_per_unit
 // values, all of which are unnested and bucketed at the end: at most
 // rows · R entries, since every (unit, group) has a row. Each weighs
-// 1 + R/10 per row (attack round 60: on 250,000 rows of one unit each, at
-// R = 20, one quantile took 1.0 s and ten 6.9 s over a COUNT's 17 ms, about
-// 1.3–2 rows' work per row each; before, a hundred quantiles planned as
-// one COUNT and ran 22 s on the demo's visits against a 0.5 s slot).
+// 1 + R/10 per row (measured at 1.3–2 rows' work per row at R = 20:
+// TestAttack60_QuantileWorkUncounted).
 //
 // Sample-and-aggregate (corr, regr_r2: sampleagg.go) sorts every row
 // once per block level, each level's ordered aggregates sorting each
 // block again per statistic: its rows weigh 1 + L·(1 + m)/2 for L levels
-// and m statistics (attack round 43 measured corr(age, cost) over the
-// demo's 200,000 visits at 5–9 times the slot of its unweighted bound
-// with L = 12, and 12 statistics at 23 times; the weight is 13 and 79).
+// and m statistics (TestAttack43_SampleAggWorkUncounted).
 //
 // Partition selection (a plan with a private key) draws noise in the
 // proxy for every candidate group as the scan's result streams in: the
 // groups come from the data, at most one per row of one scan
-// (Work.Candidates), each costing CandidateCost (attack review: a GROUP BY
-// of two private columns with 110,000 candidates had run 8 s against a
-// 0.5 s slot).
+// (Work.Candidates), each costing CandidateCost.
 //
 // A plan reads its tables once, plus once more with automatic bounds (the
 // chosen plan's own query after the combined profile) and once more with
@@ -133,9 +127,8 @@ func WorkOf(ds *policy.Dataset, p *Plan) Work {
 		if sa := p.SampleAgg; sa != nil {
 			// A candidate of sample-and-aggregate is a row per block
 			// level, each with its statistics' sums to read: weighed as
-			// its rows are upstream (attack round 70: 22.5 µs a
-			// candidate for one corr over 12 levels, 78 µs for six
-			// statistics, against CandidateCost's 4 µs).
+			// its rows are upstream
+			// (TestAttack70_SampleAggCandidateRowsCounted).
 			candidates *= 1 + float64(len(sa.Levels))*float64(1+len(sa.Calls))/2
 		}
 		w.Candidates = saturate(candidates)
@@ -244,9 +237,8 @@ func joinDistances(j *Join, root int) []int {
 // with a table nearer the first protected table (dist; a row of that
 // table is fixed when k's rows are counted), else its declared rows. A
 // column k is joined on only by tables farther out does not bound k's
-// rows per joined row: it bounds theirs (attack round 60: a one-to-one
-// lookup joined to a public table took the table's fan-out from 5,000 to
-// 1 and its work bound from 200 s to 0.1 s).
+// rows per joined row: it bounds theirs
+// (TestAttack60_LookupJoinShrinksWorkBound).
 func publicFanout(ds *policy.Dataset, j *Join, k int, rows float64, dist []int) float64 {
 	t, _ := ds.Table(j.Tables[k].Name)
 	best := rows
@@ -306,9 +298,8 @@ func PredWork(p Pred) int {
 // per trial: it draws a bucket uniformly and accepts it with probability
 // e^{−γ}, where the bucket of largest utility has γ = 0, so it takes at
 // most B trials in expectation for B buckets, and that many when one
-// bucket holds the quantile and the others are far away (attack round 64:
-// a GROUP BY width_bucket of the quantile's own column makes every group
-// so; 9–22 ms per selection at B = 2¹⁴, where 1.2 ms had been assumed).
+// bucket holds the quantile and the others are far away
+// (TestAttack64_PeakedQuantilesOutrunCellCap).
 // A plan over public keys is refused before the charge when its groups
 // times its measurements' weights exceed MaxAnswerCells (release
 // checkAnswerCells), so the worst accepted answer costs the proxy about a
@@ -320,8 +311,8 @@ const MaxAnswerCells = 60_000
 // CellWeight is a plan's noisy cells per group: one per measurement, a
 // quantile weighing QuantileCellWeight of its grid, one more for the unit
 // count min_units_per_cell noises; at least the plan's outputs (equal
-// aggregates share one measurement but each is a column of the answer:
-// attack round 52), and 0 for a plan with no measurement.
+// aggregates share one measurement but each is a column of the answer),
+// and 0 for a plan with no measurement.
 func CellWeight(p *Plan) int {
 	weight := 0
 	for _, m := range p.Measures {
@@ -377,9 +368,7 @@ const (
 	// row with a longer one has no unit and is excluded, as one with a
 	// NULL unit is (pgemit unitKeptSQL). The unit is grouped, sorted and
 	// hashed several times a row, and a value stored in the TOAST table is
-	// fetched whole at each comparison: one patient's 20 visits with a
-	// 1 MB patient_id made a grouped COUNT, AVG and median 2.2–3.5 s
-	// slower (attack round 104), past its 2 s slot.
+	// fetched whole at each comparison (TestAttack104_LongUnitIDTime).
 	MaxUnitBytes = 1024
 	// MaxAnswerBytes bounds an answer's size: 60,000 cells of
 	// AnswerCellBytes with their error columns (7.7 MB) fit, with room for
