@@ -122,7 +122,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	}
 
 	// dp_rows: one row per input row, with its unit, keys and per-row
-	// values. Rows without a unit are excluded (see "NULL unit values" in dpplan/bounds.go).
+	// values. Rows without a unit are excluded ("NULL unit values" above).
 	cols := append([]string{unit + " AS dp_unit"}, keyOut...)
 	conds := sourceConds(t, p, where, unit)
 	partition := append([]string{unit}, quoteIdents(p.Keys)...)

@@ -50,7 +50,8 @@ func joinFromSQL(j *dpplan.Join) string {
 // same in every run; rows without a unit join nothing and are dropped.
 // The cut hashes and sorts every value it keeps, so its text columns are
 // read through joinText: a value longer than dpplan.MaxJoinTextBytes is
-// NULL here, for the cut and for the rest of the plan (attack round 107).
+// NULL here, for the cut and for the rest of the plan
+// (TestAttack107_LongTextJoinTime).
 func unitCutSQL(j *dpplan.Join, k int) string {
 	t := j.Tables[k]
 	names := neededColumns(j, k, t.Unit)

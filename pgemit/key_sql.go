@@ -17,16 +17,15 @@ import (
 // its text. PostgreSQL groups numbers by value, but a group's text is that
 // of whichever row represents it: 1.5 and 1.50 are one group of a numeric
 // column without a declared scale, 0 and -0 one group of a float column,
-// and the representative is a row of the data (of the smallest unit in
-// the emitted SQL's order), so releasing its text released how one
-// person's value was written (attack round 55). A plain numeric column
-// without a declared scale is therefore grouped and released as
-// trim_scale(x) (PostgreSQL 13 and later), a float column as x + 0 (IEEE
-// 754: -0 + 0 = +0; NaN stays NaN), a citext column (equal when their
-// lower cases are) as lower(x) (attack round 56; internal/catalog requires
-// its public values in lower case), each the value's one text. Key
-// expressions (keyexpr.go) already have one text per value: integers,
-// dates, constants.
+// and the representative is a row of the data (of the smallest unit in the
+// emitted SQL's order), so releasing its text released how one person's
+// value was written (TestAttack55_NumericKeyTextFromOneUnit). A plain
+// numeric column without a declared scale is therefore grouped and released
+// as trim_scale(x) (PostgreSQL 13 and later), a float column as x + 0 (IEEE
+// 754: -0 + 0 = +0; NaN stays NaN), a citext column (equal when their lower
+// cases are) as lower(x) (internal/catalog requires its public values in
+// lower case), each the value's one text. Key expressions (keyexpr.go)
+// already have one text per value: integers, dates, constants.
 //
 // A private key's value is the data's, and the proxy reads each candidate
 // group's (release/partition.go): one of a text or numeric column longer
@@ -52,8 +51,7 @@ func keyValueSQL(t *policy.Table, k dpplan.Key) string {
 		// lower() reads and copies the whole value: a raw value over
 		// 4·MaxPrivateKeyBytes bytes (its header's length) is not
 		// lowered, as no lower case of it fits (a character has at most
-		// 4 bytes, its lower case at least 1; review 103: one person's
-		// long notes had been lowered whole on every row).
+		// 4 bytes, its lower case at least 1).
 		s = "CASE WHEN octet_length(" + raw + ") > " + strconv.Itoa(4*MaxPrivateKeyBytes) + " THEN NULL WHEN octet_length(" + s + ") <= " + strconv.Itoa(MaxPrivateKeyBytes) + " THEN " + s + " END"
 	case k.Private && k.Type == policy.TypeText:
 		s = "CASE WHEN octet_length(" + s + ") <= " + strconv.Itoa(MaxPrivateKeyBytes) + " THEN " + s + " END"
@@ -84,10 +82,9 @@ func domainOperand(t *policy.Table, k dpplan.Key) string {
 // lower case at least 1), or of its char(n) length (stored padded). A
 // longer value is read as NULL, outside the domain as it is, where the
 // domain test would read it whole: an IN list of HashedInLength values or
-// more hashes it, and lower() copies a citext value (attack round 107:
-// one patient's 20 compressible values of 100 MB, 1.1 MB stored each,
-// made a grouped COUNT by a 9-value key run 2.4 s against 0.3 s, past its
-// 1 s slot). Shorter lists compare the lengths in the headers first and
+// more hashes it, and lower() copies a citext value
+// (TestAttack107_LongPublicKeyTime). Shorter lists compare the lengths in
+// the headers first and
 // are left unguarded (the guard hides the column's statistics from
 // PostgreSQL's estimates).
 func publicKeyBytes(t *policy.Table, k dpplan.Key) (int, bool) {
@@ -113,7 +110,8 @@ func publicKeyBytes(t *policy.Table, k dpplan.Key) (int, bool) {
 // first; when one unit has several texts ('U7@x.org' and 'u7@x.org' of a
 // citext, 1000 and 1000.0 of a numeric), that order, and so the groups
 // and rows the unit keeps, would depend on every other person's rows
-// (attack round 61). A citext unit is read as lower(u), a numeric one as
+// (TestAttack61_GroupSelectUnitTextDependsOnOthers). A citext unit is read
+// as lower(u), a numeric one as
 // trim_scale(u); internal/catalog refuses unit types without one text per
 // value that these cannot give (policy.Table.UnitPGType).
 func unitSQL(t *policy.Table) string {
@@ -131,18 +129,16 @@ func unitSQL(t *policy.Table) string {
 // of base type pgType) is at most dpplan.MaxUnitBytes long, "" for a
 // fixed-size type: octet_length reads a text's or bytea's raw length from
 // its header or TOAST pointer, pg_column_size a numeric's stored size,
-// neither reading the value. A numeric's stored size is its compressed
-// size when PostgreSQL compressed it (pglz or lz4): 131,000 digits of 7
-// are 765 bytes, and one person's 200 rows with that unit passed the test
-// and made the demo's grouped COUNT, AVG and median run 3.2–4.2 s against
-// 1.2–1.7 s and its 2 s slot (review 107). numeric has no raw-length
-// function, so a compressed numeric unit has no unit either
-// (pg_column_compression, PostgreSQL 14 and later; a numeric of at most
-// 1,024 bytes is compressed only in a row of over 2 kB whose other
-// columns could not be moved out of line). A row with a longer unit has no unit and is
-// excluded wherever the unit is read (sourceConds, SampleAggSQL,
-// unitCutSQL): the unit is grouped, sorted and hashed, and a TOASTed value
-// is fetched whole at each comparison (attack round 104).
+// neither reading the value. A numeric's stored size is its compressed size
+// when PostgreSQL compressed it (pglz or lz4: 131,000 digits of 7 are 765
+// bytes), and numeric has no raw-length function, so a compressed numeric
+// unit has no unit either (pg_column_compression, PostgreSQL 14 and later;
+// a numeric of at most 1,024 bytes is compressed only in a row of over 2 kB
+// whose other columns could not be moved out of line). A row with a longer
+// unit has no unit and is excluded wherever the unit is read (sourceConds,
+// SampleAggSQL, unitCutSQL): the unit is grouped, sorted and hashed, and a
+// TOASTed value is fetched whole at each comparison
+// (TestAttack104_LongUnitIDTime).
 func unitKeptSQL(u, pgType string) string {
 	n := strconv.Itoa(dpplan.MaxUnitBytes)
 	switch pgType {
@@ -160,11 +156,9 @@ func unitKeptSQL(u, pgType string) string {
 // every value whose text may fit, which the caller measures). A numeric
 // keeps its digits from the first to the last non-zero one, and its
 // weight and display scale in the header, so its stored size does not
-// bound its text (attack round 108): 9e131071 is 10 bytes stored and
-// 131,072 characters of text, 60 µs to write each time a row's key or
-// unit was measured with octet_length(x::text) (one patient's 15,000
-// visits with that cost made a GROUP BY cost run 0.9 s longer, 30,000
-// visits past its slot), and 1e-16383 is 16,385 characters. A value
+// bound its text (TestAttack108_NumericKeyTextTime): 9e131071 is 10 bytes
+// stored and 131,072 characters of text, and 1e-16383 is 16,385
+// characters. A value
 // beyond ±10^(n+1) has over n digits before its point, one whose display
 // scale is over n as many after it: comparisons with a constant and
 // scale() read only the header. x = x * 0.5 holds for NaN and ±Infinity
@@ -187,9 +181,8 @@ func unitConds(t *policy.Table, unit string) []string {
 
 // citextLower is a citext value's one text: its lower case under the
 // database's default collation, the one citext's equality lowers both
-// sides under, whatever the column's collation (attack round 62: under a
-// column's Turkish collation lower('IRIS') is 'ırıs', so one person
-// 'IRIS' = 'iris' read as two units).
+// sides under, whatever the column's collation (under a Turkish collation
+// lower('IRIS') is 'ırıs': TestAttack62_CitextUnitLowerUnderColumnCollation).
 func citextLower(x string) string { return "lower(" + x + ` COLLATE "default")` }
 
 // MaxPrivateKeyBytes bounds the text of a private group key's value

@@ -62,19 +62,17 @@ func PredSQL(w dpplan.Pred) string {
 	panic("pgemit: unknown WHERE condition")
 }
 
-// A condition reads a text value whole in three cases, where its work
-// grows with the value's bytes (one patient's 20 diagnoses of 1 MB: each
-// `>` 3 ms, each IN of 10 values 18 ms; attack round 101 and its lead):
-// LIKE (dpplan/like.go), an ordering comparison or BETWEEN (varstr_cmp
-// detoasts both sides), and an IN list PostgreSQL hashes (hashtext reads
-// the whole value; lists of HashedInLength values or more, PostgreSQL 14
-// and later). There the column is read through boundedText, so a value
-// over dpplan.MaxConditionTextBytes is NULL to the condition. `=`, `<>`
-// and shorter IN lists compare the lengths in the values' headers first
-// (texteq, textne, without detoasting) and are left as they are: the
-// guard hides the column's statistics from PostgreSQL's estimates (a
-// guarded IN of the demo's departments was estimated at a twentieth of
-// its rows, and the plan changed), so it is used only where it is needed.
+// A condition reads a text value whole in three cases, where its work grows
+// with the value's bytes (TestAttack101_ConditionsReadLongText): LIKE
+// (dpplan/like.go), an ordering comparison or BETWEEN (varstr_cmp detoasts
+// both sides), and an IN list PostgreSQL hashes (hashtext reads the whole
+// value; lists of HashedInLength values or more, PostgreSQL 14 and later).
+// There the column is read through boundedText, so a value over
+// dpplan.MaxConditionTextBytes is NULL to the condition. `=`, `<>` and
+// shorter IN lists compare the lengths in the values' headers first
+// (texteq, textne, without detoasting) and are left as they are: the guard
+// hides the column's statistics from PostgreSQL's estimates, so it is used
+// only where it is needed.
 
 // BoundedCmp reports whether a comparison with operator op reads a text
 // column through boundedText: an ordering comparison, not =, <> or IS
@@ -108,8 +106,7 @@ func operand(col string, lits ...string) string {
 // bytes: octet_length reads the length from the value's header without
 // detoasting it (text, varchar and citext through textoctetlen, char(n)
 // through bpcharoctetlen). A condition's work on a text value grows with
-// its bytes, and one person's long values had made an answer overrun its
-// time slot (dpplan/like.go, attack round 101).
+// its bytes (above; dpplan/like.go).
 func boundedText(col string, n int) string {
 	return "CASE WHEN octet_length(" + col + ") <= " + strconv.Itoa(n) + " THEN " + col + " END"
 }

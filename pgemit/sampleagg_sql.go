@@ -137,8 +137,8 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	// The unit's block is the least hash of its rows' unit texts: one
 	// block per unit even where PostgreSQL's equality is looser than the
 	// text (1000 and 1000.0 of a numeric, 'Zed' and 'zed' of a citext:
-	// one unit, three texts; attack round 56), a function of the unit's
-	// own rows.
+	// TestAttack56_SampleAggUnitTextSpreadsBlocks), a function of the
+	// unit's own rows.
 	block := "MIN(dp_hash) OVER (PARTITION BY dp_unit) AS dp_block"
 	rows := "SELECT *, " + rowRank + ", " + block + " FROM (SELECT " + strings.Join(cols, ", ") + " FROM " + from + " WHERE " + strings.Join(conds, " AND ") + ") AS dp_dups"
 

@@ -97,17 +97,15 @@ func writeValue(b *strings.Builder, v *dpplan.Value) {
 // A numeric column without a declared scale holds up to 16,383 decimals,
 // and clamping keeps a value within the bounds whole (10000.1234…).
 // PostgreSQL multiplies and divides numerics digit by digit (mul_var,
-// div_var), in time that grows with the product of the operands' lengths:
-// one patient's 20 values of 16,383 decimals made a product of the column
-// with itself cost 5.7 ms a row and a division by it 11 ms, where the
-// work bound counts an operation as a sixteenth of a row's 2 µs (attack
-// round 102). Rounded, a value within bounds of at most 10³⁰ has at most
-// 60 significant digits, so an operation's work no longer grows with
-// what one person stored. readNumeric's size test alone does not bound
-// the digits: a compressed value of 64 bytes can hold kilobytes. The
-// clamp after the rounding keeps the value within [lower, upper], so the
-// sensitivity is unchanged; a value moves by at most 10⁻³⁰/2. NaN and
-// ±Infinity have no scale (NULL): LEAST gives 30, and round keeps them.
+// div_var), in time that grows with the product of the operands' lengths
+// (TestAttack102_LongNumericArithmetic). Rounded, a value within bounds of
+// at most 10³⁰ has at most 60 significant digits, so an operation's work no
+// longer grows with what one person stored. readNumeric's size test alone
+// does not bound the digits: a compressed value of 64 bytes can hold
+// kilobytes. The clamp after the rounding keeps the value within [lower,
+// upper], so the sensitivity is unchanged; a value moves by at most
+// 10⁻³⁰/2. NaN and ±Infinity have no scale (NULL): LEAST gives 30, and
+// round keeps them.
 func columnNumeric(c string, integer bool) string {
 	return columnDecimals(c, integer, dpplan.MaxConstDigits)
 }
@@ -128,9 +126,8 @@ func columnDecimals(c string, integer bool, decimals int) string {
 // integer column where it is not NULL, any other where its value has at
 // most dpplan.MaxNumericBytes bytes as stored. pg_column_size reads the
 // size from the value's header, or from its TOAST pointer, without
-// reading the value: a numeric of 131,072 digits (74 KB, in the TOAST
-// table) had been read whole at every use of the column, 4 ms a row for
-// 30 STDDEVs (attack round 102). NULL has no size: NULL.
+// reading the value (TestAttack102_LongNumericRead). NULL has no size:
+// NULL.
 func readNumeric(c string, integer bool, x string) string {
 	if integer {
 		return "CASE WHEN " + c + " IS NULL THEN NULL ELSE " + x + " END"
