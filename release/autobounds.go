@@ -43,9 +43,7 @@ import (
 // charged at least what it costs.
 
 // autoRowsPerCut is w: a cut unit loses at least one row, and on the demo
-// data several (with w = 1 the department counts chose 4 of 5 visits per
-// patient and department and lost 5% of their rows; a larger w only costs
-// noise, which the utility weighs).
+// data several (a larger w only costs noise, which the utility weighs).
 const autoRowsPerCut = 4
 
 // autoChoice chooses and answers with one candidate plan.

@@ -84,10 +84,8 @@ func (r *Releaser) ProposeQuantiles(ctx context.Context, req QuantileRequest) ([
 			out[i] = append(out[i], j)
 		}
 	}
-	// The chosen candidates are the charge's answer: recorded, the charge
-	// is released, not left "charged but unanswered" (the new-user run of
-	// 6 Dec 2026). They are DP outputs; a failure to record them changes
-	// nothing that was charged.
+	// The chosen candidates are the charge's answer, recorded on it (DP
+	// outputs; a failure to record them changes nothing that was charged).
 	if answer, err := json.Marshal(out); err == nil {
 		_ = r.ledger.Release(ctx, res, answer)
 	}
@@ -140,21 +138,10 @@ const BoundUtilitySensitivity = 1 + boundWidthWeight
 //
 // Why the width term: the rank term alone gives every candidate beyond
 // the data the same utility (below_j = n above the largest value, 0 below
-// the smallest), and the mechanism chose uniformly among them: an age
-// column's upper bound came out at 50,000,000 and a visit date's at 2036.
-// The width term makes the tightest of those candidates the most likely:
-// one step beyond a unit costs it α/4 + α·ln 2/(2 ln(1+B)), a few steps
-// nearly α/2 (the d/(1+d) half, which breaks ties next to the data), and
-// the ln(1+d) half keeps growing, so a candidate far beyond the data
-// (a bound of 10⁹ for ages) loses against one near it in proportion to n.
-// Inside the data the width term moves a bound outwards at a cost of about
-// α times the units just inside it, against the units it stops clipping in
-// the rank term, so the quantile moves little; with α = 1/4 the demo's
-// bounds stay within 2× of its 1st–99th percentile span with probability
-// ≥ 1 − 10⁻⁶ per column (cmd/dpproxy TestPolicyInit_Demo). A penalty per
-// grid step that does not look at the data cannot do this: it favours
-// every candidate on the near side of the data as much as it disfavours
-// those beyond it, and over thousands of steps it outweighs the rank term.
+// the smallest), so the mechanism chose uniformly among them; the width
+// term makes the tightest of them the most likely, and moves a bound
+// inside the data outwards only at a cost of about α times the units just
+// inside it (accuracy: cmd/dpproxy TestPolicyInit_Demo).
 //
 // Sensitivity: adding or removing one unit moves n by 1 and each below_j
 // by 0 or 1 in the same direction, so q·n − below_j moves by at most
