@@ -4,8 +4,9 @@
 // every L∞ from the policy; checkMeasureRange: every range against
 // ValueInterval; integerValued: every integer claim; collect: a non-integer
 // value of an integer measure is an incident), and the text that names plan
-// parts in EXPLAIN, goldens and fingerprints. A bug here makes a plan refused
-// or an answer wrong, never a release larger than its charge.
+// parts in EXPLAIN, goldens, fingerprints and the refusal of a row value. A
+// bug here makes a plan refused or an answer wrong, never a release larger
+// than its charge.
 
 package dpplan
 
@@ -233,3 +234,26 @@ func firstProtected(j *Join) string {
 	}
 	return ""
 }
+
+// The text of a refused row value (ValueInterval, value.go).
+
+func (e *ValueError) Error() string {
+	switch e.Kind {
+	case ErrConstDigits:
+		return fmt.Sprintf("constant %s has more than %d significant digits", e.Node.Num, MaxConstDigits)
+	case ErrConstRange:
+		return fmt.Sprintf("constant %s is out of range inside an aggregate", e.Node.Num)
+	case ErrMagnitude:
+		return fmt.Sprintf("an intermediate value of this expression can exceed %g in magnitude", MaxMagnitude)
+	case ErrIntDivision:
+		return "integer division inside an aggregate is not supported"
+	case ErrDivisorNearZero:
+		return "the divisor can be arbitrarily close to 0, so the quotient has no bound"
+	case ErrDivDepth:
+		return fmt.Sprintf("more than %d nested divisions inside an aggregate are not supported", MaxDivDepth)
+	}
+	return "malformed expression"
+}
+
+// Error makes a ValueErrorKind an error (constRat's).
+func (k ValueErrorKind) Error() string { return (&ValueError{Node: &Value{}, Kind: k}).Error() }

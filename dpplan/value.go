@@ -3,7 +3,6 @@
 package dpplan
 
 import (
-	"fmt"
 	"math/big"
 	"strconv"
 	"strings"
@@ -145,24 +144,6 @@ const (
 type ValueError struct {
 	Node *Value
 	Kind ValueErrorKind
-}
-
-func (e *ValueError) Error() string {
-	switch e.Kind {
-	case ErrConstDigits:
-		return fmt.Sprintf("constant %s has more than %d significant digits", e.Node.Num, MaxConstDigits)
-	case ErrConstRange:
-		return fmt.Sprintf("constant %s is out of range inside an aggregate", e.Node.Num)
-	case ErrMagnitude:
-		return fmt.Sprintf("an intermediate value of this expression can exceed %g in magnitude", MaxMagnitude)
-	case ErrIntDivision:
-		return "integer division inside an aggregate is not supported"
-	case ErrDivisorNearZero:
-		return "the divisor can be arbitrarily close to 0, so the quotient has no bound"
-	case ErrDivDepth:
-		return fmt.Sprintf("more than %d nested divisions inside an aggregate are not supported", MaxDivDepth)
-	}
-	return "malformed expression"
 }
 
 // ValueInterval returns the interval of v's non-NULL values on every row,
@@ -372,9 +353,6 @@ func CheckConst(num string) error {
 	_, err := constRat(num)
 	return err
 }
-
-// Error makes a ValueErrorKind an error (constRat's).
-func (k ValueErrorKind) Error() string { return (&ValueError{Node: &Value{}, Kind: k}).Error() }
 
 // ValueOps is the per-row work of v in units of one operation (1/16 of a
 // row's work, work.go): see "Per-row work" in digits.go. The planner caps
