@@ -20,9 +20,8 @@ import (
 // cast through bit(56) cannot go negative). Block of k: hash % k; the bias
 // of 2⁵⁶ mod k is below k/2⁵⁶. The key pads are the bind parameters $1
 // (K⊕ipad) and $2 (K⊕opad), see Plan.QueryArgs: the SQL text holds no
-// secret. sa is unused (kept for callers' signature stability).
-func blockHashSQL(unit string, sa *dpplan.SampleAgg) string {
-	_ = sa
+// secret.
+func blockHashSQL(unit string) string {
 	mac := "sha256($2::bytea || sha256($1::bytea || convert_to(" + unit + "::text, 'UTF8')))"
 	return "('x' || substr(encode(" + mac + ", 'hex'), 1, 14))::bit(56)::bigint"
 }
@@ -35,16 +34,15 @@ func blockHashSQL(unit string, sa *dpplan.SampleAgg) string {
 //	            in their public domains; the keys (dp_k…); both inputs of
 //	            each call clamped to their policy bounds (NULL stays NULL)
 //	            and cast to float8 (the type of PostgreSQL's aggregates);
-//	            the unit's block hash; a random rank among the rows of the
-//	            unit (of the unit and group, when grouped); when grouped,
-//	            a random number per row.
+//	            the unit's block hash; the row's rank among the rows of
+//	            the unit (of the unit and group, when grouped) in hash
+//	            order; when grouped, a hash of (unit, keys) per row.
 //	dp_picked   (grouped, only when max_groups_per_unit is below the
 //	            number of groups) rows with rank ≤ max_rows_per_unit, each
-//	            with dp_gr, the random number of its (unit, group)'s
-//	            first-ranked row: one uniform draw per (unit, group).
+//	            with dp_gr, the hash of its (unit, group).
 //	dp_ranked   (idem) each row with the rank of its group among the
-//	            unit's groups, DENSE_RANK by (dp_gr, keys): a uniformly
-//	            random order of the unit's groups.
+//	            unit's groups, DENSE_RANK by (dp_gr, keys): the unit's
+//	            groups in hash order.
 //	dp_bounded  rows with rank ≤ max_rows_per_unit (and group rank ≤
 //	            MaxGroupsPerUnit), with the block of each level (hash % k).
 //	dp_blocks   f per (group, block) of each level (GROUPING SETS, one per
@@ -92,7 +90,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	for j := range keyCols {
 		cols = append(cols, keyExprs[j]+" AS "+keyCols[j])
 	}
-	cols = append(cols, blockHashSQL(unit, sa)+" AS dp_hash")
+	cols = append(cols, blockHashSQL(unit)+" AS dp_hash")
 	var raw []string // the inputs' values, for the row order below
 	for _, c := range inCols {
 		raw = append(raw, QuoteIdent(c))
@@ -173,7 +171,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	for i, s := range calls {
 		// ORDER BY inside the call fixes the order in which the float8
 		// aggregate accumulates, so f_b is a function of the block's rows
-		// (without it the last bits depend on the random row order).
+		// (without it the last bits depend on the scan's row order).
 		y, x := in(s.Y), in(s.X)
 		blocks = append(blocks, s.Fn+"("+y+", "+x+" ORDER BY "+y+", "+x+") AS dp_f"+strconv.Itoa(i))
 	}
