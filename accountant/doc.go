@@ -10,12 +10,11 @@
 // It may import only the standard library and policy (TestPackageInvariants;
 // `go list -deps ./accountant` names no pgx, zap or net package). It holds:
 //
-//   - Composition ([Method], method.go, decimal.go and one file per method):
-//     pure (basic composition, exact decimal), and the tighter advanced,
-//     rdp, zcdp and pld, each documented with its guarantee and source.
-//     Every method's figure is the minimum of its own bound and exact basic
-//     composition. [Evaluate] gives the figure and the budget check of one
-//     state at once; [ComposeEpsilon] gives the CLI the same figures.
+//   - Composition ([Method], method.go, decimal.go and one file per method;
+//     "Methods" below). [Evaluate] gives the figure and the budget check
+//     of one state at once; [ComposeEpsilon] gives the CLI the same
+//     figures. Budgets and charges are added and compared as exact
+//     decimals (decimal.go, "The rounding rule").
 //   - The budget semantics (window.go): which rows a charge of an analyst
 //     must fit in ([LimitsFor]: the dataset's global cap, the analyst's
 //     budget, the analyst's team's), with which caps, per budget window and
@@ -79,10 +78,4 @@
 // earlier charges on the row (BenchmarkReserveCompose); pld's, made while
 // the row is locked, is bounded whatever ε values an analyst chooses
 // (pld.go; BENCHMARKS.md "Accountant").
-//
-// # Exact arithmetic
-//
-// Budgets and charges are added and compared as exact decimals: see the
-// rounding rule in decimal.go. Thirty charges of ε = 0.1 exactly exhaust a
-// budget of 3; no float rounding lets a real overspend through.
 package accountant
