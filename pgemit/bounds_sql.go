@@ -56,10 +56,10 @@ import (
 //	                (fixedCount: the same digits times 10ᵏ).
 //	final           summed per group in numeric (exact: no rounding can
 //	                exceed the bounds; a fixed-point count's sum is scaled
-//	                back by 10⁻ᵏ) and cast to text; with private keys
-//	                also COUNT(*), the number of (unit, group) rows of the
-//	                group, i.e. its distinct units after bounding.
-//
+//	                back by 10⁻ᵏ) and cast to text; with private keys or
+//	                min_units_per_cell also the group's distinct units
+//	                after bounding (COUNT(*) of its (unit, group) rows,
+//	                each weighted by min(1, L0/g) under GroupsScale).
 
 // # NULL unit values
 //

@@ -273,13 +273,12 @@ func (gs *groupSelector) add(row []*string) error {
 	if len(row) != nk+nm+1 {
 		return pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
 	}
-	key := make([]string, nk)
-	for i := 0; i < nk; i++ {
-		if row[i] == nil {
-			return nil
-		}
-		key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
-		if gs.domains[i] != nil && !gs.domains[i][key[i]] {
+	key, ok := rowKey(plan, row)
+	if !ok {
+		return nil
+	}
+	for i, d := range gs.domains {
+		if d != nil && !d[key[i]] {
 			return nil
 		}
 	}

@@ -454,12 +454,9 @@ func levelRow(plan *dpplan.Plan, row []*string) (key []string, k int, vals []*bi
 	if len(row) != nk+1+nm || row[nk] == nil {
 		return nil, 0, nil, pgerr.New(pgerr.InternalError, "internal error: upstream returned an unexpected row shape")
 	}
-	key = make([]string, nk)
-	for i := 0; i < nk; i++ {
-		if row[i] == nil {
-			return nil, 0, nil, nil
-		}
-		key[i] = canonicalKey(plan.Keys[i].Type, *row[i])
+	key, ok := rowKey(plan, row)
+	if !ok {
+		return nil, 0, nil, nil
 	}
 	if k, err = strconv.Atoi(*row[nk]); err != nil {
 		return nil, 0, nil, errBlockCount()
