@@ -13,7 +13,7 @@
 //   - Composition ([Method], method.go, decimal.go and one file per method;
 //     "Methods" below). [Evaluate] gives the figure and the budget check
 //     of one state at once; [ComposeEpsilon] gives the CLI the same
-//     figures. Budgets and charges are added and compared as exact
+//     figures (planning.go, which no charge reaches). Budgets and charges are added and compared as exact
 //     decimals (decimal.go, "The rounding rule").
 //   - The budget semantics (window.go): which rows a charge of an analyst
 //     must fit in ([LimitsFor]: the dataset's global cap, the analyst's
