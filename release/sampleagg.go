@@ -4,7 +4,6 @@ package release
 
 import (
 	"context"
-	"fmt"
 	"math/big"
 	"sort"
 	"strconv"
@@ -298,27 +297,10 @@ func (r *Releaser) executeSampleAgg(ctx context.Context, cal *calibration, res *
 	}
 
 	out := &Result{ReservationID: res.ID, Cost: res.Cost, Fingerprint: key}
-	var parts []string
-	widths := make([]*string, len(plan.Outputs)) // the same in every row, where k is
-	for v, o := range plan.Outputs {
+	for _, o := range plan.Outputs {
 		out.Columns = append(out.Columns, Column{Name: o.Name, PGType: o.PGType})
-		if o.Kind != dpplan.OutputSampleAgg {
-			continue
-		}
-		m := stats[o.Measure].mech
-		var hw string
-		switch {
-		case len(plan.Keys) == 0 && len(ks) == 1: // one group, released
-			hw = num(m.HalfWidth(0.95) / float64(ks[0]))
-			widths[v] = &hw
-		case len(sa.Levels) == 1: // k fixed
-			hw = num(m.HalfWidth(0.95) / float64(sa.Levels[0]))
-			widths[v] = &hw
-		default:
-			hw = num(m.HalfWidth(0.95)) + "/k"
-		}
-		parts = append(parts, fmt.Sprintf("±%s (%s, %s)", hw, o.Name, costText(m.Epsilon(), m.Delta())))
 	}
+	widths, parts := sampleAggWidths(plan, stats, ks) // text.go
 	for _, r := range orderAndLimit(plan, rowsOut) {
 		text := make([]*string, len(r))
 		w := make([]*string, len(r))

@@ -19,6 +19,34 @@ import (
 	"github.com/dpproxy/dpproxy/policy"
 )
 
+// sampleAggWidths are the 95% half-widths of a sample-and-aggregate
+// answer: per output column, its text where it is the same in every row
+// (nil elsewhere), and the NOTICE's part for each statistic. ks are the
+// released groups' block counts.
+func sampleAggWidths(plan *dpplan.Plan, stats []measurement, ks []int) (widths []*string, parts []string) {
+	sa := plan.SampleAgg
+	widths = make([]*string, len(plan.Outputs)) // the same in every row, where k is
+	for v, o := range plan.Outputs {
+		if o.Kind != dpplan.OutputSampleAgg {
+			continue
+		}
+		m := stats[o.Measure].mech
+		var hw string
+		switch {
+		case len(plan.Keys) == 0 && len(ks) == 1: // one group, released
+			hw = num(m.HalfWidth(0.95) / float64(ks[0]))
+			widths[v] = &hw
+		case len(sa.Levels) == 1: // k fixed
+			hw = num(m.HalfWidth(0.95) / float64(sa.Levels[0]))
+			widths[v] = &hw
+		default:
+			hw = num(m.HalfWidth(0.95)) + "/k"
+		}
+		parts = append(parts, fmt.Sprintf("±%s (%s, %s)", hw, o.Name, costText(m.Epsilon(), m.Delta())))
+	}
+	return widths, parts
+}
+
 // autoText is the NOTICE's statement of the choice.
 func autoText(ac *autoChoice, i int, grouped bool) string {
 	c := ac.cands[i]
