@@ -69,20 +69,20 @@ import (
 // # Bounds per query
 //
 // The policy gives each unit an allowance per query: at most
-// max_groups_per_unit groups and max_rows_per_unit rows in each, so at
-// most L0·L∞ rows in all and an L1 sensitivity of L0·L∞ (per row bound)
-// for one measure over all groups. An ungrouped query has one group, so
-// the unit's whole allowance goes to it: L∞ = max_groups_per_unit ·
-// max_rows_per_unit rows, with L0 = 1, and the L1 sensitivity is the
-// same L0·L∞ the policy already allows a grouped query (for the Gaussian
-// mechanism the L2 sensitivity L0·L∞ is larger than a grouped query's
-// √L0·L∞: the policy's L0·L∞ rows of one unit may all lie in the one
-// group). Keeping only max_rows_per_unit rows there would drop rows the
-// policy allows, biasing counts and sums down. The session may tighten either bound (SET
-// dp.max_rows_per_unit / dp.max_groups_per_unit, like BigQuery's
-// per-query contribution bounds), never loosen it. queryBounds gives the
-// builder a view of the table with the bounds of this query; release
-// checks Plan.RowsPerUnit against the policy (release/join.go).
+// max_groups_per_unit groups and max_rows_per_unit rows in each, so at most
+// L0·L∞ rows in all and an L1 sensitivity of L0·L∞ (per row bound) for one
+// measure over all groups. An ungrouped query has one group, so the unit's
+// whole allowance goes to it: L∞ = max_groups_per_unit · max_rows_per_unit
+// rows, with L0 = 1, and the L1 sensitivity is the same L0·L∞ the policy
+// already allows a grouped query (for the Gaussian mechanism the L2
+// sensitivity L0·L∞ is larger than a grouped query's √L0·L∞: the policy's
+// L0·L∞ rows of one unit may all lie in the one group). Keeping only
+// max_rows_per_unit rows there would drop rows the policy allows, biasing
+// counts and sums down. The session may tighten either bound (SET
+// dp.max_rows_per_unit / dp.max_groups_per_unit, like BigQuery's per-query
+// contribution bounds), never loosen it. queryBounds gives the builder a
+// view of the table with the bounds of this query; release checks
+// Plan.RowsPerUnit against the policy (release/join.go).
 
 // MaxGroupsPerUnit is the L0 bound the SQL enforces: the policy's
 // max_groups_per_unit, but never more than the number of groups that can

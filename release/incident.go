@@ -79,11 +79,11 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 		// time-out, or the server's memory, disk or shared-memory segments
 		// running out, may be theirs, and one analyst must not be able to
 		// get another suspended by loading the data server
-		// (TestAttack42_*). An availability
-		// failure: no incident, no suspension. With no other analyst's
-		// load these stay the analyst's incident, even within the plan's
-		// work bound: that bound counts rows, not the bytes of their
-		// values, which a person's data can make large.
+		// (TestAttack42_*). An availability failure: no incident, no
+		// suspension. With no other analyst's load these stay the analyst's
+		// incident, even within the plan's work bound: that bound counts
+		// rows, not the bytes of their values, which a person's data can
+		// make large.
 		code, msg := state, "the data database ran out of resources during the DP query while other DP queries ran"
 		if kind == "timeout" {
 			code, msg = pgerr.QueryCanceled, "the DP query did not finish in time: the data database was too busy"
@@ -96,14 +96,14 @@ func (r *Releaser) afterCharge(ctx context.Context, req Request, ch *charged, er
 		Analyst: req.Analyst, Dataset: req.Dataset.Name, ChargeID: ch.res.ID,
 		Fingerprint: ch.key, Kind: kind, SQLState: state,
 	}
-	// The incident reaches the ledger at the error's publish time, not
-	// when it happened: the suspension it may open shows at once to the
+	// The incident reaches the ledger at the error's publish time, not when
+	// it happened: the suspension it may open shows at once to the
 	// analyst's other sessions (Reserve refuses a suspended analyst before
-	// it checks the budget), so writing it at once would show the moment
-	// of the failure, which the time slot hides from the error itself
-	// (TestAttack85_IncidentWrittenAtPublishTime). The wait ignores ctx: a session that ends
-	// must not make the write early. The error then says when it was
-	// ready (ErrorReadyAt), for the proxy's padding.
+	// it checks the budget), so writing it at once would show the moment of
+	// the failure, which the time slot hides from the error itself
+	// (TestAttack85_IncidentWrittenAtPublishTime). The wait ignores ctx: a
+	// session that ends must not make the write early. The error then says
+	// when it was ready (ErrorReadyAt), for the proxy's padding.
 	failedAt := time.Now()
 	r.pending.Add(1)
 	defer r.pending.Add(-1)
