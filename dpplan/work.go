@@ -290,6 +290,33 @@ func PredWork(p Pred) int {
 	return 1
 }
 
+// CondWork is the per-row work of the conditions a plan holds as they are
+// evaluated by the SQL pgemit writes: its WHERE clause once, and each
+// measure's FILTER once for each measure that carries it (the emitter
+// writes a CASE per measure, so an AVG's FILTER is evaluated twice and a
+// variance's three times; PostgreSQL does not share equal expressions of a
+// select list). A CASE key's conditions are not plan data (Key.Args holds
+// their SQL text): the planner adds their work to RowOps.
+func CondWork(p *Plan, where Pred) int {
+	n := PredWork(where)
+	for _, m := range p.Measures {
+		n += PredWork(m.Filter)
+	}
+	return n
+}
+
+// RowOpsOf is the least per-row work a plan's RowOps may claim: CondWork
+// and every measure's value (MeasureValueOps). Release refuses a plan
+// whose RowOps is less, or whose Work is not WorkOf's (verifyWork): the
+// work bound fixes the answer's time slot before the charge.
+func RowOpsOf(p *Plan, where Pred) int {
+	n := CondWork(p, where)
+	for _, m := range p.Measures {
+		n = min(n+MeasureValueOps(m), 1<<40)
+	}
+	return n
+}
+
 // The proxy's CPU per answer (issue 27, "bounded proxy CPU"). An answer
 // costs the proxy up to about 15 µs per noisy cell on a loaded 2-core
 // machine (a group's measurement: sampling the noise exactly, its

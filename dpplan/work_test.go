@@ -2,6 +2,7 @@ package dpplan
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dpproxy/dpproxy/policy"
@@ -147,5 +148,31 @@ func TestPredWork(t *testing.T) {
 		if got := PredWork(c.p); got != c.want {
 			t.Errorf("PredWork(%#v) = %d, want %d", c.p, got, c.want)
 		}
+	}
+}
+
+// TestCondWork_FilterPerMeasure: the emitter writes an aggregate's FILTER
+// as a CASE in each measure that carries it, and PostgreSQL evaluates each
+// one on every row, so a variance's FILTER (three measures) costs three
+// times its work. CondWork counts it per measure; RowOpsOf adds the values.
+func TestCondWork_FilterPerMeasure(t *testing.T) {
+	like := PredLike{Col: "diagnosis", Pattern: "%" + strings.Repeat("x", 160) + "%"}
+	where := PredCmp{Col: "age", Op: ">", Lit: "3"}
+	one := PredWork(like)
+	p := &Plan{Measures: []Measure{
+		{Kind: MeasureSum, Column: "cost", Filter: like},
+		{Kind: MeasureCount, Column: "cost", Filter: like},
+		{Kind: MeasureSumSq, Column: "cost", Filter: like},
+		{Kind: MeasureCount},
+	}}
+	if got, want := CondWork(p, where), 1+3*one; got != want {
+		t.Errorf("CondWork = %d, want the WHERE's 1 and the FILTER's %d three times: %d", got, one, want)
+	}
+	if got := RowOpsOf(p, where); got != CondWork(p, where) {
+		t.Errorf("RowOpsOf = %d with no measure value, want CondWork's %d", got, CondWork(p, where))
+	}
+	p.Measures[0].Expr = op(ValMul, cost(), age())
+	if got, want := RowOpsOf(p, where), CondWork(p, where)+MeasureValueOps(p.Measures[0]); got != want {
+		t.Errorf("RowOpsOf = %d, want CondWork plus the value's %d: %d", got, MeasureValueOps(p.Measures[0]), want)
 	}
 }

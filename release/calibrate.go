@@ -62,6 +62,9 @@ func (r *Releaser) calibrate(req Request) (*calibration, error) {
 	if err := verifyPlan(req.Dataset, req.Plan); err != nil { // verify.go
 		return nil, err
 	}
+	if err := verifyWork(req.Dataset, req.Plan); err != nil { // verify.go
+		return nil, err
+	}
 	plan := req.Plan
 	c := &calibration{}
 	var err error

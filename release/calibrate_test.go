@@ -86,7 +86,13 @@ func TestVerifyPlan(t *testing.T) {
 			a.Plans = append([]*dpplan.Plan{&c}, a.Plans[1:]...)
 			p.Auto = &a
 		},
-		"no source":       func(p *dpplan.Plan) { dpplan.SetSource(p, nil, nil) },
+		"no source": func(p *dpplan.Plan) { dpplan.SetSource(p, nil, nil) },
+		// The work bound fixes the answer's time slot (verifyWork): a plan
+		// that counts less per-row work than its WHERE clause, or claims
+		// fewer rows than WorkOf, is refused.
+		"row ops":         func(p *dpplan.Plan) { _, w := dpplan.SourceOf(p); p.RowOps = dpplan.RowOpsOf(p, w) - 1 },
+		"work rows":       func(p *dpplan.Plan) { p.Work.Rows-- },
+		"work scans":      func(p *dpplan.Plan) { p.Work.Scans-- },
 		"rows per unit":   func(p *dpplan.Plan) { withTable(p, func(v *policy.Table) { v.MaxRowsPerUnit++ }) },
 		"groups per unit": func(p *dpplan.Plan) { withTable(p, func(v *policy.Table) { v.MaxGroupsPerUnit = 99 }) },
 		"unit column":     func(p *dpplan.Plan) { withTable(p, func(v *policy.Table) { v.UnitColumn = "age" }) },

@@ -153,8 +153,8 @@ func groupedPlan(ds *policy.Dataset) *rewrite.Plan {
 
 // emitFor gives a hand-built plan what the planner gives every plan: the
 // emitter's inputs (the policy table with the plan's rows per unit, no
-// WHERE) and the SQL pgemit writes from them, which release verifies
-// (verify.go). The fake upstreams answer whatever the SQL.
+// WHERE), the SQL pgemit writes from them and the work bound, which release
+// verifies (verify.go). The fake upstreams answer whatever the SQL.
 func emitFor(ds *policy.Dataset, p *dpplan.Plan) *dpplan.Plan {
 	pt, _ := ds.Table(p.Table)
 	v := *pt
@@ -164,6 +164,8 @@ func emitFor(ds *policy.Dataset, p *dpplan.Plan) *dpplan.Plan {
 	v.MaxRowsPerUnit = p.RowsPerUnit
 	dpplan.SetSource(p, &v, nil)
 	p.SQL = pgemit.SQL(&v, p, nil)
+	p.RowOps = dpplan.RowOpsOf(p, nil)
+	p.Work = dpplan.WorkOf(ds, p)
 	return p
 }
 

@@ -184,3 +184,21 @@ func verifyJoined(ds *policy.Dataset, plan *dpplan.Plan, t *policy.Table) error 
 	}
 	return nil
 }
+
+// verifyWork checks the plan's work bound, from which the proxy fixed the
+// answer's time slot before the charge (pipeline.TimeSlot): RowOps at least
+// the work of the conditions and values the plan holds, as the emitted SQL
+// evaluates them (dpplan.RowOpsOf), and Work exactly WorkOf's. A CASE key's
+// conditions are SQL text in the plan, so their share of RowOps is the
+// planner's alone (docs/ARCHITECTURE.md). Only the plan asked for: the
+// candidates of automatic bounds and a clipped plan are charged under its
+// slot.
+func verifyWork(ds *policy.Dataset, plan *dpplan.Plan) error {
+	_, where := dpplan.SourceOf(plan)
+	w := dpplan.WorkOf(ds, plan)
+	if plan.RowOps < dpplan.RowOpsOf(plan, where) || plan.Work.Rows != w.Rows || plan.Work.Scans != w.Scans ||
+		plan.Work.Candidates != w.Candidates || !slices.Equal(plan.Work.Undeclared, w.Undeclared) {
+		return pgerr.New(pgerr.InternalError, "internal error: the plan's work bound does not verify")
+	}
+	return nil
+}

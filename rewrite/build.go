@@ -59,7 +59,7 @@ type builder struct {
 	regrOutputs map[string]int
 	rangeErr    *pgerr.Error // set by addMeasure for an unbounded measure
 	rowOps      int          // units of work of the values inside aggregates (rowexpr.go maxRowOps)
-	predOps     int          // per-row work of FILTER and CASE key conditions (dpplan.PredWork)
+	predOps     int          // per-row work of CASE key conditions (dpplan.PredWork), which the plan holds as SQL text
 	// derived: the derived keys planned, by expression node, and the
 	// values of their domains (keyexpr.go memoKey).
 	derived       map[derivedID]derivedKey
@@ -287,17 +287,12 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 	// for a CASE key's conditions alike (attack round 57: 200 ILIKEs in a
 	// FILTER or a CASE key planned as a plain count, their work 27–52× its
 	// time slot): their total is bounded as the WHERE clause's is, and
-	// the work bound weighs every row by it.
-	if n := dpplan.PredWork(b.where) + b.predOps; n > maxWhereWork {
+	// the work bound weighs every row by it. A FILTER counts once for each
+	// measure that carries it, as the emitter evaluates it (a CASE per
+	// measure: a variance's three).
+	if n := dpplan.CondWork(p, b.where) + b.predOps; n > maxWhereWork {
 		return nil, b.errAt(sel, "54001", "the query's conditions are too complex: %d units of work per row (WHERE, FILTER and CASE conditions together), over %d", n, maxWhereWork).
 			WithHint("use fewer conditions or shorter LIKE patterns (each condition is 1 unit, a LIKE 1 more per 16 characters of its pattern and, with a %% before more of the pattern, its scans of up to 256 bytes: EXPLAIN shows the work; an IN list 1 more per 1000 values)")
-	}
-	// Each measure's row value as often as the emitted SQL evaluates it
-	// (attack round 104: VARIANCE evaluates its value four times, a
-	// quantile twice; b.rowOps counted it once an aggregate).
-	p.RowOps = dpplan.PredWork(b.where) + b.predOps
-	for _, m := range p.Measures {
-		p.RowOps += dpplan.MeasureValueOps(m)
 	}
 	if b.join == nil {
 		p.RowsPerUnit = b.table.MaxRowsPerUnit
@@ -306,6 +301,7 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		if err := b.sampleAggPlan(sel, p); err != nil { // sampleagg.go
 			return nil, err
 		}
+		p.RowOps = dpplan.RowOpsOf(p, b.where) + b.predOps
 		p.Fingerprint = dpplan.Fingerprint(p)
 		return p, nil
 	}
@@ -318,6 +314,10 @@ func (b *builder) build(sel *ast.SelectStmt) (*Plan, error) {
 		addRemoved(b.table, p) // bias.go
 	}
 	fitQuantileGrids(p) // quantile.go
+	// The per-row work of the plan's conditions and values as the emitted
+	// SQL evaluates them (dpplan.RowOpsOf, which release checks), and of
+	// the CASE keys' conditions, which the plan holds as SQL text.
+	p.RowOps = dpplan.RowOpsOf(p, b.where) + b.predOps
 	p.SQL = pgemit.SQL(b.table, p, b.where)
 	dpplan.SetSource(p, b.table, b.where)
 	p.Fingerprint = dpplan.Fingerprint(p)

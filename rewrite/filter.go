@@ -79,11 +79,10 @@ func (b *builder) aggFilter(x *ast.AggregateFuncExpr) (dpplan.Pred, error) {
 	if !ok {
 		return nil, nil
 	}
-	f, err := b.pred(cond)
-	// The emitter evaluates the condition on every row (a CASE per
-	// measure): its work is the plan's (build.go).
-	b.predOps += dpplan.PredWork(f)
-	return f, err
+	// The emitter evaluates the condition on every row, a CASE per measure
+	// that carries it: its work is counted per measure
+	// (dpplan.CondWork, RowOpsOf).
+	return b.pred(cond)
 }
 
 // normalizeFilter rewrites "FILTER ( WHERE" at toks[i] (the word FILTER

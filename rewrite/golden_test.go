@@ -329,6 +329,9 @@ func checkPlan(t testing.TB, p *Plan) {
 	if p.MaxGroupsPerUnit < 1 {
 		t.Fatalf("MaxGroupsPerUnit = %d, want ≥ 1", p.MaxGroupsPerUnit)
 	}
+	if _, where := dpplan.SourceOf(p); p.RowOps < dpplan.RowOpsOf(p, where) {
+		t.Fatalf("RowOps = %d, less than the work of the plan's conditions and values (%d): release refuses it", p.RowOps, dpplan.RowOpsOf(p, where))
+	}
 	for _, o := range p.Outputs {
 		switch o.Kind {
 		case OutputKey:
