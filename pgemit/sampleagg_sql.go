@@ -138,7 +138,9 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	// TestAttack56_SampleAggUnitTextSpreadsBlocks), a function of the
 	// unit's own rows.
 	block := "MIN(dp_hash) OVER (PARTITION BY dp_unit) AS dp_block"
-	rows := "SELECT *, " + rowRank + ", " + block + " FROM (SELECT " + strings.Join(cols, ", ") + " FROM " + from + " WHERE " + strings.Join(conds, " AND ") + ") AS dp_dups"
+	// dp_dup sorts each unit's rows by their values: they are read in a
+	// random order (shuffledSQL, attack round 113).
+	rows := "SELECT *, " + rowRank + ", " + block + " FROM (SELECT " + strings.Join(cols, ", ") + " FROM " + shuffledSQL(from, conds, unit) + ") AS dp_dups"
 
 	carry := append(append([]string{"dp_unit"}, keyCols...), "dp_block")
 	for _, c := range inCols {

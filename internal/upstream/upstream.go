@@ -42,7 +42,9 @@ const partitionwiseSQL = "SET LOCAL enable_partitionwise_aggregate = on; SET LOC
 // table then walks all of them: one patient's 20,000 visits with
 // colliding (age, length_of_stay) made a GROUP BY of the two private keys
 // run 5.4 s against 0.36 s (rewrite TestAttack108_CollidingGroupKeysTime).
-// A sorted aggregate's work does not depend on the hashes. Hash joins
+// A sorted aggregate's work does not depend on the hashes (nor, sorting
+// by pgemit's groupSaltSQL after the unit, on the order a person stored
+// their rows in: attack round 113). Hash joins
 // stay: a bucket's rows are compared only by the rows that probe it.
 //
 // Only plans that group by values one person chooses need it (a private
