@@ -42,10 +42,10 @@ import (
 // asked, or refuse one, but not release more than the charge
 // (verify_attack_test.go): the privacy argument is this package, dpplan,
 // pgemit, sensitivity, noise and accountant. Joins are no exception: the
-// joined relation's table (its
-// unit, its limits, its columns' names and types) is recomputed from the
-// policy and the plan's join by dpplan.VerifyJoin, which also checks the
-// facts the join shapes' argument rests on (dpplan/join.go).
+// joined relation's table (its unit, its limits, its columns' names and
+// types) is recomputed from the policy and the plan's join by
+// dpplan.VerifyJoin, which also checks the facts the join shapes' argument
+// rests on (dpplan/join.go). The work bound is checked apart (verifyWork).
 func verifyPlan(ds *policy.Dataset, plan *dpplan.Plan) error {
 	if plan == nil {
 		return pgerr.New(pgerr.InternalError, "internal error: no plan")
