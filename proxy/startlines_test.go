@@ -44,10 +44,7 @@ func TestStartLines_UnauthenticatedFloodBounded(t *testing.T) {
 			}
 		}
 	}
-	cancel := make([]byte, 16)
-	binary.BigEndian.PutUint32(cancel[0:], 16)
-	binary.BigEndian.PutUint32(cancel[4:], cancelRequestCode)
-	binary.BigEndian.PutUint32(cancel[8:], 4242)
+	cancel := unknownCancel()
 	badProtocol := []byte{0, 0, 0, 8, 1, 2, 3, 4}
 	count := func(s, what string) int {
 		n := 0
@@ -118,19 +115,8 @@ func TestReview112_FailedLoginsNotHiddenByCancelFlood(t *testing.T) {
 		c.Logger = productionLogger(w, zapcore.InfoLevel)
 	}})
 	attacker := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 3)}}
-	cancel := make([]byte, 16)
-	binary.BigEndian.PutUint32(cancel[0:], 16)
-	binary.BigEndian.PutUint32(cancel[4:], cancelRequestCode)
-	binary.BigEndian.PutUint32(cancel[8:], 4242)
 	for range 3 * startLinesBurst {
-		c, err := attacker.Dial("tcp", ts.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = c.Write(cancel)
-		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-		_, _ = c.Read(make([]byte, 16))
-		c.Close()
+		sendUnknownCancel(t, attacker, ts.addr)
 	}
 	time.Sleep(100 * time.Millisecond)
 	before := len(w.String())
@@ -162,23 +148,12 @@ func TestStartLines_ManyNetworksBounded(t *testing.T) {
 	ts := startServer(t, serverOpts{mutate: func(c *Config) {
 		c.Logger = productionLogger(w, zapcore.InfoLevel)
 	}})
-	cancel := make([]byte, 16)
-	binary.BigEndian.PutUint32(cancel[0:], 16)
-	binary.BigEndian.PutUint32(cancel[4:], cancelRequestCode)
-	binary.BigEndian.PutUint32(cancel[8:], 4242)
 	const networks, each = 240, 3
 	start := time.Now()
 	for i := range networks {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 1, byte(i+10))}}
 		for range each {
-			c, err := d.Dial("tcp", ts.addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, _ = c.Write(cancel)
-			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			_, _ = c.Read(make([]byte, 16))
-			c.Close()
+			sendUnknownCancel(t, d, ts.addr)
 		}
 	}
 	elapsed := time.Since(start)
@@ -193,4 +168,27 @@ func TestStartLines_ManyNetworksBounded(t *testing.T) {
 	if lines < startLinesTotalBurst {
 		t.Errorf("%d lines: the networks' total burst (%d) was not written", lines, startLinesTotalBurst)
 	}
+}
+
+// unknownCancel is a CancelRequest with a key no session holds.
+func unknownCancel() []byte {
+	msg := make([]byte, 16)
+	binary.BigEndian.PutUint32(msg[0:], 16)
+	binary.BigEndian.PutUint32(msg[4:], cancelRequestCode)
+	binary.BigEndian.PutUint32(msg[8:], 4242)
+	return msg
+}
+
+// sendUnknownCancel sends one from d and waits until the proxy closes the
+// connection (its line, if any, is written by then).
+func sendUnknownCancel(t *testing.T, d *net.Dialer, addr string) {
+	t.Helper()
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_, _ = c.Write(unknownCancel())
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, _ = c.Read(make([]byte, 16))
 }
