@@ -380,7 +380,7 @@ func ProfileSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred, profile []in
 	join(cols, ", ")
 	if p.HasQuantile() {
 		// The quantile ranks sort each unit's values (quantileRankSQL).
-		w(" FROM ", shuffledSQL(from, conds, unit))
+		w(" FROM ", shuffledSQL(t, p, from, conds, unit))
 	} else {
 		w(" FROM ", from, " WHERE ")
 		join(conds, " AND ")
@@ -473,9 +473,20 @@ func groupSaltSQL(keyCols []string) string {
 // shuffledSQL is from's rows that pass conds, each unit's in a random
 // order (sorted by the unit, then random()): the input of a sort by a
 // unit's values that the person whose rows they are cannot order. Columns
-// keep their names (SELECT *; PostgreSQL drops the unused ones).
-func shuffledSQL(from string, conds []string, unit string) string {
-	return "(SELECT * FROM " + from + " WHERE " + strings.Join(conds, " AND ") + " ORDER BY " + unit + ", random()) AS dp_shuffled"
+// keep their names: a table's visible columns, the only ones the data role
+// may read (a column grant allows no *: the CI run of round 113's first
+// fix failed every quantile after its charge on the demo), or all of a
+// join's relation, a subquery of named columns (joinFromSQL).
+func shuffledSQL(t *policy.Table, p *dpplan.Plan, from string, conds []string, unit string) string {
+	cols := "*"
+	if p.Join == nil {
+		var q []string
+		for _, c := range t.VisibleColumns() {
+			q = append(q, QuoteIdent(c))
+		}
+		cols = strings.Join(q, ", ")
+	}
+	return "(SELECT " + cols + " FROM " + from + " WHERE " + strings.Join(conds, " AND ") + " ORDER BY " + unit + ", random()) AS dp_shuffled"
 }
 
 // selectSalt seeds the hash that orders a unit's groups (dpplan.GroupsSelect).

@@ -140,7 +140,7 @@ func SampleAggSQL(t *policy.Table, p *dpplan.Plan, where dpplan.Pred) string {
 	block := "MIN(dp_hash) OVER (PARTITION BY dp_unit) AS dp_block"
 	// dp_dup sorts each unit's rows by their values: they are read in a
 	// random order (shuffledSQL, attack round 113).
-	rows := "SELECT *, " + rowRank + ", " + block + " FROM (SELECT " + strings.Join(cols, ", ") + " FROM " + shuffledSQL(from, conds, unit) + ") AS dp_dups"
+	rows := "SELECT *, " + rowRank + ", " + block + " FROM (SELECT " + strings.Join(cols, ", ") + " FROM " + shuffledSQL(t, p, from, conds, unit) + ") AS dp_dups"
 
 	carry := append(append([]string{"dp_unit"}, keyCols...), "dp_block")
 	for _, c := range inCols {
