@@ -108,8 +108,11 @@ func TestShadowLeak_Sizes(t *testing.T) {
 func TestShadowLeak_TableStatistics(t *testing.T) {
 	requireDemo(t)
 	// The data's planner statistics exist (the demo runs ANALYZE) ...
-	if got := dataScalar(t, "SELECT reltuples::bigint FROM pg_class WHERE relname = 'visits'"); got != "200000" {
-		t.Fatalf("data cluster visits reltuples = %s, want 200000", got)
+	// (at least the demo's 200,000 visits: tests of this package add a
+	// patient's rows for a while, and autovacuum may count them: 200,020
+	// in one CI run).
+	if got := mustInt(t, "data reltuples", dataScalar(t, "SELECT reltuples::bigint FROM pg_class WHERE relname = 'visits'")); got < 200000 {
+		t.Fatalf("data cluster visits reltuples = %d, want at least the demo's 200000", got)
 	}
 	// ... the shadow's describe an empty (or never analysed) table.
 	rt := proxyScalar(t, "SELECT reltuples FROM pg_class WHERE relname = 'visits'")
