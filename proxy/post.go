@@ -288,11 +288,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 		bound += 2 * len(p)
 	}
 	if extra := bound - 2*est; extra > 0 {
-		charged := false
-		for _, r := range results {
-			charged = charged || (r != nil && !r.Cached)
-		}
-		if charged {
+		if anyCharged(results) {
 			c.chargeMemoryOwn(extra)
 		} else if err := c.checkMemory(extra); err != nil {
 			return nil, err
@@ -302,11 +298,7 @@ func (c *conn) execPost(ctx context.Context, env *pipeline.Env, s *pipeline.Sett
 	// The outer SQL, on the shadow, over the released rows.
 	out, err := c.shadowRun(ctx, outerSQL, params, run.Charges)
 	if err != nil {
-		charged := false
-		for _, r := range results {
-			charged = charged || (r != nil && !r.Cached)
-		}
-		if charged {
+		if anyCharged(results) {
 			// A runtime error of the outer SQL over released values (sqrt or
 			// ln of a noisy value below zero): its leaves were charged and
 			// their answers cached, which the analyst could not tell.
@@ -448,4 +440,15 @@ func outerError(err error, more string) error {
 		hint += "; " + more
 	}
 	return e.WithHint("%s", hint)
+}
+
+// anyCharged reports whether a leaf of results was charged now (not
+// answered from the cache).
+func anyCharged(results []*release.Result) bool {
+	for _, r := range results {
+		if r != nil && !r.Cached {
+			return true
+		}
+	}
+	return false
 }

@@ -188,6 +188,12 @@ const (
 	startLinesTotalPerSecond = 20
 )
 
+// newStartLines is a limiter of lines before authentication: a bucket per
+// client network and one for all of them together.
+func newStartLines() *linerate.Limiter {
+	return linerate.NewBounded(startLinesPerSecond, startLinesBurst, maxStartNetworks).WithTotal(startLinesTotalPerSecond, startLinesTotalBurst)
+}
+
 // Server is the PostgreSQL wire-protocol server. Safe for concurrent use.
 type Server struct {
 	cfg   Config
@@ -323,8 +329,8 @@ func New(cfg Config) (*Server, error) {
 		ledgerShare:  ledgerShareOf(cfg.Releaser),
 		logLines:     linerate.New(sessionLinesPerSecond, sessionLinesBurst),
 		sessionLines: linerate.New(sessionStartLinesPerSecond, 2*cfg.MaxConnectionsPerAnalyst),
-		startLines:   linerate.NewBounded(startLinesPerSecond, startLinesBurst, maxStartNetworks).WithTotal(startLinesTotalPerSecond, startLinesTotalBurst),
-		authLines:    linerate.NewBounded(startLinesPerSecond, startLinesBurst, maxStartNetworks).WithTotal(startLinesTotalPerSecond, startLinesTotalBurst),
+		startLines:   newStartLines(),
+		authLines:    newStartLines(),
 		tlsRate:      rateLimiters{max: maxTLSNetworks},
 		planning:     map[string]chan struct{}{},
 		conns:        map[*conn]struct{}{},
